@@ -1,0 +1,342 @@
+//! Raw declarations of the NVIDIA DOCA 3.x C API subset that async-doca binds.
+//!
+//! Everything here is `unsafe extern "C"`, written by hand from the interface facts of the
+//! API (names, argument order, types, numeric values). No header was copied and no bindgen
+//! is used, so these declarations are the contract that both providers must honour:
+//!
+//! * feature `soft` (default) links [`doca_soft`](https://docs.rs/doca-soft), this project's
+//!   software implementation of the same C ABI, so the crate works on any Linux machine;
+//! * feature `system` links NVIDIA's `doca-common` (found with pkg-config) on a BlueField
+//!   host. Set `DOCA_SYS_NO_LINK=1` to type-check without the SDK installed.
+//!
+//! The rules of the C API apply unchanged: a progress engine (PE), its contexts, tasks and
+//! buffers are used from one thread; task ownership passes to the library on a successful
+//! submit and back to the caller in the completion callback; callbacks run inside
+//! [`doca_pe_progress`]. Safe wrappers live in the `async-doca` crate, not here.
+//!
+//! Helpers that are `static inline` in NVIDIA's headers (and so not exported by its
+//! libraries) are re-implemented here as Rust functions with the same names, for example
+//! [`doca_buf_inventory_buf_get_by_addr`].
+#![allow(non_camel_case_types)]
+#![no_std]
+
+#[cfg(all(feature = "soft", feature = "system"))]
+compile_error!("doca-sys: enable exactly one provider feature: `soft` (default) or `system`");
+
+// Linking the software provider: its `#[no_mangle]` functions resolve the declarations below.
+#[cfg(feature = "soft")]
+extern crate doca_soft as _;
+
+use core::ffi::c_char;
+
+include!("types.rs");
+
+macro_rules! opaque {
+    ($($(#[$m:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$m])*
+        #[repr(C)]
+        pub struct $name {
+            _data: [u8; 0],
+            // Opaque C objects are neither Send, Sync nor Unpin.
+            _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+        }
+    )*};
+}
+
+opaque!(
+    /// A progress engine: runs callbacks of its contexts' tasks.
+    doca_pe,
+    /// A context (the common face of RDMA, sync event, UROM objects).
+    doca_ctx,
+    /// A task, the unit of asynchronous work.
+    doca_task,
+    /// Static information about a device.
+    doca_devinfo,
+    /// An open device.
+    doca_dev,
+    /// A memory map: a registered memory range.
+    doca_mmap,
+    /// A pool of buffer descriptors.
+    doca_buf_inventory,
+    /// A buffer descriptor over mmap memory.
+    doca_buf,
+    /// A 64-bit counter shared between execution units.
+    doca_sync_event,
+    /// Sync event task: read the counter.
+    doca_sync_event_task_get,
+    /// Sync event task: set the counter.
+    doca_sync_event_task_notify_set,
+    /// Sync event task: add to the counter, fetching the old value.
+    doca_sync_event_task_notify_add,
+    /// Sync event task: wait until `(value & mask) == wait_val`.
+    doca_sync_event_task_wait_eq,
+    /// Sync event task: wait until `(value & mask) != wait_val`.
+    doca_sync_event_task_wait_neq,
+);
+
+extern "C" {
+    // ---- errors ----
+    pub fn doca_error_get_name(error: doca_error_t) -> *const c_char;
+    pub fn doca_error_get_descr(error: doca_error_t) -> *const c_char;
+
+    // ---- progress engine ----
+    pub fn doca_pe_create(pe: *mut *mut doca_pe) -> doca_error_t;
+    pub fn doca_pe_destroy(pe: *mut doca_pe) -> doca_error_t;
+    pub fn doca_pe_progress(pe: *mut doca_pe) -> u8;
+    pub fn doca_pe_get_notification_handle(
+        pe: *const doca_pe,
+        handle: *mut doca_notification_handle_t,
+    ) -> doca_error_t;
+    pub fn doca_pe_request_notification(pe: *mut doca_pe) -> doca_error_t;
+    pub fn doca_pe_clear_notification(pe: *mut doca_pe, handle: doca_notification_handle_t) -> doca_error_t;
+    pub fn doca_pe_get_num_inflight_tasks(pe: *const doca_pe, num_inflight_tasks: *mut usize) -> doca_error_t;
+    pub fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ctx) -> doca_error_t;
+    pub fn doca_pe_set_event_mode(pe: *mut doca_pe, event_mode: doca_pe_event_mode) -> doca_error_t;
+
+    // ---- tasks ----
+    pub fn doca_task_submit(task: *mut doca_task) -> doca_error_t;
+    pub fn doca_task_try_submit(task: *mut doca_task) -> doca_error_t;
+    pub fn doca_task_free(task: *mut doca_task);
+    pub fn doca_task_get_status(task: *const doca_task) -> doca_error_t;
+    pub fn doca_task_set_user_data(task: *mut doca_task, user_data: doca_data);
+    pub fn doca_task_get_user_data(task: *const doca_task) -> doca_data;
+    pub fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_ctx;
+
+    // ---- contexts ----
+    pub fn doca_ctx_start(ctx: *mut doca_ctx) -> doca_error_t;
+    pub fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t;
+    pub fn doca_ctx_get_state(ctx: *const doca_ctx, state: *mut doca_ctx_states) -> doca_error_t;
+    pub fn doca_ctx_set_state_changed_cb(ctx: *mut doca_ctx, cb: doca_ctx_state_changed_callback_t) -> doca_error_t;
+    pub fn doca_ctx_set_user_data(ctx: *mut doca_ctx, user_data: doca_data) -> doca_error_t;
+    pub fn doca_ctx_get_user_data(ctx: *const doca_ctx, user_data: *mut doca_data) -> doca_error_t;
+    pub fn doca_ctx_get_num_inflight_tasks(ctx: *const doca_ctx, num_inflight_tasks: *mut usize) -> doca_error_t;
+
+    // ---- devices ----
+    pub fn doca_devinfo_create_list(dev_list: *mut *mut *mut doca_devinfo, nb_devs: *mut u32) -> doca_error_t;
+    pub fn doca_devinfo_destroy_list(dev_list: *mut *mut doca_devinfo) -> doca_error_t;
+    pub fn doca_dev_open(devinfo: *mut doca_devinfo, dev: *mut *mut doca_dev) -> doca_error_t;
+    pub fn doca_dev_close(dev: *mut doca_dev) -> doca_error_t;
+    pub fn doca_dev_as_devinfo(dev: *const doca_dev) -> *mut doca_devinfo;
+    pub fn doca_devinfo_get_pci_addr_str(devinfo: *const doca_devinfo, pci_addr_str: *mut c_char) -> doca_error_t;
+    pub fn doca_devinfo_is_equal_pci_addr(
+        devinfo: *const doca_devinfo,
+        pci_addr_str: *const c_char,
+        is_equal: *mut u8,
+    ) -> doca_error_t;
+    pub fn doca_devinfo_get_ibdev_name(devinfo: *const doca_devinfo, ibdev_name: *mut c_char, size: u32) -> doca_error_t;
+    pub fn doca_devinfo_get_iface_name(devinfo: *const doca_devinfo, iface_name: *mut c_char, size: u32) -> doca_error_t;
+
+    // ---- memory map ----
+    pub fn doca_mmap_create(mmap: *mut *mut doca_mmap) -> doca_error_t;
+    pub fn doca_mmap_destroy(mmap: *mut doca_mmap) -> doca_error_t;
+    pub fn doca_mmap_set_memrange(mmap: *mut doca_mmap, addr: *mut c_void, len: usize) -> doca_error_t;
+    pub fn doca_mmap_set_permissions(mmap: *mut doca_mmap, access_mask: u32) -> doca_error_t;
+    pub fn doca_mmap_add_dev(mmap: *mut doca_mmap, dev: *mut doca_dev) -> doca_error_t;
+    pub fn doca_mmap_start(mmap: *mut doca_mmap) -> doca_error_t;
+    pub fn doca_mmap_stop(mmap: *mut doca_mmap) -> doca_error_t;
+    pub fn doca_mmap_get_memrange(mmap: *const doca_mmap, addr: *mut *mut c_void, len: *mut usize) -> doca_error_t;
+    pub fn doca_mmap_export_rdma(
+        mmap: *mut doca_mmap,
+        dev: *const doca_dev,
+        export_desc: *mut *const c_void,
+        export_desc_len: *mut usize,
+    ) -> doca_error_t;
+    pub fn doca_mmap_export_pci(
+        mmap: *mut doca_mmap,
+        dev: *const doca_dev,
+        export_desc: *mut *const c_void,
+        export_desc_len: *mut usize,
+    ) -> doca_error_t;
+    pub fn doca_mmap_create_from_export(
+        user_data: *const doca_data,
+        export_desc: *const c_void,
+        export_desc_len: usize,
+        dev: *mut doca_dev,
+        mmap: *mut *mut doca_mmap,
+    ) -> doca_error_t;
+
+    // ---- buffer inventory ----
+    pub fn doca_buf_inventory_create(num_elements: usize, inventory: *mut *mut doca_buf_inventory) -> doca_error_t;
+    pub fn doca_buf_inventory_destroy(inventory: *mut doca_buf_inventory) -> doca_error_t;
+    pub fn doca_buf_inventory_start(inventory: *mut doca_buf_inventory) -> doca_error_t;
+    pub fn doca_buf_inventory_stop(inventory: *mut doca_buf_inventory) -> doca_error_t;
+    pub fn doca_buf_inventory_buf_get_by_args(
+        inventory: *mut doca_buf_inventory,
+        mmap: *mut doca_mmap,
+        addr: *mut c_void,
+        len: usize,
+        data: *mut c_void,
+        data_len: usize,
+        buf: *mut *mut doca_buf,
+    ) -> doca_error_t;
+    pub fn doca_buf_inventory_get_num_free_elements(
+        inventory: *const doca_buf_inventory,
+        num_free: *mut u32,
+    ) -> doca_error_t;
+
+    // ---- buffers ----
+    pub fn doca_buf_inc_refcount(buf: *mut doca_buf, refcount: *mut u16) -> doca_error_t;
+    pub fn doca_buf_dec_refcount(buf: *mut doca_buf, refcount: *mut u16) -> doca_error_t;
+    pub fn doca_buf_get_len(buf: *const doca_buf, len: *mut usize) -> doca_error_t;
+    pub fn doca_buf_get_head(buf: *const doca_buf, head: *mut *mut c_void) -> doca_error_t;
+    pub fn doca_buf_get_data(buf: *const doca_buf, data: *mut *mut c_void) -> doca_error_t;
+    pub fn doca_buf_get_data_len(buf: *const doca_buf, data_len: *mut usize) -> doca_error_t;
+    pub fn doca_buf_set_data(buf: *mut doca_buf, data: *mut c_void, data_len: usize) -> doca_error_t;
+    pub fn doca_buf_set_data_len(buf: *mut doca_buf, data_len: usize) -> doca_error_t;
+    pub fn doca_buf_reset_data_len(buf: *mut doca_buf) -> doca_error_t;
+    pub fn doca_buf_chain_list(list1: *mut doca_buf, list2: *mut doca_buf) -> doca_error_t;
+
+    // ---- sync event: objects ----
+    pub fn doca_sync_event_create(event: *mut *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_destroy(event: *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_add_publisher_location_cpu(event: *mut doca_sync_event, dev: *mut doca_dev) -> doca_error_t;
+    pub fn doca_sync_event_add_subscriber_location_cpu(event: *mut doca_sync_event, dev: *mut doca_dev) -> doca_error_t;
+    pub fn doca_sync_event_add_publisher_location_remote_pci(event: *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_add_subscriber_location_remote_pci(event: *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_add_publisher_location_remote_net(event: *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_set_addr(event: *mut doca_sync_event, addr: *mut u64) -> doca_error_t;
+    pub fn doca_sync_event_start(event: *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_stop(event: *mut doca_sync_event) -> doca_error_t;
+    pub fn doca_sync_event_as_ctx(event: *mut doca_sync_event) -> *mut doca_ctx;
+    pub fn doca_sync_event_export_to_remote_pci(
+        event: *mut doca_sync_event,
+        dev: *mut doca_dev,
+        data: *mut *const u8,
+        sz: *mut usize,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_export_to_remote_net(
+        event: *mut doca_sync_event,
+        data: *mut *const u8,
+        sz: *mut usize,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_create_from_export(
+        dev: *mut doca_dev,
+        data: *const u8,
+        sz: usize,
+        event: *mut *mut doca_sync_event,
+    ) -> doca_error_t;
+
+    // ---- sync event: synchronous data path ----
+    pub fn doca_sync_event_get(event: *mut doca_sync_event, value: *mut u64) -> doca_error_t;
+    pub fn doca_sync_event_update_add(event: *mut doca_sync_event, value: u64, fetched: *mut u64) -> doca_error_t;
+    pub fn doca_sync_event_update_set(event: *mut doca_sync_event, value: u64) -> doca_error_t;
+    pub fn doca_sync_event_wait_gt(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t;
+    pub fn doca_sync_event_wait_gt_yield(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t;
+    pub fn doca_sync_event_wait_eq(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t;
+    pub fn doca_sync_event_wait_neq(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t;
+
+    // ---- sync event: asynchronous tasks ----
+    pub fn doca_sync_event_task_get_set_conf(
+        event: *mut doca_sync_event,
+        ok_cb: doca_sync_event_task_get_completion_cb_t,
+        err_cb: doca_sync_event_task_get_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_get_alloc_init(
+        event: *mut doca_sync_event,
+        ret_val_ptr: *mut u64,
+        user_data: doca_data,
+        task: *mut *mut doca_sync_event_task_get,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_get_as_doca_task(task: *mut doca_sync_event_task_get) -> *mut doca_task;
+
+    pub fn doca_sync_event_task_notify_set_set_conf(
+        event: *mut doca_sync_event,
+        ok_cb: doca_sync_event_task_notify_set_completion_cb_t,
+        err_cb: doca_sync_event_task_notify_set_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_notify_set_alloc_init(
+        event: *mut doca_sync_event,
+        set_val: u64,
+        user_data: doca_data,
+        task: *mut *mut doca_sync_event_task_notify_set,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_notify_set_as_doca_task(task: *mut doca_sync_event_task_notify_set) -> *mut doca_task;
+
+    pub fn doca_sync_event_task_notify_add_set_conf(
+        event: *mut doca_sync_event,
+        ok_cb: doca_sync_event_task_notify_add_completion_cb_t,
+        err_cb: doca_sync_event_task_notify_add_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_notify_add_alloc_init(
+        event: *mut doca_sync_event,
+        inc_val: u64,
+        fetched_val_ptr: *mut u64,
+        user_data: doca_data,
+        task: *mut *mut doca_sync_event_task_notify_add,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_notify_add_as_doca_task(task: *mut doca_sync_event_task_notify_add) -> *mut doca_task;
+
+    pub fn doca_sync_event_task_wait_eq_set_conf(
+        event: *mut doca_sync_event,
+        ok_cb: doca_sync_event_task_wait_eq_completion_cb_t,
+        err_cb: doca_sync_event_task_wait_eq_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_wait_eq_alloc_init(
+        event: *mut doca_sync_event,
+        wait_val: u64,
+        mask: u64,
+        user_data: doca_data,
+        task: *mut *mut doca_sync_event_task_wait_eq,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_wait_eq_as_doca_task(task: *mut doca_sync_event_task_wait_eq) -> *mut doca_task;
+
+    pub fn doca_sync_event_task_wait_neq_set_conf(
+        event: *mut doca_sync_event,
+        ok_cb: doca_sync_event_task_wait_neq_completion_cb_t,
+        err_cb: doca_sync_event_task_wait_neq_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_wait_neq_alloc_init(
+        event: *mut doca_sync_event,
+        wait_val: u64,
+        mask: u64,
+        user_data: doca_data,
+        task: *mut *mut doca_sync_event_task_wait_neq,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_task_wait_neq_as_doca_task(task: *mut doca_sync_event_task_wait_neq) -> *mut doca_task;
+}
+
+/// `doca_buf_inventory_buf_get_by_addr`: a buffer over `[addr, addr+len)` with an empty
+/// payload (a destination). `static inline` in NVIDIA's header, so not exported by the
+/// library; re-implemented with the same meaning.
+///
+/// # Safety
+/// Same contract as [`doca_buf_inventory_buf_get_by_args`].
+#[inline]
+pub unsafe fn doca_buf_inventory_buf_get_by_addr(
+    inventory: *mut doca_buf_inventory,
+    mmap: *mut doca_mmap,
+    addr: *mut c_void,
+    len: usize,
+    buf: *mut *mut doca_buf,
+) -> doca_error_t {
+    // SAFETY: forwarded unchanged; the caller upholds the contract of the callee.
+    unsafe { doca_buf_inventory_buf_get_by_args(inventory, mmap, addr, len, addr, 0, buf) }
+}
+
+/// `doca_buf_inventory_buf_get_by_data`: a buffer whose payload is all of `[data, data+len)`
+/// (a source). `static inline` in NVIDIA's header; re-implemented with the same meaning.
+///
+/// # Safety
+/// Same contract as [`doca_buf_inventory_buf_get_by_args`].
+#[inline]
+pub unsafe fn doca_buf_inventory_buf_get_by_data(
+    inventory: *mut doca_buf_inventory,
+    mmap: *mut doca_mmap,
+    data: *mut c_void,
+    len: usize,
+    buf: *mut *mut doca_buf,
+) -> doca_error_t {
+    // SAFETY: forwarded unchanged; the caller upholds the contract of the callee.
+    unsafe { doca_buf_inventory_buf_get_by_args(inventory, mmap, data, len, data, len, buf) }
+}
+
+/// The symbolic name of a code this crate knows (`"DOCA_ERROR_NO_MEMORY"`), without a call
+/// into the provider. Unknown codes (from a newer library) give `None`.
+pub fn doca_error_name(err: doca_error_t) -> Option<&'static str> {
+    usize::try_from(err.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i).copied())
+}

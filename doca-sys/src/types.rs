@@ -1,0 +1,205 @@
+// Value types of the DOCA 3.x C ABI: error codes, `doca_data`, enums, flags, callback types.
+//
+// This file is the single definition of the ABI's value types. `doca-sys` includes it to
+// declare the API; `doca-soft` includes it (with `include!`) to implement the same API, so
+// the two sides cannot drift apart and no crate cycle is needed (doca-sys depends on
+// doca-soft to link it). The including module must have the opaque object types that the
+// callback types name (`doca_task`, `doca_ctx`, the sync event task types) in scope.
+//
+// Written by hand from the interface facts (names, argument order, numeric values); no
+// NVIDIA header was copied.
+
+use core::ffi::{c_int, c_void};
+
+/// A DOCA status code (`doca_error_t`, an int-sized C enum).
+///
+/// Modelled as a transparent integer, never as a Rust enum: a newer library may return a
+/// value this crate does not know, and an unknown discriminant in a Rust enum would be
+/// undefined behaviour.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct doca_error_t(pub c_int);
+
+pub const DOCA_SUCCESS: doca_error_t = doca_error_t(0);
+pub const DOCA_ERROR_UNKNOWN: doca_error_t = doca_error_t(1);
+pub const DOCA_ERROR_NOT_PERMITTED: doca_error_t = doca_error_t(2);
+pub const DOCA_ERROR_IN_USE: doca_error_t = doca_error_t(3);
+pub const DOCA_ERROR_NOT_SUPPORTED: doca_error_t = doca_error_t(4);
+pub const DOCA_ERROR_AGAIN: doca_error_t = doca_error_t(5);
+pub const DOCA_ERROR_INVALID_VALUE: doca_error_t = doca_error_t(6);
+pub const DOCA_ERROR_NO_MEMORY: doca_error_t = doca_error_t(7);
+pub const DOCA_ERROR_INITIALIZATION: doca_error_t = doca_error_t(8);
+pub const DOCA_ERROR_TIME_OUT: doca_error_t = doca_error_t(9);
+pub const DOCA_ERROR_SHUTDOWN: doca_error_t = doca_error_t(10);
+pub const DOCA_ERROR_CONNECTION_RESET: doca_error_t = doca_error_t(11);
+pub const DOCA_ERROR_CONNECTION_ABORTED: doca_error_t = doca_error_t(12);
+pub const DOCA_ERROR_CONNECTION_INPROGRESS: doca_error_t = doca_error_t(13);
+pub const DOCA_ERROR_NOT_CONNECTED: doca_error_t = doca_error_t(14);
+pub const DOCA_ERROR_NO_LOCK: doca_error_t = doca_error_t(15);
+pub const DOCA_ERROR_NOT_FOUND: doca_error_t = doca_error_t(16);
+pub const DOCA_ERROR_IO_FAILED: doca_error_t = doca_error_t(17);
+pub const DOCA_ERROR_BAD_STATE: doca_error_t = doca_error_t(18);
+pub const DOCA_ERROR_UNSUPPORTED_VERSION: doca_error_t = doca_error_t(19);
+pub const DOCA_ERROR_OPERATING_SYSTEM: doca_error_t = doca_error_t(20);
+pub const DOCA_ERROR_DRIVER: doca_error_t = doca_error_t(21);
+pub const DOCA_ERROR_UNEXPECTED: doca_error_t = doca_error_t(22);
+pub const DOCA_ERROR_ALREADY_EXIST: doca_error_t = doca_error_t(23);
+pub const DOCA_ERROR_FULL: doca_error_t = doca_error_t(24);
+pub const DOCA_ERROR_EMPTY: doca_error_t = doca_error_t(25);
+pub const DOCA_ERROR_IN_PROGRESS: doca_error_t = doca_error_t(26);
+pub const DOCA_ERROR_TOO_BIG: doca_error_t = doca_error_t(27);
+pub const DOCA_ERROR_AUTHENTICATION: doca_error_t = doca_error_t(28);
+pub const DOCA_ERROR_BAD_CONFIG: doca_error_t = doca_error_t(29);
+pub const DOCA_ERROR_SKIPPED: doca_error_t = doca_error_t(30);
+
+/// Symbolic names of the codes this crate knows, indexed by value.
+pub const DOCA_ERROR_NAMES: [&str; 31] = [
+    "DOCA_SUCCESS",
+    "DOCA_ERROR_UNKNOWN",
+    "DOCA_ERROR_NOT_PERMITTED",
+    "DOCA_ERROR_IN_USE",
+    "DOCA_ERROR_NOT_SUPPORTED",
+    "DOCA_ERROR_AGAIN",
+    "DOCA_ERROR_INVALID_VALUE",
+    "DOCA_ERROR_NO_MEMORY",
+    "DOCA_ERROR_INITIALIZATION",
+    "DOCA_ERROR_TIME_OUT",
+    "DOCA_ERROR_SHUTDOWN",
+    "DOCA_ERROR_CONNECTION_RESET",
+    "DOCA_ERROR_CONNECTION_ABORTED",
+    "DOCA_ERROR_CONNECTION_INPROGRESS",
+    "DOCA_ERROR_NOT_CONNECTED",
+    "DOCA_ERROR_NO_LOCK",
+    "DOCA_ERROR_NOT_FOUND",
+    "DOCA_ERROR_IO_FAILED",
+    "DOCA_ERROR_BAD_STATE",
+    "DOCA_ERROR_UNSUPPORTED_VERSION",
+    "DOCA_ERROR_OPERATING_SYSTEM",
+    "DOCA_ERROR_DRIVER",
+    "DOCA_ERROR_UNEXPECTED",
+    "DOCA_ERROR_ALREADY_EXIST",
+    "DOCA_ERROR_FULL",
+    "DOCA_ERROR_EMPTY",
+    "DOCA_ERROR_IN_PROGRESS",
+    "DOCA_ERROR_TOO_BIG",
+    "DOCA_ERROR_AUTHENTICATION",
+    "DOCA_ERROR_BAD_CONFIG",
+    "DOCA_ERROR_SKIPPED",
+];
+
+/// `union doca_data`: eight bytes of user data, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union doca_data {
+    pub ptr: *mut c_void,
+    pub u64_: u64,
+}
+
+impl doca_data {
+    /// User data holding an integer (the runtime stores completion-slot keys this way).
+    pub const fn from_u64(v: u64) -> Self {
+        doca_data { u64_: v }
+    }
+    /// The data read as an integer. Every bit pattern is a valid `u64`.
+    pub fn as_u64(self) -> u64 {
+        // SAFETY: both fields are 8 bytes of plain data on 64-bit targets; any bit pattern
+        // is a valid u64.
+        unsafe { self.u64_ }
+    }
+}
+
+impl core::fmt::Debug for doca_data {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "doca_data({:#x})", self.as_u64())
+    }
+}
+
+/// The PE's notification handle: a file descriptor on Linux; -1 is invalid.
+pub type doca_notification_handle_t = c_int;
+pub const DOCA_NOTIFICATION_HANDLE_INVALID: doca_notification_handle_t = -1;
+
+/// A `uint32_t` that holds a big-endian value (immediate data).
+pub type doca_be32_t = u32;
+
+/// `enum doca_ctx_states`.
+pub type doca_ctx_states = u32;
+pub const DOCA_CTX_STATE_IDLE: doca_ctx_states = 0;
+pub const DOCA_CTX_STATE_STARTING: doca_ctx_states = 1;
+pub const DOCA_CTX_STATE_RUNNING: doca_ctx_states = 2;
+pub const DOCA_CTX_STATE_STOPPING: doca_ctx_states = 3;
+
+/// `enum doca_pe_event_mode`.
+pub type doca_pe_event_mode = u32;
+pub const DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE: doca_pe_event_mode = 0;
+pub const DOCA_PE_EVENT_MODE_PROGRESS_ALL: doca_pe_event_mode = 1;
+
+/// `enum doca_access_flag` (bits combined into a `uint32_t` mask).
+pub type doca_access_flag = u32;
+pub const DOCA_ACCESS_FLAG_LOCAL_READ_ONLY: doca_access_flag = 0;
+pub const DOCA_ACCESS_FLAG_LOCAL_READ_WRITE: doca_access_flag = 1;
+pub const DOCA_ACCESS_FLAG_RDMA_READ: doca_access_flag = 2;
+pub const DOCA_ACCESS_FLAG_RDMA_WRITE: doca_access_flag = 4;
+pub const DOCA_ACCESS_FLAG_RDMA_ATOMIC: doca_access_flag = 8;
+pub const DOCA_ACCESS_FLAG_PCI_READ_ONLY: doca_access_flag = 16;
+pub const DOCA_ACCESS_FLAG_PCI_READ_WRITE: doca_access_flag = 32;
+pub const DOCA_ACCESS_FLAG_PCI_RELAXED_ORDERING: doca_access_flag = 64;
+
+/// Size of the buffer `doca_devinfo_get_pci_addr_str` fills ("0000:03:00.0" plus NUL).
+pub const DOCA_DEVINFO_PCI_ADDR_SIZE: usize = 13;
+/// Buffer sizes the samples use for ibdev and interface names.
+pub const DOCA_DEVINFO_IBDEV_NAME_SIZE: usize = 64;
+pub const DOCA_DEVINFO_IFACE_NAME_SIZE: usize = 256;
+
+/// Generic task completion callback (`doca_task_completion_cb_t`).
+pub type doca_task_completion_cb_t =
+    Option<unsafe extern "C" fn(task: *mut doca_task, task_user_data: doca_data, ctx_user_data: doca_data)>;
+
+/// Context state-change callback (`doca_ctx_state_changed_callback_t`).
+pub type doca_ctx_state_changed_callback_t = Option<
+    unsafe extern "C" fn(
+        user_data: doca_data,
+        ctx: *mut doca_ctx,
+        prev_state: doca_ctx_states,
+        next_state: doca_ctx_states,
+    ),
+>;
+
+/// Sync event task completion callbacks, one type per task kind.
+pub type doca_sync_event_task_get_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_sync_event_task_get, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_sync_event_task_notify_set_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_sync_event_task_notify_set,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+pub type doca_sync_event_task_notify_add_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_sync_event_task_notify_add,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+pub type doca_sync_event_task_wait_eq_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_sync_event_task_wait_eq,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+pub type doca_sync_event_task_wait_neq_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_sync_event_task_wait_neq,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+
+#[allow(dead_code)]
+const _ABI_CHECKS: () = {
+    assert!(core::mem::size_of::<doca_data>() == 8);
+    assert!(core::mem::size_of::<doca_error_t>() == 4);
+    let _ = core::mem::size_of::<*mut c_void>();
+};

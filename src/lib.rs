@@ -1,0 +1,2 @@
+//! placeholder
+pub use doca_sys as sys;
