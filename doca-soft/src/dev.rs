@@ -1,0 +1,770 @@
+//! Devices: `doca_devinfo_*` and `doca_dev_*`.
+//!
+//! # Model
+//!
+//! The soft provider has no hardware: a "device" is a name, a PCI address string and an
+//! interface name. The list comes from the environment variable `DOCA_SOFT_DEVICES`, read at
+//! every `doca_devinfo_create_list`:
+//!
+//! ```text
+//! DOCA_SOFT_DEVICES="soft0@0000:03:00.0,soft1@04:00.0@sfeth9"
+//!                    ibdev @ PCI address [@ iface]      (entries separated by ',')
+//! ```
+//!
+//! The PCI address may use the short form `BB:DD.F` (domain 0000 is assumed). Without an
+//! interface name, entry `i` gets `sfeth<i>`. Unset, the list is one device: `soft0`,
+//! `0000:03:00.0`, `sfeth0`. Set but empty, the list is empty. A malformed value makes
+//! `doca_devinfo_create_list` fail with `DOCA_ERROR_BAD_CONFIG`.
+//!
+//! # Ownership and lifetimes
+//!
+//! * A `doca_devinfo` is created once per distinct (ibdev, PCI, iface) triple and is never
+//!   freed: it lives in a process-global table until exit. So a devinfo stays valid after
+//!   `doca_devinfo_destroy_list`, including for devices opened from it (as in DOCA, where the
+//!   devinfo of an open device stays valid), and `doca_dev_as_devinfo` can always return it.
+//!   The table only grows when the environment names new devices, so it is bounded.
+//! * A list (`doca_devinfo **`) is a heap array owned by the caller until
+//!   `doca_devinfo_destroy_list`. Live lists are tracked: destroying a list twice, or a
+//!   pointer that is not a list, is `DOCA_ERROR_INVALID_VALUE`, never a double free.
+//! * A `doca_dev` is heap-allocated by `doca_dev_open` and freed by `doca_dev_close`. Live
+//!   devices are tracked in a table, so closing twice is `DOCA_ERROR_INVALID_VALUE`. Objects
+//!   that use a device (mmaps, contexts) hold a [`DevRef`], a counted reference; closing a
+//!   device that is still referenced fails with `DOCA_ERROR_IN_USE`, so a `DevRef` never
+//!   dangles.
+//!
+//! Every function here is thread-safe (the tables are behind mutexes; device use counts are
+//! atomic).
+
+use std::collections::HashMap;
+use std::ffi::c_char;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::ffi::{guard, guard_err, out};
+use crate::types::*;
+
+/// Name of the environment variable that configures the device list.
+pub const DEVICES_ENV: &str = "DOCA_SOFT_DEVICES";
+
+/// Static information about one soft device.
+#[repr(C)]
+#[derive(Debug)]
+pub struct doca_devinfo {
+    ibdev: String,
+    /// Normalised PCI address: `dddd:bb:dd.f`, lower-case hex.
+    pci: String,
+    iface: String,
+}
+
+impl doca_devinfo {
+    /// The RDMA device name (`soft0`).
+    pub fn ibdev_name(&self) -> &str {
+        &self.ibdev
+    }
+    /// The PCI address, `0000:03:00.0` form.
+    pub fn pci_addr(&self) -> &str {
+        &self.pci
+    }
+    /// The network interface name (`sfeth0`).
+    pub fn iface_name(&self) -> &str {
+        &self.iface
+    }
+}
+
+/// An open soft device.
+#[repr(C)]
+#[derive(Debug)]
+pub struct doca_dev {
+    info: &'static doca_devinfo,
+    /// Objects (mmaps, contexts...) that reference this device through a [`DevRef`].
+    users: AtomicUsize,
+}
+
+impl doca_dev {
+    /// The devinfo this device was opened from.
+    pub fn devinfo(&self) -> &'static doca_devinfo {
+        self.info
+    }
+}
+
+/// Locks a table, recovering from poisoning (a panic elsewhere must not disable devices).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Every devinfo ever created (never freed).
+static DEVINFOS: Mutex<Vec<&'static doca_devinfo>> = Mutex::new(Vec::new());
+/// Live lists: array address → number of slots (devices + NULL terminator).
+static LISTS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+/// Live devices: addresses of `doca_dev` objects not yet closed.
+static DEVS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// The devinfo behind `p`, if `p` is one of ours; INVALID_VALUE otherwise (NULL included).
+/// Never dereferences a pointer it did not create.
+pub(crate) fn devinfo_ref(p: *const doca_devinfo) -> Result<&'static doca_devinfo, doca_error_t> {
+    if p.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    lock(&DEVINFOS)
+        .iter()
+        .copied()
+        .find(|d| ptr::eq(*d, p))
+        .ok_or(DOCA_ERROR_INVALID_VALUE)
+}
+
+/// A counted reference to an open device: while one exists, `doca_dev_close` on that device
+/// fails with `DOCA_ERROR_IN_USE`, so the device outlives every `DevRef`.
+#[derive(Debug)]
+pub(crate) struct DevRef {
+    dev: NonNull<doca_dev>,
+}
+
+// SAFETY: `doca_dev` is immutable after creation except for its atomic use count, and it is
+// freed only when no DevRef exists; so sharing or moving a DevRef across threads is sound.
+unsafe impl Send for DevRef {}
+// SAFETY: see `Send`; `&DevRef` only gives `&doca_dev`, whose fields are immutable or atomic.
+unsafe impl Sync for DevRef {}
+
+impl DevRef {
+    /// The device.
+    pub(crate) fn dev(&self) -> &doca_dev {
+        // SAFETY: the device cannot be closed while this DevRef holds a use count (close
+        // checks the count under the DEVS lock), so the pointer is valid.
+        unsafe { self.dev.as_ref() }
+    }
+    /// The device as the C pointer the caller passed.
+    pub(crate) fn as_ptr(&self) -> *mut doca_dev {
+        self.dev.as_ptr()
+    }
+    /// True when `p` is this device.
+    pub(crate) fn is(&self, p: *const doca_dev) -> bool {
+        ptr::eq(self.dev.as_ptr(), p)
+    }
+}
+
+impl Clone for DevRef {
+    fn clone(&self) -> Self {
+        self.dev().users.fetch_add(1, Ordering::Relaxed);
+        DevRef { dev: self.dev }
+    }
+}
+
+impl Drop for DevRef {
+    fn drop(&mut self) {
+        // After this decrement the device may be closed and freed: no access follows it.
+        self.dev().users.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// A counted reference to the open device `p`; INVALID_VALUE for NULL or a pointer that is
+/// not an open device of this provider. Never dereferences a pointer it did not create.
+pub(crate) fn dev_ref(p: *const doca_dev) -> Result<DevRef, doca_error_t> {
+    if p.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let devs = lock(&DEVS);
+    if !devs.contains(&(p as usize)) {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let nn = NonNull::new(p as *mut doca_dev).ok_or(DOCA_ERROR_INVALID_VALUE)?;
+    // SAFETY: `p` is in DEVS, so it is a live device; it cannot be closed concurrently
+    // because close takes the DEVS lock, which we hold while taking the count.
+    unsafe { nn.as_ref() }.users.fetch_add(1, Ordering::Relaxed);
+    Ok(DevRef { dev: nn })
+}
+
+/// Parses and normalises a PCI address: `dddd:bb:dd.f` or `bb:dd.f` (hex, any case).
+pub(crate) fn parse_pci(s: &str) -> Option<String> {
+    let s = s.trim();
+    let (dom, rest) = match s.matches(':').count() {
+        2 => {
+            let (d, r) = s.split_once(':')?;
+            (d, r)
+        }
+        1 => ("0000", s),
+        _ => return None,
+    };
+    let (bus, rest) = rest.split_once(':')?;
+    let (devn, func) = rest.split_once('.')?;
+    let hex = |v: &str, width: usize, max: u32| -> Option<u32> {
+        if v.is_empty() || v.len() > width || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(v, 16).ok().filter(|&n| n <= max)
+    };
+    let dom = hex(dom, 4, 0xffff)?;
+    let bus = hex(bus, 2, 0xff)?;
+    let devn = hex(devn, 2, 0x1f)?;
+    let func = hex(func, 1, 0x7)?;
+    Some(format!("{dom:04x}:{bus:02x}:{devn:02x}.{func:x}"))
+}
+
+fn valid_name(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+}
+
+/// The configured devices as (ibdev, pci, iface) triples.
+fn configured_devices() -> Result<Vec<(String, String, String)>, doca_error_t> {
+    match std::env::var(DEVICES_ENV) {
+        Ok(s) => parse_spec(&s),
+        Err(std::env::VarError::NotPresent) => parse_spec("soft0@0000:03:00.0@sfeth0"),
+        Err(std::env::VarError::NotUnicode(_)) => Err(DOCA_ERROR_BAD_CONFIG),
+    }
+}
+
+/// Parses a `DOCA_SOFT_DEVICES` value (see the module docs).
+fn parse_spec(spec: &str) -> Result<Vec<(String, String, String)>, doca_error_t> {
+    let mut v: Vec<(String, String, String)> = Vec::new();
+    for (i, entry) in spec
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .enumerate()
+    {
+        let mut parts = entry.split('@');
+        let ibdev = parts.next().unwrap_or("").trim();
+        let pci = parts.next().ok_or(DOCA_ERROR_BAD_CONFIG)?;
+        let iface = parts
+            .next()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| format!("sfeth{i}"));
+        if parts.next().is_some()
+            || !valid_name(ibdev, DOCA_DEVINFO_IBDEV_NAME_SIZE - 1)
+            || !valid_name(&iface, 15)
+        {
+            return Err(DOCA_ERROR_BAD_CONFIG);
+        }
+        let pci = parse_pci(pci).ok_or(DOCA_ERROR_BAD_CONFIG)?;
+        if v.iter().any(|(n, p, _)| *n == ibdev || *p == pci) {
+            return Err(DOCA_ERROR_BAD_CONFIG);
+        }
+        v.push((ibdev.to_string(), pci, iface));
+    }
+    Ok(v)
+}
+
+/// The process-global devinfo for a triple, created on first use.
+fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_devinfo {
+    let mut all = lock(&DEVINFOS);
+    if let Some(d) = all
+        .iter()
+        .find(|d| d.ibdev == ibdev && d.pci == pci && d.iface == iface)
+    {
+        return d;
+    }
+    let d: &'static doca_devinfo = Box::leak(Box::new(doca_devinfo { ibdev, pci, iface }));
+    all.push(d);
+    d
+}
+
+/// The devinfos of the configured devices (creating them as needed).
+pub(crate) fn current_devinfos() -> Result<Vec<&'static doca_devinfo>, doca_error_t> {
+    Ok(configured_devices()?
+        .into_iter()
+        .map(|(a, b, c)| intern_devinfo(a, b, c))
+        .collect())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_devinfo_create_list(
+    dev_list: *mut *mut *mut doca_devinfo,
+    nb_devs: *mut u32,
+) -> doca_error_t {
+    guard_err(|| {
+        if dev_list.is_null() || nb_devs.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let infos = current_devinfos()?;
+        let n = u32::try_from(infos.len()).map_err(|_| DOCA_ERROR_BAD_CONFIG)?;
+        let mut arr: Vec<*mut doca_devinfo> = infos
+            .into_iter()
+            .map(|d| d as *const doca_devinfo as *mut doca_devinfo)
+            .collect();
+        arr.push(ptr::null_mut()); // NULL-terminated as a courtesy; nb_devs is authoritative.
+        let slots = arr.len();
+        let raw = Box::into_raw(arr.into_boxed_slice()) as *mut *mut doca_devinfo;
+        lock(&LISTS)
+            .get_or_insert_with(HashMap::new)
+            .insert(raw as usize, slots);
+        // SAFETY: both out-pointers were checked non-NULL; the caller guarantees they are
+        // writable (DOCA contract).
+        unsafe {
+            dev_list.write(raw);
+            nb_devs.write(n);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_devinfo_destroy_list(
+    dev_list: *mut *mut doca_devinfo,
+) -> doca_error_t {
+    guard_err(|| {
+        if dev_list.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let slots = lock(&LISTS)
+            .as_mut()
+            .and_then(|m| m.remove(&(dev_list as usize)))
+            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        // SAFETY: `dev_list` was produced by `Box::into_raw` of a boxed slice of exactly
+        // `slots` elements in create_list, and it was just removed from LISTS, so it is freed
+        // exactly once. The devinfos it points to are not freed (they are global).
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(dev_list, slots)) });
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_dev_open(
+    devinfo: *mut doca_devinfo,
+    dev: *mut *mut doca_dev,
+) -> doca_error_t {
+    guard_err(|| {
+        let info = devinfo_ref(devinfo)?;
+        if dev.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let p = Box::into_raw(Box::new(doca_dev {
+            info,
+            users: AtomicUsize::new(0),
+        }));
+        lock(&DEVS).push(p as usize);
+        // SAFETY: `dev` was checked non-NULL; the caller guarantees it is writable.
+        unsafe { out(dev, p) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_dev_close(dev: *mut doca_dev) -> doca_error_t {
+    guard_err(|| {
+        if dev.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let mut devs = lock(&DEVS);
+        let idx = devs
+            .iter()
+            .position(|&d| d == dev as usize)
+            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        // SAFETY: `dev` is in DEVS, hence a live device created by doca_dev_open.
+        let users = unsafe { &*dev }.users.load(Ordering::Acquire);
+        if users != 0 {
+            return Err(DOCA_ERROR_IN_USE);
+        }
+        devs.swap_remove(idx);
+        drop(devs);
+        // SAFETY: `dev` came from Box::into_raw in doca_dev_open, was just removed from DEVS
+        // (so no other close can free it) and has no DevRef (users == 0; new DevRefs need
+        // it in DEVS). Freed exactly once.
+        drop(unsafe { Box::from_raw(dev) });
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_dev_as_devinfo(dev: *const doca_dev) -> *mut doca_devinfo {
+    guard(ptr::null_mut(), || match dev_ref(dev) {
+        Ok(r) => r.dev().info as *const doca_devinfo as *mut doca_devinfo,
+        Err(_) => ptr::null_mut(),
+    })
+}
+
+/// Copies `s` and a NUL into `dst` of `size` bytes; INVALID_VALUE when it does not fit.
+///
+/// # Safety
+/// `dst` must be non-NULL and writable for `size` bytes.
+unsafe fn write_cstr(dst: *mut c_char, size: usize, s: &str) -> Result<(), doca_error_t> {
+    if s.len() >= size {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: `s.len() + 1 <= size` bytes are written, within the caller's buffer; `s` is a
+    // Rust string that cannot overlap the caller's buffer in a way that matters for a copy
+    // of plain bytes (copy_nonoverlapping's requirement holds: our strings live in our heap).
+    unsafe {
+        ptr::copy_nonoverlapping(s.as_ptr(), dst.cast::<u8>(), s.len());
+        dst.add(s.len()).write(0);
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_devinfo_get_pci_addr_str(
+    devinfo: *const doca_devinfo,
+    pci_addr_str: *mut c_char,
+) -> doca_error_t {
+    guard_err(|| {
+        let info = devinfo_ref(devinfo)?;
+        if pci_addr_str.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: non-NULL checked; DOCA's contract is a buffer of DOCA_DEVINFO_PCI_ADDR_SIZE
+        // (13) bytes, and a normalised address is exactly 12 characters.
+        unsafe { write_cstr(pci_addr_str, DOCA_DEVINFO_PCI_ADDR_SIZE, &info.pci) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_devinfo_is_equal_pci_addr(
+    devinfo: *const doca_devinfo,
+    pci_addr_str: *const c_char,
+    is_equal: *mut u8,
+) -> doca_error_t {
+    guard_err(|| {
+        let info = devinfo_ref(devinfo)?;
+        if pci_addr_str.is_null() || is_equal.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // Read at most 32 bytes looking for the NUL: a PCI address is at most 12 characters
+        // (plus whitespace we tolerate), and we never scan an unterminated buffer forever.
+        let mut bytes = Vec::with_capacity(32);
+        loop {
+            if bytes.len() == 32 {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+            // SAFETY: the caller passes a NUL-terminated string; we stop at its NUL, so
+            // every byte read is part of the string.
+            let b = unsafe { *pci_addr_str.add(bytes.len()) } as u8;
+            if b == 0 {
+                break;
+            }
+            bytes.push(b);
+        }
+        let s = std::str::from_utf8(&bytes).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+        let norm = parse_pci(s).ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        // SAFETY: `is_equal` checked non-NULL; writable by the caller's contract.
+        unsafe { out(is_equal, u8::from(norm == info.pci)) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_devinfo_get_ibdev_name(
+    devinfo: *const doca_devinfo,
+    ibdev_name: *mut c_char,
+    size: u32,
+) -> doca_error_t {
+    guard_err(|| {
+        let info = devinfo_ref(devinfo)?;
+        if ibdev_name.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: non-NULL checked; the caller guarantees `size` writable bytes.
+        unsafe { write_cstr(ibdev_name, size as usize, &info.ibdev) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_devinfo_get_iface_name(
+    devinfo: *const doca_devinfo,
+    iface_name: *mut c_char,
+    size: u32,
+) -> doca_error_t {
+    guard_err(|| {
+        let info = devinfo_ref(devinfo)?;
+        if iface_name.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: non-NULL checked; the caller guarantees `size` writable bytes.
+        unsafe { write_cstr(iface_name, size as usize, &info.iface) }
+    })
+}
+
+/// Reads a NUL-terminated C string written by one of the getters (test helper).
+#[cfg(test)]
+fn cstr(buf: &[c_char]) -> String {
+    // SAFETY: the getters NUL-terminate inside the buffer.
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Test helper shared with other modules' tests: opens the first configured device.
+#[cfg(test)]
+pub(crate) fn test_open_default() -> *mut doca_dev {
+    let infos = current_devinfos().expect("device config");
+    let info = infos
+        .first()
+        .copied()
+        .unwrap_or_else(|| intern_devinfo("soft0".into(), "0000:03:00.0".into(), "sfeth0".into()));
+    let mut dev = ptr::null_mut();
+    // SAFETY: `info` is a registered devinfo and `dev` a valid out-pointer.
+    let r = unsafe { doca_dev_open(info as *const doca_devinfo as *mut doca_devinfo, &mut dev) };
+    assert_eq!(r, DOCA_SUCCESS);
+    dev
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Tests never set DOCA_SOFT_DEVICES in this process (the environment is shared by the
+    // parallel tests); the parser is tested directly, and a child process checks the env.
+
+    #[test]
+    fn pci_parsing() {
+        assert_eq!(parse_pci("0000:03:00.0").as_deref(), Some("0000:03:00.0"));
+        assert_eq!(parse_pci("03:00.0").as_deref(), Some("0000:03:00.0"));
+        assert_eq!(parse_pci("0000:AF:1F.7").as_deref(), Some("0000:af:1f.7"));
+        for bad in [
+            "",
+            "03:00",
+            "0000:03:00.8",
+            "00000:03:00.0",
+            "0000:03:20.0",
+            "x:03:00.0",
+            "0:0:0:0.0",
+            "03:00.0.1",
+        ] {
+            assert!(parse_pci(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn list_open_close() {
+        let mut list = ptr::null_mut();
+        let mut n = 0u32;
+        // SAFETY: valid out-pointers.
+        unsafe {
+            assert_eq!(doca_devinfo_create_list(&mut list, &mut n), DOCA_SUCCESS);
+        }
+        if std::env::var_os(DEVICES_ENV).is_some() {
+            return; // configured by the environment: the defaults below do not apply
+        }
+        assert_eq!(n, 1);
+        // SAFETY: the list has n + 1 entries.
+        let info = unsafe { *list };
+        assert!(!info.is_null());
+        // SAFETY: list has a NULL terminator at index n.
+        assert!(unsafe { *list.add(1) }.is_null());
+        let mut pci = [0 as c_char; DOCA_DEVINFO_PCI_ADDR_SIZE];
+        let mut name = [0 as c_char; DOCA_DEVINFO_IBDEV_NAME_SIZE];
+        let mut iface = [0 as c_char; DOCA_DEVINFO_IFACE_NAME_SIZE];
+        let mut eq = 9u8;
+        let mut dev = ptr::null_mut();
+        // SAFETY: all buffers are valid for the sizes passed; `info` is from the list.
+        unsafe {
+            assert_eq!(
+                doca_devinfo_get_pci_addr_str(info, pci.as_mut_ptr()),
+                DOCA_SUCCESS
+            );
+            assert_eq!(cstr(&pci), "0000:03:00.0");
+            assert_eq!(
+                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), name.len() as u32),
+                DOCA_SUCCESS
+            );
+            assert_eq!(cstr(&name), "soft0");
+            assert_eq!(
+                doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), iface.len() as u32),
+                DOCA_SUCCESS
+            );
+            assert_eq!(cstr(&iface), "sfeth0");
+            // Exactly fitting and one byte short.
+            assert_eq!(
+                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 6),
+                DOCA_SUCCESS
+            );
+            assert_eq!(
+                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 5),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), 0),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), &mut eq),
+                DOCA_SUCCESS
+            );
+            assert_eq!(eq, 1);
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(info, c"0000:03:00.0".as_ptr(), &mut eq),
+                DOCA_SUCCESS
+            );
+            assert_eq!(eq, 1);
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(info, c"0000:04:00.0".as_ptr(), &mut eq),
+                DOCA_SUCCESS
+            );
+            assert_eq!(eq, 0);
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(info, c"garbage".as_ptr(), &mut eq),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(
+                    info,
+                    c"0000:03:00.0000000000000000000000000000000".as_ptr(),
+                    &mut eq
+                ),
+                DOCA_ERROR_INVALID_VALUE
+            );
+
+            assert_eq!(doca_dev_open(info, &mut dev), DOCA_SUCCESS);
+            // The devinfo stays valid after the list is destroyed.
+            assert_eq!(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
+            assert_eq!(doca_devinfo_destroy_list(list), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_dev_as_devinfo(dev), info);
+            assert_eq!(
+                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 64),
+                DOCA_SUCCESS
+            );
+
+            // In use while referenced.
+            let r = dev_ref(dev).unwrap();
+            assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE);
+            let r2 = r.clone();
+            drop(r);
+            assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE);
+            drop(r2);
+            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
+            assert_eq!(doca_dev_close(dev), DOCA_ERROR_INVALID_VALUE);
+            assert!(doca_dev_as_devinfo(dev).is_null());
+        }
+    }
+
+    #[test]
+    fn null_and_foreign_pointers() {
+        let mut x = [0 as c_char; 64];
+        let mut n = 0u32;
+        let mut list = ptr::null_mut();
+        let fake = 0x1000 as *mut doca_devinfo;
+        // SAFETY: every call gets NULL or a foreign pointer that the provider must refuse
+        // without dereferencing.
+        unsafe {
+            assert_eq!(
+                doca_devinfo_create_list(ptr::null_mut(), &mut n),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_create_list(&mut list, ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_destroy_list(ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_destroy_list(0x1000 as *mut _),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_dev_open(ptr::null_mut(), &mut ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_dev_open(fake, &mut ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(doca_dev_close(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_dev_close(0x1000 as *mut _), DOCA_ERROR_INVALID_VALUE);
+            assert!(doca_dev_as_devinfo(ptr::null()).is_null());
+            assert_eq!(
+                doca_devinfo_get_pci_addr_str(fake, x.as_mut_ptr()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_get_ibdev_name(fake, x.as_mut_ptr(), 64),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_get_iface_name(ptr::null(), x.as_mut_ptr(), 64),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            let mut eq = 0;
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(fake, c"03:00.0".as_ptr(), &mut eq),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            // A valid devinfo with NULL buffers.
+            let dev = test_open_default();
+            let info = doca_dev_as_devinfo(dev);
+            assert_eq!(
+                doca_devinfo_get_pci_addr_str(info, ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_get_ibdev_name(info, ptr::null_mut(), 64),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(info, ptr::null(), &mut eq),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(
+                doca_dev_open(info, ptr::null_mut()),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
+        }
+    }
+
+    /// Runs in a child process with DOCA_SOFT_DEVICES set (the environment of this process
+    /// is left alone).
+    #[test]
+    fn env_configured_devices() {
+        const ROLE: &str = "DOCA_SOFT_TEST_DEV_ENV_CHILD";
+        if std::env::var_os(ROLE).is_some() {
+            let mut list = ptr::null_mut();
+            let mut n = 0u32;
+            let mut buf = [0 as c_char; 64];
+            // SAFETY: valid out-pointers and buffers.
+            unsafe {
+                assert_eq!(doca_devinfo_create_list(&mut list, &mut n), DOCA_SUCCESS);
+                assert_eq!(n, 2);
+                assert_eq!(
+                    doca_devinfo_get_ibdev_name(*list.add(1), buf.as_mut_ptr(), 64),
+                    DOCA_SUCCESS
+                );
+                assert_eq!(cstr(&buf), "mlx5_1");
+                assert_eq!(
+                    doca_devinfo_get_pci_addr_str(*list.add(1), buf.as_mut_ptr()),
+                    DOCA_SUCCESS
+                );
+                assert_eq!(cstr(&buf), "0000:04:00.1");
+                assert_eq!(
+                    doca_devinfo_get_iface_name(*list.add(1), buf.as_mut_ptr(), 64),
+                    DOCA_SUCCESS
+                );
+                assert_eq!(cstr(&buf), "p1");
+                assert_eq!(
+                    doca_devinfo_get_iface_name(*list, buf.as_mut_ptr(), 64),
+                    DOCA_SUCCESS
+                );
+                assert_eq!(cstr(&buf), "sfeth0");
+                assert_eq!(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
+            }
+            return;
+        }
+        let name = format!(
+            "{}::env_configured_devices",
+            module_path!().split_once("::").map_or("", |x| x.1)
+        );
+        let run = |spec: &str| {
+            let st = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+                .env(ROLE, "1")
+                .env(DEVICES_ENV, spec)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            st.success()
+        };
+        assert!(run("soft0@0000:03:00.0, mlx5_1@04:00.1@p1"));
+        // Bad configurations make create_list fail (BAD_CONFIG), so the child's assert fails.
+        assert!(!run("soft0"));
+        assert!(!run("soft0@zz:00.0"));
+        // Parser checks in-process.
+        assert!(parse_spec("a@03:00.0,a@04:00.0").is_err());
+        assert!(parse_spec("a@03:00.0@toolonginterface0").is_err());
+        assert_eq!(parse_spec("").unwrap().len(), 0);
+    }
+}
