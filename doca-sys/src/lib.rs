@@ -7,7 +7,8 @@
 //! * feature `soft` (default) links [`doca_soft`](https://docs.rs/doca-soft), this project's
 //!   software implementation of the same C ABI, so the crate works on any Linux machine;
 //! * feature `system` links NVIDIA's `doca-common` (found with pkg-config) on a BlueField
-//!   host. Set `DOCA_SYS_NO_LINK=1` to type-check without the SDK installed.
+//!   host. Without the SDK the declarations still type-check (`cargo check`), and a real
+//!   link fails after a warning that says how to point the build at an SDK.
 //!
 //! The rules of the C API apply unchanged: a progress engine (PE), its contexts, tasks and
 //! buffers are used from one thread; task ownership passes to the library on a successful

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite: what `cargo test --workspace` runs, plus the checks that need a
+# special build (the loom model of the executor's park handshake) and the examples that
+# must exit 0. Every test bounds its own time and cleans up its processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test --workspace
+
+# The loom model checker explores every interleaving of the park/wake handshake; it needs
+# its own cfg, so it builds in its own target directory.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --lib loom
+
+cargo run --release --example sync_event_pair

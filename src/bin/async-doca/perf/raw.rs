@@ -1,0 +1,226 @@
+//! The `raw` mode: the same work as the async tests, written the way a C program drives
+//! DOCA: allocate a task, submit it, call `doca_pe_progress` until its callback ran. This is
+//! the baseline the runtime is measured against, so it does nothing the C samples would not.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::time::Instant;
+
+use async_doca::sys;
+use async_doca::{Device, Error, ErrorKind, Result};
+
+use super::PEER_TIMEOUT;
+
+fn check(code: sys::doca_error_t, what: &'static str) -> Result<()> {
+    if code == sys::DOCA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::from_doca(code, what))
+    }
+}
+
+/// Where a callback reports a completion: the task's user data points here.
+#[derive(Default)]
+struct Done {
+    finished: bool,
+    status: i32,
+}
+
+unsafe extern "C" fn add_done(
+    task: *mut sys::doca_sync_event_task_notify_add,
+    ud: sys::doca_data,
+    _ctx: sys::doca_data,
+) {
+    // SAFETY: the task is ours again inside its callback; user data points at the `Done`
+    // of the loop that submitted it, which waits for `finished` before it goes away.
+    unsafe {
+        let t = sys::doca_sync_event_task_notify_add_as_doca_task(task);
+        let done = &mut *(ud.ptr as *mut Done);
+        done.status = sys::doca_task_get_status(t).0;
+        done.finished = true;
+        sys::doca_task_free(t);
+    }
+}
+
+unsafe extern "C" fn wait_done(
+    task: *mut sys::doca_sync_event_task_wait_eq,
+    ud: sys::doca_data,
+    _ctx: sys::doca_data,
+) {
+    // SAFETY: as in `add_done`.
+    unsafe {
+        let t = sys::doca_sync_event_task_wait_eq_as_doca_task(task);
+        let done = &mut *(ud.ptr as *mut Done);
+        done.status = sys::doca_task_get_status(t).0;
+        done.finished = true;
+        sys::doca_task_free(t);
+    }
+}
+
+/// One side of a sync event in ctx mode on its own progress engine. Single-threaded, as
+/// DOCA requires: created, used and destroyed on one thread.
+pub struct RawEvent {
+    pe: *mut sys::doca_pe,
+    ev: *mut sys::doca_sync_event,
+    _dev: Device,
+}
+
+impl RawEvent {
+    /// Creates a new event (this side publishes to and subscribes from another process)
+    /// and returns it with its export blob.
+    pub fn create(dev: &Device) -> Result<(RawEvent, Vec<u8>)> {
+        let mut ev = ptr::null_mut();
+        // SAFETY: out-pointer valid; the event is destroyed in Drop (or below on error).
+        check(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event_create")?;
+        let mut me = RawEvent { pe: ptr::null_mut(), ev, _dev: dev.clone() };
+        // SAFETY: `ev` is a fresh event; dev is open for the life of `me`.
+        unsafe {
+            check(
+                sys::doca_sync_event_add_publisher_location_remote_pci(ev),
+                "sync_event: publisher location",
+            )?;
+            check(
+                sys::doca_sync_event_add_subscriber_location_cpu(ev, dev.as_ptr()),
+                "sync_event: subscriber location",
+            )?;
+        }
+        me.start()?;
+        let mut data = ptr::null();
+        let mut len = 0usize;
+        // SAFETY: the event is started; out-pointers valid; the blob stays owned by the event.
+        check(
+            unsafe { sys::doca_sync_event_export_to_remote_pci(ev, dev.as_ptr(), &mut data, &mut len) },
+            "sync_event: export",
+        )?;
+        // SAFETY: DOCA returned `len` readable bytes at `data`.
+        let blob = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+        Ok((me, blob))
+    }
+
+    /// Opens the event another side exported.
+    pub fn open(dev: &Device, blob: &[u8]) -> Result<RawEvent> {
+        let mut ev = ptr::null_mut();
+        // SAFETY: blob is readable for its length; out-pointer valid.
+        check(
+            unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
+            "sync_event: create from export",
+        )?;
+        let mut me = RawEvent { pe: ptr::null_mut(), ev, _dev: dev.clone() };
+        me.start()?;
+        Ok(me)
+    }
+
+    fn start(&mut self) -> Result<()> {
+        // SAFETY: plain DOCA setup on objects this struct owns; every pointer is either
+        // fresh from DOCA or an out-pointer to a local.
+        unsafe {
+            check(sys::doca_pe_create(&mut self.pe), "pe_create")?;
+            check(
+                sys::doca_sync_event_task_notify_add_set_conf(self.ev, Some(add_done), Some(add_done), 4),
+                "notify_add set_conf",
+            )?;
+            check(
+                sys::doca_sync_event_task_wait_eq_set_conf(self.ev, Some(wait_done), Some(wait_done), 4),
+                "wait_eq set_conf",
+            )?;
+            let ctx = sys::doca_sync_event_as_ctx(self.ev);
+            check(sys::doca_pe_connect_ctx(self.pe, ctx), "pe_connect_ctx")?;
+            check(sys::doca_ctx_start(ctx), "ctx_start")?;
+            let mut state = sys::DOCA_CTX_STATE_IDLE;
+            for _ in 0..1_000_000 {
+                check(sys::doca_ctx_get_state(ctx, &mut state), "ctx_get_state")?;
+                if state == sys::DOCA_CTX_STATE_RUNNING {
+                    return Ok(());
+                }
+                sys::doca_pe_progress(self.pe);
+            }
+        }
+        Err(Error::new(ErrorKind::TimedOut, "sync_event ctx did not reach RUNNING"))
+    }
+
+    /// Progresses until `done` is reported. Bounded: after [`PEER_TIMEOUT`] the ctx is
+    /// stopped, which flushes the task through its callback, so `done` (on the caller's
+    /// stack) is never written after this returns.
+    fn run(&mut self, done: &mut Done) -> Result<()> {
+        let mut spins = 0u32;
+        let mut deadline = None;
+        while !done.finished {
+            // SAFETY: the PE is ours and used on this thread only.
+            unsafe { sys::doca_pe_progress(self.pe) };
+            spins = spins.wrapping_add(1);
+            if spins % 4096 == 0 {
+                let d = *deadline.get_or_insert_with(|| Instant::now() + PEER_TIMEOUT);
+                if Instant::now() > d {
+                    // SAFETY: stopping our own ctx; its in-flight task is flushed through the
+                    // callback during the progress calls below.
+                    unsafe { sys::doca_ctx_stop(sys::doca_sync_event_as_ctx(self.ev)) };
+                    while !done.finished {
+                        // SAFETY: as above.
+                        unsafe { sys::doca_pe_progress(self.pe) };
+                    }
+                    return Err(Error::new(ErrorKind::TimedOut, "raw sync event: peer did not answer"));
+                }
+            }
+        }
+        check(sys::doca_error_t(done.status), "raw task")
+    }
+
+    /// Adds `n` to the counter and waits for the completion.
+    pub fn add(&mut self, n: u64) -> Result<()> {
+        let mut done = Done::default();
+        let mut fetched = 0u64;
+        let mut task = ptr::null_mut();
+        let ud = sys::doca_data { ptr: (&mut done as *mut Done).cast::<c_void>() };
+        // SAFETY: `done` and `fetched` outlive the task: `run` returns only after the
+        // callback, which is the last time DOCA touches either.
+        unsafe {
+            check(
+                sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, &mut fetched, ud, &mut task),
+                "notify_add alloc",
+            )?;
+            check(
+                sys::doca_task_submit(sys::doca_sync_event_task_notify_add_as_doca_task(task)),
+                "notify_add submit",
+            )?;
+        }
+        self.run(&mut done)
+    }
+
+    /// Waits until the counter equals `v`.
+    pub fn wait_eq(&mut self, v: u64) -> Result<()> {
+        let mut done = Done::default();
+        let mut task = ptr::null_mut();
+        let ud = sys::doca_data { ptr: (&mut done as *mut Done).cast::<c_void>() };
+        // SAFETY: as in `add`.
+        unsafe {
+            check(
+                sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task),
+                "wait_eq alloc",
+            )?;
+            check(sys::doca_task_submit(sys::doca_sync_event_task_wait_eq_as_doca_task(task)), "wait_eq submit")?;
+        }
+        self.run(&mut done)
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        // SAFETY: no task is in flight (every call above waits for its callback), so the
+        // ctx stops at once; then the event goes before the PE it is connected to.
+        unsafe {
+            if !self.pe.is_null() {
+                let ctx = sys::doca_sync_event_as_ctx(self.ev);
+                sys::doca_ctx_stop(ctx);
+                for _ in 0..1000 {
+                    if sys::doca_pe_progress(self.pe) == 0 {
+                        break;
+                    }
+                }
+            }
+            sys::doca_sync_event_destroy(self.ev);
+            if !self.pe.is_null() {
+                sys::doca_pe_destroy(self.pe);
+            }
+        }
+    }
+}

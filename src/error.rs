@@ -1,0 +1,211 @@
+//! The one error type of async-doca.
+//!
+//! Every failure keeps what a user needs to act on it: the DOCA status code when the
+//! failure came from DOCA (so a hardware owner can look it up), a [`ErrorKind`] that groups
+//! codes by what the caller should do, and a short description of the operation that failed
+//! (`"sync_event.wait_eq: submit"`). Errors are cheap to create (the context is a
+//! `&'static str` unless a caller attaches a formatted detail).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::sys;
+
+/// A DOCA status code, as returned by the C API. Unknown values (from a newer library) are
+/// kept as they are.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DocaCode(pub sys::doca_error_t);
+
+impl DocaCode {
+    /// The raw integer value.
+    pub fn raw(self) -> i32 {
+        self.0 .0
+    }
+
+    /// The symbolic name, such as `DOCA_ERROR_NO_MEMORY`, or `None` for a code this crate does
+    /// not know.
+    pub fn name(self) -> Option<&'static str> {
+        sys::doca_error_name(self.0)
+    }
+}
+
+impl fmt::Debug for DocaCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "DOCA_ERROR({})", self.raw()),
+        }
+    }
+}
+
+impl fmt::Display for DocaCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What kind of failure an [`Error`] is: what a caller can do about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument was rejected (bad blob, out-of-range access, wrong size).
+    InvalidArgument,
+    /// The access is not allowed (permissions, key mismatch, authentication).
+    PermissionDenied,
+    /// The object is in the wrong state for the call (not started, stopping, error state).
+    BadState,
+    /// The operation was cancelled because its context stopped (tasks flushed on stop, or
+    /// the runtime shut down).
+    Cancelled,
+    /// The peer went away or the connection broke.
+    ConnectionLost,
+    /// A deadline passed.
+    TimedOut,
+    /// The provider or device does not support this.
+    NotSupported,
+    /// Something was not found (device, process, plugin).
+    NotFound,
+    /// Resources are exhausted where waiting would not help.
+    ResourceExhausted,
+    /// An operating-system call failed.
+    Os,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorKind {
+    /// The kind a DOCA code belongs to.
+    pub fn of(code: sys::doca_error_t) -> ErrorKind {
+        use ErrorKind::*;
+        match code {
+            sys::DOCA_ERROR_INVALID_VALUE | sys::DOCA_ERROR_TOO_BIG | sys::DOCA_ERROR_BAD_CONFIG => InvalidArgument,
+            sys::DOCA_ERROR_NOT_PERMITTED | sys::DOCA_ERROR_AUTHENTICATION => PermissionDenied,
+            sys::DOCA_ERROR_BAD_STATE | sys::DOCA_ERROR_IN_USE | sys::DOCA_ERROR_ALREADY_EXIST => BadState,
+            sys::DOCA_ERROR_SHUTDOWN => Cancelled,
+            sys::DOCA_ERROR_CONNECTION_RESET
+            | sys::DOCA_ERROR_CONNECTION_ABORTED
+            | sys::DOCA_ERROR_NOT_CONNECTED
+            | sys::DOCA_ERROR_CONNECTION_INPROGRESS => ConnectionLost,
+            sys::DOCA_ERROR_TIME_OUT => TimedOut,
+            sys::DOCA_ERROR_NOT_SUPPORTED | sys::DOCA_ERROR_UNSUPPORTED_VERSION => NotSupported,
+            sys::DOCA_ERROR_NOT_FOUND => NotFound,
+            sys::DOCA_ERROR_NO_MEMORY | sys::DOCA_ERROR_FULL => ResourceExhausted,
+            sys::DOCA_ERROR_OPERATING_SYSTEM | sys::DOCA_ERROR_IO_FAILED => Os,
+            _ => Other,
+        }
+    }
+}
+
+/// The error type of every fallible async-doca call.
+///
+/// ```
+/// use async_doca::{Error, ErrorKind};
+/// let e = Error::from_doca(async_doca::sys::DOCA_ERROR_NO_MEMORY, "rdma.write: allocate task");
+/// assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+/// assert_eq!(e.code().unwrap().name(), Some("DOCA_ERROR_NO_MEMORY"));
+/// assert_eq!(e.to_string(), "rdma.write: allocate task: DOCA_ERROR_NO_MEMORY");
+/// ```
+#[derive(Clone)]
+pub struct Error {
+    kind: ErrorKind,
+    code: Option<DocaCode>,
+    context: Cow<'static, str>,
+}
+
+impl Error {
+    /// An error returned by DOCA while doing `context`.
+    pub fn from_doca(code: sys::doca_error_t, context: impl Into<Cow<'static, str>>) -> Error {
+        Error { kind: ErrorKind::of(code), code: Some(DocaCode(code)), context: context.into() }
+    }
+
+    /// An error found by async-doca itself, with no DOCA code.
+    pub fn new(kind: ErrorKind, context: impl Into<Cow<'static, str>>) -> Error {
+        Error { kind, code: None, context: context.into() }
+    }
+
+    /// An operating-system error, keeping the OS message.
+    pub fn os(err: std::io::Error, context: &str) -> Error {
+        Error::new(ErrorKind::Os, format!("{context}: {err}"))
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The DOCA status code, when DOCA reported the failure.
+    pub fn code(&self) -> Option<DocaCode> {
+        self.code
+    }
+
+    /// What was being done.
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// The same error with more context in front (`"outer: inner"`).
+    #[must_use]
+    pub fn context_prefix(mut self, outer: &str) -> Error {
+        self.context = format!("{outer}: {}", self.context).into();
+        self
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind);
+        if let Some(c) = self.code {
+            d.field("code", &c);
+        }
+        d.field("context", &self.context).finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(c) => write!(f, "{}: {c}", self.context),
+            None => write!(f, "{} ({:?})", self.context, self.kind),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Turns a DOCA status into a `Result`, naming what was being done.
+#[inline]
+pub(crate) fn check(code: sys::doca_error_t, context: &'static str) -> Result<()> {
+    if code == sys::DOCA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::from_doca(code, context))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_codes_are_kept() {
+        let e = Error::from_doca(sys::doca_error_t(4242), "x");
+        assert_eq!(e.kind(), ErrorKind::Other);
+        assert_eq!(e.code().unwrap().raw(), 4242);
+        assert_eq!(e.to_string(), "x: DOCA_ERROR(4242)");
+    }
+
+    #[test]
+    fn kinds_group_codes() {
+        assert_eq!(ErrorKind::of(sys::DOCA_ERROR_SHUTDOWN), ErrorKind::Cancelled);
+        assert_eq!(ErrorKind::of(sys::DOCA_ERROR_CONNECTION_RESET), ErrorKind::ConnectionLost);
+        assert_eq!(ErrorKind::of(sys::DOCA_ERROR_NOT_PERMITTED), ErrorKind::PermissionDenied);
+        assert!(check(sys::DOCA_SUCCESS, "ok").is_ok());
+        let e = check(sys::DOCA_ERROR_BAD_STATE, "ctx.start").unwrap_err().context_prefix("sync_event");
+        assert_eq!(e.context(), "sync_event: ctx.start");
+        assert_eq!(e.kind(), ErrorKind::BadState);
+    }
+}
