@@ -28,7 +28,7 @@
 //!   pointer that is not a list, is `DOCA_ERROR_INVALID_VALUE`, never a double free.
 //! * A `doca_dev` is heap-allocated by `doca_dev_open` and freed by `doca_dev_close`. Live
 //!   devices are tracked in a table, so closing twice is `DOCA_ERROR_INVALID_VALUE`. Objects
-//!   that use a device (mmaps, contexts) hold a [`DevRef`], a counted reference; closing a
+//!   that use a device (mmaps, contexts) hold a `DevRef`, a counted reference; closing a
 //!   device that is still referenced fails with `DOCA_ERROR_IN_USE`, so a `DevRef` never
 //!   dangles.
 //!

@@ -45,16 +45,6 @@ pub(crate) unsafe fn obj<'a, T>(p: *const T) -> Result<&'a T, doca_error_t> {
     unsafe { p.as_ref() }.ok_or(DOCA_ERROR_INVALID_VALUE)
 }
 
-/// A mutable reference to the object behind a C pointer, or INVALID_VALUE for NULL.
-///
-/// # Safety
-/// As [`obj`], and no other reference to the object may be alive.
-#[inline]
-pub(crate) unsafe fn obj_mut<'a, T>(p: *mut T) -> Result<&'a mut T, doca_error_t> {
-    // SAFETY: non-NULL is checked; validity and exclusivity are the caller's contract above.
-    unsafe { p.as_mut() }.ok_or(DOCA_ERROR_INVALID_VALUE)
-}
-
 /// Writes `v` through an out-pointer, or INVALID_VALUE for NULL.
 ///
 /// # Safety

@@ -2,6 +2,18 @@
 //!
 //! Every `#[no_mangle] extern "C"` function here has the exact signature that `doca-sys`
 //! declares, so code written against DOCA runs unchanged on a machine without a DPU.
+//!
+//! | module | what it implements |
+//! | --- | --- |
+//! | [`pe`], [`ctx`], [`task`] | progress engine with an epoll notification fd, ctx state machine, fixed task pools |
+//! | [`doorbell`] | per-PE wake-up sockets that other threads and processes ring |
+//! | [`sync_event`] | the 64-bit counter in shared memory, standalone and as a ctx |
+//! | [`dev`] | the soft device list (`DOCA_SOFT_DEVICES`) |
+//! | [`mmap`], [`buf`] | registered memory, export/import, buffer inventories and buffers |
+//! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
+//! | [`errors`] | `doca_error_get_name` / `doca_error_get_descr` |
+//!
+//! The design, and where the provider differs from hardware, is in `docs/soft-provider.md`.
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)] // C entry points: the contract is DOCA's, documented in docs/
 
@@ -14,11 +26,24 @@ pub mod types {
 /// The concrete object types the callback types name.
 mod objects {
     pub use crate::ctx::doca_ctx;
-    pub use crate::task::doca_task;
     pub use crate::sync_event::{
         doca_sync_event_task_get, doca_sync_event_task_notify_add, doca_sync_event_task_notify_set,
         doca_sync_event_task_wait_eq, doca_sync_event_task_wait_neq,
     };
+    pub use crate::task::doca_task;
 }
 
+pub mod blob;
+pub mod buf;
+pub mod ctx;
+pub mod dev;
+pub mod doorbell;
+pub mod errors;
 mod ffi;
+pub mod mmap;
+pub mod pe;
+pub mod shm;
+pub mod sync_event;
+pub mod task;
+#[cfg(test)]
+mod testkit;

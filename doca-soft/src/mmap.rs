@@ -51,7 +51,7 @@
 //! protects against stale and mismatched blobs (a destroyed or restarted export, a recycled
 //! pid, a blob for another range), not against a hostile peer.
 //!
-//! ## Errors of remote access ([`RemoteRegion`])
+//! ## Errors of remote access (`RemoteRegion`)
 //! * outside the exported range, misaligned atomic: `DOCA_ERROR_INVALID_VALUE`;
 //! * permission missing, key revoked: `DOCA_ERROR_NOT_PERMITTED`;
 //! * atomics on the process_vm path: `DOCA_ERROR_NOT_SUPPORTED`;
@@ -60,7 +60,7 @@
 //!
 //! On the shared-memory path the memory outlives the owner (the importer holds its own
 //! mapping), so accesses after the owner died still succeed on the orphaned memory; use
-//! [`RemoteRegion::owner_alive`] (a pidfd poll) where that matters (the RDMA connection layer
+//! `RemoteRegion::owner_alive` (a pidfd poll) where that matters (the RDMA connection layer
 //! detects dead peers itself).
 //!
 //! ## Threads

@@ -1,0 +1,741 @@
+//! Contexts: the state machine shared by every ctx kind, and the `doca_ctx_*` entry points.
+//!
+//! # Model
+//!
+//! A [`doca_ctx`] is embedded in each ctx-kind object (the sync event now; RDMA, UROM
+//! service/worker/domain later). The kind gives it a static [`CtxOps`] descriptor and, once the
+//! object has its final address (after `Box::into_raw`), binds the owner pointer with
+//! [`doca_ctx::bind_owner`] so hooks can get back to the object ([`doca_ctx::owner`]). The
+//! kind's `*_as_ctx` returns a pointer to the embedded field; its `*_destroy` calls
+//! [`doca_ctx::teardown`] first (refused unless the ctx is IDLE) and then frees the object.
+//!
+//! ```text
+//!            doca_ctx_start (sync kind)                        doca_ctx_stop, nothing allocated
+//!   IDLE ──────────────────────────────────────▶ RUNNING ─────────────────────────────▶ IDLE
+//!    │  doca_ctx_start (async kind):                ▲  │ doca_ctx_stop with tasks allocated:
+//!    │  returns IN_PROGRESS                         │  │ returns IN_PROGRESS, submitted tasks
+//!    ▼                                              │  ▼ are flushed (FLUSH_STATUS)
+//!  STARTING ── kind calls mark_started; the ────────┘ STOPPING ── last task freed; reported
+//!              PE reports it from progress                        from progress ──▶ IDLE
+//! ```
+//!
+//! * Transitions caused directly by `doca_ctx_start` / `doca_ctx_stop` (IDLE→RUNNING,
+//!   IDLE→STARTING, RUNNING→IDLE, RUNNING→STOPPING, STARTING→STOPPING…) call the state-change
+//!   callback synchronously, as the last thing the call does. Asynchronous transitions
+//!   (STARTING→RUNNING, STARTING→IDLE on a failed start, STOPPING→IDLE) are delivered by
+//!   `doca_pe_progress` (one per call, counted as progress).
+//! * `doca_ctx_stop` first lets the kind drop its own references to submitted tasks
+//!   ([`CtxOps::stop`]), then completes every submitted task with [`FLUSH_STATUS`]; their
+//!   error callbacks run from progress. The ctx stays STOPPING until **every** task of the ctx
+//!   is freed (allocated-but-unsubmitted ones too: "all tasks must be freed before a ctx can
+//!   stop"). A stopped ctx can be reconfigured and started again.
+//! * The ctx user data is passed to every task callback and to the state-change callback.
+//!
+//! # Ownership
+//! The kind owns the object (and so the ctx). The ctx owns its task pools; they are freed
+//! with it, which is why a ctx may only be destroyed IDLE (no task can be referenced then).
+//! The PE only holds pointers to its connected ctxs; `teardown` removes the ctx from it.
+//!
+//! # Threads
+//! Single-threaded, like DOCA: a ctx is used on the thread of its PE.
+
+use core::cell::{Cell, RefCell};
+use core::ffi::c_void;
+use core::ptr;
+
+use crate::ffi::{guard_err, out};
+use crate::pe::doca_pe;
+use crate::task::{doca_task, Pool, PoolBox, TaskKind};
+use crate::types::*;
+
+/// `"CTX!"`: marks a live ctx.
+const CTX_MAGIC: u32 = 0x4354_5821;
+
+/// The status of tasks flushed by `doca_ctx_stop`: `DOCA_ERROR_SHUTDOWN` ("shut down in
+/// progress or completed").
+///
+/// NVIDIA's documentation says flushed tasks complete through their error callbacks but does
+/// not name the code; hardware-backed contexts may report a transport error (for example
+/// `DOCA_ERROR_IO_FAILED` for flushed work requests) instead. The runtime should therefore
+/// treat any error status of a task completed while its ctx is STOPPING as "cancelled by
+/// stop", and `DOCA_ERROR_SHUTDOWN` as that in any state.
+pub const FLUSH_STATUS: doca_error_t = DOCA_ERROR_SHUTDOWN;
+
+/// How a kind's start finished.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StartMode {
+    /// Started: the ctx goes RUNNING at once.
+    Sync,
+    /// Starting: the ctx goes STARTING and `doca_ctx_start` returns `DOCA_ERROR_IN_PROGRESS`;
+    /// the kind calls [`mark_started`] (or [`mark_start_failed`]) later, from its progress hook.
+    Async,
+}
+
+/// A hook that may refuse an operation with a DOCA status.
+pub type CtxCheck = unsafe fn(ctx: &doca_ctx) -> Result<(), doca_error_t>;
+
+/// The static descriptor of a ctx kind: its hooks into the generic state machine and the PE.
+pub struct CtxOps {
+    /// For diagnostics.
+    pub name: &'static str,
+    /// Optional: may this ctx be connected to a PE now? (Called by `doca_pe_connect_ctx`
+    /// after the generic checks; e.g. a sync event started standalone refuses with BAD_STATE.)
+    pub can_connect: Option<CtxCheck>,
+    /// Starts the kind (allocate resources, open connections). Called by `doca_ctx_start`
+    /// when the ctx is IDLE and connected. An error leaves the ctx IDLE.
+    pub start: unsafe fn(ctx: &doca_ctx) -> Result<StartMode, doca_error_t>,
+    /// Called by `doca_ctx_stop` (from RUNNING or STARTING). The kind must forget every
+    /// submitted task it holds (the framework flushes them right after) and stop producing
+    /// completions; it may unregister fds and doorbells here.
+    pub stop: unsafe fn(ctx: &doca_ctx),
+    /// Optional: called when the ctx reaches IDLE (all tasks freed), before the state-change
+    /// callback: release what `start` acquired.
+    pub stopped: Option<unsafe fn(ctx: &doca_ctx)>,
+    /// Optional: the progress hook, called by every `doca_pe_progress` for a ctx that is not
+    /// IDLE. Completes ready tasks with [`crate::task::complete`], finishes an async start,
+    /// polls rings. Returns true if it did anything. Must not call user callbacks.
+    pub progress: Option<unsafe fn(ctx: &doca_ctx) -> bool>,
+    /// Optional: is there work `progress` would do right now? Asked when the PE is armed
+    /// (`doca_pe_request_notification`); true makes the notification handle readable at once.
+    /// Kinds that register fds in [`crate::pe::FdMode::Drain`] mode must answer from the real
+    /// state (the fd is drained when arming).
+    pub has_work: Option<unsafe fn(ctx: &doca_ctx) -> bool>,
+}
+
+/// `struct doca_ctx`: embedded in every ctx-kind object.
+#[repr(C)]
+pub struct doca_ctx {
+    magic: u32,
+    state: Cell<doca_ctx_states>,
+    ops: &'static CtxOps,
+    owner: Cell<*const c_void>,
+    pe: Cell<*const doca_pe>,
+    user_data: Cell<doca_data>,
+    state_cb: Cell<doca_ctx_state_changed_callback_t>,
+    /// An asynchronous transition waiting to be reported by progress.
+    pending: Cell<Option<doca_ctx_states>>,
+    pools: RefCell<Vec<PoolBox>>,
+    retired: RefCell<Vec<PoolBox>>,
+    allocated: Cell<usize>,
+    inflight: Cell<usize>,
+    seq: Cell<u64>,
+}
+
+impl doca_ctx {
+    /// A new IDLE, unconnected ctx of the kind described by `ops`.
+    pub fn new(ops: &'static CtxOps) -> doca_ctx {
+        doca_ctx {
+            magic: CTX_MAGIC,
+            state: Cell::new(DOCA_CTX_STATE_IDLE),
+            ops,
+            owner: Cell::new(ptr::null()),
+            pe: Cell::new(ptr::null()),
+            user_data: Cell::new(doca_data::from_u64(0)),
+            state_cb: Cell::new(None),
+            pending: Cell::new(None),
+            pools: RefCell::new(Vec::new()),
+            retired: RefCell::new(Vec::new()),
+            allocated: Cell::new(0),
+            inflight: Cell::new(0),
+            seq: Cell::new(0),
+        }
+    }
+
+    /// Records the object that embeds this ctx (call once it has its final address).
+    pub fn bind_owner<T>(&self, owner: *const T) {
+        self.owner.set(owner.cast());
+    }
+
+    /// The embedding object.
+    ///
+    /// # Safety
+    /// `T` must be the type passed to [`doca_ctx::bind_owner`], and the object must be alive
+    /// (true for as long as the ctx is).
+    pub unsafe fn owner<T>(&self) -> &T {
+        debug_assert!(!self.owner.get().is_null());
+        // SAFETY: per the contract, the owner pointer is a live `T` embedding this ctx.
+        unsafe { &*self.owner.get().cast::<T>() }
+    }
+
+    /// The kind's descriptor.
+    pub fn ops(&self) -> &'static CtxOps {
+        self.ops
+    }
+
+    /// The current state.
+    pub fn state(&self) -> doca_ctx_states {
+        self.state.get()
+    }
+
+    /// The ctx user data.
+    pub fn user_data(&self) -> doca_data {
+        self.user_data.get()
+    }
+
+    /// The PE this ctx is connected to, if any. The PE outlives its connected ctxs
+    /// (`doca_pe_destroy` refuses while any is connected).
+    pub fn pe(&self) -> Option<&doca_pe> {
+        // SAFETY: see above; the pointer is cleared when the ctx is torn down.
+        unsafe { self.pe.get().as_ref() }
+    }
+
+    /// Tasks allocated from this ctx and not freed (in any state but Free).
+    pub fn allocated_tasks(&self) -> usize {
+        self.allocated.get()
+    }
+
+    /// Tasks submitted and not yet delivered.
+    pub fn inflight_tasks(&self) -> usize {
+        self.inflight.get()
+    }
+
+    /// Checks that the ctx may be destroyed and disconnects it from its PE. Call from the
+    /// kind's `*_destroy` before freeing the object. Refused (`DOCA_ERROR_BAD_STATE`) unless
+    /// the ctx is IDLE with no asynchronous transition pending and no task allocated.
+    pub fn teardown(&self) -> Result<(), doca_error_t> {
+        if self.state.get() != DOCA_CTX_STATE_IDLE
+            || self.pending.get().is_some()
+            || self.allocated.get() != 0
+        {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        if let Some(pe) = self.pe() {
+            pe.disconnect(self);
+        }
+        self.pe.set(ptr::null());
+        Ok(())
+    }
+
+    // ---- used by task.rs ----
+
+    pub(crate) fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
+        let pools = self.pools.borrow();
+        let p = pools.iter().find(|p| ptr::eq(p.get().kind(), kind))?;
+        let p: *const Pool = p.get();
+        // SAFETY: pools are heap allocations owned by this ctx and freed only when the ctx is
+        // dropped (replaced ones are kept in `retired`), so the reference outlives the borrow.
+        Some(unsafe { &*p })
+    }
+
+    pub(crate) fn install_pool(&self, pool: PoolBox) -> &Pool {
+        let p: *const Pool = pool.get();
+        // SAFETY: `p` is a pool kept alive by this ctx until it is dropped (see pool_for).
+        let kind = unsafe { &*p }.kind();
+        let mut pools = self.pools.borrow_mut();
+        if let Some(i) = pools.iter().position(|q| ptr::eq(q.get().kind(), kind)) {
+            let old = core::mem::replace(&mut pools[i], pool);
+            self.retired.borrow_mut().push(old);
+        } else {
+            pools.push(pool);
+        }
+        // SAFETY: as above.
+        unsafe { &*p }
+    }
+
+    pub(crate) fn for_each_pool(&self, mut f: impl FnMut(&Pool)) {
+        let pools = self.pools.borrow();
+        for p in pools.iter() {
+            f(p.get());
+        }
+    }
+
+    pub(crate) fn task_allocated(&self) {
+        self.allocated.set(self.allocated.get() + 1);
+    }
+
+    pub(crate) fn task_freed(&self) {
+        let n = self.allocated.get().saturating_sub(1);
+        self.allocated.set(n);
+        if n == 0 && self.state.get() == DOCA_CTX_STATE_STOPPING {
+            // STOPPING → IDLE is now due; progress reports it.
+            if let Some(pe) = self.pe() {
+                pe.notify_work();
+            }
+        }
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        let s = self.seq.get().wrapping_add(1);
+        self.seq.set(s);
+        s
+    }
+
+    pub(crate) fn inflight_add(&self, n: usize) {
+        self.inflight.set(self.inflight.get() + n);
+        if let Some(pe) = self.pe() {
+            pe.inflight_add(n);
+        }
+    }
+
+    pub(crate) fn inflight_sub(&self, n: usize) {
+        self.inflight.set(self.inflight.get().saturating_sub(n));
+        if let Some(pe) = self.pe() {
+            pe.inflight_sub(n);
+        }
+    }
+
+    pub(crate) fn enqueue_completion(&self, task: &doca_task) {
+        match self.pe() {
+            Some(pe) => pe.enqueue(task),
+            None => eprintln!("doca-soft: internal error: completion on a ctx without a PE"),
+        }
+    }
+
+    // ---- used by pe.rs ----
+
+    pub(crate) fn set_pe(&self, pe: *const doca_pe) {
+        self.pe.set(pe);
+    }
+
+    /// True when an asynchronous transition is due (progress will report it).
+    pub(crate) fn transition_due(&self) -> bool {
+        self.pending.get().is_some()
+            || (self.state.get() == DOCA_CTX_STATE_STOPPING && self.allocated.get() == 0)
+    }
+
+    /// Runs the kind's progress hook (not for IDLE ctxs).
+    pub(crate) fn run_progress_hook(&self) -> bool {
+        if self.state.get() == DOCA_CTX_STATE_IDLE {
+            return false;
+        }
+        match self.ops.progress {
+            // SAFETY: the hook is called with a ctx of its own kind.
+            Some(f) => unsafe { f(self) },
+            None => false,
+        }
+    }
+
+    /// Whether progress has work for this ctx now (transition due or the kind says so).
+    pub(crate) fn has_work(&self) -> bool {
+        if self.transition_due() {
+            return true;
+        }
+        if self.state.get() == DOCA_CTX_STATE_IDLE {
+            return false;
+        }
+        match self.ops.has_work {
+            // SAFETY: the hook is called with a ctx of its own kind.
+            Some(f) => unsafe { f(self) },
+            None => false,
+        }
+    }
+
+    pub(crate) fn can_connect(&self) -> Result<(), doca_error_t> {
+        match self.ops.can_connect {
+            // SAFETY: the hook is called with a ctx of its own kind.
+            Some(f) => unsafe { f(self) },
+            None => Ok(()),
+        }
+    }
+}
+
+/// Sets the state and reports the change to the user's callback. The callback runs last;
+/// the ctx may be destroyed by it (e.g. on reaching IDLE), so callers must not touch the ctx
+/// after this returns.
+///
+/// # Safety
+/// `ctx` must be a live ctx.
+unsafe fn change_state(ctx: *const doca_ctx, next: doca_ctx_states) {
+    // SAFETY: per the contract.
+    let c = unsafe { &*ctx };
+    let prev = c.state.replace(next);
+    if next == DOCA_CTX_STATE_IDLE {
+        if let Some(f) = c.ops.stopped {
+            // SAFETY: the hook is called with a ctx of its own kind.
+            unsafe { f(c) };
+        }
+    }
+    let cb = c.state_cb.get();
+    let ud = c.user_data.get();
+    if let Some(cb) = cb {
+        // SAFETY: calling the user's registered callback with the documented arguments.
+        unsafe { cb(ud, ctx as *mut doca_ctx, prev, next) };
+    }
+}
+
+/// Reports one due asynchronous transition of `ctx`, if any (from `doca_pe_progress`).
+/// Returns true if one was reported. The ctx may have been destroyed by the callback when
+/// this returns true.
+///
+/// # Safety
+/// `ctx` must be a live ctx connected to the PE being progressed.
+pub(crate) unsafe fn report_due_transition(ctx: *const doca_ctx) -> bool {
+    // SAFETY: per the contract.
+    let c = unsafe { &*ctx };
+    let next = if let Some(next) = c.pending.take() {
+        next
+    } else if c.state.get() == DOCA_CTX_STATE_STOPPING && c.allocated.get() == 0 {
+        DOCA_CTX_STATE_IDLE
+    } else {
+        return false;
+    };
+    // SAFETY: live ctx (contract).
+    unsafe { change_state(ctx, next) };
+    true
+}
+
+/// For async kinds: the start finished; progress reports STARTING → RUNNING.
+pub fn mark_started(ctx: &doca_ctx) {
+    if ctx.state.get() == DOCA_CTX_STATE_STARTING {
+        ctx.pending.set(Some(DOCA_CTX_STATE_RUNNING));
+        if let Some(pe) = ctx.pe() {
+            pe.notify_work();
+        }
+    }
+}
+
+/// For async kinds: the start failed; progress reports STARTING → IDLE.
+pub fn mark_start_failed(ctx: &doca_ctx) {
+    if ctx.state.get() == DOCA_CTX_STATE_STARTING {
+        ctx.pending.set(Some(DOCA_CTX_STATE_IDLE));
+        if let Some(pe) = ctx.pe() {
+            pe.notify_work();
+        }
+    }
+}
+
+/// Validates a ctx pointer from C.
+///
+/// # Safety
+/// A non-NULL `ctx` must point to a ctx embedded in a live object of this provider.
+pub(crate) unsafe fn ctx_ref<'a>(ctx: *const doca_ctx) -> Result<&'a doca_ctx, doca_error_t> {
+    // SAFETY: per the contract.
+    let c = unsafe { crate::ffi::obj(ctx) }?;
+    if c.magic != CTX_MAGIC {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(c)
+}
+
+// ---- entry points ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_start(ctx: *mut doca_ctx) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL ctx pointers come from `*_as_ctx` of live objects (DOCA contract).
+        let c = unsafe { ctx_ref(ctx) }?;
+        if c.state.get() != DOCA_CTX_STATE_IDLE || c.pending.get().is_some() {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        if c.pe.get().is_null() {
+            return Err(DOCA_ERROR_NOT_CONNECTED);
+        }
+        // SAFETY: the kind's start hook is called with an IDLE, connected ctx of its kind.
+        let mode = unsafe { (c.ops.start)(c) }?;
+        match mode {
+            StartMode::Sync => {
+                // SAFETY: live ctx; nothing touches it after the callback.
+                unsafe { change_state(ctx, DOCA_CTX_STATE_RUNNING) };
+                Ok(())
+            }
+            StartMode::Async => {
+                // SAFETY: as above.
+                unsafe { change_state(ctx, DOCA_CTX_STATE_STARTING) };
+                Err(DOCA_ERROR_IN_PROGRESS)
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        match c.state.get() {
+            DOCA_CTX_STATE_IDLE => return Err(DOCA_ERROR_BAD_STATE),
+            DOCA_CTX_STATE_STOPPING => return Err(DOCA_ERROR_IN_PROGRESS),
+            _ => {}
+        }
+        if c.pe.get().is_null() {
+            return Err(DOCA_ERROR_NOT_CONNECTED);
+        }
+        c.pending.set(None);
+        // SAFETY: the kind's stop hook is called with a RUNNING/STARTING ctx of its kind.
+        unsafe { (c.ops.stop)(c) };
+        if c.allocated.get() == 0 {
+            // SAFETY: live ctx; nothing touches it after the callback.
+            unsafe { change_state(ctx, DOCA_CTX_STATE_IDLE) };
+            Ok(())
+        } else {
+            crate::task::flush_submitted(c, FLUSH_STATUS);
+            // SAFETY: as above.
+            unsafe { change_state(ctx, DOCA_CTX_STATE_STOPPING) };
+            Err(DOCA_ERROR_IN_PROGRESS)
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_get_state(
+    ctx: *const doca_ctx,
+    state: *mut doca_ctx_states,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        // SAFETY: non-NULL out-pointers are writable (caller contract); NULL is rejected.
+        unsafe { out(state, c.state.get()) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_set_state_changed_cb(
+    ctx: *mut doca_ctx,
+    cb: doca_ctx_state_changed_callback_t,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        if cb.is_none() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        c.state_cb.set(cb);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_set_user_data(
+    ctx: *mut doca_ctx,
+    user_data: doca_data,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        c.user_data.set(user_data);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_get_user_data(
+    ctx: *const doca_ctx,
+    user_data: *mut doca_data,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        // SAFETY: as in doca_ctx_get_state.
+        unsafe { out(user_data, c.user_data.get()) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_get_num_inflight_tasks(
+    ctx: *const doca_ctx,
+    num_inflight_tasks: *mut usize,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        // SAFETY: as in doca_ctx_get_state.
+        unsafe { out(num_inflight_tasks, c.inflight.get()) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pe::{doca_pe_connect_ctx, doca_pe_destroy, doca_pe_get_num_inflight_tasks};
+    use crate::task::{doca_task_free, doca_task_submit};
+    use crate::testkit::*;
+
+    fn state(ctx: *mut doca_ctx) -> doca_ctx_states {
+        let mut s = 99;
+        // SAFETY: live ctx, valid out-pointer.
+        assert_eq!(unsafe { doca_ctx_get_state(ctx, &mut s) }, DOCA_SUCCESS);
+        s
+    }
+
+    fn inflight(ctx: *mut doca_ctx) -> usize {
+        let mut n = 99;
+        // SAFETY: live ctx, valid out-pointer.
+        let r = unsafe { doca_ctx_get_num_inflight_tasks(ctx, &mut n) };
+        assert_eq!(r, DOCA_SUCCESS);
+        n
+    }
+
+    #[test]
+    fn sync_start_stop_restart() {
+        reset();
+        let pe = new_pe();
+        let d = Dummy::create(false);
+        let c = Dummy::ctx(d);
+        // SAFETY: live objects throughout.
+        unsafe {
+            assert_eq!(
+                doca_ctx_set_state_changed_cb(c, Some(rec_state)),
+                DOCA_SUCCESS
+            );
+            assert_eq!(doca_ctx_start(c), DOCA_ERROR_NOT_CONNECTED);
+            assert_eq!(doca_ctx_stop(c), DOCA_ERROR_BAD_STATE);
+            assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_SUCCESS);
+            assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_ERROR_IN_USE);
+            let pe2 = new_pe();
+            assert_eq!(doca_pe_connect_ctx(pe2, c), DOCA_ERROR_IN_USE);
+            destroy_pe(pe2);
+            for round in 0..2 {
+                assert_eq!(doca_ctx_start(c), DOCA_SUCCESS, "round {round}");
+                assert_eq!(state(c), DOCA_CTX_STATE_RUNNING);
+                assert_eq!(
+                    take_states(),
+                    vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING)]
+                );
+                assert_eq!(doca_ctx_start(c), DOCA_ERROR_BAD_STATE);
+                assert_eq!(Dummy::destroy(d), Err(DOCA_ERROR_BAD_STATE));
+                assert_eq!(doca_pe_destroy(pe), DOCA_ERROR_IN_USE);
+                assert_eq!(doca_ctx_stop(c), DOCA_SUCCESS);
+                assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
+                assert_eq!(
+                    take_states(),
+                    vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]
+                );
+                assert_eq!(drain(pe), 0);
+            }
+        }
+        // PE destroy waits for its ctxs to be destroyed.
+        // SAFETY: live PE.
+        assert_eq!(unsafe { doca_pe_destroy(pe) }, DOCA_ERROR_IN_USE);
+        Dummy::destroy(d).unwrap();
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn async_start_reports_from_progress() {
+        reset();
+        let pe = new_pe();
+        let d = Dummy::create(true);
+        let c = Dummy::ctx(d);
+        // SAFETY: live objects throughout.
+        unsafe {
+            doca_ctx_set_state_changed_cb(c, Some(rec_state));
+            assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_SUCCESS);
+            assert_eq!(doca_ctx_start(c), DOCA_ERROR_IN_PROGRESS);
+        }
+        assert_eq!(state(c), DOCA_CTX_STATE_STARTING);
+        assert_eq!(
+            take_states(),
+            vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING)]
+        );
+        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
+        assert_eq!(drain(pe), 0, "not ready: nothing to do");
+        Dummy::get(d).ready.set(true);
+        assert!(drain(pe) >= 1);
+        assert_eq!(state(c), DOCA_CTX_STATE_RUNNING);
+        assert_eq!(
+            take_states(),
+            vec![(DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_RUNNING)]
+        );
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_SUCCESS);
+        assert_eq!(
+            take_states(),
+            vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]
+        );
+
+        // A failed async start goes back to IDLE through progress.
+        Dummy::get(d).fail_start.set(true);
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_start(c) }, DOCA_ERROR_IN_PROGRESS);
+        Dummy::get(d).ready.set(true);
+        drain(pe);
+        assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
+        assert_eq!(
+            take_states(),
+            vec![
+                (DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING),
+                (DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_IDLE)
+            ]
+        );
+        Dummy::destroy(d).unwrap();
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn stop_flushes_in_flight_tasks_and_waits_for_frees() {
+        reset();
+        let pe = new_pe();
+        let d = Dummy::create(false);
+        let c = Dummy::ctx(d);
+        Dummy::set_conf(d, 4).unwrap();
+        // SAFETY: live objects.
+        unsafe {
+            doca_ctx_set_state_changed_cb(c, Some(rec_state));
+            doca_pe_connect_ctx(pe, c);
+            assert_eq!(doca_ctx_start(c), DOCA_SUCCESS);
+        }
+        take_states();
+        Dummy::get(d).hold.set(true);
+        let a = Dummy::alloc(d, 1).unwrap();
+        let b = Dummy::alloc(d, 2).unwrap();
+        let idle = Dummy::alloc(d, 3).unwrap(); // allocated, never submitted
+                                                // SAFETY: live tasks.
+        unsafe {
+            assert_eq!(doca_task_submit(a), DOCA_SUCCESS);
+            assert_eq!(doca_task_submit(b), DOCA_SUCCESS);
+        }
+        assert_eq!(inflight(c), 2);
+        let mut n = 0;
+        // SAFETY: live PE.
+        let r = unsafe { doca_pe_get_num_inflight_tasks(pe, &mut n) };
+        assert_eq!(r, DOCA_SUCCESS);
+        assert_eq!(n, 2);
+
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
+        assert_eq!(state(c), DOCA_CTX_STATE_STOPPING);
+        assert_eq!(
+            take_states(),
+            vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING)]
+        );
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
+        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
+        assert!(take_done().is_empty(), "flush callbacks run from progress");
+
+        THEN.with(|t| t.set(Then::Free));
+        assert_eq!(drain(pe), 2);
+        let done = take_done();
+        assert_eq!(done.len(), 2);
+        for (x, ud) in done.iter().zip([1, 2]) {
+            assert_eq!((x.ud, x.ok, x.status), (ud, false, FLUSH_STATUS));
+        }
+        assert_eq!(inflight(c), 0);
+        // One task is still allocated: the ctx cannot reach IDLE.
+        assert_eq!(state(c), DOCA_CTX_STATE_STOPPING);
+        assert_eq!(Dummy::destroy(d), Err(DOCA_ERROR_BAD_STATE));
+        // SAFETY: owned task.
+        unsafe { doca_task_free(idle) };
+        assert_eq!(
+            state(c),
+            DOCA_CTX_STATE_STOPPING,
+            "IDLE is reported by progress"
+        );
+        assert_eq!(drain(pe), 1);
+        assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
+        assert_eq!(
+            take_states(),
+            vec![(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE)]
+        );
+        Dummy::destroy(d).unwrap();
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn user_data_round_trip() {
+        let d = Dummy::create(false);
+        let c = Dummy::ctx(d);
+        let mut ud = doca_data::from_u64(0);
+        // SAFETY: live ctx, valid out-pointers.
+        unsafe {
+            assert_eq!(
+                doca_ctx_set_user_data(c, doca_data::from_u64(42)),
+                DOCA_SUCCESS
+            );
+            assert_eq!(doca_ctx_get_user_data(c, &mut ud), DOCA_SUCCESS);
+        }
+        assert_eq!(ud.as_u64(), 42);
+        Dummy::destroy(d).unwrap();
+    }
+}

@@ -1,0 +1,732 @@
+//! The progress engine (`doca_pe_*`): completion queue, progress, and the notification handle.
+//!
+//! # Model
+//!
+//! A [`doca_pe`] owns
+//! * a FIFO **completion queue** of tasks (intrusive, through the task headers): kinds
+//!   complete tasks with [`crate::task::complete`], which appends here;
+//! * the list of **connected ctxs** (pointers; the ctxs are owned by their kind objects and
+//!   must be destroyed before the PE);
+//! * its **notification handle**, a real file descriptor: an epoll instance aggregating
+//!   - an internal *eventfd* that the PE writes itself when it is armed and has work,
+//!   - its [`Doorbell`] (an abstract unix datagram socket other threads and processes ring,
+//!     e.g. a sync event publisher in another process),
+//!   - descriptors ctxs register with [`doca_pe::register_fd`] (e.g. later RDMA ring
+//!     doorbells).
+//!
+//! # Notification protocol (DOCA's)
+//! progress until 0 → `doca_pe_request_notification` (arm) → progress until 0 once more →
+//! wait for the handle to be readable → `doca_pe_clear_notification` → progress until 0 → …
+//!
+//! * **Arm** drains the doorbell and drain-mode descriptors, then asks: is there work now
+//!   (queued completions, a due ctx state transition, or a ctx whose `has_work` hook says
+//!   so — e.g. a sync event wait already satisfied)? If so the eventfd is written and the
+//!   handle is readable at once; otherwise it stays quiet until work arrives: a completion is
+//!   queued or a transition becomes due while armed (eventfd), or a doorbell is rung.
+//! * **Clear** drains everything that is readable (eventfd, doorbell, drain-mode
+//!   descriptors) and disarms. The handle argument is unused (as in DOCA on Linux).
+//!   Draining never loses work: doorbells carry no data, and progress re-reads the real state
+//!   (shared counters, rings) after the clear.
+//! * A doorbell rung while the PE is *not* armed still makes the handle readable (the kernel
+//!   does that, not us); the next arm drains it first, so after arming the handle is
+//!   readable exactly when there is work. Waking spuriously is allowed by DOCA anyway.
+//! * `doca_pe_progress` does not drain the doorbell (that would cost a system call per call
+//!   in busy-polling loops); the kernel bounds the queue, and ringers treat a full queue as
+//!   "already rung".
+//!
+//! # Progress
+//! One unit of work per call, returning 1, else 0:
+//! 1. deliver the oldest queued completion (its callback runs here, on this thread);
+//! 2. else report one due ctx state transition (STARTING→RUNNING, STOPPING→IDLE…);
+//! 3. else run every connected ctx's progress hook (sync event: check pending waits; later
+//!    RDMA: poll rings), then deliver a completion or transition they produced, or return 1
+//!    if a hook reported other work.
+//!
+//! Callbacks may allocate, submit and free tasks of this PE and start/stop/destroy ctxs, but
+//! a nested `doca_pe_progress` returns 0 without doing anything, and `doca_pe_destroy` from a
+//! callback returns `DOCA_ERROR_IN_USE`.
+//!
+//! # Event mode
+//! `doca_pe_set_event_mode` stores the mode; both modes behave the same here (every connected
+//! ctx is progressed on every call, which is what PROGRESS_ALL means, and is also a correct
+//! implementation of PROGRESS_SELECTIVE).
+//!
+//! # Threads
+//! A PE, its ctxs and their tasks are used from one thread (DOCA's rule; nothing here is
+//! locked). The only cross-thread/cross-process entry is ringing its doorbell, which goes
+//! through the kernel.
+
+use core::cell::{Cell, RefCell};
+use core::ptr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::ctx::{self, ctx_ref, doca_ctx};
+use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
+use crate::ffi::{guard, guard_err, out};
+use crate::task::doca_task;
+use crate::types::*;
+
+/// `"PE!!"`: marks a live PE.
+const PE_MAGIC: u32 = 0x5045_2121;
+
+/// epoll tags: the internal eventfd, the doorbell, and registered fds (`FD_TAG_BASE + fd`).
+const TAG_EVENTFD: u64 = 0;
+const TAG_DOORBELL: u64 = 1;
+const FD_TAG_BASE: u64 = 2;
+
+/// How the PE treats a descriptor a ctx registers in its notification set.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FdMode {
+    /// A pure wake-up source (eventfd, doorbell socket): the PE reads it empty when arming and
+    /// clearing. The ctx's `has_work` hook must reflect the real state behind it.
+    Drain,
+    /// A descriptor whose readiness is the work itself (data to consume): the PE never reads
+    /// it; the ctx's progress hook consumes it, and it stays readable until then.
+    Level,
+}
+
+/// `struct doca_pe`.
+pub struct doca_pe {
+    magic: u32,
+    epfd: OwnedFd,
+    evfd: OwnedFd,
+    doorbell: Doorbell,
+    armed: Cell<bool>,
+    /// The eventfd has been written since the last drain.
+    signalled: Cell<bool>,
+    cq_head: Cell<*const doca_task>,
+    cq_tail: Cell<*const doca_task>,
+    cq_len: Cell<usize>,
+    ctxs: RefCell<Vec<*const doca_ctx>>,
+    fds: RefCell<Vec<(RawFd, FdMode)>>,
+    in_progress: Cell<bool>,
+    inflight: Cell<usize>,
+    event_mode: Cell<doca_pe_event_mode>,
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn os_err() -> doca_error_t {
+    crate::shm::errno_to_doca(errno())
+}
+
+fn epoll_add(epfd: RawFd, fd: RawFd, tag: u64) -> Result<(), doca_error_t> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: tag,
+    };
+    // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+    if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+        return Err(match errno() {
+            libc::EEXIST => DOCA_ERROR_ALREADY_EXIST,
+            libc::EBADF | libc::EPERM => DOCA_ERROR_INVALID_VALUE,
+            e => crate::shm::errno_to_doca(e),
+        });
+    }
+    Ok(())
+}
+
+impl doca_pe {
+    fn new() -> Result<doca_pe, doca_error_t> {
+        // SAFETY: epoll_create1 with a constant flag; no memory is passed.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(os_err());
+        }
+        // SAFETY: `ep` is a fresh descriptor owned by nobody else.
+        let epfd = unsafe { OwnedFd::from_raw_fd(ep) };
+        // SAFETY: eventfd with constant flags; no memory is passed.
+        let ev = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if ev < 0 {
+            return Err(os_err());
+        }
+        // SAFETY: `ev` is a fresh descriptor owned by nobody else.
+        let evfd = unsafe { OwnedFd::from_raw_fd(ev) };
+        let doorbell = Doorbell::new()?;
+        epoll_add(epfd.as_raw_fd(), evfd.as_raw_fd(), TAG_EVENTFD)?;
+        epoll_add(epfd.as_raw_fd(), doorbell.fd(), TAG_DOORBELL)?;
+        Ok(doca_pe {
+            magic: PE_MAGIC,
+            epfd,
+            evfd,
+            doorbell,
+            armed: Cell::new(false),
+            signalled: Cell::new(false),
+            cq_head: Cell::new(ptr::null()),
+            cq_tail: Cell::new(ptr::null()),
+            cq_len: Cell::new(0),
+            ctxs: RefCell::new(Vec::new()),
+            fds: RefCell::new(Vec::new()),
+            in_progress: Cell::new(false),
+            inflight: Cell::new(0),
+            event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
+        })
+    }
+
+    /// The address of this PE's doorbell: store it where a remote publisher can find it, and
+    /// a [`crate::doorbell::ring`] of it makes this PE's notification handle readable.
+    pub fn doorbell_address(&self) -> DoorbellAddr {
+        self.doorbell.address()
+    }
+
+    /// The notification handle (the epoll descriptor).
+    pub fn notification_fd(&self) -> RawFd {
+        self.epfd.as_raw_fd()
+    }
+
+    /// Adds `fd` to the notification set (see [`FdMode`]). The caller keeps ownership and must
+    /// [`doca_pe::unregister_fd`] it before closing it.
+    pub fn register_fd(&self, fd: RawFd, mode: FdMode) -> Result<(), doca_error_t> {
+        if fd < 0 {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        epoll_add(self.epfd.as_raw_fd(), fd, FD_TAG_BASE + fd as u64)?;
+        self.fds.borrow_mut().push((fd, mode));
+        Ok(())
+    }
+
+    /// Removes a descriptor added with [`doca_pe::register_fd`]. Unknown descriptors are
+    /// ignored.
+    pub fn unregister_fd(&self, fd: RawFd) {
+        let mut fds = self.fds.borrow_mut();
+        if let Some(i) = fds.iter().position(|&(f, _)| f == fd) {
+            fds.swap_remove(i);
+            // SAFETY: EPOLL_CTL_DEL ignores the event argument (NULL allowed since 2.6.9).
+            unsafe {
+                libc::epoll_ctl(
+                    self.epfd.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    fd,
+                    ptr::null_mut(),
+                )
+            };
+        }
+    }
+
+    /// Tells the PE that work became available (a completion, a due transition, a kind's
+    /// internal event on this thread): if armed, the notification handle becomes readable.
+    pub fn notify_work(&self) {
+        if self.armed.get() && !self.signalled.get() {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a valid u64 to our own eventfd. A failure (counter
+            // overflow, impossible with writes of 1 between drains) is ignored.
+            unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            self.signalled.set(true);
+        }
+    }
+
+    /// Appends a completed task to the completion queue.
+    pub(crate) fn enqueue(&self, task: &doca_task) {
+        let t = task.raw() as *const doca_task;
+        task.next().set(ptr::null());
+        let tail = self.cq_tail.get();
+        if tail.is_null() {
+            self.cq_head.set(t);
+        } else {
+            // SAFETY: queued tasks are live (their ctx cannot be destroyed while they are
+            // allocated).
+            unsafe { (*tail).next().set(t) };
+        }
+        self.cq_tail.set(t);
+        self.cq_len.set(self.cq_len.get() + 1);
+        self.notify_work();
+    }
+
+    fn pop(&self) -> Option<*const doca_task> {
+        let h = self.cq_head.get();
+        if h.is_null() {
+            return None;
+        }
+        // SAFETY: queued tasks are live (see enqueue).
+        let next = unsafe { (*h).next().get() };
+        self.cq_head.set(next);
+        if next.is_null() {
+            self.cq_tail.set(ptr::null());
+        }
+        self.cq_len.set(self.cq_len.get() - 1);
+        Some(h)
+    }
+
+    pub(crate) fn inflight_add(&self, n: usize) {
+        self.inflight.set(self.inflight.get() + n);
+    }
+
+    pub(crate) fn inflight_sub(&self, n: usize) {
+        self.inflight.set(self.inflight.get().saturating_sub(n));
+    }
+
+    pub(crate) fn disconnect(&self, ctx: &doca_ctx) {
+        let mut ctxs = self.ctxs.borrow_mut();
+        if let Some(i) = ctxs.iter().position(|&c| ptr::eq(c, ctx)) {
+            // Keep the order (fairness of hook order is by connection order).
+            ctxs.remove(i);
+        }
+    }
+
+    fn ctx_at(&self, i: usize) -> Option<*const doca_ctx> {
+        self.ctxs.borrow().get(i).copied()
+    }
+
+    /// Work that progress would do now.
+    fn has_work(&self) -> bool {
+        if !self.cq_head.get().is_null() {
+            return true;
+        }
+        let mut i = 0;
+        while let Some(c) = self.ctx_at(i) {
+            // SAFETY: connected ctxs are live (they disconnect in teardown before being freed).
+            if unsafe { &*c }.has_work() {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// Drains every readable wake-up source (eventfd, doorbell, drain-mode fds).
+    fn sweep(&self) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        loop {
+            // SAFETY: `evs` is valid for 32 entries; zero timeout never blocks.
+            let n = unsafe {
+                libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, 0)
+            };
+            if n <= 0 {
+                if n < 0 && errno() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
+            let mut drained_any = false;
+            for ev in &evs[..n as usize] {
+                let tag = ev.u64;
+                match tag {
+                    TAG_EVENTFD => {
+                        drain_fd(self.evfd.as_raw_fd());
+                        drained_any = true;
+                    }
+                    TAG_DOORBELL => {
+                        self.doorbell.drain();
+                        drained_any = true;
+                    }
+                    _ => {
+                        let fd = (tag - FD_TAG_BASE) as RawFd;
+                        let mode = self
+                            .fds
+                            .borrow()
+                            .iter()
+                            .find(|&&(f, _)| f == fd)
+                            .map(|&(_, m)| m);
+                        if mode == Some(FdMode::Drain) {
+                            drain_fd(fd);
+                            drained_any = true;
+                        }
+                    }
+                }
+            }
+            // Level-mode fds stay readable; stop once a pass drained nothing new.
+            if !drained_any || (n as usize) < evs.len() {
+                break;
+            }
+        }
+        self.signalled.set(false);
+    }
+
+    fn progress(&self) -> u8 {
+        if self.in_progress.get() {
+            // A callback called progress: not allowed by DOCA; do nothing.
+            return 0;
+        }
+        struct Reset<'a>(&'a Cell<bool>);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.set(false);
+            }
+        }
+        self.in_progress.set(true);
+        let _reset = Reset(&self.in_progress);
+
+        if self.deliver_one() || self.report_one_transition() {
+            return 1;
+        }
+        let mut did = false;
+        let mut i = 0;
+        while let Some(c) = self.ctx_at(i) {
+            // SAFETY: connected ctxs are live; hooks do not call user code.
+            did |= unsafe { &*c }.run_progress_hook();
+            i += 1;
+        }
+        if self.deliver_one() || self.report_one_transition() {
+            return 1;
+        }
+        u8::from(did)
+    }
+
+    fn deliver_one(&self) -> bool {
+        match self.pop() {
+            Some(t) => {
+                // SAFETY: just popped from our completion queue; the task is live.
+                unsafe { crate::task::deliver(t) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn report_one_transition(&self) -> bool {
+        let mut i = 0;
+        while let Some(c) = self.ctx_at(i) {
+            // SAFETY: connected ctxs are live.
+            if unsafe { &*c }.transition_due() {
+                // SAFETY: live ctx connected to this PE.
+                return unsafe { ctx::report_due_transition(c) };
+            }
+            i += 1;
+        }
+        false
+    }
+}
+
+/// Validates a PE pointer from C.
+///
+/// # Safety
+/// A non-NULL `pe` must point to a PE created by `doca_pe_create` and not destroyed.
+pub(crate) unsafe fn pe_ref<'a>(pe: *const doca_pe) -> Result<&'a doca_pe, doca_error_t> {
+    // SAFETY: per the contract.
+    let p = unsafe { crate::ffi::obj(pe) }?;
+    if p.magic != PE_MAGIC {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(p)
+}
+
+// ---- entry points ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_create(pe: *mut *mut doca_pe) -> doca_error_t {
+    guard_err(|| {
+        if pe.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let p = Box::into_raw(Box::new(doca_pe::new()?));
+        // SAFETY: `pe` is non-NULL and writable (caller contract).
+        unsafe { out(pe, p) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_destroy(pe: *mut doca_pe) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL PE pointers come from doca_pe_create (DOCA contract).
+        let p = unsafe { pe_ref(pe) }?;
+        if p.in_progress.get() || !p.ctxs.borrow().is_empty() {
+            return Err(DOCA_ERROR_IN_USE);
+        }
+        // SAFETY: `pe` came from Box::into_raw in doca_pe_create; no ctx references it any
+        // more and we are not inside its progress, so this is the last use.
+        drop(unsafe { Box::from_raw(pe) });
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_progress(pe: *mut doca_pe) -> u8 {
+    guard(0, || {
+        // SAFETY: as in doca_pe_destroy.
+        match unsafe { pe_ref(pe) } {
+            Ok(p) => p.progress(),
+            Err(_) => 0,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_get_notification_handle(
+    pe: *const doca_pe,
+    handle: *mut doca_notification_handle_t,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_pe_destroy.
+        let p = unsafe { pe_ref(pe) }?;
+        // SAFETY: non-NULL out-pointers are writable (caller contract); NULL is rejected.
+        unsafe { out(handle, p.epfd.as_raw_fd()) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_request_notification(pe: *mut doca_pe) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_pe_destroy.
+        let p = unsafe { pe_ref(pe) }?;
+        p.sweep();
+        p.armed.set(true);
+        if p.has_work() {
+            p.notify_work();
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_clear_notification(
+    pe: *mut doca_pe,
+    _handle: doca_notification_handle_t,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_pe_destroy.
+        let p = unsafe { pe_ref(pe) }?;
+        p.sweep();
+        p.armed.set(false);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_get_num_inflight_tasks(
+    pe: *const doca_pe,
+    num_inflight_tasks: *mut usize,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_pe_destroy.
+        let p = unsafe { pe_ref(pe) }?;
+        // SAFETY: as in doca_pe_get_notification_handle.
+        unsafe { out(num_inflight_tasks, p.inflight.get()) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ctx) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_pe_destroy.
+        let p = unsafe { pe_ref(pe) }?;
+        // SAFETY: non-NULL ctx pointers come from `*_as_ctx` of live objects (DOCA contract).
+        let c = unsafe { ctx_ref(ctx) }?;
+        if c.state() != DOCA_CTX_STATE_IDLE {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        if c.pe().is_some() {
+            // Connected already (to this PE or another): a ctx has exactly one PE for life.
+            return Err(DOCA_ERROR_IN_USE);
+        }
+        c.can_connect()?;
+        c.set_pe(pe);
+        p.ctxs.borrow_mut().push(ctx);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_pe_set_event_mode(
+    pe: *mut doca_pe,
+    event_mode: doca_pe_event_mode,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_pe_destroy.
+        let p = unsafe { pe_ref(pe) }?;
+        if event_mode != DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE
+            && event_mode != DOCA_PE_EVENT_MODE_PROGRESS_ALL
+        {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        p.event_mode.set(event_mode);
+        Ok(())
+    })
+}
+
+impl doca_pe {
+    /// The stored event mode (behaviour does not depend on it; see the module docs).
+    pub fn event_mode(&self) -> doca_pe_event_mode {
+        self.event_mode.get()
+    }
+
+    /// Completions queued and not yet delivered.
+    pub fn queued_completions(&self) -> usize {
+        self.cq_len.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctx::{doca_ctx_start, doca_ctx_stop};
+    use crate::task::{doca_task_free, doca_task_submit};
+    use crate::testkit::*;
+
+    fn arm(pe: *mut doca_pe) {
+        // SAFETY: live PE.
+        assert_eq!(unsafe { doca_pe_request_notification(pe) }, DOCA_SUCCESS);
+    }
+
+    fn clear(pe: *mut doca_pe) {
+        // SAFETY: live PE.
+        assert_eq!(unsafe { doca_pe_clear_notification(pe, -1) }, DOCA_SUCCESS);
+    }
+
+    fn started_dummy(pe: *mut doca_pe, n: u32) -> *mut Dummy {
+        let d = Dummy::create(false);
+        Dummy::set_conf(d, n).unwrap();
+        // SAFETY: live objects.
+        unsafe {
+            assert_eq!(doca_pe_connect_ctx(pe, Dummy::ctx(d)), DOCA_SUCCESS);
+            assert_eq!(doca_ctx_start(Dummy::ctx(d)), DOCA_SUCCESS);
+        }
+        d
+    }
+
+    #[test]
+    fn handle_is_stable_and_readable_exactly_with_work() {
+        reset();
+        let pe = new_pe();
+        let fd = pe_fd(pe);
+        assert!(fd >= 0);
+        assert_eq!(pe_fd(pe), fd, "the handle never changes");
+        let d = started_dummy(pe, 4);
+        THEN.with(|t| t.set(Then::Free));
+
+        // Idle and armed: not readable.
+        drain(pe);
+        arm(pe);
+        assert!(!readable(fd, 0));
+
+        // A completion queued while armed makes it readable.
+        let t = Dummy::alloc(d, 1).unwrap();
+        // SAFETY: live task.
+        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_SUCCESS);
+        assert!(readable(fd, 0));
+        clear(pe);
+        assert_eq!(drain(pe), 1);
+        assert!(!readable(fd, 0), "cleared and drained: quiet");
+
+        // Not armed: queuing a completion does not touch the eventfd...
+        let t = Dummy::alloc(d, 2).unwrap();
+        // SAFETY: live task.
+        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_SUCCESS);
+        assert!(!readable(fd, 0));
+        // ...but arming with work already pending makes it readable at once.
+        arm(pe);
+        assert!(readable(fd, 0));
+        clear(pe);
+        assert_eq!(drain(pe), 1);
+        arm(pe);
+        assert!(!readable(fd, 0));
+        clear(pe);
+
+        // SAFETY: live ctx.
+        unsafe { doca_ctx_stop(Dummy::ctx(d)) };
+        Dummy::destroy(d).unwrap();
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn due_transition_wakes_an_armed_pe() {
+        reset();
+        let pe = new_pe();
+        let fd = pe_fd(pe);
+        let d = started_dummy(pe, 1);
+        let t = Dummy::alloc(d, 1).unwrap();
+        // SAFETY: live ctx.
+        let r = unsafe { doca_ctx_stop(Dummy::ctx(d)) };
+        assert_eq!(r, DOCA_ERROR_IN_PROGRESS);
+        drain(pe);
+        arm(pe);
+        assert!(!readable(fd, 0));
+        // Freeing the last task (outside progress) makes STOPPING → IDLE due.
+        // SAFETY: owned task.
+        unsafe { doca_task_free(t) };
+        assert!(readable(fd, 0));
+        clear(pe);
+        assert_eq!(drain(pe), 1);
+        Dummy::destroy(d).unwrap();
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn doorbell_rung_by_another_thread() {
+        let pe = new_pe();
+        let fd = pe_fd(pe);
+        arm(pe);
+        assert!(!readable(fd, 0));
+        // SAFETY: live PE (read-only access to its doorbell address).
+        let addr = unsafe { &*pe }.doorbell_address();
+        std::thread::spawn(move || crate::doorbell::ring(addr).unwrap())
+            .join()
+            .unwrap();
+        assert!(readable(fd, 1000));
+        clear(pe);
+        assert!(!readable(fd, 0));
+        // Rung while not armed: the next arm drains it (nothing to do → quiet).
+        crate::doorbell::ring(addr).unwrap();
+        arm(pe);
+        assert!(!readable(fd, 0));
+        clear(pe);
+        destroy_pe(pe);
+        // The PE is gone: its doorbell reports NOT_FOUND to ringers.
+        assert_eq!(crate::doorbell::ring(addr), Err(DOCA_ERROR_NOT_FOUND));
+    }
+
+    #[test]
+    fn registered_fds_in_both_modes() {
+        let pe = new_pe();
+        let fd = pe_fd(pe);
+        // SAFETY: live PE.
+        let p = unsafe { &*pe };
+        // SAFETY: eventfd with constant flags.
+        let drain_ev = unsafe {
+            OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))
+        };
+        // SAFETY: as above.
+        let level_ev = unsafe {
+            OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))
+        };
+        p.register_fd(drain_ev.as_raw_fd(), FdMode::Drain).unwrap();
+        p.register_fd(level_ev.as_raw_fd(), FdMode::Level).unwrap();
+        assert_eq!(
+            p.register_fd(level_ev.as_raw_fd(), FdMode::Level),
+            Err(DOCA_ERROR_ALREADY_EXIST)
+        );
+        let one = 1u64;
+        arm(pe);
+        // SAFETY: 8-byte write to our eventfd.
+        unsafe { libc::write(drain_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        assert!(readable(fd, 0));
+        clear(pe);
+        assert!(!readable(fd, 0), "drain-mode fd was drained");
+        // SAFETY: as above.
+        unsafe { libc::write(level_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        assert!(readable(fd, 0));
+        clear(pe);
+        assert!(
+            readable(fd, 0),
+            "level-mode fd is left for its ctx to consume"
+        );
+        drain_fd(level_ev.as_raw_fd());
+        assert!(!readable(fd, 0));
+        p.unregister_fd(level_ev.as_raw_fd());
+        p.unregister_fd(drain_ev.as_raw_fd());
+        // SAFETY: as above.
+        unsafe { libc::write(level_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        assert!(!readable(fd, 0), "unregistered");
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn event_mode_and_counters() {
+        let pe = new_pe();
+        // SAFETY: live PE, valid out-pointer.
+        unsafe {
+            assert_eq!(
+                doca_pe_set_event_mode(pe, DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE),
+                DOCA_SUCCESS
+            );
+            assert_eq!((*pe).event_mode(), DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE);
+            assert_eq!(doca_pe_set_event_mode(pe, 7), DOCA_ERROR_INVALID_VALUE);
+            let mut n = 5;
+            assert_eq!(doca_pe_get_num_inflight_tasks(pe, &mut n), DOCA_SUCCESS);
+            assert_eq!(n, 0);
+            assert_eq!(doca_pe_progress(pe), 0);
+        }
+        destroy_pe(pe);
+    }
+}

@@ -1,0 +1,866 @@
+//! The generic task framework: task header, per-kind descriptors, fixed pools, submit,
+//! completion and the `doca_task_*` entry points.
+//!
+//! # Model
+//!
+//! Every task type of every ctx kind (sync event now; RDMA and UROM later) is a `#[repr(C)]`
+//! struct whose **first field is a [`doca_task`] header**, so the `*_as_doca_task` /
+//! `*_as_task` conversions are pointer casts and a `doca_task *` can be cast back to the
+//! specific type. A specific type implements the unsafe trait [`TaskType`], which names its
+//! static [`TaskKind`] descriptor.
+//!
+//! * **Pools.** A ctx owns one [`Pool`] per configured task kind, created by
+//!   [`configure`] (what `*_set_conf` calls) with exactly `num_tasks` slots. The slot array is
+//!   allocated once and never moves while the ctx exists (tasks are handed out as raw
+//!   pointers); reconfiguring with a different size retires the old array but keeps it
+//!   allocated until the ctx is destroyed, so a stale task pointer still points at memory that
+//!   says "free" instead of at freed memory.
+//! * **States.** `Free` (in the pool) → `Allocated` (owned by the user) → `Submitted` (owned by
+//!   the library; the kind is working on it) → `Completed` (result known, queued on the PE's
+//!   completion queue) → back to `Allocated` when the PE delivers the callback (ownership
+//!   returns to the user, who frees or re-submits it).
+//! * **Completion.** A kind never calls user callbacks itself: it calls [`complete`], which
+//!   stores the status and appends the task to its PE's FIFO completion queue. `doca_pe_progress`
+//!   pops one task per call and invokes the kind's dispatch, which calls the task's success or
+//!   error callback with the *specific* task pointer type. So no callback ever runs inside
+//!   `doca_task_submit`.
+//! * **Callbacks** are stored per task (copied from the pool's configuration at allocation).
+//!   Kinds whose DOCA API sets callbacks per task (UROM worker commands, `get_workers_by_gid`)
+//!   overwrite them with [`set_callbacks`].
+//!
+//! # Errors (decisions documented here; see also `docs/soft-provider.md`)
+//! * allocation while the ctx is not RUNNING → `DOCA_ERROR_BAD_STATE`;
+//! * allocation of a kind never configured on this ctx → `DOCA_ERROR_NOT_SUPPORTED`;
+//! * allocation beyond `num_tasks` → `DOCA_ERROR_NO_MEMORY` (back-pressure);
+//! * `*_set_conf` with `num_tasks == 0` or a NULL callback → `DOCA_ERROR_INVALID_VALUE`; while
+//!   the ctx is not IDLE → `DOCA_ERROR_NOT_PERMITTED` (as DOCA documents);
+//! * submitting a task that is not allocated (free, or a pointer into retired pool memory) →
+//!   `DOCA_ERROR_INVALID_VALUE`; one already submitted → `DOCA_ERROR_BAD_STATE`; on a ctx that
+//!   is not RUNNING → `DOCA_ERROR_BAD_STATE`. A failed submit leaves the task with the user.
+//! * `doca_task_free` of a submitted task or of a free task is a caller bug: it is ignored with
+//!   a diagnostic on stderr and changes nothing.
+//!
+//! # Threads
+//! Single-threaded, like DOCA: a task, its ctx and its PE are used from one thread. The types
+//! use `Cell`/`RefCell` and are `!Sync`.
+
+use core::cell::{Cell, RefCell};
+use core::ptr::{self, NonNull};
+
+use crate::ctx::{self, doca_ctx};
+use crate::ffi::{guard, guard_err};
+use crate::types::*;
+
+/// `"TASK"`: marks a live task header (checked on every entry point).
+const TASK_MAGIC: u32 = 0x5441_534b;
+
+/// A completion callback with its argument types erased. Never called through this type:
+/// [`TaskKind`]'s dispatch transmutes it back to the exact type it was created from.
+pub type RawCb = unsafe extern "C" fn();
+
+/// Where a task is in its life. See the module docs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum TaskState {
+    Free = 0,
+    Allocated = 1,
+    Submitted = 2,
+    Completed = 3,
+}
+
+/// How the task was submitted (`doca_task_submit` or `doca_task_try_submit`).
+///
+/// In DOCA, `try_submit` validates the task's fields and `submit` does not. Here every
+/// submit validates (a malformed task never crashes the provider); kinds with finite queues
+/// may return `DOCA_ERROR_AGAIN` in both modes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SubmitMode {
+    Submit,
+    TrySubmit,
+}
+
+/// The static descriptor of one task kind (one per specific task type).
+///
+/// Build it with [`TaskKind::new`] in a `static`, and name it from the type's
+/// [`TaskType::KIND`].
+pub struct TaskKind {
+    /// For diagnostics ("sync_event.wait_eq").
+    pub name: &'static str,
+    /// Starts the work of a task that passed the generic checks (it is in state `Submitted`,
+    /// its ctx is RUNNING). The kind either completes it at once with [`complete`] (the
+    /// callback still runs later, from progress) or keeps it and completes it later (from its
+    /// ctx progress hook). An `Err` fails the submit: the framework puts the task back to
+    /// `Allocated` and returns the error to the caller; the kind must then keep no reference.
+    pub submit: unsafe fn(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t>,
+    /// Optional: called by `doca_task_free` before the slot returns to the pool (release
+    /// references the task holds, e.g. buffers).
+    pub release: Option<unsafe fn(task: &doca_task)>,
+    /// Optional: called for each task flushed by `doca_ctx_stop`, just before it completes
+    /// with [`crate::ctx::FLUSH_STATUS`] (e.g. to reset result fields).
+    pub flush: Option<unsafe fn(task: &doca_task)>,
+    dispatch:
+        unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
+}
+
+impl TaskKind {
+    /// The descriptor of the task type `T`.
+    pub const fn new<T: TaskType>(
+        name: &'static str,
+        submit: unsafe fn(&doca_task, SubmitMode) -> Result<(), doca_error_t>,
+        release: Option<unsafe fn(&doca_task)>,
+        flush: Option<unsafe fn(&doca_task)>,
+    ) -> TaskKind {
+        TaskKind {
+            name,
+            submit,
+            release,
+            flush,
+            dispatch: dispatch_as::<T>,
+        }
+    }
+}
+
+/// The callback type of a task type `T` (all DOCA task callbacks have this shape).
+pub type TypedCb<T> =
+    unsafe extern "C" fn(task: *mut T, task_user_data: doca_data, ctx_user_data: doca_data);
+
+/// Erases a typed callback for storage.
+pub fn erase_cb<T: TaskType>(cb: TypedCb<T>) -> RawCb {
+    // SAFETY: all function pointers have the same size and representation; the result is only
+    // ever turned back into `TypedCb<T>` by `dispatch_as::<T>` before being called.
+    unsafe { core::mem::transmute::<TypedCb<T>, RawCb>(cb) }
+}
+
+/// Calls `cb` (erased from a `TypedCb<T>`) with `task` as a `*mut T`.
+///
+/// # Safety
+/// `cb` must have been produced by [`erase_cb::<T>`] and `task` must be the header of a live
+/// `T` (guaranteed by the pool, which only hands out `T`s for `T::KIND`).
+unsafe fn dispatch_as<T: TaskType>(cb: RawCb, task: *mut doca_task, ud: doca_data, cud: doca_data) {
+    // SAFETY: per the contract above, `cb` really has type `TypedCb<T>`.
+    let f = unsafe { core::mem::transmute::<RawCb, TypedCb<T>>(cb) };
+    // SAFETY: the header is the first field of the #[repr(C)] `T`, so the cast gives the
+    // address of the whole `T`. Calling the user's callback is the purpose of this function.
+    unsafe { f(task.cast::<T>(), ud, cud) }
+}
+
+/// A specific task type (`doca_sync_event_task_get`, later `doca_rdma_task_write`...).
+///
+/// # Safety
+/// The implementing type must be `#[repr(C)]` with a [`doca_task`] as its **first field**,
+/// and `KIND` must be a descriptor built with `TaskKind::new::<Self>`.
+pub unsafe trait TaskType: Sized + 'static {
+    /// This type's descriptor (a `static`).
+    const KIND: &'static TaskKind;
+    /// A value for a pool slot: `header` as the header, every other field at a neutral value
+    /// (use `Cell`s for fields set at allocation).
+    fn with_header(header: doca_task) -> Self;
+}
+
+/// `struct doca_task`: the header at the start of every specific task.
+#[repr(C)]
+pub struct doca_task {
+    magic: u32,
+    index: u32,
+    state: Cell<TaskState>,
+    status: Cell<doca_error_t>,
+    kind: &'static TaskKind,
+    ctx: *const doca_ctx,
+    pool: *const Pool,
+    user_data: Cell<doca_data>,
+    ok_cb: Cell<Option<RawCb>>,
+    err_cb: Cell<Option<RawCb>>,
+    /// Link in the PE completion queue (only meaningful in state `Completed`).
+    next: Cell<*const doca_task>,
+    /// Submission sequence number (flush order).
+    seq: Cell<u64>,
+}
+
+impl doca_task {
+    fn new(
+        kind: &'static TaskKind,
+        ctx: *const doca_ctx,
+        pool: *const Pool,
+        index: u32,
+    ) -> doca_task {
+        doca_task {
+            magic: TASK_MAGIC,
+            index,
+            state: Cell::new(TaskState::Free),
+            status: Cell::new(DOCA_SUCCESS),
+            kind,
+            ctx,
+            pool,
+            user_data: Cell::new(doca_data::from_u64(0)),
+            ok_cb: Cell::new(None),
+            err_cb: Cell::new(None),
+            next: Cell::new(ptr::null()),
+            seq: Cell::new(0),
+        }
+    }
+
+    /// The task's state.
+    pub fn state(&self) -> TaskState {
+        self.state.get()
+    }
+
+    /// The task's status (meaningful once completed).
+    pub fn status(&self) -> doca_error_t {
+        self.status.get()
+    }
+
+    /// The descriptor of the task's kind.
+    pub fn kind(&self) -> &'static TaskKind {
+        self.kind
+    }
+
+    /// The ctx the task belongs to (alive as long as the task is reachable).
+    pub fn ctx(&self) -> &doca_ctx {
+        // SAFETY: pools belong to their ctx and are freed only with it, so a live header's
+        // ctx pointer is valid.
+        unsafe { &*self.ctx }
+    }
+
+    /// The raw ctx pointer.
+    pub fn ctx_ptr(&self) -> *mut doca_ctx {
+        self.ctx as *mut doca_ctx
+    }
+
+    /// The task as its specific type.
+    ///
+    /// # Safety
+    /// `T::KIND` must be this task's kind (check with [`doca_task::is`]).
+    pub unsafe fn downcast<T: TaskType>(&self) -> &T {
+        debug_assert!(self.is::<T>());
+        // SAFETY: `raw()` points at the whole slot (derived from the pool's allocation), and
+        // the slot is a #[repr(C)] `T` whose first field is this header.
+        unsafe { &*self.raw().cast::<T>() }
+    }
+
+    /// A pointer to the whole slot (header and specific fields), with the provenance of the
+    /// pool's allocation. This is what is handed to C and to callbacks.
+    pub fn raw(&self) -> *mut doca_task {
+        // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx), and
+        // `index` is this slot's index in it.
+        unsafe { (*self.pool).slot_ptr(self.index) }
+    }
+
+    /// True when the task is a `T`.
+    pub fn is<T: TaskType>(&self) -> bool {
+        ptr::eq(self.kind, T::KIND)
+    }
+
+    pub(crate) fn next(&self) -> &Cell<*const doca_task> {
+        &self.next
+    }
+}
+
+/// Overrides the callbacks of an allocated task (for kinds whose DOCA API sets the callback
+/// per task, like UROM worker commands).
+pub fn set_callbacks<T: TaskType>(task: &T, ok_cb: Option<TypedCb<T>>, err_cb: Option<TypedCb<T>>) {
+    let h = header(task);
+    h.ok_cb.set(ok_cb.map(erase_cb::<T>));
+    h.err_cb.set(err_cb.map(erase_cb::<T>));
+}
+
+/// The header of a specific task.
+pub fn header<T: TaskType>(task: &T) -> &doca_task {
+    // SAFETY: `TaskType` guarantees the header is the first field of the #[repr(C)] `T`.
+    unsafe { &*(task as *const T).cast::<doca_task>() }
+}
+
+/// A fixed pool of tasks of one kind, owned by a ctx. Always used through a raw pointer
+/// (it is referenced by every task header), never moved after creation.
+pub struct Pool {
+    kind: &'static TaskKind,
+    ok_cb: Cell<Option<RawCb>>,
+    err_cb: Cell<Option<RawCb>>,
+    base: *mut u8,
+    stride: usize,
+    len: u32,
+    free: RefCell<Vec<u32>>,
+    drop_slots: unsafe fn(*mut u8, usize),
+}
+
+impl Pool {
+    /// The kind of the tasks in this pool.
+    pub fn kind(&self) -> &'static TaskKind {
+        self.kind
+    }
+
+    /// The number of slots (`num_tasks`).
+    pub fn capacity(&self) -> u32 {
+        self.len
+    }
+
+    /// Slots currently not allocated.
+    pub fn available(&self) -> usize {
+        self.free.borrow().len()
+    }
+
+    /// A pointer to slot `i` (`i < capacity`), with the provenance of the whole array.
+    fn slot_ptr(&self, i: u32) -> *mut doca_task {
+        debug_assert!(i < self.len);
+        // SAFETY: `base` is an array of `len` `T`s of size `stride`, alive as long as the pool;
+        // `i < len` keeps the offset inside it.
+        unsafe { self.base.add(i as usize * self.stride).cast::<doca_task>() }
+    }
+
+    /// The header of slot `i` (`i < capacity`).
+    fn slot(&self, i: u32) -> &doca_task {
+        // SAFETY: every slot starts with its header (TaskType contract) and lives as long as
+        // the pool.
+        unsafe { &*self.slot_ptr(i) }
+    }
+
+    /// Calls `f` on every slot's header.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&doca_task)) {
+        for i in 0..self.len {
+            f(self.slot(i));
+        }
+    }
+}
+
+unsafe fn drop_slots_of<T>(base: *mut u8, len: usize) {
+    // SAFETY: `base/len` came from `Box::<[T]>::into_raw` in `PoolBox::new::<T>` and is
+    // reconstructed exactly once, here.
+    drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(base.cast::<T>(), len)) });
+}
+
+/// Owner of a [`Pool`] allocation (`Box::into_raw`'d so task headers can point at it).
+pub(crate) struct PoolBox(NonNull<Pool>);
+
+impl PoolBox {
+    fn new<T: TaskType>(ctx: *const doca_ctx, num_tasks: u32) -> PoolBox {
+        let pool = Box::into_raw(Box::new(Pool {
+            kind: T::KIND,
+            ok_cb: Cell::new(None),
+            err_cb: Cell::new(None),
+            base: ptr::null_mut(),
+            stride: core::mem::size_of::<T>(),
+            len: 0,
+            free: RefCell::new(Vec::new()),
+            drop_slots: drop_slots_of::<T>,
+        }));
+        let slots: Box<[T]> = (0..num_tasks)
+            .map(|i| T::with_header(doca_task::new(T::KIND, ctx, pool, i)))
+            .collect();
+        let base = Box::into_raw(slots).cast::<u8>();
+        // SAFETY: `pool` was just allocated and is not shared yet (the headers only hold the
+        // address); writing the remaining fields through it is exclusive.
+        unsafe {
+            (*pool).base = base;
+            (*pool).len = num_tasks;
+            // Pop from the end: hand out low indices first.
+            (*pool).free = RefCell::new((0..num_tasks).rev().collect());
+        }
+        // SAFETY: Box::into_raw never returns NULL.
+        PoolBox(unsafe { NonNull::new_unchecked(pool) })
+    }
+
+    pub(crate) fn get(&self) -> &Pool {
+        // SAFETY: the pool lives until this PoolBox is dropped.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for PoolBox {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from Box::into_raw in `new` and is freed once, here. The ctx
+        // drops its pools only when it is destroyed (no task may be referenced any more).
+        let pool = unsafe { Box::from_raw(self.0.as_ptr()) };
+        if !pool.base.is_null() {
+            // SAFETY: base/len are the slot array created in `new` for this pool's type.
+            unsafe { (pool.drop_slots)(pool.base, pool.len as usize) };
+        }
+    }
+}
+
+/// What `*_set_conf` does: configure the pool of `T` on `ctx` with the given callbacks and
+/// size. Only while the ctx is IDLE (`DOCA_ERROR_NOT_PERMITTED` otherwise). The DOCA entry
+/// points require both callbacks ([`set_conf`]); kinds with per-task callbacks may pass
+/// `None` and set them with [`set_callbacks`] before submit.
+pub fn configure<T: TaskType>(
+    ctx: &doca_ctx,
+    ok_cb: Option<TypedCb<T>>,
+    err_cb: Option<TypedCb<T>>,
+    num_tasks: u32,
+) -> Result<(), doca_error_t> {
+    if num_tasks == 0 {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    if ctx.state() != DOCA_CTX_STATE_IDLE {
+        return Err(DOCA_ERROR_NOT_PERMITTED);
+    }
+    let pool = ctx.pool_for(T::KIND);
+    let pool = match pool {
+        Some(p) if p.capacity() == num_tasks => p,
+        _ => ctx.install_pool(PoolBox::new::<T>(ctx as *const doca_ctx, num_tasks)),
+    };
+    pool.ok_cb.set(ok_cb.map(erase_cb::<T>));
+    pool.err_cb.set(err_cb.map(erase_cb::<T>));
+    Ok(())
+}
+
+/// [`configure`] with DOCA's argument rules for `*_set_conf`: both callbacks non-NULL.
+pub fn set_conf<T: TaskType>(
+    ctx: &doca_ctx,
+    ok_cb: Option<TypedCb<T>>,
+    err_cb: Option<TypedCb<T>>,
+    num_tasks: u32,
+) -> Result<(), doca_error_t> {
+    if ok_cb.is_none() || err_cb.is_none() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    configure(ctx, ok_cb, err_cb, num_tasks)
+}
+
+/// Allocates a `T` from `ctx`'s pool. The caller (the kind's `*_alloc_init`) then fills the
+/// specific fields and writes the pointer out.
+pub fn alloc<T: TaskType>(
+    ctx: &doca_ctx,
+    user_data: doca_data,
+) -> Result<NonNull<T>, doca_error_t> {
+    if ctx.state() != DOCA_CTX_STATE_RUNNING {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    let pool = ctx.pool_for(T::KIND).ok_or(DOCA_ERROR_NOT_SUPPORTED)?;
+    let i = pool.free.borrow_mut().pop().ok_or(DOCA_ERROR_NO_MEMORY)?;
+    let h = pool.slot(i);
+    debug_assert_eq!(h.state.get(), TaskState::Free);
+    h.state.set(TaskState::Allocated);
+    h.status.set(DOCA_SUCCESS);
+    h.user_data.set(user_data);
+    h.ok_cb.set(pool.ok_cb.get());
+    h.err_cb.set(pool.err_cb.get());
+    h.next.set(ptr::null());
+    ctx.task_allocated();
+    // SAFETY: the slot is a `T` (pool of T::KIND) with the header first; slot pointers are
+    // never NULL.
+    Ok(unsafe { NonNull::new_unchecked(pool.slot_ptr(i).cast::<T>()) })
+}
+
+/// Validates a task pointer from C: non-NULL, a live header.
+///
+/// # Safety
+/// A non-NULL `task` must point to memory handed out by this provider (a task of a live ctx).
+pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_task, doca_error_t> {
+    // SAFETY: per the contract, non-NULL pointers are task headers of live ctxs.
+    let t = unsafe { crate::ffi::obj(task) }?;
+    if t.magic != TASK_MAGIC {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(t)
+}
+
+/// Submits an allocated task (both `doca_task_submit` and `doca_task_try_submit`).
+pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
+    match task.state.get() {
+        TaskState::Allocated => {}
+        TaskState::Free => return Err(DOCA_ERROR_INVALID_VALUE),
+        TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
+    }
+    let ctx = task.ctx();
+    if ctx.state() != DOCA_CTX_STATE_RUNNING {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    if task.ok_cb.get().is_none() || task.err_cb.get().is_none() {
+        // Only possible for kinds with per-task callbacks that were never set.
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    task.state.set(TaskState::Submitted);
+    task.status.set(DOCA_SUCCESS);
+    task.seq.set(ctx.next_seq());
+    ctx.inflight_add(1);
+    // SAFETY: the kind's submit hook is called with a task of its kind in state Submitted on
+    // a RUNNING ctx, as its contract requires.
+    let r = unsafe { (task.kind.submit)(task, mode) };
+    if r.is_err() {
+        // The kind kept no reference (its contract); ownership stays with the caller.
+        debug_assert_eq!(task.state.get(), TaskState::Submitted);
+        task.state.set(TaskState::Allocated);
+        ctx.inflight_sub(1);
+    }
+    r
+}
+
+/// Completes a submitted task with `status`: the callback is delivered by a later
+/// `doca_pe_progress` of the ctx's PE (never from inside this call).
+pub fn complete(task: &doca_task, status: doca_error_t) {
+    if task.state.get() != TaskState::Submitted {
+        eprintln!(
+            "doca-soft: internal error: completing a {} task that is not submitted ({:?})",
+            task.kind.name,
+            task.state.get()
+        );
+        return;
+    }
+    task.status.set(status);
+    task.state.set(TaskState::Completed);
+    task.ctx().enqueue_completion(task);
+}
+
+/// Delivers a completed task popped from a PE's completion queue: ownership returns to the
+/// user and the matching callback runs. Called only by `doca_pe_progress`.
+///
+/// # Safety
+/// `task` must be a completed task just removed from the completion queue of its ctx's PE.
+pub(crate) unsafe fn deliver(task: *const doca_task) {
+    // SAFETY: per the contract, `task` is a live header (its ctx outlives queued tasks).
+    let t = unsafe { &*task };
+    debug_assert_eq!(t.state.get(), TaskState::Completed);
+    let ctx = t.ctx();
+    t.state.set(TaskState::Allocated);
+    t.next.set(ptr::null());
+    ctx.inflight_sub(1);
+    let cb = if t.status.get() == DOCA_SUCCESS {
+        t.ok_cb.get()
+    } else {
+        t.err_cb.get()
+    };
+    let ud = t.user_data.get();
+    let cud = ctx.user_data();
+    let dispatch = t.kind.dispatch;
+    match cb {
+        // SAFETY: `cb` was erased from the kind's typed callback (erase_cb::<T>) and the
+        // dispatch is dispatch_as::<T> for the same T; `t.raw()` covers the whole slot. The
+        // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
+        // afterwards.
+        Some(cb) => unsafe { dispatch(cb, t.raw(), ud, cud) },
+        None => eprintln!(
+            "doca-soft: {} task completed without a callback; it stays allocated",
+            t.kind.name
+        ),
+    }
+}
+
+/// Flushes every submitted (not yet completed) task of `ctx`, oldest submission first:
+/// each gets the kind's flush hook, then completes with `status`.
+pub(crate) fn flush_submitted(ctx: &doca_ctx, status: doca_error_t) {
+    let mut pending: Vec<(u64, *const doca_task)> = Vec::new();
+    ctx.for_each_pool(|pool| {
+        pool.for_each(|t| {
+            if t.state.get() == TaskState::Submitted {
+                pending.push((t.seq.get(), t as *const doca_task));
+            }
+        })
+    });
+    pending.sort_unstable_by_key(|&(seq, _)| seq);
+    for (_, t) in pending {
+        // SAFETY: pointers into the ctx's live pools, collected just above.
+        let t = unsafe { &*t };
+        if let Some(f) = t.kind.flush {
+            // SAFETY: the hook is called with a submitted task of its own kind.
+            unsafe { f(t) };
+        }
+        complete(t, status);
+    }
+}
+
+/// Returns an allocated task to its pool (the body of `doca_task_free`).
+fn free(task: &doca_task) {
+    match task.state.get() {
+        TaskState::Allocated => {}
+        TaskState::Free => {
+            eprintln!(
+                "doca-soft: doca_task_free: {} task {:p} is already free (double free ignored)",
+                task.kind.name, task
+            );
+            return;
+        }
+        TaskState::Submitted | TaskState::Completed => {
+            eprintln!(
+                "doca-soft: doca_task_free: {} task {:p} is in flight and owned by the library; \
+                 free it from its completion callback (ignored)",
+                task.kind.name, task
+            );
+            return;
+        }
+    }
+    if let Some(f) = task.kind.release {
+        // SAFETY: the hook is called with an allocated task of its own kind.
+        unsafe { f(task) };
+    }
+    task.state.set(TaskState::Free);
+    task.user_data.set(doca_data::from_u64(0));
+    // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx).
+    let pool = unsafe { &*task.pool };
+    pool.free.borrow_mut().push(task.index);
+    task.ctx().task_freed();
+}
+
+// ---- entry points ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_submit(task: *mut doca_task) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL task pointers come from this provider's pools (DOCA contract).
+        let t = unsafe { task_ref(task) }?;
+        submit(t, SubmitMode::Submit)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_try_submit(task: *mut doca_task) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_task_submit.
+        let t = unsafe { task_ref(task) }?;
+        submit(t, SubmitMode::TrySubmit)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_free(task: *mut doca_task) {
+    guard((), || {
+        // SAFETY: as in doca_task_submit.
+        match unsafe { task_ref(task) } {
+            Ok(t) => free(t),
+            Err(_) => {
+                eprintln!("doca-soft: doca_task_free: invalid task pointer {task:p} (ignored)")
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_get_status(task: *const doca_task) -> doca_error_t {
+    guard(DOCA_ERROR_UNEXPECTED, || {
+        // SAFETY: as in doca_task_submit.
+        match unsafe { task_ref(task) } {
+            Ok(t) => t.status.get(),
+            Err(e) => e,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_set_user_data(task: *mut doca_task, user_data: doca_data) {
+    guard((), || {
+        // SAFETY: as in doca_task_submit.
+        if let Ok(t) = unsafe { task_ref(task) } {
+            t.user_data.set(user_data);
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_get_user_data(task: *const doca_task) -> doca_data {
+    guard(doca_data::from_u64(0), || {
+        // SAFETY: as in doca_task_submit.
+        match unsafe { task_ref(task) } {
+            Ok(t) => t.user_data.get(),
+            Err(_) => doca_data::from_u64(0),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_ctx {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in doca_task_submit.
+        match unsafe { task_ref(task) } {
+            Ok(t) => t.ctx_ptr(),
+            Err(_) => ptr::null_mut(),
+        }
+    })
+}
+
+/// Re-exported for kinds: the ctx module's flush status.
+pub use ctx::FLUSH_STATUS;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctx::{doca_ctx_set_user_data, doca_ctx_start, doca_ctx_stop};
+    use crate::pe::doca_pe_connect_ctx;
+    use crate::testkit::*;
+
+    /// A started dummy ctx on a new PE with a pool of `n` tasks.
+    fn setup(n: u32) -> (*mut crate::pe::doca_pe, *mut Dummy) {
+        reset();
+        let pe = new_pe();
+        let d = Dummy::create(false);
+        Dummy::set_conf(d, n).unwrap();
+        // SAFETY: live PE and ctx.
+        unsafe {
+            assert_eq!(doca_pe_connect_ctx(pe, Dummy::ctx(d)), DOCA_SUCCESS);
+            assert_eq!(doca_ctx_start(Dummy::ctx(d)), DOCA_SUCCESS);
+        }
+        (pe, d)
+    }
+
+    fn teardown(pe: *mut crate::pe::doca_pe, d: *mut Dummy) {
+        // SAFETY: live ctx.
+        let r = unsafe { doca_ctx_stop(Dummy::ctx(d)) };
+        assert!(r == DOCA_SUCCESS || r == DOCA_ERROR_BAD_STATE, "{r:?}");
+        drain(pe);
+        Dummy::destroy(d).unwrap();
+        destroy_pe(pe);
+    }
+
+    #[test]
+    fn pool_exhaustion_and_reuse() {
+        let (pe, d) = setup(2);
+        let a = Dummy::alloc(d, 1).unwrap();
+        let b = Dummy::alloc(d, 2).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(Dummy::alloc(d, 3), Err(DOCA_ERROR_NO_MEMORY));
+        // SAFETY: `a` is an allocated task we own.
+        unsafe { doca_task_free(a) };
+        let c = Dummy::alloc(d, 4).unwrap();
+        assert_eq!(c, a, "the freed slot is reused (stable addresses)");
+        assert_eq!(Dummy::alloc(d, 5), Err(DOCA_ERROR_NO_MEMORY));
+        // SAFETY: owned tasks.
+        unsafe {
+            doca_task_free(b);
+            doca_task_free(c);
+        }
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn configuration_rules() {
+        reset();
+        let pe = new_pe();
+        let d = Dummy::create(false);
+        // SAFETY: `d` is live.
+        let ctx = unsafe { &*Dummy::ctx(d) };
+        assert_eq!(Dummy::set_conf(d, 0), Err(DOCA_ERROR_INVALID_VALUE));
+        assert_eq!(
+            set_conf::<crate::testkit::DummyTask>(ctx, None, Some(rec_err), 4),
+            Err(DOCA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(
+            set_conf::<crate::testkit::DummyTask>(ctx, Some(rec_ok), None, 4),
+            Err(DOCA_ERROR_INVALID_VALUE)
+        );
+        // Not configured, not started: BAD_STATE comes first (ctx not running).
+        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
+        // SAFETY: live PE and ctx.
+        unsafe {
+            assert_eq!(doca_pe_connect_ctx(pe, Dummy::ctx(d)), DOCA_SUCCESS);
+            assert_eq!(doca_ctx_start(Dummy::ctx(d)), DOCA_SUCCESS);
+        }
+        // Running, kind never configured: NOT_SUPPORTED.
+        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_NOT_SUPPORTED));
+        // set_conf only while IDLE.
+        assert_eq!(Dummy::set_conf(d, 4), Err(DOCA_ERROR_NOT_PERMITTED));
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn submit_rules_and_bad_frees() {
+        let (pe, d) = setup(4);
+        Dummy::get(d).hold.set(true);
+        let t = Dummy::alloc(d, 7).unwrap();
+        // SAFETY: `t` is a live task of this test; every call below is on it.
+        unsafe {
+            assert_eq!(doca_task_submit(t), DOCA_SUCCESS);
+            assert_eq!(doca_task_submit(t), DOCA_ERROR_BAD_STATE);
+            assert_eq!(doca_task_try_submit(t), DOCA_ERROR_BAD_STATE);
+            // Freeing an in-flight task is ignored.
+            doca_task_free(t);
+            assert_eq!((*t).state(), TaskState::Submitted);
+        }
+        Dummy::release_all(d);
+        // Completed but not delivered: still owned by the library.
+        // SAFETY: live task.
+        unsafe { doca_task_free(t) };
+        assert_eq!(drain(pe), 1);
+        let done = take_done();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].ud, 7);
+        // SAFETY: live task, owned by us again.
+        unsafe {
+            assert_eq!((*t).state(), TaskState::Allocated);
+            doca_task_free(t);
+            // Double free ignored; submit of a free task refused.
+            doca_task_free(t);
+            assert_eq!(doca_task_submit(t), DOCA_ERROR_INVALID_VALUE);
+        }
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn callbacks_run_only_inside_progress_with_user_data() {
+        let (pe, d) = setup(4);
+        // SAFETY: live ctx.
+        unsafe { doca_ctx_set_user_data(Dummy::ctx(d), doca_data::from_u64(0xC7)) };
+        let ok = Dummy::alloc(d, 1).unwrap();
+        let bad = Dummy::alloc(d, 2).unwrap();
+        set_fail(bad, true);
+        // SAFETY: live tasks.
+        unsafe {
+            doca_task_set_user_data(ok, doca_data::from_u64(11));
+            assert_eq!(doca_task_get_user_data(ok).as_u64(), 11);
+            assert_eq!(doca_task_get_ctx(ok), Dummy::ctx(d));
+            assert_eq!(doca_task_submit(ok), DOCA_SUCCESS);
+            assert_eq!(doca_task_try_submit(bad), DOCA_SUCCESS);
+        }
+        assert!(take_done().is_empty(), "no callback inside submit");
+        THEN.with(|t| t.set(Then::Free));
+        assert_eq!(drain(pe), 2);
+        let done = take_done();
+        assert_eq!(done.len(), 2);
+        assert_eq!(
+            (done[0].ud, done[0].ok, done[0].status, done[0].ctx_ud),
+            (11, true, DOCA_SUCCESS, 0xC7)
+        );
+        assert_eq!(
+            (done[1].ud, done[1].ok, done[1].status),
+            (2, false, DOCA_ERROR_IO_FAILED)
+        );
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn callback_can_submit_a_new_task_but_not_progress() {
+        let (pe, d) = setup(2);
+        PE_FOR_NESTED.with(|p| p.set(pe));
+        THEN.with(|t| t.set(Then::SubmitAnotherThenFree));
+        let t = Dummy::alloc(d, 1).unwrap();
+        // SAFETY: live task.
+        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_SUCCESS);
+        assert_eq!(drain(pe), 2);
+        let done = take_done();
+        assert_eq!(done.iter().map(|x| x.ud).collect::<Vec<_>>(), vec![1, 1001]);
+        assert_eq!(
+            NESTED_PROGRESS.with(|n| n.get()),
+            Some(0),
+            "nested progress does nothing"
+        );
+        // Both freed: the pool is full again.
+        let a = Dummy::alloc(d, 0).unwrap();
+        let b = Dummy::alloc(d, 0).unwrap();
+        // SAFETY: owned tasks.
+        unsafe {
+            doca_task_free(a);
+            doca_task_free(b);
+        }
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn stale_pointer_after_reconfiguration_is_refused() {
+        let (pe, d) = setup(2);
+        let t = Dummy::alloc(d, 1).unwrap();
+        // SAFETY: owned task; live ctx.
+        unsafe {
+            doca_task_free(t);
+            assert_eq!(doca_ctx_stop(Dummy::ctx(d)), DOCA_SUCCESS);
+        }
+        Dummy::set_conf(d, 3).unwrap();
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_start(Dummy::ctx(d)) }, DOCA_SUCCESS);
+        // The old slot memory is retired but still allocated: a stale submit is refused.
+        // SAFETY: the retired pool is kept alive by the ctx.
+        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_ERROR_INVALID_VALUE);
+        let n: Vec<_> = (0..3).map(|i| Dummy::alloc(d, i).unwrap()).collect();
+        assert_eq!(Dummy::alloc(d, 9), Err(DOCA_ERROR_NO_MEMORY));
+        for t in n {
+            // SAFETY: owned tasks.
+            unsafe { doca_task_free(t) };
+        }
+        teardown(pe, d);
+    }
+}
