@@ -147,7 +147,8 @@ pub fn run(args: PerfArgs) -> Result<()> {
         for &procs in t.procs.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
             for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
                 let params = Params { mode, procs, iters: args.iters, warmup: args.warmup, idle: args.idle };
-                let report = (t.run)(&params).map_err(|e| e.context_prefix(&format!("{} {} procs={procs}", t.name, mode.name())))?;
+                let report = (t.run)(&params)
+                    .map_err(|e| e.context_prefix(&format!("{} {} procs={procs}", t.name, mode.name())))?;
                 if args.json {
                     println!("{}", report.to_json());
                 } else {
@@ -243,5 +244,8 @@ fn hex_decode(s: &str) -> Result<Vec<u8>> {
     if s.len() % 2 != 0 {
         return Err(bad());
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad()))
+        .collect()
 }

@@ -2,6 +2,7 @@
 //! DOCA: allocate a task, submit it, call `doca_pe_progress` until its callback ran. This is
 //! the baseline the runtime is measured against, so it does nothing the C samples would not.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr;
 use std::time::Instant;
@@ -20,10 +21,14 @@ fn check(code: sys::doca_error_t, what: &'static str) -> Result<()> {
 }
 
 /// Where a callback reports a completion: the task's user data points here.
+///
+/// The fields are `Cell`s because the callback writes them through that raw pointer while
+/// the loop reads them: a plain `&mut Done` held by the loop would promise the compiler that
+/// nothing else writes, and it would hoist the read out of the loop.
 #[derive(Default)]
 struct Done {
-    finished: bool,
-    status: i32,
+    finished: Cell<bool>,
+    status: Cell<i32>,
 }
 
 unsafe extern "C" fn add_done(
@@ -35,24 +40,20 @@ unsafe extern "C" fn add_done(
     // of the loop that submitted it, which waits for `finished` before it goes away.
     unsafe {
         let t = sys::doca_sync_event_task_notify_add_as_doca_task(task);
-        let done = &mut *(ud.ptr as *mut Done);
-        done.status = sys::doca_task_get_status(t).0;
-        done.finished = true;
+        let done = &*(ud.ptr as *const Done);
+        done.status.set(sys::doca_task_get_status(t).0);
+        done.finished.set(true);
         sys::doca_task_free(t);
     }
 }
 
-unsafe extern "C" fn wait_done(
-    task: *mut sys::doca_sync_event_task_wait_eq,
-    ud: sys::doca_data,
-    _ctx: sys::doca_data,
-) {
+unsafe extern "C" fn wait_done(task: *mut sys::doca_sync_event_task_wait_eq, ud: sys::doca_data, _ctx: sys::doca_data) {
     // SAFETY: as in `add_done`.
     unsafe {
         let t = sys::doca_sync_event_task_wait_eq_as_doca_task(task);
-        let done = &mut *(ud.ptr as *mut Done);
-        done.status = sys::doca_task_get_status(t).0;
-        done.finished = true;
+        let done = &*(ud.ptr as *const Done);
+        done.status.set(sys::doca_task_get_status(t).0);
+        done.finished.set(true);
         sys::doca_task_free(t);
     }
 }
@@ -75,10 +76,7 @@ impl RawEvent {
         let mut me = RawEvent { pe: ptr::null_mut(), ev, _dev: dev.clone() };
         // SAFETY: `ev` is a fresh event; dev is open for the life of `me`.
         unsafe {
-            check(
-                sys::doca_sync_event_add_publisher_location_remote_pci(ev),
-                "sync_event: publisher location",
-            )?;
+            check(sys::doca_sync_event_add_publisher_location_remote_pci(ev), "sync_event: publisher location")?;
             check(
                 sys::doca_sync_event_add_subscriber_location_cpu(ev, dev.as_ptr()),
                 "sync_event: subscriber location",
@@ -141,10 +139,10 @@ impl RawEvent {
     /// Progresses until `done` is reported. Bounded: after [`PEER_TIMEOUT`] the ctx is
     /// stopped, which flushes the task through its callback, so `done` (on the caller's
     /// stack) is never written after this returns.
-    fn run(&mut self, done: &mut Done) -> Result<()> {
+    fn run(&mut self, done: &Done) -> Result<()> {
         let mut spins = 0u32;
         let mut deadline = None;
-        while !done.finished {
+        while !done.finished.get() {
             // SAFETY: the PE is ours and used on this thread only.
             unsafe { sys::doca_pe_progress(self.pe) };
             spins = spins.wrapping_add(1);
@@ -154,7 +152,7 @@ impl RawEvent {
                     // SAFETY: stopping our own ctx; its in-flight task is flushed through the
                     // callback during the progress calls below.
                     unsafe { sys::doca_ctx_stop(sys::doca_sync_event_as_ctx(self.ev)) };
-                    while !done.finished {
+                    while !done.finished.get() {
                         // SAFETY: as above.
                         unsafe { sys::doca_pe_progress(self.pe) };
                     }
@@ -162,15 +160,15 @@ impl RawEvent {
                 }
             }
         }
-        check(sys::doca_error_t(done.status), "raw task")
+        check(sys::doca_error_t(done.status.get()), "raw task")
     }
 
     /// Adds `n` to the counter and waits for the completion.
     pub fn add(&mut self, n: u64) -> Result<()> {
-        let mut done = Done::default();
+        let done = Done::default();
         let mut fetched = 0u64;
         let mut task = ptr::null_mut();
-        let ud = sys::doca_data { ptr: (&mut done as *mut Done).cast::<c_void>() };
+        let ud = sys::doca_data { ptr: (&done as *const Done).cast_mut().cast::<c_void>() };
         // SAFETY: `done` and `fetched` outlive the task: `run` returns only after the
         // callback, which is the last time DOCA touches either.
         unsafe {
@@ -178,28 +176,22 @@ impl RawEvent {
                 sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, &mut fetched, ud, &mut task),
                 "notify_add alloc",
             )?;
-            check(
-                sys::doca_task_submit(sys::doca_sync_event_task_notify_add_as_doca_task(task)),
-                "notify_add submit",
-            )?;
+            check(sys::doca_task_submit(sys::doca_sync_event_task_notify_add_as_doca_task(task)), "notify_add submit")?;
         }
-        self.run(&mut done)
+        self.run(&done)
     }
 
     /// Waits until the counter equals `v`.
     pub fn wait_eq(&mut self, v: u64) -> Result<()> {
-        let mut done = Done::default();
+        let done = Done::default();
         let mut task = ptr::null_mut();
-        let ud = sys::doca_data { ptr: (&mut done as *mut Done).cast::<c_void>() };
+        let ud = sys::doca_data { ptr: (&done as *const Done).cast_mut().cast::<c_void>() };
         // SAFETY: as in `add`.
         unsafe {
-            check(
-                sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task),
-                "wait_eq alloc",
-            )?;
+            check(sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task), "wait_eq alloc")?;
             check(sys::doca_task_submit(sys::doca_sync_event_task_wait_eq_as_doca_task(task)), "wait_eq submit")?;
         }
-        self.run(&mut done)
+        self.run(&done)
     }
 }
 

@@ -48,6 +48,7 @@ impl Samples {
         self.ns.push(d.as_nanos() as f64 / divisor);
     }
 
+    #[cfg(test)]
     pub fn extend_ns(&mut self, ns: impl IntoIterator<Item = f64>) {
         self.ns.extend(ns);
     }
@@ -106,9 +107,8 @@ pub fn print_table(reports: &[Report]) {
     }
     let mut printed_header = false;
     for r in reports.iter().filter(|r| r.mode == "async") {
-        if let Some(raw) = reports
-            .iter()
-            .find(|b| b.mode == "raw" && b.test == r.test && b.size == r.size && b.procs == r.procs)
+        if let Some(raw) =
+            reports.iter().find(|b| b.mode == "raw" && b.test == r.test && b.size == r.size && b.procs == r.procs)
         {
             if !printed_header {
                 println!("\nasync / raw, measured side by side in this run:");

@@ -5,11 +5,13 @@
 use std::sync::mpsc;
 use std::time::Instant;
 
+use async_doca::sync_event::{Location, SyncEvent};
+use async_doca::time::timeout;
 use async_doca::{CpuSet, Device, Error, ErrorKind, Result};
 
 use super::raw::RawEvent;
 use super::stats::{Report, Run, Samples};
-use super::{spawn_peer, two_cpus, Mode, Params};
+use super::{spawn_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
 
 const TEST: &str = "sync_add_wait";
 
@@ -94,4 +96,105 @@ fn raw_pingpong(p: &Params) -> Result<Report> {
         joined(b)?;
     }
     Ok(Run { test: TEST, mode: "raw", size: 8, procs }.report(samples, 2 * iters, elapsed))
+}
+
+fn runtime(cpus: &[usize], idle: super::IdleArg) -> Result<async_doca::Runtime> {
+    let idle = match idle {
+        super::IdleArg::Polling => async_doca::IdleMode::Polling,
+        super::IdleArg::Adaptive => async_doca::IdleMode::default(),
+        super::IdleArg::Event => async_doca::IdleMode::Event,
+    };
+    async_doca::Runtime::builder().cpus(CpuSet::from_cpus(cpus.iter().copied())?).idle(idle).build()
+}
+
+/// Side B of the async ping-pong: wait for the odd values, answer with the even ones.
+async fn async_side_b(blob: Vec<u8>, rounds: u64) -> Result<()> {
+    let dev = Device::open_default()?;
+    let ev = SyncEvent::open(&dev, &blob).await?;
+    for i in 0..rounds {
+        ev.wait_eq(2 * i + 1).await?;
+        ev.add(1).await?;
+    }
+    Ok(())
+}
+
+fn async_pingpong(p: &Params) -> Result<Report> {
+    let (cpu_a, cpu_b) = two_cpus()?;
+    let (warmup, iters, procs) = (p.warmup, p.iters, p.procs);
+    let cpus: Vec<usize> = if procs == 1 { vec![cpu_a, cpu_b] } else { vec![cpu_a] };
+    let rt = runtime(&cpus, p.idle)?;
+    let params = Params { mode: Mode::Async, procs, iters, warmup, idle: p.idle };
+    let side_a = rt.spawn_on(cpu_a, move || async move {
+        let dev = Device::open_default()?;
+        let ev = SyncEvent::builder(&dev).publisher(Location::RemotePci).build().await?;
+        let blob = ev.export()?;
+        let (child, side_b) = if procs == 2 {
+            (Some(spawn_peer(TEST, &params, &blob, cpu_b)?), None)
+        } else {
+            let handle = async_doca::executor::current_handle().expect("inside the runtime");
+            (None, Some(handle.spawn_on(cpu_b, move || async_side_b(blob, warmup + iters))?))
+        };
+        let mut samples = Samples::with_capacity(iters as usize);
+        let mut start = Instant::now();
+        for i in 0..warmup + iters {
+            if i == warmup {
+                start = Instant::now();
+            }
+            let t0 = Instant::now();
+            ev.add(1).await?;
+            timeout(PEER_TIMEOUT, ev.wait_eq(2 * i + 2)).await.map_err(Error::from)??;
+            if i >= warmup {
+                samples.push(t0.elapsed(), 2.0);
+            }
+        }
+        let elapsed = start.elapsed();
+        if let Some(b) = side_b {
+            b.await??;
+        }
+        if let Some(c) = child {
+            c.finish()?;
+        }
+        Ok::<_, Error>((samples, elapsed))
+    })?;
+    let (samples, elapsed) = rt.block_on(side_a)??;
+    Ok(Run { test: TEST, mode: "async", size: 8, procs }.report(samples, 2 * iters, elapsed))
+}
+
+fn async_peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
+    let rt = runtime(&[cpu], p.idle)?;
+    let blob = blob.to_vec();
+    let rounds = p.warmup + p.iters;
+    let side_b = rt.spawn_on(cpu, move || async_side_b(blob, rounds))?;
+    rt.block_on(side_b)?
+}
+
+/// `spawn`: spawn an empty local task and await its JoinHandle, timed in batches (one clock
+/// read per batch, so the clock does not dominate a ~100 ns operation).
+pub fn run_spawn(p: &Params) -> Result<Report> {
+    const BATCH: u64 = 64;
+    let (cpu, _) = two_cpus()?;
+    let rt = runtime(&[cpu], p.idle)?;
+    let batches = p.iters.div_ceil(BATCH).max(1);
+    let warm = p.warmup.div_ceil(BATCH);
+    let job = rt.spawn_on(cpu, move || async move {
+        let mut samples = Samples::with_capacity(batches as usize);
+        let mut start = Instant::now();
+        for b in 0..warm + batches {
+            if b == warm {
+                start = Instant::now();
+            }
+            let t0 = Instant::now();
+            for _ in 0..BATCH {
+                async_doca::spawn_local(async {}).await?;
+            }
+            if b >= warm {
+                samples.push(t0.elapsed(), BATCH as f64);
+            }
+        }
+        Ok::<_, Error>((samples, start.elapsed()))
+    })?;
+    let (samples, elapsed) = rt.block_on(job)??;
+    let mut r = Run { test: "spawn", mode: "async", size: 0, procs: 1 }.report(samples, batches * BATCH, elapsed);
+    r.iters = batches * BATCH;
+    Ok(r)
 }

@@ -1,0 +1,600 @@
+//! [`Context`]: ownership of one DOCA context (`doca_ctx`) on the current executor.
+//!
+//! A DOCA object that is driven by tasks (a sync event, an RDMA endpoint, a UROM worker)
+//! exposes a `doca_ctx`. Wrapping it in a `Context` connects it to the progress engine of
+//! the executor the caller runs on and registers it there:
+//! * the ctx's user data is the key of a record in the executor's context registry, and the
+//!   state-change callback (`ctx_state_cb`) wakes futures waiting for a state;
+//! * task completions of the ctx find their futures through completion slots (see
+//!   [`completion`](super::completion)), and free tasks wake back-pressure waiters here;
+//! * the executor's shutdown stops every registered ctx, progresses until they are IDLE
+//!   (flushing in-flight tasks, whose futures complete with the flush error) and destroys
+//!   them before destroying its PE. A `Context` that outlives its executor (returned from
+//!   `block_on`) then refuses every operation ([`ErrorKind::BadState`]) and its drop does
+//!   nothing.
+//!
+//! A `Context` is `!Send`: a ctx, its PE and its tasks belong to one thread.
+//!
+//! Dropping a `Context` never blocks: an IDLE ctx is destroyed at once; otherwise it is
+//! stopped and handed to the executor's retiring list, which destroys it once the flush is
+//! over and it reports IDLE. When the drop happens inside a DOCA callback (for example a
+//! buffer kept alive by an orphaned operation is released by its completion), even the stop
+//! is deferred until progress returns.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context as TaskCx, Poll};
+
+use super::completion::{TaskFuture, TaskKind, TaskSlot, Ticket, WaiterList};
+use super::local::{current_rc, report, with_current, Core};
+use super::slab::Slab;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::sys;
+
+/// The state of a DOCA context (`enum doca_ctx_states`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CtxState {
+    /// Not started (or stopped): may be configured and destroyed.
+    Idle,
+    /// Starting asynchronously; becomes `Running` through progress.
+    Starting,
+    /// Accepting tasks.
+    Running,
+    /// Stopping: in-flight tasks are being flushed.
+    Stopping,
+    /// A value this crate does not know (from a newer library).
+    Unknown(u32),
+}
+
+impl CtxState {
+    fn from_raw(s: sys::doca_ctx_states) -> CtxState {
+        match s {
+            sys::DOCA_CTX_STATE_IDLE => CtxState::Idle,
+            sys::DOCA_CTX_STATE_STARTING => CtxState::Starting,
+            sys::DOCA_CTX_STATE_RUNNING => CtxState::Running,
+            sys::DOCA_CTX_STATE_STOPPING => CtxState::Stopping,
+            other => CtxState::Unknown(other),
+        }
+    }
+}
+
+type Destroy = Box<dyn FnOnce() -> sys::doca_error_t>;
+
+/// The executor's record of one ctx (shared by the registry and the `Context` handle).
+pub(crate) struct CtxRecord {
+    name: &'static str,
+    key: Cell<u64>,
+    ctx: *mut sys::doca_ctx,
+    obj: *mut std::ffi::c_void,
+    destroy: Cell<Option<Destroy>>,
+    alive: Cell<bool>,
+    stop_requested: Cell<bool>,
+    /// Tasks allocated through the runtime on this ctx and not freed yet.
+    outstanding: Cell<usize>,
+    state_waiters: WaiterList,
+    pub(crate) task_waiters: WaiterList,
+}
+
+impl CtxRecord {
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.get()
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.get()
+    }
+
+    pub(crate) fn task_allocated(&self) {
+        self.outstanding.set(self.outstanding.get() + 1);
+    }
+
+    /// A task of this ctx was freed: wake the futures waiting for one.
+    pub(crate) fn task_freed(&self) {
+        self.outstanding.set(self.outstanding.get().saturating_sub(1));
+        self.task_waiters.wake_all();
+    }
+
+    fn query_state(&self) -> Result<CtxState> {
+        if !self.alive.get() {
+            return Err(Error::new(
+                ErrorKind::BadState,
+                format!("{}: context destroyed (its executor shut down)", self.name),
+            ));
+        }
+        let mut s = sys::DOCA_CTX_STATE_IDLE;
+        // SAFETY: the ctx is alive (not destroyed) and used on its executor's thread.
+        check(unsafe { sys::doca_ctx_get_state(self.ctx, &mut s) }, "doca_ctx_get_state")?;
+        Ok(CtxState::from_raw(s))
+    }
+
+    /// Asks the ctx to stop (once). `Ok` when it is stopped or stopping.
+    fn request_stop(&self) -> Result<()> {
+        if self.stop_requested.get() {
+            return Ok(());
+        }
+        // SAFETY: alive ctx on its executor's thread, not inside progress (callers check).
+        let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
+        match rc {
+            sys::DOCA_SUCCESS | sys::DOCA_ERROR_IN_PROGRESS => {
+                self.stop_requested.set(true);
+                Ok(())
+            }
+            rc => Err(Error::from_doca(rc, format!("{}: doca_ctx_stop", self.name))),
+        }
+    }
+
+    /// Destroys the object (the ctx must be IDLE), marks the record dead, wakes waiters.
+    fn destroy_now(&self) {
+        self.alive.set(false);
+        if let Some(destroy) = self.destroy.take() {
+            match catch_unwind(AssertUnwindSafe(destroy)) {
+                Ok(sys::DOCA_SUCCESS) => {}
+                Ok(rc) => report(&format!("{}: destroy failed: {}", self.name, Error::from_doca(rc, "destroy"))),
+                Err(_) => report(&format!("{}: destroy function panicked", self.name)),
+            }
+        }
+        self.state_waiters.wake_all();
+        self.task_waiters.wake_all();
+    }
+}
+
+/// The registry of one executor's contexts (executor-thread only).
+pub(crate) struct Contexts {
+    slab: RefCell<Slab<Rc<CtxRecord>>>,
+    retiring: RefCell<Vec<u64>>,
+}
+
+impl Contexts {
+    pub(crate) fn new() -> Contexts {
+        Contexts { slab: RefCell::new(Slab::new()), retiring: RefCell::new(Vec::new()) }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slab.borrow().is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slab.borrow().len()
+    }
+
+    fn get(&self, key: u64) -> Option<Rc<CtxRecord>> {
+        self.slab.borrow().get(key).cloned()
+    }
+
+    fn all(&self) -> Vec<Rc<CtxRecord>> {
+        let slab = self.slab.borrow();
+        slab.keys().into_iter().filter_map(|k| slab.get(k).cloned()).collect()
+    }
+
+    /// A task of the ctx `key` was freed by a completion callback.
+    pub(crate) fn task_freed(&self, key: u64) {
+        if let Some(rec) = self.get(key) {
+            rec.task_freed();
+        }
+    }
+
+    fn remove(&self, key: u64) {
+        let rec = self.slab.borrow_mut().remove(key);
+        drop(rec);
+    }
+
+    /// Destroys the ctx and forgets it.
+    fn destroy(&self, rec: &CtxRecord) {
+        rec.destroy_now();
+        self.remove(rec.key.get());
+    }
+
+    /// One retiring step for `rec`: stop it if needed, destroy it once IDLE. Returns
+    /// whether it is gone. Never called inside progress.
+    fn retire_step(&self, rec: &CtxRecord) -> bool {
+        if !rec.alive.get() {
+            self.remove(rec.key.get());
+            return true;
+        }
+        let state = match rec.query_state() {
+            Ok(s) => s,
+            Err(e) => {
+                report(&format!("retiring {}: {e}; destroying it", rec.name));
+                self.destroy(rec);
+                return true;
+            }
+        };
+        match state {
+            CtxState::Idle => {
+                self.destroy(rec);
+                true
+            }
+            CtxState::Stopping => false,
+            _ => {
+                if let Err(e) = rec.request_stop() {
+                    // STARTING may refuse a stop: try again when it is RUNNING.
+                    if state != CtxState::Starting {
+                        report(&format!("retiring: {e}"));
+                    }
+                }
+                if matches!(rec.query_state(), Ok(CtxState::Idle)) {
+                    self.destroy(rec);
+                    return true;
+                }
+                false
+            }
+        }
+    }
+
+    /// Retires `rec` (a dropped `Context`): now if possible, else on the retiring list.
+    fn retire(&self, core: &Core, rec: &Rc<CtxRecord>) {
+        if core.in_progress() || !self.retire_step(rec) {
+            self.retiring.borrow_mut().push(rec.key.get());
+        }
+    }
+
+    /// Advances the retiring contexts. Called after every drain of the PE.
+    pub(crate) fn maintain(&self, core: &Core) {
+        if core.in_progress() || self.retiring.borrow().is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut *self.retiring.borrow_mut());
+        for key in keys {
+            if let Some(rec) = self.get(key) {
+                if !self.retire_step(&rec) {
+                    self.retiring.borrow_mut().push(key);
+                }
+            }
+        }
+    }
+
+    /// Shutdown: asks every live ctx to stop.
+    pub(crate) fn stop_all(&self, core: &Core) {
+        let _ = core;
+        for rec in self.all() {
+            if matches!(rec.query_state(), Ok(CtxState::Starting | CtxState::Running)) {
+                if let Err(e) = rec.request_stop() {
+                    report(&format!("shutdown: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Shutdown: whether every live ctx is IDLE.
+    pub(crate) fn all_idle(&self) -> bool {
+        self.all().iter().all(|rec| !rec.alive.get() || matches!(rec.query_state(), Ok(CtxState::Idle) | Err(_)))
+    }
+
+    /// Shutdown: destroys every IDLE ctx; the others are reported and leaked (destroying
+    /// them, or the PE under them, is not safe). Returns how many were leaked.
+    pub(crate) fn destroy_all(&self, core: &Core) -> usize {
+        let _ = core;
+        let mut leaked = 0;
+        for rec in self.all() {
+            match rec.query_state() {
+                Ok(CtxState::Idle) | Err(_) => self.destroy(&rec),
+                Ok(s) => {
+                    report(&format!("shutdown: {} is still {s:?}; leaking it", rec.name));
+                    rec.alive.set(false);
+                    drop(rec.destroy.take());
+                    self.remove(rec.key.get());
+                    leaked += 1;
+                }
+            }
+        }
+        self.retiring.borrow_mut().clear();
+        leaked
+    }
+}
+
+/// The state-change callback installed on every registered ctx. Runs on the executor's
+/// thread (inside progress, or inside `doca_ctx_start`/`doca_ctx_stop`).
+unsafe extern "C" fn ctx_state_cb(
+    user_data: sys::doca_data,
+    _ctx: *mut sys::doca_ctx,
+    _prev_state: sys::doca_ctx_states,
+    _next_state: sys::doca_ctx_states,
+) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        with_current(|core| {
+            if let Some(rec) = core.ctxs.get(user_data.as_u64()) {
+                // Waiters re-read the state with doca_ctx_get_state; this only wakes them.
+                rec.state_waiters.wake_all();
+            }
+        });
+    }));
+    if r.is_err() {
+        report("a panic in a DOCA state-change callback was contained");
+    }
+}
+
+/// Owner of one DOCA context on the current executor. See the module documentation.
+///
+/// `T` is the object type that owns the ctx (for example `doca_sync_event`).
+pub struct Context<T> {
+    core: Rc<Core>,
+    rec: Rc<CtxRecord>,
+    _obj: PhantomData<*mut T>,
+}
+
+impl<T> Context<T> {
+    /// Takes ownership of `obj`, whose ctx is `ctx`, and connects the ctx to the PE of the
+    /// executor running on this thread. `destroy` destroys `obj` (and with it the ctx); it is
+    /// called once, when the ctx is IDLE: on drop, at executor shutdown, or right here if
+    /// registration fails.
+    ///
+    /// Configure task types (`*_set_conf`, with [`completion_cb`](super::completion::completion_cb))
+    /// after this and before [`start`](Context::start).
+    ///
+    /// # Safety
+    /// `obj` is a live DOCA object created on this thread that nothing else destroys, `ctx`
+    /// is its ctx, IDLE and not connected to a PE; `destroy(obj)` destroys it.
+    ///
+    /// # Errors
+    /// Outside an async-doca executor, on an executor that is shutting down, or when DOCA
+    /// refuses the connection (`obj` is destroyed in every error case).
+    pub unsafe fn new<D>(name: &'static str, obj: *mut T, ctx: *mut sys::doca_ctx, destroy: D) -> Result<Context<T>>
+    where
+        T: 'static,
+        D: FnOnce(*mut T) -> sys::doca_error_t + 'static,
+    {
+        if obj.is_null() || ctx.is_null() {
+            return Err(Error::new(ErrorKind::InvalidArgument, format!("{name}: null object or ctx")));
+        }
+        let fail = |e: Error, destroy: D| {
+            let _ = destroy(obj);
+            Err(e.context_prefix(name))
+        };
+        let Some(core) = current_rc() else {
+            return fail(Error::new(ErrorKind::BadState, "must be created inside an async-doca executor"), destroy);
+        };
+        let pe = match core.pe_raw() {
+            Some(pe) if !core.is_closing() => pe,
+            _ => return fail(Error::new(ErrorKind::BadState, "the executor is shutting down"), destroy),
+        };
+        let rec = Rc::new(CtxRecord {
+            name,
+            key: Cell::new(0),
+            ctx,
+            obj: obj.cast(),
+            destroy: Cell::new(None),
+            alive: Cell::new(true),
+            stop_requested: Cell::new(false),
+            outstanding: Cell::new(0),
+            state_waiters: WaiterList::new(),
+            task_waiters: WaiterList::new(),
+        });
+        let key = core.ctxs.slab.borrow_mut().insert(rec.clone());
+        rec.key.set(key);
+        // SAFETY: `ctx` is a live, IDLE, unconnected ctx of this thread (caller); the
+        // callback has the exact C signature and stays valid for the program's life.
+        let configured = unsafe {
+            check(sys::doca_ctx_set_user_data(ctx, sys::doca_data::from_u64(key)), "doca_ctx_set_user_data")
+                .and_then(|()| {
+                    check(sys::doca_ctx_set_state_changed_cb(ctx, Some(ctx_state_cb)), "doca_ctx_set_state_changed_cb")
+                })
+                .and_then(|()| check(sys::doca_pe_connect_ctx(pe, ctx), "doca_pe_connect_ctx"))
+        };
+        if let Err(e) = configured {
+            rec.alive.set(false);
+            core.ctxs.remove(key);
+            return fail(e, destroy);
+        }
+        rec.destroy.set(Some(Box::new(move || destroy(obj))));
+        Ok(Context { core, rec, _obj: PhantomData })
+    }
+
+    /// The owned object, or an error once the executor destroyed it at shutdown.
+    pub fn as_ptr(&self) -> Result<*mut T> {
+        if self.rec.alive.get() {
+            Ok(self.rec.obj.cast())
+        } else {
+            Err(self.dead())
+        }
+    }
+
+    /// The raw ctx (same rules as [`as_ptr`](Context::as_ptr)).
+    pub fn raw_ctx(&self) -> Result<*mut sys::doca_ctx> {
+        if self.rec.alive.get() {
+            Ok(self.rec.ctx)
+        } else {
+            Err(self.dead())
+        }
+    }
+
+    /// The name given at creation (used in error messages).
+    pub fn name(&self) -> &'static str {
+        self.rec.name
+    }
+
+    /// The user data DOCA passes to this ctx's callbacks (`ctx_user_data`).
+    pub fn user_data(&self) -> sys::doca_data {
+        sys::doca_data::from_u64(self.rec.key.get())
+    }
+
+    /// Tasks allocated through [`submit`](Context::submit) and not freed yet.
+    pub fn outstanding_tasks(&self) -> usize {
+        self.rec.outstanding.get()
+    }
+
+    fn dead(&self) -> Error {
+        Error::new(ErrorKind::BadState, format!("{}: context destroyed (its executor shut down)", self.rec.name))
+    }
+
+    /// The current state (`doca_ctx_get_state`).
+    pub fn state(&self) -> Result<CtxState> {
+        self.rec.query_state()
+    }
+
+    /// Starts the ctx without waiting: `Ok` once `doca_ctx_start` accepted (the ctx is
+    /// RUNNING, or STARTING and will be RUNNING through progress). Useful in synchronous
+    /// constructors; [`start`](Context::start) also waits.
+    pub fn begin_start(&self) -> Result<CtxState> {
+        match self.state()? {
+            s @ (CtxState::Running | CtxState::Starting) => Ok(s),
+            CtxState::Idle => {
+                self.rec.stop_requested.set(false);
+                // SAFETY: alive, IDLE ctx on its executor's thread.
+                let rc = unsafe { sys::doca_ctx_start(self.rec.ctx) };
+                match rc {
+                    sys::DOCA_SUCCESS | sys::DOCA_ERROR_IN_PROGRESS => self.state(),
+                    rc => Err(Error::from_doca(rc, format!("{}: doca_ctx_start", self.rec.name))),
+                }
+            }
+            s => Err(Error::new(ErrorKind::BadState, format!("{}: cannot start a ctx that is {s:?}", self.rec.name))),
+        }
+    }
+
+    /// Starts the ctx and waits until it is RUNNING (at once, or through progress).
+    pub async fn start(&self) -> Result<()> {
+        self.begin_start()?;
+        WaitState { ctx: self, target: Target::Running, ticket: None }.await
+    }
+
+    /// Stops the ctx and waits until it is IDLE. In-flight tasks are flushed: their futures
+    /// complete with the flush error. A stopped ctx can be started again.
+    pub async fn stop(&self) -> Result<()> {
+        match self.state()? {
+            CtxState::Idle => return Ok(()),
+            CtxState::Stopping => {}
+            _ => {
+                self.rec.stop_requested.set(false);
+                self.rec.request_stop()?;
+            }
+        }
+        WaitState { ctx: self, target: Target::Idle, ticket: None }.await
+    }
+
+    /// Submits one task of kind `K` and returns its future (see [`TaskFuture`]).
+    ///
+    /// `alloc` allocates and initializes the task (`*_alloc_init`), giving it
+    /// `slot.user_data()` and, where DOCA writes a result through a pointer,
+    /// `slot.out_ptr(i)`. It returns the task or DOCA's error; it is called again after a
+    /// NO_MEMORY once a task of this ctx has been freed (back-pressure).
+    ///
+    /// ```no_run
+    /// # use async_doca::executor::{Context, completion::TaskKind};
+    /// # use async_doca::sys;
+    /// # struct Get;
+    /// # unsafe impl TaskKind for Get {
+    /// #     type Task = sys::doca_sync_event_task_get;
+    /// #     unsafe fn as_task(t: *mut Self::Task) -> *mut sys::doca_task {
+    /// #         unsafe { sys::doca_sync_event_task_get_as_doca_task(t) }
+    /// #     }
+    /// # }
+    /// # async fn get(ctx: &Context<sys::doca_sync_event>) -> async_doca::Result<u64> {
+    /// let ev = ctx.as_ptr()?;
+    /// let out = ctx
+    ///     .submit::<Get, _>("sync_event.get", |slot| {
+    ///         let mut task = std::ptr::null_mut();
+    ///         // SAFETY: live event; out_ptr stays valid until the task completes.
+    ///         let rc = unsafe {
+    ///             sys::doca_sync_event_task_get_alloc_init(ev, slot.out_ptr(0), slot.user_data(), &mut task)
+    ///         };
+    ///         if rc == sys::DOCA_SUCCESS { Ok(task) } else { Err(rc) }
+    ///     })
+    ///     .await?;
+    /// Ok(out[0])
+    /// # }
+    /// ```
+    pub fn submit<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'_, K, A>
+    where
+        K: TaskKind,
+        A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    {
+        TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+    }
+
+    /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).
+    /// For layers with their own allocation loop; [`submit`](Context::submit) already waits.
+    pub fn task_freed(&self) -> TaskFreed<'_> {
+        TaskFreed { rec: &self.rec, epoch: self.rec.task_waiters.epoch(), ticket: None }
+    }
+}
+
+impl<T> Drop for Context<T> {
+    fn drop(&mut self) {
+        if !self.rec.alive.get() {
+            return;
+        }
+        self.core.ctxs.retire(&self.core, &self.rec);
+    }
+}
+
+impl<T> fmt::Debug for Context<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.rec.alive.get() { self.state().ok() } else { None };
+        f.debug_struct("Context")
+            .field("name", &self.rec.name)
+            .field("alive", &self.rec.alive.get())
+            .field("state", &state)
+            .field("outstanding_tasks", &self.rec.outstanding.get())
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    Running,
+    Idle,
+}
+
+struct WaitState<'a, T> {
+    ctx: &'a Context<T>,
+    target: Target,
+    ticket: Ticket,
+}
+
+impl<T> Future for WaitState<'_, T> {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<()>> {
+        let this = self.get_mut();
+        let rec = &this.ctx.rec;
+        let state = match this.ctx.state() {
+            Ok(s) => s,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        match (this.target, state) {
+            (Target::Running, CtxState::Running) | (Target::Idle, CtxState::Idle) => Poll::Ready(Ok(())),
+            (Target::Running, CtxState::Idle) => Poll::Ready(Err(Error::new(
+                ErrorKind::BadState,
+                format!("{}: start failed (the context went back to IDLE)", rec.name),
+            ))),
+            (Target::Running, CtxState::Stopping) => {
+                Poll::Ready(Err(Error::new(ErrorKind::BadState, format!("{}: stopped while starting", rec.name))))
+            }
+            _ => {
+                rec.state_waiters.register(&mut this.ticket, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The future of [`Context::task_freed`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct TaskFreed<'a> {
+    rec: &'a CtxRecord,
+    epoch: u64,
+    ticket: Ticket,
+}
+
+impl Future for TaskFreed<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.rec.task_waiters.epoch() != this.epoch || !this.rec.alive.get() {
+            return Poll::Ready(());
+        }
+        this.rec.task_waiters.register(&mut this.ticket, cx.waker());
+        Poll::Pending
+    }
+}
+
+impl fmt::Debug for TaskFreed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskFreed").field("ctx", &self.rec.name).finish()
+    }
+}

@@ -1,0 +1,711 @@
+//! One executor: its thread-local state ([`Core`]), its cross-thread face ([`Shared`]), the
+//! loop that runs tasks and drives the PE, and its shutdown.
+//!
+//! Who owns what:
+//! * [`Core`] is created on the executor's thread, lives in an `Rc`, and is only touched from
+//!   that thread: the local run queue, the registry of live tasks, the [`Pe`], the
+//!   `mio::Poll`, the timers, the completion slots and the context registry. While the loop
+//!   runs, a thread-local pointer (`CURRENT`) names it, so that `spawn_local`, wakers of local
+//!   tasks and the DOCA callbacks (which run inside `doca_pe_progress`, on this thread) find
+//!   it. DOCA objects created on the executor hold an `Rc<Core>` and are `!Send`.
+//! * [`Shared`] (in an `Arc`) is what other threads see: the injection queue, the park state
+//!   (see [`park`](super::park)) and the `mio::Waker`. Remote spawns and remote wakes push a
+//!   `Runnable` to the injection queue and notify.
+//!
+//! The loop (one turn): consume remote notifications → run up to `task_batch` tasks →
+//! drain the PE → fire due timers → retire stopped contexts → if nothing happened: spin for
+//! the idle budget, then arm the PE, drain it once more (closing the arm race), announce
+//! sleep ([`ParkState::try_sleep`]) and block in `mio::Poll::poll` until the next timer
+//! deadline → clear the PE notification → next turn. There is no fixed sleep anywhere;
+//! spurious wake-ups just cost one empty turn.
+//!
+//! Shutdown (on the executor's thread, `CURRENT` still set), bounded by
+//! [`SHUTDOWN_BUDGET`]: cancel every task (wake all registered tasks so that their runnables
+//! come back, then drop the runnables: futures are dropped on their own thread) → close the
+//! injection queue → stop every live context and keep progressing until all are IDLE
+//! (in-flight tasks are flushed through their error callbacks, which release their slots) →
+//! destroy the contexts → destroy the PE → close the poll and waker fds. Anything that cannot
+//! be released safely within the budget (a context that never reaches IDLE, memory the
+//! provider may still write) is reported on stderr and leaked, never freed under DOCA's feet.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::Write as _;
+use std::pin::Pin;
+use std::ptr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskCx, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use async_task::Runnable;
+use crossbeam_queue::SegQueue;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Token};
+
+use super::completion::Slots;
+use super::context::Contexts;
+use super::park::{Notify, ParkState};
+use super::pe::Pe;
+use super::runtime::{Handle, IdleMode};
+use super::slab::Slab;
+use super::time::Timers;
+use crate::error::{Error, Result};
+
+/// How long shutdown may wait for tasks to be dropped and contexts to reach IDLE.
+pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
+
+const WAKER_TOKEN: Token = Token(0);
+const PE_TOKEN: Token = Token(1);
+
+/// Reports a problem that cannot be returned to anyone (in `Drop`, in a callback, in shutdown).
+pub(crate) fn report(msg: &str) {
+    // Never panics (unlike eprintln! on a closed stderr).
+    let _ = writeln!(std::io::stderr(), "async-doca: {msg}");
+}
+
+/// Executor configuration, shared by the workers and `block_on` executors of a runtime.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Config {
+    pub(crate) idle: IdleMode,
+    pub(crate) task_batch: usize,
+}
+
+/// The cross-thread face of an executor.
+pub(crate) struct Shared {
+    /// Unique over the process's life (never reused), so stale registrations never match.
+    pub(crate) id: u64,
+    /// The CPU a worker is pinned to; `None` for a `block_on` executor.
+    pub(crate) cpu: Option<usize>,
+    /// The executor thread's kernel thread id (filled in by the thread itself).
+    pub(crate) tid: AtomicI32,
+    inject: SegQueue<Runnable>,
+    park: ParkState,
+    /// Taken (closing its eventfd) at shutdown; only the `Notify::Wake` path locks it, and
+    /// that path is only taken when the executor sleeps, so the lock is off the hot path.
+    waker: Mutex<Option<mio::Waker>>,
+    shutdown: AtomicBool,
+}
+
+impl Shared {
+    /// Queues a runnable from any thread and makes sure the executor will run it.
+    pub(crate) fn schedule_remote(&self, runnable: Runnable) {
+        self.inject.push(runnable);
+        self.unpark();
+    }
+
+    /// Makes sure the executor looks at its queues and flags again (after publishing work).
+    pub(crate) fn unpark(&self) {
+        match self.park.notify() {
+            Notify::Skip => {}
+            Notify::Wake => {
+                let guard = self.waker.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(w) = guard.as_ref() {
+                    if let Err(e) = w.wake() {
+                        report(&format!("executor wake-up failed: {e}"));
+                    }
+                }
+            }
+            Notify::Closed => {
+                // The executor is gone or going and may have drained for the last time: take
+                // back what is queued. Only tasks that never ran can be here (every task that
+                // ran was cancelled on the executor's thread before `close`), and a task that
+                // never ran holds only its `Send` parts, so dropping it here is sound.
+                while let Some(r) = self.inject.pop() {
+                    drop_quietly(r);
+                }
+            }
+        }
+    }
+
+    /// Asks a worker to shut down (from any thread).
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    fn shutdown_requested(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("id", &self.id)
+            .field("cpu", &self.cpu)
+            .field("tid", &self.tid.load(Ordering::Relaxed))
+            .field("park", &self.park)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Drops a runnable (and with it the task's future), containing a panic from the future's
+/// destructor so that it cannot take the executor down.
+pub(crate) fn drop_quietly(r: Runnable) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(r))).is_err() {
+        report("a task's destructor panicked while the task was cancelled");
+    }
+}
+
+thread_local! {
+    /// The executor running on this thread, if any. Non-null only inside [`Enter`], which
+    /// holds an `Rc<Core>`, so the pointee is alive whenever the pointer is non-null.
+    static CURRENT: Cell<*const Core> = const { Cell::new(ptr::null()) };
+}
+
+/// Runs `f` with the executor of this thread, or returns `None` outside any executor
+/// (including during thread-local destruction).
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
+    let p = CURRENT.try_with(Cell::get).ok()?;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT is non-null only while an `Enter` guard (which owns an `Rc<Core>`) is
+    // alive on this thread, so `p` points to a live `Core`; only shared references are made.
+    Some(f(unsafe { &*p }))
+}
+
+/// The executor of this thread as an `Rc`, for objects that must keep it alive.
+pub(crate) fn current_rc() -> Option<Rc<Core>> {
+    let p = CURRENT.try_with(Cell::get).ok()?;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` came from `Rc::as_ptr` of the `Rc<Core>` held by the live `Enter` guard
+    // (see `with_current`); incrementing first makes the new `Rc` own its own count.
+    unsafe {
+        Rc::increment_strong_count(p);
+        Some(Rc::from_raw(p))
+    }
+}
+
+/// Makes `core` the current executor of this thread until dropped.
+pub(crate) struct Enter {
+    core: Rc<Core>,
+}
+
+impl Enter {
+    pub(crate) fn new(core: &Rc<Core>) -> Enter {
+        CURRENT.with(|c| {
+            assert!(
+                c.get().is_null(),
+                "async-doca: an executor is already running on this thread (block_on cannot be nested \
+                 inside an executor; use .await or spawn instead)"
+            );
+            c.set(Rc::as_ptr(core));
+        });
+        Enter { core: core.clone() }
+    }
+
+    pub(crate) fn core(&self) -> &Rc<Core> {
+        &self.core
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| c.set(ptr::null()));
+    }
+}
+
+/// Whether an executor runs on this thread.
+pub(crate) fn in_executor() -> bool {
+    with_current(|_| ()).is_some()
+}
+
+/// The schedule function of every task: to the owner's local queue when called on the
+/// owner's thread (no atomics), otherwise to its injection queue plus a notification.
+pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable) {
+    let mut runnable = Some(runnable);
+    with_current(|core| {
+        if ptr::eq(&*core.shared, &**shared) {
+            if let Some(r) = runnable.take() {
+                core.queue.borrow_mut().push_back(r);
+            }
+        }
+    });
+    if let Some(r) = runnable {
+        shared.schedule_remote(r);
+    }
+}
+
+/// The waker of a `block_on` future (and of a worker's idle main loop).
+pub(crate) struct MainWaker {
+    /// Set by wake-ups from other threads (followed by a notification).
+    woken: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+impl Wake for MainWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // On the executor's own thread (the common case: a local task or a DOCA callback
+        // woke the main future) a plain cell suffices, and the loop looks at it before it
+        // sleeps. From another thread: the atomic flag, then the handshake.
+        let local = with_current(|core| {
+            let mine = ptr::eq(&*core.shared, &*self.shared);
+            if mine {
+                core.main_woken_local.set(true);
+            }
+            mine
+        });
+        if local != Some(true) {
+            self.woken.store(true, Ordering::Release);
+            self.shared.unpark();
+        }
+    }
+}
+
+struct Reactor {
+    poll: mio::Poll,
+    events: Events,
+}
+
+/// The thread-local state of one executor. See the module documentation.
+pub(crate) struct Core {
+    pub(crate) shared: Arc<Shared>,
+    queue: RefCell<VecDeque<Runnable>>,
+    /// Wakers of tasks that have returned `Pending` at least once (and so may be idle with
+    /// their waker somewhere else); shutdown wakes them to get their runnables back.
+    tasks: RefCell<Slab<Waker>>,
+    pe: RefCell<Pe>,
+    reactor: RefCell<Option<Reactor>>,
+    pub(crate) timers: Timers,
+    pub(crate) slots: Slots,
+    pub(crate) ctxs: Contexts,
+    config: Config,
+    pub(crate) runtime: Option<Handle>,
+    /// Set while `doca_pe_progress` runs: DOCA forbids some calls from callbacks, so work
+    /// such as destroying a context is deferred until progress returns.
+    in_progress: Cell<bool>,
+    /// The main (`block_on`) future was woken from this thread.
+    main_woken_local: Cell<bool>,
+    /// The injection queue may hold work: set whenever a notification is consumed (every
+    /// push is followed by one), cleared when a pop finds the queue empty. Saves a pop (a
+    /// few atomic loads on shared cache lines) per turn when nothing came from outside.
+    inject_pending: Cell<bool>,
+    closing: Cell<bool>,
+    pe_alive: Cell<bool>,
+    arm_error_reported: Cell<bool>,
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Core {
+    /// Creates an executor on the calling thread: poll, waker, PE (registered with the poll).
+    pub(crate) fn new(cpu: Option<usize>, config: Config, runtime: Option<Handle>) -> Result<Core> {
+        let poll = mio::Poll::new().map_err(|e| Error::os(e, "mio::Poll::new"))?;
+        let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN).map_err(|e| Error::os(e, "mio::Waker::new"))?;
+        let pe = Pe::new()?;
+        let fd = pe.fd();
+        poll.registry()
+            .register(&mut SourceFd(&fd), PE_TOKEN, Interest::READABLE)
+            .map_err(|e| Error::os(e, "register the PE notification fd"))?;
+        let shared = Arc::new(Shared {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            cpu,
+            // SAFETY: gettid has no preconditions.
+            tid: AtomicI32::new(unsafe { libc::gettid() }),
+            inject: SegQueue::new(),
+            park: ParkState::new(),
+            waker: Mutex::new(Some(waker)),
+            shutdown: AtomicBool::new(false),
+        });
+        Ok(Core {
+            shared,
+            queue: RefCell::new(VecDeque::with_capacity(256)),
+            tasks: RefCell::new(Slab::new()),
+            pe: RefCell::new(pe),
+            reactor: RefCell::new(Some(Reactor { poll, events: Events::with_capacity(16) })),
+            timers: Timers::new(),
+            slots: Slots::new(),
+            ctxs: Contexts::new(),
+            config: Config { idle: config.idle, task_batch: config.task_batch.max(1) },
+            runtime,
+            in_progress: Cell::new(false),
+            main_woken_local: Cell::new(false),
+            inject_pending: Cell::new(false),
+            closing: Cell::new(false),
+            pe_alive: Cell::new(true),
+            arm_error_reported: Cell::new(false),
+        })
+    }
+
+    /// The raw PE, for connecting contexts. `None` once shutdown destroyed it.
+    pub(crate) fn pe_raw(&self) -> Option<*mut crate::sys::doca_pe> {
+        self.pe_alive.get().then(|| self.pe.borrow().raw())
+    }
+
+    pub(crate) fn in_progress(&self) -> bool {
+        self.in_progress.get()
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    /// Queues a runnable spawned on this thread (or drops it if the executor is closing,
+    /// which cancels the task: its `JoinHandle` reports cancellation).
+    pub(crate) fn push_local(&self, r: Runnable) {
+        if self.closing.get() {
+            drop_quietly(r);
+        } else {
+            self.queue.borrow_mut().push_back(r);
+        }
+    }
+
+    /// Registers a task that is about to return `Pending`; returns its key.
+    pub(crate) fn register_task(&self, waker: Waker) -> u64 {
+        self.tasks.borrow_mut().insert(waker)
+    }
+
+    pub(crate) fn unregister_task(&self, key: u64) {
+        // Take the waker out first and drop it after the borrow ends: dropping a waker may
+        // free a task, which never re-enters here, but keep borrows short on principle.
+        let w = self.tasks.borrow_mut().remove(key);
+        drop(w);
+    }
+
+    /// Number of tasks that are registered (have been pending at least once and are alive).
+    #[cfg(test)]
+    pub(crate) fn registered_tasks(&self) -> usize {
+        self.tasks.borrow().len()
+    }
+
+    fn main_woken(&self, main: &MainWaker) -> bool {
+        self.main_woken_local.get() || main.woken.load(Ordering::Relaxed)
+    }
+
+    /// Consumes the main future's wake-up flags; whether it must be polled.
+    fn take_main_woken(&self, main: &MainWaker) -> bool {
+        // `|` not `||`: both flags are consumed. The swap (not load + store) is needed for the
+        // cross-thread flag: it synchronizes with the waker's store, so what the waker
+        // published before waking is visible to the poll that follows.
+        self.main_woken_local.replace(false)
+            | (main.woken.load(Ordering::Relaxed) && main.woken.swap(false, Ordering::Acquire))
+    }
+
+    /// Work that this thread can see without the handshake: local tasks, a woken main future,
+    /// and (cheap hints) remote work and shutdown.
+    fn has_ready(&self, main: &MainWaker) -> bool {
+        !self.queue.borrow().is_empty()
+            || self.main_woken(main)
+            || self.shared.park.is_notified()
+            || self.inject_pending.get()
+            || self.shared.shutdown_requested()
+    }
+
+    /// Runs `fut` to completion on this executor (the calling thread), running spawned tasks
+    /// and driving the PE meanwhile. Returns `None` if a shutdown was requested first.
+    /// Must be called inside [`Enter`] for this core.
+    pub(crate) fn block_on<F: Future>(&self, mut fut: Pin<&mut F>) -> Option<F::Output> {
+        let main = Arc::new(MainWaker { woken: AtomicBool::new(false), shared: self.shared.clone() });
+        self.main_woken_local.set(true);
+        let waker = Waker::from(main.clone());
+        let mut cx = TaskCx::from_waker(&waker);
+        loop {
+            if self.take_main_woken(&main) {
+                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                    return Some(v);
+                }
+            }
+            if self.shared.shutdown_requested() {
+                return None;
+            }
+            self.turn(&main);
+        }
+    }
+
+    /// Consumes pending remote notifications (see `inject_pending`).
+    #[inline]
+    fn take_notifications(&self) {
+        if self.shared.park.wake() {
+            self.inject_pending.set(true);
+        }
+    }
+
+    /// One turn of the loop (see the module documentation).
+    fn turn(&self, main: &MainWaker) {
+        if self.shared.park.is_notified() {
+            self.take_notifications();
+        }
+        let ran = self.run_tasks();
+        let progressed = self.drain_pe();
+        let fired = self.timers.fire_due();
+        if ran > 0 || progressed > 0 || fired > 0 || self.has_ready(main) {
+            return;
+        }
+        match self.config.idle {
+            IdleMode::Polling => {
+                self.spin(main, None);
+            }
+            IdleMode::Event => self.park(main),
+            IdleMode::Adaptive(budget) => {
+                if budget.is_zero() || !self.spin(main, Some(budget)) {
+                    self.park(main);
+                }
+            }
+        }
+    }
+
+    /// Moves remote work to the local queue and runs up to `task_batch` runnables.
+    fn run_tasks(&self) -> usize {
+        let batch = self.config.task_batch;
+        if self.inject_pending.get() {
+            for _ in 0..batch {
+                match self.shared.inject.pop() {
+                    Some(r) => self.queue.borrow_mut().push_back(r),
+                    None => {
+                        self.inject_pending.set(false);
+                        break;
+                    }
+                }
+            }
+        }
+        let mut n = 0;
+        while n < batch {
+            // The borrow ends before `run`: the task may schedule itself or others.
+            let next = self.queue.borrow_mut().pop_front();
+            let Some(r) = next else { break };
+            // Never unwinds: the task wrapper catches panics of the future.
+            r.run();
+            n += 1;
+        }
+        n
+    }
+
+    /// Whether the PE can have work: only a connected context produces any.
+    fn pe_active(&self) -> bool {
+        self.pe_alive.get() && !self.ctxs.is_empty()
+    }
+
+    /// Drains the PE (callbacks run inside), then does the context work that callbacks
+    /// deferred. Returns the number of progress units done.
+    pub(crate) fn drain_pe(&self) -> usize {
+        if !self.pe_active() {
+            return 0;
+        }
+        self.in_progress.set(true);
+        let n = self.pe.borrow().drain();
+        self.in_progress.set(false);
+        self.ctxs.maintain(self);
+        n
+    }
+
+    /// Busy-waits for work, for at most `budget` (forever if `None`). Returns whether work
+    /// showed up.
+    fn spin(&self, main: &MainWaker, budget: Option<Duration>) -> bool {
+        let start = Instant::now();
+        let mut i: u32 = 0;
+        loop {
+            if self.has_ready(main) || self.drain_pe() > 0 {
+                return true;
+            }
+            i = i.wrapping_add(1);
+            if i % 16 == 0 {
+                let now = Instant::now();
+                if self.timers.is_due(now) {
+                    return true;
+                }
+                if let Some(b) = budget {
+                    if now.duration_since(start) >= b {
+                        return false;
+                    }
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Blocks in `poll` until the PE, a remote notification or the next timer wakes us.
+    fn park(&self, main: &MainWaker) {
+        let pe_active = self.pe_active();
+        if pe_active {
+            if let Err(e) = self.pe.borrow().arm() {
+                // Without an armed PE, sleeping could miss completions: degrade to polling
+                // (yield, never a fixed sleep) and say so once.
+                if !self.arm_error_reported.replace(true) {
+                    report(&format!("cannot arm the PE notification, polling instead: {e}"));
+                }
+                std::thread::yield_now();
+                return;
+            }
+            // Work that arrived before the arm produced no new notification: drain it now.
+            if self.drain_pe() > 0 || !self.queue.borrow().is_empty() || self.main_woken(main) {
+                self.clear_pe();
+                return;
+            }
+        }
+        if !self.queue.borrow().is_empty() || self.main_woken(main) || !self.shared.park.try_sleep() {
+            if pe_active {
+                self.clear_pe();
+            }
+            self.take_notifications();
+            return;
+        }
+        let timeout = self.timers.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
+        self.poll(timeout);
+        self.take_notifications();
+        if pe_active {
+            self.clear_pe();
+        }
+    }
+
+    fn poll(&self, timeout: Option<Duration>) {
+        let mut reactor = self.reactor.borrow_mut();
+        let Some(r) = reactor.as_mut() else { return };
+        match r.poll.poll(&mut r.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                report(&format!("mio poll failed: {e}"));
+                std::thread::yield_now();
+            }
+        }
+        // The events themselves do not matter: every turn looks at every source.
+    }
+
+    fn clear_pe(&self) {
+        if let Err(e) = self.pe.borrow().clear() {
+            report(&format!("doca_pe_clear_notification failed: {e}"));
+        }
+    }
+
+    /// Waits (following the PE protocol) until `done()` holds or `deadline` passes, driving
+    /// only the PE and timers, not tasks. Used by shutdown.
+    fn progress_until(&self, deadline: Instant, mut done: impl FnMut(&Core) -> bool) -> bool {
+        loop {
+            self.drain_pe();
+            if done(self) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if !self.pe_active() {
+                // Nothing can change any more without the PE.
+                return done(self);
+            }
+            if self.pe.borrow().arm().is_err() {
+                std::thread::yield_now();
+                continue;
+            }
+            if self.drain_pe() == 0 && !done(self) {
+                self.poll(Some(deadline - now));
+            }
+            self.clear_pe();
+        }
+    }
+
+    /// Stops everything this executor owns. See the module documentation. Runs on the
+    /// executor's thread, inside `Enter`.
+    pub(crate) fn shutdown(&self) {
+        if self.closing.replace(true) {
+            return;
+        }
+        let deadline = Instant::now() + SHUTDOWN_BUDGET;
+
+        // 1. Cancel tasks. Waking every registered task brings its runnable back to a queue
+        // (local, or the injection queue if a remote waker is scheduling it right now);
+        // dropping the runnable drops the future here, on its own thread, and unregisters it.
+        loop {
+            let wakers: Vec<Waker> = {
+                let tasks = self.tasks.borrow();
+                tasks.keys().into_iter().filter_map(|k| tasks.get(k).cloned()).collect()
+            };
+            for w in wakers {
+                w.wake();
+            }
+            self.drop_queued();
+            if self.tasks.borrow().is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                report(&format!(
+                    "shutdown: {} task(s) could not be cancelled within {SHUTDOWN_BUDGET:?}; leaking them",
+                    self.tasks.borrow().len()
+                ));
+                break;
+            }
+            // A remote thread is between "task scheduled" and "runnable pushed": let it finish.
+            std::thread::yield_now();
+        }
+
+        // 2. Close the injection queue: from now on pushers take their work back.
+        self.shared.park.close();
+        self.drop_queued();
+
+        // 3. Contexts: stop all, progress until IDLE (flushing in-flight tasks), destroy.
+        self.ctxs.stop_all(self);
+        let flushed = self.progress_until(deadline, |core| core.ctxs.all_idle());
+        if !flushed {
+            report(&format!("shutdown: {} context(s) did not reach IDLE within {SHUTDOWN_BUDGET:?}", self.ctxs.len()));
+        }
+        let remaining = self.ctxs.destroy_all(self);
+
+        // 4. Completion slots still pending belong to contexts that never stopped: the
+        // provider may still write their memory, so it is leaked, not freed.
+        let pending = self.slots.leak_pending();
+        if pending > 0 {
+            report(&format!("shutdown: leaking {pending} completion slot(s) of tasks that never completed"));
+        }
+        self.timers.clear();
+
+        // 5. The PE, once nothing is connected to it; then the poll and waker fds.
+        if let Some(r) = self.reactor.borrow_mut().take() {
+            let fd = self.pe.borrow().fd();
+            let _ = r.poll.registry().deregister(&mut SourceFd(&fd));
+            drop(r);
+        }
+        if remaining == 0 {
+            match self.pe.borrow_mut().destroy() {
+                Ok(()) => self.pe_alive.set(false),
+                Err(e) => report(&format!("shutdown: {e}")),
+            }
+        } else {
+            report(&format!("shutdown: leaking the progress engine ({remaining} context(s) still connected)"));
+            self.pe_alive.set(false);
+            self.pe.borrow_mut().leak();
+        }
+        let waker = self.shared.waker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(waker);
+    }
+
+    /// Drops every queued runnable (cancelling its task).
+    fn drop_queued(&self) {
+        loop {
+            let next = self.queue.borrow_mut().pop_front().or_else(|| self.shared.inject.pop());
+            match next {
+                Some(r) => drop_quietly(r),
+                None => break,
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("shared", &self.shared)
+            .field("queued", &self.queue.try_borrow().map(|q| q.len()).ok())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `core`'s shutdown when dropped (also while unwinding).
+pub(crate) struct ShutdownGuard<'a>(pub(crate) &'a Core);
+
+impl Drop for ShutdownGuard<'_> {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}

@@ -1,0 +1,308 @@
+//! Tasks: the wrapper every spawned future runs in, the three ways to spawn, [`JoinHandle`].
+//!
+//! A task is an `async_task` allocation holding the future and its output. Its schedule
+//! function ([`local::schedule`]) sends the `Runnable` to the owning executor: to the local
+//! run queue when the waker fires on the owner's thread, to the injection queue otherwise.
+//! Only the owning executor's thread pops its queues, so a task's future is polled and
+//! dropped on that thread; that is what makes `!Send` futures (`spawn_local`, `spawn_on`)
+//! sound.
+//!
+//! Every future is wrapped in [`Tracked`], which (1) catches panics so that a panicking task
+//! completes its `JoinHandle` with an error instead of killing the executor thread, and
+//! (2) registers the task's waker with its executor the first time it returns `Pending`, so
+//! that shutdown can bring back and drop every idle task (see [`local`]).
+//!
+//! [`local`]: super::local
+//! [`local::schedule`]: super::local::schedule
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskCx, Poll};
+
+use async_task::FallibleTask;
+use pin_project_lite::pin_project;
+
+use super::local::{self, with_current, Core, Shared};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The output of a task as stored in its allocation: the future's output, or the message of
+/// the panic that ended it.
+pub(crate) type TaskOutput<T> = std::result::Result<T, String>;
+
+pin_project! {
+    /// The wrapper of every task future. See the module documentation.
+    pub(crate) struct Tracked<F> {
+        #[pin]
+        fut: Option<F>,
+        exec: u64,
+        // Key in the executor's task registry; 0 until the first `Pending`.
+        key: u64,
+    }
+
+    impl<F> PinnedDrop for Tracked<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.key != 0 {
+                let (exec, key) = (*this.exec, *this.key);
+                with_current(|core| {
+                    if core.shared.id == exec {
+                        core.unregister_task(key);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl<F> Tracked<F> {
+    fn new(fut: F, exec: u64) -> Tracked<F> {
+        Tracked { fut: Some(fut), exec, key: 0 }
+    }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let msg = if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(panic payload is not a string)".to_owned()
+    };
+    // A payload whose destructor panics must not escape either.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+    msg
+}
+
+impl<F: Future> Future for Tracked<F> {
+    type Output = TaskOutput<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            let Some(fut) = this.fut.as_mut().as_pin_mut() else {
+                // async-task never polls a completed future; be defensive anyway.
+                return Poll::Pending;
+            };
+            match fut.poll(cx) {
+                Poll::Ready(v) => {
+                    // Drop the future now, inside the catch: its destructor may panic.
+                    this.fut.set(None);
+                    Poll::Ready(v)
+                }
+                Poll::Pending => Poll::Pending,
+            }
+        }));
+        match polled {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => {
+                if *this.key == 0 {
+                    let exec = *this.exec;
+                    if let Some(Some(key)) =
+                        with_current(|core| (core.shared.id == exec).then(|| core.register_task(cx.waker().clone())))
+                    {
+                        *this.key = key;
+                    }
+                }
+                Poll::Pending
+            }
+            Err(payload) => {
+                let msg = panic_message(payload);
+                // The future is in an unknown state: drop it (containing a second panic).
+                let mut fut = this.fut;
+                if catch_unwind(AssertUnwindSafe(|| fut.set(None))).is_err() {
+                    local::report("a task's destructor panicked after the task panicked");
+                }
+                Poll::Ready(Err(msg))
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// A `spawn_on` task: the `Send` factory travels to the executor, which builds the
+    /// (possibly `!Send`) future on its own thread at the first poll.
+    #[project = SpawnOnProj]
+    enum SpawnOn<Fac, Fut> {
+        Factory { factory: Option<Fac> },
+        Running { #[pin] fut: Fut },
+    }
+}
+
+impl<Fac, Fut> Future for SpawnOn<Fac, Fut>
+where
+    Fac: FnOnce() -> Fut,
+    Fut: Future,
+{
+    type Output = Fut::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Fut::Output> {
+        if let SpawnOnProj::Factory { factory } = self.as_mut().project() {
+            let f = factory.take().expect("spawn_on factory already used");
+            self.set(SpawnOn::Running { fut: f() });
+        }
+        match self.project() {
+            SpawnOnProj::Running { fut } => fut.poll(cx),
+            SpawnOnProj::Factory { .. } => unreachable!("spawn_on future was just built"),
+        }
+    }
+}
+
+/// Spawns a `!Send` future on `core` (the calling thread's executor).
+pub(crate) fn spawn_local_in<F>(core: &Core, fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let shared = core.shared.clone();
+    let fut = Tracked::new(fut, shared.id);
+    // SAFETY: async-task requires that the runnable of a `!Send` future be run and dropped
+    // on the spawning thread. This is the executor's thread (`core` is the current executor):
+    // the first runnable goes straight to its local queue, and `schedule` routes every later
+    // one to this executor's queues, which only this thread pops, to run or drop. The one
+    // exception, the `Notify::Closed` path of `Shared::unpark`, cannot see this task: its
+    // runnable reaches the injection queue only through a remote wake or cancel of a task
+    // that already ran, and shutdown cancels (drops, on this thread) every such task before
+    // closing the queue. The schedule closure is `Send + Sync + 'static` (an `Arc<Shared>`)
+    // and the future is `'static`.
+    let (runnable, task) = unsafe { async_task::spawn_unchecked(fut, move |r| local::schedule(&shared, r)) };
+    core.push_local(runnable);
+    JoinHandle::new(task)
+}
+
+/// Spawns a `Send` future on the executor of `shared`, from any thread.
+pub(crate) fn spawn_send<F>(shared: &Arc<Shared>, fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let s = shared.clone();
+    let (runnable, task) = async_task::spawn(Tracked::new(fut, shared.id), move |r| local::schedule(&s, r));
+    runnable.schedule();
+    JoinHandle::new(task)
+}
+
+/// Spawns `factory()` on the executor of `shared`, from any thread.
+pub(crate) fn spawn_factory<Fac, Fut>(shared: &Arc<Shared>, factory: Fac) -> JoinHandle<Fut::Output>
+where
+    Fac: FnOnce() -> Fut + Send + 'static,
+    Fut: Future + 'static,
+    Fut::Output: Send + 'static,
+{
+    let s = shared.clone();
+    let fut = Tracked::new(SpawnOn::Factory { factory: Some(factory) }, shared.id);
+    // SAFETY: the future is `!Send` only in its `Running` state. It leaves this thread in its
+    // `Factory` state (which holds nothing but the `Send` factory) inside the runnable, and is
+    // first polled, i.e. turned `Running`, on the executor of `shared`; from then on every
+    // runnable of the task is routed to that executor's queues and run or dropped by its
+    // thread (see `spawn_local_in` for the argument, including the closed-queue path, which
+    // only ever drops never-polled tasks, i.e. `Factory` states). The output is `Send`, as
+    // the `JoinHandle` may be awaited anywhere; the schedule closure is `Send + Sync`.
+    let (runnable, task) = unsafe { async_task::spawn_unchecked(fut, move |r| local::schedule(&s, r)) };
+    runnable.schedule();
+    JoinHandle::new(task)
+}
+
+/// An owned permission to await a spawned task's output.
+///
+/// `JoinHandle<T>` is a future resolving to `Result<T>`:
+/// * `Ok(value)` when the task finished;
+/// * `Err` of kind [`ErrorKind::Other`] when the task panicked (the panic is caught on the
+///   executor, which keeps running; the message is in the error's context);
+/// * `Err` of kind [`ErrorKind::Cancelled`] when the task was dropped before finishing
+///   (its executor shut down).
+///
+/// Dropping a `JoinHandle` **detaches** the task: it keeps running to completion and its
+/// output is dropped. That is why this type is not `#[must_use]`. To stop the task, call
+/// [`cancel`](JoinHandle::cancel).
+///
+/// ```
+/// use async_doca::{ErrorKind, Runtime};
+///
+/// let rt = Runtime::new()?;
+/// let answer = rt.block_on(async {
+///     let h = async_doca::spawn_local(async { 6 * 7 });
+///     h.await
+/// })?;
+/// assert_eq!(answer, 42);
+///
+/// // Panics are reported, not propagated. (`spawn_local` must run inside the executor,
+/// // hence the `async` block around it.)
+/// let err = rt.block_on(async { async_doca::spawn_local(async { panic!("boom") }).await }).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Other);
+/// assert!(err.context().contains("boom"));
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+pub struct JoinHandle<T> {
+    task: Option<FallibleTask<TaskOutput<T>>>,
+}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn new(task: async_task::Task<TaskOutput<T>>) -> JoinHandle<T> {
+        JoinHandle { task: Some(task.fallible()) }
+    }
+
+    /// Cancels the task. Its future is dropped on its own executor's thread, at once if the
+    /// task is queued or idle, or right after its current poll if it is running. DOCA work it
+    /// started follows the rules of the future that owns it (dropping a DOCA operation
+    /// future keeps memory the provider may write alive until the completion arrives).
+    pub fn cancel(mut self) {
+        // Dropping an async-task handle cancels the task (and schedules it so that the
+        // executor drops the future).
+        drop(self.task.take());
+    }
+
+    /// Lets the task run to completion on its own; its output is dropped. Same as dropping
+    /// the handle, spelled out.
+    pub fn detach(mut self) {
+        if let Some(t) = self.task.take() {
+            t.detach();
+        }
+    }
+
+    /// Whether the task has finished (its output is ready, or it was cancelled).
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<T>> {
+        let Some(task) = self.task.as_mut() else {
+            return Poll::Ready(Err(Error::new(ErrorKind::Cancelled, "task handle already used")));
+        };
+        match Pin::new(task).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(out) => {
+                self.task = None;
+                Poll::Ready(match out {
+                    Some(Ok(v)) => Ok(v),
+                    Some(Err(msg)) => Err(Error::new(ErrorKind::Other, format!("task panicked: {msg}"))),
+                    None => Err(Error::new(
+                        ErrorKind::Cancelled,
+                        "task cancelled before it finished (its executor shut down)",
+                    )),
+                })
+            }
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.detach();
+        }
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("finished", &self.is_finished()).finish()
+    }
+}

@@ -1,0 +1,124 @@
+//! Unit tests of executor internals (the public behaviour is tested in `tests/executor.rs`).
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::time::Duration;
+
+use super::completion::{Slots, Ticket, WaiterList};
+use super::local::with_current;
+use super::{spawn_local, time, yield_now, Runtime};
+
+struct CountWake(std::sync::atomic::AtomicUsize);
+impl Wake for CountWake {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn counting_waker() -> (Arc<CountWake>, Waker) {
+    let c = Arc::new(CountWake(Default::default()));
+    (c.clone(), Waker::from(c))
+}
+
+#[test]
+fn slots_are_recycled_without_growing() {
+    let slots = Slots::new();
+    for _ in 0..10_000 {
+        let a = slots.reserve();
+        let b = slots.reserve();
+        assert_ne!(a, b);
+        slots.release_for_test(a);
+        slots.release_for_test(b);
+    }
+    assert_eq!(slots.in_use(), 0);
+    assert_eq!(slots.chunks_for_test(), 1, "steady state allocates no new chunk");
+}
+
+#[test]
+fn slot_keys_are_generational() {
+    let slots = Slots::new();
+    let a = slots.reserve();
+    slots.release_for_test(a);
+    let b = slots.reserve();
+    assert_eq!(a & 0xffff_ffff, b & 0xffff_ffff, "same slot reused");
+    assert_ne!(a, b, "with a new generation");
+    assert!(!slots.is_live_for_test(a), "a stale key finds nothing");
+    assert!(slots.is_live_for_test(b));
+    // Result areas have stable addresses while reserved, across growth of the table.
+    let p = slots.out_ptr_for_test(b);
+    let many: Vec<u64> = (0..1000).map(|_| slots.reserve()).collect();
+    assert_eq!(slots.out_ptr_for_test(b), p);
+    for k in many {
+        slots.release_for_test(k);
+    }
+    slots.release_for_test(b);
+}
+
+#[test]
+fn waiter_tickets_do_not_duplicate_wakers() {
+    let list = WaiterList::new();
+    let (count, waker) = counting_waker();
+    let mut ticket: Ticket = None;
+    for _ in 0..100 {
+        list.register(&mut ticket, &waker);
+    }
+    list.wake_all();
+    assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // After a wake-up the old ticket is stale: registering again queues anew.
+    list.register(&mut ticket, &waker);
+    list.wake_all();
+    assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[test]
+fn finished_tasks_leave_the_registry() {
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async {
+        let hs: Vec<_> = (0..50)
+            .map(|i| {
+                spawn_local(async move {
+                    yield_now().await;
+                    time::sleep(Duration::from_micros(i)).await;
+                })
+            })
+            .collect();
+        for h in hs {
+            h.await.unwrap();
+        }
+        let left = with_current(|core| core.registered_tasks()).unwrap();
+        assert_eq!(left, 0, "every task that went pending unregistered when it finished");
+    });
+}
+
+#[test]
+fn tasks_that_never_pend_are_never_registered() {
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async {
+        let seen = Rc::new(Cell::new(0));
+        for _ in 0..10 {
+            let s = seen.clone();
+            let h = spawn_local(async move {
+                s.set(s.get() + with_current(|core| core.registered_tasks()).unwrap());
+            });
+            h.await.unwrap();
+        }
+        // Only the block_on future itself is not a task: nothing was registered meanwhile.
+        assert_eq!(seen.get(), 0);
+    });
+}
+
+#[test]
+#[should_panic(expected = "outside an async-doca executor")]
+fn spawn_local_outside_an_executor_panics() {
+    drop(spawn_local(async {}));
+}
+
+#[test]
+#[should_panic(expected = "block_on")]
+fn nested_block_on_panics() {
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    let h = rt.handle();
+    rt.block_on(async move { h.block_on(async {}) });
+}

@@ -1,0 +1,538 @@
+//! Sync events as futures: a 64-bit counter shared between threads, processes and the DPU.
+//!
+//! A [`SyncEvent`] is a DOCA sync event driven in asynchronous (ctx) mode: it is connected
+//! to the progress engine of the executor that created it, and every operation submits a
+//! DOCA task whose completion resolves the returned future. Another process (or the DPU)
+//! opens the same counter from the blob of [`SyncEvent::export`] with [`SyncEvent::open`].
+//!
+//! * `add` / `set` publish; the peers' pending waits are woken by the publisher (on the soft
+//!   provider through a doorbell on each waiting PE, never by polling on a timer).
+//! * `wait_eq` / `wait_neq` are single DOCA wait tasks. `wait_gt` is built from `get` and
+//!   `wait_neq`, as DOCA 3.x has no greater-than wait task: read the value, and if it is
+//!   not yet greater, wait until it changes, then look again.
+//! * Masked waits compare `value & mask`. NVIDIA's hardware accepts only masks made of 0, 1,
+//!   2, 4 or 8 consecutive 0xFF bytes for wait tasks; this crate checks that rule on every
+//!   provider, so code that runs here also runs on a BlueField.
+//!
+//! # Ownership and threads
+//! A `SyncEvent` belongs to the executor it was created on (`!Send`). Dropping it never
+//! blocks: a stopped event is destroyed at once; one with tasks in flight is stopped (the
+//! tasks are flushed, their futures fail with [`ErrorKind::Cancelled`]) and destroyed by
+//! the executor once idle. Dropping an operation's future while its task is in flight is
+//! harmless: the result is discarded when DOCA completes the task.
+//!
+//! [`ErrorKind::Cancelled`]: crate::ErrorKind::Cancelled
+
+use std::fmt;
+
+use crate::device::Device;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::completion::{completion_cb, TaskKind};
+use crate::executor::Context;
+use crate::sys;
+
+/// Where a side of the event lives (DOCA's publisher and subscriber locations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Location {
+    /// This host's CPU (through the device the event was built with).
+    #[default]
+    Cpu,
+    /// The other side of the PCI bus: the DPU, when the event is created on the host.
+    RemotePci,
+    /// A remote node over the network (publisher only, as in DOCA).
+    RemoteNet,
+}
+
+/// Configures and creates a [`SyncEvent`].
+///
+/// ```
+/// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+/// use async_doca::sync_event::{Location, SyncEvent};
+/// let dev = async_doca::Device::open_default()?;
+/// let ev = SyncEvent::builder(&dev)
+///     .publisher(Location::RemotePci) // the DPU (or another process) signals us
+///     .max_tasks(32)
+///     .build()
+///     .await?;
+/// assert_eq!(ev.get().await?, 0);
+/// # Ok::<(), async_doca::Error>(()) })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build() is awaited"]
+pub struct SyncEventBuilder {
+    dev: Device,
+    publisher: Location,
+    subscriber: Location,
+    max_tasks: u32,
+}
+
+/// Default size of each task pool (per operation kind).
+pub const DEFAULT_MAX_TASKS: u32 = 64;
+
+impl SyncEventBuilder {
+    /// Where the side that updates the counter runs (default: this CPU).
+    pub fn publisher(mut self, loc: Location) -> Self {
+        self.publisher = loc;
+        self
+    }
+
+    /// Where the side that waits runs (default: this CPU). `RemoteNet` is not a subscriber
+    /// location in DOCA and is rejected by `build`.
+    pub fn subscriber(mut self, loc: Location) -> Self {
+        self.subscriber = loc;
+        self
+    }
+
+    /// How many operations of each kind (get, set, add, wait) may be in flight at once.
+    /// More wait for a free task (back-pressure), they do not fail.
+    pub fn max_tasks(mut self, n: u32) -> Self {
+        self.max_tasks = n;
+        self
+    }
+
+    /// Creates the event on the current executor and starts it.
+    ///
+    /// # Errors
+    /// Outside an executor ([`ErrorKind::BadState`]), for an invalid configuration
+    /// ([`ErrorKind::InvalidArgument`]), or when DOCA refuses.
+    pub async fn build(self) -> Result<SyncEvent> {
+        if self.max_tasks == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, "sync_event: max_tasks must be at least 1"));
+        }
+        if self.subscriber == Location::RemoteNet {
+            return Err(Error::new(ErrorKind::InvalidArgument, "sync_event: RemoteNet is not a subscriber location"));
+        }
+        let mut ev = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; ownership of the new event passes to `Context` below.
+        check(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event: create")?;
+        let dev = self.dev.as_ptr();
+        // SAFETY: `ev` is a fresh, unstarted event; `dev` is open for the event's life (the
+        // destroy closure of `adopt` keeps a clone of the device).
+        let located = unsafe {
+            match self.publisher {
+                Location::Cpu => {
+                    check(sys::doca_sync_event_add_publisher_location_cpu(ev, dev), "sync_event: publisher")
+                }
+                Location::RemotePci => {
+                    check(sys::doca_sync_event_add_publisher_location_remote_pci(ev), "sync_event: publisher")
+                }
+                Location::RemoteNet => {
+                    check(sys::doca_sync_event_add_publisher_location_remote_net(ev), "sync_event: publisher")
+                }
+            }
+            .and_then(|()| match self.subscriber {
+                Location::RemotePci => {
+                    check(sys::doca_sync_event_add_subscriber_location_remote_pci(ev), "sync_event: subscriber")
+                }
+                _ => check(sys::doca_sync_event_add_subscriber_location_cpu(ev, dev), "sync_event: subscriber"),
+            })
+        };
+        if let Err(e) = located {
+            // SAFETY: the event is ours, unstarted, and not used afterwards.
+            unsafe { sys::doca_sync_event_destroy(ev) };
+            return Err(e);
+        }
+        let export_net = self.publisher == Location::RemoteNet;
+        SyncEvent::adopt(ev, self.dev, self.max_tasks, Origin::Created { export_net }).await
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    Created { export_net: bool },
+    Imported,
+}
+
+/// A DOCA sync event on the current executor: a 64-bit counter with async operations.
+///
+/// ```
+/// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+/// use async_doca::sync_event::SyncEvent;
+/// let dev = async_doca::Device::open_default()?;
+/// let ev = SyncEvent::builder(&dev).build().await?;
+/// // Another executor, process or the DPU opens the same counter from this blob.
+/// let peer = SyncEvent::open(&dev, &ev.export()?).await?;
+/// assert_eq!(peer.add(5).await?, 0); // add returns the previous value
+/// ev.wait_eq(5).await?;
+/// assert_eq!(ev.wait_gt(4).await?, 5); // wait_gt returns the value it saw
+/// # Ok::<(), async_doca::Error>(()) })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+pub struct SyncEvent {
+    ctx: Context<sys::doca_sync_event>,
+    dev: Device,
+    origin: Origin,
+}
+
+impl SyncEvent {
+    /// A builder for a new event on `dev`.
+    pub fn builder(dev: &Device) -> SyncEventBuilder {
+        SyncEventBuilder {
+            dev: dev.clone(),
+            publisher: Location::Cpu,
+            subscriber: Location::Cpu,
+            max_tasks: DEFAULT_MAX_TASKS,
+        }
+    }
+
+    /// Opens the event another side exported, on the current executor, with the default
+    /// task-pool size. The exporter must still exist when this is called.
+    ///
+    /// # Errors
+    /// A corrupted, truncated or foreign blob gives [`ErrorKind::InvalidArgument`] (or
+    /// [`ErrorKind::PermissionDenied`] for a wrong key); an exporter that is gone gives
+    /// [`ErrorKind::NotFound`].
+    pub async fn open(dev: &Device, blob: &[u8]) -> Result<SyncEvent> {
+        Self::open_with_tasks(dev, blob, DEFAULT_MAX_TASKS).await
+    }
+
+    /// [`open`](SyncEvent::open) with a task-pool size per operation kind.
+    pub async fn open_with_tasks(dev: &Device, blob: &[u8], max_tasks: u32) -> Result<SyncEvent> {
+        if max_tasks == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, "sync_event: max_tasks must be at least 1"));
+        }
+        let mut ev = std::ptr::null_mut();
+        // SAFETY: `blob` is readable for its length; valid out-pointer.
+        check(
+            unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
+            "sync_event: open from export blob",
+        )?;
+        Self::adopt(ev, dev.clone(), max_tasks, Origin::Imported).await
+    }
+
+    /// Hands `ev` to a [`Context`] on this executor, configures the task pools, starts it.
+    async fn adopt(ev: *mut sys::doca_sync_event, dev: Device, max_tasks: u32, origin: Origin) -> Result<SyncEvent> {
+        let keep_dev = dev.clone();
+        // SAFETY: `ev` is a live, unstarted event created on this thread that only the
+        // Context destroys; its ctx is IDLE and unconnected. The destroy closure keeps the
+        // device open until the event is gone (which may be after this SyncEvent dropped).
+        let ctx = unsafe {
+            Context::new("sync_event", ev, sys::doca_sync_event_as_ctx(ev), move |ev| {
+                let rc = sys::doca_sync_event_destroy(ev);
+                drop(keep_dev);
+                rc
+            })
+        }?;
+        // SAFETY: the event is live and IDLE; each callback is the monomorphised completion
+        // callback of the matching kind, with the exact C signature.
+        unsafe {
+            check(
+                sys::doca_sync_event_task_get_set_conf(
+                    ev,
+                    Some(completion_cb::<Get>),
+                    Some(completion_cb::<Get>),
+                    max_tasks,
+                ),
+                "sync_event: configure get tasks",
+            )?;
+            check(
+                sys::doca_sync_event_task_notify_set_set_conf(
+                    ev,
+                    Some(completion_cb::<NotifySet>),
+                    Some(completion_cb::<NotifySet>),
+                    max_tasks,
+                ),
+                "sync_event: configure set tasks",
+            )?;
+            check(
+                sys::doca_sync_event_task_notify_add_set_conf(
+                    ev,
+                    Some(completion_cb::<NotifyAdd>),
+                    Some(completion_cb::<NotifyAdd>),
+                    max_tasks,
+                ),
+                "sync_event: configure add tasks",
+            )?;
+            check(
+                sys::doca_sync_event_task_wait_eq_set_conf(
+                    ev,
+                    Some(completion_cb::<WaitEq>),
+                    Some(completion_cb::<WaitEq>),
+                    max_tasks,
+                ),
+                "sync_event: configure wait_eq tasks",
+            )?;
+            check(
+                sys::doca_sync_event_task_wait_neq_set_conf(
+                    ev,
+                    Some(completion_cb::<WaitNeq>),
+                    Some(completion_cb::<WaitNeq>),
+                    max_tasks,
+                ),
+                "sync_event: configure wait_neq tasks",
+            )?;
+        }
+        ctx.start().await?;
+        Ok(SyncEvent { ctx, dev, origin })
+    }
+
+    /// The blob that lets another process (or the DPU) open this counter with
+    /// [`SyncEvent::open`]. It contains a secret key: send it only to the intended peer.
+    ///
+    /// # Errors
+    /// [`ErrorKind::BadState`] for an event that was itself opened from a blob.
+    pub fn export(&self) -> Result<Vec<u8>> {
+        let export_net = match self.origin {
+            Origin::Created { export_net } => export_net,
+            Origin::Imported => {
+                return Err(Error::new(ErrorKind::BadState, "sync_event.export: an opened event cannot be re-exported"))
+            }
+        };
+        let ev = self.ctx.as_ptr()?;
+        let mut data = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: live, started event of this thread; valid out-pointers.
+        let rc = unsafe {
+            if export_net {
+                sys::doca_sync_event_export_to_remote_net(ev, &mut data, &mut len)
+            } else {
+                sys::doca_sync_event_export_to_remote_pci(ev, self.dev.as_ptr(), &mut data, &mut len)
+            }
+        };
+        check(rc, "sync_event.export")?;
+        if data.is_null() {
+            return Err(Error::new(ErrorKind::Other, "sync_event.export: DOCA returned no data"));
+        }
+        // SAFETY: DOCA returned `len` readable bytes owned by the event, which is alive; they
+        // are copied before anything else touches the event.
+        Ok(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
+    }
+
+    /// The counter's current value.
+    pub async fn get(&self) -> Result<u64> {
+        let ev = self.ctx.as_ptr()?;
+        let out = self
+            .ctx
+            .submit::<Get, _>("sync_event.get", |slot| {
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live event; `out_ptr(0)` stays valid until the task completes, even
+                // if this future is dropped first (the slot outlives the task).
+                let rc = unsafe {
+                    sys::doca_sync_event_task_get_alloc_init(ev, slot.out_ptr(0), slot.user_data(), &mut task)
+                };
+                if rc == sys::DOCA_SUCCESS {
+                    Ok(task)
+                } else {
+                    Err(rc)
+                }
+            })
+            .await?;
+        Ok(out[0])
+    }
+
+    /// Sets the counter to `value`, waking waiters whose condition now holds.
+    pub async fn set(&self, value: u64) -> Result<()> {
+        let ev = self.ctx.as_ptr()?;
+        self.ctx
+            .submit::<NotifySet, _>("sync_event.set", |slot| {
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live event; valid out-pointer.
+                let rc =
+                    unsafe { sys::doca_sync_event_task_notify_set_alloc_init(ev, value, slot.user_data(), &mut task) };
+                if rc == sys::DOCA_SUCCESS {
+                    Ok(task)
+                } else {
+                    Err(rc)
+                }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Adds `delta` (wrapping) to the counter and returns the value it had before.
+    pub async fn add(&self, delta: u64) -> Result<u64> {
+        let ev = self.ctx.as_ptr()?;
+        let out = self
+            .ctx
+            .submit::<NotifyAdd, _>("sync_event.add", |slot| {
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live event; `out_ptr(0)` stays valid until the task completes.
+                let rc = unsafe {
+                    sys::doca_sync_event_task_notify_add_alloc_init(
+                        ev,
+                        delta,
+                        slot.out_ptr(0),
+                        slot.user_data(),
+                        &mut task,
+                    )
+                };
+                if rc == sys::DOCA_SUCCESS {
+                    Ok(task)
+                } else {
+                    Err(rc)
+                }
+            })
+            .await?;
+        Ok(out[0])
+    }
+
+    /// Waits until the counter equals `value`.
+    pub async fn wait_eq(&self, value: u64) -> Result<()> {
+        self.wait_eq_masked(value, u64::MAX).await
+    }
+
+    /// Waits until `counter & mask == value`. See [`SyncEvent::wait_gt_masked`] for the mask
+    /// rule.
+    pub async fn wait_eq_masked(&self, value: u64, mask: u64) -> Result<()> {
+        check_mask(mask, "sync_event.wait_eq")?;
+        let ev = self.ctx.as_ptr()?;
+        self.ctx
+            .submit::<WaitEq, _>("sync_event.wait_eq", |slot| {
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live event; valid out-pointer.
+                let rc = unsafe {
+                    sys::doca_sync_event_task_wait_eq_alloc_init(ev, value, mask, slot.user_data(), &mut task)
+                };
+                if rc == sys::DOCA_SUCCESS {
+                    Ok(task)
+                } else {
+                    Err(rc)
+                }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the counter differs from `value`.
+    pub async fn wait_neq(&self, value: u64) -> Result<()> {
+        self.wait_neq_masked(value, u64::MAX).await
+    }
+
+    /// Waits until `counter & mask != value`. See [`SyncEvent::wait_gt_masked`] for the mask
+    /// rule.
+    pub async fn wait_neq_masked(&self, value: u64, mask: u64) -> Result<()> {
+        check_mask(mask, "sync_event.wait_neq")?;
+        let ev = self.ctx.as_ptr()?;
+        self.ctx
+            .submit::<WaitNeq, _>("sync_event.wait_neq", |slot| {
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live event; valid out-pointer.
+                let rc = unsafe {
+                    sys::doca_sync_event_task_wait_neq_alloc_init(ev, value, mask, slot.user_data(), &mut task)
+                };
+                if rc == sys::DOCA_SUCCESS {
+                    Ok(task)
+                } else {
+                    Err(rc)
+                }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the counter is greater than `value`; returns the counter as seen then.
+    pub async fn wait_gt(&self, value: u64) -> Result<u64> {
+        self.wait_gt_masked(value, u64::MAX).await
+    }
+
+    /// Waits until `counter & mask > value`; returns the full counter as seen then.
+    ///
+    /// Masks follow the hardware rule for wait tasks: 0, or 1, 2, 4 or 8 consecutive 0xFF
+    /// bytes (`0xFF`, `0xFFFF_0000`, `u64::MAX`, ...). Other masks are
+    /// [`ErrorKind::InvalidArgument`] on every provider.
+    pub async fn wait_gt_masked(&self, value: u64, mask: u64) -> Result<u64> {
+        check_mask(mask, "sync_event.wait_gt")?;
+        loop {
+            let now = self.get().await?;
+            if now & mask > value {
+                return Ok(now);
+            }
+            // Not yet: sleep until the masked value moves, then look again. A change that
+            // lands between the get and the wait makes the wait complete at once.
+            self.wait_neq_masked(now & mask, mask).await?;
+        }
+    }
+
+    /// Stops the event: operations in flight fail with [`ErrorKind::Cancelled`]. The event
+    /// is then unusable; dropping it afterwards destroys it at once.
+    pub async fn stop(&self) -> Result<()> {
+        self.ctx.stop().await
+    }
+
+    /// The device the event was created or opened on.
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+}
+
+impl fmt::Debug for SyncEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SyncEvent")
+            .field("state", &self.ctx.state().ok())
+            .field("origin", &self.origin)
+            .field("in_flight", &self.ctx.outstanding_tasks())
+            .finish()
+    }
+}
+
+/// The hardware rule for wait masks: 0, or a run of 1, 2, 4 or 8 consecutive 0xFF bytes
+/// (every other byte 0x00).
+pub fn is_valid_wait_mask(mask: u64) -> bool {
+    if mask == 0 {
+        return true;
+    }
+    let bytes = mask.to_le_bytes();
+    if bytes.iter().any(|&b| b != 0 && b != 0xFF) {
+        return false;
+    }
+    let first = bytes.iter().position(|&b| b == 0xFF).unwrap_or(0);
+    let run = bytes[first..].iter().take_while(|&&b| b == 0xFF).count();
+    let total = bytes.iter().filter(|&&b| b == 0xFF).count();
+    run == total && matches!(run, 1 | 2 | 4 | 8)
+}
+
+fn check_mask(mask: u64, op: &'static str) -> Result<()> {
+    if is_valid_wait_mask(mask) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{op}: mask {mask:#x} is not 0 or 1, 2, 4 or 8 consecutive 0xFF bytes"),
+        ))
+    }
+}
+
+macro_rules! sync_event_task_kind {
+    ($(#[$m:meta])* $kind:ident, $task:ident, $as_task:ident) => {
+        $(#[$m])*
+        struct $kind;
+        // SAFETY: `as_task` is DOCA's conversion for this task type; freeing with
+        // doca_task_free (the default) is how sync event tasks are released.
+        unsafe impl TaskKind for $kind {
+            type Task = sys::$task;
+            unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+                // SAFETY: forwarded; the caller passes a live task of this type.
+                unsafe { sys::$as_task(task) }
+            }
+        }
+    };
+}
+
+sync_event_task_kind!(
+    /// `get`: DOCA writes the value through the slot's result pointer.
+    Get, doca_sync_event_task_get, doca_sync_event_task_get_as_doca_task
+);
+sync_event_task_kind!(NotifySet, doca_sync_event_task_notify_set, doca_sync_event_task_notify_set_as_doca_task);
+sync_event_task_kind!(
+    /// `add`: DOCA writes the previous value through the slot's result pointer.
+    NotifyAdd, doca_sync_event_task_notify_add, doca_sync_event_task_notify_add_as_doca_task
+);
+sync_event_task_kind!(WaitEq, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task);
+sync_event_task_kind!(WaitNeq, doca_sync_event_task_wait_neq, doca_sync_event_task_wait_neq_as_doca_task);
+
+#[cfg(test)]
+mod tests {
+    use super::is_valid_wait_mask;
+
+    #[test]
+    fn wait_masks_follow_the_hardware_rule() {
+        for ok in [0, 0xFF, 0xFF00, 0xFFFF, 0xFFFF_0000, 0xFFFF_FFFF, 0xFFFF_FFFF_0000_0000, u64::MAX, 0xFF << 56] {
+            assert!(is_valid_wait_mask(ok), "{ok:#x}");
+        }
+        for bad in [1, 0xF0, 0xFF_FFFF, 0xFF00FF, 0x1FF, 0xFFFF_FF00_0000_0000, 0x00FF_FFFF_FFFF_FF00] {
+            assert!(!is_valid_wait_mask(bad), "{bad:#x}");
+        }
+    }
+}
