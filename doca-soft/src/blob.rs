@@ -69,10 +69,7 @@ pub struct BlobWriter {
 impl BlobWriter {
     /// An empty blob of `kind`.
     pub fn new(kind: BlobKind) -> BlobWriter {
-        BlobWriter {
-            kind,
-            payload: Vec::with_capacity(64),
-        }
+        BlobWriter { kind, payload: Vec::with_capacity(64) }
     }
 
     /// Appends one byte.
@@ -119,11 +116,7 @@ impl BlobWriter {
         out.extend_from_slice(&BLOB_MAGIC);
         out.extend_from_slice(&BLOB_VERSION.to_le_bytes());
         out.extend_from_slice(&(self.kind as u16).to_le_bytes());
-        out.extend_from_slice(
-            &u32::try_from(self.payload.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes(),
-        );
+        out.extend_from_slice(&u32::try_from(self.payload.len()).unwrap_or(u32::MAX).to_le_bytes());
         out.extend_from_slice(&self.payload);
         let sum = fnv1a64(&out);
         out.extend_from_slice(&sum.to_le_bytes());
@@ -157,9 +150,7 @@ impl<'a> BlobReader<'a> {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         let plen = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
-        let total = HEADER_LEN
-            .checked_add(plen)
-            .and_then(|n| n.checked_add(TRAILER_LEN));
+        let total = HEADER_LEN.checked_add(plen).and_then(|n| n.checked_add(TRAILER_LEN));
         if total != Some(bytes.len()) {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
@@ -169,10 +160,7 @@ impl<'a> BlobReader<'a> {
         if u64::from_le_bytes(sum) != fnv1a64(&bytes[..body_end]) {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        Ok(BlobReader {
-            payload: &bytes[HEADER_LEN..body_end],
-            pos: 0,
-        })
+        Ok(BlobReader { payload: &bytes[HEADER_LEN..body_end], pos: 0 })
     }
 
     /// Bytes of payload not read yet.
@@ -183,10 +171,7 @@ impl<'a> BlobReader<'a> {
     /// The next `n` raw bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], doca_error_t> {
         let end = self.pos.checked_add(n).ok_or(DOCA_ERROR_INVALID_VALUE)?;
-        let s = self
-            .payload
-            .get(self.pos..end)
-            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        let s = self.payload.get(self.pos..end).ok_or(DOCA_ERROR_INVALID_VALUE)?;
         self.pos = end;
         Ok(s)
     }
@@ -239,12 +224,7 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         let mut w = BlobWriter::new(BlobKind::Mmap);
-        w.u8(7)
-            .u16(0xbeef)
-            .u32(0xdead_beef)
-            .u64(u64::MAX - 1)
-            .var_bytes(b"hello")
-            .bytes(&[1, 2, 3]);
+        w.u8(7).u16(0xbeef).u32(0xdead_beef).u64(u64::MAX - 1).var_bytes(b"hello").bytes(&[1, 2, 3]);
         w.finish()
     }
 
@@ -252,14 +232,7 @@ mod tests {
 
     fn parse(b: &[u8]) -> Result<Fields, doca_error_t> {
         let mut r = BlobReader::new(b, BlobKind::Mmap)?;
-        let v = (
-            r.u8()?,
-            r.u16()?,
-            r.u32()?,
-            r.u64()?,
-            r.var_bytes()?.to_vec(),
-            r.bytes(3)?.to_vec(),
-        );
+        let v = (r.u8()?, r.u16()?, r.u32()?, r.u64()?, r.var_bytes()?.to_vec(), r.bytes(3)?.to_vec());
         r.finish()?;
         Ok(v)
     }
@@ -286,10 +259,7 @@ mod tests {
 
     #[test]
     fn wrong_kind() {
-        assert_eq!(
-            BlobReader::new(&sample(), BlobKind::SyncEvent).unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(BlobReader::new(&sample(), BlobKind::SyncEvent).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
     }
 
     #[test]
@@ -299,10 +269,7 @@ mod tests {
         let n = b.len() - TRAILER_LEN;
         let sum = fnv1a64(&b[..n]);
         b[n..].copy_from_slice(&sum.to_le_bytes());
-        assert_eq!(
-            BlobReader::new(&b, BlobKind::Mmap).unwrap_err(),
-            DOCA_ERROR_UNSUPPORTED_VERSION
-        );
+        assert_eq!(BlobReader::new(&b, BlobKind::Mmap).unwrap_err(), DOCA_ERROR_UNSUPPORTED_VERSION);
     }
 
     #[test]
@@ -333,8 +300,7 @@ mod tests {
                 c[i] ^= mask;
                 let e = parse(&c).unwrap_err();
                 assert!(
-                    e == DOCA_ERROR_INVALID_VALUE
-                        || (e == DOCA_ERROR_UNSUPPORTED_VERSION && (i == 4 || i == 5)),
+                    e == DOCA_ERROR_INVALID_VALUE || (e == DOCA_ERROR_UNSUPPORTED_VERSION && (i == 4 || i == 5)),
                     "byte {i} mask {mask:#x}: {e:?}"
                 );
             }

@@ -103,9 +103,7 @@ impl doca_buf_inventory {
 ///
 /// # Safety
 /// A non-NULL `p` must point to readable memory of an inventory of this provider.
-unsafe fn inv_ref<'a>(
-    p: *const doca_buf_inventory,
-) -> Result<&'a doca_buf_inventory, doca_error_t> {
+unsafe fn inv_ref<'a>(p: *const doca_buf_inventory) -> Result<&'a doca_buf_inventory, doca_error_t> {
     // SAFETY: the caller's contract.
     let inv = unsafe { p.as_ref() }.ok_or(DOCA_ERROR_INVALID_VALUE)?;
     if inv.magic.get() != INV_MAGIC {
@@ -265,11 +263,9 @@ pub unsafe extern "C" fn doca_buf_inventory_create(
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         let mut free: Vec<u32> = Vec::new();
-        free.try_reserve_exact(num_elements)
-            .map_err(|_| DOCA_ERROR_NO_MEMORY)?;
+        free.try_reserve_exact(num_elements).map_err(|_| DOCA_ERROR_NO_MEMORY)?;
         let mut bufs: Vec<doca_buf> = Vec::new();
-        bufs.try_reserve_exact(num_elements)
-            .map_err(|_| DOCA_ERROR_NO_MEMORY)?;
+        bufs.try_reserve_exact(num_elements).map_err(|_| DOCA_ERROR_NO_MEMORY)?;
         let inv = Box::into_raw(Box::new(doca_buf_inventory {
             magic: Cell::new(INV_MAGIC),
             started: Cell::new(false),
@@ -302,9 +298,7 @@ pub unsafe extern "C" fn doca_buf_inventory_create(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_inventory_destroy(
-    inventory: *mut doca_buf_inventory,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_inventory_destroy(inventory: *mut doca_buf_inventory) -> doca_error_t {
     guard_err(|| {
         if inventory.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
@@ -329,9 +323,7 @@ pub unsafe extern "C" fn doca_buf_inventory_destroy(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_inventory_start(
-    inventory: *mut doca_buf_inventory,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_inventory_start(inventory: *mut doca_buf_inventory) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes an inventory of this provider (or NULL, refused).
         let inv = unsafe { inv_ref(inventory) }?;
@@ -344,9 +336,7 @@ pub unsafe extern "C" fn doca_buf_inventory_start(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_inventory_stop(
-    inventory: *mut doca_buf_inventory,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_inventory_stop(inventory: *mut doca_buf_inventory) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes an inventory of this provider (or NULL, refused).
         let inv = unsafe { inv_ref(inventory) }?;
@@ -420,10 +410,7 @@ pub unsafe extern "C" fn doca_buf_inventory_buf_get_by_args(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_inc_refcount(
-    buf: *mut doca_buf,
-    refcount: *mut u16,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_inc_refcount(buf: *mut doca_buf, refcount: *mut u16) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes a buffer of this provider (or NULL, refused).
         let b = unsafe { buf_ref(buf) }?;
@@ -438,10 +425,7 @@ pub unsafe extern "C" fn doca_buf_inc_refcount(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_dec_refcount(
-    buf: *mut doca_buf,
-    refcount: *mut u16,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_dec_refcount(buf: *mut doca_buf, refcount: *mut u16) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes a buffer of this provider (or NULL, refused); a buffer
         // already returned (refcount 0) is refused, so it is never returned twice.
@@ -468,11 +452,7 @@ pub unsafe extern "C" fn doca_buf_dec_refcount(
 ///
 /// # Safety
 /// As the C getters: `buf` a buffer of this provider or NULL; `dst` writable or NULL.
-unsafe fn get<T>(
-    buf: *const doca_buf,
-    dst: *mut T,
-    f: impl FnOnce(&doca_buf) -> T,
-) -> Result<(), doca_error_t> {
+unsafe fn get<T>(buf: *const doca_buf, dst: *mut T, f: impl FnOnce(&doca_buf) -> T) -> Result<(), doca_error_t> {
     // SAFETY: forwarded contract.
     let b = unsafe { buf_ref(buf) }?;
     // SAFETY: `out` checks NULL; writability is the caller's contract.
@@ -486,38 +466,25 @@ pub unsafe extern "C" fn doca_buf_get_len(buf: *const doca_buf, len: *mut usize)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_get_head(
-    buf: *const doca_buf,
-    head: *mut *mut c_void,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_get_head(buf: *const doca_buf, head: *mut *mut c_void) -> doca_error_t {
     // SAFETY: the C contract is forwarded.
     guard_err(|| unsafe { get(buf, head, |b| b.head.get() as *mut c_void) })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_get_data(
-    buf: *const doca_buf,
-    data: *mut *mut c_void,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_get_data(buf: *const doca_buf, data: *mut *mut c_void) -> doca_error_t {
     // SAFETY: the C contract is forwarded.
     guard_err(|| unsafe { get(buf, data, |b| b.data.get() as *mut c_void) })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_get_data_len(
-    buf: *const doca_buf,
-    data_len: *mut usize,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_get_data_len(buf: *const doca_buf, data_len: *mut usize) -> doca_error_t {
     // SAFETY: the C contract is forwarded.
     guard_err(|| unsafe { get(buf, data_len, |b| b.data_len.get()) })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_set_data(
-    buf: *mut doca_buf,
-    data: *mut c_void,
-    data_len: usize,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_set_data(buf: *mut doca_buf, data: *mut c_void, data_len: usize) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes a buffer of this provider (or NULL, refused).
         let b = unsafe { buf_ref(buf) }?;
@@ -533,18 +500,11 @@ pub unsafe extern "C" fn doca_buf_set_data(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_set_data_len(
-    buf: *mut doca_buf,
-    data_len: usize,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_set_data_len(buf: *mut doca_buf, data_len: usize) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes a buffer of this provider (or NULL, refused).
         let b = unsafe { buf_ref(buf) }?;
-        let end = b
-            .data
-            .get()
-            .checked_add(data_len)
-            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        let end = b.data.get().checked_add(data_len).ok_or(DOCA_ERROR_INVALID_VALUE)?;
         if end > b.head.get() + b.len.get() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
@@ -564,10 +524,7 @@ pub unsafe extern "C" fn doca_buf_reset_data_len(buf: *mut doca_buf) -> doca_err
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_buf_chain_list(
-    list1: *mut doca_buf,
-    list2: *mut doca_buf,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_buf_chain_list(list1: *mut doca_buf, list2: *mut doca_buf) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes buffers of this provider (or NULL, refused).
         unsafe {
@@ -596,17 +553,8 @@ mod tests {
     ) -> Result<*mut doca_buf, doca_error_t> {
         let mut b = ptr::null_mut();
         // SAFETY: live objects (or deliberately bad arguments the provider must refuse).
-        let r = unsafe {
-            doca_buf_inventory_buf_get_by_args(
-                inv,
-                m,
-                a as *mut c_void,
-                l,
-                d as *mut c_void,
-                dl,
-                &mut b,
-            )
-        };
+        let r =
+            unsafe { doca_buf_inventory_buf_get_by_args(inv, m, a as *mut c_void, l, d as *mut c_void, dl, &mut b) };
         if r == DOCA_SUCCESS {
             Ok(b)
         } else {
@@ -627,66 +575,28 @@ mod tests {
         let dev = test_open_default();
         let mut mem = vec![0u8; 1024];
         let base = mem.as_mut_ptr() as usize;
-        let m = local_mmap(
-            mem.as_mut_ptr(),
-            1024,
-            DOCA_ACCESS_FLAG_LOCAL_READ_WRITE,
-            dev,
-        );
+        let m = local_mmap(mem.as_mut_ptr(), 1024, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE, dev);
         let mut inv = ptr::null_mut();
         // SAFETY: every call gets live objects or deliberately bad arguments.
         unsafe {
-            assert_eq!(
-                doca_buf_inventory_create(0, &mut inv),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_buf_inventory_create(2, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_buf_inventory_create(0, &mut inv), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_buf_inventory_create(2, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_buf_inventory_create(2, &mut inv), DOCA_SUCCESS);
-            assert_eq!(
-                get_buf(inv, m, base, 16, base, 0).unwrap_err(),
-                DOCA_ERROR_BAD_STATE
-            ); // not started
+            assert_eq!(get_buf(inv, m, base, 16, base, 0).unwrap_err(), DOCA_ERROR_BAD_STATE); // not started
             assert_eq!(doca_buf_inventory_stop(inv), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_buf_inventory_start(inv), DOCA_SUCCESS);
             assert_eq!(doca_buf_inventory_start(inv), DOCA_ERROR_BAD_STATE);
             assert_eq!(free_count(inv), 2);
 
             // Range validation.
-            assert_eq!(
-                get_buf(inv, m, base - 1, 16, base, 0).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(inv, m, base, 1025, base, 0).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(inv, m, base + 1000, 25, base + 1000, 0).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(inv, m, base, 16, base + 8, 9).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(inv, m, base + 8, 16, base, 1).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(inv, m, usize::MAX, 2, usize::MAX, 0).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(ptr::null_mut(), m, base, 16, base, 0).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                get_buf(inv, ptr::null_mut(), base, 16, base, 0).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(get_buf(inv, m, base - 1, 16, base, 0).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(inv, m, base, 1025, base, 0).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(inv, m, base + 1000, 25, base + 1000, 0).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(inv, m, base, 16, base + 8, 9).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(inv, m, base + 8, 16, base, 1).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(inv, m, usize::MAX, 2, usize::MAX, 0).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(ptr::null_mut(), m, base, 16, base, 0).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(get_buf(inv, ptr::null_mut(), base, 16, base, 0).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
             let r = doca_buf_inventory_buf_get_by_args(
                 inv,
                 m,
@@ -704,10 +614,7 @@ mod tests {
             let b1 = get_buf(inv, m, base, 1024, base, 0).unwrap();
             let b2 = get_buf(inv, m, base + 100, 50, base + 100, 50).unwrap();
             assert_eq!(free_count(inv), 0);
-            assert_eq!(
-                get_buf(inv, m, base, 16, base, 0).unwrap_err(),
-                DOCA_ERROR_NO_MEMORY
-            );
+            assert_eq!(get_buf(inv, m, base, 16, base, 0).unwrap_err(), DOCA_ERROR_NO_MEMORY);
             assert_eq!(mmap_ref(m).unwrap().outstanding_bufs(), 2);
 
             let (mut l, mut h, mut d, mut dl) = (0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
@@ -715,55 +622,24 @@ mod tests {
             assert_eq!(doca_buf_get_head(b2, &mut h), DOCA_SUCCESS);
             assert_eq!(doca_buf_get_data(b2, &mut d), DOCA_SUCCESS);
             assert_eq!(doca_buf_get_data_len(b2, &mut dl), DOCA_SUCCESS);
-            assert_eq!(
-                (l, h as usize, d as usize, dl),
-                (50, base + 100, base + 100, 50)
-            );
-            assert_eq!(
-                doca_buf_get_len(b2, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_buf_get_len(ptr::null(), &mut l),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!((l, h as usize, d as usize, dl), (50, base + 100, base + 100, 50));
+            assert_eq!(doca_buf_get_len(b2, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_buf_get_len(ptr::null(), &mut l), DOCA_ERROR_INVALID_VALUE);
 
             // set_data / set_data_len / reset.
-            assert_eq!(
-                doca_buf_set_data(b2, (base + 110) as *mut c_void, 40),
-                DOCA_SUCCESS
-            );
-            assert_eq!(
-                doca_buf_set_data(b2, (base + 110) as *mut c_void, 41),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_buf_set_data(b2, (base + 99) as *mut c_void, 1),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_buf_set_data(b2, usize::MAX as *mut c_void, 2),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_buf_set_data(b2, (base + 110) as *mut c_void, 40), DOCA_SUCCESS);
+            assert_eq!(doca_buf_set_data(b2, (base + 110) as *mut c_void, 41), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_buf_set_data(b2, (base + 99) as *mut c_void, 1), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_buf_set_data(b2, usize::MAX as *mut c_void, 2), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_buf_set_data_len(b2, 40), DOCA_SUCCESS);
             assert_eq!(doca_buf_set_data_len(b2, 41), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(
-                doca_buf_set_data_len(b2, usize::MAX),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_buf_set_data_len(b2, usize::MAX), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_buf_reset_data_len(b2), DOCA_SUCCESS);
             assert_eq!(doca_buf_get_data(b2, &mut d), DOCA_SUCCESS);
             assert_eq!(doca_buf_get_data_len(b2, &mut dl), DOCA_SUCCESS);
-            assert_eq!(
-                (d as usize, dl),
-                (base + 110, 0),
-                "reset keeps data, zeroes data_len"
-            );
+            assert_eq!((d as usize, dl), (base + 110, 0), "reset keeps data, zeroes data_len");
             assert_eq!(doca_buf_chain_list(b1, b2), DOCA_ERROR_NOT_SUPPORTED);
-            assert_eq!(
-                doca_buf_chain_list(b1, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_buf_chain_list(b1, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
 
             // Reference counts.
             let mut rc = 0u16;
@@ -799,19 +675,13 @@ mod tests {
 
             // A stopped mmap gives no buffers.
             assert_eq!(doca_mmap_stop(m), DOCA_SUCCESS);
-            assert_eq!(
-                get_buf(inv, m, base, 16, base, 0).unwrap_err(),
-                DOCA_ERROR_BAD_STATE
-            );
+            assert_eq!(get_buf(inv, m, base, 16, base, 0).unwrap_err(), DOCA_ERROR_BAD_STATE);
             assert_eq!(free_count(inv), 2);
 
             assert_eq!(doca_buf_inventory_stop(inv), DOCA_SUCCESS);
             assert_eq!(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
             assert_eq!(doca_buf_inventory_destroy(inv), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(
-                doca_buf_inventory_destroy(ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_buf_inventory_destroy(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_mmap_destroy(m), DOCA_SUCCESS);
             assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
         }
@@ -822,17 +692,10 @@ mod tests {
         let dev = test_open_default();
         let sp = alloc_shared(4096).unwrap();
         let base = sp as usize;
-        let all = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
-            | DOCA_ACCESS_FLAG_RDMA_READ
-            | DOCA_ACCESS_FLAG_RDMA_WRITE;
+        let all = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_READ | DOCA_ACCESS_FLAG_RDMA_WRITE;
         let m = local_mmap(sp, 4096, all, dev);
         let mut ro_mem = vec![0u8; 64];
-        let ro = local_mmap(
-            ro_mem.as_mut_ptr(),
-            64,
-            DOCA_ACCESS_FLAG_LOCAL_READ_ONLY,
-            dev,
-        );
+        let ro = local_mmap(ro_mem.as_mut_ptr(), 64, DOCA_ACCESS_FLAG_LOCAL_READ_ONLY, dev);
         let mut inv = ptr::null_mut();
         let (mut p, mut n) = (ptr::null(), 0usize);
         let mut im = ptr::null_mut();
@@ -841,10 +704,7 @@ mod tests {
             assert_eq!(doca_buf_inventory_create(8, &mut inv), DOCA_SUCCESS);
             assert_eq!(doca_buf_inventory_start(inv), DOCA_SUCCESS);
             assert_eq!(doca_mmap_export_rdma(m, dev, &mut p, &mut n), DOCA_SUCCESS);
-            assert_eq!(
-                doca_mmap_create_from_export(ptr::null(), p, n, dev, &mut im),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_mmap_create_from_export(ptr::null(), p, n, dev, &mut im), DOCA_SUCCESS);
         }
         // Local destination: append.
         let dst = get_buf(inv, m, base, 16, base, 0).unwrap();
@@ -880,15 +740,7 @@ mod tests {
         assert_eq!(db.remote_payload().unwrap_err(), DOCA_ERROR_INVALID_VALUE);
 
         // A read-only local mmap refuses destination writes.
-        let rob = get_buf(
-            inv,
-            ro,
-            ro_mem.as_ptr() as usize,
-            64,
-            ro_mem.as_ptr() as usize,
-            0,
-        )
-        .unwrap();
+        let rob = get_buf(inv, ro, ro_mem.as_ptr() as usize, 64, ro_mem.as_ptr() as usize, 0).unwrap();
         // SAFETY: live buffer.
         let robr = unsafe { buf_ref(rob) }.unwrap();
         assert_eq!(robr.append(b"x").unwrap_err(), DOCA_ERROR_NOT_PERMITTED);

@@ -193,10 +193,7 @@ impl doca_ctx {
     /// kind's `*_destroy` before freeing the object. Refused (`DOCA_ERROR_BAD_STATE`) unless
     /// the ctx is IDLE with no asynchronous transition pending and no task allocated.
     pub fn teardown(&self) -> Result<(), doca_error_t> {
-        if self.state.get() != DOCA_CTX_STATE_IDLE
-            || self.pending.get().is_some()
-            || self.allocated.get() != 0
-        {
+        if self.state.get() != DOCA_CTX_STATE_IDLE || self.pending.get().is_some() || self.allocated.get() != 0 {
             return Err(DOCA_ERROR_BAD_STATE);
         }
         if let Some(pe) = self.pe() {
@@ -289,8 +286,7 @@ impl doca_ctx {
 
     /// True when an asynchronous transition is due (progress will report it).
     pub(crate) fn transition_due(&self) -> bool {
-        self.pending.get().is_some()
-            || (self.state.get() == DOCA_CTX_STATE_STOPPING && self.allocated.get() == 0)
+        self.pending.get().is_some() || (self.state.get() == DOCA_CTX_STATE_STOPPING && self.allocated.get() == 0)
     }
 
     /// Runs the kind's progress hook (not for IDLE ctxs).
@@ -467,10 +463,7 @@ pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_ctx_get_state(
-    ctx: *const doca_ctx,
-    state: *mut doca_ctx_states,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_ctx_get_state(ctx: *const doca_ctx, state: *mut doca_ctx_states) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_ctx_start.
         let c = unsafe { ctx_ref(ctx) }?;
@@ -496,10 +489,7 @@ pub unsafe extern "C" fn doca_ctx_set_state_changed_cb(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_ctx_set_user_data(
-    ctx: *mut doca_ctx,
-    user_data: doca_data,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_ctx_set_user_data(ctx: *mut doca_ctx, user_data: doca_data) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_ctx_start.
         let c = unsafe { ctx_ref(ctx) }?;
@@ -509,10 +499,7 @@ pub unsafe extern "C" fn doca_ctx_set_user_data(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_ctx_get_user_data(
-    ctx: *const doca_ctx,
-    user_data: *mut doca_data,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_ctx_get_user_data(ctx: *const doca_ctx, user_data: *mut doca_data) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_ctx_start.
         let c = unsafe { ctx_ref(ctx) }?;
@@ -564,10 +551,7 @@ mod tests {
         let c = Dummy::ctx(d);
         // SAFETY: live objects throughout.
         unsafe {
-            assert_eq!(
-                doca_ctx_set_state_changed_cb(c, Some(rec_state)),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_ctx_set_state_changed_cb(c, Some(rec_state)), DOCA_SUCCESS);
             assert_eq!(doca_ctx_start(c), DOCA_ERROR_NOT_CONNECTED);
             assert_eq!(doca_ctx_stop(c), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_SUCCESS);
@@ -578,19 +562,13 @@ mod tests {
             for round in 0..2 {
                 assert_eq!(doca_ctx_start(c), DOCA_SUCCESS, "round {round}");
                 assert_eq!(state(c), DOCA_CTX_STATE_RUNNING);
-                assert_eq!(
-                    take_states(),
-                    vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING)]
-                );
+                assert_eq!(take_states(), vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING)]);
                 assert_eq!(doca_ctx_start(c), DOCA_ERROR_BAD_STATE);
                 assert_eq!(Dummy::destroy(d), Err(DOCA_ERROR_BAD_STATE));
                 assert_eq!(doca_pe_destroy(pe), DOCA_ERROR_IN_USE);
                 assert_eq!(doca_ctx_stop(c), DOCA_SUCCESS);
                 assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
-                assert_eq!(
-                    take_states(),
-                    vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]
-                );
+                assert_eq!(take_states(), vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]);
                 assert_eq!(drain(pe), 0);
             }
         }
@@ -614,25 +592,16 @@ mod tests {
             assert_eq!(doca_ctx_start(c), DOCA_ERROR_IN_PROGRESS);
         }
         assert_eq!(state(c), DOCA_CTX_STATE_STARTING);
-        assert_eq!(
-            take_states(),
-            vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING)]
-        );
+        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING)]);
         assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
         assert_eq!(drain(pe), 0, "not ready: nothing to do");
         Dummy::get(d).ready.set(true);
         assert!(drain(pe) >= 1);
         assert_eq!(state(c), DOCA_CTX_STATE_RUNNING);
-        assert_eq!(
-            take_states(),
-            vec![(DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_RUNNING)]
-        );
+        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_RUNNING)]);
         // SAFETY: live ctx.
         assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_SUCCESS);
-        assert_eq!(
-            take_states(),
-            vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]
-        );
+        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]);
 
         // A failed async start goes back to IDLE through progress.
         Dummy::get(d).fail_start.set(true);
@@ -643,10 +612,7 @@ mod tests {
         assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
         assert_eq!(
             take_states(),
-            vec![
-                (DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING),
-                (DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_IDLE)
-            ]
+            vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING), (DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_IDLE)]
         );
         Dummy::destroy(d).unwrap();
         destroy_pe(pe);
@@ -685,10 +651,7 @@ mod tests {
         // SAFETY: live ctx.
         assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
         assert_eq!(state(c), DOCA_CTX_STATE_STOPPING);
-        assert_eq!(
-            take_states(),
-            vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING)]
-        );
+        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING)]);
         // SAFETY: live ctx.
         assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
         assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
@@ -707,17 +670,10 @@ mod tests {
         assert_eq!(Dummy::destroy(d), Err(DOCA_ERROR_BAD_STATE));
         // SAFETY: owned task.
         unsafe { doca_task_free(idle) };
-        assert_eq!(
-            state(c),
-            DOCA_CTX_STATE_STOPPING,
-            "IDLE is reported by progress"
-        );
+        assert_eq!(state(c), DOCA_CTX_STATE_STOPPING, "IDLE is reported by progress");
         assert_eq!(drain(pe), 1);
         assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
-        assert_eq!(
-            take_states(),
-            vec![(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE)]
-        );
+        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE)]);
         Dummy::destroy(d).unwrap();
         destroy_pe(pe);
     }
@@ -729,10 +685,7 @@ mod tests {
         let mut ud = doca_data::from_u64(0);
         // SAFETY: live ctx, valid out-pointers.
         unsafe {
-            assert_eq!(
-                doca_ctx_set_user_data(c, doca_data::from_u64(42)),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_ctx_set_user_data(c, doca_data::from_u64(42)), DOCA_SUCCESS);
             assert_eq!(doca_ctx_get_user_data(c, &mut ud), DOCA_SUCCESS);
         }
         assert_eq!(ud.as_u64(), 42);

@@ -106,11 +106,7 @@ pub(crate) fn devinfo_ref(p: *const doca_devinfo) -> Result<&'static doca_devinf
     if p.is_null() {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
-    lock(&DEVINFOS)
-        .iter()
-        .copied()
-        .find(|d| ptr::eq(*d, p))
-        .ok_or(DOCA_ERROR_INVALID_VALUE)
+    lock(&DEVINFOS).iter().copied().find(|d| ptr::eq(*d, p)).ok_or(DOCA_ERROR_INVALID_VALUE)
 }
 
 /// A counted reference to an open device: while one exists, `doca_dev_close` on that device
@@ -203,8 +199,7 @@ pub(crate) fn parse_pci(s: &str) -> Option<String> {
 fn valid_name(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
 /// The configured devices as (ibdev, pci, iface) triples.
@@ -219,23 +214,12 @@ fn configured_devices() -> Result<Vec<(String, String, String)>, doca_error_t> {
 /// Parses a `DOCA_SOFT_DEVICES` value (see the module docs).
 fn parse_spec(spec: &str) -> Result<Vec<(String, String, String)>, doca_error_t> {
     let mut v: Vec<(String, String, String)> = Vec::new();
-    for (i, entry) in spec
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .enumerate()
-    {
+    for (i, entry) in spec.split(',').map(str::trim).filter(|e| !e.is_empty()).enumerate() {
         let mut parts = entry.split('@');
         let ibdev = parts.next().unwrap_or("").trim();
         let pci = parts.next().ok_or(DOCA_ERROR_BAD_CONFIG)?;
-        let iface = parts
-            .next()
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|| format!("sfeth{i}"));
-        if parts.next().is_some()
-            || !valid_name(ibdev, DOCA_DEVINFO_IBDEV_NAME_SIZE - 1)
-            || !valid_name(&iface, 15)
-        {
+        let iface = parts.next().map(|s| s.trim().to_string()).unwrap_or_else(|| format!("sfeth{i}"));
+        if parts.next().is_some() || !valid_name(ibdev, DOCA_DEVINFO_IBDEV_NAME_SIZE - 1) || !valid_name(&iface, 15) {
             return Err(DOCA_ERROR_BAD_CONFIG);
         }
         let pci = parse_pci(pci).ok_or(DOCA_ERROR_BAD_CONFIG)?;
@@ -250,10 +234,7 @@ fn parse_spec(spec: &str) -> Result<Vec<(String, String, String)>, doca_error_t>
 /// The process-global devinfo for a triple, created on first use.
 fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_devinfo {
     let mut all = lock(&DEVINFOS);
-    if let Some(d) = all
-        .iter()
-        .find(|d| d.ibdev == ibdev && d.pci == pci && d.iface == iface)
-    {
+    if let Some(d) = all.iter().find(|d| d.ibdev == ibdev && d.pci == pci && d.iface == iface) {
         return d;
     }
     let d: &'static doca_devinfo = Box::leak(Box::new(doca_devinfo { ibdev, pci, iface }));
@@ -263,10 +244,7 @@ fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_de
 
 /// The devinfos of the configured devices (creating them as needed).
 pub(crate) fn current_devinfos() -> Result<Vec<&'static doca_devinfo>, doca_error_t> {
-    Ok(configured_devices()?
-        .into_iter()
-        .map(|(a, b, c)| intern_devinfo(a, b, c))
-        .collect())
+    Ok(configured_devices()?.into_iter().map(|(a, b, c)| intern_devinfo(a, b, c)).collect())
 }
 
 #[no_mangle]
@@ -280,16 +258,12 @@ pub unsafe extern "C" fn doca_devinfo_create_list(
         }
         let infos = current_devinfos()?;
         let n = u32::try_from(infos.len()).map_err(|_| DOCA_ERROR_BAD_CONFIG)?;
-        let mut arr: Vec<*mut doca_devinfo> = infos
-            .into_iter()
-            .map(|d| d as *const doca_devinfo as *mut doca_devinfo)
-            .collect();
+        let mut arr: Vec<*mut doca_devinfo> =
+            infos.into_iter().map(|d| d as *const doca_devinfo as *mut doca_devinfo).collect();
         arr.push(ptr::null_mut()); // NULL-terminated as a courtesy; nb_devs is authoritative.
         let slots = arr.len();
         let raw = Box::into_raw(arr.into_boxed_slice()) as *mut *mut doca_devinfo;
-        lock(&LISTS)
-            .get_or_insert_with(HashMap::new)
-            .insert(raw as usize, slots);
+        lock(&LISTS).get_or_insert_with(HashMap::new).insert(raw as usize, slots);
         // SAFETY: both out-pointers were checked non-NULL; the caller guarantees they are
         // writable (DOCA contract).
         unsafe {
@@ -301,17 +275,13 @@ pub unsafe extern "C" fn doca_devinfo_create_list(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_destroy_list(
-    dev_list: *mut *mut doca_devinfo,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_devinfo_destroy_list(dev_list: *mut *mut doca_devinfo) -> doca_error_t {
     guard_err(|| {
         if dev_list.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        let slots = lock(&LISTS)
-            .as_mut()
-            .and_then(|m| m.remove(&(dev_list as usize)))
-            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        let slots =
+            lock(&LISTS).as_mut().and_then(|m| m.remove(&(dev_list as usize))).ok_or(DOCA_ERROR_INVALID_VALUE)?;
         // SAFETY: `dev_list` was produced by `Box::into_raw` of a boxed slice of exactly
         // `slots` elements in create_list, and it was just removed from LISTS, so it is freed
         // exactly once. The devinfos it points to are not freed (they are global).
@@ -321,19 +291,13 @@ pub unsafe extern "C" fn doca_devinfo_destroy_list(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_dev_open(
-    devinfo: *mut doca_devinfo,
-    dev: *mut *mut doca_dev,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_dev_open(devinfo: *mut doca_devinfo, dev: *mut *mut doca_dev) -> doca_error_t {
     guard_err(|| {
         let info = devinfo_ref(devinfo)?;
         if dev.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        let p = Box::into_raw(Box::new(doca_dev {
-            info,
-            users: AtomicUsize::new(0),
-        }));
+        let p = Box::into_raw(Box::new(doca_dev { info, users: AtomicUsize::new(0) }));
         lock(&DEVS).push(p as usize);
         // SAFETY: `dev` was checked non-NULL; the caller guarantees it is writable.
         unsafe { out(dev, p) }
@@ -347,10 +311,7 @@ pub unsafe extern "C" fn doca_dev_close(dev: *mut doca_dev) -> doca_error_t {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         let mut devs = lock(&DEVS);
-        let idx = devs
-            .iter()
-            .position(|&d| d == dev as usize)
-            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        let idx = devs.iter().position(|&d| d == dev as usize).ok_or(DOCA_ERROR_INVALID_VALUE)?;
         // SAFETY: `dev` is in DEVS, hence a live device created by doca_dev_open.
         let users = unsafe { &*dev }.users.load(Ordering::Acquire);
         if users != 0 {
@@ -477,9 +438,7 @@ pub unsafe extern "C" fn doca_devinfo_get_iface_name(
 #[cfg(test)]
 fn cstr(buf: &[c_char]) -> String {
     // SAFETY: the getters NUL-terminate inside the buffer.
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
 }
 
 /// Test helper shared with other modules' tests: opens the first configured device.
@@ -509,16 +468,8 @@ mod tests {
         assert_eq!(parse_pci("0000:03:00.0").as_deref(), Some("0000:03:00.0"));
         assert_eq!(parse_pci("03:00.0").as_deref(), Some("0000:03:00.0"));
         assert_eq!(parse_pci("0000:AF:1F.7").as_deref(), Some("0000:af:1f.7"));
-        for bad in [
-            "",
-            "03:00",
-            "0000:03:00.8",
-            "00000:03:00.0",
-            "0000:03:20.0",
-            "x:03:00.0",
-            "0:0:0:0.0",
-            "03:00.0.1",
-        ] {
+        for bad in ["", "03:00", "0000:03:00.8", "00000:03:00.0", "0000:03:20.0", "x:03:00.0", "0:0:0:0.0", "03:00.0.1"]
+        {
             assert!(parse_pci(bad).is_none(), "{bad}");
         }
     }
@@ -547,59 +498,25 @@ mod tests {
         let mut dev = ptr::null_mut();
         // SAFETY: all buffers are valid for the sizes passed; `info` is from the list.
         unsafe {
-            assert_eq!(
-                doca_devinfo_get_pci_addr_str(info, pci.as_mut_ptr()),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_get_pci_addr_str(info, pci.as_mut_ptr()), DOCA_SUCCESS);
             assert_eq!(cstr(&pci), "0000:03:00.0");
-            assert_eq!(
-                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), name.len() as u32),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), name.len() as u32), DOCA_SUCCESS);
             assert_eq!(cstr(&name), "soft0");
-            assert_eq!(
-                doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), iface.len() as u32),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), iface.len() as u32), DOCA_SUCCESS);
             assert_eq!(cstr(&iface), "sfeth0");
             // Exactly fitting and one byte short.
-            assert_eq!(
-                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 6),
-                DOCA_SUCCESS
-            );
-            assert_eq!(
-                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 5),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), 0),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), &mut eq),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 6), DOCA_SUCCESS);
+            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 5), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), 0), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), &mut eq), DOCA_SUCCESS);
             assert_eq!(eq, 1);
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, c"0000:03:00.0".as_ptr(), &mut eq),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"0000:03:00.0".as_ptr(), &mut eq), DOCA_SUCCESS);
             assert_eq!(eq, 1);
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, c"0000:04:00.0".as_ptr(), &mut eq),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"0000:04:00.0".as_ptr(), &mut eq), DOCA_SUCCESS);
             assert_eq!(eq, 0);
+            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"garbage".as_ptr(), &mut eq), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, c"garbage".as_ptr(), &mut eq),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(
-                    info,
-                    c"0000:03:00.0000000000000000000000000000000".as_ptr(),
-                    &mut eq
-                ),
+                doca_devinfo_is_equal_pci_addr(info, c"0000:03:00.0000000000000000000000000000000".as_ptr(), &mut eq),
                 DOCA_ERROR_INVALID_VALUE
             );
 
@@ -608,10 +525,7 @@ mod tests {
             assert_eq!(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
             assert_eq!(doca_devinfo_destroy_list(list), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_dev_as_devinfo(dev), info);
-            assert_eq!(
-                doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 64),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 64), DOCA_SUCCESS);
 
             // In use while referenced.
             let r = dev_ref(dev).unwrap();
@@ -635,73 +549,31 @@ mod tests {
         // SAFETY: every call gets NULL or a foreign pointer that the provider must refuse
         // without dereferencing.
         unsafe {
-            assert_eq!(
-                doca_devinfo_create_list(ptr::null_mut(), &mut n),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_create_list(&mut list, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_destroy_list(ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_destroy_list(0x1000 as *mut _),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_dev_open(ptr::null_mut(), &mut ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_dev_open(fake, &mut ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_devinfo_create_list(ptr::null_mut(), &mut n), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_create_list(&mut list, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_destroy_list(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_destroy_list(0x1000 as *mut _), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_dev_open(ptr::null_mut(), &mut ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_dev_open(fake, &mut ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_dev_close(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_dev_close(0x1000 as *mut _), DOCA_ERROR_INVALID_VALUE);
             assert!(doca_dev_as_devinfo(ptr::null()).is_null());
-            assert_eq!(
-                doca_devinfo_get_pci_addr_str(fake, x.as_mut_ptr()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_get_ibdev_name(fake, x.as_mut_ptr(), 64),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_get_iface_name(ptr::null(), x.as_mut_ptr(), 64),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_devinfo_get_pci_addr_str(fake, x.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_get_ibdev_name(fake, x.as_mut_ptr(), 64), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_get_iface_name(ptr::null(), x.as_mut_ptr(), 64), DOCA_ERROR_INVALID_VALUE);
             let mut eq = 0;
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(fake, c"03:00.0".as_ptr(), &mut eq),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_devinfo_is_equal_pci_addr(fake, c"03:00.0".as_ptr(), &mut eq), DOCA_ERROR_INVALID_VALUE);
             // A valid devinfo with NULL buffers.
             let dev = test_open_default();
             let info = doca_dev_as_devinfo(dev);
-            assert_eq!(
-                doca_devinfo_get_pci_addr_str(info, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_get_ibdev_name(info, ptr::null_mut(), 64),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, ptr::null(), &mut eq),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_devinfo_get_pci_addr_str(info, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_get_ibdev_name(info, ptr::null_mut(), 64), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_devinfo_is_equal_pci_addr(info, ptr::null(), &mut eq), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(
                 doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), ptr::null_mut()),
                 DOCA_ERROR_INVALID_VALUE
             );
-            assert_eq!(
-                doca_dev_open(info, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_dev_open(info, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
         }
     }
@@ -719,34 +591,19 @@ mod tests {
             unsafe {
                 assert_eq!(doca_devinfo_create_list(&mut list, &mut n), DOCA_SUCCESS);
                 assert_eq!(n, 2);
-                assert_eq!(
-                    doca_devinfo_get_ibdev_name(*list.add(1), buf.as_mut_ptr(), 64),
-                    DOCA_SUCCESS
-                );
+                assert_eq!(doca_devinfo_get_ibdev_name(*list.add(1), buf.as_mut_ptr(), 64), DOCA_SUCCESS);
                 assert_eq!(cstr(&buf), "mlx5_1");
-                assert_eq!(
-                    doca_devinfo_get_pci_addr_str(*list.add(1), buf.as_mut_ptr()),
-                    DOCA_SUCCESS
-                );
+                assert_eq!(doca_devinfo_get_pci_addr_str(*list.add(1), buf.as_mut_ptr()), DOCA_SUCCESS);
                 assert_eq!(cstr(&buf), "0000:04:00.1");
-                assert_eq!(
-                    doca_devinfo_get_iface_name(*list.add(1), buf.as_mut_ptr(), 64),
-                    DOCA_SUCCESS
-                );
+                assert_eq!(doca_devinfo_get_iface_name(*list.add(1), buf.as_mut_ptr(), 64), DOCA_SUCCESS);
                 assert_eq!(cstr(&buf), "p1");
-                assert_eq!(
-                    doca_devinfo_get_iface_name(*list, buf.as_mut_ptr(), 64),
-                    DOCA_SUCCESS
-                );
+                assert_eq!(doca_devinfo_get_iface_name(*list, buf.as_mut_ptr(), 64), DOCA_SUCCESS);
                 assert_eq!(cstr(&buf), "sfeth0");
                 assert_eq!(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
             }
             return;
         }
-        let name = format!(
-            "{}::env_configured_devices",
-            module_path!().split_once("::").map_or("", |x| x.1)
-        );
+        let name = format!("{}::env_configured_devices", module_path!().split_once("::").map_or("", |x| x.1));
         let run = |spec: &str| {
             let st = std::process::Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", &name, "--nocapture", "--test-threads=1"])

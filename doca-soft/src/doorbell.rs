@@ -62,10 +62,7 @@ impl DoorbellAddr {
 
     /// The address from two words written by [`DoorbellAddr::to_words`].
     pub fn from_words(w: [u64; 2]) -> DoorbellAddr {
-        DoorbellAddr {
-            pid: w[0],
-            nonce: w[1],
-        }
+        DoorbellAddr { pid: w[0], nonce: w[1] }
     }
 
     /// The abstract socket address (`sun_path[0] == 0`) and its length.
@@ -90,13 +87,7 @@ fn errno() -> i32 {
 
 fn dgram_socket() -> Result<OwnedFd, doca_error_t> {
     // SAFETY: socket(2) with constant arguments; no memory is passed.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(crate::shm::errno_to_doca(errno()));
     }
@@ -119,19 +110,10 @@ impl Doorbell {
         // A collision of 64-bit random nonces is practically impossible; retry a few times
         // anyway rather than fail on EADDRINUSE.
         for _ in 0..8 {
-            let addr = DoorbellAddr {
-                pid: u64::from(std::process::id()),
-                nonce: random_nonzero_u64(),
-            };
+            let addr = DoorbellAddr { pid: u64::from(std::process::id()), nonce: random_nonzero_u64() };
             let (sa, len) = addr.sockaddr();
             // SAFETY: `sa` is a valid sockaddr_un of `len` bytes for the duration of the call.
-            let r = unsafe {
-                libc::bind(
-                    sock.as_raw_fd(),
-                    (&sa as *const libc::sockaddr_un).cast(),
-                    len,
-                )
-            };
+            let r = unsafe { libc::bind(sock.as_raw_fd(), (&sa as *const libc::sockaddr_un).cast(), len) };
             if r == 0 {
                 return Ok(Doorbell { sock, addr });
             }
@@ -249,11 +231,7 @@ mod tests {
     use super::*;
 
     fn readable(fd: RawFd) -> bool {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd, zero timeout.
         let r = unsafe { libc::poll(&mut p, 1, 0) };
         r == 1 && p.revents & libc::POLLIN != 0
@@ -287,10 +265,7 @@ mod tests {
         let a = d.address();
         drop(d);
         assert_eq!(ring(a), Err(DOCA_ERROR_NOT_FOUND));
-        assert_eq!(
-            ring(DoorbellAddr { pid: 0, nonce: 1 }),
-            Err(DOCA_ERROR_INVALID_VALUE)
-        );
+        assert_eq!(ring(DoorbellAddr { pid: 0, nonce: 1 }), Err(DOCA_ERROR_INVALID_VALUE));
     }
 
     #[test]
@@ -298,9 +273,6 @@ mod tests {
         let a = Doorbell::new().unwrap();
         let b = Doorbell::new().unwrap();
         assert_ne!(a.address(), b.address());
-        assert_eq!(
-            DoorbellAddr::from_words(a.address().to_words()),
-            a.address()
-        );
+        assert_eq!(DoorbellAddr::from_words(a.address().to_words()), a.address());
     }
 }

@@ -89,31 +89,20 @@ static DESCRS: [&CStr; 31] = [
     c"The operation was skipped",
 ];
 
-fn lookup(
-    table: &'static [&'static CStr; 31],
-    err: doca_error_t,
-    unknown: &'static CStr,
-) -> &'static CStr {
-    usize::try_from(err.0)
-        .ok()
-        .and_then(|i| table.get(i).copied())
-        .unwrap_or(unknown)
+fn lookup(table: &'static [&'static CStr; 31], err: doca_error_t, unknown: &'static CStr) -> &'static CStr {
+    usize::try_from(err.0).ok().and_then(|i| table.get(i).copied()).unwrap_or(unknown)
 }
 
 /// The symbolic name of `error` (`"DOCA_ERROR_NO_MEMORY"`). Never NULL.
 #[no_mangle]
 pub unsafe extern "C" fn doca_error_get_name(error: doca_error_t) -> *const c_char {
-    guard(UNKNOWN_NAME.as_ptr(), || {
-        lookup(&NAMES, error, UNKNOWN_NAME).as_ptr()
-    })
+    guard(UNKNOWN_NAME.as_ptr(), || lookup(&NAMES, error, UNKNOWN_NAME).as_ptr())
 }
 
 /// A one-line human-readable description of `error`. Never NULL.
 #[no_mangle]
 pub unsafe extern "C" fn doca_error_get_descr(error: doca_error_t) -> *const c_char {
-    guard(UNKNOWN_DESCR.as_ptr(), || {
-        lookup(&DESCRS, error, UNKNOWN_DESCR).as_ptr()
-    })
+    guard(UNKNOWN_DESCR.as_ptr(), || lookup(&DESCRS, error, UNKNOWN_DESCR).as_ptr())
 }
 
 #[cfg(test)]

@@ -217,10 +217,7 @@ pub fn alloc_shared(len: usize) -> Result<*mut u8, doca_error_t> {
 /// a double free). If a started, exported mmap still covers the memory, the mapping stays
 /// alive until that mmap is destroyed (importers keep their own mappings regardless).
 pub fn free_shared(p: *mut u8) -> Result<(), doca_error_t> {
-    lock(&SHARED)
-        .remove(&(p as usize))
-        .map(drop)
-        .ok_or(DOCA_ERROR_INVALID_VALUE)
+    lock(&SHARED).remove(&(p as usize)).map(drop).ok_or(DOCA_ERROR_INVALID_VALUE)
 }
 
 /// True when `[addr, addr+len)` lies inside one [`alloc_shared`] allocation.
@@ -240,10 +237,7 @@ fn find_shared(addr: usize, len: usize) -> Option<Arc<SharedSeg>> {
 /// page-aligned shared memory (memfd) whose mmaps export through the shared-memory path.
 /// Free with `doca_soft_free_shared`.
 #[no_mangle]
-pub unsafe extern "C" fn doca_soft_alloc_shared(
-    len: usize,
-    out_ptr: *mut *mut c_void,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_soft_alloc_shared(len: usize, out_ptr: *mut *mut c_void) -> doca_error_t {
     guard_err(|| {
         if out_ptr.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
@@ -282,19 +276,13 @@ impl KeyHolder {
     fn claim(addr: usize, len: usize, key: u64) -> KeyHolder {
         if let Some(seg) = find_shared(addr, len) {
             for i in 0..SEG_NSLOTS {
-                if seg
-                    .slot(i)
-                    .compare_exchange(0, key, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-                {
+                if seg.slot(i).compare_exchange(0, key, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                     return KeyHolder::Shm { seg, slot: i };
                 }
             }
             // All slots taken: fall through to the process_vm path (works, minus atomics).
         }
-        let cell = lock(&KEY_CELLS)
-            .pop()
-            .unwrap_or_else(|| Box::leak(Box::new(AtomicU64::new(0))));
+        let cell = lock(&KEY_CELLS).pop().unwrap_or_else(|| Box::leak(Box::new(AtomicU64::new(0))));
         cell.store(key, Ordering::Release);
         KeyHolder::Cell(cell)
     }
@@ -329,15 +317,8 @@ const TRANSPORT_PVM: u8 = 2;
 /// How an importer reaches the memory (parsed from a blob).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Transport {
-    Shm {
-        fd: i32,
-        seg_len: usize,
-        offset: usize,
-        slot: usize,
-    },
-    ProcessVm {
-        key_cell: u64,
-    },
+    Shm { fd: i32, seg_len: usize, offset: usize, slot: usize },
+    ProcessVm { key_cell: u64 },
 }
 
 /// A parsed, validated export blob.
@@ -360,22 +341,10 @@ impl ExportDesc {
             Transport::Shm { .. } => w.u8(TRANSPORT_SHM),
             Transport::ProcessVm { .. } => w.u8(TRANSPORT_PVM),
         };
-        w.u32(self.pid)
-            .u64(self.addr)
-            .u64(self.len as u64)
-            .u32(self.perms)
-            .u64(self.key);
+        w.u32(self.pid).u64(self.addr).u64(self.len as u64).u32(self.perms).u64(self.key);
         match self.transport {
-            Transport::Shm {
-                fd,
-                seg_len,
-                offset,
-                slot,
-            } => {
-                w.u32(fd as u32)
-                    .u64(seg_len as u64)
-                    .u64(offset as u64)
-                    .u32(slot as u32);
+            Transport::Shm { fd, seg_len, offset, slot } => {
+                w.u32(fd as u32).u64(seg_len as u64).u64(offset as u64).u32(slot as u32);
             }
             Transport::ProcessVm { key_cell } => {
                 w.u64(key_cell);
@@ -413,12 +382,7 @@ impl ExportDesc {
                 {
                     return Err(BAD);
                 }
-                Transport::Shm {
-                    fd,
-                    seg_len,
-                    offset,
-                    slot,
-                }
+                Transport::Shm { fd, seg_len, offset, slot }
             }
             TRANSPORT_PVM => {
                 let key_cell = r.u64()?;
@@ -441,15 +405,7 @@ impl ExportDesc {
         {
             return Err(BAD);
         }
-        Ok(ExportDesc {
-            export_type,
-            pid,
-            addr,
-            len,
-            perms,
-            key,
-            transport,
-        })
+        Ok(ExportDesc { export_type, pid, addr, len, perms, key, transport })
     }
 }
 
@@ -468,15 +424,8 @@ struct ExportState {
 
 #[derive(Debug)]
 enum RemotePath {
-    Shm {
-        seg: ShmSegment,
-        offset: usize,
-        slot: usize,
-        writable: bool,
-    },
-    ProcessVm {
-        key_cell: u64,
-    },
+    Shm { seg: ShmSegment, offset: usize, slot: usize, writable: bool },
+    ProcessVm { key_cell: u64 },
 }
 
 /// The importer's handle on exported memory; shared by the imported mmap and every
@@ -512,14 +461,9 @@ fn pvm_error(e: i32) -> doca_error_t {
 fn pvm_read(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), doca_error_t> {
     let mut done = 0usize;
     while done < dst.len() {
-        let local = libc::iovec {
-            iov_base: dst[done..].as_mut_ptr().cast(),
-            iov_len: dst.len() - done,
-        };
-        let rem = libc::iovec {
-            iov_base: (remote as usize).wrapping_add(done) as *mut c_void,
-            iov_len: dst.len() - done,
-        };
+        let local = libc::iovec { iov_base: dst[done..].as_mut_ptr().cast(), iov_len: dst.len() - done };
+        let rem =
+            libc::iovec { iov_base: (remote as usize).wrapping_add(done) as *mut c_void, iov_len: dst.len() - done };
         // SAFETY: the local iovec covers exactly the rest of `dst`, which we borrow mutably;
         // the kernel validates the remote iovec against the other process's address space
         // (faults there are reported as EFAULT, never touch our memory).
@@ -543,14 +487,9 @@ fn pvm_read(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), doca_error_t> {
 fn pvm_write(pid: u32, remote: u64, src: &[u8]) -> Result<(), doca_error_t> {
     let mut done = 0usize;
     while done < src.len() {
-        let local = libc::iovec {
-            iov_base: src[done..].as_ptr() as *mut c_void,
-            iov_len: src.len() - done,
-        };
-        let rem = libc::iovec {
-            iov_base: (remote as usize).wrapping_add(done) as *mut c_void,
-            iov_len: src.len() - done,
-        };
+        let local = libc::iovec { iov_base: src[done..].as_ptr() as *mut c_void, iov_len: src.len() - done };
+        let rem =
+            libc::iovec { iov_base: (remote as usize).wrapping_add(done) as *mut c_void, iov_len: src.len() - done };
         // SAFETY: the kernel only reads the local iovec, which covers the rest of `src`
         // (borrowed for the call); the remote side is validated by the kernel.
         let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &rem, 1, 0) };
@@ -592,18 +531,12 @@ impl RemoteMemory {
     fn connect(desc: ExportDesc) -> Result<RemoteMemory, doca_error_t> {
         let pidfd = pidfd_open(desc.pid)?;
         let path = match desc.transport {
-            Transport::Shm {
-                fd,
-                seg_len,
-                offset,
-                slot,
-            } => {
+            Transport::Shm { fd, seg_len, offset, slot } => {
                 let writable = desc.perms & REMOTE_WRITE_BITS != 0;
                 let seg = ShmSegment::open_remote_with(desc.pid, fd, seg_len, writable)?;
                 if seg.len() < SEG_KEY_AREA
                     || hdr_u64(&seg, H_MAGIC) != SEG_MAGIC
-                    || hdr_u64(&seg, H_VERSION)
-                        != u64::from(SEG_LAYOUT_VERSION) | ((SEG_NSLOTS as u64) << 32)
+                    || hdr_u64(&seg, H_VERSION) != u64::from(SEG_LAYOUT_VERSION) | ((SEG_NSLOTS as u64) << 32)
                     || hdr_u64(&seg, H_SEG_LEN) != seg_len as u64
                     || hdr_u64(&seg, H_HDR_LEN) > offset as u64
                 {
@@ -612,12 +545,7 @@ impl RemoteMemory {
                 if slot_of(&seg, slot).load(Ordering::Acquire) != desc.key {
                     return Err(DOCA_ERROR_NOT_FOUND);
                 }
-                RemotePath::Shm {
-                    seg,
-                    offset,
-                    slot,
-                    writable,
-                }
+                RemotePath::Shm { seg, offset, slot, writable }
             }
             Transport::ProcessVm { key_cell } => {
                 let mut k = [0u8; 8];
@@ -669,9 +597,7 @@ impl RemoteRegion {
     /// The offset of `[addr, addr+len)` (owner addresses) in the region, or INVALID_VALUE
     /// when it is not inside.
     pub(crate) fn offset_of(&self, addr: u64, len: usize) -> Result<usize, doca_error_t> {
-        let off = addr
-            .checked_sub(self.addr())
-            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        let off = addr.checked_sub(self.addr()).ok_or(DOCA_ERROR_INVALID_VALUE)?;
         let off = usize::try_from(off).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
         self.bounds(off, len)?;
         Ok(off)
@@ -680,11 +606,7 @@ impl RemoteRegion {
     pub(crate) fn owner_alive(&self) -> bool {
         match &self.mem.pidfd {
             Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
+                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
                 // SAFETY: `p` is one valid pollfd; timeout 0, no blocking.
                 let n = unsafe { libc::poll(&mut p, 1, 0) };
                 !(n > 0 && p.revents & libc::POLLIN != 0)
@@ -703,9 +625,7 @@ impl RemoteRegion {
             (ExportType::Rdma, Op::Read) => p & DOCA_ACCESS_FLAG_RDMA_READ != 0,
             (ExportType::Rdma, Op::Write) => p & DOCA_ACCESS_FLAG_RDMA_WRITE != 0,
             (ExportType::Rdma, Op::Atomic) => p & DOCA_ACCESS_FLAG_RDMA_ATOMIC != 0,
-            (ExportType::Pci, Op::Read) => {
-                p & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE) != 0
-            }
+            (ExportType::Pci, Op::Read) => p & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE) != 0,
             (ExportType::Pci, Op::Write) => p & DOCA_ACCESS_FLAG_PCI_READ_WRITE != 0,
             (ExportType::Pci, Op::Atomic) => false,
         };
@@ -745,9 +665,7 @@ impl RemoteRegion {
         match &self.mem.path {
             // In bounds of the mapping once `bounds(offset, n)` passed (the exported range lies
             // inside the segment, validated at decode time); callers check before use.
-            RemotePath::Shm {
-                seg, offset: base, ..
-            } => Some(seg.as_ptr().wrapping_add(base + offset)),
+            RemotePath::Shm { seg, offset: base, .. } => Some(seg.as_ptr().wrapping_add(base + offset)),
             RemotePath::ProcessVm { .. } => None,
         }
     }
@@ -798,9 +716,7 @@ impl RemoteRegion {
                 unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
                 Ok(())
             }
-            RemotePath::ProcessVm { .. } => {
-                pvm_write(self.mem.desc.pid, self.addr() + offset as u64, src)
-            }
+            RemotePath::ProcessVm { .. } => pvm_write(self.mem.desc.pid, self.addr() + offset as u64, src),
         }
     }
 
@@ -833,18 +749,11 @@ impl RemoteRegion {
 
     /// Atomically replaces the u64 at `offset` with `swap` if it equals `cmp`; returns the
     /// old value (equal to `cmp` when the swap happened).
-    pub(crate) fn atomic_cas(
-        &self,
-        offset: usize,
-        cmp: u64,
-        swap: u64,
-    ) -> Result<u64, doca_error_t> {
+    pub(crate) fn atomic_cas(&self, offset: usize, cmp: u64, swap: u64) -> Result<u64, doca_error_t> {
         let a = self.atomic_at(offset)?;
-        Ok(
-            match a.compare_exchange(cmp, swap, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(v) | Err(v) => v,
-            },
-        )
+        Ok(match a.compare_exchange(cmp, swap, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(v) | Err(v) => v,
+        })
     }
 }
 
@@ -925,13 +834,7 @@ impl doca_mmap {
     /// A snapshot of the configuration.
     pub(crate) fn info(&self) -> MmapInfo {
         let g = self.lock();
-        MmapInfo {
-            addr: g.addr,
-            len: g.len,
-            perms: g.perms,
-            started: g.started,
-            imported: g.remote.is_some(),
-        }
+        MmapInfo { addr: g.addr, len: g.len, perms: g.perms, started: g.started, imported: g.remote.is_some() }
     }
 
     /// The remote region of an imported mmap; INVALID_VALUE for a local one.
@@ -967,9 +870,7 @@ impl doca_mmap {
 
     /// Returns a buffer taken with [`doca_mmap::buf_acquire`].
     pub(crate) fn buf_release(&self) {
-        let _ = self
-            .outstanding
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        let _ = self.outstanding.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 }
 
@@ -1044,17 +945,9 @@ unsafe fn configure(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_mmap_set_memrange(
-    mmap: *mut doca_mmap,
-    addr: *mut c_void,
-    len: usize,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_mmap_set_memrange(mmap: *mut doca_mmap, addr: *mut c_void, len: usize) -> doca_error_t {
     guard_err(|| {
-        if addr.is_null()
-            || len == 0
-            || (addr as usize).checked_add(len).is_none()
-            || len > isize::MAX as usize
-        {
+        if addr.is_null() || len == 0 || (addr as usize).checked_add(len).is_none() || len > isize::MAX as usize {
             // Still report a bad object first if there is one.
             // SAFETY: as mmap_ref's contract (caller passes an mmap or NULL).
             unsafe { mmap_ref(mmap) }?;
@@ -1073,10 +966,7 @@ pub unsafe extern "C" fn doca_mmap_set_memrange(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_mmap_set_permissions(
-    mmap: *mut doca_mmap,
-    access_mask: u32,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_mmap_set_permissions(mmap: *mut doca_mmap, access_mask: u32) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
         unsafe {
@@ -1092,10 +982,7 @@ pub unsafe extern "C" fn doca_mmap_set_permissions(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_mmap_add_dev(
-    mmap: *mut doca_mmap,
-    dev: *mut doca_dev,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_mmap_add_dev(mmap: *mut doca_mmap, dev: *mut doca_dev) -> doca_error_t {
     guard_err(|| {
         let d = dev_ref(dev)?;
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
@@ -1144,11 +1031,7 @@ pub unsafe extern "C" fn doca_mmap_stop(mmap: *mut doca_mmap) -> doca_error_t {
         g.started = false;
         if let Some(ex) = g.export.take() {
             // Revoke the key (KeyHolder's drop) but keep the blobs' memory until destroy.
-            let ExportState {
-                rdma_blob,
-                pci_blob,
-                ..
-            } = ex;
+            let ExportState { rdma_blob, pci_blob, .. } = ex;
             g.retired_blobs.extend(rdma_blob);
             g.retired_blobs.extend(pci_blob);
         }
@@ -1212,15 +1095,10 @@ unsafe fn export(
         let key = random_nonzero_u64();
         let holder = KeyHolder::claim(g.addr, g.len, key);
         let transport = match &holder {
-            KeyHolder::Shm { seg, slot } => Transport::Shm {
-                fd: seg.seg.fd(),
-                seg_len: seg.seg.len(),
-                offset: g.addr - seg.base(),
-                slot: *slot,
-            },
-            KeyHolder::Cell(c) => Transport::ProcessVm {
-                key_cell: *c as *const AtomicU64 as u64,
-            },
+            KeyHolder::Shm { seg, slot } => {
+                Transport::Shm { fd: seg.seg.fd(), seg_len: seg.seg.len(), offset: g.addr - seg.base(), slot: *slot }
+            }
+            KeyHolder::Cell(c) => Transport::ProcessVm { key_cell: *c as *const AtomicU64 as u64 },
         };
         let desc = ExportDesc {
             export_type: ExportType::Rdma,
@@ -1231,12 +1109,7 @@ unsafe fn export(
             key,
             transport,
         };
-        g.export = Some(ExportState {
-            desc,
-            _holder: holder,
-            rdma_blob: None,
-            pci_blob: None,
-        });
+        g.export = Some(ExportState { desc, _holder: holder, rdma_blob: None, pci_blob: None });
     }
     let ex = g.export.as_mut().ok_or(DOCA_ERROR_UNEXPECTED)?;
     let mut desc = ex.desc.clone();
@@ -1292,15 +1165,12 @@ pub unsafe extern "C" fn doca_mmap_create_from_export(
         let d = dev_ref(dev)?;
         // SAFETY: non-NULL checked; the caller guarantees `export_desc_len` readable bytes.
         // The bytes are only parsed (BlobReader never reads out of bounds).
-        let bytes =
-            unsafe { std::slice::from_raw_parts(export_desc.cast::<u8>(), export_desc_len) };
+        let bytes = unsafe { std::slice::from_raw_parts(export_desc.cast::<u8>(), export_desc_len) };
         let desc = ExportDesc::decode(bytes)?;
         // SAFETY: optional; a non-NULL `user_data` points to a doca_data by the C contract.
         let ud = unsafe { user_data.as_ref() }.map_or(0, |u| u.as_u64());
         let (addr, len, perms) = (desc.addr as usize, desc.len, desc.perms);
-        let remote = RemoteRegion {
-            mem: Arc::new(RemoteMemory::connect(desc)?),
-        };
+        let remote = RemoteRegion { mem: Arc::new(RemoteMemory::connect(desc)?) };
         let m = Box::into_raw(doca_mmap::new(MmapInner {
             addr,
             len,
@@ -1337,18 +1207,11 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
+        (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
     }
 
     /// A started mmap over `[p, p+len)` with `perms` and `dev` added.
-    pub(crate) fn local_mmap(
-        p: *mut u8,
-        len: usize,
-        perms: u32,
-        dev: *mut doca_dev,
-    ) -> *mut doca_mmap {
+    pub(crate) fn local_mmap(p: *mut u8, len: usize, perms: u32, dev: *mut doca_dev) -> *mut doca_mmap {
         let mut m = ptr::null_mut();
         // SAFETY: valid out-pointer; the memory stays alive for the test's duration.
         unsafe {
@@ -1375,9 +1238,7 @@ pub(crate) mod tests {
         let mut m = ptr::null_mut();
         let ud = doca_data::from_u64(7);
         // SAFETY: `blob` is readable for its length; valid out-pointer.
-        let r = unsafe {
-            doca_mmap_create_from_export(&ud, blob.as_ptr().cast(), blob.len(), dev, &mut m)
-        };
+        let r = unsafe { doca_mmap_create_from_export(&ud, blob.as_ptr().cast(), blob.len(), dev, &mut m) };
         if r == DOCA_SUCCESS {
             Ok(m)
         } else {
@@ -1408,83 +1269,38 @@ pub(crate) mod tests {
         unsafe {
             assert_eq!(doca_mmap_create(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_mmap_create(&mut m), DOCA_SUCCESS);
-            assert_eq!(
-                doca_mmap_get_memrange(m, &mut a, &mut l),
-                DOCA_ERROR_BAD_STATE
-            );
+            assert_eq!(doca_mmap_get_memrange(m, &mut a, &mut l), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_mmap_start(m), DOCA_ERROR_BAD_STATE); // no memrange
-            assert_eq!(
-                doca_mmap_set_memrange(m, ptr::null_mut(), 16),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_set_memrange(m, mem.as_mut_ptr().cast(), 0),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_set_memrange(ptr::null_mut(), mem.as_mut_ptr().cast(), 16),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_set_memrange(m, usize::MAX as *mut c_void, 2),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_set_memrange(m, mem.as_mut_ptr().cast(), mem.len()),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_mmap_set_memrange(m, ptr::null_mut(), 16), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_set_memrange(m, mem.as_mut_ptr().cast(), 0), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_set_memrange(ptr::null_mut(), mem.as_mut_ptr().cast(), 16), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_set_memrange(m, usize::MAX as *mut c_void, 2), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_set_memrange(m, mem.as_mut_ptr().cast(), mem.len()), DOCA_SUCCESS);
             assert_eq!(doca_mmap_set_permissions(m, 0x80), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(
-                doca_mmap_set_permissions(m, 1 << 31),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_mmap_set_permissions(m, 1 << 31), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_mmap_set_permissions(m, ACCESS_MASK_ALL), DOCA_SUCCESS);
             assert_eq!(doca_mmap_set_permissions(m, ALL_REMOTE), DOCA_SUCCESS);
-            assert_eq!(
-                doca_mmap_add_dev(m, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_add_dev(m, 0x1000 as *mut doca_dev),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_export_rdma(m, dev, &mut p, &mut n),
-                DOCA_ERROR_BAD_STATE
-            ); // not started
+            assert_eq!(doca_mmap_add_dev(m, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_add_dev(m, 0x1000 as *mut doca_dev), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_export_rdma(m, dev, &mut p, &mut n), DOCA_ERROR_BAD_STATE); // not started
             assert_eq!(doca_mmap_start(m), DOCA_SUCCESS);
             assert_eq!(doca_mmap_start(m), DOCA_ERROR_BAD_STATE);
-            assert_eq!(
-                doca_mmap_set_memrange(m, mem.as_mut_ptr().cast(), 16),
-                DOCA_ERROR_BAD_STATE
-            );
+            assert_eq!(doca_mmap_set_memrange(m, mem.as_mut_ptr().cast(), 16), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_mmap_set_permissions(m, 1), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_mmap_add_dev(m, dev), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_mmap_get_memrange(m, &mut a, &mut l), DOCA_SUCCESS);
             assert_eq!((a as usize, l), (mem.as_ptr() as usize, 4096));
-            assert_eq!(
-                doca_mmap_get_memrange(m, ptr::null_mut(), &mut l),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_mmap_get_memrange(m, ptr::null_mut(), &mut l), DOCA_ERROR_INVALID_VALUE);
             // Export needs the device added.
-            assert_eq!(
-                doca_mmap_export_rdma(m, dev, &mut p, &mut n),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                doca_mmap_export_rdma(m, ptr::null(), &mut p, &mut n),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_mmap_export_rdma(m, dev, &mut p, &mut n), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_mmap_export_rdma(m, ptr::null(), &mut p, &mut n), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_mmap_stop(m), DOCA_SUCCESS);
             assert_eq!(doca_mmap_stop(m), DOCA_ERROR_BAD_STATE);
             assert_eq!(doca_mmap_add_dev(m, dev), DOCA_SUCCESS);
             assert_eq!(doca_mmap_add_dev(m, dev), DOCA_SUCCESS); // idempotent
             assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE); // the mmap references it
             assert_eq!(doca_mmap_start(m), DOCA_SUCCESS);
-            assert_eq!(
-                doca_mmap_export_rdma(m, dev, &mut p, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_mmap_export_rdma(m, dev, &mut p, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_mmap_export_rdma(m, dev, &mut p, &mut n), DOCA_SUCCESS);
             let (p1, n1) = (p, n);
             assert_eq!(doca_mmap_export_rdma(m, dev, &mut p, &mut n), DOCA_SUCCESS);
@@ -1493,22 +1309,14 @@ pub(crate) mod tests {
             assert_ne!(p, p1);
             // Outstanding buffers block stop and destroy.
             let mr = mmap_ref(m).unwrap();
-            assert_eq!(
-                mr.buf_acquire(mem.as_ptr() as usize + 4000, 97)
-                    .unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(mr.buf_acquire(mem.as_ptr() as usize + 4000, 97).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
             mr.buf_acquire(mem.as_ptr() as usize, 16).unwrap();
             assert_eq!(doca_mmap_stop(m), DOCA_ERROR_IN_USE);
             assert_eq!(doca_mmap_destroy(m), DOCA_ERROR_IN_USE);
             mr.buf_release();
             // Blobs from before a stop stay readable until destroy.
             assert_eq!(doca_mmap_stop(m), DOCA_SUCCESS);
-            assert!(BlobReader::new(
-                std::slice::from_raw_parts(p1.cast::<u8>(), n1),
-                BlobKind::Mmap
-            )
-            .is_ok());
+            assert!(BlobReader::new(std::slice::from_raw_parts(p1.cast::<u8>(), n1), BlobKind::Mmap).is_ok());
             assert_eq!(doca_mmap_destroy(m), DOCA_SUCCESS);
             assert_eq!(doca_mmap_destroy(m), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_mmap_destroy(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
@@ -1530,16 +1338,10 @@ pub(crate) mod tests {
         // SAFETY: valid out-pointer; then frees of a live, a foreign and a freed pointer.
         unsafe {
             assert_eq!(doca_soft_alloc_shared(10, &mut q), DOCA_SUCCESS);
-            assert_eq!(
-                doca_soft_alloc_shared(10, ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_soft_alloc_shared(10, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
             assert_eq!(doca_soft_free_shared(q), DOCA_SUCCESS);
             assert_eq!(doca_soft_free_shared(q), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(
-                doca_soft_free_shared(p.add(1).cast()),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(doca_soft_free_shared(p.add(1).cast()), DOCA_ERROR_INVALID_VALUE);
         }
         free_shared(p).unwrap();
         assert!(!is_shared(p, 1));
@@ -1556,42 +1358,21 @@ pub(crate) mod tests {
         r.write(8, b"wxyz").unwrap();
         assert_eq!(&mem[8..12], b"wxyz");
         r.read(len - 4, &mut b).unwrap();
-        assert_eq!(
-            r.read(len - 3, &mut b).unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
-        assert_eq!(
-            r.write(usize::MAX, b"x").unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(r.read(len - 3, &mut b).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(r.write(usize::MAX, b"x").unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(r.offset_of(r.addr() + 16, 8).unwrap(), 16);
-        assert_eq!(
-            r.offset_of(r.addr() - 1, 1).unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
-        assert_eq!(
-            r.offset_of(r.addr() + len as u64, 1).unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(r.offset_of(r.addr() - 1, 1).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(r.offset_of(r.addr() + len as u64, 1).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         if atomics {
             mem[16..24].copy_from_slice(&5u64.to_ne_bytes());
             assert_eq!(r.atomic_fetch_add(16, 3).unwrap(), 5);
             assert_eq!(r.atomic_cas(16, 8, 100).unwrap(), 8);
             assert_eq!(r.atomic_cas(16, 8, 200).unwrap(), 100);
             assert_eq!(u64::from_ne_bytes(mem[16..24].try_into().unwrap()), 100);
-            assert_eq!(
-                r.atomic_fetch_add(17, 1).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(
-                r.atomic_fetch_add(len - 4, 1).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(r.atomic_fetch_add(17, 1).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(r.atomic_fetch_add(len - 4, 1).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         } else {
-            assert_eq!(
-                r.atomic_fetch_add(16, 1).unwrap_err(),
-                DOCA_ERROR_NOT_SUPPORTED
-            );
+            assert_eq!(r.atomic_fetch_add(16, 1).unwrap_err(), DOCA_ERROR_NOT_SUPPORTED);
         }
         assert!(r.owner_alive());
     }
@@ -1618,10 +1399,7 @@ pub(crate) mod tests {
         unsafe {
             assert_eq!(doca_mmap_set_permissions(i1, 1), DOCA_ERROR_BAD_STATE);
             let (mut p, mut n) = (ptr::null(), 0usize);
-            assert_eq!(
-                doca_mmap_export_rdma(i1, dev, &mut p, &mut n),
-                DOCA_ERROR_NOT_SUPPORTED
-            );
+            assert_eq!(doca_mmap_export_rdma(i1, dev, &mut p, &mut n), DOCA_ERROR_NOT_SUPPORTED);
             assert_eq!(doca_mmap_stop(i1), DOCA_ERROR_NOT_SUPPORTED);
         }
 
@@ -1645,10 +1423,7 @@ pub(crate) mod tests {
         r3.read(0, &mut b).unwrap();
         // Read-only export: writes and atomics refused.
         assert_eq!(r3.write(0, b"x").unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
-        assert_eq!(
-            r3.atomic_fetch_add(0, 1).unwrap_err(),
-            DOCA_ERROR_NOT_PERMITTED
-        );
+        assert_eq!(r3.atomic_fetch_add(0, 1).unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
 
         // Revocation: stopping (then destroying) the exporter invalidates the key.
         // SAFETY: live local mmaps without buffers.
@@ -1658,10 +1433,7 @@ pub(crate) mod tests {
         }
         assert_eq!(r1.read(0, &mut b).unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
         assert_eq!(r1.write(0, b"x").unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
-        assert_eq!(
-            r1.atomic_fetch_add(16, 1).unwrap_err(),
-            DOCA_ERROR_NOT_PERMITTED
-        );
+        assert_eq!(r1.atomic_fetch_add(16, 1).unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
         assert_eq!(r2.read(0, &mut b).unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
         assert_eq!(r2.write(0, b"x").unwrap_err(), DOCA_ERROR_NOT_PERMITTED);
         // Importing a revoked export fails cleanly.
@@ -1736,12 +1508,7 @@ pub(crate) mod tests {
     fn pci_export_permissions() {
         let dev = test_open_default();
         let sp = alloc_shared(4096).unwrap();
-        let m = local_mmap(
-            sp,
-            4096,
-            DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_RDMA_WRITE,
-            dev,
-        );
+        let m = local_mmap(sp, 4096, DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_RDMA_WRITE, dev);
         let (mut p, mut n) = (ptr::null(), 0usize);
         // SAFETY: live mmap, valid out-pointers; the blob is copied while it lives.
         let blob = unsafe {
@@ -1772,17 +1539,9 @@ pub(crate) mod tests {
         for blob in [export_rdma(m, dev), export_rdma(m2, dev)] {
             // Every truncation.
             for n in 0..blob.len() {
-                assert_eq!(
-                    ExportDesc::decode(&blob[..n]).unwrap_err(),
-                    DOCA_ERROR_INVALID_VALUE,
-                    "len {n}"
-                );
+                assert_eq!(ExportDesc::decode(&blob[..n]).unwrap_err(), DOCA_ERROR_INVALID_VALUE, "len {n}");
                 if n > 0 {
-                    assert_eq!(
-                        import(&blob[..n], dev).unwrap_err(),
-                        DOCA_ERROR_INVALID_VALUE,
-                        "len {n}"
-                    );
+                    assert_eq!(import(&blob[..n], dev).unwrap_err(), DOCA_ERROR_INVALID_VALUE, "len {n}");
                 }
             }
             // Every flipped byte.
@@ -1793,8 +1552,7 @@ pub(crate) mod tests {
                     let e = import(&c, dev).unwrap_err();
                     let version_byte = i == 4 || i == 5;
                     assert!(
-                        e == DOCA_ERROR_INVALID_VALUE
-                            || (version_byte && e == DOCA_ERROR_UNSUPPORTED_VERSION),
+                        e == DOCA_ERROR_INVALID_VALUE || (version_byte && e == DOCA_ERROR_UNSUPPORTED_VERSION),
                         "byte {i} mask {mask:#x}: {e:?}"
                     );
                 }
@@ -1808,13 +1566,7 @@ pub(crate) mod tests {
                     DOCA_ERROR_INVALID_VALUE
                 );
                 assert_eq!(
-                    doca_mmap_create_from_export(
-                        ptr::null(),
-                        blob.as_ptr().cast(),
-                        0,
-                        dev,
-                        &mut out_m
-                    ),
+                    doca_mmap_create_from_export(ptr::null(), blob.as_ptr().cast(), 0, dev, &mut out_m),
                     DOCA_ERROR_INVALID_VALUE
                 );
                 assert_eq!(
@@ -1828,24 +1580,12 @@ pub(crate) mod tests {
                     DOCA_ERROR_INVALID_VALUE
                 );
                 assert_eq!(
-                    doca_mmap_create_from_export(
-                        ptr::null(),
-                        blob.as_ptr().cast(),
-                        blob.len(),
-                        dev,
-                        ptr::null_mut()
-                    ),
+                    doca_mmap_create_from_export(ptr::null(), blob.as_ptr().cast(), blob.len(), dev, ptr::null_mut()),
                     DOCA_ERROR_INVALID_VALUE
                 );
                 // NULL user_data is allowed.
                 assert_eq!(
-                    doca_mmap_create_from_export(
-                        ptr::null(),
-                        blob.as_ptr().cast(),
-                        blob.len(),
-                        dev,
-                        &mut out_m
-                    ),
+                    doca_mmap_create_from_export(ptr::null(), blob.as_ptr().cast(), blob.len(), dev, &mut out_m),
                     DOCA_SUCCESS
                 );
                 destroy(out_m);
@@ -1875,35 +1615,15 @@ pub(crate) mod tests {
             d.key = 0;
             bad_fields.push(d);
             match good.transport {
-                Transport::Shm {
-                    fd,
-                    seg_len,
-                    offset,
-                    slot,
-                } => {
+                Transport::Shm { fd, seg_len, offset, slot } => {
                     let mut d = good.clone();
-                    d.transport = Transport::Shm {
-                        fd,
-                        seg_len,
-                        offset,
-                        slot: SEG_NSLOTS,
-                    };
+                    d.transport = Transport::Shm { fd, seg_len, offset, slot: SEG_NSLOTS };
                     bad_fields.push(d);
                     let mut d = good.clone();
-                    d.transport = Transport::Shm {
-                        fd,
-                        seg_len,
-                        offset: 0,
-                        slot,
-                    };
+                    d.transport = Transport::Shm { fd, seg_len, offset: 0, slot };
                     bad_fields.push(d);
                     let mut d = good.clone();
-                    d.transport = Transport::Shm {
-                        fd,
-                        seg_len: offset,
-                        offset,
-                        slot,
-                    };
+                    d.transport = Transport::Shm { fd, seg_len: offset, offset, slot };
                     bad_fields.push(d);
                     let mut d = good.clone();
                     d.len = seg_len;
@@ -1919,25 +1639,15 @@ pub(crate) mod tests {
                 }
             }
             for d in bad_fields {
-                assert_eq!(
-                    import(&d.encode(), dev).unwrap_err(),
-                    DOCA_ERROR_INVALID_VALUE,
-                    "{d:?}"
-                );
+                assert_eq!(import(&d.encode(), dev).unwrap_err(), DOCA_ERROR_INVALID_VALUE, "{d:?}");
             }
             // Unknown export type / transport tags.
             let mut w = BlobWriter::new(BlobKind::Mmap);
             w.u8(3).u8(1);
-            assert_eq!(
-                import(&w.finish(), dev).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(import(&w.finish(), dev).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
             let mut w = BlobWriter::new(BlobKind::Mmap);
             w.u8(1).u8(9).u32(1).u64(1).u64(1).u32(0).u64(1).u64(8);
-            assert_eq!(
-                import(&w.finish(), dev).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(import(&w.finish(), dev).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
             // Trailing bytes after a complete description.
             let mut raw = ExportDesc::decode(&blob).unwrap().encode();
             let payload_len = u32::from_le_bytes(raw[8..12].try_into().unwrap()) + 1;
@@ -1954,35 +1664,16 @@ pub(crate) mod tests {
             // A sync-event blob is not an mmap blob.
             let mut w = BlobWriter::new(BlobKind::SyncEvent);
             w.u64(1);
-            assert_eq!(
-                import(&w.finish(), dev).unwrap_err(),
-                DOCA_ERROR_INVALID_VALUE
-            );
+            assert_eq!(import(&w.finish(), dev).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         }
         // A shared-memory blob pointing at a descriptor that is not our segment.
         let good = ExportDesc::decode(&export_rdma(m, dev)).unwrap();
-        if let Transport::Shm {
-            seg_len,
-            offset,
-            slot,
-            ..
-        } = good.transport
-        {
+        if let Transport::Shm { seg_len, offset, slot, .. } = good.transport {
             let mut d = good.clone();
-            d.transport = Transport::Shm {
-                fd: 0,
-                seg_len,
-                offset,
-                slot,
-            };
+            d.transport = Transport::Shm { fd: 0, seg_len, offset, slot };
             assert!(import(&d.encode(), dev).is_err());
             let mut d = good.clone();
-            d.transport = Transport::Shm {
-                fd: 1_000_000,
-                seg_len,
-                offset,
-                slot,
-            };
+            d.transport = Transport::Shm { fd: 1_000_000, seg_len, offset, slot };
             assert_eq!(import(&d.encode(), dev).unwrap_err(), DOCA_ERROR_NOT_FOUND);
         }
         destroy(m);
@@ -2006,16 +1697,11 @@ pub(crate) mod tests {
     /// Spawns this test binary running only `test` with `envs`, stdin/stdout piped.
     fn spawn_child(test: &str, role: &str, envs: &[(&str, String)]) -> Child {
         let mut c = Command::new(std::env::current_exe().unwrap());
-        c.args([
-            "--exact",
-            &test_name(test),
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE_ENV, role)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        c.args(["--exact", &test_name(test), "--nocapture", "--test-threads=1"])
+            .env(ROLE_ENV, role)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         for (k, v) in envs {
             c.env(k, v);
         }
@@ -2081,10 +1767,7 @@ pub(crate) mod tests {
             r2.write(0, b"child-wrote-heap").unwrap();
             assert_eq!(r1.atomic_fetch_add(64, 10).unwrap(), 32);
             assert_eq!(r1.atomic_cas(64, 42, 1000).unwrap(), 42);
-            assert_eq!(
-                r2.atomic_fetch_add(64, 1).unwrap_err(),
-                DOCA_ERROR_NOT_SUPPORTED
-            );
+            assert_eq!(r2.atomic_fetch_add(64, 1).unwrap_err(), DOCA_ERROR_NOT_SUPPORTED);
             assert_eq!(r1.read(4096, &mut b).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
             assert!(r1.owner_alive() && r2.owner_alive());
             destroy(i1);
@@ -2110,10 +1793,7 @@ pub(crate) mod tests {
         let child = spawn_child(
             "cross_process_import",
             "importer",
-            &[
-                (SHM_BLOB_ENV, hex(&export_rdma(m1, dev))),
-                (PVM_BLOB_ENV, hex(&export_rdma(m2, dev))),
-            ],
+            &[(SHM_BLOB_ENV, hex(&export_rdma(m1, dev))), (PVM_BLOB_ENV, hex(&export_rdma(m2, dev)))],
         );
         let st = wait_bounded(child, Duration::from_secs(60));
         assert!(st.success(), "child failed: {st:?}");
@@ -2141,11 +1821,7 @@ pub(crate) mod tests {
             let m1 = local_mmap(sp, 4096, ALL_REMOTE, dev);
             let heap: &'static mut [u8] = Box::leak(vec![7u8; 64].into_boxed_slice());
             let m2 = local_mmap(heap.as_mut_ptr(), 64, ALL_REMOTE, dev);
-            println!(
-                "BLOB={},{}",
-                hex(&export_rdma(m1, dev)),
-                hex(&export_rdma(m2, dev))
-            );
+            println!("BLOB={},{}", hex(&export_rdma(m1, dev)), hex(&export_rdma(m2, dev)));
             std::io::stdout().flush().unwrap();
             // Wait until the parent kills us (or closes stdin), bounded.
             let mut s = String::new();
@@ -2178,14 +1854,8 @@ pub(crate) mod tests {
         assert!(r1.owner_alive() && r2.owner_alive());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(
-            r2.read(0, &mut b).unwrap_err(),
-            DOCA_ERROR_CONNECTION_ABORTED
-        );
-        assert_eq!(
-            r2.write(0, b"x").unwrap_err(),
-            DOCA_ERROR_CONNECTION_ABORTED
-        );
+        assert_eq!(r2.read(0, &mut b).unwrap_err(), DOCA_ERROR_CONNECTION_ABORTED);
+        assert_eq!(r2.write(0, b"x").unwrap_err(), DOCA_ERROR_CONNECTION_ABORTED);
         assert!(!r1.owner_alive() && !r2.owner_alive());
         // The orphaned segment is still mapped here: reading it is harmless.
         r1.read(0, &mut b).unwrap();

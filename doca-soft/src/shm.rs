@@ -92,9 +92,7 @@ impl ShmSegment {
         }
         let cname = CString::new(&name[..end]).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
         // SAFETY: `cname` is a valid NUL-terminated string that outlives the call.
-        let fd = unsafe {
-            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-        };
+        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return Err(errno_to_doca(errno()));
         }
@@ -117,12 +115,7 @@ impl ShmSegment {
             return Err(errno_to_doca(e));
         }
         match Self::map(fd, len, true) {
-            Ok(ptr) => Ok(ShmSegment {
-                ptr,
-                len,
-                fd,
-                owner_pid: own_pid(),
-            }),
+            Ok(ptr) => Ok(ShmSegment { ptr, len, fd, owner_pid: own_pid() }),
             Err(e) => {
                 close_fd(fd);
                 Err(e)
@@ -139,12 +132,7 @@ impl ShmSegment {
 
     /// As [`ShmSegment::open_remote`]; with `writable == false` the file is opened and mapped
     /// read-only (a write through [`ShmSegment::as_ptr`] would then fault: callers must not).
-    pub fn open_remote_with(
-        pid: u32,
-        fd: i32,
-        len: usize,
-        writable: bool,
-    ) -> Result<ShmSegment, doca_error_t> {
+    pub fn open_remote_with(pid: u32, fd: i32, len: usize, writable: bool) -> Result<ShmSegment, doca_error_t> {
         if len == 0 || len > isize::MAX as usize || fd < 0 || pid == 0 || pid > i32::MAX as u32 {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
@@ -154,21 +142,12 @@ impl ShmSegment {
             let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
             if d < 0 {
                 let e = errno();
-                return Err(if e == libc::EBADF {
-                    DOCA_ERROR_NOT_FOUND
-                } else {
-                    errno_to_doca(e)
-                });
+                return Err(if e == libc::EBADF { DOCA_ERROR_NOT_FOUND } else { errno_to_doca(e) });
             }
             d
         } else {
-            let path = CString::new(format!("/proc/{pid}/fd/{fd}"))
-                .map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
-            let flags = if writable {
-                libc::O_RDWR
-            } else {
-                libc::O_RDONLY
-            };
+            let path = CString::new(format!("/proc/{pid}/fd/{fd}")).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+            let flags = if writable { libc::O_RDWR } else { libc::O_RDONLY };
             // SAFETY: `path` is a valid NUL-terminated string; open has no memory effects.
             let d = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
             if d < 0 {
@@ -177,12 +156,7 @@ impl ShmSegment {
             d
         };
         match Self::check_and_map(local_fd, len, writable) {
-            Ok(ptr) => Ok(ShmSegment {
-                ptr,
-                len,
-                fd: local_fd,
-                owner_pid: pid,
-            }),
+            Ok(ptr) => Ok(ShmSegment { ptr, len, fd: local_fd, owner_pid: pid }),
             Err(e) => {
                 close_fd(local_fd);
                 Err(e)
@@ -216,11 +190,7 @@ impl ShmSegment {
 
     /// `mmap(MAP_SHARED)` of the first `len` bytes of `fd`.
     fn map(fd: libc::c_int, len: usize, writable: bool) -> Result<*mut u8, doca_error_t> {
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) cannot alias any Rust
         // object; `fd` is an open descriptor and `len` is non-zero.
         let p = unsafe { libc::mmap(ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
@@ -283,12 +253,7 @@ pub fn random_u64() -> u64 {
         // SAFETY: the destination range `buf[filled..]` is valid and writable for
         // `8 - filled` bytes; getrandom writes at most that many.
         let r = unsafe {
-            libc::syscall(
-                libc::SYS_getrandom,
-                buf.as_mut_ptr().add(filled),
-                buf.len() - filled,
-                0 as libc::c_uint,
-            )
+            libc::syscall(libc::SYS_getrandom, buf.as_mut_ptr().add(filled), buf.len() - filled, 0 as libc::c_uint)
         };
         if r > 0 {
             filled += r as usize;
@@ -306,10 +271,8 @@ pub fn random_u64() -> u64 {
         }
     }
     // Last resort: not cryptographic, but unique enough to keep working.
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let local = 0u8;
     crate::blob::fnv1a64(&[t.to_ne_bytes(), (&local as *const u8 as u64).to_ne_bytes()].concat())
 }
@@ -344,14 +307,8 @@ mod tests {
 
     #[test]
     fn create_rejects_bad_args() {
-        assert_eq!(
-            ShmSegment::create(0, "x").unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
-        assert_eq!(
-            ShmSegment::create(16, "a\0b").unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(ShmSegment::create(0, "x").unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(ShmSegment::create(16, "a\0b").unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         // A very long name is cut, not refused.
         let long = "é".repeat(300);
         assert!(ShmSegment::create(16, &long).is_ok());
@@ -372,25 +329,13 @@ mod tests {
         // SAFETY: as above; read-only mapping, only read.
         assert_eq!(unsafe { *b.as_ptr().add(10) }, 42);
         // Too long.
-        assert_eq!(
-            ShmSegment::open_remote(std::process::id(), s.fd(), 8192).unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(ShmSegment::open_remote(std::process::id(), s.fd(), 8192).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         // Missing fd.
-        assert_eq!(
-            ShmSegment::open_remote(std::process::id(), 999_999, 16).unwrap_err(),
-            DOCA_ERROR_NOT_FOUND
-        );
+        assert_eq!(ShmSegment::open_remote(std::process::id(), 999_999, 16).unwrap_err(), DOCA_ERROR_NOT_FOUND);
         // Bad pid.
-        assert_eq!(
-            ShmSegment::open_remote(0, s.fd(), 16).unwrap_err(),
-            DOCA_ERROR_INVALID_VALUE
-        );
+        assert_eq!(ShmSegment::open_remote(0, s.fd(), 16).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         // A process that does not exist (pid_max is at most 2^22).
-        assert_eq!(
-            ShmSegment::open_remote(i32::MAX as u32, 3, 16).unwrap_err(),
-            DOCA_ERROR_NOT_FOUND
-        );
+        assert_eq!(ShmSegment::open_remote(i32::MAX as u32, 3, 16).unwrap_err(), DOCA_ERROR_NOT_FOUND);
     }
 
     #[test]

@@ -98,8 +98,7 @@ pub struct TaskKind {
     /// Optional: called for each task flushed by `doca_ctx_stop`, just before it completes
     /// with [`crate::ctx::FLUSH_STATUS`] (e.g. to reset result fields).
     pub flush: Option<unsafe fn(task: &doca_task)>,
-    dispatch:
-        unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
+    dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
 
 impl TaskKind {
@@ -110,19 +109,12 @@ impl TaskKind {
         release: Option<unsafe fn(&doca_task)>,
         flush: Option<unsafe fn(&doca_task)>,
     ) -> TaskKind {
-        TaskKind {
-            name,
-            submit,
-            release,
-            flush,
-            dispatch: dispatch_as::<T>,
-        }
+        TaskKind { name, submit, release, flush, dispatch: dispatch_as::<T> }
     }
 }
 
 /// The callback type of a task type `T` (all DOCA task callbacks have this shape).
-pub type TypedCb<T> =
-    unsafe extern "C" fn(task: *mut T, task_user_data: doca_data, ctx_user_data: doca_data);
+pub type TypedCb<T> = unsafe extern "C" fn(task: *mut T, task_user_data: doca_data, ctx_user_data: doca_data);
 
 /// Erases a typed callback for storage.
 pub fn erase_cb<T: TaskType>(cb: TypedCb<T>) -> RawCb {
@@ -177,12 +169,7 @@ pub struct doca_task {
 }
 
 impl doca_task {
-    fn new(
-        kind: &'static TaskKind,
-        ctx: *const doca_ctx,
-        pool: *const Pool,
-        index: u32,
-    ) -> doca_task {
+    fn new(kind: &'static TaskKind, ctx: *const doca_ctx, pool: *const Pool, index: u32) -> doca_task {
         doca_task {
             magic: TASK_MAGIC,
             index,
@@ -342,9 +329,7 @@ impl PoolBox {
             free: RefCell::new(Vec::new()),
             drop_slots: drop_slots_of::<T>,
         }));
-        let slots: Box<[T]> = (0..num_tasks)
-            .map(|i| T::with_header(doca_task::new(T::KIND, ctx, pool, i)))
-            .collect();
+        let slots: Box<[T]> = (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, ctx, pool, i))).collect();
         let base = Box::into_raw(slots).cast::<u8>();
         // SAFETY: `pool` was just allocated and is not shared yet (the headers only hold the
         // address); writing the remaining fields through it is exclusive.
@@ -417,10 +402,7 @@ pub fn set_conf<T: TaskType>(
 
 /// Allocates a `T` from `ctx`'s pool. The caller (the kind's `*_alloc_init`) then fills the
 /// specific fields and writes the pointer out.
-pub fn alloc<T: TaskType>(
-    ctx: &doca_ctx,
-    user_data: doca_data,
-) -> Result<NonNull<T>, doca_error_t> {
+pub fn alloc<T: TaskType>(ctx: &doca_ctx, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
@@ -513,11 +495,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     t.state.set(TaskState::Allocated);
     t.next.set(ptr::null());
     ctx.inflight_sub(1);
-    let cb = if t.status.get() == DOCA_SUCCESS {
-        t.ok_cb.get()
-    } else {
-        t.err_cb.get()
-    };
+    let cb = if t.status.get() == DOCA_SUCCESS { t.ok_cb.get() } else { t.err_cb.get() };
     let ud = t.user_data.get();
     let cud = ctx.user_data();
     let dispatch = t.kind.dispatch;
@@ -527,10 +505,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
         // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
         // afterwards.
         Some(cb) => unsafe { dispatch(cb, t.raw(), ud, cud) },
-        None => eprintln!(
-            "doca-soft: {} task completed without a callback; it stays allocated",
-            t.kind.name
-        ),
+        None => eprintln!("doca-soft: {} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
 
@@ -726,14 +701,8 @@ mod tests {
         // SAFETY: `d` is live.
         let ctx = unsafe { &*Dummy::ctx(d) };
         assert_eq!(Dummy::set_conf(d, 0), Err(DOCA_ERROR_INVALID_VALUE));
-        assert_eq!(
-            set_conf::<crate::testkit::DummyTask>(ctx, None, Some(rec_err), 4),
-            Err(DOCA_ERROR_INVALID_VALUE)
-        );
-        assert_eq!(
-            set_conf::<crate::testkit::DummyTask>(ctx, Some(rec_ok), None, 4),
-            Err(DOCA_ERROR_INVALID_VALUE)
-        );
+        assert_eq!(set_conf::<crate::testkit::DummyTask>(ctx, None, Some(rec_err), 4), Err(DOCA_ERROR_INVALID_VALUE));
+        assert_eq!(set_conf::<crate::testkit::DummyTask>(ctx, Some(rec_ok), None, 4), Err(DOCA_ERROR_INVALID_VALUE));
         // Not configured, not started: BAD_STATE comes first (ctx not running).
         assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
         // SAFETY: live PE and ctx.
@@ -802,14 +771,8 @@ mod tests {
         assert_eq!(drain(pe), 2);
         let done = take_done();
         assert_eq!(done.len(), 2);
-        assert_eq!(
-            (done[0].ud, done[0].ok, done[0].status, done[0].ctx_ud),
-            (11, true, DOCA_SUCCESS, 0xC7)
-        );
-        assert_eq!(
-            (done[1].ud, done[1].ok, done[1].status),
-            (2, false, DOCA_ERROR_IO_FAILED)
-        );
+        assert_eq!((done[0].ud, done[0].ok, done[0].status, done[0].ctx_ud), (11, true, DOCA_SUCCESS, 0xC7));
+        assert_eq!((done[1].ud, done[1].ok, done[1].status), (2, false, DOCA_ERROR_IO_FAILED));
         teardown(pe, d);
     }
 
@@ -824,11 +787,7 @@ mod tests {
         assert_eq!(drain(pe), 2);
         let done = take_done();
         assert_eq!(done.iter().map(|x| x.ud).collect::<Vec<_>>(), vec![1, 1001]);
-        assert_eq!(
-            NESTED_PROGRESS.with(|n| n.get()),
-            Some(0),
-            "nested progress does nothing"
-        );
+        assert_eq!(NESTED_PROGRESS.with(|n| n.get()), Some(0), "nested progress does nothing");
         // Both freed: the pool is full again.
         let a = Dummy::alloc(d, 0).unwrap();
         let b = Dummy::alloc(d, 0).unwrap();

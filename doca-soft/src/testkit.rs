@@ -7,9 +7,7 @@ use core::ptr;
 use std::os::fd::RawFd;
 
 use crate::ctx::{self, doca_ctx, CtxOps, StartMode};
-use crate::pe::{
-    doca_pe, doca_pe_create, doca_pe_destroy, doca_pe_get_notification_handle, doca_pe_progress,
-};
+use crate::pe::{doca_pe, doca_pe_create, doca_pe_destroy, doca_pe_get_notification_handle, doca_pe_progress};
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
@@ -40,10 +38,7 @@ static DUMMY_KIND: TaskKind = TaskKind::new::<DummyTask>("dummy.task", submit_du
 unsafe impl TaskType for DummyTask {
     const KIND: &'static TaskKind = &DUMMY_KIND;
     fn with_header(base: doca_task) -> Self {
-        DummyTask {
-            base,
-            fail: Cell::new(false),
-        }
+        DummyTask { base, fail: Cell::new(false) }
     }
 }
 
@@ -65,11 +60,7 @@ unsafe fn me(ctx: &doca_ctx) -> &Dummy {
 unsafe fn dummy_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     // SAFETY: ops contract.
     let d = unsafe { me(ctx) };
-    Ok(if d.async_start {
-        StartMode::Async
-    } else {
-        StartMode::Sync
-    })
+    Ok(if d.async_start { StartMode::Async } else { StartMode::Sync })
 }
 
 unsafe fn dummy_stop(ctx: &doca_ctx) {
@@ -106,14 +97,7 @@ unsafe fn submit_dummy(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_erro
     }
     // SAFETY: kind is DummyTask.
     let fail = unsafe { t.downcast::<DummyTask>() }.fail.get();
-    task::complete(
-        t,
-        if fail {
-            DOCA_ERROR_IO_FAILED
-        } else {
-            DOCA_SUCCESS
-        },
-    );
+    task::complete(t, if fail { DOCA_ERROR_IO_FAILED } else { DOCA_SUCCESS });
     Ok(())
 }
 
@@ -218,15 +202,7 @@ thread_local! {
 pub(crate) unsafe fn record(task: *mut doca_task, ok: bool, ud: doca_data, cud: doca_data) {
     // SAFETY: called by the PE with a live task.
     let status = unsafe { task::doca_task_get_status(task) };
-    DONE.with(|d| {
-        d.borrow_mut().push(Done {
-            task: task as usize,
-            ok,
-            status,
-            ud: ud.as_u64(),
-            ctx_ud: cud.as_u64(),
-        })
-    });
+    DONE.with(|d| d.borrow_mut().push(Done { task: task as usize, ok, status, ud: ud.as_u64(), ctx_ud: cud.as_u64() }));
     let pe = PE_FOR_NESTED.with(|p| p.get());
     if !pe.is_null() {
         // SAFETY: the test set a live PE.
@@ -327,11 +303,7 @@ pub(crate) fn pe_fd(pe: *mut doca_pe) -> RawFd {
 
 /// `poll(fd, POLLIN)` with `timeout_ms`; true if readable.
 pub(crate) fn readable(fd: RawFd, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd.
     let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     r == 1 && p.revents & libc::POLLIN != 0
