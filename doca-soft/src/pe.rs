@@ -113,10 +113,7 @@ fn os_err() -> doca_error_t {
 }
 
 fn epoll_add(epfd: RawFd, fd: RawFd, tag: u64) -> Result<(), doca_error_t> {
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: tag,
-    };
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: tag };
     // SAFETY: `ev` is a valid epoll_event for the duration of the call.
     if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
         return Err(match errno() {
@@ -194,14 +191,7 @@ impl doca_pe {
         if let Some(i) = fds.iter().position(|&(f, _)| f == fd) {
             fds.swap_remove(i);
             // SAFETY: EPOLL_CTL_DEL ignores the event argument (NULL allowed since 2.6.9).
-            unsafe {
-                libc::epoll_ctl(
-                    self.epfd.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    fd,
-                    ptr::null_mut(),
-                )
-            };
+            unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, ptr::null_mut()) };
         }
     }
 
@@ -269,6 +259,12 @@ impl doca_pe {
         self.ctxs.borrow().get(i).copied()
     }
 
+    /// Whether the PE is armed (between `doca_pe_request_notification` and
+    /// `doca_pe_clear_notification`): only then does anyone need to ring its doorbell.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.get()
+    }
+
     /// Work that progress would do now.
     fn has_work(&self) -> bool {
         if !self.cq_head.get().is_null() {
@@ -290,9 +286,7 @@ impl doca_pe {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 32];
         loop {
             // SAFETY: `evs` is valid for 32 entries; zero timeout never blocks.
-            let n = unsafe {
-                libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, 0)
-            };
+            let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, 0) };
             if n <= 0 {
                 if n < 0 && errno() == libc::EINTR {
                     continue;
@@ -313,12 +307,7 @@ impl doca_pe {
                     }
                     _ => {
                         let fd = (tag - FD_TAG_BASE) as RawFd;
-                        let mode = self
-                            .fds
-                            .borrow()
-                            .iter()
-                            .find(|&&(f, _)| f == fd)
-                            .map(|&(_, m)| m);
+                        let mode = self.fds.borrow().iter().find(|&&(f, _)| f == fd).map(|&(_, m)| m);
                         if mode == Some(FdMode::Drain) {
                             drain_fd(fd);
                             drained_any = true;
@@ -518,16 +507,11 @@ pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ct
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_pe_set_event_mode(
-    pe: *mut doca_pe,
-    event_mode: doca_pe_event_mode,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_pe_set_event_mode(pe: *mut doca_pe, event_mode: doca_pe_event_mode) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_pe_destroy.
         let p = unsafe { pe_ref(pe) }?;
-        if event_mode != DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE
-            && event_mode != DOCA_PE_EVENT_MODE_PROGRESS_ALL
-        {
+        if event_mode != DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE && event_mode != DOCA_PE_EVENT_MODE_PROGRESS_ALL {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         p.event_mode.set(event_mode);
@@ -650,9 +634,7 @@ mod tests {
         assert!(!readable(fd, 0));
         // SAFETY: live PE (read-only access to its doorbell address).
         let addr = unsafe { &*pe }.doorbell_address();
-        std::thread::spawn(move || crate::doorbell::ring(addr).unwrap())
-            .join()
-            .unwrap();
+        std::thread::spawn(move || crate::doorbell::ring(addr).unwrap()).join().unwrap();
         assert!(readable(fd, 1000));
         clear(pe);
         assert!(!readable(fd, 0));
@@ -673,19 +655,12 @@ mod tests {
         // SAFETY: live PE.
         let p = unsafe { &*pe };
         // SAFETY: eventfd with constant flags.
-        let drain_ev = unsafe {
-            OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))
-        };
+        let drain_ev = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)) };
         // SAFETY: as above.
-        let level_ev = unsafe {
-            OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))
-        };
+        let level_ev = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)) };
         p.register_fd(drain_ev.as_raw_fd(), FdMode::Drain).unwrap();
         p.register_fd(level_ev.as_raw_fd(), FdMode::Level).unwrap();
-        assert_eq!(
-            p.register_fd(level_ev.as_raw_fd(), FdMode::Level),
-            Err(DOCA_ERROR_ALREADY_EXIST)
-        );
+        assert_eq!(p.register_fd(level_ev.as_raw_fd(), FdMode::Level), Err(DOCA_ERROR_ALREADY_EXIST));
         let one = 1u64;
         arm(pe);
         // SAFETY: 8-byte write to our eventfd.
@@ -697,10 +672,7 @@ mod tests {
         unsafe { libc::write(level_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
         assert!(readable(fd, 0));
         clear(pe);
-        assert!(
-            readable(fd, 0),
-            "level-mode fd is left for its ctx to consume"
-        );
+        assert!(readable(fd, 0), "level-mode fd is left for its ctx to consume");
         drain_fd(level_ev.as_raw_fd());
         assert!(!readable(fd, 0));
         p.unregister_fd(level_ev.as_raw_fd());
@@ -716,10 +688,7 @@ mod tests {
         let pe = new_pe();
         // SAFETY: live PE, valid out-pointer.
         unsafe {
-            assert_eq!(
-                doca_pe_set_event_mode(pe, DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE),
-                DOCA_SUCCESS
-            );
+            assert_eq!(doca_pe_set_event_mode(pe, DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE), DOCA_SUCCESS);
             assert_eq!((*pe).event_mode(), DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE);
             assert_eq!(doca_pe_set_event_mode(pe, 7), DOCA_ERROR_INVALID_VALUE);
             let mut n = 5;

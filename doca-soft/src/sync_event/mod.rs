@@ -118,10 +118,7 @@ enum Backing {
     /// Counter and header in a memfd segment (exportable).
     Shm(ShmSegment),
     /// Counter in user memory (`set_addr`); header private to this process.
-    User {
-        counter: *const AtomicU64,
-        header: Arc<SyncShared>,
-    },
+    User { counter: *const AtomicU64, header: Arc<SyncShared> },
 }
 
 impl Backing {
@@ -152,11 +149,7 @@ static USER_HEADERS: Mutex<Vec<(usize, Weak<SyncShared>)>> = Mutex::new(Vec::new
 fn user_header(addr: usize) -> Arc<SyncShared> {
     let mut tab = USER_HEADERS.lock().unwrap_or_else(|e| e.into_inner());
     tab.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(h) = tab
-        .iter()
-        .find(|(a, _)| *a == addr)
-        .and_then(|(_, w)| w.upgrade())
-    {
+    if let Some(h) = tab.iter().find(|(a, _)| *a == addr).and_then(|(_, w)| w.upgrade()) {
         return h;
     }
     let h = Arc::new(SyncShared::new_private());
@@ -255,10 +248,7 @@ impl doca_sync_event {
         }
         let addr = self.user_addr.get();
         let b = if !addr.is_null() {
-            Backing::User {
-                counter: addr.cast::<AtomicU64>(),
-                header: user_header(addr as usize),
-            }
+            Backing::User { counter: addr.cast::<AtomicU64>(), header: user_header(addr as usize) }
         } else {
             let seg = ShmSegment::create(SHARED_LEN, "doca-soft-sync-event")?;
             // SAFETY: a fresh zeroed segment of SHARED_LEN bytes, page-aligned; SyncShared is
@@ -282,23 +272,14 @@ impl doca_sync_event {
         old
     }
 
-    fn add_location(
-        &self,
-        publisher: bool,
-        bit: u8,
-        dev: Option<*mut doca_dev>,
-    ) -> Result<(), doca_error_t> {
+    fn add_location(&self, publisher: bool, bit: u8, dev: Option<*mut doca_dev>) -> Result<(), doca_error_t> {
         // Arguments first (NULL or foreign device → INVALID_VALUE), then state.
         let r = dev.map(|d| dev_ref(d)).transpose()?;
         self.check_configurable()?;
         if let Some(r) = r {
             self.devs.borrow_mut().push(r);
         }
-        let cell = if publisher {
-            &self.publisher
-        } else {
-            &self.subscriber
-        };
+        let cell = if publisher { &self.publisher } else { &self.subscriber };
         cell.set(cell.get() | bit);
         Ok(())
     }
@@ -313,10 +294,7 @@ impl doca_sync_event {
             // PCI export: the event must not be configured for the network.
             VIA_PCI => (&self.export_pci, self.publisher.get() & LOC_REMOTE_NET == 0),
             // Network export: DOCA requires a remote-net publisher.
-            _ => (
-                &self.export_net,
-                self.imported || self.publisher.get() & LOC_REMOTE_NET != 0,
-            ),
+            _ => (&self.export_net, self.imported || self.publisher.get() & LOC_REMOTE_NET != 0),
         };
         if !ok {
             return Err(DOCA_ERROR_NOT_PERMITTED);
@@ -331,9 +309,7 @@ impl doca_sync_event {
             .u64(b.shared().key.load(SeqCst))
             .u8(via);
         let _ = cell.set(w.finish());
-        cell.get()
-            .map(|v| v.as_slice())
-            .ok_or(DOCA_ERROR_UNEXPECTED)
+        cell.get().map(|v| v.as_slice()).ok_or(DOCA_ERROR_UNEXPECTED)
     }
 
     fn unregister_waiter(&self) {
@@ -468,10 +444,7 @@ pub unsafe extern "C" fn doca_sync_event_add_publisher_location_remote_net(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_sync_event_set_addr(
-    event: *mut doca_sync_event,
-    addr: *mut u64,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_sync_event_set_addr(event: *mut doca_sync_event, addr: *mut u64) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_sync_event_destroy.
         let e = unsafe { ev_ref(event) }?;
@@ -600,9 +573,7 @@ pub unsafe extern "C" fn doca_sync_event_create_from_export(
         // SAFETY: the segment maps at least `len == SHARED_LEN` bytes, page-aligned, and
         // SyncShared is all atomics (any contents are a valid value).
         let hdr = unsafe { &*seg.as_ptr().cast::<SyncShared>() };
-        if hdr.magic.load(SeqCst) != shared::MAGIC
-            || hdr.version.load(SeqCst) != shared::LAYOUT_VERSION
-        {
+        if hdr.magic.load(SeqCst) != shared::MAGIC || hdr.version.load(SeqCst) != shared::LAYOUT_VERSION {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         if hdr.key.load(SeqCst) != key {
@@ -619,10 +590,7 @@ pub unsafe extern "C" fn doca_sync_event_create_from_export(
 // ---- synchronous data path ----
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_sync_event_get(
-    event: *mut doca_sync_event,
-    value: *mut u64,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_sync_event_get(event: *mut doca_sync_event, value: *mut u64) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_sync_event_destroy.
         let e = unsafe { ev_ref(event) }?;
@@ -654,10 +622,7 @@ pub unsafe extern "C" fn doca_sync_event_update_add(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_sync_event_update_set(
-    event: *mut doca_sync_event,
-    value: u64,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_sync_event_update_set(event: *mut doca_sync_event, value: u64) -> doca_error_t {
     guard_err(|| {
         // SAFETY: as in doca_sync_event_destroy.
         let e = unsafe { ev_ref(event) }?;
@@ -686,11 +651,7 @@ unsafe fn blocking_wait(
 const YIELD_ROUNDS: u32 = 1000;
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_sync_event_wait_gt(
-    event: *mut doca_sync_event,
-    value: u64,
-    mask: u64,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_sync_event_wait_gt(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t {
     // SAFETY: forwarded contract.
     guard_err(|| unsafe { blocking_wait(event, 0, |v| v & mask > value) })
 }
@@ -706,21 +667,13 @@ pub unsafe extern "C" fn doca_sync_event_wait_gt_yield(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_sync_event_wait_eq(
-    event: *mut doca_sync_event,
-    value: u64,
-    mask: u64,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_sync_event_wait_eq(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t {
     // SAFETY: forwarded contract.
     guard_err(|| unsafe { blocking_wait(event, 0, |v| v & mask == value) })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_sync_event_wait_neq(
-    event: *mut doca_sync_event,
-    value: u64,
-    mask: u64,
-) -> doca_error_t {
+pub unsafe extern "C" fn doca_sync_event_wait_neq(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t {
     // SAFETY: forwarded contract.
     guard_err(|| unsafe { blocking_wait(event, 0, |v| v & mask != value) })
 }

@@ -129,18 +129,13 @@ impl SyncShared {
             if s & ACTIVE == 0 {
                 continue;
             }
-            let addr = DoorbellAddr {
-                pid: slot.pid.load(Acquire),
-                nonce: slot.nonce.load(Acquire),
-            };
+            let addr = DoorbellAddr { pid: slot.pid.load(Acquire), nonce: slot.nonce.load(Acquire) };
             if slot.state.load(SeqCst) != s {
                 // Re-registered meanwhile: the new owner re-checks the value itself.
                 continue;
             }
             if ring(addr) == Err(DOCA_ERROR_NOT_FOUND) {
-                let _ = slot
-                    .state
-                    .compare_exchange(s, next_free(s), SeqCst, Relaxed);
+                let _ = slot.state.compare_exchange(s, next_free(s), SeqCst, Relaxed);
             }
         }
     }
@@ -154,21 +149,14 @@ impl SyncShared {
                 if s & (ACTIVE | CLAIMED) != 0 {
                     continue;
                 }
-                if slot
-                    .state
-                    .compare_exchange(s, s | CLAIMED, SeqCst, Relaxed)
-                    .is_err()
-                {
+                if slot.state.compare_exchange(s, s | CLAIMED, SeqCst, Relaxed).is_err() {
                     continue;
                 }
                 slot.pid.store(addr.pid, Release);
                 slot.nonce.store(addr.nonce, Release);
                 let active = next_free(s) | ACTIVE;
                 slot.state.store(active, SeqCst);
-                return Ok(Registration {
-                    slot: i,
-                    state: active,
-                });
+                return Ok(Registration { slot: i, state: active });
             }
             if attempt == 0 {
                 // Reclaim slots of dead receivers (costs a spurious ring to live ones).
@@ -181,19 +169,14 @@ impl SyncShared {
     /// Removes a registration (no effect if the slot was reclaimed meanwhile).
     pub(crate) fn unregister(&self, reg: Registration) {
         if let Some(slot) = self.slots.get(reg.slot) {
-            let _ = slot
-                .state
-                .compare_exchange(reg.state, next_free(reg.state), SeqCst, Relaxed);
+            let _ = slot.state.compare_exchange(reg.state, next_free(reg.state), SeqCst, Relaxed);
         }
     }
 
     /// Number of active slots (tests).
     #[cfg(test)]
     pub(crate) fn active_waiters(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| s.state.load(SeqCst) & ACTIVE != 0)
-            .count()
+        self.slots.iter().filter(|s| s.state.load(SeqCst) & ACTIVE != 0).count()
     }
 }
 
@@ -205,12 +188,7 @@ impl SyncShared {
 /// `seq`, check the value, `FUTEX_WAIT(seq)` — means an update made after the check changes
 /// `seq` before the wait starts (the wait then returns at once) or finds us counted in
 /// `sleepers` (and wakes us).
-pub(crate) fn wait_until(
-    shared: &SyncShared,
-    counter: &AtomicU64,
-    spins: u32,
-    pred: impl Fn(u64) -> bool,
-) {
+pub(crate) fn wait_until(shared: &SyncShared, counter: &AtomicU64, spins: u32, pred: impl Fn(u64) -> bool) {
     if pred(counter.load(SeqCst)) {
         return;
     }

@@ -3,11 +3,13 @@
 //! * `get`, `notify_set`, `notify_add` do their work at submit (read, or update + wake) and
 //!   complete at once; the callback is delivered by the next `doca_pe_progress`.
 //! * `wait_eq` / `wait_neq` complete at submit if already satisfied; otherwise they join the
-//!   handle's pending list, the handle's PE doorbell is registered in the event's waiter
-//!   table (then the value is re-checked: no lost wake-up), and the ctx progress hook
-//!   completes them when the value matches. The doorbell is unregistered when no wait is
-//!   pending. A full waiter table (more than [`super::WAITER_SLOTS`] PEs waiting on one
-//!   event) fails the submit with `DOCA_ERROR_FULL`.
+//!   handle's pending list, which the ctx progress hook scans. While the PE is *armed* (its
+//!   owner is about to sleep) the handle's PE doorbell is registered in the event's waiter
+//!   table so publishers ring it, and the value is re-checked after registering (no lost
+//!   wake-up); a PE that keeps polling needs no doorbell, so publishers skip the ring. The
+//!   doorbell is unregistered when no wait is pending. With the waiter table full (more
+//!   than [`super::WAITER_SLOTS`] PEs sleeping on one event), a wait submitted while armed
+//!   fails with `DOCA_ERROR_FULL`, and arming reports work so the PE keeps polling.
 //! * `doca_ctx_stop` empties the pending list (the framework then flushes those tasks with
 //!   [`crate::ctx::FLUSH_STATUS`]).
 //!
@@ -79,18 +81,24 @@ unsafe fn se_progress(ctx: &doca_ctx) -> bool {
     unsafe { event_of(ctx) }.scan_pending()
 }
 
+/// Called when the PE arms: the moment its waits start to need a doorbell (see
+/// [`doca_sync_event::submit_wait`]).
 unsafe fn se_has_work(ctx: &doca_ctx) -> bool {
     // SAFETY: called with a sync event ctx (ops contract).
     let e = unsafe { event_of(ctx) };
     let Some(b) = e.backing.get() else {
         return false;
     };
+    if !e.pending.borrow().is_empty() && e.ensure_waiter_registered().is_err() {
+        // The waiter table is full: stay readable so the owner keeps polling instead of
+        // sleeping through an update nobody would ring for.
+        return true;
+    }
+    // Registered first, read second (SeqCst on both sides): an update that raced with the
+    // registration is seen here, one after it rings the doorbell.
     let v = b.counter().load(SeqCst);
     // SAFETY: the pending list only holds submitted wait tasks of this ctx.
-    e.pending
-        .borrow()
-        .iter()
-        .any(|&t| unsafe { wait_satisfied(&*t, v) })
+    e.pending.borrow().iter().any(|&t| unsafe { wait_satisfied(&*t, v) })
 }
 
 /// Whether the wait task `t` is satisfied by value `v`.
@@ -149,15 +157,32 @@ impl doca_sync_event {
             task::complete(t, DOCA_SUCCESS);
             return Ok(());
         }
+        // The PE's doorbell is registered with the publishers only while the PE is armed
+        // (about to sleep): a PE that is polling sees updates by itself, and sparing the
+        // publisher a doorbell ring per update is what keeps a polled ping-pong in the
+        // sub-microsecond range. Arming registers through `se_has_work`; a wait submitted
+        // while already armed (from a callback in the drain after the arm) registers here.
+        let armed = self.ctx.pe().ok_or(DOCA_ERROR_BAD_STATE)?.is_armed();
+        if armed {
+            self.ensure_waiter_registered()?;
+        }
+        self.pending.borrow_mut().push(t as *const doca_task);
+        if armed {
+            // Registered first, re-checked second (SeqCst on both sides): a publisher that
+            // updated before our registration was visible is seen by this check.
+            self.scan_pending();
+        }
+        Ok(())
+    }
+
+    /// Registers this handle's PE doorbell in the event's waiter table, once.
+    fn ensure_waiter_registered(&self) -> Result<(), doca_error_t> {
         if self.reg.get().is_none() {
+            let b = self.backing.get().ok_or(DOCA_ERROR_BAD_STATE)?;
             let pe = self.ctx.pe().ok_or(DOCA_ERROR_BAD_STATE)?;
             let reg = b.shared().register(pe.doorbell_address())?;
             self.reg.set(Some(reg));
         }
-        self.pending.borrow_mut().push(t as *const doca_task);
-        // Registered first, re-checked second (SeqCst on both sides): a publisher that
-        // updated before our registration was visible is seen by this check.
-        self.scan_pending();
         Ok(())
     }
 }
@@ -208,41 +233,21 @@ pub struct doca_sync_event_task_wait_neq {
     mask: Cell<u64>,
 }
 
-static GET_KIND: TaskKind =
-    TaskKind::new::<doca_sync_event_task_get>("sync_event.get", submit_get, None, None);
-static NOTIFY_SET_KIND: TaskKind = TaskKind::new::<doca_sync_event_task_notify_set>(
-    "sync_event.notify_set",
-    submit_notify_set,
-    None,
-    None,
-);
-static NOTIFY_ADD_KIND: TaskKind = TaskKind::new::<doca_sync_event_task_notify_add>(
-    "sync_event.notify_add",
-    submit_notify_add,
-    None,
-    None,
-);
-static WAIT_EQ_KIND: TaskKind = TaskKind::new::<doca_sync_event_task_wait_eq>(
-    "sync_event.wait_eq",
-    submit_wait_task,
-    None,
-    None,
-);
-static WAIT_NEQ_KIND: TaskKind = TaskKind::new::<doca_sync_event_task_wait_neq>(
-    "sync_event.wait_neq",
-    submit_wait_task,
-    None,
-    None,
-);
+static GET_KIND: TaskKind = TaskKind::new::<doca_sync_event_task_get>("sync_event.get", submit_get, None, None);
+static NOTIFY_SET_KIND: TaskKind =
+    TaskKind::new::<doca_sync_event_task_notify_set>("sync_event.notify_set", submit_notify_set, None, None);
+static NOTIFY_ADD_KIND: TaskKind =
+    TaskKind::new::<doca_sync_event_task_notify_add>("sync_event.notify_add", submit_notify_add, None, None);
+static WAIT_EQ_KIND: TaskKind =
+    TaskKind::new::<doca_sync_event_task_wait_eq>("sync_event.wait_eq", submit_wait_task, None, None);
+static WAIT_NEQ_KIND: TaskKind =
+    TaskKind::new::<doca_sync_event_task_wait_neq>("sync_event.wait_neq", submit_wait_task, None, None);
 
 // SAFETY: #[repr(C)] with the doca_task header first; KIND is built for this type.
 unsafe impl TaskType for doca_sync_event_task_get {
     const KIND: &'static TaskKind = &GET_KIND;
     fn with_header(base: doca_task) -> Self {
-        Self {
-            base,
-            ret_val_ptr: Cell::new(ptr::null_mut()),
-        }
+        Self { base, ret_val_ptr: Cell::new(ptr::null_mut()) }
     }
 }
 
@@ -250,10 +255,7 @@ unsafe impl TaskType for doca_sync_event_task_get {
 unsafe impl TaskType for doca_sync_event_task_notify_set {
     const KIND: &'static TaskKind = &NOTIFY_SET_KIND;
     fn with_header(base: doca_task) -> Self {
-        Self {
-            base,
-            set_val: Cell::new(0),
-        }
+        Self { base, set_val: Cell::new(0) }
     }
 }
 
@@ -261,11 +263,7 @@ unsafe impl TaskType for doca_sync_event_task_notify_set {
 unsafe impl TaskType for doca_sync_event_task_notify_add {
     const KIND: &'static TaskKind = &NOTIFY_ADD_KIND;
     fn with_header(base: doca_task) -> Self {
-        Self {
-            base,
-            inc_val: Cell::new(0),
-            fetched_val_ptr: Cell::new(ptr::null_mut()),
-        }
+        Self { base, inc_val: Cell::new(0), fetched_val_ptr: Cell::new(ptr::null_mut()) }
     }
 }
 
@@ -273,11 +271,7 @@ unsafe impl TaskType for doca_sync_event_task_notify_add {
 unsafe impl TaskType for doca_sync_event_task_wait_eq {
     const KIND: &'static TaskKind = &WAIT_EQ_KIND;
     fn with_header(base: doca_task) -> Self {
-        Self {
-            base,
-            wait_val: Cell::new(0),
-            mask: Cell::new(0),
-        }
+        Self { base, wait_val: Cell::new(0), mask: Cell::new(0) }
     }
 }
 
@@ -285,11 +279,7 @@ unsafe impl TaskType for doca_sync_event_task_wait_eq {
 unsafe impl TaskType for doca_sync_event_task_wait_neq {
     const KIND: &'static TaskKind = &WAIT_NEQ_KIND;
     fn with_header(base: doca_task) -> Self {
-        Self {
-            base,
-            wait_val: Cell::new(0),
-            mask: Cell::new(0),
-        }
+        Self { base, wait_val: Cell::new(0), mask: Cell::new(0) }
     }
 }
 
@@ -431,11 +421,7 @@ pub unsafe extern "C" fn doca_sync_event_task_get_alloc_init(
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         // SAFETY: forwarded contract.
-        unsafe {
-            alloc_init(event, user_data, task, |t: &doca_sync_event_task_get| {
-                t.ret_val_ptr.set(ret_val_ptr)
-            })
-        }
+        unsafe { alloc_init(event, user_data, task, |t: &doca_sync_event_task_get| t.ret_val_ptr.set(ret_val_ptr)) }
     })
 }
 
@@ -448,14 +434,7 @@ pub unsafe extern "C" fn doca_sync_event_task_notify_set_alloc_init(
 ) -> doca_error_t {
     guard_err(|| {
         // SAFETY: forwarded contract.
-        unsafe {
-            alloc_init(
-                event,
-                user_data,
-                task,
-                |t: &doca_sync_event_task_notify_set| t.set_val.set(set_val),
-            )
-        }
+        unsafe { alloc_init(event, user_data, task, |t: &doca_sync_event_task_notify_set| t.set_val.set(set_val)) }
     })
 }
 
@@ -473,15 +452,10 @@ pub unsafe extern "C" fn doca_sync_event_task_notify_add_alloc_init(
         }
         // SAFETY: forwarded contract.
         unsafe {
-            alloc_init(
-                event,
-                user_data,
-                task,
-                |t: &doca_sync_event_task_notify_add| {
-                    t.inc_val.set(inc_val);
-                    t.fetched_val_ptr.set(fetched_val_ptr);
-                },
-            )
+            alloc_init(event, user_data, task, |t: &doca_sync_event_task_notify_add| {
+                t.inc_val.set(inc_val);
+                t.fetched_val_ptr.set(fetched_val_ptr);
+            })
         }
     })
 }
@@ -497,15 +471,10 @@ pub unsafe extern "C" fn doca_sync_event_task_wait_eq_alloc_init(
     guard_err(|| {
         // SAFETY: forwarded contract.
         unsafe {
-            alloc_init(
-                event,
-                user_data,
-                task,
-                |t: &doca_sync_event_task_wait_eq| {
-                    t.wait_val.set(wait_val);
-                    t.mask.set(mask);
-                },
-            )
+            alloc_init(event, user_data, task, |t: &doca_sync_event_task_wait_eq| {
+                t.wait_val.set(wait_val);
+                t.mask.set(mask);
+            })
         }
     })
 }
@@ -521,15 +490,10 @@ pub unsafe extern "C" fn doca_sync_event_task_wait_neq_alloc_init(
     guard_err(|| {
         // SAFETY: forwarded contract.
         unsafe {
-            alloc_init(
-                event,
-                user_data,
-                task,
-                |t: &doca_sync_event_task_wait_neq| {
-                    t.wait_val.set(wait_val);
-                    t.mask.set(mask);
-                },
-            )
+            alloc_init(event, user_data, task, |t: &doca_sync_event_task_wait_neq| {
+                t.wait_val.set(wait_val);
+                t.mask.set(mask);
+            })
         }
     })
 }

@@ -38,12 +38,7 @@ recorders! {
 }
 
 fn ok(e: doca_error_t) {
-    assert_eq!(
-        e,
-        DOCA_SUCCESS,
-        "{:?}",
-        crate::types::DOCA_ERROR_NAMES.get(e.0 as usize)
-    );
+    assert_eq!(e, DOCA_SUCCESS, "{:?}", crate::types::DOCA_ERROR_NAMES.get(e.0 as usize));
 }
 
 fn create() -> *mut doca_sync_event {
@@ -109,36 +104,11 @@ fn shared_of<'a>(e: *mut doca_sync_event) -> &'a SyncShared {
 fn ctx_event(pe: *mut doca_pe, e: *mut doca_sync_event, n: u32) {
     // SAFETY: live objects; callbacks are valid functions.
     unsafe {
-        ok(doca_sync_event_task_get_set_conf(
-            e,
-            Some(get_ok),
-            Some(get_err),
-            n,
-        ));
-        ok(doca_sync_event_task_notify_set_set_conf(
-            e,
-            Some(set_ok),
-            Some(set_err),
-            n,
-        ));
-        ok(doca_sync_event_task_notify_add_set_conf(
-            e,
-            Some(add_ok),
-            Some(add_err),
-            n,
-        ));
-        ok(doca_sync_event_task_wait_eq_set_conf(
-            e,
-            Some(eq_ok),
-            Some(eq_err),
-            n,
-        ));
-        ok(doca_sync_event_task_wait_neq_set_conf(
-            e,
-            Some(neq_ok),
-            Some(neq_err),
-            n,
-        ));
+        ok(doca_sync_event_task_get_set_conf(e, Some(get_ok), Some(get_err), n));
+        ok(doca_sync_event_task_notify_set_set_conf(e, Some(set_ok), Some(set_err), n));
+        ok(doca_sync_event_task_notify_add_set_conf(e, Some(add_ok), Some(add_err), n));
+        ok(doca_sync_event_task_wait_eq_set_conf(e, Some(eq_ok), Some(eq_err), n));
+        ok(doca_sync_event_task_wait_neq_set_conf(e, Some(neq_ok), Some(neq_err), n));
         let c = doca_sync_event_as_ctx(e);
         assert!(!c.is_null());
         ok(doca_pe_connect_ctx(pe, c));
@@ -149,9 +119,7 @@ fn ctx_event(pe: *mut doca_pe, e: *mut doca_sync_event, n: u32) {
 fn wait_eq_task(e: *mut doca_sync_event, v: u64, mask: u64, ud: u64) -> *mut doca_task {
     let mut t = ptr::null_mut();
     // SAFETY: live event, valid out-pointer.
-    ok(unsafe {
-        doca_sync_event_task_wait_eq_alloc_init(e, v, mask, doca_data::from_u64(ud), &mut t)
-    });
+    ok(unsafe { doca_sync_event_task_wait_eq_alloc_init(e, v, mask, doca_data::from_u64(ud), &mut t) });
     // SAFETY: live task.
     unsafe { doca_sync_event_task_wait_eq_as_doca_task(t) }
 }
@@ -211,11 +179,7 @@ fn standalone_synchronous_path() {
     let mut v = 0;
     // SAFETY: live event; every call below uses it and valid out-pointers.
     unsafe {
-        assert_eq!(
-            doca_sync_event_get(e, &mut v),
-            DOCA_ERROR_BAD_STATE,
-            "not started"
-        );
+        assert_eq!(doca_sync_event_get(e, &mut v), DOCA_ERROR_BAD_STATE, "not started");
         assert_eq!(doca_sync_event_update_set(e, 1), DOCA_ERROR_BAD_STATE);
         assert_eq!(doca_sync_event_stop(e), DOCA_ERROR_BAD_STATE);
         ok(doca_sync_event_start(e));
@@ -234,11 +198,7 @@ fn standalone_synchronous_path() {
         set(e, 0x1234_5678);
         ok(doca_sync_event_wait_eq(e, 0x78, 0xFF));
         ok(doca_sync_event_wait_gt(e, 0x1233, 0xFFFF));
-        assert_eq!(
-            doca_sync_event_destroy(e),
-            DOCA_ERROR_BAD_STATE,
-            "stop first"
-        );
+        assert_eq!(doca_sync_event_destroy(e), DOCA_ERROR_BAD_STATE, "stop first");
         ok(doca_sync_event_stop(e));
         ok(doca_sync_event_destroy(e));
     }
@@ -262,10 +222,7 @@ fn modes_are_exclusive() {
     // SAFETY: live objects.
     unsafe {
         ok(doca_sync_event_stop(b));
-        assert_eq!(
-            doca_pe_connect_ctx(pe, doca_sync_event_as_ctx(b)),
-            DOCA_ERROR_BAD_STATE
-        );
+        assert_eq!(doca_pe_connect_ctx(pe, doca_sync_event_as_ctx(b)), DOCA_ERROR_BAD_STATE);
     }
     destroy(b);
     // Ctx first: no standalone start.
@@ -280,17 +237,9 @@ fn modes_are_exclusive() {
         // The synchronous calls work on a running ctx-mode event.
         set(c, 4);
         assert_eq!(get(c), 4);
-        assert_eq!(
-            doca_sync_event_destroy(c),
-            DOCA_ERROR_BAD_STATE,
-            "running ctx"
-        );
+        assert_eq!(doca_sync_event_destroy(c), DOCA_ERROR_BAD_STATE, "running ctx");
         ok(doca_ctx_stop(ctx));
-        assert_eq!(
-            doca_sync_event_get(c, &mut 0),
-            DOCA_ERROR_BAD_STATE,
-            "stopped"
-        );
+        assert_eq!(doca_sync_event_get(c, &mut 0), DOCA_ERROR_BAD_STATE, "stopped");
         ok(doca_sync_event_destroy(c));
     }
     testkit::destroy_pe(pe);
@@ -307,47 +256,25 @@ fn configuration_rules() {
         ok(doca_sync_event_add_subscriber_location_remote_pci(e));
         ok(doca_sync_event_add_subscriber_location_cpu(e, dev));
         ok(doca_sync_event_add_publisher_location_remote_pci(e));
-        assert_eq!(
-            doca_dev_close(dev),
-            DOCA_ERROR_IN_USE,
-            "the event references the device"
-        );
+        assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE, "the event references the device");
         let (mut d, mut n) = (ptr::null(), 0);
-        assert_eq!(
-            doca_sync_event_export_to_remote_pci(e, dev, &mut d, &mut n),
-            DOCA_ERROR_BAD_STATE,
-            "not started"
-        );
+        assert_eq!(doca_sync_event_export_to_remote_pci(e, dev, &mut d, &mut n), DOCA_ERROR_BAD_STATE, "not started");
         let mis = (ptr::addr_of_mut!(x) as *mut u8).add(1).cast::<u64>();
         assert_eq!(doca_sync_event_set_addr(e, mis), DOCA_ERROR_INVALID_VALUE);
         ok(doca_sync_event_start(e));
-        assert_eq!(
-            doca_sync_event_add_publisher_location_remote_net(e),
-            DOCA_ERROR_BAD_STATE
-        );
+        assert_eq!(doca_sync_event_add_publisher_location_remote_net(e), DOCA_ERROR_BAD_STATE);
         assert_eq!(doca_sync_event_set_addr(e, &mut x), DOCA_ERROR_BAD_STATE);
         // A network export needs a remote-net publisher.
-        assert_eq!(
-            doca_sync_event_export_to_remote_net(e, &mut d, &mut n),
-            DOCA_ERROR_NOT_PERMITTED
-        );
+        assert_eq!(doca_sync_event_export_to_remote_net(e, &mut d, &mut n), DOCA_ERROR_NOT_PERMITTED);
         let blob = export_pci(e, dev);
         // The same blob (owned by the event) on every call.
         let mut d2 = ptr::null();
-        ok(doca_sync_event_export_to_remote_pci(
-            e, dev, &mut d2, &mut n,
-        ));
+        ok(doca_sync_event_export_to_remote_pci(e, dev, &mut d2, &mut n));
         assert_eq!(d2, export_pci_ptr(e, dev));
         // Imported handles cannot be configured.
         let i = import(dev, &blob).unwrap();
-        assert_eq!(
-            doca_sync_event_add_publisher_location_remote_pci(i),
-            DOCA_ERROR_NOT_PERMITTED
-        );
-        assert_eq!(
-            doca_sync_event_set_addr(i, &mut x),
-            DOCA_ERROR_NOT_PERMITTED
-        );
+        assert_eq!(doca_sync_event_add_publisher_location_remote_pci(i), DOCA_ERROR_NOT_PERMITTED);
+        assert_eq!(doca_sync_event_set_addr(i, &mut x), DOCA_ERROR_NOT_PERMITTED);
         destroy(i);
         destroy(e);
         ok(doca_dev_close(dev));
@@ -432,8 +359,7 @@ fn blocking_waits_are_woken_by_another_thread() {
         let bp = b as usize;
         std::thread::spawn(move || {
             // SAFETY: the data path of a started handle may be used from another thread.
-            tx.send(unsafe { f(bp as *mut doca_sync_event, arg, u64::MAX) })
-                .unwrap();
+            tx.send(unsafe { f(bp as *mut doca_sync_event, arg, u64::MAX) }).unwrap();
         });
         std::thread::sleep(Duration::from_millis(20));
         assert!(rx.try_recv().is_err(), "returned before the update");
@@ -448,27 +374,10 @@ fn blocking_waits_are_woken_by_another_thread() {
 
 #[test]
 fn hardware_mask_rule() {
-    for m in [
-        0,
-        0xFF,
-        0xFF00,
-        0xFFFF,
-        0xFFFF_0000,
-        0xFFFF_FFFF,
-        0xFFFF_FFFF_0000_0000,
-        u64::MAX,
-    ] {
+    for m in [0, 0xFF, 0xFF00, 0xFFFF, 0xFFFF_0000, 0xFFFF_FFFF, 0xFFFF_FFFF_0000_0000, u64::MAX] {
         assert!(hw_wait_mask_supported(m), "{m:#x}");
     }
-    for m in [
-        1,
-        0x0F,
-        0xFFF,
-        0xFF_FFFF,
-        0x00FF_00FF,
-        0x00FF_FFFF_FFFF,
-        0x8000_0000_0000_0000,
-    ] {
+    for m in [1, 0x0F, 0xFFF, 0xFF_FFFF, 0x00FF_00FF, 0x00FF_FFFF_FFFF, 0x8000_0000_0000_0000] {
         assert!(!hw_wait_mask_supported(m), "{m:#x}");
     }
     const { assert!(SOFT_ACCEPTS_ANY_WAIT_MASK) };
@@ -487,74 +396,33 @@ fn ctx_mode_tasks() {
     let mut t = ptr::null_mut();
     // SAFETY: live objects; `got` and `fetched` outlive the tasks.
     unsafe {
-        ok(doca_sync_event_task_notify_set_alloc_init(
-            e,
-            10,
-            doca_data::from_u64(1),
-            &mut t,
-        ));
-        ok(doca_task_submit(
-            doca_sync_event_task_notify_set_as_doca_task(t),
-        ));
+        ok(doca_sync_event_task_notify_set_alloc_init(e, 10, doca_data::from_u64(1), &mut t));
+        ok(doca_task_submit(doca_sync_event_task_notify_set_as_doca_task(t)));
         let mut t = ptr::null_mut();
-        ok(doca_sync_event_task_notify_add_alloc_init(
-            e,
-            5,
-            &mut fetched,
-            doca_data::from_u64(2),
-            &mut t,
-        ));
-        ok(doca_task_submit(
-            doca_sync_event_task_notify_add_as_doca_task(t),
-        ));
+        ok(doca_sync_event_task_notify_add_alloc_init(e, 5, &mut fetched, doca_data::from_u64(2), &mut t));
+        ok(doca_task_submit(doca_sync_event_task_notify_add_as_doca_task(t)));
         let mut t = ptr::null_mut();
-        ok(doca_sync_event_task_get_alloc_init(
-            e,
-            &mut got,
-            doca_data::from_u64(3),
-            &mut t,
-        ));
-        ok(doca_task_try_submit(doca_sync_event_task_get_as_doca_task(
-            t,
-        )));
+        ok(doca_sync_event_task_get_alloc_init(e, &mut got, doca_data::from_u64(3), &mut t));
+        ok(doca_task_try_submit(doca_sync_event_task_get_as_doca_task(t)));
         // Satisfied at once (masked), and one that must wait.
         ok(doca_task_submit(wait_eq_task(e, 0x0F, 0x0F, 4)));
         let mut w = ptr::null_mut();
-        ok(doca_sync_event_task_wait_neq_alloc_init(
-            e,
-            15,
-            u64::MAX,
-            doca_data::from_u64(5),
-            &mut w,
-        ));
-        ok(doca_task_submit(
-            doca_sync_event_task_wait_neq_as_doca_task(w),
-        ));
+        ok(doca_sync_event_task_wait_neq_alloc_init(e, 15, u64::MAX, doca_data::from_u64(5), &mut w));
+        ok(doca_task_submit(doca_sync_event_task_wait_neq_as_doca_task(w)));
     }
     assert!(take_done().is_empty(), "no callback inside submit");
     assert_eq!(drain(pe), 4);
     let done = take_done();
-    assert_eq!(
-        done.iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>(),
-        vec![(1, true), (2, true), (3, true), (4, true)]
-    );
+    assert_eq!(done.iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>(), vec![(1, true), (2, true), (3, true), (4, true)]);
     assert_eq!((fetched, got), (10, 15));
-    assert_eq!(
-        shared_of(e).active_waiters(),
-        1,
-        "the pending neq registered the PE doorbell"
-    );
+    assert_eq!(shared_of(e).active_waiters(), 0, "a polling PE needs no doorbell");
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_request_notification(pe) });
+    assert_eq!(shared_of(e).active_waiters(), 1, "arming registered the PE doorbell for the pending neq");
     set(e, 16);
     assert_eq!(drain(pe), 1);
-    assert_eq!(
-        take_done().iter().map(|d| d.ud).collect::<Vec<_>>(),
-        vec![5]
-    );
-    assert_eq!(
-        shared_of(e).active_waiters(),
-        0,
-        "unregistered when no wait is pending"
-    );
+    assert_eq!(take_done().iter().map(|d| d.ud).collect::<Vec<_>>(), vec![5]);
+    assert_eq!(shared_of(e).active_waiters(), 0, "unregistered when no wait is pending");
     // Unconfigured pools in a fresh ctx event: NOT_SUPPORTED.
     let f = create();
     // SAFETY: live objects.
@@ -597,10 +465,7 @@ fn notification_fd_follows_publisher_updates() {
     assert!(readable(fd, 0), "publisher rang our doorbell");
     clear(pe);
     assert_eq!(drain(pe), 1);
-    assert_eq!(
-        take_done().iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>(),
-        vec![(9, true)]
-    );
+    assert_eq!(take_done().iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>(), vec![(9, true)]);
     assert!(!readable(fd, 0), "cleared and drained: quiet");
     arm(pe);
     assert!(!readable(fd, 0));
@@ -642,6 +507,8 @@ fn stop_flushes_pending_waits_and_idles_after_frees() {
         ok(doca_task_submit(b));
     }
     assert_eq!(drain(pe), 0);
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_request_notification(pe) });
     assert_eq!(shared_of(e).active_waiters(), 1);
     THEN.with(|t| t.set(Then::Keep));
     // SAFETY: live ctx.
@@ -650,9 +517,7 @@ fn stop_flushes_pending_waits_and_idles_after_frees() {
     assert_eq!(drain(pe), 2);
     let done = take_done();
     assert_eq!(
-        done.iter()
-            .map(|d| (d.ud, d.ok, d.status))
-            .collect::<Vec<_>>(),
+        done.iter().map(|d| (d.ud, d.ok, d.status)).collect::<Vec<_>>(),
         vec![(1, false, FLUSH_STATUS), (2, false, FLUSH_STATUS)]
     );
     let mut s = 0;
@@ -688,6 +553,9 @@ fn waiter_table_full() {
         let pe = new_pe();
         let e = import(dev, &blob).unwrap();
         ctx_event(pe, e, 1);
+        // Armed: the PE is about to sleep, so its waits need a doorbell slot.
+        // SAFETY: live PE.
+        ok(unsafe { doca_pe_request_notification(pe) });
         let t = wait_eq_task(e, 1, u64::MAX, i as u64);
         // SAFETY: live task.
         let r = unsafe { doca_task_submit(t) };
@@ -725,7 +593,9 @@ fn stale_waiters_are_reclaimed() {
         shared_of(e).register(dead).unwrap();
     }
     assert_eq!(shared_of(e).active_waiters(), WAITER_SLOTS);
-    // A real waiter still gets a slot: registering reclaims dead ones first.
+    // A real (armed) waiter still gets a slot: registering reclaims dead ones first.
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_request_notification(pe) });
     let t = wait_eq_task(e, 5, u64::MAX, 1);
     // SAFETY: live task.
     ok(unsafe { doca_task_submit(t) });
@@ -734,11 +604,7 @@ fn stale_waiters_are_reclaimed() {
     shared_of(e).register(dead).unwrap();
     assert_eq!(shared_of(e).active_waiters(), 2);
     set(e, 4);
-    assert_eq!(
-        shared_of(e).active_waiters(),
-        1,
-        "only the live waiter is left"
-    );
+    assert_eq!(shared_of(e).active_waiters(), 1, "only the live waiter is left");
     stop_ctx_and_destroy(pe, e);
     testkit::destroy_pe(pe);
 }
@@ -787,30 +653,12 @@ fn bad_blobs_are_rejected() {
         w.finish()
     };
     let fd = fd as u32;
-    assert_eq!(
-        import(dev, &craft(pid, fd, len as u64, key ^ 1, via)),
-        Err(DOCA_ERROR_NOT_PERMITTED)
-    );
-    assert_eq!(
-        import(dev, &craft(pid, fd, len as u64 + 8, key, via)),
-        Err(DOCA_ERROR_INVALID_VALUE)
-    );
-    assert_eq!(
-        import(dev, &craft(pid, fd, len as u64, key, 9)),
-        Err(DOCA_ERROR_INVALID_VALUE)
-    );
-    assert_eq!(
-        import(dev, &craft(0, fd, len as u64, key, via)),
-        Err(DOCA_ERROR_INVALID_VALUE)
-    );
-    assert_eq!(
-        import(dev, &craft(i32::MAX as u32, fd, len as u64, key, via)),
-        Err(DOCA_ERROR_NOT_FOUND)
-    );
-    assert_eq!(
-        import(dev, &craft(pid, 999_999, len as u64, key, via)),
-        Err(DOCA_ERROR_NOT_FOUND)
-    );
+    assert_eq!(import(dev, &craft(pid, fd, len as u64, key ^ 1, via)), Err(DOCA_ERROR_NOT_PERMITTED));
+    assert_eq!(import(dev, &craft(pid, fd, len as u64 + 8, key, via)), Err(DOCA_ERROR_INVALID_VALUE));
+    assert_eq!(import(dev, &craft(pid, fd, len as u64, key, 9)), Err(DOCA_ERROR_INVALID_VALUE));
+    assert_eq!(import(dev, &craft(0, fd, len as u64, key, via)), Err(DOCA_ERROR_INVALID_VALUE));
+    assert_eq!(import(dev, &craft(i32::MAX as u32, fd, len as u64, key, via)), Err(DOCA_ERROR_NOT_FOUND));
+    assert_eq!(import(dev, &craft(pid, 999_999, len as u64, key, via)), Err(DOCA_ERROR_NOT_FOUND));
     // Another blob kind.
     let mut w = BlobWriter::new(BlobKind::Mmap);
     w.u32(pid).u32(fd).u64(len as u64).u64(key).u8(via);
@@ -819,12 +667,7 @@ fn bad_blobs_are_rejected() {
     let mut out_ev = ptr::null_mut();
     // SAFETY: valid blob pointer; a bogus (non-NULL) device pointer is rejected unread.
     let r = unsafe {
-        doca_sync_event_create_from_export(
-            ptr::dangling_mut::<doca_dev>(),
-            blob.as_ptr(),
-            blob.len(),
-            &mut out_ev,
-        )
+        doca_sync_event_create_from_export(ptr::dangling_mut::<doca_dev>(), blob.as_ptr(), blob.len(), &mut out_ev)
     };
     assert_eq!(r, DOCA_ERROR_INVALID_VALUE);
     destroy(e);
@@ -841,9 +684,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
 }
 
 /// The child side: import, wait (ctx-mode task + poll) for 1, then publish 2.
@@ -856,23 +697,14 @@ fn cross_process_child(blob_hex: &str) {
     THEN.with(|t| t.set(Then::Free));
     // SAFETY: live task.
     ok(unsafe { doca_task_submit(wait_eq_task(e, 1, u64::MAX, 1)) });
-    let woke = event_loop_until(pe, Duration::from_secs(20), || {
-        !testkit::DONE.with(|d| d.borrow().is_empty())
-    });
+    let woke = event_loop_until(pe, Duration::from_secs(20), || !testkit::DONE.with(|d| d.borrow().is_empty()));
     assert!(woke, "child: value 1 never arrived");
     assert!(take_done()[0].ok);
     let mut t = ptr::null_mut();
     // SAFETY: live event and task.
     unsafe {
-        ok(doca_sync_event_task_notify_set_alloc_init(
-            e,
-            2,
-            doca_data::from_u64(2),
-            &mut t,
-        ));
-        ok(doca_task_submit(
-            doca_sync_event_task_notify_set_as_doca_task(t),
-        ));
+        ok(doca_sync_event_task_notify_set_alloc_init(e, 2, doca_data::from_u64(2), &mut t));
+        ok(doca_task_submit(doca_sync_event_task_notify_set_as_doca_task(t)));
     }
     drain(pe);
     stop_ctx_and_destroy(pe, e);
@@ -925,10 +757,7 @@ fn cross_process_wait_and_notify() {
     if !woke {
         fail(&mut child, "the parent never saw value 2");
     }
-    assert_eq!(
-        take_done().iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>(),
-        vec![(2, true)]
-    );
+    assert_eq!(take_done().iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>(), vec![(2, true)]);
     loop {
         if let Some(st) = child.try_wait().unwrap() {
             if !st.success() {
@@ -984,8 +813,7 @@ fn null_arguments_are_invalid_value() {
             ptr::null_mut()
         };
     }
-    let (mut u, mut h, mut s, mut d, mut sz, mut v) =
-        (0usize, 0, 0u32, ptr::null::<u8>(), 0usize, 0u64);
+    let (mut u, mut h, mut s, mut d, mut sz, mut v) = (0usize, 0, 0u32, ptr::null::<u8>(), 0usize, 0u64);
     let mut ud = doca_data::from_u64(0);
     let mut evp = ptr::null_mut();
     let (mut tg, mut ts, mut ta, mut te, mut tn) = (n!(), n!(), n!(), n!(), n!());
@@ -998,27 +826,12 @@ fn null_arguments_are_invalid_value() {
         vec![
             ("pe_create", doca_pe_create(n!())),
             ("pe_destroy", doca_pe_destroy(n!())),
-            (
-                "pe_get_notification_handle(pe)",
-                doca_pe_get_notification_handle(ptr::null(), &mut h),
-            ),
-            (
-                "pe_get_notification_handle(out)",
-                doca_pe_get_notification_handle(pe, n!()),
-            ),
-            (
-                "pe_request_notification",
-                doca_pe_request_notification(n!()),
-            ),
+            ("pe_get_notification_handle(pe)", doca_pe_get_notification_handle(ptr::null(), &mut h)),
+            ("pe_get_notification_handle(out)", doca_pe_get_notification_handle(pe, n!())),
+            ("pe_request_notification", doca_pe_request_notification(n!())),
             ("pe_clear_notification", doca_pe_clear_notification(n!(), h)),
-            (
-                "pe_get_num_inflight_tasks(pe)",
-                doca_pe_get_num_inflight_tasks(ptr::null(), &mut u),
-            ),
-            (
-                "pe_get_num_inflight_tasks(out)",
-                doca_pe_get_num_inflight_tasks(pe, n!()),
-            ),
+            ("pe_get_num_inflight_tasks(pe)", doca_pe_get_num_inflight_tasks(ptr::null(), &mut u)),
+            ("pe_get_num_inflight_tasks(out)", doca_pe_get_num_inflight_tasks(pe, n!())),
             ("pe_connect_ctx(pe)", doca_pe_connect_ctx(n!(), ctx)),
             ("pe_connect_ctx(ctx)", doca_pe_connect_ctx(pe, n!())),
             ("pe_set_event_mode", doca_pe_set_event_mode(n!(), 0)),
@@ -1027,233 +840,77 @@ fn null_arguments_are_invalid_value() {
             ("task_get_status", doca_task_get_status(ptr::null())),
             ("ctx_start", doca_ctx_start(n!())),
             ("ctx_stop", doca_ctx_stop(n!())),
-            (
-                "ctx_get_state(ctx)",
-                doca_ctx_get_state(ptr::null(), &mut s),
-            ),
+            ("ctx_get_state(ctx)", doca_ctx_get_state(ptr::null(), &mut s)),
             ("ctx_get_state(out)", doca_ctx_get_state(ctx, n!())),
-            (
-                "ctx_set_state_changed_cb(ctx)",
-                doca_ctx_set_state_changed_cb(n!(), Some(testkit::rec_state)),
-            ),
-            (
-                "ctx_set_state_changed_cb(cb)",
-                doca_ctx_set_state_changed_cb(ctx, None),
-            ),
+            ("ctx_set_state_changed_cb(ctx)", doca_ctx_set_state_changed_cb(n!(), Some(testkit::rec_state))),
+            ("ctx_set_state_changed_cb(cb)", doca_ctx_set_state_changed_cb(ctx, None)),
             ("ctx_set_user_data", doca_ctx_set_user_data(n!(), zero)),
-            (
-                "ctx_get_user_data(ctx)",
-                doca_ctx_get_user_data(ptr::null(), &mut ud),
-            ),
+            ("ctx_get_user_data(ctx)", doca_ctx_get_user_data(ptr::null(), &mut ud)),
             ("ctx_get_user_data(out)", doca_ctx_get_user_data(ctx, n!())),
-            (
-                "ctx_get_num_inflight_tasks(ctx)",
-                doca_ctx_get_num_inflight_tasks(ptr::null(), &mut u),
-            ),
-            (
-                "ctx_get_num_inflight_tasks(out)",
-                doca_ctx_get_num_inflight_tasks(ctx, n!()),
-            ),
+            ("ctx_get_num_inflight_tasks(ctx)", doca_ctx_get_num_inflight_tasks(ptr::null(), &mut u)),
+            ("ctx_get_num_inflight_tasks(out)", doca_ctx_get_num_inflight_tasks(ctx, n!())),
             ("se_create", doca_sync_event_create(n!())),
             ("se_destroy", doca_sync_event_destroy(n!())),
-            (
-                "se_add_publisher_location_cpu(ev)",
-                doca_sync_event_add_publisher_location_cpu(n!(), dev),
-            ),
-            (
-                "se_add_publisher_location_cpu(dev)",
-                doca_sync_event_add_publisher_location_cpu(ctx_ev, n!()),
-            ),
-            (
-                "se_add_subscriber_location_cpu(ev)",
-                doca_sync_event_add_subscriber_location_cpu(n!(), dev),
-            ),
-            (
-                "se_add_subscriber_location_cpu(dev)",
-                doca_sync_event_add_subscriber_location_cpu(ctx_ev, n!()),
-            ),
-            (
-                "se_add_publisher_location_remote_pci",
-                doca_sync_event_add_publisher_location_remote_pci(n!()),
-            ),
-            (
-                "se_add_subscriber_location_remote_pci",
-                doca_sync_event_add_subscriber_location_remote_pci(n!()),
-            ),
-            (
-                "se_add_publisher_location_remote_net",
-                doca_sync_event_add_publisher_location_remote_net(n!()),
-            ),
+            ("se_add_publisher_location_cpu(ev)", doca_sync_event_add_publisher_location_cpu(n!(), dev)),
+            ("se_add_publisher_location_cpu(dev)", doca_sync_event_add_publisher_location_cpu(ctx_ev, n!())),
+            ("se_add_subscriber_location_cpu(ev)", doca_sync_event_add_subscriber_location_cpu(n!(), dev)),
+            ("se_add_subscriber_location_cpu(dev)", doca_sync_event_add_subscriber_location_cpu(ctx_ev, n!())),
+            ("se_add_publisher_location_remote_pci", doca_sync_event_add_publisher_location_remote_pci(n!())),
+            ("se_add_subscriber_location_remote_pci", doca_sync_event_add_subscriber_location_remote_pci(n!())),
+            ("se_add_publisher_location_remote_net", doca_sync_event_add_publisher_location_remote_net(n!())),
             ("se_set_addr(ev)", doca_sync_event_set_addr(n!(), &mut v)),
             ("se_set_addr(addr)", doca_sync_event_set_addr(ev, n!())),
             ("se_start", doca_sync_event_start(n!())),
             ("se_stop", doca_sync_event_stop(n!())),
-            (
-                "se_export_to_remote_pci(ev)",
-                doca_sync_event_export_to_remote_pci(n!(), dev, &mut d, &mut sz),
-            ),
-            (
-                "se_export_to_remote_pci(dev)",
-                doca_sync_event_export_to_remote_pci(ev, n!(), &mut d, &mut sz),
-            ),
-            (
-                "se_export_to_remote_pci(data)",
-                doca_sync_event_export_to_remote_pci(ev, dev, n!(), &mut sz),
-            ),
-            (
-                "se_export_to_remote_pci(sz)",
-                doca_sync_event_export_to_remote_pci(ev, dev, &mut d, n!()),
-            ),
-            (
-                "se_export_to_remote_net(ev)",
-                doca_sync_event_export_to_remote_net(n!(), &mut d, &mut sz),
-            ),
-            (
-                "se_export_to_remote_net(data)",
-                doca_sync_event_export_to_remote_net(ev, n!(), &mut sz),
-            ),
-            (
-                "se_export_to_remote_net(sz)",
-                doca_sync_event_export_to_remote_net(ev, &mut d, n!()),
-            ),
-            (
-                "se_create_from_export(dev)",
-                doca_sync_event_create_from_export(n!(), b, bl, &mut evp),
-            ),
-            (
-                "se_create_from_export(data)",
-                doca_sync_event_create_from_export(dev, ptr::null(), bl, &mut evp),
-            ),
-            (
-                "se_create_from_export(out)",
-                doca_sync_event_create_from_export(dev, b, bl, n!()),
-            ),
+            ("se_export_to_remote_pci(ev)", doca_sync_event_export_to_remote_pci(n!(), dev, &mut d, &mut sz)),
+            ("se_export_to_remote_pci(dev)", doca_sync_event_export_to_remote_pci(ev, n!(), &mut d, &mut sz)),
+            ("se_export_to_remote_pci(data)", doca_sync_event_export_to_remote_pci(ev, dev, n!(), &mut sz)),
+            ("se_export_to_remote_pci(sz)", doca_sync_event_export_to_remote_pci(ev, dev, &mut d, n!())),
+            ("se_export_to_remote_net(ev)", doca_sync_event_export_to_remote_net(n!(), &mut d, &mut sz)),
+            ("se_export_to_remote_net(data)", doca_sync_event_export_to_remote_net(ev, n!(), &mut sz)),
+            ("se_export_to_remote_net(sz)", doca_sync_event_export_to_remote_net(ev, &mut d, n!())),
+            ("se_create_from_export(dev)", doca_sync_event_create_from_export(n!(), b, bl, &mut evp)),
+            ("se_create_from_export(data)", doca_sync_event_create_from_export(dev, ptr::null(), bl, &mut evp)),
+            ("se_create_from_export(out)", doca_sync_event_create_from_export(dev, b, bl, n!())),
             ("se_get(ev)", doca_sync_event_get(n!(), &mut v)),
             ("se_get(out)", doca_sync_event_get(ev, n!())),
-            (
-                "se_update_add(ev)",
-                doca_sync_event_update_add(n!(), 1, &mut v),
-            ),
-            (
-                "se_update_add(fetched)",
-                doca_sync_event_update_add(ev, 1, n!()),
-            ),
+            ("se_update_add(ev)", doca_sync_event_update_add(n!(), 1, &mut v)),
+            ("se_update_add(fetched)", doca_sync_event_update_add(ev, 1, n!())),
             ("se_update_set", doca_sync_event_update_set(n!(), 1)),
             ("se_wait_gt", doca_sync_event_wait_gt(n!(), 0, 0)),
-            (
-                "se_wait_gt_yield",
-                doca_sync_event_wait_gt_yield(n!(), 0, 0),
-            ),
+            ("se_wait_gt_yield", doca_sync_event_wait_gt_yield(n!(), 0, 0)),
             ("se_wait_eq", doca_sync_event_wait_eq(n!(), 0, 0)),
             ("se_wait_neq", doca_sync_event_wait_neq(n!(), 0, 0)),
-            (
-                "get_set_conf(ev)",
-                doca_sync_event_task_get_set_conf(n!(), Some(get_ok), Some(get_err), 1),
-            ),
-            (
-                "get_set_conf(ok)",
-                doca_sync_event_task_get_set_conf(ev, None, Some(get_err), 1),
-            ),
-            (
-                "get_set_conf(err)",
-                doca_sync_event_task_get_set_conf(ev, Some(get_ok), None, 1),
-            ),
-            (
-                "notify_set_set_conf(ev)",
-                doca_sync_event_task_notify_set_set_conf(n!(), Some(set_ok), Some(set_err), 1),
-            ),
-            (
-                "notify_set_set_conf(ok)",
-                doca_sync_event_task_notify_set_set_conf(ev, None, Some(set_err), 1),
-            ),
-            (
-                "notify_set_set_conf(err)",
-                doca_sync_event_task_notify_set_set_conf(ev, Some(set_ok), None, 1),
-            ),
-            (
-                "notify_add_set_conf(ev)",
-                doca_sync_event_task_notify_add_set_conf(n!(), Some(add_ok), Some(add_err), 1),
-            ),
-            (
-                "notify_add_set_conf(ok)",
-                doca_sync_event_task_notify_add_set_conf(ev, None, Some(add_err), 1),
-            ),
-            (
-                "notify_add_set_conf(err)",
-                doca_sync_event_task_notify_add_set_conf(ev, Some(add_ok), None, 1),
-            ),
-            (
-                "wait_eq_set_conf(ev)",
-                doca_sync_event_task_wait_eq_set_conf(n!(), Some(eq_ok), Some(eq_err), 1),
-            ),
-            (
-                "wait_eq_set_conf(ok)",
-                doca_sync_event_task_wait_eq_set_conf(ev, None, Some(eq_err), 1),
-            ),
-            (
-                "wait_eq_set_conf(err)",
-                doca_sync_event_task_wait_eq_set_conf(ev, Some(eq_ok), None, 1),
-            ),
-            (
-                "wait_neq_set_conf(ev)",
-                doca_sync_event_task_wait_neq_set_conf(n!(), Some(neq_ok), Some(neq_err), 1),
-            ),
-            (
-                "wait_neq_set_conf(ok)",
-                doca_sync_event_task_wait_neq_set_conf(ev, None, Some(neq_err), 1),
-            ),
-            (
-                "wait_neq_set_conf(err)",
-                doca_sync_event_task_wait_neq_set_conf(ev, Some(neq_ok), None, 1),
-            ),
-            (
-                "get_alloc_init(ev)",
-                doca_sync_event_task_get_alloc_init(n!(), &mut v, zero, &mut tg),
-            ),
-            (
-                "get_alloc_init(ret)",
-                doca_sync_event_task_get_alloc_init(ctx_ev, n!(), zero, &mut tg),
-            ),
-            (
-                "get_alloc_init(task)",
-                doca_sync_event_task_get_alloc_init(ctx_ev, &mut v, zero, n!()),
-            ),
-            (
-                "notify_set_alloc_init(ev)",
-                doca_sync_event_task_notify_set_alloc_init(n!(), 1, zero, &mut ts),
-            ),
-            (
-                "notify_set_alloc_init(task)",
-                doca_sync_event_task_notify_set_alloc_init(ctx_ev, 1, zero, n!()),
-            ),
-            (
-                "notify_add_alloc_init(ev)",
-                doca_sync_event_task_notify_add_alloc_init(n!(), 1, &mut v, zero, &mut ta),
-            ),
+            ("get_set_conf(ev)", doca_sync_event_task_get_set_conf(n!(), Some(get_ok), Some(get_err), 1)),
+            ("get_set_conf(ok)", doca_sync_event_task_get_set_conf(ev, None, Some(get_err), 1)),
+            ("get_set_conf(err)", doca_sync_event_task_get_set_conf(ev, Some(get_ok), None, 1)),
+            ("notify_set_set_conf(ev)", doca_sync_event_task_notify_set_set_conf(n!(), Some(set_ok), Some(set_err), 1)),
+            ("notify_set_set_conf(ok)", doca_sync_event_task_notify_set_set_conf(ev, None, Some(set_err), 1)),
+            ("notify_set_set_conf(err)", doca_sync_event_task_notify_set_set_conf(ev, Some(set_ok), None, 1)),
+            ("notify_add_set_conf(ev)", doca_sync_event_task_notify_add_set_conf(n!(), Some(add_ok), Some(add_err), 1)),
+            ("notify_add_set_conf(ok)", doca_sync_event_task_notify_add_set_conf(ev, None, Some(add_err), 1)),
+            ("notify_add_set_conf(err)", doca_sync_event_task_notify_add_set_conf(ev, Some(add_ok), None, 1)),
+            ("wait_eq_set_conf(ev)", doca_sync_event_task_wait_eq_set_conf(n!(), Some(eq_ok), Some(eq_err), 1)),
+            ("wait_eq_set_conf(ok)", doca_sync_event_task_wait_eq_set_conf(ev, None, Some(eq_err), 1)),
+            ("wait_eq_set_conf(err)", doca_sync_event_task_wait_eq_set_conf(ev, Some(eq_ok), None, 1)),
+            ("wait_neq_set_conf(ev)", doca_sync_event_task_wait_neq_set_conf(n!(), Some(neq_ok), Some(neq_err), 1)),
+            ("wait_neq_set_conf(ok)", doca_sync_event_task_wait_neq_set_conf(ev, None, Some(neq_err), 1)),
+            ("wait_neq_set_conf(err)", doca_sync_event_task_wait_neq_set_conf(ev, Some(neq_ok), None, 1)),
+            ("get_alloc_init(ev)", doca_sync_event_task_get_alloc_init(n!(), &mut v, zero, &mut tg)),
+            ("get_alloc_init(ret)", doca_sync_event_task_get_alloc_init(ctx_ev, n!(), zero, &mut tg)),
+            ("get_alloc_init(task)", doca_sync_event_task_get_alloc_init(ctx_ev, &mut v, zero, n!())),
+            ("notify_set_alloc_init(ev)", doca_sync_event_task_notify_set_alloc_init(n!(), 1, zero, &mut ts)),
+            ("notify_set_alloc_init(task)", doca_sync_event_task_notify_set_alloc_init(ctx_ev, 1, zero, n!())),
+            ("notify_add_alloc_init(ev)", doca_sync_event_task_notify_add_alloc_init(n!(), 1, &mut v, zero, &mut ta)),
             (
                 "notify_add_alloc_init(fetched)",
                 doca_sync_event_task_notify_add_alloc_init(ctx_ev, 1, n!(), zero, &mut ta),
             ),
-            (
-                "notify_add_alloc_init(task)",
-                doca_sync_event_task_notify_add_alloc_init(ctx_ev, 1, &mut v, zero, n!()),
-            ),
-            (
-                "wait_eq_alloc_init(ev)",
-                doca_sync_event_task_wait_eq_alloc_init(n!(), 1, 1, zero, &mut te),
-            ),
-            (
-                "wait_eq_alloc_init(task)",
-                doca_sync_event_task_wait_eq_alloc_init(ctx_ev, 1, 1, zero, n!()),
-            ),
-            (
-                "wait_neq_alloc_init(ev)",
-                doca_sync_event_task_wait_neq_alloc_init(n!(), 1, 1, zero, &mut tn),
-            ),
-            (
-                "wait_neq_alloc_init(task)",
-                doca_sync_event_task_wait_neq_alloc_init(ctx_ev, 1, 1, zero, n!()),
-            ),
+            ("notify_add_alloc_init(task)", doca_sync_event_task_notify_add_alloc_init(ctx_ev, 1, &mut v, zero, n!())),
+            ("wait_eq_alloc_init(ev)", doca_sync_event_task_wait_eq_alloc_init(n!(), 1, 1, zero, &mut te)),
+            ("wait_eq_alloc_init(task)", doca_sync_event_task_wait_eq_alloc_init(ctx_ev, 1, 1, zero, n!())),
+            ("wait_neq_alloc_init(ev)", doca_sync_event_task_wait_neq_alloc_init(n!(), 1, 1, zero, &mut tn)),
+            ("wait_neq_alloc_init(task)", doca_sync_event_task_wait_neq_alloc_init(ctx_ev, 1, 1, zero, n!())),
         ]
     };
     for (name, r) in &table {
@@ -1275,14 +932,7 @@ fn null_arguments_are_invalid_value() {
         assert!(doca_sync_event_task_wait_neq_as_doca_task(n!()).is_null());
     }
     // Nothing was allocated by the failed calls.
-    assert!(
-        evp.is_null()
-            && tg.is_null()
-            && ts.is_null()
-            && ta.is_null()
-            && te.is_null()
-            && tn.is_null()
-    );
+    assert!(evp.is_null() && tg.is_null() && ts.is_null() && ta.is_null() && te.is_null() && tn.is_null());
     destroy(ev);
     stop_ctx_and_destroy(pe, ctx_ev);
     testkit::destroy_pe(pe);
