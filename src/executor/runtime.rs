@@ -401,7 +401,10 @@ impl Handle {
     /// Runs `fut` to completion on the calling thread, in a temporary executor with its own
     /// PE (see the module documentation). Tasks spawned with `spawn_local` inside it are
     /// cancelled when `fut` finishes; DOCA objects created inside it are stopped and
-    /// destroyed then too.
+    /// destroyed then too. The calling thread is not pinned and never busy-polls: with
+    /// [`IdleMode::Polling`] it spins for the adaptive budget and then sleeps, so it does not
+    /// take a core from the pinned workers. Latency-critical loops belong on a worker
+    /// ([`spawn_on`](Handle::spawn_on)).
     ///
     /// # Panics
     /// When called from inside an async-doca executor (use `.await` instead), or when the
@@ -460,7 +463,14 @@ impl HandleRef<'_> {
             !local::in_executor(),
             "async-doca: block_on called from inside an executor; use .await or spawn instead"
         );
-        let core = Core::new(None, self.0.config, Some(Handle { inner: self.0.clone() }))
+        // The calling thread is not one of the runtime's pinned CPUs: busy-polling there
+        // would take a core from a pinned worker (three spinners on two cores showed up as
+        // millisecond stalls in perf). So it spins at most the adaptive budget, then sleeps.
+        let mut config = self.0.config;
+        if config.idle == IdleMode::Polling {
+            config.idle = IdleMode::Adaptive(DEFAULT_SPIN);
+        }
+        let core = Core::new(None, config, Some(Handle { inner: self.0.clone() }))
             .unwrap_or_else(|e| panic!("async-doca: cannot create the block_on executor: {e}"));
         let core = Rc::new(core);
         // Drop order (reverse of declaration): the future first (so that DOCA objects it owns
