@@ -1,4 +1,32 @@
 //! async-doca: NVIDIA DOCA tasks as futures.
+//!
+//! One executor thread per CPU, pinned, drives that CPU's DOCA progress engine and its
+//! notification fd; every DOCA task it submits (a sync-event wait, later RDMA operations
+//! and UROM commands) resolves a future. The crate talks to DOCA only through [`sys`]
+//! (`doca-sys`), whose default provider is a software implementation of the DOCA C ABI,
+//! so the same code runs on a laptop, in CI, and on a BlueField host.
+//!
+//! ```
+//! use async_doca::sync_event::SyncEvent;
+//! use async_doca::{Device, Runtime};
+//!
+//! let rt = Runtime::builder().cpus("0".parse()?).build()?;
+//! let seen = rt.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let ev = SyncEvent::builder(&dev).build().await?;
+//!     // A second handle on the same counter, as another process or the DPU would open it.
+//!     let peer = SyncEvent::open(&dev, &ev.export()?).await?;
+//!     let waiter = async_doca::spawn_local(async move { peer.wait_gt(0).await });
+//!     ev.add(1).await?;
+//!     waiter.await?
+//! })?;
+//! assert_eq!(seen, 1);
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+//!
+//! Where to start: [`Runtime`] (executors, spawning, `block_on`), [`sync_event::SyncEvent`],
+//! [`Error`] (every failure keeps its DOCA code), and `docs/ARCHITECTURE.md` for the model:
+//! which thread owns what, how a DOCA callback becomes a wake-up, what happens on drop.
 pub use doca_sys as sys;
 
 pub mod device;
