@@ -66,7 +66,10 @@ fn host(rounds: u64) -> Result<()> {
             for r in 0..rounds {
                 let before = ev.add(1).await?;
                 if before != 2 * r {
-                    return Err(Error::new(ErrorKind::Other, format!("round {r}: counter was {before}, not {}", 2 * r)));
+                    return Err(Error::new(
+                        ErrorKind::Other,
+                        format!("round {r}: counter was {before}, not {}", 2 * r),
+                    ));
                 }
                 wait_for(&ev, 2 * r + 2).await?;
             }
@@ -104,7 +107,10 @@ fn child(blob_hex: &str, rounds: u64) -> Result<()> {
             wait_for(&ev, 2 * r + 1).await?;
             let before = ev.add(1).await?;
             if before != 2 * r + 1 {
-                return Err(Error::new(ErrorKind::Other, format!("round {r}: counter was {before}, not {}", 2 * r + 1)));
+                return Err(Error::new(
+                    ErrorKind::Other,
+                    format!("round {r}: counter was {before}, not {}", 2 * r + 1),
+                ));
             }
         }
         Ok(())
