@@ -27,12 +27,9 @@ fn link_system() {
     if let Some(home) = std::env::var_os("DOCA_HOME") {
         let home = std::path::PathBuf::from(home);
         let mut paths = vec![];
-        for sub in [
-            "lib/x86_64-linux-gnu/pkgconfig",
-            "lib/aarch64-linux-gnu/pkgconfig",
-            "lib64/pkgconfig",
-            "lib/pkgconfig",
-        ] {
+        for sub in
+            ["lib/x86_64-linux-gnu/pkgconfig", "lib/aarch64-linux-gnu/pkgconfig", "lib64/pkgconfig", "lib/pkgconfig"]
+        {
             paths.push(home.join(sub));
         }
         if let Some(old) = std::env::var_os("PKG_CONFIG_PATH") {
@@ -58,5 +55,10 @@ fn link_system() {
             }
             println!("cargo:rustc-link-lib=dylib=doca_common");
         }
+    }
+    // The RDMA declarations (doca_rdma_*) live in `doca-rdma`.
+    if pkg_config::Config::new().atleast_version("3.0").probe("doca-rdma").is_err() {
+        println!("cargo:warning=doca-sys (feature `system`): `doca-rdma` not found with pkg-config; linking doca_rdma by name.");
+        println!("cargo:rustc-link-lib=dylib=doca_rdma");
     }
 }

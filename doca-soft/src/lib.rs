@@ -8,6 +8,7 @@
 //! | [`pe`], [`ctx`], [`task`] | progress engine with an epoll notification fd, ctx state machine, fixed task pools |
 //! | [`doorbell`] | per-PE wake-up sockets that other threads and processes ring |
 //! | [`sync_event`] | the 64-bit counter in shared memory, standalone and as a ctx |
+//! | [`rdma`] | RC connections over shared-memory rings, the eight RDMA operations |
 //! | [`dev`] | the soft device list (`DOCA_SOFT_DEVICES`) |
 //! | [`mmap`], [`buf`] | registered memory, export/import, buffer inventories and buffers |
 //! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
@@ -26,6 +27,10 @@ pub mod types {
 /// The concrete object types the callback types name.
 mod objects {
     pub use crate::ctx::doca_ctx;
+    pub use crate::rdma::{
+        doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read, doca_rdma_task_receive,
+        doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write, doca_rdma_task_write_imm,
+    };
     pub use crate::sync_event::{
         doca_sync_event_task_get, doca_sync_event_task_notify_add, doca_sync_event_task_notify_set,
         doca_sync_event_task_wait_eq, doca_sync_event_task_wait_neq,
@@ -42,6 +47,7 @@ pub mod errors;
 mod ffi;
 pub mod mmap;
 pub mod pe;
+pub mod rdma;
 pub mod shm;
 pub mod sync_event;
 pub mod task;

@@ -73,6 +73,26 @@ opaque!(
     doca_sync_event_task_wait_eq,
     /// Sync event task: wait until `(value & mask) != wait_val`.
     doca_sync_event_task_wait_neq,
+    /// An RDMA context (reliable connections, the eight RDMA operations).
+    doca_rdma,
+    /// One RDMA connection of a `doca_rdma` (created by `doca_rdma_export`).
+    doca_rdma_connection,
+    /// RDMA task: a posted receive buffer.
+    doca_rdma_task_receive,
+    /// RDMA task: send a message.
+    doca_rdma_task_send,
+    /// RDMA task: send a message with 32-bit immediate data.
+    doca_rdma_task_send_imm,
+    /// RDMA task: read remote memory into a local buffer.
+    doca_rdma_task_read,
+    /// RDMA task: write a local buffer to remote memory.
+    doca_rdma_task_write,
+    /// RDMA task: write, then deliver immediate data to a posted receive.
+    doca_rdma_task_write_imm,
+    /// RDMA task: 64-bit remote compare-and-swap.
+    doca_rdma_task_atomic_cmp_swp,
+    /// RDMA task: 64-bit remote fetch-and-add.
+    doca_rdma_task_atomic_fetch_add,
 );
 
 extern "C" {
@@ -84,10 +104,8 @@ extern "C" {
     pub fn doca_pe_create(pe: *mut *mut doca_pe) -> doca_error_t;
     pub fn doca_pe_destroy(pe: *mut doca_pe) -> doca_error_t;
     pub fn doca_pe_progress(pe: *mut doca_pe) -> u8;
-    pub fn doca_pe_get_notification_handle(
-        pe: *const doca_pe,
-        handle: *mut doca_notification_handle_t,
-    ) -> doca_error_t;
+    pub fn doca_pe_get_notification_handle(pe: *const doca_pe, handle: *mut doca_notification_handle_t)
+        -> doca_error_t;
     pub fn doca_pe_request_notification(pe: *mut doca_pe) -> doca_error_t;
     pub fn doca_pe_clear_notification(pe: *mut doca_pe, handle: doca_notification_handle_t) -> doca_error_t;
     pub fn doca_pe_get_num_inflight_tasks(pe: *const doca_pe, num_inflight_tasks: *mut usize) -> doca_error_t;
@@ -124,8 +142,16 @@ extern "C" {
         pci_addr_str: *const c_char,
         is_equal: *mut u8,
     ) -> doca_error_t;
-    pub fn doca_devinfo_get_ibdev_name(devinfo: *const doca_devinfo, ibdev_name: *mut c_char, size: u32) -> doca_error_t;
-    pub fn doca_devinfo_get_iface_name(devinfo: *const doca_devinfo, iface_name: *mut c_char, size: u32) -> doca_error_t;
+    pub fn doca_devinfo_get_ibdev_name(
+        devinfo: *const doca_devinfo,
+        ibdev_name: *mut c_char,
+        size: u32,
+    ) -> doca_error_t;
+    pub fn doca_devinfo_get_iface_name(
+        devinfo: *const doca_devinfo,
+        iface_name: *mut c_char,
+        size: u32,
+    ) -> doca_error_t;
 
     // ---- memory map ----
     pub fn doca_mmap_create(mmap: *mut *mut doca_mmap) -> doca_error_t;
@@ -191,7 +217,8 @@ extern "C" {
     pub fn doca_sync_event_create(event: *mut *mut doca_sync_event) -> doca_error_t;
     pub fn doca_sync_event_destroy(event: *mut doca_sync_event) -> doca_error_t;
     pub fn doca_sync_event_add_publisher_location_cpu(event: *mut doca_sync_event, dev: *mut doca_dev) -> doca_error_t;
-    pub fn doca_sync_event_add_subscriber_location_cpu(event: *mut doca_sync_event, dev: *mut doca_dev) -> doca_error_t;
+    pub fn doca_sync_event_add_subscriber_location_cpu(event: *mut doca_sync_event, dev: *mut doca_dev)
+        -> doca_error_t;
     pub fn doca_sync_event_add_publisher_location_remote_pci(event: *mut doca_sync_event) -> doca_error_t;
     pub fn doca_sync_event_add_subscriber_location_remote_pci(event: *mut doca_sync_event) -> doca_error_t;
     pub fn doca_sync_event_add_publisher_location_remote_net(event: *mut doca_sync_event) -> doca_error_t;
@@ -299,6 +326,162 @@ extern "C" {
         task: *mut *mut doca_sync_event_task_wait_neq,
     ) -> doca_error_t;
     pub fn doca_sync_event_task_wait_neq_as_doca_task(task: *mut doca_sync_event_task_wait_neq) -> *mut doca_task;
+}
+
+// ---- RDMA (`doca-rdma`) ----
+//
+// Tasks name their connection (the DOCA 3.x form). The receive result getters are valid in the
+// receive task's completion callback.
+extern "C" {
+    pub fn doca_rdma_create(dev: *mut doca_dev, rdma: *mut *mut doca_rdma) -> doca_error_t;
+    pub fn doca_rdma_destroy(rdma: *mut doca_rdma) -> doca_error_t;
+    pub fn doca_rdma_as_ctx(rdma: *mut doca_rdma) -> *mut doca_ctx;
+    pub fn doca_rdma_set_permissions(rdma: *mut doca_rdma, permissions: u32) -> doca_error_t;
+    pub fn doca_rdma_set_send_queue_size(rdma: *mut doca_rdma, size: u32) -> doca_error_t;
+    pub fn doca_rdma_set_recv_queue_size(rdma: *mut doca_rdma, size: u32) -> doca_error_t;
+    pub fn doca_rdma_set_max_num_connections(rdma: *mut doca_rdma, max: u16) -> doca_error_t;
+    pub fn doca_rdma_export(
+        rdma: *mut doca_rdma,
+        local_conn_details: *mut *const c_void,
+        local_conn_details_size: *mut usize,
+        rdma_connection: *mut *mut doca_rdma_connection,
+    ) -> doca_error_t;
+    pub fn doca_rdma_connect(
+        rdma: *mut doca_rdma,
+        remote_conn_details: *const c_void,
+        remote_conn_details_size: usize,
+        rdma_connection: *mut doca_rdma_connection,
+    ) -> doca_error_t;
+
+    pub fn doca_rdma_task_receive_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_receive_completion_cb_t,
+        err_cb: doca_rdma_task_receive_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_receive_as_task(task: *mut doca_rdma_task_receive) -> *mut doca_task;
+    pub fn doca_rdma_task_send_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_send_completion_cb_t,
+        err_cb: doca_rdma_task_send_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_send_as_task(task: *mut doca_rdma_task_send) -> *mut doca_task;
+    pub fn doca_rdma_task_send_imm_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_send_imm_completion_cb_t,
+        err_cb: doca_rdma_task_send_imm_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_send_imm_as_task(task: *mut doca_rdma_task_send_imm) -> *mut doca_task;
+    pub fn doca_rdma_task_read_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_read_completion_cb_t,
+        err_cb: doca_rdma_task_read_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_read_as_task(task: *mut doca_rdma_task_read) -> *mut doca_task;
+    pub fn doca_rdma_task_write_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_write_completion_cb_t,
+        err_cb: doca_rdma_task_write_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_write_as_task(task: *mut doca_rdma_task_write) -> *mut doca_task;
+    pub fn doca_rdma_task_write_imm_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_write_imm_completion_cb_t,
+        err_cb: doca_rdma_task_write_imm_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_write_imm_as_task(task: *mut doca_rdma_task_write_imm) -> *mut doca_task;
+    pub fn doca_rdma_task_atomic_cmp_swp_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_atomic_cmp_swp_completion_cb_t,
+        err_cb: doca_rdma_task_atomic_cmp_swp_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_atomic_cmp_swp_as_task(task: *mut doca_rdma_task_atomic_cmp_swp) -> *mut doca_task;
+    pub fn doca_rdma_task_atomic_fetch_add_set_conf(
+        rdma: *mut doca_rdma,
+        ok_cb: doca_rdma_task_atomic_fetch_add_completion_cb_t,
+        err_cb: doca_rdma_task_atomic_fetch_add_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_atomic_fetch_add_as_task(task: *mut doca_rdma_task_atomic_fetch_add) -> *mut doca_task;
+
+    pub fn doca_rdma_task_receive_allocate_init(
+        rdma: *mut doca_rdma,
+        dst_buf: *mut doca_buf,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_receive,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_send_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        src_buf: *const doca_buf,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_send,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_send_imm_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        src_buf: *const doca_buf,
+        immediate_data: doca_be32_t,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_send_imm,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_read_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        src_buf: *const doca_buf,
+        dst_buf: *mut doca_buf,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_read,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_write_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        src_buf: *const doca_buf,
+        dst_buf: *mut doca_buf,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_write,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_write_imm_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        src_buf: *const doca_buf,
+        dst_buf: *mut doca_buf,
+        immediate_data: doca_be32_t,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_write_imm,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_atomic_cmp_swp_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        dst_buf: *mut doca_buf,
+        result_buf: *mut doca_buf,
+        cmp_data: u64,
+        swap_data: u64,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_atomic_cmp_swp,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_atomic_fetch_add_allocate_init(
+        rdma: *mut doca_rdma,
+        conn: *mut doca_rdma_connection,
+        dst_buf: *mut doca_buf,
+        result_buf: *mut doca_buf,
+        add_data: u64,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_atomic_fetch_add,
+    ) -> doca_error_t;
+
+    pub fn doca_rdma_task_receive_get_result_opcode(task: *const doca_rdma_task_receive) -> doca_rdma_opcode;
+    pub fn doca_rdma_task_receive_get_result_len(task: *const doca_rdma_task_receive) -> u32;
+    pub fn doca_rdma_task_receive_get_result_immediate_data(task: *const doca_rdma_task_receive) -> doca_be32_t;
+    pub fn doca_rdma_task_receive_get_result_rdma_connection(
+        task: *const doca_rdma_task_receive,
+    ) -> *const doca_rdma_connection;
 }
 
 /// `doca_buf_inventory_buf_get_by_addr`: a buffer over `[addr, addr+len)` with an empty

@@ -4,7 +4,7 @@
 // declare the API; `doca-soft` includes it (with `include!`) to implement the same API, so
 // the two sides cannot drift apart and no crate cycle is needed (doca-sys depends on
 // doca-soft to link it). The including module must have the opaque object types that the
-// callback types name (`doca_task`, `doca_ctx`, the sync event task types) in scope.
+// callback types name (`doca_task`, `doca_ctx`, the sync event and RDMA task types) in scope.
 //
 // Written by hand from the interface facts (names, argument order, numeric values); no
 // NVIDIA header was copied.
@@ -195,6 +195,38 @@ pub type doca_sync_event_task_wait_neq_completion_cb_t = Option<
         task_user_data: doca_data,
         ctx_user_data: doca_data,
     ),
+>;
+
+/// `enum doca_rdma_opcode`: what kind of incoming message completed a receive task.
+pub type doca_rdma_opcode = u32;
+pub const DOCA_RDMA_OPCODE_RECV_SEND: doca_rdma_opcode = 0;
+pub const DOCA_RDMA_OPCODE_RECV_SEND_WITH_IMM: doca_rdma_opcode = 1;
+pub const DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM: doca_rdma_opcode = 2;
+
+/// RDMA task completion callbacks, one type per task kind.
+pub type doca_rdma_task_receive_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_receive, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_send_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_send, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_send_imm_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_send_imm, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_read_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_read, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_write_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_write, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_write_imm_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_write_imm, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_atomic_cmp_swp_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_atomic_cmp_swp, task_user_data: doca_data, ctx_user_data: doca_data),
+>;
+pub type doca_rdma_task_atomic_fetch_add_completion_cb_t = Option<
+    unsafe extern "C" fn(task: *mut doca_rdma_task_atomic_fetch_add, task_user_data: doca_data, ctx_user_data: doca_data),
 >;
 
 #[allow(dead_code)]

@@ -1,0 +1,590 @@
+//! The data path: executing send-side operations in connection order, consuming receive
+//! rings, the progress and has-work hooks, and peer liveness.
+//!
+//! # Send side
+//! `enqueue` runs an operation at once when its connection's queue is empty (the fast
+//! path); otherwise it waits behind the others. `pump_tx` (from progress) runs queued
+//! operations from the head, in order, until one blocks on a full ring. A send streams its
+//! record into the peer's ring as space allows (`progress` counts the record bytes written);
+//! a write-with-immediate does its write once, then waits for room for its 16-byte
+//! notification. One-sided operations never block. The tail is published once per call, and
+//! the peer's doorbell rung if it announced it may sleep.
+//!
+//! # Receive side
+//! `pump_rx` (from progress) looks at the ring's head: a record header with a posted receive
+//! available pops the oldest receive and checks its buffer (too small: the receive fails
+//! with TOO_BIG and the ctx enters the error state); then payload bytes are copied straight
+//! from the ring into the buffer's free space as they arrive, and the receive completes when
+//! the whole record is consumed. Without a posted receive, records wait in the ring.
+//!
+//! # Sleeping and waking
+//! Doorbells are rung only for a PE that is armed (between `doca_pe_request_notification`
+//! and `doca_pe_clear_notification`); a polling PE sees the rings by itself, so the data
+//! path costs it no system call.
+//! * `consumer_sleeping` is kept equal to "armed, and the next record could complete
+//!   something (a receive is posted or half-filled)" by `sync_sleep_flags`, called from
+//!   `has_work` (at arm: set, then re-check the rings — Dekker, see `ring.rs`), from every
+//!   progress (clears it after `doca_pe_clear_notification`), and when the first receive is
+//!   posted (a receive posted while armed sets it; a record already waiting then makes the
+//!   armed handle readable at once).
+//! * `space_wanted` is set by a producer blocked on a full ring only while armed (at arm by
+//!   `has_work`, or when it blocks while armed), then it re-checks the free space.
+
+use std::time::Instant;
+
+use super::conn::{doca_rdma_connection, ConnState, Incoming};
+use super::ring::{record_len, Record, RecordKind, RECORD_HEADER};
+use super::tasks::{self, decode, doca_rdma_task_receive, live_buf, Op};
+use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
+use crate::ctx::doca_ctx;
+use crate::task::doca_task;
+use crate::types::*;
+
+/// The result of running (part of) an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exec {
+    /// Finished with this status (success or the task's error).
+    Done(doca_error_t),
+    /// Needs at least this many free ring bytes to go on.
+    Blocked(u64),
+    /// The peer broke the protocol (corrupt ring) or is gone: break the connection.
+    PeerFault(doca_error_t),
+}
+
+/// Why a pump stopped early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// The connection is broken with this code (then the ctx enters the error state).
+    Peer(doca_error_t),
+    /// A task failed (already completed): the ctx enters the error state.
+    Task,
+}
+
+fn apply(r: &doca_rdma, c: &doca_rdma_connection, f: Fault) {
+    match f {
+        Fault::Peer(code) => r.peer_lost(c, code),
+        Fault::Task => r.enter_error(DOCA_ERROR_BAD_STATE),
+    }
+}
+
+/// Whether the ctx's PE is armed (only then does anyone need to ring it).
+fn armed(r: &doca_rdma) -> bool {
+    r.ctx().pe().is_some_and(|pe| pe.is_armed())
+}
+
+/// Sets `consumer_sleeping` exactly on the receive rings whose next record could complete
+/// something (a receive is posted, or one is half-filled) while the PE is armed, and clears
+/// it everywhere else (see the module docs).
+pub(super) fn sync_sleep_flags(r: &doca_rdma) {
+    let on = armed(r);
+    let recv_posted = !r.recvs.borrow().is_empty();
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() != ConnState::Connected {
+            continue;
+        }
+        if let Some(rx) = c.rx.borrow().as_ref() {
+            rx.set_sleeping(on && (recv_posted || c.incoming.borrow().is_some()));
+        }
+    }
+}
+
+/// Polls the liveness of every connected remote peer, at most every LIVENESS_INTERVAL
+/// (or now with `force`).
+fn poll_liveness(r: &doca_rdma, force: bool) {
+    let mut i = 0;
+    let mut any_remote = false;
+    while let Some(c) = r.current(i) {
+        any_remote |= c.state() == ConnState::Connected && c.peer().is_some_and(|p| p.remote);
+        i += 1;
+    }
+    if !any_remote {
+        return; // in-process peers cannot die separately
+    }
+    let now = Instant::now();
+    if !force && now.duration_since(r.last_liveness.get()) < LIVENESS_INTERVAL {
+        return;
+    }
+    r.last_liveness.set(now);
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        if c.state() == ConnState::Connected {
+            c.poll_alive();
+        }
+        i += 1;
+    }
+}
+
+/// Submit-time peer check: a peer already known to be gone (closed rings, or a dead
+/// process, polled at most every LIVENESS_INTERVAL) refuses the submit with its code; the
+/// next progress breaks the connection after draining what the peer had sent.
+pub(super) fn check_peer_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
+    if c.state() != ConnState::Connected {
+        return Ok(()); // conn_usable reports it
+    }
+    if c.peer().is_some_and(|p| p.remote) {
+        poll_liveness(r, false);
+    }
+    match c.peer_gone() {
+        Some(code) => Err(code),
+        None => Ok(()),
+    }
+}
+
+/// Publishes the producer tail of `c` and rings the peer if it may sleep.
+fn publish_tx(c: &doca_rdma_connection) {
+    let ring = c.tx.borrow().as_ref().is_some_and(|t| t.publish());
+    if ring {
+        c.ring_peer();
+    }
+}
+
+/// Hands a submitted send-side task to its connection (see the module docs).
+pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task) {
+    if !c.ops.borrow().is_empty() {
+        c.ops.borrow_mut().push_back(t);
+        return;
+    }
+    match execute(c, t) {
+        Exec::Done(status) => {
+            r.finish(t, status);
+            publish_tx(c);
+            if status != DOCA_SUCCESS {
+                r.enter_error(DOCA_ERROR_BAD_STATE);
+            }
+        }
+        Exec::Blocked(_) => {
+            c.ops.borrow_mut().push_back(t);
+            if armed(r) {
+                if let Some(tx) = c.tx.borrow().as_ref() {
+                    tx.want_space();
+                }
+            }
+            publish_tx(c);
+        }
+        Exec::PeerFault(code) => {
+            c.ops.borrow_mut().push_back(t);
+            r.peer_lost(c, code);
+        }
+    }
+}
+
+/// Runs queued operations of `c` in order until one blocks.
+fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
+    let mut did = false;
+    let result = loop {
+        let Some(t) = c.ops.borrow().front().copied() else {
+            break Ok(did);
+        };
+        // SAFETY: queued tasks are submitted tasks of this ctx.
+        let task = unsafe { &*t };
+        match execute(c, task) {
+            Exec::Done(status) => {
+                c.ops.borrow_mut().pop_front();
+                r.finish(task, status);
+                did = true;
+                if status != DOCA_SUCCESS {
+                    break Err(Fault::Task);
+                }
+            }
+            Exec::Blocked(need) => {
+                let txb = c.tx.borrow();
+                let Some(tx) = txb.as_ref() else {
+                    break Err(Fault::Peer(DOCA_ERROR_NOT_CONNECTED));
+                };
+                if !armed(r) {
+                    // A polling PE sees the space by itself; only a sleeping one is rung.
+                    break Ok(did);
+                }
+                tx.want_space();
+                match tx.free() {
+                    Ok(free) if free >= need => continue,
+                    Ok(_) => break Ok(did),
+                    Err(_) => break Err(Fault::Peer(DOCA_ERROR_CONNECTION_RESET)),
+                }
+            }
+            Exec::PeerFault(code) => break Err(Fault::Peer(code)),
+        }
+    };
+    publish_tx(c);
+    result
+}
+
+/// Runs `t` (the head of `c`'s queue) as far as it can go now.
+fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
+    let Some((_, op)) = decode(t) else {
+        return Exec::Done(DOCA_ERROR_UNEXPECTED);
+    };
+    let Some(peer) = c.peer() else {
+        return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
+    };
+    let txb = c.tx.borrow();
+    let Some(tx) = txb.as_ref() else {
+        return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
+    };
+    macro_rules! tri {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Exec::Done(e),
+            }
+        };
+    }
+    macro_rules! free {
+        () => {
+            match tx.free() {
+                Ok(f) => f,
+                Err(_) => return Exec::PeerFault(DOCA_ERROR_CONNECTION_RESET),
+            }
+        };
+    }
+    /// The imported region behind a remote buffer, checked against the connection: the
+    /// peer's ctx must allow `perm`, and the memory must belong to the connected peer.
+    fn remote_of(
+        b: &crate::buf::doca_buf,
+        peer: &super::conn::Peer,
+        perm: u32,
+    ) -> Result<crate::mmap::RemoteRegion, doca_error_t> {
+        if peer.perms & perm == 0 {
+            return Err(DOCA_ERROR_NOT_PERMITTED);
+        }
+        let region = b.mmap().remote_region()?;
+        if region.owner_pid() != peer.pid {
+            return Err(DOCA_ERROR_NOT_PERMITTED);
+        }
+        Ok(region)
+    }
+    match op {
+        Op::Send { src, imm, progress } => {
+            let payload: &[u8] = if src.is_null() {
+                &[]
+            } else {
+                // SAFETY: the payload is registered local memory the caller keeps untouched
+                // while the task is in flight (DOCA contract); the slice is dropped before
+                // this function returns.
+                tri!(live_buf(src).and_then(|b| unsafe { b.payload_slice() }))
+            };
+            let n = payload.len() as u64;
+            let total = record_len(n);
+            let mut w = progress.get();
+            let mut free = free!();
+            if w == 0 {
+                if free < RECORD_HEADER as u64 {
+                    return Exec::Blocked(RECORD_HEADER as u64);
+                }
+                let rec = Record {
+                    kind: if imm.is_some() { RecordKind::SendImm } else { RecordKind::Send },
+                    payload_len: n as u32,
+                    report_len: n as u32,
+                    imm: imm.unwrap_or(0),
+                };
+                tx.push(&rec.encode());
+                w = RECORD_HEADER as u64;
+                free -= RECORD_HEADER as u64;
+            }
+            while w < total {
+                if free == 0 {
+                    progress.set(w);
+                    return Exec::Blocked(1);
+                }
+                let off = w - RECORD_HEADER as u64;
+                let k = if off < n {
+                    let k = free.min(n - off);
+                    tx.push(&payload[off as usize..(off + k) as usize]);
+                    k
+                } else {
+                    let k = free.min(total - w);
+                    tx.skip(k);
+                    k
+                };
+                w += k;
+                free -= k;
+            }
+            progress.set(w);
+            Exec::Done(DOCA_SUCCESS)
+        }
+        Op::Write { src, dst, imm, progress } => {
+            let s = tri!(live_buf(src));
+            let n = s.data().1;
+            if progress.get() == 0 {
+                let d = tri!(live_buf(dst));
+                let region = tri!(remote_of(d, &peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
+                let (taddr, room) = d.tail_space();
+                if n > room {
+                    return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+                }
+                let off = tri!(region.offset_of(taddr as u64, n));
+                // SAFETY: as for the send payload above.
+                let payload = tri!(unsafe { s.payload_slice() });
+                tri!(region.write(off, payload));
+                tri!(d.grow_data_len(n));
+                if imm.is_none() {
+                    return Exec::Done(DOCA_SUCCESS);
+                }
+                progress.set(1);
+            }
+            if free!() < RECORD_HEADER as u64 {
+                return Exec::Blocked(RECORD_HEADER as u64);
+            }
+            let rec =
+                Record { kind: RecordKind::WriteImm, payload_len: 0, report_len: n as u32, imm: imm.unwrap_or(0) };
+            tx.push(&rec.encode());
+            progress.set(2);
+            Exec::Done(DOCA_SUCCESS)
+        }
+        Op::Read { src, dst } => {
+            let s = tri!(live_buf(src));
+            let region = tri!(remote_of(s, &peer, DOCA_ACCESS_FLAG_RDMA_READ));
+            let d = tri!(live_buf(dst));
+            let n = d.tail_space().1;
+            let off = tri!(region.offset_of(s.data().0 as u64, n));
+            // SAFETY: the destination is registered local memory the caller does not touch
+            // while the task is in flight (DOCA contract), so the &mut is exclusive.
+            tri!(unsafe { d.append_with(n, |buf| region.read(off, buf)) });
+            Exec::Done(DOCA_SUCCESS)
+        }
+        Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. } => {
+            let d = tri!(live_buf(dst));
+            let region = tri!(remote_of(d, &peer, DOCA_ACCESS_FLAG_RDMA_ATOMIC));
+            let off = tri!(region.offset_of(d.data().0 as u64, 8));
+            let res = tri!(live_buf(result));
+            if res.tail_space().1 < 8 {
+                return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+            }
+            let old = tri!(match op {
+                Op::CmpSwp { cmp, swap, .. } => region.atomic_cas(off, cmp, swap),
+                Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
+                _ => Err(DOCA_ERROR_UNEXPECTED),
+            });
+            tri!(res.append(&old.to_ne_bytes()));
+            Exec::Done(DOCA_SUCCESS)
+        }
+    }
+}
+
+/// Consumes `c`'s receive ring into posted receives, in order.
+fn pump_rx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
+    let rxb = c.rx.borrow();
+    let Some(rx) = rxb.as_ref() else {
+        return Ok(false);
+    };
+    let mut did = false;
+    let result = loop {
+        let avail = match rx.available() {
+            Ok(a) => a,
+            Err(_) => break Err(Fault::Peer(DOCA_ERROR_CONNECTION_RESET)),
+        };
+        let cur = *c.incoming.borrow();
+        let Some(mut inc) = cur else {
+            if avail < RECORD_HEADER as u64 || r.recvs.borrow().is_empty() {
+                break Ok(did);
+            }
+            let rec = match Record::decode(&rx.peek_header(), MAX_MESSAGE_BYTES as u32) {
+                Ok(rec) => rec,
+                Err(_) => break Err(Fault::Peer(DOCA_ERROR_CONNECTION_RESET)),
+            };
+            let Some(t) = r.recvs.borrow_mut().pop_front() else {
+                break Ok(did);
+            };
+            // SAFETY: posted receives are submitted receive tasks of this ctx.
+            let task = unsafe { &*t };
+            // SAFETY: only receive tasks are posted.
+            let recv = unsafe { task.downcast::<doca_rdma_task_receive>() };
+            match tasks::receive_target(recv.dst.get(), rec.payload_len) {
+                Ok(dst) => {
+                    rx.skip(RECORD_HEADER as u64);
+                    *c.incoming.borrow_mut() = Some(Incoming { task: t, record: rec, dst, copied: 0 });
+                    did = true;
+                    continue;
+                }
+                Err(e) => {
+                    r.finish(task, e);
+                    break Err(Fault::Task);
+                }
+            }
+        };
+        let want = inc.record.payload_len - inc.copied;
+        if want > 0 {
+            let k = avail.min(u64::from(want)) as u32;
+            if k == 0 {
+                break Ok(did);
+            }
+            // SAFETY: `[dst, dst + payload_len)` is the free space of the receive's buffer,
+            // checked at match time: registered local memory with LOCAL_READ_WRITE, which
+            // the user does not touch while the receive is in flight (DOCA contract); the
+            // ring is a different mapping. `k <= available`.
+            unsafe { rx.take_into((inc.dst + inc.copied as usize) as *mut u8, k as usize) };
+            inc.copied += k;
+            *c.incoming.borrow_mut() = Some(inc);
+            did = true;
+            if inc.copied < inc.record.payload_len {
+                break Ok(did);
+            }
+            continue;
+        }
+        let pad = inc.record.ring_len() - RECORD_HEADER as u64 - u64::from(inc.record.payload_len);
+        if avail < pad {
+            break Ok(did);
+        }
+        rx.skip(pad);
+        c.incoming.borrow_mut().take();
+        did = true;
+        if let Err(e) = complete_receive(r, c, &inc) {
+            // SAFETY: the incoming receive is a submitted task of this ctx.
+            r.finish(unsafe { &*inc.task }, e);
+            break Err(Fault::Task);
+        }
+    };
+    if rx.publish() {
+        c.ring_peer();
+    }
+    result
+}
+
+/// Fills the results of a fully received message and completes its receive.
+fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> Result<(), doca_error_t> {
+    // SAFETY: the incoming receive is a submitted receive task of this ctx.
+    let task = unsafe { &*inc.task };
+    // SAFETY: only receive tasks are matched.
+    let recv = unsafe { task.downcast::<doca_rdma_task_receive>() };
+    if inc.record.payload_len > 0 {
+        live_buf(recv.dst.get())?.grow_data_len(inc.record.payload_len as usize)?;
+    }
+    let (opcode, imm) = match inc.record.kind {
+        RecordKind::Send => (DOCA_RDMA_OPCODE_RECV_SEND, 0),
+        RecordKind::SendImm => (DOCA_RDMA_OPCODE_RECV_SEND_WITH_IMM, inc.record.imm),
+        RecordKind::WriteImm => (DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM, inc.record.imm),
+    };
+    recv.res_opcode.set(opcode);
+    recv.res_len.set(inc.record.report_len);
+    recv.res_imm.set(imm);
+    recv.res_conn.set(c);
+    r.finish(task, DOCA_SUCCESS);
+    Ok(())
+}
+
+/// The ctx progress hook.
+///
+/// # Safety
+/// Called only through `RDMA_CTX_OPS`, with the ctx of a live `doca_rdma`.
+pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
+    // SAFETY: ops contract (called with an RDMA ctx).
+    let r = unsafe { rdma_of(ctx) };
+    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return false;
+    }
+    poll_liveness(r, false);
+    let mut did = false;
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() != ConnState::Connected {
+            continue;
+        }
+        // Observed before draining, so everything the peer sent before closing is seen.
+        let gone = c.peer_gone();
+        match pump_rx(r, c) {
+            Ok(d) => did |= d,
+            Err(f) => {
+                apply(r, c, f);
+                return true;
+            }
+        }
+        if let Some(code) = gone {
+            r.peer_lost(c, code);
+            return true;
+        }
+        match pump_tx(r, c) {
+            Ok(d) => did |= d,
+            Err(f) => {
+                apply(r, c, f);
+                return true;
+            }
+        }
+    }
+    sync_sleep_flags(r);
+    did
+}
+
+/// The ctx has-work hook (asked when the PE is armed): announces sleep on every receive
+/// ring, then answers from the real state.
+///
+/// # Safety
+/// As [`progress_hook`].
+pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
+    // SAFETY: ops contract (called with an RDMA ctx).
+    let r = unsafe { rdma_of(ctx) };
+    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return false;
+    }
+    poll_liveness(r, true);
+    let recv_posted = !r.recvs.borrow().is_empty();
+    let mut work = false;
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() != ConnState::Connected {
+            continue;
+        }
+        if c.peer_gone().is_some() {
+            work = true;
+            continue;
+        }
+        if let Some(rx) = c.rx.borrow().as_ref() {
+            // Only a record that a posted (or half-filled) receive can take is worth a
+            // wake-up; without one, new records just wait in the ring.
+            let busy = c.incoming.borrow().is_some();
+            rx.set_sleeping(armed(r) && (busy || recv_posted));
+            match rx.available() {
+                Ok(avail) => {
+                    if (busy && avail > 0) || (!busy && recv_posted && avail >= RECORD_HEADER as u64) {
+                        work = true;
+                    }
+                }
+                Err(_) => work = true,
+            }
+        }
+        if let Some(&head) = c.ops.borrow().front() {
+            if let Some(tx) = c.tx.borrow().as_ref() {
+                tx.want_space();
+                // SAFETY: queued tasks are submitted tasks of this ctx.
+                let need = blocked_need(unsafe { &*head });
+                match tx.free() {
+                    Ok(free) if free >= need => work = true,
+                    Ok(_) => {}
+                    Err(_) => work = true,
+                }
+            }
+        }
+    }
+    work
+}
+
+/// The first receive was posted: if a record was already waiting (its producer did not ring
+/// us: no receive could take it), tell an armed PE that progress has work now.
+pub(super) fn receive_posted(r: &doca_rdma) {
+    sync_sleep_flags(r);
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() != ConnState::Connected || c.incoming.borrow().is_some() {
+            continue;
+        }
+        let waiting = c.rx.borrow().as_ref().and_then(|rx| rx.available().ok()).unwrap_or(0);
+        if waiting >= RECORD_HEADER as u64 {
+            if let Some(pe) = r.ctx().pe() {
+                pe.notify_work();
+            }
+            return;
+        }
+    }
+}
+
+/// How many free ring bytes the (blocked) head operation needs to go on.
+fn blocked_need(t: &doca_task) -> u64 {
+    match decode(t) {
+        Some((_, Op::Send { progress, .. })) if progress.get() > 0 => 1,
+        _ => RECORD_HEADER as u64,
+    }
+}

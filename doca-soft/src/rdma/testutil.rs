@@ -1,0 +1,712 @@
+//! Test-only helpers for the RDMA tests: a "side" (PE, RDMA ctx, registered shared memory,
+//! a buffer inventory), connected pairs, task helpers that call the C entry points,
+//! recording callbacks, bounded event loops, and a child-process harness.
+
+use core::cell::{Cell, RefCell};
+use core::ffi::c_void;
+use core::ptr;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use super::tasks::*;
+use super::*;
+use crate::buf::*;
+use crate::ctx::*;
+use crate::dev::{doca_dev_close, test_open_default};
+use crate::mmap::*;
+use crate::pe::*;
+use crate::task::*;
+use crate::testkit::{pe_fd, readable};
+
+/// Panics with the symbolic name of an unexpected status.
+#[track_caller]
+pub(crate) fn ok(e: doca_error_t) {
+    assert_eq!(e, DOCA_SUCCESS, "{}", name(e));
+}
+
+/// The symbolic name of a status.
+pub(crate) fn name(e: doca_error_t) -> &'static str {
+    usize::try_from(e.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i).copied()).unwrap_or("?")
+}
+
+pub(crate) fn res(e: doca_error_t) -> Result<(), doca_error_t> {
+    if e == DOCA_SUCCESS {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+// ---- recording callbacks ----
+
+/// A recorded completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rec {
+    pub kind: &'static str,
+    pub side: u64,
+    pub ud: u64,
+    pub status: doca_error_t,
+    pub opcode: doca_rdma_opcode,
+    pub len: u32,
+    pub imm: doca_be32_t,
+    pub conn: usize,
+}
+
+thread_local! {
+    static RECS: RefCell<Vec<Rec>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Takes the recorded completions (all sides of this thread).
+pub(crate) fn take_recs() -> Vec<Rec> {
+    RECS.with(|r| core::mem::take(&mut *r.borrow_mut()))
+}
+
+/// Number of recorded completions not taken yet.
+pub(crate) fn rec_count() -> usize {
+    RECS.with(|r| r.borrow().len())
+}
+
+/// Records a completion (with the receive results for receives) and frees the task.
+unsafe fn record(kind: &'static str, t: *mut doca_task, ud: doca_data, cud: doca_data) {
+    // SAFETY: called by the PE with a live task that we own in the callback.
+    let status = unsafe { doca_task_get_status(t) };
+    let (mut opcode, mut len, mut imm, mut conn) = (0, 0, 0, 0usize);
+    if kind == "receive" {
+        let r = t.cast::<doca_rdma_task_receive>();
+        // SAFETY: a live receive task.
+        unsafe {
+            opcode = doca_rdma_task_receive_get_result_opcode(r);
+            len = doca_rdma_task_receive_get_result_len(r);
+            imm = doca_rdma_task_receive_get_result_immediate_data(r);
+            conn = doca_rdma_task_receive_get_result_rdma_connection(r) as usize;
+        }
+    }
+    RECS.with(|r| {
+        r.borrow_mut().push(Rec { kind, side: cud.as_u64(), ud: ud.as_u64(), status, opcode, len, imm, conn })
+    });
+    // SAFETY: ours to free in the callback.
+    unsafe { doca_task_free(t) };
+}
+
+macro_rules! recorder {
+    ($cb:ident, $ty:ty, $kind:literal) => {
+        pub(crate) unsafe extern "C" fn $cb(t: *mut $ty, ud: doca_data, cud: doca_data) {
+            // SAFETY: forwarded from the PE.
+            unsafe { record($kind, t.cast(), ud, cud) }
+        }
+    };
+}
+recorder!(cb_receive, doca_rdma_task_receive, "receive");
+recorder!(cb_send, doca_rdma_task_send, "send");
+recorder!(cb_send_imm, doca_rdma_task_send_imm, "send_imm");
+recorder!(cb_read, doca_rdma_task_read, "read");
+recorder!(cb_write, doca_rdma_task_write, "write");
+recorder!(cb_write_imm, doca_rdma_task_write_imm, "write_imm");
+recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, "cmp_swp");
+recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, "fetch_add");
+
+// ---- sides ----
+
+/// Configuration of a side.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cfg {
+    /// `doca_rdma_set_permissions`.
+    pub perms: u32,
+    /// Permissions of the side's registered memory.
+    pub mem_perms: u32,
+    pub sq: u32,
+    pub rq: u32,
+    pub max_conns: u16,
+    pub num_tasks: u32,
+    pub mem_len: usize,
+}
+
+pub(crate) const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
+    | DOCA_ACCESS_FLAG_RDMA_READ
+    | DOCA_ACCESS_FLAG_RDMA_WRITE
+    | DOCA_ACCESS_FLAG_RDMA_ATOMIC;
+
+impl Default for Cfg {
+    fn default() -> Self {
+        Cfg { perms: ALL_RDMA, mem_perms: ALL_RDMA, sq: 64, rq: 64, max_conns: 4, num_tasks: 64, mem_len: 1 << 20 }
+    }
+}
+
+/// One RDMA endpoint with its resources (single thread).
+pub(crate) struct Side {
+    pub _id: u64,
+    pub dev: *mut doca_dev,
+    pub pe: *mut doca_pe,
+    pub rdma: *mut doca_rdma,
+    pub mem: *mut u8,
+    pub mem_len: usize,
+    pub mmap: *mut doca_mmap,
+    pub inv: *mut doca_buf_inventory,
+    bufs: RefCell<Vec<*mut doca_buf>>,
+    imported: RefCell<Vec<*mut doca_mmap>>,
+    extra: RefCell<Vec<*mut doca_mmap>>,
+    destroyed: Cell<bool>,
+}
+
+impl Side {
+    /// A started side (ctx RUNNING) with `cfg`; `id` is its ctx user data.
+    pub(crate) fn new(id: u64, cfg: Cfg) -> Side {
+        let dev = test_open_default();
+        let mut pe = ptr::null_mut();
+        let mut rdma = ptr::null_mut();
+        let mem = alloc_shared(cfg.mem_len).unwrap();
+        let mut mmap = ptr::null_mut();
+        let mut inv = ptr::null_mut();
+        // SAFETY: valid out-pointers and live objects throughout.
+        unsafe {
+            ok(doca_pe_create(&mut pe));
+            ok(doca_rdma_create(dev, &mut rdma));
+            ok(doca_rdma_set_permissions(rdma, cfg.perms));
+            ok(doca_rdma_set_send_queue_size(rdma, cfg.sq));
+            ok(doca_rdma_set_recv_queue_size(rdma, cfg.rq));
+            ok(doca_rdma_set_max_num_connections(rdma, cfg.max_conns));
+            let n = cfg.num_tasks;
+            ok(doca_rdma_task_receive_set_conf(rdma, Some(cb_receive), Some(cb_receive), n));
+            ok(doca_rdma_task_send_set_conf(rdma, Some(cb_send), Some(cb_send), n));
+            ok(doca_rdma_task_send_imm_set_conf(rdma, Some(cb_send_imm), Some(cb_send_imm), n));
+            ok(doca_rdma_task_read_set_conf(rdma, Some(cb_read), Some(cb_read), n));
+            ok(doca_rdma_task_write_set_conf(rdma, Some(cb_write), Some(cb_write), n));
+            ok(doca_rdma_task_write_imm_set_conf(rdma, Some(cb_write_imm), Some(cb_write_imm), n));
+            ok(doca_rdma_task_atomic_cmp_swp_set_conf(rdma, Some(cb_cmp_swp), Some(cb_cmp_swp), n));
+            ok(doca_rdma_task_atomic_fetch_add_set_conf(rdma, Some(cb_fetch_add), Some(cb_fetch_add), n));
+            let ctx = doca_rdma_as_ctx(rdma);
+            ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));
+            ok(doca_pe_connect_ctx(pe, ctx));
+            ok(doca_ctx_start(ctx));
+            ok(doca_mmap_create(&mut mmap));
+            ok(doca_mmap_set_memrange(mmap, mem.cast(), cfg.mem_len));
+            ok(doca_mmap_set_permissions(mmap, cfg.mem_perms));
+            ok(doca_mmap_add_dev(mmap, dev));
+            ok(doca_mmap_start(mmap));
+            ok(doca_buf_inventory_create(4096, &mut inv));
+            ok(doca_buf_inventory_start(inv));
+        }
+        Side {
+            _id: id,
+            dev,
+            pe,
+            rdma,
+            mem,
+            mem_len: cfg.mem_len,
+            mmap,
+            inv,
+            bufs: RefCell::new(Vec::new()),
+            imported: RefCell::new(Vec::new()),
+            extra: RefCell::new(Vec::new()),
+            destroyed: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn ctx(&self) -> *mut doca_ctx {
+        // SAFETY: live rdma.
+        unsafe { doca_rdma_as_ctx(self.rdma) }
+    }
+
+    pub(crate) fn state(&self) -> doca_ctx_states {
+        let mut s = 99;
+        // SAFETY: live ctx, valid out-pointer.
+        ok(unsafe { doca_ctx_get_state(self.ctx(), &mut s) });
+        s
+    }
+
+    /// The registered memory as a slice.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) fn mem(&self) -> &mut [u8] {
+        // SAFETY: `mem_len` bytes of shared memory owned by this side for its life. Tests
+        // only look at it while no task is writing the same bytes.
+        unsafe { core::slice::from_raw_parts_mut(self.mem, self.mem_len) }
+    }
+
+    /// A buffer over local memory `[off, off+len)` with a payload of its first `data_len`
+    /// bytes.
+    pub(crate) fn buf(&self, off: usize, len: usize, data_len: usize) -> *mut doca_buf {
+        assert!(off + len <= self.mem_len);
+        let mut b = ptr::null_mut();
+        // SAFETY: live inventory and mmap; the range lies inside the mmap.
+        unsafe {
+            let p = self.mem.add(off).cast::<c_void>();
+            ok(doca_buf_inventory_buf_get_by_args(self.inv, self.mmap, p, len, p, data_len, &mut b));
+        }
+        self.bufs.borrow_mut().push(b);
+        b
+    }
+
+    /// Returns a buffer taken with [`Side::buf`] / [`Side::rbuf`] to the inventory.
+    pub(crate) fn release(&self, b: *mut doca_buf) {
+        let mut v = self.bufs.borrow_mut();
+        let i = v.iter().position(|&x| x == b).expect("a buffer of this side");
+        v.swap_remove(i);
+        // SAFETY: our live buffer, released once.
+        ok(unsafe { doca_buf_dec_refcount(b, ptr::null_mut()) });
+    }
+
+    /// Exports the side's memory for RDMA.
+    pub(crate) fn export_mem(&self) -> Vec<u8> {
+        self.export_mmap(self.mmap)
+    }
+
+    /// Exports any started local mmap of this side for RDMA.
+    pub(crate) fn export_mmap(&self, m: *mut doca_mmap) -> Vec<u8> {
+        let (mut p, mut n) = (ptr::null(), 0usize);
+        // SAFETY: live mmap and device, valid out-pointers; the blob is copied at once.
+        unsafe {
+            ok(doca_mmap_export_rdma(m, self.dev, &mut p, &mut n));
+            core::slice::from_raw_parts(p.cast::<u8>(), n).to_vec()
+        }
+    }
+
+    /// A second, started local mmap over `[p, p+len)` with `perms` (destroyed with the side;
+    /// the memory must outlive it).
+    pub(crate) fn extra_mmap(&self, p: *mut u8, len: usize, perms: u32) -> *mut doca_mmap {
+        let mut m = ptr::null_mut();
+        // SAFETY: valid out-pointer; the caller keeps the memory alive.
+        unsafe {
+            ok(doca_mmap_create(&mut m));
+            ok(doca_mmap_set_memrange(m, p.cast(), len));
+            ok(doca_mmap_set_permissions(m, perms));
+            ok(doca_mmap_add_dev(m, self.dev));
+            ok(doca_mmap_start(m));
+        }
+        self.extra.borrow_mut().push(m);
+        m
+    }
+
+    /// Imports a peer's memory export; returns the imported mmap and the remote base
+    /// address.
+    pub(crate) fn import(&self, blob: &[u8]) -> (*mut doca_mmap, usize) {
+        let mut m = ptr::null_mut();
+        let (mut a, mut l) = (ptr::null_mut(), 0usize);
+        // SAFETY: `blob` readable; valid out-pointers.
+        unsafe {
+            ok(doca_mmap_create_from_export(ptr::null(), blob.as_ptr().cast(), blob.len(), self.dev, &mut m));
+            ok(doca_mmap_get_memrange(m, &mut a, &mut l));
+        }
+        self.imported.borrow_mut().push(m);
+        (m, a as usize)
+    }
+
+    /// A buffer over imported memory at `remote` (the peer's address), `len` bytes, with a
+    /// payload of `data_len`.
+    pub(crate) fn rbuf(&self, m: *mut doca_mmap, remote: usize, len: usize, data_len: usize) -> *mut doca_buf {
+        let mut b = ptr::null_mut();
+        // SAFETY: live inventory and imported mmap; the range lies inside it.
+        unsafe {
+            let p = remote as *mut c_void;
+            ok(doca_buf_inventory_buf_get_by_args(self.inv, m, p, len, p, data_len, &mut b));
+        }
+        self.bufs.borrow_mut().push(b);
+        b
+    }
+
+    /// Exports a connection: (blob copy, connection).
+    pub(crate) fn export(&self) -> Result<(Vec<u8>, *mut doca_rdma_connection), doca_error_t> {
+        let (mut p, mut n, mut c) = (ptr::null(), 0usize, ptr::null_mut());
+        // SAFETY: live rdma, valid out-pointers; the blob is copied at once.
+        unsafe {
+            res(doca_rdma_export(self.rdma, &mut p, &mut n, &mut c))?;
+            Ok((core::slice::from_raw_parts(p.cast::<u8>(), n).to_vec(), c))
+        }
+    }
+
+    pub(crate) fn connect(&self, blob: &[u8], c: *mut doca_rdma_connection) -> Result<(), doca_error_t> {
+        // SAFETY: live rdma; `blob` readable.
+        res(unsafe { doca_rdma_connect(self.rdma, blob.as_ptr().cast(), blob.len(), c) })
+    }
+
+    // ---- tasks: allocate + submit; on a submit error the task is freed ----
+
+    fn submit(&self, t: *mut doca_task) -> Result<(), doca_error_t> {
+        // SAFETY: a freshly allocated task of ours.
+        let r = unsafe { doca_task_submit(t) };
+        if r != DOCA_SUCCESS {
+            // SAFETY: a failed submit leaves the task with us.
+            unsafe { doca_task_free(t) };
+        }
+        res(r)
+    }
+
+    pub(crate) fn recv(&self, dst: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_receive_allocate_init(self.rdma, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_receive_as_task(t))
+        }
+    }
+
+    pub(crate) fn send(&self, c: *mut doca_rdma_connection, src: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_send_allocate_init(self.rdma, c, src, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_send_as_task(t))
+        }
+    }
+
+    pub(crate) fn send_imm(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        imm: u32,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_send_imm_allocate_init(self.rdma, c, src, imm, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_send_imm_as_task(t))
+        }
+    }
+
+    pub(crate) fn write(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_write_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_write_as_task(t))
+        }
+    }
+
+    pub(crate) fn write_imm(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        imm: u32,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_write_imm_allocate_init(self.rdma, c, src, dst, imm, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_write_imm_as_task(t))
+        }
+    }
+
+    pub(crate) fn read(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_read_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_read_as_task(t))
+        }
+    }
+
+    pub(crate) fn fetch_add(
+        &self,
+        c: *mut doca_rdma_connection,
+        dst: *mut doca_buf,
+        result: *mut doca_buf,
+        add: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_atomic_fetch_add_allocate_init(
+                self.rdma,
+                c,
+                dst,
+                result,
+                add,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(doca_rdma_task_atomic_fetch_add_as_task(t))
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn cmp_swp(
+        &self,
+        c: *mut doca_rdma_connection,
+        dst: *mut doca_buf,
+        result: *mut doca_buf,
+        cmp: u64,
+        swap: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_atomic_cmp_swp_allocate_init(
+                self.rdma,
+                c,
+                dst,
+                result,
+                cmp,
+                swap,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(doca_rdma_task_atomic_cmp_swp_as_task(t))
+        }
+    }
+
+    /// Stops the ctx and progresses until it is IDLE (the recorders free every task).
+    pub(crate) fn stop(&self) {
+        // SAFETY: live ctx.
+        let r = unsafe { doca_ctx_stop(self.ctx()) };
+        assert!(r == DOCA_SUCCESS || r == DOCA_ERROR_IN_PROGRESS, "{}", name(r));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.state() != DOCA_CTX_STATE_IDLE {
+            // SAFETY: live PE.
+            unsafe { doca_pe_progress(self.pe) };
+            assert!(Instant::now() < deadline, "ctx never reached IDLE");
+        }
+    }
+
+    /// Restarts a stopped ctx.
+    pub(crate) fn start(&self) {
+        // SAFETY: live ctx.
+        ok(unsafe { doca_ctx_start(self.ctx()) });
+    }
+
+    /// Stops (if needed) and destroys everything, checking each step.
+    pub(crate) fn destroy(&self) {
+        if self.destroyed.replace(true) {
+            return;
+        }
+        if self.state() != DOCA_CTX_STATE_IDLE {
+            self.stop();
+        }
+        // SAFETY: every object is live and no task is allocated any more.
+        unsafe {
+            for b in self.bufs.borrow_mut().drain(..) {
+                ok(doca_buf_dec_refcount(b, ptr::null_mut()));
+            }
+            for m in self.imported.borrow_mut().drain(..) {
+                ok(doca_mmap_destroy(m));
+            }
+            for m in self.extra.borrow_mut().drain(..) {
+                ok(doca_mmap_destroy(m));
+            }
+            ok(doca_buf_inventory_destroy(self.inv));
+            ok(doca_mmap_destroy(self.mmap));
+            ok(doca_rdma_destroy(self.rdma));
+            ok(doca_pe_destroy(self.pe));
+            ok(doca_dev_close(self.dev));
+        }
+        free_shared(self.mem).unwrap();
+    }
+}
+
+/// Two connections exported and connected crosswise: (conn of a, conn of b).
+pub(crate) fn connect_pair(a: &Side, b: &Side) -> (*mut doca_rdma_connection, *mut doca_rdma_connection) {
+    let (ba, ca) = a.export().unwrap();
+    let (bb, cb) = b.export().unwrap();
+    a.connect(&bb, ca).unwrap();
+    b.connect(&ba, cb).unwrap();
+    (ca, cb)
+}
+
+/// One round of progress on every PE until none has work; returns the units of work.
+pub(crate) fn drain(pes: &[*mut doca_pe]) -> usize {
+    let mut total = 0;
+    for _ in 0..10_000_000 {
+        let mut round = 0;
+        for &pe in pes {
+            // SAFETY: live PEs.
+            while unsafe { doca_pe_progress(pe) } == 1 {
+                round += 1;
+            }
+        }
+        if round == 0 {
+            return total;
+        }
+        total += round;
+    }
+    panic!("progress never settled");
+}
+
+/// Progresses `pes` until `cond` holds or `limit` passes. Idle rounds arm the PEs and wait
+/// on their notification fds (DOCA's event protocol), so this also exercises wake-ups.
+pub(crate) fn run_until(pes: &[*mut doca_pe], limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        drain(pes);
+        if cond() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        // Arm, drain once more, then wait for any fd.
+        for &pe in pes {
+            // SAFETY: live PE.
+            ok(unsafe { doca_pe_request_notification(pe) });
+        }
+        if drain(pes) == 0 && !cond() {
+            let mut fds: Vec<libc::pollfd> =
+                pes.iter().map(|&pe| libc::pollfd { fd: pe_fd(pe), events: libc::POLLIN, revents: 0 }).collect();
+            let ms = (deadline - now).as_millis().min(50) as i32;
+            // SAFETY: `fds` is a valid array of pollfds for the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms.max(1)) };
+        }
+        for &pe in pes {
+            // SAFETY: live PE.
+            ok(unsafe { doca_pe_clear_notification(pe, 0) });
+        }
+    }
+}
+
+/// Whether the PE's fd is readable within `ms` (after the caller armed it).
+pub(crate) fn fd_readable(pe: *mut doca_pe, ms: i32) -> bool {
+    readable(pe_fd(pe), ms)
+}
+
+/// Arms a PE following the protocol: drain, arm, drain; returns false if the second drain
+/// found work (then it is not asleep).
+pub(crate) fn arm(pe: *mut doca_pe) -> bool {
+    drain(&[pe]);
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_request_notification(pe) });
+    drain(&[pe]) == 0
+}
+
+// ---- hex and child processes ----
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub(crate) fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// The environment variable that selects a child role.
+pub(crate) const ROLE_ENV: &str = "DOCA_SOFT_TEST_RDMA_ROLE";
+
+/// The role this process plays (None in the parent).
+pub(crate) fn role() -> Option<String> {
+    std::env::var(ROLE_ENV).ok()
+}
+
+/// A child process running one test of this binary; killed (and reaped) on drop.
+pub(crate) struct ChildProc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl ChildProc {
+    /// Spawns this test binary running only `test` in `role`, stdin/stdout piped.
+    pub(crate) fn spawn(test: &str, role: &str) -> ChildProc {
+        let m = module_path!();
+        let module = m.split_once("::").map_or(m, |x| x.1).trim_end_matches("::testutil");
+        let full = format!("{module}::tests::{test}");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &full, "--nocapture", "--test-threads=1", "--include-ignored"])
+            .env(ROLE_ENV, role)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn child");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                // The harness may print "test name ... " before our output on one line.
+                if let Some(i) = line.find("MSG ") {
+                    if tx.send(line[i + 4..].trim().to_string()).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ChildProc { child, stdin, lines: rx }
+    }
+
+    /// The child's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Next `MSG ` line from the child, within `limit`.
+    pub(crate) fn recv(&mut self, limit: Duration) -> String {
+        match self.lines.recv_timeout(limit) {
+            Ok(l) => l,
+            Err(e) => panic!("no message from the child within {limit:?}: {e}"),
+        }
+    }
+
+    /// Sends one line to the child's stdin.
+    pub(crate) fn send(&mut self, line: &str) {
+        let s = self.stdin.as_mut().expect("stdin open");
+        writeln!(s, "{line}").unwrap();
+        s.flush().unwrap();
+    }
+
+    /// SIGKILLs the child and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits (bounded, on a pidfd) for the child to exit and asserts success.
+    pub(crate) fn wait_success(&mut self, limit: Duration) {
+        self.stdin.take();
+        // SAFETY: pidfd_open of our own child; no memory effects.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.child.id() as libc::pid_t, 0) };
+        if fd >= 0 {
+            let mut p = libc::pollfd { fd: fd as i32, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, limit.as_millis() as i32) };
+            // SAFETY: our descriptor, closed once.
+            unsafe { libc::close(fd as i32) };
+        }
+        match self.child.try_wait().unwrap() {
+            Some(st) => assert!(st.success(), "child failed: {st}"),
+            None => {
+                self.kill();
+                panic!("child did not exit within {limit:?}");
+            }
+        }
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.kill();
+        }
+    }
+}
+
+/// Child side: prints a message line for the parent.
+pub(crate) fn tell_parent(msg: &str) {
+    println!("MSG {msg}");
+    std::io::stdout().flush().unwrap();
+}
+
+/// Child side: reads one line from the parent (stdin), or None at EOF.
+pub(crate) fn from_parent() -> Option<String> {
+    let mut s = String::new();
+    match std::io::stdin().read_line(&mut s) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(s.trim().to_string()),
+    }
+}
