@@ -457,17 +457,33 @@ fn pvm_error(e: i32) -> doca_error_t {
     }
 }
 
-/// `process_vm_readv` of `dst.len()` bytes at `remote` in `pid`, all or error.
-fn pvm_read(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), doca_error_t> {
+/// The signature shared by `process_vm_readv` and `process_vm_writev`.
+type PvmOp = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> isize;
+
+/// Moves `len` bytes between `local` (ours) and `remote` (in `pid`) with `op`, all or error.
+///
+/// # Safety
+/// `local` is valid for `len` bytes in the direction `op` uses it: writable for
+/// `process_vm_readv`, readable for `process_vm_writev`.
+unsafe fn pvm_copy(op: PvmOp, pid: u32, remote: u64, local: *mut u8, len: usize) -> Result<(), doca_error_t> {
     let mut done = 0usize;
-    while done < dst.len() {
-        let local = libc::iovec { iov_base: dst[done..].as_mut_ptr().cast(), iov_len: dst.len() - done };
-        let rem =
-            libc::iovec { iov_base: (remote as usize).wrapping_add(done) as *mut c_void, iov_len: dst.len() - done };
-        // SAFETY: the local iovec covers exactly the rest of `dst`, which we borrow mutably;
-        // the kernel validates the remote iovec against the other process's address space
-        // (faults there are reported as EFAULT, never touch our memory).
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &rem, 1, 0) };
+    while done < len {
+        // SAFETY: `done < len`, so the pointer stays inside the caller's buffer.
+        let local_iov = libc::iovec { iov_base: unsafe { local.add(done) }.cast(), iov_len: len - done };
+        let remote_iov =
+            libc::iovec { iov_base: (remote as usize).wrapping_add(done) as *mut c_void, iov_len: len - done };
+        // SAFETY: the local iovec covers exactly the rest of the caller's buffer (valid for
+        // this direction by the contract above); the kernel validates the remote iovec
+        // against the other process's address space (faults there are EFAULT and never
+        // touch our memory).
+        let n = unsafe { op(pid as libc::pid_t, &local_iov, 1, &remote_iov, 1, 0) };
         if n < 0 {
             let e = errno();
             if e == libc::EINTR {
@@ -483,29 +499,17 @@ fn pvm_read(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), doca_error_t> {
     Ok(())
 }
 
+/// `process_vm_readv` of `dst.len()` bytes at `remote` in `pid`, all or error.
+fn pvm_read(pid: u32, remote: u64, dst: &mut [u8]) -> Result<(), doca_error_t> {
+    // SAFETY: `dst` is borrowed mutably for the call: writable for its length.
+    unsafe { pvm_copy(libc::process_vm_readv, pid, remote, dst.as_mut_ptr(), dst.len()) }
+}
+
 /// `process_vm_writev` of `src` to `remote` in `pid`, all or error.
 fn pvm_write(pid: u32, remote: u64, src: &[u8]) -> Result<(), doca_error_t> {
-    let mut done = 0usize;
-    while done < src.len() {
-        let local = libc::iovec { iov_base: src[done..].as_ptr() as *mut c_void, iov_len: src.len() - done };
-        let rem =
-            libc::iovec { iov_base: (remote as usize).wrapping_add(done) as *mut c_void, iov_len: src.len() - done };
-        // SAFETY: the kernel only reads the local iovec, which covers the rest of `src`
-        // (borrowed for the call); the remote side is validated by the kernel.
-        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &rem, 1, 0) };
-        if n < 0 {
-            let e = errno();
-            if e == libc::EINTR {
-                continue;
-            }
-            return Err(pvm_error(e));
-        }
-        if n == 0 {
-            return Err(DOCA_ERROR_IO_FAILED);
-        }
-        done += n as usize;
-    }
-    Ok(())
+    // SAFETY: the kernel only reads through the local iovec of process_vm_writev, and `src`
+    // is readable for its length while borrowed.
+    unsafe { pvm_copy(libc::process_vm_writev, pid, remote, src.as_ptr().cast_mut(), src.len()) }
 }
 
 fn pidfd_open(pid: u32) -> Result<Option<OwnedFd>, doca_error_t> {

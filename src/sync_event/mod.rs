@@ -26,7 +26,7 @@
 use std::fmt;
 
 use crate::device::Device;
-use crate::error::{check, Error, ErrorKind, Result};
+use crate::error::{allocated, check, Error, ErrorKind, Result};
 use crate::executor::completion::{completion_cb, TaskKind};
 use crate::executor::Context;
 use crate::sys;
@@ -312,11 +312,7 @@ impl SyncEvent {
                 let rc = unsafe {
                     sys::doca_sync_event_task_get_alloc_init(ev, slot.out_ptr(0), slot.user_data(), &mut task)
                 };
-                if rc == sys::DOCA_SUCCESS {
-                    Ok(task)
-                } else {
-                    Err(rc)
-                }
+                allocated(rc, task)
             })
             .await?;
         Ok(out[0])
@@ -331,11 +327,7 @@ impl SyncEvent {
                 // SAFETY: live event; valid out-pointer.
                 let rc =
                     unsafe { sys::doca_sync_event_task_notify_set_alloc_init(ev, value, slot.user_data(), &mut task) };
-                if rc == sys::DOCA_SUCCESS {
-                    Ok(task)
-                } else {
-                    Err(rc)
-                }
+                allocated(rc, task)
             })
             .await?;
         Ok(())
@@ -358,11 +350,7 @@ impl SyncEvent {
                         &mut task,
                     )
                 };
-                if rc == sys::DOCA_SUCCESS {
-                    Ok(task)
-                } else {
-                    Err(rc)
-                }
+                allocated(rc, task)
             })
             .await?;
         Ok(out[0])
@@ -385,11 +373,7 @@ impl SyncEvent {
                 let rc = unsafe {
                     sys::doca_sync_event_task_wait_eq_alloc_init(ev, value, mask, slot.user_data(), &mut task)
                 };
-                if rc == sys::DOCA_SUCCESS {
-                    Ok(task)
-                } else {
-                    Err(rc)
-                }
+                allocated(rc, task)
             })
             .await?;
         Ok(())
@@ -412,11 +396,7 @@ impl SyncEvent {
                 let rc = unsafe {
                     sys::doca_sync_event_task_wait_neq_alloc_init(ev, value, mask, slot.user_data(), &mut task)
                 };
-                if rc == sys::DOCA_SUCCESS {
-                    Ok(task)
-                } else {
-                    Err(rc)
-                }
+                allocated(rc, task)
             })
             .await?;
         Ok(())
