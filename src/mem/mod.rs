@@ -226,7 +226,8 @@ impl Drop for MemInner {
     fn drop(&mut self) {
         // Nothing references the mmap any more: every Buf and every operation holds this
         // inner, and the doca_bufs of operations are released before their Rc.
-        // SAFETY: a started local mmap of this thread, stopped and destroyed once, here.
+        // SAFETY: a started local mmap of this thread, stopped and destroyed once, here; the
+        // allocation is dropped once, only after the mmap over it is gone.
         unsafe {
             let rc = sys::doca_mmap_stop(self.mmap);
             if rc != sys::DOCA_SUCCESS {

@@ -97,7 +97,8 @@
 //! # Ok::<(), async_doca::Error>(())
 //! ```
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::rc::Rc;
@@ -129,6 +130,10 @@ macro_rules! task_kind {
                 // SAFETY: forwarded; the caller passes a live task of this type.
                 unsafe { sys::$as_task(task) }
             }
+            unsafe fn free(task: *mut Self::Task) {
+                // SAFETY: forwarded (the caller's contract); then the task's buffers go back.
+                unsafe { free_task(sys::$as_task(task)) }
+            }
         }
     };
 }
@@ -150,6 +155,10 @@ unsafe impl TaskKind for Recv {
         // SAFETY: forwarded; the caller passes a live receive task.
         unsafe { sys::doca_rdma_task_receive_as_task(task) }
     }
+    unsafe fn free(task: *mut Self::Task) {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe { free_task(sys::doca_rdma_task_receive_as_task(task)) }
+    }
     unsafe fn on_complete(task: *mut Self::Task, status: sys::doca_error_t, out: &mut TaskOutput) {
         if status != sys::DOCA_SUCCESS {
             return;
@@ -165,6 +174,28 @@ unsafe impl TaskKind for Recv {
 }
 
 // ---- buffer descriptors ----
+
+thread_local! {
+    /// The descriptors of every allocated RDMA task of this thread, by task. Given back in
+    /// [`free_task`] — the one place every allocated task ends (completion, failed submit,
+    /// abandoned before submit) — so descriptors return to the inventory as soon as DOCA is
+    /// done, before the waiters for a free task are woken, and not only once the
+    /// operation's future is polled again.
+    static TASK_BUFS: RefCell<HashMap<usize, Rc<BufSet>>> = RefCell::new(HashMap::new());
+}
+
+/// Frees an RDMA task, then gives its descriptors back.
+///
+/// # Safety
+/// `task` is a live task that DOCA does not own, not used afterwards.
+unsafe fn free_task(task: *mut sys::doca_task) {
+    let set = TASK_BUFS.try_with(|m| m.borrow_mut().remove(&(task as usize))).ok().flatten();
+    // SAFETY: the caller's contract.
+    unsafe { sys::doca_task_free(task) };
+    if let Some(set) = set {
+        set.release();
+    }
+}
 
 /// A `doca_buf_inventory`, destroyed when the context and every operation using it are gone.
 struct Inventory(*mut sys::doca_buf_inventory);
@@ -490,10 +521,16 @@ impl RdmaInner {
             .ctx
             .submit::<K, _>(op, move |slot| {
                 let r = alloc(rdma, &in_alloc, slot);
-                if r.is_err() {
-                    // Nothing submitted: give the descriptors back before waiting or failing.
-                    in_alloc.release();
-                }
+                match r {
+                    // SAFETY: `task` is the live task just allocated (not used here).
+                    Ok(task) => TASK_BUFS
+                        .with(|m| m.borrow_mut().insert(unsafe { K::as_task(task) } as usize, in_alloc.clone())),
+                    // Nothing allocated: give the descriptors back before waiting or failing.
+                    Err(_) => {
+                        in_alloc.release();
+                        None
+                    }
+                };
                 r
             })
             .with_buffers((set, keep));
