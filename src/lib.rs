@@ -32,8 +32,11 @@ pub use doca_sys as sys;
 pub mod device;
 pub mod error;
 pub mod executor;
+pub mod mem;
+pub mod rdma;
 pub mod sync_event;
 
 pub use device::{Device, DeviceInfo};
 pub use error::{DocaCode, Error, ErrorKind, Result};
 pub use executor::{spawn, spawn_local, time, Builder, CpuSet, Handle, IdleMode, JoinHandle, Runtime};
+pub use mem::{Access, Buf, Memory, RemoteMemory, RemoteSlice};

@@ -484,6 +484,24 @@ extern "C" {
     ) -> *const doca_rdma_connection;
 }
 
+// ---- soft-provider extensions (not part of NVIDIA's DOCA) ----
+//
+// Memory that another process must reach without the owner's CPU (one-sided RDMA from a
+// peer process, and atomics in particular) has to be shared memory on the soft provider.
+// These two functions, exported by doca-soft, allocate and free such memory: zeroed,
+// page-aligned, backed by a memfd that importers of an mmap over it map themselves. With the
+// `system` provider a NIC reaches any registered memory, so ordinary page-aligned memory is
+// used instead and these are not declared.
+#[cfg(feature = "soft")]
+extern "C" {
+    /// Allocates `len` bytes of zeroed, page-aligned shared memory into `*out_ptr`
+    /// (`DOCA_ERROR_INVALID_VALUE` for `len == 0` or a NULL out-pointer).
+    pub fn doca_soft_alloc_shared(len: usize, out_ptr: *mut *mut c_void) -> doca_error_t;
+    /// Frees memory from [`doca_soft_alloc_shared`] (`DOCA_ERROR_INVALID_VALUE` for any other
+    /// pointer, never a double free).
+    pub fn doca_soft_free_shared(ptr: *mut c_void) -> doca_error_t;
+}
+
 /// `doca_buf_inventory_buf_get_by_addr`: a buffer over `[addr, addr+len)` with an empty
 /// payload (a destination). `static inline` in NVIDIA's header, so not exported by the
 /// library; re-implemented with the same meaning.

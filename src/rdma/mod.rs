@@ -1,0 +1,987 @@
+//! RDMA as futures: reliable connections and the eight DOCA RDMA operations.
+//!
+//! An [`Rdma`] is one DOCA RDMA context on the current executor. It is created with
+//! [`Rdma::builder`], [exported](Rdma::export) into a blob plus a [`PendingConnection`], and
+//! [connected](PendingConnection::connect) with the peer's blob (exchanged out of band) into
+//! a [`Connection`]. Operations are futures:
+//!
+//! | on | operation | local buffer | remote | result |
+//! | --- | --- | --- | --- | --- |
+//! | [`Connection`] | [`send`](Connection::send), [`send_imm`](Connection::send_imm) | source | — | `()` |
+//! | [`Rdma`] | [`recv`](Rdma::recv) | destination | — | [`Received`] |
+//! | [`Connection`] | [`write`](Connection::write), [`write_imm`](Connection::write_imm) | source | destination | `()` |
+//! | [`Connection`] | [`read`](Connection::read) | destination | source | `()` |
+//! | [`Connection`] | [`compare_swap`](Connection::compare_swap), [`fetch_add`](Connection::fetch_add) | 8-byte result | 8-byte target | the old value |
+//!
+//! Receives are posted on the context, not on a connection (DOCA 3.x): any connection's next
+//! message completes the oldest posted receive, and [`Received::conn`] says which connection
+//! it came from.
+//!
+//! # Owned buffers
+//! Every operation takes its local [`Buf`] by value and gives it back with the result, as
+//! `(Result<T>, Buf)` (the tokio-uring / monoio pattern), whether the operation succeeded or
+//! not, so the caller reuses its buffers. Remote targets are [`RemoteSlice`]s, cheap handles
+//! taken by value (clone them to reuse). While DOCA may access the memory, the operation owns
+//! it: dropping the future of an operation in flight does not cancel it (DOCA has no
+//! per-task cancel) and does not free anything; the buffer, its registration and the
+//! `doca_buf` descriptors stay alive until the completion (or the context's flush) arrives.
+//! The `doca_buf` descriptors are taken from the context's inventory for each operation and
+//! given back after its completion.
+//!
+//! # Pipelining and back-pressure
+//! Any number of operations may be in flight (spawn them, or poll many futures at once).
+//! Each operation kind has a task pool ([`RdmaBuilder::max_tasks`]) and the send queue a
+//! depth ([`RdmaBuilder::send_queue_size`]); when either is full the next operation waits
+//! for a completion instead of failing.
+//!
+//! # Errors and recovery
+//! Failures are [`Error`]s naming the operation (`"rdma.write"`) and carrying DOCA's code.
+//! The [`ErrorKind`] says what happened: [`InvalidArgument`](ErrorKind::InvalidArgument)
+//! (out of range, misaligned atomic, message larger than the receive buffer, bad blob),
+//! [`PermissionDenied`](ErrorKind::PermissionDenied) (the peer's memory or context does not
+//! allow the access), [`ConnectionLost`](ErrorKind::ConnectionLost) (peer gone, stopped or
+//! reset, or a connection from before a restart), [`Cancelled`](ErrorKind::Cancelled)
+//! (flushed by a stop), [`BadState`](ErrorKind::BadState) (the context is in the error
+//! state). Checks this crate can make itself (slice lengths, result buffers) fail before
+//! anything is submitted and leave the context untouched.
+//!
+//! **A task that fails in DOCA moves the whole context to the error state** (DOCA's
+//! semantics): other operations in flight fail, later ones fail with `BadState`, and the
+//! peer sees its connection reset. To recover, either [`restart`](Rdma::restart) the context
+//! (stop, flushing everything, and start) or drop it and build a new one; in both cases both
+//! sides export and connect again with fresh blobs.
+//!
+//! # Threads
+//! `Rdma`, `PendingConnection` and `Connection` are `!Send` (cheap `Rc` clones): a DOCA
+//! context, its tasks and buffers belong to the executor that created them. Create one per
+//! executor (`spawn_on`) and exchange the blobs, which are plain bytes.
+//!
+//! ```
+//! use async_doca::rdma::Rdma;
+//! use async_doca::{Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     // Two endpoints; normally in two processes that exchange the blobs out of band.
+//!     let a = Rdma::builder(&dev).build().await?;
+//!     let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+//!     let (blob_a, pending_a) = a.export()?;
+//!     let (blob_b, pending_b) = b.export()?;
+//!     let to_b = pending_a.connect(&blob_b).await?;
+//!     let _to_a = pending_b.connect(&blob_a).await?;
+//!
+//!     // b registers memory and hands its blob to a; a writes into it, one-sided.
+//!     let target = dev.alloc(4096, Access::RDMA_ALL)?;
+//!     let remote = dev.import(&target.export_rdma()?)?;
+//!     let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+//!     let mut src = mem.slice(0..5);
+//!     src.write(0, b"hello");
+//!     let (res, src) = to_b.write(src, remote.slice(100..105)).await;
+//!     res?;
+//!     assert_eq!(target.slice(100..105).to_vec(), b"hello");
+//!
+//!     // Two-sided: b posts a receive, a sends with an immediate.
+//!     let recv = async_doca::spawn_local({
+//!         let b = b.clone();
+//!         let buf = target.slice(0..64);
+//!         async move { b.recv(buf).await }
+//!     });
+//!     let (res, _src) = to_b.send_imm(src, 7).await;
+//!     res?;
+//!     let (msg, buf) = recv.await?;
+//!     let msg = msg?;
+//!     assert_eq!((msg.len, msg.imm), (5, Some(7)));
+//!     assert_eq!(buf.to_vec()[..5], *b"hello");
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::fmt;
+use std::rc::Rc;
+
+use crate::device::Device;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::completion::{completion_cb, TaskKind, TaskOutput, TaskSlot};
+use crate::executor::context::TaskWaiters;
+use crate::executor::Context;
+use crate::mem::{Access, Buf, RemoteSlice};
+use crate::sys;
+
+/// Default queue depths (send and receive), as DOCA's.
+pub const DEFAULT_QUEUE_SIZE: u32 = 256;
+/// Default task-pool size of each operation kind.
+pub const DEFAULT_MAX_TASKS: u32 = 256;
+
+// ---- task kinds ----
+
+macro_rules! task_kind {
+    ($(#[$m:meta])* $name:ident, $task:ident, $as_task:ident) => {
+        $(#[$m])*
+        struct $name;
+        // SAFETY: `as_task` is the task type's own conversion; RDMA tasks are freed with
+        // doca_task_free (the default).
+        unsafe impl TaskKind for $name {
+            type Task = sys::$task;
+            unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+                // SAFETY: forwarded; the caller passes a live task of this type.
+                unsafe { sys::$as_task(task) }
+            }
+            unsafe fn free(task: *mut Self::Task) {
+                // SAFETY: forwarded (the caller's contract); then the task's buffers go back.
+                unsafe { free_task(sys::$as_task(task)) }
+            }
+        }
+    };
+}
+
+task_kind!(Send, doca_rdma_task_send, doca_rdma_task_send_as_task);
+task_kind!(SendImm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task);
+task_kind!(Read, doca_rdma_task_read, doca_rdma_task_read_as_task);
+task_kind!(Write, doca_rdma_task_write, doca_rdma_task_write_as_task);
+task_kind!(WriteImm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task);
+task_kind!(CmpSwp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task);
+task_kind!(FetchAdd, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task);
+
+/// The receive task: its results are copied out of the task before it is freed.
+struct Recv;
+// SAFETY: as in `task_kind!`.
+unsafe impl TaskKind for Recv {
+    type Task = sys::doca_rdma_task_receive;
+    unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+        // SAFETY: forwarded; the caller passes a live receive task.
+        unsafe { sys::doca_rdma_task_receive_as_task(task) }
+    }
+    unsafe fn free(task: *mut Self::Task) {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe { free_task(sys::doca_rdma_task_receive_as_task(task)) }
+    }
+    unsafe fn on_complete(task: *mut Self::Task, status: sys::doca_error_t, out: &mut TaskOutput) {
+        if status != sys::DOCA_SUCCESS {
+            return;
+        }
+        // SAFETY: the live, completed receive task (the result getters are valid now).
+        unsafe {
+            out[0] = u64::from(sys::doca_rdma_task_receive_get_result_opcode(task));
+            out[1] = u64::from(sys::doca_rdma_task_receive_get_result_len(task));
+            out[2] = u64::from(sys::doca_rdma_task_receive_get_result_immediate_data(task));
+            out[3] = sys::doca_rdma_task_receive_get_result_rdma_connection(task) as usize as u64;
+        }
+    }
+}
+
+// ---- buffer descriptors ----
+
+thread_local! {
+    /// The descriptors of every allocated RDMA task of this thread, by task. Given back in
+    /// [`free_task`] — the one place every allocated task ends (completion, failed submit,
+    /// abandoned before submit) — so descriptors return to the inventory as soon as DOCA is
+    /// done, before the waiters for a free task are woken, and not only once the
+    /// operation's future is polled again.
+    static TASK_BUFS: RefCell<HashMap<usize, Rc<BufSet>>> = RefCell::new(HashMap::new());
+}
+
+/// Frees an RDMA task, then gives its descriptors back.
+///
+/// # Safety
+/// `task` is a live task that DOCA does not own, not used afterwards.
+unsafe fn free_task(task: *mut sys::doca_task) {
+    let set = TASK_BUFS.try_with(|m| m.borrow_mut().remove(&(task as usize))).ok().flatten();
+    // SAFETY: the caller's contract.
+    unsafe { sys::doca_task_free(task) };
+    if let Some(set) = set {
+        set.release();
+    }
+}
+
+/// A `doca_buf_inventory`, destroyed when the context and every operation using it are gone.
+struct Inventory(*mut sys::doca_buf_inventory);
+
+impl Inventory {
+    fn new(n: usize) -> Result<Inventory> {
+        let mut inv = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::doca_buf_inventory_create(n, &mut inv) }, "rdma: doca_buf_inventory_create")?;
+        let inv = Inventory(inv);
+        // SAFETY: a fresh inventory of this thread.
+        check(unsafe { sys::doca_buf_inventory_start(inv.0) }, "rdma: doca_buf_inventory_start")?;
+        Ok(inv)
+    }
+}
+
+impl Drop for Inventory {
+    fn drop(&mut self) {
+        // SAFETY: our inventory, on its thread; no buffer is out (every BufSet holds this
+        // inventory and gives its buffers back first). Stop fails harmlessly when it was
+        // never started; destroyed once.
+        unsafe {
+            sys::doca_buf_inventory_stop(self.0);
+            let rc = sys::doca_buf_inventory_destroy(self.0);
+            if rc != sys::DOCA_SUCCESS {
+                eprintln!("async-doca: doca_buf_inventory_destroy failed: {:?}", crate::DocaCode(rc));
+            }
+        }
+    }
+}
+
+/// The `doca_buf`s of one operation (at most two). Taken in the task's allocation closure,
+/// given back on failure at once, otherwise when the operation is over: when its future
+/// returns, or — for a future dropped mid-flight — when the slot releases its buffers after
+/// DOCA completed (or flushed) the task. Always before the memory they describe can go.
+struct BufSet {
+    bufs: Cell<[*mut sys::doca_buf; 2]>,
+    inv: Rc<Inventory>,
+    waiters: TaskWaiters,
+}
+
+/// What a `doca_buf` is made over: captured from a [`Buf`] or [`RemoteSlice`] before the
+/// operation takes ownership of it (the operation keeps it alive, so these stay valid).
+#[derive(Clone, Copy)]
+struct Desc {
+    mmap: *mut sys::doca_mmap,
+    addr: *mut c_void,
+    len: usize,
+}
+
+impl Desc {
+    fn local(b: &Buf) -> Desc {
+        Desc { mmap: b.memory().raw_mmap(), addr: b.as_ptr().cast(), len: b.len() }
+    }
+
+    fn remote(r: &RemoteSlice) -> Desc {
+        Desc { mmap: r.raw_mmap(), addr: r.raw_addr() as *mut c_void, len: r.len() }
+    }
+}
+
+impl BufSet {
+    fn get(&self, i: usize, d: Desc, data_len: usize) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
+        let mut b = std::ptr::null_mut();
+        // SAFETY: live inventory and mmap of this thread (held by `self` and by the buffers
+        // the operation owns); the range lies inside the mmap (slices are bounds-checked).
+        let rc = unsafe {
+            sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
+        };
+        ok_or(rc)?;
+        let mut bufs = self.bufs.get();
+        bufs[i] = b;
+        self.bufs.set(bufs);
+        Ok(b)
+    }
+
+    /// A local source over all of `d` (NULL for an empty buffer: an empty message).
+    fn src(&self, i: usize, d: Desc) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
+        if d.len == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        self.get(i, d, d.len)
+    }
+
+    /// A destination over `d` with an empty payload (NULL for an empty local buffer), and
+    /// remote buffers (whose data starts at the slice).
+    fn dst(&self, i: usize, d: Desc) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
+        if d.len == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        self.get(i, d, 0)
+    }
+
+    /// Gives the buffers back; returns whether there were any.
+    fn release(&self) -> bool {
+        let bufs = self.bufs.replace([std::ptr::null_mut(); 2]);
+        let mut any = false;
+        for b in bufs.into_iter().filter(|b| !b.is_null()) {
+            // SAFETY: a buffer we took from the inventory, whose task (if any) DOCA no longer
+            // owns; its reference is dropped once (the slot was cleared above).
+            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+            any = true;
+        }
+        any
+    }
+}
+
+impl Drop for BufSet {
+    fn drop(&mut self) {
+        if self.release() {
+            // Operations waiting for a free descriptor (an exhausted inventory) retry.
+            self.waiters.wake();
+        }
+    }
+}
+
+// ---- the context ----
+
+/// Configures and creates an [`Rdma`] context.
+///
+/// ```
+/// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+/// use async_doca::{rdma::Rdma, Access, Device};
+/// let dev = Device::open_default()?;
+/// let rdma = Rdma::builder(&dev)
+///     .permissions(Access::LOCAL_READ_WRITE | Access::RDMA_WRITE) // what peers may do to us
+///     .send_queue_size(64)
+///     .recv_queue_size(64)
+///     .max_connections(4)
+///     .max_tasks(64)
+///     .build()
+///     .await?;
+/// let (blob, _pending) = rdma.export()?;
+/// assert!(!blob.is_empty());
+/// # Ok::<(), async_doca::Error>(()) })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build() is awaited"]
+pub struct RdmaBuilder {
+    dev: Device,
+    permissions: Access,
+    send_queue: u32,
+    recv_queue: u32,
+    max_connections: u16,
+    max_tasks: u32,
+    recv_tasks: Option<u32>,
+    descriptors: Option<usize>,
+}
+
+impl RdmaBuilder {
+    /// What peers may do through this context's connections (DOCA's default:
+    /// [`Access::LOCAL_READ_WRITE`], so peers need [`Access::RDMA_READ`],
+    /// [`Access::RDMA_WRITE`] or [`Access::RDMA_ATOMIC`] here *and* on the memory they
+    /// target).
+    pub fn permissions(mut self, access: Access) -> Self {
+        self.permissions = access;
+        self
+    }
+
+    /// Send-queue depth: send-side operations in flight at once (default 256).
+    pub fn send_queue_size(mut self, n: u32) -> Self {
+        self.send_queue = n;
+        self
+    }
+
+    /// Receive-queue depth: receives posted at once (default 256).
+    pub fn recv_queue_size(mut self, n: u32) -> Self {
+        self.recv_queue = n;
+        self
+    }
+
+    /// How many connections this context may export (default 1).
+    pub fn max_connections(mut self, n: u16) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// The task pool of each operation kind (default 256). More operations wait for a free
+    /// task (back-pressure), they do not fail.
+    pub fn max_tasks(mut self, n: u32) -> Self {
+        self.max_tasks = n;
+        self
+    }
+
+    /// The receive task pool (default: the receive queue size).
+    pub fn recv_tasks(mut self, n: u32) -> Self {
+        self.recv_tasks = Some(n);
+        self
+    }
+
+    /// How many `doca_buf` descriptors the context keeps for its operations (default: two
+    /// per task of every pool, plus a margin). An operation needs one or two; when none is
+    /// free it waits like for a task.
+    pub fn descriptors(mut self, n: usize) -> Self {
+        self.descriptors = Some(n);
+        self
+    }
+
+    /// Creates the context on the current executor and starts it.
+    ///
+    /// # Errors
+    /// Outside an executor ([`ErrorKind::BadState`]), zero sizes
+    /// ([`ErrorKind::InvalidArgument`]), or what DOCA refuses (with its code).
+    pub async fn build(self) -> Result<Rdma> {
+        let recv_tasks = self.recv_tasks.unwrap_or(self.recv_queue);
+        if self.max_tasks == 0 || recv_tasks == 0 || self.max_connections == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, "rdma: task pools and max_connections must be >= 1"));
+        }
+        let descriptors =
+            self.descriptors.unwrap_or_else(|| 2 * (7 * self.max_tasks as usize + recv_tasks as usize) + 64).max(2);
+        let mut rdma = std::ptr::null_mut();
+        // SAFETY: the device is open; valid out-pointer. Ownership passes to Context below.
+        check(unsafe { sys::doca_rdma_create(self.dev.as_ptr(), &mut rdma) }, "rdma: doca_rdma_create")?;
+        let keep_dev = self.dev.clone();
+        // SAFETY: `rdma` is live, fresh, of this thread, destroyed only by the Context; its
+        // ctx is IDLE and unconnected. The closure keeps the device open until then.
+        let ctx = unsafe {
+            Context::new("rdma", rdma, sys::doca_rdma_as_ctx(rdma), move |r| {
+                let rc = sys::doca_rdma_destroy(r);
+                drop(keep_dev);
+                rc
+            })
+        }?;
+        let n = self.max_tasks;
+        // SAFETY: `rdma` is live and IDLE; each callback is the completion callback of the
+        // matching kind, with the exact C signature.
+        unsafe {
+            check(sys::doca_rdma_set_permissions(rdma, self.permissions.bits()), "rdma: set permissions")?;
+            check(sys::doca_rdma_set_send_queue_size(rdma, self.send_queue), "rdma: set send queue size")?;
+            check(sys::doca_rdma_set_recv_queue_size(rdma, self.recv_queue), "rdma: set receive queue size")?;
+            check(sys::doca_rdma_set_max_num_connections(rdma, self.max_connections), "rdma: set max connections")?;
+            check(
+                sys::doca_rdma_task_receive_set_conf(
+                    rdma,
+                    Some(completion_cb::<Recv>),
+                    Some(completion_cb::<Recv>),
+                    recv_tasks,
+                ),
+                "rdma: configure receive tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_send_set_conf(rdma, Some(completion_cb::<Send>), Some(completion_cb::<Send>), n),
+                "rdma: configure send tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_send_imm_set_conf(
+                    rdma,
+                    Some(completion_cb::<SendImm>),
+                    Some(completion_cb::<SendImm>),
+                    n,
+                ),
+                "rdma: configure send_imm tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_read_set_conf(rdma, Some(completion_cb::<Read>), Some(completion_cb::<Read>), n),
+                "rdma: configure read tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_write_set_conf(rdma, Some(completion_cb::<Write>), Some(completion_cb::<Write>), n),
+                "rdma: configure write tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_write_imm_set_conf(
+                    rdma,
+                    Some(completion_cb::<WriteImm>),
+                    Some(completion_cb::<WriteImm>),
+                    n,
+                ),
+                "rdma: configure write_imm tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_atomic_cmp_swp_set_conf(
+                    rdma,
+                    Some(completion_cb::<CmpSwp>),
+                    Some(completion_cb::<CmpSwp>),
+                    n,
+                ),
+                "rdma: configure compare_swap tasks",
+            )?;
+            check(
+                sys::doca_rdma_task_atomic_fetch_add_set_conf(
+                    rdma,
+                    Some(completion_cb::<FetchAdd>),
+                    Some(completion_cb::<FetchAdd>),
+                    n,
+                ),
+                "rdma: configure fetch_add tasks",
+            )?;
+        }
+        let inv = Rc::new(Inventory::new(descriptors)?);
+        ctx.start().await?;
+        Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev }) })
+    }
+}
+
+struct RdmaInner {
+    ctx: Context<sys::doca_rdma>,
+    inv: Rc<Inventory>,
+    dev: Device,
+}
+
+impl RdmaInner {
+    /// Runs one operation of kind `K`: `alloc` takes the operation's doca_bufs from the
+    /// given set and allocates the task; `keep` (the caller's buffers) is owned by the
+    /// operation until DOCA is done and then returned.
+    async fn run<K, F, B>(&self, op: &'static str, keep: B, mut alloc: F) -> (Result<TaskOutput>, B)
+    where
+        K: TaskKind,
+        B: 'static,
+        F: FnMut(*mut sys::doca_rdma, &BufSet, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    {
+        let rdma = match self.ctx.as_ptr() {
+            Ok(p) => p,
+            Err(e) => return (Err(e.context_prefix(op)), keep),
+        };
+        let set = Rc::new(BufSet {
+            bufs: Cell::new([std::ptr::null_mut(); 2]),
+            inv: self.inv.clone(),
+            waiters: self.ctx.waker_handle(),
+        });
+        let in_alloc = set.clone();
+        let fut = self
+            .ctx
+            .submit::<K, _>(op, move |slot| {
+                let r = alloc(rdma, &in_alloc, slot);
+                match r {
+                    // SAFETY: `task` is the live task just allocated (not used here).
+                    Ok(task) => TASK_BUFS
+                        .with(|m| m.borrow_mut().insert(unsafe { K::as_task(task) } as usize, in_alloc.clone())),
+                    // Nothing allocated: give the descriptors back before waiting or failing.
+                    Err(_) => {
+                        in_alloc.release();
+                        None
+                    }
+                };
+                r
+            })
+            .with_buffers((set, keep));
+        let (r, (set, keep)) = fut.await;
+        drop(set);
+        (r, keep)
+    }
+}
+
+fn ok_or(rc: sys::doca_error_t) -> std::result::Result<(), sys::doca_error_t> {
+    if rc == sys::DOCA_SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// An RDMA context on the current executor (see the [module documentation](self)).
+///
+/// Cloning shares the context. Dropping the last handle (and every [`Connection`]) stops
+/// it: operations still in flight are flushed and their memory released once DOCA is done.
+#[derive(Clone)]
+pub struct Rdma {
+    inner: Rc<RdmaInner>,
+}
+
+impl Rdma {
+    /// A builder for a context on `dev`.
+    pub fn builder(dev: &Device) -> RdmaBuilder {
+        RdmaBuilder {
+            dev: dev.clone(),
+            permissions: Access::LOCAL_READ_WRITE,
+            send_queue: DEFAULT_QUEUE_SIZE,
+            recv_queue: DEFAULT_QUEUE_SIZE,
+            max_connections: 1,
+            max_tasks: DEFAULT_MAX_TASKS,
+            recv_tasks: None,
+            descriptors: None,
+        }
+    }
+
+    /// The device of the context.
+    pub fn device(&self) -> &Device {
+        &self.inner.dev
+    }
+
+    /// Exports a new connection: the blob to give the peer (out of band; it carries secrets)
+    /// and the connection, to [connect](PendingConnection::connect) with the peer's blob.
+    ///
+    /// # Errors
+    /// More exports than [`RdmaBuilder::max_connections`] in one start cycle
+    /// ([`ErrorKind::ResourceExhausted`]); a context in the error state.
+    pub fn export(&self) -> Result<(Vec<u8>, PendingConnection)> {
+        let rdma = self.inner.ctx.as_ptr()?;
+        let mut p = std::ptr::null();
+        let mut n = 0usize;
+        let mut conn = std::ptr::null_mut();
+        // SAFETY: live, started context of this thread; valid out-pointers.
+        check(unsafe { sys::doca_rdma_export(rdma, &mut p, &mut n, &mut conn) }, "rdma.export")?;
+        if p.is_null() || conn.is_null() {
+            return Err(Error::new(ErrorKind::Other, "rdma.export: DOCA returned no blob"));
+        }
+        // SAFETY: DOCA returned `n` readable bytes owned by the connection, which lives as
+        // long as the context; copied at once.
+        let blob = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) }.to_vec();
+        Ok((blob, PendingConnection { rdma: self.inner.clone(), conn }))
+    }
+
+    /// Posts a receive into `buf` and waits for a message from any connection of this
+    /// context (a send, a send with immediate, or a write with immediate). The message is
+    /// placed at the start of `buf` (a write with immediate places nothing: its data went
+    /// to the memory it targeted).
+    ///
+    /// Posted receives are consumed in posting order. A message larger than `buf` fails
+    /// with [`ErrorKind::InvalidArgument`] and puts the context in the error state.
+    /// An empty `buf` takes only empty messages.
+    pub async fn recv(&self, buf: Buf) -> (Result<Received>, Buf) {
+        let d = Desc::local(&buf);
+        let (r, buf) = self
+            .inner
+            .run::<Recv, _, _>("rdma.recv", buf, |rdma, set, slot| {
+                let dst = set.dst(0, d)?;
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live context; `dst` describes memory the operation owns until the
+                // task is done.
+                ok_or(unsafe { sys::doca_rdma_task_receive_allocate_init(rdma, dst, slot.user_data(), &mut task) })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(Received::from_output), buf)
+    }
+
+    /// Stops the context (every operation in flight fails with [`ErrorKind::Cancelled`] or
+    /// the error of the state it was in) and starts it again: the way out of the error
+    /// state. Existing [`Connection`]s are closed for good (their operations fail with
+    /// [`ErrorKind::ConnectionLost`]); [export](Rdma::export) and connect again, on both
+    /// sides.
+    pub async fn restart(&self) -> Result<()> {
+        self.inner.ctx.stop().await.map_err(|e| e.context_prefix("rdma.restart"))?;
+        self.inner.ctx.start().await.map_err(|e| e.context_prefix("rdma.restart"))
+    }
+}
+
+impl fmt::Debug for Rdma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rdma").field("ctx", &self.inner.ctx).finish()
+    }
+}
+
+/// A connection exported by [`Rdma::export`], waiting for the peer's blob.
+pub struct PendingConnection {
+    rdma: Rc<RdmaInner>,
+    conn: *mut sys::doca_rdma_connection,
+}
+
+impl PendingConnection {
+    /// Connects with the blob the peer's [`Rdma::export`] produced. Both sides connect, each
+    /// with the other's blob.
+    ///
+    /// # Errors
+    /// A corrupted or foreign blob ([`ErrorKind::InvalidArgument`]), another version
+    /// ([`ErrorKind::NotSupported`]), a peer that is gone ([`ErrorKind::NotFound`]), a blob
+    /// some other connection uses already ([`ErrorKind::BadState`]).
+    pub async fn connect(self, peer_blob: &[u8]) -> Result<Connection> {
+        let rdma = self.rdma.ctx.as_ptr()?;
+        if peer_blob.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "rdma.connect: empty blob"));
+        }
+        // SAFETY: live context and one of its connections; the blob is readable for its
+        // length and only parsed.
+        check(
+            unsafe { sys::doca_rdma_connect(rdma, peer_blob.as_ptr().cast(), peer_blob.len(), self.conn) },
+            "rdma.connect",
+        )?;
+        Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn }) })
+    }
+}
+
+impl fmt::Debug for PendingConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingConnection").field("id", &ConnId(self.conn as usize)).finish()
+    }
+}
+
+/// Identifies a connection of a context: compare [`Received::conn`] with
+/// [`Connection::id`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct ConnId(usize);
+
+/// What kind of message completed a receive (`enum doca_rdma_opcode`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Opcode {
+    /// A send.
+    Send,
+    /// A send with immediate data.
+    SendImm,
+    /// A write with immediate data (the data went to the targeted memory).
+    WriteImm,
+    /// A value this crate does not know.
+    Unknown(u32),
+}
+
+/// A completed receive.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Received {
+    /// Bytes received (for a write with immediate: bytes written to the targeted memory).
+    pub len: usize,
+    /// What the peer did.
+    pub opcode: Opcode,
+    /// The immediate data, for [`Opcode::SendImm`] and [`Opcode::WriteImm`] (converted from
+    /// DOCA's big-endian `doca_be32_t`).
+    pub imm: Option<u32>,
+    /// The connection it came on.
+    pub conn: ConnId,
+}
+
+impl Received {
+    fn from_output(out: TaskOutput) -> Received {
+        let opcode = match out[0] as u32 {
+            sys::DOCA_RDMA_OPCODE_RECV_SEND => Opcode::Send,
+            sys::DOCA_RDMA_OPCODE_RECV_SEND_WITH_IMM => Opcode::SendImm,
+            sys::DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM => Opcode::WriteImm,
+            other => Opcode::Unknown(other),
+        };
+        let imm = matches!(opcode, Opcode::SendImm | Opcode::WriteImm).then(|| u32::from_be(out[2] as u32));
+        Received { len: out[1] as usize, opcode, imm, conn: ConnId(out[3] as usize) }
+    }
+}
+
+struct ConnInner {
+    rdma: Rc<RdmaInner>,
+    conn: *mut sys::doca_rdma_connection,
+}
+
+/// A connected RDMA connection: sends and one-sided operations (see the
+/// [module documentation](self) for buffers, errors and recovery).
+///
+/// Cheap to clone (the clones are the same connection). It keeps its context alive.
+///
+/// ```
+/// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+/// use async_doca::{rdma::Rdma, Access, Device};
+/// let dev = Device::open_default()?;
+/// let (a, b) = (Rdma::builder(&dev).build().await?, Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?);
+/// let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+/// let (conn, _peer) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+///
+/// let counter = dev.alloc(8, Access::RDMA_ALL)?; // on b's side
+/// let remote = dev.import(&counter.export_rdma()?)?;
+/// let result = dev.alloc(8, Access::LOCAL_READ_WRITE)?.buf();
+/// let (old, result) = conn.fetch_add(remote.slice(0..8), 5, result).await;
+/// assert_eq!(old?, 0);
+/// let (old, _result) = conn.compare_swap(remote.slice(0..8), 5, 9, result).await;
+/// assert_eq!(old?, 5);
+/// assert_eq!(counter.buf().read_u64(0), 9);
+/// # Ok::<(), async_doca::Error>(()) })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Connection {
+    inner: Rc<ConnInner>,
+}
+
+fn too_short(op: &'static str, what: &str) -> Error {
+    Error::new(ErrorKind::InvalidArgument, format!("{op}: {what}"))
+}
+
+impl Connection {
+    /// This connection's id (as reported by [`Received::conn`] on the peer's messages).
+    pub fn id(&self) -> ConnId {
+        ConnId(self.inner.conn as usize)
+    }
+
+    /// Sends `src` as one message; it completes a receive posted on the peer's context.
+    pub async fn send(&self, src: Buf) -> (Result<()>, Buf) {
+        let (conn, d) = (self.inner.conn, Desc::local(&src));
+        let (r, src) = self
+            .inner
+            .rdma
+            .run::<Send, _, _>("rdma.send", src, |rdma, set, slot| {
+                let s = set.src(0, d)?;
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live context and connection; `s` describes memory the operation owns.
+                ok_or(unsafe { sys::doca_rdma_task_send_allocate_init(rdma, conn, s, slot.user_data(), &mut task) })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(drop), src)
+    }
+
+    /// Sends `src` with 32-bit immediate data (the peer's [`Received::imm`]).
+    pub async fn send_imm(&self, src: Buf, imm: u32) -> (Result<()>, Buf) {
+        let (conn, d) = (self.inner.conn, Desc::local(&src));
+        let (r, src) = self
+            .inner
+            .rdma
+            .run::<SendImm, _, _>("rdma.send_imm", src, |rdma, set, slot| {
+                let s = set.src(0, d)?;
+                let mut task = std::ptr::null_mut();
+                // SAFETY: as in `send`.
+                ok_or(unsafe {
+                    sys::doca_rdma_task_send_imm_allocate_init(rdma, conn, s, imm.to_be(), slot.user_data(), &mut task)
+                })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(drop), src)
+    }
+
+    /// Writes all of `src` to the start of `dst` (one-sided: the peer's CPU is not involved).
+    ///
+    /// # Errors
+    /// `src` longer than `dst`: [`ErrorKind::InvalidArgument`] (nothing submitted); the peer's
+    /// memory or context without [`Access::RDMA_WRITE`]: [`ErrorKind::PermissionDenied`].
+    pub async fn write(&self, src: Buf, dst: RemoteSlice) -> (Result<()>, Buf) {
+        self.write_inner("rdma.write", src, dst, None).await
+    }
+
+    /// Writes like [`write`](Connection::write), then delivers `imm` to a receive posted on
+    /// the peer's context ([`Opcode::WriteImm`]); the data is visible when that receive
+    /// completes.
+    pub async fn write_imm(&self, src: Buf, dst: RemoteSlice, imm: u32) -> (Result<()>, Buf) {
+        self.write_inner("rdma.write_imm", src, dst, Some(imm)).await
+    }
+
+    async fn write_inner(&self, op: &'static str, src: Buf, dst: RemoteSlice, imm: Option<u32>) -> (Result<()>, Buf) {
+        if src.len() > dst.len() {
+            let e = too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len()));
+            return (Err(e), src);
+        }
+        let (conn, s, d) = (self.inner.conn, Desc::local(&src), Desc::remote(&dst));
+        let (r, (src, _dst)) = match imm {
+            None => {
+                self.inner
+                    .rdma
+                    .run::<Write, _, _>(op, (src, dst), |rdma, set, slot| {
+                        let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
+                        let mut task = std::ptr::null_mut();
+                        // SAFETY: live context and connection; both buffers describe memory
+                        // the operation owns (the source Buf, the remote slice's import).
+                        ok_or(unsafe {
+                            sys::doca_rdma_task_write_allocate_init(rdma, conn, sb, db, slot.user_data(), &mut task)
+                        })?;
+                        Ok(task)
+                    })
+                    .await
+            }
+            Some(imm) => {
+                self.inner
+                    .rdma
+                    .run::<WriteImm, _, _>(op, (src, dst), |rdma, set, slot| {
+                        let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
+                        let mut task = std::ptr::null_mut();
+                        // SAFETY: as above.
+                        ok_or(unsafe {
+                            sys::doca_rdma_task_write_imm_allocate_init(
+                                rdma,
+                                conn,
+                                sb,
+                                db,
+                                imm.to_be(),
+                                slot.user_data(),
+                                &mut task,
+                            )
+                        })?;
+                        Ok(task)
+                    })
+                    .await
+            }
+        };
+        (r.map(drop), src)
+    }
+
+    /// Reads `dst.len()` bytes from the start of `src` into `dst` (one-sided).
+    ///
+    /// # Errors
+    /// `dst` longer than `src`: [`ErrorKind::InvalidArgument`] (nothing submitted); no
+    /// [`Access::RDMA_READ`] on the peer's side: [`ErrorKind::PermissionDenied`].
+    pub async fn read(&self, src: RemoteSlice, dst: Buf) -> (Result<()>, Buf) {
+        if dst.len() > src.len() {
+            let e = too_short(
+                "rdma.read",
+                &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()),
+            );
+            return (Err(e), dst);
+        }
+        let (conn, s, d) = (self.inner.conn, Desc::remote(&src), Desc::local(&dst));
+        let (r, (dst, _src)) = self
+            .inner
+            .rdma
+            .run::<Read, _, _>("rdma.read", (dst, src), |rdma, set, slot| {
+                let (sb, db) = (set.dst(0, s)?, set.dst(1, d)?);
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live context and connection; both buffers describe memory the
+                // operation owns.
+                ok_or(unsafe {
+                    sys::doca_rdma_task_read_allocate_init(rdma, conn, sb, db, slot.user_data(), &mut task)
+                })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(drop), dst)
+    }
+
+    /// Atomically replaces the 8-byte value at the start of `dst` with `swap` if it equals
+    /// `compare`; returns the value it had. `result` (at least 8 bytes, registered with
+    /// [`Access::LOCAL_READ_WRITE`]) receives the old value and is given back.
+    ///
+    /// # Errors
+    /// `dst` or `result` shorter than 8 bytes: [`ErrorKind::InvalidArgument`] (nothing
+    /// submitted); a misaligned target: [`ErrorKind::InvalidArgument`]; no
+    /// [`Access::RDMA_ATOMIC`]: [`ErrorKind::PermissionDenied`].
+    pub async fn compare_swap(&self, dst: RemoteSlice, compare: u64, swap: u64, result: Buf) -> (Result<u64>, Buf) {
+        self.atomic("rdma.compare_swap", dst, result, Some((compare, swap)), 0).await
+    }
+
+    /// Atomically adds `add` to the 8-byte value at the start of `dst`; returns the value
+    /// it had. `result` as for [`compare_swap`](Connection::compare_swap).
+    pub async fn fetch_add(&self, dst: RemoteSlice, add: u64, result: Buf) -> (Result<u64>, Buf) {
+        self.atomic("rdma.fetch_add", dst, result, None, add).await
+    }
+
+    async fn atomic(
+        &self,
+        op: &'static str,
+        dst: RemoteSlice,
+        result: Buf,
+        cas: Option<(u64, u64)>,
+        add: u64,
+    ) -> (Result<u64>, Buf) {
+        if dst.len() < 8 || result.len() < 8 {
+            return (Err(too_short(op, "the target and the result buffer need 8 bytes")), result);
+        }
+        let (conn, d, res) = (self.inner.conn, Desc::remote(&dst), Desc::local(&result));
+        let keep = (result, dst);
+        let (r, (result, _dst)) = match cas {
+            Some((cmp, swap)) => {
+                self.inner
+                    .rdma
+                    .run::<CmpSwp, _, _>(op, keep, |rdma, set, slot| {
+                        let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
+                        let mut task = std::ptr::null_mut();
+                        // SAFETY: live context and connection; both buffers describe memory
+                        // the operation owns.
+                        ok_or(unsafe {
+                            sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
+                                rdma,
+                                conn,
+                                db,
+                                rb,
+                                cmp,
+                                swap,
+                                slot.user_data(),
+                                &mut task,
+                            )
+                        })?;
+                        Ok(task)
+                    })
+                    .await
+            }
+            None => {
+                self.inner
+                    .rdma
+                    .run::<FetchAdd, _, _>(op, keep, |rdma, set, slot| {
+                        let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
+                        let mut task = std::ptr::null_mut();
+                        // SAFETY: as above.
+                        ok_or(unsafe {
+                            sys::doca_rdma_task_atomic_fetch_add_allocate_init(
+                                rdma,
+                                conn,
+                                db,
+                                rb,
+                                add,
+                                slot.user_data(),
+                                &mut task,
+                            )
+                        })?;
+                        Ok(task)
+                    })
+                    .await
+            }
+        };
+        // The old value was placed at the start of the result buffer (native byte order).
+        let r = r.map(|_| result.read_u64(0));
+        (r, result)
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection").field("id", &self.id()).finish()
+    }
+}

@@ -1,0 +1,531 @@
+//! RDMA as futures: every operation with its data checked, on one executor, across two
+//! executors and across two processes; error kinds; futures dropped mid-flight; pipelining;
+//! back-pressure.
+
+use std::time::Duration;
+
+use async_doca::rdma::{Connection, Opcode, Rdma, RdmaBuilder};
+use async_doca::time::timeout;
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
+
+/// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn rt(cpus: &str) -> Runtime {
+    Runtime::builder().cpus(cpus.parse().unwrap()).build().unwrap()
+}
+
+async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Result<T> {
+    timeout(LIMIT, f).await.map_err(Error::from)
+}
+
+/// Two contexts on this executor, connected: (a, b, a's connection to b, b's to a).
+async fn pair_with(a: RdmaBuilder, b: RdmaBuilder) -> Result<(Rdma, Rdma, Connection, Connection)> {
+    let (a, b) = (a.build().await?, b.build().await?);
+    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+    let ab = pa.connect(&blob_b).await?;
+    let ba = pb.connect(&blob_a).await?;
+    Ok((a, b, ab, ba))
+}
+
+async fn pair(dev: &Device) -> Result<(Rdma, Rdma, Connection, Connection)> {
+    pair_with(Rdma::builder(dev).permissions(Access::RDMA_ALL), Rdma::builder(dev).permissions(Access::RDMA_ALL)).await
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn every_operation_on_one_executor() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (a, b, ab, ba) = pair(&dev).await?;
+            let target = dev.alloc(4096, Access::RDMA_ALL)?; // b's memory
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+
+            // send / recv
+            let rb = b.clone();
+            let r = spawn_local(async move { rb.recv(dev_buf(4096)).await });
+            let mut src = local.slice(0..100);
+            src.write(0, &pattern(100, 1));
+            let (res, src) = bounded(ab.send(src)).await?;
+            res?;
+            let (msg, buf) = bounded(r).await??;
+            let msg = msg?;
+            assert_eq!((msg.len, msg.opcode, msg.imm, msg.conn), (100, Opcode::Send, None, ba.id()));
+            assert_eq!(buf.to_vec()[..100], pattern(100, 1)[..]);
+
+            // send_imm
+            let rb = b.clone();
+            let r = spawn_local(async move { rb.recv(dev_buf(4096)).await });
+            let (res, src) = bounded(ab.send_imm(src, 0xDEAD_BEEF)).await?;
+            res?;
+            let (msg, _) = bounded(r).await??;
+            let msg = msg?;
+            assert_eq!((msg.len, msg.opcode, msg.imm), (100, Opcode::SendImm, Some(0xDEAD_BEEF)));
+
+            // write
+            let (res, src) = bounded(ab.write(src, remote.slice(1000..1100))).await?;
+            res?;
+            assert_eq!(target.slice(1000..1100).to_vec(), pattern(100, 1));
+
+            // write_imm: the data lands in the target, the immediate in a receive
+            let mut src = src;
+            src.write(0, &pattern(100, 2));
+            let rb = b.clone();
+            let r = spawn_local(async move { rb.recv(dev_buf(16)).await });
+            let (res, src) = bounded(ab.write_imm(src, remote.slice(2000..2100), 7)).await?;
+            res?;
+            let (msg, _) = bounded(r).await??;
+            let msg = msg?;
+            assert_eq!((msg.opcode, msg.imm, msg.len), (Opcode::WriteImm, Some(7), 100));
+            assert_eq!(target.slice(2000..2100).to_vec(), pattern(100, 2));
+
+            // read
+            target.slice(3000..3050).write(0, &pattern(50, 3));
+            let (res, dst) = bounded(ab.read(remote.slice(3000..3050), local.slice(200..250))).await?;
+            res?;
+            assert_eq!(dst.to_vec(), pattern(50, 3));
+
+            // atomics
+            target.slice(0..8).write_u64(0, 40);
+            let result = local.slice(512..520);
+            let (old, result) = bounded(ab.fetch_add(remote.slice(0..8), 2, result)).await?;
+            assert_eq!(old?, 40);
+            let (old, result) = bounded(ab.compare_swap(remote.slice(0..8), 1, 99, result)).await?;
+            assert_eq!(old?, 42, "a failed compare returns the current value");
+            let (old, _) = bounded(ab.compare_swap(remote.slice(0..8), 42, 99, result)).await?;
+            assert_eq!(old?, 42);
+            assert_eq!(target.slice(0..8).read_u64(0), 99);
+
+            // The other direction works too (b -> a), and an empty message.
+            let a_mem = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let r = spawn_local(async move { a.recv(a_mem.slice(0..0)).await });
+            let (res, _) = bounded(ba.send(target.slice(0..0))).await?;
+            res?;
+            let (msg, _) = bounded(r).await??;
+            assert_eq!(msg?.len, 0);
+            drop(src);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+/// A fresh receive buffer (registered memory of its own).
+fn dev_buf(n: usize) -> async_doca::Buf {
+    Device::open_default().unwrap().alloc(n, Access::LOCAL_READ_WRITE).unwrap().buf()
+}
+
+#[test]
+fn two_executors() {
+    use std::sync::mpsc;
+    let rt = rt("0-1");
+    let (to_b, from_a) = mpsc::channel::<Vec<u8>>();
+    let (to_a, from_b) = mpsc::channel::<Vec<u8>>();
+    /// Waits for a blob from the other executor without blocking this one.
+    async fn recv_blob(rx: &mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
+        for _ in 0..10_000 {
+            if let Ok(v) = rx.try_recv() {
+                return v;
+            }
+            async_doca::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("no blob from the other executor");
+    }
+    let a = rt
+        .spawn_on(0, move || async move {
+            let dev = Device::open_default()?;
+            let rdma = Rdma::builder(&dev).build().await?;
+            let (blob, pending) = rdma.export()?;
+            to_b.send(blob).unwrap();
+            let conn = pending.connect(&recv_blob(&from_b).await).await?;
+            let remote = dev.import(&recv_blob(&from_b).await)?;
+            let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+            let mut src = mem.slice(0..4096);
+            src.write(0, &pattern(4096, 9));
+            let (res, src) = bounded(conn.write(src, remote.slice(..))).await?;
+            res?;
+            let (old, _) = bounded(conn.fetch_add(remote.slice(0..8), 1, mem.slice(0..8))).await?;
+            let old = old?;
+            let (res, _) = bounded(conn.send(src)).await?;
+            res?;
+            Ok::<_, Error>(old)
+        })
+        .unwrap();
+    let b = rt
+        .spawn_on(1, move || async move {
+            let dev = Device::open_default()?;
+            let rdma = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let (blob, pending) = rdma.export()?;
+            to_a.send(blob).unwrap();
+            let _conn = pending.connect(&recv_blob(&from_a).await).await?;
+            let target = dev.alloc(4096, Access::RDMA_ALL)?;
+            to_a.send(target.export_rdma()?).unwrap();
+            let (msg, buf) = bounded(rdma.recv(dev.alloc(4096, Access::LOCAL_READ_WRITE)?.buf())).await?;
+            assert_eq!(msg?.len, 4096);
+            // The message is the source after the write, so its first word is the original;
+            // the target's first word was incremented by the fetch_add.
+            assert_eq!(buf.to_vec(), pattern(4096, 9));
+            let mut expect = pattern(4096, 9);
+            let w = u64::from_ne_bytes(expect[..8].try_into().unwrap()) + 1;
+            expect[..8].copy_from_slice(&w.to_ne_bytes());
+            assert_eq!(target.buf().to_vec(), expect);
+            Ok::<_, Error>(w - 1)
+        })
+        .unwrap();
+    let (old, seen) = rt.block_on(async { (a.await, b.await) });
+    assert_eq!(old.unwrap().unwrap(), seen.unwrap().unwrap());
+}
+
+#[test]
+fn errors_name_the_operation_and_kind() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+
+            // Checked before submitting: the context stays usable.
+            let (_a, _b, ab, _ba) = pair(&dev).await?;
+            let target = dev.alloc(64, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            assert_eq!(remote.try_slice(60..70).unwrap_err().kind(), ErrorKind::InvalidArgument);
+            let (res, src) = ab.write(local.slice(0..16), remote.slice(0..8)).await;
+            let e = res.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.context().starts_with("rdma.write"), "{e}");
+            let (res, _) = ab.fetch_add(remote.slice(0..4), 1, src).await;
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::InvalidArgument);
+            let (res, _) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
+            res?;
+
+            // The peer's memory does not allow writes: PermissionDenied with DOCA's code.
+            let ro = dev.alloc(64, Access::LOCAL_READ_WRITE | Access::RDMA_READ)?;
+            let ro_remote = dev.import(&ro.export_rdma()?)?;
+            let (res, _) = ab.write(local.slice(0..8), ro_remote.slice(0..8)).await;
+            let e = res.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+            assert_eq!(e.code().unwrap().name(), Some("DOCA_ERROR_NOT_PERMITTED"));
+            assert!(e.to_string().starts_with("rdma.write"), "{e}");
+            assert_eq!(ro.buf().to_vec(), vec![0; 64], "memory untouched");
+            // The context is in the error state now.
+            let (res, _) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::BadState);
+
+            // The peer's context does not allow the access (default permissions).
+            let (_a, _b, ab, _ba) =
+                pair_with(Rdma::builder(&dev), Rdma::builder(&dev).permissions(Access::LOCAL_READ_WRITE)).await?;
+            let (res, _) = ab.read(remote.slice(0..8), local.slice(0..8)).await;
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::PermissionDenied);
+
+            // A misaligned atomic is an invalid argument of the provider; then recover with
+            // a restart and fresh connections on both sides.
+            let (a, b, ab, _ba) = pair(&dev).await?;
+            let (res, _) = ab.fetch_add(remote.slice(1..9), 1, local.slice(0..8)).await;
+            let e = res.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.context().starts_with("rdma.fetch_add"), "{e}");
+            a.restart().await?;
+            b.restart().await?;
+            let (res, _) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::ConnectionLost, "old connections are closed");
+            let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+            let ab = pa.connect(&blob_b).await?;
+            let _ba = pb.connect(&blob_a).await?;
+            let (old, _) = ab.fetch_add(remote.slice(8..16), 5, local.slice(0..8)).await;
+            assert_eq!(old?, 0);
+
+            // A peer that goes away: ConnectionLost.
+            let (_a, b, ab, ba) = pair(&dev).await?;
+            drop((b, ba));
+            async_doca::time::sleep(Duration::from_millis(20)).await;
+            let (res, _) = bounded(ab.send(local.slice(0..8))).await?;
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::ConnectionLost);
+
+            // A bad blob.
+            let rdma = Rdma::builder(&dev).build().await?;
+            let (_, pending) = rdma.export()?;
+            assert_eq!(pending.connect(&[0u8; 7]).await.unwrap_err().kind(), ErrorKind::InvalidArgument);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn dropping_operations_mid_flight_is_harmless() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, b, ab, _ba) = pair(&dev).await?;
+
+            // A send larger than the peer's ring stays in flight until the peer receives.
+            const BIG: usize = 300 * 1024;
+            let src_mem = dev.alloc(BIG, Access::LOCAL_READ_WRITE)?;
+            src_mem.buf().write(0, &pattern(BIG, 5));
+            let r = timeout(Duration::from_millis(50), ab.send(src_mem.buf())).await;
+            assert!(r.is_err(), "the send cannot finish before the peer posts a receive");
+            // Future and memory handle gone: the in-flight operation keeps the memory.
+            drop(src_mem);
+            let (msg, buf) = bounded(b.recv(dev.alloc(BIG, Access::LOCAL_READ_WRITE)?.buf())).await?;
+            assert_eq!(msg?.len, BIG);
+            assert!(buf.to_vec() == pattern(BIG, 5), "the dropped send streamed intact data");
+
+            // A receive dropped while posted consumes the next message; later ones work.
+            let r = timeout(Duration::from_millis(10), b.recv(dev_buf(64))).await;
+            assert!(r.is_err());
+            let m = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            m.buf().write(0, b"lost....");
+            let (res, first) = bounded(ab.send(m.buf())).await?;
+            res?;
+            let mut second = first;
+            second.write(0, b"second..");
+            let rb = b.clone();
+            let r = spawn_local(async move { rb.recv(dev_buf(64)).await });
+            let (res, _) = bounded(ab.send(second)).await?;
+            res?;
+            let (msg, buf) = bounded(r).await??;
+            assert_eq!(msg?.len, 8);
+            assert_eq!(&buf.to_vec()[..8], b"second..");
+
+            // Many writes dropped before completing; later writes work.
+            let target = dev.alloc(4096, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let src = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+            for i in 0..100 {
+                let f = ab.write(src.slice(i * 8..i * 8 + 8), remote.slice(i * 8..i * 8 + 8));
+                drop(timeout(Duration::ZERO, f).await);
+            }
+            drop((src, remote));
+            let src = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            src.buf().write_u64(0, 77);
+            let remote = dev.import(&target.export_rdma()?)?;
+            let (res, _) = bounded(ab.write(src.buf(), remote.slice(0..8))).await?;
+            res?;
+            assert_eq!(target.slice(0..8).read_u64(0), 77);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+/// Runs `n` writes of 8 bytes at once, each its own task; checks every word and a checksum.
+async fn pipelined_writes(conn: &Connection, dev: &Device, n: usize) -> Result<()> {
+    let target = dev.alloc(n * 8, Access::RDMA_ALL)?;
+    let remote = dev.import(&target.export_rdma()?)?;
+    let src = dev.alloc(n * 8, Access::LOCAL_READ_WRITE)?;
+    let value = |i: usize| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut s = src.slice(i * 8..i * 8 + 8);
+        s.write_u64(0, value(i));
+        let (conn, dst) = (conn.clone(), remote.slice(i * 8..i * 8 + 8));
+        tasks.push(spawn_local(async move { conn.write(s, dst).await.0 }));
+    }
+    for t in tasks {
+        bounded(t).await???;
+    }
+    let mut sum = 0u64;
+    let mut expect = 0u64;
+    let all = target.buf();
+    for i in 0..n {
+        let v = all.read_u64(i * 8);
+        assert_eq!(v, value(i), "word {i}");
+        sum = sum.wrapping_add(v);
+        expect = expect.wrapping_add(value(i));
+    }
+    assert_eq!(sum, expect);
+    Ok(())
+}
+
+#[test]
+fn ten_thousand_pipelined_writes() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, _b, ab, _ba) = pair(&dev).await?;
+            pipelined_writes(&ab, &dev, 10_000).await
+        })
+        .unwrap();
+}
+
+#[test]
+fn back_pressure_with_a_small_task_pool() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let small = Rdma::builder(&dev).max_tasks(2).send_queue_size(2).recv_tasks(2).descriptors(4);
+            let (_a, _b, ab, _ba) = pair_with(small, Rdma::builder(&dev).permissions(Access::RDMA_ALL)).await?;
+            pipelined_writes(&ab, &dev, 500).await?;
+            // Atomics from many tasks at once through a pool of two.
+            let counter = dev.alloc(8, Access::RDMA_ALL)?;
+            let remote = dev.import(&counter.export_rdma()?)?;
+            let results = dev.alloc(8 * 100, Access::LOCAL_READ_WRITE)?;
+            let tasks: Vec<_> = (0..100)
+                .map(|i| {
+                    let (c, dst, res) = (ab.clone(), remote.slice(0..8), results.slice(i * 8..i * 8 + 8));
+                    spawn_local(async move { c.fetch_add(dst, 1, res).await.0 })
+                })
+                .collect();
+            let mut olds = Vec::new();
+            for t in tasks {
+                olds.push(bounded(t).await???);
+            }
+            olds.sort_unstable();
+            assert_eq!(olds, (0..100).collect::<Vec<u64>>());
+            assert_eq!(counter.buf().read_u64(0), 100);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+mod cross_process {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+
+    const CONN_ENV: &str = "ASYNC_DOCA_TEST_RDMA_CONN";
+    const MEM_ENV: &str = "ASYNC_DOCA_TEST_RDMA_MEM";
+    const LEN: usize = 4096;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// Kills the child if the test fails before reaping it.
+    struct Reap(Option<Child>);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if let Some(mut c) = self.0.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    /// The parent writes, reads and adds into the child's memory, then sends "go"; the child
+    /// checks, does the same into the parent's memory, and sends "done".
+    #[test]
+    fn rdma_across_two_processes() {
+        let rt = rt("0");
+        let mut child = Reap(None);
+        // Kept open until the child exits (closing it early would break the child's output).
+        let mut out: Option<BufReader<std::process::ChildStdout>> = None;
+        rt.block_on(async {
+            let dev = Device::open_default()?;
+            let rdma = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let mem = dev.alloc(LEN, Access::RDMA_ALL)?;
+            mem.buf().write(0, &pattern(LEN, 40));
+            let (blob, pending) = rdma.export()?;
+            let mut c = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "cross_process::child_side", "--ignored", "--nocapture", "--test-threads=1"])
+                .env(CONN_ENV, hex(&blob))
+                .env(MEM_ENV, hex(&mem.export_rdma()?))
+                .stdin(Stdio::null())
+                // The child's blobs come on its stdout; its test summary stays out of ours.
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = out.insert(BufReader::new(c.stdout.take().unwrap()));
+            child.0 = Some(c);
+            // A blocking read, bounded by the child's own timeouts (it exits on failure).
+            let mut line = String::new();
+            let (conn_blob, mem_blob) = loop {
+                line.clear();
+                assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before sending its blobs");
+                // libtest may have printed "test child_side ... " on the same line.
+                if let Some(at) = line.find("RDMA-CHILD ") {
+                    let rest = line[at + "RDMA-CHILD ".len()..].trim();
+                    let (c, m) = rest.split_once(' ').unwrap();
+                    break (unhex(c), unhex(m));
+                }
+            };
+            let conn = pending.connect(&conn_blob).await?;
+            let remote = dev.import(&mem_blob)?;
+            let local = dev.alloc(LEN, Access::LOCAL_READ_WRITE)?;
+
+            let mut src = local.slice(8..LEN);
+            src.write(0, &pattern(LEN - 8, 1));
+            let (res, _) = bounded(conn.write(src, remote.slice(8..LEN))).await?;
+            res?;
+            let (res, back) = bounded(conn.read(remote.slice(8..LEN), local.slice(8..LEN))).await?;
+            res?;
+            assert_eq!(back.to_vec(), pattern(LEN - 8, 1));
+            let (old, _) = bounded(conn.fetch_add(remote.slice(0..8), 10, local.slice(0..8))).await?;
+            assert_eq!(old?, 0);
+            let rdone = spawn_local({
+                let rdma = rdma.clone();
+                let buf = local.slice(0..64);
+                async move { rdma.recv(buf).await }
+            });
+            let mut go = dev.alloc(2, Access::LOCAL_READ_WRITE)?.buf();
+            go.write(0, b"go");
+            let (res, _) = bounded(conn.send(go)).await?;
+            res?;
+            let (msg, buf) = bounded(rdone).await??;
+            let msg = msg?;
+            assert_eq!((msg.opcode, msg.imm), (Opcode::SendImm, Some(42)));
+            assert_eq!(&buf.to_vec()[..msg.len], b"done");
+            // The child wrote our memory and added to our first word.
+            let mut expect = pattern(LEN, 40);
+            expect[8..].copy_from_slice(&pattern(LEN - 8, 2));
+            let w = u64::from_ne_bytes(expect[..8].try_into().unwrap()) + 5;
+            expect[..8].copy_from_slice(&w.to_ne_bytes());
+            assert!(mem.buf().to_vec() == expect, "the child's writes and fetch_add landed");
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(out.as_mut().unwrap(), &mut rest).unwrap();
+        let status = child.0.take().unwrap().wait().unwrap();
+        assert!(status.success(), "child failed: {status}\n{rest}");
+    }
+
+    /// The other process of `rdma_across_two_processes`; run only by that test.
+    #[test]
+    #[ignore = "started by rdma_across_two_processes as its peer process"]
+    fn child_side() {
+        let conn_blob = unhex(&std::env::var(CONN_ENV).expect("started by the parent test"));
+        let mem_blob = unhex(&std::env::var(MEM_ENV).expect("started by the parent test"));
+        rt("0")
+            .block_on(async {
+                let dev = Device::open_default()?;
+                let rdma = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+                let mem = dev.alloc(LEN, Access::RDMA_ALL)?;
+                let (blob, pending) = rdma.export()?;
+                let conn = pending.connect(&conn_blob).await?;
+                let remote = dev.import(&mem_blob)?;
+                println!("RDMA-CHILD {} {}", hex(&blob), hex(&mem.export_rdma()?));
+
+                let local = dev.alloc(LEN, Access::LOCAL_READ_WRITE)?;
+                let (msg, buf) = bounded(rdma.recv(local.slice(0..64))).await?;
+                let msg = msg?;
+                assert_eq!(&buf.to_vec()[..msg.len], b"go");
+                // The parent's write and fetch_add are visible (they completed before "go").
+                assert_eq!(mem.slice(8..LEN).to_vec(), pattern(LEN - 8, 1));
+                assert_eq!(mem.buf().read_u64(0), 10);
+
+                let mut src = local.slice(8..LEN);
+                src.write(0, &pattern(LEN - 8, 2));
+                let (res, _) = bounded(conn.write(src, remote.slice(8..LEN))).await?;
+                res?;
+                let (res, back) = bounded(conn.read(remote.slice(0..LEN), local.slice(0..LEN))).await?;
+                res?;
+                assert_eq!(back.to_vec()[8..], pattern(LEN - 8, 2)[..]);
+                let (old, _) = bounded(conn.fetch_add(remote.slice(0..8), 5, local.slice(0..8))).await?;
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&pattern(8, 40));
+                assert_eq!(old?, u64::from_ne_bytes(first));
+                let mut done = local.slice(100..104);
+                done.write(0, b"done");
+                let (res, _) = bounded(conn.send_imm(done, 42)).await?;
+                res?;
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+    }
+}
