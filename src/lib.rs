@@ -1,8 +1,8 @@
 //! async-doca: NVIDIA DOCA tasks as futures.
 //!
 //! One executor thread per CPU, pinned, drives that CPU's DOCA progress engine and its
-//! notification fd; every DOCA task it submits (a sync-event wait, later RDMA operations
-//! and UROM commands) resolves a future. The crate talks to DOCA only through [`sys`]
+//! notification fd; every DOCA task it submits (an RDMA operation, a sync-event wait; UROM
+//! commands next) resolves a future. The crate talks to DOCA only through [`sys`]
 //! (`doca-sys`), whose default provider is a software implementation of the DOCA C ABI,
 //! so the same code runs on a laptop, in CI, and on a BlueField host.
 //!
@@ -24,8 +24,9 @@
 //! # Ok::<(), async_doca::Error>(())
 //! ```
 //!
-//! Where to start: [`Runtime`] (executors, spawning, `block_on`), [`sync_event::SyncEvent`],
-//! [`Error`] (every failure keeps its DOCA code), and `docs/ARCHITECTURE.md` for the model:
+//! Where to start: [`Runtime`] (executors, spawning, `block_on`), [`rdma`] (connections and
+//! the eight RDMA operations on owned buffers of registered [`Memory`]),
+//! [`sync_event::SyncEvent`], [`Error`] (every failure keeps its DOCA code), and `docs/ARCHITECTURE.md` for the model:
 //! which thread owns what, how a DOCA callback becomes a wake-up, what happens on drop.
 pub use doca_sys as sys;
 
