@@ -17,13 +17,12 @@
 //! really run at the same time, each first arrives at a barrier (adds 1 to the arrivals and
 //! reads them until both arrived). Each side then does `ADDS` fetch-adds of 1 (its old
 //! values must increase), waits until the counter shows both sides' adds (a second
-//! barrier), then `ROUNDS` times: take the lock
-//! (compare-and-swap 0 → its id until that succeeds), read the plain counter, write it back
-//! incremented, release the lock (compare-and-swap its id → 0). Without the lock, the two
-//! read-modify-writes would lose updates. The child then sends "done" with the number of
-//! times it found the lock taken; the parent checks the
-//! counter (2 × `ADDS`), the plain counter (2 × `ROUNDS`) and the lock (free), and exits 0
-//! only if all match and the child exited 0.
+//! barrier), then `ROUNDS` times: takes the lock (compare-and-swap 0 → its id until that
+//! succeeds), reads the plain counter, writes it back incremented, releases the lock
+//! (compare-and-swap its id → 0). Without the lock, the two read-modify-writes would lose
+//! updates. The child then sends "done" with the number of times it found the lock taken;
+//! the parent checks the counter (2 × `ADDS`), the plain counter (2 × `ROUNDS`) and the
+//! lock (free), and exits 0 only if all match and the child exited 0.
 //!
 //! ```text
 //! cargo run --release --example rdma_atomics
