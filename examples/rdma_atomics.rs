@@ -39,7 +39,7 @@ mod common;
 use common::{bounded, mismatch, Peer};
 
 const ADDS: u64 = 1000;
-const ROUNDS: u64 = 200;
+const ROUNDS: u64 = 1000;
 const COUNTER: Range<usize> = 0..8;
 const LOCK: Range<usize> = 8..16;
 const PLAIN: Range<usize> = 16..24;
