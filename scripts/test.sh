@@ -12,3 +12,8 @@ cargo test --workspace
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --lib loom
 
 cargo run --release --example sync_event_pair
+cargo run --release --example rdma_write
+cargo run --release --example rdma_read
+cargo run --release --example rdma_send_imm
+cargo run --release --example rdma_write_imm
+cargo run --release --example rdma_atomics
