@@ -14,6 +14,7 @@ use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
 mod raw;
+mod rdma;
 mod stats;
 mod sync_event;
 
@@ -58,9 +59,13 @@ pub struct PerfArgs {
     /// Process counts to run (1, 2; default both).
     #[arg(long = "procs", value_delimiter = ',')]
     procs: Vec<u32>,
-    /// Timed iterations per test.
-    #[arg(long, default_value_t = 20_000)]
-    iters: u64,
+    /// Timed iterations per test (default: each test's own, scaled down for large sizes).
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Payload sizes in bytes for the tests that take one (default: 8 for latency tests,
+    /// a sweep 8 B, 4 KiB, 64 KiB, 1 MiB for bandwidth tests).
+    #[arg(long = "size", value_delimiter = ',')]
+    sizes: Vec<usize>,
     /// Untimed iterations before timing starts.
     #[arg(long, default_value_t = 2_000)]
     warmup: u64,
@@ -93,9 +98,12 @@ pub struct PeerArgs {
 }
 
 /// What one test needs to know to run.
+#[derive(Clone, Copy, Debug)]
 pub struct Params {
     pub mode: Mode,
     pub procs: u32,
+    /// Payload size in bytes (tests without one ignore it).
+    pub size: usize,
     pub iters: u64,
     pub warmup: u64,
     pub idle: IdleArg,
@@ -109,15 +117,29 @@ struct TestDef {
     name: &'static str,
     modes: &'static [Mode],
     procs: &'static [u32],
+    /// The sizes run by default; a test with one fixed size ignores `--size`.
+    sizes: &'static [usize],
+    /// Whether `--size` applies.
+    sized: bool,
+    /// Timed iterations at 8 bytes; larger sizes run fewer (see [`iters_for`]).
+    iters: u64,
     run: fn(&Params) -> Result<Report>,
     about: &'static str,
 }
+
+/// The default size sweep of the bandwidth tests.
+const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
+const RDMA_MODES: &[Mode] = &[Mode::Async];
+const RDMA_PROCS: &[u32] = &[1];
 
 const TESTS: &[TestDef] = &[
     TestDef {
         name: "sync_add_wait",
         modes: &[Mode::Raw, Mode::Async],
         procs: &[1, 2],
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
         run: sync_event::run,
         about: "sync event ping-pong: one side adds, the other waits for the new value (half round trip)",
     },
@@ -125,8 +147,111 @@ const TESTS: &[TestDef] = &[
         name: "spawn",
         modes: &[Mode::Async],
         procs: &[1],
+        sizes: &[0],
+        sized: false,
+        iters: 20_000,
         run: sync_event::run_spawn,
         about: "spawn and join an empty local task",
+    },
+    TestDef {
+        name: "write_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::WriteLat, p),
+        about: "RDMA write ping-pong: each side writes into the other's memory and polls its own (half round trip)",
+    },
+    TestDef {
+        name: "read_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::ReadLat, p),
+        about: "RDMA read: completion latency of one read (a full round trip, as perftest reports it)",
+    },
+    TestDef {
+        name: "send_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::SendLat, p),
+        about: "send/recv ping-pong (half round trip)",
+    },
+    TestDef {
+        name: "write_imm_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::WriteImmLat, p),
+        about: "write-with-immediate ping-pong, answered when the receive completes (half round trip)",
+    },
+    TestDef {
+        name: "fadd_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::FaddLat, p),
+        about: "atomic fetch-add: completion latency of one operation (full round trip)",
+    },
+    TestDef {
+        name: "cswap_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::CswapLat, p),
+        about: "atomic compare-and-swap: completion latency of one operation (full round trip)",
+    },
+    TestDef {
+        name: "write_bw",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::WriteBw, p),
+        about: "RDMA writes, 64 in flight: ops/s, MB/s, per-operation completion latency",
+    },
+    TestDef {
+        name: "read_bw",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::ReadBw, p),
+        about: "RDMA reads, 64 in flight: ops/s, MB/s, per-operation completion latency",
+    },
+    TestDef {
+        name: "send_bw",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::SendBw, p),
+        about: "sends into receives kept posted, 64 in flight: ops/s, MB/s, per-operation latency",
+    },
+    TestDef {
+        name: "memcpy_bw",
+        modes: &[Mode::Raw],
+        procs: &[1],
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: rdma::run_memcpy,
+        about: "reference: memcpy of the same sizes in one thread (MB/s to compare the bw tests with)",
     },
 ];
 
@@ -144,17 +269,23 @@ pub fn run(args: PerfArgs) -> Result<()> {
     }
     let mut reports = Vec::new();
     for t in TESTS.iter().filter(|t| args.tests.is_empty() || args.tests.iter().any(|n| n == t.name)) {
-        for &procs in t.procs.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
-            for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
-                let params = Params { mode, procs, iters: args.iters, warmup: args.warmup, idle: args.idle };
-                let report = (t.run)(&params)
-                    .map_err(|e| e.context_prefix(&format!("{} {} procs={procs}", t.name, mode.name())))?;
-                if args.json {
-                    println!("{}", report.to_json());
-                } else {
-                    eprintln!("done: {} {} procs={}", report.test, report.mode, report.procs);
+        let sizes = if t.sized && !args.sizes.is_empty() { &args.sizes[..] } else { t.sizes };
+        for &size in sizes {
+            let iters = args.iters.unwrap_or_else(|| iters_for(t.iters, size));
+            let warmup = args.warmup.min(iters / 4).max(1);
+            for &procs in t.procs.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
+                for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
+                    let params = Params { mode, procs, size, iters, warmup, idle: args.idle };
+                    let report = (t.run)(&params).map_err(|e| {
+                        e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name()))
+                    })?;
+                    if args.json {
+                        println!("{}", report.to_json());
+                    } else {
+                        eprintln!("done: {} {} size={} procs={}", report.test, report.mode, report.size, report.procs);
+                    }
+                    reports.push(report);
                 }
-                reports.push(report);
             }
         }
     }
@@ -164,9 +295,16 @@ pub fn run(args: PerfArgs) -> Result<()> {
     Ok(())
 }
 
+/// Default timed iterations: `at_8` for small payloads, fewer for large ones (about 64 MiB
+/// moved per run, at least 200 operations), so a default run stays short.
+fn iters_for(at_8: u64, size: usize) -> u64 {
+    let budget = (64 << 20) / size.max(8) as u64;
+    at_8.min(budget).max(200)
+}
+
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     let blob = hex_decode(&args.blob)?;
-    let params = Params { mode: args.mode, procs: 2, iters: args.iters, warmup: args.warmup, idle: args.idle };
+    let params = Params { mode: args.mode, procs: 2, size: 8, iters: args.iters, warmup: args.warmup, idle: args.idle };
     match args.test.as_str() {
         "sync_add_wait" => sync_event::peer(&params, &blob, args.cpu),
         other => Err(Error::new(ErrorKind::InvalidArgument, format!("perf-peer: unknown test {other:?}"))),
