@@ -14,6 +14,7 @@ use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
 mod raw;
+mod raw_rdma;
 mod rdma;
 mod stats;
 mod sync_event;
@@ -129,7 +130,7 @@ struct TestDef {
 
 /// The default size sweep of the bandwidth tests.
 const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
-const RDMA_MODES: &[Mode] = &[Mode::Async];
+const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
 const RDMA_PROCS: &[u32] = &[1];
 
 const TESTS: &[TestDef] = &[

@@ -59,12 +59,12 @@ impl Test {
         }
     }
 
-    fn is_bw(self) -> bool {
+    pub fn is_bw(self) -> bool {
         matches!(self, Test::WriteBw | Test::ReadBw | Test::SendBw)
     }
 
     /// Ping-pong tests: B answers each of A's operations.
-    fn is_pingpong(self) -> bool {
+    pub fn is_pingpong(self) -> bool {
         matches!(self, Test::WriteLat | Test::SendLat | Test::WriteImmLat)
     }
 
@@ -78,7 +78,7 @@ impl Test {
 }
 
 /// Operations in flight: [`BW_WINDOW`], fewer above 256 KiB (at most 16 MiB in flight).
-fn window(test: Test, size: usize) -> usize {
+pub fn window(test: Test, size: usize) -> usize {
     if test.is_bw() {
         BW_WINDOW.min((16 << 20) / size).max(2)
     } else {
@@ -87,14 +87,22 @@ fn window(test: Test, size: usize) -> usize {
 }
 
 /// The bytes one operation's buffer takes: its size rounded up to 64 (aligned atomics).
-fn slot(size: usize) -> usize {
+pub fn slot(size: usize) -> usize {
     size.next_multiple_of(64)
 }
 
 pub fn run(test: Test, p: &Params) -> Result<Report> {
     match p.mode {
         Mode::Async => async_run(test, p),
-        Mode::Raw => Err(Error::new(ErrorKind::NotSupported, "perf: no raw mode for this test")),
+        Mode::Raw => {
+            let p = *p;
+            two_threads(
+                test,
+                &p,
+                move |cpu, link| super::raw_rdma::side_a(test, &p, cpu, link),
+                move |cpu, link| super::raw_rdma::side_b(test, &p, cpu, link),
+            )
+        }
     }
 }
 
