@@ -84,9 +84,13 @@ pub struct PeerArgs {
     test: String,
     #[arg(long, value_enum)]
     mode: Mode,
-    /// Hex-encoded export blob of the parent's object.
-    #[arg(long)]
+    /// Hex-encoded export blob of the parent's object (tests that exchange blobs over
+    /// stdin/stdout take none).
+    #[arg(long, default_value = "")]
     blob: String,
+    /// Payload size in bytes.
+    #[arg(long, default_value_t = 8)]
+    size: usize,
     #[arg(long)]
     iters: u64,
     #[arg(long)]
@@ -131,7 +135,7 @@ struct TestDef {
 /// The default size sweep of the bandwidth tests.
 const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
 const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
-const RDMA_PROCS: &[u32] = &[1];
+const RDMA_PROCS: &[u32] = &[1, 2];
 
 const TESTS: &[TestDef] = &[
     TestDef {
@@ -305,7 +309,11 @@ fn iters_for(at_8: u64, size: usize) -> u64 {
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     let blob = hex_decode(&args.blob)?;
-    let params = Params { mode: args.mode, procs: 2, size: 8, iters: args.iters, warmup: args.warmup, idle: args.idle };
+    let params =
+        Params { mode: args.mode, procs: 2, size: args.size, iters: args.iters, warmup: args.warmup, idle: args.idle };
+    if let Some(test) = rdma::Test::ALL.iter().find(|t| t.name() == args.test) {
+        return rdma::peer(*test, &params, args.cpu);
+    }
     match args.test.as_str() {
         "sync_add_wait" => sync_event::peer(&params, &blob, args.cpu),
         other => Err(Error::new(ErrorKind::InvalidArgument, format!("perf-peer: unknown test {other:?}"))),
@@ -321,22 +329,45 @@ pub fn two_cpus() -> Result<(usize, usize)> {
     Ok((a, it.next().unwrap_or(a)))
 }
 
-/// Starts the peer side of a two-process test as a child of this process.
-pub fn spawn_peer(test: &str, p: &Params, blob: &[u8], cpu: usize) -> Result<PeerChild> {
+/// The `perf-peer` command line for `test` with the parameters of `p`.
+fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
     let exe = std::env::current_exe().map_err(|e| Error::os(e, "perf: find own executable"))?;
     let idle = match p.idle {
         IdleArg::Polling => "polling",
         IdleArg::Adaptive => "adaptive",
         IdleArg::Event => "event",
     };
-    let child = Command::new(exe)
-        .args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
-        .args(["--blob", &hex_encode(blob), "--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
-        .args(["--cpu", &cpu.to_string()])
+    let mut cmd = Command::new(exe);
+    cmd.args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
+        .args(["--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
+        .args(["--size", &p.size.to_string(), "--cpu", &cpu.to_string()]);
+    Ok(cmd)
+}
+
+/// Starts the peer side of a two-process test as a child of this process.
+pub fn spawn_peer(test: &str, p: &Params, blob: &[u8], cpu: usize) -> Result<PeerChild> {
+    let child = peer_command(test, p, cpu)?
+        .args(["--blob", &hex_encode(blob)])
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| Error::os(e, "perf: start peer process"))?;
     Ok(PeerChild(Some(child)))
+}
+
+/// Starts the peer side as a child whose stdin and stdout are a [`rdma::Link`] to this
+/// process (blobs go both ways).
+pub fn spawn_linked_peer(test: &str, p: &Params, cpu: usize) -> Result<(PeerChild, rdma::Link)> {
+    let mut child = peer_command(test, p, cpu)?
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::os(e, "perf: start peer process"))?;
+    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+    let child = PeerChild(Some(child));
+    match (stdin, stdout) {
+        (Some(w), Some(r)) => Ok((child, rdma::Link::over(r, w))),
+        _ => Err(Error::new(ErrorKind::Other, "perf: peer process without pipes")),
+    }
 }
 
 /// A peer process that is killed if the test fails before it is waited for.

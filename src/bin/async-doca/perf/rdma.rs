@@ -17,6 +17,7 @@
 //! (which resets the connection) while the other still uses it.
 
 use std::collections::VecDeque;
+use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result}
 
 use super::stats::{Report, Run, Samples};
 use super::sync_event::runtime;
-use super::{two_cpus, Mode, Params, PEER_TIMEOUT};
+use super::{spawn_linked_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
 
 /// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
 const BW_WINDOW: usize = 64;
@@ -45,6 +46,18 @@ pub enum Test {
 }
 
 impl Test {
+    pub const ALL: [Test; 9] = [
+        Test::WriteLat,
+        Test::ReadLat,
+        Test::SendLat,
+        Test::WriteImmLat,
+        Test::FaddLat,
+        Test::CswapLat,
+        Test::WriteBw,
+        Test::ReadBw,
+        Test::SendBw,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Test::WriteLat => "write_lat",
@@ -91,21 +104,6 @@ pub fn slot(size: usize) -> usize {
     size.next_multiple_of(64)
 }
 
-pub fn run(test: Test, p: &Params) -> Result<Report> {
-    match p.mode {
-        Mode::Async => async_run(test, p),
-        Mode::Raw => {
-            let p = *p;
-            two_threads(
-                test,
-                &p,
-                move |cpu, link| super::raw_rdma::side_a(test, &p, cpu, link),
-                move |cpu, link| super::raw_rdma::side_b(test, &p, cpu, link),
-            )
-        }
-    }
-}
-
 /// What the timed side measured.
 pub struct Measured {
     pub samples: Samples,
@@ -127,22 +125,55 @@ pub fn report(test: Test, p: &Params, m: Measured) -> Report {
     }
 }
 
-/// How the two sides exchange blobs and the final `done`: channels between two threads.
+/// How the two sides exchange blobs and the final `done`: channels between two threads of
+/// one process, or a byte stream (a child's stdin/stdout, a TCP socket) carrying
+/// length-prefixed frames. Frames from a stream are read by a helper thread into a channel,
+/// so both kinds are received the same way, without blocking an executor.
 pub struct Link {
-    tx: mpsc::Sender<Vec<u8>>,
+    out: Out,
     rx: mpsc::Receiver<Vec<u8>>,
 }
 
+enum Out {
+    Chan(mpsc::Sender<Vec<u8>>),
+    Stream(Box<dyn Write + Send>),
+}
+
 impl Link {
-    /// Two connected ends.
+    /// Two connected ends in this process.
     pub fn pair() -> (Link, Link) {
         let (tx_a, rx_b) = mpsc::channel();
         let (tx_b, rx_a) = mpsc::channel();
-        (Link { tx: tx_a, rx: rx_a }, Link { tx: tx_b, rx: rx_b })
+        (Link { out: Out::Chan(tx_a), rx: rx_a }, Link { out: Out::Chan(tx_b), rx: rx_b })
+    }
+
+    /// A link over a byte stream: frames are a little-endian u32 length and the bytes.
+    pub fn over(mut reader: impl Read + Send + 'static, writer: impl Write + Send + 'static) -> Link {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut len = [0u8; 4];
+            while reader.read_exact(&mut len).is_ok() {
+                let mut frame = vec![0u8; u32::from_le_bytes(len) as usize];
+                if reader.read_exact(&mut frame).is_err() || tx.send(frame).is_err() {
+                    break;
+                }
+            }
+        });
+        Link { out: Out::Stream(Box::new(writer)), rx }
     }
 
     pub fn send(&mut self, blob: &[u8]) -> Result<()> {
-        self.tx.send(blob.to_vec()).map_err(|_| Error::new(ErrorKind::ConnectionLost, "perf: peer side is gone"))
+        match &mut self.out {
+            Out::Chan(tx) => tx.send(blob.to_vec()).map_err(|_| peer_gone()),
+            Out::Stream(w) => {
+                let len = u32::try_from(blob.len())
+                    .map_err(|_| Error::new(ErrorKind::InvalidArgument, "perf: blob too large"))?;
+                w.write_all(&len.to_le_bytes())
+                    .and_then(|()| w.write_all(blob))
+                    .and_then(|()| w.flush())
+                    .map_err(|e| Error::os(e, "perf: send to peer"))
+            }
+        }
     }
 
     /// The next blob, without blocking the calling executor (polled with short sleeps).
@@ -179,21 +210,51 @@ fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
     h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))
 }
 
-/// Runs side A and side B on two threads (procs 1) and reports A's measurement.
-pub fn two_threads<A, B>(test: Test, p: &Params, side_a: A, side_b: B) -> Result<Report>
-where
-    A: FnOnce(usize, Link) -> Result<Measured> + Send + 'static,
-    B: FnOnce(usize, Link) -> Result<()> + Send + 'static,
-{
+/// Side A of a test (timed): pinned to the CPU given, talking to B over the link.
+pub type SideA = fn(Test, &Params, usize, Link) -> Result<Measured>;
+/// Side B of a test (the peer).
+pub type SideB = fn(Test, &Params, usize, Link) -> Result<()>;
+
+/// The two sides of `mode`.
+fn sides(mode: Mode) -> (SideA, SideB) {
+    match mode {
+        Mode::Raw => (super::raw_rdma::side_a, super::raw_rdma::side_b),
+        Mode::Async => (async_side_a, async_side_b),
+    }
+}
+
+/// Runs side A here and side B on another thread (procs 1) or in a `perf-peer` child
+/// (procs 2, linked over its stdin/stdout), and reports A's measurement.
+pub fn run(test: Test, p: &Params) -> Result<Report> {
     let (cpu_a, cpu_b) = two_cpus()?;
-    let (link_a, link_b) = Link::pair();
-    let b = std::thread::spawn(move || side_b(cpu_b, link_b));
-    let a = std::thread::spawn(move || side_a(cpu_a, link_a));
-    let measured = joined(a);
-    let peer = joined(b);
-    let measured = measured?;
-    peer?;
-    Ok(report(test, p, measured))
+    let (side_a, side_b) = sides(p.mode);
+    let p = *p;
+    // Side A always runs on a thread of its own: it pins itself, and the caller's thread
+    // must stay unpinned (an async side blocks on it while its executor runs on cpu_a).
+    let measured = if p.procs == 2 {
+        let (child, link) = spawn_linked_peer(test.name(), &p, cpu_b)?;
+        // On failure the child is killed when dropped; its own error went to stderr.
+        let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu_a, link)))?;
+        child.finish()?;
+        measured
+    } else {
+        let (link_a, link_b) = Link::pair();
+        let b = std::thread::spawn(move || side_b(test, &p, cpu_b, link_b));
+        let a = std::thread::spawn(move || side_a(test, &p, cpu_a, link_a));
+        let measured = joined(a);
+        let peer = joined(b);
+        let measured = measured?;
+        peer?;
+        measured
+    };
+    Ok(report(test, &p, measured))
+}
+
+/// The peer process of a two-process run (`perf-peer`): side B, linked to the parent over
+/// stdin/stdout.
+pub fn peer(test: Test, p: &Params, cpu: usize) -> Result<()> {
+    let link = Link::over(std::io::stdin(), std::io::stdout());
+    sides(p.mode).1(test, p, cpu, link)
 }
 
 // ---- async mode ----
@@ -387,7 +448,7 @@ pub fn check(got: u64, want: u64) -> Result<()> {
 }
 
 /// Side A, async: connect, run the iterations, tell B it is done.
-async fn async_side_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
+async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
     let end = End::connect(test, &p, &mut link).await?;
     let measured = if test.is_bw() {
         end.stream(test, &p).await?
@@ -413,7 +474,7 @@ async fn async_side_a(test: Test, p: Params, mut link: Link) -> Result<Measured>
 }
 
 /// Side B, async: answer the ping-pong (or take the sends), then wait for A's `done`.
-async fn async_side_b(test: Test, p: Params, mut link: Link) -> Result<()> {
+async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
     let end = End::connect(test, &p, &mut link).await?;
     let total = p.warmup + p.iters;
     if test.is_pingpong() {
@@ -427,24 +488,16 @@ async fn async_side_b(test: Test, p: Params, mut link: Link) -> Result<()> {
     link.send(b"done")
 }
 
-fn async_run(test: Test, p: &Params) -> Result<Report> {
-    let p = *p;
-    let side = move |cpu: usize, link: Link, a: bool| -> Result<Option<Measured>> {
-        let rt = runtime(&[cpu], p.idle)?;
-        if a {
-            let h = rt.spawn_on(cpu, move || async move { async_side_a(test, p, link).await.map(Some) })?;
-            rt.block_on(h)?
-        } else {
-            let h = rt.spawn_on(cpu, move || async move { async_side_b(test, p, link).await.map(|()| None) })?;
-            rt.block_on(h)?
-        }
-    };
-    two_threads(
-        test,
-        &p,
-        move |cpu, link| side(cpu, link, true)?.ok_or_else(|| Error::new(ErrorKind::Other, "no measurement")),
-        move |cpu, link| side(cpu, link, false).map(drop),
-    )
+fn async_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measured> {
+    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let h = rt.spawn_on(cpu, move || async_a(test, p, link))?;
+    rt.block_on(h)?
+}
+
+fn async_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
+    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let h = rt.spawn_on(cpu, move || async_b(test, p, link))?;
+    rt.block_on(h)?
 }
 
 /// `memcpy_bw`: copies of `size` bytes between two buffers, timed in batches.
