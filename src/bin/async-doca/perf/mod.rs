@@ -76,6 +76,15 @@ pub struct PerfArgs {
     /// List the tests and exit.
     #[arg(long)]
     list: bool,
+    /// Run the peer side of the RDMA tests for `--client`s, on ADDR (default
+    /// 127.0.0.1:18515), until killed. The soft provider connects processes of the same
+    /// user on the same host only, so both ends run on this machine.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:18515")]
+    server: Option<String>,
+    /// Run the RDMA tests against a `perf --server` at ADDR (host:port, this host): the
+    /// server side is the peer, this side measures (procs 2). Other tests are skipped.
+    #[arg(long, value_name = "ADDR", conflicts_with = "server")]
+    client: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -267,6 +276,9 @@ pub fn run(args: PerfArgs) -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(addr) = &args.server {
+        return rdma::serve(addr);
+    }
     for name in &args.tests {
         if !TESTS.iter().any(|t| t.name == name) {
             return Err(Error::new(ErrorKind::InvalidArgument, format!("unknown test {name:?} (see --list)")));
@@ -278,10 +290,19 @@ pub fn run(args: PerfArgs) -> Result<()> {
         for &size in sizes {
             let iters = args.iters.unwrap_or_else(|| iters_for(t.iters, size));
             let warmup = args.warmup.min(iters / 4).max(1);
-            for &procs in t.procs.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
+            let rdma_test = rdma::Test::ALL.into_iter().find(|r| r.name() == t.name);
+            let procs_list = if args.client.is_some() { &[2][..] } else { t.procs };
+            if args.client.is_some() && rdma_test.is_none() {
+                continue;
+            }
+            for &procs in procs_list.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
                 for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
                     let params = Params { mode, procs, size, iters, warmup, idle: args.idle };
-                    let report = (t.run)(&params).map_err(|e| {
+                    let result = match (&args.client, rdma_test) {
+                        (Some(addr), Some(test)) => rdma::run_client(addr, test, &params),
+                        _ => (t.run)(&params),
+                    };
+                    let report = result.map_err(|e| {
                         e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name()))
                     })?;
                     if args.json {

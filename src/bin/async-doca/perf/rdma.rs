@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -255,6 +256,77 @@ pub fn run(test: Test, p: &Params) -> Result<Report> {
 pub fn peer(test: Test, p: &Params, cpu: usize) -> Result<()> {
     let link = Link::over(std::io::stdin(), std::io::stdout());
     sides(p.mode).1(test, p, cpu, link)
+}
+
+/// The `--server` side: accepts connections on `addr`, one per run; each starts with a
+/// header frame naming the test and its parameters, then side B runs over that connection.
+/// Runs until killed.
+pub fn serve(addr: &str) -> Result<()> {
+    let listener = TcpListener::bind(addr).map_err(|e| Error::os(e, "perf --server: bind"))?;
+    let (_, cpu) = two_cpus()?;
+    eprintln!("perf server: listening on {}", listener.local_addr().map_err(|e| Error::os(e, "perf --server"))?);
+    loop {
+        let (stream, from) = listener.accept().map_err(|e| Error::os(e, "perf --server: accept"))?;
+        let _ = stream.set_nodelay(true);
+        let reader = stream.try_clone().map_err(|e| Error::os(e, "perf --server: clone socket"))?;
+        let mut link = Link::over(reader, stream);
+        let served = link.recv_blocking().and_then(|header| {
+            let (test, p) = parse_header(&header)?;
+            eprintln!("perf server: {} {} size={} for {from}", test.name(), p.mode.name(), p.size);
+            let (_, side_b) = sides(p.mode);
+            joined(std::thread::spawn(move || side_b(test, &p, cpu, link)))
+        });
+        if let Err(e) = served {
+            eprintln!("perf server: run for {from} failed: {e}");
+        }
+    }
+}
+
+/// The `--client ADDR` side of one run: connects to the server (waiting up to
+/// [`PEER_TIMEOUT`] for it to listen), sends the header, runs side A.
+pub fn run_client(addr: &str, test: Test, p: &Params) -> Result<Report> {
+    let deadline = Instant::now() + PEER_TIMEOUT;
+    let stream = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(Error::os(e, "perf --client: connect")),
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let reader = stream.try_clone().map_err(|e| Error::os(e, "perf --client: clone socket"))?;
+    let mut link = Link::over(reader, stream);
+    let p = Params { procs: 2, ..*p };
+    let idle = clap::ValueEnum::to_possible_value(&p.idle).map(|v| v.get_name().to_owned()).unwrap_or_default();
+    let header = format!("{} {} {} {} {} {idle}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
+    link.send(header.as_bytes())?;
+    let (cpu, _) = two_cpus()?;
+    let (side_a, _) = sides(p.mode);
+    let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu, link)))?;
+    Ok(report(test, &p, measured))
+}
+
+fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
+    let bad = || Error::new(ErrorKind::InvalidArgument, "perf --server: bad run header");
+    let h = std::str::from_utf8(h).map_err(|_| bad())?;
+    let f: Vec<&str> = h.split(' ').collect();
+    let [name, mode, size, iters, warmup, idle] = f[..] else { return Err(bad()) };
+    let test = *Test::ALL.iter().find(|t| t.name() == name).ok_or_else(bad)?;
+    let mode = match mode {
+        "raw" => Mode::Raw,
+        "async" => Mode::Async,
+        _ => return Err(bad()),
+    };
+    let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
+    let p = Params {
+        mode,
+        procs: 2,
+        size: num(size)? as usize,
+        iters: num(iters)?,
+        warmup: num(warmup)?,
+        idle: <super::IdleArg as clap::ValueEnum>::from_str(idle, false).map_err(|_| bad())?,
+    };
+    Ok((test, p))
 }
 
 // ---- async mode ----
