@@ -6,6 +6,15 @@
 //! trip, as perftest reports it. `procs` 1 runs both sides in one process (two threads or
 //! two executors, on two CPUs); `procs` 2 runs the second side in a child process that this
 //! command starts itself (`perf-peer`).
+//!
+//! The RDMA tests (`rdma.rs`, raw mode in `raw_rdma.rs`) exchange connection and memory blobs
+//! both ways: over channels (procs 1), over the child's stdin/stdout (procs 2), or over TCP
+//! with `perf --server [ADDR]` in one terminal and `perf --client ADDR` in another (the
+//! client measures and prints; the server serves runs until killed). The soft provider
+//! connects processes of the same user on the same host only, so the client and the server
+//! run on one machine (ADDR defaults to 127.0.0.1:18515). Bandwidth tests take `--size`
+//! (default sweep 8 B, 4 KiB, 64 KiB, 1 MiB) and add `mb_per_sec` to their JSON line;
+//! `memcpy_bw` is a reference row measured in the same run.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -264,7 +264,12 @@ pub fn peer(test: Test, p: &Params, cpu: usize) -> Result<()> {
 pub fn serve(addr: &str) -> Result<()> {
     let listener = TcpListener::bind(addr).map_err(|e| Error::os(e, "perf --server: bind"))?;
     let (_, cpu) = two_cpus()?;
-    eprintln!("perf server: listening on {}", listener.local_addr().map_err(|e| Error::os(e, "perf --server"))?);
+    let local = listener.local_addr().map_err(|e| Error::os(e, "perf --server"))?;
+    // The log never stops the server (its stderr may be a pipe nobody reads any more).
+    let log = |msg: String| {
+        let _ = writeln!(std::io::stderr(), "perf server: {msg}");
+    };
+    log(format!("listening on {local}"));
     loop {
         let (stream, from) = listener.accept().map_err(|e| Error::os(e, "perf --server: accept"))?;
         let _ = stream.set_nodelay(true);
@@ -272,12 +277,12 @@ pub fn serve(addr: &str) -> Result<()> {
         let mut link = Link::over(reader, stream);
         let served = link.recv_blocking().and_then(|header| {
             let (test, p) = parse_header(&header)?;
-            eprintln!("perf server: {} {} size={} for {from}", test.name(), p.mode.name(), p.size);
+            log(format!("{} {} size={} for {from}", test.name(), p.mode.name(), p.size));
             let (_, side_b) = sides(p.mode);
             joined(std::thread::spawn(move || side_b(test, &p, cpu, link)))
         });
         if let Err(e) = served {
-            eprintln!("perf server: run for {from} failed: {e}");
+            log(format!("run for {from} failed: {e}"));
         }
     }
 }

@@ -168,5 +168,8 @@ mod tests {
             assert!(j.contains(&format!("\"{key}\":")), "{key} missing in {j}");
         }
         assert!(j.contains("\"ops_per_sec\":2.0"));
+        assert!(!j.contains("mb_per_sec"));
+        let bw = Report { size: 1_000_000, ..r }.with_bandwidth().to_json();
+        assert!(bw.contains("\"mb_per_sec\":2.0"), "{bw}");
     }
 }
