@@ -520,6 +520,7 @@ pub fn side_a(test: Test, p: &Params, cpu: usize, mut link: Link) -> Result<Meas
     let measured = if test.is_bw() {
         side.stream(p)?
     } else {
+        // Half a ping-pong's round trip; a read's or an atomic's whole completion latency.
         let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
         let mut samples = Samples::with_capacity(p.iters as usize);
         let mut start = Instant::now();

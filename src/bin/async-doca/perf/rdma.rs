@@ -5,7 +5,9 @@
 //!   its own memory until B wrote the same value back; B polls for i, then writes back. Half
 //!   of the round trip is reported.
 //! * `send_lat` / `write_imm_lat`: the same ping-pong with a send (or a write with immediate)
-//!   answered by the peer once its receive completed. Half round trip.
+//!   answered by the peer once its receive completed. Half round trip. Each side posts its
+//!   receive once its own send completed (in both modes; the soft provider keeps a message
+//!   that arrives first in the ring until the receive is posted).
 //! * `read_lat`, `fadd_lat`, `cswap_lat`: A alone issues one-sided operations; each is a
 //!   round trip by itself, and its full completion time is reported (as perftest does).
 //! * `write_bw`, `read_bw`, `send_bw`: A keeps a window of operations in flight; ops/s and
@@ -530,6 +532,8 @@ async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
     let measured = if test.is_bw() {
         end.stream(test, &p).await?
     } else {
+        // Half the round trip of a ping-pong; a one-sided read or atomic is a round trip by
+        // itself and its whole completion latency is reported (as perftest does).
         let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
         let mut samples = Samples::with_capacity(p.iters as usize);
         let mut start = Instant::now();
