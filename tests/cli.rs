@@ -71,6 +71,110 @@ fn perf_json_has_every_key_for_both_modes_and_process_counts() {
     }
 }
 
+const RDMA_TESTS: [&str; 9] =
+    ["write_lat", "read_lat", "send_lat", "write_imm_lat", "fadd_lat", "cswap_lat", "write_bw", "read_bw", "send_bw"];
+
+/// The JSON lines of a perf run, checked as above: (test, mode, procs, size, has mb_per_sec).
+fn checked_lines(stdout: &str) -> Vec<(String, String, String, String, bool)> {
+    let mut seen = vec![];
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        for key in ["size", "iters", "procs"] {
+            field(line, key).parse::<u64>().unwrap_or_else(|_| panic!("{key} is not an integer in {line}"));
+        }
+        for key in ["p50_ns", "p99_ns", "ops_per_sec"] {
+            let v: f64 = field(line, key).parse().unwrap_or_else(|_| panic!("{key} is not a number in {line}"));
+            assert!(v > 0.0, "{key} is not positive in {line}");
+        }
+        assert!(field(line, "p99_ns").parse::<f64>().unwrap() >= field(line, "p50_ns").parse::<f64>().unwrap());
+        let bw = line.contains("\"mb_per_sec\":");
+        if bw {
+            assert!(field(line, "mb_per_sec").parse::<f64>().unwrap() > 0.0, "{line}");
+        }
+        seen.push((
+            field(line, "test").to_owned(),
+            field(line, "mode").to_owned(),
+            field(line, "procs").to_owned(),
+            field(line, "size").to_owned(),
+            bw,
+        ));
+    }
+    seen
+}
+
+#[test]
+fn perf_rdma_tests_in_both_modes_and_process_counts() {
+    let tests = format!("{},memcpy_bw", RDMA_TESTS.join(","));
+    let (ok, stdout, stderr) =
+        run(&["perf", "--json", "--test", &tests, "--size", "8,4096", "--iters", "50", "--warmup", "5"]);
+    assert!(ok, "perf failed: {stderr}");
+    let seen = checked_lines(&stdout);
+    for test in RDMA_TESTS {
+        let sizes: &[&str] =
+            if test.starts_with("fadd") || test.starts_with("cswap") { &["8"] } else { &["8", "4096"] };
+        for mode in ["raw", "async"] {
+            for procs in ["1", "2"] {
+                for size in sizes {
+                    let line = seen.iter().find(|(t, m, p, s, _)| {
+                        (t.as_str(), m.as_str(), p.as_str(), s.as_str()) == (test, mode, procs, size)
+                    });
+                    let line =
+                        line.unwrap_or_else(|| panic!("{test} {mode} procs {procs} size {size} missing:\n{stdout}"));
+                    assert_eq!(line.4, test.ends_with("_bw"), "mb_per_sec only for bandwidth tests: {line:?}");
+                }
+            }
+        }
+    }
+    for size in ["8", "4096"] {
+        assert!(seen.iter().any(|(t, m, p, s, bw)| t == "memcpy_bw" && m == "raw" && p == "1" && s == size && *bw));
+    }
+}
+
+#[test]
+fn perf_client_against_a_server() {
+    use std::io::{BufRead, BufReader};
+    let mut server = Command::new(EXE)
+        .args(["perf", "--server", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stderr = server.stderr.take().unwrap();
+    let _server = Kill(server);
+    let mut first = String::new();
+    let mut reader = BufReader::new(stderr);
+    reader.read_line(&mut first).unwrap();
+    // Keep draining the server's log, so its later lines do not hit a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let addr = first.trim().rsplit(' ').next().unwrap().to_owned();
+    assert!(first.contains("listening on"), "{first}");
+    let (ok, stdout, stderr) = run(&[
+        "perf",
+        "--json",
+        "--client",
+        &addr,
+        "--test",
+        "write_lat,send_bw,spawn",
+        "--size",
+        "64",
+        "--iters",
+        "50",
+    ]);
+    assert!(ok, "perf --client failed: {stderr}");
+    let seen = checked_lines(&stdout);
+    for test in ["write_lat", "send_bw"] {
+        for mode in ["raw", "async"] {
+            assert!(seen.iter().any(|(t, m, p, s, _)| t == test && m == mode && p == "2" && s == "64"), "{stdout}");
+        }
+    }
+    assert!(!seen.iter().any(|(t, ..)| t == "spawn"), "a client runs only the RDMA tests: {stdout}");
+}
+
 #[test]
 fn perf_rejects_an_unknown_test() {
     let (ok, _, stderr) = run(&["perf", "--test", "no_such_test"]);

@@ -6,6 +6,15 @@
 //! trip, as perftest reports it. `procs` 1 runs both sides in one process (two threads or
 //! two executors, on two CPUs); `procs` 2 runs the second side in a child process that this
 //! command starts itself (`perf-peer`).
+//!
+//! The RDMA tests (`rdma.rs`, raw mode in `raw_rdma.rs`) exchange connection and memory blobs
+//! both ways: over channels (procs 1), over the child's stdin/stdout (procs 2), or over TCP
+//! with `perf --server [ADDR]` in one terminal and `perf --client ADDR` in another (the
+//! client measures and prints; the server serves runs until killed). The soft provider
+//! connects processes of the same user on the same host only, so the client and the server
+//! run on one machine (ADDR defaults to 127.0.0.1:18515). Bandwidth tests take `--size`
+//! (default sweep 8 B, 4 KiB, 64 KiB, 1 MiB) and add `mb_per_sec` to their JSON line;
+//! `memcpy_bw` is a reference row measured in the same run.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,6 +23,8 @@ use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
 mod raw;
+mod raw_rdma;
+mod rdma;
 mod stats;
 mod sync_event;
 
@@ -58,9 +69,13 @@ pub struct PerfArgs {
     /// Process counts to run (1, 2; default both).
     #[arg(long = "procs", value_delimiter = ',')]
     procs: Vec<u32>,
-    /// Timed iterations per test.
-    #[arg(long, default_value_t = 20_000)]
-    iters: u64,
+    /// Timed iterations per test (default: each test's own, scaled down for large sizes).
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Payload sizes in bytes for the tests that take one (default: 8 for latency tests,
+    /// a sweep 8 B, 4 KiB, 64 KiB, 1 MiB for bandwidth tests).
+    #[arg(long = "size", value_delimiter = ',')]
+    sizes: Vec<usize>,
     /// Untimed iterations before timing starts.
     #[arg(long, default_value_t = 2_000)]
     warmup: u64,
@@ -70,6 +85,15 @@ pub struct PerfArgs {
     /// List the tests and exit.
     #[arg(long)]
     list: bool,
+    /// Run the peer side of the RDMA tests for `--client`s, on ADDR (default
+    /// 127.0.0.1:18515), until killed. The soft provider connects processes of the same
+    /// user on the same host only, so both ends run on this machine.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:18515")]
+    server: Option<String>,
+    /// Run the RDMA tests against a `perf --server` at ADDR (host:port, this host): the
+    /// server side is the peer, this side measures (procs 2). Other tests are skipped.
+    #[arg(long, value_name = "ADDR", conflicts_with = "server")]
+    client: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -78,9 +102,13 @@ pub struct PeerArgs {
     test: String,
     #[arg(long, value_enum)]
     mode: Mode,
-    /// Hex-encoded export blob of the parent's object.
-    #[arg(long)]
+    /// Hex-encoded export blob of the parent's object (tests that exchange blobs over
+    /// stdin/stdout take none).
+    #[arg(long, default_value = "")]
     blob: String,
+    /// Payload size in bytes.
+    #[arg(long, default_value_t = 8)]
+    size: usize,
     #[arg(long)]
     iters: u64,
     #[arg(long)]
@@ -93,9 +121,12 @@ pub struct PeerArgs {
 }
 
 /// What one test needs to know to run.
+#[derive(Clone, Copy, Debug)]
 pub struct Params {
     pub mode: Mode,
     pub procs: u32,
+    /// Payload size in bytes (tests without one ignore it).
+    pub size: usize,
     pub iters: u64,
     pub warmup: u64,
     pub idle: IdleArg,
@@ -109,15 +140,29 @@ struct TestDef {
     name: &'static str,
     modes: &'static [Mode],
     procs: &'static [u32],
+    /// The sizes run by default; a test with one fixed size ignores `--size`.
+    sizes: &'static [usize],
+    /// Whether `--size` applies.
+    sized: bool,
+    /// Timed iterations at 8 bytes; larger sizes run fewer (see [`iters_for`]).
+    iters: u64,
     run: fn(&Params) -> Result<Report>,
     about: &'static str,
 }
+
+/// The default size sweep of the bandwidth tests.
+const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
+const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
+const RDMA_PROCS: &[u32] = &[1, 2];
 
 const TESTS: &[TestDef] = &[
     TestDef {
         name: "sync_add_wait",
         modes: &[Mode::Raw, Mode::Async],
         procs: &[1, 2],
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
         run: sync_event::run,
         about: "sync event ping-pong: one side adds, the other waits for the new value (half round trip)",
     },
@@ -125,8 +170,111 @@ const TESTS: &[TestDef] = &[
         name: "spawn",
         modes: &[Mode::Async],
         procs: &[1],
+        sizes: &[0],
+        sized: false,
+        iters: 20_000,
         run: sync_event::run_spawn,
         about: "spawn and join an empty local task",
+    },
+    TestDef {
+        name: "write_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::WriteLat, p),
+        about: "RDMA write ping-pong: each side writes into the other's memory and polls its own (half round trip)",
+    },
+    TestDef {
+        name: "read_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::ReadLat, p),
+        about: "RDMA read: completion latency of one read (a full round trip, as perftest reports it)",
+    },
+    TestDef {
+        name: "send_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::SendLat, p),
+        about: "send/recv ping-pong (half round trip)",
+    },
+    TestDef {
+        name: "write_imm_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::WriteImmLat, p),
+        about: "write-with-immediate ping-pong, answered when the receive completes (half round trip)",
+    },
+    TestDef {
+        name: "fadd_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::FaddLat, p),
+        about: "atomic fetch-add: completion latency of one operation (full round trip)",
+    },
+    TestDef {
+        name: "cswap_lat",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::CswapLat, p),
+        about: "atomic compare-and-swap: completion latency of one operation (full round trip)",
+    },
+    TestDef {
+        name: "write_bw",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::WriteBw, p),
+        about: "RDMA writes, 64 in flight: ops/s, MB/s, per-operation completion latency",
+    },
+    TestDef {
+        name: "read_bw",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::ReadBw, p),
+        about: "RDMA reads, 64 in flight: ops/s, MB/s, per-operation completion latency",
+    },
+    TestDef {
+        name: "send_bw",
+        modes: RDMA_MODES,
+        procs: RDMA_PROCS,
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| rdma::run(rdma::Test::SendBw, p),
+        about: "sends into receives kept posted, 64 in flight: ops/s, MB/s, per-operation latency",
+    },
+    TestDef {
+        name: "memcpy_bw",
+        modes: &[Mode::Raw],
+        procs: &[1],
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: rdma::run_memcpy,
+        about: "reference: memcpy of the same sizes in one thread (MB/s to compare the bw tests with)",
     },
 ];
 
@@ -137,6 +285,9 @@ pub fn run(args: PerfArgs) -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(addr) = &args.server {
+        return rdma::serve(addr);
+    }
     for name in &args.tests {
         if !TESTS.iter().any(|t| t.name == name) {
             return Err(Error::new(ErrorKind::InvalidArgument, format!("unknown test {name:?} (see --list)")));
@@ -144,17 +295,32 @@ pub fn run(args: PerfArgs) -> Result<()> {
     }
     let mut reports = Vec::new();
     for t in TESTS.iter().filter(|t| args.tests.is_empty() || args.tests.iter().any(|n| n == t.name)) {
-        for &procs in t.procs.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
-            for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
-                let params = Params { mode, procs, iters: args.iters, warmup: args.warmup, idle: args.idle };
-                let report = (t.run)(&params)
-                    .map_err(|e| e.context_prefix(&format!("{} {} procs={procs}", t.name, mode.name())))?;
-                if args.json {
-                    println!("{}", report.to_json());
-                } else {
-                    eprintln!("done: {} {} procs={}", report.test, report.mode, report.procs);
+        let sizes = if t.sized && !args.sizes.is_empty() { &args.sizes[..] } else { t.sizes };
+        for &size in sizes {
+            let iters = args.iters.unwrap_or_else(|| iters_for(t.iters, size));
+            let warmup = args.warmup.min(iters / 4).max(1);
+            let rdma_test = rdma::Test::ALL.into_iter().find(|r| r.name() == t.name);
+            let procs_list = if args.client.is_some() { &[2][..] } else { t.procs };
+            if args.client.is_some() && rdma_test.is_none() {
+                continue;
+            }
+            for &procs in procs_list.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
+                for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
+                    let params = Params { mode, procs, size, iters, warmup, idle: args.idle };
+                    let result = match (&args.client, rdma_test) {
+                        (Some(addr), Some(test)) => rdma::run_client(addr, test, &params),
+                        _ => (t.run)(&params),
+                    };
+                    let report = result.map_err(|e| {
+                        e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name()))
+                    })?;
+                    if args.json {
+                        println!("{}", report.to_json());
+                    } else {
+                        eprintln!("done: {} {} size={} procs={}", report.test, report.mode, report.size, report.procs);
+                    }
+                    reports.push(report);
                 }
-                reports.push(report);
             }
         }
     }
@@ -164,9 +330,20 @@ pub fn run(args: PerfArgs) -> Result<()> {
     Ok(())
 }
 
+/// Default timed iterations: `at_8` for small payloads, fewer for large ones (about 64 MiB
+/// moved per run, at least 200 operations), so a default run stays short.
+fn iters_for(at_8: u64, size: usize) -> u64 {
+    let budget = (64 << 20) / size.max(8) as u64;
+    at_8.min(budget).max(200)
+}
+
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     let blob = hex_decode(&args.blob)?;
-    let params = Params { mode: args.mode, procs: 2, iters: args.iters, warmup: args.warmup, idle: args.idle };
+    let params =
+        Params { mode: args.mode, procs: 2, size: args.size, iters: args.iters, warmup: args.warmup, idle: args.idle };
+    if let Some(test) = rdma::Test::ALL.iter().find(|t| t.name() == args.test) {
+        return rdma::peer(*test, &params, args.cpu);
+    }
     match args.test.as_str() {
         "sync_add_wait" => sync_event::peer(&params, &blob, args.cpu),
         other => Err(Error::new(ErrorKind::InvalidArgument, format!("perf-peer: unknown test {other:?}"))),
@@ -182,22 +359,45 @@ pub fn two_cpus() -> Result<(usize, usize)> {
     Ok((a, it.next().unwrap_or(a)))
 }
 
-/// Starts the peer side of a two-process test as a child of this process.
-pub fn spawn_peer(test: &str, p: &Params, blob: &[u8], cpu: usize) -> Result<PeerChild> {
+/// The `perf-peer` command line for `test` with the parameters of `p`.
+fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
     let exe = std::env::current_exe().map_err(|e| Error::os(e, "perf: find own executable"))?;
     let idle = match p.idle {
         IdleArg::Polling => "polling",
         IdleArg::Adaptive => "adaptive",
         IdleArg::Event => "event",
     };
-    let child = Command::new(exe)
-        .args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
-        .args(["--blob", &hex_encode(blob), "--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
-        .args(["--cpu", &cpu.to_string()])
+    let mut cmd = Command::new(exe);
+    cmd.args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
+        .args(["--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
+        .args(["--size", &p.size.to_string(), "--cpu", &cpu.to_string()]);
+    Ok(cmd)
+}
+
+/// Starts the peer side of a two-process test as a child of this process.
+pub fn spawn_peer(test: &str, p: &Params, blob: &[u8], cpu: usize) -> Result<PeerChild> {
+    let child = peer_command(test, p, cpu)?
+        .args(["--blob", &hex_encode(blob)])
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| Error::os(e, "perf: start peer process"))?;
     Ok(PeerChild(Some(child)))
+}
+
+/// Starts the peer side as a child whose stdin and stdout are a [`rdma::Link`] to this
+/// process (blobs go both ways).
+pub fn spawn_linked_peer(test: &str, p: &Params, cpu: usize) -> Result<(PeerChild, rdma::Link)> {
+    let mut child = peer_command(test, p, cpu)?
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::os(e, "perf: start peer process"))?;
+    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+    let child = PeerChild(Some(child));
+    match (stdin, stdout) {
+        (Some(w), Some(r)) => Ok((child, rdma::Link::over(r, w))),
+        _ => Err(Error::new(ErrorKind::Other, "perf: peer process without pipes")),
+    }
 }
 
 /// A peer process that is killed if the test fails before it is waited for.

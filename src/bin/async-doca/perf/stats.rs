@@ -20,16 +20,25 @@ pub struct Report {
     pub p99_ns: f64,
     /// Operations completed per second over the whole timed run.
     pub ops_per_sec: f64,
+    /// Payload megabytes (10^6 bytes) per second, for bandwidth tests.
+    pub mb_per_sec: Option<f64>,
 }
 
 impl Report {
     /// One JSON object on one line. Written by hand: the keys are fixed and the values are
     /// numbers or plain identifiers, so no escaping is needed.
     pub fn to_json(&self) -> String {
+        let mb = self.mb_per_sec.map(|v| format!(",\"mb_per_sec\":{v:.1}")).unwrap_or_default();
         format!(
-            "{{\"test\":\"{}\",\"mode\":\"{}\",\"size\":{},\"iters\":{},\"procs\":{},\"p50_ns\":{:.1},\"p99_ns\":{:.1},\"ops_per_sec\":{:.1}}}",
+            "{{\"test\":\"{}\",\"mode\":\"{}\",\"size\":{},\"iters\":{},\"procs\":{},\"p50_ns\":{:.1},\"p99_ns\":{:.1},\"ops_per_sec\":{:.1}{mb}}}",
             self.test, self.mode, self.size, self.iters, self.procs, self.p50_ns, self.p99_ns, self.ops_per_sec
         )
+    }
+
+    /// Adds the bandwidth of `size`-byte operations at the measured rate.
+    pub fn with_bandwidth(mut self) -> Report {
+        self.mb_per_sec = Some(self.ops_per_sec * self.size as f64 / 1e6);
+        self
     }
 }
 
@@ -89,6 +98,7 @@ impl Run {
             p50_ns: samples.quantile(0.50),
             p99_ns: samples.quantile(0.99),
             ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
+            mb_per_sec: None,
         }
     }
 }
@@ -96,13 +106,14 @@ impl Run {
 /// Prints reports as an aligned table, and a ratio line per test that ran in several modes.
 pub fn print_table(reports: &[Report]) {
     println!(
-        "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10} {:>10} {:>14}",
-        "test", "mode", "size", "iters", "procs", "p50 (ns)", "p99 (ns)", "ops/s"
+        "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10} {:>10} {:>14} {:>10}",
+        "test", "mode", "size", "iters", "procs", "p50 (ns)", "p99 (ns)", "ops/s", "MB/s"
     );
     for r in reports {
+        let mb = r.mb_per_sec.map(|v| format!("{v:.0}")).unwrap_or_default();
         println!(
-            "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10.0} {:>10.0} {:>14.0}",
-            r.test, r.mode, r.size, r.iters, r.procs, r.p50_ns, r.p99_ns, r.ops_per_sec
+            "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10.0} {:>10.0} {:>14.0} {:>10}",
+            r.test, r.mode, r.size, r.iters, r.procs, r.p50_ns, r.p99_ns, r.ops_per_sec, mb
         );
     }
     let mut printed_header = false;
@@ -115,11 +126,13 @@ pub fn print_table(reports: &[Report]) {
                 printed_header = true;
             }
             println!(
-                "  {:<16} procs {}  p50 {:.2}x  p99 {:.2}x",
+                "  {:<16} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x  ops/s {:.2}x",
                 r.test,
+                r.size,
                 r.procs,
                 r.p50_ns / raw.p50_ns,
-                r.p99_ns / raw.p99_ns
+                r.p99_ns / raw.p99_ns,
+                r.ops_per_sec / raw.ops_per_sec
             );
         }
     }
@@ -155,5 +168,8 @@ mod tests {
             assert!(j.contains(&format!("\"{key}\":")), "{key} missing in {j}");
         }
         assert!(j.contains("\"ops_per_sec\":2.0"));
+        assert!(!j.contains("mb_per_sec"));
+        let bw = Report { size: 1_000_000, ..r }.with_bandwidth().to_json();
+        assert!(bw.contains("\"mb_per_sec\":2.0"), "{bw}");
     }
 }

@@ -61,7 +61,7 @@ fn raw_pingpong(p: &Params) -> Result<Report> {
     } else {
         None
     };
-    let params = Params { mode: Mode::Raw, procs, iters, warmup, idle: p.idle };
+    let params = *p;
     let side_a = std::thread::spawn(move || -> Result<(Samples, std::time::Duration)> {
         pin(cpu_a)?;
         let dev = Device::open_default()?;
@@ -98,7 +98,7 @@ fn raw_pingpong(p: &Params) -> Result<Report> {
     Ok(Run { test: TEST, mode: "raw", size: 8, procs }.report(samples, 2 * iters, elapsed))
 }
 
-fn runtime(cpus: &[usize], idle: super::IdleArg) -> Result<async_doca::Runtime> {
+pub(super) fn runtime(cpus: &[usize], idle: super::IdleArg) -> Result<async_doca::Runtime> {
     let idle = match idle {
         super::IdleArg::Polling => async_doca::IdleMode::Polling,
         super::IdleArg::Adaptive => async_doca::IdleMode::default(),
@@ -123,7 +123,7 @@ fn async_pingpong(p: &Params) -> Result<Report> {
     let (warmup, iters, procs) = (p.warmup, p.iters, p.procs);
     let cpus: Vec<usize> = if procs == 1 { vec![cpu_a, cpu_b] } else { vec![cpu_a] };
     let rt = runtime(&cpus, p.idle)?;
-    let params = Params { mode: Mode::Async, procs, iters, warmup, idle: p.idle };
+    let params = *p;
     let side_a = rt.spawn_on(cpu_a, move || async move {
         let dev = Device::open_default()?;
         let ev = SyncEvent::builder(&dev).publisher(Location::RemotePci).build().await?;

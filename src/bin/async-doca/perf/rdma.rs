@@ -1,0 +1,611 @@
+//! RDMA tests, perftest-style, between two connected RDMA contexts (side A, timed, and side
+//! B, its peer), each with its own memory.
+//!
+//! * `write_lat`: ping-pong of writes: A writes iteration i's value into B's memory and polls
+//!   its own memory until B wrote the same value back; B polls for i, then writes back. Half
+//!   of the round trip is reported.
+//! * `send_lat` / `write_imm_lat`: the same ping-pong with a send (or a write with immediate)
+//!   answered by the peer once its receive completed. Half round trip. Each side posts its
+//!   receive once its own send completed (in both modes; the soft provider keeps a message
+//!   that arrives first in the ring until the receive is posted).
+//! * `read_lat`, `fadd_lat`, `cswap_lat`: A alone issues one-sided operations; each is a
+//!   round trip by itself, and its full completion time is reported (as perftest does).
+//! * `write_bw`, `read_bw`, `send_bw`: A keeps a window of operations in flight; ops/s and
+//!   MB/s over the run, p50/p99 of the per-operation completion latency (submit to completion).
+//! * `memcpy_bw`: a reference row: `memcpy` of the same size in one thread, in the same run.
+//!
+//! The two sides exchange their connection and memory blobs over a [`Link`], and end with a
+//! `done` each way (A's first, B's once it took everything): neither side stops its context
+//! (which resets the connection) while the other still uses it.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use async_doca::executor::{spawn_local, yield_now};
+use async_doca::rdma::{Connection, Rdma};
+use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
+
+use super::stats::{Report, Run, Samples};
+use super::sync_event::runtime;
+use super::{spawn_linked_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
+
+/// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
+const BW_WINDOW: usize = 64;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Test {
+    WriteLat,
+    ReadLat,
+    SendLat,
+    WriteImmLat,
+    FaddLat,
+    CswapLat,
+    WriteBw,
+    ReadBw,
+    SendBw,
+}
+
+impl Test {
+    pub const ALL: [Test; 9] = [
+        Test::WriteLat,
+        Test::ReadLat,
+        Test::SendLat,
+        Test::WriteImmLat,
+        Test::FaddLat,
+        Test::CswapLat,
+        Test::WriteBw,
+        Test::ReadBw,
+        Test::SendBw,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::WriteLat => "write_lat",
+            Test::ReadLat => "read_lat",
+            Test::SendLat => "send_lat",
+            Test::WriteImmLat => "write_imm_lat",
+            Test::FaddLat => "fadd_lat",
+            Test::CswapLat => "cswap_lat",
+            Test::WriteBw => "write_bw",
+            Test::ReadBw => "read_bw",
+            Test::SendBw => "send_bw",
+        }
+    }
+
+    pub fn is_bw(self) -> bool {
+        matches!(self, Test::WriteBw | Test::ReadBw | Test::SendBw)
+    }
+
+    /// Ping-pong tests: B answers each of A's operations.
+    pub fn is_pingpong(self) -> bool {
+        matches!(self, Test::WriteLat | Test::SendLat | Test::WriteImmLat)
+    }
+
+    /// The payload size: atomics are always 8 bytes.
+    fn size(self, p: &Params) -> usize {
+        match self {
+            Test::FaddLat | Test::CswapLat => 8,
+            _ => p.size.max(8),
+        }
+    }
+}
+
+/// Operations in flight: [`BW_WINDOW`], fewer above 256 KiB (at most 16 MiB in flight).
+pub fn window(test: Test, size: usize) -> usize {
+    if test.is_bw() {
+        BW_WINDOW.min((16 << 20) / size).max(2)
+    } else {
+        2
+    }
+}
+
+/// The bytes one operation's buffer takes: its size rounded up to 64 (aligned atomics).
+pub fn slot(size: usize) -> usize {
+    size.next_multiple_of(64)
+}
+
+/// What the timed side measured.
+pub struct Measured {
+    pub samples: Samples,
+    pub elapsed: Duration,
+}
+
+/// Turns a run of `test` into its report.
+pub fn report(test: Test, p: &Params, m: Measured) -> Report {
+    let mode = p.mode.name();
+    let size = test.size(p);
+    let run = Run { test: test.name(), mode, size, procs: p.procs };
+    // A ping-pong moves two messages per round trip (as sync_add_wait counts them).
+    let ops = if test.is_pingpong() { 2 * p.iters } else { p.iters };
+    let r = run.report(m.samples, ops, m.elapsed);
+    if test.is_bw() {
+        r.with_bandwidth()
+    } else {
+        r
+    }
+}
+
+/// How the two sides exchange blobs and the final `done`: channels between two threads of
+/// one process, or a byte stream (a child's stdin/stdout, a TCP socket) carrying
+/// length-prefixed frames. Frames from a stream are read by a helper thread into a channel,
+/// so both kinds are received the same way, without blocking an executor.
+pub struct Link {
+    out: Out,
+    rx: mpsc::Receiver<Vec<u8>>,
+}
+
+enum Out {
+    Chan(mpsc::Sender<Vec<u8>>),
+    Stream(Box<dyn Write + Send>),
+}
+
+impl Link {
+    /// Two connected ends in this process.
+    pub fn pair() -> (Link, Link) {
+        let (tx_a, rx_b) = mpsc::channel();
+        let (tx_b, rx_a) = mpsc::channel();
+        (Link { out: Out::Chan(tx_a), rx: rx_a }, Link { out: Out::Chan(tx_b), rx: rx_b })
+    }
+
+    /// A link over a byte stream: frames are a little-endian u32 length and the bytes.
+    pub fn over(mut reader: impl Read + Send + 'static, writer: impl Write + Send + 'static) -> Link {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut len = [0u8; 4];
+            while reader.read_exact(&mut len).is_ok() {
+                let mut frame = vec![0u8; u32::from_le_bytes(len) as usize];
+                if reader.read_exact(&mut frame).is_err() || tx.send(frame).is_err() {
+                    break;
+                }
+            }
+        });
+        Link { out: Out::Stream(Box::new(writer)), rx }
+    }
+
+    pub fn send(&mut self, blob: &[u8]) -> Result<()> {
+        match &mut self.out {
+            Out::Chan(tx) => tx.send(blob.to_vec()).map_err(|_| peer_gone()),
+            Out::Stream(w) => {
+                let len = u32::try_from(blob.len())
+                    .map_err(|_| Error::new(ErrorKind::InvalidArgument, "perf: blob too large"))?;
+                w.write_all(&len.to_le_bytes())
+                    .and_then(|()| w.write_all(blob))
+                    .and_then(|()| w.flush())
+                    .map_err(|e| Error::os(e, "perf: send to peer"))
+            }
+        }
+    }
+
+    /// The next blob, without blocking the calling executor (polled with short sleeps).
+    pub async fn recv(&mut self) -> Result<Vec<u8>> {
+        let deadline = Instant::now() + PEER_TIMEOUT;
+        loop {
+            match self.rx.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(mpsc::TryRecvError::Disconnected) => return Err(peer_gone()),
+                Err(mpsc::TryRecvError::Empty) if Instant::now() > deadline => return Err(timed_out()),
+                Err(mpsc::TryRecvError::Empty) => async_doca::time::sleep(Duration::from_micros(200)).await,
+            }
+        }
+    }
+
+    /// The next blob, blocking this thread.
+    pub fn recv_blocking(&mut self) -> Result<Vec<u8>> {
+        self.rx.recv_timeout(PEER_TIMEOUT).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => timed_out(),
+            mpsc::RecvTimeoutError::Disconnected => peer_gone(),
+        })
+    }
+}
+
+pub fn peer_gone() -> Error {
+    Error::new(ErrorKind::ConnectionLost, "perf: peer side is gone")
+}
+
+pub fn timed_out() -> Error {
+    Error::new(ErrorKind::TimedOut, "perf: peer did not answer")
+}
+
+fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
+    h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))
+}
+
+/// Side A of a test (timed): pinned to the CPU given, talking to B over the link.
+pub type SideA = fn(Test, &Params, usize, Link) -> Result<Measured>;
+/// Side B of a test (the peer).
+pub type SideB = fn(Test, &Params, usize, Link) -> Result<()>;
+
+/// The two sides of `mode`.
+fn sides(mode: Mode) -> (SideA, SideB) {
+    match mode {
+        Mode::Raw => (super::raw_rdma::side_a, super::raw_rdma::side_b),
+        Mode::Async => (async_side_a, async_side_b),
+    }
+}
+
+/// Runs side A here and side B on another thread (procs 1) or in a `perf-peer` child
+/// (procs 2, linked over its stdin/stdout), and reports A's measurement.
+pub fn run(test: Test, p: &Params) -> Result<Report> {
+    let (cpu_a, cpu_b) = two_cpus()?;
+    let (side_a, side_b) = sides(p.mode);
+    let p = *p;
+    // Side A always runs on a thread of its own: it pins itself, and the caller's thread
+    // must stay unpinned (an async side blocks on it while its executor runs on cpu_a).
+    let measured = if p.procs == 2 {
+        let (child, link) = spawn_linked_peer(test.name(), &p, cpu_b)?;
+        // On failure the child is killed when dropped; its own error went to stderr.
+        let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu_a, link)))?;
+        child.finish()?;
+        measured
+    } else {
+        let (link_a, link_b) = Link::pair();
+        let b = std::thread::spawn(move || side_b(test, &p, cpu_b, link_b));
+        let a = std::thread::spawn(move || side_a(test, &p, cpu_a, link_a));
+        let measured = joined(a);
+        let peer = joined(b);
+        let measured = measured?;
+        peer?;
+        measured
+    };
+    Ok(report(test, &p, measured))
+}
+
+/// The peer process of a two-process run (`perf-peer`): side B, linked to the parent over
+/// stdin/stdout.
+pub fn peer(test: Test, p: &Params, cpu: usize) -> Result<()> {
+    let link = Link::over(std::io::stdin(), std::io::stdout());
+    sides(p.mode).1(test, p, cpu, link)
+}
+
+/// The `--server` side: accepts connections on `addr`, one per run; each starts with a
+/// header frame naming the test and its parameters, then side B runs over that connection.
+/// Runs until killed.
+pub fn serve(addr: &str) -> Result<()> {
+    let listener = TcpListener::bind(addr).map_err(|e| Error::os(e, "perf --server: bind"))?;
+    let (_, cpu) = two_cpus()?;
+    let local = listener.local_addr().map_err(|e| Error::os(e, "perf --server"))?;
+    // The log never stops the server (its stderr may be a pipe nobody reads any more).
+    let log = |msg: String| {
+        let _ = writeln!(std::io::stderr(), "perf server: {msg}");
+    };
+    log(format!("listening on {local}"));
+    loop {
+        let (stream, from) = listener.accept().map_err(|e| Error::os(e, "perf --server: accept"))?;
+        let _ = stream.set_nodelay(true);
+        let reader = stream.try_clone().map_err(|e| Error::os(e, "perf --server: clone socket"))?;
+        let mut link = Link::over(reader, stream);
+        let served = link.recv_blocking().and_then(|header| {
+            let (test, p) = parse_header(&header)?;
+            log(format!("{} {} size={} for {from}", test.name(), p.mode.name(), p.size));
+            let (_, side_b) = sides(p.mode);
+            joined(std::thread::spawn(move || side_b(test, &p, cpu, link)))
+        });
+        if let Err(e) = served {
+            log(format!("run for {from} failed: {e}"));
+        }
+    }
+}
+
+/// The `--client ADDR` side of one run: connects to the server (waiting up to
+/// [`PEER_TIMEOUT`] for it to listen), sends the header, runs side A.
+pub fn run_client(addr: &str, test: Test, p: &Params) -> Result<Report> {
+    let deadline = Instant::now() + PEER_TIMEOUT;
+    let stream = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(Error::os(e, "perf --client: connect")),
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let reader = stream.try_clone().map_err(|e| Error::os(e, "perf --client: clone socket"))?;
+    let mut link = Link::over(reader, stream);
+    let p = Params { procs: 2, ..*p };
+    let idle = clap::ValueEnum::to_possible_value(&p.idle).map(|v| v.get_name().to_owned()).unwrap_or_default();
+    let header = format!("{} {} {} {} {} {idle}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
+    link.send(header.as_bytes())?;
+    let (cpu, _) = two_cpus()?;
+    let (side_a, _) = sides(p.mode);
+    let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu, link)))?;
+    Ok(report(test, &p, measured))
+}
+
+fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
+    let bad = || Error::new(ErrorKind::InvalidArgument, "perf --server: bad run header");
+    let h = std::str::from_utf8(h).map_err(|_| bad())?;
+    let f: Vec<&str> = h.split(' ').collect();
+    let [name, mode, size, iters, warmup, idle] = f[..] else { return Err(bad()) };
+    let test = *Test::ALL.iter().find(|t| t.name() == name).ok_or_else(bad)?;
+    let mode = match mode {
+        "raw" => Mode::Raw,
+        "async" => Mode::Async,
+        _ => return Err(bad()),
+    };
+    let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
+    let p = Params {
+        mode,
+        procs: 2,
+        size: num(size)? as usize,
+        iters: num(iters)?,
+        warmup: num(warmup)?,
+        idle: <super::IdleArg as clap::ValueEnum>::from_str(idle, false).map_err(|_| bad())?,
+    };
+    Ok((test, p))
+}
+
+// ---- async mode ----
+
+/// One side's context, connection and memory.
+struct End {
+    rdma: Rdma,
+    conn: Connection,
+    /// Sources, atomic results and receive buffers: one slot per operation in flight.
+    local: Memory,
+    /// What the peer writes, reads and updates.
+    target: Memory,
+    /// The peer's `target`.
+    remote: RemoteMemory,
+    size: usize,
+    slot: usize,
+}
+
+impl End {
+    async fn connect(test: Test, p: &Params, link: &mut Link) -> Result<End> {
+        let dev = Device::open_default()?;
+        let size = test.size(p);
+        let (slot, window) = (slot(size), window(test, size));
+        let rdma = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+        let local = dev.alloc(slot * window, Access::LOCAL_READ_WRITE)?;
+        let target = dev.alloc(slot * window, Access::RDMA_ALL)?;
+        let (blob, pending) = rdma.export()?;
+        link.send(&blob)?;
+        link.send(&target.export_rdma()?)?;
+        let peer = link.recv().await?;
+        let peer_mem = link.recv().await?;
+        let conn = pending.connect(&peer).await?;
+        let remote = dev.import(&peer_mem)?;
+        Ok(End { rdma, conn, local, target, remote, size, slot })
+    }
+
+    /// The local buffer of slot `k`.
+    fn buf(&self, k: usize) -> async_doca::Buf {
+        self.local.slice(k * self.slot..k * self.slot + self.size)
+    }
+
+    /// The peer's memory of slot `k`.
+    fn dst(&self, k: usize) -> async_doca::RemoteSlice {
+        self.remote.slice(k * self.slot..k * self.slot + self.size)
+    }
+
+    /// Polls our `target` until the peer wrote `v` into its first word.
+    async fn wait_word(&self, v: u64) -> Result<()> {
+        let word = self.target.slice(0..8);
+        let deadline = Instant::now() + PEER_TIMEOUT;
+        let mut spins = 0u32;
+        while word.read_u64(0) != v {
+            spins = spins.wrapping_add(1);
+            if spins % 4096 == 0 && Instant::now() > deadline {
+                return Err(timed_out());
+            }
+            yield_now().await;
+        }
+        Ok(())
+    }
+
+    /// Receives one message (into slot 1) and checks it is the expected one.
+    async fn recv(&self, v: u64) -> Result<()> {
+        let (msg, _) = self.rdma.recv(self.buf(1)).await;
+        let msg = msg?;
+        if let Some(imm) = msg.imm {
+            check(u64::from(imm), v)?;
+        }
+        Ok(())
+    }
+
+    /// Side A's operation of latency iteration `i` (for ping-pongs: until the answer came).
+    async fn ping(&self, test: Test, i: u64) -> Result<()> {
+        let v = i + 1;
+        match test {
+            Test::WriteLat => {
+                let mut src = self.buf(0);
+                src.write_u64(0, v);
+                self.conn.write(src, self.dst(0)).await.0?;
+                self.wait_word(v).await
+            }
+            Test::SendLat => {
+                self.conn.send(self.buf(0)).await.0?;
+                self.recv(v).await
+            }
+            Test::WriteImmLat => {
+                self.conn.write_imm(self.buf(0), self.dst(0), v as u32).await.0?;
+                self.recv(v).await
+            }
+            Test::ReadLat => self.conn.read(self.dst(0), self.buf(0)).await.0,
+            Test::FaddLat => check(self.conn.fetch_add(self.remote.slice(0..8), 1, self.buf(0)).await.0?, i),
+            Test::CswapLat => check(self.conn.compare_swap(self.remote.slice(0..8), i, v, self.buf(0)).await.0?, i),
+            Test::WriteBw | Test::ReadBw | Test::SendBw => unreachable!("bandwidth tests stream"),
+        }
+    }
+
+    /// Side B's answer to iteration `i` of a ping-pong.
+    async fn pong(&self, test: Test, i: u64) -> Result<()> {
+        let v = i + 1;
+        match test {
+            Test::WriteLat => {
+                self.wait_word(v).await?;
+                let mut src = self.buf(0);
+                src.write_u64(0, v);
+                self.conn.write(src, self.dst(0)).await.0
+            }
+            Test::SendLat => {
+                self.recv(v).await?;
+                self.conn.send(self.buf(0)).await.0
+            }
+            Test::WriteImmLat => {
+                self.recv(v).await?;
+                self.conn.write_imm(self.buf(0), self.dst(0), v as u32).await.0
+            }
+            _ => unreachable!("not a ping-pong"),
+        }
+    }
+
+    /// Side A of a bandwidth test: `total` operations, `window` of them in flight.
+    async fn stream(&self, test: Test, p: &Params) -> Result<Measured> {
+        let window = window(test, self.size);
+        let total = p.warmup + p.iters;
+        let mut samples = Samples::with_capacity(p.iters as usize);
+        let mut inflight = VecDeque::with_capacity(window);
+        let mut start = Instant::now();
+        for i in 0..total {
+            if inflight.len() == window {
+                let (t0, timed, h): (Instant, bool, async_doca::JoinHandle<Result<()>>) =
+                    inflight.pop_front().expect("window is full");
+                h.await??;
+                if timed {
+                    samples.push(t0.elapsed(), 1.0);
+                }
+            }
+            if i == p.warmup {
+                start = Instant::now();
+            }
+            let (k, conn) = (i as usize % window, self.conn.clone());
+            let h = match test {
+                Test::WriteBw => {
+                    let (src, dst) = (self.buf(k), self.dst(k));
+                    spawn_local(async move { conn.write(src, dst).await.0 })
+                }
+                Test::ReadBw => {
+                    let (src, dst) = (self.dst(k), self.buf(k));
+                    spawn_local(async move { conn.read(src, dst).await.0 })
+                }
+                Test::SendBw => {
+                    let src = self.buf(k);
+                    spawn_local(async move { conn.send(src).await.0 })
+                }
+                _ => unreachable!("not a bandwidth test"),
+            };
+            inflight.push_back((Instant::now(), i >= p.warmup, h));
+        }
+        for (t0, timed, h) in inflight {
+            h.await??;
+            if timed {
+                samples.push(t0.elapsed(), 1.0);
+            }
+        }
+        Ok(Measured { samples, elapsed: start.elapsed() })
+    }
+
+    /// Side B of `send_bw`: keeps `window` receives posted until `total` arrived.
+    async fn sink(&self, total: u64) -> Result<()> {
+        let window = window(Test::SendBw, self.size);
+        let mut posted = VecDeque::with_capacity(window);
+        for i in 0..total {
+            if posted.len() == window {
+                let h: async_doca::JoinHandle<Result<()>> = posted.pop_front().expect("window is full");
+                h.await??;
+            }
+            let (rdma, buf) = (self.rdma.clone(), self.buf(i as usize % window));
+            posted.push_back(spawn_local(async move { rdma.recv(buf).await.0.map(drop) }));
+        }
+        for h in posted {
+            h.await??;
+        }
+        Ok(())
+    }
+}
+
+/// An atomic's old value (or an immediate) against the expected one.
+pub fn check(got: u64, want: u64) -> Result<()> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(Error::new(ErrorKind::Other, format!("perf: peer value {got}, expected {want}")))
+    }
+}
+
+/// Side A, async: connect, run the iterations, tell B it is done.
+async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
+    let end = End::connect(test, &p, &mut link).await?;
+    let measured = if test.is_bw() {
+        end.stream(test, &p).await?
+    } else {
+        // Half the round trip of a ping-pong; a one-sided read or atomic is a round trip by
+        // itself and its whole completion latency is reported (as perftest does).
+        let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
+        let mut samples = Samples::with_capacity(p.iters as usize);
+        let mut start = Instant::now();
+        for i in 0..p.warmup + p.iters {
+            if i == p.warmup {
+                start = Instant::now();
+            }
+            let t0 = Instant::now();
+            end.ping(test, i).await?;
+            if i >= p.warmup {
+                samples.push(t0.elapsed(), divisor);
+            }
+        }
+        Measured { samples, elapsed: start.elapsed() }
+    };
+    link.send(b"done")?;
+    link.recv().await?;
+    Ok(measured)
+}
+
+/// Side B, async: answer the ping-pong (or take the sends), then wait for A's `done`.
+async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
+    let end = End::connect(test, &p, &mut link).await?;
+    let total = p.warmup + p.iters;
+    if test.is_pingpong() {
+        for i in 0..total {
+            end.pong(test, i).await?;
+        }
+    } else if test == Test::SendBw {
+        end.sink(total).await?;
+    }
+    link.recv().await?;
+    link.send(b"done")
+}
+
+fn async_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measured> {
+    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let h = rt.spawn_on(cpu, move || async_a(test, p, link))?;
+    rt.block_on(h)?
+}
+
+fn async_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
+    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let h = rt.spawn_on(cpu, move || async_b(test, p, link))?;
+    rt.block_on(h)?
+}
+
+/// `memcpy_bw`: copies of `size` bytes between two buffers, timed in batches.
+pub fn run_memcpy(p: &Params) -> Result<Report> {
+    let size = p.size.max(1);
+    let batch = (65_536 / size).clamp(1, 64) as u64;
+    let src = vec![0x5au8; size];
+    let mut dst = vec![0u8; size];
+    let batches = p.iters.div_ceil(batch).max(1);
+    let warm = p.warmup.div_ceil(batch);
+    let mut samples = Samples::with_capacity(batches as usize);
+    let mut start = Instant::now();
+    for b in 0..warm + batches {
+        if b == warm {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        for _ in 0..batch {
+            dst.copy_from_slice(std::hint::black_box(&src));
+            std::hint::black_box(&mut dst);
+        }
+        if b >= warm {
+            samples.push(t0.elapsed(), batch as f64);
+        }
+    }
+    let elapsed = start.elapsed();
+    let mut r = Run { test: "memcpy_bw", mode: "raw", size, procs: 1 }.report(samples, batches * batch, elapsed);
+    r.iters = batches * batch;
+    Ok(r.with_bandwidth())
+}
