@@ -162,6 +162,24 @@ pub(crate) struct Slots {
     /// Set when slots were leaked at shutdown: DOCA may still write them, so the chunks must
     /// never be freed.
     leaked: Cell<bool>,
+    /// While set (inline progress inside a task's poll, see `Core::progress_inline`), the
+    /// buffers kept by released orphaned slots are not dropped but moved to `deferred`:
+    /// their destructors are user code, which must not run in the middle of another task's
+    /// poll. The loop drops them after its next drain ([`Slots::drop_deferred`]).
+    defer: Cell<bool>,
+    deferred: RefCell<Vec<Box<dyn Any>>>,
+}
+
+/// See [`Slots::defer_drops`].
+pub(crate) struct DeferDrops<'a> {
+    slots: &'a Slots,
+    prev: bool,
+}
+
+impl Drop for DeferDrops<'_> {
+    fn drop(&mut self) {
+        self.slots.defer.set(self.prev);
+    }
 }
 
 fn slot_key(index: u32, generation: u32) -> u64 {
@@ -175,7 +193,25 @@ impl Slots {
             free_head: Cell::new(NONE),
             in_use: Cell::new(0),
             leaked: Cell::new(false),
+            defer: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Defers the drops of kept buffers until the guard is dropped and
+    /// [`drop_deferred`](Slots::drop_deferred) runs (see `defer`).
+    pub(crate) fn defer_drops(&self) -> DeferDrops<'_> {
+        DeferDrops { slots: self, prev: self.defer.replace(true) }
+    }
+
+    /// Drops the buffers whose drop was deferred (see `defer`).
+    pub(crate) fn drop_deferred(&self) {
+        if self.defer.get() || self.deferred.borrow().is_empty() {
+            return;
+        }
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        // Outside the borrow: a destructor may release more slots.
+        drop(deferred);
     }
 
     fn slot_at(&self, index: u32) -> Option<&Slot> {
@@ -239,7 +275,10 @@ impl Slots {
         self.in_use.set(self.in_use.get() - 1);
         // Arbitrary destructors run last, when the table is consistent again.
         drop(waker);
-        drop(keep);
+        match keep {
+            Some(k) if self.defer.get() => self.deferred.borrow_mut().push(k),
+            keep => drop(keep),
+        }
     }
 
     /// Leaks every slot whose task DOCA may still own (shutdown, contexts that never
@@ -617,6 +656,14 @@ where
                         sys::DOCA_SUCCESS => {
                             // DOCA owns the task now; the slot receives its completion.
                             self.stage = Stage::InFlight;
+                            // The fast path: many tasks complete at once (the completion is
+                            // queued at submit and delivered by the next progress); collect it
+                            // now rather than return Pending and be woken and polled again.
+                            // The slot's waker is not set yet, so the callback wakes nobody.
+                            // Either way the InFlight stage below decides.
+                            let (slots, key) = (&self.core.slots, self.slot);
+                            self.core
+                                .progress_inline(|| slots.get(key).is_some_and(|s| s.state.get() == SlotState::Done));
                         }
                         rc => {
                             // Not submitted: the task is still ours, the slot is not in flight.

@@ -57,6 +57,11 @@ use crate::error::{Error, Result};
 /// How long shutdown may wait for tasks to be dropped and contexts to reach IDLE.
 pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
 
+/// How many `doca_pe_progress` calls an operation may make inline, right after its submit
+/// (see [`Core::progress_inline`]). Small: its completion is normally the first (or only)
+/// one queued; if others are ahead of it, the operation takes the normal path.
+const INLINE_PROGRESS: usize = 4;
+
 const WAKER_TOKEN: Token = Token(0);
 const PE_TOKEN: Token = Token(1);
 
@@ -282,9 +287,16 @@ pub(crate) struct Core {
     pub(crate) ctxs: Contexts,
     config: Config,
     pub(crate) runtime: Option<Handle>,
-    /// Set while `doca_pe_progress` runs: DOCA forbids some calls from callbacks, so work
-    /// such as destroying a context is deferred until progress returns.
+    /// Set while `doca_pe_progress` runs (from the loop or inline) and while a state-change
+    /// callback runs: DOCA forbids some calls from callbacks (progress itself, destroying a
+    /// context), so such work is refused or deferred until progress returns.
     in_progress: Cell<bool>,
+    /// What the task (or main future) being polled may still do inline, without going back
+    /// to the loop: completing an operation by progressing the PE from its poll
+    /// ([`Core::progress_inline`]). Set before each poll to what is left of the turn's
+    /// `task_batch`, so inline work counts like task polls and the PE, the timers and the
+    /// other tasks are still served every `task_batch` units; 0 outside a poll.
+    budget: Cell<usize>,
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
     /// The injection queue may hold work: set whenever a notification is consumed (every
@@ -330,6 +342,7 @@ impl Core {
             config: Config { idle: config.idle, task_batch: config.task_batch.max(1) },
             runtime,
             in_progress: Cell::new(false),
+            budget: Cell::new(0),
             main_woken_local: Cell::new(false),
             inject_pending: Cell::new(false),
             closing: Cell::new(false),
@@ -345,6 +358,54 @@ impl Core {
 
     pub(crate) fn in_progress(&self) -> bool {
         self.in_progress.get()
+    }
+
+    /// Marks the thread as inside a DOCA callback (or progress) until the guard drops; see
+    /// `in_progress`. Nests: the previous value is restored.
+    pub(crate) fn enter_progress(&self) -> InProgress<'_> {
+        InProgress { core: self, prev: self.in_progress.replace(true) }
+    }
+
+    /// Whether this core is the executor running on this thread.
+    #[inline]
+    fn is_current(&self) -> bool {
+        CURRENT.try_with(|c| ptr::eq(c.get(), self)).unwrap_or(false)
+    }
+
+    /// The inline completion fast path: called by an operation right after a successful
+    /// `doca_task_submit`, from its future's poll. Progresses the PE up to
+    /// [`INLINE_PROGRESS`] times while it has work, until `done()` (the operation's slot is
+    /// complete); returns whether it is. The future then returns `Ready` at once instead of
+    /// `Pending`, a trip round the loop and a re-poll.
+    ///
+    /// Completions of other operations delivered meanwhile wake their tasks as usual (their
+    /// callbacks run no user code: they store results and wake wakers; slots released
+    /// here drop their kept buffers later, from the loop). Refused when not allowed or not
+    /// useful:
+    /// * inside `doca_pe_progress` or a DOCA callback (DOCA forbids progress from there);
+    /// * when this core is not the executor running on this thread (the callbacks would
+    ///   look for their slots in another executor's table), or it is shutting down;
+    /// * when the poll's `budget` is spent: a task that keeps submitting operations that
+    ///   complete at once then goes `Pending` every `task_batch` operations, like a task
+    ///   that yields, so it cannot starve the other tasks, the PE or the timers.
+    pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
+        let budget = self.budget.get();
+        if budget == 0 || self.in_progress.get() || self.closing.get() || !self.pe_alive.get() || !self.is_current() {
+            return false;
+        }
+        self.budget.set(budget - 1);
+        let _inside = self.enter_progress();
+        let _defer = self.slots.defer_drops();
+        let pe = self.pe.borrow();
+        for _ in 0..INLINE_PROGRESS {
+            if !pe.progress() {
+                return false;
+            }
+            if done() {
+                return true;
+            }
+        }
+        false
     }
 
     pub(crate) fn is_closing(&self) -> bool {
@@ -412,7 +473,10 @@ impl Core {
         let mut cx = TaskCx::from_waker(&waker);
         loop {
             if self.take_main_woken(&main) {
-                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                self.budget.set(self.config.task_batch);
+                let polled = fut.as_mut().poll(&mut cx);
+                self.budget.set(0);
+                if let Poll::Ready(v) = polled {
                     return Some(v);
                 }
             }
@@ -474,9 +538,12 @@ impl Core {
             // The borrow ends before `run`: the task may schedule itself or others.
             let next = self.queue.borrow_mut().pop_front();
             let Some(r) = next else { break };
+            // The task may spend what is left of the batch on inline work (see `budget`).
+            let left = batch - n - 1;
+            self.budget.set(left);
             // Never unwinds: the task wrapper catches panics of the future.
             r.run();
-            n += 1;
+            n += 1 + (left - self.budget.replace(0));
         }
         n
     }
@@ -492,9 +559,11 @@ impl Core {
         if !self.pe_active() {
             return 0;
         }
-        self.in_progress.set(true);
-        let n = self.pe.borrow().drain();
-        self.in_progress.set(false);
+        let n = {
+            let _inside = self.enter_progress();
+            self.pe.borrow().drain()
+        };
+        self.slots.drop_deferred();
         self.ctxs.maintain(self);
         n
     }
@@ -653,6 +722,7 @@ impl Core {
 
         // 4. Completion slots still pending belong to contexts that never stopped: the
         // provider may still write their memory, so it is leaked, not freed.
+        self.slots.drop_deferred();
         let pending = self.slots.leak_pending();
         if pending > 0 {
             report(&format!("shutdown: leaking {pending} completion slot(s) of tasks that never completed"));
@@ -698,6 +768,18 @@ impl std::fmt::Debug for Core {
             .field("queued", &self.queue.try_borrow().map(|q| q.len()).ok())
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// See [`Core::enter_progress`].
+pub(crate) struct InProgress<'a> {
+    core: &'a Core,
+    prev: bool,
+}
+
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        self.core.in_progress.set(self.prev);
     }
 }
 

@@ -7,7 +7,7 @@ use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use super::completion::{Slots, Ticket, WaiterList};
-use super::local::with_current;
+use super::local::{current_rc, with_current};
 use super::{spawn_local, time, yield_now, Runtime};
 
 struct CountWake(std::sync::atomic::AtomicUsize);
@@ -106,6 +106,27 @@ fn tasks_that_never_pend_are_never_registered() {
         }
         // Only the block_on future itself is not a task: nothing was registered meanwhile.
         assert_eq!(seen.get(), 0);
+    });
+}
+
+#[test]
+fn operations_never_progress_the_pe_from_inside_progress() {
+    // DOCA forbids calling progress from a callback: the inline completion fast path must
+    // refuse while the executor is inside progress (or a callback), and the operation then
+    // completes through the loop.
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async {
+        let dev = crate::Device::open_default().unwrap();
+        let ev = crate::sync_event::SyncEvent::builder(&dev).build().await.unwrap();
+        let mut get = Box::pin(ev.get());
+        let core = current_rc().unwrap();
+        {
+            let _inside = core.enter_progress();
+            assert!(futures_lite::future::poll_once(get.as_mut()).await.is_none(), "progressed inside progress");
+        }
+        assert_eq!(get.await.unwrap(), 0);
+        // Outside progress, the same operation completes on its first poll.
+        assert_eq!(futures_lite::future::poll_once(Box::pin(ev.get())).await.unwrap().unwrap(), 0);
     });
 }
 
