@@ -568,13 +568,34 @@ impl Core {
         n
     }
 
+    /// One `doca_pe_progress` call (callbacks run inside), then the context work that
+    /// callbacks deferred. Returns whether there was work.
+    fn progress_once(&self) -> bool {
+        if !self.pe_active() {
+            return false;
+        }
+        let did = {
+            let _inside = self.enter_progress();
+            self.pe.borrow().progress()
+        };
+        self.slots.drop_deferred();
+        self.ctxs.maintain(self);
+        did
+    }
+
     /// Busy-waits for work, for at most `budget` (forever if `None`). Returns whether work
     /// showed up.
+    ///
+    /// The PE is progressed one call at a time, not drained: as soon as one unit of work
+    /// was done (typically a completion that woke a task) the loop goes back to run the
+    /// task, which is what a waiting task's latency is made of; the turn after it drains
+    /// the PE fully.
     fn spin(&self, main: &MainWaker, budget: Option<Duration>) -> bool {
-        let start = Instant::now();
+        // The clock is read only when there is a budget to measure.
+        let start = budget.map(|_| Instant::now());
         let mut i: u32 = 0;
         loop {
-            if self.has_ready(main) || self.drain_pe() > 0 {
+            if self.has_ready(main) || self.progress_once() {
                 return true;
             }
             i = i.wrapping_add(1);
@@ -583,7 +604,7 @@ impl Core {
                 if self.timers.is_due(now) {
                     return true;
                 }
-                if let Some(b) = budget {
+                if let (Some(b), Some(start)) = (budget, start) {
                     if now.duration_since(start) >= b {
                         return false;
                     }
