@@ -26,8 +26,8 @@ fn counting_waker() -> (Arc<CountWake>, Waker) {
 fn slots_are_recycled_without_growing() {
     let slots = Slots::new();
     for _ in 0..10_000 {
-        let a = slots.reserve();
-        let b = slots.reserve();
+        let a = slots.reserve_for_test();
+        let b = slots.reserve_for_test();
         assert_ne!(a, b);
         slots.release_for_test(a);
         slots.release_for_test(b);
@@ -39,16 +39,16 @@ fn slots_are_recycled_without_growing() {
 #[test]
 fn slot_keys_are_generational() {
     let slots = Slots::new();
-    let a = slots.reserve();
+    let a = slots.reserve_for_test();
     slots.release_for_test(a);
-    let b = slots.reserve();
+    let b = slots.reserve_for_test();
     assert_eq!(a & 0xffff_ffff, b & 0xffff_ffff, "same slot reused");
     assert_ne!(a, b, "with a new generation");
     assert!(!slots.is_live_for_test(a), "a stale key finds nothing");
     assert!(slots.is_live_for_test(b));
     // Result areas have stable addresses while reserved, across growth of the table.
     let p = slots.out_ptr_for_test(b);
-    let many: Vec<u64> = (0..1000).map(|_| slots.reserve()).collect();
+    let many: Vec<u64> = (0..1000).map(|_| slots.reserve_for_test()).collect();
     assert_eq!(slots.out_ptr_for_test(b), p);
     for k in many {
         slots.release_for_test(k);
