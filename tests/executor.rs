@@ -561,6 +561,43 @@ fn timeout_ordering() {
 }
 
 #[test]
+fn a_sleep_first_polled_after_its_deadline_completes() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        for ms in [0, 1, 3] {
+            let s = sleep(Duration::from_millis(ms));
+            // Not polled until well after its deadline.
+            std::thread::sleep(Duration::from_millis(5));
+            timeout(Duration::from_secs(10), s).await.expect("a late-polled sleep never fired");
+        }
+    });
+}
+
+#[test]
+fn timers_fire_while_the_executor_is_busy() {
+    // A task that always yields keeps every turn busy; the executor must still look at its
+    // timers (every few turns), so the sleep ends long before the spinner gives up.
+    const LIMIT: u64 = 50_000_000;
+    let rt = Runtime::builder().task_batch(1).build().unwrap();
+    rt.block_on(async {
+        let stop = Rc::new(std::cell::Cell::new(false));
+        let s = stop.clone();
+        let spinner = async_doca::spawn_local(async move {
+            for i in 0..LIMIT {
+                if s.get() {
+                    return i;
+                }
+                yield_now().await;
+            }
+            LIMIT
+        });
+        sleep(Duration::from_millis(5)).await;
+        stop.set(true);
+        assert!(spinner.await.unwrap() < LIMIT, "the sleep only fired once the executor was idle");
+    });
+}
+
+#[test]
 fn dropped_sleeps_do_not_wake_anyone() {
     let rt = Runtime::new().unwrap();
     rt.block_on(async {

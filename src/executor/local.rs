@@ -13,7 +13,8 @@
 //!   `Runnable` to the injection queue and notify.
 //!
 //! The loop (one turn): consume remote notifications → run up to `task_batch` tasks →
-//! drain the PE → fire due timers → retire stopped contexts → if nothing happened: spin for
+//! drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`] turns, or at once when the
+//! idle spin or `poll` saw one due: each look reads the clock) → retire stopped contexts → if nothing happened: spin for
 //! the idle budget, then arm the PE, drain it once more (closing the arm race), announce
 //! sleep ([`ParkState::try_sleep`]) and block in `mio::Poll::poll` until the next timer
 //! deadline → clear the PE notification → next turn. There is no fixed sleep anywhere;
@@ -61,6 +62,14 @@ pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
 /// (see [`Core::progress_inline`]). Small: its completion is normally the first (or only)
 /// one queued; if others are ahead of it, the operation takes the normal path.
 const INLINE_PROGRESS: usize = 4;
+
+/// A turn looks at the timers only every this many turns: a look costs a clock read (~25 ns
+/// on a VM), which would otherwise be paid twice per wake-up (the turn that runs the woken
+/// task, and the empty turn before the executor spins again). An idle executor looks at
+/// them anyway: the spin every 16 rounds, `park` through its `poll` timeout; either forces
+/// a look in the next turn when a timer is due. So a due timer is late by at most this
+/// many busy turns (or 16 spin rounds).
+const TIMER_CHECK_TURNS: u32 = 8;
 
 const WAKER_TOKEN: Token = Token(0);
 const PE_TOKEN: Token = Token(1);
@@ -297,6 +306,8 @@ pub(crate) struct Core {
     /// `task_batch`, so inline work counts like task polls and the PE, the timers and the
     /// other tasks are still served every `task_batch` units; 0 outside a poll.
     budget: Cell<usize>,
+    /// Turns since the timers were last looked at (see [`TIMER_CHECK_TURNS`]).
+    busy_turns: Cell<u32>,
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
     /// The injection queue may hold work: set whenever a notification is consumed (every
@@ -343,6 +354,7 @@ impl Core {
             runtime,
             in_progress: Cell::new(false),
             budget: Cell::new(0),
+            busy_turns: Cell::new(0),
             main_woken_local: Cell::new(false),
             inject_pending: Cell::new(false),
             closing: Cell::new(false),
@@ -502,7 +514,7 @@ impl Core {
         }
         let ran = self.run_tasks();
         let progressed = self.drain_pe();
-        let fired = self.timers.fire_due();
+        let fired = self.fire_timers();
         if ran > 0 || progressed > 0 || fired > 0 || self.has_ready(main) {
             return;
         }
@@ -517,6 +529,24 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Fires the due timers if enough turns went by since the last look, or a look was
+    /// asked for (see [`TIMER_CHECK_TURNS`]); returns how many fired.
+    fn fire_timers(&self) -> usize {
+        let turns = self.busy_turns.get() + 1;
+        if turns >= TIMER_CHECK_TURNS {
+            self.busy_turns.set(0);
+            self.timers.fire_due()
+        } else {
+            self.busy_turns.set(turns);
+            0
+        }
+    }
+
+    /// Makes the next turn look at the timers (one is due, or may be).
+    fn timers_need_check(&self) {
+        self.busy_turns.set(TIMER_CHECK_TURNS);
     }
 
     /// Moves remote work to the local queue and runs up to `task_batch` runnables.
@@ -599,9 +629,12 @@ impl Core {
                 return true;
             }
             i = i.wrapping_add(1);
-            if i % 16 == 0 {
+            // Every 16 rounds, the clock: for the timers, and for the budget. Not when
+            // there is neither.
+            if i % 16 == 0 && (start.is_some() || !self.timers.is_empty()) {
                 let now = Instant::now();
                 if self.timers.is_due(now) {
+                    self.timers_need_check();
                     return true;
                 }
                 if let (Some(b), Some(start)) = (budget, start) {
@@ -642,6 +675,9 @@ impl Core {
         }
         let timeout = self.timers.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
         self.poll(timeout);
+        if timeout.is_some() {
+            self.timers_need_check();
+        }
         self.take_notifications();
         if pe_active {
             self.clear_pe();

@@ -181,6 +181,10 @@ impl Timers {
         n
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inner.borrow().heap.is_empty()
+    }
+
     pub(crate) fn is_due(&self, now: Instant) -> bool {
         self.next_deadline().is_some_and(|d| d <= now)
     }
@@ -226,13 +230,16 @@ struct Registration {
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep { deadline: deadline_after(duration), reg: None }
+    Sleep { deadline: deadline_after(duration), reg: None, fresh: duration >= FRESH_MIN }
 }
 
 /// Waits until `deadline`.
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep { deadline, reg: None }
+    Sleep { deadline, reg: None, fresh: false }
 }
+
+/// See `Sleep::fresh`.
+const FRESH_MIN: Duration = Duration::from_millis(1);
 
 /// The future of [`sleep`] and [`sleep_until`].
 ///
@@ -242,6 +249,12 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     deadline: Instant,
     reg: Option<Registration>,
+    /// Made by [`sleep`] with a duration of at least [`FRESH_MIN`] and not polled yet: its
+    /// first poll registers it without reading the clock (~25 ns). Its deadline can only
+    /// have passed if that poll comes at least `FRESH_MIN` late, and then the timer just
+    /// fires at the executor's next look at its timers. Shorter sleeps (zero included) are
+    /// checked against the clock first, so they complete on their first poll when due.
+    fresh: bool,
 }
 
 impl Sleep {
@@ -259,6 +272,7 @@ impl Sleep {
     pub fn reset(&mut self, deadline: Instant) {
         self.deregister();
         self.deadline = deadline;
+        self.fresh = false;
     }
 
     fn deregister(&mut self) {
@@ -276,31 +290,36 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
-        if Instant::now() >= self.deadline {
-            self.deregister();
-            return Poll::Ready(());
-        }
-        let deadline = self.deadline;
-        let reg = self.reg;
-        let new_reg = with_current(|core| {
+        let (deadline, reg, fresh) = (self.deadline, self.reg, std::mem::replace(&mut self.fresh, false));
+        let step = with_current(|core| {
             let exec = core.shared.id;
-            match reg {
-                Some(r) if r.exec == exec && r.deadline == deadline && core.timers.update(r.key, cx.waker()) => r,
-                _ => {
-                    if let Some(r) = reg {
-                        if r.exec == exec {
-                            core.timers.cancel(r.key);
-                        }
-                    }
-                    Registration { exec, deadline, key: core.timers.register(deadline, cx.waker().clone()) }
+            if let Some(r) = reg {
+                if r.exec == exec && r.deadline == deadline {
+                    // Registered here: the executor fires it (removes it and wakes us) once
+                    // the deadline has passed, so no clock read is needed: still registered
+                    // means pending, gone means elapsed.
+                    return if core.timers.update(r.key, cx.waker()) { Some(r) } else { None };
+                }
+                if r.exec == exec {
+                    core.timers.cancel(r.key);
                 }
             }
+            if !fresh && Instant::now() >= deadline {
+                return None;
+            }
+            Some(Registration { exec, deadline, key: core.timers.register(deadline, cx.waker().clone()) })
         });
-        match new_reg {
-            Some(r) => self.reg = Some(r),
+        match step {
+            Some(Some(r)) => {
+                self.reg = Some(r);
+                Poll::Pending
+            }
+            Some(None) => {
+                self.reg = None;
+                Poll::Ready(())
+            }
             None => panic!("async_doca::time::Sleep polled outside an async-doca executor"),
         }
-        Poll::Pending
     }
 }
 
