@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskCx, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use async_task::Runnable;
+use super::task::Runnable;
 use crossbeam_queue::SegQueue;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
@@ -232,17 +232,29 @@ pub(crate) fn in_executor() -> bool {
 }
 
 /// The schedule function of every task: to the owner's local queue when called on the
-/// owner's thread (no atomics), otherwise to its injection queue plus a notification.
-pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable) {
+/// owner's thread (no atomics), otherwise to its injection queue plus a notification. The
+/// owner is found in the task's metadata, so this function captures nothing: async-task
+/// then lets a waker that is woken by value hand its reference to the runnable (no
+/// reference-count increment and decrement per wake-up).
+pub(crate) fn schedule(runnable: Runnable) {
+    let Some(owner) = runnable.metadata().owner().map(|s| s as *const Shared) else {
+        // A task without an executor (a handle cancelled at spawn) is never scheduled;
+        // dropping the runnable would cancel it anyway.
+        drop_quietly(runnable);
+        return;
+    };
     let mut runnable = Some(runnable);
     with_current(|core| {
-        if ptr::eq(&*core.shared, &**shared) {
+        if ptr::eq(&*core.shared, owner) {
             if let Some(r) = runnable.take() {
                 core.queue.borrow_mut().push_back(r);
             }
         }
     });
     if let Some(r) = runnable {
+        // The executor may run and free the task (and with it the metadata's reference to
+        // `Shared`) as soon as it is pushed: keep a reference of our own until we are done.
+        let shared = r.metadata().shared().cloned().expect("checked above");
         shared.schedule_remote(r);
     }
 }
