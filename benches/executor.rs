@@ -7,6 +7,12 @@
 //! * `yield_ping_pong`: two local tasks yielding to each other — the cost of one
 //!   wake-reschedule-poll round on one executor, per yield.
 //!
+//! * `floor/*`: the same spawn + join of an empty task on a minimal single-threaded executor
+//!   built straight on `async-task` (a thread-local `VecDeque` of runnables, nothing else):
+//!   the floor this runtime's `spawn_local_join` is compared with. `awaited` awaits the
+//!   handle from another task, as `spawn_local_join` does; `direct` runs the runnable and
+//!   takes the output with no awaiting task (allocation + run + join + free only).
+//!
 //! Timings cover only the loop inside one `block_on` (`iter_custom`), not executor creation.
 
 use std::time::{Duration, Instant};
@@ -88,5 +94,74 @@ fn yield_ping_pong(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, spawn_local_join, spawn_join_cross_thread, yield_ping_pong);
+/// A minimal executor on `async-task`: the floor of a spawn + run + join.
+mod floor {
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    use async_task::{Runnable, Task};
+
+    thread_local! {
+        static QUEUE: RefCell<VecDeque<Runnable>> = RefCell::new(VecDeque::with_capacity(256));
+    }
+
+    fn spawn<F: Future + 'static>(fut: F) -> Task<F::Output> {
+        // The queue is thread-local and every runnable is run on this thread (below), which
+        // is what `spawn_unchecked` requires of a `!Send` future. (`spawn_local` would add a
+        // thread-id check to every poll.)
+        let schedule = |r: Runnable| QUEUE.with(|q| q.borrow_mut().push_back(r));
+        // SAFETY: see above; the future and the schedule closure are 'static.
+        let (runnable, task) = unsafe { async_task::spawn_unchecked(fut, schedule) };
+        runnable.schedule();
+        task
+    }
+
+    fn run_all() {
+        while let Some(r) = QUEUE.with(|q| q.borrow_mut().pop_front()) {
+            r.run();
+        }
+    }
+
+    /// `iters` spawn + await of an empty task, awaited from a task.
+    pub fn awaited(iters: u64) -> Duration {
+        let main = spawn(async move {
+            let start = Instant::now();
+            for _ in 0..iters {
+                spawn(async {}).await;
+            }
+            start.elapsed()
+        });
+        run_all();
+        let mut main = pin!(main);
+        match main.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(d) => d,
+            Poll::Pending => unreachable!("the main task ran to completion"),
+        }
+    }
+
+    /// `iters` spawn + run + join of an empty task, without an awaiting task.
+    pub fn direct(iters: u64) -> Duration {
+        let mut cx = Context::from_waker(Waker::noop());
+        let start = Instant::now();
+        for _ in 0..iters {
+            let mut t = spawn(async {});
+            run_all();
+            assert!(pin!(&mut t).poll(&mut cx).is_ready());
+        }
+        start.elapsed()
+    }
+}
+
+fn async_task_floor(c: &mut Criterion) {
+    let mut g = c.benchmark_group("floor");
+    g.bench_function("awaited", |b| b.iter_custom(floor::awaited));
+    g.bench_function("direct", |b| b.iter_custom(floor::direct));
+    g.finish();
+}
+
+criterion_group!(benches, spawn_local_join, spawn_join_cross_thread, yield_ping_pong, async_task_floor);
 criterion_main!(benches);

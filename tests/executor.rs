@@ -561,6 +561,43 @@ fn timeout_ordering() {
 }
 
 #[test]
+fn a_sleep_first_polled_after_its_deadline_completes() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        for ms in [0, 1, 3] {
+            let s = sleep(Duration::from_millis(ms));
+            // Not polled until well after its deadline.
+            std::thread::sleep(Duration::from_millis(5));
+            timeout(Duration::from_secs(10), s).await.expect("a late-polled sleep never fired");
+        }
+    });
+}
+
+#[test]
+fn timers_fire_while_the_executor_is_busy() {
+    // A task that always yields keeps every turn busy; the executor must still look at its
+    // timers (every few turns), so the sleep ends long before the spinner gives up.
+    const LIMIT: u64 = 50_000_000;
+    let rt = Runtime::builder().task_batch(1).build().unwrap();
+    rt.block_on(async {
+        let stop = Rc::new(std::cell::Cell::new(false));
+        let s = stop.clone();
+        let spinner = async_doca::spawn_local(async move {
+            for i in 0..LIMIT {
+                if s.get() {
+                    return i;
+                }
+                yield_now().await;
+            }
+            LIMIT
+        });
+        sleep(Duration::from_millis(5)).await;
+        stop.set(true);
+        assert!(spinner.await.unwrap() < LIMIT, "the sleep only fired once the executor was idle");
+    });
+}
+
+#[test]
 fn dropped_sleeps_do_not_wake_anyone() {
     let rt = Runtime::new().unwrap();
     rt.block_on(async {
@@ -883,6 +920,59 @@ fn wait_eq_buffers<B: 'static>(
         )
     })
     .with_buffers(bufs)
+}
+
+fn get_buffers<B: 'static>(
+    ctx: &Event,
+    bufs: B,
+) -> impl Future<Output = (async_doca::Result<[u64; 4]>, B)> + use<'_, B> {
+    let e = ctx.as_ptr().unwrap();
+    ctx.submit::<Get, _>("test.get", move |slot| {
+        let mut t = std::ptr::null_mut();
+        // SAFETY: live event; out_ptr(0) stays valid until the task completes.
+        alloc_result(
+            unsafe { sys::doca_sync_event_task_get_alloc_init(e, slot.out_ptr(0), slot.user_data(), &mut t) },
+            t,
+        )
+    })
+    .with_buffers(bufs)
+}
+
+#[test]
+fn buffers_released_inside_another_operations_poll_are_dropped_by_the_loop() {
+    // An operation's first poll may progress the PE inline, delivering other completions
+    // too. If one of them releases an orphaned slot, the buffers it kept (user code in their
+    // destructors) must not be dropped in the middle of that poll, but by the loop.
+    // Batch 2: the block_on future may complete two operations inline per poll.
+    let rt = Runtime::builder().task_batch(2).build().unwrap();
+    rt.block_on(async {
+        let ev = Rc::new(event(4)?);
+        ev.start().await?;
+        // Spend the poll's inline budget on two waits that cannot complete...
+        let mut w1 = wait_eq(&ev, 1000);
+        let mut w2 = wait_eq(&ev, 1001);
+        assert!(futures_lite::future::poll_once(&mut w1).await.is_none());
+        assert!(futures_lite::future::poll_once(&mut w2).await.is_none());
+        // ...so that this get stays in flight (its completion queued); drop it.
+        let released = Arc::new(AtomicBool::new(false));
+        let mut g = Box::pin(get_buffers(&ev, DropFlag(released.clone())));
+        assert!(futures_lite::future::poll_once(g.as_mut()).await.is_none());
+        drop(g);
+        assert!(!released.load(Ordering::SeqCst));
+        // The task's add progresses inline: the get's completion comes first.
+        let (e2, r2) = (ev.clone(), released.clone());
+        let t = async_doca::spawn_local(async move {
+            let v = notify_add(&e2, 1).await?;
+            Ok::<_, async_doca::Error>((v, r2.load(Ordering::SeqCst)))
+        });
+        let (v, dropped_inside) = t.await??;
+        assert_eq!(v, 0);
+        assert!(!dropped_inside, "kept buffers dropped inside another task's poll");
+        assert!(released.load(Ordering::SeqCst), "kept buffers not dropped after the completion");
+        drop((w1, w2));
+        Ok::<(), async_doca::Error>(())
+    })
+    .unwrap();
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Sync events as futures: every operation, back-pressure, cancellation, bad input, and the
 //! counter shared between executors and between processes.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -129,7 +130,14 @@ fn exhausted_task_pool_makes_operations_wait_not_fail() {
 
 #[test]
 fn dropping_an_operation_in_flight_is_harmless() {
-    rt("0")
+    // A get completes as soon as the PE is progressed, and an operation's first poll
+    // progresses the PE inline while the poll's budget lasts, which is the task batch. With a
+    // batch of 1, the wait below spends that budget, so the get stays in flight as wanted.
+    Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .task_batch(1)
+        .build()
+        .unwrap()
         .block_on(async {
             let dev = Device::open_default()?;
             let ev = SyncEvent::builder(&dev).max_tasks(1).build().await?;
@@ -215,6 +223,148 @@ fn ping_pong_between_two_executors() {
         b.await.unwrap().unwrap();
         assert_eq!(a.await.unwrap().unwrap(), 2 * ROUNDS);
     });
+}
+
+// ---------------------------------------------------------------------------------------
+// The inline completion fast path: an operation whose completion is ready right after its
+// submit returns on its first poll; a task doing that in a loop still yields regularly.
+
+#[test]
+fn an_operation_that_completes_at_submit_is_ready_on_its_first_poll() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let ev = SyncEvent::builder(&dev).build().await?;
+            ev.set(7).await?;
+            let got = futures_lite::future::poll_once(Box::pin(ev.get())).await;
+            assert_eq!(got.expect("completed inline").unwrap(), 7);
+            // A wait that cannot complete yet is still pending (and completes later).
+            let mut wait = Box::pin(ev.wait_eq(8));
+            assert!(futures_lite::future::poll_once(wait.as_mut()).await.is_none());
+            assert_eq!(ev.add(1).await?, 7);
+            bounded(wait).await?;
+            Ok::<_, async_doca::Error>(())
+        })
+        .unwrap();
+}
+
+/// Runs `spin` (a loop of operations that complete inline, stopping at `N` or when told to)
+/// beside a task that needs the executor: the loop must stop early, because the other task
+/// ran meanwhile; a loop that never yielded would reach `N` first.
+const SPIN_LIMIT: u64 = 200_000;
+
+async fn spin_until(ev: &SyncEvent, stop: &Cell<bool>) -> Result<u64> {
+    for i in 0..SPIN_LIMIT {
+        ev.add(1).await?;
+        if stop.get() {
+            return Ok(i);
+        }
+    }
+    Ok(SPIN_LIMIT)
+}
+
+#[test]
+fn a_task_whose_operations_complete_inline_does_not_starve_other_tasks() {
+    for batch in [1, 4, 64] {
+        Runtime::builder()
+            .cpus("0".parse().unwrap())
+            .task_batch(batch)
+            .build()
+            .unwrap()
+            .block_on(async {
+                let dev = Device::open_default()?;
+                let ev = Rc::new(SyncEvent::builder(&dev).build().await?);
+                let stop = Rc::new(Cell::new(false));
+                let spinner = {
+                    let (ev, stop) = (ev.clone(), stop.clone());
+                    spawn_local(async move { spin_until(&ev, &stop).await })
+                };
+                // A task that only yields, and one whose wait completes through the PE
+                // (the loop's drain): both finish while the spinner spins.
+                let yielder = spawn_local(async {
+                    for _ in 0..100 {
+                        async_doca::executor::yield_now().await;
+                    }
+                });
+                let waiter = {
+                    let ev = ev.clone();
+                    spawn_local(async move { bounded(ev.wait_gt(1000)).await })
+                };
+                yielder.await?;
+                assert!(waiter.await?? > 1000);
+                stop.set(true);
+                let spun = bounded(spinner).await??;
+                assert!(spun < SPIN_LIMIT, "batch {batch}: the spinning task starved the others");
+                Ok::<_, async_doca::Error>(())
+            })
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_block_on_future_whose_operations_complete_inline_does_not_starve_tasks() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let ev = SyncEvent::builder(&dev).build().await?;
+            let stop = Rc::new(Cell::new(false));
+            let s = stop.clone();
+            let _other = spawn_local(async move {
+                for _ in 0..100 {
+                    async_doca::executor::yield_now().await;
+                }
+                s.set(true);
+            });
+            assert!(spin_until(&ev, &stop).await? < SPIN_LIMIT, "the block_on future starved a task");
+            Ok::<_, async_doca::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn concurrent_operations_each_get_their_own_result() {
+    // Tasks interleave operations that complete inline and operations that take the loop's
+    // path (small batches exhaust the inline budget often): every add must see a distinct
+    // previous value, increasing within each task, and gets must see the total.
+    const TASKS: u64 = 8;
+    const ADDS: u64 = 500;
+    for batch in [1, 3, 64] {
+        Runtime::builder()
+            .cpus("0".parse().unwrap())
+            .task_batch(batch)
+            .build()
+            .unwrap()
+            .block_on(async {
+                let dev = Device::open_default()?;
+                let ev = Rc::new(SyncEvent::builder(&dev).max_tasks(4).build().await?);
+                let hs: Vec<_> = (0..TASKS)
+                    .map(|_| {
+                        let ev = ev.clone();
+                        spawn_local(async move {
+                            let mut seen = Vec::with_capacity(ADDS as usize);
+                            for _ in 0..ADDS {
+                                seen.push(ev.add(1).await?);
+                                if seen.len() % 50 == 0 {
+                                    assert!(ev.get().await? >= seen.len() as u64);
+                                }
+                            }
+                            Ok::<_, async_doca::Error>(seen)
+                        })
+                    })
+                    .collect();
+                let mut all = Vec::new();
+                for h in hs {
+                    let seen = bounded(async { h.await? }).await?;
+                    assert!(seen.windows(2).all(|w| w[0] < w[1]), "batch {batch}: out of order: {seen:?}");
+                    all.extend(seen);
+                }
+                all.sort_unstable();
+                assert_eq!(all, (0..TASKS * ADDS).collect::<Vec<u64>>(), "batch {batch}");
+                assert_eq!(ev.get().await?, TASKS * ADDS);
+                Ok::<_, async_doca::Error>(())
+            })
+            .unwrap();
+    }
 }
 
 mod cross_process {

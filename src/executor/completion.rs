@@ -162,6 +162,24 @@ pub(crate) struct Slots {
     /// Set when slots were leaked at shutdown: DOCA may still write them, so the chunks must
     /// never be freed.
     leaked: Cell<bool>,
+    /// While set (inline progress inside a task's poll, see `Core::progress_inline`), the
+    /// buffers kept by released orphaned slots are not dropped but moved to `deferred`:
+    /// their destructors are user code, which must not run in the middle of another task's
+    /// poll. The loop drops them after its next drain ([`Slots::drop_deferred`]).
+    defer: Cell<bool>,
+    deferred: RefCell<Vec<Box<dyn Any>>>,
+}
+
+/// See [`Slots::defer_drops`].
+pub(crate) struct DeferDrops<'a> {
+    slots: &'a Slots,
+    prev: bool,
+}
+
+impl Drop for DeferDrops<'_> {
+    fn drop(&mut self) {
+        self.slots.defer.set(self.prev);
+    }
 }
 
 fn slot_key(index: u32, generation: u32) -> u64 {
@@ -175,7 +193,25 @@ impl Slots {
             free_head: Cell::new(NONE),
             in_use: Cell::new(0),
             leaked: Cell::new(false),
+            defer: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Defers the drops of kept buffers until the guard is dropped and
+    /// [`drop_deferred`](Slots::drop_deferred) runs (see `defer`).
+    pub(crate) fn defer_drops(&self) -> DeferDrops<'_> {
+        DeferDrops { slots: self, prev: self.defer.replace(true) }
+    }
+
+    /// Drops the buffers whose drop was deferred (see `defer`).
+    pub(crate) fn drop_deferred(&self) {
+        if self.defer.get() || self.deferred.borrow().is_empty() {
+            return;
+        }
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        // Outside the borrow: a destructor may release more slots.
+        drop(deferred);
     }
 
     fn slot_at(&self, index: u32) -> Option<&Slot> {
@@ -206,8 +242,11 @@ impl Slots {
         chunks.push(NonNull::from(Box::leak(chunk)));
     }
 
-    /// Reserves a slot; returns its key.
-    pub(crate) fn reserve(&self) -> u64 {
+    /// Reserves a slot; returns its key and the slot. The pointer stays valid as long as the
+    /// table (chunks are never moved or freed before it), and the slot stays the caller's
+    /// until it releases it (only an orphaned slot is released by someone else: the
+    /// completion callback).
+    fn reserve(&self) -> (u64, NonNull<Slot>) {
         if self.free_head.get() == NONE {
             self.grow();
         }
@@ -219,12 +258,20 @@ impl Slots {
         // SAFETY: the slot was free, so nobody (DOCA included) holds a pointer into it.
         unsafe { *slot.out.get() = [0; OUT_WORDS] };
         self.in_use.set(self.in_use.get() + 1);
-        slot_key(index, slot.generation.get())
+        (slot_key(index, slot.generation.get()), NonNull::from(slot))
     }
 
     /// Returns a slot to the free list, dropping its waker and keep-alive afterwards.
     fn release(&self, key: u64) {
-        let Some(slot) = self.get(key) else { return };
+        if let Some(slot) = self.get(key) {
+            self.release_slot(key, slot);
+        }
+    }
+
+    /// [`release`](Slots::release) of a slot already looked up: `slot` is the live slot of
+    /// `key`.
+    fn release_slot(&self, key: u64, slot: &Slot) {
+        debug_assert!(slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free);
         let waker = slot.waker.take();
         let keep = slot.keepalive.take();
         slot.state.set(SlotState::Free);
@@ -239,7 +286,10 @@ impl Slots {
         self.in_use.set(self.in_use.get() - 1);
         // Arbitrary destructors run last, when the table is consistent again.
         drop(waker);
-        drop(keep);
+        match keep {
+            Some(k) if self.defer.get() => self.deferred.borrow_mut().push(k),
+            keep => drop(keep),
+        }
     }
 
     /// Leaks every slot whose task DOCA may still own (shutdown, contexts that never
@@ -268,6 +318,11 @@ impl Slots {
     #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {
         self.in_use.get()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn reserve_for_test(&self) -> u64 {
+        self.reserve().0
     }
 
     #[cfg(test)]
@@ -436,6 +491,10 @@ impl WaiterList {
     pub(crate) fn wake_all(&self) {
         // A new epoch even when nobody waits: `TaskFreed` compares epochs to see events.
         self.epoch.set(self.epoch.get().wrapping_add(1));
+        if self.wakers.borrow().is_empty() {
+            // The common case (every completion calls this): nothing to take or wake.
+            return;
+        }
         let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
         for w in wakers {
             w.wake();
@@ -472,7 +531,11 @@ enum Stage<T> {
 pub struct TaskFuture<'a, K: TaskKind, A> {
     core: Rc<Core>,
     ctx: Rc<CtxRecord>,
+    /// The key of the operation's slot (its task's user data) ...
     slot: u64,
+    /// ... and the slot itself, ours until `finish` or `abandon` release it (see
+    /// `Slots::reserve`); `core` keeps the table alive.
+    slot_ref: NonNull<Slot>,
     op: &'static str,
     stage: Stage<K::Task>,
     alloc: Option<A>,
@@ -486,14 +549,35 @@ impl<K: TaskKind, A> Unpin for TaskFuture<'_, K, A> {}
 
 impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     pub(crate) fn new(core: Rc<Core>, ctx: Rc<CtxRecord>, op: &'static str, alloc: A) -> Self {
-        let slot = core.slots.reserve();
-        TaskFuture { core, ctx, slot, op, stage: Stage::Alloc, alloc: Some(alloc), ticket: None, _ctx: PhantomData }
+        let (slot, slot_ref) = core.slots.reserve();
+        TaskFuture {
+            core,
+            ctx,
+            slot,
+            slot_ref,
+            op,
+            stage: Stage::Alloc,
+            alloc: Some(alloc),
+            ticket: None,
+            _ctx: PhantomData,
+        }
+    }
+
+    /// The operation's slot. Only called before the slot is released (every stage but
+    /// `Finished`).
+    fn slot(&self) -> &Slot {
+        debug_assert!(!matches!(self.stage, Stage::Finished));
+        // SAFETY: `slot_ref` came from `Slots::reserve` of `self.core`'s table, which `core`
+        // keeps alive and which never moves or frees a chunk while alive; the slot is ours
+        // until `finish` or `abandon` releases it, and both leave the `Finished` stage, in
+        // which this is not called. Slots are only used through shared references.
+        unsafe { self.slot_ref.as_ref() }
     }
 
     fn task_slot(&self) -> TaskSlot {
-        let out = match self.core.slots.get(self.slot) {
-            Some(s) => s.out_ptr(),
-            None => std::ptr::null_mut(),
+        let out = match self.stage {
+            Stage::Finished => std::ptr::null_mut(),
+            _ => self.slot().out_ptr(),
         };
         TaskSlot { user_data: sys::doca_data::from_u64(self.slot), out }
     }
@@ -516,9 +600,11 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     }
 
     fn finish(&mut self, r: Result<TaskOutput>) -> Poll<Result<TaskOutput>> {
+        if !matches!(self.stage, Stage::Finished) {
+            self.core.slots.release_slot(self.slot, self.slot());
+        }
         self.stage = Stage::Finished;
         self.alloc = None;
-        self.core.slots.release(self.slot);
         Poll::Ready(r)
     }
 
@@ -528,8 +614,7 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
 
     /// Whether DOCA owns the task right now (submitted and not completed).
     fn in_flight(&self) -> bool {
-        matches!(self.stage, Stage::InFlight)
-            && self.core.slots.get(self.slot).is_some_and(|s| s.state.get() == SlotState::InFlight)
+        matches!(self.stage, Stage::InFlight) && self.slot().state.get() == SlotState::InFlight
     }
 
     /// Gives up the operation (the future is being dropped). In flight: the slot becomes
@@ -537,25 +622,32 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     /// released now, an allocated but unsubmitted task first (before `keep`, which may hold
     /// memory the task references).
     fn abandon(&mut self, keep: Option<Box<dyn Any>>) {
+        if matches!(self.stage, Stage::Finished) {
+            drop(keep);
+            return;
+        }
+        // SAFETY: as in `slot` (not `Finished`); the reference is not used after the slot
+        // is released or handed to the callback (orphaned).
+        let slot = unsafe { self.slot_ref.as_ref() };
         match std::mem::replace(&mut self.stage, Stage::Finished) {
             Stage::Finished => {}
-            Stage::Alloc => self.core.slots.release(self.slot),
+            Stage::Alloc => self.core.slots.release_slot(self.slot, slot),
             Stage::Submit(task) => {
                 // SAFETY: allocated, never submitted: still ours, and not used afterwards.
                 unsafe { K::free(task) };
                 self.ctx.task_freed();
-                self.core.slots.release(self.slot);
+                self.core.slots.release_slot(self.slot, slot);
             }
-            Stage::InFlight => match self.core.slots.get(self.slot) {
-                Some(slot) if slot.state.get() == SlotState::InFlight => {
+            Stage::InFlight => {
+                if slot.state.get() == SlotState::InFlight {
                     slot.state.set(SlotState::Orphaned);
                     drop(slot.waker.take());
                     slot.keepalive.set(keep);
                     return;
                 }
                 // Completed but not polled: DOCA is done with everything.
-                _ => self.core.slots.release(self.slot),
-            },
+                self.core.slots.release_slot(self.slot, slot);
+            }
         }
         drop(keep);
     }
@@ -607,22 +699,24 @@ where
                     // The slot is marked in flight before the call, so that a completion
                     // delivered from inside submit (DOCA delivers them from progress, but a
                     // provider that did otherwise) still finds it.
-                    let slot = self.core.slots.get(self.slot);
-                    if let Some(s) = slot {
-                        s.state.set(SlotState::InFlight);
-                    }
+                    self.slot().state.set(SlotState::InFlight);
                     // SAFETY: `task` is a live task of kind K that we allocated and still own.
                     let rc = unsafe { sys::doca_task_submit(K::as_task(task)) };
                     match rc {
                         sys::DOCA_SUCCESS => {
                             // DOCA owns the task now; the slot receives its completion.
                             self.stage = Stage::InFlight;
+                            // The fast path: many tasks complete at once (the completion is
+                            // queued at submit and delivered by the next progress); collect it
+                            // now rather than return Pending and be woken and polled again.
+                            // The slot's waker is not set yet, so the callback wakes nobody.
+                            // Either way the InFlight stage below decides.
+                            let slot = self.slot();
+                            self.core.progress_inline(|| slot.state.get() == SlotState::Done);
                         }
                         rc => {
                             // Not submitted: the task is still ours, the slot is not in flight.
-                            if let Some(s) = slot {
-                                s.state.set(SlotState::Reserved);
-                            }
+                            self.slot().state.set(SlotState::Reserved);
                             if matches!(rc, sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY)
                                 && self.ctx.outstanding() > 1
                             {
@@ -633,7 +727,8 @@ where
                             // A failed submit leaves the task with us: free it.
                             // SAFETY: we own the unsubmitted task; not used afterwards.
                             unsafe { K::free(task) };
-                            self.stage = Stage::Finished;
+                            // The task is gone, the slot is still ours (released by `finish`).
+                            self.stage = Stage::Alloc;
                             self.ctx.task_freed();
                             let e = self.err(rc, "submit");
                             return self.finish(Err(e));
@@ -641,11 +736,7 @@ where
                     }
                 }
                 Stage::InFlight => {
-                    let Some(slot) = self.core.slots.get(self.slot) else {
-                        let e = Error::new(ErrorKind::Other, format!("{}: completion slot lost", self.op));
-                        self.stage = Stage::Finished;
-                        return Poll::Ready(Err(e));
-                    };
+                    let slot = self.slot();
                     if slot.state.get() == SlotState::Done {
                         let status = slot.status.get();
                         // SAFETY: `Done`: DOCA no longer writes the area.

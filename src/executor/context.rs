@@ -297,6 +297,9 @@ unsafe extern "C" fn ctx_state_cb(
 ) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         with_current(|core| {
+            // This may run inside doca_ctx_start/stop rather than progress: still a callback,
+            // from which nothing may progress the PE (see `Core::progress_inline`).
+            let _inside = core.enter_progress();
             if let Some(rec) = core.ctxs.get(user_data.as_u64()) {
                 // Waiters re-read the state with doca_ctx_get_state; this only wakes them.
                 rec.state_waiters.wake_all();

@@ -13,7 +13,8 @@
 //!   `Runnable` to the injection queue and notify.
 //!
 //! The loop (one turn): consume remote notifications → run up to `task_batch` tasks →
-//! drain the PE → fire due timers → retire stopped contexts → if nothing happened: spin for
+//! drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`] turns, or at once when the
+//! idle spin or `poll` saw one due: each look reads the clock) → retire stopped contexts → if nothing happened: spin for
 //! the idle budget, then arm the PE, drain it once more (closing the arm race), announce
 //! sleep ([`ParkState::try_sleep`]) and block in `mio::Poll::poll` until the next timer
 //! deadline → clear the PE notification → next turn. There is no fixed sleep anywhere;
@@ -40,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskCx, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use async_task::Runnable;
+use super::task::Runnable;
 use crossbeam_queue::SegQueue;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
@@ -56,6 +57,19 @@ use crate::error::{Error, Result};
 
 /// How long shutdown may wait for tasks to be dropped and contexts to reach IDLE.
 pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
+
+/// How many `doca_pe_progress` calls an operation may make inline, right after its submit
+/// (see [`Core::progress_inline`]). Small: its completion is normally the first (or only)
+/// one queued; if others are ahead of it, the operation takes the normal path.
+const INLINE_PROGRESS: usize = 4;
+
+/// A turn looks at the timers only every this many turns: a look costs a clock read (~25 ns
+/// on a VM), which would otherwise be paid twice per wake-up (the turn that runs the woken
+/// task, and the empty turn before the executor spins again). An idle executor looks at
+/// them anyway: the spin every 16 rounds, `park` through its `poll` timeout; either forces
+/// a look in the next turn when a timer is due. So a due timer is late by at most this
+/// many busy turns (or 16 spin rounds).
+const TIMER_CHECK_TURNS: u32 = 8;
 
 const WAKER_TOKEN: Token = Token(0);
 const PE_TOKEN: Token = Token(1);
@@ -218,17 +232,29 @@ pub(crate) fn in_executor() -> bool {
 }
 
 /// The schedule function of every task: to the owner's local queue when called on the
-/// owner's thread (no atomics), otherwise to its injection queue plus a notification.
-pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable) {
+/// owner's thread (no atomics), otherwise to its injection queue plus a notification. The
+/// owner is found in the task's metadata, so this function captures nothing: async-task
+/// then lets a waker that is woken by value hand its reference to the runnable (no
+/// reference-count increment and decrement per wake-up).
+pub(crate) fn schedule(runnable: Runnable) {
+    let Some(owner) = runnable.metadata().owner().map(|s| s as *const Shared) else {
+        // A task without an executor (a handle cancelled at spawn) is never scheduled;
+        // dropping the runnable would cancel it anyway.
+        drop_quietly(runnable);
+        return;
+    };
     let mut runnable = Some(runnable);
     with_current(|core| {
-        if ptr::eq(&*core.shared, &**shared) {
+        if ptr::eq(&*core.shared, owner) {
             if let Some(r) = runnable.take() {
                 core.queue.borrow_mut().push_back(r);
             }
         }
     });
     if let Some(r) = runnable {
+        // The executor may run and free the task (and with it the metadata's reference to
+        // `Shared`) as soon as it is pushed: keep a reference of our own until we are done.
+        let shared = r.metadata().shared().cloned().expect("checked above");
         shared.schedule_remote(r);
     }
 }
@@ -282,9 +308,18 @@ pub(crate) struct Core {
     pub(crate) ctxs: Contexts,
     config: Config,
     pub(crate) runtime: Option<Handle>,
-    /// Set while `doca_pe_progress` runs: DOCA forbids some calls from callbacks, so work
-    /// such as destroying a context is deferred until progress returns.
+    /// Set while `doca_pe_progress` runs (from the loop or inline) and while a state-change
+    /// callback runs: DOCA forbids some calls from callbacks (progress itself, destroying a
+    /// context), so such work is refused or deferred until progress returns.
     in_progress: Cell<bool>,
+    /// What the task (or main future) being polled may still do inline, without going back
+    /// to the loop: completing an operation by progressing the PE from its poll
+    /// ([`Core::progress_inline`]). Set before each poll to what is left of the turn's
+    /// `task_batch`, so inline work counts like task polls and the PE, the timers and the
+    /// other tasks are still served every `task_batch` units; 0 outside a poll.
+    budget: Cell<usize>,
+    /// Turns since the timers were last looked at (see [`TIMER_CHECK_TURNS`]).
+    busy_turns: Cell<u32>,
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
     /// The injection queue may hold work: set whenever a notification is consumed (every
@@ -330,6 +365,8 @@ impl Core {
             config: Config { idle: config.idle, task_batch: config.task_batch.max(1) },
             runtime,
             in_progress: Cell::new(false),
+            budget: Cell::new(0),
+            busy_turns: Cell::new(0),
             main_woken_local: Cell::new(false),
             inject_pending: Cell::new(false),
             closing: Cell::new(false),
@@ -345,6 +382,54 @@ impl Core {
 
     pub(crate) fn in_progress(&self) -> bool {
         self.in_progress.get()
+    }
+
+    /// Marks the thread as inside a DOCA callback (or progress) until the guard drops; see
+    /// `in_progress`. Nests: the previous value is restored.
+    pub(crate) fn enter_progress(&self) -> InProgress<'_> {
+        InProgress { core: self, prev: self.in_progress.replace(true) }
+    }
+
+    /// Whether this core is the executor running on this thread.
+    #[inline]
+    fn is_current(&self) -> bool {
+        CURRENT.try_with(|c| ptr::eq(c.get(), self)).unwrap_or(false)
+    }
+
+    /// The inline completion fast path: called by an operation right after a successful
+    /// `doca_task_submit`, from its future's poll. Progresses the PE up to
+    /// [`INLINE_PROGRESS`] times while it has work, until `done()` (the operation's slot is
+    /// complete); returns whether it is. The future then returns `Ready` at once instead of
+    /// `Pending`, a trip round the loop and a re-poll.
+    ///
+    /// Completions of other operations delivered meanwhile wake their tasks as usual (their
+    /// callbacks run no user code: they store results and wake wakers; slots released
+    /// here drop their kept buffers later, from the loop). Refused when not allowed or not
+    /// useful:
+    /// * inside `doca_pe_progress` or a DOCA callback (DOCA forbids progress from there);
+    /// * when this core is not the executor running on this thread (the callbacks would
+    ///   look for their slots in another executor's table), or it is shutting down;
+    /// * when the poll's `budget` is spent: a task that keeps submitting operations that
+    ///   complete at once then goes `Pending` every `task_batch` operations, like a task
+    ///   that yields, so it cannot starve the other tasks, the PE or the timers.
+    pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
+        let budget = self.budget.get();
+        if budget == 0 || self.in_progress.get() || self.closing.get() || !self.pe_alive.get() || !self.is_current() {
+            return false;
+        }
+        self.budget.set(budget - 1);
+        let _inside = self.enter_progress();
+        let _defer = self.slots.defer_drops();
+        let pe = self.pe.borrow();
+        for _ in 0..INLINE_PROGRESS {
+            if !pe.progress() {
+                return false;
+            }
+            if done() {
+                return true;
+            }
+        }
+        false
     }
 
     pub(crate) fn is_closing(&self) -> bool {
@@ -412,7 +497,10 @@ impl Core {
         let mut cx = TaskCx::from_waker(&waker);
         loop {
             if self.take_main_woken(&main) {
-                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                self.budget.set(self.config.task_batch);
+                let polled = fut.as_mut().poll(&mut cx);
+                self.budget.set(0);
+                if let Poll::Ready(v) = polled {
                     return Some(v);
                 }
             }
@@ -438,7 +526,7 @@ impl Core {
         }
         let ran = self.run_tasks();
         let progressed = self.drain_pe();
-        let fired = self.timers.fire_due();
+        let fired = self.fire_timers();
         if ran > 0 || progressed > 0 || fired > 0 || self.has_ready(main) {
             return;
         }
@@ -453,6 +541,24 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Fires the due timers if enough turns went by since the last look, or a look was
+    /// asked for (see [`TIMER_CHECK_TURNS`]); returns how many fired.
+    fn fire_timers(&self) -> usize {
+        let turns = self.busy_turns.get() + 1;
+        if turns >= TIMER_CHECK_TURNS {
+            self.busy_turns.set(0);
+            self.timers.fire_due()
+        } else {
+            self.busy_turns.set(turns);
+            0
+        }
+    }
+
+    /// Makes the next turn look at the timers (one is due, or may be).
+    fn timers_need_check(&self) {
+        self.busy_turns.set(TIMER_CHECK_TURNS);
     }
 
     /// Moves remote work to the local queue and runs up to `task_batch` runnables.
@@ -474,9 +580,12 @@ impl Core {
             // The borrow ends before `run`: the task may schedule itself or others.
             let next = self.queue.borrow_mut().pop_front();
             let Some(r) = next else { break };
+            // The task may spend what is left of the batch on inline work (see `budget`).
+            let left = batch - n - 1;
+            self.budget.set(left);
             // Never unwinds: the task wrapper catches panics of the future.
             r.run();
-            n += 1;
+            n += 1 + (left - self.budget.replace(0));
         }
         n
     }
@@ -492,29 +601,55 @@ impl Core {
         if !self.pe_active() {
             return 0;
         }
-        self.in_progress.set(true);
-        let n = self.pe.borrow().drain();
-        self.in_progress.set(false);
+        let n = {
+            let _inside = self.enter_progress();
+            self.pe.borrow().drain()
+        };
+        self.slots.drop_deferred();
         self.ctxs.maintain(self);
         n
     }
 
+    /// One `doca_pe_progress` call (callbacks run inside), then the context work that
+    /// callbacks deferred. Returns whether there was work.
+    fn progress_once(&self) -> bool {
+        if !self.pe_active() {
+            return false;
+        }
+        let did = {
+            let _inside = self.enter_progress();
+            self.pe.borrow().progress()
+        };
+        self.slots.drop_deferred();
+        self.ctxs.maintain(self);
+        did
+    }
+
     /// Busy-waits for work, for at most `budget` (forever if `None`). Returns whether work
     /// showed up.
+    ///
+    /// The PE is progressed one call at a time, not drained: as soon as one unit of work
+    /// was done (typically a completion that woke a task) the loop goes back to run the
+    /// task, which is what a waiting task's latency is made of; the turn after it drains
+    /// the PE fully.
     fn spin(&self, main: &MainWaker, budget: Option<Duration>) -> bool {
-        let start = Instant::now();
+        // The clock is read only when there is a budget to measure.
+        let start = budget.map(|_| Instant::now());
         let mut i: u32 = 0;
         loop {
-            if self.has_ready(main) || self.drain_pe() > 0 {
+            if self.has_ready(main) || self.progress_once() {
                 return true;
             }
             i = i.wrapping_add(1);
-            if i % 16 == 0 {
+            // Every 16 rounds, the clock: for the timers, and for the budget. Not when
+            // there is neither.
+            if i % 16 == 0 && (start.is_some() || !self.timers.is_empty()) {
                 let now = Instant::now();
                 if self.timers.is_due(now) {
+                    self.timers_need_check();
                     return true;
                 }
-                if let Some(b) = budget {
+                if let (Some(b), Some(start)) = (budget, start) {
                     if now.duration_since(start) >= b {
                         return false;
                     }
@@ -552,6 +687,9 @@ impl Core {
         }
         let timeout = self.timers.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
         self.poll(timeout);
+        if timeout.is_some() {
+            self.timers_need_check();
+        }
         self.take_notifications();
         if pe_active {
             self.clear_pe();
@@ -653,6 +791,7 @@ impl Core {
 
         // 4. Completion slots still pending belong to contexts that never stopped: the
         // provider may still write their memory, so it is leaked, not freed.
+        self.slots.drop_deferred();
         let pending = self.slots.leak_pending();
         if pending > 0 {
             report(&format!("shutdown: leaking {pending} completion slot(s) of tasks that never completed"));
@@ -698,6 +837,18 @@ impl std::fmt::Debug for Core {
             .field("queued", &self.queue.try_borrow().map(|q| q.len()).ok())
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// See [`Core::enter_progress`].
+pub(crate) struct InProgress<'a> {
+    core: &'a Core,
+    prev: bool,
+}
+
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        self.core.in_progress.set(self.prev);
     }
 }
 

@@ -490,7 +490,8 @@ where
 {
     // The runnable is dropped right here, which cancels the task: the future never runs and
     // the handle reports cancellation.
-    let (runnable, task) = async_task::spawn(async move { Ok(fut.await) }, |_r| {});
+    let builder = async_task::Builder::new().metadata(task::TaskMeta::new(None));
+    let (runnable, task) = builder.spawn(move |_| async move { Ok(fut.await) }, local::schedule);
     drop(runnable);
     JoinHandle::new(task)
 }

@@ -68,6 +68,14 @@ impl<T> Slab<T> {
         }
     }
 
+    pub(crate) fn get_mut(&mut self, k: u64) -> Option<&mut T> {
+        let (index, generation) = split(k);
+        match self.entries.get_mut(index) {
+            Some(Entry::Occupied { generation: g, value }) if *g == generation => Some(value),
+            _ => None,
+        }
+    }
+
     /// Removes the entry of `k`; `None` if the key is stale or unknown.
     pub(crate) fn remove(&mut self, k: u64) -> Option<T> {
         let (index, generation) = split(k);

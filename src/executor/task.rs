@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskCx, Poll};
 
-use async_task::FallibleTask;
+use async_task::{Builder, FallibleTask};
 use pin_project_lite::pin_project;
 
 use super::local::{self, with_current, Core, Shared};
@@ -32,6 +32,30 @@ use crate::error::{Error, ErrorKind, Result};
 /// The output of a task as stored in its allocation: the future's output, or the message of
 /// the panic that ended it.
 pub(crate) type TaskOutput<T> = std::result::Result<T, String>;
+
+/// What every task carries in its allocation: the executor it belongs to (`None` only for a
+/// task cancelled at spawn, which is never scheduled). Kept here rather than captured by
+/// the schedule function, which thereby has no state (see [`local::schedule`]).
+pub(crate) struct TaskMeta {
+    shared: Option<Arc<Shared>>,
+}
+
+impl TaskMeta {
+    pub(crate) fn new(shared: Option<Arc<Shared>>) -> TaskMeta {
+        TaskMeta { shared }
+    }
+
+    pub(crate) fn shared(&self) -> Option<&Arc<Shared>> {
+        self.shared.as_ref()
+    }
+
+    pub(crate) fn owner(&self) -> Option<&Shared> {
+        self.shared.as_deref()
+    }
+}
+
+/// The runnable of one of our tasks.
+pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
 
 pin_project! {
     /// The wrapper of every task future. See the module documentation.
@@ -157,8 +181,7 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let shared = core.shared.clone();
-    let fut = Tracked::new(fut, shared.id);
+    let fut = Tracked::new(fut, core.shared.id);
     // SAFETY: async-task requires that the runnable of a `!Send` future be run and dropped
     // on the spawning thread. This is the executor's thread (`core` is the current executor):
     // the first runnable goes straight to its local queue, and `schedule` routes every later
@@ -166,9 +189,10 @@ where
     // exception, the `Notify::Closed` path of `Shared::unpark`, cannot see this task: its
     // runnable reaches the injection queue only through a remote wake or cancel of a task
     // that already ran, and shutdown cancels (drops, on this thread) every such task before
-    // closing the queue. The schedule closure is `Send + Sync + 'static` (an `Arc<Shared>`)
-    // and the future is `'static`.
-    let (runnable, task) = unsafe { async_task::spawn_unchecked(fut, move |r| local::schedule(&shared, r)) };
+    // closing the queue. The schedule function and the metadata (an `Arc<Shared>`) are
+    // `Send + Sync + 'static`, and so is the future.
+    let builder = Builder::new().metadata(TaskMeta::new(Some(core.shared.clone())));
+    let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
     core.push_local(runnable);
     JoinHandle::new(task)
 }
@@ -179,8 +203,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let s = shared.clone();
-    let (runnable, task) = async_task::spawn(Tracked::new(fut, shared.id), move |r| local::schedule(&s, r));
+    let fut = Tracked::new(fut, shared.id);
+    let builder = Builder::new().metadata(TaskMeta::new(Some(shared.clone())));
+    let (runnable, task) = builder.spawn(move |_| fut, local::schedule);
     runnable.schedule();
     JoinHandle::new(task)
 }
@@ -192,7 +217,6 @@ where
     Fut: Future + 'static,
     Fut::Output: Send + 'static,
 {
-    let s = shared.clone();
     let fut = Tracked::new(SpawnOn::Factory { factory: Some(factory) }, shared.id);
     // SAFETY: the future is `!Send` only in its `Running` state. It leaves this thread in its
     // `Factory` state (which holds nothing but the `Send` factory) inside the runnable, and is
@@ -200,8 +224,10 @@ where
     // runnable of the task is routed to that executor's queues and run or dropped by its
     // thread (see `spawn_local_in` for the argument, including the closed-queue path, which
     // only ever drops never-polled tasks, i.e. `Factory` states). The output is `Send`, as
-    // the `JoinHandle` may be awaited anywhere; the schedule closure is `Send + Sync`.
-    let (runnable, task) = unsafe { async_task::spawn_unchecked(fut, move |r| local::schedule(&s, r)) };
+    // the `JoinHandle` may be awaited anywhere; the schedule function and the metadata are
+    // `Send + Sync`.
+    let builder = Builder::new().metadata(TaskMeta::new(Some(shared.clone())));
+    let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
     runnable.schedule();
     JoinHandle::new(task)
 }
@@ -237,11 +263,11 @@ where
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub struct JoinHandle<T> {
-    task: Option<FallibleTask<TaskOutput<T>>>,
+    task: Option<FallibleTask<TaskOutput<T>, TaskMeta>>,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(task: async_task::Task<TaskOutput<T>>) -> JoinHandle<T> {
+    pub(crate) fn new(task: async_task::Task<TaskOutput<T>, TaskMeta>) -> JoinHandle<T> {
         JoinHandle { task: Some(task.fallible()) }
     }
 

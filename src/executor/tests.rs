@@ -7,7 +7,7 @@ use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use super::completion::{Slots, Ticket, WaiterList};
-use super::local::with_current;
+use super::local::{current_rc, with_current};
 use super::{spawn_local, time, yield_now, Runtime};
 
 struct CountWake(std::sync::atomic::AtomicUsize);
@@ -26,8 +26,8 @@ fn counting_waker() -> (Arc<CountWake>, Waker) {
 fn slots_are_recycled_without_growing() {
     let slots = Slots::new();
     for _ in 0..10_000 {
-        let a = slots.reserve();
-        let b = slots.reserve();
+        let a = slots.reserve_for_test();
+        let b = slots.reserve_for_test();
         assert_ne!(a, b);
         slots.release_for_test(a);
         slots.release_for_test(b);
@@ -39,16 +39,16 @@ fn slots_are_recycled_without_growing() {
 #[test]
 fn slot_keys_are_generational() {
     let slots = Slots::new();
-    let a = slots.reserve();
+    let a = slots.reserve_for_test();
     slots.release_for_test(a);
-    let b = slots.reserve();
+    let b = slots.reserve_for_test();
     assert_eq!(a & 0xffff_ffff, b & 0xffff_ffff, "same slot reused");
     assert_ne!(a, b, "with a new generation");
     assert!(!slots.is_live_for_test(a), "a stale key finds nothing");
     assert!(slots.is_live_for_test(b));
     // Result areas have stable addresses while reserved, across growth of the table.
     let p = slots.out_ptr_for_test(b);
-    let many: Vec<u64> = (0..1000).map(|_| slots.reserve()).collect();
+    let many: Vec<u64> = (0..1000).map(|_| slots.reserve_for_test()).collect();
     assert_eq!(slots.out_ptr_for_test(b), p);
     for k in many {
         slots.release_for_test(k);
@@ -106,6 +106,27 @@ fn tasks_that_never_pend_are_never_registered() {
         }
         // Only the block_on future itself is not a task: nothing was registered meanwhile.
         assert_eq!(seen.get(), 0);
+    });
+}
+
+#[test]
+fn operations_never_progress_the_pe_from_inside_progress() {
+    // DOCA forbids calling progress from a callback: the inline completion fast path must
+    // refuse while the executor is inside progress (or a callback), and the operation then
+    // completes through the loop.
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async {
+        let dev = crate::Device::open_default().unwrap();
+        let ev = crate::sync_event::SyncEvent::builder(&dev).build().await.unwrap();
+        let mut get = Box::pin(ev.get());
+        let core = current_rc().unwrap();
+        {
+            let _inside = core.enter_progress();
+            assert!(futures_lite::future::poll_once(get.as_mut()).await.is_none(), "progressed inside progress");
+        }
+        assert_eq!(get.await.unwrap(), 0);
+        // Outside progress, the same operation completes on its first poll.
+        assert_eq!(futures_lite::future::poll_once(Box::pin(ev.get())).await.unwrap().unwrap(), 0);
     });
 }
 

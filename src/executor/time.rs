@@ -1,17 +1,19 @@
 //! Timers: [`sleep`], [`sleep_until`], [`timeout`], on each executor's own timer queue.
 //!
-//! Each executor keeps its pending timers in an ordered map (deadline, sequence number) →
-//! waker, on its own thread. The earliest deadline becomes the timeout of the executor's
-//! `poll`, so a sleeping executor wakes exactly when its next timer is due (rounded up to the
-//! millisecond by `epoll`); there is no timer thread and no periodic tick.
+//! Each executor keeps its pending timers on its own thread, in a binary min-heap ordered
+//! by (deadline, registration sequence number) whose entries know their position, so that
+//! cancelling a timer (what every [`timeout`] whose future finishes first does) removes it at
+//! once, in O(log n), and registering and cancelling allocate nothing in steady state.
+//! Timers fire in (deadline, registration) order. The earliest deadline becomes the timeout
+//! of the executor's `poll`, so a sleeping executor wakes exactly when its next timer is due
+//! (rounded up to the millisecond by `epoll`); there is no timer thread and no periodic tick.
 //!
 //! [`Sleep`] and [`Timeout`] are `Send` (they hold no executor state, only a key), so they
 //! can be used in tasks spawned with [`spawn`](crate::spawn). They must be polled inside an
 //! async-doca executor. A `Sleep` registers its deadline with the executor that polls it and
 //! removes it when dropped.
 
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,32 +23,117 @@ use std::time::{Duration, Instant};
 use pin_project_lite::pin_project;
 
 use super::local::with_current;
+use super::slab::Slab;
 use crate::error::{Error, ErrorKind};
 
-/// The timer queue of one executor (executor-thread only).
+/// The timer queue of one executor (executor-thread only). See the module documentation.
 pub(crate) struct Timers {
-    map: RefCell<BTreeMap<(Instant, u64), Waker>>,
-    seq: Cell<u64>,
+    inner: RefCell<Queue>,
+}
+
+struct Entry {
+    waker: Waker,
+    /// Where the timer is in `Queue::heap`.
+    pos: usize,
+}
+
+#[derive(Clone, Copy)]
+struct HeapEntry {
+    deadline: Instant,
+    seq: u64,
+    key: u64,
+}
+
+impl HeapEntry {
+    fn before(&self, other: &HeapEntry) -> bool {
+        (self.deadline, self.seq) < (other.deadline, other.seq)
+    }
+}
+
+struct Queue {
+    /// The live timers, by key.
+    entries: Slab<Entry>,
+    /// A binary min-heap of the live timers; `entries[key].pos` is each one's index here.
+    heap: Vec<HeapEntry>,
+    seq: u64,
+}
+
+impl Queue {
+    fn set(&mut self, pos: usize, e: HeapEntry) {
+        self.heap[pos] = e;
+        if let Some(entry) = self.entries.get_mut(e.key) {
+            entry.pos = pos;
+        }
+    }
+
+    fn sift_up(&mut self, mut pos: usize) {
+        let e = self.heap[pos];
+        while pos > 0 {
+            let parent = (pos - 1) / 2;
+            if !e.before(&self.heap[parent]) {
+                break;
+            }
+            let p = self.heap[parent];
+            self.set(pos, p);
+            pos = parent;
+        }
+        self.set(pos, e);
+    }
+
+    fn sift_down(&mut self, mut pos: usize) {
+        let e = self.heap[pos];
+        let len = self.heap.len();
+        loop {
+            let left = 2 * pos + 1;
+            if left >= len {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < len && self.heap[right].before(&self.heap[left]) { right } else { left };
+            if !self.heap[child].before(&e) {
+                break;
+            }
+            let c = self.heap[child];
+            self.set(pos, c);
+            pos = child;
+        }
+        self.set(pos, e);
+    }
+
+    /// Removes the heap entry at `pos` (its slab entry is the caller's business).
+    fn remove_at(&mut self, pos: usize) {
+        let last = self.heap.pop().expect("remove_at on an empty timer heap");
+        if pos < self.heap.len() {
+            self.set(pos, last);
+            self.sift_down(pos);
+            self.sift_up(pos);
+        }
+    }
 }
 
 impl Timers {
     pub(crate) fn new() -> Timers {
-        Timers { map: RefCell::new(BTreeMap::new()), seq: Cell::new(0) }
+        Timers { inner: RefCell::new(Queue { entries: Slab::new(), heap: Vec::new(), seq: 0 }) }
     }
 
+    /// Registers a timer; returns its key.
     fn register(&self, deadline: Instant, waker: Waker) -> u64 {
-        let seq = self.seq.get().wrapping_add(1);
-        self.seq.set(seq);
-        self.map.borrow_mut().insert((deadline, seq), waker);
-        seq
+        let mut q = self.inner.borrow_mut();
+        q.seq = q.seq.wrapping_add(1);
+        let seq = q.seq;
+        let pos = q.heap.len();
+        let key = q.entries.insert(Entry { waker, pos });
+        q.heap.push(HeapEntry { deadline, seq, key });
+        q.sift_up(pos);
+        key
     }
 
     /// Refreshes the waker of a registered timer; `false` if it already fired.
-    fn update(&self, deadline: Instant, seq: u64, waker: &Waker) -> bool {
-        match self.map.borrow_mut().get_mut(&(deadline, seq)) {
-            Some(w) => {
-                if !w.will_wake(waker) {
-                    w.clone_from(waker);
+    fn update(&self, key: u64, waker: &Waker) -> bool {
+        match self.inner.borrow_mut().entries.get_mut(key) {
+            Some(e) => {
+                if !e.waker.will_wake(waker) {
+                    e.waker.clone_from(waker);
                 }
                 true
             }
@@ -54,25 +141,36 @@ impl Timers {
         }
     }
 
-    fn cancel(&self, deadline: Instant, seq: u64) {
-        let w = self.map.borrow_mut().remove(&(deadline, seq));
-        drop(w);
+    fn cancel(&self, key: u64) {
+        let removed = {
+            let mut q = self.inner.borrow_mut();
+            let removed = q.entries.remove(key);
+            if let Some(e) = &removed {
+                q.remove_at(e.pos);
+            }
+            removed
+        };
+        // The waker is dropped outside the borrow.
+        drop(removed);
     }
 
     /// Wakes every timer that is due; returns how many.
     pub(crate) fn fire_due(&self) -> usize {
-        if self.map.borrow().is_empty() {
+        if self.inner.borrow().heap.is_empty() {
             return 0;
         }
         let now = Instant::now();
         let mut due = Vec::new();
         {
-            let mut map = self.map.borrow_mut();
-            while let Some(entry) = map.first_entry() {
-                if entry.key().0 > now {
+            let mut q = self.inner.borrow_mut();
+            while let Some(&first) = q.heap.first() {
+                if first.deadline > now {
                     break;
                 }
-                due.push(entry.remove());
+                q.remove_at(0);
+                if let Some(e) = q.entries.remove(first.key) {
+                    due.push(e.waker);
+                }
             }
         }
         let n = due.len();
@@ -83,17 +181,25 @@ impl Timers {
         n
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inner.borrow().heap.is_empty()
+    }
+
     pub(crate) fn is_due(&self, now: Instant) -> bool {
-        self.map.borrow().first_key_value().is_some_and(|((d, _), _)| *d <= now)
+        self.next_deadline().is_some_and(|d| d <= now)
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.map.borrow().first_key_value().map(|((d, _), _)| *d)
+        self.inner.borrow().heap.first().map(|e| e.deadline)
     }
 
     pub(crate) fn clear(&self) {
-        let map = std::mem::take(&mut *self.map.borrow_mut());
-        drop(map);
+        let entries = {
+            let mut q = self.inner.borrow_mut();
+            q.heap.clear();
+            std::mem::replace(&mut q.entries, Slab::new())
+        };
+        drop(entries);
     }
 }
 
@@ -110,7 +216,7 @@ fn deadline_after(d: Duration) -> Instant {
 struct Registration {
     exec: u64,
     deadline: Instant,
-    seq: u64,
+    key: u64,
 }
 
 /// Waits until `duration` has passed.
@@ -124,13 +230,16 @@ struct Registration {
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep { deadline: deadline_after(duration), reg: None }
+    Sleep { deadline: deadline_after(duration), reg: None, fresh: duration >= FRESH_MIN }
 }
 
 /// Waits until `deadline`.
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep { deadline, reg: None }
+    Sleep { deadline, reg: None, fresh: false }
 }
+
+/// See `Sleep::fresh`.
+const FRESH_MIN: Duration = Duration::from_millis(1);
 
 /// The future of [`sleep`] and [`sleep_until`].
 ///
@@ -140,6 +249,12 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     deadline: Instant,
     reg: Option<Registration>,
+    /// Made by [`sleep`] with a duration of at least [`FRESH_MIN`] and not polled yet: its
+    /// first poll registers it without reading the clock (~25 ns). Its deadline can only
+    /// have passed if that poll comes at least `FRESH_MIN` late, and then the timer just
+    /// fires at the executor's next look at its timers. Shorter sleeps (zero included) are
+    /// checked against the clock first, so they complete on their first poll when due.
+    fresh: bool,
 }
 
 impl Sleep {
@@ -157,13 +272,14 @@ impl Sleep {
     pub fn reset(&mut self, deadline: Instant) {
         self.deregister();
         self.deadline = deadline;
+        self.fresh = false;
     }
 
     fn deregister(&mut self) {
         if let Some(r) = self.reg.take() {
             with_current(|core| {
                 if core.shared.id == r.exec {
-                    core.timers.cancel(r.deadline, r.seq);
+                    core.timers.cancel(r.key);
                 }
             });
         }
@@ -174,35 +290,36 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
-        if Instant::now() >= self.deadline {
-            self.deregister();
-            return Poll::Ready(());
-        }
-        let deadline = self.deadline;
-        let reg = self.reg;
-        let new_reg = with_current(|core| {
+        let (deadline, reg, fresh) = (self.deadline, self.reg, std::mem::replace(&mut self.fresh, false));
+        let step = with_current(|core| {
             let exec = core.shared.id;
-            match reg {
-                Some(r)
-                    if r.exec == exec && r.deadline == deadline && core.timers.update(deadline, r.seq, cx.waker()) =>
-                {
-                    r
+            if let Some(r) = reg {
+                if r.exec == exec && r.deadline == deadline {
+                    // Registered here: the executor fires it (removes it and wakes us) once
+                    // the deadline has passed, so no clock read is needed: still registered
+                    // means pending, gone means elapsed.
+                    return if core.timers.update(r.key, cx.waker()) { Some(r) } else { None };
                 }
-                _ => {
-                    if let Some(r) = reg {
-                        if r.exec == exec {
-                            core.timers.cancel(r.deadline, r.seq);
-                        }
-                    }
-                    Registration { exec, deadline, seq: core.timers.register(deadline, cx.waker().clone()) }
+                if r.exec == exec {
+                    core.timers.cancel(r.key);
                 }
             }
+            if !fresh && Instant::now() >= deadline {
+                return None;
+            }
+            Some(Registration { exec, deadline, key: core.timers.register(deadline, cx.waker().clone()) })
         });
-        match new_reg {
-            Some(r) => self.reg = Some(r),
+        match step {
+            Some(Some(r)) => {
+                self.reg = Some(r);
+                Poll::Pending
+            }
+            Some(None) => {
+                self.reg = None;
+                Poll::Ready(())
+            }
             None => panic!("async_doca::time::Sleep polled outside an async-doca executor"),
         }
-        Poll::Pending
     }
 }
 
@@ -293,5 +410,58 @@ impl<F: Future> Future for Timeout<F> {
 impl<F> fmt::Debug for Timeout<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timeout").field("deadline", &self.sleep.deadline).finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Log(Arc<Mutex<Vec<u32>>>, u32);
+    impl Wake for Log {
+        fn wake(self: Arc<Self>) {
+            self.0.lock().unwrap().push(self.1);
+        }
+    }
+
+    #[test]
+    fn the_heap_fires_in_deadline_then_registration_order_across_cancellations() {
+        let timers = Timers::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        // Deadlines in the past (all due), with duplicates, in a scrambled order.
+        let base = Instant::now() - Duration::from_secs(3600);
+        let mut expected = Vec::new();
+        let mut keys = Vec::new();
+        let mut x: u32 = 12345;
+        for id in 0..500u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let offset = u64::from(x >> 16) % 97;
+            let deadline = base + Duration::from_millis(offset);
+            let key = timers.register(deadline, Waker::from(Arc::new(Log(log.clone(), id))));
+            keys.push((key, id, offset));
+        }
+        // Cancel every third timer, and one twice (a no-op the second time).
+        for (i, &(key, id, offset)) in keys.iter().enumerate() {
+            if i % 3 == 0 {
+                timers.cancel(key);
+            } else {
+                expected.push((offset, id));
+            }
+        }
+        timers.cancel(keys[0].0);
+        // A far timer that must not fire.
+        let far = timers.register(Instant::now() + Duration::from_secs(3600), Waker::noop().clone());
+        expected.sort_unstable();
+        assert_eq!(timers.fire_due(), expected.len());
+        let fired = log.lock().unwrap().clone();
+        assert_eq!(fired, expected.iter().map(|&(_, id)| id).collect::<Vec<_>>());
+        assert!(timers.next_deadline().is_some());
+        assert!(timers.update(far, Waker::noop()));
+        timers.cancel(far);
+        assert!(timers.next_deadline().is_none());
+        assert_eq!(timers.fire_due(), 0);
     }
 }

@@ -450,7 +450,8 @@ impl fmt::Debug for SyncEvent {
 /// The hardware rule for wait masks: 0, or a run of 1, 2, 4 or 8 consecutive 0xFF bytes
 /// (every other byte 0x00).
 pub fn is_valid_wait_mask(mask: u64) -> bool {
-    if mask == 0 {
+    if mask == 0 || mask == u64::MAX {
+        // The common cases (every unmasked wait), without the byte scan.
         return true;
     }
     let bytes = mask.to_le_bytes();
