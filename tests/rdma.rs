@@ -349,6 +349,56 @@ fn ten_thousand_pipelined_writes() {
         .unwrap();
 }
 
+/// One million 8-byte writes with exactly 1024 in flight (1024 tasks, each writing its
+/// share one after the other with one reused buffer), then every word and a checksum.
+#[test]
+fn a_million_pipelined_writes_with_1024_in_flight() {
+    const N: usize = 1 << 20;
+    const WINDOW: usize = 1024;
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let wide = Rdma::builder(&dev).max_tasks(WINDOW as u32).send_queue_size(WINDOW as u32);
+            let (_a, _b, ab, _ba) = pair_with(wide, Rdma::builder(&dev).permissions(Access::RDMA_ALL)).await?;
+            let target = dev.alloc(N * 8, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let src = dev.alloc(WINDOW * 8, Access::LOCAL_READ_WRITE)?;
+            let value = |i: usize| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5555;
+            let workers: Vec<_> = (0..WINDOW)
+                .map(|w| {
+                    let (conn, remote) = (ab.clone(), remote.clone());
+                    let mut buf = src.slice(w * 8..w * 8 + 8);
+                    spawn_local(async move {
+                        for i in (w..N).step_by(WINDOW) {
+                            buf.write_u64(0, value(i));
+                            let (res, back) = conn.write(buf, remote.slice(i * 8..i * 8 + 8)).await;
+                            res?;
+                            buf = back;
+                        }
+                        Ok::<_, Error>(())
+                    })
+                })
+                .collect();
+            // One deadline for the whole run: the first join waits for nearly all the work,
+            // which takes seconds in a debug build on a loaded machine.
+            let deadline = std::time::Instant::now() + Duration::from_secs(300);
+            for w in workers {
+                async_doca::time::timeout_at(deadline, w).await.map_err(Error::from)???;
+            }
+            let all = target.buf();
+            let (mut sum, mut expect) = (0u64, 0u64);
+            for i in 0..N {
+                let v = all.read_u64(i * 8);
+                assert_eq!(v, value(i), "word {i} lost or misplaced");
+                sum = sum.wrapping_add(v);
+                expect = expect.wrapping_add(value(i));
+            }
+            assert_eq!(sum, expect, "checksum");
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
 #[test]
 fn back_pressure_with_a_small_task_pool() {
     rt("0")

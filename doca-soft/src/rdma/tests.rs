@@ -266,11 +266,11 @@ fn write_imm_consumes_one_receive_in_order() {
 /// are submitted faster than the receiver drains, so one-sided operations regularly queue
 /// behind sends blocked on the full ring.
 #[test]
-fn ordering_over_10k_mixed_ops() {
+fn ordering_over_100k_mixed_ops() {
     let cfg = Cfg { mem_len: 8 << 20, sq: 256, rq: 256, num_tasks: 256, ..Cfg::default() };
     let (a, b, ca, _cb) = fresh(cfg, cfg);
     let (bm, base) = a.import(&b.export_mem());
-    const N: usize = 10_000;
+    const N: usize = 100_000;
     const BATCH: usize = 200;
     const SLOT: usize = 16 * 1024;
     const SMALL: usize = 64;
