@@ -261,7 +261,7 @@ fn write_imm_consumes_one_receive_in_order() {
     b.destroy();
 }
 
-/// 10 000 mixed operations on one connection: every completion in submission order, every
+/// 100 000 mixed operations on one connection: every completion in submission order, every
 /// message in order with the right bytes, reads see earlier writes, fetch-adds count. Sends
 /// are submitted faster than the receiver drains, so one-sided operations regularly queue
 /// behind sends blocked on the full ring.
