@@ -8,8 +8,9 @@
 //! sound.
 //!
 //! The first poll of a `spawn_local` task's [`JoinHandle`] may run the task on the spot
-//! (`Core::run_inline`): when it has not run yet and is alone in the local queue, most
-//! such tasks finish on that run and the handle is ready without an awaiter round trip.
+//! (`Core::run_inline`): when the task is queued (typically: spawned and not run yet) and
+//! alone in the local queue, most such tasks finish on that run and the handle is ready
+//! without an awaiter round trip.
 //!
 //! Every future is wrapped in [`Tracked`], which (1) catches panics so that a panicking task
 //! completes its `JoinHandle` with an error instead of killing the executor thread, and
@@ -249,9 +250,9 @@ where
 /// * `Err` of kind [`ErrorKind::Cancelled`] when the task was dropped before finishing
 ///   (its executor shut down).
 ///
-/// Awaiting the handle of a [`spawn_local`](crate::spawn_local) task that has not run yet
-/// and is the only task queued on its executor (the usual case right after spawning it)
-/// runs the task at once, inside the awaiting poll, instead of going round the executor's
+/// Awaiting the handle of a [`spawn_local`](crate::spawn_local) task for the first time,
+/// while the task is the only one queued on its executor (the usual case right after
+/// spawning it), runs the task at once, inside the awaiting poll, instead of going round the executor's
 /// loop: it is the next task the executor would have run anyway. Such runs count against
 /// the executor's task batch, never nest, and never happen inside DOCA progress.
 ///
@@ -278,8 +279,9 @@ where
 /// ```
 pub struct JoinHandle<T> {
     task: Option<FallibleTask<TaskOutput<T>, TaskMeta>>,
-    /// For a `spawn_local` task not polled by the handle yet: the address of the task, by
-    /// which the first poll recognizes its runnable in the local queue (see `poll`). 0
+    /// For a `spawn_local` task whose handle was not polled yet: the address of the task,
+    /// by which the first poll recognizes the task's runnable in the local queue (see
+    /// `poll`; the handle keeps the task allocated, so no other task has this address). 0
     /// otherwise. An address, not a pointer: the handle stays `Send` when `T` is.
     runnable: usize,
 }
@@ -318,9 +320,9 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<T>> {
         if self.runnable != 0 {
-            // The first poll of the handle of a local task that has not run yet, and is the
-            // only task queued on this executor (so the next one it would run): run it right
-            // here, as `run_inline` explains. Most such tasks finish on that first run, and
+            // The first poll of the handle of a local task: if the task is queued (typically
+            // not run yet) and is the only task queued on this executor (so the next one it
+            // would run), run it right here, as `run_inline` explains. Most such tasks finish on that first run, and
             // the handle is then ready without registering itself with the task, being woken
             // by it and polled again.
             let id = std::mem::take(&mut self.runnable);
