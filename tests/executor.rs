@@ -260,6 +260,101 @@ fn spawn_and_join_many() {
     assert_eq!(sum, 999 * 1000);
 }
 
+// A local task awaited right after it was spawned may run inside the awaiting task's poll
+// (when it is the only task queued). These tests pin down that this changes nothing a
+// program can rely on: spawn order, panics, tasks that pend, nesting, fairness.
+
+#[test]
+fn awaiting_a_just_spawned_task_keeps_spawn_order() {
+    let rt = Runtime::new().unwrap();
+    let log = rt.block_on(async {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let (l1, l2, l3) = (log.clone(), log.clone(), log.clone());
+        let a = async_doca::spawn_local(async move { l1.borrow_mut().push("a") });
+        let b = async_doca::spawn_local(async move { l2.borrow_mut().push("b") });
+        // `b` is not alone in the queue: `a` runs first, as spawned.
+        b.await.unwrap();
+        a.await.unwrap();
+        // Alone in the queue: nothing else could have run before it anyway.
+        let c = async_doca::spawn_local(async move { l3.borrow_mut().push("c") });
+        log.borrow_mut().push("spawned c");
+        c.await.unwrap();
+        let v = log.borrow().clone();
+        v
+    });
+    assert_eq!(log, ["a", "b", "spawned c", "c"]);
+}
+
+fn chain(n: u32) -> std::pin::Pin<Box<dyn Future<Output = u32>>> {
+    Box::pin(async move {
+        if n == 0 {
+            0
+        } else {
+            async_doca::spawn_local(chain(n - 1)).await.unwrap() + 1
+        }
+    })
+}
+
+#[test]
+fn tasks_run_at_their_join_behave_like_tasks() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        let e = async_doca::spawn_local(async { panic!("inline boom") }).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Other);
+        assert!(e.context().contains("inline boom"), "{e}");
+        // Pending on its first run: the handle then waits for it as usual.
+        let h = async_doca::spawn_local(async {
+            yield_now().await;
+            sleep(Duration::from_millis(1)).await;
+            5
+        });
+        assert_eq!(h.await.unwrap(), 5);
+        // A task that spawns and awaits its own task.
+        let h = async_doca::spawn_local(async { async_doca::spawn_local(async { 7 }).await.unwrap() * 6 });
+        assert_eq!(h.await.unwrap(), 42);
+        // A long chain of tasks each awaiting the next: inline runs do not nest, so the
+        // stack stays shallow.
+        assert_eq!(async_doca::spawn_local(chain(20_000)).await.unwrap(), 20_000);
+    });
+}
+
+#[test]
+fn a_task_spawning_and_awaiting_in_a_loop_does_not_starve_the_executor() {
+    // Each child is alone in the queue, so it runs inline; without the budget the spinner
+    // would never go back to the loop, and neither the timer nor the remote wake-up below
+    // would be seen before it gave up.
+    const LIMIT: u64 = 20_000_000;
+    for batch in [1, 4, 64] {
+        let rt = Runtime::builder().task_batch(batch).build().unwrap();
+        rt.block_on(async {
+            let stop = Rc::new(std::cell::Cell::new(false));
+            let s = stop.clone();
+            let spinner = async_doca::spawn_local(async move {
+                for i in 0..LIMIT {
+                    async_doca::spawn_local(async {}).await.unwrap();
+                    if s.get() {
+                        return i;
+                    }
+                }
+                LIMIT
+            });
+            // A timer...
+            sleep(Duration::from_millis(2)).await;
+            // ... and a wake-up from another thread.
+            let watch = Arc::new(Watch::default());
+            let w = watch.clone();
+            let sender = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2));
+                w.send(1);
+            });
+            assert_eq!(watch.changed(0).await, 1);
+            sender.join().unwrap();
+            stop.set(true);
+            assert!(spinner.await.unwrap() < LIMIT, "batch {batch}: the spinning task starved the executor");
+        });
+    }
+}
+
 #[test]
 fn spawn_local_runs_not_send_futures_on_the_block_on_thread() {
     let rt = Runtime::new().unwrap();

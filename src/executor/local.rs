@@ -320,6 +320,8 @@ pub(crate) struct Core {
     budget: Cell<usize>,
     /// Turns since the timers were last looked at (see [`TIMER_CHECK_TURNS`]).
     busy_turns: Cell<u32>,
+    /// Set while a task runs inline (see [`Core::run_inline`]): inline runs do not nest.
+    inline_run: Cell<bool>,
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
     /// The injection queue may hold work: set whenever a notification is consumed (every
@@ -367,6 +369,7 @@ impl Core {
             in_progress: Cell::new(false),
             budget: Cell::new(0),
             busy_turns: Cell::new(0),
+            inline_run: Cell::new(false),
             main_woken_local: Cell::new(false),
             inject_pending: Cell::new(false),
             closing: Cell::new(false),
@@ -559,6 +562,52 @@ impl Core {
     /// Makes the next turn look at the timers (one is due, or may be).
     fn timers_need_check(&self) {
         self.busy_turns.set(TIMER_CHECK_TURNS);
+    }
+
+    /// Runs the task whose runnable has address `id` right now, from inside the poll of the
+    /// current task (or main future), if it is the only runnable in the local queue; returns
+    /// whether it ran. Called by the first poll of a `spawn_local` task's `JoinHandle`.
+    ///
+    /// Being alone in the queue, the task is the next one this executor would run anyway:
+    /// running it now reorders nothing among the local tasks (only the PE drain, the timers
+    /// and remote work that the loop might have looked at in between come after it). The
+    /// run counts against the poll's budget like a task poll (a task that keeps spawning
+    /// and awaiting still goes back to the loop every `task_batch` runs), inline runs do not
+    /// nest (stack depth), and none happens inside DOCA progress or a callback, nor while
+    /// the executor is closing. A runnable found in this thread's local queue belongs to
+    /// this executor, so it is run on its own thread, as `!Send` tasks require.
+    pub(crate) fn run_inline(&self, id: usize) -> bool {
+        let budget = self.budget.get();
+        if budget == 0 || self.inline_run.get() || self.in_progress.get() || self.closing.get() {
+            return false;
+        }
+        let runnable = {
+            let mut queue = self.queue.borrow_mut();
+            if queue.len() != 1 {
+                return false;
+            }
+            let Some(r) = queue.pop_back() else { return false };
+            let raw = r.into_raw();
+            // SAFETY: `raw` comes from `into_raw` just above; only its address is read.
+            let r = unsafe { Runnable::from_raw(raw) };
+            if raw.as_ptr() as usize != id {
+                queue.push_back(r);
+                return false;
+            }
+            r
+        };
+        self.budget.set(budget - 1);
+        self.inline_run.set(true);
+        struct Reset<'a>(&'a Cell<bool>);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.set(false);
+            }
+        }
+        let _reset = Reset(&self.inline_run);
+        // Never unwinds: the task wrapper catches panics of the future.
+        runnable.run();
+        true
     }
 
     /// Moves remote work to the local queue and runs up to `task_batch` runnables.

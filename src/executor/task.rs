@@ -7,6 +7,11 @@
 //! dropped on that thread; that is what makes `!Send` futures (`spawn_local`, `spawn_on`)
 //! sound.
 //!
+//! The first poll of a `spawn_local` task's [`JoinHandle`] may run the task on the spot
+//! (`Core::run_inline`): when the task is queued (typically: spawned and not run yet) and
+//! alone in the local queue, most such tasks finish on that run and the handle is ready
+//! without an awaiter round trip.
+//!
 //! Every future is wrapped in [`Tracked`], which (1) catches panics so that a panicking task
 //! completes its `JoinHandle` with an error instead of killing the executor thread, and
 //! (2) registers the task's waker with its executor the first time it returns `Pending`, so
@@ -193,8 +198,12 @@ where
     // `Send + Sync + 'static`, and so is the future.
     let builder = Builder::new().metadata(TaskMeta::new(Some(core.shared.clone())));
     let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
+    let raw = runnable.into_raw();
+    // SAFETY: `raw` comes from `into_raw` of a runnable of this very type, just above; this
+    // round trip only reads the task's address, the handle's way to recognize its runnable.
+    let runnable = unsafe { Runnable::from_raw(raw) };
     core.push_local(runnable);
-    JoinHandle::new(task)
+    JoinHandle { task: Some(task.fallible()), runnable: raw.as_ptr() as usize }
 }
 
 /// Spawns a `Send` future on the executor of `shared`, from any thread.
@@ -241,6 +250,12 @@ where
 /// * `Err` of kind [`ErrorKind::Cancelled`] when the task was dropped before finishing
 ///   (its executor shut down).
 ///
+/// Awaiting the handle of a [`spawn_local`](crate::spawn_local) task for the first time,
+/// while the task is the only one queued on its executor (the usual case right after
+/// spawning it), runs the task at once, inside the awaiting poll, instead of going round the executor's
+/// loop: it is the next task the executor would have run anyway. Such runs count against
+/// the executor's task batch, never nest, and never happen inside DOCA progress.
+///
 /// Dropping a `JoinHandle` **detaches** the task: it keeps running to completion and its
 /// output is dropped. That is why this type is not `#[must_use]`. To stop the task, call
 /// [`cancel`](JoinHandle::cancel).
@@ -264,11 +279,16 @@ where
 /// ```
 pub struct JoinHandle<T> {
     task: Option<FallibleTask<TaskOutput<T>, TaskMeta>>,
+    /// For a `spawn_local` task whose handle was not polled yet: the address of the task,
+    /// by which the first poll recognizes the task's runnable in the local queue (see
+    /// `poll`; the handle keeps the task allocated, so no other task has this address). 0
+    /// otherwise. An address, not a pointer: the handle stays `Send` when `T` is.
+    runnable: usize,
 }
 
 impl<T> JoinHandle<T> {
     pub(crate) fn new(task: async_task::Task<TaskOutput<T>, TaskMeta>) -> JoinHandle<T> {
-        JoinHandle { task: Some(task.fallible()) }
+        JoinHandle { task: Some(task.fallible()), runnable: 0 }
     }
 
     /// Cancels the task. Its future is dropped on its own executor's thread, at once if the
@@ -299,6 +319,15 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<T>> {
+        if self.runnable != 0 {
+            // The first poll of the handle of a local task: if the task is queued (typically
+            // not run yet) and is the only task queued on this executor (so the next one it
+            // would run), run it right here, as `run_inline` explains. Most such tasks finish on that first run, and
+            // the handle is then ready without registering itself with the task, being woken
+            // by it and polled again.
+            let id = std::mem::take(&mut self.runnable);
+            with_current(|core| core.run_inline(id));
+        }
         let Some(task) = self.task.as_mut() else {
             return Poll::Ready(Err(Error::new(ErrorKind::Cancelled, "task handle already used")));
         };

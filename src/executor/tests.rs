@@ -131,6 +131,31 @@ fn operations_never_progress_the_pe_from_inside_progress() {
 }
 
 #[test]
+fn no_task_runs_inline_inside_progress() {
+    // A join handle's first poll may run its task on the spot, but never from inside DOCA
+    // progress or a callback: the task then runs from the loop.
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async {
+        let ran = Rc::new(Cell::new(false));
+        let r = ran.clone();
+        let mut h = spawn_local(async move { r.set(true) });
+        let core = current_rc().unwrap();
+        {
+            let _inside = core.enter_progress();
+            assert!(futures_lite::future::poll_once(&mut h).await.is_none());
+            assert!(!ran.get(), "a task ran inside progress");
+        }
+        h.await.unwrap();
+        assert!(ran.get());
+        // Outside progress, the first poll of a fresh handle runs its task.
+        let r = ran.clone();
+        let h = spawn_local(async move { r.set(false) });
+        assert!(futures_lite::future::poll_once(h).await.is_some());
+        assert!(!ran.get());
+    });
+}
+
+#[test]
 #[should_panic(expected = "outside an async-doca executor")]
 fn spawn_local_outside_an_executor_panics() {
     drop(spawn_local(async {}));
