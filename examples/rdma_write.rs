@@ -19,7 +19,7 @@ use async_doca::{spawn_local, Access, Device, Result};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{bounded, mismatch, pattern, Peer};
+use common::{bounded, connect_requester, mismatch, pattern, Peer, Requester};
 
 const LEN: usize = 1 << 20;
 const CHUNK: usize = 64 * 1024;
@@ -30,18 +30,8 @@ fn main() -> ExitCode {
 }
 
 async fn requester(mut peer: Peer) -> Result<String> {
-    let dev = Device::open_default()?;
-    let rdma = Rdma::builder(&dev).build().await?;
-    let (blob, pending) = rdma.export()?;
-    let [conn_blob, mem_blob] = peer.exchange(&[&blob])?;
-    let conn = pending.connect(&conn_blob).await?;
-    let remote = dev.import(&mem_blob)?;
-
-    // Post the receive for the answer before anything can trigger it.
-    let answer = spawn_local({
-        let (rdma, buf) = (rdma.clone(), dev.alloc(64, Access::LOCAL_READ_WRITE)?.buf());
-        async move { rdma.recv(buf).await }
-    });
+    // `_rdma` keeps the context alive to the end of the function, while its operations run.
+    let Requester { dev, rdma: _rdma, conn, remote, answer } = connect_requester(&mut peer).await?;
 
     let src = dev.alloc(LEN, Access::LOCAL_READ_WRITE)?;
     src.buf().write(0, &pattern(LEN, SEED));

@@ -17,8 +17,9 @@ use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use async_doca::rdma::{Connection, Rdma, Received};
 use async_doca::time::timeout;
-use async_doca::{Error, ErrorKind, Result, Runtime};
+use async_doca::{spawn_local, Access, Buf, Device, Error, ErrorKind, JoinHandle, RemoteMemory, Result, Runtime};
 
 /// How long one side waits for the other before giving up: the examples never hang.
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -191,4 +192,31 @@ pub fn pattern(n: usize, seed: u32) -> Vec<u8> {
 /// An [`ErrorKind::Other`] error with `msg`: a failed check.
 pub fn mismatch(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Other, msg.into())
+}
+
+/// The requester's half of the setup the one-sided examples share: an RDMA context connected
+/// to the responder's, the responder's memory imported, and a receive already posted for the
+/// responder's answer (posted first, so nothing the requester does can race past it).
+pub struct Requester {
+    pub dev: Device,
+    pub rdma: Rdma,
+    pub conn: Connection,
+    pub remote: RemoteMemory,
+    pub answer: JoinHandle<(Result<Received>, Buf)>,
+}
+
+/// Connects to the responder: sends this side's connection blob and takes the responder's
+/// connection and memory blobs in return.
+pub async fn connect_requester(peer: &mut Peer) -> Result<Requester> {
+    let dev = Device::open_default()?;
+    let rdma = Rdma::builder(&dev).build().await?;
+    let (blob, pending) = rdma.export()?;
+    let [conn_blob, mem_blob] = peer.exchange(&[&blob])?;
+    let conn = pending.connect(&conn_blob).await?;
+    let remote = dev.import(&mem_blob)?;
+    let answer = spawn_local({
+        let (rdma, buf) = (rdma.clone(), dev.alloc(64, Access::LOCAL_READ_WRITE)?.buf());
+        async move { rdma.recv(buf).await }
+    });
+    Ok(Requester { dev, rdma, conn, remote, answer })
 }
