@@ -12,7 +12,8 @@ use async_doca::{Device, Error, ErrorKind, Result};
 
 use super::PEER_TIMEOUT;
 
-fn check(code: sys::doca_error_t, what: &'static str) -> Result<()> {
+/// A DOCA status as a `Result`, naming the call (shared by the raw modes).
+pub(super) fn ok(code: sys::doca_error_t, what: &'static str) -> Result<()> {
     if code == sys::DOCA_SUCCESS {
         Ok(())
     } else {
@@ -26,9 +27,9 @@ fn check(code: sys::doca_error_t, what: &'static str) -> Result<()> {
 /// the loop reads them: a plain `&mut Done` held by the loop would promise the compiler that
 /// nothing else writes, and it would hoist the read out of the loop.
 #[derive(Default)]
-struct Done {
-    finished: Cell<bool>,
-    status: Cell<i32>,
+pub(super) struct Done {
+    pub(super) finished: Cell<bool>,
+    pub(super) status: Cell<i32>,
 }
 
 unsafe extern "C" fn add_done(
@@ -72,21 +73,18 @@ impl RawEvent {
     pub fn create(dev: &Device) -> Result<(RawEvent, Vec<u8>)> {
         let mut ev = ptr::null_mut();
         // SAFETY: out-pointer valid; the event is destroyed in Drop (or below on error).
-        check(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event_create")?;
+        ok(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event_create")?;
         let mut me = RawEvent { pe: ptr::null_mut(), ev, _dev: dev.clone() };
         // SAFETY: `ev` is a fresh event; dev is open for the life of `me`.
         unsafe {
-            check(sys::doca_sync_event_add_publisher_location_remote_pci(ev), "sync_event: publisher location")?;
-            check(
-                sys::doca_sync_event_add_subscriber_location_cpu(ev, dev.as_ptr()),
-                "sync_event: subscriber location",
-            )?;
+            ok(sys::doca_sync_event_add_publisher_location_remote_pci(ev), "sync_event: publisher location")?;
+            ok(sys::doca_sync_event_add_subscriber_location_cpu(ev, dev.as_ptr()), "sync_event: subscriber location")?;
         }
         me.start()?;
         let mut data = ptr::null();
         let mut len = 0usize;
         // SAFETY: the event is started; out-pointers valid; the blob stays owned by the event.
-        check(
+        ok(
             unsafe { sys::doca_sync_event_export_to_remote_pci(ev, dev.as_ptr(), &mut data, &mut len) },
             "sync_event: export",
         )?;
@@ -99,7 +97,7 @@ impl RawEvent {
     pub fn open(dev: &Device, blob: &[u8]) -> Result<RawEvent> {
         let mut ev = ptr::null_mut();
         // SAFETY: blob is readable for its length; out-pointer valid.
-        check(
+        ok(
             unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
             "sync_event: create from export",
         )?;
@@ -112,21 +110,21 @@ impl RawEvent {
         // SAFETY: plain DOCA setup on objects this struct owns; every pointer is either
         // fresh from DOCA or an out-pointer to a local.
         unsafe {
-            check(sys::doca_pe_create(&mut self.pe), "pe_create")?;
-            check(
+            ok(sys::doca_pe_create(&mut self.pe), "pe_create")?;
+            ok(
                 sys::doca_sync_event_task_notify_add_set_conf(self.ev, Some(add_done), Some(add_done), 4),
                 "notify_add set_conf",
             )?;
-            check(
+            ok(
                 sys::doca_sync_event_task_wait_eq_set_conf(self.ev, Some(wait_done), Some(wait_done), 4),
                 "wait_eq set_conf",
             )?;
             let ctx = sys::doca_sync_event_as_ctx(self.ev);
-            check(sys::doca_pe_connect_ctx(self.pe, ctx), "pe_connect_ctx")?;
-            check(sys::doca_ctx_start(ctx), "ctx_start")?;
+            ok(sys::doca_pe_connect_ctx(self.pe, ctx), "pe_connect_ctx")?;
+            ok(sys::doca_ctx_start(ctx), "ctx_start")?;
             let mut state = sys::DOCA_CTX_STATE_IDLE;
             for _ in 0..1_000_000 {
-                check(sys::doca_ctx_get_state(ctx, &mut state), "ctx_get_state")?;
+                ok(sys::doca_ctx_get_state(ctx, &mut state), "ctx_get_state")?;
                 if state == sys::DOCA_CTX_STATE_RUNNING {
                     return Ok(());
                 }
@@ -160,7 +158,7 @@ impl RawEvent {
                 }
             }
         }
-        check(sys::doca_error_t(done.status.get()), "raw task")
+        ok(sys::doca_error_t(done.status.get()), "raw task")
     }
 
     /// Adds `n` to the counter and waits for the completion.
@@ -172,11 +170,11 @@ impl RawEvent {
         // SAFETY: `done` and `fetched` outlive the task: `run` returns only after the
         // callback, which is the last time DOCA touches either.
         unsafe {
-            check(
+            ok(
                 sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, &mut fetched, ud, &mut task),
                 "notify_add alloc",
             )?;
-            check(sys::doca_task_submit(sys::doca_sync_event_task_notify_add_as_doca_task(task)), "notify_add submit")?;
+            ok(sys::doca_task_submit(sys::doca_sync_event_task_notify_add_as_doca_task(task)), "notify_add submit")?;
         }
         self.run(&done)
     }
@@ -188,8 +186,8 @@ impl RawEvent {
         let ud = sys::doca_data { ptr: (&done as *const Done).cast_mut().cast::<c_void>() };
         // SAFETY: as in `add`.
         unsafe {
-            check(sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task), "wait_eq alloc")?;
-            check(sys::doca_task_submit(sys::doca_sync_event_task_wait_eq_as_doca_task(task)), "wait_eq submit")?;
+            ok(sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task), "wait_eq alloc")?;
+            ok(sys::doca_task_submit(sys::doca_sync_event_task_wait_eq_as_doca_task(task)), "wait_eq submit")?;
         }
         self.run(&done)
     }

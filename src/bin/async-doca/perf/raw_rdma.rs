@@ -7,7 +7,6 @@
 //! Completion flags are [`Done`] cells, written by the callback through the task's user data
 //! while the loop reads them (see `raw.rs` for why they must not be behind a `&mut`).
 
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,24 +15,10 @@ use std::time::Instant;
 use async_doca::sys;
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result};
 
+use super::raw::{ok, Done};
 use super::rdma::{check, slot, timed_out, window, Link, Measured, Test};
 use super::stats::Samples;
 use super::{Params, PEER_TIMEOUT};
-
-fn ok(code: sys::doca_error_t, what: &'static str) -> Result<()> {
-    if code == sys::DOCA_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::from_doca(code, what))
-    }
-}
-
-/// Where a callback reports a completion (one per slot).
-#[derive(Default)]
-struct Done {
-    finished: Cell<bool>,
-    status: Cell<i32>,
-}
 
 /// A completion callback of one task kind: records the status in the slot's [`Done`] and
 /// frees the task.
