@@ -8,6 +8,8 @@ use async_doca::rdma::{Connection, Opcode, Rdma, RdmaBuilder};
 use async_doca::time::timeout;
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
 
+mod common;
+
 /// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -431,31 +433,13 @@ fn back_pressure_with_a_small_task_pool() {
 
 mod cross_process {
     use super::*;
+    use crate::common::{hex, unhex, Reap};
     use std::io::{BufRead, BufReader};
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Command, Stdio};
 
     const CONN_ENV: &str = "ASYNC_DOCA_TEST_RDMA_CONN";
     const MEM_ENV: &str = "ASYNC_DOCA_TEST_RDMA_MEM";
     const LEN: usize = 4096;
-
-    fn hex(b: &[u8]) -> String {
-        b.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
-
-    /// Kills the child if the test fails before reaping it.
-    struct Reap(Option<Child>);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            if let Some(mut c) = self.0.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
 
     /// The parent writes, reads and adds into the child's memory, then sends "go"; the child
     /// checks, does the same into the parent's memory, and sends "done".

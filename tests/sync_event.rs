@@ -9,6 +9,8 @@ use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
 use async_doca::{spawn_local, Device, ErrorKind, Result, Runtime};
 
+mod common;
+
 /// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -369,21 +371,11 @@ fn concurrent_operations_each_get_their_own_result() {
 
 mod cross_process {
     use super::*;
-    use std::process::{Child, Command, Stdio};
+    use crate::common::{hex, unhex, Reap};
+    use std::process::{Command, Stdio};
 
     const ROUNDS: u64 = 200;
     const BLOB_ENV: &str = "ASYNC_DOCA_TEST_SYNC_EVENT_BLOB";
-
-    /// Kills the child if the test fails before reaping it.
-    struct Reap(Option<Child>);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            if let Some(mut c) = self.0.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
 
     #[test]
     fn sync_event_across_two_processes() {
@@ -392,11 +384,11 @@ mod cross_process {
         rt.block_on(async {
             let dev = Device::open_default()?;
             let ev = SyncEvent::builder(&dev).publisher(Location::RemotePci).build().await?;
-            let hex: String = ev.export()?.iter().map(|b| format!("{b:02x}")).collect();
+            let blob_hex = hex(&ev.export()?);
             child.0 = Some(
                 Command::new(std::env::current_exe().unwrap())
                     .args(["--exact", "cross_process::child_side", "--ignored", "--nocapture", "--test-threads=1"])
-                    .env(BLOB_ENV, hex)
+                    .env(BLOB_ENV, blob_hex)
                     .stdin(Stdio::null())
                     // The child's own test summary stays out of this test's output.
                     .stdout(Stdio::piped())
@@ -418,9 +410,7 @@ mod cross_process {
     #[test]
     #[ignore = "started by sync_event_across_two_processes as its peer process"]
     fn child_side() {
-        let hex = std::env::var(BLOB_ENV).expect("started by the parent test");
-        let blob: Vec<u8> =
-            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let blob = unhex(&std::env::var(BLOB_ENV).expect("started by the parent test"));
         rt("0")
             .block_on(async {
                 let dev = Device::open_default()?;
