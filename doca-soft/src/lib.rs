@@ -22,6 +22,7 @@
 pub mod types {
     pub use crate::objects::*;
     include!("../../doca-sys/src/types.rs");
+    include!("../../doca-sys/src/urom_plugin.rs");
 }
 
 /// The concrete object types the callback types name.

@@ -484,6 +484,9 @@ extern "C" {
     ) -> *const doca_rdma_connection;
 }
 
+mod urom;
+pub use urom::*;
+
 // ---- soft-provider extensions (not part of NVIDIA's DOCA) ----
 //
 // Memory that another process must reach without the owner's CPU (one-sided RDMA from a

@@ -1,0 +1,161 @@
+// The UROM plugin ABI (worker side): the structs a plugin shared object and the worker process
+// exchange. Value types only, shared by doca-sys, doca-soft (its worker process) and the plugin
+// SDK through `include!`, so the layout is written once. `doca_error_t` and `c_void` must be in
+// scope where this file is included.
+
+/// The version a plugin reports in [`urom_plugin_iface::__doca_api_version`]:
+/// `major << 24 | minor << 16 | patch` of the DOCA API it was built against (3.0.0 here).
+pub const UROM_PLUGIN_DOCA_API_VERSION: usize = 3 << 24;
+
+/// `struct urom_worker_cmd`: a command as the worker hands it to a plugin. `plugin_cmd` is the
+/// host's packed payload, `len` bytes long, stored right after the header.
+#[repr(C)]
+#[derive(Debug)]
+pub struct urom_worker_cmd {
+    /// The plugin id (one bit) the command is for.
+    pub type_: u64,
+    /// Opaque to the plugin: echoed in the notification so the host finds its task.
+    pub urom_context: u64,
+    /// Length of `plugin_cmd` in bytes.
+    pub len: u64,
+    /// The packed command (flexible array member).
+    pub plugin_cmd: [u8; 0],
+}
+
+/// `struct urom_worker_notify`: a notification as a plugin produces it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct urom_worker_notify {
+    /// The plugin id (one bit) the notification comes from.
+    pub type_: u64,
+    /// The command's `urom_context`, echoed.
+    pub urom_context: u64,
+    /// Length of `plugin_notif` in bytes.
+    pub len: u64,
+    /// The command's outcome; the host task completes with it.
+    pub status: doca_error_t,
+    pub reserved: u32,
+    /// The plugin's notification body (flexible array member).
+    pub plugin_notif: [u8; 0],
+}
+
+/// `struct ucs_list_link`: UCX's intrusive, circular, doubly linked list. A list is a head
+/// link whose `next`/`prev` point to itself when empty.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ucs_list_link {
+    pub prev: *mut ucs_list_link,
+    pub next: *mut ucs_list_link,
+}
+
+/// `struct urom_worker_cmd_desc`: one command in the list given to `worker_cmd`. Allocated
+/// with C `malloc` by the worker; the plugin `free`s each entry it removes from the list.
+#[repr(C)]
+#[derive(Debug)]
+pub struct urom_worker_cmd_desc {
+    pub entry: ucs_list_link,
+    /// Who sent the command; a notification answering it carries the same `dest_id`.
+    pub dest_id: u64,
+    pub worker_cmd: urom_worker_cmd,
+}
+
+/// `struct urom_worker_notif_desc`: one notification a plugin appends to the list given to
+/// `progress`. Allocated by the plugin with C `malloc`; the worker `free`s it after packing.
+#[repr(C)]
+#[derive(Debug)]
+pub struct urom_worker_notif_desc {
+    pub entry: ucs_list_link,
+    /// The `dest_id` of the command this answers.
+    pub dest_id: u64,
+    pub worker_notif: urom_worker_notify,
+}
+
+/// `struct urom_plugin_iface`: the plugin's entry points, filled by `urom_plugin_get_iface`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct urom_plugin_iface {
+    /// [`UROM_PLUGIN_DOCA_API_VERSION`] of the API the plugin was built against.
+    pub __doca_api_version: usize,
+    /// Creates the plugin's state (stored in `ctx.plugin_ctx`).
+    pub open: Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx) -> doca_error_t>,
+    /// Destroys the plugin's state.
+    pub close: Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx)>,
+    /// Writes the plugin's worker address into `addr`. When `*addr_len` is too small it sets
+    /// the needed length and returns `DOCA_ERROR_INVALID_VALUE`.
+    pub addr:
+        Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx, addr: *mut c_void, addr_len: *mut usize) -> doca_error_t>,
+    /// Takes commands off `cmd_list` (freeing each entry it removes).
+    pub worker_cmd: Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx, cmd_list: *mut ucs_list_link) -> doca_error_t>,
+    /// Advances the plugin; appends finished notifications to `notif_list`, `DOCA_ERROR_EMPTY`
+    /// when there are none.
+    pub progress:
+        Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx, notif_list: *mut ucs_list_link) -> doca_error_t>,
+    /// Packs `notif` into `packed_notif`; on entry `*packed_notif_len` is the room available,
+    /// on return the packed length.
+    pub notif_pack: Option<
+        unsafe extern "C" fn(
+            notif: *mut urom_worker_notify,
+            packed_notif_len: *mut usize,
+            packed_notif: *mut c_void,
+        ) -> doca_error_t,
+    >,
+}
+
+/// `struct urom_domain_lookups_iface`: what a plugin may ask the worker about the members of
+/// a domain it belongs to. `domain_id` is a member's worker id within the domain.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct urom_domain_lookups_iface {
+    /// The address this plugin reported on that member.
+    pub addr_lookup:
+        Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx, domain_id: u64, addr: *mut *mut c_void) -> doca_error_t>,
+    /// The index of that member's buffer (segment) containing virtual address `va`.
+    pub seg_lookup:
+        Option<unsafe extern "C" fn(ctx: *mut urom_worker_ctx, domain_id: u64, va: u64, seg: *mut c_int) -> doca_error_t>,
+    /// The memory handle of that member's segment `seg`.
+    pub memh_lookup: Option<
+        unsafe extern "C" fn(
+            ctx: *mut urom_worker_ctx,
+            domain_id: u64,
+            seg: c_int,
+            len: *mut usize,
+            memh: *mut *mut c_void,
+        ) -> doca_error_t,
+    >,
+    /// The remote key of that member's segment `seg`.
+    pub mkey_lookup: Option<
+        unsafe extern "C" fn(
+            ctx: *mut urom_worker_ctx,
+            domain_id: u64,
+            seg: c_int,
+            len: *mut usize,
+            rkey: *mut *mut c_void,
+        ) -> doca_error_t,
+    >,
+}
+
+/// `struct urom_worker_ctx`: one per loaded plugin in a worker.
+#[repr(C)]
+#[derive(Debug)]
+pub struct urom_worker_ctx {
+    pub iface: urom_plugin_iface,
+    pub domain_iface: urom_domain_lookups_iface,
+    /// The plugin's own state, set by `open`.
+    pub plugin_ctx: *mut c_void,
+}
+
+/// `urom_plugin_get_iface`, exported by every plugin shared object.
+pub type urom_plugin_get_iface_fn = unsafe extern "C" fn(iface: *mut urom_plugin_iface) -> doca_error_t;
+/// `urom_plugin_get_version`, exported by every plugin shared object.
+pub type urom_plugin_get_version_fn = unsafe extern "C" fn(version: *mut u64) -> doca_error_t;
+
+#[allow(dead_code)]
+const _UROM_PLUGIN_ABI_CHECKS: () = {
+    assert!(core::mem::size_of::<urom_worker_cmd>() == 24);
+    assert!(core::mem::size_of::<urom_worker_notify>() == 32);
+    assert!(core::mem::size_of::<urom_worker_cmd_desc>() == 48);
+    assert!(core::mem::size_of::<urom_worker_notif_desc>() == 56);
+    assert!(core::mem::size_of::<urom_plugin_iface>() == 56);
+    assert!(core::mem::size_of::<urom_domain_lookups_iface>() == 32);
+    assert!(core::mem::size_of::<urom_worker_ctx>() == 96);
+};
