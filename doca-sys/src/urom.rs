@@ -62,8 +62,11 @@ extern "C" {
     pub fn doca_urom_worker_set_plugins(worker: *mut doca_urom_worker, plugins: u64) -> doca_error_t;
     pub fn doca_urom_worker_set_cpuset(worker: *mut doca_urom_worker, cpuset: doca_cpu_set_t) -> doca_error_t;
     pub fn doca_urom_worker_set_max_inflight_tasks(worker: *mut doca_urom_worker, max_tasks: u32) -> doca_error_t;
-    pub fn doca_urom_worker_set_env(worker: *mut doca_urom_worker, env: *const *mut c_char, count: usize)
-        -> doca_error_t;
+    pub fn doca_urom_worker_set_env(
+        worker: *mut doca_urom_worker,
+        env: *const *mut c_char,
+        count: usize,
+    ) -> doca_error_t;
     pub fn doca_urom_worker_get_id(worker: *mut doca_urom_worker, worker_id: *mut u64) -> doca_error_t;
     pub fn doca_urom_worker_get_gid(worker: *mut doca_urom_worker, gid: *mut u32) -> doca_error_t;
     pub fn doca_urom_worker_as_ctx(worker: *mut doca_urom_worker) -> *mut doca_ctx;
@@ -119,4 +122,23 @@ extern "C" {
     /// Only before start; `DOCA_ERROR_BAD_STATE` otherwise.
     pub fn doca_soft_urom_service_set_socket_path(service: *mut doca_urom_service, path: *const c_char)
         -> doca_error_t;
+
+    /// Why the last start of `worker` failed: writes the daemon's (or the connection's) code to
+    /// `*error`, e.g. `DOCA_ERROR_NOT_FOUND` for an unknown plugin, `DOCA_ERROR_FULL` at the
+    /// worker limit, `DOCA_ERROR_NOT_CONNECTED` when the daemon closed the connection; or
+    /// `DOCA_SUCCESS` if the last start did not fail. A failed asynchronous start only reports
+    /// STARTING → IDLE through the state callback; this says why. NULL arguments:
+    /// `DOCA_ERROR_INVALID_VALUE`.
+    pub fn doca_soft_urom_worker_get_start_error(
+        worker: *mut doca_urom_worker,
+        error: *mut doca_error_t,
+    ) -> doca_error_t;
+
+    /// The daemon's human-readable reason for the last failed start of `worker` (a
+    /// NUL-terminated string, empty if none), owned by the worker and valid until its next start
+    /// or its destroy. NULL arguments: `DOCA_ERROR_INVALID_VALUE`.
+    pub fn doca_soft_urom_worker_get_start_error_reason(
+        worker: *mut doca_urom_worker,
+        reason: *mut *const c_char,
+    ) -> doca_error_t;
 }
