@@ -41,6 +41,11 @@ pub mod service;
 mod wire;
 pub mod worker;
 
+#[cfg(test)]
+mod fake_daemon;
+#[cfg(test)]
+mod tests;
+
 use std::time::Duration;
 
 pub use cmd_task::doca_urom_worker_cmd_task;
