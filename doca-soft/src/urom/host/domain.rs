@@ -235,14 +235,19 @@ impl doca_urom_domain {
     /// Withdraws pending replies and sends `DomainDestroy` to workers that accepted.
     fn undo(&self) {
         let replies: Vec<_> = self.replies.borrow_mut().drain(..).collect();
+        let mut created: Vec<_> = self.created.borrow_mut().drain(..).collect();
         for (w, key, r) in replies {
             r.detach();
             // SAFETY: set_workers' pointers (workers outlive the domain).
-            if let Ok(w) = unsafe { worker(w) } {
-                w.withdraw_domain(key);
+            if let Ok(wk) = unsafe { worker(w) } {
+                wk.withdraw_domain(key);
+            }
+            // Not answered yet (or accepted): the worker handles messages in order, so a
+            // `DomainDestroy` after the `DomainCreate` removes what it may still install.
+            if matches!(r.status(), None | Some(DOCA_SUCCESS)) {
+                created.push(w);
             }
         }
-        let created: Vec<_> = self.created.borrow_mut().drain(..).collect();
         for w in created {
             // SAFETY: as above.
             if let Ok(w) = unsafe { worker(w) } {

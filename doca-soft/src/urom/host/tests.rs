@@ -685,3 +685,122 @@ fn domain_start_creates_on_every_local_worker_and_stop_destroys() {
         h.drop_worker(w);
     }
 }
+
+// ---- two OOB "processes" in one test: two domains, one worker each ----
+
+thread_local! {
+    /// Per round: (rank, bytes) contributions; requests are (round, rbuf, msglen).
+    static FABRIC: RefCell<(Vec<Vec<(usize, Vec<u8>)>>, Vec<(usize, usize, usize, bool)>)> =
+        const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+unsafe extern "C" fn pair_allgather(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    msglen: usize,
+    info: *mut c_void,
+    req: *mut *mut c_void,
+) -> doca_error_t {
+    let rank = info as usize;
+    FABRIC.with(|f| {
+        let (rounds, reqs) = &mut *f.borrow_mut();
+        let round = reqs.iter().filter(|r| r.3 == (rank == 1)).count();
+        if rounds.len() <= round {
+            rounds.resize(round + 1, Vec::new());
+        }
+        // SAFETY: the domain passes msglen readable bytes.
+        rounds[round].push((rank, unsafe { core::slice::from_raw_parts(sbuf.cast::<u8>(), msglen) }.to_vec()));
+        reqs.push((round, rbuf as usize, msglen, rank == 1));
+        // SAFETY: valid out-pointer.
+        unsafe { *req = reqs.len() as *mut c_void };
+    });
+    DOCA_SUCCESS
+}
+
+unsafe extern "C" fn pair_test(req: *mut c_void) -> doca_error_t {
+    FABRIC.with(|f| {
+        let (rounds, reqs) = &*f.borrow();
+        let (round, rbuf, msglen, _) = reqs[req as usize - 1];
+        if rounds[round].len() < 2 {
+            return DOCA_ERROR_IN_PROGRESS;
+        }
+        for (rank, data) in &rounds[round] {
+            assert_eq!(data.len(), msglen);
+            // SAFETY: rbuf holds msglen × 2 bytes while the request runs.
+            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), (rbuf as *mut u8).add(rank * msglen), msglen) };
+        }
+        DOCA_SUCCESS
+    })
+}
+
+#[test]
+fn two_oob_processes_build_one_domain() {
+    let d = FakeDaemon::start(Opts::default());
+    let h = Host::new(&d.path);
+    h.start();
+    let ws = [h.worker(1), h.worker(1)];
+    for &w in &ws {
+        h.run_worker(w);
+    }
+    let mut doms = [ptr::null_mut(); 2];
+    let mut bufs = [[0u8; 32]; 2];
+    for rank in 0..2 {
+        let mut oob = doca_urom_domain_oob_coll {
+            allgather: Some(pair_allgather),
+            req_test: Some(pair_test),
+            req_free: Some(solo_free),
+            coll_info: rank as *mut c_void,
+            n_oob_indexes: 2,
+            oob_index: rank as u32,
+        };
+        let mut id = [100 + rank as u64];
+        let mut wp = [ws[rank]];
+        // Different buffer counts: the descriptions differ in length (padding is exercised).
+        let nbufs = rank * 2;
+        // SAFETY: live objects; arrays of the given lengths.
+        unsafe {
+            ok(doca_urom_domain_create(&mut doms[rank]));
+            ok(doca_pe_connect_ctx(h.pe, doca_urom_domain_as_ctx(doms[rank])));
+            ok(doca_urom_domain_set_oob(doms[rank], &mut oob));
+            ok(doca_urom_domain_set_workers(doms[rank], id.as_mut_ptr(), wp.as_mut_ptr(), 1));
+            ok(doca_urom_domain_set_buffers_count(doms[rank], nbufs));
+            for _ in 0..nbufs {
+                let mut key = [7u8; 3];
+                ok(doca_urom_domain_add_buffer(
+                    doms[rank],
+                    bufs[rank].as_mut_ptr().cast(),
+                    32,
+                    key.as_mut_ptr().cast(),
+                    3,
+                    ptr::null_mut(),
+                    0,
+                ));
+            }
+        }
+    }
+    // Rank 0 starts alone: its exchange cannot finish until rank 1 joins.
+    // SAFETY: live domains.
+    let dc: Vec<_> = doms.iter().map(|&x| unsafe { doca_urom_domain_as_ctx(x) }).collect();
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(dc[0]) }, DOCA_ERROR_IN_PROGRESS);
+    for _ in 0..100 {
+        // SAFETY: live PE.
+        unsafe { doca_pe_progress(h.pe) };
+    }
+    assert_eq!(state(dc[0]), DOCA_CTX_STATE_STARTING);
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(dc[1]) }, DOCA_ERROR_IN_PROGRESS);
+    wait(h.pe, "both domains RUNNING", || dc.iter().all(|&c| state(c) == DOCA_CTX_STATE_RUNNING));
+    assert_eq!(d.seen.lock().unwrap().domain_creates, vec![2, 2], "each worker sees both processes' members");
+    FABRIC.with(|f| assert_eq!(f.borrow().1.len(), 4, "two rounds per process"));
+    for (&c, &x) in dc.iter().zip(&doms) {
+        // SAFETY: live objects.
+        unsafe {
+            ok(doca_ctx_stop(c));
+            ok(doca_urom_domain_destroy(x));
+        }
+    }
+    for w in ws {
+        h.drop_worker(w);
+    }
+}
