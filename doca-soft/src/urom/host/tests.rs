@@ -688,10 +688,13 @@ fn domain_start_creates_on_every_local_worker_and_stop_destroys() {
 
 // ---- two OOB "processes" in one test: two domains, one worker each ----
 
+/// Per round, the (rank, bytes) contributions.
+type Rounds = Vec<Vec<(usize, Vec<u8>)>>;
+/// Requests: (round, rbuf address, msglen, is rank 1).
+type Reqs = Vec<(usize, usize, usize, bool)>;
+
 thread_local! {
-    /// Per round: (rank, bytes) contributions; requests are (round, rbuf, msglen).
-    static FABRIC: RefCell<(Vec<Vec<(usize, Vec<u8>)>>, Vec<(usize, usize, usize, bool)>)> =
-        const { RefCell::new((Vec::new(), Vec::new())) };
+    static FABRIC: RefCell<(Rounds, Reqs)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 unsafe extern "C" fn pair_allgather(
