@@ -5,4 +5,5 @@
 //! connections on an `AF_UNIX` `SOCK_SEQPACKET` socket and forks one worker process per
 //! worker; plugins (`.so` files) run inside the workers.
 
+pub mod daemon;
 pub mod proto;
