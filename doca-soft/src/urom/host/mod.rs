@@ -42,6 +42,8 @@ mod wire;
 pub mod worker;
 
 #[cfg(test)]
+mod e2e;
+#[cfg(test)]
 mod fake_daemon;
 #[cfg(test)]
 mod tests;

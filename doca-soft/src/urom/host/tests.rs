@@ -19,11 +19,11 @@ use crate::task::{doca_task_get_status, doca_task_submit};
 use crate::testkit::{destroy_pe, new_pe, pe_fd, readable};
 use crate::types::*;
 
-fn ok(e: doca_error_t) {
+pub(super) fn ok(e: doca_error_t) {
     assert_eq!(e, DOCA_SUCCESS, "{}", crate::rdma::testutil::name(e));
 }
 
-fn state(ctx: *mut doca_ctx) -> doca_ctx_states {
+pub(super) fn state(ctx: *mut doca_ctx) -> doca_ctx_states {
     let mut s = DOCA_CTX_STATE_IDLE;
     // SAFETY: live ctx, valid out-pointer.
     ok(unsafe { doca_ctx_get_state(ctx, &mut s) });
@@ -31,7 +31,7 @@ fn state(ctx: *mut doca_ctx) -> doca_ctx_states {
 }
 
 /// Progresses `pe` until `cond` holds (panics after 10 s: a bound, not a timing assertion).
-fn wait(pe: *mut doca_pe, what: &str, mut cond: impl FnMut() -> bool) {
+pub(super) fn wait(pe: *mut doca_pe, what: &str, mut cond: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(10);
     while !cond() {
         // SAFETY: live PE.
@@ -45,11 +45,11 @@ fn wait(pe: *mut doca_pe, what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 thread_local! {
-    static CMDS: RefCell<Vec<(usize, doca_error_t, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
-    static GIDS: RefCell<Vec<(usize, doca_error_t, Vec<u64>)>> = const { RefCell::new(Vec::new()) };
+    pub(super) static CMDS: RefCell<Vec<(usize, doca_error_t, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+    pub(super) static GIDS: RefCell<Vec<(usize, doca_error_t, Vec<u64>)>> = const { RefCell::new(Vec::new()) };
 }
 
-fn buf_bytes(b: *mut crate::buf::doca_buf) -> Vec<u8> {
+pub(super) fn buf_bytes(b: *mut crate::buf::doca_buf) -> Vec<u8> {
     let (mut p, mut n): (*mut c_void, usize) = (ptr::null_mut(), 0);
     // SAFETY: live buffer, valid out-pointers; the data range is readable memory of the task.
     unsafe {
@@ -59,7 +59,7 @@ fn buf_bytes(b: *mut crate::buf::doca_buf) -> Vec<u8> {
     }
 }
 
-unsafe extern "C" fn cmd_cb(task: *mut doca_urom_worker_cmd_task, _ud: doca_data, _cud: doca_data) {
+pub(super) unsafe extern "C" fn cmd_cb(task: *mut doca_urom_worker_cmd_task, _ud: doca_data, _cud: doca_data) {
     // SAFETY: called by the PE with a live task that we own during the callback.
     let (st, resp) = unsafe {
         (
@@ -70,7 +70,11 @@ unsafe extern "C" fn cmd_cb(task: *mut doca_urom_worker_cmd_task, _ud: doca_data
     CMDS.with(|c| c.borrow_mut().push((task as usize, st, resp)));
 }
 
-unsafe extern "C" fn gid_cb(task: *mut doca_urom_service_get_workers_by_gid_task, _ud: doca_data, _cud: doca_data) {
+pub(super) unsafe extern "C" fn gid_cb(
+    task: *mut doca_urom_service_get_workers_by_gid_task,
+    _ud: doca_data,
+    _cud: doca_data,
+) {
     // SAFETY: as in cmd_cb.
     unsafe {
         let st = doca_task_get_status(doca_urom_service_get_workers_by_gid_task_as_task(task));
@@ -81,23 +85,23 @@ unsafe extern "C" fn gid_cb(task: *mut doca_urom_service_get_workers_by_gid_task
     }
 }
 
-fn take_cmds() -> Vec<(usize, doca_error_t, Vec<u8>)> {
+pub(super) fn take_cmds() -> Vec<(usize, doca_error_t, Vec<u8>)> {
     CMDS.with(|c| core::mem::take(&mut *c.borrow_mut()))
 }
 
-fn take_gids() -> Vec<(usize, doca_error_t, Vec<u64>)> {
+pub(super) fn take_gids() -> Vec<(usize, doca_error_t, Vec<u64>)> {
     GIDS.with(|c| core::mem::take(&mut *c.borrow_mut()))
 }
 
 /// A PE, a device and a service pointed at `path` (connected, not started).
-struct Host {
-    pe: *mut doca_pe,
+pub(super) struct Host {
+    pub pe: *mut doca_pe,
     dev: *mut doca_dev,
-    svc: *mut doca_urom_service,
+    pub svc: *mut doca_urom_service,
 }
 
 impl Host {
-    fn new(path: &std::path::Path) -> Host {
+    pub(super) fn new(path: &std::path::Path) -> Host {
         let pe = new_pe();
         let dev = crate::dev::test_open_default();
         let mut svc = ptr::null_mut();
@@ -112,17 +116,17 @@ impl Host {
         Host { pe, dev, svc }
     }
 
-    fn sctx(&self) -> *mut doca_ctx {
+    pub(super) fn sctx(&self) -> *mut doca_ctx {
         // SAFETY: live service.
         unsafe { doca_urom_service_as_ctx(self.svc) }
     }
 
-    fn start(&self) {
+    pub(super) fn start(&self) {
         // SAFETY: live ctx.
         ok(unsafe { doca_ctx_start(self.sctx()) });
     }
 
-    fn worker(&self, plugins: u64) -> *mut doca_urom_worker {
+    pub(super) fn worker(&self, plugins: u64) -> *mut doca_urom_worker {
         let mut w = ptr::null_mut();
         // SAFETY: valid out-pointer; live objects.
         unsafe {
@@ -135,7 +139,7 @@ impl Host {
     }
 
     /// Starts `w` and waits for RUNNING.
-    fn run_worker(&self, w: *mut doca_urom_worker) {
+    pub(super) fn run_worker(&self, w: *mut doca_urom_worker) {
         // SAFETY: live worker.
         let c = unsafe { doca_urom_worker_as_ctx(w) };
         // SAFETY: live ctx.
@@ -147,7 +151,7 @@ impl Host {
 
     /// Stops `w` (freeing nothing: the caller has released its tasks), waits for IDLE and
     /// destroys it.
-    fn drop_worker(&self, w: *mut doca_urom_worker) {
+    pub(super) fn drop_worker(&self, w: *mut doca_urom_worker) {
         // SAFETY: live worker.
         let c = unsafe { doca_urom_worker_as_ctx(w) };
         if state(c) != DOCA_CTX_STATE_IDLE {
@@ -182,7 +186,7 @@ impl Drop for Host {
 }
 
 /// Allocates a command task with our callback and `payload` packed in.
-fn cmd(w: *mut doca_urom_worker, plugin: u64, payload: &[u8]) -> *mut doca_urom_worker_cmd_task {
+pub(super) fn cmd(w: *mut doca_urom_worker, plugin: u64, payload: &[u8]) -> *mut doca_urom_worker_cmd_task {
     let mut t = ptr::null_mut();
     // SAFETY: live worker; the payload buffer has room (checked below).
     unsafe {
@@ -200,12 +204,12 @@ fn cmd(w: *mut doca_urom_worker, plugin: u64, payload: &[u8]) -> *mut doca_urom_
     t
 }
 
-fn submit(t: *mut doca_urom_worker_cmd_task) -> doca_error_t {
+pub(super) fn submit(t: *mut doca_urom_worker_cmd_task) -> doca_error_t {
     // SAFETY: live task.
     unsafe { doca_task_submit(doca_urom_worker_cmd_task_as_task(t)) }
 }
 
-fn release(t: *mut doca_urom_worker_cmd_task) {
+pub(super) fn release(t: *mut doca_urom_worker_cmd_task) {
     // SAFETY: live task owned by the test.
     ok(unsafe { doca_urom_worker_cmd_task_release(t) });
 }
@@ -450,7 +454,7 @@ fn worker_spawns_runs_commands_and_stops() {
 }
 
 /// Rewrites the payload of an allocated task.
-fn cmd_payload(t: *mut doca_urom_worker_cmd_task, payload: &[u8]) -> *mut doca_urom_worker_cmd_task {
+pub(super) fn cmd_payload(t: *mut doca_urom_worker_cmd_task, payload: &[u8]) -> *mut doca_urom_worker_cmd_task {
     // SAFETY: live task owned by the test; the payload fits (tests use short ones).
     unsafe {
         let b = doca_urom_worker_cmd_task_get_payload(t);
@@ -576,7 +580,7 @@ fn daemon_death_fails_pending_work_and_stop_still_reaches_idle() {
 
 // ---- domains (one OOB process: the allgather is a copy) ----
 
-unsafe extern "C" fn solo_allgather(
+pub(super) unsafe extern "C" fn solo_allgather(
     sbuf: *mut c_void,
     rbuf: *mut c_void,
     msglen: usize,
@@ -591,11 +595,11 @@ unsafe extern "C" fn solo_allgather(
     DOCA_SUCCESS
 }
 
-unsafe extern "C" fn solo_test(_req: *mut c_void) -> doca_error_t {
+pub(super) unsafe extern "C" fn solo_test(_req: *mut c_void) -> doca_error_t {
     DOCA_SUCCESS
 }
 
-unsafe extern "C" fn solo_free(_req: *mut c_void) -> doca_error_t {
+pub(super) unsafe extern "C" fn solo_free(_req: *mut c_void) -> doca_error_t {
     DOCA_SUCCESS
 }
 
