@@ -117,6 +117,11 @@ impl Drop for FakeDaemon {
     }
 }
 
+/// The record, also after a test panicked while holding it.
+fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
+    seen.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn send(fd: &OwnedFd, b: &[u8], pass: Option<&OwnedFd>) {
     // Test peer: a full or closed socket just loses the message.
     let _ = proto::send_msg(fd.as_fd(), b, pass.map(|p| p.as_fd()));
@@ -182,7 +187,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
             let fd = &clients[k].fd;
             match req {
                 Request::Hello { req, .. } => {
-                    seen.lock().unwrap().hellos += 1;
+                    lock(&seen).hellos += 1;
                     if opts.refuse {
                         let r = Reply::Error { req, status: DOCA_ERROR_AUTHENTICATION, reason: "not you".into() };
                         send(fd, &r.encode(), None);
@@ -205,7 +210,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
                     send(fd, &r.encode(), None);
                 }
                 Request::Spawn { req, worker_id, gid, plugins, env, .. } => {
-                    seen.lock().unwrap().spawns.push((worker_id, gid, plugins, env));
+                    lock(&seen).spawns.push((worker_id, gid, plugins, env));
                     if gid == 666 {
                         let r = Reply::Error { req, status: DOCA_ERROR_FULL, reason: "no room".into() };
                         send(fd, &r.encode(), None);
@@ -229,7 +234,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
                     clients.get_mut(k).unwrap().workers.push(id);
                 }
                 Request::Stop { req, worker_id } => {
-                    seen.lock().unwrap().stops.push(worker_id);
+                    lock(&seen).stops.push(worker_id);
                     workers.remove(&worker_id);
                     send(fd, &Reply::Stopped { req, worker_id }.encode(), None);
                 }
@@ -263,7 +268,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
             };
             match m {
                 HostToWorker::Command { ctx, plugin, payload } => {
-                    seen.lock().unwrap().commands += 1;
+                    lock(&seen).commands += 1;
                     let reversed: Vec<u8> = payload.iter().rev().copied().collect();
                     let notify =
                         |status| WorkerToHost::Notify { ctx, plugin, status, packed: reversed.clone() }.encode();
@@ -286,7 +291,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
                     }
                 }
                 HostToWorker::DomainCreate { ctx, domain } => {
-                    seen.lock().unwrap().domain_creates.push(domain.members.len());
+                    lock(&seen).domain_creates.push(domain.members.len());
                     let status = if domain.members.iter().any(|m| m.worker_id == 13) {
                         DOCA_ERROR_NOT_PERMITTED
                     } else {
@@ -296,7 +301,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
                     send(data, &r.encode(), None);
                 }
                 HostToWorker::DomainDestroy { ctx } => {
-                    seen.lock().unwrap().domain_destroys += 1;
+                    lock(&seen).domain_destroys += 1;
                     let r =
                         WorkerToHost::Notify { ctx, plugin: proto::PLUGIN_NONE, status: DOCA_SUCCESS, packed: vec![] };
                     send(data, &r.encode(), None);
