@@ -116,13 +116,29 @@ impl Conn {
 
     /// Receives one packet without blocking.
     pub(crate) fn recv(&mut self) -> Recv {
-        match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
-            // Our packets are never empty: 0 bytes is the peer's hang-up.
-            Ok((0, _)) => Recv::HangUp,
-            Ok((n, fd)) => Recv::Packet(n, fd),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Recv::Empty,
-            // Reset, or a packet we cannot take whole: drop the connection.
-            Err(_) => Recv::HangUp,
+        // A peer that closes with our packets unread makes the kernel report ECONNRESET once,
+        // *before* the packets it had sent us (e.g. a refusal at accept): look again, so they
+        // are not lost. The error is reported only once, so this ends.
+        let mut reset_seen = false;
+        loop {
+            return match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
+                // Our packets are never empty: 0 bytes is the peer's hang-up.
+                Ok((0, _)) => Recv::HangUp,
+                Ok((n, fd)) => Recv::Packet(n, fd),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if reset_seen {
+                        Recv::HangUp
+                    } else {
+                        Recv::Empty
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !reset_seen => {
+                    reset_seen = true;
+                    continue;
+                }
+                // A packet we cannot take whole, or another failure: drop the connection.
+                Err(_) => Recv::HangUp,
+            };
         }
     }
 
@@ -197,6 +213,16 @@ mod tests {
         assert!(matches!(b.recv(), Recv::HangUp));
         drop(a);
         assert!(matches!(b.recv(), Recv::HangUp));
+        // A peer that closes with our packet unread: what it sent before is still delivered.
+        let (c, mut d) = pair();
+        d.send(vec![1; 8]).unwrap();
+        c.send_now(&[5; 16]).unwrap();
+        drop(c);
+        match d.recv() {
+            Recv::Packet(n, _) => assert_eq!(d.packet(n), &[5; 16]),
+            _ => panic!("the packet sent before the reset is lost"),
+        }
+        assert!(matches!(d.recv(), Recv::HangUp));
         assert_eq!(b.send(vec![1, 2, 3]), Err(DOCA_ERROR_CONNECTION_ABORTED));
     }
 

@@ -191,6 +191,17 @@ pub(crate) unsafe fn service_of(ctx: &doca_ctx) -> &doca_urom_service {
     unsafe { ctx.owner::<doca_urom_service>() }
 }
 
+/// The status of an `Error` the daemon already sent on `conn` (a refusal at accept), if any.
+pub(crate) fn pending_refusal(conn: &mut Conn) -> Option<doca_error_t> {
+    match conn.recv() {
+        Recv::Packet(n, _) => match wire::decode_reply(conn.packet(n)) {
+            Some(Reply::Error { status, .. }) if status != DOCA_SUCCESS => Some(status),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Connects and waits for `Welcome`; on success the link is up (not yet registered).
 fn handshake(s: &doca_urom_service) -> Result<Conn, doca_error_t> {
     let pci = {
@@ -203,11 +214,12 @@ fn handshake(s: &doca_urom_service) -> Result<Conn, doca_error_t> {
     // The Welcome's plugin list does not depend on our message size: leave room for it.
     let mut conn = Conn::connect(&path, max_msg.max(64 << 10) + PACKET_SLACK)?;
     let req = s.next_req();
-    conn.send(wire::hello(req, std::process::id(), max_workers, max_msg as u64))
-        .map_err(|_| DOCA_ERROR_NOT_CONNECTED)?;
+    // A daemon that refuses us answers at accept and closes, so our Hello may meet a closed
+    // socket: its Error is still queued for us, so read on (a hang-up is NOT_CONNECTED).
+    let _ = conn.send(wire::hello(req, std::process::id(), max_workers, max_msg as u64));
     let deadline = Instant::now() + WELCOME_TIMEOUT;
     loop {
-        conn.flush().map_err(|_| DOCA_ERROR_NOT_CONNECTED)?;
+        let _ = conn.flush();
         let (n, _fd) = match conn.recv_until(deadline) {
             None => return Err(DOCA_ERROR_TIME_OUT),
             Some(Recv::HangUp) => return Err(DOCA_ERROR_NOT_CONNECTED),

@@ -452,7 +452,13 @@ unsafe fn worker_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     let sent = conn.send(wire::hello(hello, std::process::id(), max_workers, max_msg as u64)).and_then(|_| {
         conn.send(wire::spawn(spawn, w.req_id.get(), w.gid.get(), w.plugins.get(), &w.cpuset.get(), n, &w.env.borrow()))
     });
-    sent.map_err(|e| if e == DOCA_ERROR_CONNECTION_ABORTED { DOCA_ERROR_NOT_CONNECTED } else { e })?;
+    if let Err(e) = sent {
+        // Refused at accept (the daemon answered and closed): report its status.
+        if let Some(status) = super::service::pending_refusal(&mut conn) {
+            return Err(status);
+        }
+        return Err(if e == DOCA_ERROR_CONNECTION_ABORTED { DOCA_ERROR_NOT_CONNECTED } else { e });
+    }
     let pe = ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
     pe.register_fd(conn.fd(), FdMode::Level)?;
     *w.ctrl.borrow_mut() = Some(conn);
