@@ -3,7 +3,7 @@
 //! * The pool has the worker's `max_inflight_tasks` tasks (configured at worker start); one
 //!   more allocation is `NO_MEMORY`.
 //! * Every task has a **payload** and a **response** `doca_buf` of the effective maximum message
-//!   size, over memory owned by the worker ([`TaskMemory`]): the user packs the command at the
+//!   size, over memory owned by the worker (`TaskMemory`): the user packs the command at the
 //!   payload's data pointer and sets its data length (`doca_buf_set_data`); on completion the
 //!   response's data is the plugin's packed notification. Both are reset (data at head, length
 //!   0) at allocation. The user must not release them (they are the task's).

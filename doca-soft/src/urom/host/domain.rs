@@ -8,7 +8,7 @@
 //!   buffers than announced: `INVALID_VALUE`).
 //! * Start checks the configuration is complete and every local worker RUNNING (`BAD_STATE`),
 //!   describes the local members (worker id, the plugins' addresses, the buffers) and starts the
-//!   [`OobExchange`]: round 1 gathers every process's description length (8 bytes, LE), round 2
+//!   `OobExchange`: round 1 gathers every process's description length (8 bytes, LE), round 2
 //!   the descriptions padded to the longest. It returns `IN_PROGRESS`; progress drives the
 //!   exchange with `req_test` (the PE keeps polling meanwhile: an OOB request has no fd), then
 //!   sends `DomainCreate` (every member of every process) to each local worker and waits for

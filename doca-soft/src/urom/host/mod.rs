@@ -16,16 +16,16 @@
 //!   with `NOT_CONNECTED`, until the ctx is stopped and started again.
 //! * **Domain** ([`domain`]): an asynchronous ctx that exchanges the local workers' addresses
 //!   and the registered buffers with the other processes through the user's OOB allgather
-//!   ([`domain::OobExchange`], two rounds), then sends `DomainCreate` to each local worker. The
+//!   (`domain::OobExchange`, two rounds), then sends `DomainCreate` to each local worker. The
 //!   worker routes the `Notify { plugin: 0 }` answers to the domain through a shared
-//!   [`worker::DomainReply`] cell (the only link from a worker back to a domain).
+//!   `worker::DomainReply` cell (the only link from a worker back to a domain).
 //!
 //! # Ownership and lifetimes
 //! The user owns every object (C pointers). A worker points at its service: the service
 //! counts those workers and refuses `destroy` (`IN_USE`) while any exists. A domain points at
 //! its workers (DOCA's contract: they outlive it); a domain that is not IDLE holds reply cells
 //! in its workers, which it withdraws when it stops. Task pools belong to the ctxs (`task.rs`).
-//! Command tasks own their payload and response memory ([`cmd_task::TaskMemory`], one region per
+//! Command tasks own their payload and response memory (`cmd_task::TaskMemory`, one region per
 //! worker, kept until the worker is destroyed or restarted with other sizes).
 //!
 //! # Threads
