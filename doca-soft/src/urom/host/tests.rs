@@ -812,3 +812,50 @@ fn two_oob_processes_build_one_domain() {
         h.drop_worker(w);
     }
 }
+
+#[test]
+fn restart_with_other_sizes_rebuilds_the_pool_and_buffers() {
+    let d = FakeDaemon::start(Opts { max_msg: 1024, ..Opts::default() });
+    let h = Host::new(&d.path);
+    // SAFETY: live IDLE service.
+    ok(unsafe { doca_urom_service_set_max_comm_msg_size(h.svc, 8192) });
+    h.start();
+    let w = h.worker(1);
+    for n in [4usize, 8] {
+        // SAFETY: live IDLE worker.
+        ok(unsafe { doca_urom_worker_set_max_inflight_tasks(w, n as u32) });
+        h.run_worker(w);
+        let ts: Vec<_> = (0..n).map(|_| cmd(w, 1, b"x")).collect();
+        let mut extra = ptr::null_mut();
+        let mut cap = 0;
+        // SAFETY: live worker and task buffers.
+        unsafe {
+            assert_eq!(doca_urom_worker_cmd_task_allocate_init(w, 1, &mut extra), DOCA_ERROR_NO_MEMORY);
+            ok(doca_buf_get_len(doca_urom_worker_cmd_task_get_payload(ts[n - 1]), &mut cap));
+        }
+        assert_eq!(cap, 1024, "the daemon's smaller maximum wins");
+        // Every task has its own buffers.
+        let mut heads: Vec<usize> = ts
+            .iter()
+            .flat_map(|&t| {
+                // SAFETY: live task buffers.
+                unsafe { [doca_urom_worker_cmd_task_get_payload(t), doca_urom_worker_cmd_task_get_response(t)] }
+            })
+            .map(|b| {
+                let mut p: *mut c_void = ptr::null_mut();
+                // SAFETY: live buffer, valid out-pointer.
+                ok(unsafe { doca_buf_get_data(b, &mut p) });
+                p as usize
+            })
+            .collect();
+        heads.sort_unstable();
+        heads.dedup();
+        assert_eq!(heads.len(), 2 * n);
+        for t in ts {
+            release(t);
+        }
+        // SAFETY: live ctx; no task allocated: IDLE at once.
+        ok(unsafe { doca_ctx_stop(doca_urom_worker_as_ctx(w)) });
+    }
+    h.drop_worker(w);
+}
