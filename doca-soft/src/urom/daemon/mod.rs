@@ -683,8 +683,10 @@ impl Daemon {
                 }
                 let host = usize::try_from(max_msg_size).unwrap_or(usize::MAX);
                 let eff = if host == 0 { daemon_max } else { host.min(daemon_max) };
-                c.hello = Some((pid, max_workers, eff));
-                log_at!(log, Debug, "client {cid}: hello from pid {pid} (uid {})", c.cred.uid);
+                // The host's worker limit is counted per host process, named by the kernel's
+                // record of the peer rather than the pid the host claims.
+                c.hello = Some((c.cred.pid, max_workers, eff));
+                log_at!(log, Debug, "client {cid}: hello from pid {pid} (peer pid {}, uid {})", c.cred.pid, c.cred.uid);
                 let welcome = Reply::Welcome {
                     req,
                     proto: PROTO_VERSION,
@@ -993,6 +995,7 @@ impl Daemon {
             } else {
                 log_at!(self.log, Warn, "worker {id:#x} (pid {}) died: {how}", w.pid);
             }
+            let mut told = Vec::new();
             for a in w.attached {
                 let m = match a.pending {
                     Some((req, _)) => Reply::Error {
@@ -1000,7 +1003,10 @@ impl Daemon {
                         status: DOCA_ERROR_CONNECTION_ABORTED,
                         reason: format!("worker {id:#x} {how}"),
                     },
+                    // One report per connection, however often it attached to this worker.
+                    None if told.contains(&a.client) => continue,
                     None => {
+                        told.push(a.client);
                         Reply::WorkerExited { worker_id: id, status: DOCA_ERROR_CONNECTION_ABORTED, how: how.clone() }
                     }
                 };

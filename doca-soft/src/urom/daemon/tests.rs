@@ -517,6 +517,14 @@ fn end_to_end_spawn_command_reconnect_crash_and_shutdown() {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let cpus = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
     assert_eq!(cpus.split_whitespace().nth(1).unwrap(), cpu.to_string(), "{cpus}");
+    // Beyond stdin/out/err the worker holds its control socket and its data connection only:
+    // none of the daemon's descriptors (listener, other hosts' connections) leak into it.
+    let extra: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    assert_eq!(extra.len(), 2, "worker fds {extra:?}");
 
     // Commands: echo, environment, a worker_cmd failure, an unknown plugin.
     d1.command(10, 1, b"hello");
