@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 pub use self::log::LogLevel;
 pub use self::plugins::{parse_plugin_path, Plugin, Plugins, MAX_PLUGINS, PLUGIN_NAME_MAX};
 pub use self::spawn::current_affinity;
+pub use crate::urom::proto::default_socket_path;
 
 use self::auth::Access;
 use self::log::{log_at, Log};
@@ -90,14 +91,6 @@ impl Config {
 
 /// `doca_urom_service_set_max_comm_msg_size`'s default.
 pub const DOCA_UROM_DEFAULT_MAX_MSG_SIZE: usize = 4096;
-
-/// The default socket of docs/urom-soft.md: `$XDG_RUNTIME_DIR/async-doca-urom-<uid>.sock`,
-/// `/tmp` without `XDG_RUNTIME_DIR`.
-pub fn default_socket_path() -> PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()).unwrap_or_else(|| "/tmp".into());
-    // SAFETY: getuid cannot fail.
-    PathBuf::from(dir).join(format!("async-doca-urom-{}.sock", unsafe { libc::getuid() }))
-}
 
 /// Parses a CPU list such as `0-3,8,10-11` into a cpuset.
 pub fn parse_cpu_list(s: &str) -> Result<CpuSet, String> {
