@@ -116,7 +116,8 @@ pub enum Request {
 pub enum Reply {
     /// Tag 1. `max_msg_size` is the effective one (the smaller of the host's and the daemon's).
     Welcome { req: u64, proto: u32, max_msg_size: u64, max_workers: u32, cpuset: CpuSet, plugins: Vec<PluginInfo> },
-    /// Tag 2. Sent with one fd (SCM_RIGHTS): the data connection to the worker.
+    /// Tag 2. Sent with one fd (SCM_RIGHTS): the data connection to the worker, in blocking
+    /// mode (the host sets `O_NONBLOCK` itself if it wants it).
     Spawned { req: u64, worker_id: u64, pid: u32, addrs: Vec<PluginAddr> },
     /// Tag 3.
     Stopped { req: u64, worker_id: u64 },

@@ -52,6 +52,8 @@ use crate::urom::proto::{
 
 /// How long a worker told to exit (or whose control socket hung up) has before `SIGKILL`.
 pub const EXIT_GRACE: Duration = Duration::from_secs(1);
+/// How long accepting pauses after `accept` fails for lack of descriptors or memory.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Client connections beyond this are refused with `DOCA_ERROR_FULL`.
 pub const MAX_CLIENTS: usize = 1024;
 
@@ -347,6 +349,8 @@ pub struct Daemon {
     clients: Vec<Client>,
     next_client: u64,
     workers: Workers,
+    /// Set after accept failed for lack of resources: the listener is not polled until then.
+    accept_paused: Option<Instant>,
     pid: libc::pid_t,
     recv_buf: Vec<u8>,
 }
@@ -438,6 +442,7 @@ impl Daemon {
             clients: Vec::new(),
             next_client: 1,
             workers: Workers::new(),
+            accept_paused: None,
             pid,
         })
     }
@@ -457,6 +462,11 @@ impl Daemon {
         &self.cpuset
     }
 
+    /// The worker table.
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+
     /// Serves until SIGTERM or SIGINT, then shuts down (workers told to exit, reaped; socket
     /// unlinked). Installs process-wide handlers for SIGTERM, SIGINT and SIGCHLD while it
     /// runs (restored on return), so only one daemon may serve per process.
@@ -470,7 +480,13 @@ impl Daemon {
             }
             fds.clear();
             fds.push(libc::pollfd { fd: signals.read.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-            let listen_fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+            if self.accept_paused.is_some_and(|t| Instant::now() >= t) {
+                self.accept_paused = None;
+            }
+            let listen_fd = match (&self.listener, self.accept_paused) {
+                (Some(l), None) => l.as_raw_fd(),
+                _ => -1,
+            };
             fds.push(libc::pollfd { fd: listen_fd, events: libc::POLLIN, revents: 0 });
             let client_ids: Vec<u64> = self.clients.iter().map(|c| c.id).collect();
             for c in &self.clients {
@@ -525,6 +541,7 @@ impl Daemon {
 
     fn poll_timeout(&self) -> libc::c_int {
         let now = Instant::now();
+        let pause = self.accept_paused.map(|t| t.saturating_duration_since(now));
         self.workers
             .map
             .values()
@@ -534,6 +551,7 @@ impl Daemon {
                 WState::Exiting { killed: true, .. } => Some(Duration::from_millis(10)),
                 _ => None,
             })
+            .chain(pause)
             .min()
             .map_or(-1, |d| d.as_millis().clamp(1, 1000) as libc::c_int)
     }
@@ -570,9 +588,10 @@ impl Daemon {
                     io::ErrorKind::WouldBlock => return,
                     io::ErrorKind::Interrupted => continue,
                     _ => {
-                        // ECONNABORTED and friends concern one connection; EMFILE must not
-                        // spin, so stop for this round either way.
-                        log_at!(self.log, Warn, "accept: {e}");
+                        // Out of descriptors (or memory): the pending connection stays readable,
+                        // so polling the listener again at once would spin. Pause accepting.
+                        log_at!(self.log, Warn, "accept: {e}; pausing new connections briefly");
+                        self.accept_paused = Some(Instant::now() + ACCEPT_PAUSE);
                         return;
                     }
                 }
