@@ -19,7 +19,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::types::*;
 
@@ -116,7 +116,8 @@ pub enum Request {
 pub enum Reply {
     /// Tag 1. `max_msg_size` is the effective one (the smaller of the host's and the daemon's).
     Welcome { req: u64, proto: u32, max_msg_size: u64, max_workers: u32, cpuset: CpuSet, plugins: Vec<PluginInfo> },
-    /// Tag 2. Sent with one fd (SCM_RIGHTS): the data connection to the worker.
+    /// Tag 2. Sent with one fd (SCM_RIGHTS): the data connection to the worker, in blocking
+    /// mode (the host sets `O_NONBLOCK` itself if it wants it).
     Spawned { req: u64, worker_id: u64, pid: u32, addrs: Vec<PluginAddr> },
     /// Tag 3.
     Stopped { req: u64, worker_id: u64 },
@@ -573,6 +574,29 @@ impl DaemonToWorker {
 // ----------------------------------------------------------------------------------------------
 // Sockets
 
+/// `$XDG_RUNTIME_DIR`, or `/tmp` when it is unset or empty: where sockets go by default.
+fn runtime_dir() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+}
+
+/// The default socket of docs/urom-soft.md (rule 3 of "Finding the daemon", and the daemon's
+/// default `--socket`): `$XDG_RUNTIME_DIR/async-doca-urom-<uid>.sock`, `/tmp` without
+/// `XDG_RUNTIME_DIR`.
+pub fn default_socket_path() -> PathBuf {
+    // SAFETY: getuid cannot fail.
+    runtime_dir().join(format!("async-doca-urom-{}.sock", unsafe { libc::getuid() }))
+}
+
+/// The socket named by a service file's `dev_hostname` (rule 2 of "Finding the daemon"): the
+/// name itself if it contains a `/`, else `$XDG_RUNTIME_DIR/async-doca-urom-<name>.sock`.
+pub fn service_socket_path(dev_hostname: &str) -> PathBuf {
+    if dev_hostname.contains('/') {
+        PathBuf::from(dev_hostname)
+    } else {
+        runtime_dir().join(format!("async-doca-urom-{dev_hostname}.sock"))
+    }
+}
+
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -1027,6 +1051,17 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(cred.pid, unsafe { libc::getpid() } as u32);
         fit_packet(a.as_fd(), 1 << 20).unwrap();
+    }
+
+    #[test]
+    fn socket_paths_follow_the_doc() {
+        assert_eq!(service_socket_path("/run/x.sock"), PathBuf::from("/run/x.sock"));
+        let p = service_socket_path("dpu0");
+        assert!(p.to_str().unwrap().ends_with("/async-doca-urom-dpu0.sock"), "{p:?}");
+        let d = default_socket_path();
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        assert!(d.to_str().unwrap().ends_with(&format!("/async-doca-urom-{uid}.sock")), "{d:?}");
     }
 
     #[test]

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 pub use self::log::LogLevel;
 pub use self::plugins::{parse_plugin_path, Plugin, Plugins, MAX_PLUGINS, PLUGIN_NAME_MAX};
 pub use self::spawn::current_affinity;
+pub use crate::urom::proto::default_socket_path;
 
 use self::auth::Access;
 use self::log::{log_at, Log};
@@ -51,6 +52,8 @@ use crate::urom::proto::{
 
 /// How long a worker told to exit (or whose control socket hung up) has before `SIGKILL`.
 pub const EXIT_GRACE: Duration = Duration::from_secs(1);
+/// How long accepting pauses after `accept` fails for lack of descriptors or memory.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Client connections beyond this are refused with `DOCA_ERROR_FULL`.
 pub const MAX_CLIENTS: usize = 1024;
 
@@ -90,14 +93,6 @@ impl Config {
 
 /// `doca_urom_service_set_max_comm_msg_size`'s default.
 pub const DOCA_UROM_DEFAULT_MAX_MSG_SIZE: usize = 4096;
-
-/// The default socket of docs/urom-soft.md: `$XDG_RUNTIME_DIR/async-doca-urom-<uid>.sock`,
-/// `/tmp` without `XDG_RUNTIME_DIR`.
-pub fn default_socket_path() -> PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()).unwrap_or_else(|| "/tmp".into());
-    // SAFETY: getuid cannot fail.
-    PathBuf::from(dir).join(format!("async-doca-urom-{}.sock", unsafe { libc::getuid() }))
-}
 
 /// Parses a CPU list such as `0-3,8,10-11` into a cpuset.
 pub fn parse_cpu_list(s: &str) -> Result<CpuSet, String> {
@@ -354,6 +349,8 @@ pub struct Daemon {
     clients: Vec<Client>,
     next_client: u64,
     workers: Workers,
+    /// Set after accept failed for lack of resources: the listener is not polled until then.
+    accept_paused: Option<Instant>,
     pid: libc::pid_t,
     recv_buf: Vec<u8>,
 }
@@ -445,6 +442,7 @@ impl Daemon {
             clients: Vec::new(),
             next_client: 1,
             workers: Workers::new(),
+            accept_paused: None,
             pid,
         })
     }
@@ -464,6 +462,11 @@ impl Daemon {
         &self.cpuset
     }
 
+    /// The worker table.
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+
     /// Serves until SIGTERM or SIGINT, then shuts down (workers told to exit, reaped; socket
     /// unlinked). Installs process-wide handlers for SIGTERM, SIGINT and SIGCHLD while it
     /// runs (restored on return), so only one daemon may serve per process.
@@ -477,7 +480,13 @@ impl Daemon {
             }
             fds.clear();
             fds.push(libc::pollfd { fd: signals.read.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-            let listen_fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+            if self.accept_paused.is_some_and(|t| Instant::now() >= t) {
+                self.accept_paused = None;
+            }
+            let listen_fd = match (&self.listener, self.accept_paused) {
+                (Some(l), None) => l.as_raw_fd(),
+                _ => -1,
+            };
             fds.push(libc::pollfd { fd: listen_fd, events: libc::POLLIN, revents: 0 });
             let client_ids: Vec<u64> = self.clients.iter().map(|c| c.id).collect();
             for c in &self.clients {
@@ -532,6 +541,7 @@ impl Daemon {
 
     fn poll_timeout(&self) -> libc::c_int {
         let now = Instant::now();
+        let pause = self.accept_paused.map(|t| t.saturating_duration_since(now));
         self.workers
             .map
             .values()
@@ -541,6 +551,7 @@ impl Daemon {
                 WState::Exiting { killed: true, .. } => Some(Duration::from_millis(10)),
                 _ => None,
             })
+            .chain(pause)
             .min()
             .map_or(-1, |d| d.as_millis().clamp(1, 1000) as libc::c_int)
     }
@@ -577,9 +588,10 @@ impl Daemon {
                     io::ErrorKind::WouldBlock => return,
                     io::ErrorKind::Interrupted => continue,
                     _ => {
-                        // ECONNABORTED and friends concern one connection; EMFILE must not
-                        // spin, so stop for this round either way.
-                        log_at!(self.log, Warn, "accept: {e}");
+                        // Out of descriptors (or memory): the pending connection stays readable,
+                        // so polling the listener again at once would spin. Pause accepting.
+                        log_at!(self.log, Warn, "accept: {e}; pausing new connections briefly");
+                        self.accept_paused = Some(Instant::now() + ACCEPT_PAUSE);
                         return;
                     }
                 }
@@ -683,8 +695,10 @@ impl Daemon {
                 }
                 let host = usize::try_from(max_msg_size).unwrap_or(usize::MAX);
                 let eff = if host == 0 { daemon_max } else { host.min(daemon_max) };
-                c.hello = Some((pid, max_workers, eff));
-                log_at!(log, Debug, "client {cid}: hello from pid {pid} (uid {})", c.cred.uid);
+                // The host's worker limit is counted per host process, named by the kernel's
+                // record of the peer rather than the pid the host claims.
+                c.hello = Some((c.cred.pid, max_workers, eff));
+                log_at!(log, Debug, "client {cid}: hello from pid {pid} (peer pid {}, uid {})", c.cred.pid, c.cred.uid);
                 let welcome = Reply::Welcome {
                     req,
                     proto: PROTO_VERSION,
@@ -993,6 +1007,7 @@ impl Daemon {
             } else {
                 log_at!(self.log, Warn, "worker {id:#x} (pid {}) died: {how}", w.pid);
             }
+            let mut told = Vec::new();
             for a in w.attached {
                 let m = match a.pending {
                     Some((req, _)) => Reply::Error {
@@ -1000,7 +1015,10 @@ impl Daemon {
                         status: DOCA_ERROR_CONNECTION_ABORTED,
                         reason: format!("worker {id:#x} {how}"),
                     },
+                    // One report per connection, however often it attached to this worker.
+                    None if told.contains(&a.client) => continue,
                     None => {
+                        told.push(a.client);
                         Reply::WorkerExited { worker_id: id, status: DOCA_ERROR_CONNECTION_ABORTED, how: how.clone() }
                     }
                 };

@@ -64,17 +64,36 @@ pub fn current_affinity() -> io::Result<CpuSet> {
     Ok(set)
 }
 
-/// Closes every descriptor of this process except `keep` (and stdin/out/err).
+/// Closes every descriptor of this process except `keep` (and stdin/out/err): the worker must
+/// not hold the daemon's listening socket or other hosts' connections.
 fn close_all_but(keep: &[RawFd]) {
-    let mut fds: Vec<RawFd> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
-        fds = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|fd| *fd > 2).collect();
+    keep.sort_unstable();
+    let mut from: libc::c_uint = 3;
+    let mut ok = true;
+    for k in keep.iter().copied().chain(std::iter::once(-1)) {
+        // The ranges between kept fds; the last one runs to the end of the table.
+        let to = if k < 0 { libc::c_uint::MAX } else { k as libc::c_uint - 1 };
+        if k < 0 || k as libc::c_uint > from {
+            // SAFETY: close_range takes integers only; the child owns its whole table and
+            // never touches the closed fds again.
+            ok &= unsafe { libc::syscall(libc::SYS_close_range, from, to, 0) } == 0;
+        }
+        if k >= 0 {
+            from = k as libc::c_uint + 1;
+        }
     }
+    if ok {
+        return;
+    }
+    // Kernels before 5.9: list the table instead.
+    let fds: Vec<RawFd> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect(),
+        Err(_) => (3..4096).collect(),
+    };
     for fd in fds {
         if fd > 2 && !keep.contains(&fd) {
-            // SAFETY: the child owns its whole descriptor table and none of these fds is used
-            // again (the child never returns into the code that owned them). The read_dir's own
-            // fd is already closed and closing it again only fails with EBADF.
+            // SAFETY: as above; fds already closed (like the directory's own) fail with EBADF.
             unsafe { libc::close(fd) };
         }
     }

@@ -20,11 +20,12 @@ use crate::urom::proto::{Domain, HostToWorker, Member, PluginInfo, Seg, WorkerTo
 /// with NOT_SUPPORTED; `GETENV<name>` answers the variable's value; `LOOKUP` + u64 domain id +
 /// u64 va answers the four domain lookups; anything else is echoed. Its address is 300 bytes
 /// (more than the worker's first guess, to exercise the grow path). `LOOP_OPEN_FAIL` in the
-/// environment makes open fail with NOT_PERMITTED.
+/// environment makes open fail with NOT_PERMITTED; `LOOP_CLOSE_HANG` makes close never return.
 const LOOP_C: &str = r#"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 typedef int doca_error_t;
 struct list { struct list *prev, *next; };
 struct cmd { uint64_t type, ctx, len; uint8_t data[]; };
@@ -62,7 +63,10 @@ static doca_error_t p_open(struct wctx *ctx) {
     ctx->plugin_ctx = s;
     return 0;
 }
-static void p_close(struct wctx *ctx) { free(ctx->plugin_ctx); ctx->plugin_ctx = 0; }
+static void p_close(struct wctx *ctx) {
+    if (getenv("LOOP_CLOSE_HANG")) for (;;) pause();
+    free(ctx->plugin_ctx); ctx->plugin_ctx = 0;
+}
 #define ADDR_LEN 300
 static doca_error_t p_addr(struct wctx *ctx, void *addr, size_t *len) {
     (void)ctx;
@@ -517,6 +521,14 @@ fn end_to_end_spawn_command_reconnect_crash_and_shutdown() {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let cpus = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
     assert_eq!(cpus.split_whitespace().nth(1).unwrap(), cpu.to_string(), "{cpus}");
+    // Beyond stdin/out/err the worker holds its control socket and its data connection only:
+    // none of the daemon's descriptors (listener, other hosts' connections) leak into it.
+    let extra: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    assert_eq!(extra.len(), 2, "worker fds {extra:?}");
 
     // Commands: echo, environment, a worker_cmd failure, an unknown plugin.
     d1.command(10, 1, b"hello");
@@ -665,6 +677,25 @@ fn end_to_end_spawn_command_reconnect_crash_and_shutdown() {
     wait_gone(pb);
     wait_gone(pc);
     assert!(alive(pa));
+
+    // A worker that does not exit when told (its plugin's close hangs) is killed after the
+    // grace period, and reaped.
+    let m = Request::Spawn {
+        req: 95,
+        worker_id: WORKER_ID_ANY,
+        gid: 11,
+        plugins: 1,
+        cpuset: [0; 16],
+        max_inflight: 1,
+        env: vec!["LOOP_CLOSE_HANG=1".into()],
+    };
+    c1.send(&m.encode());
+    let (Reply::Spawned { worker_id: hang, pid: phang, .. }, Some(_dh)) = c1.reply() else { panic!("spawn failed") };
+    c1.send(&Request::Stop { req: 96, worker_id: hang }.encode());
+    assert_eq!(c1.reply().0, Reply::Stopped { req: 96, worker_id: hang });
+    wait_gone(phang);
+    c1.send(&Request::WorkersByGid { req: 97, gid: 11 }.encode());
+    assert_eq!(c1.reply().0, Reply::Workers { req: 97, ids: vec![] });
 
     // Protocol errors drop the connection (here: a request before Hello).
     let raw = Conn::connect(&sock);
