@@ -198,8 +198,9 @@ pub struct doca_urom_domain {
     exchange: RefCell<Option<OobExchange>>,
     /// `DomainCreate` answers awaited: (worker, key, reply).
     replies: RefCell<Vec<(*mut doca_urom_worker, u64, Rc<DomainReply>)>>,
-    /// Workers that accepted the domain (they get `DomainDestroy` at stop).
-    created: RefCell<Vec<*mut doca_urom_worker>>,
+    /// Workers that accepted (or may still install) the domain, with the key of their
+    /// `DomainCreate`: the worker names its copy by that key, so `DomainDestroy` repeats it.
+    created: RefCell<Vec<(*mut doca_urom_worker, u64)>>,
     start_error: Cell<doca_error_t>,
 }
 
@@ -245,14 +246,15 @@ impl doca_urom_domain {
             // Not answered yet (or accepted): the worker handles messages in order, so a
             // `DomainDestroy` after the `DomainCreate` removes what it may still install.
             if matches!(r.status(), None | Some(DOCA_SUCCESS)) {
-                created.push(w);
+                created.push((w, key));
             }
         }
-        for w in created {
+        for (w, key) in created {
             // SAFETY: as above.
             if let Ok(w) = unsafe { worker(w) } {
-                // Best effort: a worker whose connection broke has lost the domain anyway.
-                let _ = w.send_domain(wire::domain_destroy, None);
+                // Best effort, unanswered: a worker whose connection broke has lost the domain
+                // anyway.
+                let _ = w.send_domain_destroy(key);
             }
         }
     }
@@ -298,8 +300,8 @@ impl doca_urom_domain {
                     i += 1;
                 }
                 Some(DOCA_SUCCESS) => {
-                    let (w, _, _) = replies.remove(i);
-                    self.created.borrow_mut().push(w);
+                    let (w, key, _) = replies.remove(i);
+                    self.created.borrow_mut().push((w, key));
                 }
                 Some(e) => return Some(Err(e)),
             }

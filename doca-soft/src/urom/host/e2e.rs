@@ -259,10 +259,11 @@ fn e2e_service_worker_commands_gid_and_domain() {
     assert_eq!(st, DOCA_SUCCESS);
     assert_eq!(&addr[..2], b"EA", "the address the plugin reported at spawn");
     // SAFETY: live domain.
-    unsafe {
-        ok(doca_ctx_stop(dc));
-        ok(doca_urom_domain_destroy(dom));
-    }
+    ok(unsafe { doca_ctx_stop(dc) });
+    // The DomainDestroy (sent before this command on the same connection) removed the table.
+    assert_eq!(run_cmd(&h, w, echo, b"addr:5").0, DOCA_ERROR_NOT_FOUND);
+    // SAFETY: IDLE domain.
+    ok(unsafe { doca_urom_domain_destroy(dom) });
     h.drop_worker(w);
 }
 

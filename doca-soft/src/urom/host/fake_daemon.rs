@@ -12,8 +12,9 @@
 //! | anything else | `Notify` with success and the payload reversed |
 //!
 //! `Spawn` with gid 666 is refused with `DOCA_ERROR_FULL` ("no room"). `DomainCreate` with a
-//! member whose id is 13 is refused with `DOCA_ERROR_NOT_PERMITTED`; others are accepted and
-//! their member counts recorded.
+//! member whose id is 13 is refused with `DOCA_ERROR_NOT_PERMITTED`; others are installed under
+//! their key (the create's `ctx`) and their member counts recorded. As in the real worker,
+//! `DomainDestroy` must name an installed key (else `NOT_FOUND`); only successful ones count.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -85,6 +86,8 @@ struct Client {
 
 struct Worker {
     gid: u32,
+    /// Keys of the installed domains.
+    domains: Vec<u64>,
     data: Option<OwnedFd>,
     /// The control client that spawned it.
     client: usize,
@@ -230,7 +233,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
                         addrs: vec![PluginAddr { plugin: 1, addr: format!("addr-{id}").into_bytes() }],
                     };
                     send(fd, &r.encode(), Some(&theirs));
-                    workers.insert(id, Worker { gid, data: Some(ours), client: *k });
+                    workers.insert(id, Worker { gid, domains: Vec::new(), data: Some(ours), client: *k });
                     clients.get_mut(k).unwrap().workers.push(id);
                 }
                 Request::Stop { req, worker_id } => {
@@ -295,6 +298,7 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
                     let status = if domain.members.iter().any(|m| m.worker_id == 13) {
                         DOCA_ERROR_NOT_PERMITTED
                     } else {
+                        w.domains.push(ctx);
                         DOCA_SUCCESS
                     };
                     let r = WorkerToHost::Notify { ctx, plugin: proto::PLUGIN_NONE, status, packed: vec![] };

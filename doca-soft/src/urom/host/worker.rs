@@ -264,6 +264,17 @@ impl doca_urom_worker {
         Ok(key)
     }
 
+    /// For domains: `DomainDestroy` of the domain installed by the `DomainCreate` of `key`.
+    /// Its answer is not awaited (it finds no reply registered and is dropped).
+    pub(crate) fn send_domain_destroy(&self, key: u64) -> Result<(), doca_error_t> {
+        if self.phase.get() != Phase::Running {
+            return Err(DOCA_ERROR_NOT_CONNECTED);
+        }
+        let mut data = self.data.borrow_mut();
+        let conn = data.as_mut().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
+        conn.send(wire::domain_destroy(key))
+    }
+
     /// For domains: forget the reply of `key` (the domain stopped waiting).
     pub(crate) fn withdraw_domain(&self, key: u64) {
         self.domain_waits.borrow_mut().retain(|(k, _)| *k != key);
