@@ -29,8 +29,10 @@
 //! worker, kept until the worker is destroyed or restarted with other sizes).
 //!
 //! # Threads
-//! As in DOCA, each object is used on the thread of its PE; nothing is locked. Each worker has
-//! its own control connection, so workers on different threads never share a socket.
+//! As in DOCA, each object is used on the thread of its PE. Workers may live on other threads
+//! than their service: each has its own control connection, and what a worker reads of its
+//! service (the `Welcome` snapshot, behind a mutex; the user count, atomic) is thread-safe. The
+//! service must stay RUNNING while its workers start.
 
 pub mod cmd_task;
 mod conn;

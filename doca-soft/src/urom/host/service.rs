@@ -8,7 +8,7 @@
 //!   `Hello`, wait up to [`super::WELCOME_TIMEOUT`] for `Welcome` (`Error` from the daemon: its
 //!   status, e.g. `AUTHENTICATION`; a hang-up: `NOT_CONNECTED`; no answer in time:
 //!   `TIME_OUT`). The plugin list is then an array owned by the service, valid (same pointer)
-//!   until the next start.
+//!   until the service stops.
 //! * The control connection is registered with the PE in level mode: a reply or a hang-up
 //!   makes an armed PE's handle readable; progress reads it. `WorkerExited` is ignored here
 //!   (workers watch their own connections). After a hang-up the socket is unregistered and
@@ -19,6 +19,8 @@ use core::cell::{Cell, RefCell};
 use core::ffi::{c_char, CStr};
 use core::ptr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::conn::{Conn, Recv};
@@ -54,14 +56,11 @@ pub struct doca_urom_service {
     max_workers: Cell<u32>,
     socket_path: RefCell<Option<PathBuf>>,
     /// Workers whose service this is (destroy refuses while any).
-    users: Cell<usize>,
+    users: AtomicUsize,
     link: RefCell<Link>,
-    /// The socket this start connected to (workers open their own connections to it).
-    socket: RefCell<PathBuf>,
-    /// From `Welcome`: the plugin array handed out by `get_plugins_list`.
-    plugins: RefCell<Vec<doca_urom_service_plugin_info>>,
-    cpuset: Cell<doca_cpu_set_t>,
-    eff_max_msg: Cell<usize>,
+    /// What this start learned, while RUNNING. Workers read it at their start, possibly on
+    /// other threads (each worker has its own connection and PE), hence a mutex and an `Arc`.
+    info: Mutex<Option<Arc<ServiceInfo>>>,
     /// Submitted gid tasks by request id, oldest first.
     pending: RefCell<Vec<(u64, *const doca_task)>>,
     next_req: Cell<u64>,
@@ -84,42 +83,17 @@ impl doca_urom_service {
         &self.ctx
     }
 
-    /// RUNNING (the plugin list, cpuset and socket are valid).
-    pub(crate) fn is_running(&self) -> bool {
-        self.ctx.state() == DOCA_CTX_STATE_RUNNING
-    }
-
-    /// The daemon's socket of the current start.
-    pub(crate) fn socket(&self) -> PathBuf {
-        self.socket.borrow().clone()
-    }
-
-    /// The effective maximum message size (the smaller of ours and the daemon's).
-    pub(crate) fn eff_max_msg(&self) -> usize {
-        self.eff_max_msg.get()
-    }
-
-    /// The configured message size and worker limit (sent in every `Hello`).
-    pub(crate) fn hello_params(&self) -> (u32, usize) {
-        (self.max_workers.get(), self.max_msg_size.get())
-    }
-
-    /// The daemon's cpuset.
-    pub(crate) fn cpuset(&self) -> doca_cpu_set_t {
-        self.cpuset.get()
-    }
-
-    /// The OR of every plugin id the daemon offers.
-    pub(crate) fn plugin_mask(&self) -> u64 {
-        self.plugins.borrow().iter().fold(0, |m, p| m | p.id)
+    /// What the running service learned from the daemon; None unless RUNNING.
+    pub(crate) fn info(&self) -> Option<Arc<ServiceInfo>> {
+        self.info.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(crate) fn add_user(&self) {
-        self.users.set(self.users.get() + 1);
+        self.users.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn remove_user(&self) {
-        self.users.set(self.users.get().saturating_sub(1));
+        self.users.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn next_req(&self) -> u64 {
@@ -182,6 +156,23 @@ impl doca_urom_service {
     }
 }
 
+/// What a service start learned: immutable, shared with the workers that start meanwhile.
+pub(crate) struct ServiceInfo {
+    /// The daemon's socket (workers open their own connections to it).
+    pub socket: PathBuf,
+    /// The plugin array handed out by `get_plugins_list`.
+    pub plugins: Vec<doca_urom_service_plugin_info>,
+    /// The OR of the plugin ids.
+    pub plugin_mask: u64,
+    /// The daemon's cpuset.
+    pub cpuset: doca_cpu_set_t,
+    /// The effective maximum message size (the smaller of ours and the daemon's).
+    pub eff_max_msg: usize,
+    /// What every `Hello` carries: our worker limit and message size.
+    pub max_workers: u32,
+    pub max_msg: usize,
+}
+
 /// The service embedding `ctx`.
 ///
 /// # Safety
@@ -202,15 +193,15 @@ pub(crate) fn pending_refusal(conn: &mut Conn) -> Option<doca_error_t> {
     }
 }
 
-/// Connects and waits for `Welcome`; on success the link is up (not yet registered).
-fn handshake(s: &doca_urom_service) -> Result<Conn, doca_error_t> {
+/// Connects and waits for `Welcome`; on success, the connection and what it taught.
+fn handshake(s: &doca_urom_service) -> Result<(Conn, ServiceInfo), doca_error_t> {
     let pci = {
         let dev = s.dev.borrow();
         let d = dev.as_ref().ok_or(DOCA_ERROR_BAD_STATE)?;
         d.dev().devinfo().pci_addr().to_string()
     };
     let path = resolve::resolve_from_env(s.socket_path.borrow().clone(), &pci)?;
-    let (max_workers, max_msg) = s.hello_params();
+    let (max_workers, max_msg) = (s.max_workers.get(), s.max_msg_size.get());
     // The Welcome's plugin list does not depend on our message size: leave room for it.
     let mut conn = Conn::connect(&path, max_msg.max(64 << 10) + PACKET_SLACK)?;
     let req = s.next_req();
@@ -232,7 +223,7 @@ fn handshake(s: &doca_urom_service) -> Result<Conn, doca_error_t> {
                     return Err(DOCA_ERROR_UNSUPPORTED_VERSION);
                 }
                 let eff = (max_msg_size.min(max_msg as u64) as usize).max(1);
-                let list = plugins
+                let list: Vec<_> = plugins
                     .iter()
                     .map(|p| {
                         let mut info = doca_urom_service_plugin_info {
@@ -248,11 +239,16 @@ fn handshake(s: &doca_urom_service) -> Result<Conn, doca_error_t> {
                         info
                     })
                     .collect();
-                *s.plugins.borrow_mut() = list;
-                s.cpuset.set(wire::cpuset_from_wire(&cpuset));
-                s.eff_max_msg.set(eff);
-                *s.socket.borrow_mut() = path;
-                return Ok(conn);
+                let info = ServiceInfo {
+                    socket: path,
+                    plugin_mask: list.iter().fold(0, |m, p| m | p.id),
+                    plugins: list,
+                    cpuset: wire::cpuset_from_wire(&cpuset),
+                    eff_max_msg: eff,
+                    max_workers,
+                    max_msg,
+                };
+                return Ok((conn, info));
             }
             Some(Reply::Error { status, .. }) => {
                 return Err(if status == DOCA_SUCCESS { DOCA_ERROR_UNEXPECTED } else { status });
@@ -271,10 +267,11 @@ unsafe fn service_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
         return Err(DOCA_ERROR_BAD_STATE);
     }
     task::configure::<doca_urom_service_get_workers_by_gid_task>(ctx, None, None, super::GID_TASKS)?;
-    let conn = handshake(s)?;
+    let (conn, info) = handshake(s)?;
     let pe = ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
     pe.register_fd(conn.fd(), FdMode::Level)?;
     s.pending.borrow_mut().clear();
+    *s.info.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(info));
     *s.link.borrow_mut() = Link::Up(conn);
     Ok(StartMode::Sync)
 }
@@ -291,6 +288,7 @@ unsafe fn service_stop(ctx: &doca_ctx) {
     }
     // The framework flushes the submitted tasks right after this.
     s.pending.borrow_mut().clear();
+    *s.info.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 unsafe fn service_progress(ctx: &doca_ctx) -> bool {
@@ -391,12 +389,9 @@ pub unsafe extern "C" fn doca_urom_service_create(service: *mut *mut doca_urom_s
             max_msg_size: Cell::new(DOCA_UROM_DEFAULT_MAX_COMM_MSG_SIZE),
             max_workers: Cell::new(DEFAULT_MAX_WORKERS),
             socket_path: RefCell::new(None),
-            users: Cell::new(0),
+            users: AtomicUsize::new(0),
             link: RefCell::new(Link::Down),
-            socket: RefCell::new(PathBuf::new()),
-            plugins: RefCell::new(Vec::new()),
-            cpuset: Cell::new(doca_cpu_set_t::empty()),
-            eff_max_msg: Cell::new(DOCA_UROM_DEFAULT_MAX_COMM_MSG_SIZE),
+            info: Mutex::new(None),
             pending: RefCell::new(Vec::new()),
             next_req: Cell::new(0),
         }));
@@ -412,7 +407,7 @@ pub unsafe extern "C" fn doca_urom_service_destroy(service: *mut doca_urom_servi
     guard_err(|| {
         // SAFETY: non-NULL service pointers come from doca_urom_service_create (DOCA contract).
         let s = unsafe { service_ref(service) }?;
-        if s.users.get() != 0 {
+        if s.users.load(Ordering::Relaxed) != 0 {
             return Err(DOCA_ERROR_IN_USE);
         }
         s.ctx.teardown()?;
@@ -530,12 +525,10 @@ pub unsafe extern "C" fn doca_urom_service_get_plugins_list(
         if plugins.is_null() || plugins_count.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        if !s.is_running() {
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
-        let list = s.plugins.borrow();
+        let info = s.info().ok_or(DOCA_ERROR_BAD_STATE)?;
+        let list = &info.plugins;
         // SAFETY: both out-pointers checked non-NULL, writable by the caller's contract. The
-        // array is owned by the service and replaced only by the next start.
+        // array is owned by the service (its Arc is kept until the service stops).
         unsafe {
             plugins.write(if list.is_empty() { ptr::null() } else { list.as_ptr() });
             plugins_count.write(list.len());
@@ -555,10 +548,8 @@ pub unsafe extern "C" fn doca_urom_service_get_cpuset(
         if cpuset.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        if !s.is_running() {
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
+        let info = s.info().ok_or(DOCA_ERROR_BAD_STATE)?;
         // SAFETY: non-NULL checked; writable by the caller's contract.
-        unsafe { out(cpuset, s.cpuset.get()) }
+        unsafe { out(cpuset, info.cpuset) }
     })
 }

@@ -859,3 +859,57 @@ fn restart_with_other_sizes_rebuilds_the_pool_and_buffers() {
     }
     h.drop_worker(w);
 }
+
+/// A raw pointer moved to another thread (the test hands each object to one thread at a time).
+struct SendPtr<T>(*mut T);
+// SAFETY: see the type's doc: the pointee is used by one thread at a time.
+unsafe impl<T> Send for SendPtr<T> {}
+
+#[test]
+fn workers_on_other_threads_use_their_own_pe_and_connection() {
+    let d = FakeDaemon::start(Opts::default());
+    let h = Host::new(&d.path);
+    h.start();
+    let svc = SendPtr(h.svc);
+    let threads: Vec<_> = (0..3)
+        .map(|i| {
+            let svc = SendPtr(svc.0);
+            std::thread::spawn(move || {
+                let svc = svc;
+                let pe = new_pe();
+                let mut w = ptr::null_mut();
+                // SAFETY: the service is RUNNING and outlives this thread (joined below); the
+                // worker and PE are this thread's own.
+                unsafe {
+                    ok(doca_urom_worker_create(&mut w));
+                    ok(doca_urom_worker_set_service(w, svc.0));
+                    ok(doca_urom_worker_set_plugins(w, 2));
+                    ok(doca_pe_connect_ctx(pe, doca_urom_worker_as_ctx(w)));
+                    assert_eq!(doca_ctx_start(doca_urom_worker_as_ctx(w)), DOCA_ERROR_IN_PROGRESS);
+                }
+                // SAFETY: live worker.
+                let c = unsafe { doca_urom_worker_as_ctx(w) };
+                wait(pe, "worker RUNNING", || state(c) == DOCA_CTX_STATE_RUNNING);
+                for k in 0..20 {
+                    let msg = format!("thread {i} message {k}");
+                    let t = cmd(w, 2, msg.as_bytes());
+                    ok(submit(t));
+                    wait(pe, "answer", || CMDS.with(|x| !x.borrow().is_empty()));
+                    let (_, st, resp) = take_cmds().pop().unwrap();
+                    assert_eq!((st, resp), (DOCA_SUCCESS, msg.bytes().rev().collect::<Vec<u8>>()));
+                    release(t);
+                }
+                // SAFETY: live ctx without tasks: IDLE at once.
+                unsafe {
+                    ok(doca_ctx_stop(c));
+                    ok(doca_urom_worker_destroy(w));
+                }
+                destroy_pe(pe);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(d.seen.lock().unwrap().commands, 60);
+}

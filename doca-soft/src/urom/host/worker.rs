@@ -436,16 +436,15 @@ unsafe fn worker_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     }
     // SAFETY: the service counts this worker as a user and cannot be destroyed before it.
     let s = unsafe { service_ref(sp) }?;
-    if !s.is_running() {
-        return Err(DOCA_ERROR_BAD_STATE);
-    }
-    if w.plugins.get() & !s.plugin_mask() != 0 {
+    // Only the shared snapshot is read: the service may live on another thread.
+    let info = s.info().ok_or(DOCA_ERROR_BAD_STATE)?;
+    if w.plugins.get() & !info.plugin_mask != 0 {
         return Err(DOCA_ERROR_NOT_FOUND);
     }
-    if !w.cpuset.get().is_subset_of(&s.cpuset()) {
+    if !w.cpuset.get().is_subset_of(&info.cpuset) {
         return Err(DOCA_ERROR_NOT_PERMITTED);
     }
-    let eff = s.eff_max_msg();
+    let eff = info.eff_max_msg;
     let n = w.max_inflight.get();
     task::configure::<doca_urom_worker_cmd_task>(ctx, None, None, n)?;
     {
@@ -457,8 +456,8 @@ unsafe fn worker_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
         }
     }
     w.eff_max_msg.set(eff);
-    let mut conn = Conn::connect(&s.socket(), eff.max(64 << 10) + PACKET_SLACK)?;
-    let (max_workers, max_msg) = s.hello_params();
+    let mut conn = Conn::connect(&info.socket, eff.max(64 << 10) + PACKET_SLACK)?;
+    let (max_workers, max_msg) = (info.max_workers, info.max_msg);
     let (hello, spawn) = (w.next_req(), w.next_req());
     let sent = conn.send(wire::hello(hello, std::process::id(), max_workers, max_msg as u64)).and_then(|_| {
         conn.send(wire::spawn(spawn, w.req_id.get(), w.gid.get(), w.plugins.get(), &w.cpuset.get(), n, &w.env.borrow()))
