@@ -193,8 +193,10 @@ impl doca_urom_worker {
         }
         self.phase.set(Phase::Broken(code));
         self.close_conns();
-        let tasks: Vec<_> = self.inflight.borrow_mut().drain().map(|(_, t)| t).collect();
-        for t in tasks {
+        let mut tasks: Vec<_> = self.inflight.borrow_mut().drain().collect();
+        // Keys grow with every submit: fail them in submission order.
+        tasks.sort_unstable_by_key(|&(k, _)| k);
+        for (_, t) in tasks {
             // SAFETY: in-flight entries are submitted command tasks of this ctx (removed on
             // completion, cleared by stop before the framework flushes them).
             task::complete(unsafe { &*t }, DOCA_ERROR_CONNECTION_ABORTED);
