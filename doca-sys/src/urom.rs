@@ -62,8 +62,11 @@ extern "C" {
     pub fn doca_urom_worker_set_plugins(worker: *mut doca_urom_worker, plugins: u64) -> doca_error_t;
     pub fn doca_urom_worker_set_cpuset(worker: *mut doca_urom_worker, cpuset: doca_cpu_set_t) -> doca_error_t;
     pub fn doca_urom_worker_set_max_inflight_tasks(worker: *mut doca_urom_worker, max_tasks: u32) -> doca_error_t;
-    pub fn doca_urom_worker_set_env(worker: *mut doca_urom_worker, env: *const *mut c_char, count: usize)
-        -> doca_error_t;
+    pub fn doca_urom_worker_set_env(
+        worker: *mut doca_urom_worker,
+        env: *const *mut c_char,
+        count: usize,
+    ) -> doca_error_t;
     pub fn doca_urom_worker_get_id(worker: *mut doca_urom_worker, worker_id: *mut u64) -> doca_error_t;
     pub fn doca_urom_worker_get_gid(worker: *mut doca_urom_worker, gid: *mut u32) -> doca_error_t;
     pub fn doca_urom_worker_as_ctx(worker: *mut doca_urom_worker) -> *mut doca_ctx;
@@ -118,5 +121,10 @@ extern "C" {
     /// file path) instead of resolving it through `DOCA_UROM_SERVICE_FILE` or the default path.
     /// Only before start; `DOCA_ERROR_BAD_STATE` otherwise.
     pub fn doca_soft_urom_service_set_socket_path(service: *mut doca_urom_service, path: *const c_char)
+        -> doca_error_t;
+    /// Why the last start of `worker` failed: the service's answer (for example
+    /// `DOCA_ERROR_FULL` or `DOCA_ERROR_NOT_PERMITTED`), or `DOCA_SUCCESS` if it did not fail.
+    /// DOCA only reports a failed worker start as the ctx going back to IDLE.
+    pub fn doca_soft_urom_worker_get_start_error(worker: *mut doca_urom_worker, err: *mut doca_error_t)
         -> doca_error_t;
 }
