@@ -499,41 +499,113 @@ pub fn build_c_plugin(out_dir: &Path) -> Option<PathBuf> {
 /// File names of the sample plugins cargo builds.
 pub const SAMPLE_PLUGIN_FILES: [&str; 2] = ["libworker_graph.so", "libworker_sandbox.so"];
 
-/// Directories where cargo puts the shared objects of the workspace's cdylib crates, as seen
-/// from the running executable: `target/<profile>/` for a binary, and the same directory for
-/// a test (`target/<profile>/deps/`) or an example (`target/<profile>/examples/`).
-fn candidate_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(v) = std::env::var_os("UROM_PLUGIN_PATH") {
-        for d in v.to_string_lossy().split(';').filter(|d| !d.is_empty()) {
-            dirs.push(PathBuf::from(d));
-        }
+/// The cargo output directory of the running executable (`target/<profile>/`): the
+/// executable's own directory, or its parent for a test (`deps/`) or an example
+/// (`examples/`).
+pub fn exe_profile_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some("deps" | "examples") => dir.parent().map(Path::to_path_buf),
+        _ => Some(dir.to_path_buf()),
     }
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            let nested = matches!(dir.file_name().and_then(|n| n.to_str()), Some("deps" | "examples"));
-            if nested {
-                if let Some(up) = dir.parent() {
-                    dirs.push(up.to_path_buf());
-                }
-            }
-            dirs.push(dir.to_path_buf());
-        }
+}
+
+/// The directories of `UROM_PLUGIN_PATH` (`;`-separated), in order.
+fn env_plugin_dirs() -> Vec<PathBuf> {
+    std::env::var_os("UROM_PLUGIN_PATH")
+        .map(|v| v.to_string_lossy().split(';').filter(|d| !d.is_empty()).map(PathBuf::from).collect())
+        .unwrap_or_default()
+}
+
+/// Where cargo may have put the workspace's cdylibs, as seen from the running executable:
+/// `target/<profile>/` (where `cargo build` puts them) and, for a test, `target/<profile>/deps/`
+/// (where a `cargo test` that builds them as libraries leaves them).
+fn exe_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(p) = exe_profile_dir() {
+        dirs.push(p.clone());
+        dirs.push(p.join("deps"));
     }
     dirs
 }
 
-/// The directory holding both sample plugins ([`SAMPLE_PLUGIN_FILES`]): the first of
-/// `UROM_PLUGIN_PATH`'s `;`-separated directories that has them, else the cargo output
-/// directory of the running executable. `None` when they are not built (build them with
-/// `cargo build -p worker_graph -p worker_sandbox`, which `cargo test --workspace` and
-/// `cargo build --workspace` also do).
-pub fn find_built_plugins() -> Option<PathBuf> {
-    candidate_dirs().into_iter().find(|d| SAMPLE_PLUGIN_FILES.iter().all(|f| d.join(f).is_file()))
+fn has_samples(d: &Path) -> bool {
+    SAMPLE_PLUGIN_FILES.iter().all(|f| d.join(f).is_file())
 }
 
-/// The path of plugin file `file` (e.g. `libworker_graph.so`) in the same search order as
+/// The directory holding both sample plugins ([`SAMPLE_PLUGIN_FILES`]) without building
+/// anything: the first of `UROM_PLUGIN_PATH`'s directories that has them, else the cargo
+/// output directories of the running executable. `None` when they are not there.
+///
+/// What cargo leaves there: `cargo build --workspace` (or `-p worker_graph -p worker_sandbox`)
+/// writes them to `target/<profile>/`; `cargo test --workspace` does *not* build them (a
+/// cdylib-only crate is only compiled as its test harness), so they may be missing or stale.
+/// Tests should prefer [`sample_plugins_dir`].
+pub fn find_built_plugins() -> Option<PathBuf> {
+    env_plugin_dirs().into_iter().chain(exe_dirs()).find(|d| has_samples(d))
+}
+
+/// The path of plugin file `file` (e.g. `libworker_graph.so`) in the search order of
 /// [`find_built_plugins`].
 pub fn find_plugin(file: &str) -> Option<PathBuf> {
-    candidate_dirs().into_iter().map(|d| d.join(file)).find(|p| p.is_file())
+    env_plugin_dirs().into_iter().chain(exe_dirs()).map(|d| d.join(file)).find(|p| p.is_file())
+}
+
+/// Builds the sample plugins with the cargo running this test (`$CARGO`, which cargo sets for
+/// the tests and examples it runs) into the running executable's target directory and
+/// profile, and returns `target/<profile>/`. Cargo does not hold its build lock while tests
+/// run, so this works from inside `cargo test`; when the plugins are fresh it only checks.
+/// Bounded: a cargo that has not finished after five minutes is killed.
+pub fn build_sample_plugins() -> Result<PathBuf, String> {
+    let cargo = std::env::var_os("CARGO").ok_or("CARGO is not set (not run by cargo)")?;
+    let profile_dir = exe_profile_dir().ok_or("cannot locate the running executable")?;
+    let target = profile_dir.parent().ok_or("executable outside a cargo target directory")?;
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => return Err("unnamed profile directory".into()),
+    };
+    let mut child = std::process::Command::new(cargo)
+        .args(["build", "--offline", "--quiet", "-p", "worker_graph", "-p", "worker_sandbox", "--profile"])
+        .arg(&profile)
+        .arg("--target-dir")
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(st) => break st,
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("cargo build of the sample plugins did not finish in 300 s".into());
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    if !status.success() {
+        return Err(format!("cargo build of the sample plugins failed: {status}"));
+    }
+    if !has_samples(&profile_dir) {
+        return Err(format!("cargo built the sample plugins but they are not in {}", profile_dir.display()));
+    }
+    Ok(profile_dir)
+}
+
+/// The directory to load the sample plugins from, for tests and examples: a
+/// `UROM_PLUGIN_PATH` directory that has them (the caller chose), else freshly built by
+/// [`build_sample_plugins`] when run by cargo, else whatever [`find_built_plugins`] finds.
+pub fn sample_plugins_dir() -> Result<PathBuf, String> {
+    if let Some(d) = env_plugin_dirs().into_iter().find(|d| has_samples(d)) {
+        return Ok(d);
+    }
+    if std::env::var_os("CARGO").is_some() {
+        return build_sample_plugins();
+    }
+    find_built_plugins()
+        .ok_or_else(|| "sample plugins not built: run `cargo build -p worker_graph -p worker_sandbox`".into())
 }
