@@ -26,6 +26,13 @@ struct State<P> {
     out: Notifications,
 }
 
+/// One line on stderr (the worker's log). Never panics, unlike `eprintln!` on a failed write:
+/// it runs outside `catch_unwind`.
+fn log(args: core::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "doca-urom-plugin: {args}");
+}
+
 /// Runs `body`, turning a panic into `on_panic` after reporting it on stderr (the worker's log).
 fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
@@ -36,7 +43,7 @@ fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            eprintln!("doca-urom-plugin: panic caught at the plugin boundary: {msg}");
+            log(format_args!("panic caught at the plugin boundary: {msg}"));
             on_panic
         }
     }
@@ -201,7 +208,7 @@ unsafe extern "C" fn worker_cmd<P: Plugin>(ctx: *mut urom_worker_ctx, cmd_list: 
                 Ok(Ok(())) => None,
                 Ok(Err(s)) => Some(s),
                 Err(_) => {
-                    eprintln!("doca-urom-plugin: panic in command handler; answering DOCA_ERROR_UNEXPECTED");
+                    log(format_args!("panic in a command handler; answering DOCA_ERROR_UNEXPECTED"));
                     Some(Status::UNEXPECTED)
                 }
             };
@@ -260,7 +267,7 @@ unsafe extern "C" fn progress<P: Plugin>(ctx: *mut urom_worker_ctx, notif_list: 
         let wctx = unsafe { WorkerCtx::from_raw(ctx) };
         let before = state.out.len();
         if catch_unwind(AssertUnwindSafe(|| state.plugin.progress(&wctx, &mut state.out))).is_err() {
-            eprintln!("doca-urom-plugin: panic in progress; its notifications are dropped");
+            log(format_args!("panic in progress; the notifications it pushed are dropped"));
             state.out.truncate(before);
             return DOCA_ERROR_UNEXPECTED;
         }

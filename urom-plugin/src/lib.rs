@@ -5,17 +5,32 @@
 //! crate puts that ABI behind the [`Plugin`] trait: implement it, add
 //! `crate-type = ["cdylib"]`, and call [`export_plugin!`]; the plugin itself needs no `unsafe`.
 //!
-//! ```ignore
+//! ```
+//! use doca_urom_plugin::{export_plugin, Command, Notifications, Plugin, Status, WorkerCtx};
+//!
+//! /// Answers every command with its own payload.
 //! struct Echo;
-//! impl doca_urom_plugin::Plugin for Echo {
+//!
+//! impl Plugin for Echo {
 //!     const VERSION: u64 = 1;
-//!     fn open(_: &WorkerCtx) -> Result<Self, Status> { Ok(Echo) }
+//!     fn open(_: &WorkerCtx) -> Result<Self, Status> {
+//!         Ok(Echo)
+//!     }
 //!     fn command(&mut self, _: &WorkerCtx, cmd: Command<'_>, out: &mut Notifications) -> Result<(), Status> {
 //!         out.push(cmd.reply_to().ok(cmd.payload.to_vec()));
 //!         Ok(())
 //!     }
 //! }
-//! doca_urom_plugin::export_plugin!(Echo);
+//!
+//! export_plugin!(Echo);
+//!
+//! # fn main() {
+//! // In-process, through the C entry points, as a worker drives it:
+//! use doca_urom_plugin::testing::{Domain, Worker};
+//! let mut w = Worker::open(urom_plugin_get_iface, Domain::new()).unwrap();
+//! w.command(1 << 0, 7, 0, b"ping").unwrap();
+//! assert_eq!(w.progress().unwrap()[0].packed.as_deref(), Ok(&b"ping"[..]));
+//! # }
 //! ```
 //!
 //! # The model

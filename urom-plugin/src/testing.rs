@@ -497,7 +497,7 @@ pub fn build_c_plugin(out_dir: &Path) -> Option<PathBuf> {
 }
 
 /// File names of the sample plugins cargo builds.
-pub const SAMPLE_PLUGIN_FILES: [&str; 2] = ["libworker_graph.so", "libworker_sandbox.so"];
+pub const SAMPLE_PLUGIN_FILES: [&str; 2] = [crate::samples::graph::FILE_NAME, crate::samples::sandbox::FILE_NAME];
 
 /// The cargo output directory of the running executable (`target/<profile>/`): the
 /// executable's own directory, or its parent for a test (`deps/`) or an example

@@ -9,8 +9,8 @@ use doca_urom_plugin::Status;
 #[test]
 fn built_sample_plugins_load_and_answer() {
     let dir = sample_plugins_dir().expect("sample plugins");
-    let g = LoadedPlugin::load(&dir.join("libworker_graph.so")).expect("load graph");
-    let s = LoadedPlugin::load(&dir.join("libworker_sandbox.so")).expect("load sandbox");
+    let g = LoadedPlugin::load(&dir.join(graph::FILE_NAME)).expect("load graph");
+    let s = LoadedPlugin::load(&dir.join(sandbox::FILE_NAME)).expect("load sandbox");
     assert_eq!(g.version(), Ok(graph::VERSION));
     assert_eq!(s.version(), Ok(sandbox::VERSION));
 

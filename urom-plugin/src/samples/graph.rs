@@ -7,8 +7,10 @@
 
 use super::{DecodeError, Reader, Writer};
 
-/// The plugin's name as the service lists it (its file is `libworker_graph.so`).
-pub const PLUGIN_NAME: &str = "worker_graph";
+/// The shared object cargo builds for this plugin.
+pub const FILE_NAME: &str = "libworker_graph.so";
+/// The name the service lists it under: the file name without `.so` (docs/urom-soft.md).
+pub const PLUGIN_NAME: &str = "libworker_graph";
 /// The version `worker_graph` reports.
 pub const VERSION: u64 = 1;
 

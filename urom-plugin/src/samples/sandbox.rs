@@ -15,8 +15,10 @@
 
 use super::{DecodeError, Reader, Writer};
 
-/// The plugin's name as the service lists it (its file is `libworker_sandbox.so`).
-pub const PLUGIN_NAME: &str = "worker_sandbox";
+/// The shared object cargo builds for this plugin.
+pub const FILE_NAME: &str = "libworker_sandbox.so";
+/// The name the service lists it under: the file name without `.so` (docs/urom-soft.md).
+pub const PLUGIN_NAME: &str = "libworker_sandbox";
 /// The version `worker_sandbox` reports.
 pub const VERSION: u64 = 1;
 /// The largest `data` of one message; a larger send is answered `DOCA_ERROR_TOO_BIG`. The
