@@ -177,6 +177,35 @@ unsafe extern "C" fn fake_mkey_lookup(
     seg_bytes(ctx, id, seg, len, mkey, |s| &s.mkey)
 }
 
+/// Calls `f` with a [`WorkerCtx`](crate::WorkerCtx) whose lookups read `domain`, for
+/// unit-testing a plugin's methods directly (no C entry points, no `plugin_ctx`).
+pub fn with_worker_ctx<R>(domain: Rc<Domain>, f: impl FnOnce(&crate::WorkerCtx) -> R) -> R {
+    let mut fake = Box::new(FakeCtx {
+        ctx: urom_worker_ctx {
+            // SAFETY: all-zero is a valid urom_plugin_iface (a zero usize and `None`s); no
+            // entry point is called through this ctx.
+            iface: unsafe { core::mem::zeroed() },
+            domain_iface: fake_lookups(),
+            plugin_ctx: ptr::null_mut(),
+        },
+        domain,
+    });
+    let whole: *mut FakeCtx = &mut *fake;
+    // SAFETY: the ctx lives in `fake` until after `f` returns, and its lookups are the fake
+    // ones, which expect exactly this layout.
+    let ctx = unsafe { crate::WorkerCtx::from_raw(whole.cast::<urom_worker_ctx>()) };
+    f(&ctx)
+}
+
+fn fake_lookups() -> urom_domain_lookups_iface {
+    urom_domain_lookups_iface {
+        addr_lookup: Some(fake_addr_lookup),
+        seg_lookup: Some(fake_seg_lookup),
+        memh_lookup: Some(fake_memh_lookup),
+        mkey_lookup: Some(fake_mkey_lookup),
+    }
+}
+
 /// A notification as a worker hands it to the host: header fields plus the packed bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packed {
@@ -223,16 +252,7 @@ impl Worker {
             return Err(Status::NOT_SUPPORTED);
         }
         let ctx = Box::new(FakeCtx {
-            ctx: urom_worker_ctx {
-                iface,
-                domain_iface: urom_domain_lookups_iface {
-                    addr_lookup: Some(fake_addr_lookup),
-                    seg_lookup: Some(fake_seg_lookup),
-                    memh_lookup: Some(fake_memh_lookup),
-                    mkey_lookup: Some(fake_mkey_lookup),
-                },
-                plugin_ctx: ptr::null_mut(),
-            },
+            ctx: urom_worker_ctx { iface, domain_iface: fake_lookups(), plugin_ctx: ptr::null_mut() },
             domain,
         });
         let mut w = Worker { ctx, opened: false, pack_room: 64 * 1024 };

@@ -303,3 +303,24 @@ fn version_and_iface_table() {
     }
     assert_eq!(v, 0x1234);
 }
+
+#[test]
+fn plugin_methods_can_be_tested_directly_with_a_fake_ctx() {
+    use crate::testing::with_worker_ctx;
+    let domain = Domain::new();
+    let framed = [&12u32.to_le_bytes()[..], b"test-address"].concat();
+    domain.set_member(3, Member { addr: Some(framed), segs: vec![] });
+    with_worker_ctx(domain, |ctx| {
+        let mut p = TestPlugin::open(ctx).unwrap();
+        let mut out = Notifications::new();
+        let cmd = Command { plugin: 1, urom_context: 2, dest_id: 3, payload: b"addr:3" };
+        p.command(ctx, cmd, &mut out).unwrap();
+        let cmd = Command { plugin: 1, urom_context: 4, dest_id: 3, payload: b"addr:4" };
+        assert_eq!(p.command(ctx, cmd, &mut out), Err(Status::NOT_FOUND));
+        assert_eq!(ctx.memh(3, 0), Err(Status::NOT_FOUND));
+        let got = out.take_all();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].body, b"test-address");
+        assert_eq!((got[0].urom_context, got[0].dest_id), (2, 3));
+    });
+}
