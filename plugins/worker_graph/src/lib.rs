@@ -6,28 +6,13 @@
 //! Built as `libworker_graph.so`; the UROM service loads it from `UROM_PLUGIN_PATH`.
 #![deny(unsafe_code)]
 
+pub use doca_urom_plugin::samples::graph::Graph;
+#[cfg(test)]
 use doca_urom_plugin::samples::graph::{Cmd, Notif, VERSION};
-use doca_urom_plugin::{export_plugin, Command, Notifications, Plugin, Status, WorkerCtx};
+#[cfg(test)]
+use doca_urom_plugin::Status;
 
-/// The loopback plugin; it keeps no state.
-pub struct Graph;
-
-impl Plugin for Graph {
-    const VERSION: u64 = VERSION;
-
-    fn open(_: &WorkerCtx) -> Result<Self, Status> {
-        Ok(Graph)
-    }
-
-    fn command(&mut self, _: &WorkerCtx, cmd: Command<'_>, out: &mut Notifications) -> Result<(), Status> {
-        match Cmd::decode(cmd.payload)? {
-            Cmd::Loopback { value } => out.push(cmd.reply_to().ok(Notif::Loopback { value }.encode())),
-        }
-        Ok(())
-    }
-}
-
-export_plugin!(Graph);
+doca_urom_plugin::export_plugin!(Graph);
 
 #[cfg(test)]
 mod tests {

@@ -6,11 +6,12 @@
 //! | [`Notif::Loopback`] | 1 | `value: u64` |
 
 use super::{DecodeError, Reader, Writer};
+use crate::{Command, Notifications, Plugin, Status, WorkerCtx};
 
 /// The shared object cargo builds for this plugin.
 pub const FILE_NAME: &str = "libworker_graph.so";
-/// The name the service lists it under: the file name without `.so` (docs/urom-soft.md).
-pub const PLUGIN_NAME: &str = "libworker_graph";
+/// The name the service lists it under: the file name without `lib` and `.so` (docs/urom-soft.md).
+pub const PLUGIN_NAME: &str = "worker_graph";
 /// The version `worker_graph` reports.
 pub const VERSION: u64 = 1;
 
@@ -71,6 +72,26 @@ impl Notif {
         };
         r.finish()?;
         Ok(n)
+    }
+}
+
+// ---- the worker side ----
+
+/// The loopback plugin; it keeps no state.
+pub struct Graph;
+
+impl Plugin for Graph {
+    const VERSION: u64 = VERSION;
+
+    fn open(_: &WorkerCtx) -> Result<Self, Status> {
+        Ok(Graph)
+    }
+
+    fn command(&mut self, _: &WorkerCtx, cmd: Command<'_>, out: &mut Notifications) -> Result<(), Status> {
+        match Cmd::decode(cmd.payload)? {
+            Cmd::Loopback { value } => out.push(cmd.reply_to().ok(Notif::Loopback { value }.encode())),
+        }
+        Ok(())
     }
 }
 

@@ -15,10 +15,13 @@
 
 use super::{DecodeError, Reader, Writer};
 
+mod worker;
+pub use worker::Sandbox;
+
 /// The shared object cargo builds for this plugin.
 pub const FILE_NAME: &str = "libworker_sandbox.so";
-/// The name the service lists it under: the file name without `.so` (docs/urom-soft.md).
-pub const PLUGIN_NAME: &str = "libworker_sandbox";
+/// The name the service lists it under: the file name without `lib` and `.so` (docs/urom-soft.md).
+pub const PLUGIN_NAME: &str = "worker_sandbox";
 /// The version `worker_sandbox` reports.
 pub const VERSION: u64 = 1;
 /// The largest `data` of one message; a larger send is answered `DOCA_ERROR_TOO_BIG`. The
