@@ -13,6 +13,7 @@
 //! | [`mmap`], [`buf`] | registered memory, export/import, buffer inventories and buffers |
 //! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
 //! | [`errors`] | `doca_error_get_name` / `doca_error_get_descr` |
+//! | [`urom`] | UROM: the wire protocol, the service daemon and its worker processes |
 //!
 //! The design, and where the provider differs from hardware, is in `docs/soft-provider.md`.
 #![allow(non_camel_case_types)]
@@ -54,3 +55,4 @@ pub mod sync_event;
 pub mod task;
 #[cfg(test)]
 mod testkit;
+pub mod urom;

@@ -1,4 +1,5 @@
-//! The `async-doca` command line: measurements (`perf`) and device information (`info`).
+//! The `async-doca` command line: measurements (`perf`), device information (`info`) and, with
+//! the soft provider, the UROM service daemon (`urom-service`).
 
 use std::process::ExitCode;
 
@@ -22,14 +23,62 @@ enum Command {
     PerfPeer(perf::PeerArgs),
     /// The DOCA provider this binary links and the devices it sees.
     Info,
+    /// The soft provider's UROM service: spawns UROM workers on this machine (foreground).
+    #[cfg(feature = "soft")]
+    UromService(UromServiceArgs),
+}
+
+/// `async-doca urom-service`: see docs/urom-soft.md.
+#[cfg(feature = "soft")]
+#[derive(clap::Args, Debug)]
+struct UromServiceArgs {
+    /// Socket to listen on [default: $XDG_RUNTIME_DIR/async-doca-urom-<uid>.sock, /tmp without XDG_RUNTIME_DIR]
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Plugin directories, `;`-separated [default: $UROM_PLUGIN_PATH]
+    #[arg(long, value_name = "DIRS")]
+    plugin_path: Option<String>,
+    /// CPUs workers may use, e.g. `0-1,4` [default: this process's affinity; must be inside it]
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Workers alive at once.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_workers: u32,
+    /// Largest command / notification, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    max_msg_size: usize,
+    /// Allow this uid (repeatable); when given, exactly these uids may connect [default: only
+    /// the service's own uid]
+    #[arg(long = "allow-uid", value_name = "UID")]
+    allow_uids: Vec<u32>,
+    /// error, warn, info or debug.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    log_level: String,
+}
+
+#[cfg(feature = "soft")]
+fn urom_service(args: UromServiceArgs) -> Result<(), String> {
+    use doca_soft::urom::daemon;
+    let mut cfg = daemon::Config::new(args.socket.unwrap_or_else(daemon::default_socket_path));
+    if let Some(p) = args.plugin_path {
+        cfg.plugin_path = daemon::parse_plugin_path(&p);
+    }
+    cfg.cpus = args.cpus.as_deref().map(daemon::parse_cpu_list).transpose()?;
+    cfg.max_workers = args.max_workers;
+    cfg.max_msg_size = args.max_msg_size;
+    cfg.allow_uids = args.allow_uids;
+    cfg.log_level = args.log_level.parse()?;
+    daemon::run(cfg)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Perf(args) => perf::run(args),
-        Command::PerfPeer(args) => perf::run_peer(args),
-        Command::Info => info(),
+    let result: Result<(), String> = match cli.command {
+        Command::Perf(args) => perf::run(args).map_err(|e| e.to_string()),
+        Command::PerfPeer(args) => perf::run_peer(args).map_err(|e| e.to_string()),
+        Command::Info => info().map_err(|e| e.to_string()),
+        #[cfg(feature = "soft")]
+        Command::UromService(args) => urom_service(args).map_err(|e| format!("urom-service: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

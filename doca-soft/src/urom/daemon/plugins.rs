@@ -1,0 +1,224 @@
+//! Plugin discovery: every `.so` in the plugin directories, `dlopen`ed once by the daemon.
+//!
+//! The daemon loads each candidate itself (`RTLD_NOW | RTLD_LOCAL`), so a broken file is found
+//! at start, logged and skipped, rather than in every worker. Workers are forked from the
+//! daemon and inherit the loaded objects and the [`Plugin`] table: a worker never `dlopen`s.
+//! Handles stay open for the life of the [`Plugins`] value (the daemon's life); dropping it
+//! `dlclose`s them, which is only done once no worker of this process runs their code.
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::log::{log_at, Log};
+use crate::types::*;
+use crate::urom::proto::PluginInfo;
+
+/// The longest plugin name: `DOCA_UROM_PLUGIN_NAME_MAX_LEN` (48) with its NUL.
+pub const PLUGIN_NAME_MAX: usize = 47;
+/// Ids are one bit each.
+pub const MAX_PLUGINS: usize = 64;
+
+/// One loaded plugin.
+#[derive(Debug)]
+pub struct Plugin {
+    /// One bit: `1 << n`, `n` its rank in name order.
+    pub id: u64,
+    /// What `urom_plugin_get_version` reported.
+    pub version: u64,
+    /// The file name without `.so`.
+    pub name: String,
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// Its entry points, every one non-NULL (checked at load).
+    pub iface: urom_plugin_iface,
+}
+
+/// The plugins of a daemon, in id order, and the `dlopen` handles that keep them loaded.
+#[derive(Debug, Default)]
+pub struct Plugins {
+    list: Vec<Plugin>,
+    handles: Vec<Handle>,
+}
+
+#[derive(Debug)]
+struct Handle(*mut libc::c_void);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: a handle from a successful dlopen, closed once; nothing of this library is
+        // used after the owning Plugins is dropped.
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
+impl Plugins {
+    /// The plugins, in id order.
+    pub fn list(&self) -> &[Plugin] {
+        &self.list
+    }
+
+    /// The plugin whose id is `id` (one bit).
+    pub fn by_id(&self, id: u64) -> Option<&Plugin> {
+        self.list.iter().find(|p| p.id == id)
+    }
+
+    /// The OR of every plugin id.
+    pub fn mask(&self) -> u64 {
+        self.list.iter().fold(0, |m, p| m | p.id)
+    }
+
+    /// What a `Welcome` lists.
+    pub fn infos(&self) -> Vec<PluginInfo> {
+        self.list.iter().map(|p| PluginInfo { id: p.id, version: p.version, name: p.name.clone() }).collect()
+    }
+}
+
+/// Splits a `;`-separated plugin path (`UROM_PLUGIN_PATH`), dropping empty entries.
+pub fn parse_plugin_path(s: &str) -> Vec<PathBuf> {
+    s.split(';').filter(|d| !d.is_empty()).map(PathBuf::from).collect()
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dlopen error".into()
+    } else {
+        // SAFETY: non-NULL and NUL-terminated per dlerror's contract.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Loads and checks one file; the reason on failure.
+fn load(path: &Path) -> Result<(Handle, u64, urom_plugin_iface), String> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "path holds a NUL byte".to_string())?;
+    // SAFETY: `c` is a valid C string; dlopen runs the object's constructors, which is what
+    // loading a plugin means.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(dlerror());
+    }
+    let handle = Handle(h);
+    let sym = |name: &CStr| {
+        // SAFETY: `h` is a live handle and `name` a valid C string.
+        let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+        if p.is_null() {
+            Err(format!("no symbol {}", name.to_string_lossy()))
+        } else {
+            Ok(p)
+        }
+    };
+    let get_iface = sym(c"urom_plugin_get_iface")?;
+    let get_version = sym(c"urom_plugin_get_version")?;
+    // SAFETY: the plugin ABI fixes these symbols' types; a non-NULL dlsym result is the
+    // function's address.
+    let (get_iface, get_version) = unsafe {
+        (
+            std::mem::transmute::<*mut libc::c_void, urom_plugin_get_iface_fn>(get_iface),
+            std::mem::transmute::<*mut libc::c_void, urom_plugin_get_version_fn>(get_version),
+        )
+    };
+    let mut version = 0u64;
+    // SAFETY: `version` is a valid out-pointer for the call.
+    let st = unsafe { get_version(&mut version) };
+    if st != DOCA_SUCCESS {
+        return Err(format!("urom_plugin_get_version failed: {}", err_name(st)));
+    }
+    let mut iface = urom_plugin_iface {
+        __doca_api_version: 0,
+        open: None,
+        close: None,
+        addr: None,
+        worker_cmd: None,
+        progress: None,
+        notif_pack: None,
+    };
+    // SAFETY: `iface` is a valid, initialized out-struct of the ABI's layout.
+    let st = unsafe { get_iface(&mut iface) };
+    if st != DOCA_SUCCESS {
+        return Err(format!("urom_plugin_get_iface failed: {}", err_name(st)));
+    }
+    let major = iface.__doca_api_version >> 24;
+    if major != UROM_PLUGIN_DOCA_API_VERSION >> 24 {
+        return Err(format!("built for DOCA API major {major}, this service speaks 3"));
+    }
+    let missing: Vec<&str> = [
+        ("open", iface.open.is_none()),
+        ("close", iface.close.is_none()),
+        ("addr", iface.addr.is_none()),
+        ("worker_cmd", iface.worker_cmd.is_none()),
+        ("progress", iface.progress.is_none()),
+        ("notif_pack", iface.notif_pack.is_none()),
+    ]
+    .iter()
+    .filter(|(_, m)| *m)
+    .map(|(n, _)| *n)
+    .collect();
+    if !missing.is_empty() {
+        return Err(format!("NULL entry points: {}", missing.join(", ")));
+    }
+    Ok((handle, version, iface))
+}
+
+pub(crate) fn err_name(e: doca_error_t) -> &'static str {
+    usize::try_from(e.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i)).copied().unwrap_or("DOCA_ERROR_UNRECOGNIZED_CODE")
+}
+
+/// Loads every valid plugin of `dirs` (see the module doc and docs/urom-soft.md): names are
+/// file names without `.so`, the first directory holding a valid plugin of a name wins, ids
+/// are `1 << n` in name order, at most 64. Everything skipped is logged with the reason.
+pub(crate) fn discover(dirs: &[PathBuf], log: &Log) -> Plugins {
+    let mut found: BTreeMap<String, (PathBuf, Handle, u64, urom_plugin_iface)> = BTreeMap::new();
+    for dir in dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                log_at!(log, Warn, "plugin directory {}: {e}", dir.display());
+                continue;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for path in files {
+            let Some(fname) = path.file_name().and_then(|n| n.to_str()) else { continue };
+            let Some(name) = fname.strip_suffix(".so") else { continue };
+            if !path.is_file() {
+                continue;
+            }
+            if name.is_empty() || name.len() > PLUGIN_NAME_MAX {
+                log_at!(log, Warn, "skipping plugin {}: name must be 1 to {PLUGIN_NAME_MAX} bytes", path.display());
+                continue;
+            }
+            if let Some((first, ..)) = found.get(name) {
+                log_at!(
+                    log,
+                    Info,
+                    "skipping plugin {}: {name} already loaded from {}",
+                    path.display(),
+                    first.display()
+                );
+                continue;
+            }
+            match load(&path) {
+                Ok((h, version, iface)) => {
+                    log_at!(log, Debug, "loaded plugin {name} version {version} from {}", path.display());
+                    found.insert(name.to_string(), (path, h, version, iface));
+                }
+                Err(why) => log_at!(log, Warn, "skipping plugin {}: {why}", path.display()),
+            }
+        }
+    }
+    let mut plugins = Plugins::default();
+    for (n, (name, (path, h, version, iface))) in found.into_iter().enumerate() {
+        if n >= MAX_PLUGINS {
+            log_at!(log, Warn, "skipping plugin {}: more than {MAX_PLUGINS} plugins", path.display());
+            continue;
+        }
+        log_at!(log, Info, "plugin {name} (id {:#x}, version {version}) from {}", 1u64 << n, path.display());
+        plugins.list.push(Plugin { id: 1 << n, version, name, path, iface });
+        plugins.handles.push(h);
+    }
+    plugins
+}

@@ -1,0 +1,662 @@
+//! The worker process: what a forked child of the daemon runs (docs/urom-soft.md, "The worker").
+//!
+//! Model. The process is single-threaded and owns everything here for its whole life: one
+//! [`Slot`] (a `urom_worker_ctx` plus the plugin's id) per plugin it was spawned with, its
+//! control socket to the daemon, and its data connections to hosts (the first one made before
+//! the fork, later ones passed in `Attach`). Slots are leaked on purpose: plugins keep the ctx
+//! pointer for their life, and the process ends with `_exit` after calling every `close`.
+//!
+//! Commands become C-`malloc`ed `urom_worker_cmd_desc`s on a one-entry list given to the
+//! plugin's `worker_cmd`, which takes and `free`s the entry. Notifications come back from
+//! `progress` as `malloc`ed descs the worker packs with `notif_pack`, sends on the connection
+//! named by `dest_id`, and `free`s. The domain table (installed by `DomainCreate`) lives in a
+//! thread local so the `extern "C"` lookup callbacks, called by plugins from inside
+//! `worker_cmd`/`progress`, can read it; it is only changed between plugin calls.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::ptr::{self, addr_of_mut};
+
+use core::ffi::{c_int, c_void};
+
+use super::log::{log_at, Log};
+use super::plugins::{err_name, Plugin};
+use crate::ffi::{guard, guard_err};
+use crate::types::*;
+use crate::urom::proto::{
+    self, max_packet, DaemonToWorker, Domain, HostToWorker, PluginAddr, WorkerToDaemon, WorkerToHost, PLUGIN_NONE,
+};
+
+/// What the daemon hands the child at fork.
+pub(crate) struct WorkerSetup<'a> {
+    pub id: u64,
+    /// The plugins of the worker's plugin mask, in id order.
+    pub plugins: Vec<&'a Plugin>,
+    pub ctl: OwnedFd,
+    /// The first data connection (connection id 1), taken when the loop starts.
+    pub data: Option<OwnedFd>,
+    /// The notification buffer size (the spawning host's effective max_msg_size).
+    pub max_msg_size: usize,
+    /// The largest packet accepted from a host (the daemon's max_msg_size + overhead).
+    pub recv_packet: usize,
+    pub max_inflight: u32,
+    pub log: Log,
+}
+
+/// One plugin in this worker. `#[repr(C)]` with the ctx first, so the `*mut urom_worker_ctx`
+/// a plugin passes back is also the slot's address.
+#[repr(C)]
+struct Slot {
+    ctx: urom_worker_ctx,
+    plugin: u64,
+    /// Commands given to the plugin that no notification answered yet.
+    outstanding: u64,
+}
+
+/// A domain installed by `DomainCreate` on connection `conn` with key `key`.
+struct Installed {
+    conn: u64,
+    key: u64,
+    domain: Domain,
+}
+
+thread_local! {
+    /// The addresses of this worker's slots and their plugin ids: lookups check a ctx pointer
+    /// against it before trusting it.
+    static SLOTS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+    /// The domain table. Byte vectors inside never move while installed, so pointers handed
+    /// to plugins stay valid until the domain is destroyed or its connection closes.
+    static DOMAINS: RefCell<Vec<Installed>> = const { RefCell::new(Vec::new()) };
+}
+
+struct Conn {
+    id: u64,
+    fd: OwnedFd,
+    outstanding: u32,
+    outbox: VecDeque<Vec<u8>>,
+    dead: bool,
+}
+
+/// Spin this many idle rounds (poll timeout 0) before backing off to 1 ms poll timeouts.
+const SPIN_ROUNDS: u32 = 64;
+/// Messages read from one connection per round, so one busy host cannot starve the others.
+const READ_BATCH: usize = 16;
+/// Initial room for a plugin's address; grown when the plugin asks for more.
+const ADDR_START: usize = 256;
+
+static LOOKUPS: urom_domain_lookups_iface = urom_domain_lookups_iface {
+    addr_lookup: Some(addr_lookup),
+    seg_lookup: Some(seg_lookup),
+    memh_lookup: Some(memh_lookup),
+    mkey_lookup: Some(mkey_lookup),
+};
+
+/// The plugin id of a ctx pointer, if it is one of this worker's.
+fn slot_plugin(ctx: *mut urom_worker_ctx) -> Result<u64, doca_error_t> {
+    SLOTS.with(|s| s.borrow().iter().find(|(a, _)| *a == ctx as usize).map(|(_, p)| *p)).ok_or(DOCA_ERROR_INVALID_VALUE)
+}
+
+/// Runs `f` on the member `worker_id` of the most recently installed domain holding it.
+fn with_member<T>(
+    worker_id: u64,
+    f: impl FnOnce(&proto::Member) -> Result<T, doca_error_t>,
+) -> Result<T, doca_error_t> {
+    DOMAINS.with(|d| {
+        let d = d.borrow();
+        let m = d
+            .iter()
+            .rev()
+            .flat_map(|i| i.domain.members.iter())
+            .find(|m| m.worker_id == worker_id)
+            .ok_or(DOCA_ERROR_NOT_FOUND)?;
+        f(m)
+    })
+}
+
+fn seg_of(m: &proto::Member, seg: c_int) -> Result<&proto::Seg, doca_error_t> {
+    usize::try_from(seg).ok().and_then(|i| m.segs.get(i)).ok_or(DOCA_ERROR_NOT_FOUND)
+}
+
+unsafe extern "C" fn addr_lookup(ctx: *mut urom_worker_ctx, domain_id: u64, addr: *mut *mut c_void) -> doca_error_t {
+    guard_err(|| {
+        let plugin = slot_plugin(ctx)?;
+        let p = with_member(domain_id, |m| {
+            let a = m.addrs.iter().find(|a| a.plugin == plugin).ok_or(DOCA_ERROR_NOT_FOUND)?;
+            Ok(a.addr.as_ptr() as *mut c_void)
+        })?;
+        // SAFETY: a non-NULL out-pointer is the plugin's contract for this callback.
+        unsafe { crate::ffi::out(addr, p) }
+    })
+}
+
+unsafe extern "C" fn seg_lookup(ctx: *mut urom_worker_ctx, domain_id: u64, va: u64, seg: *mut c_int) -> doca_error_t {
+    guard_err(|| {
+        slot_plugin(ctx)?;
+        let i = with_member(domain_id, |m| {
+            m.segs.iter().position(|s| va >= s.va && va - s.va < s.len).ok_or(DOCA_ERROR_NOT_FOUND)
+        })?;
+        let i = c_int::try_from(i).map_err(|_| DOCA_ERROR_NOT_FOUND)?;
+        // SAFETY: as in addr_lookup.
+        unsafe { crate::ffi::out(seg, i) }
+    })
+}
+
+/// memh_lookup and mkey_lookup: one of the segment's byte strings.
+fn seg_bytes(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    seg: c_int,
+    len: *mut usize,
+    out: *mut *mut c_void,
+    which: fn(&proto::Seg) -> &Vec<u8>,
+) -> Result<(), doca_error_t> {
+    slot_plugin(ctx)?;
+    if len.is_null() || out.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let (p, n) = with_member(domain_id, |m| {
+        let b = which(seg_of(m, seg)?);
+        Ok((b.as_ptr() as *mut c_void, b.len()))
+    })?;
+    // SAFETY: both out-pointers were checked non-NULL; their validity is the plugin's contract.
+    unsafe {
+        len.write(n);
+        out.write(p);
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn memh_lookup(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    seg: c_int,
+    len: *mut usize,
+    memh: *mut *mut c_void,
+) -> doca_error_t {
+    guard_err(|| seg_bytes(ctx, domain_id, seg, len, memh, |s| &s.memh))
+}
+
+unsafe extern "C" fn mkey_lookup(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    seg: c_int,
+    len: *mut usize,
+    rkey: *mut *mut c_void,
+) -> doca_error_t {
+    guard_err(|| seg_bytes(ctx, domain_id, seg, len, rkey, |s| &s.mkey))
+}
+
+/// An empty intrusive list head, pointing to itself. Boxed so its address is stable.
+fn new_list() -> Box<ucs_list_link> {
+    let mut head = Box::new(ucs_list_link { prev: ptr::null_mut(), next: ptr::null_mut() });
+    let p: *mut ucs_list_link = &mut *head;
+    head.prev = p;
+    head.next = p;
+    head
+}
+
+/// Unlinks and returns every entry left on the list (C-`malloc`ed descs the caller frees).
+///
+/// # Safety
+/// `head` is a well-formed circular list whose entries are live.
+unsafe fn drain_list(head: *mut ucs_list_link) -> Vec<*mut ucs_list_link> {
+    let mut out = Vec::new();
+    // SAFETY: the caller guarantees a well-formed list; we stop when we are back at the head
+    // and bound the walk so a corrupted list cannot loop forever.
+    unsafe {
+        let mut e = (*head).next;
+        while e != head && !e.is_null() && out.len() < 1 << 20 {
+            out.push(e);
+            e = (*e).next;
+        }
+        (*head).next = head;
+        (*head).prev = head;
+    }
+    out
+}
+
+struct Worker<'a> {
+    setup: WorkerSetup<'a>,
+    slots: Vec<*mut Slot>,
+    conns: Vec<Conn>,
+    next_conn: u64,
+    pack_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    exit: bool,
+}
+
+/// Runs the worker; returns the process exit code. Never unwinds (a panic becomes code 70).
+pub(crate) fn run(setup: WorkerSetup<'_>) -> i32 {
+    let log = setup.log;
+    guard(70, move || {
+        let mut w = Worker {
+            pack_buf: vec![0; setup.max_msg_size],
+            recv_buf: vec![0; setup.recv_packet],
+            setup,
+            slots: Vec::new(),
+            conns: Vec::new(),
+            next_conn: 2,
+            exit: false,
+        };
+        match w.open() {
+            Ok(addrs) => {
+                let ready = WorkerToDaemon::Ready { addrs }.encode();
+                if let Err(e) = proto::send_msg(w.setup.ctl.as_fd(), &ready, None) {
+                    log_at!(log, Error, "cannot report ready to the daemon: {e}");
+                    w.close();
+                    return 1;
+                }
+            }
+            Err((status, reason)) => {
+                log_at!(log, Warn, "start failed: {reason}");
+                let m = WorkerToDaemon::Failed { status, reason }.encode();
+                let _ = proto::send_msg(w.setup.ctl.as_fd(), &m, None);
+                w.close();
+                return 1;
+            }
+        }
+        log_at!(log, Debug, "worker {:#x} ready with {} plugins", w.setup.id, w.slots.len());
+        if let Some(first) = w.setup.data.take() {
+            w.add_conn(1, first);
+        }
+        w.serve();
+        w.close();
+        0
+    })
+}
+
+impl Worker<'_> {
+    fn log(&self) -> Log {
+        self.setup.log
+    }
+
+    /// Opens every plugin and collects their addresses; on failure closes the ones opened.
+    fn open(&mut self) -> Result<Vec<PluginAddr>, (doca_error_t, String)> {
+        let mut addrs = Vec::new();
+        let limit = max_packet(self.setup.max_msg_size);
+        for p in self.setup.plugins.clone() {
+            let slot = Box::into_raw(Box::new(Slot {
+                ctx: urom_worker_ctx { iface: p.iface, domain_iface: LOOKUPS, plugin_ctx: ptr::null_mut() },
+                plugin: p.id,
+                outstanding: 0,
+            }));
+            // SAFETY: `slot` was just allocated; ctx is its first field.
+            let ctx = unsafe { addr_of_mut!((*slot).ctx) };
+            SLOTS.with(|s| s.borrow_mut().push((ctx as usize, p.id)));
+            let open = p.iface.open.expect("checked non-NULL at load");
+            // SAFETY: `ctx` is a fully initialized urom_worker_ctx that lives for the process.
+            let st = unsafe { open(ctx) };
+            if st != DOCA_SUCCESS {
+                SLOTS.with(|s| s.borrow_mut().pop());
+                return Err((st, format!("plugin {} open failed: {}", p.name, err_name(st))));
+            }
+            self.slots.push(slot);
+            let addr_fn = p.iface.addr.expect("checked non-NULL at load");
+            let mut buf = vec![0u8; ADDR_START];
+            let addr = loop {
+                let mut len = buf.len();
+                // SAFETY: `buf` has `len` writable bytes; `ctx` is the opened plugin's ctx.
+                let st = unsafe { addr_fn(ctx, buf.as_mut_ptr().cast(), &mut len) };
+                if st == DOCA_SUCCESS && len <= buf.len() {
+                    buf.truncate(len);
+                    break buf;
+                }
+                if st == DOCA_ERROR_INVALID_VALUE && len > buf.len() && len <= limit {
+                    buf = vec![0u8; len];
+                    continue;
+                }
+                let st = if st == DOCA_SUCCESS || st == DOCA_ERROR_INVALID_VALUE { DOCA_ERROR_TOO_BIG } else { st };
+                return Err((st, format!("plugin {} addr failed: {} (length {len})", p.name, err_name(st))));
+            };
+            addrs.push(PluginAddr { plugin: p.id, addr });
+        }
+        // The host's Spawned carries these addresses, in a packet of at most `limit` bytes.
+        let ready = WorkerToDaemon::Ready { addrs: addrs.clone() };
+        if ready.encode().len() + 64 > limit {
+            return Err((DOCA_ERROR_TOO_BIG, "plugin addresses do not fit in a message".into()));
+        }
+        Ok(addrs)
+    }
+
+    /// Calls every opened plugin's close, once.
+    fn close(&mut self) {
+        for slot in self.slots.drain(..) {
+            // SAFETY: each slot is a leaked Box, live for the process; close is non-NULL.
+            unsafe {
+                let close = (*slot).ctx.iface.close.expect("checked non-NULL at load");
+                close(addr_of_mut!((*slot).ctx));
+            }
+        }
+    }
+
+    fn add_conn(&mut self, id: u64, fd: OwnedFd) {
+        if let Err(e) = proto::set_nonblocking(fd.as_fd(), true) {
+            log_at!(self.log(), Warn, "connection {id}: {e}");
+            return;
+        }
+        // Notifications are at most one packet each and a host has at most max_inflight in
+        // flight; a buffer too small only makes sends wait in the outbox.
+        let _ = proto::fit_packet(fd.as_fd(), max_packet(self.setup.max_msg_size));
+        log_at!(self.log(), Debug, "connection {id} attached");
+        self.conns.push(Conn { id, fd, outstanding: 0, outbox: VecDeque::new(), dead: false });
+    }
+
+    fn outstanding(&self) -> u64 {
+        // SAFETY: slots are live leaked Boxes; only this thread touches them outside plugin calls.
+        self.slots.iter().map(|s| unsafe { (**s).outstanding }).sum()
+    }
+
+    fn serve(&mut self) {
+        let mut idle: u32 = 0;
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        while !self.exit {
+            fds.clear();
+            fds.push(libc::pollfd { fd: self.setup.ctl.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            for c in &self.conns {
+                let ev = libc::POLLIN | if c.outbox.is_empty() { 0 } else { libc::POLLOUT };
+                fds.push(libc::pollfd { fd: c.fd.as_raw_fd(), events: ev, revents: 0 });
+            }
+            let busy = self.outstanding() > 0;
+            let timeout = match (busy, idle < SPIN_ROUNDS) {
+                (false, _) => -1,
+                (true, true) => 0,
+                (true, false) => 1,
+            };
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                log_at!(self.log(), Error, "poll: {}", io::Error::last_os_error());
+                return;
+            }
+            if n > 0 {
+                if fds[0].revents != 0 {
+                    self.on_control();
+                }
+                let conn_ids: Vec<(u64, i16)> =
+                    self.conns.iter().zip(&fds[1..]).map(|(c, f)| (c.id, f.revents)).collect();
+                for (id, rev) in conn_ids {
+                    if rev & libc::POLLOUT != 0 {
+                        self.flush(id);
+                    }
+                    if rev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                        self.on_data(id);
+                    }
+                }
+            }
+            if self.outstanding() > 0 || busy {
+                if self.progress() {
+                    idle = 0;
+                } else {
+                    idle = idle.saturating_add(1);
+                }
+            } else {
+                idle = 0;
+            }
+            self.reap_conns();
+        }
+    }
+
+    fn on_control(&mut self) {
+        let (n, fd) = match proto::recv_msg(self.setup.ctl.as_fd(), &mut self.recv_buf[..]) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                log_at!(self.log(), Warn, "control socket: {e}; exiting");
+                self.exit = true;
+                return;
+            }
+        };
+        if n == 0 {
+            log_at!(self.log(), Info, "daemon hung up; exiting");
+            self.exit = true;
+            return;
+        }
+        match (DaemonToWorker::decode(&self.recv_buf[..n]), fd) {
+            (Ok(DaemonToWorker::Attach { conn }), Some(fd)) => {
+                if self.conns.iter().any(|c| c.id == conn) {
+                    log_at!(self.log(), Warn, "duplicate connection id {conn}; refused");
+                } else {
+                    self.next_conn = self.next_conn.max(conn.wrapping_add(1));
+                    self.add_conn(conn, fd);
+                }
+            }
+            (Ok(DaemonToWorker::Exit), None) => {
+                log_at!(self.log(), Debug, "exit requested");
+                self.exit = true;
+            }
+            (m, _) => {
+                log_at!(self.log(), Error, "protocol error on the control socket ({m:?}); exiting");
+                self.exit = true;
+            }
+        }
+    }
+
+    fn conn_mut(&mut self, id: u64) -> Option<&mut Conn> {
+        self.conns.iter_mut().find(|c| c.id == id && !c.dead)
+    }
+
+    fn on_data(&mut self, id: u64) {
+        for _ in 0..READ_BATCH {
+            let Some(i) = self.conns.iter().position(|c| c.id == id && !c.dead) else { return };
+            let r = proto::recv_msg(self.conns[i].fd.as_fd(), &mut self.recv_buf[..]);
+            let n = match r {
+                Ok((n, passed)) => {
+                    if passed.is_some() {
+                        log_at!(self.log(), Warn, "connection {id}: unexpected descriptor; dropping the connection");
+                        self.kill_conn(id);
+                        return;
+                    }
+                    n
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    log_at!(self.log(), Warn, "connection {id}: {e}; dropping it");
+                    self.kill_conn(id);
+                    return;
+                }
+            };
+            if n == 0 {
+                log_at!(self.log(), Debug, "connection {id} closed by the host");
+                self.kill_conn(id);
+                return;
+            }
+            match HostToWorker::decode(&self.recv_buf[..n]) {
+                Ok(HostToWorker::Command { ctx, plugin, payload }) => self.command(id, ctx, plugin, &payload),
+                Ok(HostToWorker::DomainCreate { ctx, domain }) => {
+                    DOMAINS.with(|d| {
+                        let mut d = d.borrow_mut();
+                        d.retain(|i| !(i.conn == id && i.key == ctx));
+                        d.push(Installed { conn: id, key: ctx, domain });
+                    });
+                    self.notify(id, ctx, PLUGIN_NONE, DOCA_SUCCESS, Vec::new());
+                }
+                Ok(HostToWorker::DomainDestroy { ctx }) => {
+                    let found = DOMAINS.with(|d| {
+                        let mut d = d.borrow_mut();
+                        let before = d.len();
+                        d.retain(|i| !(i.conn == id && i.key == ctx));
+                        d.len() != before
+                    });
+                    let st = if found { DOCA_SUCCESS } else { DOCA_ERROR_NOT_FOUND };
+                    self.notify(id, ctx, PLUGIN_NONE, st, Vec::new());
+                }
+                Err(_) => {
+                    log_at!(self.log(), Warn, "connection {id}: protocol error; dropping it");
+                    self.kill_conn(id);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn kill_conn(&mut self, id: u64) {
+        if let Some(c) = self.conns.iter_mut().find(|c| c.id == id) {
+            c.dead = true;
+        }
+        DOMAINS.with(|d| d.borrow_mut().retain(|i| i.conn != id));
+    }
+
+    fn reap_conns(&mut self) {
+        self.conns.retain(|c| !c.dead);
+    }
+
+    fn slot_for(&self, plugin: u64) -> Option<*mut Slot> {
+        // SAFETY: slots are live leaked Boxes.
+        self.slots.iter().copied().find(|s| unsafe { (**s).plugin } == plugin)
+    }
+
+    fn command(&mut self, conn: u64, ctx: u64, plugin: u64, payload: &[u8]) {
+        let Some(slot) = self.slot_for(plugin) else {
+            self.notify(conn, ctx, plugin, DOCA_ERROR_NOT_FOUND, Vec::new());
+            return;
+        };
+        let max = self.setup.max_inflight;
+        match self.conn_mut(conn) {
+            Some(c) if c.outstanding >= max => {
+                self.notify(conn, ctx, plugin, DOCA_ERROR_FULL, Vec::new());
+                return;
+            }
+            Some(_) => {}
+            None => return,
+        }
+        let size = size_of::<urom_worker_cmd_desc>() + payload.len();
+        // SAFETY: malloc of a positive size; the plugin frees the entry with free().
+        let desc = unsafe { libc::malloc(size) }.cast::<urom_worker_cmd_desc>();
+        if desc.is_null() {
+            self.notify(conn, ctx, plugin, DOCA_ERROR_NO_MEMORY, Vec::new());
+            return;
+        }
+        let mut head = new_list();
+        let head_p: *mut ucs_list_link = &mut *head;
+        // SAFETY: `desc` points to `size` fresh bytes, enough for the header and the payload;
+        // fields are written through raw pointers (the memory is uninitialized).
+        unsafe {
+            addr_of_mut!((*desc).entry).write(ucs_list_link { prev: head_p, next: head_p });
+            addr_of_mut!((*desc).dest_id).write(conn);
+            addr_of_mut!((*desc).worker_cmd).write(urom_worker_cmd {
+                type_: plugin,
+                urom_context: ctx,
+                len: payload.len() as u64,
+                plugin_cmd: [],
+            });
+            let body = addr_of_mut!((*desc).worker_cmd.plugin_cmd).cast::<u8>();
+            ptr::copy_nonoverlapping(payload.as_ptr(), body, payload.len());
+            (*head_p).next = addr_of_mut!((*desc).entry);
+            (*head_p).prev = addr_of_mut!((*desc).entry);
+        }
+        // SAFETY: slot is live; worker_cmd is non-NULL (checked at load); the list is
+        // well-formed and outlives the call.
+        let st = unsafe {
+            let f = (*slot).ctx.iface.worker_cmd.expect("checked non-NULL at load");
+            f(addr_of_mut!((*slot).ctx), head_p)
+        };
+        // SAFETY: the list is still well-formed (the plugin only unlinks entries it takes).
+        let left = unsafe { drain_list(head_p) };
+        for e in &left {
+            // SAFETY: entries are the malloc'ed descs we put on the list (entry is first).
+            unsafe { libc::free(e.cast()) };
+        }
+        if st != DOCA_SUCCESS {
+            log_at!(self.log(), Debug, "worker_cmd of plugin {plugin:#x} failed: {}", err_name(st));
+            self.notify(conn, ctx, plugin, st, Vec::new());
+        } else if !left.is_empty() {
+            log_at!(self.log(), Warn, "plugin {plugin:#x} left a command on the list; answered UNEXPECTED");
+            self.notify(conn, ctx, plugin, DOCA_ERROR_UNEXPECTED, Vec::new());
+        } else {
+            // SAFETY: slot is live.
+            unsafe { (*slot).outstanding += 1 };
+            if let Some(c) = self.conn_mut(conn) {
+                c.outstanding += 1;
+            }
+        }
+    }
+
+    /// Progresses every plugin once; true if any notification came out.
+    fn progress(&mut self) -> bool {
+        let mut any = false;
+        let mut head = new_list();
+        let head_p: *mut ucs_list_link = &mut *head;
+        for slot in self.slots.clone() {
+            // SAFETY: slot is live; progress is non-NULL; the list head is empty and stable.
+            let st = unsafe {
+                let f = (*slot).ctx.iface.progress.expect("checked non-NULL at load");
+                f(addr_of_mut!((*slot).ctx), head_p)
+            };
+            if st != DOCA_SUCCESS && st != DOCA_ERROR_EMPTY {
+                // SAFETY: slot is live.
+                log_at!(self.log(), Debug, "progress of plugin {:#x}: {}", unsafe { (*slot).plugin }, err_name(st));
+            }
+            // SAFETY: the plugin appended well-formed, malloc'ed notif descs.
+            let notifs = unsafe { drain_list(head_p) };
+            for e in notifs {
+                any = true;
+                self.deliver(slot, e.cast());
+            }
+        }
+        any
+    }
+
+    /// Packs one notification, sends it to its connection, frees it.
+    fn deliver(&mut self, slot: *mut Slot, desc: *mut urom_worker_notif_desc) {
+        // SAFETY: `desc` is a live notif desc the plugin handed over; slot is live.
+        let (conn, ctx, plugin, status, packed) = unsafe {
+            let notif = addr_of_mut!((*desc).worker_notif);
+            let pack = (*slot).ctx.iface.notif_pack.expect("checked non-NULL at load");
+            let cap = self.pack_buf.len();
+            let mut len = cap;
+            let st = pack(notif, &mut len, self.pack_buf.as_mut_ptr().cast());
+            let (status, packed) = match st {
+                DOCA_SUCCESS if len <= cap => ((*notif).status, self.pack_buf[..len].to_vec()),
+                DOCA_SUCCESS => (DOCA_ERROR_TOO_BIG, Vec::new()),
+                e => (e, Vec::new()),
+            };
+            let r = ((*desc).dest_id, (*notif).urom_context, (*slot).plugin, status, packed);
+            libc::free(desc.cast());
+            r
+        };
+        // SAFETY: slot is live.
+        unsafe { (*slot).outstanding = (*slot).outstanding.saturating_sub(1) };
+        if let Some(c) = self.conn_mut(conn) {
+            c.outstanding = c.outstanding.saturating_sub(1);
+        } else {
+            log_at!(self.log(), Debug, "notification for closed connection {conn} dropped");
+            return;
+        }
+        self.notify(conn, ctx, plugin, status, packed);
+    }
+
+    fn notify(&mut self, conn: u64, ctx: u64, plugin: u64, status: doca_error_t, packed: Vec<u8>) {
+        let msg = WorkerToHost::Notify { ctx, plugin, status, packed }.encode();
+        let Some(c) = self.conn_mut(conn) else { return };
+        if c.outbox.is_empty() {
+            match proto::send_msg(c.fd.as_fd(), &msg, None) {
+                Ok(()) => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    self.kill_conn(conn);
+                    return;
+                }
+            }
+        }
+        c.outbox.push_back(msg);
+    }
+
+    fn flush(&mut self, id: u64) {
+        let Some(c) = self.conn_mut(id) else { return };
+        while let Some(m) = c.outbox.front() {
+            match proto::send_msg(c.fd.as_fd(), m, None) {
+                Ok(()) => {
+                    c.outbox.pop_front();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.kill_conn(id);
+                    return;
+                }
+            }
+        }
+    }
+}
