@@ -38,12 +38,16 @@
 //! A service that dies makes pending queries fail the same way. A plugin that rejects a
 //! command answers with an error status, which becomes the command's error; the worker goes on.
 
+#[cfg(feature = "soft")]
+pub mod daemon;
 mod domain;
 mod oob;
 mod service;
 mod sink;
 mod worker;
 
+/// The plugin SDK: write UROM worker plugins in safe Rust (re-export of `doca-urom-plugin`).
+pub use doca_urom_plugin as plugin;
 pub use domain::{Domain, DomainBuilder};
 pub use oob::{InProcessOob, Oob, OobRequest, SocketOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 pub use service::{PluginInfo, Service, ServiceBuilder};
