@@ -24,6 +24,9 @@ pub mod types {
     pub use crate::objects::*;
     include!("../../doca-sys/src/types.rs");
     include!("../../doca-sys/src/urom_plugin.rs");
+    #[allow(unused_imports)]
+    use core::ffi::c_char;
+    include!("../../doca-sys/src/urom_types.rs");
 }
 
 /// The concrete object types the callback types name.
@@ -38,6 +41,10 @@ mod objects {
         doca_sync_event_task_wait_eq, doca_sync_event_task_wait_neq,
     };
     pub use crate::task::doca_task;
+    pub use crate::urom::host::{
+        doca_urom_domain, doca_urom_service, doca_urom_service_get_workers_by_gid_task, doca_urom_worker,
+        doca_urom_worker_cmd_task,
+    };
 }
 
 pub mod blob;

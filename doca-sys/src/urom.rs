@@ -122,9 +122,22 @@ extern "C" {
     /// Only before start; `DOCA_ERROR_BAD_STATE` otherwise.
     pub fn doca_soft_urom_service_set_socket_path(service: *mut doca_urom_service, path: *const c_char)
         -> doca_error_t;
-    /// Why the last start of `worker` failed: the service's answer (for example
-    /// `DOCA_ERROR_FULL` or `DOCA_ERROR_NOT_PERMITTED`), or `DOCA_SUCCESS` if it did not fail.
-    /// DOCA only reports a failed worker start as the ctx going back to IDLE.
-    pub fn doca_soft_urom_worker_get_start_error(worker: *mut doca_urom_worker, err: *mut doca_error_t)
-        -> doca_error_t;
+    /// Why the last start of `worker` failed: writes the daemon's (or the connection's) code to
+    /// `*error`, e.g. `DOCA_ERROR_NOT_FOUND` for an unknown plugin, `DOCA_ERROR_FULL` at the
+    /// worker limit, `DOCA_ERROR_NOT_CONNECTED` when the daemon closed the connection; or
+    /// `DOCA_SUCCESS` if the last start did not fail. A failed asynchronous start only reports
+    /// STARTING → IDLE through the state callback; this says why. NULL arguments:
+    /// `DOCA_ERROR_INVALID_VALUE`.
+    pub fn doca_soft_urom_worker_get_start_error(
+        worker: *mut doca_urom_worker,
+        error: *mut doca_error_t,
+    ) -> doca_error_t;
+
+    /// The daemon's human-readable reason for the last failed start of `worker` (a
+    /// NUL-terminated string, empty if none), owned by the worker and valid until its next start
+    /// or its destroy. NULL arguments: `DOCA_ERROR_INVALID_VALUE`.
+    pub fn doca_soft_urom_worker_get_start_error_reason(
+        worker: *mut doca_urom_worker,
+        reason: *mut *const c_char,
+    ) -> doca_error_t;
 }

@@ -1,9 +1,10 @@
-//! UROM on the soft provider (docs/urom-soft.md): the wire protocol shared by every side, and
-//! the service daemon with its worker processes.
+//! UROM on the soft provider (docs/urom-soft.md): the wire protocol shared by every side, the
+//! service daemon with its worker processes, and the host side (`doca-urom`'s C ABI).
 //!
 //! The daemon (`async-doca urom-service`) is a single-threaded process that accepts host
 //! connections on an `AF_UNIX` `SOCK_SEQPACKET` socket and forks one worker process per
 //! worker; plugins (`.so` files) run inside the workers.
 
 pub mod daemon;
+pub mod host;
 pub mod proto;

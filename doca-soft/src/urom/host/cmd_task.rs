@@ -1,0 +1,395 @@
+//! `doca_urom_worker_cmd_task`: one plugin command and its notification.
+//!
+//! * The pool has the worker's `max_inflight_tasks` tasks (configured at worker start); one
+//!   more allocation is `NO_MEMORY`.
+//! * Every task has a **payload** and a **response** `doca_buf` of the effective maximum message
+//!   size, over memory owned by the worker ([`TaskMemory`]): the user packs the command at the
+//!   payload's data pointer and sets its data length (`doca_buf_set_data`); on completion the
+//!   response's data is the plugin's packed notification. Both are reset (data at head, length
+//!   0) at allocation. The user must not release them (they are the task's).
+//! * 32 bytes of inline user data, zeroed at allocation.
+//! * One callback (`set_cb`) for success and failure; `doca_task_get_status` tells them apart:
+//!   the `Notify`'s status, `CONNECTION_ABORTED` when the worker's connection broke, or the
+//!   ctx's flush status on stop.
+//! * Submit: `NOT_CONNECTED` once the worker's connection broke; `INVALID_VALUE` for a plugin
+//!   that is not exactly one of the worker's plugins; `TOO_BIG` for a payload above the
+//!   effective message size. The command is sent at once, or queued behind earlier packets if
+//!   the socket is momentarily full (never dropped, never blocking).
+//! * `release` returns an allocated task to the pool (`IN_PROGRESS` while it is in flight).
+
+use core::cell::{Cell, UnsafeCell};
+use core::ffi::c_void;
+use core::ptr;
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+
+use super::worker::{worker_of, worker_ref};
+use super::CMD_USER_DATA_BYTES;
+use crate::buf::{doca_buf, doca_buf_dec_refcount, doca_buf_get_data, doca_buf_get_data_len, doca_buf_inventory};
+use crate::buf::{
+    doca_buf_inventory_buf_get_by_args, doca_buf_inventory_create, doca_buf_inventory_destroy,
+    doca_buf_inventory_start, doca_buf_inventory_stop, doca_buf_set_data,
+};
+use crate::ffi::{guard, guard_err, out};
+use crate::mmap::{
+    doca_mmap, doca_mmap_create, doca_mmap_destroy, doca_mmap_set_memrange, doca_mmap_start, doca_mmap_stop,
+};
+use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskState, TaskType};
+use crate::types::*;
+
+/// `struct doca_urom_worker_cmd_task`.
+#[repr(C)]
+pub struct doca_urom_worker_cmd_task {
+    base: doca_task,
+    plugin: Cell<u64>,
+    payload: Cell<*mut doca_buf>,
+    response: Cell<*mut doca_buf>,
+    /// The index of this task's buffer pair in the worker's [`TaskMemory`].
+    pair: Cell<u32>,
+    /// The key of the submitted command (the `ctx` of `Command` and `Notify`).
+    pub(crate) key: Cell<u64>,
+    user_data: UnsafeCell<[u64; CMD_USER_DATA_BYTES / 8]>,
+}
+
+static CMD_KIND: TaskKind =
+    TaskKind::new::<doca_urom_worker_cmd_task>("urom.worker_cmd", submit_hook, Some(release_hook), None);
+
+// SAFETY: #[repr(C)] with the doca_task header first; KIND is built with TaskKind::new::<Self>.
+unsafe impl TaskType for doca_urom_worker_cmd_task {
+    const KIND: &'static TaskKind = &CMD_KIND;
+    fn with_header(base: doca_task) -> Self {
+        Self {
+            base,
+            plugin: Cell::new(0),
+            payload: Cell::new(ptr::null_mut()),
+            response: Cell::new(ptr::null_mut()),
+            pair: Cell::new(u32::MAX),
+            key: Cell::new(0),
+            user_data: UnsafeCell::new([0; CMD_USER_DATA_BYTES / 8]),
+        }
+    }
+}
+
+impl doca_urom_worker_cmd_task {
+    /// The command's plugin.
+    pub(crate) fn plugin(&self) -> u64 {
+        self.plugin.get()
+    }
+
+    /// The payload bytes the user packed.
+    pub(crate) fn payload_bytes(&self) -> Result<Vec<u8>, doca_error_t> {
+        let b = self.payload.get();
+        let mut data: *mut c_void = ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: `b` is this task's payload buffer (alive while the worker's TaskMemory is,
+        // which outlives every allocated task); valid out-pointers.
+        let r = unsafe { doca_buf_get_data(b, &mut data) };
+        if r != DOCA_SUCCESS {
+            return Err(r);
+        }
+        // SAFETY: as above.
+        let r = unsafe { doca_buf_get_data_len(b, &mut len) };
+        if r != DOCA_SUCCESS {
+            return Err(r);
+        }
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the buffer module keeps [data, data+len) inside the buffer's head range, which
+        // lies in the worker's TaskMemory region (live); the user does not write it while the
+        // task is being submitted (DOCA's contract).
+        Ok(unsafe { std::slice::from_raw_parts(data as *const u8, len) }.to_vec())
+    }
+
+    /// Writes the packed notification into the response buffer (data at head). TOO_BIG when
+    /// it does not fit (the response keeps no data then).
+    pub(crate) fn set_response(&self, mem: &TaskMemory, packed: &[u8]) -> Result<(), doca_error_t> {
+        let (head, cap) = mem.region(self.pair.get(), 1);
+        let r = self.response.get();
+        if packed.len() > cap {
+            // SAFETY: `r` is this task's live response buffer; head is its own head.
+            unsafe { doca_buf_set_data(r, head.cast(), 0) };
+            return Err(DOCA_ERROR_TOO_BIG);
+        }
+        // SAFETY: [head, head+cap) is this task's response region inside the live TaskMemory
+        // allocation; nobody else writes it while the task is in flight.
+        unsafe { ptr::copy_nonoverlapping(packed.as_ptr(), head, packed.len()) };
+        // SAFETY: `r` is this task's live response buffer; the range is inside its head range.
+        let st = unsafe { doca_buf_set_data(r, head.cast(), packed.len()) };
+        if st == DOCA_SUCCESS {
+            Ok(())
+        } else {
+            Err(st)
+        }
+    }
+}
+
+unsafe fn submit_hook(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+    // SAFETY: this hook is only called for command tasks, whose ctx is a worker ctx.
+    let (c, w) = unsafe { (t.downcast::<doca_urom_worker_cmd_task>(), worker_of(t.ctx())) };
+    w.submit_cmd(t, c)
+}
+
+unsafe fn release_hook(t: &doca_task) {
+    // SAFETY: only called for command tasks, whose ctx is a worker ctx.
+    let (c, w) = unsafe { (t.downcast::<doca_urom_worker_cmd_task>(), worker_of(t.ctx())) };
+    let pair = c.pair.replace(u32::MAX);
+    c.payload.set(ptr::null_mut());
+    c.response.set(ptr::null_mut());
+    if pair != u32::MAX {
+        w.return_pair(pair);
+    }
+}
+
+/// The payload and response buffers of a worker's command tasks: one zeroed region of
+/// `2 × tasks × cap` bytes (pages are committed lazily by the kernel), a private mmap over it,
+/// and an inventory holding two buffers per task for the region's whole life.
+pub(crate) struct TaskMemory {
+    base: *mut u8,
+    layout: Layout,
+    cap: usize,
+    tasks: u32,
+    mmap: *mut doca_mmap,
+    inv: *mut doca_buf_inventory,
+    bufs: Vec<*mut doca_buf>,
+    free: Vec<u32>,
+}
+
+impl TaskMemory {
+    /// Buffers for `tasks` tasks of `cap` bytes each way.
+    pub(crate) fn new(tasks: u32, cap: usize) -> Result<TaskMemory, doca_error_t> {
+        let cap = cap.max(1);
+        let total = cap.checked_mul(2 * tasks as usize).ok_or(DOCA_ERROR_NO_MEMORY)?;
+        let layout = Layout::from_size_align(total, 64).map_err(|_| DOCA_ERROR_NO_MEMORY)?;
+        // SAFETY: `total` > 0 (cap ≥ 1, tasks ≥ 1 by the worker's validation).
+        let base = unsafe { alloc_zeroed(layout) };
+        if base.is_null() {
+            return Err(DOCA_ERROR_NO_MEMORY);
+        }
+        let mut m = TaskMemory {
+            base,
+            layout,
+            cap,
+            tasks,
+            mmap: ptr::null_mut(),
+            inv: ptr::null_mut(),
+            bufs: Vec::with_capacity(2 * tasks as usize),
+            free: (0..tasks).rev().collect(),
+        };
+        // On error, Drop releases whatever was set up.
+        m.setup()?;
+        Ok(m)
+    }
+
+    fn setup(&mut self) -> Result<(), doca_error_t> {
+        let ok = |r: doca_error_t| if r == DOCA_SUCCESS { Ok(()) } else { Err(r) };
+        // SAFETY: (every call below) the provider's own entry points with valid out-pointers and
+        // objects created just before; the memrange is our live allocation of `layout.size()`.
+        unsafe {
+            ok(doca_mmap_create(&mut self.mmap))?;
+            ok(doca_mmap_set_memrange(self.mmap, self.base.cast(), self.layout.size()))?;
+            ok(doca_mmap_start(self.mmap))?;
+            ok(doca_buf_inventory_create(2 * self.tasks as usize, &mut self.inv))?;
+            ok(doca_buf_inventory_start(self.inv))?;
+            for i in 0..2 * self.tasks as usize {
+                let p = self.base.add(i * self.cap);
+                let mut b = ptr::null_mut();
+                ok(doca_buf_inventory_buf_get_by_args(self.inv, self.mmap, p.cast(), self.cap, p.cast(), 0, &mut b))?;
+                self.bufs.push(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this memory serves `tasks` tasks of `cap` bytes.
+    pub(crate) fn fits(&self, tasks: u32, cap: usize) -> bool {
+        self.tasks == tasks && self.cap == cap.max(1)
+    }
+
+    /// (start, capacity) of the payload (`which` 0) or response (1) region of `pair`.
+    fn region(&self, pair: u32, which: usize) -> (*mut u8, usize) {
+        debug_assert!(pair < self.tasks);
+        // SAFETY: pair < tasks, so the offset stays inside the allocation.
+        (unsafe { self.base.add((2 * pair as usize + which) * self.cap) }, self.cap)
+    }
+
+    /// Takes a free pair and resets its buffers: (pair, payload, response).
+    fn take(&mut self) -> Option<(u32, *mut doca_buf, *mut doca_buf)> {
+        let pair = self.free.pop()?;
+        let (p, r) = (self.bufs[2 * pair as usize], self.bufs[2 * pair as usize + 1]);
+        for (b, which) in [(p, 0), (r, 1)] {
+            let (head, _) = self.region(pair, which);
+            // SAFETY: `b` is one of our live buffers and `head` its own head.
+            unsafe { doca_buf_set_data(b, head.cast(), 0) };
+        }
+        Some((pair, p, r))
+    }
+
+    pub(crate) fn give_back(&mut self, pair: u32) {
+        if pair < self.tasks && !self.free.contains(&pair) {
+            self.free.push(pair);
+        }
+    }
+}
+
+impl Drop for TaskMemory {
+    fn drop(&mut self) {
+        // SAFETY: (every call below) objects created in `setup`, each released once; the
+        // region is freed only when no buffer can reference it any more.
+        unsafe {
+            for b in self.bufs.drain(..) {
+                doca_buf_dec_refcount(b, ptr::null_mut());
+            }
+            let mut leak = false;
+            if !self.inv.is_null() {
+                doca_buf_inventory_stop(self.inv);
+                leak |= doca_buf_inventory_destroy(self.inv) != DOCA_SUCCESS;
+            }
+            if !self.mmap.is_null() && !leak {
+                doca_mmap_stop(self.mmap);
+                leak |= doca_mmap_destroy(self.mmap) != DOCA_SUCCESS;
+            }
+            if leak {
+                // The user kept extra references to a command buffer: freeing the memory would
+                // leave them dangling, so it stays allocated.
+                eprintln!("doca-soft: urom worker command buffers still referenced by the user; memory kept");
+                return;
+            }
+            dealloc(self.base, self.layout);
+        }
+    }
+}
+
+/// Validates a command task pointer from C (a live task of this kind, not free).
+///
+/// # Safety
+/// A non-NULL `p` must point to a task handed out by this provider.
+unsafe fn cmd_ref<'a>(p: *const doca_urom_worker_cmd_task) -> Result<&'a doca_urom_worker_cmd_task, doca_error_t> {
+    // SAFETY: per the contract (the header is the first field).
+    let h = unsafe { crate::task::task_ref(p.cast::<doca_task>()) }?;
+    if !h.is::<doca_urom_worker_cmd_task>() || h.state() == TaskState::Free {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: kind checked just above.
+    Ok(unsafe { h.downcast::<doca_urom_worker_cmd_task>() })
+}
+
+// ---- entry points ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate_init(
+    worker: *mut doca_urom_worker,
+    plugin: u64,
+    task: *mut *mut doca_urom_worker_cmd_task,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL worker pointers come from doca_urom_worker_create (contract).
+        let w = unsafe { worker_ref(worker) }?;
+        if task.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let t = task::alloc::<doca_urom_worker_cmd_task>(w.ctx(), doca_data::from_u64(0))?;
+        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
+        let c = unsafe { t.as_ref() };
+        let Some((pair, p, r)) = w.take_pair() else {
+            // Cannot happen (one pair per pool slot); give the slot back rather than hand out
+            // a task without buffers.
+            // SAFETY: the task was allocated just above and is ours.
+            unsafe { crate::task::doca_task_free(t.as_ptr().cast()) };
+            return Err(DOCA_ERROR_NO_MEMORY);
+        };
+        c.pair.set(pair);
+        c.payload.set(p);
+        c.response.set(r);
+        c.plugin.set(plugin);
+        c.key.set(0);
+        // SAFETY: the task is ours (allocated, not handed out yet): no other reference to its
+        // user data exists.
+        unsafe { *c.user_data.get() = [0; CMD_USER_DATA_BYTES / 8] };
+        task::set_callbacks(c, None, None);
+        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+        unsafe { out(task, t.as_ptr()) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_release(task: *mut doca_urom_worker_cmd_task) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in cmd_ref.
+        let c = unsafe { cmd_ref(task) }?;
+        if task::header(c).state() != TaskState::Allocated {
+            return Err(DOCA_ERROR_IN_PROGRESS);
+        }
+        // SAFETY: an allocated task of ours; the release hook returns its buffers.
+        unsafe { crate::task::doca_task_free(task.cast()) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_set_plugin(task: *mut doca_urom_worker_cmd_task, plugin: u64) {
+    guard((), || {
+        // SAFETY: as in cmd_ref.
+        if let Ok(c) = unsafe { cmd_ref(task) } {
+            if task::header(c).state() == TaskState::Allocated {
+                c.plugin.set(plugin);
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_set_cb(
+    task: *mut doca_urom_worker_cmd_task,
+    cb: doca_urom_worker_cmd_task_completion_cb_t,
+) {
+    guard((), || {
+        // SAFETY: as in cmd_ref.
+        if let Ok(c) = unsafe { cmd_ref(task) } {
+            if task::header(c).state() == TaskState::Allocated {
+                task::set_callbacks(c, cb, cb);
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_get_payload(task: *mut doca_urom_worker_cmd_task) -> *mut doca_buf {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in cmd_ref.
+        unsafe { cmd_ref(task) }.map(|c| c.payload.get()).unwrap_or(ptr::null_mut())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_get_response(task: *mut doca_urom_worker_cmd_task) -> *mut doca_buf {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in cmd_ref.
+        unsafe { cmd_ref(task) }.map(|c| c.response.get()).unwrap_or(ptr::null_mut())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_get_user_data(task: *mut doca_urom_worker_cmd_task) -> *mut c_void {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in cmd_ref.
+        unsafe { cmd_ref(task) }.map(|c| c.user_data.get().cast::<c_void>()).unwrap_or(ptr::null_mut())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_as_task(task: *mut doca_urom_worker_cmd_task) -> *mut doca_task {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in cmd_ref.
+        match unsafe { cmd_ref(task) } {
+            Ok(_) => task.cast(),
+            Err(_) => ptr::null_mut(),
+        }
+    })
+}
+
+impl TaskMemory {
+    /// Takes a pair (used by the worker, which owns the memory).
+    pub(crate) fn take_pair(&mut self) -> Option<(u32, *mut doca_buf, *mut doca_buf)> {
+        self.take()
+    }
+}

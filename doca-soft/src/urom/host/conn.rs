@@ -1,0 +1,210 @@
+//! One `AF_UNIX`/`SOCK_SEQPACKET` connection of the host side: a non-blocking socket, the
+//! packets that could not be sent yet, and a receive buffer.
+//!
+//! Sending never blocks and never drops: a packet the kernel does not take now (`EAGAIN`) waits
+//! in `out`, in order, and [`Conn::flush`] retries it from the owner's progress hook. Receiving
+//! returns one whole packet at a time (SEQPACKET keeps the framing), with at most one file
+//! descriptor passed alongside (`SCM_RIGHTS`, the data connection of `Spawned`). A packet larger
+//! than the buffer is a protocol error, reported like a hang-up: the owner drops the connection.
+//! The socket calls are the shared helpers of [`crate::urom::proto`].
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::time::Instant;
+
+use crate::types::*;
+use crate::urom::proto;
+
+/// What a receive found.
+pub(crate) enum Recv {
+    /// A packet of this many bytes (in [`Conn::packet`]) and maybe a descriptor.
+    Packet(usize, Option<OwnedFd>),
+    /// Nothing to read now.
+    Empty,
+    /// The peer closed (or reset) the connection, or sent a packet we cannot take.
+    HangUp,
+}
+
+/// A host-side connection.
+pub(crate) struct Conn {
+    fd: OwnedFd,
+    out: VecDeque<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+fn io_to_doca(e: &std::io::Error) -> doca_error_t {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::InvalidInput => DOCA_ERROR_INVALID_VALUE,
+        K::PermissionDenied => DOCA_ERROR_NOT_PERMITTED,
+        _ => DOCA_ERROR_NOT_CONNECTED,
+    }
+}
+
+impl Conn {
+    /// Connects to the daemon at `path`. Nobody listening (no file, refused, or a file that is
+    /// not a socket) is `DOCA_ERROR_NOT_CONNECTED`; a socket we may not open is
+    /// `DOCA_ERROR_NOT_PERMITTED`; a path too long for `sun_path` is `DOCA_ERROR_INVALID_VALUE`.
+    pub(crate) fn connect(path: &Path, max_packet: usize) -> Result<Conn, doca_error_t> {
+        let fd = proto::connect(path, true).map_err(|e| io_to_doca(&e))?;
+        Conn::from_fd(fd, max_packet)
+    }
+
+    /// Wraps a connected SEQPACKET socket (e.g. received with `SCM_RIGHTS`), made non-blocking.
+    pub(crate) fn from_fd(fd: OwnedFd, max_packet: usize) -> Result<Conn, doca_error_t> {
+        proto::set_nonblocking(fd.as_fd(), true).map_err(|_| DOCA_ERROR_OPERATING_SYSTEM)?;
+        // Best effort: a packet that still does not fit fails its send with TOO_BIG.
+        let _ = proto::fit_packet(fd.as_fd(), max_packet);
+        Ok(Conn { fd, out: VecDeque::new(), buf: vec![0; max_packet.max(64)] })
+    }
+
+    /// The socket (for PE registration).
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The bytes of the last packet [`Conn::recv`] returned.
+    pub(crate) fn packet(&self, len: usize) -> &[u8] {
+        &self.buf[..len]
+    }
+
+    /// Whether packets wait for room in the socket.
+    pub(crate) fn has_backlog(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// One non-blocking send. Ok(false): the socket is full now.
+    fn send_now(&self, msg: &[u8]) -> Result<bool, doca_error_t> {
+        match proto::send_msg(self.fd.as_fd(), msg, None) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(match e.raw_os_error() {
+                Some(libc::EMSGSIZE) => DOCA_ERROR_TOO_BIG,
+                Some(libc::ENOBUFS) | Some(libc::ENOMEM) => DOCA_ERROR_NO_MEMORY,
+                _ => DOCA_ERROR_CONNECTION_ABORTED,
+            }),
+        }
+    }
+
+    /// Sends `msg`, or queues it behind earlier packets if the socket is full.
+    /// Errors: `TOO_BIG` (larger than the socket takes; nothing queued) or
+    /// `CONNECTION_ABORTED` (the peer is gone).
+    pub(crate) fn send(&mut self, msg: Vec<u8>) -> Result<(), doca_error_t> {
+        if !self.out.is_empty() {
+            self.out.push_back(msg);
+            return self.flush().map(|_| ());
+        }
+        if !self.send_now(&msg)? {
+            self.out.push_back(msg);
+        }
+        Ok(())
+    }
+
+    /// Sends what waits in the queue while the socket takes it. Ok(true) if anything went out.
+    pub(crate) fn flush(&mut self) -> Result<bool, doca_error_t> {
+        let mut did = false;
+        while let Some(m) = self.out.front() {
+            if !self.send_now(m)? {
+                break;
+            }
+            self.out.pop_front();
+            did = true;
+        }
+        Ok(did)
+    }
+
+    /// Receives one packet without blocking.
+    pub(crate) fn recv(&mut self) -> Recv {
+        match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
+            // Our packets are never empty: 0 bytes is the peer's hang-up.
+            Ok((0, _)) => Recv::HangUp,
+            Ok((n, fd)) => Recv::Packet(n, fd),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Recv::Empty,
+            // Reset, or a packet we cannot take whole: drop the connection.
+            Err(_) => Recv::HangUp,
+        }
+    }
+
+    /// Receives one packet, waiting until `deadline` at most (the synchronous service start).
+    /// `None` on timeout.
+    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Option<Recv> {
+        loop {
+            match self.recv() {
+                Recv::Empty => {}
+                r => return Some(r),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            unsafe { libc::poll(&mut p, 1, ms) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Conn, Conn) {
+        let (a, b) = proto::seqpacket_pair(false).unwrap();
+        (Conn::from_fd(a, 256).unwrap(), Conn::from_fd(b, 256).unwrap())
+    }
+
+    #[test]
+    fn full_socket_queues_in_order_and_never_drops() {
+        let (mut a, mut b) = pair();
+        let mut sent = 0u32;
+        while !a.has_backlog() {
+            a.send(sent.to_le_bytes().repeat(16)).unwrap();
+            sent += 1;
+            assert!(sent < 1_000_000);
+        }
+        for _ in 0..10 {
+            a.send(sent.to_le_bytes().repeat(16)).unwrap();
+            sent += 1;
+        }
+        let mut next = 0u32;
+        for _ in 0..10_000_000 {
+            a.flush().unwrap();
+            match b.recv() {
+                Recv::Packet(n, fd) => {
+                    assert!(fd.is_none());
+                    assert_eq!(b.packet(n), &next.to_le_bytes().repeat(16)[..]);
+                    next += 1;
+                    if next == sent {
+                        break;
+                    }
+                }
+                Recv::Empty => {}
+                Recv::HangUp => panic!("hang-up"),
+            }
+        }
+        assert_eq!(next, sent);
+        assert!(!a.has_backlog());
+        assert!(matches!(b.recv(), Recv::Empty));
+    }
+
+    #[test]
+    fn hang_up_and_oversized_packets() {
+        let (a, mut b) = pair();
+        // A packet larger than the receive buffer is refused like a hang-up.
+        assert!(a.send_now(&[7u8; 300]).unwrap());
+        assert!(matches!(b.recv(), Recv::HangUp));
+        drop(a);
+        assert!(matches!(b.recv(), Recv::HangUp));
+        assert_eq!(b.send(vec![1, 2, 3]), Err(DOCA_ERROR_CONNECTION_ABORTED));
+    }
+
+    #[test]
+    fn connect_to_nothing_is_not_connected() {
+        let p = std::env::temp_dir().join(format!("urom-conn-none-{}.sock", std::process::id()));
+        assert_eq!(Conn::connect(&p, 64).err(), Some(DOCA_ERROR_NOT_CONNECTED));
+        let long = "/tmp/".to_string() + &"x".repeat(200);
+        assert_eq!(Conn::connect(Path::new(&long), 64).err(), Some(DOCA_ERROR_INVALID_VALUE));
+    }
+}

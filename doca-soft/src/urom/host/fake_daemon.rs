@@ -1,0 +1,307 @@
+//! Test-only: a small in-process stand-in for the daemon, speaking the real protocol on a real
+//! socket from its own thread, so the host ctxs are tested without forking anything. It offers
+//! two plugins (`alpha` = 1, `beta` = 2) and cpus 0-3, spawns "workers" that are just the far
+//! end of a socketpair, and answers commands according to their payload:
+//!
+//! | payload starts with | answer |
+//! | --- | --- |
+//! | `hold` | nothing (the command stays in flight) |
+//! | `fail` | `Notify` with `DOCA_ERROR_IO_FAILED` and the payload reversed |
+//! | `crash` | closes the data connection (the worker "died") |
+//! | `exit` | `WorkerExited` for this worker on its control connection |
+//! | anything else | `Notify` with success and the payload reversed |
+//!
+//! `Spawn` with gid 666 is refused with `DOCA_ERROR_FULL` ("no room"). `DomainCreate` with a
+//! member whose id is 13 is refused with `DOCA_ERROR_NOT_PERMITTED`; others are accepted and
+//! their member counts recorded.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::types::*;
+use crate::urom::proto::{self, HostToWorker, PluginAddr, PluginInfo, Reply, Request, WorkerToHost};
+
+/// What the fake daemon saw (shared with the test).
+#[derive(Default, Debug)]
+pub(crate) struct Seen {
+    pub hellos: usize,
+    pub spawns: Vec<(u64, u32, u64, Vec<String>)>,
+    pub stops: Vec<u64>,
+    pub commands: usize,
+    pub domain_creates: Vec<usize>,
+    pub domain_destroys: usize,
+}
+
+/// Options.
+#[derive(Clone, Copy)]
+pub(crate) struct Opts {
+    /// Answer `Hello` with `Error{AUTHENTICATION}`.
+    pub refuse: bool,
+    /// The daemon's max_msg_size.
+    pub max_msg: u64,
+    /// Answer `WorkersByGid` (false: leave the requests pending).
+    pub answer_gid: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts { refuse: false, max_msg: 1 << 16, answer_gid: true }
+    }
+}
+
+pub(crate) struct FakeDaemon {
+    pub path: PathBuf,
+    pub seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A socket path unique to this process and call.
+pub(crate) fn unique_path(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    std::env::temp_dir().join(format!("urom-{tag}-{}-{}.sock", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
+}
+
+fn listen(path: &PathBuf) -> OwnedFd {
+    let _ = std::fs::remove_file(path);
+    let fd = proto::seqpacket_socket(true).unwrap();
+    let (addr, len) = proto::unix_addr(path).unwrap();
+    // SAFETY: valid sockaddr_un of `len` bytes; live socket.
+    assert_eq!(unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) }, 0);
+    // SAFETY: live bound socket.
+    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 64) }, 0);
+    fd
+}
+
+struct Client {
+    fd: OwnedFd,
+    /// Workers spawned through this connection.
+    workers: Vec<u64>,
+}
+
+struct Worker {
+    gid: u32,
+    data: Option<OwnedFd>,
+    /// The control client that spawned it.
+    client: usize,
+}
+
+impl FakeDaemon {
+    pub(crate) fn start(opts: Opts) -> FakeDaemon {
+        let path = unique_path("fake");
+        let lfd = listen(&path);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, st2) = (seen.clone(), stop.clone());
+        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2));
+        FakeDaemon { path, seen, stop, thread: Some(thread) }
+    }
+
+    /// Stops the daemon: every connection is closed (the host sees hang-ups).
+    pub(crate) fn kill(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for FakeDaemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn send(fd: &OwnedFd, b: &[u8], pass: Option<&OwnedFd>) {
+    // Test peer: a full or closed socket just loses the message.
+    let _ = proto::send_msg(fd.as_fd(), b, pass.map(|p| p.as_fd()));
+}
+
+fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
+    let mut clients: HashMap<usize, Client> = HashMap::new();
+    let mut workers: HashMap<u64, Worker> = HashMap::new();
+    let mut next_client = 0usize;
+    let mut next_id = proto::WORKER_ID_FIRST;
+    let mut buf = vec![0u8; proto::max_packet(opts.max_msg as usize) + (1 << 16)];
+    while !stop.load(Ordering::Relaxed) {
+        let mut pfds = vec![libc::pollfd { fd: lfd.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        let ckeys: Vec<usize> = clients.keys().copied().collect();
+        for k in &ckeys {
+            pfds.push(libc::pollfd { fd: clients[k].fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        let wkeys: Vec<u64> = workers.iter().filter(|(_, w)| w.data.is_some()).map(|(k, _)| *k).collect();
+        for k in &wkeys {
+            pfds.push(libc::pollfd {
+                fd: workers[k].data.as_ref().unwrap().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: `pfds` is a valid array of pollfds for the call.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 10) };
+        if n <= 0 {
+            continue;
+        }
+        if pfds[0].revents != 0 {
+            // SAFETY: accept on our listening socket; NULL address arguments are allowed.
+            let c = unsafe {
+                libc::accept4(lfd.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC)
+            };
+            if c >= 0 {
+                // SAFETY: fresh descriptor from accept4.
+                let fd = unsafe { OwnedFd::from_raw_fd(c) };
+                clients.insert(next_client, Client { fd, workers: Vec::new() });
+                next_client += 1;
+            }
+        }
+        for (i, k) in ckeys.iter().enumerate() {
+            if pfds[1 + i].revents == 0 {
+                continue;
+            }
+            let Ok((len, _)) = proto::recv_msg(clients[k].fd.as_fd(), &mut buf) else {
+                clients.remove(k);
+                continue;
+            };
+            if len == 0 {
+                // Hang-up: detach its workers (their data connections close).
+                let c = clients.remove(k).unwrap();
+                for w in c.workers {
+                    workers.remove(&w);
+                }
+                continue;
+            }
+            let Ok(req) = Request::decode(&buf[..len]) else {
+                clients.remove(k);
+                continue;
+            };
+            let fd = &clients[k].fd;
+            match req {
+                Request::Hello { req, .. } => {
+                    seen.lock().unwrap().hellos += 1;
+                    if opts.refuse {
+                        let r = Reply::Error { req, status: DOCA_ERROR_AUTHENTICATION, reason: "not you".into() };
+                        send(fd, &r.encode(), None);
+                        clients.remove(k);
+                        continue;
+                    }
+                    let mut cpus = [0u64; 16];
+                    cpus[0] = 0xF;
+                    let r = Reply::Welcome {
+                        req,
+                        proto: proto::PROTO_VERSION,
+                        max_msg_size: opts.max_msg,
+                        max_workers: 16,
+                        cpuset: cpus,
+                        plugins: vec![
+                            PluginInfo { id: 1, version: 7, name: "alpha".into() },
+                            PluginInfo { id: 2, version: 8, name: "beta".into() },
+                        ],
+                    };
+                    send(fd, &r.encode(), None);
+                }
+                Request::Spawn { req, worker_id, gid, plugins, env, .. } => {
+                    seen.lock().unwrap().spawns.push((worker_id, gid, plugins, env));
+                    if gid == 666 {
+                        let r = Reply::Error { req, status: DOCA_ERROR_FULL, reason: "no room".into() };
+                        send(fd, &r.encode(), None);
+                        continue;
+                    }
+                    let id = if worker_id == proto::WORKER_ID_ANY {
+                        next_id += 1;
+                        next_id - 1
+                    } else {
+                        worker_id
+                    };
+                    let (ours, theirs) = proto::seqpacket_pair(true).unwrap();
+                    let r = Reply::Spawned {
+                        req,
+                        worker_id: id,
+                        pid: 4242,
+                        addrs: vec![PluginAddr { plugin: 1, addr: format!("addr-{id}").into_bytes() }],
+                    };
+                    send(fd, &r.encode(), Some(&theirs));
+                    workers.insert(id, Worker { gid, data: Some(ours), client: *k });
+                    clients.get_mut(k).unwrap().workers.push(id);
+                }
+                Request::Stop { req, worker_id } => {
+                    seen.lock().unwrap().stops.push(worker_id);
+                    workers.remove(&worker_id);
+                    send(fd, &Reply::Stopped { req, worker_id }.encode(), None);
+                }
+                Request::WorkersByGid { req, gid } => {
+                    if !opts.answer_gid {
+                        continue;
+                    }
+                    let mut ids: Vec<u64> = workers.iter().filter(|(_, w)| w.gid == gid).map(|(k, _)| *k).collect();
+                    ids.sort_unstable();
+                    send(fd, &Reply::Workers { req, ids }.encode(), None);
+                }
+            }
+        }
+        let base = 1 + ckeys.len();
+        for (i, id) in wkeys.iter().enumerate() {
+            if pfds[base + i].revents == 0 {
+                continue;
+            }
+            let Some(w) = workers.get_mut(id) else { continue };
+            let Some(data) = w.data.as_ref() else { continue };
+            let len = match proto::recv_msg(data.as_fd(), &mut buf) {
+                Ok((0, _)) | Err(_) => {
+                    w.data = None;
+                    continue;
+                }
+                Ok((n, _)) => n,
+            };
+            let Ok(m) = HostToWorker::decode(&buf[..len]) else {
+                w.data = None;
+                continue;
+            };
+            match m {
+                HostToWorker::Command { ctx, plugin, payload } => {
+                    seen.lock().unwrap().commands += 1;
+                    let reversed: Vec<u8> = payload.iter().rev().copied().collect();
+                    let notify =
+                        |status| WorkerToHost::Notify { ctx, plugin, status, packed: reversed.clone() }.encode();
+                    if payload.starts_with(b"hold") {
+                    } else if payload.starts_with(b"crash") {
+                        w.data = None;
+                    } else if payload.starts_with(b"exit") {
+                        let r = Reply::WorkerExited {
+                            worker_id: *id,
+                            status: DOCA_ERROR_CONNECTION_ABORTED,
+                            how: "killed by signal 9".into(),
+                        };
+                        if let Some(c) = clients.get(&w.client) {
+                            send(&c.fd, &r.encode(), None);
+                        }
+                    } else if payload.starts_with(b"fail") {
+                        send(data, &notify(DOCA_ERROR_IO_FAILED), None);
+                    } else {
+                        send(data, &notify(DOCA_SUCCESS), None);
+                    }
+                }
+                HostToWorker::DomainCreate { ctx, domain } => {
+                    seen.lock().unwrap().domain_creates.push(domain.members.len());
+                    let status = if domain.members.iter().any(|m| m.worker_id == 13) {
+                        DOCA_ERROR_NOT_PERMITTED
+                    } else {
+                        DOCA_SUCCESS
+                    };
+                    let r = WorkerToHost::Notify { ctx, plugin: proto::PLUGIN_NONE, status, packed: vec![] };
+                    send(data, &r.encode(), None);
+                }
+                HostToWorker::DomainDestroy { ctx } => {
+                    seen.lock().unwrap().domain_destroys += 1;
+                    let r =
+                        WorkerToHost::Notify { ctx, plugin: proto::PLUGIN_NONE, status: DOCA_SUCCESS, packed: vec![] };
+                    send(data, &r.encode(), None);
+                }
+            }
+        }
+    }
+}
