@@ -186,7 +186,20 @@ fn start_error(w: *mut sys::doca_urom_worker, generic: Error) -> Error {
         // SAFETY: live worker (its Context holds it); valid out-pointer.
         let rc = unsafe { sys::doca_soft_urom_worker_get_start_error(w, &mut code) };
         if rc == sys::DOCA_SUCCESS && code != sys::DOCA_SUCCESS {
-            return Error::from_doca(code, "urom.worker: start (the service refused the worker)");
+            let mut reason = std::ptr::null();
+            // SAFETY: live worker; valid out-pointer. The string is owned by the worker and
+            // copied before anything else touches it.
+            let why = unsafe {
+                if sys::doca_soft_urom_worker_get_start_error_reason(w, &mut reason) == sys::DOCA_SUCCESS
+                    && !reason.is_null()
+                {
+                    std::ffi::CStr::from_ptr(reason).to_string_lossy().into_owned()
+                } else {
+                    String::new()
+                }
+            };
+            let what = if why.is_empty() { "the service refused the worker".to_owned() } else { why };
+            return Error::from_doca(code, format!("urom.worker: start: {what}"));
         }
     }
     let _ = w;

@@ -662,6 +662,13 @@ impl Daemon {
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // A host that closes with replies still unread (a stopped worker's `Stopped`,
+                // say) resets the connection: an ordinary hang-up, not a fault.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    log_at!(log, Debug, "client {id}: hung up (reset)");
+                    self.clients[i].dead = true;
+                    return;
+                }
                 Err(e) => {
                     log_at!(log, Warn, "client {id}: {e}; dropping it");
                     self.clients[i].dead = true;
