@@ -121,7 +121,16 @@ impl Conn {
             Ok((0, _)) => Recv::HangUp,
             Ok((n, fd)) => Recv::Packet(n, fd),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Recv::Empty,
-            // Reset, or a packet we cannot take whole: drop the connection.
+            // The peer closed with our packets unread. Linux reports that reset on the first
+            // read even when packets the peer sent before closing are still queued (a refusal,
+            // a last notification): those are real answers, so read them before giving up.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
+                match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
+                    Ok((n, fd)) if n > 0 => Recv::Packet(n, fd),
+                    _ => Recv::HangUp,
+                }
+            }
+            // A packet we cannot take whole: drop the connection.
             Err(_) => Recv::HangUp,
         }
     }
