@@ -1,9 +1,9 @@
-//! `worker_graph`, the simplest UROM plugin: answers each [`Cmd::Loopback`] with a
-//! [`Notif::Loopback`] carrying the same value (formats in
-//! [`doca_urom_plugin::samples::graph`]). A command that does not decode is answered with
-//! `DOCA_ERROR_INVALID_VALUE`; the worker carries on.
-//!
-//! Built as `libworker_graph.so`; the UROM service loads it from `UROM_PLUGIN_PATH`.
+//! `worker_graph`, the simplest UROM plugin: answers each `Loopback` command with a `Loopback`
+//! notification carrying the same value. The plugin is
+//! [`doca_urom_plugin::samples::graph::Graph`] (formats in the same module, so the soft UROM
+//! service can also offer it built in); this crate exports it as `libworker_graph.so`, which
+//! the UROM service loads from `UROM_PLUGIN_PATH`. A command that does not decode is answered
+//! with `DOCA_ERROR_INVALID_VALUE`; the worker carries on.
 #![deny(unsafe_code)]
 
 pub use doca_urom_plugin::samples::graph::Graph;
