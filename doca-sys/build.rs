@@ -56,9 +56,13 @@ fn link_system() {
             println!("cargo:rustc-link-lib=dylib=doca_common");
         }
     }
-    // The RDMA declarations (doca_rdma_*) live in `doca-rdma`.
-    if pkg_config::Config::new().atleast_version("3.0").probe("doca-rdma").is_err() {
-        println!("cargo:warning=doca-sys (feature `system`): `doca-rdma` not found with pkg-config; linking doca_rdma by name.");
-        println!("cargo:rustc-link-lib=dylib=doca_rdma");
+    // The RDMA declarations (doca_rdma_*) live in `doca-rdma`, the UROM ones in `doca-urom`.
+    for (pkg, lib) in [("doca-rdma", "doca_rdma"), ("doca-urom", "doca_urom")] {
+        if pkg_config::Config::new().atleast_version("3.0").probe(pkg).is_err() {
+            println!(
+                "cargo:warning=doca-sys (feature `system`): `{pkg}` not found with pkg-config; linking {lib} by name."
+            );
+            println!("cargo:rustc-link-lib=dylib={lib}");
+        }
     }
 }

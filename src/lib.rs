@@ -36,6 +36,7 @@ pub mod executor;
 pub mod mem;
 pub mod rdma;
 pub mod sync_event;
+pub mod urom;
 
 pub use device::{Device, DeviceInfo};
 pub use error::{DocaCode, Error, ErrorKind, Result};

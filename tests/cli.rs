@@ -189,3 +189,41 @@ fn info_names_the_provider_and_a_device() {
     assert!(stdout.contains("provider: doca-soft"), "{stdout}");
     assert!(stdout.contains("device 0: ibdev soft0"), "{stdout}");
 }
+
+#[test]
+fn perf_urom_cmd_lat_in_both_modes() {
+    let (ok, stdout, stderr) = run(&["perf", "--json", "--test", "urom_cmd_lat", "--iters", "100", "--warmup", "10"]);
+    assert!(ok, "perf failed: {stderr}");
+    let mut modes: Vec<String> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            assert_eq!(field(l, "test"), "urom_cmd_lat");
+            assert!(field(l, "p50_ns").parse::<f64>().unwrap() > 0.0);
+            field(l, "mode").to_owned()
+        })
+        .collect();
+    modes.sort();
+    assert_eq!(modes, ["async", "raw"], "{stdout}");
+    // perf stops its private service and removes its directory.
+    let dir = std::env::temp_dir();
+    let pid_dirs = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| {
+        e.file_name().to_string_lossy().starts_with("async-doca-perf-urom-")
+            && std::fs::read_dir(e.path()).map(|mut d| d.next().is_some()).unwrap_or(false)
+    });
+    assert_eq!(pid_dirs.count(), 0, "perf left a UROM service directory behind");
+}
+
+#[test]
+fn urom_service_rejects_bad_options() {
+    for args in [
+        &["urom-service", "--cpus", "9999"][..],
+        &["urom-service", "--log-level", "chatty"],
+        &["urom-service", "--socket", "/nonexistent-dir/x/urom.sock"],
+    ] {
+        let (ok, stdout, stderr) = run(args);
+        assert!(!ok, "{args:?} succeeded: {stdout}");
+        assert!(stderr.contains("urom-service"), "{args:?}: no clear error: {stderr}");
+        assert!(!stdout.contains("listening on"), "{args:?}");
+    }
+}

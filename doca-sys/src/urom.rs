@@ -122,7 +122,6 @@ extern "C" {
     /// Only before start; `DOCA_ERROR_BAD_STATE` otherwise.
     pub fn doca_soft_urom_service_set_socket_path(service: *mut doca_urom_service, path: *const c_char)
         -> doca_error_t;
-
     /// Why the last start of `worker` failed: writes the daemon's (or the connection's) code to
     /// `*error`, e.g. `DOCA_ERROR_NOT_FOUND` for an unknown plugin, `DOCA_ERROR_FULL` at the
     /// worker limit, `DOCA_ERROR_NOT_CONNECTED` when the daemon closed the connection; or

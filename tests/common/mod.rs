@@ -2,7 +2,10 @@
 //! environment or a pipe, and a guard that never leaves a child process behind.
 //!
 //! Each test file includes it with `mod common;` (cargo does not build `tests/common/` as a
-//! test of its own).
+//! test of its own). Each file uses a different part of it.
+#![allow(dead_code)]
+
+pub mod urom;
 
 use std::process::Child;
 

@@ -54,11 +54,15 @@ struct UromServiceArgs {
     /// error, warn, info or debug.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log_level: String,
+    /// Also offer the sample plugins compiled into this program (worker_graph,
+    /// worker_sandbox), so no plugin shared object is needed.
+    #[arg(long)]
+    builtin_samples: bool,
 }
 
 #[cfg(feature = "soft")]
 fn urom_service(args: UromServiceArgs) -> Result<(), String> {
-    use doca_soft::urom::daemon;
+    use async_doca::urom::daemon;
     let mut cfg = daemon::Config::new(args.socket.unwrap_or_else(daemon::default_socket_path));
     if let Some(p) = args.plugin_path {
         cfg.plugin_path = daemon::parse_plugin_path(&p);
@@ -68,6 +72,9 @@ fn urom_service(args: UromServiceArgs) -> Result<(), String> {
     cfg.max_msg_size = args.max_msg_size;
     cfg.allow_uids = args.allow_uids;
     cfg.log_level = args.log_level.parse()?;
+    if args.builtin_samples {
+        cfg.builtins = daemon::sample_builtins();
+    }
     daemon::run(cfg)
 }
 

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 pub use self::log::LogLevel;
-pub use self::plugins::{parse_plugin_path, Plugin, Plugins, MAX_PLUGINS, PLUGIN_NAME_MAX};
+pub use self::plugins::{parse_plugin_path, plugin_name, Builtin, Plugin, Plugins, MAX_PLUGINS, PLUGIN_NAME_MAX};
 pub use self::spawn::current_affinity;
 pub use crate::urom::proto::default_socket_path;
 
@@ -73,6 +73,8 @@ pub struct Config {
     /// When not empty, exactly the uids allowed to connect; else only the daemon's own.
     pub allow_uids: Vec<u32>,
     pub log_level: LogLevel,
+    /// Plugins compiled into this program, offered besides those of `plugin_path`.
+    pub builtins: Vec<Builtin>,
 }
 
 impl Config {
@@ -87,6 +89,7 @@ impl Config {
             max_msg_size: DOCA_UROM_DEFAULT_MAX_MSG_SIZE,
             allow_uids: Vec::new(),
             log_level: LogLevel::Info,
+            builtins: Vec::new(),
         }
     }
 }
@@ -413,7 +416,7 @@ impl Daemon {
             Some(c) => c,
             None => own,
         };
-        let plugins = plugins::discover(&cfg.plugin_path, &log);
+        let plugins = plugins::discover(&cfg.plugin_path, &cfg.builtins, &log);
         if plugins.list().is_empty() {
             log_at!(log, Warn, "no plugins found (plugin path: {:?})", cfg.plugin_path);
         }
@@ -659,6 +662,13 @@ impl Daemon {
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // A host that closes with replies still unread (a stopped worker's `Stopped`,
+                // say) resets the connection: an ordinary hang-up, not a fault.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    log_at!(log, Debug, "client {id}: hung up (reset)");
+                    self.clients[i].dead = true;
+                    return;
+                }
                 Err(e) => {
                     log_at!(log, Warn, "client {id}: {e}; dropping it");
                     self.clients[i].dead = true;

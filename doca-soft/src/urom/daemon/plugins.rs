@@ -27,9 +27,9 @@ pub struct Plugin {
     pub id: u64,
     /// What `urom_plugin_get_version` reported.
     pub version: u64,
-    /// The file name without `.so`.
+    /// The file name without a leading `lib` and the `.so` suffix.
     pub name: String,
-    /// The file it was loaded from.
+    /// The file it was loaded from (`(built in)` for a [`Builtin`]).
     pub path: PathBuf,
     /// Its entry points, every one non-NULL (checked at load).
     pub iface: urom_plugin_iface,
@@ -44,6 +44,19 @@ pub struct Plugins {
 
 #[derive(Debug)]
 struct Handle(*mut libc::c_void);
+
+/// A plugin compiled into the program that runs the daemon: offered like a discovered one,
+/// with no shared object to load. Workers are forked from the daemon, so the entry points are
+/// valid in them as well.
+#[derive(Debug, Clone, Copy)]
+pub struct Builtin {
+    /// The name it is listed under.
+    pub name: &'static str,
+    /// The version it reports.
+    pub version: u64,
+    /// Its entry points (checked like a loaded plugin's).
+    pub iface: urom_plugin_iface,
+}
 
 impl Drop for Handle {
     fn drop(&mut self) {
@@ -140,6 +153,12 @@ fn load(path: &Path) -> Result<(Handle, u64, urom_plugin_iface), String> {
     if st != DOCA_SUCCESS {
         return Err(format!("urom_plugin_get_iface failed: {}", err_name(st)));
     }
+    check_iface(&iface)?;
+    Ok((handle, version, iface))
+}
+
+/// The checks every plugin passes: API major 3 and no NULL entry point.
+fn check_iface(iface: &urom_plugin_iface) -> Result<(), String> {
     let major = iface.__doca_api_version >> 24;
     if major != UROM_PLUGIN_DOCA_API_VERSION >> 24 {
         return Err(format!("built for DOCA API major {major}, this service speaks 3"));
@@ -159,18 +178,35 @@ fn load(path: &Path) -> Result<(Handle, u64, urom_plugin_iface), String> {
     if !missing.is_empty() {
         return Err(format!("NULL entry points: {}", missing.join(", ")));
     }
-    Ok((handle, version, iface))
+    Ok(())
+}
+
+/// The name a plugin file is listed under: without `.so`, and without a leading `lib` (cargo
+/// and most build systems name shared objects `lib<name>.so`). `None` for other files.
+pub fn plugin_name(file_name: &str) -> Option<&str> {
+    let stem = file_name.strip_suffix(".so")?;
+    Some(stem.strip_prefix("lib").filter(|s| !s.is_empty()).unwrap_or(stem))
 }
 
 pub(crate) fn err_name(e: doca_error_t) -> &'static str {
     usize::try_from(e.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i)).copied().unwrap_or("DOCA_ERROR_UNRECOGNIZED_CODE")
 }
 
-/// Loads every valid plugin of `dirs` (see the module doc and docs/urom-soft.md): names are
-/// file names without `.so`, the first directory holding a valid plugin of a name wins, ids
-/// are `1 << n` in name order, at most 64. Everything skipped is logged with the reason.
-pub(crate) fn discover(dirs: &[PathBuf], log: &Log) -> Plugins {
-    let mut found: BTreeMap<String, (PathBuf, Handle, u64, urom_plugin_iface)> = BTreeMap::new();
+/// Loads every valid plugin of `dirs` (see the module doc and docs/urom-soft.md) after the
+/// built-ins: names are file names without `lib` and `.so`, a built-in or the first directory
+/// holding a valid plugin of a name wins, ids are `1 << n` in name order, at most 64.
+/// Everything skipped is logged with the reason.
+pub(crate) fn discover(dirs: &[PathBuf], builtins: &[Builtin], log: &Log) -> Plugins {
+    let mut found: BTreeMap<String, (PathBuf, Option<Handle>, u64, urom_plugin_iface)> = BTreeMap::new();
+    for b in builtins {
+        match check_iface(&b.iface) {
+            Ok(()) if !b.name.is_empty() && b.name.len() <= PLUGIN_NAME_MAX && !found.contains_key(b.name) => {
+                found.insert(b.name.to_string(), (PathBuf::from("(built in)"), None, b.version, b.iface));
+            }
+            Ok(()) => log_at!(log, Warn, "skipping built-in plugin {:?}: bad or repeated name", b.name),
+            Err(why) => log_at!(log, Warn, "skipping built-in plugin {}: {why}", b.name),
+        }
+    }
     for dir in dirs {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
@@ -183,7 +219,7 @@ pub(crate) fn discover(dirs: &[PathBuf], log: &Log) -> Plugins {
         files.sort();
         for path in files {
             let Some(fname) = path.file_name().and_then(|n| n.to_str()) else { continue };
-            let Some(name) = fname.strip_suffix(".so") else { continue };
+            let Some(name) = plugin_name(fname) else { continue };
             if !path.is_file() {
                 continue;
             }
@@ -204,7 +240,7 @@ pub(crate) fn discover(dirs: &[PathBuf], log: &Log) -> Plugins {
             match load(&path) {
                 Ok((h, version, iface)) => {
                     log_at!(log, Debug, "loaded plugin {name} version {version} from {}", path.display());
-                    found.insert(name.to_string(), (path, h, version, iface));
+                    found.insert(name.to_string(), (path, Some(h), version, iface));
                 }
                 Err(why) => log_at!(log, Warn, "skipping plugin {}: {why}", path.display()),
             }
@@ -218,7 +254,7 @@ pub(crate) fn discover(dirs: &[PathBuf], log: &Log) -> Plugins {
         }
         log_at!(log, Info, "plugin {name} (id {:#x}, version {version}) from {}", 1u64 << n, path.display());
         plugins.list.push(Plugin { id: 1 << n, version, name, path, iface });
-        plugins.handles.push(h);
+        plugins.handles.extend(h);
     }
     plugins
 }

@@ -229,13 +229,13 @@ fn discovery_loads_valid_plugins_and_skips_the_rest() {
     assert!(cc(LOOP_C, &["BAD_MAJOR"], &d2.path().join("loop.so")));
 
     let missing = d1.path().join("does-not-exist");
-    let plugins = plugins::discover(&[missing, d1.path().to_path_buf(), d2.path().to_path_buf()], &quiet());
+    let plugins = plugins::discover(&[missing, d1.path().to_path_buf(), d2.path().to_path_buf()], &[], &quiet());
     let names: Vec<(&str, u64, u64)> = plugins.list().iter().map(|p| (p.name.as_str(), p.id, p.version)).collect();
     assert_eq!(names, vec![("aaa", 1, 7), ("loop", 2, 7)]);
     assert_eq!(plugins.by_id(2).unwrap().path, d1.path().join("loop.so"));
     assert_eq!(plugins.mask(), 3);
     assert_eq!(plugins.infos()[1], PluginInfo { id: 2, version: 7, name: "loop".into() });
-    assert!(plugins::discover(&[], &quiet()).list().is_empty());
+    assert!(plugins::discover(&[], &[], &quiet()).list().is_empty());
 }
 
 #[test]
@@ -726,4 +726,28 @@ fn end_to_end_auth_refusal_and_stale_socket() {
     assert!(c.recv().0.is_empty(), "refused connections are closed");
     daemon.terminate();
     assert!(!sock.exists());
+}
+
+#[test]
+fn plugin_names_drop_lib_prefix_and_so_suffix() {
+    assert_eq!(plugins::plugin_name("libworker_graph.so"), Some("worker_graph"));
+    assert_eq!(plugins::plugin_name("c_loopback.so"), Some("c_loopback"));
+    assert_eq!(plugins::plugin_name("lib.so"), Some("lib"));
+    assert_eq!(plugins::plugin_name("libworker_graph.so.1"), None);
+    assert_eq!(plugins::plugin_name("README"), None);
+}
+
+#[test]
+fn builtins_are_checked_like_loaded_plugins() {
+    let none = urom_plugin_iface {
+        __doca_api_version: UROM_PLUGIN_DOCA_API_VERSION,
+        open: None,
+        close: None,
+        addr: None,
+        worker_cmd: None,
+        progress: None,
+        notif_pack: None,
+    };
+    let b = [plugins::Builtin { name: "hollow", version: 1, iface: none }];
+    assert!(plugins::discover(&[], &b, &quiet()).list().is_empty(), "NULL entry points are refused");
 }

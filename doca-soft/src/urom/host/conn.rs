@@ -116,29 +116,22 @@ impl Conn {
 
     /// Receives one packet without blocking.
     pub(crate) fn recv(&mut self) -> Recv {
-        // A peer that closes with our packets unread makes the kernel report ECONNRESET once,
-        // *before* the packets it had sent us (e.g. a refusal at accept): look again, so they
-        // are not lost. The error is reported only once, so this ends.
-        let mut reset_seen = false;
-        loop {
-            return match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
-                // Our packets are never empty: 0 bytes is the peer's hang-up.
-                Ok((0, _)) => Recv::HangUp,
-                Ok((n, fd)) => Recv::Packet(n, fd),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if reset_seen {
-                        Recv::HangUp
-                    } else {
-                        Recv::Empty
-                    }
+        match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
+            // Our packets are never empty: 0 bytes is the peer's hang-up.
+            Ok((0, _)) => Recv::HangUp,
+            Ok((n, fd)) => Recv::Packet(n, fd),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Recv::Empty,
+            // The peer closed with our packets unread. Linux reports that reset on the first
+            // read even when packets the peer sent before closing are still queued (a refusal,
+            // a last notification): those are real answers, so read them before giving up.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
+                match proto::recv_msg(self.fd.as_fd(), &mut self.buf) {
+                    Ok((n, fd)) if n > 0 => Recv::Packet(n, fd),
+                    _ => Recv::HangUp,
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !reset_seen => {
-                    reset_seen = true;
-                    continue;
-                }
-                // A packet we cannot take whole, or another failure: drop the connection.
-                Err(_) => Recv::HangUp,
-            };
+            }
+            // A packet we cannot take whole: drop the connection.
+            Err(_) => Recv::HangUp,
         }
     }
 

@@ -205,8 +205,9 @@ fn handshake(s: &doca_urom_service) -> Result<(Conn, ServiceInfo), doca_error_t>
     // The Welcome's plugin list does not depend on our message size: leave room for it.
     let mut conn = Conn::connect(&path, max_msg.max(64 << 10) + PACKET_SLACK)?;
     let req = s.next_req();
-    // A daemon that refuses us answers at accept and closes, so our Hello may meet a closed
-    // socket: its Error is still queued for us, so read on (a hang-up is NOT_CONNECTED).
+    // A daemon that refuses us answers `Error` at once and closes, possibly before our Hello
+    // reaches it; the send then fails but the refusal is still queued for us. So send errors
+    // are not the verdict: the reply (or a hang-up, NOT_CONNECTED) is.
     let _ = conn.send(wire::hello(req, std::process::id(), max_workers, max_msg as u64));
     let deadline = Instant::now() + WELCOME_TIMEOUT;
     loop {

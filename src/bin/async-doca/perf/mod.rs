@@ -27,6 +27,8 @@ mod raw_rdma;
 mod rdma;
 mod stats;
 mod sync_event;
+#[cfg(feature = "soft")]
+mod urom;
 
 pub use stats::Report;
 
@@ -265,6 +267,17 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: |p| rdma::run(rdma::Test::SendBw, p),
         about: "sends into receives kept posted, 64 in flight: ops/s, MB/s, per-operation latency",
+    },
+    #[cfg(feature = "soft")]
+    TestDef {
+        name: "urom_cmd_lat",
+        modes: &[Mode::Raw, Mode::Async],
+        procs: &[2],
+        sizes: &[8],
+        sized: false,
+        iters: 5_000,
+        run: urom::run,
+        about: "UROM worker command round trip (worker_graph loopback, host -> worker process -> host)",
     },
     TestDef {
         name: "memcpy_bw",

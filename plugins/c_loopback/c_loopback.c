@@ -1,0 +1,166 @@
+/*
+ * c_loopback -- a UROM worker plugin written in C against doca-soft/include/doca_urom_plugin.h.
+ *
+ * It answers every command with a notification whose body is the command's payload with its
+ * bytes in reverse order, so a test can tell its answers from worker_graph's. It exists to
+ * check that the header describes the same ABI the Rust side (doca-sys, the SDK, the soft
+ * worker) implements: the struct sizes are asserted below against the values doca-sys checks.
+ *
+ * Model: open() allocates the state (a list of answers not yet handed over); worker_cmd() turns
+ * each command into a malloc'd notification descriptor on that list and frees the command
+ * descriptor; progress() moves the whole list to the worker, which frees each entry after
+ * notif_pack(). close() frees answers never handed over. The address is the fixed string
+ * "c_loopback".
+ *
+ * Build: cc -shared -fPIC -O2 -Wall -Werror -I doca-soft/include -o libc_loopback.so c_loopback.c
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <doca_urom_plugin.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The layout doca-sys asserts in _UROM_PLUGIN_ABI_CHECKS (doca-sys/src/urom_plugin.rs). */
+_Static_assert(sizeof(struct urom_worker_cmd) == 24, "urom_worker_cmd");
+_Static_assert(sizeof(struct urom_worker_notify) == 32, "urom_worker_notify");
+_Static_assert(sizeof(struct urom_worker_cmd_desc) == 48, "urom_worker_cmd_desc");
+_Static_assert(sizeof(struct urom_worker_notif_desc) == 56, "urom_worker_notif_desc");
+_Static_assert(sizeof(struct urom_plugin_iface) == 56, "urom_plugin_iface");
+_Static_assert(sizeof(struct urom_domain_lookups_iface) == 32, "urom_domain_lookups_iface");
+_Static_assert(sizeof(struct urom_worker_ctx) == 96, "urom_worker_ctx");
+_Static_assert(sizeof(doca_error_t) == 4, "doca_error_t");
+
+#define C_LOOPBACK_VERSION 1
+
+static const char c_loopback_address[] = "c_loopback";
+
+struct c_loopback {
+	ucs_list_link_t pending; /* urom_worker_notif_desc entries not yet given to the worker */
+};
+
+static doca_error_t c_loopback_open(struct urom_worker_ctx *ctx)
+{
+	struct c_loopback *state;
+
+	if (ctx == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	state = calloc(1, sizeof(*state));
+	if (state == NULL)
+		return DOCA_ERROR_NO_MEMORY;
+	ucs_list_head_init(&state->pending);
+	ctx->plugin_ctx = state;
+	return DOCA_SUCCESS;
+}
+
+static void c_loopback_close(struct urom_worker_ctx *ctx)
+{
+	struct c_loopback *state;
+
+	if (ctx == NULL || ctx->plugin_ctx == NULL)
+		return;
+	state = ctx->plugin_ctx;
+	while (!ucs_list_is_empty(&state->pending))
+		free(ucs_list_extract_head(&state->pending, struct urom_worker_notif_desc, entry));
+	free(state);
+	ctx->plugin_ctx = NULL;
+}
+
+static doca_error_t c_loopback_addr(struct urom_worker_ctx *ctx, void *addr, size_t *addr_len)
+{
+	size_t needed = sizeof(c_loopback_address) - 1;
+
+	if (ctx == NULL || ctx->plugin_ctx == NULL || addr_len == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (*addr_len < needed || addr == NULL) {
+		*addr_len = needed;
+		return DOCA_ERROR_INVALID_VALUE;
+	}
+	memcpy(addr, c_loopback_address, needed);
+	*addr_len = needed;
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t c_loopback_worker_cmd(struct urom_worker_ctx *ctx, ucs_list_link_t *cmd_list)
+{
+	struct c_loopback *state;
+	struct urom_worker_cmd_desc *cmd;
+	struct urom_worker_notif_desc *notif;
+	uint64_t i, len;
+
+	if (ctx == NULL || ctx->plugin_ctx == NULL || cmd_list == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	state = ctx->plugin_ctx;
+	while (!ucs_list_is_empty(cmd_list)) {
+		cmd = ucs_list_extract_head(cmd_list, struct urom_worker_cmd_desc, entry);
+		len = cmd->worker_cmd.len;
+		notif = malloc(sizeof(*notif) + len);
+		if (notif == NULL) {
+			free(cmd);
+			return DOCA_ERROR_NO_MEMORY;
+		}
+		notif->dest_id = cmd->dest_id;
+		notif->worker_notif.type = cmd->worker_cmd.type;
+		notif->worker_notif.urom_context = cmd->worker_cmd.urom_context;
+		notif->worker_notif.len = len;
+		notif->worker_notif.status = DOCA_SUCCESS;
+		notif->worker_notif.reserved = 0;
+		for (i = 0; i < len; i++)
+			notif->worker_notif.plugin_notif[i] = cmd->worker_cmd.plugin_cmd[len - 1 - i];
+		ucs_list_add_tail(&state->pending, &notif->entry);
+		free(cmd);
+	}
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t c_loopback_progress(struct urom_worker_ctx *ctx, ucs_list_link_t *notif_list)
+{
+	struct c_loopback *state;
+
+	if (ctx == NULL || ctx->plugin_ctx == NULL || notif_list == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	state = ctx->plugin_ctx;
+	if (ucs_list_is_empty(&state->pending))
+		return DOCA_ERROR_EMPTY;
+	while (!ucs_list_is_empty(&state->pending)) {
+		struct urom_worker_notif_desc *notif =
+			ucs_list_extract_head(&state->pending, struct urom_worker_notif_desc, entry);
+		ucs_list_add_tail(notif_list, &notif->entry);
+	}
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t c_loopback_notif_pack(struct urom_worker_notify *notif, size_t *packed_notif_len,
+					  void *packed_notif)
+{
+	if (notif == NULL || packed_notif_len == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	if (*packed_notif_len < notif->len)
+		return DOCA_ERROR_TOO_BIG;
+	if (notif->len > 0)
+		memcpy(packed_notif, notif->plugin_notif, notif->len);
+	*packed_notif_len = notif->len;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface)
+{
+	if (iface == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	iface->__doca_api_version = UROM_PLUGIN_DOCA_API_VERSION;
+	iface->open = c_loopback_open;
+	iface->close = c_loopback_close;
+	iface->addr = c_loopback_addr;
+	iface->worker_cmd = c_loopback_worker_cmd;
+	iface->progress = c_loopback_progress;
+	iface->notif_pack = c_loopback_notif_pack;
+	return DOCA_SUCCESS;
+}
+
+doca_error_t urom_plugin_get_version(uint64_t *version)
+{
+	if (version == NULL)
+		return DOCA_ERROR_INVALID_VALUE;
+	*version = C_LOOPBACK_VERSION;
+	return DOCA_SUCCESS;
+}

@@ -1,0 +1,301 @@
+//! UROM domains: the workers of one parallel application, introduced to each other.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::oob::{Oob, OobRequest};
+use super::worker::Worker;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::Context;
+use crate::mem::Memory;
+use crate::sys;
+
+/// Configures and starts a [`Domain`].
+///
+/// ```no_run
+/// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+/// use async_doca::urom::{Domain, Service, SocketOob, Worker};
+/// use async_doca::Access;
+/// let dev = async_doca::Device::open_default()?;
+/// let svc = Service::connect(&dev).await?;
+/// let worker = Worker::builder(&svc).plugin("worker_sandbox").start().await?;
+/// let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
+/// // Rank, size and rendezvous socket from ASYNC_DOCA_OOB_{RANK,SIZE,PATH}.
+/// let oob = SocketOob::from_env(std::time::Duration::from_secs(30))?;
+/// let domain = Domain::builder(oob).worker(&worker).buffer(&mem).start().await?;
+/// println!("domain of {} members", domain.size());
+/// # Ok::<(), async_doca::Error>(()) })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+#[must_use = "a builder does nothing until .start() is awaited"]
+pub struct DomainBuilder {
+    oob: Box<dyn Oob>,
+    workers: Vec<(Worker, u64)>,
+    buffers: Vec<Memory>,
+}
+
+impl DomainBuilder {
+    /// Adds this process's worker to the domain, known to the others by its worker id.
+    pub fn worker(mut self, w: &Worker) -> Self {
+        let id = w.id();
+        self.workers.push((w.clone(), id));
+        self
+    }
+
+    /// Adds several workers (see [`worker`](DomainBuilder::worker)).
+    pub fn workers(mut self, ws: &[Worker]) -> Self {
+        for w in ws {
+            self = self.worker(w);
+        }
+        self
+    }
+
+    /// Adds this process's worker under an explicit domain id instead of its worker id.
+    pub fn worker_as(mut self, w: &Worker, domain_id: u64) -> Self {
+        self.workers.push((w.clone(), domain_id));
+        self
+    }
+
+    /// Registers `mem` with the domain: every member's workers may then read and write it
+    /// (as far as its access flags allow). The domain keeps the memory alive.
+    pub fn buffer(mut self, mem: &Memory) -> Self {
+        self.buffers.push(mem.clone());
+        self
+    }
+
+    /// Starts the domain: runs the out-of-band allgather of every member's worker addresses
+    /// and buffer descriptors, hands the result to the local workers, and waits until they
+    /// have it. Every member must call this.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] without workers, or with workers of different services;
+    /// errors of the out-of-band allgather; [`ErrorKind::BadState`] when the domain did not
+    /// come up (a worker refused or died).
+    pub async fn start(self) -> Result<Domain> {
+        let Some((first, _)) = self.workers.first() else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "urom.domain: no workers"));
+        };
+        let service = first.service().clone();
+        let mut ids: Vec<u64> = self.workers.iter().map(|(_, id)| *id).collect();
+        let mut raw_workers: Vec<*mut sys::doca_urom_worker> =
+            self.workers.iter().map(|(w, _)| w.raw()).collect::<Result<_>>()?;
+        // Memory descriptors: the export blob serves as both handle and key on every provider
+        // this crate supports (the soft provider imports it; on hardware it carries the mkey).
+        let descs: Vec<(Memory, Vec<u8>)> =
+            self.buffers.iter().map(|m| Ok((m.clone(), m.export_rdma()?))).collect::<Result<_>>()?;
+        let size = self.oob.size();
+        let rank = self.oob.rank();
+        let oob = Box::new(OobState { oob: self.oob });
+        let coll_info = &*oob as *const OobState as *mut c_void;
+
+        let mut d = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; ownership passes to `Context` below.
+        check(unsafe { sys::doca_urom_domain_create(&mut d) }, "urom.domain: create")?;
+        // What the domain object points at (the OOB state, the workers, the memory) must stay
+        // alive until it is destroyed, which the executor may do after `Domain` is dropped.
+        let keep = (oob, self.workers.clone(), descs.clone(), service);
+        // SAFETY: `d` is a live, unstarted domain created on this thread that only the Context
+        // destroys; its ctx is IDLE and unconnected.
+        let ctx = unsafe {
+            Context::new("urom.domain", d, sys::doca_urom_domain_as_ctx(d), move |d| {
+                let rc = sys::doca_urom_domain_destroy(d);
+                drop(keep);
+                rc
+            })
+        }?;
+        let mut coll = sys::doca_urom_domain_oob_coll {
+            allgather: Some(oob_allgather),
+            req_test: Some(oob_req_test),
+            req_free: Some(oob_req_free),
+            coll_info,
+            n_oob_indexes: size,
+            oob_index: rank,
+        };
+        // SAFETY: live, IDLE domain of this thread. `coll` is copied by the call; `coll_info`
+        // points into the OobState kept alive with the domain. The worker pointers are live
+        // workers kept alive with the domain; ids and blobs are copied by the calls; memory
+        // stays registered while the domain lives (kept above).
+        unsafe {
+            check(sys::doca_urom_domain_set_oob(d, &mut coll), "urom.domain: set oob")?;
+            check(
+                sys::doca_urom_domain_set_workers(d, ids.as_mut_ptr(), raw_workers.as_mut_ptr(), ids.len()),
+                "urom.domain: set workers",
+            )?;
+            check(sys::doca_urom_domain_set_buffers_count(d, descs.len()), "urom.domain: buffers count")?;
+            for (mem, blob) in &descs {
+                check(
+                    sys::doca_urom_domain_add_buffer(
+                        d,
+                        mem.as_ptr().cast(),
+                        mem.len(),
+                        blob.as_ptr().cast_mut().cast(),
+                        blob.len(),
+                        blob.as_ptr().cast_mut().cast(),
+                        blob.len(),
+                    ),
+                    "urom.domain: add buffer",
+                )?;
+            }
+        }
+        ctx.start().await.map_err(|e| e.context_prefix("urom.domain: start"))?;
+        Ok(Domain { ctx, workers: self.workers, buffers: self.buffers, rank, size })
+    }
+}
+
+impl fmt::Debug for DomainBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DomainBuilder")
+            .field("rank", &self.oob.rank())
+            .field("size", &self.oob.size())
+            .field("workers", &self.workers)
+            .field("buffers", &self.buffers.len())
+            .finish()
+    }
+}
+
+/// A started UROM domain: this process's workers, introduced to the workers of every other
+/// member, with every member's registered buffers.
+///
+/// Plugins on the workers use the domain through their lookup interface (addresses of the
+/// other members' workers, their memory segments). Dropping the domain stops it; the workers
+/// forget it.
+pub struct Domain {
+    ctx: Context<sys::doca_urom_domain>,
+    workers: Vec<(Worker, u64)>,
+    buffers: Vec<Memory>,
+    rank: u32,
+    size: u32,
+}
+
+impl Domain {
+    /// A builder for a domain whose members meet through `oob`.
+    pub fn builder(oob: impl Oob) -> DomainBuilder {
+        DomainBuilder { oob: Box::new(oob), workers: Vec::new(), buffers: Vec::new() }
+    }
+
+    /// This member's index in the out-of-band communicator.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The number of members.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// This member's workers and their ids in the domain.
+    pub fn workers(&self) -> impl Iterator<Item = (&Worker, u64)> {
+        self.workers.iter().map(|(w, id)| (w, *id))
+    }
+
+    /// The buffers this member registered.
+    pub fn buffers(&self) -> &[Memory] {
+        &self.buffers
+    }
+
+    /// Stops the domain and waits until it is idle.
+    pub async fn stop(&self) -> Result<()> {
+        self.ctx.stop().await
+    }
+}
+
+impl fmt::Debug for Domain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Domain")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("workers", &self.workers)
+            .field("buffers", &self.buffers.len())
+            .field("ctx", &self.ctx)
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The OOB as DOCA's three C callbacks.
+
+struct OobState {
+    oob: Box<dyn Oob>,
+}
+
+struct ReqState {
+    req: Box<dyn OobRequest>,
+    rbuf: *mut u8,
+    total: usize,
+}
+
+fn code_of(e: &Error) -> sys::doca_error_t {
+    e.code().map(|c| c.0).unwrap_or(sys::DOCA_ERROR_IO_FAILED)
+}
+
+/// `doca_urom_domain_allgather_cb_t`.
+unsafe extern "C" fn oob_allgather(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    msglen: usize,
+    coll_info: *mut c_void,
+    req: *mut *mut c_void,
+) -> sys::doca_error_t {
+    catch_unwind(AssertUnwindSafe(|| {
+        if coll_info.is_null() || req.is_null() || rbuf.is_null() || (sbuf.is_null() && msglen > 0) {
+            return sys::DOCA_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `coll_info` is the OobState this module gave the domain, alive as long as
+        // the domain; DOCA calls back on the domain's thread only.
+        let state = unsafe { &*(coll_info as *const OobState) };
+        let data = if msglen == 0 {
+            &[][..]
+        } else {
+            // SAFETY: DOCA passes `msglen` readable bytes at `sbuf` for the call.
+            unsafe { std::slice::from_raw_parts(sbuf.cast::<u8>(), msglen) }
+        };
+        match state.oob.allgather(data) {
+            Ok(r) => {
+                let total = msglen * state.oob.size() as usize;
+                let boxed = Box::new(ReqState { req: r, rbuf: rbuf.cast(), total });
+                // SAFETY: valid out-pointer (checked non-null); freed by `oob_req_free`.
+                unsafe { *req = Box::into_raw(boxed).cast() };
+                sys::DOCA_SUCCESS
+            }
+            Err(e) => code_of(&e),
+        }
+    }))
+    .unwrap_or(sys::DOCA_ERROR_UNEXPECTED)
+}
+
+/// `doca_urom_domain_req_test_cb_t`.
+unsafe extern "C" fn oob_req_test(req: *mut c_void) -> sys::doca_error_t {
+    catch_unwind(AssertUnwindSafe(|| {
+        if req.is_null() {
+            return sys::DOCA_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `req` came from `oob_allgather` and is not freed before `oob_req_free`.
+        let state = unsafe { &mut *(req as *mut ReqState) };
+        match state.req.test() {
+            Ok(None) => sys::DOCA_ERROR_IN_PROGRESS,
+            Ok(Some(all)) if all.len() == state.total => {
+                // SAFETY: DOCA gave `rbuf` with room for `msglen × size` bytes, valid until
+                // the request completes.
+                unsafe { std::ptr::copy_nonoverlapping(all.as_ptr(), state.rbuf, all.len()) };
+                sys::DOCA_SUCCESS
+            }
+            Ok(Some(_)) => sys::DOCA_ERROR_INVALID_VALUE,
+            Err(e) => code_of(&e),
+        }
+    }))
+    .unwrap_or(sys::DOCA_ERROR_UNEXPECTED)
+}
+
+/// `doca_urom_domain_req_free_cb_t`.
+unsafe extern "C" fn oob_req_free(req: *mut c_void) -> sys::doca_error_t {
+    catch_unwind(AssertUnwindSafe(|| {
+        if req.is_null() {
+            return sys::DOCA_ERROR_INVALID_VALUE;
+        }
+        // SAFETY: `req` came from `Box::into_raw` in `oob_allgather`; DOCA frees it once.
+        drop(unsafe { Box::from_raw(req as *mut ReqState) });
+        sys::DOCA_SUCCESS
+    }))
+    .unwrap_or(sys::DOCA_ERROR_UNEXPECTED)
+}
