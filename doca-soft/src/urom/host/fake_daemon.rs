@@ -57,6 +57,8 @@ impl Default for Opts {
 pub(crate) struct FakeDaemon {
     pub path: PathBuf,
     pub seen: Arc<Mutex<Seen>>,
+    /// While set, data connections are not read (the host's sends back up).
+    pub stall: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -99,9 +101,10 @@ impl FakeDaemon {
         let lfd = listen(&path);
         let seen = Arc::new(Mutex::new(Seen::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (s2, st2) = (seen.clone(), stop.clone());
-        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2));
-        FakeDaemon { path, seen, stop, thread: Some(thread) }
+        let stall = Arc::new(AtomicBool::new(false));
+        let (s2, st2, sl2) = (seen.clone(), stop.clone(), stall.clone());
+        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, sl2));
+        FakeDaemon { path, seen, stall, stop, thread: Some(thread) }
     }
 
     /// Stops the daemon: every connection is closed (the host sees hang-ups).
@@ -130,7 +133,7 @@ fn send(fd: &OwnedFd, b: &[u8], pass: Option<&OwnedFd>) {
     let _ = proto::send_msg(fd.as_fd(), b, pass.map(|p| p.as_fd()));
 }
 
-fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
+fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>, stall: Arc<AtomicBool>) {
     let mut clients: HashMap<usize, Client> = HashMap::new();
     let mut workers: HashMap<u64, Worker> = HashMap::new();
     let mut next_client = 0usize;
@@ -142,7 +145,11 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) 
         for k in &ckeys {
             pfds.push(libc::pollfd { fd: clients[k].fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
-        let wkeys: Vec<u64> = workers.iter().filter(|(_, w)| w.data.is_some()).map(|(k, _)| *k).collect();
+        let wkeys: Vec<u64> = if stall.load(Ordering::Relaxed) {
+            Vec::new()
+        } else {
+            workers.iter().filter(|(_, w)| w.data.is_some()).map(|(k, _)| *k).collect()
+        };
         for k in &wkeys {
             pfds.push(libc::pollfd {
                 fd: workers[k].data.as_ref().unwrap().as_raw_fd(),

@@ -913,3 +913,41 @@ fn workers_on_other_threads_use_their_own_pe_and_connection() {
     }
     assert_eq!(d.seen.lock().unwrap().commands, 60);
 }
+
+#[test]
+fn commands_wait_in_order_while_the_socket_is_full() {
+    let d = FakeDaemon::start(Opts::default());
+    let h = Host::new(&d.path);
+    // SAFETY: live IDLE service.
+    ok(unsafe { doca_urom_service_set_max_comm_msg_size(h.svc, 1 << 16) });
+    h.start();
+    let w = h.worker(1);
+    // SAFETY: live IDLE worker.
+    ok(unsafe { doca_urom_worker_set_max_inflight_tasks(w, 64) });
+    h.run_worker(w);
+    // 64 commands of 60 KiB while the worker does not read: far beyond the socket's buffer.
+    d.stall.store(true, std::sync::atomic::Ordering::Relaxed);
+    let payload = |i: usize| -> Vec<u8> { (0..60 << 10).map(|k| (k * 7 + i) as u8).collect() };
+    let ts: Vec<_> = (0..64).map(|i| cmd(w, 1, &payload(i))).collect();
+    for &t in &ts {
+        ok(submit(t));
+    }
+    for _ in 0..50 {
+        // SAFETY: live PE.
+        unsafe { doca_pe_progress(h.pe) };
+    }
+    assert!(CMDS.with(|c| c.borrow().is_empty()));
+    // SAFETY: live worker.
+    assert!(unsafe { &*w }.data_backlog(), "the socket filled up and the rest waits in the queue");
+    d.stall.store(false, std::sync::atomic::Ordering::Relaxed);
+    wait(h.pe, "64 answers", || CMDS.with(|c| c.borrow().len() == 64));
+    let done = take_cmds();
+    for (i, &t) in ts.iter().enumerate() {
+        let x = done.iter().find(|x| x.0 == t as usize).expect("answered");
+        assert_eq!(x.1, DOCA_SUCCESS);
+        assert_eq!(x.2, payload(i).into_iter().rev().collect::<Vec<u8>>(), "command {i} intact");
+        release(t);
+    }
+    assert_eq!(d.seen.lock().unwrap().commands, 64, "nothing dropped");
+    h.drop_worker(w);
+}

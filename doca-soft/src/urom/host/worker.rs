@@ -277,6 +277,12 @@ impl doca_urom_worker {
         conn.send(wire::domain_destroy(key))
     }
 
+    /// Whether commands wait for room in the data socket (tests check the queue is used).
+    #[cfg(test)]
+    pub(crate) fn data_backlog(&self) -> bool {
+        self.data.borrow().as_ref().is_some_and(|c| c.has_backlog())
+    }
+
     /// For domains: forget the reply of `key` (the domain stopped waiting).
     pub(crate) fn withdraw_domain(&self, key: u64) {
         self.domain_waits.borrow_mut().retain(|(k, _)| *k != key);
