@@ -129,8 +129,20 @@ fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
 }
 
 fn send(fd: &OwnedFd, b: &[u8], pass: Option<&OwnedFd>) {
-    // Test peer: a full or closed socket just loses the message.
-    let _ = proto::send_msg(fd.as_fd(), b, pass.map(|p| p.as_fd()));
+    // Like the real daemon and worker, never drop an answer because the host has not read the
+    // previous ones yet: wait for room (the host progresses on its own thread), bounded so a
+    // host that stopped reading cannot wedge the test. A closed socket loses the message.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match proto::send_msg(fd.as_fd(), b, pass.map(|p| p.as_fd())) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
+                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut p, 1, 10) };
+            }
+            _ => return,
+        }
+    }
 }
 
 fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>, stall: Arc<AtomicBool>) {
