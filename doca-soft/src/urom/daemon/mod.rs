@@ -929,13 +929,14 @@ impl Daemon {
         }
     }
 
-    fn on_worker(&mut self, id: u64) {
+    /// Handles one event of a worker's control socket; false when there was none to handle.
+    fn on_worker(&mut self, id: u64) -> bool {
         let log = self.log;
-        let Some(w) = self.workers.map.get_mut(&id) else { return };
-        let Some(ctl) = &w.ctl else { return };
+        let Some(w) = self.workers.map.get_mut(&id) else { return false };
+        let Some(ctl) = &w.ctl else { return false };
         let r = proto::recv_msg(ctl.as_fd(), &mut self.recv_buf);
         let msg = match r {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Ok((n, None)) if n > 0 => WorkerToDaemon::decode(&self.recv_buf[..n]).ok(),
             _ => None,
         };
@@ -982,6 +983,7 @@ impl Daemon {
                 }
             }
         }
+        true
     }
 
     fn enforce_deadlines(&mut self) {
@@ -1010,6 +1012,9 @@ impl Daemon {
             }
         }
         for (id, how) in gone {
+            // A worker that sends `Failed` (or `Ready`) and exits at once may be reaped before
+            // this loop read its last words: read them first, they carry the real reason.
+            while self.on_worker(id) {}
             let w = self.workers.map.remove(&id).expect("listed");
             let expected = !w.live() && w.attached.is_empty();
             if expected {
