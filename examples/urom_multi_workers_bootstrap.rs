@@ -31,7 +31,7 @@ use async_doca::{CpuSet, Device, Error, ErrorKind, Result, Runtime};
 
 #[path = "common/urom.rs"]
 mod urom;
-use urom::{bounded, mismatch, us, ServiceAddr, UromService};
+use urom::{mismatch, step, us, ServiceAddr, UromService};
 
 const NAME: &str = "urom_multi_workers_bootstrap";
 /// Worker contexts, one per thread.
@@ -164,7 +164,7 @@ async fn member(rank: u32, cpu: usize, task_id: u64, addr: ServiceAddr, meetings
     let svc = addr.connect(&dev).await?;
     let plugin = svc.plugin(graph::PLUGIN_NAME)?.id;
     let worker =
-        bounded("start the worker", LIMIT, Worker::builder(&svc).id(id).gid(gid).plugin_ids(plugin).start()).await??;
+        step("start the worker", LIMIT, Worker::builder(&svc).id(id).gid(gid).plugin_ids(plugin).start()).await?;
     if worker.id() != id || worker.gid() != gid {
         return Err(mismatch(format!("asked for worker {id:#x} in group {gid}, got {worker:?}")));
     }
@@ -174,7 +174,8 @@ async fn member(rank: u32, cpu: usize, task_id: u64, addr: ServiceAddr, meetings
         let value = id ^ (i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let started = Instant::now();
         let reply =
-            bounded("loopback", LIMIT, worker.command(plugin, &graph::Cmd::Loopback { value }.encode())).await??;
+            step(&format!("loopback {i}"), LIMIT, worker.command(plugin, &graph::Cmd::Loopback { value }.encode()))
+                .await?;
         rtts.push(started.elapsed());
         match graph::Notif::decode(&reply) {
             Ok(graph::Notif::Loopback { value: got }) if got == value => {}
@@ -184,7 +185,7 @@ async fn member(rank: u32, cpu: usize, task_id: u64, addr: ServiceAddr, meetings
 
     // Every worker is up: the groups are complete.
     meetings.meet();
-    let mut group = bounded("workers_by_gid", LIMIT, svc.workers_by_gid(gid)).await??;
+    let mut group = step("workers_by_gid", LIMIT, svc.workers_by_gid(gid)).await?;
     group.sort_unstable();
     let mut expected: Vec<u64> = (0..WORKERS).map(|r| worker_id(task_id, r)).filter(|w| w & 1 == id & 1).collect();
     expected.sort_unstable();
@@ -194,7 +195,7 @@ async fn member(rank: u32, cpu: usize, task_id: u64, addr: ServiceAddr, meetings
 
     // Every thread checked its group before any worker goes away.
     meetings.meet();
-    bounded("stop the worker", LIMIT, worker.stop()).await??;
+    step("stop the worker", LIMIT, worker.stop()).await?;
     Ok(Report { rank, cpu, id, gid, group, rtts })
 }
 

@@ -31,7 +31,7 @@ use async_doca::{CpuSet, Device, Error, ErrorKind, Result, Runtime};
 
 #[path = "common/urom.rs"]
 mod urom;
-use urom::{bounded, median_p99, mismatch, us, Peer, ServiceAddr, UromService};
+use urom::{median_p99, mismatch, step, us, Peer, ServiceAddr, UromService};
 
 const NAME: &str = "urom_ping_pong";
 /// Set in the second process only: the task id (the first process's pid).
@@ -165,21 +165,20 @@ fn member(rank: u32, task_id: u64, iters: u64, addr: &ServiceAddr, oob: &Path) -
         let plugin = svc.plugin(sandbox::PLUGIN_NAME)?.id;
         let me = (task_id << 32) | u64::from(rank);
         let other = (task_id << 32) | u64::from(1 - rank);
-        let worker =
-            bounded("start the worker", LIMIT, Worker::builder(&svc).id(me).plugin_ids(plugin).start()).await??;
+        let worker = step("start the worker", LIMIT, Worker::builder(&svc).id(me).plugin_ids(plugin).start()).await?;
 
         // Blocks until both processes are at the rendezvous (bounded by LIMIT); nothing else
         // runs on this executor meanwhile.
         let rendezvous = SocketOob::connect(oob, rank, 2, LIMIT)
             .map_err(|e| e.context_prefix("meet the other process (is it alive?)"))?;
-        let domain = bounded("start the domain", LIMIT, Domain::builder(rendezvous).worker(&worker).start()).await??;
+        let domain = step("start the domain", LIMIT, Domain::builder(rendezvous).worker(&worker).start()).await?;
 
         let send = |tag: u64, data: Vec<u8>| sandbox::Cmd::TagSend { dest: other, tag, data }.encode();
         let recv = |tag: u64| sandbox::Cmd::TagRecv { tag }.encode();
         let command = |what: String, payload: Vec<u8>| {
             let worker = worker.clone();
             async move {
-                let reply = bounded(&what, LIMIT, worker.command(plugin, &payload)).await??;
+                let reply = step(&what, LIMIT, worker.command(plugin, &payload)).await?;
                 sandbox::Notif::decode(&reply).map_err(|e| mismatch(format!("{what}: bad notification: {e}")))
             }
         };
@@ -202,8 +201,8 @@ fn member(rank: u32, task_id: u64, iters: u64, addr: &ServiceAddr, oob: &Path) -
                 rtts.push(started.elapsed());
             }
         }
-        bounded("stop the domain", LIMIT, domain.stop()).await??;
-        bounded("stop the worker", LIMIT, worker.stop()).await??;
+        step("stop the domain", LIMIT, domain.stop()).await?;
+        step("stop the worker", LIMIT, worker.stop()).await?;
         Ok(rtts)
     })
 }

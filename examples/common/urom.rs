@@ -28,8 +28,9 @@
 use std::ffi::OsStr;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -118,7 +119,7 @@ impl UromService {
             return Ok(UromService { socket: None, daemon: None, dir, what });
         }
         let default = default_socket_path();
-        if UnixStream::connect(&default).is_ok() {
+        if accepts_connection(&default) {
             let what = format!("using the running UROM service at {}", default.display());
             return Ok(UromService { socket: Some(default), daemon: None, dir, what });
         }
@@ -168,6 +169,35 @@ impl UromService {
             None => Ok(()),
         }
     }
+}
+
+/// Whether a service listens at `path`: a connection to it (the daemon's sockets are
+/// `SOCK_SEQPACKET`) succeeds without blocking. It is closed at once, before any message; the daemon just
+/// forgets it.
+fn accepts_connection(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; all zeroes is a valid (empty) value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return false;
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket(2) takes no pointers.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns; OwnedFd closes it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `addr` is a valid, NUL-terminated sockaddr_un of `len` bytes, alive for the call.
+    let rc =
+        unsafe { libc::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), (&addr as *const libc::sockaddr_un).cast(), len) };
+    // Non-blocking, so a full backlog answers EAGAIN instead of blocking: someone listens.
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
 }
 
 /// Where the service is: its socket, or `None` when DOCA finds it through the service file
@@ -365,6 +395,11 @@ pub async fn bounded<T>(what: &str, limit: Duration, f: impl Future<Output = T>)
     timeout(limit, f)
         .await
         .map_err(|_| Error::new(ErrorKind::TimedOut, format!("{what}: no answer within {} s", limit.as_secs())))
+}
+
+/// Awaits the fallible `f` for at most `limit`; its error, or the timeout, names `what`.
+pub async fn step<T>(what: &str, limit: Duration, f: impl Future<Output = Result<T>>) -> Result<T> {
+    bounded(what, limit, f).await?.map_err(|e| e.context_prefix(what))
 }
 
 /// An [`ErrorKind::Other`] error: a check that failed.
