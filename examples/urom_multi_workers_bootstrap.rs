@@ -119,7 +119,10 @@ fn run(service: &UromService) -> Result<Vec<Report>> {
     if failures.is_empty() {
         Ok(reports)
     } else {
-        Err(Error::new(ErrorKind::Other, failures.join("; ")))
+        Err(Error::new(
+            ErrorKind::Other,
+            format!("{} of {WORKERS} threads failed:\n  {}", failures.len(), failures.join("\n  ")),
+        ))
     }
 }
 

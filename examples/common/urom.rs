@@ -154,11 +154,6 @@ impl UromService {
         self.dir.path()
     }
 
-    /// Connects to the service on the current executor (bounded by [`START_LIMIT`]).
-    pub async fn connect(&self, dev: &Device) -> Result<Service> {
-        self.addr().connect(dev).await.map_err(|e| e.context_prefix(&self.what))
-    }
-
     /// Stops the private service (if this process started one) and removes the directory.
     ///
     /// # Errors
@@ -172,8 +167,8 @@ impl UromService {
 }
 
 /// Whether a service listens at `path`: a connection to it (the daemon's sockets are
-/// `SOCK_SEQPACKET`) succeeds without blocking. It is closed at once, before any message; the daemon just
-/// forgets it.
+/// `SOCK_SEQPACKET`) succeeds without blocking. It is closed at once, before any message;
+/// the daemon just forgets it.
 fn accepts_connection(path: &Path) -> bool {
     let bytes = path.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain old data; all zeroes is a valid (empty) value.
@@ -204,6 +199,7 @@ fn accepts_connection(path: &Path) -> bool {
 /// (which other processes inherit with the environment).
 #[derive(Clone, Debug)]
 pub struct ServiceAddr {
+    /// The daemon's socket; `None`: the service file names it.
     pub socket: Option<PathBuf>,
 }
 
