@@ -112,6 +112,8 @@ fn run(service: &UromService) -> Result<Vec<Report>> {
     for (rank, t) in threads.into_iter().enumerate() {
         match t.join() {
             Ok(Ok(r)) => reports.push(r),
+            // The message without the kind, which the combined error adds once.
+            Ok(Err(e)) if e.code().is_none() => failures.push(format!("rank {rank}: {}", e.context())),
             Ok(Err(e)) => failures.push(format!("rank {rank}: {e}")),
             Err(_) => failures.push(format!("rank {rank}: the thread panicked")),
         }
@@ -193,13 +195,23 @@ async fn member(rank: u32, cpu: usize, task_id: u64, addr: ServiceAddr, meetings
     let mut expected: Vec<u64> = (0..WORKERS).map(|r| worker_id(task_id, r)).filter(|w| w & 1 == id & 1).collect();
     expected.sort_unstable();
     if group != expected {
-        return Err(mismatch(format!("group {gid} holds workers {group:#x?}, expected {expected:#x?}")));
+        return Err(mismatch(format!(
+            "group {gid} holds workers {}, expected {}",
+            hex_ids(&group),
+            hex_ids(&expected)
+        )));
     }
 
     // Every thread checked its group before any worker goes away.
     meetings.meet();
     step("stop the worker", LIMIT, worker.stop()).await?;
     Ok(Report { rank, cpu, id, gid, group, rtts })
+}
+
+/// `[0x1, 0x2]`.
+fn hex_ids(ids: &[u64]) -> String {
+    let ids: Vec<String> = ids.iter().map(|w| format!("{w:#x}")).collect();
+    format!("[{}]", ids.join(", "))
 }
 
 fn print_summary(reports: &[Report]) {
@@ -209,14 +221,13 @@ fn print_summary(reports: &[Report]) {
         let (median, _) = urom::median_p99(&mut rtts);
         let (min, max) = (rtts.first().copied().unwrap_or_default(), rtts.last().copied().unwrap_or_default());
         let parity = if r.id & 1 == 0 { "even" } else { "odd" };
-        let group: Vec<String> = r.group.iter().map(|w| format!("{w:#x}")).collect();
         println!(
-            "  rank {} (cpu {}): worker {:#x}, group {} ({parity}) = [{}]; round trip min {} median {} max {}",
+            "  rank {} (cpu {}): worker {:#x}, group {} ({parity}) = {}; round trip min {} median {} max {}",
             r.rank,
             r.cpu,
             r.id,
             r.gid,
-            group.join(", "),
+            hex_ids(&r.group),
             us(min),
             us(median),
             us(max)
