@@ -18,6 +18,9 @@ cargo run --release --example rdma_read
 cargo run --release --example rdma_send_imm
 cargo run --release --example rdma_write_imm
 cargo run --release --example rdma_atomics
+# The UROM examples start a private UROM service when none is running, and stop it.
+cargo run --release --example urom_multi_workers_bootstrap
+cargo run --release --example urom_ping_pong
 
 # Futures dropped while their DOCA tasks are in flight, under valgrind: no invalid access,
 # nothing definitely lost.
