@@ -80,8 +80,13 @@ struct Conn {
     dead: bool,
 }
 
-/// Spin this many idle rounds (poll timeout 0) before backing off to 1 ms poll timeouts.
-const SPIN_ROUNDS: u32 = 64;
+/// While commands are outstanding, keep polling without blocking for this long after the last
+/// time a plugin made progress, then back off to 1 ms poll timeouts. Plugins have no fd the
+/// worker could wait on, so a quiet period is the only sign that an answer is not imminent:
+/// time-based rather than counted, so a tight exchange (a ping-pong between workers, answers
+/// every few microseconds) never meets the back-off, while a command that waits for a long
+/// time (a receive nobody sends to) costs at most one wake-up per millisecond.
+const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(500);
 /// Messages read from one connection per round, so one busy host cannot starve the others.
 const READ_BATCH: usize = 16;
 /// Initial room for a plugin's address; grown when the plugin asks for more.
@@ -350,7 +355,7 @@ impl Worker<'_> {
     }
 
     fn serve(&mut self) {
-        let mut idle: u32 = 0;
+        let mut last_progress = std::time::Instant::now();
         let mut fds: Vec<libc::pollfd> = Vec::new();
         while !self.exit {
             fds.clear();
@@ -360,7 +365,7 @@ impl Worker<'_> {
                 fds.push(libc::pollfd { fd: c.fd.as_raw_fd(), events: ev, revents: 0 });
             }
             let busy = self.outstanding() > 0;
-            let timeout = match (busy, idle < SPIN_ROUNDS) {
+            let timeout = match (busy, last_progress.elapsed() < SPIN_TIME) {
                 (false, _) => -1,
                 (true, true) => 0,
                 (true, false) => 1,
@@ -388,12 +393,10 @@ impl Worker<'_> {
             }
             if self.outstanding() > 0 || busy {
                 if self.progress() {
-                    idle = 0;
-                } else {
-                    idle = idle.saturating_add(1);
+                    last_progress = std::time::Instant::now();
                 }
             } else {
-                idle = 0;
+                last_progress = std::time::Instant::now();
             }
             self.reap_conns();
         }
@@ -452,6 +455,13 @@ impl Worker<'_> {
                     n
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // The host closed with answers still unread (it stopped without waiting for a
+                // DomainDestroy reply, say): an ordinary close, not a fault.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    log_at!(self.log(), Debug, "connection {id} closed by the host (reset)");
+                    self.kill_conn(id);
+                    return;
+                }
                 Err(e) => {
                     log_at!(self.log(), Warn, "connection {id}: {e}; dropping it");
                     self.kill_conn(id);
