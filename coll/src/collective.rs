@@ -79,6 +79,7 @@ pub struct Collective {
     seq: u32,
     spec: Spec,
     tuning: Tuning,
+    sig: Option<Signature>,
     state: State,
 }
 
@@ -91,6 +92,8 @@ struct Run {
     op: Option<ReduceOp>,
     rounds: Vec<Round>,
     round: usize,
+    /// Peers this member never receives a step-0 message from (see `poll_foreign`).
+    probe: Vec<usize>,
     sent: Vec<bool>,
     got: Vec<Option<Vec<u8>>>,
     pool: Vec<Vec<u8>>,
@@ -98,7 +101,7 @@ struct Run {
 
 impl Collective {
     fn new(seq: u32, spec: Spec, input: Vec<u8>, tuning: &Tuning) -> Self {
-        Collective { seq, spec, tuning: *tuning, state: State::Init(input) }
+        Collective { seq, spec, tuning: *tuning, sig: None, state: State::Init(input) }
     }
 
     /// Allreduce of `input` (packed little-endian `dtype` elements; its length must be a whole
@@ -145,12 +148,10 @@ impl Collective {
         }
     }
 
-    /// What this member runs (known once the first `progress` has seen the transport).
+    /// What this member runs, including the algorithm chosen (known once the first `progress`
+    /// has seen the transport and accepted the arguments).
     pub fn signature(&self) -> Option<Signature> {
-        match &self.state {
-            State::Running(run) => Some(run.sig),
-            _ => None,
-        }
+        self.sig
     }
 
     /// Done or failed.
@@ -192,7 +193,10 @@ impl Collective {
             State::Init(input) => {
                 let input = mem::take(input);
                 match self.start(&*t, input) {
-                    Ok(run) => self.state = State::Running(Box::new(run)),
+                    Ok(run) => {
+                        self.sig = Some(run.sig);
+                        self.state = State::Running(Box::new(run));
+                    }
                     Err(e) => return Err(self.fail(t, e)),
                 }
             }
@@ -207,7 +211,7 @@ impl Collective {
         let State::Running(run) = &mut self.state else { unreachable!("started above") };
         let outcome = match run.advance(t, self.seq) {
             Ok(true) => Ok(true),
-            Ok(false) => run.poll_aborts(t, self.seq).map(|()| false),
+            Ok(false) => run.poll_foreign(t, self.seq).map(|()| false),
             Err(e) => Err(e),
         };
         match outcome {
@@ -327,6 +331,9 @@ impl Collective {
             }
         };
         let width = rounds.iter().map(|r| r.sends.len().max(r.recvs.len())).max().unwrap_or(0);
+        let step0_from: Vec<usize> =
+            rounds.iter().filter(|r| r.step == 0).flat_map(|r| r.recvs.iter().map(|v| v.from)).collect();
+        let probe = (0..size).filter(|&p| p != rank && !step0_from.contains(&p)).collect();
         Ok(Run {
             header: wire::encode(&sig),
             sig,
@@ -336,6 +343,7 @@ impl Collective {
             op,
             rounds,
             round: 0,
+            probe,
             sent: Vec::with_capacity(width),
             got: Vec::with_capacity(width),
             pool: Vec::new(),
@@ -403,25 +411,30 @@ impl Run {
         }
     }
 
-    /// Checks every peer's abort tag; cheap next to a network round trip, and only done when the
-    /// collective has to wait anyway.
-    fn poll_aborts<T: Transport + ?Sized>(&mut self, t: &mut T, seq: u32) -> Result<(), Error> {
+    /// Looks for messages this member's schedule never asks for, which only members that
+    /// disagree with it send: abort notices from every peer, and step-0 messages from the peers
+    /// it expects none from. Every algorithm sends its first messages at step 0, so a member that
+    /// runs a different collective, algorithm or root usually sends one where this member would
+    /// otherwise never look, and the exact matching of tags would turn the disagreement into a
+    /// silent hang. Only done when the collective has to wait anyway; each probe is a lookup.
+    fn poll_foreign<T: Transport + ?Sized>(&mut self, t: &mut T, seq: u32) -> Result<(), Error> {
         let mut scratch = self.pool.pop().unwrap_or_default();
         let me = t.rank();
-        let mut result = Ok(());
-        for peer in (0..t.size()).filter(|&p| p != me) {
-            match t.recv(peer, Tag::abort(seq), &mut scratch) {
-                Ok(Some(_)) => {
-                    result = Err(Error::Aborted { peer });
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    result = Err(e.into());
-                    break;
+        let result = (|| {
+            for peer in (0..t.size()).filter(|&p| p != me) {
+                if t.recv(peer, Tag::abort(seq), &mut scratch)?.is_some() {
+                    return Err(Error::Aborted { peer });
                 }
             }
-        }
+            for &peer in &self.probe {
+                if t.recv(peer, Tag::new(seq, 0), &mut scratch)?.is_some() {
+                    let len = scratch.len().saturating_sub(HEADER_LEN);
+                    check(&self.sig, peer, &scratch, len)?;
+                    return Err(Error::Protocol { peer, message: "unexpected message at step 0".into() });
+                }
+            }
+            Ok(())
+        })();
         self.pool.push(scratch);
         result
     }

@@ -78,7 +78,7 @@ impl Comm {
 
     /// See [`Collective::barrier`].
     pub fn barrier(&mut self) -> u32 {
-        self.push(|seq, t| Collective::barrier(seq, t))
+        self.push(Collective::barrier)
     }
 
     /// See [`Collective::reduce_scatter`].

@@ -44,7 +44,7 @@ fn round(step: u32) -> Round {
 /// For a size that is not a power of two, the standard fold-in (as in MPICH/UCC): with
 /// `pof2` the largest power of two not above `size` and `rem = size - pof2`, each even rank below
 /// `2 * rem` hands its data to the odd rank above it (step 0) and sits out; the remaining `pof2`
-/// ranks run recursive doubling (steps `1..=log2(pof2)`); then each odd rank below `2 * rem` hands
+/// ranks run recursive doubling (steps `1..=log2(pof2)`, or from 0 without a fold-in); then each odd rank below `2 * rem` hands
 /// the result back (last step). Both partners of an exchange combine the same two partial
 /// results, and all the operators are commutative, so every rank ends with identical bits.
 pub(crate) fn recursive_doubling(rank: usize, size: usize, bytes: usize) -> Vec<Round> {
@@ -70,9 +70,13 @@ pub(crate) fn recursive_doubling(rank: usize, size: usize, bytes: usize) -> Vec<
     } else {
         Some(rank - rem)
     };
+    // Without a fold-in the exchanges start at step 0 like every other algorithm's first
+    // message, so a member that picked another algorithm (different count or tuning) is more
+    // likely to receive a header it can reject rather than wait on a step nobody sends.
+    let first = u32::from(rem > 0);
     if let Some(nr) = new_rank {
         let mut mask = 1;
-        let mut step = 1;
+        let mut step = first;
         while mask < pof2 {
             let np = nr ^ mask;
             let peer = if np < rem { np * 2 + 1 } else { np + rem };
@@ -85,7 +89,7 @@ pub(crate) fn recursive_doubling(rank: usize, size: usize, bytes: usize) -> Vec<
         }
     }
     if rank < 2 * rem {
-        let mut r = round(1 + pof2.trailing_zeros());
+        let mut r = round(first + pof2.trailing_zeros());
         if rank % 2 == 1 {
             r.sends.push(SendOp { to: rank - 1, range: full });
         } else {

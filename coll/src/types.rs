@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn unaligned_slices() {
-        let mut backing = vec![0u8; 8 * 4 + 1];
+        let mut backing = [0u8; 8 * 4 + 1];
         let other: Vec<u8> = (1..=4u64).flat_map(|x| x.to_le_bytes()).collect();
         let acc = &mut backing[1..];
         acc.copy_from_slice(&other);
