@@ -28,11 +28,19 @@
 //!   arguments) sends an abort notice (tag step [`Tag::ABORT_STEP`]) to every other member;
 //!   members waiting on that collective check for notices whenever they have to wait, and fail
 //!   with [`Error::Aborted`]. So one member's failure fails the collective everywhere rather than
-//!   leaving the others waiting forever. Limits: members that disagree in a way that makes no
-//!   message between them match (e.g. different broadcast roots, where every member waits for a
-//!   parent that sends nothing) are not detected; that needs a timeout above this crate. Abort
-//!   notices that arrive after a member finished the collective are never asked for; a transport
-//!   may drop them with [`Matcher::retain`].
+//!   leaving the others waiting forever.
+//! - Tags are matched exactly, so a member that runs another algorithm (a different count can
+//!   pick the other allreduce algorithm; a different kind has another pattern) might send only
+//!   messages nobody asks for. Every algorithm sends its first messages at step 0, and a waiting
+//!   member also looks for step-0 messages from the peers its own schedule expects none from:
+//!   what it finds there can only come from a member that disagrees, and fails with
+//!   [`Error::Mismatch`]. Tested for disagreement in count, type, op, kind and tuning.
+//!   Not detectable without extra messages: broadcasts whose members name different roots
+//!   (each self-declared root just sends and finishes; members can wait for a parent that never
+//!   sends), which needs a timeout above this crate.
+//! - Notices and stray messages that arrive after a member finished the collective are never
+//!   asked for; a transport may drop them with [`Matcher::retain`] (every tag carries its
+//!   sequence number).
 //!
 //! # Algorithms (as UCC chooses them)
 //!

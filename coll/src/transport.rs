@@ -123,7 +123,12 @@ impl std::error::Error for TransportError {}
 ///   messages that arrive before anyone asks for them must be kept until asked for (a
 ///   [`Matcher`] does that) — they are normal: a fast peer can be several steps, even several
 ///   collectives, ahead;
-/// - the engine never sends to its own rank.
+/// - the engine never sends to its own rank;
+/// - while waiting, the engine also asks for messages that normally never come (abort notices
+///   from every peer, stray step-0 messages): `recv` must be cheap for a (from, tag) that has
+///   nothing, and should fail with [`TransportErrorKind::PeerGone`] once `from` is known dead
+///   (after handing out what `from` sent before it died): that is how a death anywhere in the
+///   group fails every member's pending collective instead of leaving it waiting.
 pub trait Transport {
     /// This member's rank, `0..size()`.
     fn rank(&self) -> usize;
