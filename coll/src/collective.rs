@@ -20,11 +20,16 @@ pub struct Tuning {
     pub allreduce_ring_threshold_bytes: usize,
     /// Radix of the k-nomial broadcast tree, `2..=255` (2 is binomial). Default 4.
     pub knomial_radix: usize,
+    /// Allgathers whose total output is below this many bytes use recursive doubling
+    /// (`log2(size)` steps) when the group size is a power of two; the others use the ring
+    /// (`size - 1` steps, each member sending `size - 1` blocks either way). Default 64 KiB.
+    /// `0` forces the ring.
+    pub allgather_rd_threshold_bytes: usize,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning { allreduce_ring_threshold_bytes: 64 * 1024, knomial_radix: 4 }
+        Tuning { allreduce_ring_threshold_bytes: 64 * 1024, knomial_radix: 4, allgather_rd_threshold_bytes: 64 * 1024 }
     }
 }
 
@@ -35,6 +40,15 @@ impl Tuning {
             Algorithm::Ring
         } else {
             Algorithm::RecursiveDoubling
+        }
+    }
+
+    /// The allgather algorithm for a total output of `bytes` bytes over `size` members.
+    pub fn allgather_algorithm(&self, bytes: usize, size: usize) -> Algorithm {
+        if size.is_power_of_two() && bytes < self.allgather_rd_threshold_bytes {
+            Algorithm::RecursiveDoubling
+        } else {
+            Algorithm::Ring
         }
     }
 }
@@ -112,7 +126,8 @@ impl Collective {
     }
 
     /// Allgather: every member contributes `input` (the same length everywhere); output: the
-    /// contributions of ranks `0..size` concatenated. Ring.
+    /// contributions of ranks `0..size` concatenated. Ring, or recursive doubling per
+    /// [`Tuning::allgather_rd_threshold_bytes`].
     pub fn allgather(seq: u32, input: Vec<u8>, tuning: &Tuning) -> Self {
         Self::new(seq, Spec::Allgather, input, tuning)
     }
@@ -296,9 +311,14 @@ impl Collective {
                 buf = all;
                 out = 0..total;
                 sig.count = per as u64;
-                let mut rounds = Vec::new();
-                schedule::ring_allgather(rank, size, 0, &|i| i * per..(i + 1) * per, &mut rounds);
-                rounds
+                sig.algorithm = self.tuning.allgather_algorithm(total, size);
+                if sig.algorithm == Algorithm::Ring {
+                    let mut rounds = Vec::new();
+                    schedule::ring_allgather(rank, size, 0, &|i| i * per..(i + 1) * per, &mut rounds);
+                    rounds
+                } else {
+                    schedule::recursive_doubling_allgather(rank, size, per)
+                }
             }
             Spec::Broadcast { root } => {
                 if root >= size {

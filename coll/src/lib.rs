@@ -48,10 +48,14 @@
 //! |---|---|
 //! | allreduce, below [`Tuning::allreduce_ring_threshold_bytes`] (64 KiB) | recursive doubling; for sizes that are not powers of two the extra ranks fold in first and get the result back last |
 //! | allreduce, from the threshold up | ring: reduce-scatter then allgather over `size` blocks (uneven blocks when `size` does not divide the count; empty ones when the count is below `size`) |
-//! | allgather | ring |
+//! | allgather, power-of-two group, output below [`Tuning::allgather_rd_threshold_bytes`] (64 KiB) | recursive doubling |
+//! | allgather, otherwise | ring |
 //! | broadcast | k-nomial tree, radix [`Tuning::knomial_radix`] (4) |
 //! | barrier | dissemination with empty messages |
 //! | reduce-scatter | ring |
+//!
+//! Broadcast is not segmented or pipelined (UCC switches to scatter-allgather for large
+//! broadcasts); a large broadcast costs `log_k(size)` full-buffer hops.
 //!
 //! Every member ends with bit-identical results, floats included: in recursive doubling both
 //! partners combine the same two partial results (all operators are commutative), and in the

@@ -149,6 +149,29 @@ pub(crate) fn ring_allgather(
     }
 }
 
+/// Recursive doubling allgather for a power-of-two `size`, blocks of `per` bytes, rank `r`
+/// starting with block `r`. Before step `k` a rank holds the `2^k` blocks of its aligned group
+/// (`r` with the low `k` bits cleared, onwards), a contiguous range; it swaps that range with
+/// partner `r ^ 2^k`, which holds the neighbouring group.
+pub(crate) fn recursive_doubling_allgather(rank: usize, size: usize, per: usize) -> Vec<Round> {
+    debug_assert!(size.is_power_of_two());
+    let mut rounds = Vec::new();
+    let mut mask = 1usize;
+    let mut step = 0;
+    while mask < size {
+        let peer = rank ^ mask;
+        let mine = rank & !(mask - 1);
+        let theirs = peer & !(mask - 1);
+        let mut r = round(step);
+        r.sends.push(SendOp { to: peer, range: mine * per..(mine + mask) * per });
+        r.recvs.push(RecvOp { from: peer, range: theirs * per..(theirs + mask) * per, action: Action::Copy });
+        rounds.push(r);
+        mask <<= 1;
+        step += 1;
+    }
+    rounds
+}
+
 /// K-nomial tree broadcast of `bytes` from `root`. In virtual ranks `v = rank - root`, round `j`
 /// (distance `d = radix^j`) has every `v < d` (which holds the data by then) send to
 /// `v + i*d` for `i in 1..radix`; so `v` receives at the round where `d <= v < d*radix`, from
@@ -228,6 +251,9 @@ mod tests {
         for size in 1..=17 {
             check_matched(size, |r| recursive_doubling(r, size, 40));
             check_matched(size, |r| dissemination(r, size));
+            if size.is_power_of_two() {
+                check_matched(size, |r| recursive_doubling_allgather(r, size, 3));
+            }
             for radix in 2..=5 {
                 for root in [0, size / 2, size - 1] {
                     check_matched(size, |r| knomial_broadcast(r, size, root, radix, 9));

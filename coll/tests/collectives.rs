@@ -12,11 +12,11 @@ use doca_coll::{Algorithm, Collective, Comm, DataType, Error, Kind, ReduceOp, Tr
 const SIZES: [usize; 7] = [1, 2, 3, 4, 5, 7, 8];
 
 fn rd() -> Tuning {
-    Tuning { allreduce_ring_threshold_bytes: usize::MAX, ..Tuning::default() }
+    Tuning { allreduce_ring_threshold_bytes: usize::MAX, allgather_rd_threshold_bytes: usize::MAX, ..Tuning::default() }
 }
 
 fn ring() -> Tuning {
-    Tuning { allreduce_ring_threshold_bytes: 0, ..Tuning::default() }
+    Tuning { allreduce_ring_threshold_bytes: 0, allgather_rd_threshold_bytes: 0, ..Tuning::default() }
 }
 
 fn gen(rng: &mut SplitMix64, dtype: DataType, count: usize) -> Vec<u8> {
@@ -163,12 +163,16 @@ fn allgather_every_size() {
                 })
                 .collect();
             let expect = inputs.concat();
-            let mut colls: Vec<Collective> =
-                inputs.iter().map(|i| Collective::allgather(3, i.clone(), &Tuning::default())).collect();
-            for o in net(size, seed).run(&mut colls) {
-                assert!(o.unwrap() == expect, "allgather size {size} per {per}");
+            for tuning in [rd(), ring(), Tuning::default()] {
+                let mut colls: Vec<Collective> =
+                    inputs.iter().map(|i| Collective::allgather(3, i.clone(), &tuning)).collect();
+                for o in net(size, seed).run(&mut colls) {
+                    assert!(o.unwrap() == expect, "allgather size {size} per {per} {tuning:?}");
+                }
+                let algo = colls[0].signature().unwrap().algorithm;
+                assert_eq!(algo, tuning.allgather_algorithm(per * size, size));
+                seed += 1;
             }
-            seed += 1;
         }
     }
 }
@@ -346,7 +350,8 @@ type Planned = (u8, Vec<Vec<u8>>, Vec<Vec<u8>>);
 #[test]
 fn several_in_flight_complete_in_order() {
     for size in [2, 3, 5, 8] {
-        let tuning = Tuning { allreduce_ring_threshold_bytes: 4096, knomial_radix: 3 };
+        let tuning =
+            Tuning { allreduce_ring_threshold_bytes: 4096, knomial_radix: 3, allgather_rd_threshold_bytes: 64 };
         let mut rng = SplitMix64::new(size as u64 * 1000);
         let mut plan: Vec<Planned> = Vec::new();
         for i in 0..12 {
@@ -497,6 +502,12 @@ fn mismatches_are_reported_everywhere() {
             let errs =
                 expect_all_fail("allgather length", size, seed, |r| Collective::allgather(0, vec![0; n(r, 5, 6)], &t));
             assert_mismatch(&errs, "allgather length");
+            if size.is_power_of_two() {
+                let errs = expect_all_fail("allgather algorithm", size, seed, |r| {
+                    Collective::allgather(0, vec![0; 5], &if r == odd { ring() } else { rd() })
+                });
+                assert_mismatch(&errs, "allgather algorithm");
+            }
             let errs = expect_all_fail("reduce_scatter count", size, seed, |r| {
                 Collective::reduce_scatter(0, DataType::I32, sum, vec![0; 4 * size * n(r, 2, 3)], &t)
             });
