@@ -212,7 +212,7 @@ impl LocalNet {
     }
 
     /// Runs `colls[rank]` on member `rank` (one per member) until every live member finished or
-    /// nothing can move any more. Members are progressed in a random order each sweep when the
+    /// nothing can move any more (or a million sweeps went by). Members are progressed in a random order each sweep when the
     /// net is shuffled. `before_sweep(sweep, net)` runs first in every sweep (to kill a member
     /// mid-way, say).
     pub fn run_with(&self, colls: &mut [Collective], mut before_sweep: impl FnMut(usize, &LocalNet)) -> Vec<Outcome> {
@@ -223,7 +223,10 @@ impl LocalNet {
         let mut order: Vec<usize> = (0..size).collect();
         let mut idle_sweeps = 0;
         let mut sweep = 0;
-        loop {
+        // A bound on top of stall detection, so that even a livelock (messages moving forever
+        // without anything finishing) ends the test.
+        const MAX_SWEEPS: usize = 1_000_000;
+        while sweep < MAX_SWEEPS {
             before_sweep(sweep, self);
             sweep += 1;
             let before = self.activity();
