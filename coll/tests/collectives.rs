@@ -659,3 +659,45 @@ fn killed_member_fails_every_queued_collective() {
         }
     }
 }
+
+/// Members on their own threads, sharing the in-memory net, each driving its own queue.
+#[test]
+fn members_on_threads() {
+    let size = 4;
+    let net = LocalNet::new(size);
+    let handles: Vec<_> = net
+        .transports()
+        .into_iter()
+        .enumerate()
+        .map(|(r, mut t)| {
+            std::thread::spawn(move || {
+                let mut comm = Comm::new(Tuning::default());
+                let mine: Vec<u8> = (0..100_000i64).flat_map(|i| (i * (r as i64 + 1)).to_le_bytes()).collect();
+                comm.allreduce(DataType::I64, ReduceOp::Sum, mine);
+                comm.allgather(vec![r as u8; 3]);
+                comm.barrier();
+                let mut done = Vec::new();
+                for _ in 0..10_000_000 {
+                    done.extend(comm.progress(&mut t));
+                    if done.len() == 3 {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                done
+            })
+        })
+        .collect();
+    for h in handles {
+        let done = h.join().expect("member thread panicked");
+        assert_eq!(done.len(), 3);
+        let sum = done[0].result.as_ref().unwrap();
+        // Sum over r of i * (r + 1) = 10 * i.
+        assert!(sum
+            .chunks_exact(8)
+            .enumerate()
+            .all(|(i, c)| i64::from_le_bytes(c.try_into().unwrap()) == 10 * i as i64));
+        assert_eq!(done[1].result.as_deref(), Ok(&[0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3][..]));
+        assert_eq!(done[2].result.as_deref(), Ok(&[][..]));
+    }
+}
