@@ -62,7 +62,9 @@ fn async_loop(p: &Params, socket: &std::path::Path, cpu_host: usize, cpu_worker:
     let rt = runtime(&[cpu_host], p.idle)?;
     let socket = socket.to_path_buf();
     let (warmup, iters) = (p.warmup, p.iters);
-    rt.block_on(async move {
+    // On the executor pinned to `cpu_host` (not block_on's calling thread), like the raw loop's
+    // pinned thread, so both modes run with the same placement.
+    let job = rt.spawn_on(cpu_host, move || async move {
         let dev = Device::open_default()?;
         let svc = Service::builder(&dev).socket_path(&socket).connect().await?;
         let id = svc.plugin(graph::PLUGIN_NAME)?.id;
@@ -84,8 +86,9 @@ fn async_loop(p: &Params, socket: &std::path::Path, cpu_host: usize, cpu_worker:
         }
         let elapsed = start.elapsed();
         w.stop().await?;
-        Ok((samples, elapsed))
-    })
+        Ok::<_, Error>((samples, elapsed))
+    })?;
+    rt.block_on(job)?
 }
 
 // ---- raw: the DOCA UROM C API, driven like a C program ---------------------------------
