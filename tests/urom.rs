@@ -315,7 +315,8 @@ fn domain_member(socket: &Path, oob_path: &Path, rank: u32, base: u64) -> Result
         let oob = SocketOob::connect(oob_path, rank, 2, LIMIT)?;
         let domain = bounded(Domain::builder(oob).worker(&w).start()).await??;
         assert_eq!((domain.rank(), domain.size()), (rank, 2));
-        let peer = base + 1 - rank as u64;
+        assert_eq!(domain.members(), [vec![base], vec![base + 1]], "every member's workers, by rank");
+        let peer = domain.members()[1 - rank as usize][0];
         let send = |tag: u64, data: Vec<u8>| sandbox::Cmd::TagSend { dest: peer, tag, data }.encode();
         let recv = |tag: u64| sandbox::Cmd::TagRecv { tag }.encode();
         let received = |bytes: Vec<u8>| match sandbox::Notif::decode(&bytes) {

@@ -3,6 +3,7 @@
 use std::ffi::c_void;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 use super::oob::{Oob, OobRequest};
 use super::worker::Worker;
@@ -33,7 +34,11 @@ pub struct DomainBuilder {
     oob: Box<dyn Oob>,
     workers: Vec<(Worker, u64)>,
     buffers: Vec<Memory>,
+    timeout: Duration,
 }
+
+/// How long [`DomainBuilder::start`] waits for the other members by default.
+pub const DEFAULT_DOMAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl DomainBuilder {
     /// Adds this process's worker to the domain, known to the others by its worker id.
@@ -64,6 +69,13 @@ impl DomainBuilder {
         self
     }
 
+    /// How long [`start`](DomainBuilder::start) waits for the other members' out-of-band
+    /// contributions (default [`DEFAULT_DOMAIN_TIMEOUT`]).
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+
     /// Starts the domain: runs the out-of-band allgather of every member's worker addresses
     /// and buffer descriptors, hands the result to the local workers, and waits until they
     /// have it. Every member must call this.
@@ -86,6 +98,10 @@ impl DomainBuilder {
             self.buffers.iter().map(|m| Ok((m.clone(), m.export_rdma()?))).collect::<Result<_>>()?;
         let size = self.oob.size();
         let rank = self.oob.rank();
+        // Who is who: every member's domain ids, by rank. DOCA's domain exchanges them too but
+        // keeps them to itself; the host needs them to address other members' workers (a
+        // plugin command naming a destination, a collective's rank order).
+        let members = exchange_members(&*self.oob, &ids, self.timeout).await?;
         let oob = Box::new(OobState { oob: self.oob });
         let coll_info = &*oob as *const OobState as *mut c_void;
 
@@ -139,7 +155,7 @@ impl DomainBuilder {
             }
         }
         ctx.start().await.map_err(|e| e.context_prefix("urom.domain: start"))?;
-        Ok(Domain { ctx, workers: self.workers, buffers: self.buffers, rank, size })
+        Ok(Domain { ctx, workers: self.workers, buffers: self.buffers, rank, size, members })
     }
 }
 
@@ -166,12 +182,13 @@ pub struct Domain {
     buffers: Vec<Memory>,
     rank: u32,
     size: u32,
+    members: Vec<Vec<u64>>,
 }
 
 impl Domain {
     /// A builder for a domain whose members meet through `oob`.
     pub fn builder(oob: impl Oob) -> DomainBuilder {
-        DomainBuilder { oob: Box::new(oob), workers: Vec::new(), buffers: Vec::new() }
+        DomainBuilder { oob: Box::new(oob), workers: Vec::new(), buffers: Vec::new(), timeout: DEFAULT_DOMAIN_TIMEOUT }
     }
 
     /// This member's index in the out-of-band communicator.
@@ -187,6 +204,13 @@ impl Domain {
     /// This member's workers and their ids in the domain.
     pub fn workers(&self) -> impl Iterator<Item = (&Worker, u64)> {
         self.workers.iter().map(|(w, id)| (w, *id))
+    }
+
+    /// Every member's workers, by rank: the domain ids each member gave its workers (its
+    /// worker ids unless set with [`DomainBuilder::worker_as`]). `members()[r][0]` is the
+    /// first worker of rank `r`, the usual destination of a command addressed to that rank.
+    pub fn members(&self) -> &[Vec<u64>] {
+        &self.members
     }
 
     /// The buffers this member registered.
@@ -210,6 +234,53 @@ impl fmt::Debug for Domain {
             .field("ctx", &self.ctx)
             .finish()
     }
+}
+
+/// Runs one allgather of `data` to completion from async code: the OOB's requests are
+/// non-blocking, so test them with short sleeps in between, bounded by `deadline`.
+async fn allgather(oob: &dyn Oob, data: &[u8], deadline: Instant) -> Result<Vec<u8>> {
+    let mut req = oob.allgather(data)?;
+    loop {
+        if let Some(all) = req.test()? {
+            return Ok(all);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(ErrorKind::TimedOut, "urom.domain: the other members did not join in time"));
+        }
+        crate::time::sleep(Duration::from_micros(50)).await;
+    }
+}
+
+/// Every member's domain ids, by rank: an allgather of the counts, then of the ids padded to
+/// the largest count.
+async fn exchange_members(oob: &dyn Oob, ids: &[u64], timeout: Duration) -> Result<Vec<Vec<u64>>> {
+    let deadline = Instant::now() + timeout;
+    let size = oob.size() as usize;
+    let counts = allgather(oob, &(ids.len() as u64).to_le_bytes(), deadline).await?;
+    let counts: Vec<usize> =
+        counts.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) as usize).collect();
+    if counts.len() != size {
+        return Err(Error::new(ErrorKind::Other, "urom.domain: the out-of-band allgather returned a wrong length"));
+    }
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let mut mine = vec![0u8; max * 8];
+    for (i, id) in ids.iter().enumerate() {
+        mine[i * 8..i * 8 + 8].copy_from_slice(&id.to_le_bytes());
+    }
+    let all = allgather(oob, &mine, deadline).await?;
+    if all.len() != size * max * 8 {
+        return Err(Error::new(ErrorKind::Other, "urom.domain: the out-of-band allgather returned a wrong length"));
+    }
+    Ok(counts
+        .iter()
+        .enumerate()
+        .map(|(r, &n)| {
+            let base = r * max * 8;
+            (0..n)
+                .map(|i| u64::from_le_bytes(all[base + i * 8..base + i * 8 + 8].try_into().unwrap_or_default()))
+                .collect()
+        })
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------

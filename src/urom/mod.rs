@@ -48,7 +48,7 @@ mod worker;
 
 /// The plugin SDK: write UROM worker plugins in safe Rust (re-export of `doca-urom-plugin`).
 pub use doca_urom_plugin as plugin;
-pub use domain::{Domain, DomainBuilder};
+pub use domain::{Domain, DomainBuilder, DEFAULT_DOMAIN_TIMEOUT};
 pub use oob::{InProcessOob, Oob, OobRequest, SocketOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 pub use service::{PluginInfo, Service, ServiceBuilder};
 pub use worker::{Worker, WorkerBuilder, DEFAULT_MAX_INFLIGHT};
