@@ -188,7 +188,7 @@ impl HostCommBuilder {
         }
         *shared.tasks.borrow_mut() = tasks;
         spawn_local(drive(shared.clone())).detach();
-        Ok(HostComm { shared, rank, size, tuning: self.tuning })
+        Ok(HostComm { shared, oob: self.oob, setup_timeout: self.setup_timeout, rank, size, tuning: self.tuning })
     }
 }
 
@@ -589,6 +589,9 @@ async fn drive(shared: Rc<Shared>) {
 /// in flight. `!Send`: it belongs to the executor that built it.
 pub struct HostComm {
     shared: Rc<Shared>,
+    /// Kept for [`HostComm::close`]'s final agreement.
+    oob: Box<dyn Oob>,
+    setup_timeout: Duration,
     rank: usize,
     size: usize,
     tuning: Tuning,
@@ -692,17 +695,37 @@ impl HostComm {
         async move { deliver("reduce_scatter", slot.wait().await?, dst) }
     }
 
-    /// Closes the communicator cleanly: a barrier (so no member closes while another still
-    /// waits for its messages), then waits until everything handed to RDMA was sent. Every
-    /// member must call it. Dropping without `close` is abrupt: the peers' pending and later
-    /// collectives fail with [`ErrorKind::ConnectionLost`].
+    /// Closes the communicator cleanly; every member must call it. It waits until this
+    /// member's collectives have all completed (including those whose futures were dropped)
+    /// and its sends were handed to the peers, then for every other member to get there too
+    /// (an out-of-band allgather), and only then drops the connections.
+    ///
+    /// That second step matters: all connections share one RDMA context, and a peer's
+    /// closing breaks it (DOCA's context-wide error state), so a member that closed as soon as
+    /// its own work was done would fail members still waiting for a third one's messages.
+    /// Dropping without `close` is that abrupt way: the peers' pending and later collectives
+    /// fail with [`ErrorKind::ConnectionLost`].
+    ///
+    /// # Errors
+    /// [`ErrorKind::ConnectionLost`] when the group had already lost a member (then nothing is
+    /// waited for), [`ErrorKind::TimedOut`] when this member's collectives or the other
+    /// members did not finish within the builder's setup timeout.
     pub async fn close(self) -> Result<()> {
-        let r = self.barrier().await;
-        let until = Instant::now() + LINGER;
-        while !self.shared.flushed() && Instant::now() < until {
+        let deadline = Instant::now() + self.setup_timeout;
+        loop {
+            if let Some(e) = &self.shared.state.borrow().net.dead {
+                return Err(Error::new(ErrorKind::ConnectionLost, format!("coll.close: {e}")));
+            }
+            if self.in_flight() == 0 && self.shared.flushed() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::new(ErrorKind::TimedOut, "coll.close: collectives still in flight"));
+            }
             time::sleep(Duration::from_micros(200)).await;
         }
-        r
+        oob_allgather(&*self.oob, &[1], deadline).await.map_err(|e| e.context_prefix("coll.close"))?;
+        Ok(())
     }
 }
 
