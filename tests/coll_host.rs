@@ -232,8 +232,8 @@ async fn large(comm: &HostComm, dev: &Device) -> Result<()> {
 // In process
 
 #[test]
-fn every_collective_op_and_type_for_2_3_4_members() {
-    for n in [2usize, 3, 4] {
+fn every_collective_op_and_type_for_1_2_3_4_members() {
+    for n in [1usize, 2, 3, 4] {
         let results = in_process(n, move |comm, dev| async move {
             every_type(&comm, &dev, &lengths(n as u64, 2, 3000)).await?;
             bounded(comm.close()).await?

@@ -75,7 +75,8 @@ impl HostCommBuilder {
         self
     }
 
-    /// Bound on each out-of-band exchange while building (default 30 s).
+    /// Bound on the out-of-band exchanges of [`build`](Self::build) and of
+    /// [`HostComm::close`] (default 30 s).
     pub fn setup_timeout(mut self, t: Duration) -> Self {
         self.setup_timeout = t;
         self

@@ -43,9 +43,11 @@
 //!   members (different counts, types, ops or kinds: the engine's `Mismatch`) are
 //!   [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) with the detail. A communicator stays usable after such
 //!   an argument error.
-//! - **Close.** [`HostComm::close`] is collective (a barrier, then a flush of the sends).
-//!   Dropping a `HostComm` without it is abrupt for the peers; the driver still sends what
-//!   the engine had handed over (for at most 2 s) and then drops the context.
+//! - **Close.** [`HostComm::close`] is collective: it waits for this member's collectives and
+//!   sends, then for every member to get there (an out-of-band allgather), then drops the
+//!   context. Dropping a `HostComm` without it is abrupt for the peers (their collectives
+//!   fail); the driver still sends what the engine had handed over (for at most 2 s) and then
+//!   drops the context.
 //!
 //! ```
 //! use async_doca::coll::{HostComm, ReduceOp, TypedBuf};
