@@ -430,25 +430,31 @@ fn a_member_leaving_fails_the_others() {
     }
 }
 
+/// The median time of an 8-byte allreduce on this member (after a warm-up).
+async fn small_allreduce_median(comm: &HostComm, dev: &Device) -> Result<Duration> {
+    let src = filled::<f64>(dev, 1, |_| 1)?;
+    let mut dst = TypedBuf::<f64>::alloc(dev, 1, RW)?;
+    let mut times = Vec::new();
+    for i in 0..300 {
+        let t0 = Instant::now();
+        bounded(comm.allreduce(&src, &mut dst, ReduceOp::Sum)).await??;
+        if i >= 50 {
+            times.push(t0.elapsed());
+        }
+    }
+    assert_eq!(dst.read_vec(), [comm.size() as f64]);
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
 /// Rough latency of an 8-byte allreduce (printed, never asserted).
 #[test]
 fn small_allreduce_latency_report() {
     for n in [2usize, 4] {
         let res = in_process(n, |comm, dev| async move {
-            let src = filled::<f64>(&dev, 1, |_| 1)?;
-            let mut dst = TypedBuf::<f64>::alloc(&dev, 1, RW)?;
-            let mut times = Vec::new();
-            for i in 0..300 {
-                let t0 = Instant::now();
-                bounded(comm.allreduce(&src, &mut dst, ReduceOp::Sum)).await??;
-                if i >= 50 {
-                    times.push(t0.elapsed());
-                }
-            }
-            assert_eq!(dst.read_vec(), [comm.size() as f64]);
-            times.sort();
+            let median = small_allreduce_median(&comm, &dev).await?;
             bounded(comm.close()).await??;
-            Ok(times[times.len() / 2])
+            Ok(median)
         });
         let medians: Vec<Duration> = res.into_iter().map(Result::unwrap).collect();
         eprintln!("8-byte allreduce, {n} in-process members: median per member {medians:?}");
@@ -529,6 +535,27 @@ fn three_and_eight_processes() {
     }
 }
 
+/// Rough latency of an 8-byte allreduce across 2 and 4 processes (printed, never asserted).
+#[test]
+fn cross_process_latency_report() {
+    for n in [2usize, 4] {
+        let mut procs = spawn_members(n, "latency");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut medians = Vec::new();
+        for i in 0..n {
+            let (ok, out) = wait_child(&mut procs, i, deadline);
+            assert!(ok, "member {i}:\n{out}");
+            let ns: u64 = out
+                .lines()
+                .find_map(|l| l.split("COLL-LATENCY ").nth(1))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("member {i} printed no latency:\n{out}"));
+            medians.push(Duration::from_nanos(ns));
+        }
+        eprintln!("8-byte allreduce, {n} processes: median per member {medians:?}");
+    }
+}
+
 #[test]
 fn a_killed_process_fails_every_other_member() {
     use std::io::BufRead;
@@ -601,6 +628,10 @@ fn child_member() {
                     }
                     let e = bounded(comm.barrier()).await?.expect_err("later ones fail too");
                     assert_eq!(e.kind(), ErrorKind::ConnectionLost, "{e}");
+                }
+                "latency" => {
+                    println!("COLL-LATENCY {}", small_allreduce_median(&comm, &dev).await?.as_nanos());
+                    bounded(comm.close()).await??;
                 }
                 other => panic!("unknown mode {other}"),
             }
