@@ -30,6 +30,7 @@
 //! which thread owns what, how a DOCA callback becomes a wake-up, what happens on drop.
 pub use doca_sys as sys;
 
+pub mod coll;
 pub mod device;
 pub mod error;
 pub mod executor;

@@ -1,0 +1,89 @@
+//! Collectives (allreduce, allgather, broadcast, barrier, reduce-scatter) as futures.
+//!
+//! The algorithms are those of the [`doca_coll`] engine (recursive doubling, ring, k-nomial,
+//! dissemination; see its docs for when each is chosen). This module gives them typed buffers
+//! of registered memory ([`TypedBuf`], [`Element`]) and, for now, one way to run them:
+//! [`HostComm`], the **host-only baseline**, where the host processes run the collective
+//! themselves over the soft provider's RDMA. The same buffer types are meant for the
+//! offloaded collectives of a UROM domain, where the DPU workers run the algorithms.
+//! `docs/collectives.md` describes the model in more detail.
+//!
+//! # The model
+//!
+//! - **Communicator.** [`HostComm::builder`]`(&dev, oob).build().await` is collective: every
+//!   member creates one RDMA context on its current executor and exports one connection per
+//!   peer; the blobs travel through the [`Oob`](crate::urom::Oob) allgather (driven without
+//!   blocking, bounded by a timeout), and each member connects its connection for peer `j`
+//!   with `j`'s blob for it: a full mesh of reliable connections. A `HostComm` and its
+//!   futures are `!Send` and belong to that executor.
+//! - **Transport.** Engine messages (a 24-byte signature header and a payload) are split into
+//!   chunks of at most [`HostCommBuilder::chunk_bytes`] (64 KiB) behind a 32-byte chunk header
+//!   (sender rank, tag, message length, chunk offset) and sent with
+//!   [`Connection::send`](crate::rdma::Connection::send) from a pool of registered send
+//!   slots, at most [`HostCommBuilder::send_window`] in flight. A bounded outbox sits in front
+//!   of them: when it is full the engine is told `Busy` and retries later. A pool of
+//!   [`HostCommBuilder::recv_buffers`] receives is kept posted on the context (each reposted
+//!   by its own task as soon as its chunk is filed); chunks are reassembled per
+//!   (sender, tag) and filed in the engine's `Matcher`.
+//! - **Driver.** One task per communicator (`spawn_local`) runs the engine's progress
+//!   whenever something changed (a chunk arrived, a send finished, a collective was
+//!   submitted) and completes the collectives' futures in submission order.
+//! - **Ordering.** A collective is *submitted when its method is called*, not when its
+//!   future is first polled, so `let a = comm.allreduce(..); let b = comm.barrier();` are
+//!   numbered in that order whatever order they are awaited in. Every member must submit the
+//!   same collectives in the same order (the MPI rule). Several may be in flight at once
+//!   (joined, or issued from several tasks sharing an `Rc<HostComm>`); each completes after
+//!   all those submitted before it.
+//! - **Failure.** All connections share one RDMA context, and DOCA moves a context to the
+//!   error state when any task fails: so a member that dies or closes fails every pending
+//!   and later collective of every other member with [`ErrorKind::ConnectionLost`](crate::ErrorKind::ConnectionLost) (nothing
+//!   hangs; the soft provider notices a dead process through a pidfd within milliseconds).
+//!   Local argument problems (a destination of the wrong length, a reduce-scatter source that
+//!   does not split into `size` blocks, a root out of range) and disagreements between
+//!   members (different counts, types, ops or kinds: the engine's `Mismatch`) are
+//!   [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) with the detail. A communicator stays usable after such
+//!   an argument error.
+//! - **Close.** [`HostComm::close`] is collective: it waits for this member's collectives and
+//!   sends, then for every member to get there (an out-of-band allgather), then drops the
+//!   context. Dropping a `HostComm` without it is abrupt for the peers (their collectives
+//!   fail); the driver still sends what the engine had handed over (for at most 2 s) and then
+//!   drops the context.
+//!
+//! ```
+//! use async_doca::coll::{HostComm, ReduceOp, TypedBuf};
+//! use async_doca::urom::InProcessOob;
+//! use async_doca::{Access, Device, Runtime};
+//!
+//! // Two members, each on its own thread and executor; normally two processes (SocketOob).
+//! let threads: Vec<_> = InProcessOob::group(2)
+//!     .into_iter()
+//!     .map(|oob| {
+//!         std::thread::spawn(move || {
+//!             Runtime::builder().cpus("0".parse()?).build()?.block_on(async move {
+//!                 let dev = Device::open_default()?;
+//!                 let comm = HostComm::builder(&dev, oob).build().await?;
+//!                 let r = comm.rank() as i64;
+//!                 let mut src = TypedBuf::<i64>::alloc(&dev, 2, Access::LOCAL_READ_WRITE)?;
+//!                 src.write_from(&[r, 10 * r])?;
+//!                 let mut dst = TypedBuf::<i64>::alloc(&dev, 2, Access::LOCAL_READ_WRITE)?;
+//!                 comm.allreduce(&src, &mut dst, ReduceOp::Sum).await?;
+//!                 comm.close().await?;
+//!                 Ok::<_, async_doca::Error>(dst.read_vec())
+//!             })
+//!         })
+//!     })
+//!     .collect();
+//! for t in threads {
+//!     assert_eq!(t.join().unwrap()?, [1, 10]);
+//! }
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+mod host;
+mod typed;
+
+pub use doca_coll::{Algorithm, DataType, Kind, ReduceOp, Tuning};
+pub use host::{
+    HostComm, HostCommBuilder, DEFAULT_CHUNK_BYTES, DEFAULT_RECV_BUFFERS, DEFAULT_SEND_WINDOW, DEFAULT_SETUP_TIMEOUT,
+};
+pub use typed::{Element, TypedBuf};
