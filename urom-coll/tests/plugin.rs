@@ -5,6 +5,7 @@
 // Ranks index several parallel arrays (hosts, answers, expected values) at once.
 #![allow(clippy::needless_range_loop)]
 
+use std::path::PathBuf;
 use std::ptr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use doca_coll::{DataType, Kind, ReduceOp, Tuning};
 use doca_sys as sys;
 use doca_urom_coll::proto::{Cmd, CollSpec, InitTuning, Notif};
 use doca_urom_coll::CollPlugin;
-use doca_urom_plugin::testing::{Domain, Member, Packed, Segment, Worker};
+use doca_urom_plugin::testing::{Domain, LoadedPlugin, Member, Packed, Segment, Worker};
 use doca_urom_plugin::Status;
 
 doca_urom_plugin::export_plugin!(CollPlugin);
@@ -179,12 +180,16 @@ struct Cluster {
 
 impl Cluster {
     fn new(n: usize) -> Cluster {
+        Cluster::with_plugin(n, urom_plugin_get_iface)
+    }
+
+    fn with_plugin(n: usize, get_iface: doca_urom_plugin::abi::urom_plugin_get_iface_fn) -> Cluster {
         let domain = Domain::new();
         let ids: Vec<u64> = (0..n as u64).map(|i| (1 << 63) + 7 * i + 1).collect();
         let mut workers = Vec::new();
         let mut hosts = Vec::new();
         for &id in &ids {
-            let mut w = Worker::open(urom_plugin_get_iface, domain.clone()).expect("plugin opens");
+            let mut w = Worker::open(get_iface, domain.clone()).expect("plugin opens");
             let h = Host::new();
             domain.set_member(id, Member { addr: Some(w.address().unwrap()), segs: h.segments() });
             workers.push(Some(w));
@@ -529,4 +534,55 @@ fn a_member_closing_mid_collective_fails_the_others() {
     let s = spec(&c.hosts[0], 3, Kind::Barrier, DataType::I32, ReduceOp::Sum, 0, 0, 0, 0, 0);
     c.command(0, &Cmd::Coll(s));
     assert!(!c.answers(&[1, 0, 0])[0][0].status.is_success());
+}
+
+/// Builds `libworker_coll.so` with the cargo running this test, into this test's target
+/// directory and profile (bounded: a build that takes over five minutes is killed).
+fn build_shared_object() -> Result<PathBuf, String> {
+    let cargo = std::env::var_os("CARGO").ok_or("CARGO is not set (not run by cargo)")?;
+    let profile_dir = doca_urom_plugin::testing::exe_profile_dir().ok_or("no target directory")?;
+    let target = profile_dir.parent().ok_or("no target directory")?;
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => return Err("unnamed profile directory".into()),
+    };
+    let mut child = std::process::Command::new(cargo)
+        .args(["build", "--offline", "--quiet", "-p", "worker_coll", "--profile", &profile, "--target-dir"])
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(st) => break st,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("cargo build -p worker_coll did not finish in 300 s".into());
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    if !status.success() {
+        return Err(format!("cargo build -p worker_coll failed: {status}"));
+    }
+    Ok(profile_dir.join(doca_urom_coll::proto::FILE_NAME))
+}
+
+/// The cdylib as a worker loads it: it carries its own copy of the soft provider (the host
+/// side here uses the test binary's), which must interoperate through the shared-memory
+/// rings, memfds and pidfds alone.
+#[test]
+fn the_shared_object_runs_collectives() {
+    let path = build_shared_object().expect("building worker_coll");
+    let so = LoadedPlugin::load(&path).expect("loading libworker_coll.so");
+    assert_eq!(so.version(), Ok(doca_urom_coll::proto::VERSION));
+    let mut c = Cluster::with_plugin(3, so.get_iface);
+    c.init(Tuning::default());
+    allreduce_i64(&mut c, 1, 10);
+    allreduce_i64(&mut c, 2, 70_000);
+    c.fini();
 }
