@@ -38,7 +38,9 @@
 //!   (through the host segment's mkey, an RDMA mmap export imported with
 //!   `doca_mmap_create_from_export`, over the host connection), submit to the engine in
 //!   command order, RDMA-write the result into `dst`, answer [`proto::Notif::CollDone`].
-//!   Accepted collectives are answered in command order.
+//!   Accepted collectives are answered in command order. Imported host mmaps are kept (keyed
+//!   by mkey bytes, up to 64 unused ones) so repeated collectives on the same buffers do not
+//!   map the host's segment again; the local staging memory is per collective.
 //! * **Failures.** A failed RDMA task puts the ctx in its error state (every connection
 //!   breaks), and so does a peer that dies or closes: the transport then fails every
 //!   operation with [`doca_coll::TransportErrorKind::PeerGone`], which fails every pending and

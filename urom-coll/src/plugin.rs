@@ -580,8 +580,17 @@ impl CollPlugin {
     fn step(&mut self, out: &mut Notifications) {
         self.net.progress();
         self.on_events();
-        self.drain_socket();
-        self.send_hellos();
+        // Hellos are all the socket carries: once every peer is connected (or the group is
+        // over) it is not read, which spares a system call per progress.
+        let listening = match &self.state {
+            State::Idle => true,
+            State::Active(g) => !g.all_connected(),
+            State::Finished => false,
+        };
+        if listening {
+            self.drain_socket();
+            self.send_hellos();
+        }
         if let State::Active(g) = &mut self.state {
             g.start_io(&mut self.net);
             g.submit();

@@ -163,10 +163,21 @@ impl Drop for Area {
     }
 }
 
+/// Imported host mmaps kept while unused.
+const MAX_IMPORTS: usize = 64;
+
+struct Import {
+    mmap: *mut sys::doca_mmap,
+    /// Transfers in flight through it.
+    users: usize,
+}
+
 /// A one-sided transfer in flight and what it holds.
 struct Io {
     local_mmap: *mut sys::doca_mmap,
+    /// Borrowed from `Rdma::imports` (entry `remote_key`), which counts this transfer.
     remote_mmap: *mut sys::doca_mmap,
+    remote_key: Vec<u8>,
     local_buf: *mut sys::doca_buf,
     remote_buf: *mut sys::doca_buf,
     /// The local side: filled by a read, the source of a write. Its heap block does not move
@@ -188,6 +199,10 @@ pub(crate) struct Rdma {
     send_free: Vec<usize>,
     io: HashMap<u64, Io>,
     next_io: u64,
+    /// Host mmaps imported from their mkeys, kept across collectives: an import maps the
+    /// host's whole segment, and mapping it afresh for every collective would fault every
+    /// page in again. Unused entries are dropped beyond [`MAX_IMPORTS`].
+    imports: HashMap<Vec<u8>, Import>,
     // Last: freed after the mmaps over them.
     recv_area: Area,
     send_area: Area,
@@ -235,6 +250,7 @@ impl Rdma {
             send_free: (0..SEND_SLOTS).rev().collect(),
             io: HashMap::new(),
             next_io: 0,
+            imports: HashMap::new(),
             recv_area: Area::new(RECV_SLOTS * SLOT)?,
             send_area: Area::new(SEND_SLOTS * SLOT)?,
         };
@@ -452,6 +468,7 @@ impl Rdma {
         let mut io = Io {
             local_mmap: ptr::null_mut(),
             remote_mmap: ptr::null_mut(),
+            remote_key: Vec::new(),
             local_buf: ptr::null_mut(),
             remote_buf: ptr::null_mut(),
             mem: Vec::new(),
@@ -465,13 +482,8 @@ impl Rdma {
             (|| {
                 let lrw = sys::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE;
                 io.local_mmap = local_mmap(self.dev, mem.as_mut_ptr(), len, lrw)?;
-                ok(sys::doca_mmap_create_from_export(
-                    ptr::null(),
-                    mkey.as_ptr().cast(),
-                    mkey.len(),
-                    self.dev,
-                    &mut io.remote_mmap,
-                ))?;
+                io.remote_mmap = self.import(mkey)?;
+                io.remote_key = mkey.to_vec();
                 let lp = mem.as_mut_ptr().cast::<c_void>();
                 let rp = va as usize as *mut c_void;
                 if write {
@@ -514,7 +526,7 @@ impl Rdma {
             }
             Err(e) => {
                 // SAFETY: no task holds the buffers (allocation or submit failed).
-                unsafe { release(&mut io) };
+                unsafe { self.release(&mut io) };
                 Err(e)
             }
         }
@@ -524,31 +536,73 @@ impl Rdma {
     pub(crate) fn finish_io(&mut self, id: u64) -> Option<Vec<u8>> {
         let mut io = self.io.remove(&id)?;
         // SAFETY: the transfer's task completed (its event came), so nothing uses them.
-        unsafe { release(&mut io) };
+        unsafe { self.release(&mut io) };
         Some(std::mem::take(&mut io.mem))
+    }
+
+    /// The host mmap exported as `mkey`, imported once and counted as used.
+    fn import(&mut self, mkey: &[u8]) -> Result<*mut sys::doca_mmap, Status> {
+        if let Some(i) = self.imports.get_mut(mkey) {
+            i.users += 1;
+            return Ok(i.mmap);
+        }
+        let mut m = ptr::null_mut();
+        // SAFETY: the blob is only read (and validated by the provider); valid out-pointer.
+        ok(unsafe {
+            sys::doca_mmap_create_from_export(ptr::null(), mkey.as_ptr().cast(), mkey.len(), self.dev, &mut m)
+        })?;
+        self.imports.insert(mkey.to_vec(), Import { mmap: m, users: 1 });
+        Ok(m)
+    }
+
+    /// Frees a transfer's buffers and local mmap and returns its import (destroying unused
+    /// imports beyond [`MAX_IMPORTS`]).
+    ///
+    /// # Safety
+    /// No task uses them any more.
+    unsafe fn release(&mut self, io: &mut Io) {
+        // SAFETY: per the contract; each handle is released once and nulled.
+        unsafe {
+            for b in [&mut io.local_buf, &mut io.remote_buf] {
+                if !b.is_null() {
+                    sys::doca_buf_dec_refcount(*b, ptr::null_mut());
+                    *b = ptr::null_mut();
+                }
+            }
+            if !io.local_mmap.is_null() {
+                sys::doca_mmap_stop(io.local_mmap);
+                sys::doca_mmap_destroy(io.local_mmap);
+                io.local_mmap = ptr::null_mut();
+            }
+        }
+        if !io.remote_mmap.is_null() {
+            io.remote_mmap = ptr::null_mut();
+            if let Some(i) = self.imports.get_mut(&io.remote_key) {
+                i.users -= 1;
+            }
+        }
+        if self.imports.len() > MAX_IMPORTS {
+            self.imports.retain(|_, i| {
+                if i.users > 0 {
+                    return true;
+                }
+                // SAFETY: no transfer uses it (no buffer over it is left).
+                unsafe { destroy_mmap(i.mmap) };
+                false
+            });
+        }
     }
 }
 
-/// Frees a transfer's buffers, then its mmaps.
+/// Stops and destroys an mmap.
 ///
 /// # Safety
-/// No task uses them any more.
-unsafe fn release(io: &mut Io) {
-    // SAFETY: per the contract; each handle is released once and nulled.
+/// No buffer over it is left.
+unsafe fn destroy_mmap(m: *mut sys::doca_mmap) {
+    // SAFETY: per the contract.
     unsafe {
-        for b in [&mut io.local_buf, &mut io.remote_buf] {
-            if !b.is_null() {
-                sys::doca_buf_dec_refcount(*b, ptr::null_mut());
-                *b = ptr::null_mut();
-            }
-        }
-        for m in [&mut io.local_mmap, &mut io.remote_mmap] {
-            if !m.is_null() {
-                sys::doca_mmap_stop(*m);
-                sys::doca_mmap_destroy(*m);
-                *m = ptr::null_mut();
-            }
-        }
+        sys::doca_mmap_stop(m);
+        sys::doca_mmap_destroy(m);
     }
 }
 
@@ -572,8 +626,11 @@ impl Drop for Rdma {
                 }
             }
             self.events.borrow_mut().clear();
-            for (_, mut io) in self.io.drain() {
-                release(&mut io);
+            for (_, mut io) in std::mem::take(&mut self.io) {
+                self.release(&mut io);
+            }
+            for (_, i) in self.imports.drain() {
+                destroy_mmap(i.mmap);
             }
             for b in self.recv_bufs.drain(..).chain(self.send_bufs.drain(..)) {
                 sys::doca_buf_dec_refcount(b, ptr::null_mut());
