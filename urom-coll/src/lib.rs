@@ -38,7 +38,10 @@
 //!   (through the host segment's mkey, an RDMA mmap export imported with
 //!   `doca_mmap_create_from_export`, over the host connection), submit to the engine in
 //!   command order, RDMA-write the result into `dst`, answer [`proto::Notif::CollDone`].
-//!   Accepted collectives are answered in command order. Imported host mmaps are kept (keyed
+//!   Accepted collectives are answered in command order, and only once every message of
+//!   theirs has left (queued chunks handed to RDMA, send tasks completed): the worker stops
+//!   calling `progress` when nothing is outstanding, and a member that answered early would
+//!   strand the chunks its peers wait for (a broadcast root finishes locally first). Imported host mmaps are kept (keyed
 //!   by mkey bytes, up to 64 unused ones) so repeated collectives on the same buffers do not
 //!   map the host's segment again; the local staging memory is per collective.
 //! * **Failures.** A failed RDMA task puts the ctx in its error state (every connection

@@ -12,7 +12,7 @@ use doca_sys as sys;
 use doca_urom_plugin::{Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 use crate::proto::{Cmd, CollSpec, Notif, MAX_MEMBERS, VERSION};
-use crate::rdma::{status as status_from, Event, Rdma, CHUNK, CHUNK_MAGIC, HDR, IO_MAX};
+use crate::rdma::{status as status_from, Event, Rdma, CHUNK, CHUNK_MAGIC, HDR, IO_MAX, SEND_SLOTS};
 
 /// Bytes the engine may have queued for sending before `send` answers [`Sent::Busy`] (a
 /// single larger message is still taken when nothing is queued).
@@ -165,6 +165,8 @@ struct Op {
     reply: ReplyTo,
     kind: OpKind,
     stage: Stage,
+    /// The engine's sequence number once submitted.
+    comm_seq: Option<u32>,
 }
 
 /// This worker's membership in a group, from `Init` to `Fini`.
@@ -176,9 +178,24 @@ struct Group {
     comm: Comm,
     mail: Mailbox,
     ops: VecDeque<Op>,
+    /// The engine sequence number of the chunk in each send slot, while it is in flight.
+    slot_seq: Vec<Option<u32>>,
 }
 
 impl Group {
+    /// Whether bytes of collective `seq` still wait to leave (queued, or in a send task that
+    /// has not completed). The worker stops calling `progress` once every command is
+    /// answered, so a collective is only answered once its messages are out: a root whose
+    /// broadcast finished locally must not strand the chunks its children wait for.
+    fn sending(&self, seq: Option<u32>) -> bool {
+        if self.mail.error.is_some() {
+            // Nothing leaves any more.
+            return false;
+        }
+        let queued = |o: &Outgoing| seq.is_none_or(|s| Tag::from_bits(o.tag).seq() == s);
+        self.mail.out.iter().any(queued) || self.slot_seq.iter().any(|x| x.is_some() && (seq.is_none() || *x == seq))
+    }
+
     fn all_connected(&self) -> bool {
         self.peers.iter().flatten().all(|p| p.connected)
     }
@@ -198,7 +215,8 @@ impl Group {
             h[16..24].copy_from_slice(&(o.off as u64).to_le_bytes());
             h[24..32].copy_from_slice(&(o.data.len() as u64).to_le_bytes());
             match net.send(peer.conn, &h, &o.data[o.off..o.off + n]) {
-                Ok(Some(_slot)) => {
+                Ok(Some(slot)) => {
+                    self.slot_seq[slot] = Some(Tag::from_bits(o.tag).seq());
                     o.off += n;
                     o.started = true;
                     if o.off == o.data.len() {
@@ -287,6 +305,7 @@ impl Group {
                         Kind::ReduceScatter => c.reduce_scatter(spec.dtype, spec.op, input),
                     };
                     op.stage = Stage::Running(seq);
+                    op.comm_seq = Some(seq);
                 }
                 _ => {}
             }
@@ -408,6 +427,7 @@ impl CollPlugin {
                 error: None,
             },
             ops: VecDeque::new(),
+            slot_seq: vec![None; SEND_SLOTS],
         });
         for (from, (from_member, to_member, blob)) in std::mem::take(&mut self.early) {
             apply_hello(&mut g, &mut self.net, from, from_member, to_member, &blob);
@@ -448,7 +468,7 @@ impl CollPlugin {
             // A non-root's broadcast input only gives the length; an empty source is empty input.
             None => Stage::Ready(vec![0; if needs_src { 0 } else { dst_len as usize }]),
         };
-        g.ops.push_back(Op { reply: cmd.reply_to(), kind: OpKind::Coll { spec, src, dst }, stage });
+        g.ops.push_back(Op { reply: cmd.reply_to(), kind: OpKind::Coll { spec, src, dst }, stage, comm_seq: None });
         Ok(())
     }
 
@@ -529,6 +549,11 @@ impl CollPlugin {
                 }
                 Event::Send { slot, status } => {
                     self.net.send_done(slot);
+                    if let State::Active(g) = &mut self.state {
+                        if let Some(x) = g.slot_seq.get_mut(slot) {
+                            *x = None;
+                        }
+                    }
                     if status != sys::DOCA_SUCCESS {
                         if let State::Active(g) = &mut self.state {
                             let st = status_from(status);
@@ -559,6 +584,16 @@ impl CollPlugin {
     fn answer(&mut self, out: &mut Notifications) {
         let State::Active(g) = &mut self.state else { return };
         while let Some(op) = g.ops.front() {
+            // Fini waits for every message of the group to be out; a collective for its own
+            // (one never submitted sent nothing).
+            let waiting = match (&op.kind, op.comm_seq) {
+                (OpKind::Fini, _) => g.sending(None),
+                (OpKind::Coll { .. }, Some(seq)) => g.sending(Some(seq)),
+                (OpKind::Coll { .. }, None) => false,
+            };
+            if waiting {
+                return;
+            }
             let n = match (&op.kind, &op.stage) {
                 (OpKind::Fini, _) => op.reply.ok(Notif::FiniDone.encode()),
                 (OpKind::Coll { spec, .. }, Stage::Done) => op.reply.ok(Notif::CollDone { seq: spec.seq }.encode()),
@@ -655,7 +690,7 @@ impl Plugin for CollPlugin {
                 if g.ops.back().is_some_and(|o| matches!(o.kind, OpKind::Fini)) {
                     return Err(Status::BAD_STATE);
                 }
-                g.ops.push_back(Op { reply: cmd.reply_to(), kind: OpKind::Fini, stage: Stage::Done });
+                g.ops.push_back(Op { reply: cmd.reply_to(), kind: OpKind::Fini, stage: Stage::Done, comm_seq: None });
             }
         }
         // Start at once what can start (reads, sends), rather than at the next progress.
