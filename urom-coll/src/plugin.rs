@@ -180,6 +180,8 @@ struct Group {
     ops: VecDeque<Op>,
     /// The engine sequence number of the chunk in each send slot, while it is in flight.
     slot_seq: Vec<Option<u32>>,
+    /// Large buffers kept for reuse (see [`Spare`]).
+    spare: Spare,
 }
 
 impl Group {
@@ -252,8 +254,11 @@ impl Group {
             self.mail.matcher.push(from, Tag::from_bits(tag), payload.to_vec());
             return Ok(());
         }
-        let p =
-            self.mail.partial.entry((from, tag)).or_insert_with(|| Partial { data: vec![0; total as usize], got: 0 });
+        let p = self
+            .mail
+            .partial
+            .entry((from, tag))
+            .or_insert_with(|| Partial { data: self.spare.take(total as usize), got: 0 });
         if p.data.len() as u64 != total {
             return Err(format!("chunks of one message from member {from} disagree on its length"));
         }
@@ -276,7 +281,8 @@ impl Group {
             let started = match &mut op.stage {
                 Stage::NeedRead => {
                     let r = src.as_ref().expect("NeedRead has a source");
-                    net.start_read(self.host_conn, &r.mkey, r.va, r.len).map(Stage::Reading)
+                    let into = self.spare.take(r.len);
+                    net.start_read(self.host_conn, &r.mkey, r.va, into).map(Stage::Reading)
                 }
                 Stage::NeedWrite(data) => {
                     let r = dst.as_ref().expect("NeedWrite has a destination");
@@ -340,10 +346,54 @@ impl Group {
         let st = status_from(status);
         op.stage = match (&op.stage, st.is_success()) {
             (Stage::Reading(_), true) => Stage::Ready(mem),
-            (Stage::Writing(_), true) => Stage::Done,
+            (Stage::Writing(_), true) => {
+                self.spare.give(mem);
+                Stage::Done
+            }
             (_, false) => Stage::Failed(st, format!("RDMA transfer with the host failed: {st}")),
             _ => unreachable!("matched Reading or Writing above"),
         };
+    }
+}
+
+/// A few large buffers kept for reuse: results written to the host come back here and become
+/// the staging memory of later reads and the reassembly buffers of large messages. Large
+/// allocations are fresh pages from the kernel each time, and faulting them in cost more than
+/// the copies of a megabyte-sized allreduce.
+#[derive(Default)]
+struct Spare(Vec<Vec<u8>>);
+
+impl Spare {
+    /// Buffers kept at most.
+    const MAX: usize = 8;
+    /// Smaller buffers are not worth keeping (the allocator recycles them itself).
+    const MIN_CAPACITY: usize = 128 * 1024;
+
+    /// A zeroed buffer of `len` bytes, reused when one is big enough.
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        match self.0.iter().position(|b| b.capacity() >= len) {
+            Some(i) if len >= Self::MIN_CAPACITY => {
+                let mut b = self.0.swap_remove(i);
+                b.clear();
+                b.resize(len, 0);
+                b
+            }
+            _ => vec![0; len],
+        }
+    }
+
+    fn give(&mut self, b: Vec<u8>) {
+        if b.capacity() >= Self::MIN_CAPACITY {
+            if self.0.len() == Self::MAX {
+                // Keep the larger ones: they serve every smaller request too.
+                let smallest = (0..self.0.len()).min_by_key(|&i| self.0[i].capacity()).expect("MAX > 0");
+                if self.0[smallest].capacity() >= b.capacity() {
+                    return;
+                }
+                self.0.swap_remove(smallest);
+            }
+            self.0.push(b);
+        }
     }
 }
 
@@ -428,6 +478,7 @@ impl CollPlugin {
             },
             ops: VecDeque::new(),
             slot_seq: vec![None; SEND_SLOTS],
+            spare: Spare::default(),
         });
         for (from, (from_member, to_member, blob)) in std::mem::take(&mut self.early) {
             apply_hello(&mut g, &mut self.net, from, from_member, to_member, &blob);

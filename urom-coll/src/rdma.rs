@@ -429,17 +429,17 @@ impl Rdma {
         self.io.len()
     }
 
-    /// Starts an RDMA read of `len` bytes at `va` of the host mmap exported as `mkey` (over
-    /// `conn`, the connection to the process owning it) into fresh memory. Returns the
-    /// transfer's id; its memory comes back from [`Rdma::finish_io`].
+    /// Starts an RDMA read of `into.len()` bytes at `va` of the host mmap exported as `mkey`
+    /// (over `conn`, the connection to the process owning it) into `into`. Returns the
+    /// transfer's id; the memory comes back from [`Rdma::finish_io`].
     pub(crate) fn start_read(
         &mut self,
         conn: *mut sys::doca_rdma_connection,
         mkey: &[u8],
         va: u64,
-        len: usize,
+        into: Vec<u8>,
     ) -> Result<u64, Status> {
-        self.start_io(conn, mkey, va, vec![0; len], false)
+        self.start_io(conn, mkey, va, into, false)
     }
 
     /// Starts an RDMA write of `data` to `va` of the host mmap exported as `mkey`.
