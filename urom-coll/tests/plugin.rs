@@ -440,6 +440,11 @@ fn four_members_run_every_kind() {
 }
 
 #[test]
+fn eight_members_run_every_kind() {
+    run_all_kinds(8);
+}
+
+#[test]
 fn commands_out_of_place_are_errors() {
     let mut c = Cluster::new(2);
     let early = spec(&c.hosts[0], 1, Kind::Barrier, DataType::I32, ReduceOp::Sum, 0, 0, 0, 0, 0);
