@@ -69,10 +69,8 @@ struct Outgoing {
     to: usize,
     tag: u64,
     data: Vec<u8>,
-    /// Bytes handed to RDMA so far.
+    /// Bytes handed to RDMA so far (an empty message is one header-only chunk).
     off: usize,
-    /// Whether the first chunk went (an empty message is one header-only chunk).
-    started: bool,
 }
 
 struct Partial {
@@ -108,7 +106,7 @@ impl Transport for Mailbox {
         if self.out_bytes > 0 && self.out_bytes + len > SEND_WINDOW_BYTES {
             return Ok(Sent::Busy);
         }
-        self.out.push_back(Outgoing { to, tag: tag.to_bits(), data: parts.concat(), off: 0, started: false });
+        self.out.push_back(Outgoing { to, tag: tag.to_bits(), data: parts.concat(), off: 0 });
         self.out_bytes += len;
         Ok(Sent::Accepted)
     }
@@ -129,7 +127,7 @@ struct Peer {
     conn: *mut sys::doca_rdma_connection,
     /// The hello datagram for this peer (our blob for it) and where it goes.
     hello: Vec<u8>,
-    to: Option<SocketAddr>,
+    to: SocketAddr,
     hello_sent: bool,
     /// Our connection for this peer is connected to its blob.
     connected: bool,
@@ -220,7 +218,6 @@ impl Group {
                 Ok(Some(slot)) => {
                     self.slot_seq[slot] = Some(Tag::from_bits(o.tag).seq());
                     o.off += n;
-                    o.started = true;
                     if o.off == o.data.len() {
                         self.mail.out_bytes -= o.data.len();
                         self.mail.out.pop_front();
@@ -442,13 +439,22 @@ impl CollPlugin {
         }
         let tuning = tuning.to_tuning().ok_or(Status::INVALID_VALUE)?;
         let own = members[rank];
-        let mut peers = Vec::with_capacity(members.len());
+        // Every lookup before any export, so a member missing from the domain wastes no
+        // connection (a ctx exports a bounded number per start).
+        let mut addrs = Vec::with_capacity(members.len());
         for (r, &m) in members.iter().enumerate() {
-            if r == rank {
+            addrs.push(if r == rank {
+                None
+            } else {
+                Some(SocketAddr::from_abstract_name(ctx.addr(m)?).map_err(|_| Status::INVALID_VALUE)?)
+            });
+        }
+        let mut peers = Vec::with_capacity(members.len());
+        for (&m, to) in members.iter().zip(addrs) {
+            let Some(to) = to else {
                 peers.push(None);
                 continue;
-            }
-            let to = SocketAddr::from_abstract_name(ctx.addr(m)?).map_err(|_| Status::INVALID_VALUE)?;
+            };
             let (blob, conn) = self.net.export()?;
             let mut hello = Vec::with_capacity(HELLO_HDR + blob.len());
             hello.extend_from_slice(&HELLO_MAGIC.to_le_bytes());
@@ -456,7 +462,7 @@ impl CollPlugin {
             hello.extend_from_slice(&own.to_le_bytes());
             hello.extend_from_slice(&m.to_le_bytes());
             hello.extend_from_slice(&blob);
-            peers.push(Some(Peer { conn, hello, to: Some(to), hello_sent: false, connected: false }));
+            peers.push(Some(Peer { conn, hello, to, hello_sent: false, connected: false }));
         }
         let (worker_blob, host_conn) = self.net.export()?;
         self.net.connect(host_conn, &host_blob)?;
@@ -531,8 +537,7 @@ impl CollPlugin {
             if p.hello_sent {
                 continue;
             }
-            let Some(to) = &p.to else { continue };
-            match self.sock.send_to_addr(&p.hello, to) {
+            match self.sock.send_to_addr(&p.hello, &p.to) {
                 Ok(_) => p.hello_sent = true,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) => {
