@@ -7,7 +7,7 @@
 //! no other threads (re-execute the program with an argument that makes it call [`run`] first
 //! thing, as the UROM examples do).
 //!
-//! [`sample_builtins`] offers the two sample plugins compiled in, so such a service needs no
+//! [`sample_builtins`] offers the sample plugins and the collectives plugin compiled in, so such a service needs no
 //! plugin shared objects on disk.
 
 pub use doca_soft::urom::daemon::{
@@ -17,9 +17,14 @@ pub use doca_soft::urom::daemon::{
 use doca_urom_plugin::samples::{graph, sandbox};
 use doca_urom_plugin::Plugin;
 
-/// `worker_graph` and `worker_sandbox`, as plugins compiled into this program.
+/// `worker_graph`, `worker_sandbox` and `worker_coll` (the collectives offload), as plugins
+/// compiled into this program.
 pub fn sample_builtins() -> Vec<Builtin> {
-    vec![builtin::<graph::Graph>(graph::PLUGIN_NAME), builtin::<sandbox::Sandbox>(sandbox::PLUGIN_NAME)]
+    vec![
+        builtin::<graph::Graph>(graph::PLUGIN_NAME),
+        builtin::<sandbox::Sandbox>(sandbox::PLUGIN_NAME),
+        builtin::<doca_urom_coll::CollPlugin>(doca_urom_coll::proto::PLUGIN_NAME),
+    ]
 }
 
 fn builtin<P: Plugin>(name: &'static str) -> Builtin {

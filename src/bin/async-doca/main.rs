@@ -54,8 +54,8 @@ struct UromServiceArgs {
     /// error, warn, info or debug.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log_level: String,
-    /// Also offer the sample plugins compiled into this program (worker_graph,
-    /// worker_sandbox), so no plugin shared object is needed.
+    /// Also offer the plugins compiled into this program (worker_graph, worker_sandbox,
+    /// worker_coll), so no plugin shared object is needed.
     #[arg(long)]
     builtin_samples: bool,
 }
