@@ -37,6 +37,8 @@ pub mod executor;
 pub mod mem;
 pub mod rdma;
 pub mod sync_event;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub mod urom;
 
 pub use device::{Device, DeviceInfo};

@@ -204,6 +204,11 @@ impl Slots {
         DeferDrops { slots: self, prev: self.defer.replace(true) }
     }
 
+    /// Whether buffers wait for [`drop_deferred`](Slots::drop_deferred).
+    pub(crate) fn has_deferred(&self) -> bool {
+        !self.deferred.borrow().is_empty()
+    }
+
     /// Drops the buffers whose drop was deferred (see `defer`).
     pub(crate) fn drop_deferred(&self) {
         if self.defer.get() || self.deferred.borrow().is_empty() {

@@ -248,6 +248,7 @@ pub(crate) fn schedule(runnable: Runnable) {
         if ptr::eq(&*core.shared, owner) {
             if let Some(r) = runnable.take() {
                 core.queue.borrow_mut().push_back(r);
+                core.wake_foreign();
             }
         }
     });
@@ -331,6 +332,13 @@ pub(crate) struct Core {
     closing: Cell<bool>,
     pe_alive: Cell<bool>,
     arm_error_reported: Cell<bool>,
+    /// Set when a foreign reactor (the tokio driver, `crate::tokio`) drives this core instead
+    /// of its own loop; then the PE fd is not in the core's `mio::Poll` (the foreign reactor
+    /// watches it) until shutdown registers it there.
+    foreign: Cell<bool>,
+    /// The foreign driver's waker: woken when work appears that only a turn of the core
+    /// would notice (a local task queued, a timer registered, buffers left to drop).
+    foreign_waker: RefCell<Option<Waker>>,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -338,13 +346,27 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 impl Core {
     /// Creates an executor on the calling thread: poll, waker, PE (registered with the poll).
     pub(crate) fn new(cpu: Option<usize>, config: Config, runtime: Option<Handle>) -> Result<Core> {
+        Core::build(cpu, config, runtime, false)
+    }
+
+    /// Creates an executor core on the calling thread for a foreign reactor to drive (see
+    /// the `foreign_*` methods): the PE fd stays out of the core's own poll, which then only
+    /// carries the cross-thread waker.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn new_foreign(config: Config) -> Result<Core> {
+        Core::build(None, config, None, true)
+    }
+
+    fn build(cpu: Option<usize>, config: Config, runtime: Option<Handle>, foreign: bool) -> Result<Core> {
         let poll = mio::Poll::new().map_err(|e| Error::os(e, "mio::Poll::new"))?;
         let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN).map_err(|e| Error::os(e, "mio::Waker::new"))?;
         let pe = Pe::new()?;
         let fd = pe.fd();
-        poll.registry()
-            .register(&mut SourceFd(&fd), PE_TOKEN, Interest::READABLE)
-            .map_err(|e| Error::os(e, "register the PE notification fd"))?;
+        if !foreign {
+            poll.registry()
+                .register(&mut SourceFd(&fd), PE_TOKEN, Interest::READABLE)
+                .map_err(|e| Error::os(e, "register the PE notification fd"))?;
+        }
         let shared = Arc::new(Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             cpu,
@@ -375,7 +397,20 @@ impl Core {
             closing: Cell::new(false),
             pe_alive: Cell::new(true),
             arm_error_reported: Cell::new(false),
+            foreign: Cell::new(foreign),
+            foreign_waker: RefCell::new(None),
         })
+    }
+
+    /// Tells a foreign driver that the core has work only a turn would notice. A no-op
+    /// (one flag test) for the executor's own loop, which looks at everything every turn.
+    #[inline]
+    pub(crate) fn wake_foreign(&self) {
+        if self.foreign.get() {
+            if let Some(w) = self.foreign_waker.borrow().as_ref() {
+                w.wake_by_ref();
+            }
+        }
     }
 
     /// The raw PE, for connecting contexts. `None` once shutdown destroyed it.
@@ -424,15 +459,22 @@ impl Core {
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
         let pe = self.pe.borrow();
+        let mut complete = false;
         for _ in 0..INLINE_PROGRESS {
             if !pe.progress() {
-                return false;
+                break;
             }
             if done() {
-                return true;
+                complete = true;
+                break;
             }
         }
-        false
+        // Under a foreign driver, nothing else would drop the buffers deferred meanwhile
+        // until its next turn, which may be far away: ask for one.
+        if self.foreign.get() && self.slots.has_deferred() {
+            self.wake_foreign();
+        }
+        complete
     }
 
     pub(crate) fn is_closing(&self) -> bool {
@@ -446,6 +488,7 @@ impl Core {
             drop_quietly(r);
         } else {
             self.queue.borrow_mut().push_back(r);
+            self.wake_foreign();
         }
     }
 
@@ -830,6 +873,17 @@ impl Core {
         self.shared.park.close();
         self.drop_queued();
 
+        // A foreign reactor watched the PE fd until now; the shutdown waits in our own poll.
+        if self.foreign.replace(false) {
+            self.foreign_waker.borrow_mut().take();
+            if let Some(r) = self.reactor.borrow().as_ref() {
+                let fd = self.pe.borrow().fd();
+                if let Err(e) = r.poll.registry().register(&mut SourceFd(&fd), PE_TOKEN, Interest::READABLE) {
+                    report(&format!("shutdown: cannot watch the PE fd, polling instead: {e}"));
+                }
+            }
+        }
+
         // 3. Contexts: stop all, progress until IDLE (flushing in-flight tasks), destroy.
         self.ctxs.stop_all(self);
         let flushed = self.progress_until(deadline, |core| core.ctxs.all_idle());
@@ -876,6 +930,125 @@ impl Core {
                 None => break,
             }
         }
+    }
+}
+
+/// What a foreign driver does next (see [`Core::foreign_idle`]).
+#[cfg(feature = "tokio")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ForeignIdle {
+    /// Work showed up while arming: run another turn (the notification was cleared).
+    Busy,
+    /// The PE is armed and the core announced sleep: wait for the PE fd, the reactor fd
+    /// (remote wake-ups) or the deadline, then call [`Core::foreign_woke`].
+    Sleep(Option<Instant>),
+}
+
+/// The seam for a foreign reactor (the tokio driver): the same turn, spin and
+/// arm/drain/sleep/clear protocol as the executor's own loop, cut at the points where the
+/// own loop would block, so that the reactor can wait instead. The core must be current
+/// (inside [`Enter`]) whenever these run.
+#[cfg(feature = "tokio")]
+impl Core {
+    /// The PE notification fd, for the foreign reactor to watch.
+    pub(crate) fn pe_fd(&self) -> std::os::fd::RawFd {
+        self.pe.borrow().fd()
+    }
+
+    /// The fd of the core's own poll (readable when another thread woke the core).
+    pub(crate) fn reactor_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.reactor.borrow().as_ref().map(|r| r.poll.as_raw_fd())
+    }
+
+    /// Installs the driver's waker (see [`Core::wake_foreign`]).
+    pub(crate) fn set_foreign_waker(&self, waker: &Waker) {
+        let mut w = self.foreign_waker.borrow_mut();
+        if !w.as_ref().is_some_and(|old| old.will_wake(waker)) {
+            *w = Some(waker.clone());
+        }
+    }
+
+    /// One turn without blocking: remote work, local tasks, the PE, the timers, retired
+    /// contexts. Returns whether anything happened (or is ready to happen at once). Leaves
+    /// the turn's task batch as the budget of inline work (see `budget`) for the foreign
+    /// reactor's own tasks, which run between the driver's turns.
+    pub(crate) fn foreign_turn(&self) -> bool {
+        if self.shared.park.is_notified() {
+            self.take_notifications();
+        }
+        let ran = self.run_tasks();
+        let progressed = self.drain_pe();
+        let fired = self.fire_timers();
+        // `drain_pe` drops deferred buffers only when a context is connected.
+        self.slots.drop_deferred();
+        self.budget.set(self.config.task_batch);
+        ran > 0 || progressed > 0 || fired > 0 || self.has_local_work()
+    }
+
+    /// Sets what the next polls may do inline (see `budget`).
+    pub(crate) fn set_budget(&self, n: usize) {
+        self.budget.set(n);
+    }
+
+    /// One round of an idle spin: one progress call; whether work showed up.
+    pub(crate) fn foreign_spin(&self) -> bool {
+        if self.has_local_work() || self.progress_once() {
+            return true;
+        }
+        if self.timers.is_due(Instant::now()) {
+            self.timers_need_check();
+            return true;
+        }
+        false
+    }
+
+    /// Arms the PE, drains once more (closing the arm race) and announces sleep.
+    pub(crate) fn foreign_idle(&self) -> ForeignIdle {
+        let pe_active = self.pe_active();
+        if pe_active {
+            if let Err(e) = self.pe.borrow().arm() {
+                if !self.arm_error_reported.replace(true) {
+                    report(&format!("cannot arm the PE notification, polling instead: {e}"));
+                }
+                return ForeignIdle::Busy;
+            }
+            if self.drain_pe() > 0 || !self.queue.borrow().is_empty() {
+                self.clear_pe();
+                return ForeignIdle::Busy;
+            }
+        }
+        if !self.queue.borrow().is_empty() || !self.shared.park.try_sleep() {
+            if pe_active {
+                self.clear_pe();
+            }
+            self.take_notifications();
+            return ForeignIdle::Busy;
+        }
+        ForeignIdle::Sleep(self.timers.next_deadline())
+    }
+
+    /// After the foreign reactor woke the driver (or its deadline passed): consume the
+    /// wake-ups and clear the PE notification, as the own loop does after `poll`.
+    pub(crate) fn foreign_woke(&self, timed: bool) {
+        if let Some(r) = self.reactor.borrow_mut().as_mut() {
+            // Only the cross-thread waker is registered: consume its event, never block.
+            let _ = r.poll.poll(&mut r.events, Some(Duration::ZERO));
+        }
+        if timed {
+            self.timers_need_check();
+        }
+        self.take_notifications();
+        if self.pe_active() {
+            self.clear_pe();
+        }
+    }
+
+    fn has_local_work(&self) -> bool {
+        !self.queue.borrow().is_empty()
+            || self.shared.park.is_notified()
+            || self.inject_pending.get()
+            || self.slots.has_deferred()
     }
 }
 

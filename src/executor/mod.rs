@@ -21,7 +21,7 @@
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
 mod cpuset;
-mod local;
+pub(crate) mod local;
 mod park;
 mod pe;
 mod slab;

@@ -350,7 +350,10 @@ impl Future for Sleep {
             if !fresh && Instant::now() >= deadline {
                 return None;
             }
-            Some(Registration { exec, deadline, key: core.timers.register(deadline, cx.waker().clone()) })
+            let key = core.timers.register(deadline, cx.waker().clone());
+            // A foreign driver sleeping until a later deadline must look at this one.
+            core.wake_foreign();
+            Some(Registration { exec, deadline, key })
         });
         match step {
             Some(Some(r)) => {

@@ -1,0 +1,402 @@
+//! The in-tokio driver: an executor core driven by tokio's reactor instead of its own loop.
+//!
+//! The future returned by [`run_local`] (a [`RunLocal`]) owns one executor core, created on
+//! the thread that first polls it. It polls two things, each with a waker of its own so
+//! that neither is polled for nothing: the user's future, and the driver. The driver is the
+//! native loop cut where the loop would block:
+//!
+//! 1. a turn (`Core::foreign_turn`): remote work, local async-doca tasks, drain the PE, due
+//!    timers; if anything happened, yield to tokio (wake itself) and come back;
+//! 2. idle: spin by yielding to tokio for the idle budget (one progress call per round, so
+//!    other tokio tasks run in between), then arm the PE, drain once more and announce
+//!    sleep (`Core::foreign_idle`);
+//! 3. sleep: return `Pending` with the PE fd and the core's waker fd registered in tokio's
+//!    reactor and a tokio timer at the next async-doca timer deadline;
+//! 4. on any wake-up: clear the PE notification and consume the wake-ups
+//!    (`Core::foreign_woke`), then a turn again.
+//!
+//! Work that only a turn would notice (an async-doca task spawned or woken on this thread, an
+//! async-doca timer registered, buffers of orphaned operations to drop) wakes the driver
+//! through `Core::wake_foreign`.
+
+use std::future::Future;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskCx, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use ::tokio::io::unix::AsyncFd;
+use ::tokio::io::Interest;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::executor::local::{self, Config, Core, Enter, ForeignIdle};
+use crate::executor::runtime::DEFAULT_TASK_BATCH;
+use crate::executor::IdleMode;
+
+/// Runs `fut` on the calling tokio thread with an async-doca executor driven by tokio (see
+/// the [module documentation](crate::tokio)), with the default configuration
+/// ([`Driver::new`]). DOCA objects may be created and awaited inside `fut` and inside tasks
+/// it spawns with `tokio::task::spawn_local`.
+///
+/// The output is `Err` when the executor cannot be created: no PE, or the thread already
+/// runs an async-doca executor (a nested `run_local` or a `block_on`).
+///
+/// # Panics
+/// When polled outside a tokio runtime with IO and time enabled.
+///
+/// ```
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// let n = rt.block_on(async_doca::tokio::run_local(async {
+///     async_doca::time::sleep(std::time::Duration::from_millis(1)).await;
+///     async_doca::spawn_local(async { 41 + 1 }).await
+/// }))??;
+/// assert_eq!(n, 42);
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+pub fn run_local<F: Future>(fut: F) -> RunLocal<F> {
+    Driver::new().run(fut)
+}
+
+/// Configures the in-tokio driver; [`Driver::run`] makes the future that runs it.
+///
+/// ```
+/// use async_doca::{tokio::Driver, IdleMode};
+///
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// let out = rt.block_on(Driver::new().idle(IdleMode::Event).run(async { 7 }))?;
+/// assert_eq!(out, 7);
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a driver does nothing until `run` and the future it returns is awaited"]
+pub struct Driver {
+    idle: IdleMode,
+    task_batch: usize,
+}
+
+impl Default for Driver {
+    fn default() -> Driver {
+        Driver::new()
+    }
+}
+
+impl Driver {
+    /// The defaults of a native executor: [`IdleMode::default`] (spin a few microseconds,
+    /// yielding to tokio between rounds, then sleep in tokio's reactor) and
+    /// [`DEFAULT_TASK_BATCH`].
+    pub fn new() -> Driver {
+        Driver { idle: IdleMode::default(), task_batch: DEFAULT_TASK_BATCH }
+    }
+
+    /// How the driver waits when idle. [`IdleMode::Polling`] never sleeps: the driver keeps
+    /// itself scheduled, so the tokio thread never parks (lowest latency, one busy core).
+    pub fn idle(mut self, mode: IdleMode) -> Driver {
+        self.idle = mode;
+        self
+    }
+
+    /// How many async-doca task polls (and inline completions of operations awaited by the
+    /// tokio tasks of this thread) one driver turn allows before the PE is drained again.
+    pub fn task_batch(mut self, n: usize) -> Driver {
+        self.task_batch = n.max(1);
+        self
+    }
+
+    /// The future that runs `fut` under this driver (see [`run_local`]).
+    pub fn run<F: Future>(self, fut: F) -> RunLocal<F> {
+        RunLocal { config: self, fut: Some(Box::pin(fut)), state: None, failed: false }
+    }
+}
+
+/// The future of [`run_local`] / [`Driver::run`]. `!Send`: it owns an executor bound to the
+/// thread that polls it first. Dropping it before it finishes drops the user future, then
+/// shuts the executor down (bounded, like the end of a `block_on`).
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct RunLocal<F: Future> {
+    config: Driver,
+    fut: Option<Pin<Box<F>>>,
+    state: Option<State>,
+    failed: bool,
+}
+
+impl<F: Future> std::fmt::Debug for RunLocal<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLocal")
+            .field("config", &self.config)
+            .field("started", &self.state.is_some())
+            .field("finished", &self.fut.is_none())
+            .finish()
+    }
+}
+
+/// A waker that raises its flag and wakes the task of the whole `RunLocal`.
+struct Flag {
+    set: AtomicBool,
+    outer: Mutex<Option<Waker>>,
+}
+
+impl Flag {
+    fn new() -> Arc<Flag> {
+        Arc::new(Flag { set: AtomicBool::new(true), outer: Mutex::new(None) })
+    }
+
+    fn update(&self, w: &Waker) {
+        let mut outer = self.outer.lock().unwrap_or_else(|p| p.into_inner());
+        if !outer.as_ref().is_some_and(|o| o.will_wake(w)) {
+            *outer = Some(w.clone());
+        }
+    }
+
+    fn take(&self) -> bool {
+        self.set.load(Ordering::Relaxed) && self.set.swap(false, Ordering::Acquire)
+    }
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // A flag already set means a wake-up of the outer task is already on its way.
+        if !self.set.swap(true, Ordering::Release) {
+            let outer = self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(w) = outer {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// Where the driver is in its protocol.
+enum Phase {
+    /// Run a turn next.
+    Run,
+    /// Idle since this instant: spinning for the idle budget.
+    Spin(Instant),
+    /// Armed and announced asleep; the deadline is the next async-doca timer's.
+    Sleep(Option<Instant>),
+}
+
+/// Everything `RunLocal` creates on its first poll. Dropping it (see `Drop`) removes the
+/// reactor registrations before the shutdown closes the PE fd, and shuts the executor down
+/// while it is still current (`enter` is dropped last, with the fields).
+struct State {
+    pe_fd: Option<AsyncFd<RawFd>>,
+    wake_fd: Option<AsyncFd<RawFd>>,
+    timer: Pin<Box<::tokio::time::Sleep>>,
+    timer_at: Option<Instant>,
+    idle: IdleMode,
+    phase: Phase,
+    user: Arc<Flag>,
+    user_waker: Waker,
+    driver: Arc<Flag>,
+    driver_waker: Waker,
+    core: Rc<Core>,
+    _enter: Enter,
+}
+
+impl State {
+    fn new(config: &Driver) -> Result<State> {
+        if local::in_executor() {
+            return Err(Error::new(
+                ErrorKind::BadState,
+                "tokio::run_local: this thread already runs an async-doca executor",
+            ));
+        }
+        let core = Rc::new(Core::new_foreign(Config { idle: config.idle, task_batch: config.task_batch })?);
+        let enter = Enter::new(&core);
+        // If a registration fails below, dropping `enter` and `core` leaves no executor
+        // behind: nothing was connected to the PE yet.
+        // SAFETY (both registrations): the PE fd and the core's poll fd are owned by the
+        // core, which `State` keeps alive; `State`'s `Drop` removes these registrations
+        // before anything closes the fds (the shutdown destroys the PE), and nothing closes
+        // or replaces them meanwhile.
+        let pe_fd = unsafe { AsyncFd::register_with_interest(core.pe_fd(), Interest::READABLE) }
+            .map_err(|e| Error::os(e.into(), "tokio::run_local: register the PE notification fd"))?;
+        let wake_fd = match core.reactor_fd() {
+            // SAFETY: as above.
+            Some(fd) => Some(
+                unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+                    .map_err(|e| Error::os(e.into(), "tokio::run_local: register the executor's waker"))?,
+            ),
+            None => None,
+        };
+        let (user, driver) = (Flag::new(), Flag::new());
+        Ok(State {
+            pe_fd: Some(pe_fd),
+            wake_fd,
+            timer: Box::pin(::tokio::time::sleep(Duration::ZERO)),
+            timer_at: None,
+            idle: config.idle,
+            phase: Phase::Run,
+            user_waker: Waker::from(user.clone()),
+            user,
+            driver_waker: Waker::from(driver.clone()),
+            driver,
+            core,
+            _enter: enter,
+        })
+    }
+
+    /// Drives the core until it must wait; returns with the wake-ups registered. Called
+    /// only when the driver's flag was raised: by tokio's reactor (the PE fd, the waker fd),
+    /// the tokio timer, the core (`wake_foreign`) or the driver itself (a yield).
+    fn drive(&mut self) {
+        let core = self.core.clone();
+        core.set_foreign_waker(&self.driver_waker);
+        let waker = self.driver_waker.clone();
+        let mut cx = TaskCx::from_waker(&waker);
+        // Polled while asleep: something woke us, even if no fd says so (a local wake-up).
+        let mut woken = matches!(self.phase, Phase::Sleep(_));
+        // Bounded: every path either returns or moves on to a phase that returns.
+        for _ in 0..4 {
+            match self.phase {
+                Phase::Run => {
+                    if core.foreign_turn() {
+                        // Let tokio run what the turn woke, then come back.
+                        waker.wake_by_ref();
+                        return;
+                    }
+                    self.phase = match self.idle {
+                        IdleMode::Event => self.go_idle(),
+                        IdleMode::Adaptive(b) if b.is_zero() => self.go_idle(),
+                        _ => Phase::Spin(Instant::now()),
+                    };
+                }
+                Phase::Spin(since) => {
+                    let over = match self.idle {
+                        IdleMode::Polling => false,
+                        IdleMode::Adaptive(b) => since.elapsed() >= b,
+                        IdleMode::Event => true,
+                    };
+                    if over {
+                        self.phase = self.go_idle();
+                        continue;
+                    }
+                    if core.foreign_spin() {
+                        self.phase = Phase::Run;
+                    }
+                    // Spin by yielding: other tokio tasks run between the rounds.
+                    waker.wake_by_ref();
+                    return;
+                }
+                Phase::Sleep(deadline) => {
+                    // Register interest with the reactor and the timer; readiness of any
+                    // (or the wake-up that brought us here) ends the sleep.
+                    if let Some(Poll::Ready(Ok(mut g))) = self.pe_fd.as_ref().map(|f| f.poll_read_ready(&mut cx)) {
+                        g.clear_ready();
+                        woken = true;
+                    }
+                    if let Some(w) = &self.wake_fd {
+                        if let Poll::Ready(Ok(mut g)) = w.poll_read_ready(&mut cx) {
+                            g.clear_ready();
+                            woken = true;
+                        }
+                    }
+                    let mut timed = false;
+                    if let Some(d) = deadline {
+                        if self.timer_at != Some(d) {
+                            self.timer.as_mut().reset(::tokio::time::Instant::from_std(d));
+                            self.timer_at = Some(d);
+                        }
+                        if self.timer.as_mut().poll(&mut cx).is_ready() {
+                            self.timer_at = None;
+                            timed = true;
+                        }
+                    }
+                    if !woken && !timed {
+                        return;
+                    }
+                    woken = false;
+                    // The readiness was cleared before the notification: an event after
+                    // the clear re-arms tokio's readiness, and the turn drains anyway.
+                    core.foreign_woke(timed);
+                    self.phase = Phase::Run;
+                }
+            }
+        }
+        // Still busy after the bounded rounds: come back after the other tokio tasks.
+        waker.wake_by_ref();
+    }
+
+    /// Arms the PE and announces sleep; the phase that follows.
+    fn go_idle(&self) -> Phase {
+        match self.core.foreign_idle() {
+            ForeignIdle::Busy => Phase::Run,
+            ForeignIdle::Sleep(deadline) => Phase::Sleep(deadline),
+        }
+    }
+}
+
+impl<F: Future> Future for RunLocal<F> {
+    type Output = Result<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<F::Output>> {
+        // `RunLocal` is Unpin (the user future is boxed).
+        let this = self.get_mut();
+        if this.failed || this.fut.is_none() {
+            return Poll::Ready(Err(Error::new(ErrorKind::BadState, "tokio::run_local polled after it finished")));
+        }
+        if this.state.is_none() {
+            match State::new(&this.config) {
+                Ok(s) => this.state = Some(s),
+                Err(e) => {
+                    this.failed = true;
+                    return Poll::Ready(Err(e));
+                }
+            }
+        }
+        let state = this.state.as_mut().expect("created above");
+        state.user.update(cx.waker());
+        state.driver.update(cx.waker());
+        if state.user.take() {
+            let mut ucx = TaskCx::from_waker(&state.user_waker);
+            // The user future may complete operations inline, within the turn's batch.
+            state.core.set_budget(this.config.task_batch);
+            let polled = this.fut.as_mut().expect("checked above").as_mut().poll(&mut ucx);
+            if let Poll::Ready(v) = polled {
+                this.finish();
+                return Poll::Ready(Ok(v));
+            }
+        }
+        if state.driver.take() {
+            state.drive();
+        }
+        Poll::Pending
+    }
+}
+
+impl<F: Future> RunLocal<F> {
+    /// Drops the user future while the executor is still current (DOCA objects it owns are
+    /// retired there), then shuts the executor down (see [`State`]).
+    fn finish(&mut self) {
+        let Some(state) = self.state.take() else {
+            self.fut = None;
+            return;
+        };
+        drop(self.fut.take());
+        // `State`'s drop does the rest: reactor registrations, the shutdown, leaving the
+        // executor.
+        drop(state);
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // The reactor must forget the fds before the shutdown closes the PE's (a reused fd
+        // number would otherwise be deregistered under its new owner).
+        drop(self.pe_fd.take());
+        drop(self.wake_fd.take());
+        self.core.shutdown();
+    }
+}
+
+impl<F: Future> Drop for RunLocal<F> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
