@@ -150,6 +150,12 @@ impl Flag {
         }
     }
 
+    /// Raises the flag for a wake-up of the outer task that the caller makes itself (the
+    /// driver yielding): no lock.
+    fn raise(&self) {
+        self.set.store(true, Ordering::Release);
+    }
+
     fn take(&self) -> bool {
         self.set.load(Ordering::Relaxed) && self.set.swap(false, Ordering::Acquire)
     }
@@ -163,13 +169,18 @@ impl Wake for Flag {
     fn wake_by_ref(self: &Arc<Self>) {
         // A flag already set means a wake-up of the outer task is already on its way.
         if !self.set.swap(true, Ordering::Release) {
-            let outer = self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            if let Some(w) = outer {
-                w.wake();
+            // Waking under the lock is fine: a waker only schedules its task, it never
+            // comes back here.
+            if let Some(w) = self.outer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                w.wake_by_ref();
             }
         }
     }
 }
+
+/// Rounds (a poll of the user future and a step of the driver) per poll of `RunLocal`
+/// before it yields to tokio: small, so other tokio tasks wait at most a few microseconds.
+const POLL_ROUNDS: usize = 32;
 
 /// Where the driver is in its protocol.
 enum Phase {
@@ -195,6 +206,8 @@ struct State {
     user_waker: Waker,
     driver: Arc<Flag>,
     driver_waker: Waker,
+    /// The waker of the task polling `RunLocal`, as last given to the flags.
+    outer: Option<Waker>,
     core: Rc<Core>,
     _enter: Enter,
 }
@@ -237,6 +250,7 @@ impl State {
             user,
             driver_waker: Waker::from(driver.clone()),
             driver,
+            outer: None,
             core,
             _enter: enter,
         })
@@ -245,11 +259,16 @@ impl State {
     /// Drives the core until it must wait; returns with the wake-ups registered. Called
     /// only when the driver's flag was raised: by tokio's reactor (the PE fd, the waker fd),
     /// the tokio timer, the core (`wake_foreign`) or the driver itself (a yield).
-    fn drive(&mut self) {
+    fn drive(&mut self, outer: &Waker) {
         let core = self.core.clone();
         core.set_foreign_waker(&self.driver_waker);
         let waker = self.driver_waker.clone();
         let mut cx = TaskCx::from_waker(&waker);
+        // Yield to tokio and come back: raise our flag and wake the outer task directly.
+        let yield_now = || {
+            self.driver.raise();
+            outer.wake_by_ref();
+        };
         // Polled while asleep: something woke us, even if no fd says so (a local wake-up).
         let mut woken = matches!(self.phase, Phase::Sleep(_));
         // Bounded: every path either returns or moves on to a phase that returns.
@@ -258,7 +277,7 @@ impl State {
                 Phase::Run => {
                     if core.foreign_turn() {
                         // Let tokio run what the turn woke, then come back.
-                        waker.wake_by_ref();
+                        yield_now();
                         return;
                     }
                     self.phase = match self.idle {
@@ -277,11 +296,12 @@ impl State {
                         self.phase = self.go_idle();
                         continue;
                     }
+                    // One round (one progress call); `RunLocal::poll` runs a few rounds,
+                    // interleaved with polls of the user future, before it yields to tokio.
                     if core.foreign_spin() {
                         self.phase = Phase::Run;
                     }
-                    // Spin by yielding: other tokio tasks run between the rounds.
-                    waker.wake_by_ref();
+                    yield_now();
                     return;
                 }
                 Phase::Sleep(deadline) => {
@@ -320,7 +340,7 @@ impl State {
             }
         }
         // Still busy after the bounded rounds: come back after the other tokio tasks.
-        waker.wake_by_ref();
+        yield_now();
     }
 
     /// Arms the PE and announces sleep; the phase that follows.
@@ -351,20 +371,35 @@ impl<F: Future> Future for RunLocal<F> {
             }
         }
         let state = this.state.as_mut().expect("created above");
-        state.user.update(cx.waker());
-        state.driver.update(cx.waker());
-        if state.user.take() {
-            let mut ucx = TaskCx::from_waker(&state.user_waker);
-            // The user future may complete operations inline, within the turn's batch.
-            state.core.set_budget(this.config.task_batch);
-            let polled = this.fut.as_mut().expect("checked above").as_mut().poll(&mut ucx);
-            if let Poll::Ready(v) = polled {
-                this.finish();
-                return Poll::Ready(Ok(v));
-            }
+        if !state.outer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            state.user.update(cx.waker());
+            state.driver.update(cx.waker());
+            state.outer = Some(cx.waker().clone());
         }
-        if state.driver.take() {
-            state.drive();
+        // Like the native loop: the user future and the driver in turns, for a bounded number
+        // of rounds while either has something to do (a yield, a completion, a spin round),
+        // then back to tokio, which runs its other tasks (a flag still raised has already
+        // woken this task again).
+        for _ in 0..POLL_ROUNDS {
+            let mut did = false;
+            if state.user.take() {
+                did = true;
+                let mut ucx = TaskCx::from_waker(&state.user_waker);
+                // The user future may complete operations inline, within the turn's batch.
+                state.core.set_budget(this.config.task_batch);
+                let polled = this.fut.as_mut().expect("checked above").as_mut().poll(&mut ucx);
+                if let Poll::Ready(v) = polled {
+                    this.finish();
+                    return Poll::Ready(Ok(v));
+                }
+            }
+            if state.driver.take() {
+                did = true;
+                state.drive(cx.waker());
+            }
+            if !did {
+                break;
+            }
         }
         Poll::Pending
     }

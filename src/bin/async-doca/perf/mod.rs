@@ -27,6 +27,8 @@ mod raw_rdma;
 mod rdma;
 mod stats;
 mod sync_event;
+#[cfg(feature = "tokio")]
+mod tokio;
 #[cfg(feature = "soft")]
 mod urom;
 
@@ -36,6 +38,13 @@ pub use stats::Report;
 pub enum Mode {
     Raw,
     Async,
+    /// Side A awaits from tokio, with the PE driven inside tokio (`async_doca::tokio::run_local`).
+    #[cfg(feature = "tokio")]
+    Tokio,
+    /// Side A runs on a tokio thread, each iteration a job on an executor through
+    /// `async_doca::tokio::Bridge`.
+    #[cfg(feature = "tokio")]
+    TokioHandle,
 }
 
 impl Mode {
@@ -43,6 +52,10 @@ impl Mode {
         match self {
             Mode::Raw => "raw",
             Mode::Async => "async",
+            #[cfg(feature = "tokio")]
+            Mode::Tokio => "tokio",
+            #[cfg(feature = "tokio")]
+            Mode::TokioHandle => "tokio-handle",
         }
     }
 }
@@ -155,12 +168,17 @@ struct TestDef {
 /// The default size sweep of the bandwidth tests.
 const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
 const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
+/// The latency tests that also run through the tokio bridge (built with `--features tokio`).
+#[cfg(feature = "tokio")]
+const LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Tokio, Mode::TokioHandle];
+#[cfg(not(feature = "tokio"))]
+const LAT_MODES: &[Mode] = RDMA_MODES;
 const RDMA_PROCS: &[u32] = &[1, 2];
 
 const TESTS: &[TestDef] = &[
     TestDef {
         name: "sync_add_wait",
-        modes: &[Mode::Raw, Mode::Async],
+        modes: LAT_MODES,
         procs: &[1, 2],
         sizes: &[8],
         sized: false,
@@ -180,7 +198,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "write_lat",
-        modes: RDMA_MODES,
+        modes: LAT_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,
@@ -190,7 +208,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "read_lat",
-        modes: RDMA_MODES,
+        modes: LAT_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,
@@ -200,7 +218,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "send_lat",
-        modes: RDMA_MODES,
+        modes: LAT_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,

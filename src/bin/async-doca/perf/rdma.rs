@@ -223,6 +223,11 @@ fn sides(mode: Mode) -> (SideA, SideB) {
     match mode {
         Mode::Raw => (super::raw_rdma::side_a, super::raw_rdma::side_b),
         Mode::Async => (async_side_a, async_side_b),
+        // The bridge measures side A; its peer is the async side.
+        #[cfg(feature = "tokio")]
+        Mode::Tokio => (super::tokio::rdma_side_a, async_side_b),
+        #[cfg(feature = "tokio")]
+        Mode::TokioHandle => (super::tokio::rdma_handle_side_a, async_side_b),
     }
 }
 
@@ -526,8 +531,44 @@ pub fn check(got: u64, want: u64) -> Result<()> {
     }
 }
 
+/// Side A of a latency test cut into its steps, for a driver that runs each iteration as
+/// a job of its own (the tokio bridge's handle).
+pub struct LatencyA {
+    test: Test,
+    end: End,
+    link: std::cell::RefCell<Option<Link>>,
+}
+
+impl LatencyA {
+    pub async fn connect(test: Test, p: Params, mut link: Link) -> Result<LatencyA> {
+        let end = End::connect(test, &p, &mut link).await?;
+        Ok(LatencyA { test, end, link: std::cell::RefCell::new(Some(link)) })
+    }
+
+    /// Iteration `i` (for ping-pongs: until the answer came).
+    pub async fn ping(&self, i: u64) -> Result<()> {
+        self.end.ping(self.test, i).await
+    }
+
+    /// What a sample is divided by: 2 for a ping-pong (half round trip), else 1.
+    pub fn divisor(&self) -> f64 {
+        if self.test.is_pingpong() {
+            2.0
+        } else {
+            1.0
+        }
+    }
+
+    /// Tells B it is done and waits for its answer.
+    pub async fn finish(&self) -> Result<()> {
+        let mut link = self.link.borrow_mut().take().ok_or_else(|| Error::new(ErrorKind::Other, "perf: finished twice"))?;
+        link.send(b"done")?;
+        link.recv().await.map(drop)
+    }
+}
+
 /// Side A, async: connect, run the iterations, tell B it is done.
-async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
+pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
     let end = End::connect(test, &p, &mut link).await?;
     let measured = if test.is_bw() {
         end.stream(test, &p).await?

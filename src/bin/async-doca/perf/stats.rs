@@ -106,34 +106,37 @@ impl Run {
 /// Prints reports as an aligned table, and a ratio line per test that ran in several modes.
 pub fn print_table(reports: &[Report]) {
     println!(
-        "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10} {:>10} {:>14} {:>10}",
+        "{:<16} {:<12} {:>8} {:>9} {:>5} {:>10} {:>10} {:>14} {:>10}",
         "test", "mode", "size", "iters", "procs", "p50 (ns)", "p99 (ns)", "ops/s", "MB/s"
     );
     for r in reports {
         let mb = r.mb_per_sec.map(|v| format!("{v:.0}")).unwrap_or_default();
         println!(
-            "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10.0} {:>10.0} {:>14.0} {:>10}",
+            "{:<16} {:<12} {:>8} {:>9} {:>5} {:>10.0} {:>10.0} {:>14.0} {:>10}",
             r.test, r.mode, r.size, r.iters, r.procs, r.p50_ns, r.p99_ns, r.ops_per_sec, mb
         );
     }
-    let mut printed_header = false;
-    for r in reports.iter().filter(|r| r.mode == "async") {
-        if let Some(raw) =
-            reports.iter().find(|b| b.mode == "raw" && b.test == r.test && b.size == r.size && b.procs == r.procs)
-        {
-            if !printed_header {
-                println!("\nasync / raw, measured side by side in this run:");
-                printed_header = true;
+    // Each mode against the one it is built on, measured side by side in this run.
+    for (mode, base) in [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async")] {
+        let mut printed_header = false;
+        for r in reports.iter().filter(|r| r.mode == mode) {
+            if let Some(b) =
+                reports.iter().find(|b| b.mode == base && b.test == r.test && b.size == r.size && b.procs == r.procs)
+            {
+                if !printed_header {
+                    println!("\n{mode} / {base}, measured side by side in this run:");
+                    printed_header = true;
+                }
+                println!(
+                    "  {:<16} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x  ops/s {:.2}x",
+                    r.test,
+                    r.size,
+                    r.procs,
+                    r.p50_ns / b.p50_ns,
+                    r.p99_ns / b.p99_ns,
+                    r.ops_per_sec / b.ops_per_sec
+                );
             }
-            println!(
-                "  {:<16} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x  ops/s {:.2}x",
-                r.test,
-                r.size,
-                r.procs,
-                r.p50_ns / raw.p50_ns,
-                r.p99_ns / raw.p99_ns,
-                r.ops_per_sec / raw.ops_per_sec
-            );
         }
     }
 }

@@ -13,12 +13,14 @@ use super::raw::RawEvent;
 use super::stats::{Report, Run, Samples};
 use super::{spawn_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
 
-const TEST: &str = "sync_add_wait";
+pub(super) const TEST: &str = "sync_add_wait";
 
 pub fn run(p: &Params) -> Result<Report> {
     match p.mode {
         Mode::Raw => raw_pingpong(p),
         Mode::Async => async_pingpong(p),
+        #[cfg(feature = "tokio")]
+        Mode::Tokio | Mode::TokioHandle => super::tokio::sync_pingpong(p),
     }
 }
 
@@ -27,15 +29,16 @@ pub fn peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
     CpuSet::from_cpus([cpu])?.pin_current_thread()?;
     match p.mode {
         Mode::Raw => raw_side_b(&Device::open_default()?, blob, p.warmup + p.iters),
-        Mode::Async => async_peer(p, blob, cpu),
+        // The bridge modes measure side A only; their peer is the async side.
+        _ => async_peer(p, blob, cpu),
     }
 }
 
-fn pin(cpu: usize) -> Result<()> {
+pub(super) fn pin(cpu: usize) -> Result<()> {
     CpuSet::from_cpus([cpu])?.pin_current_thread()
 }
 
-fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
+pub(super) fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
     h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))
 }
 
@@ -108,7 +111,7 @@ pub(super) fn runtime(cpus: &[usize], idle: super::IdleArg) -> Result<async_doca
 }
 
 /// Side B of the async ping-pong: wait for the odd values, answer with the even ones.
-async fn async_side_b(blob: Vec<u8>, rounds: u64) -> Result<()> {
+pub(super) async fn async_side_b(blob: Vec<u8>, rounds: u64) -> Result<()> {
     let dev = Device::open_default()?;
     let ev = SyncEvent::open(&dev, &blob).await?;
     for i in 0..rounds {

@@ -42,6 +42,10 @@ pub fn run(p: &Params) -> Result<Report> {
             .unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))?
         }
         Mode::Async => async_loop(p, &daemon.socket, cpu_host, cpu_worker)?,
+        #[cfg(feature = "tokio")]
+        Mode::Tokio | Mode::TokioHandle => {
+            return Err(Error::new(ErrorKind::NotSupported, "perf: urom_cmd_lat has no tokio mode"))
+        }
     };
     let run = Run { test: "urom_cmd_lat", mode: p.mode.name(), size: 8, procs: 2 };
     Ok(run.report(samples, p.iters, elapsed))
