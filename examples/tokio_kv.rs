@@ -148,11 +148,8 @@ fn memory_server() -> Result<()> {
         let _conn = pending.connect(&peer[0]).await?;
         // One-sided reads and writes need nothing from us: wait for the end of stdin,
         // keeping the context and the memory alive.
-        loop {
-            match lines.try_recv() {
-                Err(mpsc::TryRecvError::Empty) => async_doca::time::sleep(Duration::from_millis(20)).await,
-                _ => break,
-            }
+        while let Err(mpsc::TryRecvError::Empty) = lines.try_recv() {
+            async_doca::time::sleep(Duration::from_millis(20)).await;
         }
         drop(values);
         Ok(())

@@ -24,7 +24,8 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// This test binary, started to run only `kv_process` with `role` as the example's arguments.
 fn myself(role: &[&str]) -> Command {
     let mut c = Command::new(std::env::current_exe().expect("own executable"));
-    c.args(["--exact", "kv_process", "--ignored", "--nocapture", "--test-threads=1", "-q"]).env(ARGS_ENV, role.join(" "));
+    c.args(["--exact", "kv_process", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+        .env(ARGS_ENV, role.join(" "));
     c
 }
 

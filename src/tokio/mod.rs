@@ -17,7 +17,7 @@
 //!   [`Runtime`](crate::Runtime), used from any tokio worker thread. Work runs on the
 //!   runtime's pinned executors, where the DOCA objects live; results come back through the
 //!   task's completion (a channel). At most `max_in_flight` jobs run at once (back-pressure:
-//!   the next caller waits for a permit); errors and panics come back as [`Error`]s; dropping
+//!   the next caller waits for a permit); errors and panics come back as [`Error`](crate::Error)s; dropping
 //!   the awaiting tokio future cancels the job on its executor.
 //!
 //! Who owns what: with the driver, the [`Driver`] state (PE, completion slots, contexts) lives
@@ -62,4 +62,3 @@ pub use handle::{Bridge, BridgeBuilder, Pinned, DEFAULT_IN_FLIGHT_PER_EXECUTOR};
 
 #[cfg(all(test, not(loom)))]
 mod tests;
-

@@ -316,7 +316,7 @@ fn handle_runs_every_operation_from_many_tokio_tasks() {
         for (i, p) in pairs.iter().enumerate() {
             p.run(move |p| async move { p.every_op(i as u64).await }).await?;
         }
-        bridge.run(|| sync_events()).await?;
+        bridge.run(sync_events).await?;
         // 64 tokio tasks, on both tokio workers, each with 10 jobs on the executors; at most
         // 8 jobs in flight at a time (back-pressure), every result checked.
         let peak = Arc::new(AtomicUsize::new(0));
@@ -351,7 +351,7 @@ fn handle_propagates_errors_and_panics() {
     rt.block_on(async {
         let e = bridge.run(|| async { Err::<(), _>(Error::new(ErrorKind::NotFound, "job failed")) }).await;
         assert_eq!(e.unwrap_err().kind(), ErrorKind::NotFound);
-        let e = bridge.run(|| async { panic!("job panicked") }).await.map(|()| ());
+        let e: Result<()> = bridge.run(|| async { panic!("job panicked") }).await;
         assert!(e.unwrap_err().context().contains("job panicked"));
         let e = bridge.run_on(7, || async { Ok(()) }).await;
         assert_eq!(e.unwrap_err().kind(), ErrorKind::InvalidArgument);

@@ -533,12 +533,14 @@ pub fn check(got: u64, want: u64) -> Result<()> {
 
 /// Side A of a latency test cut into its steps, for a driver that runs each iteration as
 /// a job of its own (the tokio bridge's handle).
+#[cfg(feature = "tokio")]
 pub struct LatencyA {
     test: Test,
     end: End,
     link: std::cell::RefCell<Option<Link>>,
 }
 
+#[cfg(feature = "tokio")]
 impl LatencyA {
     pub async fn connect(test: Test, p: Params, mut link: Link) -> Result<LatencyA> {
         let end = End::connect(test, &p, &mut link).await?;
@@ -561,7 +563,8 @@ impl LatencyA {
 
     /// Tells B it is done and waits for its answer.
     pub async fn finish(&self) -> Result<()> {
-        let mut link = self.link.borrow_mut().take().ok_or_else(|| Error::new(ErrorKind::Other, "perf: finished twice"))?;
+        let mut link =
+            self.link.borrow_mut().take().ok_or_else(|| Error::new(ErrorKind::Other, "perf: finished twice"))?;
         link.send(b"done")?;
         link.recv().await.map(drop)
     }
