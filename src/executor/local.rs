@@ -996,7 +996,8 @@ impl Core {
         if self.has_local_work() || self.progress_once() {
             return true;
         }
-        if self.timers.is_due(Instant::now()) {
+        // The clock only when there is a timer to compare it with.
+        if !self.timers.is_empty() && self.timers.is_due(Instant::now()) {
             self.timers_need_check();
             return true;
         }

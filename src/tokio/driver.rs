@@ -150,8 +150,8 @@ impl Flag {
         }
     }
 
-    /// Raises the flag for a wake-up of the outer task that the caller makes itself (the
-    /// driver yielding): no lock.
+    /// Raises the flag without waking the outer task: for the driver's own yields, which
+    /// `RunLocal::poll` turns into one wake-up of its task (no lock).
     fn raise(&self) {
         self.set.store(true, Ordering::Release);
     }
@@ -259,16 +259,14 @@ impl State {
     /// Drives the core until it must wait; returns with the wake-ups registered. Called
     /// only when the driver's flag was raised: by tokio's reactor (the PE fd, the waker fd),
     /// the tokio timer, the core (`wake_foreign`) or the driver itself (a yield).
-    fn drive(&mut self, outer: &Waker) {
+    fn drive(&mut self) {
         let core = self.core.clone();
         core.set_foreign_waker(&self.driver_waker);
         let waker = self.driver_waker.clone();
         let mut cx = TaskCx::from_waker(&waker);
-        // Yield to tokio and come back: raise our flag and wake the outer task directly.
-        let yield_now = || {
-            self.driver.raise();
-            outer.wake_by_ref();
-        };
+        // Come back for another step: `RunLocal::poll` sees the flag, and wakes its task
+        // itself if it yields to tokio with the flag still raised.
+        let yield_now = || self.driver.raise();
         // Polled while asleep: something woke us, even if no fd says so (a local wake-up).
         let mut woken = matches!(self.phase, Phase::Sleep(_));
         // Bounded: every path either returns or moves on to a phase that returns.
@@ -395,11 +393,16 @@ impl<F: Future> Future for RunLocal<F> {
             }
             if state.driver.take() {
                 did = true;
-                state.drive(cx.waker());
+                state.drive();
             }
             if !did {
                 break;
             }
+        }
+        // The driver raised its own flag (a yield) without waking anyone: come back after
+        // tokio's other tasks. (A flag raised by a waker has woken this task already.)
+        if state.driver.set.load(Ordering::Acquire) {
+            cx.waker().wake_by_ref();
         }
         Poll::Pending
     }

@@ -209,7 +209,14 @@ fn driver_in_every_idle_mode() {
                 ev.add(1).await
             })
             .await;
-            expect(seen?? == 1 && added? == 0, "late add")
+            expect(seen?? == 1 && added? == 0, "late add")?;
+            // async-doca timers registered while the driver is idle wake it (through the
+            // timer, not through work), and do not fire early.
+            let t0 = Instant::now();
+            bounded(crate::time::sleep(Duration::from_millis(3))).await?;
+            expect(t0.elapsed() >= Duration::from_millis(3), "slept long enough")?;
+            let r = bounded(crate::time::timeout(Duration::from_millis(2), peer.wait_gt(1))).await?;
+            expect(r.is_err(), "async-doca timeout fired")
         }));
         out.unwrap().unwrap_or_else(|e| panic!("{idle:?}: {e}"));
     }
@@ -341,6 +348,40 @@ fn handle_runs_every_operation_from_many_tokio_tasks() {
         Ok::<_, Error>(())
     })
     .unwrap();
+}
+
+#[test]
+fn handle_back_pressure_bounds_the_jobs_running_on_the_executors() {
+    let doca = doca_runtime("0-1");
+    let bridge = Bridge::builder(doca.handle()).max_in_flight(4).build();
+    let rt = multi_thread();
+    let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let (bridge, running, peak) = (bridge.clone(), running.clone(), peak.clone());
+                ::tokio::spawn(async move {
+                    bridge
+                        .run(move || async move {
+                            // Counted on the executor, while the job runs there.
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            peak.fetch_max(now, Ordering::SeqCst);
+                            crate::time::sleep(Duration::from_millis(2)).await;
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            bounded(t).await.unwrap().unwrap().unwrap();
+        }
+    });
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak <= 4, "{peak} jobs ran at once with max_in_flight 4");
+    assert!(peak >= 2, "jobs did run concurrently ({peak})");
+    assert_eq!(bridge.in_flight(), 0);
 }
 
 #[test]
