@@ -22,11 +22,11 @@ cargo run --release --example rdma_atomics
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong
 
-# The tokio bridge (features off by default): its unit and doc tests, and the end-to-end
-# test of the HTTP example (two processes, hyper clients).
+# The tokio bridge (features off by default): its unit and doc tests, UROM commands from
+# tokio, and the end-to-end test of the HTTP example (two processes, hyper clients).
 cargo test --features tokio-example --lib tokio::
 cargo test --features tokio-example --doc tokio
-cargo test --features tokio-example --test tokio_kv
+cargo test --features tokio-example --test tokio_urom --test tokio_kv
 
 # Futures dropped while their DOCA tasks are in flight, under valgrind: no invalid access,
 # nothing definitely lost.
