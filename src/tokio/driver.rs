@@ -7,8 +7,9 @@
 //!
 //! 1. a turn (`Core::foreign_turn`): remote work, local async-doca tasks, drain the PE, due
 //!    timers; if anything happened, yield to tokio (wake itself) and come back;
-//! 2. idle: spin by yielding to tokio for the idle budget (one progress call per round, so
-//!    other tokio tasks run in between), then arm the PE, drain once more and announce
+//! 2. idle: spin for the idle budget, one progress call per round, the rounds interleaved
+//!    with polls of the user future and handed back to tokio every `POLL_ROUNDS` rounds
+//!    (so other tokio tasks run in between); then arm the PE, drain once more and announce
 //!    sleep (`Core::foreign_idle`);
 //! 3. sleep: return `Pending` with the PE fd and the core's waker fd registered in tokio's
 //!    reactor and a tokio timer at the next async-doca timer deadline;
