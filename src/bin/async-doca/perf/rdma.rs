@@ -326,7 +326,9 @@ fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
     let test = *Test::ALL.iter().find(|t| t.name() == name).ok_or_else(bad)?;
     let mode = match mode {
         "raw" => Mode::Raw,
-        "async" => Mode::Async,
+        // The tokio bridge's side B is the async side, so a server built without the
+        // `tokio` feature serves those runs too.
+        "async" | "tokio" | "tokio-handle" => Mode::Async,
         _ => return Err(bad()),
     };
     let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
