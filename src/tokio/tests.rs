@@ -305,6 +305,28 @@ fn driver_cancellation_leaves_no_slot_or_task_behind() {
 }
 
 #[test]
+fn dropping_run_local_mid_flight_shuts_its_executor_down() {
+    let rt = current_thread();
+    let t0 = Instant::now();
+    // The whole driver future under tokio's timeout, while a receive is in flight and an
+    // async-doca task waits: dropping it drops the user future, then stops the contexts
+    // (flushing the receive) and destroys the PE, on this thread, bounded.
+    let driven = run_local(async {
+        let p = pair().await.unwrap();
+        crate::spawn_local(crate::time::sleep(Duration::from_secs(3600))).detach();
+        let _ = p.b.recv(p.target.slice(0..64)).await;
+        unreachable!("nothing is ever sent");
+    });
+    let r = rt.block_on(async { ::tokio::time::timeout(Duration::from_millis(20), driven).await });
+    assert!(r.is_err(), "timed out");
+    assert!(t0.elapsed() < LIMIT, "the shutdown is bounded");
+    assert!(!crate::executor::local::in_executor(), "the thread is no executor any more");
+    // And the thread can drive again.
+    let v = rt.block_on(run_local(async { pair().await.map(|_| 5) })).unwrap().unwrap();
+    assert_eq!(v, 5);
+}
+
+#[test]
 fn run_local_refuses_to_nest_and_reports_it() {
     let rt = current_thread();
     let out = rt.block_on(run_local(async { run_local(async {}).await }));
