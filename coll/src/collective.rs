@@ -218,7 +218,7 @@ impl Collective {
             State::Done(_) => return Ok(Poll::Ready),
             State::Failed { error, notify } => {
                 let error = error.clone();
-                flush_notices(t, self.seq, notify);
+                flush_notices(t, self.seq, notify, matches!(error, Error::Transport(_)));
                 return Err(error);
             }
             State::Running(_) => {}
@@ -250,7 +250,7 @@ impl Collective {
             Error::Aborted { .. } => Vec::new(),
             _ => (0..t.size()).filter(|&p| p != t.rank()).collect(),
         };
-        flush_notices(t, self.seq, &mut notify);
+        flush_notices(t, self.seq, &mut notify, matches!(error, Error::Transport(_)));
         self.state = State::Failed { error: error.clone(), notify };
         error
     }
@@ -371,8 +371,8 @@ impl Collective {
     }
 }
 
-fn flush_notices<T: Transport + ?Sized>(t: &mut T, seq: u32, notify: &mut Vec<usize>) {
-    let notice = wire::encode_abort();
+fn flush_notices<T: Transport + ?Sized>(t: &mut T, seq: u32, notify: &mut Vec<usize>, peer_lost: bool) {
+    let notice = wire::encode_abort(peer_lost);
     // Errors are dropped: a peer we cannot reach is gone and needs no notice.
     notify.retain(|&p| matches!(t.send(p, Tag::abort(seq), &[&notice]), Ok(Sent::Busy)));
 }
@@ -443,7 +443,7 @@ impl Run {
         let result = (|| {
             for peer in (0..t.size()).filter(|&p| p != me) {
                 if t.recv(peer, Tag::abort(seq), &mut scratch)?.is_some() {
-                    return Err(Error::Aborted { peer });
+                    return Err(Error::Aborted { peer, peer_lost: wire::abort_peer_lost(&scratch) });
                 }
             }
             for &peer in &self.probe {

@@ -530,7 +530,10 @@ fn invalid_arguments_fail_everyone() {
             Collective::allreduce(0, DataType::I64, ReduceOp::Sum, vec![0; if r == 1 { 12 } else { 16 }], &t)
         });
         assert!(matches!(errs[1], Error::Invalid(_)), "{errs:?}");
-        assert!(errs.iter().enumerate().all(|(r, e)| r == 1 || matches!(e, Error::Aborted { peer: 1 })), "{errs:?}");
+        assert!(
+            errs.iter().enumerate().all(|(r, e)| r == 1 || matches!(e, Error::Aborted { peer: 1, .. })),
+            "{errs:?}"
+        );
         // Input that does not split into `size` blocks, on every member.
         let errs = expect_all_fail("invalid", size, 2, |_| {
             Collective::reduce_scatter(0, DataType::I32, ReduceOp::Sum, vec![0; 4 * (size + 1)], &t)

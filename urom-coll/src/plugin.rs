@@ -399,7 +399,10 @@ fn status_of(e: &Error) -> Status {
     match e {
         Error::Invalid(_) | Error::Mismatch { .. } => Status::INVALID_VALUE,
         Error::Protocol { .. } => Status::IO_FAILED,
-        Error::Aborted { .. } => Status::CONNECTION_ABORTED,
+        // A peer that lost a member broke the group; one that saw bad or mismatched
+        // arguments did not.
+        Error::Aborted { peer_lost: true, .. } => Status::CONNECTION_ABORTED,
+        Error::Aborted { .. } => Status::INVALID_VALUE,
         Error::Transport(t) if t.kind == TransportErrorKind::PeerGone => Status::CONNECTION_ABORTED,
         Error::Transport(_) => Status::IO_FAILED,
         _ => Status::UNEXPECTED,
@@ -599,7 +602,13 @@ impl CollPlugin {
                     }
                     if let Err(s) = self.net.post_recv(slot) {
                         if let State::Active(g) = &mut self.state {
-                            g.mail.fail(TransportError::other(None, format!("reposting a receive failed: {s}")));
+                            // Only a broken ctx refuses a receive (a peer vanished and DOCA
+                            // moved it to the error state): nothing will arrive any more.
+                            g.mail.fail(TransportError {
+                                kind: TransportErrorKind::PeerGone,
+                                peer: None,
+                                message: format!("reposting a receive failed: {s}"),
+                            });
                         }
                     }
                 }
