@@ -2,10 +2,16 @@
 //!
 //! The algorithms are those of the [`doca_coll`] engine (recursive doubling, ring, k-nomial,
 //! dissemination; see its docs for when each is chosen). This module gives them typed buffers
-//! of registered memory ([`TypedBuf`], [`Element`]) and, for now, one way to run them:
-//! [`HostComm`], the **host-only baseline**, where the host processes run the collective
-//! themselves over the soft provider's RDMA. The same buffer types are meant for the
-//! offloaded collectives of a UROM domain, where the DPU workers run the algorithms.
+//! of registered memory ([`TypedBuf`], [`Element`]) and two ways to run them with the same
+//! method shapes:
+//!
+//! - **offloaded**: the UROM workers of a [`Domain`](crate::urom::Domain) run them with the
+//!   `worker_coll` plugin, reading and writing the hosts' registered buffers directly while
+//!   the hosts compute ([`Domain::allreduce`](crate::urom::Domain::allreduce) and the others;
+//!   the model is in [`crate::urom::coll`]);
+//! - **host-only**, the baseline: [`HostComm`], where the host processes run the collective
+//!   themselves over the soft provider's RDMA (documented below).
+//!
 //! `docs/collectives.md` describes the model in more detail.
 //!
 //! # The model
