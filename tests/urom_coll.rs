@@ -296,7 +296,7 @@ fn zero_length_buffers_and_in_flight_order() {
 }
 
 #[test]
-fn local_argument_errors_are_reported_at_once() {
+fn local_argument_errors_are_reported_at_once_and_fail_the_collective_everywhere() {
     let d = daemon();
     all_ok(run_members(&d.socket, 2, 4096, |dom, mem, dev| {
         Box::pin(async move {
@@ -315,9 +315,24 @@ fn local_argument_errors_are_reported_at_once() {
             let mut buf = TypedBuf::<i64>::new(mem, 8..12)?;
             let e = dom.broadcast(5, &mut buf).await.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-            // Nothing was submitted: the group is still in step.
+            // Every member made the same mistakes, so the group is still in step.
             let mut dst = TypedBuf::<i64>::new(mem, 8..12)?;
             dom.allreduce(&src, &mut dst, ReduceOp::Sum).await?;
+            // A mistake on one member only: the others' collective fails too (rather than
+            // wait for it forever), and the next one works everywhere.
+            let mut src = TypedBuf::<i64>::new(mem, 0..4)?;
+            src.write_from(&[1, 2, 3, 4])?;
+            let r = if dom.rank() == 0 {
+                let e = dom.allreduce(&src, &mut elsewhere, ReduceOp::Sum).await.unwrap_err();
+                assert!(e.to_string().contains("not inside memory registered"), "{e}");
+                Err(e)
+            } else {
+                dom.allreduce(&src, &mut dst, ReduceOp::Sum).await
+            };
+            let e = r.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            dom.allreduce(&src, &mut dst, ReduceOp::Sum).await?;
+            assert_eq!(dst.read_vec(), [2, 4, 6, 8]);
             Ok(())
         })
     }));

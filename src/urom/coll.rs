@@ -22,7 +22,10 @@
 //!   [`Access::RDMA_READ`] (sources) and [`Access::RDMA_WRITE`] (destinations): the worker
 //!   looks the addresses up among the domain's segments and reaches them with that segment's
 //!   key. Arguments are checked on the host first (registration, access, lengths for the
-//!   kind, the root); a call that fails there is not submitted and takes no sequence number.
+//!   kind, the root). A call that fails there returns the precise error at once, and still
+//!   takes the collective's place in the group: a stand-in command makes the workers fail
+//!   that collective on every member ([`ErrorKind::InvalidArgument`]), so nobody waits for
+//!   this member forever and later collectives still match.
 //! * **Ordering.** A collective is submitted *when its method is called*: it is numbered and
 //!   queued then, and one driver task per domain hands the queued commands to the worker
 //!   strictly in that order (each command's task is submitted before the next is created,
@@ -190,15 +193,16 @@ impl Offload {
         }
     }
 
-    /// Numbers and queues one collective; the returned future resolves with its answer.
-    fn submit(&self, op: &'static str, mut spec: CollSpec, keep: Vec<Memory>) -> Rc<ResultCell<()>> {
+    /// Numbers and queues one command (`make` gets the sequence number); the returned cell
+    /// receives its answer.
+    fn submit(&self, op: &'static str, make: impl FnOnce(u32) -> Cmd, keep: Vec<Memory>) -> Rc<ResultCell<()>> {
         let cell = Rc::new(ResultCell::default());
         {
             let mut st = self.shared.state.borrow_mut();
-            spec.seq = st.next_seq;
+            let seq = st.next_seq;
             st.next_seq = st.next_seq.wrapping_add(1);
             st.outstanding += 1;
-            let payload = Cmd::Coll(spec).encode();
+            let payload = make(seq).encode();
             st.queue.push_back(Request { op, payload, cell: cell.clone(), _keep: keep });
         }
         self.shared.wake.notify();
@@ -229,6 +233,11 @@ impl Offload {
     }
 
     /// Checks and submits one collective; `src`/`dst` as the worker will see them.
+    ///
+    /// Arguments this member cannot use still take the collective's place in the group: a
+    /// stand-in ([`Cmd::Invalid`]) is queued, which the workers fail on every member (the
+    /// others get [`ErrorKind::InvalidArgument`] instead of waiting forever), and this
+    /// member's caller gets the precise local error at once.
     fn issue<T: Element>(
         &self,
         op: &'static str,
@@ -238,6 +247,24 @@ impl Offload {
         src: Option<&Buf>,
         dst: Option<&Buf>,
     ) -> Result<Rc<ResultCell<()>>> {
+        self.checked::<T>(op, kind, red, root, src, dst)
+            .map(|(spec, keep)| self.submit(op, |seq| Cmd::Coll(CollSpec { seq, ..spec }), keep))
+            .inspect_err(|_| {
+                self.submit(op, |seq| Cmd::Invalid { seq, kind }, Vec::new());
+            })
+    }
+
+    /// The command for a collective, and the memory to keep while it runs, if this member's
+    /// arguments are usable.
+    fn checked<T: Element>(
+        &self,
+        op: &'static str,
+        kind: Kind,
+        red: ReduceOp,
+        root: usize,
+        src: Option<&Buf>,
+        dst: Option<&Buf>,
+    ) -> Result<(CollSpec, Vec<Memory>)> {
         let (size, rank) = (self.shared.size, self.shared.rank);
         let len = |b: Option<&Buf>| b.map_or(0, Buf::len);
         // The count the plugin expects for the kind; `CollSpec::check` (the plugin's own
@@ -270,7 +297,7 @@ impl Offload {
             self.check_buf(op, "destination", d, Access::RDMA_WRITE)?;
             keep.push(d.memory().clone());
         }
-        Ok(self.submit(op, spec, keep))
+        Ok((spec, keep))
     }
 }
 
@@ -427,8 +454,9 @@ impl Domain {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for buffers outside the domain's memory, without the
-    /// access, or of lengths that do not fit (reported at once, nothing submitted), and for
-    /// members that disagree on the count, type or operator (on every member);
+    /// access, or of lengths that do not fit (reported at once; the other members' same
+    /// collective fails with it), and for members that disagree on the count, type or
+    /// operator (on every member);
     /// [`ErrorKind::ConnectionLost`] when a member or its worker died;
     /// [`ErrorKind::BadState`] when the domain runs no collectives.
     ///
