@@ -193,11 +193,25 @@ async fn every_kind<T: Num>(d: &Domain, mem: &Memory, count: usize, salt: u64) -
     d.barrier().await.map_err(|e| e.context_prefix(&ctx("barrier")))
 }
 
+/// `n` element counts from 1 to `max`, drawn log-uniformly from `seed` (so small and large
+/// messages, both algorithms of each kind, are equally likely); the first is always 1.
+fn counts(seed: u64, n: usize, max: u64) -> Vec<usize> {
+    let mut rng = Rng(seed);
+    let bits = 64 - max.leading_zeros() as u64;
+    (0..n)
+        .map(|k| {
+            if k == 0 {
+                return 1;
+            }
+            let b = rng.below(bits + 1);
+            (1 + rng.below(1 << b)).min(max) as usize
+        })
+        .collect()
+}
+
 /// Every kind, operator and type, at a few sizes drawn from `seed` (the same on every member).
 async fn every_kind_op_type(d: &Domain, mem: &Memory, seed: u64, sizes: usize, max: u64) -> Result<()> {
-    let mut rng = Rng(seed);
-    for k in 0..sizes {
-        let count = 1 + rng.below(max) as usize;
+    for (k, count) in counts(seed, sizes, max).into_iter().enumerate() {
         every_kind::<i32>(d, mem, count, k as u64).await?;
         every_kind::<i64>(d, mem, count, k as u64 + 1).await?;
         every_kind::<u64>(d, mem, count, k as u64 + 2).await?;
@@ -208,6 +222,7 @@ async fn every_kind_op_type(d: &Domain, mem: &Memory, seed: u64, sizes: usize, m
 }
 
 fn matrix(n: u32, sizes: usize, max: u64) {
+    eprintln!("{n} members, element counts {:?}", counts(0x5eed + n as u64, sizes, max));
     let d = daemon();
     let bytes = 2 * n as usize * max as usize * 8 + 64;
     all_ok(run_members(&d.socket, n, bytes, move |dom, mem, _| {
@@ -218,22 +233,22 @@ fn matrix(n: u32, sizes: usize, max: u64) {
 
 #[test]
 fn two_members_every_collective_op_and_type() {
-    matrix(2, 3, 3000);
+    matrix(2, 4, 1 << 20);
 }
 
 #[test]
 fn three_members_every_collective_op_and_type() {
-    matrix(3, 2, 3000);
+    matrix(3, 3, 1 << 18);
 }
 
 #[test]
 fn four_members_every_collective_op_and_type() {
-    matrix(4, 2, 2000);
+    matrix(4, 3, 1 << 16);
 }
 
 #[test]
 fn eight_members_every_collective_op_and_type() {
-    matrix(8, 1, 600);
+    matrix(8, 3, 1 << 12);
 }
 
 /// One mebi-element allreduce (the ring algorithm, chunked transfers) on 2 and 3 members.
