@@ -356,7 +356,7 @@ async fn drive(shared: Rc<Shared>) {
     let worker = shared.worker.clone();
     // Commands handed to the worker (or being handed), oldest first. They borrow `worker`,
     // which this future owns, so they are plain futures rather than spawned tasks.
-    let mut running: VecDeque<(Request, Pin<Box<CommandOp<'_>>>)> = VecDeque::new();
+    let mut running: VecDeque<(Request, CommandOp<'_>)> = VecDeque::new();
     poll_fn(|cx| {
         // Everything queued so far is handled below; a later notification wakes us again.
         shared.wake.clear();
@@ -369,7 +369,7 @@ async fn drive(shared: Rc<Shared>) {
             let Some(mut req) = shared.state.borrow_mut().queue.pop_front() else { break };
             let payload = std::mem::take(&mut req.payload);
             match worker.command_op(shared.plugin, payload) {
-                Ok(op) => running.push_back((req, Box::pin(op))),
+                Ok(op) => running.push_back((req, op)),
                 Err(e) => {
                     finish(&shared, &req, Err(e.context_prefix(&format!("domain.{}", req.op))));
                     continue;
@@ -377,12 +377,12 @@ async fn drive(shared: Rc<Shared>) {
             }
             // Poll it now: that allocates and submits it (or registers for room).
             let (req, op) = running.back_mut().expect("just pushed");
-            if let Poll::Ready((status, notif)) = op.as_mut().poll(cx) {
+            if let Poll::Ready((status, notif)) = Pin::new(op).poll(cx) {
                 finish(&shared, req, answer_to_result(req.op, status, &notif));
                 running.pop_back();
             }
         }
-        running.retain_mut(|(req, op)| match op.as_mut().poll(cx) {
+        running.retain_mut(|(req, op)| match Pin::new(op).poll(cx) {
             Poll::Ready((status, notif)) => {
                 finish(&shared, req, answer_to_result(req.op, status, &notif));
                 false
