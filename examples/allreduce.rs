@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use async_doca::coll::{HostComm, ReduceOp, TypedBuf};
+use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
 use async_doca::urom::{Domain, SocketOob, Worker, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result, Runtime};
 
@@ -45,6 +45,7 @@ const DEFAULT_SIZES: &[usize] = &[1, 8, 64, 512, 4096, 32_768, 262_144];
 /// The longest any one step may take, including waiting for the other processes.
 const LIMIT: Duration = Duration::from_secs(60);
 
+#[derive(Clone)]
 struct Settings {
     procs: u32,
     iters: usize,
@@ -215,7 +216,11 @@ fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_o
     let cpu = *cpus.get(rank as usize % cpus.len().max(1)).ok_or_else(|| mismatch("the process may run on no CPU"))?;
     let rt = Runtime::builder().cpus(CpuSet::from_cpus([cpu])?).build()?;
     let max = s.sizes.iter().copied().max().unwrap_or(1);
-    rt.block_on(async {
+    let (s, addr, domain_oob, host_oob) = (s.clone(), addr.clone(), domain_oob.to_owned(), host_oob.to_owned());
+    // On the executor pinned to `cpu` rather than in block_on's (unpinned, never spinning)
+    // thread: latency-critical loops belong on a worker (see `Runtime::block_on`).
+    let job = rt.spawn_on(cpu, move || async move {
+        let (s, domain_oob, host_oob) = (&s, &domain_oob, &host_oob);
         let dev = Device::open_default()?;
         let svc = addr.connect(&dev).await?;
         let worker = step("start the worker", LIMIT, Worker::builder(&svc).plugin("worker_coll").start()).await?;
@@ -238,7 +243,12 @@ fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_o
             for offload in [true, false] {
                 for iter in 0..s.iters {
                     let times = if offload { &mut r.offload } else { &mut r.host };
-                    let took = one(&domain, &comm, &mem, rank, s.procs, count, iter, offload).await.map_err(|e| {
+                    let took = if offload {
+                        one(&domain, &mem, rank, s.procs, count, iter).await
+                    } else {
+                        one(&comm, &mem, rank, s.procs, count, iter).await
+                    };
+                    let took = took.map_err(|e| {
                         let mode = if offload { "offloaded" } else { "host-only" };
                         e.context_prefix(&format!("{mode} allreduce of {count} elements, iteration {iter}"))
                     })?;
@@ -250,33 +260,21 @@ fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_o
         step("close the host communicator", LIMIT, comm.close()).await?;
         step("stop the domain", LIMIT, domain.stop()).await?;
         step("stop the worker", LIMIT, worker.stop()).await?;
-        Ok(results)
-    })
+        Ok::<_, Error>(results)
+    })?;
+    rt.block_on(job)?
 }
 
-/// One verified allreduce; returns its latency (submission to result).
-#[allow(clippy::too_many_arguments)]
-async fn one(
-    domain: &Domain,
-    comm: &HostComm,
-    mem: &Memory,
-    rank: u32,
-    procs: u32,
-    count: usize,
-    iter: usize,
-    offload: bool,
-) -> Result<Duration> {
+/// One verified allreduce, offloaded or not (the same code: `Collectives`); returns its
+/// latency (submission to result).
+async fn one(c: &impl Collectives, mem: &Memory, rank: u32, procs: u32, count: usize, iter: usize) -> Result<Duration> {
     let max = mem.len() / 16;
     let mut src = TypedBuf::<f64>::new(mem, 0..count)?;
     let mut dst = TypedBuf::<f64>::new(mem, max..max + count)?;
     src.write_from(&(0..count).map(|i| contribution(rank, i, iter)).collect::<Vec<_>>())?;
     dst.write_from(&vec![f64::NAN; count])?;
     let started = Instant::now();
-    if offload {
-        step("allreduce", LIMIT, domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
-    } else {
-        step("allreduce", LIMIT, comm.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
-    }
+    step("allreduce", LIMIT, c.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
     let took = started.elapsed();
     for (i, v) in dst.read_vec().into_iter().enumerate() {
         let want = expected(procs, i, iter);

@@ -24,7 +24,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use async_doca::coll::{HostComm, ReduceOp, TypedBuf};
+use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
 use async_doca::urom::{Domain, Service, SocketOob, Worker, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result};
 
@@ -139,9 +139,9 @@ fn member(test: Test, p: &Params, rank: u32, socket: &Path, oob: &Path) -> Resul
             }
         };
         let mut bufs = Bufs::new(&mem, elems, size, rank)?;
-        let out = match test {
-            Test::Overlap => overlap(&group, &mut bufs, &p).await,
-            _ => latency(test, &group, &mut bufs, &p).await,
+        let out = match &group {
+            Group::Offload { domain, .. } => measure(test, domain, &mut bufs, &p).await,
+            Group::Host(comm) => measure(test, comm, &mut bufs, &p).await,
         };
         let closed = match group {
             Group::Offload { domain, worker } => {
@@ -175,41 +175,49 @@ impl Bufs {
     }
 }
 
-/// One collective of `test`, awaited (bounded by [`PEER_TIMEOUT`]).
-async fn once(test: Test, g: &Group, b: &mut Bufs) -> Result<()> {
-    let Bufs { src, dst, gathered } = b;
-    let fut: Pinned<'_> = match (test, g) {
-        (Test::Allreduce | Test::Overlap, Group::Offload { domain, .. }) => {
-            Box::pin(domain.allreduce(src, dst, ReduceOp::Sum))
-        }
-        (Test::Allreduce | Test::Overlap, Group::Host(c)) => Box::pin(c.allreduce(src, dst, ReduceOp::Sum)),
-        (Test::Allgather, Group::Offload { domain, .. }) => Box::pin(domain.allgather(src, gathered)),
-        (Test::Allgather, Group::Host(c)) => Box::pin(c.allgather(src, gathered)),
-        (Test::Bcast, Group::Offload { domain, .. }) => Box::pin(domain.broadcast(0, dst)),
-        (Test::Bcast, Group::Host(c)) => Box::pin(c.broadcast(0, dst)),
-        (Test::Barrier, Group::Offload { domain, .. }) => Box::pin(domain.barrier()),
-        (Test::Barrier, Group::Host(c)) => Box::pin(c.barrier()),
-    };
-    bounded(fut).await
+async fn measure(
+    test: Test,
+    c: &impl Collectives,
+    b: &mut Bufs,
+    p: &Params,
+) -> Result<(Samples, Duration, Option<f64>)> {
+    match test {
+        Test::Overlap => overlap(c, b, p).await,
+        _ => latency(test, c, b, p).await,
+    }
 }
 
-async fn bounded(fut: Pinned<'_>) -> Result<()> {
+/// One collective of `test`, awaited (bounded by [`PEER_TIMEOUT`]).
+async fn once(test: Test, c: &impl Collectives, b: &mut Bufs) -> Result<()> {
+    let Bufs { src, dst, gathered } = b;
+    match test {
+        Test::Allreduce | Test::Overlap => bounded(c.allreduce(src, dst, ReduceOp::Sum)).await,
+        Test::Allgather => bounded(c.allgather(src, gathered)).await,
+        Test::Bcast => bounded(c.broadcast(0, dst)).await,
+        Test::Barrier => bounded(c.barrier()).await,
+    }
+}
+
+async fn bounded(fut: impl std::future::Future<Output = Result<()>>) -> Result<()> {
     async_doca::time::timeout(PEER_TIMEOUT, fut)
         .await
         .map_err(|_| Error::new(ErrorKind::TimedOut, "perf: a collective took too long"))?
 }
 
-type Pinned<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>>;
-
-async fn latency(test: Test, g: &Group, b: &mut Bufs, p: &Params) -> Result<(Samples, Duration, Option<f64>)> {
+async fn latency(
+    test: Test,
+    c: &impl Collectives,
+    b: &mut Bufs,
+    p: &Params,
+) -> Result<(Samples, Duration, Option<f64>)> {
     for _ in 0..p.warmup {
-        once(test, g, b).await?;
+        once(test, c, b).await?;
     }
     let mut samples = Samples::with_capacity(p.iters as usize);
     let start = Instant::now();
     for _ in 0..p.iters {
         let t0 = Instant::now();
-        once(test, g, b).await?;
+        once(test, c, b).await?;
         samples.push(t0.elapsed(), 1.0);
     }
     Ok((samples, start.elapsed(), None))
@@ -229,16 +237,16 @@ fn median(v: &mut [Duration]) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-async fn overlap(g: &Group, b: &mut Bufs, p: &Params) -> Result<(Samples, Duration, Option<f64>)> {
+async fn overlap(c: &impl Collectives, b: &mut Bufs, p: &Params) -> Result<(Samples, Duration, Option<f64>)> {
     // t_coll: the allreduce alone.
     for _ in 0..p.warmup {
-        once(Test::Overlap, g, b).await?;
+        once(Test::Overlap, c, b).await?;
     }
     let rounds = p.iters.max(3) as usize;
     let mut alone = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let t0 = Instant::now();
-        once(Test::Overlap, g, b).await?;
+        once(Test::Overlap, c, b).await?;
         alone.push(t0.elapsed());
     }
     let t_coll = median(&mut alone);
@@ -259,10 +267,7 @@ async fn overlap(g: &Group, b: &mut Bufs, p: &Params) -> Result<(Samples, Durati
         // Submitted when called; the compute loop runs while the collective is in flight.
         let t0 = Instant::now();
         let Bufs { src, dst, .. } = &mut *b;
-        let fut: Pinned<'_> = match g {
-            Group::Offload { domain, .. } => Box::pin(domain.allreduce(src, dst, ReduceOp::Sum)),
-            Group::Host(c) => Box::pin(c.allreduce(src, dst, ReduceOp::Sum)),
-        };
+        let fut = c.allreduce(src, dst, ReduceOp::Sum);
         black_box(compute(units));
         bounded(fut).await?;
         let d = t0.elapsed();
