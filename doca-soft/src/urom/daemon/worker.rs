@@ -394,6 +394,12 @@ impl Worker<'_> {
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = std::time::Instant::now();
+                } else if n == 0 {
+                    // Spinning on an answer that depends on another process (a peer worker,
+                    // a host): on a machine with fewer CPUs than busy processes that process
+                    // may be the one waiting for this CPU, so give it up for a moment.
+                    // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
+                    unsafe { libc::sched_yield() };
                 }
             } else {
                 last_progress = std::time::Instant::now();
