@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -614,14 +614,19 @@ impl Membership {
         self.slot().dirty()
     }
 
-    /// Wakes threads blocked in [`wait`](Membership::wait) (in this process).
+    /// Wakes threads blocked in [`wait`](Membership::wait).
     pub(crate) fn wake_waiters(&self) {
         shm::futex_wake(&self.slot().change_seq);
     }
 
-    /// The futex word changes bump (for [`wait`](Membership::wait)-like loops).
-    pub(crate) fn change_word(&self) -> &AtomicU32 {
-        &self.slot().change_seq
+    /// Ends the registration now (idempotent; dropping does it too): the CPUs become free.
+    pub(crate) fn unregister(&self) {
+        let _ = self.reg.locked(|t| {
+            if let Ok(s) = self.mine(t) {
+                s.clear();
+            }
+            Ok(())
+        });
     }
 
     fn slot(&self) -> &Slot {
@@ -640,12 +645,7 @@ impl Membership {
 
 impl Drop for Membership {
     fn drop(&mut self) {
-        let _ = self.reg.locked(|t| {
-            if let Ok(s) = self.mine(t) {
-                s.clear();
-            }
-            Ok(())
-        });
+        self.unregister();
     }
 }
 

@@ -72,6 +72,20 @@ impl CpuSet {
         Ok(())
     }
 
+    /// Pins thread `tid` of this process (0: the caller) to exactly this set.
+    pub(crate) fn pin_thread(&self, tid: libc::pid_t) -> Result<()> {
+        if self.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "pin thread: empty CPU set"));
+        }
+        let raw = self.to_raw();
+        // SAFETY: `raw` is a valid cpu_set_t of the size passed.
+        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &raw) };
+        if rc != 0 {
+            return Err(Error::os(std::io::Error::last_os_error(), &format!("sched_setaffinity({tid}, {self})")));
+        }
+        Ok(())
+    }
+
     /// Adds a CPU. Fails for a CPU number of [`MAX_CPUS`] or more.
     pub fn insert(&mut self, cpu: usize) -> Result<()> {
         if cpu >= MAX_CPUS {

@@ -21,6 +21,7 @@
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
 pub(crate) mod cpuset;
+mod elastic;
 mod local;
 mod park;
 mod pe;
