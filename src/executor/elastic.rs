@@ -153,9 +153,31 @@ fn apply(inner: &Arc<RtInner>, mask: &CpuSet) {
     move_other_threads(inner, mask);
 }
 
-/// Moves every thread of the process that is not an executor onto `mask`.
+/// The kernel thread ids of every runtime's worker threads in this process.
+static EXECUTORS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Marks the calling thread as a pinned executor while it lives.
+pub(super) struct ExecutorThread(i32);
+
+impl ExecutorThread {
+    pub(super) fn enter() -> ExecutorThread {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        EXECUTORS.lock().unwrap_or_else(|p| p.into_inner()).push(tid);
+        ExecutorThread(tid)
+    }
+}
+
+impl Drop for ExecutorThread {
+    fn drop(&mut self) {
+        EXECUTORS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&t| t != self.0);
+    }
+}
+
+/// Moves every thread of the process that is not an executor (of any runtime) onto `mask`.
 fn move_other_threads(inner: &RtInner, mask: &CpuSet) {
-    let executors: Vec<i32> = inner.workers().iter().map(|w| w.shared.tid.load(Ordering::Relaxed)).collect();
+    let mut executors: Vec<i32> = inner.workers().iter().map(|w| w.shared.tid.load(Ordering::Relaxed)).collect();
+    executors.extend(EXECUTORS.lock().unwrap_or_else(|p| p.into_inner()).iter());
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return };
     for entry in dir.flatten() {
         let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };

@@ -175,6 +175,8 @@ impl Builder {
 }
 
 fn worker_main(cpu: usize, config: Config, rt: Arc<RtInner>, ready: mpsc::SyncSender<Result<Arc<Shared>>>) {
+    // Known as a pinned executor, so that no runtime's DROM follower moves it.
+    let _pinned = super::elastic::ExecutorThread::enter();
     let started = CpuSet::from_cpus([cpu])
         .and_then(|set| set.pin_current_thread())
         .and_then(|()| Core::new(Some(cpu), config, Some(Handle { inner: rt })));
