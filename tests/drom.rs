@@ -307,6 +307,8 @@ fn a_launcher_moves_a_cpu_both_follow_and_it_comes_back() {
     let b_pid: i32 = it.next().unwrap().parse().unwrap();
     assert_eq!(it.next(), Some("1"), "B adopted its reservation (CPU 1), not the CPUs it asked for");
     let reg = Registry::attach(&k.0).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(reg.path()).unwrap().permissions().mode() & 0o777, 0o600, "private registry file");
     assert_eq!(reg.get_mask(b_pid, Flags::NONE).unwrap(), set("1"));
     assert_eq!(reg.get_mask(a_pid, Flags::SYNC_QUERY).unwrap(), set("0"));
     follows(b_pid, &set("1"));
