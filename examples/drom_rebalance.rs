@@ -69,7 +69,10 @@ fn run() -> Result<()> {
     let key = format!("example-{}", std::process::id());
     let rt = Runtime::builder().cpus(all).drom(Options::new(&key)).build()?;
     let pid = std::process::id() as i32;
-    let tool = std::env::current_exe().ok().and_then(|p| Some(p.parent()?.parent()?.join("async-doca"))).filter(|p| p.is_file());
+    let tool = std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.join("async-doca")))
+        .filter(|p| p.is_file());
     let admin = match tool {
         Some(p) => {
             println!("administrator: {} taskset", p.display());
@@ -88,7 +91,12 @@ fn run() -> Result<()> {
         }
         let counts = steady_work(&rt, phase);
         let line: Vec<String> = (0..CPUS).map(|c| format!("cpu{c} {:>7}", counts[c])).collect();
-        println!("mask {:<4}  runtime cpus {:<4}  work ran on: {}", mask.to_string(), rt.cpus().to_string(), line.join("  "));
+        println!(
+            "mask {:<4}  runtime cpus {:<4}  work ran on: {}",
+            mask.to_string(),
+            rt.cpus().to_string(),
+            line.join("  ")
+        );
         for (c, &n) in counts.iter().enumerate() {
             if !mask.contains(c) && n > 0 {
                 println!("  ERROR: {n} tasks ran on CPU {c}, outside the mask {mask}");

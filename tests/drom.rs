@@ -11,7 +11,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -143,7 +143,11 @@ fn child_args(c: &mut Command, role: &str, key: &str, cpus: &str) {
 /// `async-doca taskset --key KEY ARGS…`: (success, stdout, stderr).
 fn taskset(key: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(CLI).args(["taskset", "--key", key]).args(args).output().expect("run async-doca taskset");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Every thread of `pid`: (name, Cpus_allowed_list).
@@ -167,7 +171,9 @@ fn follows(pid: i32, mask: &CpuSet) -> Vec<(String, CpuSet)> {
     loop {
         let ts = threads(pid);
         let inside = ts.iter().all(|(_, m)| m.is_subset(mask));
-        let homes = mask.iter().all(|c| ts.iter().any(|(n, m)| n == &format!("async-doca-cpu{c}") && *m == set(&c.to_string())));
+        let homes = mask
+            .iter()
+            .all(|c| ts.iter().any(|(n, m)| n == &format!("async-doca-cpu{c}") && *m == set(&c.to_string())));
         if inside && homes && !ts.is_empty() {
             return ts;
         }
@@ -299,9 +305,11 @@ fn a_launcher_moves_a_cpu_both_follow_and_it_comes_back() {
     follows(a_pid, &set("0-1"));
     // A third process launches B on CPU 1, stolen from A: A must follow to CPU 0.
     let mut launch = Command::new(CLI);
-    launch.args(["taskset", "--key", &k.0, "-c", "1", "--steal", "--return-stolen", "--"]).arg(std::env::current_exe().unwrap());
+    launch
+        .args(["taskset", "--key", &k.0, "-c", "1", "--steal", "--return-stolen", "--"])
+        .arg(std::env::current_exe().unwrap());
     child_args(&mut launch, "runtime", &k.0, "0-1");
-    let mut b = Proc::start(launch);
+    let b = Proc::start(launch);
     let ready = b.expect("READY");
     let mut it = ready.split_whitespace();
     let b_pid: i32 = it.next().unwrap().parse().unwrap();
@@ -323,7 +331,11 @@ fn a_launcher_moves_a_cpu_both_follow_and_it_comes_back() {
     assert!(!ok && err.contains("none left"), "{err}");
     let (ok, list, _) = taskset(&k.0, &["--list"]);
     assert!(ok);
-    assert!(list.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == [&a_pid.to_string(), "0", "0", "1", "running"]), "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == [&a_pid.to_string(), "0", "0", "1", "running"]),
+        "{list}"
+    );
     // B exits; the launcher finalizes it and returns the stolen CPU to A, which grows back.
     assert!(b.finish().success());
     follows(a_pid, &set("0-1"));
@@ -347,7 +359,7 @@ fn a_third_process_moves_cpus_between_two_runtimes() {
     let (ok, _, err) = taskset(&k.0, &["-p", &a_pid.to_string(), "-c", "0", "--sync"]);
     assert!(ok, "{err}");
     follows(a_pid, &set("0"));
-    let mut b = Proc::start(child_cmd("runtime", &k.0, "1"));
+    let b = Proc::start(child_cmd("runtime", &k.0, "1"));
     let b_pid: i32 = b.expect("READY").split_whitespace().next().unwrap().parse().unwrap();
     follows(b_pid, &set("1"));
     // The third process moves CPU 0 to B... which A cannot give (its last): PERM. It moves
@@ -459,7 +471,8 @@ fn a_runtime_in_this_process_grows_and_shrinks() {
     assert_eq!(CpuSet::affinity_of(w1.tid).unwrap(), set("1"));
     // Spawned work reaches the new executor.
     let ran: Vec<usize> = rt.block_on(async {
-        let hs: Vec<_> = (0..8).map(|_| async_doca::spawn(async { async_doca::executor::current_cpu().unwrap() })).collect();
+        let hs: Vec<_> =
+            (0..8).map(|_| async_doca::spawn(async { async_doca::executor::current_cpu().unwrap() })).collect();
         let mut v = Vec::new();
         for h in hs {
             v.push(h.await.unwrap());
@@ -474,7 +487,8 @@ fn a_runtime_in_this_process_grows_and_shrinks() {
     assert!(!w0.active);
     assert_eq!(CpuSet::affinity_of(w0.tid).unwrap(), set("1"));
     let ran: Vec<usize> = rt.block_on(async {
-        let hs: Vec<_> = (0..8).map(|_| async_doca::spawn(async { async_doca::executor::current_cpu().unwrap() })).collect();
+        let hs: Vec<_> =
+            (0..8).map(|_| async_doca::spawn(async { async_doca::executor::current_cpu().unwrap() })).collect();
         let mut v = Vec::new();
         for h in hs {
             v.push(h.await.unwrap());

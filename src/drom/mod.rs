@@ -89,7 +89,12 @@ impl std::ops::BitOr for Flags {
 
 impl std::fmt::Debug for Flags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names = [(Flags::SYNC_QUERY, "SYNC_QUERY"), (Flags::SYNC_NOW, "SYNC_NOW"), (Flags::STEAL_CPUS, "STEAL_CPUS"), (Flags::RETURN_STOLEN, "RETURN_STOLEN")];
+        let names = [
+            (Flags::SYNC_QUERY, "SYNC_QUERY"),
+            (Flags::SYNC_NOW, "SYNC_NOW"),
+            (Flags::STEAL_CPUS, "STEAL_CPUS"),
+            (Flags::RETURN_STOLEN, "RETURN_STOLEN"),
+        ];
         let set: Vec<&str> = names.iter().filter(|(fl, _)| self.contains(*fl) && fl.0 != 0).map(|(_, n)| *n).collect();
         if set.is_empty() {
             f.write_str("NONE")

@@ -141,13 +141,7 @@ impl Registry {
 
     /// Every process and reservation, with its masks.
     pub fn processes(&self) -> Result<Vec<ProcessInfo>> {
-        self.locked(|t| {
-            Ok(t.slots
-                .iter()
-                .filter(|s| s.state.load(Ordering::Relaxed) != shm::FREE)
-                .map(|s| info(s))
-                .collect())
-        })
+        self.locked(|t| Ok(t.slots.iter().filter(|s| s.state.load(Ordering::Relaxed) != shm::FREE).map(info).collect()))
     }
 
     /// The CPUs nobody owns.
@@ -330,7 +324,10 @@ impl Registry {
             let s = &t.slots[i];
             loop {
                 let applied = s.applied_seq.load(Ordering::Acquire);
-                if applied == seq || s.pid.load(Ordering::Relaxed) != pid || s.state.load(Ordering::Relaxed) == shm::FREE {
+                if applied == seq
+                    || s.pid.load(Ordering::Relaxed) != pid
+                    || s.state.load(Ordering::Relaxed) == shm::FREE
+                {
                     break;
                 }
                 let now = Instant::now();
@@ -458,7 +455,9 @@ fn reap_dead(t: &Table) {
     for s in &t.slots {
         let (pid, start) = match s.state.load(Ordering::Relaxed) {
             REGISTERED => (s.pid.load(Ordering::Relaxed), s.start.load(Ordering::Relaxed)),
-            RESERVED if s.pid.load(Ordering::Relaxed) != 0 => (s.pid.load(Ordering::Relaxed), s.start.load(Ordering::Relaxed)),
+            RESERVED if s.pid.load(Ordering::Relaxed) != 0 => {
+                (s.pid.load(Ordering::Relaxed), s.start.load(Ordering::Relaxed))
+            }
             RESERVED => (s.owner.load(Ordering::Relaxed), s.owner_start.load(Ordering::Relaxed)),
             _ => continue,
         };
@@ -590,7 +589,10 @@ impl Membership {
         self.reg.locked(|t| {
             let s = self.mine(t)?;
             if !s.dirty() || s.future.get() != *mask {
-                return Err(Error::new(ErrorKind::BadState, format!("drom: {mask} is not this process's pending mask")));
+                return Err(Error::new(
+                    ErrorKind::BadState,
+                    format!("drom: {mask} is not this process's pending mask"),
+                ));
             }
             s.current.set(*mask);
             s.applied_seq.store(s.change_seq.load(Ordering::Relaxed), Ordering::Release);

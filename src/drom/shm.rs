@@ -220,7 +220,14 @@ impl Segment {
         let system = if fresh { online_cpus()? } else { CpuSet::new() };
         // SAFETY: maps SIZE bytes of a file that has SIZE bytes; checked below.
         let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
         };
         if ptr == libc::MAP_FAILED {
             drop(seg_lock);

@@ -10,7 +10,9 @@ use async_doca::CpuSet;
 
 /// `async-doca taskset`: see docs/drom.md.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  async-doca taskset --list\n  async-doca taskset -p 4242 -c 0-1 --steal --sync\n  async-doca taskset -c 1 -- ./my-service --flag")]
+#[command(
+    after_help = "Examples:\n  async-doca taskset --list\n  async-doca taskset -p 4242 -c 0-1 --steal --sync\n  async-doca taskset -c 1 -- ./my-service --flag"
+)]
 pub struct TasksetArgs {
     /// Registry key [default: $ASYNC_DOCA_DROM_KEY, else `default`]
     #[arg(long, value_name = "KEY")]
@@ -92,7 +94,10 @@ fn dispatch(args: TasksetArgs) -> async_doca::Result<ExitCode> {
     match cpus {
         Some(cpus) => {
             reg.set_mask(pid, &cpus, flags)?;
-            println!("pid {pid} mask {cpus}{}", if args.sync { " (applied)" } else { " (pending until it applies it)" });
+            println!(
+                "pid {pid} mask {cpus}{}",
+                if args.sync { " (applied)" } else { " (pending until it applies it)" }
+            );
         }
         None => println!("pid {pid} mask {}", reg.get_mask(pid, flags)?),
     }
@@ -127,7 +132,13 @@ fn list(reg: &Registry) -> async_doca::Result<()> {
 
 /// Reserves `cpus`, starts the program pinned to them with the reservation in its
 /// environment, and finalizes its registration when it exits.
-fn launch(reg: &Registry, cpus: &CpuSet, flags: Flags, post: Flags, command: &[String]) -> async_doca::Result<ExitCode> {
+fn launch(
+    reg: &Registry,
+    cpus: &CpuSet,
+    flags: Flags,
+    post: Flags,
+    command: &[String],
+) -> async_doca::Result<ExitCode> {
     let res = reg.pre_init(cpus, flags)?;
     let (var, value) = res.env();
     // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
