@@ -504,3 +504,69 @@ fn a_runtime_in_this_process_grows_and_shrinks() {
     rt.shutdown();
     assert!(reg.pids().unwrap().is_empty());
 }
+
+/// A UROM service with `--drom-key` and one worker on `worker_cpus`; runs `check` with the
+/// worker's pid, then stops everything.
+fn with_urom_worker(service_cpus: &str, worker_cpus: &str, check: impl FnOnce(&Key, u32)) {
+    use async_doca::urom::{Service, Worker};
+    let k = Key::new("urom");
+    let d = common::urom::Daemon::start(&[
+        "--builtin-samples",
+        "--log-level",
+        "warn",
+        "--cpus",
+        service_cpus,
+        "--drom-key",
+        &k.0,
+    ]);
+    // A plain runtime (not in the registry) for the host side.
+    let rt = Runtime::builder().cpus(set("0")).build().unwrap();
+    rt.block_on(async {
+        let dev = async_doca::Device::open_default()?;
+        let svc = async_doca::time::timeout(WAIT, Service::builder(&dev).socket_path(&d.socket).connect()).await??;
+        let w = async_doca::time::timeout(
+            WAIT,
+            Worker::builder(&svc).plugin("worker_graph").cpuset(set(worker_cpus)).start(),
+        )
+        .await??;
+        let pid = d.wait_workers(1)[0];
+        check(&k, pid);
+        drop(w);
+        Ok::<(), async_doca::Error>(())
+    })
+    .unwrap();
+    d.stop();
+    // The reaped worker left the registry.
+    assert!(Registry::attach(&k.0).unwrap().pids().unwrap().is_empty());
+}
+
+#[test]
+fn urom_workers_are_listed_and_moved_by_taskset() {
+    if !two_cpus() {
+        return;
+    }
+    with_urom_worker("0-1", "1", |k, pid| {
+        let (ok, list, err) = taskset(&k.0, &["--list"]);
+        assert!(ok, "{err}");
+        assert!(list.lines().any(|l| l.split_whitespace().take(2).eq([pid.to_string().as_str(), "1"])), "{list}");
+        let (ok, _, err) = taskset(&k.0, &["-p", &pid.to_string(), "-c", "0", "--sync"]);
+        assert!(ok, "{err}");
+        assert_eq!(common::urom::cpus_allowed(pid), "0");
+    });
+}
+
+#[test]
+fn urom_workers_never_leave_the_service_cpus() {
+    if !two_cpus() {
+        return;
+    }
+    with_urom_worker("1", "1", |k, pid| {
+        // CPU 0 is outside the service: the worker keeps to CPU 1 (the change is recorded).
+        let (ok, _, err) = taskset(&k.0, &["-p", &pid.to_string(), "-c", "0-1", "--sync"]);
+        assert!(ok, "{err}");
+        assert_eq!(common::urom::cpus_allowed(pid), "1");
+        let (ok, _, err) = taskset(&k.0, &["-p", &pid.to_string(), "-c", "0", "--sync"]);
+        assert!(ok, "{err}");
+        assert_eq!(common::urom::cpus_allowed(pid), "1");
+    });
+}

@@ -40,10 +40,14 @@
 
 mod registry;
 mod shm;
+#[cfg(feature = "soft")]
+mod urom_workers;
 
 use std::time::Duration;
 
 pub use registry::{Membership, ProcessInfo, Registry, Reservation, DEFAULT_SYNC_TIMEOUT};
+#[cfg(feature = "soft")]
+pub use urom_workers::UromWorkers;
 
 /// The environment variable through which a launcher passes a reservation to its child
 /// (value `KEY:SLOT:TOKEN`, see [`Registry::pre_init`]).

@@ -210,9 +210,18 @@ impl Registry {
     /// [`Flags::STEAL_CPUS`]). Fails with [`ErrorKind::BadState`] if it is registered
     /// already (DROM's INIT). The registration lasts as long as the [`Membership`].
     pub fn register(&self, mask: &CpuSet, flags: Flags) -> Result<Membership> {
+        self.register_pid(my_pid(), mask, flags)
+    }
+
+    /// Registers another running process of ours (a supervisor registering the processes
+    /// it starts, like the UROM service its workers), with the rules of
+    /// [`register`](Registry::register). The returned [`Membership`] is the supervisor's
+    /// handle: it polls the changes and applies them to that process (with
+    /// `sched_setaffinity`), and unregisters it when dropped.
+    pub fn register_pid(&self, pid: i32, mask: &CpuSet, flags: Flags) -> Result<Membership> {
         self.check_mask(mask)?;
-        let pid = my_pid();
-        let start = shm::proc_start(pid).unwrap_or(0);
+        let start = shm::proc_start(pid)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("drom: process {pid} is not running")))?;
         let slot = self.locked(|t| {
             if find(t, pid).is_ok() {
                 return Err(Error::new(ErrorKind::BadState, format!("drom: pid {pid} is already registered")));

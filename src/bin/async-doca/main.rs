@@ -62,6 +62,10 @@ struct UromServiceArgs {
     /// worker_coll), so no plugin shared object is needed.
     #[arg(long)]
     builtin_samples: bool,
+    /// Register the workers in the DROM registry of this key, so that `async-doca taskset`
+    /// lists and moves them (inside --cpus).
+    #[arg(long, value_name = "KEY")]
+    drom_key: Option<String>,
 }
 
 #[cfg(feature = "soft")]
@@ -78,6 +82,11 @@ fn urom_service(args: UromServiceArgs) -> Result<(), String> {
     cfg.log_level = args.log_level.parse()?;
     if args.builtin_samples {
         cfg.builtins = daemon::sample_builtins();
+    }
+    if let Some(key) = args.drom_key {
+        let workers = async_doca::drom::UromWorkers::new(&key, async_doca::drom::DEFAULT_CHECK_INTERVAL)
+            .map_err(|e| e.to_string())?;
+        cfg.worker_cpus = Some(std::sync::Arc::new(workers));
     }
     daemon::run(cfg)
 }
