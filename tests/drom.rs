@@ -570,3 +570,24 @@ fn urom_workers_never_leave_the_service_cpus() {
         assert_eq!(common::urom::cpus_allowed(pid), "1");
     });
 }
+
+#[test]
+fn taskset_reports_usage_errors_and_missing_registries() {
+    let k = Key::new("cli");
+    let (ok, _, err) = taskset(&k.0, &["--list"]);
+    assert!(!ok && err.contains("no registry"), "{err}");
+    let (ok, _, err) = taskset(&k.0, &[]);
+    assert!(!ok && err.contains("nothing to do"), "{err}");
+    let (ok, _, err) = taskset(&k.0, &["-c", "0", "-p", "1", "--", "true"]);
+    assert!(!ok && err.contains("exclude"), "{err}");
+    let (ok, _, err) = taskset(&k.0, &["-p", "1", "-c", "zero"]);
+    assert!(!ok && err.contains("bad CPU list"), "{err}");
+    // A launched program's exit code is passed through, and its reservation is gone after.
+    let (ok, _, err) = taskset(&k.0, &["-c", "0", "--", "sh", "-c", "exit 7"]);
+    assert!(!ok, "{err}");
+    let st =
+        Command::new(CLI).args(["taskset", "--key", &k.0, "-c", "0", "--", "sh", "-c", "exit 7"]).status().unwrap();
+    assert_eq!(st.code(), Some(7));
+    let reg = Registry::attach(&k.0).unwrap();
+    assert!(reg.processes().unwrap().is_empty());
+}
