@@ -130,8 +130,7 @@ fn follow(rt: Weak<RtInner>, m: Arc<Membership>, stop: Arc<AtomicBool>, interval
 fn apply(inner: &Arc<RtInner>, mask: &CpuSet) {
     let mut have = CpuSet::new();
     {
-        let workers = inner.workers.write().unwrap_or_else(|p| p.into_inner());
-        for w in workers.iter() {
+        for w in inner.workers().iter() {
             let _ = have.insert(w.cpu);
             let tid = w.shared.tid.load(Ordering::Relaxed);
             let home = mask.contains(w.cpu);

@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -145,7 +145,7 @@ impl Builder {
         let config = Config { idle: self.idle, task_batch: self.task_batch.unwrap_or(DEFAULT_TASK_BATCH) };
         let inner = Arc::new(RtInner {
             config,
-            workers: RwLock::new(Vec::with_capacity(cpus.len())),
+            workers: WorkerList::new(),
             threads: Mutex::new(Vec::with_capacity(cpus.len())),
             next: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
@@ -204,10 +204,49 @@ pub(super) struct Worker {
     pub(super) active: AtomicBool,
 }
 
+/// The workers of a runtime: append-only (a worker lives until the runtime shuts down), so
+/// that `spawn` reads it without a lock: a slot is filled before the length that covers it
+/// is published.
+pub(super) struct WorkerList {
+    slots: Box<[OnceLock<Worker>]>,
+    len: AtomicUsize,
+    /// Serialises appends (the builder, then the DROM follower).
+    append: Mutex<()>,
+}
+
+impl WorkerList {
+    fn new() -> WorkerList {
+        WorkerList {
+            slots: (0..super::cpuset::MAX_CPUS).map(|_| OnceLock::new()).collect(),
+            len: AtomicUsize::new(0),
+            append: Mutex::new(()),
+        }
+    }
+
+    /// The published slots (each filled).
+    fn as_slice(&self) -> &[OnceLock<Worker>] {
+        &self.slots[..self.len.load(Ordering::Acquire)]
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Worker> {
+        self.as_slice().iter().filter_map(OnceLock::get)
+    }
+
+    /// Appends `w`; gives it back if the list is full (it cannot be: there is at most one
+    /// worker per CPU number, and CPU numbers are below `MAX_CPUS`).
+    fn push(&self, w: Worker) -> std::result::Result<(), Worker> {
+        let _g = self.append.lock().unwrap_or_else(|p| p.into_inner());
+        let n = self.len.load(Ordering::Relaxed);
+        let Some(slot) = self.slots.get(n) else { return Err(w) };
+        slot.set(w)?;
+        self.len.store(n + 1, Ordering::Release);
+        Ok(())
+    }
+}
+
 pub(super) struct RtInner {
     config: Config,
-    /// Only the DROM follower adds workers or changes `active`, under the write lock.
-    pub(super) workers: RwLock<Vec<Worker>>,
+    pub(super) workers: WorkerList,
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
     next: AtomicUsize,
     closed: AtomicBool,
@@ -215,8 +254,8 @@ pub(super) struct RtInner {
 }
 
 impl RtInner {
-    pub(super) fn workers(&self) -> RwLockReadGuard<'_, Vec<Worker>> {
-        self.workers.read().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn workers(&self) -> &WorkerList {
+        &self.workers
     }
 
     /// The CPUs of the workers that take `spawn` work.
@@ -236,13 +275,17 @@ impl RtInner {
         match rx.recv() {
             Ok(Ok(shared)) => {
                 self.threads.lock().unwrap_or_else(|p| p.into_inner()).push(join);
-                let mut workers = self.workers.write().unwrap_or_else(|p| p.into_inner());
-                workers.push(Worker { cpu, shared, active: AtomicBool::new(true) });
+                let handle = shared.clone();
+                if let Err(w) = self.workers.push(Worker { cpu, shared, active: AtomicBool::new(true) }) {
+                    w.shared.request_shutdown();
+                    return Err(Error::new(
+                        ErrorKind::ResourceExhausted,
+                        format!("runtime: no room for an executor on CPU {cpu}"),
+                    ));
+                }
                 if self.closed.load(Ordering::SeqCst) {
                     // Shut down while this one started: make sure it stops too.
-                    if let Some(w) = workers.last() {
-                        w.shared.request_shutdown();
-                    }
+                    handle.request_shutdown();
                 }
                 Ok(())
             }
@@ -514,14 +557,14 @@ impl HandleRef<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let workers = self.0.workers();
+        let workers = self.0.workers().as_slice();
         let shared = if workers.is_empty() || self.0.closed.load(Ordering::Acquire) {
             None
         } else {
             // Round-robin over the active workers (all of them, unless DROM displaced some).
             let start = self.0.next.fetch_add(1, Ordering::Relaxed);
             (0..workers.len())
-                .map(|k| &workers[start.wrapping_add(k) % workers.len()])
+                .filter_map(|k| workers[start.wrapping_add(k) % workers.len()].get())
                 .find(|w| w.active.load(Ordering::Relaxed))
                 .map(|w| &w.shared)
         };
@@ -537,9 +580,7 @@ impl HandleRef<'_> {
         Fut: Future + 'static,
         Fut::Output: Send + 'static,
     {
-        let workers = self.0.workers();
-        let Some(w) = workers.iter().find(|w| w.cpu == cpu) else {
-            drop(workers);
+        let Some(w) = self.0.workers().iter().find(|w| w.cpu == cpu) else {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("spawn_on: the runtime has no executor on CPU {cpu} (CPUs {})", self.0.active_cpus()),
