@@ -108,7 +108,8 @@ impl Builder {
     /// `async-doca taskset -c CPUS -- PROGRAM` made for it, whose CPUs then replace
     /// [`cpus`](Builder::cpus)), follows the changes others make to its mask, and
     /// unregisters on shutdown. Fails to build if the CPUs belong to other processes
-    /// (unless [`steal`](crate::drom::Options::steal)).
+    /// (unless [`steal`](crate::drom::Options::steal)) or the process is registered under
+    /// that key already (one registration per process and key).
     ///
     /// Following a change (within the [check
     /// interval](crate::drom::Options::check_interval), usually at once): the executor of a
@@ -117,7 +118,8 @@ impl Builder {
     /// but keeps its tasks and DOCA objects and keeps running them (they are `!Send` and
     /// cannot move); [`spawn_on`](Runtime::spawn_on) still reaches it. When its CPU comes
     /// back it is pinned home again. A CPU the runtime never had gets a new executor, which
-    /// takes `spawn` work at once. The process's other threads (the one that called `build`,
+    /// takes `spawn` work at once (if it cannot start, for example because a cgroup forbids
+    /// the CPU, that is reported on stderr and the other CPUs are used). The process's other threads (the one that called `build`,
     /// `block_on` threads) are moved onto the whole new mask. See `docs/drom.md`.
     pub fn drom(mut self, options: crate::drom::Options) -> Builder {
         self.drom = Some(options);
