@@ -162,3 +162,40 @@ fn a_dead_holder_of_the_lock_is_repaired() {
 fn reg_table(reg: &Registry) -> &shm::Table {
     reg.segment().table()
 }
+
+#[test]
+fn steal_from_another_process_then_recover() {
+    let k = Key::new("steal");
+    let reg = Registry::open(&k.0).unwrap();
+    let all = reg.system_cpus();
+    if all.len() < 2 {
+        return;
+    }
+    let mut cpus = all.iter();
+    let (a, b) =
+        (CpuSet::from_cpus([cpus.next().unwrap()]).unwrap(), CpuSet::from_cpus([cpus.next().unwrap()]).unwrap());
+    let both = a.union(&b);
+    // A supervised process (as the UROM service registers its workers).
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let other = reg.register_pid(child.id() as i32, &both, Flags::NONE).unwrap();
+    // Taking its CPU needs STEAL_CPUS; its last CPU cannot be taken at all.
+    assert_eq!(reg.register(&b, Flags::NONE).unwrap_err().kind(), ErrorKind::PermissionDenied);
+    assert_eq!(reg.register(&both, Flags::STEAL_CPUS).unwrap_err().kind(), ErrorKind::PermissionDenied);
+    let me = reg.register(&b, Flags::STEAL_CPUS).unwrap();
+    assert_eq!(other.poll().unwrap(), Some(a));
+    // Nothing can be taken from it, or given to it, while its change is pending.
+    assert_eq!(reg.recover_stolen(other.pid()).unwrap_err().kind(), ErrorKind::BadState);
+    other.applied(&a).unwrap();
+    let info = reg.processes().unwrap().into_iter().find(|p| p.pid == other.pid()).unwrap();
+    assert_eq!((info.mask, info.stolen), (a, b));
+    // Still ours: nothing to recover.
+    assert!(reg.recover_stolen(other.pid()).unwrap().is_empty());
+    drop(me);
+    assert_eq!(reg.recover_stolen(other.pid()).unwrap(), b);
+    assert_eq!(other.poll().unwrap(), Some(both));
+    other.applied(&both).unwrap();
+    assert!(reg.processes().unwrap()[0].stolen.is_empty());
+    drop(other);
+    let _ = child.kill();
+    let _ = child.wait();
+}
