@@ -86,13 +86,16 @@ fn run() -> Result<()> {
     let mut ok = true;
     for mask in ["0-1", "0", "1", "0-1"] {
         let mask: CpuSet = mask.parse()?;
+        let mut took = String::new();
         if rt.cpus() != mask {
+            let t0 = Instant::now();
             admin.set(&key, pid, &mask)?;
+            took = format!("  (changed and applied in {:.1} ms)", t0.elapsed().as_secs_f64() * 1e3);
         }
         let counts = steady_work(&rt, phase);
         let line: Vec<String> = (0..CPUS).map(|c| format!("cpu{c} {:>7}", counts[c])).collect();
         println!(
-            "mask {:<4}  runtime cpus {:<4}  work ran on: {}",
+            "mask {:<4}  runtime cpus {:<4}  work ran on: {}{took}",
             mask.to_string(),
             rt.cpus().to_string(),
             line.join("  ")
