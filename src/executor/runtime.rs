@@ -119,8 +119,9 @@ impl Builder {
     /// cannot move); [`spawn_on`](Runtime::spawn_on) still reaches it. When its CPU comes
     /// back it is pinned home again. A CPU the runtime never had gets a new executor, which
     /// takes `spawn` work at once (if it cannot start, for example because a cgroup forbids
-    /// the CPU, that is reported on stderr and the other CPUs are used). The process's other threads (the one that called `build`,
-    /// `block_on` threads) are moved onto the whole new mask. See `docs/drom.md`.
+    /// the CPU, that is reported on stderr and the other CPUs are used). The process's other
+    /// threads (the one that called `build`, `block_on` threads) are moved onto the whole new
+    /// mask. See `docs/drom.md`.
     pub fn drom(mut self, options: crate::drom::Options) -> Builder {
         self.drom = Some(options);
         self
