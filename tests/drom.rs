@@ -38,6 +38,18 @@ impl Drop for Key {
     }
 }
 
+/// The registry of `key`, once a child created it.
+fn attach_when_ready(key: &str) -> Registry {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match Registry::attach(key) {
+            Ok(r) => return r,
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn set(s: &str) -> CpuSet {
     s.parse().unwrap()
 }
@@ -116,6 +128,10 @@ impl Proc {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.0.as_ref().unwrap().id()
     }
 
     fn kill(mut self) {
@@ -589,5 +605,41 @@ fn taskset_reports_usage_errors_and_missing_registries() {
         Command::new(CLI).args(["taskset", "--key", &k.0, "-c", "0", "--", "sh", "-c", "exit 7"]).status().unwrap();
     assert_eq!(st.code(), Some(7));
     let reg = Registry::attach(&k.0).unwrap();
+    assert!(reg.processes().unwrap().is_empty());
+}
+
+#[test]
+fn a_launched_program_that_knows_nothing_of_drom_is_moved_by_its_launcher() {
+    if !two_cpus() {
+        return;
+    }
+    let k = Key::new("plain");
+    let launcher = Proc::start({
+        let mut c = Command::new(CLI);
+        c.args(["taskset", "--key", &k.0, "-c", "1", "--", "sleep", "30"]);
+        c
+    });
+    let reg = attach_when_ready(&k.0);
+    // The launcher binds the reservation to its child's pid.
+    let deadline = Instant::now() + WAIT;
+    let pid = loop {
+        let ps = reg.processes().unwrap();
+        if let Some(p) = ps.iter().find(|p| p.pid != 0) {
+            assert_eq!(p.reserved_by, Some(launcher.pid() as i32));
+            break p.pid;
+        }
+        assert!(Instant::now() < deadline, "no bound reservation: {ps:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(common::urom::cpus_allowed(pid as u32), "1");
+    assert_eq!(reg.pids().unwrap(), [pid]);
+    let (ok, _, err) = taskset(&k.0, &["-p", &pid.to_string(), "-c", "0", "--sync"]);
+    assert!(ok, "{err}");
+    assert_eq!(common::urom::cpus_allowed(pid as u32), "0");
+    // The program ends (killed): the launcher passes the status on and cleans up.
+    // SAFETY: kill(2) on the sleep process this test started (through the launcher).
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let st = launcher.finish();
+    assert_eq!(st.code(), Some(128 + libc::SIGKILL));
     assert!(reg.processes().unwrap().is_empty());
 }

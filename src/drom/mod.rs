@@ -61,6 +61,25 @@ pub fn default_key() -> String {
     std::env::var(ENV_KEY).ok().filter(|k| !k.is_empty()).unwrap_or_else(|| "default".to_owned())
 }
 
+/// Pins every thread of process `pid` (ours, or one we may change) to `mask`; threads that
+/// exit meanwhile are skipped. What a supervisor does to apply a mask to a process that does
+/// not follow the registry itself (a launched program, a UROM worker).
+pub fn pin_process(pid: i32, mask: &crate::CpuSet) -> crate::Result<()> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|e| crate::Error::os(e, &format!("drom: threads of process {pid}")))?;
+    let mut first_error = None;
+    for entry in dir.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if let Err(e) = mask.pin_thread(tid) {
+            // ESRCH: the thread exited since the listing.
+            if std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 /// Options of DROM calls (combine with `|`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Flags(u32);

@@ -134,9 +134,10 @@ impl Registry {
         self.system_cpus().len()
     }
 
-    /// The registered processes (DROM's GetPidList), without reservations not yet adopted.
+    /// The registered processes (DROM's GetPidList), with the children of reservations
+    /// once their launcher [bound](Reservation::bind) them.
     pub fn pids(&self) -> Result<Vec<i32>> {
-        Ok(self.processes()?.into_iter().filter(|p| p.pid != 0 && p.reserved_by.is_none()).map(|p| p.pid).collect())
+        Ok(self.processes()?.into_iter().filter(|p| p.pid != 0).map(|p| p.pid).collect())
     }
 
     /// Every process and reservation, with its masks.
@@ -692,6 +693,47 @@ impl Reservation {
     /// The environment variable (name, value) that lets the child adopt the reservation.
     pub fn env(&self) -> (&'static str, String) {
         (ENV_RESERVATION, format!("{}:{}:{:x}", self.reg.key, self.slot, self.token))
+    }
+
+    /// For a launcher whose child may not take part itself (any program): the pending mask
+    /// of the reservation while the child has not adopted it, so that the launcher applies
+    /// it to the child ([`pin_process`](super::pin_process)) and says so
+    /// ([`applied`](Reservation::applied)). `None` when nothing is pending or the child
+    /// adopted the reservation (it follows its mask itself then).
+    pub fn poll(&self) -> Result<Option<CpuSet>> {
+        self.reg.locked(|t| {
+            let s = &t.slots[self.slot];
+            let ours = s.state.load(Ordering::Relaxed) == RESERVED && s.token.load(Ordering::Relaxed) == self.token;
+            Ok((ours && s.dirty()).then(|| s.future.get()))
+        })
+    }
+
+    /// Says the child now runs on `mask`, the pending mask [`poll`](Reservation::poll)
+    /// returned.
+    pub fn applied(&self, mask: &CpuSet) -> Result<()> {
+        self.reg.locked(|t| {
+            let s = &t.slots[self.slot];
+            let ours = s.state.load(Ordering::Relaxed) == RESERVED && s.token.load(Ordering::Relaxed) == self.token;
+            if !ours || !s.dirty() || s.future.get() != *mask {
+                return Err(Error::new(
+                    ErrorKind::BadState,
+                    format!("drom: {mask} is not the reservation's pending mask"),
+                ));
+            }
+            s.current.set(*mask);
+            s.applied_seq.store(s.change_seq.load(Ordering::Relaxed), Ordering::Release);
+            shm::futex_wake(&s.applied_seq);
+            Ok(())
+        })
+    }
+
+    /// Blocks until a change to the reservation may be pending, at most `timeout`.
+    pub fn wait(&self, timeout: Duration) {
+        let s = &self.reg.seg.table().slots[self.slot];
+        let seq = s.change_seq.load(Ordering::Acquire);
+        if seq == s.applied_seq.load(Ordering::Acquire) {
+            shm::futex_wait(&s.change_seq, seq, timeout);
+        }
     }
 
     /// Records the child's pid: from now on the reservation lives as long as the child (not

@@ -69,7 +69,9 @@ impl WorkerCpus for UromWorkers {
                         "worker pid {pid}: mask {mask} reaches outside the service's CPUs {service}; using {inside}"
                     ));
                 }
-                move_process(pid, &inside);
+                if let Err(e) = super::pin_process(pid, &inside) {
+                    log(&format!("worker pid {pid}: {e}"));
+                }
             }
             if let Err(e) = m.applied(&mask) {
                 log(&format!("worker pid {pid}: {e}"));
@@ -79,17 +81,5 @@ impl WorkerCpus for UromWorkers {
 
     fn interval(&self) -> Duration {
         self.interval
-    }
-}
-
-/// Pins every thread of process `pid` to `mask` (threads that exit meanwhile are skipped).
-fn move_process(pid: libc::pid_t, mask: &CpuSet) {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
-    for entry in dir.flatten() {
-        if let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
-            if let Err(e) = mask.pin_thread(tid) {
-                log(&format!("worker pid {pid} thread {tid}: {e}"));
-            }
-        }
     }
 }

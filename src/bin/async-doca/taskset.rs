@@ -8,6 +8,9 @@ use std::time::Duration;
 use async_doca::drom::{self, Flags, Registry};
 use async_doca::CpuSet;
 
+/// How often a launcher looks whether its child exited (changes wake it at once).
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(20);
+
 /// `async-doca taskset`: see docs/drom.md.
 #[derive(clap::Args, Debug)]
 #[command(
@@ -163,7 +166,22 @@ fn launch(
     let pid = child.id() as i32;
     // The child may have adopted the reservation, or even exited, already: both are fine.
     let _ = res.bind(pid);
-    let status = child.wait().map_err(|e| async_doca::Error::os(e, "wait for the program"));
+    // Until the child exits, apply the changes made to a reservation it did not adopt (a
+    // program that knows nothing of DROM); an adopting runtime follows by itself.
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Ok(st),
+            Ok(None) => {}
+            Err(e) => break Err(async_doca::Error::os(e, "wait for the program")),
+        }
+        res.wait(FOLLOW_INTERVAL);
+        if let Ok(Some(mask)) = res.poll() {
+            if let Err(e) = drom::pin_process(pid, &mask) {
+                eprintln!("async-doca taskset: moving pid {pid} to {mask}: {e}");
+            }
+            let _ = res.applied(&mask);
+        }
+    };
     reg.post_finalize(pid, post)?;
     let status = status?;
     let code = match (status.code(), status.signal()) {
