@@ -468,16 +468,23 @@ fn a_runtime_in_this_process_grows_and_shrinks() {
         .unwrap();
     let me = std::process::id() as i32;
     let reg = Registry::attach(&k.0).unwrap();
-    // A task that owns a !Send value on the executor of CPU 0, kept across the changes.
+    // A task on the executor of CPU 0 that owns a DOCA object (a sync event on that
+    // executor's PE) and uses it before and after the executor is displaced.
     let (tx, rx) = mpsc::channel::<()>();
-    let rx = std::sync::Mutex::new(rx);
     let keeper = rt
         .spawn_on(0, move || async move {
-            let rc = std::rc::Rc::new(7);
-            while rx.lock().unwrap().try_recv().is_err() {
+            let dev = async_doca::Device::open_default()?;
+            let ev = async_doca::sync_event::SyncEvent::builder(&dev).build().await?;
+            ev.add(1).await?;
+            while rx.try_recv().is_err() {
                 async_doca::time::sleep(Duration::from_millis(2)).await;
             }
-            *rc
+            // Displaced now: the event still completes, on the remaining CPU.
+            ev.add(1).await?;
+            let seen = ev.wait_gt(1).await?;
+            // SAFETY: sched_getcpu has no preconditions.
+            let ran_on = unsafe { libc::sched_getcpu() };
+            Ok::<_, async_doca::Error>((seen, ran_on, async_doca::executor::current_cpu()))
         })
         .unwrap();
     reg.set_mask(me, &set("0-1"), Flags::SYNC_QUERY).unwrap();
@@ -513,7 +520,8 @@ fn a_runtime_in_this_process_grows_and_shrinks() {
     });
     assert!(ran.iter().all(|&c| c == 1), "{ran:?}");
     tx.send(()).unwrap();
-    assert_eq!(rt.block_on(keeper).unwrap(), 7);
+    let (seen, ran_on, home) = rt.block_on(keeper).unwrap().unwrap();
+    assert_eq!((seen, ran_on, home), (2, 1, Some(0)), "the displaced executor kept its sync event");
     // Back home.
     reg.set_mask(me, &set("0-1"), Flags::SYNC_QUERY).unwrap();
     assert_eq!(CpuSet::affinity_of(w0.tid).unwrap(), set("0"));
