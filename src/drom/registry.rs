@@ -446,10 +446,11 @@ fn take_cpus(t: &Table, me: Option<usize>, cpus: &CpuSet, flags: Flags) -> Resul
         .collect())
 }
 
-/// Gives slot `i` the free CPUs stolen from it (if it is registered and clean).
+/// Gives slot `i` the free CPUs stolen from it (if it is in use and clean; a reservation's
+/// launcher applies the change for a child that did not adopt it).
 fn give_back(t: &Table, i: usize) -> CpuSet {
     let s = &t.slots[i];
-    if s.state.load(Ordering::Relaxed) != REGISTERED || s.dirty() {
+    if !live(s) || s.dirty() {
         return CpuSet::new();
     }
     let give = s.stolen.get().intersection(&free(t));
