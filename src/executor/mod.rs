@@ -25,6 +25,7 @@ mod elastic;
 mod local;
 mod park;
 mod pe;
+pub(crate) mod signal;
 mod slab;
 mod task;
 
