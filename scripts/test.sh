@@ -21,6 +21,10 @@ cargo run --release --example rdma_atomics
 # The UROM examples start a private UROM service when none is running, and stop it.
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong
+cargo run --release --example allreduce
+# A runtime follows the CPU masks `async-doca taskset` gives it (the tool is used when built).
+cargo build --release --bin async-doca
+cargo run --release --example drom_rebalance
 
 # The tokio bridge (features off by default): its unit and doc tests, UROM commands from
 # tokio, and the end-to-end test of the HTTP example (two processes, hyper clients).

@@ -20,10 +20,12 @@
 //! on an executor and stay there (`!Send`). Other threads talk to an executor only through
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
-mod cpuset;
+pub(crate) mod cpuset;
+mod elastic;
 pub(crate) mod local;
 mod park;
 mod pe;
+pub(crate) mod signal;
 mod slab;
 mod task;
 

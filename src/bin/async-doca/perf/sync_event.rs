@@ -21,6 +21,7 @@ pub fn run(p: &Params) -> Result<Report> {
         Mode::Async => async_pingpong(p),
         #[cfg(feature = "tokio")]
         Mode::Tokio | Mode::TokioHandle => super::tokio::sync_pingpong(p),
+        other => Err(other.unsupported(TEST)),
     }
 }
 
@@ -29,8 +30,11 @@ pub fn peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
     CpuSet::from_cpus([cpu])?.pin_current_thread()?;
     match p.mode {
         Mode::Raw => raw_side_b(&Device::open_default()?, blob, p.warmup + p.iters),
+        Mode::Async => async_peer(p, blob, cpu),
         // The bridge modes measure side A only; their peer is the async side.
-        _ => async_peer(p, blob, cpu),
+        #[cfg(feature = "tokio")]
+        Mode::Tokio | Mode::TokioHandle => async_peer(p, blob, cpu),
+        other => Err(other.unsupported(TEST)),
     }
 }
 
