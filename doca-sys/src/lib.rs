@@ -545,3 +545,35 @@ pub unsafe fn doca_buf_inventory_buf_get_by_data(
 pub fn doca_error_name(err: doca_error_t) -> Option<&'static str> {
     usize::try_from(err.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i).copied())
 }
+
+#[cfg(test)]
+mod build_version_tests {
+    extern crate std;
+    use std::format;
+    use std::string::String;
+
+    // The rule build.rs applies to the DOCA found by pkg-config (feature `system`).
+    include!("../build/version.rs");
+
+    #[test]
+    fn accepts_every_3x_version() {
+        for v in ["3.0.0", "3.1.0105", "3.2", " 3.0.0\n"] {
+            assert_eq!(check_doca_version("doca-common", v), Ok(()), "{v}");
+        }
+    }
+
+    #[test]
+    fn rejects_other_majors_naming_the_version_found() {
+        for v in ["2.9.1", "2.5.0", "4.0.0", "1.5"] {
+            let msg: String = check_doca_version("doca-rdma", v).unwrap_err();
+            assert!(msg.contains(v.trim()) && msg.contains("doca-rdma") && msg.contains("3.x"), "{msg}");
+        }
+        assert!(check_doca_version("doca-common", "2.2.0").unwrap_err().contains("progress engine"));
+    }
+
+    #[test]
+    fn rejects_a_version_that_is_not_a_number() {
+        assert!(check_doca_version("doca-urom", "dev").is_err());
+        assert!(check_doca_version("doca-urom", "").is_err());
+    }
+}
