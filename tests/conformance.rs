@@ -778,7 +778,7 @@ mod urom {
         }
     }
 
-    fn command(pe: *mut doca_pe, w: *mut doca_urom_worker, plugin: u64, payload: &[u8], ud: u64) {
+    fn command(w: *mut doca_urom_worker, plugin: u64, payload: &[u8], ud: u64) {
         let mut t = ptr::null_mut();
         // SAFETY: live, RUNNING worker; the payload buffer belongs to the task (capacity: the
         // max message size, far above these few bytes).
@@ -793,7 +793,6 @@ mod urom {
             doca_task_set_user_data(doca_urom_worker_cmd_task_as_task(t), doca_data::from_u64(ud));
             ok(doca_task_submit(doca_urom_worker_cmd_task_as_task(t)));
         }
-        let _ = pe;
     }
 
     #[test]
@@ -848,7 +847,7 @@ mod urom {
 
             // Several commands in flight; each answer carries its own command's value.
             for i in 0..8u64 {
-                command(pe, w, graph_id, &graph::Cmd::Loopback { value: 1000 + i }.encode(), i);
+                command(w, graph_id, &graph::Cmd::Loopback { value: 1000 + i }.encode(), i);
             }
             assert!(run_until(&[pe], T, || CMDS.with(|c| c.borrow().len()) >= 8), "commands unanswered");
             let cmds = CMDS.with(|c| std::mem::take(&mut *c.borrow_mut()));
@@ -857,7 +856,7 @@ mod urom {
                 assert_eq!(graph::Notif::decode(&reply).unwrap(), graph::Notif::Loopback { value: 1000 + ud });
             }
             // A command the plugin cannot decode comes back with an error status.
-            command(pe, w, graph_id, &[0xFF; 3], 50);
+            command(w, graph_id, &[0xFF; 3], 50);
             assert!(run_until(&[pe], T, || CMDS.with(|c| !c.borrow().is_empty())));
             let bad = CMDS.with(|c| std::mem::take(&mut *c.borrow_mut()));
             assert_ne!(bad[0].1, DOCA_SUCCESS, "a malformed command succeeded");
@@ -879,7 +878,6 @@ mod urom {
             ok(doca_pe_destroy(pe));
             ok(doca_dev_close(dev));
         }
-        drop(service);
     }
 
     #[test]
@@ -927,6 +925,5 @@ mod urom {
             ok(doca_pe_destroy(pe));
             ok(doca_dev_close(dev));
         }
-        drop(service);
     }
 }
