@@ -584,6 +584,114 @@ fn rdma_corrupted_or_truncated_blobs_are_rejected() {
     b.destroy();
 }
 
+// ---- across processes ----
+
+/// The peer of the cross-process tests (runs only when re-executed with [`ROLE_ENV`]): a side
+/// that sends its connection and memory blobs, connects to the parent's blob, posts one
+/// receive, and then plays its role.
+#[test]
+#[ignore = "the peer process of the cross-process RDMA tests"]
+fn rdma_peer_process() {
+    let Ok(role) = std::env::var(ROLE_ENV) else { return };
+    let b = Side::new(2, Cfg::default());
+    b.mem()[2048..2056].copy_from_slice(&40u64.to_ne_bytes());
+    let (blob, cb) = b.export().unwrap();
+    tell_parent(&format!("conn {}", hex(&blob)));
+    tell_parent(&format!("mem {}", hex(&b.export_mem())));
+    let rx = b.buf(0, 64, 0);
+    b.recv(rx, 1).unwrap();
+    let line = from_parent().expect("the parent's connection blob");
+    b.connect(&unhex(line.strip_prefix("conn ").unwrap()), cb).unwrap();
+    assert!(run_until(&[b.pe], T, || rec_count() >= 1), "no message from the parent");
+    let r = take_recs();
+    assert_eq!((r[0].status, r[0].opcode, r[0].len), (DOCA_SUCCESS, DOCA_RDMA_OPCODE_RECV_SEND, 4), "{r:?}");
+    assert_eq!(r[0].conn, cb as usize);
+    assert_eq!(&b.mem()[0..4], b"ping");
+    if role == "target" {
+        // The parent's write and fetch-add were submitted before its send: they landed.
+        assert_eq!(&b.mem()[1024..1032], b"one-side");
+        assert_eq!(b.u64_at(2048), 41);
+    }
+    tell_parent("done 0");
+    // Stay alive (and keep the memory exported) until the parent is finished with it, or
+    // until it kills us.
+    while from_parent().is_some() {}
+    b.destroy();
+}
+
+/// Connects to a fresh peer in `role`: (our side, connection, the peer's memory base, its mmap).
+fn connect_to_peer(peer: &mut Peer) -> (Side, *mut doca_rdma_connection, *mut doca_mmap, usize) {
+    let their_conn = unhex(&peer.expect("conn"));
+    let their_mem = unhex(&peer.expect("mem"));
+    let a = Side::new(1, Cfg::default());
+    let (blob, ca) = a.export().unwrap();
+    peer.send(&format!("conn {}", hex(&blob)));
+    a.connect(&their_conn, ca).unwrap();
+    let (m, base) = a.import(&their_mem);
+    (a, ca, m, base)
+}
+
+#[test]
+fn rdma_between_two_processes() {
+    let mut peer = Peer::spawn("rdma_peer_process", "target");
+    let (a, ca, m, base) = connect_to_peer(&mut peer);
+    a.mem()[0..8].copy_from_slice(b"one-side");
+    a.mem()[64..68].copy_from_slice(b"ping");
+    a.write(ca, a.buf(0, 8, 8), a.rbuf(m, base + 1024, 8, 0), 1).unwrap();
+    a.fetch_add(ca, a.rbuf(m, base + 2048, 8, 0), a.buf(128, 8, 0), 1, 2).unwrap();
+    a.send(ca, a.buf(64, 4, 4), 3).unwrap();
+    assert!(run_until(&[a.pe], T, || rec_count() >= 3));
+    let recs = take_recs();
+    assert!(recs.iter().all(|r| r.status == DOCA_SUCCESS), "{recs:?}");
+    assert_eq!(recs.iter().map(|r| r.ud).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(a.u64_at(128), 40, "fetch_add across processes returns the old value");
+    assert_eq!(peer.expect("done"), "0");
+    peer.wait_success();
+    a.destroy();
+}
+
+#[test]
+fn rdma_a_dead_peer_fails_tasks_instead_of_hanging() {
+    let mut peer = Peer::spawn("rdma_peer_process", "die");
+    let (a, ca, _m, _base) = connect_to_peer(&mut peer);
+    a.mem()[64..68].copy_from_slice(b"ping");
+    a.send(ca, a.buf(64, 4, 4), 1).unwrap();
+    assert!(run_until(&[a.pe], T, || rec_count() >= 1));
+    assert_eq!(take_recs()[0].status, DOCA_SUCCESS, "the connection worked before the peer died");
+    assert_eq!(peer.expect("done"), "0");
+    peer.kill();
+    // A receive posted after the death can only end by failing: nobody will ever send.
+    let mut pending = usize::from(a.recv(a.buf(256, 64, 0), 10).is_ok());
+    // Sends must end too, and the broken connection must show within the bound. A send may
+    // still report success right after the death (the soft provider notices a dead peer only
+    // at its next liveness poll, every few milliseconds; hardware reports it after its
+    // retries), so keep sending until one fails.
+    let deadline = Instant::now() + 3 * T;
+    let mut failed = None;
+    for i in 11.. {
+        assert!(Instant::now() < deadline, "no task failed after the peer died");
+        if let Err(e) = a.send(ca, a.buf(64, 4, 4), i) {
+            failed = Some(format!("send {i} refused at submission: {}", name(e)));
+            break;
+        }
+        pending += 1;
+        let ended = run_until(&[a.pe], 3 * T, || rec_count() >= pending || failed_rec().is_some());
+        assert!(ended, "tasks hang after the peer died");
+        if let Some(r) = failed_rec() {
+            failed = Some(format!("{} {}: {}", r.kind, r.ud, name(r.status)));
+            break;
+        }
+    }
+    println!("after the peer died: {}", failed.unwrap());
+    // Whatever was still outstanding comes back (flushed by the stop in destroy, at the latest).
+    assert!(run_until(&[a.pe], 3 * T, || rec_count() >= pending), "the posted receive hangs");
+    let recv = take_recs().into_iter().find(|r| r.ud == 10);
+    if let Some(r) = recv {
+        assert_ne!(r.status, DOCA_SUCCESS, "a receive completed with no live sender");
+    }
+    a.destroy();
+}
+
 // =============================================================================================
 // Sync events
 // =============================================================================================

@@ -637,7 +637,11 @@ mod layout_tests {
         assert_eq!(offset_of!(urom_plugin_iface, notif_pack), 48);
         assert_eq!(size_of::<urom_domain_lookups_iface>(), 32);
         assert_eq!(
-            (offset_of!(urom_worker_ctx, iface), offset_of!(urom_worker_ctx, domain_iface), offset_of!(urom_worker_ctx, plugin_ctx)),
+            (
+                offset_of!(urom_worker_ctx, iface),
+                offset_of!(urom_worker_ctx, domain_iface),
+                offset_of!(urom_worker_ctx, plugin_ctx)
+            ),
             (0, 56, 88)
         );
     }

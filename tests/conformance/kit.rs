@@ -219,6 +219,11 @@ pub fn rec_count() -> usize {
     RECS.with(|r| r.borrow().len())
 }
 
+/// The first recorded completion that failed, if any (not taken).
+pub fn failed_rec() -> Option<Rec> {
+    RECS.with(|r| r.borrow().iter().find(|x| x.status != DOCA_SUCCESS).copied())
+}
+
 /// Number of recorded completions of one side, not taken yet.
 pub fn count_of(side: u64) -> usize {
     RECS.with(|r| r.borrow().iter().filter(|x| x.side == side).count())
@@ -666,4 +671,119 @@ pub fn data_len(b: *mut doca_buf) -> usize {
     // SAFETY: a live buffer, valid out-pointer.
     ok(unsafe { doca_buf_get_data_len(b, &mut n) });
     n
+}
+
+// ---- a peer process: this test binary again, running one ignored test in a role ----
+
+/// The environment variable that tells the re-executed binary which role to play.
+pub const ROLE_ENV: &str = "ASYNC_DOCA_CONFORMANCE_ROLE";
+
+/// Bytes as lower-case hex (blobs cross the pipe as text lines).
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// The peer process; killed and reaped on drop.
+pub struct Peer {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Peer {
+    /// Runs the ignored test `test` of this binary in `role`, stdin and stdout piped.
+    pub fn spawn(test: &str, role: &str) -> Peer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--nocapture", "--test-threads=1", "--include-ignored"])
+            .env(ROLE_ENV, role)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("spawn the peer process");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                // The harness may print its own text before ours on the same line.
+                if let Some(i) = line.find("MSG ") {
+                    if tx.send(line[i + 4..].trim().to_string()).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Peer { child, stdin, lines: rx }
+    }
+
+    /// The next message from the peer (bounded).
+    pub fn recv(&mut self) -> String {
+        self.lines.recv_timeout(T).unwrap_or_else(|e| panic!("no message from the peer within {T:?}: {e}"))
+    }
+
+    /// The next message, which must start with `tag `; returns the rest.
+    pub fn expect(&mut self, tag: &str) -> String {
+        let m = self.recv();
+        m.strip_prefix(&format!("{tag} ")).unwrap_or_else(|| panic!("expected `{tag}`, got {m:?}")).to_string()
+    }
+
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let s = self.stdin.as_mut().expect("stdin open");
+        writeln!(s, "{line}").unwrap();
+        s.flush().unwrap();
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Closes stdin and waits (bounded) for a successful exit.
+    pub fn wait_success(&mut self) {
+        self.stdin.take();
+        let deadline = Instant::now() + T;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "the peer failed: {st}");
+                return;
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!("the peer did not exit within {T:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.kill();
+        }
+    }
+}
+
+/// Peer side: one message line for the parent.
+pub fn tell_parent(msg: &str) {
+    use std::io::Write;
+    println!("MSG {msg}");
+    std::io::stdout().flush().unwrap();
+}
+
+/// Peer side: the next line from the parent, or None at end of input.
+pub fn from_parent() -> Option<String> {
+    let mut s = String::new();
+    match std::io::stdin().read_line(&mut s) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(s.trim().to_string()),
+    }
 }
