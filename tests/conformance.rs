@@ -369,6 +369,14 @@ fn rdma_send_receive_with_every_opcode() {
     assert_eq!(&b.mem()[64..69], b"world");
     assert_eq!(&b.mem()[4096..4100], b"WXYZ");
     assert_eq!((data_len(r1), data_len(r2)), (5, 5), "a receive appends to its buffer's payload");
+    // A destination is appended to: a second message into the partly filled buffer lands
+    // after the first.
+    b.recv(r1, 20).unwrap();
+    a.send(ca, a.buf(8, 5, 5), 4).unwrap();
+    assert!(run_until(&[a.pe, b.pe], T, || rec_count() >= 2));
+    assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+    assert_eq!(&b.mem()[0..10], b"helloworld");
+    assert_eq!(data_len(r1), 10);
     a.destroy();
     b.destroy();
 }
@@ -402,6 +410,7 @@ fn rdma_one_sided_write_read_and_atomics_need_no_target_progress() {
     assert_eq!(a.u64_at(2008), 42, "compare-and-swap succeeded: old value 42");
     assert_eq!(a.u64_at(2016), 1000, "compare-and-swap failed: the current value comes back");
     assert_eq!(b.u64_at(512), 1000);
+    assert_eq!((data_len(res1), data_len(res2), data_len(res3)), (8, 8, 8), "atomics fill their result buffers");
     a.destroy();
     b.destroy();
 }
