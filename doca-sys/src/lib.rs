@@ -540,6 +540,10 @@ pub unsafe fn doca_buf_inventory_buf_get_by_data(
     unsafe { doca_buf_inventory_buf_get_by_args(inventory, mmap, data, len, data, len, buf) }
 }
 
+/// The version of NVIDIA's `doca-common` this crate was built against (feature `system`, as
+/// pkg-config reported it; `None` with the soft provider or when the SDK was not found).
+pub const DOCA_SYSTEM_VERSION: Option<&str> = option_env!("DOCA_SYS_DOCA_COMMON_VERSION");
+
 /// The symbolic name of a code this crate knows (`"DOCA_ERROR_NO_MEMORY"`), without a call
 /// into the provider. Unknown codes (from a newer library) give `None`.
 pub fn doca_error_name(err: doca_error_t) -> Option<&'static str> {
