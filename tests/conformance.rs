@@ -866,32 +866,44 @@ mod urom {
         static GIDS: RefCell<Vec<(doca_error_t, Vec<u64>)>> = const { RefCell::new(Vec::new()) };
     }
 
+    // The callbacks record and never panic (a panic must not cross the C boundary): a
+    // failing call inside them is recorded as the task's status and asserted by the test.
     unsafe extern "C" fn on_cmd(task: *mut doca_urom_worker_cmd_task, ud: doca_data, _cud: doca_data) {
         // SAFETY: the task is ours inside its callback; its response buffer lives until release.
         unsafe {
-            let status = doca_task_get_status(doca_urom_worker_cmd_task_as_task(task));
+            let mut status = doca_task_get_status(doca_urom_worker_cmd_task_as_task(task));
             let mut reply = Vec::new();
             if status == DOCA_SUCCESS {
                 let b = doca_urom_worker_cmd_task_get_response(task);
                 let (mut p, mut n) = (ptr::null_mut(), 0usize);
-                ok(doca_buf_get_data(b, &mut p));
-                ok(doca_buf_get_data_len(b, &mut n));
-                reply = std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec();
+                if b.is_null() {
+                    status = DOCA_ERROR_UNEXPECTED;
+                } else if let Err(e) = res(doca_buf_get_data(b, &mut p)).and(res(doca_buf_get_data_len(b, &mut n))) {
+                    status = e;
+                } else if n > 0 {
+                    reply = std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec();
+                }
+            }
+            let released = doca_urom_worker_cmd_task_release(task);
+            if status == DOCA_SUCCESS && released != DOCA_SUCCESS {
+                status = released;
             }
             CMDS.with(|c| c.borrow_mut().push((ud.as_u64(), status, reply)));
-            ok(doca_urom_worker_cmd_task_release(task));
         }
     }
 
     unsafe extern "C" fn on_gid(task: *mut doca_urom_service_get_workers_by_gid_task, _ud: doca_data, _c: doca_data) {
         // SAFETY: the task is ours inside its callback; the id array lives until release.
         unsafe {
-            let status = doca_task_get_status(doca_urom_service_get_workers_by_gid_task_as_task(task));
+            let mut status = doca_task_get_status(doca_urom_service_get_workers_by_gid_task_as_task(task));
             let n = doca_urom_service_get_workers_by_gid_task_get_workers_count(task);
             let ids = doca_urom_service_get_workers_by_gid_task_get_worker_ids(task);
             let ids = if n == 0 || ids.is_null() { Vec::new() } else { std::slice::from_raw_parts(ids, n).to_vec() };
+            let released = doca_urom_service_get_workers_by_gid_task_release(task);
+            if status == DOCA_SUCCESS && released != DOCA_SUCCESS {
+                status = released;
+            }
             GIDS.with(|g| g.borrow_mut().push((status, ids)));
-            ok(doca_urom_service_get_workers_by_gid_task_release(task));
         }
     }
 
