@@ -21,6 +21,7 @@ cargo run --release --example rdma_atomics
 # The UROM examples start a private UROM service when none is running, and stop it.
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong
+cargo run --release --example allreduce
 
 # Futures dropped while their DOCA tasks are in flight, under valgrind: no invalid access,
 # nothing definitely lost.

@@ -191,7 +191,7 @@ fn info_names_the_provider_and_a_device() {
 }
 
 #[test]
-fn perf_urom_cmd_lat_in_both_modes() {
+fn perf_urom_cmd_lat_and_collectives_in_every_mode() {
     let (ok, stdout, stderr) = run(&["perf", "--json", "--test", "urom_cmd_lat", "--iters", "100", "--warmup", "10"]);
     assert!(ok, "perf failed: {stderr}");
     let mut modes: Vec<String> = stdout
@@ -205,6 +205,43 @@ fn perf_urom_cmd_lat_in_both_modes() {
         .collect();
     modes.sort();
     assert_eq!(modes, ["async", "raw"], "{stdout}");
+
+    // The collectives, in the same test because they use the same kind of private service
+    // (the directory check below must not see another test's run in progress).
+    let (ok, stdout, stderr) = run(&[
+        "perf",
+        "--json",
+        "--test",
+        "allreduce_lat,coll_overlap",
+        "--procs",
+        "3",
+        "--size",
+        "64",
+        "--iters",
+        "20",
+        "--warmup",
+        "5",
+    ]);
+    assert!(ok, "perf failed: {stderr}");
+    let mut seen: Vec<(String, String)> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            assert_eq!((field(l, "procs"), field(l, "size")), ("3", "64"), "{l}");
+            assert!(field(l, "p50_ns").parse::<f64>().unwrap() > 0.0);
+            let overlap = l.contains("\"overlap_pct\":");
+            assert_eq!(overlap, field(l, "test") == "coll_overlap", "{l}");
+            (field(l, "test").to_owned(), field(l, "mode").to_owned())
+        })
+        .collect();
+    seen.sort();
+    let want = [
+        ("allreduce_lat", "host"),
+        ("allreduce_lat", "offload"),
+        ("coll_overlap", "host"),
+        ("coll_overlap", "offload"),
+    ];
+    assert_eq!(seen, want.map(|(t, m)| (t.to_owned(), m.to_owned())), "{stdout}");
     // perf stops its private service and removes its directory.
     let dir = std::env::temp_dir();
     let pid_dirs = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| {

@@ -64,11 +64,24 @@ pub enum Poll {
 
 #[derive(Clone, Copy, Debug)]
 enum Spec {
-    Allreduce { dtype: DataType, op: ReduceOp },
+    Allreduce {
+        dtype: DataType,
+        op: ReduceOp,
+    },
     Allgather,
-    Broadcast { root: usize },
+    Broadcast {
+        root: usize,
+    },
     Barrier,
-    ReduceScatter { dtype: DataType, op: ReduceOp },
+    ReduceScatter {
+        dtype: DataType,
+        op: ReduceOp,
+    },
+    /// Stands in for a collective whose arguments this member's caller rejected: fails at
+    /// once on every member (the input holds the reason).
+    Invalid {
+        kind: Kind,
+    },
 }
 
 enum State {
@@ -149,6 +162,15 @@ impl Collective {
         Self::new(seq, Spec::ReduceScatter { dtype, op }, input, tuning)
     }
 
+    /// A collective of `kind` that fails with [`Error::Invalid`]`(reason)` at its first
+    /// `progress`, after telling the other members (who fail it too, with
+    /// [`Error::Aborted`]). For a caller that found its own arguments unusable but must keep
+    /// the group in step: the collective still takes its sequence number, so the others do
+    /// not wait for it forever and later collectives still match.
+    pub fn invalid(seq: u32, kind: Kind, reason: String, tuning: &Tuning) -> Self {
+        Self::new(seq, Spec::Invalid { kind }, reason.into_bytes(), tuning)
+    }
+
     pub fn seq(&self) -> u32 {
         self.seq
     }
@@ -160,6 +182,7 @@ impl Collective {
             Spec::Broadcast { .. } => Kind::Broadcast,
             Spec::Barrier => Kind::Barrier,
             Spec::ReduceScatter { .. } => Kind::ReduceScatter,
+            Spec::Invalid { kind } => kind,
         }
     }
 
@@ -218,7 +241,7 @@ impl Collective {
             State::Done(_) => return Ok(Poll::Ready),
             State::Failed { error, notify } => {
                 let error = error.clone();
-                flush_notices(t, self.seq, notify);
+                flush_notices(t, self.seq, notify, matches!(error, Error::Transport(_)));
                 return Err(error);
             }
             State::Running(_) => {}
@@ -250,7 +273,7 @@ impl Collective {
             Error::Aborted { .. } => Vec::new(),
             _ => (0..t.size()).filter(|&p| p != t.rank()).collect(),
         };
-        flush_notices(t, self.seq, &mut notify);
+        flush_notices(t, self.seq, &mut notify, matches!(error, Error::Transport(_)));
         self.state = State::Failed { error: error.clone(), notify };
         error
     }
@@ -285,6 +308,7 @@ impl Collective {
         let mut out = 0..buf.len();
         let (mut dtype, mut op) = (None, None);
         let rounds = match self.spec {
+            Spec::Invalid { .. } => return Err(Error::Invalid(String::from_utf8_lossy(&buf).into_owned())),
             Spec::Allreduce { dtype: d, op: o } => {
                 let count = whole(buf.len(), d)?;
                 (sig.dtype, sig.op, sig.count) = (Some(d), Some(o), count as u64);
@@ -371,8 +395,8 @@ impl Collective {
     }
 }
 
-fn flush_notices<T: Transport + ?Sized>(t: &mut T, seq: u32, notify: &mut Vec<usize>) {
-    let notice = wire::encode_abort();
+fn flush_notices<T: Transport + ?Sized>(t: &mut T, seq: u32, notify: &mut Vec<usize>, peer_lost: bool) {
+    let notice = wire::encode_abort(peer_lost);
     // Errors are dropped: a peer we cannot reach is gone and needs no notice.
     notify.retain(|&p| matches!(t.send(p, Tag::abort(seq), &[&notice]), Ok(Sent::Busy)));
 }
@@ -443,7 +467,7 @@ impl Run {
         let result = (|| {
             for peer in (0..t.size()).filter(|&p| p != me) {
                 if t.recv(peer, Tag::abort(seq), &mut scratch)?.is_some() {
-                    return Err(Error::Aborted { peer });
+                    return Err(Error::Aborted { peer, peer_lost: wire::abort_peer_lost(&scratch) });
                 }
             }
             for &peer in &self.probe {

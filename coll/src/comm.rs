@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use crate::collective::{Collective, Poll, Tuning};
 use crate::transport::Transport;
 use crate::types::{DataType, ReduceOp};
-use crate::wire::Error;
+use crate::wire::{Error, Kind};
 
 /// A finished collective.
 #[derive(Debug)]
@@ -84,6 +84,12 @@ impl Comm {
     /// See [`Collective::reduce_scatter`].
     pub fn reduce_scatter(&mut self, dtype: DataType, op: ReduceOp, input: Vec<u8>) -> u32 {
         self.push(|seq, t| Collective::reduce_scatter(seq, dtype, op, input, t))
+    }
+
+    /// See [`Collective::invalid`]: takes the place of a collective of `kind` whose
+    /// arguments the caller rejected, and fails it on every member.
+    pub fn invalid(&mut self, kind: Kind, reason: String) -> u32 {
+        self.push(|seq, t| Collective::invalid(seq, kind, reason, t))
     }
 
     /// Progresses everything in flight once and returns the collectives that can now be

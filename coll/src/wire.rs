@@ -115,12 +115,21 @@ pub(crate) fn encode(sig: &Signature) -> [u8; HEADER_LEN] {
 }
 
 /// The abort notice carries no signature: it is sent on the collective's own abort tag, and a
-/// member whose arguments were invalid has no signature to send.
-pub(crate) fn encode_abort() -> [u8; HEADER_LEN] {
+/// member whose arguments were invalid has no signature to send. Byte 2 says why the sender
+/// failed: `1` when it lost a member (its transport failed), `0` for anything else (bad or
+/// mismatched arguments, a malformed message), so that every member reports the same kind
+/// of failure whichever of them noticed it first.
+pub(crate) fn encode_abort(peer_lost: bool) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[0] = MAGIC;
     h[1] = ABORT_KIND;
+    h[2] = u8::from(peer_lost);
     h
+}
+
+/// Whether an abort notice says its sender lost a member (see [`encode_abort`]).
+pub(crate) fn abort_peer_lost(msg: &[u8]) -> bool {
+    msg.get(2) == Some(&1)
 }
 
 pub(crate) enum Header {
@@ -178,8 +187,9 @@ pub enum Error {
     /// `peer` sent something that is not a valid message of this collective.
     Protocol { peer: usize, message: String },
     /// `peer` failed its side of this collective and told the others (its own error is on its
-    /// side: a mismatch it saw, a peer it lost, ...).
-    Aborted { peer: usize },
+    /// side). `peer_lost`: it failed because it lost a member (a transport failure) rather
+    /// than over arguments (a mismatch it saw, invalid arguments, a malformed message).
+    Aborted { peer: usize, peer_lost: bool },
     /// The transport failed (a peer is gone).
     Transport(TransportError),
 }
@@ -198,7 +208,12 @@ impl fmt::Display for Error {
                 write!(f, "collective mismatch with member {peer}: here {local}, there {remote}")
             }
             Error::Protocol { peer, message } => write!(f, "bad message from member {peer}: {message}"),
-            Error::Aborted { peer } => write!(f, "member {peer} aborted the collective"),
+            Error::Aborted { peer, peer_lost: true } => {
+                write!(f, "member {peer} aborted the collective: it lost a member")
+            }
+            Error::Aborted { peer, peer_lost: false } => {
+                write!(f, "member {peer} aborted the collective over its arguments or a mismatch")
+            }
             Error::Transport(e) => write!(f, "{e}"),
         }
     }
@@ -238,7 +253,8 @@ mod tests {
             Ok(Header::Op(s)) => assert_eq!(s, sig2),
             _ => panic!("did not decode"),
         }
-        assert!(matches!(decode(&encode_abort()), Ok(Header::Abort)));
+        assert!(matches!(decode(&encode_abort(false)), Ok(Header::Abort)));
+        assert!(abort_peer_lost(&encode_abort(true)) && !abort_peer_lost(&encode_abort(false)));
         assert!(decode(&h[..10]).is_err());
         let mut bad = h;
         bad[0] = 0;

@@ -523,6 +523,23 @@ fn mismatches_are_reported_everywhere() {
 }
 
 #[test]
+fn a_stand_in_for_rejected_arguments_fails_everyone_with_the_same_kind() {
+    let t = Tuning::default();
+    for size in [2, 3, 5] {
+        // Member 0's caller rejected its arguments; the others run a real allreduce.
+        let errs = expect_all_fail("stand-in", size, 7, |r| {
+            if r == 0 {
+                Collective::invalid(0, Kind::Allreduce, "dst outside registered memory".into(), &t)
+            } else {
+                Collective::allreduce(0, DataType::I64, ReduceOp::Sum, vec![0; 16], &t)
+            }
+        });
+        assert!(matches!(&errs[0], Error::Invalid(m) if m == "dst outside registered memory"), "{errs:?}");
+        assert!(errs[1..].iter().all(|e| matches!(e, Error::Aborted { peer: 0, peer_lost: false })), "{errs:?}");
+    }
+}
+
+#[test]
 fn invalid_arguments_fail_everyone() {
     let t = Tuning::default();
     for size in [2, 3, 5] {
@@ -530,7 +547,10 @@ fn invalid_arguments_fail_everyone() {
             Collective::allreduce(0, DataType::I64, ReduceOp::Sum, vec![0; if r == 1 { 12 } else { 16 }], &t)
         });
         assert!(matches!(errs[1], Error::Invalid(_)), "{errs:?}");
-        assert!(errs.iter().enumerate().all(|(r, e)| r == 1 || matches!(e, Error::Aborted { peer: 1 })), "{errs:?}");
+        assert!(
+            errs.iter().enumerate().all(|(r, e)| r == 1 || matches!(e, Error::Aborted { peer: 1, .. })),
+            "{errs:?}"
+        );
         // Input that does not split into `size` blocks, on every member.
         let errs = expect_all_fail("invalid", size, 2, |_| {
             Collective::reduce_scatter(0, DataType::I32, ReduceOp::Sum, vec![0; 4 * (size + 1)], &t)

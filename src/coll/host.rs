@@ -3,19 +3,19 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use doca_coll::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportError, TransportErrorKind, Tuning};
 
 use super::typed::{Element, TypedBuf};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::{spawn_local, time, yield_now, JoinHandle};
+use crate::executor::signal::{Notify, ResultCell};
+use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
 use crate::rdma::{ConnId, Connection, PendingConnection, Rdma};
-use crate::urom::Oob;
+use crate::urom::{drive_allgather, Oob};
 use crate::Device;
 
 /// Default payload bytes per RDMA message ([`HostCommBuilder::chunk_bytes`]).
@@ -123,7 +123,7 @@ impl HostCommBuilder {
         let deadline = Instant::now() + self.setup_timeout;
         let oob = &*self.oob;
         let longest = blobs.iter().map(Vec::len).max().unwrap_or(0) as u32;
-        let lens = oob_allgather(oob, &longest.to_le_bytes(), deadline).await?;
+        let lens = drive_allgather(oob, &longest.to_le_bytes(), deadline, "coll").await?;
         let m = lens.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).max().unwrap_or(0);
         let rec = 4 + m as usize;
         let mut mine = vec![0u8; size * rec];
@@ -131,7 +131,7 @@ impl HostCommBuilder {
             mine[j * rec..j * rec + 4].copy_from_slice(&(b.len() as u32).to_le_bytes());
             mine[j * rec + 4..j * rec + 4 + b.len()].copy_from_slice(b);
         }
-        let all = oob_allgather(oob, &mine, deadline).await?;
+        let all = drive_allgather(oob, &mine, deadline, "coll").await?;
         if all.len() != size * size * rec {
             return Err(Error::new(ErrorKind::Other, "coll: the out-of-band allgather returned a wrong length"));
         }
@@ -148,7 +148,7 @@ impl HostCommBuilder {
         }
         // Nobody sends before everyone is connected, so a member that failed to connect
         // fails the build everywhere (by timeout) rather than the first collective.
-        oob_allgather(oob, &[1], deadline).await?;
+        drive_allgather(oob, &[1], deadline, "coll").await?;
 
         let slot_bytes = CHUNK_HEADER + self.chunk_bytes;
         let recv_mem = self.dev.alloc(self.recv_buffers * slot_bytes, Access::LOCAL_READ_WRITE)?;
@@ -197,85 +197,10 @@ fn invalid(msg: String) -> Error {
     Error::new(ErrorKind::InvalidArgument, msg)
 }
 
-/// Runs one out-of-band allgather to completion without blocking the executor.
-async fn oob_allgather(oob: &dyn Oob, data: &[u8], deadline: Instant) -> Result<Vec<u8>> {
-    let mut req = oob.allgather(data)?;
-    let mut spins = 0u32;
-    loop {
-        if let Some(all) = req.test()? {
-            return Ok(all);
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::new(ErrorKind::TimedOut, "coll: the members did not all join the out-of-band exchange"));
-        }
-        // Members usually arrive together: a few yields catch that cheaply, then back off.
-        if spins < 64 {
-            spins += 1;
-            yield_now().await;
-        } else {
-            time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-}
-
-/// A one-shot flag with one waiter: how event sources tell the driver something changed.
-#[derive(Default)]
-struct Notify {
-    set: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
-impl Notify {
-    fn notify(&self) {
-        self.set.set(true);
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
-    }
-
-    fn wait(&self) -> impl Future<Output = ()> + '_ {
-        poll_fn(move |cx| {
-            if self.set.replace(false) {
-                Poll::Ready(())
-            } else {
-                *self.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-    }
-}
-
-/// Where a collective's result lands; the collective's future takes it.
-#[derive(Default)]
-struct Slot {
-    result: RefCell<Option<Result<Vec<u8>>>>,
-    waker: RefCell<Option<Waker>>,
-}
-
-impl Slot {
-    fn complete(&self, r: Result<Vec<u8>>) {
-        *self.result.borrow_mut() = Some(r);
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
-    }
-
-    async fn wait(self: Rc<Self>) -> Result<Vec<u8>> {
-        poll_fn(|cx| match self.result.borrow_mut().take() {
-            Some(r) => Poll::Ready(r),
-            None => {
-                *self.waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
-    }
-}
-
 struct Waiter {
     seq: u32,
     op: &'static str,
-    slot: Rc<Slot>,
+    slot: Rc<ResultCell<Vec<u8>>>,
 }
 
 /// A message accepted from the engine, not yet fully handed to RDMA sends.
@@ -522,9 +447,9 @@ fn map_error(op: &'static str, e: doca_coll::Error, dead: bool) -> Error {
     let kind = match &e {
         E::Invalid(_) | E::Mismatch { .. } => ErrorKind::InvalidArgument,
         E::Transport(t) if t.kind == TransportErrorKind::PeerGone => ErrorKind::ConnectionLost,
-        // A peer's abort notice: with this member's transport dead too, the peer most likely
-        // failed for the same reason (a lost member); otherwise it saw bad or mismatched
-        // arguments.
+        // A peer's abort notice says why it failed; with this member's transport dead too,
+        // the group is broken whatever the peer saw.
+        E::Aborted { peer_lost: true, .. } => ErrorKind::ConnectionLost,
         E::Aborted { .. } if dead => ErrorKind::ConnectionLost,
         E::Aborted { .. } => ErrorKind::InvalidArgument,
         _ => ErrorKind::Other,
@@ -630,8 +555,8 @@ impl HostComm {
         self.shared.state.borrow().waiters.len()
     }
 
-    fn submit(&self, op: &'static str, f: impl FnOnce(&mut Comm) -> u32) -> Rc<Slot> {
-        let slot = Rc::new(Slot::default());
+    fn submit(&self, op: &'static str, f: impl FnOnce(&mut Comm) -> u32) -> Rc<ResultCell<Vec<u8>>> {
+        let slot = Rc::new(ResultCell::default());
         {
             let mut st = self.shared.state.borrow_mut();
             let seq = f(&mut st.comm);
@@ -725,7 +650,7 @@ impl HostComm {
             }
             time::sleep(Duration::from_micros(200)).await;
         }
-        oob_allgather(&*self.oob, &[1], deadline).await.map_err(|e| e.context_prefix("coll.close"))?;
+        drive_allgather(&*self.oob, &[1], deadline, "coll").await.map_err(|e| e.context_prefix("coll.close"))?;
         Ok(())
     }
 }

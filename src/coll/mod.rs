@@ -2,10 +2,16 @@
 //!
 //! The algorithms are those of the [`doca_coll`] engine (recursive doubling, ring, k-nomial,
 //! dissemination; see its docs for when each is chosen). This module gives them typed buffers
-//! of registered memory ([`TypedBuf`], [`Element`]) and, for now, one way to run them:
-//! [`HostComm`], the **host-only baseline**, where the host processes run the collective
-//! themselves over the soft provider's RDMA. The same buffer types are meant for the
-//! offloaded collectives of a UROM domain, where the DPU workers run the algorithms.
+//! of registered memory ([`TypedBuf`], [`Element`]) and two ways to run them with the same
+//! method shapes:
+//!
+//! - **offloaded**: the UROM workers of a [`Domain`](crate::urom::Domain) run them with the
+//!   `worker_coll` plugin, reading and writing the hosts' registered buffers directly while
+//!   the hosts compute ([`Domain::allreduce`](crate::urom::Domain::allreduce) and the others;
+//!   the model is in [`crate::urom::coll`]);
+//! - **host-only**, the baseline: [`HostComm`], where the host processes run the collective
+//!   themselves over the soft provider's RDMA (documented below).
+//!
 //! `docs/collectives.md` describes the model in more detail.
 //!
 //! # The model
@@ -82,8 +88,111 @@
 mod host;
 mod typed;
 
+use std::future::Future;
+
+use crate::error::Result;
+
 pub use doca_coll::{Algorithm, DataType, Kind, ReduceOp, Tuning};
 pub use host::{
     HostComm, HostCommBuilder, DEFAULT_CHUNK_BYTES, DEFAULT_RECV_BUFFERS, DEFAULT_SEND_WINDOW, DEFAULT_SETUP_TIMEOUT,
 };
 pub use typed::{Element, TypedBuf};
+
+/// The collectives, whoever runs them: the UROM workers of a [`Domain`](crate::urom::Domain)
+/// (offloaded) or the host processes of a [`HostComm`] (host-only). Code written against this
+/// trait runs either way, which is how the offload is compared with its baseline (the
+/// `allreduce` example, `perf`'s collective tests).
+///
+/// Every method submits its collective when called (in call order, which must be the same on
+/// every member) and returns the future of its completion. The types' own methods document
+/// the details, in particular which buffers the offloaded version needs (memory registered
+/// with the domain).
+///
+/// ```no_run
+/// use async_doca::coll::{Collectives, ReduceOp, TypedBuf};
+///
+/// /// A global sum of one number, whoever runs the collective.
+/// async fn global_sum(c: &impl Collectives, src: &TypedBuf<f64>, dst: &mut TypedBuf<f64>) -> async_doca::Result<f64> {
+///     c.allreduce(src, dst, ReduceOp::Sum).await?;
+///     Ok(dst.read_vec()[0])
+/// }
+/// ```
+pub trait Collectives {
+    /// See [`HostComm::allreduce`] and [`Domain::allreduce`](crate::urom::Domain::allreduce).
+    fn allreduce<'a, T: Element>(
+        &'a self,
+        src: &TypedBuf<T>,
+        dst: &'a mut TypedBuf<T>,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<()>> + 'a;
+
+    /// See [`HostComm::allgather`] and [`Domain::allgather`](crate::urom::Domain::allgather).
+    fn allgather<'a, T: Element>(
+        &'a self,
+        src: &TypedBuf<T>,
+        dst: &'a mut TypedBuf<T>,
+    ) -> impl Future<Output = Result<()>> + 'a;
+
+    /// See [`HostComm::broadcast`] and [`Domain::broadcast`](crate::urom::Domain::broadcast).
+    fn broadcast<'a, T: Element>(
+        &'a self,
+        root: usize,
+        buf: &'a mut TypedBuf<T>,
+    ) -> impl Future<Output = Result<()>> + 'a;
+
+    /// See [`HostComm::barrier`] and [`Domain::barrier`](crate::urom::Domain::barrier).
+    fn barrier(&self) -> impl Future<Output = Result<()>> + '_;
+
+    /// See [`HostComm::reduce_scatter`] and
+    /// [`Domain::reduce_scatter`](crate::urom::Domain::reduce_scatter).
+    fn reduce_scatter<'a, T: Element>(
+        &'a self,
+        src: &TypedBuf<T>,
+        dst: &'a mut TypedBuf<T>,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<()>> + 'a;
+}
+
+/// Implements [`Collectives`] by forwarding to the type's own methods of the same names.
+macro_rules! forward_collectives {
+    ($t:ty) => {
+        impl $crate::coll::Collectives for $t {
+            fn allreduce<'a, T: $crate::coll::Element>(
+                &'a self,
+                src: &$crate::coll::TypedBuf<T>,
+                dst: &'a mut $crate::coll::TypedBuf<T>,
+                op: $crate::coll::ReduceOp,
+            ) -> impl std::future::Future<Output = $crate::Result<()>> + 'a {
+                <$t>::allreduce(self, src, dst, op)
+            }
+            fn allgather<'a, T: $crate::coll::Element>(
+                &'a self,
+                src: &$crate::coll::TypedBuf<T>,
+                dst: &'a mut $crate::coll::TypedBuf<T>,
+            ) -> impl std::future::Future<Output = $crate::Result<()>> + 'a {
+                <$t>::allgather(self, src, dst)
+            }
+            fn broadcast<'a, T: $crate::coll::Element>(
+                &'a self,
+                root: usize,
+                buf: &'a mut $crate::coll::TypedBuf<T>,
+            ) -> impl std::future::Future<Output = $crate::Result<()>> + 'a {
+                <$t>::broadcast(self, root, buf)
+            }
+            fn barrier(&self) -> impl std::future::Future<Output = $crate::Result<()>> + '_ {
+                <$t>::barrier(self)
+            }
+            fn reduce_scatter<'a, T: $crate::coll::Element>(
+                &'a self,
+                src: &$crate::coll::TypedBuf<T>,
+                dst: &'a mut $crate::coll::TypedBuf<T>,
+                op: $crate::coll::ReduceOp,
+            ) -> impl std::future::Future<Output = $crate::Result<()>> + 'a {
+                <$t>::reduce_scatter(self, src, dst, op)
+            }
+        }
+    };
+}
+
+forward_collectives!(HostComm);
+forward_collectives!(crate::urom::Domain);

@@ -797,6 +797,15 @@ pub struct BufTaskFuture<'a, K: TaskKind, A, B: 'static> {
 
 impl<K: TaskKind, A, B: 'static> Unpin for BufTaskFuture<'_, K, A, B> {}
 
+impl<K: TaskKind, A, B: 'static> BufTaskFuture<'_, K, A, B> {
+    /// Whether the task has been handed to DOCA (or the operation is over): from then on its
+    /// place in the context's submission order is fixed. Layers that must submit several
+    /// operations in a given order poll each until this holds before creating the next.
+    pub(crate) fn submitted(&self) -> bool {
+        matches!(self.inner.stage, Stage::InFlight | Stage::Finished)
+    }
+}
+
 impl<K, A, B> Future for BufTaskFuture<'_, K, A, B>
 where
     K: TaskKind,

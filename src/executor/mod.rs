@@ -24,6 +24,7 @@ mod cpuset;
 mod local;
 mod park;
 mod pe;
+pub(crate) mod signal;
 mod slab;
 mod task;
 

@@ -3,10 +3,15 @@
 use std::ffi::c_void;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::oob::{Oob, OobRequest};
+use doca_urom_coll::proto as coll_proto;
+
+use super::coll::Offload;
+use super::oob::{drive_allgather, Oob, OobRequest};
 use super::worker::Worker;
+use crate::coll::Tuning;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::Context;
 use crate::mem::Memory;
@@ -35,6 +40,7 @@ pub struct DomainBuilder {
     workers: Vec<(Worker, u64)>,
     buffers: Vec<Memory>,
     timeout: Duration,
+    tuning: Tuning,
 }
 
 /// How long [`DomainBuilder::start`] waits for the other members by default.
@@ -69,8 +75,17 @@ impl DomainBuilder {
         self
     }
 
+    /// The algorithm knobs of the offloaded collectives (default [`Tuning::default`]); must
+    /// be the same on every member. Only used when the domain runs collectives (see
+    /// [`start`](DomainBuilder::start)).
+    pub fn tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
     /// How long [`start`](DomainBuilder::start) waits for the other members' out-of-band
-    /// contributions (default [`DEFAULT_DOMAIN_TIMEOUT`]).
+    /// contributions (default [`DEFAULT_DOMAIN_TIMEOUT`]); also the bound of
+    /// [`Domain::stop`]'s wait for the other members.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = t;
         self
@@ -79,6 +94,11 @@ impl DomainBuilder {
     /// Starts the domain: runs the out-of-band allgather of every member's worker addresses
     /// and buffer descriptors, hands the result to the local workers, and waits until they
     /// have it. Every member must call this.
+    ///
+    /// When this member's first worker loaded the `worker_coll` plugin, the domain also runs
+    /// collectives ([`Domain::allreduce`] and the others; see [`crate::urom::coll`]): start
+    /// then joins that worker to the group of every member's first worker, which must load
+    /// it too.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] without workers, or with workers of different services;
@@ -101,16 +121,18 @@ impl DomainBuilder {
         // Who is who: every member's domain ids, by rank. DOCA's domain exchanges them too but
         // keeps them to itself; the host needs them to address other members' workers (a
         // plugin command naming a destination, a collective's rank order).
-        let members = exchange_members(&*self.oob, &ids, self.timeout).await?;
-        let oob = Box::new(OobState { oob: self.oob });
-        let coll_info = &*oob as *const OobState as *mut c_void;
+        let deadline = Instant::now() + self.timeout;
+        let members = exchange_members(&*self.oob, &ids, deadline).await?;
+        let oob: Rc<dyn Oob> = Rc::from(self.oob);
+        let oob_state = Box::new(OobState { oob: oob.clone() });
+        let coll_info = &*oob_state as *const OobState as *mut c_void;
 
         let mut d = std::ptr::null_mut();
         // SAFETY: valid out-pointer; ownership passes to `Context` below.
         check(unsafe { sys::doca_urom_domain_create(&mut d) }, "urom.domain: create")?;
         // What the domain object points at (the OOB state, the workers, the memory) must stay
         // alive until it is destroyed, which the executor may do after `Domain` is dropped.
-        let keep = (oob, self.workers.clone(), descs.clone(), service);
+        let keep = (oob_state, self.workers.clone(), descs.clone(), service.clone());
         // SAFETY: `d` is a live, unstarted domain created on this thread that only the Context
         // destroys; its ctx is IDLE and unconnected.
         let ctx = unsafe {
@@ -155,7 +177,25 @@ impl DomainBuilder {
             }
         }
         ctx.start().await.map_err(|e| e.context_prefix("urom.domain: start"))?;
-        Ok(Domain { ctx, workers: self.workers, buffers: self.buffers, rank, size, members })
+        let coll = match service.plugin(coll_proto::PLUGIN_NAME) {
+            Ok(p) if first.plugins() & p.id != 0 => {
+                let firsts = members.iter().map(|ids| ids.first().copied().unwrap_or(u64::MAX)).collect();
+                let started = Offload::start(first, p.id, rank, firsts, self.buffers.clone(), self.tuning, deadline);
+                Some(started.await.map_err(|e| e.context_prefix("urom.domain: start collectives"))?)
+            }
+            _ => None,
+        };
+        Ok(Domain {
+            ctx,
+            workers: self.workers,
+            buffers: self.buffers,
+            rank,
+            size,
+            members,
+            oob,
+            timeout: self.timeout,
+            coll,
+        })
     }
 }
 
@@ -183,12 +223,23 @@ pub struct Domain {
     rank: u32,
     size: u32,
     members: Vec<Vec<u64>>,
+    /// Kept for the closing agreement of [`Domain::stop`].
+    oob: Rc<dyn Oob>,
+    timeout: Duration,
+    /// The offloaded collectives, when the first worker loaded `worker_coll`.
+    coll: Option<Offload>,
 }
 
 impl Domain {
     /// A builder for a domain whose members meet through `oob`.
     pub fn builder(oob: impl Oob) -> DomainBuilder {
-        DomainBuilder { oob: Box::new(oob), workers: Vec::new(), buffers: Vec::new(), timeout: DEFAULT_DOMAIN_TIMEOUT }
+        DomainBuilder {
+            oob: Box::new(oob),
+            workers: Vec::new(),
+            buffers: Vec::new(),
+            timeout: DEFAULT_DOMAIN_TIMEOUT,
+            tuning: Tuning::default(),
+        }
     }
 
     /// This member's index in the out-of-band communicator.
@@ -218,9 +269,39 @@ impl Domain {
         &self.buffers
     }
 
+    /// Whether the domain runs collectives (its first worker loaded `worker_coll`).
+    pub fn runs_collectives(&self) -> bool {
+        self.coll.is_some()
+    }
+
+    pub(crate) fn coll(&self) -> Option<&Offload> {
+        self.coll.as_ref()
+    }
+
     /// Stops the domain and waits until it is idle.
+    ///
+    /// A domain that runs collectives first finishes them: it waits until this member's
+    /// collectives were answered, leaves the group on its worker (once every message of the
+    /// worker has left) and then waits for every other member to get there too (an
+    /// out-of-band allgather, bounded by the builder's timeout). Every member must then call
+    /// it. Without that agreement a member could stop its worker while another member still
+    /// needed a message from it.
+    ///
+    /// # Errors
+    /// The collectives' failure ([`ErrorKind::ConnectionLost`] after a member died: the
+    /// domain is stopped all the same), [`ErrorKind::TimedOut`] when the other members did not
+    /// stop in time.
     pub async fn stop(&self) -> Result<()> {
-        self.ctx.stop().await
+        let mut result = Ok(());
+        if let Some(coll) = &self.coll {
+            let deadline = Instant::now() + self.timeout;
+            result = coll.finish(deadline).await;
+            if result.is_ok() {
+                result = drive_allgather(&*self.oob, &[1], deadline, "urom.domain: stop").await.map(drop);
+            }
+        }
+        let stopped = self.ctx.stop().await;
+        result.and(stopped)
     }
 }
 
@@ -236,27 +317,11 @@ impl fmt::Debug for Domain {
     }
 }
 
-/// Runs one allgather of `data` to completion from async code: the OOB's requests are
-/// non-blocking, so test them with short sleeps in between, bounded by `deadline`.
-async fn allgather(oob: &dyn Oob, data: &[u8], deadline: Instant) -> Result<Vec<u8>> {
-    let mut req = oob.allgather(data)?;
-    loop {
-        if let Some(all) = req.test()? {
-            return Ok(all);
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::new(ErrorKind::TimedOut, "urom.domain: the other members did not join in time"));
-        }
-        crate::time::sleep(Duration::from_micros(50)).await;
-    }
-}
-
 /// Every member's domain ids, by rank: an allgather of the counts, then of the ids padded to
 /// the largest count.
-async fn exchange_members(oob: &dyn Oob, ids: &[u64], timeout: Duration) -> Result<Vec<Vec<u64>>> {
-    let deadline = Instant::now() + timeout;
+async fn exchange_members(oob: &dyn Oob, ids: &[u64], deadline: Instant) -> Result<Vec<Vec<u64>>> {
     let size = oob.size() as usize;
-    let counts = allgather(oob, &(ids.len() as u64).to_le_bytes(), deadline).await?;
+    let counts = drive_allgather(oob, &(ids.len() as u64).to_le_bytes(), deadline, "urom.domain").await?;
     let counts: Vec<usize> =
         counts.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) as usize).collect();
     if counts.len() != size {
@@ -267,7 +332,7 @@ async fn exchange_members(oob: &dyn Oob, ids: &[u64], timeout: Duration) -> Resu
     for (i, id) in ids.iter().enumerate() {
         mine[i * 8..i * 8 + 8].copy_from_slice(&id.to_le_bytes());
     }
-    let all = allgather(oob, &mine, deadline).await?;
+    let all = drive_allgather(oob, &mine, deadline, "urom.domain").await?;
     if all.len() != size * max * 8 {
         return Err(Error::new(ErrorKind::Other, "urom.domain: the out-of-band allgather returned a wrong length"));
     }
@@ -287,7 +352,7 @@ async fn exchange_members(oob: &dyn Oob, ids: &[u64], timeout: Duration) -> Resu
 // The OOB as DOCA's three C callbacks.
 
 struct OobState {
-    oob: Box<dyn Oob>,
+    oob: Rc<dyn Oob>,
 }
 
 struct ReqState {

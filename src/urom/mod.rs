@@ -39,6 +39,7 @@
 //! command answers with an error status, which becomes the command's error; the worker goes on.
 
 #[cfg(feature = "soft")]
+pub mod coll;
 pub mod daemon;
 mod domain;
 mod oob;
@@ -49,6 +50,7 @@ mod worker;
 /// The plugin SDK: write UROM worker plugins in safe Rust (re-export of `doca-urom-plugin`).
 pub use doca_urom_plugin as plugin;
 pub use domain::{Domain, DomainBuilder, DEFAULT_DOMAIN_TIMEOUT};
+pub(crate) use oob::drive_allgather;
 pub use oob::{InProcessOob, Oob, OobRequest, SocketOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 pub use service::{PluginInfo, Service, ServiceBuilder};
 pub use worker::{Worker, WorkerBuilder, DEFAULT_MAX_INFLIGHT};

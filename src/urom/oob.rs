@@ -33,6 +33,31 @@ pub trait Oob: 'static {
     fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>>;
 }
 
+/// Runs one allgather of `data` to completion from async code, without blocking the
+/// executor: the request is tested after a few yields (members usually arrive together),
+/// then every millisecond, until `deadline`. Errors are prefixed with `what`.
+pub(crate) async fn drive_allgather(oob: &dyn Oob, data: &[u8], deadline: Instant, what: &str) -> Result<Vec<u8>> {
+    let mut req = oob.allgather(data).map_err(|e| e.context_prefix(what))?;
+    let mut spins = 0u32;
+    loop {
+        if let Some(all) = req.test().map_err(|e| e.context_prefix(what))? {
+            return Ok(all);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                ErrorKind::TimedOut,
+                format!("{what}: the members did not all join the out-of-band exchange in time"),
+            ));
+        }
+        if spins < 64 {
+            spins += 1;
+            crate::executor::yield_now().await;
+        } else {
+            crate::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
 /// An allgather in progress.
 pub trait OobRequest {
     /// Makes progress without blocking: `Ok(None)` while in progress, `Ok(Some(all))` once

@@ -2,12 +2,15 @@
 
 use std::ffi::CString;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 
 use super::service::{to_doca_cpuset, Service};
 use super::sink::Sink;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind, TaskOutput};
+use crate::executor::completion::{completion_cb, BufTaskFuture, TaskKind, TaskOutput, TaskSlot};
 use crate::executor::{Context, CpuSet};
 use crate::sys;
 
@@ -291,6 +294,14 @@ impl Worker {
     /// [`ErrorKind::ConnectionLost`] when the worker process died, [`ErrorKind::Cancelled`]
     /// when the worker was stopped.
     pub async fn command(&self, plugin: u64, payload: &[u8]) -> Result<Vec<u8>> {
+        let (status, notification) = self.command_op(plugin, payload)?.await;
+        status.map(|()| notification)
+    }
+
+    /// The operation behind [`command`](Worker::command), as a named future: it owns the
+    /// payload and tells when its task has been submitted, so a caller can issue commands in a
+    /// strict order (see [`CommandOp::submitted`]).
+    pub(crate) fn command_op<'a, P: AsRef<[u8]> + 'a>(&'a self, plugin: u64, payload: P) -> Result<CommandOp<'a>> {
         if plugin.count_ones() != 1 || self.inner.plugins & plugin == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -300,35 +311,29 @@ impl Worker {
         let w = self.inner.ctx.as_ptr()?;
         let sink = Box::new(Sink::<u8>::default());
         let word = sink.as_word();
-        let (r, sink) = self
-            .inner
-            .ctx
-            .submit::<Command, _>("urom.worker.command", |slot| {
-                let mut task = std::ptr::null_mut();
-                // SAFETY: live worker; valid out-pointer.
-                let rc = unsafe { sys::doca_urom_worker_cmd_task_allocate_init(w, plugin, &mut task) };
+        let alloc: CommandAlloc<'a> = Box::new(move |slot: &TaskSlot| {
+            let mut task = std::ptr::null_mut();
+            // SAFETY: live worker; valid out-pointer.
+            let rc = unsafe { sys::doca_urom_worker_cmd_task_allocate_init(w, plugin, &mut task) };
+            if rc != sys::DOCA_SUCCESS {
+                return Err(rc);
+            }
+            // SAFETY: `task` is the live task just allocated and owned here; its payload
+            // buffer is owned by the task. The slot's result area has a stable address and
+            // names the sink that `with_buffers` keeps alive until the completion.
+            unsafe {
+                let rc = write_payload(task, payload.as_ref());
                 if rc != sys::DOCA_SUCCESS {
+                    sys::doca_urom_worker_cmd_task_release(task);
                     return Err(rc);
                 }
-                // SAFETY: `task` is the live task just allocated and owned here; its payload
-                // buffer is owned by the task. The slot's result area has a stable address and
-                // names the sink that `with_buffers` keeps alive until the completion.
-                unsafe {
-                    let rc = write_payload(task, payload);
-                    if rc != sys::DOCA_SUCCESS {
-                        sys::doca_urom_worker_cmd_task_release(task);
-                        return Err(rc);
-                    }
-                    sys::doca_urom_worker_cmd_task_set_cb(task, Some(completion_cb::<Command>));
-                    sys::doca_task_set_user_data(Command::as_task(task), slot.user_data());
-                    slot.out_ptr(0).write(word);
-                }
-                Ok(task)
-            })
-            .with_buffers(sink)
-            .await;
-        r?;
-        Ok(sink.take())
+                sys::doca_urom_worker_cmd_task_set_cb(task, Some(completion_cb::<Command>));
+                sys::doca_task_set_user_data(Command::as_task(task), slot.user_data());
+                slot.out_ptr(0).write(word);
+            }
+            Ok(task)
+        });
+        Ok(CommandOp { fut: self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc).with_buffers(sink) })
     }
 
     /// Stops the worker ctx and waits until it is idle: the service detaches this connection
@@ -347,6 +352,39 @@ impl fmt::Debug for Worker {
             .field("plugins", &format_args!("{:#x}", self.inner.plugins))
             .field("ctx", &self.inner.ctx)
             .finish()
+    }
+}
+
+/// The allocation closure of a command task (boxed so that [`CommandOp`] can be named).
+type CommandAlloc<'a> =
+    Box<dyn FnMut(&TaskSlot) -> std::result::Result<*mut sys::doca_urom_worker_cmd_task, sys::doca_error_t> + 'a>;
+
+/// One worker command: resolves to its status and the plugin's packed notification (see
+/// [`Worker::command`]). Like every DOCA operation it is lazy (submitted at its first poll),
+/// and dropping it after submission discards the answer without cancelling the command.
+#[must_use = "a command does nothing unless polled"]
+pub(crate) struct CommandOp<'a> {
+    fut: BufTaskFuture<'a, Command, CommandAlloc<'a>, Box<Sink<u8>>>,
+}
+
+impl CommandOp<'_> {
+    /// Whether the command's task was handed to DOCA (or the operation is over). Commands of
+    /// one worker reach its plugin in submission order.
+    pub(crate) fn submitted(&self) -> bool {
+        self.fut.submitted()
+    }
+}
+
+impl Future for CommandOp<'_> {
+    /// The command's status and the plugin's notification, which a failed command may carry
+    /// too (the plugin's explanation; empty when the worker never answered).
+    type Output = (Result<()>, Vec<u8>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        match Pin::new(&mut self.get_mut().fut).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready((r, sink)) => Poll::Ready((r.map(drop), sink.take())),
+        }
     }
 }
 
@@ -392,10 +430,8 @@ unsafe impl TaskKind for Command {
         unsafe { sys::doca_urom_worker_cmd_task_as_task(task) }
     }
 
-    unsafe fn on_complete(task: *mut Self::Task, status: sys::doca_error_t, out: &mut TaskOutput) {
-        if status != sys::DOCA_SUCCESS {
-            return;
-        }
+    unsafe fn on_complete(task: *mut Self::Task, _status: sys::doca_error_t, out: &mut TaskOutput) {
+        // A failed command's notification is copied too: plugins explain failures in it.
         // SAFETY: live, completed task (caller); its response buffer lives until release.
         unsafe {
             let buf = sys::doca_urom_worker_cmd_task_get_response(task);

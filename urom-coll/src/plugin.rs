@@ -155,7 +155,14 @@ struct HostRegion {
 }
 
 enum OpKind {
-    Coll { spec: CollSpec, src: Option<HostRegion>, dst: Option<HostRegion> },
+    /// `invalid`: a stand-in for a collective whose arguments the host rejected
+    /// ([`Cmd::Invalid`]); it fails on every member.
+    Coll {
+        spec: CollSpec,
+        src: Option<HostRegion>,
+        dst: Option<HostRegion>,
+        invalid: bool,
+    },
     Fini,
 }
 
@@ -294,13 +301,16 @@ impl Group {
     /// Submits ready collectives to the engine, in command order.
     fn submit(&mut self) {
         for op in self.ops.iter_mut() {
-            let OpKind::Coll { spec, .. } = &op.kind else { continue };
+            let OpKind::Coll { spec, invalid, .. } = &op.kind else { continue };
             match &mut op.stage {
                 Stage::NeedRead | Stage::Reading(_) => return,
                 Stage::Ready(input) => {
                     let input = std::mem::take(input);
                     let c = &mut self.comm;
                     let seq = match spec.kind {
+                        _ if *invalid => {
+                            c.invalid(spec.kind, format!("member {}'s host rejected its arguments", self.rank))
+                        }
                         Kind::Allreduce => c.allreduce(spec.dtype, spec.op, input),
                         Kind::Allgather => c.allgather(input),
                         Kind::Broadcast => c.broadcast(spec.root as usize, input),
@@ -399,7 +409,10 @@ fn status_of(e: &Error) -> Status {
     match e {
         Error::Invalid(_) | Error::Mismatch { .. } => Status::INVALID_VALUE,
         Error::Protocol { .. } => Status::IO_FAILED,
-        Error::Aborted { .. } => Status::CONNECTION_ABORTED,
+        // A peer that lost a member broke the group; one that saw bad or mismatched
+        // arguments did not.
+        Error::Aborted { peer_lost: true, .. } => Status::CONNECTION_ABORTED,
+        Error::Aborted { .. } => Status::INVALID_VALUE,
         Error::Transport(t) if t.kind == TransportErrorKind::PeerGone => Status::CONNECTION_ABORTED,
         Error::Transport(_) => Status::IO_FAILED,
         _ => Status::UNEXPECTED,
@@ -525,7 +538,12 @@ impl CollPlugin {
             // A non-root's broadcast input only gives the length; an empty source is empty input.
             None => Stage::Ready(vec![0; if needs_src { 0 } else { dst_len as usize }]),
         };
-        g.ops.push_back(Op { reply: cmd.reply_to(), kind: OpKind::Coll { spec, src, dst }, stage, comm_seq: None });
+        g.ops.push_back(Op {
+            reply: cmd.reply_to(),
+            kind: OpKind::Coll { spec, src, dst, invalid: false },
+            stage,
+            comm_seq: None,
+        });
         Ok(())
     }
 
@@ -599,7 +617,13 @@ impl CollPlugin {
                     }
                     if let Err(s) = self.net.post_recv(slot) {
                         if let State::Active(g) = &mut self.state {
-                            g.mail.fail(TransportError::other(None, format!("reposting a receive failed: {s}")));
+                            // Only a broken ctx refuses a receive (a peer vanished and DOCA
+                            // moved it to the error state): nothing will arrive any more.
+                            g.mail.fail(TransportError {
+                                kind: TransportErrorKind::PeerGone,
+                                peer: None,
+                                message: format!("reposting a receive failed: {s}"),
+                            });
                         }
                     }
                 }
@@ -741,6 +765,26 @@ impl Plugin for CollPlugin {
         match Cmd::decode(cmd.payload)? {
             init @ Cmd::Init { .. } => self.init(ctx, &cmd, init, out)?,
             Cmd::Coll(spec) => self.coll(ctx, &cmd, spec)?,
+            Cmd::Invalid { seq, kind } => {
+                let State::Active(g) = &mut self.state else { return Err(Status::BAD_STATE) };
+                if g.ops.back().is_some_and(|o| matches!(o.kind, OpKind::Fini)) {
+                    return Err(Status::BAD_STATE);
+                }
+                let spec = CollSpec {
+                    seq,
+                    kind,
+                    dtype: doca_coll::DataType::I32,
+                    op: doca_coll::ReduceOp::Sum,
+                    root: 0,
+                    count: 0,
+                    src_va: 0,
+                    src_len: 0,
+                    dst_va: 0,
+                    dst_len: 0,
+                };
+                let kind = OpKind::Coll { spec, src: None, dst: None, invalid: true };
+                g.ops.push_back(Op { reply: cmd.reply_to(), kind, stage: Stage::Ready(Vec::new()), comm_seq: None });
+            }
             Cmd::Fini => {
                 let State::Active(g) = &mut self.state else { return Err(Status::BAD_STATE) };
                 if g.ops.back().is_some_and(|o| matches!(o.kind, OpKind::Fini)) {

@@ -10,6 +10,7 @@
 //! | [`Cmd::Init`] | 1 | `rank: u32, members: vec<u64>, host_blob: bytes, allreduce_ring_threshold: u64, allgather_rd_threshold: u64, knomial_radix: u32` |
 //! | [`Cmd::Coll`] | 2 | `seq: u32, kind: u8, dtype: u8, op: u8, pad: u8, root: u32, count: u64, src_va: u64, src_len: u64, dst_va: u64, dst_len: u64` |
 //! | [`Cmd::Fini`] | 3 | — |
+//! | [`Cmd::Invalid`] | 4 | `seq: u32, kind: u8` |
 //! | [`Notif::InitDone`] | 1 | `worker_blob: bytes` |
 //! | [`Notif::CollDone`] | 2 | `seq: u32` |
 //! | [`Notif::FiniDone`] | 3 | — |
@@ -263,6 +264,11 @@ pub enum Cmd {
     /// Leaves the group once every collective before it is answered; answered
     /// [`Notif::FiniDone`] after them.
     Fini,
+    /// Takes the place of a collective of `kind` whose arguments the host rejected: the
+    /// worker fails it on every member (the others' collective fails with `INVALID_VALUE`
+    /// instead of waiting for this member forever, and later collectives still match).
+    /// Answered [`Notif::Failed`] with `INVALID_VALUE`.
+    Invalid { seq: u32, kind: Kind },
 }
 
 /// A `worker_coll` notification body.
@@ -313,6 +319,7 @@ impl Cmd {
                 .u64(c.dst_len)
                 .done(),
             Cmd::Fini => Writer::default().u32(3).done(),
+            Cmd::Invalid { seq, kind } => Writer::default().u32(4).u32(*seq).u8(code_of(&KINDS, kind)).done(),
         }
     }
 
@@ -352,6 +359,11 @@ impl Cmd {
                 })
             }
             3 => Cmd::Fini,
+            4 => {
+                let seq = r.u32()?;
+                let kind = *KINDS.get(r.u8()? as usize).ok_or(r.err("unknown kind"))?;
+                Cmd::Invalid { seq, kind }
+            }
             _ => return Err(r.err("unknown tag")),
         };
         r.finish()?;
@@ -419,6 +431,7 @@ mod tests {
             Cmd::Init { rank: 0, members: vec![], host_blob: vec![], tuning: InitTuning::default() },
             Cmd::Coll(coll()),
             Cmd::Fini,
+            Cmd::Invalid { seq: 7, kind: Kind::ReduceScatter },
         ];
         let notifs = vec![
             Notif::InitDone { worker_blob: vec![1, 2, 3] },

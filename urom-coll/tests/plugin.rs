@@ -518,6 +518,29 @@ fn mismatched_counts_fail_on_every_member() {
 }
 
 #[test]
+fn a_stand_in_for_rejected_arguments_fails_every_member_and_the_group_stays_in_step() {
+    let mut c = Cluster::new(3);
+    c.init(Tuning::default());
+    // Member 0's host rejected its arguments and sends the stand-in; the others run.
+    c.command(0, &Cmd::Invalid { seq: 1, kind: Kind::Allreduce });
+    for r in 1..3 {
+        let s = spec(&c.hosts[r], 1, Kind::Allreduce, DataType::I64, ReduceOp::Sum, 0, 4, 32, 32, 0);
+        c.command(r, &Cmd::Coll(s));
+    }
+    let got = c.answers(&[1, 1, 1]);
+    for g in &got {
+        assert_eq!(g[0].status, Status::INVALID_VALUE);
+        let Ok(Notif::Failed { seq: 1, reason }) = Notif::decode(g[0].packed.as_ref().unwrap()) else {
+            panic!("not Failed: {:?}", g[0])
+        };
+        assert!(!reason.is_empty());
+    }
+    // The next collective matches on every member.
+    allreduce_i64(&mut c, 2, 5);
+    c.fini();
+}
+
+#[test]
 fn a_member_closing_mid_collective_fails_the_others() {
     let mut c = Cluster::new(3);
     c.init(Tuning::default());

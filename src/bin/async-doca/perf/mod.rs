@@ -15,6 +15,11 @@
 //! run on one machine (ADDR defaults to 127.0.0.1:18515). Bandwidth tests take `--size`
 //! (default sweep 8 B, 4 KiB, 64 KiB, 1 MiB) and add `mb_per_sec` to their JSON line;
 //! `memcpy_bw` is a reference row measured in the same run.
+//!
+//! The collectives (`allreduce_lat`, `allgather_lat`, `bcast_lat`, `barrier_lat`,
+//! `coll_overlap`; `coll.rs`) compare two modes of their own instead: `offload` (the UROM
+//! workers of a domain run the collective) and `host` (the host processes run it), with
+//! `--procs N` members.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,6 +27,8 @@ use std::time::{Duration, Instant};
 use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
+#[cfg(feature = "soft")]
+mod coll;
 mod raw;
 mod raw_rdma;
 mod rdma;
@@ -36,6 +43,10 @@ pub use stats::Report;
 pub enum Mode {
     Raw,
     Async,
+    /// Collectives run by the UROM workers of a domain.
+    Offload,
+    /// Collectives run by the host processes themselves (the baseline of `offload`).
+    Host,
 }
 
 impl Mode {
@@ -43,7 +54,14 @@ impl Mode {
         match self {
             Mode::Raw => "raw",
             Mode::Async => "async",
+            Mode::Offload => "offload",
+            Mode::Host => "host",
         }
+    }
+
+    /// The error for a test asked to run in a mode it does not have.
+    fn unsupported(self, test: &str) -> Error {
+        Error::new(ErrorKind::InvalidArgument, format!("{test} has no {} mode", self.name()))
     }
 }
 
@@ -68,7 +86,8 @@ pub struct PerfArgs {
     /// Modes to run (default: all).
     #[arg(long = "mode", value_delimiter = ',')]
     modes: Vec<Mode>,
-    /// Process counts to run (1, 2; default both).
+    /// Process counts to run (1, 2 for the point-to-point tests, default both; any count
+    /// from 1 for the collectives, default 2 and 4).
     #[arg(long = "procs", value_delimiter = ',')]
     procs: Vec<u32>,
     /// Timed iterations per test (default: each test's own, scaled down for large sizes).
@@ -156,6 +175,13 @@ struct TestDef {
 const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
 const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
 const RDMA_PROCS: &[u32] = &[1, 2];
+#[cfg(feature = "soft")]
+const COLL_MODES: &[Mode] = &[Mode::Offload, Mode::Host];
+#[cfg(feature = "soft")]
+const COLL_PROCS: &[u32] = &[2, 4];
+/// Bytes per member: one element, and 64 KiB.
+#[cfg(feature = "soft")]
+const COLL_SIZES: &[usize] = &[8, 65_536];
 
 const TESTS: &[TestDef] = &[
     TestDef {
@@ -279,6 +305,61 @@ const TESTS: &[TestDef] = &[
         run: urom::run,
         about: "UROM worker command round trip (worker_graph loopback, host -> worker process -> host)",
     },
+    #[cfg(feature = "soft")]
+    TestDef {
+        name: "allreduce_lat",
+        modes: COLL_MODES,
+        procs: COLL_PROCS,
+        sizes: COLL_SIZES,
+        sized: true,
+        iters: 2_000,
+        run: |p| coll::run(coll::Test::Allreduce, p),
+        about: "allreduce sum of f64 (size: bytes per member), offloaded to UROM workers or run by the hosts",
+    },
+    #[cfg(feature = "soft")]
+    TestDef {
+        name: "allgather_lat",
+        modes: COLL_MODES,
+        procs: COLL_PROCS,
+        sizes: COLL_SIZES,
+        sized: true,
+        iters: 2_000,
+        run: |p| coll::run(coll::Test::Allgather, p),
+        about: "allgather (size: bytes each member contributes), offloaded or host-only",
+    },
+    #[cfg(feature = "soft")]
+    TestDef {
+        name: "bcast_lat",
+        modes: COLL_MODES,
+        procs: COLL_PROCS,
+        sizes: COLL_SIZES,
+        sized: true,
+        iters: 2_000,
+        run: |p| coll::run(coll::Test::Bcast, p),
+        about: "broadcast from rank 0, offloaded or host-only",
+    },
+    #[cfg(feature = "soft")]
+    TestDef {
+        name: "barrier_lat",
+        modes: COLL_MODES,
+        procs: COLL_PROCS,
+        sizes: &[0],
+        sized: false,
+        iters: 2_000,
+        run: |p| coll::run(coll::Test::Barrier, p),
+        about: "barrier, offloaded or host-only",
+    },
+    #[cfg(feature = "soft")]
+    TestDef {
+        name: "coll_overlap",
+        modes: COLL_MODES,
+        procs: COLL_PROCS,
+        sizes: &[65_536],
+        sized: true,
+        iters: 200,
+        run: |p| coll::run(coll::Test::Overlap, p),
+        about: "share of a compute loop done while an allreduce is in flight (overlap_pct; OSU method)",
+    },
     TestDef {
         name: "memcpy_bw",
         modes: &[Mode::Raw],
@@ -317,6 +398,9 @@ pub fn run(args: PerfArgs) -> Result<()> {
             if args.client.is_some() && rdma_test.is_none() {
                 continue;
             }
+            // The collectives take any member count; the other tests only the ones they know.
+            let collective = t.modes.contains(&Mode::Offload);
+            let procs_list = if collective && !args.procs.is_empty() { &args.procs[..] } else { procs_list };
             for &procs in procs_list.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
                 for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
                     let params = Params { mode, procs, size, iters, warmup, idle: args.idle };
@@ -357,6 +441,10 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
     if let Some(test) = rdma::Test::ALL.iter().find(|t| t.name() == args.test) {
         return rdma::peer(*test, &params, args.cpu);
     }
+    #[cfg(feature = "soft")]
+    if let Some(test) = coll::Test::ALL.iter().find(|t| t.name() == args.test) {
+        return coll::peer(*test, &params);
+    }
     match args.test.as_str() {
         "sync_add_wait" => sync_event::peer(&params, &blob, args.cpu),
         other => Err(Error::new(ErrorKind::InvalidArgument, format!("perf-peer: unknown test {other:?}"))),
@@ -373,7 +461,7 @@ pub fn two_cpus() -> Result<(usize, usize)> {
 }
 
 /// The `perf-peer` command line for `test` with the parameters of `p`.
-fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
+pub fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
     let exe = std::env::current_exe().map_err(|e| Error::os(e, "perf: find own executable"))?;
     let idle = match p.idle {
         IdleArg::Polling => "polling",
@@ -417,6 +505,11 @@ pub fn spawn_linked_peer(test: &str, p: &Params, cpu: usize) -> Result<(PeerChil
 pub struct PeerChild(Option<Child>);
 
 impl PeerChild {
+    /// Starts `cmd` as a peer.
+    pub fn spawn(mut cmd: Command) -> Result<PeerChild> {
+        cmd.spawn().map(|c| PeerChild(Some(c))).map_err(|e| Error::os(e, "perf: start peer process"))
+    }
+
     /// Waits for the peer to exit (bounded by [`PEER_TIMEOUT`]) and checks it succeeded.
     pub fn finish(mut self) -> Result<()> {
         let mut child = self.0.take().expect("peer waited once");

@@ -219,10 +219,11 @@ pub type SideA = fn(Test, &Params, usize, Link) -> Result<Measured>;
 pub type SideB = fn(Test, &Params, usize, Link) -> Result<()>;
 
 /// The two sides of `mode`.
-fn sides(mode: Mode) -> (SideA, SideB) {
+fn sides(test: Test, mode: Mode) -> Result<(SideA, SideB)> {
     match mode {
-        Mode::Raw => (super::raw_rdma::side_a, super::raw_rdma::side_b),
-        Mode::Async => (async_side_a, async_side_b),
+        Mode::Raw => Ok((super::raw_rdma::side_a, super::raw_rdma::side_b)),
+        Mode::Async => Ok((async_side_a, async_side_b)),
+        other => Err(other.unsupported(test.name())),
     }
 }
 
@@ -230,7 +231,7 @@ fn sides(mode: Mode) -> (SideA, SideB) {
 /// (procs 2, linked over its stdin/stdout), and reports A's measurement.
 pub fn run(test: Test, p: &Params) -> Result<Report> {
     let (cpu_a, cpu_b) = two_cpus()?;
-    let (side_a, side_b) = sides(p.mode);
+    let (side_a, side_b) = sides(test, p.mode)?;
     let p = *p;
     // Side A always runs on a thread of its own: it pins itself, and the caller's thread
     // must stay unpinned (an async side blocks on it while its executor runs on cpu_a).
@@ -257,7 +258,7 @@ pub fn run(test: Test, p: &Params) -> Result<Report> {
 /// stdin/stdout.
 pub fn peer(test: Test, p: &Params, cpu: usize) -> Result<()> {
     let link = Link::over(std::io::stdin(), std::io::stdout());
-    sides(p.mode).1(test, p, cpu, link)
+    sides(test, p.mode)?.1(test, p, cpu, link)
 }
 
 /// The `--server` side: accepts connections on `addr`, one per run; each starts with a
@@ -280,7 +281,7 @@ pub fn serve(addr: &str) -> Result<()> {
         let served = link.recv_blocking().and_then(|header| {
             let (test, p) = parse_header(&header)?;
             log(format!("{} {} size={} for {from}", test.name(), p.mode.name(), p.size));
-            let (_, side_b) = sides(p.mode);
+            let (_, side_b) = sides(test, p.mode)?;
             joined(std::thread::spawn(move || side_b(test, &p, cpu, link)))
         });
         if let Err(e) = served {
@@ -308,7 +309,7 @@ pub fn run_client(addr: &str, test: Test, p: &Params) -> Result<Report> {
     let header = format!("{} {} {} {} {} {idle}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
     link.send(header.as_bytes())?;
     let (cpu, _) = two_cpus()?;
-    let (side_a, _) = sides(p.mode);
+    let (side_a, _) = sides(test, p.mode)?;
     let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu, link)))?;
     Ok(report(test, &p, measured))
 }

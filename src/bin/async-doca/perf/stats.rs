@@ -22,13 +22,18 @@ pub struct Report {
     pub ops_per_sec: f64,
     /// Payload megabytes (10^6 bytes) per second, for bandwidth tests.
     pub mb_per_sec: Option<f64>,
+    /// Share of a compute loop done while a collective was in flight, for `coll_overlap`.
+    pub overlap_pct: Option<f64>,
 }
 
 impl Report {
     /// One JSON object on one line. Written by hand: the keys are fixed and the values are
     /// numbers or plain identifiers, so no escaping is needed.
     pub fn to_json(&self) -> String {
-        let mb = self.mb_per_sec.map(|v| format!(",\"mb_per_sec\":{v:.1}")).unwrap_or_default();
+        let mut mb = self.mb_per_sec.map(|v| format!(",\"mb_per_sec\":{v:.1}")).unwrap_or_default();
+        if let Some(v) = self.overlap_pct {
+            mb.push_str(&format!(",\"overlap_pct\":{v:.1}"));
+        }
         format!(
             "{{\"test\":\"{}\",\"mode\":\"{}\",\"size\":{},\"iters\":{},\"procs\":{},\"p50_ns\":{:.1},\"p99_ns\":{:.1},\"ops_per_sec\":{:.1}{mb}}}",
             self.test, self.mode, self.size, self.iters, self.procs, self.p50_ns, self.p99_ns, self.ops_per_sec
@@ -99,6 +104,7 @@ impl Run {
             p99_ns: samples.quantile(0.99),
             ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
             mb_per_sec: None,
+            overlap_pct: None,
         }
     }
 }
@@ -110,11 +116,34 @@ pub fn print_table(reports: &[Report]) {
         "test", "mode", "size", "iters", "procs", "p50 (ns)", "p99 (ns)", "ops/s", "MB/s"
     );
     for r in reports {
-        let mb = r.mb_per_sec.map(|v| format!("{v:.0}")).unwrap_or_default();
+        let mb = match (r.mb_per_sec, r.overlap_pct) {
+            (Some(v), _) => format!("{v:.0}"),
+            (None, Some(o)) => format!("{o:.0}% ovl"),
+            (None, None) => String::new(),
+        };
         println!(
             "{:<16} {:<8} {:>8} {:>9} {:>5} {:>10.0} {:>10.0} {:>14.0} {:>10}",
             r.test, r.mode, r.size, r.iters, r.procs, r.p50_ns, r.p99_ns, r.ops_per_sec, mb
         );
+    }
+    let mut printed_header = false;
+    for r in reports.iter().filter(|r| r.mode == "offload") {
+        if let Some(host) =
+            reports.iter().find(|b| b.mode == "host" && b.test == r.test && b.size == r.size && b.procs == r.procs)
+        {
+            if !printed_header {
+                println!("\noffload / host (the workers run the collective / the hosts do), side by side in this run:");
+                printed_header = true;
+            }
+            println!(
+                "  {:<16} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x",
+                r.test,
+                r.size,
+                r.procs,
+                r.p50_ns / host.p50_ns,
+                r.p99_ns / host.p99_ns
+            );
+        }
     }
     let mut printed_header = false;
     for r in reports.iter().filter(|r| r.mode == "async") {

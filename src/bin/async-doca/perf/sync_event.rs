@@ -19,6 +19,7 @@ pub fn run(p: &Params) -> Result<Report> {
     match p.mode {
         Mode::Raw => raw_pingpong(p),
         Mode::Async => async_pingpong(p),
+        other => Err(other.unsupported(TEST)),
     }
 }
 
@@ -28,6 +29,7 @@ pub fn peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
     match p.mode {
         Mode::Raw => raw_side_b(&Device::open_default()?, blob, p.warmup + p.iters),
         Mode::Async => async_peer(p, blob, cpu),
+        other => Err(other.unsupported(TEST)),
     }
 }
 

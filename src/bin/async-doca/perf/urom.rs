@@ -42,6 +42,7 @@ pub fn run(p: &Params) -> Result<Report> {
             .unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))?
         }
         Mode::Async => async_loop(p, &daemon.socket, cpu_host, cpu_worker)?,
+        other => return Err(other.unsupported("urom_cmd_lat")),
     };
     let run = Run { test: "urom_cmd_lat", mode: p.mode.name(), size: 8, procs: 2 };
     Ok(run.report(samples, p.iters, elapsed))
@@ -287,14 +288,23 @@ fn raw_loop(p: &Params, socket: &std::path::Path, cpu_worker: usize) -> Result<(
 // ---- the private service ---------------------------------------------------------------
 
 /// `async-doca urom-service` in a directory of its own, stopped with SIGTERM on drop.
-struct PerfDaemon {
+pub(super) struct PerfDaemon {
     child: Option<Child>,
     socket: PathBuf,
     dir: PathBuf,
 }
 
 impl PerfDaemon {
-    fn start() -> Result<PerfDaemon> {
+    pub(super) fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    /// A directory of this run's own (removed at the end), for rendezvous sockets.
+    pub(super) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    pub(super) fn start() -> Result<PerfDaemon> {
         let dir = std::env::temp_dir().join(format!("async-doca-perf-urom-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::os(e, "perf: create the service directory"))?;
