@@ -769,6 +769,85 @@ fn sync_event_standalone_synchronous_path() {
     }
 }
 
+/// The importing side of the cross-process sync event test (runs only when re-executed):
+/// opens the parent's counter from its blob, as a ctx, and sets it.
+#[test]
+#[ignore = "the peer process of the cross-process sync event test"]
+fn sync_event_peer_process() {
+    let Ok(_role) = std::env::var(ROLE_ENV) else { return };
+    let blob = unhex(&from_parent().expect("the export blob"));
+    let dev = open_dev();
+    let (mut pe, mut ev) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: valid out-pointers; the blob is readable; objects are torn down in order below.
+    unsafe {
+        ok(doca_pe_create(&mut pe));
+        ok(doca_sync_event_create_from_export(dev, blob.as_ptr(), blob.len(), &mut ev));
+        ok(doca_sync_event_task_notify_set_set_conf(ev, Some(se_set), Some(se_set), 2));
+        let ctx = doca_sync_event_as_ctx(ev);
+        ok(doca_pe_connect_ctx(pe, ctx));
+        ok_or_in_progress(doca_ctx_start(ctx));
+        progress_to(pe, ctx, DOCA_CTX_STATE_RUNNING);
+        let mut t = ptr::null_mut();
+        ok(doca_sync_event_task_notify_set_alloc_init(ev, 42, doca_data::from_u64(1), &mut t));
+        ok(doca_task_submit(doca_sync_event_task_notify_set_as_doca_task(t)));
+        assert!(run_until(&[pe], T, || SE.with(|s| !s.borrow().is_empty())));
+        assert_eq!(take_se()[0].3, DOCA_SUCCESS);
+        tell_parent("set 42");
+        ok_or_in_progress(doca_ctx_stop(ctx));
+        progress_to(pe, ctx, DOCA_CTX_STATE_IDLE);
+        ok(doca_sync_event_destroy(ev));
+        ok(doca_pe_destroy(pe));
+        ok(doca_dev_close(dev));
+    }
+}
+
+#[test]
+fn sync_event_export_opens_the_same_counter_in_another_process() {
+    let dev = open_dev();
+    let (mut pe, mut ev) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: plain setup as the runtime does it (CPU publisher, remote-PCI subscriber, async
+    // mode); the export blob is copied at once; teardown in order at the end.
+    let blob = unsafe {
+        ok(doca_pe_create(&mut pe));
+        ok(doca_sync_event_create(&mut ev));
+        ok(doca_sync_event_add_publisher_location_cpu(ev, dev));
+        ok(doca_sync_event_add_subscriber_location_remote_pci(ev));
+        ok(doca_sync_event_task_wait_eq_set_conf(ev, Some(se_eq), Some(se_eq), 2));
+        let ctx = doca_sync_event_as_ctx(ev);
+        ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(9)));
+        ok(doca_pe_connect_ctx(pe, ctx));
+        ok_or_in_progress(doca_ctx_start(ctx));
+        progress_to(pe, ctx, DOCA_CTX_STATE_RUNNING);
+        let (mut p, mut n) = (ptr::null(), 0usize);
+        ok(doca_sync_event_export_to_remote_pci(ev, dev, &mut p, &mut n));
+        assert!(!p.is_null() && n > 0);
+        std::slice::from_raw_parts(p, n).to_vec()
+    };
+    let mut t = ptr::null_mut();
+    // SAFETY: live, RUNNING event.
+    unsafe {
+        ok(doca_sync_event_task_wait_eq_alloc_init(ev, 42, u64::MAX, doca_data::from_u64(3), &mut t));
+        ok(doca_task_submit(doca_sync_event_task_wait_eq_as_doca_task(t)));
+    }
+    let mut peer = Peer::spawn("sync_event_peer_process", "importer");
+    peer.send(&hex(&blob));
+    // The wait completes when the other process sets the counter: the PE's fd wakes us.
+    assert!(run_until(&[pe], T, || SE.with(|s| !s.borrow().is_empty())), "the wait never completed");
+    let r = take_se();
+    assert_eq!((r[0].0, r[0].1, r[0].2, r[0].3), ("wait_eq", 3, 9, DOCA_SUCCESS));
+    assert_eq!(peer.expect("set"), "42");
+    peer.wait_success();
+    // SAFETY: teardown in order; no task is in flight.
+    unsafe {
+        let ctx = doca_sync_event_as_ctx(ev);
+        ok_or_in_progress(doca_ctx_stop(ctx));
+        progress_to(pe, ctx, DOCA_CTX_STATE_IDLE);
+        ok(doca_sync_event_destroy(ev));
+        ok(doca_pe_destroy(pe));
+        ok(doca_dev_close(dev));
+    }
+}
+
 // =============================================================================================
 // UROM
 // =============================================================================================
