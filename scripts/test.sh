@@ -22,6 +22,9 @@ cargo run --release --example rdma_atomics
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong
 cargo run --release --example allreduce
+# A runtime follows the CPU masks `async-doca taskset` gives it (the tool is used when built).
+cargo build --release --bin async-doca
+cargo run --release --example drom_rebalance
 
 # Futures dropped while their DOCA tasks are in flight, under valgrind: no invalid access,
 # nothing definitely lost.

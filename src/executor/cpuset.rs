@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// The largest CPU number a [`CpuSet`] can hold, plus one (the kernel's default `CPU_SETSIZE`).
 pub const MAX_CPUS: usize = 1024;
 
-const WORDS: usize = MAX_CPUS / 64;
+pub(crate) const WORDS: usize = MAX_CPUS / 64;
 
 /// A set of CPU numbers.
 ///
@@ -68,6 +68,20 @@ impl CpuSet {
         let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw) };
         if rc != 0 {
             return Err(Error::os(std::io::Error::last_os_error(), &format!("sched_setaffinity({self})")));
+        }
+        Ok(())
+    }
+
+    /// Pins thread `tid` of this process (0: the caller) to exactly this set.
+    pub(crate) fn pin_thread(&self, tid: libc::pid_t) -> Result<()> {
+        if self.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "pin thread: empty CPU set"));
+        }
+        let raw = self.to_raw();
+        // SAFETY: `raw` is a valid cpu_set_t of the size passed.
+        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &raw) };
+        if rc != 0 {
+            return Err(Error::os(std::io::Error::last_os_error(), &format!("sched_setaffinity({tid}, {self})")));
         }
         Ok(())
     }
@@ -143,6 +157,17 @@ impl CpuSet {
     /// Whether every CPU of `self` is in `other`.
     pub fn is_subset(&self, other: &CpuSet) -> bool {
         self.difference(other).is_empty()
+    }
+
+    /// The set as 64-bit words, CPU `n` being bit `n % 64` of word `n / 64` (the layout the
+    /// DROM registry stores in shared memory).
+    pub(crate) fn to_words(self) -> [u64; WORDS] {
+        self.bits
+    }
+
+    /// The inverse of [`to_words`](CpuSet::to_words).
+    pub(crate) fn from_words(bits: [u64; WORDS]) -> CpuSet {
+        CpuSet { bits }
     }
 
     fn from_raw(raw: &libc::cpu_set_t) -> CpuSet {

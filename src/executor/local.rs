@@ -101,6 +101,9 @@ pub(crate) struct Shared {
     /// that path is only taken when the executor sleeps, so the lock is off the hot path.
     waker: Mutex<Option<mio::Waker>>,
     shutdown: AtomicBool,
+    /// Set while DROM took this worker's CPU away: it runs on the process's other CPUs and
+    /// must never busy-poll there (see `Builder::drom`).
+    pub(crate) displaced: AtomicBool,
 }
 
 impl Shared {
@@ -354,6 +357,7 @@ impl Core {
             park: ParkState::new(),
             waker: Mutex::new(Some(waker)),
             shutdown: AtomicBool::new(false),
+            displaced: AtomicBool::new(false),
         });
         Ok(Core {
             shared,
@@ -533,7 +537,8 @@ impl Core {
         if ran > 0 || progressed > 0 || fired > 0 || self.has_ready(main) {
             return;
         }
-        match self.config.idle {
+        let idle = if self.shared.displaced.load(Ordering::Relaxed) { IdleMode::Event } else { self.config.idle };
+        match idle {
             IdleMode::Polling => {
                 self.spin(main, None);
             }
@@ -733,6 +738,9 @@ impl Core {
             }
             self.take_notifications();
             return;
+        }
+        if let Some(rt) = &self.runtime {
+            rt.park_check();
         }
         let timeout = self.timers.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
         self.poll(timeout);

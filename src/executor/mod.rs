@@ -20,7 +20,8 @@
 //! on an executor and stay there (`!Send`). Other threads talk to an executor only through
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
-mod cpuset;
+pub(crate) mod cpuset;
+mod elastic;
 mod local;
 mod park;
 mod pe;

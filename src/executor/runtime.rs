@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -73,6 +73,7 @@ pub struct Builder {
     cpus: Option<CpuSet>,
     idle: IdleMode,
     task_batch: Option<usize>,
+    drom: Option<crate::drom::Options>,
 }
 
 impl Builder {
@@ -102,59 +103,70 @@ impl Builder {
         self
     }
 
+    /// Takes part in a DLB-style CPU registry (see [`drom`](crate::drom)): the runtime
+    /// registers the process with its CPUs (or adopts the reservation a launcher such as
+    /// `async-doca taskset -c CPUS -- PROGRAM` made for it, whose CPUs then replace
+    /// [`cpus`](Builder::cpus)), follows the changes others make to its mask, and
+    /// unregisters on shutdown. Fails to build if the CPUs belong to other processes
+    /// (unless [`steal`](crate::drom::Options::steal)) or the process is registered under
+    /// that key already (one registration per process and key).
+    ///
+    /// Following a change (within the [check
+    /// interval](crate::drom::Options::check_interval), usually at once): the executor of a
+    /// removed CPU is *displaced*: it is re-pinned onto the remaining CPUs, gets no more
+    /// [`spawn`](Runtime::spawn) work and sleeps whenever it is idle (it never busy-polls),
+    /// but keeps its tasks and DOCA objects and keeps running them (they are `!Send` and
+    /// cannot move); [`spawn_on`](Runtime::spawn_on) still reaches it. When its CPU comes
+    /// back it is pinned home again. A CPU the runtime never had gets a new executor, which
+    /// takes `spawn` work at once (if it cannot start, for example because a cgroup forbids
+    /// the CPU, that is reported on stderr and the other CPUs are used). The process's other
+    /// threads (the one that called `build`, `block_on` threads) are moved onto the whole new
+    /// mask. See `docs/drom.md`.
+    pub fn drom(mut self, options: crate::drom::Options) -> Builder {
+        self.drom = Some(options);
+        self
+    }
+
     /// Starts the workers. Fails if the CPU set is empty, a CPU cannot be pinned to, or an
     /// executor cannot create its PE or poll; workers already started are stopped again.
     pub fn build(self) -> Result<Runtime> {
-        let cpus = match self.cpus {
+        let mut cpus = match self.cpus {
             Some(c) => c,
             None => CpuSet::current_affinity()?,
+        };
+        let membership = match &self.drom {
+            Some(opts) => {
+                let m = super::elastic::join(opts, &cpus)?;
+                cpus = m.current();
+                Some(m)
+            }
+            None => None,
         };
         if cpus.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "runtime: empty CPU set"));
         }
         let config = Config { idle: self.idle, task_batch: self.task_batch.unwrap_or(DEFAULT_TASK_BATCH) };
         let inner = Arc::new(RtInner {
-            cpus,
             config,
-            workers: OnceLock::new(),
+            workers: WorkerList::new(),
+            threads: Mutex::new(Vec::with_capacity(cpus.len())),
             next: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            drom: OnceLock::new(),
         });
-        let mut rt = Runtime { inner: inner.clone(), threads: Vec::new() };
-        let mut workers = Vec::with_capacity(cpus.len());
+        let mut rt = Runtime { inner: inner.clone() };
         let mut failure = None;
         for cpu in cpus.iter() {
-            let (tx, rx) = mpsc::sync_channel(1);
-            let rt_inner = inner.clone();
-            let spawned = thread::Builder::new()
-                .name(format!("async-doca-cpu{cpu}"))
-                .spawn(move || worker_main(cpu, config, rt_inner, tx));
-            let join = match spawned {
-                Ok(j) => j,
-                Err(e) => {
-                    failure = Some(Error::os(e, &format!("spawn the executor thread for CPU {cpu}")));
-                    break;
-                }
-            };
-            match rx.recv() {
-                Ok(Ok(shared)) => {
-                    rt.threads.push(join);
-                    workers.push(Worker { cpu, shared });
-                }
-                Ok(Err(e)) => {
-                    let _ = join.join();
-                    failure = Some(e.context_prefix(&format!("executor on CPU {cpu}")));
-                    break;
-                }
-                Err(_) => {
-                    let _ = join.join();
-                    failure = Some(Error::new(ErrorKind::Other, format!("executor on CPU {cpu} died while starting")));
-                    break;
-                }
+            if let Err(e) = inner.start_worker(cpu) {
+                failure = Some(e);
+                break;
             }
         }
-        // Set even on failure so that shutdown reaches the workers that did start.
-        let _ = inner.workers.set(workers);
+        if let (None, Some(m)) = (&failure, membership) {
+            if let Err(e) = super::elastic::start(&inner, m, self.drom.as_ref().map(|o| o.check_interval)) {
+                failure = Some(e);
+            }
+        }
         match failure {
             None => Ok(rt),
             Some(e) => {
@@ -166,6 +178,8 @@ impl Builder {
 }
 
 fn worker_main(cpu: usize, config: Config, rt: Arc<RtInner>, ready: mpsc::SyncSender<Result<Arc<Shared>>>) {
+    // Known as a pinned executor, so that no runtime's DROM follower moves it.
+    let _pinned = super::elastic::ExecutorThread::enter();
     let started = CpuSet::from_cpus([cpu])
         .and_then(|set| set.pin_current_thread())
         .and_then(|()| Core::new(Some(cpu), config, Some(Handle { inner: rt })));
@@ -186,22 +200,115 @@ fn worker_main(cpu: usize, config: Config, rt: Arc<RtInner>, ready: mpsc::SyncSe
     let _ = core.block_on(pin!(std::future::pending::<()>()));
 }
 
-struct Worker {
-    cpu: usize,
-    shared: Arc<Shared>,
+pub(super) struct Worker {
+    pub(super) cpu: usize,
+    pub(super) shared: Arc<Shared>,
+    /// Takes `spawn` work; false while displaced from its CPU (see [`Builder::drom`]).
+    pub(super) active: AtomicBool,
 }
 
-struct RtInner {
-    cpus: CpuSet,
+/// The workers of a runtime: append-only (a worker lives until the runtime shuts down), so
+/// that `spawn` reads it without a lock: a slot is filled before the length that covers it
+/// is published.
+pub(super) struct WorkerList {
+    slots: Box<[OnceLock<Worker>]>,
+    len: AtomicUsize,
+    /// Serialises appends (the builder, then the DROM follower).
+    append: Mutex<()>,
+}
+
+impl WorkerList {
+    fn new() -> WorkerList {
+        WorkerList {
+            slots: (0..super::cpuset::MAX_CPUS).map(|_| OnceLock::new()).collect(),
+            len: AtomicUsize::new(0),
+            append: Mutex::new(()),
+        }
+    }
+
+    /// The published slots (each filled).
+    fn as_slice(&self) -> &[OnceLock<Worker>] {
+        &self.slots[..self.len.load(Ordering::Acquire)]
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Worker> {
+        self.as_slice().iter().filter_map(OnceLock::get)
+    }
+
+    /// Appends `w`; gives it back if the list is full (it cannot be: there is at most one
+    /// worker per CPU number, and CPU numbers are below `MAX_CPUS`).
+    fn push(&self, w: Worker) -> std::result::Result<(), Worker> {
+        let _g = self.append.lock().unwrap_or_else(|p| p.into_inner());
+        let n = self.len.load(Ordering::Relaxed);
+        let Some(slot) = self.slots.get(n) else { return Err(w) };
+        slot.set(w)?;
+        self.len.store(n + 1, Ordering::Release);
+        Ok(())
+    }
+}
+
+pub(super) struct RtInner {
     config: Config,
-    workers: OnceLock<Vec<Worker>>,
+    pub(super) workers: WorkerList,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
     next: AtomicUsize,
     closed: AtomicBool,
+    pub(super) drom: OnceLock<super::elastic::Follower>,
 }
 
 impl RtInner {
-    fn workers(&self) -> &[Worker] {
-        self.workers.get().map(Vec::as_slice).unwrap_or(&[])
+    pub(super) fn workers(&self) -> &WorkerList {
+        &self.workers
+    }
+
+    /// The CPUs of the workers that take `spawn` work.
+    fn active_cpus(&self) -> CpuSet {
+        self.workers().iter().filter(|w| w.active.load(Ordering::Relaxed)).map(|w| w.cpu).collect()
+    }
+
+    /// Starts the executor thread of `cpu` and waits until it runs.
+    pub(super) fn start_worker(self: &Arc<Self>, cpu: usize) -> Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let rt_inner = self.clone();
+        let config = self.config;
+        let spawned = thread::Builder::new()
+            .name(format!("async-doca-cpu{cpu}"))
+            .spawn(move || worker_main(cpu, config, rt_inner, tx));
+        let join = spawned.map_err(|e| Error::os(e, &format!("spawn the executor thread for CPU {cpu}")))?;
+        match rx.recv() {
+            Ok(Ok(shared)) => {
+                self.threads.lock().unwrap_or_else(|p| p.into_inner()).push(join);
+                let handle = shared.clone();
+                if let Err(w) = self.workers.push(Worker { cpu, shared, active: AtomicBool::new(true) }) {
+                    w.shared.request_shutdown();
+                    return Err(Error::new(
+                        ErrorKind::ResourceExhausted,
+                        format!("runtime: no room for an executor on CPU {cpu}"),
+                    ));
+                }
+                if self.closed.load(Ordering::SeqCst) {
+                    // Shut down while this one started: make sure it stops too.
+                    handle.request_shutdown();
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                let _ = join.join();
+                Err(e.context_prefix(&format!("executor on CPU {cpu}")))
+            }
+            Err(_) => {
+                let _ = join.join();
+                Err(Error::new(ErrorKind::Other, format!("executor on CPU {cpu} died while starting")))
+            }
+        }
+    }
+
+    /// Called by an executor about to sleep: makes the DROM follower look at a pending
+    /// change (a cheap load from the registry when there is one).
+    pub(super) fn park_check(&self) {
+        if let Some(f) = self.drom.get() {
+            f.park_check();
+        }
     }
 }
 
@@ -237,7 +344,6 @@ impl RtInner {
 /// ```
 pub struct Runtime {
     inner: Arc<RtInner>,
-    threads: Vec<thread::JoinHandle<()>>,
 }
 
 impl Runtime {
@@ -256,9 +362,10 @@ impl Runtime {
         Handle { inner: self.inner.clone() }
     }
 
-    /// The CPUs of the workers.
+    /// The CPUs of the workers (with [`Builder::drom`]: the CPUs the runtime owns now,
+    /// which change when the registry says so).
     pub fn cpus(&self) -> CpuSet {
-        self.inner.cpus
+        self.inner.active_cpus()
     }
 
     /// The worker threads: their CPU and kernel thread id (for inspection, such as checking
@@ -304,11 +411,16 @@ impl Runtime {
 
     fn shutdown_inner(&mut self) {
         self.inner.closed.store(true, Ordering::SeqCst);
-        for w in self.inner.workers() {
+        // The follower first: it may be starting workers.
+        if let Some(f) = self.inner.drom.get() {
+            f.stop();
+        }
+        for w in self.inner.workers().iter() {
             w.shared.request_shutdown();
         }
         let me = thread::current().id();
-        for t in self.threads.drain(..) {
+        let threads = std::mem::take(&mut *self.inner.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
             if t.thread().id() == me {
                 // Dropped from one of its own tasks: that worker stops by itself once this
                 // task returns; it cannot join itself.
@@ -317,6 +429,10 @@ impl Runtime {
             if t.join().is_err() {
                 local::report("an executor thread panicked");
             }
+        }
+        // Unregister once the executors left their CPUs.
+        if let Some(f) = self.inner.drom.get() {
+            f.unregister();
         }
     }
 }
@@ -330,7 +446,7 @@ impl Drop for Runtime {
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runtime")
-            .field("cpus", &self.inner.cpus)
+            .field("cpus", &self.inner.active_cpus())
             .field("idle", &self.inner.config.idle)
             .field("task_batch", &self.inner.config.task_batch)
             .finish()
@@ -344,6 +460,9 @@ pub struct WorkerInfo {
     pub cpu: usize,
     /// Its kernel thread id (`/proc/self/task/<tid>`).
     pub tid: i32,
+    /// Whether it runs on its CPU and takes [`spawn`](Runtime::spawn) work; false while a
+    /// DROM change displaced it (see [`Builder::drom`]).
+    pub active: bool,
 }
 
 /// A clonable, `Send + Sync` handle to a [`Runtime`], for spawning from other threads.
@@ -362,9 +481,9 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// The CPUs of the runtime's workers.
+    /// See [`Runtime::cpus`].
     pub fn cpus(&self) -> CpuSet {
-        self.inner.cpus
+        self.inner.active_cpus()
     }
 
     /// See [`Runtime::workers`].
@@ -372,7 +491,11 @@ impl Handle {
         self.inner
             .workers()
             .iter()
-            .map(|w| WorkerInfo { cpu: w.cpu, tid: w.shared.tid.load(Ordering::Relaxed) })
+            .map(|w| WorkerInfo {
+                cpu: w.cpu,
+                tid: w.shared.tid.load(Ordering::Relaxed),
+                active: w.active.load(Ordering::Relaxed),
+            })
             .collect()
     }
 
@@ -415,9 +538,16 @@ impl Handle {
     }
 }
 
+impl Handle {
+    /// See [`RtInner::park_check`].
+    pub(super) fn park_check(&self) {
+        self.inner.park_check();
+    }
+}
+
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Handle").field("cpus", &self.inner.cpus).finish()
+        f.debug_struct("Handle").field("cpus", &self.inner.active_cpus()).finish()
     }
 }
 
@@ -430,12 +560,16 @@ impl HandleRef<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let workers = self.0.workers();
+        let workers = self.0.workers().as_slice();
         let shared = if workers.is_empty() || self.0.closed.load(Ordering::Acquire) {
             None
         } else {
-            let i = self.0.next.fetch_add(1, Ordering::Relaxed) % workers.len();
-            Some(&workers[i].shared)
+            // Round-robin over the active workers (all of them, unless DROM displaced some).
+            let start = self.0.next.fetch_add(1, Ordering::Relaxed);
+            (0..workers.len())
+                .filter_map(|k| workers[start.wrapping_add(k) % workers.len()].get())
+                .find(|w| w.active.load(Ordering::Relaxed))
+                .map(|w| &w.shared)
         };
         match shared {
             Some(s) => task::spawn_send(s, fut),
@@ -452,7 +586,7 @@ impl HandleRef<'_> {
         let Some(w) = self.0.workers().iter().find(|w| w.cpu == cpu) else {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("spawn_on: the runtime has no executor on CPU {cpu} (CPUs {})", self.0.cpus),
+                format!("spawn_on: the runtime has no executor on CPU {cpu} (CPUs {})", self.0.active_cpus()),
             ));
         };
         Ok(task::spawn_factory(&w.shared, factory))

@@ -1,11 +1,12 @@
-//! The `async-doca` command line: measurements (`perf`), device information (`info`) and, with
-//! the soft provider, the UROM service daemon (`urom-service`).
+//! The `async-doca` command line: measurements (`perf`), device information (`info`), CPU
+//! masks (`taskset`) and, with the soft provider, the UROM service daemon (`urom-service`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod perf;
+mod taskset;
 
 #[derive(Parser, Debug)]
 #[command(name = "async-doca", version, about = "Asynchronous DOCA runtime: tools and measurements")]
@@ -23,6 +24,9 @@ enum Command {
     PerfPeer(perf::PeerArgs),
     /// The DOCA provider this binary links and the devices it sees.
     Info,
+    /// Show and change the CPU masks of the processes in a DROM registry, or start a
+    /// program on reserved CPUs (like DLB's dlb_taskset).
+    Taskset(taskset::TasksetArgs),
     /// The soft provider's UROM service: spawns UROM workers on this machine (foreground).
     #[cfg(feature = "soft")]
     UromService(UromServiceArgs),
@@ -58,6 +62,10 @@ struct UromServiceArgs {
     /// worker_coll), so no plugin shared object is needed.
     #[arg(long)]
     builtin_samples: bool,
+    /// Register the workers in the DROM registry of this key, so that `async-doca taskset`
+    /// lists and moves them (inside --cpus).
+    #[arg(long, value_name = "KEY")]
+    drom_key: Option<String>,
 }
 
 #[cfg(feature = "soft")]
@@ -75,6 +83,11 @@ fn urom_service(args: UromServiceArgs) -> Result<(), String> {
     if args.builtin_samples {
         cfg.builtins = daemon::sample_builtins();
     }
+    if let Some(key) = args.drom_key {
+        let workers = async_doca::drom::UromWorkers::new(&key, async_doca::drom::DEFAULT_CHECK_INTERVAL)
+            .map_err(|e| e.to_string())?;
+        cfg.worker_cpus = Some(std::sync::Arc::new(workers));
+    }
     daemon::run(cfg)
 }
 
@@ -84,6 +97,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => perf::run(args).map_err(|e| e.to_string()),
         Command::PerfPeer(args) => perf::run_peer(args).map_err(|e| e.to_string()),
         Command::Info => info().map_err(|e| e.to_string()),
+        Command::Taskset(args) => return taskset::run(args),
         #[cfg(feature = "soft")]
         Command::UromService(args) => urom_service(args).map_err(|e| format!("urom-service: {e}")),
     };

@@ -75,6 +75,26 @@ pub struct Config {
     pub log_level: LogLevel,
     /// Plugins compiled into this program, offered besides those of `plugin_path`.
     pub builtins: Vec<Builtin>,
+    /// Told when workers start and exit, and asked to apply CPU changes (the `async-doca`
+    /// command line registers workers in its DROM registry with it). `None`: no one.
+    pub worker_cpus: Option<std::sync::Arc<dyn WorkerCpus>>,
+}
+
+/// Follows the CPUs of the daemon's workers from outside the daemon: the `async-doca`
+/// command line implements it with its DROM registry, so that `async-doca taskset` lists the
+/// workers and moves them. Every method runs on the daemon's only thread, between two turns
+/// of its loop: it must not block, and must not start threads (the daemon forks).
+pub trait WorkerCpus: Send + Sync + std::fmt::Debug {
+    /// A worker process started, pinned to `cpus` (inside the service's CPUs).
+    fn started(&self, worker_pid: libc::pid_t, cpus: &CpuSet);
+    /// A worker process exited and was reaped.
+    fn exited(&self, worker_pid: libc::pid_t);
+    /// Applies the CPU changes asked for since the last call; `service` is the set of CPUs
+    /// workers may use (a worker must never be moved outside it).
+    fn poll(&self, service: &CpuSet);
+    /// The longest the daemon may go without calling [`poll`](WorkerCpus::poll) while it
+    /// has workers.
+    fn interval(&self) -> Duration;
 }
 
 impl Config {
@@ -90,6 +110,7 @@ impl Config {
             allow_uids: Vec::new(),
             log_level: LogLevel::Info,
             builtins: Vec::new(),
+            worker_cpus: None,
         }
     }
 }
@@ -534,6 +555,9 @@ impl Daemon {
             // Reaping does not wait for SIGCHLD: a worker may also be found dead through its
             // control socket, and waitpid(WNOHANG) is cheap.
             self.reap();
+            if let Some(h) = &self.cfg.worker_cpus {
+                h.poll(&self.cpuset);
+            }
             self.enforce_deadlines();
             self.drop_dead_clients();
         }
@@ -555,6 +579,7 @@ impl Daemon {
                 _ => None,
             })
             .chain(pause)
+            .chain(self.cfg.worker_cpus.as_ref().filter(|_| !self.workers.map.is_empty()).map(|h| h.interval()))
             .min()
             .map_or(-1, |d| d.as_millis().clamp(1, 1000) as libc::c_int)
     }
@@ -810,6 +835,9 @@ impl Daemon {
             log: self.log,
         };
         let pid = fork_worker(args, self.pid).map_err(os)?;
+        if let Some(h) = &self.cfg.worker_cpus {
+            h.started(pid, &cpuset);
+        }
         log_at!(
             self.log,
             Info,
@@ -1016,6 +1044,9 @@ impl Daemon {
             // this loop read its last words: read them first, they carry the real reason.
             while self.on_worker(id) {}
             let w = self.workers.map.remove(&id).expect("listed");
+            if let Some(h) = &self.cfg.worker_cpus {
+                h.exited(w.pid);
+            }
             let expected = !w.live() && w.attached.is_empty();
             if expected {
                 log_at!(self.log, Info, "worker {id:#x} (pid {}) {how}", w.pid);

@@ -87,6 +87,9 @@ struct Conn {
 /// every few microseconds) never meets the back-off, while a command that waits for a long
 /// time (a receive nobody sends to) costs at most one wake-up per millisecond.
 const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(500);
+/// After the last answer with nothing outstanding, keep polling without blocking (yielding
+/// the CPU between polls) for this long before blocking in `poll`.
+const IDLE_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
 /// Messages read from one connection per round, so one busy host cannot starve the others.
 const READ_BATCH: usize = 16;
 /// Initial room for a plugin's address; grown when the plugin asks for more.
@@ -365,7 +368,11 @@ impl Worker<'_> {
                 fds.push(libc::pollfd { fd: c.fd.as_raw_fd(), events: ev, revents: 0 });
             }
             let busy = self.outstanding() > 0;
-            let timeout = match (busy, last_progress.elapsed() < SPIN_TIME) {
+            let quiet = last_progress.elapsed();
+            let timeout = match (busy, quiet < SPIN_TIME) {
+                // Just answered: the next command of a host that issues them back to back
+                // comes within microseconds, sooner than a blocked poll would wake up.
+                (false, _) if quiet < IDLE_SPIN_TIME => 0,
                 (false, _) => -1,
                 (true, true) => 0,
                 (true, false) => 1,
@@ -390,13 +397,22 @@ impl Worker<'_> {
                         self.on_data(id);
                     }
                 }
+                // A command (or any traffic) is activity too: the spin timers restart.
+                last_progress = std::time::Instant::now();
             }
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = std::time::Instant::now();
+                } else if n == 0 {
+                    // Spinning on an answer that depends on another process (a peer worker,
+                    // a host): on a machine with fewer CPUs than busy processes that process
+                    // may be the one waiting for this CPU, so give it up for a moment.
+                    // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
+                    unsafe { libc::sched_yield() };
                 }
-            } else {
-                last_progress = std::time::Instant::now();
+            } else if n == 0 && timeout == 0 {
+                // SAFETY: as above.
+                unsafe { libc::sched_yield() };
             }
             self.reap_conns();
         }
