@@ -530,7 +530,9 @@ fn a_runtime_in_this_process_grows_and_shrinks() {
 }
 
 /// A UROM service with `--drom-key` and one worker on `worker_cpus`; runs `check` with the
-/// worker's pid, then stops everything.
+/// worker's pid, then stops everything. The soft provider's own daemon (`--drom-key` is its
+/// option), so these tests exist only with the `soft` provider.
+#[cfg(feature = "soft")]
 fn with_urom_worker(service_cpus: &str, worker_cpus: &str, check: impl FnOnce(&Key, u32)) {
     use async_doca::urom::{Service, Worker};
     let k = Key::new("urom");
@@ -564,6 +566,7 @@ fn with_urom_worker(service_cpus: &str, worker_cpus: &str, check: impl FnOnce(&K
     assert!(Registry::attach(&k.0).unwrap().pids().unwrap().is_empty());
 }
 
+#[cfg(feature = "soft")]
 #[test]
 fn urom_workers_are_listed_and_moved_by_taskset() {
     if !two_cpus() {
@@ -579,6 +582,7 @@ fn urom_workers_are_listed_and_moved_by_taskset() {
     });
 }
 
+#[cfg(feature = "soft")]
 #[test]
 fn urom_workers_never_leave_the_service_cpus() {
     if !two_cpus() {

@@ -540,8 +540,113 @@ pub unsafe fn doca_buf_inventory_buf_get_by_data(
     unsafe { doca_buf_inventory_buf_get_by_args(inventory, mmap, data, len, data, len, buf) }
 }
 
+/// The version of NVIDIA's `doca-common` this crate was built against (feature `system`, as
+/// pkg-config reported it; `None` with the soft provider or when the SDK was not found).
+pub const DOCA_SYSTEM_VERSION: Option<&str> = option_env!("DOCA_SYS_DOCA_COMMON_VERSION");
+
 /// The symbolic name of a code this crate knows (`"DOCA_ERROR_NO_MEMORY"`), without a call
 /// into the provider. Unknown codes (from a newer library) give `None`.
 pub fn doca_error_name(err: doca_error_t) -> Option<&'static str> {
     usize::try_from(err.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i).copied())
+}
+
+#[cfg(test)]
+mod build_version_tests {
+    extern crate std;
+    use std::format;
+    use std::string::String;
+
+    // The rule build.rs applies to the DOCA found by pkg-config (feature `system`).
+    include!("../build/version.rs");
+
+    #[test]
+    fn accepts_every_3x_version() {
+        for v in ["3.0.0", "3.1.0105", "3.2", " 3.0.0\n"] {
+            assert_eq!(check_doca_version("doca-common", v), Ok(()), "{v}");
+        }
+    }
+
+    #[test]
+    fn rejects_other_majors_naming_the_version_found() {
+        for v in ["2.9.1", "2.5.0", "4.0.0", "1.5"] {
+            let msg: String = check_doca_version("doca-rdma", v).unwrap_err();
+            assert!(msg.contains(v.trim()) && msg.contains("doca-rdma") && msg.contains("3.x"), "{msg}");
+        }
+        assert!(check_doca_version("doca-common", "2.2.0").unwrap_err().contains("progress engine"));
+    }
+
+    #[test]
+    fn rejects_a_version_that_is_not_a_number() {
+        assert!(check_doca_version("doca-urom", "dev").is_err());
+        assert!(check_doca_version("doca-urom", "").is_err());
+    }
+}
+
+/// The layout of every public struct of the API, as the C rules give it on the 64-bit Linux
+/// targets DOCA supports (LP64: 8-byte pointers and `size_t`, 4-byte `int` and enums). The C
+/// side prints the same numbers from our headers and `tests/c_abi.rs` compares the two; these
+/// assertions keep the Rust side honest on machines without a C compiler.
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use core::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn value_types() {
+        assert_eq!((size_of::<doca_data>(), align_of::<doca_data>()), (8, 8));
+        assert_eq!((offset_of!(doca_data, ptr), offset_of!(doca_data, u64_)), (0, 0));
+        assert_eq!(size_of::<doca_error_t>(), 4);
+        assert_eq!(size_of::<doca_notification_handle_t>(), 4);
+        assert_eq!(size_of::<doca_be32_t>(), 4);
+        assert_eq!(size_of::<doca_ctx_states>(), 4);
+        assert_eq!(size_of::<doca_rdma_opcode>(), 4);
+        assert_eq!((size_of::<doca_cpu_set_t>(), align_of::<doca_cpu_set_t>()), (128, 8));
+        // Callbacks are nullable function pointers: one pointer, NULL is None.
+        assert_eq!(size_of::<doca_task_completion_cb_t>(), 8);
+        assert_eq!(size_of::<doca_ctx_state_changed_callback_t>(), 8);
+    }
+
+    #[test]
+    fn urom_host_structs() {
+        type P = doca_urom_service_plugin_info;
+        assert_eq!(size_of::<P>(), 64);
+        assert_eq!((offset_of!(P, id), offset_of!(P, version), offset_of!(P, plugin_name)), (0, 8, 16));
+        type O = doca_urom_domain_oob_coll;
+        assert_eq!(size_of::<O>(), 40);
+        let offs = [
+            offset_of!(O, allgather),
+            offset_of!(O, req_test),
+            offset_of!(O, req_free),
+            offset_of!(O, coll_info),
+            offset_of!(O, n_oob_indexes),
+            offset_of!(O, oob_index),
+        ];
+        assert_eq!(offs, [0, 8, 16, 24, 32, 36]);
+    }
+
+    #[test]
+    fn urom_plugin_structs() {
+        assert_eq!(size_of::<urom_worker_cmd>(), 24);
+        assert_eq!(offset_of!(urom_worker_cmd, plugin_cmd), 24);
+        assert_eq!(size_of::<urom_worker_notify>(), 32);
+        assert_eq!((offset_of!(urom_worker_notify, status), offset_of!(urom_worker_notify, reserved)), (24, 28));
+        assert_eq!(offset_of!(urom_worker_notify, plugin_notif), 32);
+        assert_eq!(size_of::<ucs_list_link>(), 16);
+        assert_eq!((offset_of!(urom_worker_cmd_desc, dest_id), offset_of!(urom_worker_cmd_desc, worker_cmd)), (16, 24));
+        assert_eq!(
+            (offset_of!(urom_worker_notif_desc, dest_id), offset_of!(urom_worker_notif_desc, worker_notif)),
+            (16, 24)
+        );
+        assert_eq!(size_of::<urom_plugin_iface>(), 56);
+        assert_eq!(offset_of!(urom_plugin_iface, notif_pack), 48);
+        assert_eq!(size_of::<urom_domain_lookups_iface>(), 32);
+        assert_eq!(
+            (
+                offset_of!(urom_worker_ctx, iface),
+                offset_of!(urom_worker_ctx, domain_iface),
+                offset_of!(urom_worker_ctx, plugin_ctx)
+            ),
+            (0, 56, 88)
+        );
+    }
 }

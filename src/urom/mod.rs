@@ -38,8 +38,8 @@
 //! A service that dies makes pending queries fail the same way. A plugin that rejects a
 //! command answers with an error status, which becomes the command's error; the worker goes on.
 
-#[cfg(feature = "soft")]
 pub mod coll;
+#[cfg(feature = "soft")]
 pub mod daemon;
 mod domain;
 mod oob;

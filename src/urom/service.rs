@@ -41,6 +41,7 @@ pub struct ServiceBuilder {
     dev: Device,
     max_msg_size: Option<usize>,
     max_workers: Option<u32>,
+    #[cfg(feature = "soft")]
     socket: Option<std::path::PathBuf>,
 }
 
@@ -175,7 +176,13 @@ pub struct Service {
 impl Service {
     /// A builder for a service connection on `dev`.
     pub fn builder(dev: &Device) -> ServiceBuilder {
-        ServiceBuilder { dev: dev.clone(), max_msg_size: None, max_workers: None, socket: None }
+        ServiceBuilder {
+            dev: dev.clone(),
+            max_msg_size: None,
+            max_workers: None,
+            #[cfg(feature = "soft")]
+            socket: None,
+        }
     }
 
     /// Connects with the default settings (see [`ServiceBuilder::connect`]).

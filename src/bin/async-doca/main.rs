@@ -111,7 +111,11 @@ fn main() -> ExitCode {
 }
 
 fn info() -> async_doca::Result<()> {
-    println!("provider: {}", if cfg!(feature = "system") { "NVIDIA DOCA (system)" } else { "doca-soft (software)" });
+    match async_doca::sys::DOCA_SYSTEM_VERSION {
+        _ if !cfg!(feature = "system") => println!("provider: doca-soft (software)"),
+        Some(v) => println!("provider: NVIDIA DOCA {v} (system)"),
+        None => println!("provider: NVIDIA DOCA (system, version not known at build time)"),
+    }
     println!("cpus:     {}", async_doca::CpuSet::current_affinity()?);
     for (i, d) in async_doca::Device::list()?.iter().enumerate() {
         println!("device {i}: ibdev {}  iface {}  pci {}", d.ibdev_name, d.iface_name, d.pci_addr);

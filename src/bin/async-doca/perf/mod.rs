@@ -524,6 +524,8 @@ pub struct PeerChild(Option<Child>);
 
 impl PeerChild {
     /// Starts `cmd` as a peer.
+    // Only the collective tests (soft provider only) start peers this way.
+    #[cfg_attr(not(feature = "soft"), allow(dead_code))]
     pub fn spawn(mut cmd: Command) -> Result<PeerChild> {
         cmd.spawn().map(|c| PeerChild(Some(c))).map_err(|e| Error::os(e, "perf: start peer process"))
     }

@@ -1,0 +1,63 @@
+/*
+ * doca_types.h -- value types shared by the DOCA 3.x C API (soft provider of async-doca).
+ *
+ * Written for this project from the interface facts in the project's API notes; not NVIDIA's
+ * header. Sizes and offsets are checked against the Rust declarations (doca-sys) by the
+ * project's tests (tests/c_abi.rs).
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef ASYNC_DOCA_TYPES_H
+#define ASYNC_DOCA_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "doca_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Opaque user data carried by tasks and contexts; 8 bytes, passed by value. */
+union doca_data {
+	void *ptr;
+	uint64_t u64;
+};
+
+/* A file descriptor on Linux: readable when the progress engine has work. */
+typedef int doca_notification_handle_t;
+#define DOCA_NOTIFICATION_HANDLE_INVALID (-1)
+
+/* A 32-bit value in big-endian byte order (RDMA immediate data). */
+typedef uint32_t doca_be32_t;
+
+/* Memory and RDMA access rights (a bit mask of these). */
+enum doca_access_flag {
+	DOCA_ACCESS_FLAG_LOCAL_READ_ONLY = 0,
+	DOCA_ACCESS_FLAG_LOCAL_READ_WRITE = 1,
+	DOCA_ACCESS_FLAG_RDMA_READ = 2,
+	DOCA_ACCESS_FLAG_RDMA_WRITE = 4,
+	DOCA_ACCESS_FLAG_RDMA_ATOMIC = 8,
+	DOCA_ACCESS_FLAG_PCI_READ_ONLY = 16,
+	DOCA_ACCESS_FLAG_PCI_READ_WRITE = 32,
+	DOCA_ACCESS_FLAG_PCI_RELAXED_ORDERING = 64,
+};
+
+/* A set of CPUs, bit n of the array for CPU n (the layout of UCX's ucs_cpu_set_t). */
+#define DOCA_CPU_SETSIZE 1024
+typedef struct {
+	unsigned long ucs_bits[DOCA_CPU_SETSIZE / (8 * sizeof(unsigned long))];
+} doca_cpu_set_t;
+
+static inline void doca_cpu_set_add(doca_cpu_set_t *set, unsigned int cpu)
+{
+	if (cpu < DOCA_CPU_SETSIZE)
+		set->ucs_bits[cpu / (8 * sizeof(unsigned long))] |= 1UL << (cpu % (8 * sizeof(unsigned long)));
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ASYNC_DOCA_TYPES_H */

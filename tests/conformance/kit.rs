@@ -1,0 +1,789 @@
+//! The conformance suite's toolkit, written only against doca-sys (so against whichever
+//! provider is linked): checked calls, recording completion callbacks, bounded event loops
+//! that follow DOCA's notification protocol, and an RDMA "side" (PE, RDMA ctx, registered
+//! memory, buffer inventory). Adapted from doca-soft's own RDMA test helpers, with every
+//! provider internal replaced by the public C API.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::c_void;
+use std::ptr;
+use std::time::{Duration, Instant};
+
+pub use doca_sys::*;
+
+/// The bound of every wait in the suite.
+pub const T: Duration = Duration::from_secs(10);
+
+/// Panics with the symbolic name of an unexpected status.
+#[track_caller]
+pub fn ok(e: doca_error_t) {
+    assert_eq!(e, DOCA_SUCCESS, "{}", name(e));
+}
+
+/// The symbolic name of a status (the provider's own, through `doca_error_get_name`).
+pub fn name(e: doca_error_t) -> String {
+    // SAFETY: doca_error_get_name returns a static NUL-terminated string (or NULL).
+    let p = unsafe { doca_error_get_name(e) };
+    if p.is_null() {
+        return format!("<code {}>", e.0);
+    }
+    // SAFETY: non-NULL, static, NUL-terminated.
+    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+pub fn res(e: doca_error_t) -> Result<(), doca_error_t> {
+    if e == DOCA_SUCCESS {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// Asserts a start or stop answer: done at once, or under way (finished through progress).
+#[track_caller]
+pub fn ok_or_in_progress(e: doca_error_t) {
+    assert!(e == DOCA_SUCCESS || e == DOCA_ERROR_IN_PROGRESS, "{}", name(e));
+}
+
+/// Opens the first device.
+pub fn open_dev() -> *mut doca_dev {
+    let (mut list, mut n) = (ptr::null_mut(), 0u32);
+    let mut dev = ptr::null_mut();
+    // SAFETY: valid out-pointers; the list is destroyed after the device is opened from it.
+    unsafe {
+        ok(doca_devinfo_create_list(&mut list, &mut n));
+        assert!(n >= 1, "no DOCA device");
+        ok(doca_dev_open(*list, &mut dev));
+        ok(doca_devinfo_destroy_list(list));
+    }
+    dev
+}
+
+/// The state of a ctx.
+pub fn state(ctx: *mut doca_ctx) -> doca_ctx_states {
+    let mut s = 99;
+    // SAFETY: live ctx, valid out-pointer.
+    ok(unsafe { doca_ctx_get_state(ctx, &mut s) });
+    s
+}
+
+/// Progresses `pe` until `ctx` reaches `want` (bounded).
+#[track_caller]
+pub fn progress_to(pe: *mut doca_pe, ctx: *mut doca_ctx, want: doca_ctx_states) {
+    let deadline = Instant::now() + T;
+    while state(ctx) != want {
+        // SAFETY: live PE of this thread.
+        unsafe { doca_pe_progress(pe) };
+        assert!(Instant::now() < deadline, "ctx stuck in state {} (want {want})", state(ctx));
+    }
+}
+
+/// The PE's notification handle.
+pub fn pe_fd(pe: *mut doca_pe) -> i32 {
+    let mut fd = -1;
+    // SAFETY: live PE, valid out-pointer.
+    ok(unsafe { doca_pe_get_notification_handle(pe, &mut fd) });
+    fd
+}
+
+/// Whether `fd` becomes readable within `ms`.
+pub fn readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the call.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+/// Drains every PE until none has work; returns the units of work done.
+pub fn drain(pes: &[*mut doca_pe]) -> usize {
+    let mut total = 0;
+    for _ in 0..10_000_000 {
+        let mut round = 0;
+        for &pe in pes {
+            // SAFETY: live PEs of this thread.
+            while unsafe { doca_pe_progress(pe) } == 1 {
+                round += 1;
+            }
+        }
+        if round == 0 {
+            return total;
+        }
+        total += round;
+    }
+    panic!("progress never settled");
+}
+
+/// Progresses `pes` until `cond` holds or `limit` passes, sleeping on the notification fds
+/// between rounds (drain, arm, drain again, poll, clear): DOCA's event-driven protocol, so a
+/// provider whose fd does not wake makes these loops time out. Spurious wake-ups are fine.
+pub fn run_until(pes: &[*mut doca_pe], limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        drain(pes);
+        if cond() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        for &pe in pes {
+            // SAFETY: live PE.
+            ok(unsafe { doca_pe_request_notification(pe) });
+        }
+        if drain(pes) == 0 && !cond() {
+            let mut fds: Vec<libc::pollfd> =
+                pes.iter().map(|&pe| libc::pollfd { fd: pe_fd(pe), events: libc::POLLIN, revents: 0 }).collect();
+            let ms = (deadline - now).as_millis().min(100) as i32;
+            // SAFETY: `fds` is a valid array of pollfds for the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms.max(1)) };
+        }
+        for &pe in pes {
+            // SAFETY: live PE; the handle argument is unused on Linux.
+            ok(unsafe { doca_pe_clear_notification(pe, pe_fd(pe)) });
+        }
+    }
+}
+
+// ---- memory a peer can reach ----
+
+/// Zeroed, page-aligned memory for registration: shared memory on the soft provider (its
+/// cross-process and atomic path), ordinary memory on NVIDIA's (the NIC reaches any
+/// registered memory).
+pub struct Mem {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+impl Mem {
+    pub fn new(len: usize) -> Mem {
+        #[cfg(feature = "soft")]
+        {
+            let mut p = ptr::null_mut();
+            // SAFETY: valid out-pointer; freed once in Drop.
+            ok(unsafe { doca_sys::doca_soft_alloc_shared(len, &mut p) });
+            Mem { ptr: p.cast(), len }
+        }
+        #[cfg(not(feature = "soft"))]
+        {
+            let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+            // SAFETY: non-zero size; freed once in Drop with the same layout.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            assert!(!ptr.is_null());
+            Mem { ptr, len }
+        }
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        #[cfg(feature = "soft")]
+        // SAFETY: allocated in `new`, freed once, after the mmaps over it are destroyed (the
+        // owner drops them first).
+        unsafe {
+            doca_sys::doca_soft_free_shared(self.ptr.cast());
+        }
+        #[cfg(not(feature = "soft"))]
+        // SAFETY: as above, with the layout of `new`.
+        unsafe {
+            std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align(self.len, 4096).unwrap())
+        }
+    }
+}
+
+// ---- recording RDMA callbacks ----
+
+/// A recorded RDMA completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rec {
+    pub kind: &'static str,
+    /// The ctx user data (which side).
+    pub side: u64,
+    /// The task user data.
+    pub ud: u64,
+    pub status: doca_error_t,
+    pub opcode: doca_rdma_opcode,
+    pub len: u32,
+    pub imm: doca_be32_t,
+    pub conn: usize,
+}
+
+thread_local! {
+    static RECS: RefCell<Vec<Rec>> = const { RefCell::new(Vec::new()) };
+}
+
+pub fn take_recs() -> Vec<Rec> {
+    RECS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+pub fn rec_count() -> usize {
+    RECS.with(|r| r.borrow().len())
+}
+
+/// The first recorded completion that failed, if any (not taken).
+pub fn failed_rec() -> Option<Rec> {
+    RECS.with(|r| r.borrow().iter().find(|x| x.status != DOCA_SUCCESS).copied())
+}
+
+/// Number of recorded completions of one side, not taken yet.
+pub fn count_of(side: u64) -> usize {
+    RECS.with(|r| r.borrow().iter().filter(|x| x.side == side).count())
+}
+
+pub fn recs_of(recs: &[Rec], side: u64) -> Vec<Rec> {
+    recs.iter().filter(|r| r.side == side).copied().collect()
+}
+
+/// Records a completion (with the receive results for a successful receive) and frees the task.
+unsafe fn record(
+    kind: &'static str,
+    t: *mut doca_task,
+    ud: doca_data,
+    cud: doca_data,
+    rx: *mut doca_rdma_task_receive,
+) {
+    // SAFETY: called by the PE with a live task that is ours inside the callback.
+    let status = unsafe { doca_task_get_status(t) };
+    let (mut opcode, mut len, mut imm, mut conn) = (0, 0, 0, 0usize);
+    if !rx.is_null() && status == DOCA_SUCCESS {
+        // SAFETY: a live receive task that completed.
+        unsafe {
+            opcode = doca_rdma_task_receive_get_result_opcode(rx);
+            len = doca_rdma_task_receive_get_result_len(rx);
+            if opcode != DOCA_RDMA_OPCODE_RECV_SEND {
+                imm = doca_rdma_task_receive_get_result_immediate_data(rx);
+            }
+            conn = doca_rdma_task_receive_get_result_rdma_connection(rx) as usize;
+        }
+    }
+    RECS.with(|r| {
+        r.borrow_mut().push(Rec { kind, side: cud.as_u64(), ud: ud.as_u64(), status, opcode, len, imm, conn })
+    });
+    // SAFETY: ours to free in the callback.
+    unsafe { doca_task_free(t) };
+}
+
+macro_rules! recorder {
+    ($cb:ident, $ty:ty, $as_task:ident, $kind:literal, $rx:expr) => {
+        pub unsafe extern "C" fn $cb(t: *mut $ty, ud: doca_data, cud: doca_data) {
+            // SAFETY: forwarded from the PE with a live task of this kind.
+            unsafe { record($kind, $as_task(t), ud, cud, $rx(t)) }
+        }
+    };
+}
+fn no_rx<T>(_: *mut T) -> *mut doca_rdma_task_receive {
+    ptr::null_mut()
+}
+fn rx(t: *mut doca_rdma_task_receive) -> *mut doca_rdma_task_receive {
+    t
+}
+recorder!(cb_receive, doca_rdma_task_receive, doca_rdma_task_receive_as_task, "receive", rx);
+recorder!(cb_send, doca_rdma_task_send, doca_rdma_task_send_as_task, "send", no_rx);
+recorder!(cb_send_imm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task, "send_imm", no_rx);
+recorder!(cb_read, doca_rdma_task_read, doca_rdma_task_read_as_task, "read", no_rx);
+recorder!(cb_write, doca_rdma_task_write, doca_rdma_task_write_as_task, "write", no_rx);
+recorder!(cb_write_imm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task, "write_imm", no_rx);
+recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task, "cmp_swp", no_rx);
+recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task, "fetch_add", no_rx);
+
+// ---- RDMA sides ----
+
+pub const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
+    | DOCA_ACCESS_FLAG_RDMA_READ
+    | DOCA_ACCESS_FLAG_RDMA_WRITE
+    | DOCA_ACCESS_FLAG_RDMA_ATOMIC;
+
+/// Configuration of a side.
+#[derive(Clone, Copy, Debug)]
+pub struct Cfg {
+    pub mem_perms: u32,
+    pub num_tasks: u32,
+    pub mem_len: usize,
+}
+
+impl Default for Cfg {
+    fn default() -> Self {
+        Cfg { mem_perms: ALL_RDMA, num_tasks: 64, mem_len: 1 << 16 }
+    }
+}
+
+/// One RDMA endpoint with its resources (one thread).
+pub struct Side {
+    pub dev: *mut doca_dev,
+    pub pe: *mut doca_pe,
+    pub rdma: *mut doca_rdma,
+    pub mem: Mem,
+    pub mmap: *mut doca_mmap,
+    pub inv: *mut doca_buf_inventory,
+    bufs: RefCell<Vec<*mut doca_buf>>,
+    imported: RefCell<Vec<*mut doca_mmap>>,
+    extra: RefCell<Vec<*mut doca_mmap>>,
+    destroyed: Cell<bool>,
+}
+
+impl Side {
+    /// A started side (ctx RUNNING) with `cfg`; `id` is its ctx user data.
+    pub fn new(id: u64, cfg: Cfg) -> Side {
+        let dev = open_dev();
+        let (mut pe, mut rdma, mut mmap, mut inv) =
+            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        let mem = Mem::new(cfg.mem_len);
+        // SAFETY: valid out-pointers and live objects throughout.
+        unsafe {
+            ok(doca_pe_create(&mut pe));
+            ok(doca_rdma_create(dev, &mut rdma));
+            ok(doca_rdma_set_permissions(rdma, ALL_RDMA));
+            let n = cfg.num_tasks;
+            ok(doca_rdma_task_receive_set_conf(rdma, Some(cb_receive), Some(cb_receive), n));
+            ok(doca_rdma_task_send_set_conf(rdma, Some(cb_send), Some(cb_send), n));
+            ok(doca_rdma_task_send_imm_set_conf(rdma, Some(cb_send_imm), Some(cb_send_imm), n));
+            ok(doca_rdma_task_read_set_conf(rdma, Some(cb_read), Some(cb_read), n));
+            ok(doca_rdma_task_write_set_conf(rdma, Some(cb_write), Some(cb_write), n));
+            ok(doca_rdma_task_write_imm_set_conf(rdma, Some(cb_write_imm), Some(cb_write_imm), n));
+            ok(doca_rdma_task_atomic_cmp_swp_set_conf(rdma, Some(cb_cmp_swp), Some(cb_cmp_swp), n));
+            ok(doca_rdma_task_atomic_fetch_add_set_conf(rdma, Some(cb_fetch_add), Some(cb_fetch_add), n));
+            let ctx = doca_rdma_as_ctx(rdma);
+            ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));
+            ok(doca_pe_connect_ctx(pe, ctx));
+            ok_or_in_progress(doca_ctx_start(ctx));
+            progress_to(pe, ctx, DOCA_CTX_STATE_RUNNING);
+            ok(doca_mmap_create(&mut mmap));
+            ok(doca_mmap_set_memrange(mmap, mem.ptr.cast(), cfg.mem_len));
+            ok(doca_mmap_set_permissions(mmap, cfg.mem_perms));
+            ok(doca_mmap_add_dev(mmap, dev));
+            ok(doca_mmap_start(mmap));
+            ok(doca_buf_inventory_create(1024, &mut inv));
+            ok(doca_buf_inventory_start(inv));
+        }
+        Side {
+            dev,
+            pe,
+            rdma,
+            mem,
+            mmap,
+            inv,
+            bufs: RefCell::new(Vec::new()),
+            imported: RefCell::new(Vec::new()),
+            extra: RefCell::new(Vec::new()),
+            destroyed: Cell::new(false),
+        }
+    }
+
+    pub fn ctx(&self) -> *mut doca_ctx {
+        // SAFETY: live rdma.
+        unsafe { doca_rdma_as_ctx(self.rdma) }
+    }
+
+    pub fn state(&self) -> doca_ctx_states {
+        state(self.ctx())
+    }
+
+    /// The registered memory.
+    #[allow(clippy::mut_from_ref)]
+    pub fn mem(&self) -> &mut [u8] {
+        // SAFETY: `len` bytes owned by this side for its life; the tests only look at them
+        // while no task of theirs writes the same bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr, self.mem.len) }
+    }
+
+    pub fn u64_at(&self, off: usize) -> u64 {
+        u64::from_ne_bytes(self.mem()[off..off + 8].try_into().unwrap())
+    }
+
+    /// A buffer over local `[off, off+len)` with a payload of its first `data_len` bytes.
+    pub fn buf(&self, off: usize, len: usize, data_len: usize) -> *mut doca_buf {
+        assert!(off + len <= self.mem.len);
+        let mut b = ptr::null_mut();
+        // SAFETY: live inventory and mmap; the range lies inside the mmap.
+        unsafe {
+            let p = self.mem.ptr.add(off).cast::<c_void>();
+            ok(doca_buf_inventory_buf_get_by_args(self.inv, self.mmap, p, len, p, data_len, &mut b));
+        }
+        self.bufs.borrow_mut().push(b);
+        b
+    }
+
+    pub fn export_mmap(&self, m: *mut doca_mmap) -> Vec<u8> {
+        let (mut p, mut n) = (ptr::null(), 0usize);
+        // SAFETY: live mmap and device, valid out-pointers; the blob is copied at once.
+        unsafe {
+            ok(doca_mmap_export_rdma(m, self.dev, &mut p, &mut n));
+            std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec()
+        }
+    }
+
+    pub fn export_mem(&self) -> Vec<u8> {
+        self.export_mmap(self.mmap)
+    }
+
+    /// A second started mmap over `[off, off+len)` of this side's memory with `perms`.
+    pub fn sub_mmap(&self, off: usize, len: usize, perms: u32) -> *mut doca_mmap {
+        assert!(off + len <= self.mem.len);
+        let mut m = ptr::null_mut();
+        // SAFETY: valid out-pointer; the memory outlives the mmap (destroyed first).
+        unsafe {
+            ok(doca_mmap_create(&mut m));
+            ok(doca_mmap_set_memrange(m, self.mem.ptr.add(off).cast(), len));
+            ok(doca_mmap_set_permissions(m, perms));
+            ok(doca_mmap_add_dev(m, self.dev));
+            ok(doca_mmap_start(m));
+        }
+        self.extra.borrow_mut().push(m);
+        m
+    }
+
+    /// Imports a peer's export: (imported mmap, the peer's base address).
+    pub fn import(&self, blob: &[u8]) -> (*mut doca_mmap, usize) {
+        let mut m = ptr::null_mut();
+        let (mut a, mut l) = (ptr::null_mut(), 0usize);
+        // SAFETY: `blob` readable; valid out-pointers.
+        unsafe {
+            ok(doca_mmap_create_from_export(ptr::null(), blob.as_ptr().cast(), blob.len(), self.dev, &mut m));
+            ok(doca_mmap_get_memrange(m, &mut a, &mut l));
+        }
+        self.imported.borrow_mut().push(m);
+        (m, a as usize)
+    }
+
+    /// A buffer over imported memory at the peer's address `remote`.
+    pub fn rbuf(&self, m: *mut doca_mmap, remote: usize, len: usize, data_len: usize) -> *mut doca_buf {
+        let mut b = ptr::null_mut();
+        // SAFETY: live inventory and imported mmap; the range lies inside it.
+        unsafe {
+            let p = remote as *mut c_void;
+            ok(doca_buf_inventory_buf_get_by_args(self.inv, m, p, len, p, data_len, &mut b));
+        }
+        self.bufs.borrow_mut().push(b);
+        b
+    }
+
+    pub fn export(&self) -> Result<(Vec<u8>, *mut doca_rdma_connection), doca_error_t> {
+        let (mut p, mut n, mut c) = (ptr::null(), 0usize, ptr::null_mut());
+        // SAFETY: live rdma, valid out-pointers; the blob is copied at once.
+        unsafe {
+            res(doca_rdma_export(self.rdma, &mut p, &mut n, &mut c))?;
+            Ok((std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec(), c))
+        }
+    }
+
+    pub fn connect(&self, blob: &[u8], c: *mut doca_rdma_connection) -> Result<(), doca_error_t> {
+        // SAFETY: live rdma; `blob` readable.
+        res(unsafe { doca_rdma_connect(self.rdma, blob.as_ptr().cast(), blob.len(), c) })
+    }
+
+    /// Submits a freshly allocated task; a failed submit leaves it with us, so it is freed.
+    fn submit(&self, t: *mut doca_task) -> Result<(), doca_error_t> {
+        // SAFETY: a freshly allocated task of ours.
+        let r = unsafe { doca_task_submit(t) };
+        if r != DOCA_SUCCESS {
+            // SAFETY: still ours after a failed submit.
+            unsafe { doca_task_free(t) };
+        }
+        res(r)
+    }
+
+    pub fn recv(&self, dst: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_receive_allocate_init(self.rdma, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_receive_as_task(t))
+        }
+    }
+
+    pub fn send(&self, c: *mut doca_rdma_connection, src: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_send_allocate_init(self.rdma, c, src, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_send_as_task(t))
+        }
+    }
+
+    pub fn send_imm(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        imm: u32,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_send_imm_allocate_init(self.rdma, c, src, imm, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_send_imm_as_task(t))
+        }
+    }
+
+    pub fn write(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_write_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_write_as_task(t))
+        }
+    }
+
+    pub fn write_imm(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        imm: u32,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_write_imm_allocate_init(self.rdma, c, src, dst, imm, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_write_imm_as_task(t))
+        }
+    }
+
+    pub fn read(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_read_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_read_as_task(t))
+        }
+    }
+
+    pub fn fetch_add(
+        &self,
+        c: *mut doca_rdma_connection,
+        dst: *mut doca_buf,
+        result: *mut doca_buf,
+        add: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            let d = doca_data::from_u64(ud);
+            res(doca_rdma_task_atomic_fetch_add_allocate_init(self.rdma, c, dst, result, add, d, &mut t))?;
+            self.submit(doca_rdma_task_atomic_fetch_add_as_task(t))
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn cmp_swp(
+        &self,
+        c: *mut doca_rdma_connection,
+        dst: *mut doca_buf,
+        result: *mut doca_buf,
+        cmp: u64,
+        swap: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            let d = doca_data::from_u64(ud);
+            res(doca_rdma_task_atomic_cmp_swp_allocate_init(self.rdma, c, dst, result, cmp, swap, d, &mut t))?;
+            self.submit(doca_rdma_task_atomic_cmp_swp_as_task(t))
+        }
+    }
+
+    /// Stops the ctx and progresses until IDLE (the recorders free every flushed task).
+    pub fn stop(&self) {
+        // SAFETY: live ctx.
+        ok_or_in_progress(unsafe { doca_ctx_stop(self.ctx()) });
+        progress_to(self.pe, self.ctx(), DOCA_CTX_STATE_IDLE);
+    }
+
+    /// Restarts a stopped ctx.
+    pub fn start(&self) {
+        // SAFETY: live ctx.
+        ok_or_in_progress(unsafe { doca_ctx_start(self.ctx()) });
+        progress_to(self.pe, self.ctx(), DOCA_CTX_STATE_RUNNING);
+    }
+
+    /// Stops (if needed) and destroys everything, checking each step.
+    pub fn destroy(&self) {
+        if self.destroyed.replace(true) {
+            return;
+        }
+        if self.state() != DOCA_CTX_STATE_IDLE {
+            self.stop();
+        }
+        // SAFETY: every object is live and no task is allocated any more.
+        unsafe {
+            for b in self.bufs.borrow_mut().drain(..) {
+                ok(doca_buf_dec_refcount(b, ptr::null_mut()));
+            }
+            for m in self.imported.borrow_mut().drain(..) {
+                ok(doca_mmap_destroy(m));
+            }
+            for m in self.extra.borrow_mut().drain(..) {
+                ok(doca_mmap_destroy(m));
+            }
+            ok(doca_buf_inventory_destroy(self.inv));
+            ok(doca_mmap_destroy(self.mmap));
+            ok(doca_rdma_destroy(self.rdma));
+            ok(doca_pe_destroy(self.pe));
+            ok(doca_dev_close(self.dev));
+        }
+    }
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        // A failed assertion must not leak a ctx that still has tasks; on success the test
+        // destroyed the side itself (and checked every step).
+        if !self.destroyed.get() && !std::thread::panicking() {
+            self.destroy();
+        }
+    }
+}
+
+/// Exports a connection on each side and connects them crosswise: (conn of a, conn of b).
+pub fn connect_pair(a: &Side, b: &Side) -> (*mut doca_rdma_connection, *mut doca_rdma_connection) {
+    let (ba, ca) = a.export().unwrap();
+    let (bb, cb) = b.export().unwrap();
+    a.connect(&bb, ca).unwrap();
+    b.connect(&ba, cb).unwrap();
+    (ca, cb)
+}
+
+/// Two started, connected sides (ctx user data 1 and 2).
+pub fn pair(cfg_a: Cfg, cfg_b: Cfg) -> (Side, Side, *mut doca_rdma_connection, *mut doca_rdma_connection) {
+    let a = Side::new(1, cfg_a);
+    let b = Side::new(2, cfg_b);
+    let (ca, cb) = connect_pair(&a, &b);
+    (a, b, ca, cb)
+}
+
+/// The payload length of a buffer.
+pub fn data_len(b: *mut doca_buf) -> usize {
+    let mut n = 0;
+    // SAFETY: a live buffer, valid out-pointer.
+    ok(unsafe { doca_buf_get_data_len(b, &mut n) });
+    n
+}
+
+// ---- a peer process: this test binary again, running one ignored test in a role ----
+
+/// The environment variable that tells the re-executed binary which role to play.
+pub const ROLE_ENV: &str = "ASYNC_DOCA_CONFORMANCE_ROLE";
+
+/// Bytes as lower-case hex (blobs cross the pipe as text lines).
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// The peer process; killed and reaped on drop.
+pub struct Peer {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Peer {
+    /// Runs the ignored test `test` of this binary in `role`, stdin and stdout piped.
+    pub fn spawn(test: &str, role: &str) -> Peer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--nocapture", "--test-threads=1", "--include-ignored"])
+            .env(ROLE_ENV, role)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("spawn the peer process");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                // The harness may print its own text before ours on the same line.
+                if let Some(i) = line.find("MSG ") {
+                    if tx.send(line[i + 4..].trim().to_string()).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Peer { child, stdin, lines: rx }
+    }
+
+    /// The next message from the peer (bounded).
+    pub fn recv(&mut self) -> String {
+        self.lines.recv_timeout(T).unwrap_or_else(|e| panic!("no message from the peer within {T:?}: {e}"))
+    }
+
+    /// The next message, which must start with `tag `; returns the rest.
+    pub fn expect(&mut self, tag: &str) -> String {
+        let m = self.recv();
+        m.strip_prefix(&format!("{tag} ")).unwrap_or_else(|| panic!("expected `{tag}`, got {m:?}")).to_string()
+    }
+
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let s = self.stdin.as_mut().expect("stdin open");
+        writeln!(s, "{line}").unwrap();
+        s.flush().unwrap();
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Closes stdin and waits (bounded) for a successful exit.
+    pub fn wait_success(&mut self) {
+        self.stdin.take();
+        let deadline = Instant::now() + T;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "the peer failed: {st}");
+                return;
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!("the peer did not exit within {T:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.kill();
+        }
+    }
+}
+
+/// Peer side: one message line for the parent.
+pub fn tell_parent(msg: &str) {
+    use std::io::Write;
+    println!("MSG {msg}");
+    std::io::stdout().flush().unwrap();
+}
+
+/// Peer side: the next line from the parent, or None at end of input.
+pub fn from_parent() -> Option<String> {
+    let mut s = String::new();
+    match std::io::stdin().read_line(&mut s) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(s.trim().to_string()),
+    }
+}
