@@ -26,11 +26,9 @@ cargo run --release --example allreduce
 cargo build --release --bin async-doca
 cargo run --release --example drom_rebalance
 
-# The tokio bridge (features off by default): its unit and doc tests, UROM commands from
-# tokio, and the end-to-end test of the HTTP example (two processes, hyper clients).
-cargo test --features tokio-example --lib tokio::
-cargo test --features tokio-example --doc tokio
-cargo test --features tokio-example --test tokio_urom --test tokio_kv
+# The tokio bridge's unit, doc and UROM tests ran above (feature `tokio` is on by default);
+# the HTTP example's end-to-end test needs hyper (`tokio-example`): two processes, hyper clients.
+cargo test --features tokio-example --test tokio_kv
 
 # Futures dropped while their DOCA tasks are in flight, under valgrind: no invalid access,
 # nothing definitely lost.

@@ -187,7 +187,7 @@ struct TestDef {
 /// The default size sweep of the bandwidth tests.
 const BW_SIZES: &[usize] = &[8, 4096, 65_536, 1 << 20];
 const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
-/// The latency tests that also run through the tokio bridge (built with `--features tokio`).
+/// The latency tests that also run through the tokio bridge (feature `tokio`, on by default).
 #[cfg(feature = "tokio")]
 const LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Tokio, Mode::TokioHandle];
 #[cfg(not(feature = "tokio"))]
