@@ -693,7 +693,11 @@ impl CollPlugin {
     }
 
     fn step(&mut self, out: &mut Notifications) {
-        self.net.progress();
+        if self.net.progress() {
+            // RDMA completions (chunks in or out, host transfers): a long collective is
+            // moving even while it has nothing to answer yet.
+            out.made_progress();
+        }
         self.on_events();
         // Hellos are all the socket carries: once every peer is connected (or the group is
         // over) it is not read, which spares a system call per progress.

@@ -266,6 +266,7 @@ unsafe extern "C" fn progress<P: Plugin>(ctx: *mut urom_worker_ctx, notif_list: 
         // SAFETY: the worker's ctx is live for the call.
         let wctx = unsafe { WorkerCtx::from_raw(ctx) };
         let before = state.out.len();
+        state.out.take_progress();
         if catch_unwind(AssertUnwindSafe(|| state.plugin.progress(&wctx, &mut state.out))).is_err() {
             log(format_args!("panic in progress; the notifications it pushed are dropped"));
             state.out.truncate(before);
@@ -284,7 +285,8 @@ unsafe extern "C" fn progress<P: Plugin>(ctx: *mut urom_worker_ctx, notif_list: 
             state.out.pop_front();
             appended += 1;
         }
-        if appended == 0 {
+        // Nothing to report, but work advanced: SUCCESS with an empty list.
+        if appended == 0 && !state.out.take_progress() {
             DOCA_ERROR_EMPTY
         } else {
             DOCA_SUCCESS

@@ -334,6 +334,8 @@ pub struct Notification {
 #[derive(Debug, Default)]
 pub struct Notifications {
     queue: VecDeque<Notification>,
+    /// Set by [`Notifications::made_progress`] during one `progress` call.
+    progressed: bool,
 }
 
 impl Notifications {
@@ -360,6 +362,20 @@ impl Notifications {
     /// The queued answers, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Notification> {
         self.queue.iter()
+    }
+
+    /// Tells the worker that this `progress` call advanced work (moved data, met a peer)
+    /// although it answered nothing yet. The progress callback then reports success instead
+    /// of "empty", and a worker that backs off after a quiet period (the soft provider's
+    /// does, after 500 µs) keeps polling a plugin that is busy with a long operation.
+    pub fn made_progress(&mut self) {
+        self.progressed = true;
+    }
+
+    /// Whether [`made_progress`](Notifications::made_progress) was called since the last
+    /// [`take_progress`](Notifications::take_progress); clears the mark.
+    pub fn take_progress(&mut self) -> bool {
+        std::mem::take(&mut self.progressed)
     }
 
     /// Removes and returns everything queued.

@@ -11,6 +11,7 @@ thread_local! {
     // Each test runs on its own thread, so these do not leak between tests.
     static DROPS: Cell<usize> = const { Cell::new(0) };
     static PANIC_IN_PROGRESS: Cell<bool> = const { Cell::new(false) };
+    static BUSY_IN_PROGRESS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A plugin whose behaviour the payload selects.
@@ -69,6 +70,9 @@ impl Plugin for TestPlugin {
     fn progress(&mut self, _: &WorkerCtx, out: &mut Notifications) {
         for r in self.later.drain(..) {
             out.push(r.ok(b"done".to_vec()));
+        }
+        if BUSY_IN_PROGRESS.with(|b| b.get()) {
+            out.made_progress();
         }
         if PANIC_IN_PROGRESS.with(|p| p.get()) {
             out.push(ReplyTo { plugin: 0, urom_context: 0, dest_id: 0 }.ok(b"must not be sent".to_vec()));
@@ -149,6 +153,22 @@ fn progress_reports_empty_through_the_raw_entry_point() {
         list::init(&mut head);
         assert_eq!(f(w.raw_ctx(), &mut head), DOCA_ERROR_EMPTY);
         assert!(list::is_empty(&head));
+    }
+}
+
+#[test]
+fn progress_without_answers_reports_success_when_work_advanced() {
+    let mut w = worker();
+    let f = w.iface().progress.unwrap();
+    let mut head = ucs_list_link { prev: ptr::null_mut(), next: ptr::null_mut() };
+    BUSY_IN_PROGRESS.with(|b| b.set(true));
+    // SAFETY: an initialised list head and the plugin's own ctx.
+    unsafe {
+        list::init(&mut head);
+        assert_eq!(f(w.raw_ctx(), &mut head), DOCA_SUCCESS, "busy: SUCCESS with an empty list");
+        assert!(list::is_empty(&head));
+        BUSY_IN_PROGRESS.with(|b| b.set(false));
+        assert_eq!(f(w.raw_ctx(), &mut head), DOCA_ERROR_EMPTY, "the mark lasts one call");
     }
 }
 

@@ -601,6 +601,8 @@ impl Worker<'_> {
     }
 
     /// Progresses every plugin once; true if any notification came out.
+    /// Progresses every plugin and delivers their notifications; whether any plugin made
+    /// progress (answered something, or reported SUCCESS: work advanced).
     fn progress(&mut self) -> bool {
         let mut any = false;
         let mut head = new_list();
@@ -611,6 +613,9 @@ impl Worker<'_> {
                 let f = (*slot).ctx.iface.progress.expect("checked non-NULL at load");
                 f(addr_of_mut!((*slot).ctx), head_p)
             };
+            // SUCCESS with no notification: the plugin says it advanced work that has no
+            // answer yet (a long collective), which keeps the loop from backing off.
+            any |= st == DOCA_SUCCESS;
             if st != DOCA_SUCCESS && st != DOCA_ERROR_EMPTY {
                 // SAFETY: slot is live.
                 log_at!(self.log(), Debug, "progress of plugin {:#x}: {}", unsafe { (*slot).plugin }, err_name(st));
