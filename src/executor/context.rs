@@ -508,6 +508,19 @@ impl<T> Context<T> {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
+    /// [`submit`](Context::submit) for an operation that may outlive this borrow of the
+    /// context: the future keeps the context's record (and the executor core) alive itself,
+    /// never touches the DOCA object once the context is destroyed (the allocation stage
+    /// checks that it is alive, and a context is stopped, which completes every task in flight,
+    /// before it is destroyed), so only `alloc` must not capture anything it could outlive.
+    pub(crate) fn submit_owned<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'static, K, A>
+    where
+        K: TaskKind,
+        A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t> + 'static,
+    {
+        TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+    }
+
     /// Wakes the futures waiting for a free task of this ctx (back-pressure waiters), so
     /// that they retry. For layers whose allocation also needs a resource of their own (a
     /// `doca_buf` from an inventory) that is given back after the task is freed.

@@ -55,7 +55,7 @@ use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use doca_urom_coll::proto::{self, Cmd, CollSpec, Notif};
@@ -95,8 +95,12 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// Numbered collectives not handed to the worker yet, in call order.
+    /// Numbered collectives not handed to the worker yet, in call order (there is room for
+    /// them once the worker's in-flight limit allows; the driver submits them).
     queue: VecDeque<Request>,
+    /// Commands handed to the worker (or being handed: only the newest may still wait for
+    /// room), oldest first. The driver polls them for their answers.
+    running: VecDeque<(Request, CommandOp<'static>)>,
     next_seq: u32,
     /// Collectives numbered and not answered yet (queued or with the worker).
     outstanding: usize,
@@ -193,19 +197,46 @@ impl Offload {
         }
     }
 
-    /// Numbers and queues one command (`make` gets the sequence number); the returned cell
-    /// receives its answer.
+    /// Numbers one command (`make` gets the sequence number) and submits it at once when
+    /// nothing is ahead of it (a host that computes right after the call would otherwise
+    /// hold the command until its executor next ran the driver), else queues it for the
+    /// driver. The returned cell receives its answer.
     fn submit(&self, op: &'static str, make: impl FnOnce(u32) -> Cmd, keep: Vec<Memory>) -> Rc<ResultCell<()>> {
         let cell = Rc::new(ResultCell::default());
-        {
-            let mut st = self.shared.state.borrow_mut();
-            let seq = st.next_seq;
-            st.next_seq = st.next_seq.wrapping_add(1);
-            st.outstanding += 1;
-            let payload = make(seq).encode();
-            st.queue.push_back(Request { op, payload, cell: cell.clone(), _keep: keep });
+        let sh = &self.shared;
+        let mut st = sh.state.borrow_mut();
+        let seq = st.next_seq;
+        st.next_seq = st.next_seq.wrapping_add(1);
+        st.outstanding += 1;
+        let mut req = Request { op, payload: make(seq).encode(), cell: cell.clone(), _keep: keep };
+        let clear_ahead = st.queue.is_empty() && st.running.back().is_none_or(|(_, c)| c.submitted());
+        if clear_ahead {
+            match sh.worker.command_op_owned(sh.plugin, std::mem::take(&mut req.payload)) {
+                Ok(mut cmd) => {
+                    // Allocates and submits now. The no-op waker is replaced by the driver's
+                    // when it polls the command (notified below); until then a completion is
+                    // recorded in the command's slot and found at that poll.
+                    let mut cx = Context::from_waker(Waker::noop());
+                    match Pin::new(&mut cmd).poll(&mut cx) {
+                        Poll::Ready((status, notif)) => {
+                            drop(st);
+                            finish(sh, &req, answer_to_result(op, status, &notif));
+                            return cell;
+                        }
+                        Poll::Pending => st.running.push_back((req, cmd)),
+                    }
+                }
+                Err(e) => {
+                    drop(st);
+                    finish(sh, &req, Err(e.context_prefix(&format!("domain.{op}"))));
+                    return cell;
+                }
+            }
+        } else {
+            st.queue.push_back(req);
         }
-        self.shared.wake.notify();
+        drop(st);
+        sh.wake.notify();
         cell
     }
 
@@ -351,50 +382,64 @@ fn answer_to_result(op: &str, status: Result<()>, notification: &[u8]) -> Result
     })
 }
 
-/// The driver: hands queued commands to the worker in order and completes their futures.
+/// The driver: hands queued commands to the worker in order and completes the futures of
+/// every command it answers.
 async fn drive(shared: Rc<Shared>) {
-    let worker = shared.worker.clone();
-    // Commands handed to the worker (or being handed), oldest first. They borrow `worker`,
-    // which this future owns, so they are plain futures rather than spawned tasks.
-    let mut running: VecDeque<(Request, CommandOp<'_>)> = VecDeque::new();
     poll_fn(|cx| {
         // Everything queued so far is handled below; a later notification wakes us again.
         shared.wake.clear();
-        loop {
-            // Start the next queued command only once the newest one is submitted: the order
-            // of submission is the order the worker sees.
-            if running.back().is_some_and(|(_, c)| !c.submitted()) {
-                break;
-            }
-            let Some(mut req) = shared.state.borrow_mut().queue.pop_front() else { break };
-            let payload = std::mem::take(&mut req.payload);
-            match worker.command_op(shared.plugin, payload) {
-                Ok(op) => running.push_back((req, op)),
-                Err(e) => {
-                    finish(&shared, &req, Err(e.context_prefix(&format!("domain.{}", req.op))));
-                    continue;
+        let mut done = Vec::new();
+        {
+            let mut guard = shared.state.borrow_mut();
+            let st = &mut *guard;
+            loop {
+                // Start the next queued command only once the newest one is submitted: the
+                // order of submission is the order the worker sees.
+                if st.running.back().is_some_and(|(_, c)| !c.submitted()) {
+                    break;
+                }
+                let Some(mut req) = st.queue.pop_front() else { break };
+                match shared.worker.command_op_owned(shared.plugin, std::mem::take(&mut req.payload)) {
+                    Ok(cmd) => st.running.push_back((req, cmd)),
+                    Err(e) => {
+                        let e = e.context_prefix(&format!("domain.{}", req.op));
+                        done.push((req, Err(e)));
+                        continue;
+                    }
+                }
+                // Poll it now: that allocates and submits it (or registers for room).
+                let (req, cmd) = st.running.back_mut().expect("just pushed");
+                if let Poll::Ready((status, notif)) = Pin::new(cmd).poll(cx) {
+                    let r = answer_to_result(req.op, status, &notif);
+                    let (req, _) = st.running.pop_back().expect("just polled");
+                    done.push((req, r));
                 }
             }
-            // Poll it now: that allocates and submits it (or registers for room).
-            let (req, op) = running.back_mut().expect("just pushed");
-            if let Poll::Ready((status, notif)) = Pin::new(op).poll(cx) {
-                finish(&shared, req, answer_to_result(req.op, status, &notif));
-                running.pop_back();
+            // Every command is polled with this task's waker, which also replaces the no-op
+            // waker of commands submitted directly by `Offload::submit`.
+            let mut i = 0;
+            while i < st.running.len() {
+                let (req, cmd) = &mut st.running[i];
+                match Pin::new(cmd).poll(cx) {
+                    Poll::Ready((status, notif)) => {
+                        let r = answer_to_result(req.op, status, &notif);
+                        let (req, _) = st.running.remove(i).expect("index in range");
+                        done.push((req, r));
+                    }
+                    Poll::Pending => i += 1,
+                }
             }
         }
-        running.retain_mut(|(req, op)| match Pin::new(op).poll(cx) {
-            Poll::Ready((status, notif)) => {
-                finish(&shared, req, answer_to_result(req.op, status, &notif));
-                false
-            }
-            Poll::Pending => true,
-        });
+        // Completed outside the borrow: waking a future may run code that issues more.
+        for (req, r) in done {
+            finish(&shared, &req, r);
+        }
         let st = shared.state.borrow();
-        if st.closed && st.queue.is_empty() && running.is_empty() {
+        if st.closed && st.queue.is_empty() && st.running.is_empty() {
             return Poll::Ready(());
         }
         drop(st);
-        // Woken by a completion (the command futures registered `cx`) or by a new request.
+        // Woken by a completion (the commands registered `cx`) or by a new request.
         if shared.wake.poll_wait(cx).is_ready() {
             cx.waker().wake_by_ref();
         }

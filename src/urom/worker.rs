@@ -302,6 +302,31 @@ impl Worker {
     /// payload and tells when its task has been submitted, so a caller can issue commands in a
     /// strict order (see [`CommandOp::submitted`]).
     pub(crate) fn command_op<'a, P: AsRef<[u8]> + 'a>(&'a self, plugin: u64, payload: P) -> Result<CommandOp<'a>> {
+        let alloc = self.command_alloc(plugin, payload)?;
+        Ok(CommandOp { fut: self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc.0).with_buffers(alloc.1) })
+    }
+
+    /// [`command_op`](Worker::command_op) for a command that may be kept beyond this borrow
+    /// of the worker (its allocation closure keeps a handle to the worker).
+    pub(crate) fn command_op_owned(&self, plugin: u64, payload: Vec<u8>) -> Result<CommandOp<'static>> {
+        let keep = self.clone();
+        let (mut alloc, sink) = self.command_alloc(plugin, payload)?;
+        let owned: CommandAlloc<'static> = Box::new(move |slot: &TaskSlot| {
+            // The worker object `alloc` uses stays alive as long as this closure.
+            let _ = &keep;
+            alloc(slot)
+        });
+        Ok(CommandOp {
+            fut: self.inner.ctx.submit_owned::<Command, _>("urom.worker.command", owned).with_buffers(sink),
+        })
+    }
+
+    /// The allocation closure of a command task and the sink its answer lands in.
+    fn command_alloc<'a, P: AsRef<[u8]> + 'a>(
+        &self,
+        plugin: u64,
+        payload: P,
+    ) -> Result<(CommandAlloc<'a>, Box<Sink<u8>>)> {
         if plugin.count_ones() != 1 || self.inner.plugins & plugin == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -333,7 +358,7 @@ impl Worker {
             }
             Ok(task)
         });
-        Ok(CommandOp { fut: self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc).with_buffers(sink) })
+        Ok((alloc, sink))
     }
 
     /// Stops the worker ctx and waits until it is idle: the service detaches this connection

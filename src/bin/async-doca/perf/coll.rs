@@ -6,17 +6,20 @@
 //! `procs` members (default 2 and 4; `--procs N` for others) are this process (rank 0, which
 //! measures and reports) and `N - 1` `perf-peer` processes it starts; they meet at a Unix
 //! socket (`SocketOob`, rank and size in the environment) and use a private UROM service with
-//! the built-in plugins. Each member runs on a one-CPU runtime (rank `r` on the `r % n`-th CPU
-//! of the affinity) in adaptive idle mode whatever `--idle` says: members that poll would
-//! starve their own workers on a machine with fewer CPUs than processes. Sizes are bytes of
+//! the built-in plugins. Each member runs on a one-CPU runtime in adaptive idle mode whatever
+//! `--idle` says (members that poll would starve the workers on a machine with fewer CPUs than
+//! processes). Where the members and their workers run: see `placement`. Sizes are bytes of
 //! f64 elements per member (the source of an allreduce or allgather, the broadcast buffer);
 //! the latency is one collective, submission to completion, on rank 0.
 //!
 //! `coll_overlap` measures how much of a compute loop the host gets done while an allreduce
 //! is in flight (the OSU non-blocking collectives method): `t_coll` is the median allreduce
 //! alone, `t_comp` a compute loop calibrated to last about `t_coll`, `t_total` the median of
-//! submit, compute, await; overlap = `100 × (1 − (t_total − t_comp) / t_coll)`, clamped to
-//! 0..100 and reported as `overlap_pct`. Offloaded, the workers progress the collective
+//! submit, compute, await (every round starts with a barrier); overlap =
+//! `100 × (1 − (t_total − t_comp) / t_coll)`, clamped to 0..100 and reported as
+//! `overlap_pct`. Only rank 0 computes (the others take part and wait) and it has the first
+//! CPU to itself, so that on a machine with fewer CPUs than processes the computing host and
+//! the "DPU" still have a CPU each; the figure is rank 0's. Offloaded, the workers progress the collective
 //! while the host computes; host-only, the host's own executor runs it, and it waits for the
 //! compute loop to yield.
 
@@ -102,11 +105,40 @@ enum Group {
     Host(HostComm),
 }
 
+/// The CPU of member `rank`'s host side and the CPUs of the workers.
+///
+/// * Latency tests, host-only, or offloaded with no more CPUs than members (a 2-core
+///   machine): rank `r` on the `r % n`-th CPU of the affinity, and the workers share every
+///   CPU.
+/// * Offloaded with more CPUs than members: the last CPU plays the DPU (the workers run
+///   there) and each host has a CPU of its own (on a BlueField the workers have the DPU's
+///   own cores).
+/// * `coll_overlap`, in both modes: only rank 0 computes, and it gets the first CPU to itself;
+///   the other members (which only take part in the collectives) share the others, and so do
+///   the workers. A member that had to wait for the computing rank's CPU before it could even
+///   submit its part would make the collective look serialised behind the compute loop.
+fn placement(test: Test, mode: Mode, procs: u32, rank: u32) -> Result<(usize, CpuSet)> {
+    let cpus: Vec<usize> = CpuSet::current_affinity()?.iter().collect();
+    let n = cpus.len();
+    if n == 0 {
+        return Err(Error::new(ErrorKind::NotFound, "perf: this process may run on no CPU"));
+    }
+    let r = rank as usize;
+    let (host, workers) = if test == Test::Overlap && n >= 2 {
+        let host = if r == 0 { cpus[0] } else { cpus[1 + (r - 1) % (n - 1)] };
+        (host, cpus[1..].to_vec())
+    } else if mode == Mode::Offload && n > procs as usize {
+        (cpus[r % (n - 1)], vec![cpus[n - 1]])
+    } else {
+        (cpus[r % n], cpus.clone())
+    };
+    Ok((host, CpuSet::from_cpus(workers)?))
+}
+
 /// One member's run: returns rank 0's samples (others' are discarded), the timed run's
 /// length and, for `coll_overlap`, the overlap.
 fn member(test: Test, p: &Params, rank: u32, socket: &Path, oob: &Path) -> Result<(Samples, Duration, Option<f64>)> {
-    let cpus: Vec<usize> = CpuSet::current_affinity()?.iter().collect();
-    let cpu = cpus[rank as usize % cpus.len().max(1)];
+    let (cpu, worker_cpus) = placement(test, p.mode, p.procs, rank)?;
     let rt = runtime(&[cpu], IdleArg::Adaptive)?;
     let p = *p;
     let socket = socket.to_path_buf();
@@ -121,7 +153,7 @@ fn member(test: Test, p: &Params, rank: u32, socket: &Path, oob: &Path) -> Resul
         let group = match p.mode {
             Mode::Offload => {
                 let svc = Service::builder(&dev).socket_path(&socket).connect().await?;
-                let worker = Worker::builder(&svc).plugin("worker_coll").start().await?;
+                let worker = Worker::builder(&svc).plugin("worker_coll").cpuset(worker_cpus).start().await?;
                 let rendezvous = SocketOob::connect(&oob, rank, p.procs, PEER_TIMEOUT)?;
                 let domain =
                     Domain::builder(rendezvous).worker(&worker).buffer(&mem).timeout(PEER_TIMEOUT).start().await?;
@@ -140,8 +172,8 @@ fn member(test: Test, p: &Params, rank: u32, socket: &Path, oob: &Path) -> Resul
         };
         let mut bufs = Bufs::new(&mem, elems, size, rank)?;
         let out = match &group {
-            Group::Offload { domain, .. } => measure(test, domain, &mut bufs, &p).await,
-            Group::Host(comm) => measure(test, comm, &mut bufs, &p).await,
+            Group::Offload { domain, .. } => measure(test, domain, &mut bufs, &p, rank).await,
+            Group::Host(comm) => measure(test, comm, &mut bufs, &p, rank).await,
         };
         let closed = match group {
             Group::Offload { domain, worker } => {
@@ -180,9 +212,10 @@ async fn measure(
     c: &impl Collectives,
     b: &mut Bufs,
     p: &Params,
+    rank: u32,
 ) -> Result<(Samples, Duration, Option<f64>)> {
     match test {
-        Test::Overlap => overlap(c, b, p).await,
+        Test::Overlap => overlap(c, b, p, rank).await,
         _ => latency(test, c, b, p).await,
     }
 }
@@ -237,7 +270,12 @@ fn median(v: &mut [Duration]) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-async fn overlap(c: &impl Collectives, b: &mut Bufs, p: &Params) -> Result<(Samples, Duration, Option<f64>)> {
+async fn overlap(
+    c: &impl Collectives,
+    b: &mut Bufs,
+    p: &Params,
+    rank: u32,
+) -> Result<(Samples, Duration, Option<f64>)> {
     // t_coll: the allreduce alone.
     for _ in 0..p.warmup {
         once(Test::Overlap, c, b).await?;
@@ -250,12 +288,18 @@ async fn overlap(c: &impl Collectives, b: &mut Bufs, p: &Params) -> Result<(Samp
         alone.push(t0.elapsed());
     }
     let t_coll = median(&mut alone);
-    // A compute loop of about t_coll: time a probe, scale.
-    let probe = 1_000_000u64;
-    let t0 = Instant::now();
-    black_box(compute(probe));
-    let per_unit = t0.elapsed().as_secs_f64() / probe as f64;
-    let units = ((t_coll.as_secs_f64() / per_unit.max(1e-12)) as u64).max(1);
+    // A compute loop of about t_coll: time a probe, scale. Only rank 0 computes and measures;
+    // the others take part in the collectives and wait, so that the computing host has a CPU
+    // to itself even on a machine with fewer CPUs than processes (the figure is rank 0's).
+    let units = if rank == 0 {
+        let probe = 1_000_000u64;
+        let t0 = Instant::now();
+        black_box(compute(probe));
+        let per_unit = t0.elapsed().as_secs_f64() / probe as f64;
+        ((t_coll.as_secs_f64() / per_unit.max(1e-12)) as u64).max(1)
+    } else {
+        0
+    };
     let mut comp = Vec::with_capacity(rounds);
     let mut total = Vec::with_capacity(rounds);
     let mut samples = Samples::with_capacity(rounds);
@@ -264,6 +308,9 @@ async fn overlap(c: &impl Collectives, b: &mut Bufs, p: &Params) -> Result<(Samp
         let t0 = Instant::now();
         black_box(compute(units));
         comp.push(t0.elapsed());
+        // Every round starts together on all members (a barrier), so that waiting for a
+        // member that is late is not counted as lost overlap.
+        bounded(c.barrier()).await?;
         // Submitted when called; the compute loop runs while the collective is in flight.
         let t0 = Instant::now();
         let Bufs { src, dst, .. } = &mut *b;
