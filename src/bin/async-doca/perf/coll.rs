@@ -243,6 +243,7 @@ async fn latency(
     b: &mut Bufs,
     p: &Params,
 ) -> Result<(Samples, Duration, Option<f64>)> {
+    // Not `timed_async`: every step needs the buffers mutably, which a closure cannot lend.
     for _ in 0..p.warmup {
         once(test, c, b).await?;
     }

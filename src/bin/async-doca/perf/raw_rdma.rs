@@ -17,7 +17,7 @@ use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result};
 
 use super::raw::{ok, Done};
 use super::rdma::{check, slot, timed_out, window, Link, Measured, Test};
-use super::stats::Samples;
+use super::stats::{timed, Samples};
 use super::{Params, PEER_TIMEOUT};
 
 /// A completion callback of one task kind: records the status in the slot's [`Done`] and
@@ -507,19 +507,8 @@ pub fn side_a(test: Test, p: &Params, cpu: usize, mut link: Link) -> Result<Meas
     } else {
         // Half a ping-pong's round trip; a read's or an atomic's whole completion latency.
         let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
-        let mut samples = Samples::with_capacity(p.iters as usize);
-        let mut start = Instant::now();
-        for i in 0..p.warmup + p.iters {
-            if i == p.warmup {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
-            side.ping(i)?;
-            if i >= p.warmup {
-                samples.push(t0.elapsed(), divisor);
-            }
-        }
-        Measured { samples, elapsed: start.elapsed() }
+        let (samples, elapsed) = timed(p.warmup, p.iters, divisor, |i| side.ping(i))?;
+        Measured { samples, elapsed }
     };
     link.send(b"done")?;
     link.recv_blocking()?;

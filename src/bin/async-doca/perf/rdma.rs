@@ -28,7 +28,7 @@ use async_doca::executor::{spawn_local, yield_now};
 use async_doca::rdma::{Connection, Rdma};
 use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
-use super::stats::{Report, Run, Samples};
+use super::stats::{timed_async, Report, Run, Samples};
 use super::sync_event::runtime;
 use super::{spawn_linked_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
 
@@ -582,19 +582,9 @@ pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Mea
         // Half the round trip of a ping-pong; a one-sided read or atomic is a round trip by
         // itself and its whole completion latency is reported (as perftest does).
         let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
-        let mut samples = Samples::with_capacity(p.iters as usize);
-        let mut start = Instant::now();
-        for i in 0..p.warmup + p.iters {
-            if i == p.warmup {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
-            end.ping(test, i).await?;
-            if i >= p.warmup {
-                samples.push(t0.elapsed(), divisor);
-            }
-        }
-        Measured { samples, elapsed: start.elapsed() }
+        let end = &end;
+        let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| end.ping(test, i)).await?;
+        Measured { samples, elapsed }
     };
     link.send(b"done")?;
     link.recv().await?;

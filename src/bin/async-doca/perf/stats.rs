@@ -4,7 +4,10 @@
 //! We report medians and the 99th percentile, never means: these machines are shared and
 //! a mean is dragged by every scheduling hiccup.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use async_doca::Result;
 
 /// One measured test, as printed in the table and as one JSON line.
 #[derive(Clone, Debug)]
@@ -45,6 +48,53 @@ impl Report {
         self.mb_per_sec = Some(self.ops_per_sec * self.size as f64 / 1e6);
         self
     }
+}
+
+/// Runs `step(i)` for `warmup + iters` rounds (`i` counts from 0) and times the last `iters`:
+/// one sample per round, divided by `divisor` (2 for half a round trip). Returns the samples
+/// and the length of the timed part. The loop every latency test shares; [`timed_async`] is
+/// the same for steps that are futures.
+pub fn timed(
+    warmup: u64,
+    iters: u64,
+    divisor: f64,
+    mut step: impl FnMut(u64) -> Result<()>,
+) -> Result<(Samples, Duration)> {
+    let mut samples = Samples::with_capacity(iters as usize);
+    let mut start = Instant::now();
+    for i in 0..warmup + iters {
+        if i == warmup {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        step(i)?;
+        if i >= warmup {
+            samples.push(t0.elapsed(), divisor);
+        }
+    }
+    Ok((samples, start.elapsed()))
+}
+
+/// [`timed`] for asynchronous steps.
+pub async fn timed_async<F: Future<Output = Result<()>>>(
+    warmup: u64,
+    iters: u64,
+    divisor: f64,
+    mut step: impl FnMut(u64) -> F,
+) -> Result<(Samples, Duration)> {
+    let mut samples = Samples::with_capacity(iters as usize);
+    let mut start = Instant::now();
+    for i in 0..warmup + iters {
+        if i == warmup {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        step(i).await?;
+        if i >= warmup {
+            samples.push(t0.elapsed(), divisor);
+        }
+    }
+    Ok((samples, start.elapsed()))
 }
 
 /// Per-operation latency samples in nanoseconds.

@@ -10,7 +10,7 @@ use async_doca::time::timeout;
 use async_doca::{CpuSet, Device, Error, ErrorKind, Result};
 
 use super::raw::RawEvent;
-use super::stats::{Report, Run, Samples};
+use super::stats::{timed, timed_async, Report, Run, Samples};
 use super::{spawn_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
 
 pub(super) const TEST: &str = "sync_add_wait";
@@ -79,20 +79,10 @@ fn raw_pingpong(p: &Params) -> Result<Report> {
             blob_tx.send(blob).map_err(|_| Error::new(ErrorKind::Other, "side B is gone"))?;
             None
         };
-        let mut samples = Samples::with_capacity(iters as usize);
-        let mut start = Instant::now();
-        for i in 0..warmup + iters {
-            if i == warmup {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
+        let (samples, elapsed) = timed(warmup, iters, 2.0, |i| {
             ev.add(1)?;
-            ev.wait_eq(2 * i + 2)?;
-            if i >= warmup {
-                samples.push(t0.elapsed(), 2.0);
-            }
-        }
-        let elapsed = start.elapsed();
+            ev.wait_eq(2 * i + 2)
+        })?;
         if let Some(c) = child {
             c.finish()?;
         }
@@ -141,20 +131,12 @@ fn async_pingpong(p: &Params) -> Result<Report> {
             let handle = async_doca::executor::current_handle().expect("inside the runtime");
             (None, Some(handle.spawn_on(cpu_b, move || async_side_b(blob, warmup + iters))?))
         };
-        let mut samples = Samples::with_capacity(iters as usize);
-        let mut start = Instant::now();
-        for i in 0..warmup + iters {
-            if i == warmup {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
+        let ev = &ev;
+        let (samples, elapsed) = timed_async(warmup, iters, 2.0, |i| async move {
             ev.add(1).await?;
-            timeout(PEER_TIMEOUT, ev.wait_eq(2 * i + 2)).await.map_err(Error::from)??;
-            if i >= warmup {
-                samples.push(t0.elapsed(), 2.0);
-            }
-        }
-        let elapsed = start.elapsed();
+            timeout(PEER_TIMEOUT, ev.wait_eq(2 * i + 2)).await.map_err(Error::from)?.map(drop)
+        })
+        .await?;
         if let Some(b) = side_b {
             b.await??;
         }

@@ -10,7 +10,7 @@
 //!   iteration as a job through `async_doca::tokio::Bridge` and times it from tokio: the
 //!   job's trip to the executor and the result's trip back are in every sample.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
@@ -18,7 +18,7 @@ use async_doca::tokio::{Bridge, Driver};
 use async_doca::{Device, Error, ErrorKind, IdleMode, Result};
 
 use super::rdma::{async_a, LatencyA, Link, Measured, Test};
-use super::stats::{Report, Run, Samples};
+use super::stats::{timed_async, Report, Run, Samples};
 use super::sync_event::{async_side_b, joined, pin, runtime, TEST};
 use super::{spawn_peer, two_cpus, IdleArg, Mode, Params, PEER_TIMEOUT};
 
@@ -56,19 +56,9 @@ pub fn rdma_handle_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Res
     tokio_rt()?.block_on(async move {
         let a = bridge.pin(cpu, move || LatencyA::connect(test, p, link)).await?;
         let divisor = a.run(|a| async move { Ok(a.divisor()) }).await?;
-        let mut samples = Samples::with_capacity(p.iters as usize);
-        let mut start = Instant::now();
-        for i in 0..p.warmup + p.iters {
-            if i == p.warmup {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
-            a.run(move |a| async move { a.ping(i).await }).await?;
-            if i >= p.warmup {
-                samples.push(t0.elapsed(), divisor);
-            }
-        }
-        let elapsed = start.elapsed();
+        let a = &a;
+        let (samples, elapsed) =
+            timed_async(p.warmup, p.iters, divisor, |i| a.run(move |a| async move { a.ping(i).await })).await?;
         a.run(|a| async move { a.finish().await }).await?;
         Ok(Measured { samples, elapsed })
     })
@@ -106,19 +96,10 @@ pub fn sync_pingpong(p: &Params) -> Result<Report> {
                     .await?;
                 let blob = ev.run(|ev| async move { ev.export() }).await?;
                 let b = start_b(blob)?;
-                let mut samples = Samples::with_capacity(p.iters as usize);
-                let mut start = Instant::now();
-                for i in 0..rounds {
-                    if i == p.warmup {
-                        start = Instant::now();
-                    }
-                    let t0 = Instant::now();
-                    ev.run(move |ev| async move { sync_step(&ev, i).await }).await?;
-                    if i >= p.warmup {
-                        samples.push(t0.elapsed(), 2.0);
-                    }
-                }
-                let elapsed = start.elapsed();
+                let ev = &ev;
+                let (samples, elapsed) =
+                    timed_async(p.warmup, p.iters, 2.0, |i| ev.run(move |ev| async move { sync_step(&ev, i).await }))
+                        .await?;
                 b.finish()?;
                 Ok::<_, Error>((samples, elapsed))
             })?
@@ -128,19 +109,8 @@ pub fn sync_pingpong(p: &Params) -> Result<Report> {
             tokio_rt()?.block_on(Driver::new().idle(idle_mode(p.idle)).run(async move {
                 let ev = SyncEvent::builder(&Device::open_default()?).publisher(Location::RemotePci).build().await?;
                 let b = start_b(ev.export()?)?;
-                let mut samples = Samples::with_capacity(p.iters as usize);
-                let mut start = Instant::now();
-                for i in 0..rounds {
-                    if i == p.warmup {
-                        start = Instant::now();
-                    }
-                    let t0 = Instant::now();
-                    sync_step(&ev, i).await?;
-                    if i >= p.warmup {
-                        samples.push(t0.elapsed(), 2.0);
-                    }
-                }
-                let elapsed = start.elapsed();
+                let ev = &ev;
+                let (samples, elapsed) = timed_async(p.warmup, p.iters, 2.0, |i| sync_step(ev, i)).await?;
                 b.finish()?;
                 Ok((samples, elapsed))
             }))?

@@ -23,7 +23,7 @@ use async_doca::urom::{Service, Worker};
 use async_doca::{CpuSet, Device, Error, ErrorKind, Result};
 
 use super::raw::ok;
-use super::stats::{Report, Run, Samples};
+use super::stats::{timed, timed_async, Report, Run, Samples};
 use super::sync_event::runtime;
 use super::{two_cpus, Mode, Params, PEER_TIMEOUT};
 
@@ -70,22 +70,15 @@ fn async_loop(p: &Params, socket: &std::path::Path, cpu_host: usize, cpu_worker:
         let svc = Service::builder(&dev).socket_path(&socket).connect().await?;
         let id = svc.plugin(graph::PLUGIN_NAME)?.id;
         let w = Worker::builder(&svc).plugin_ids(id).cpuset(CpuSet::from_cpus([cpu_worker])?).start().await?;
-        let mut samples = Samples::with_capacity(iters as usize);
-        let mut start = Instant::now();
-        for i in 0..warmup + iters {
-            if i == warmup {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
+        let w = &w;
+        let (samples, elapsed) = timed_async(warmup, iters, 1.0, |i| async move {
             let reply = async_doca::time::timeout(PEER_TIMEOUT, w.command(id, &loopback(i))).await??;
-            if i >= warmup {
-                samples.push(t0.elapsed(), 1.0);
-            }
             if answered(&reply) != Some(i) {
                 return Err(Error::new(ErrorKind::Other, format!("urom_cmd_lat: wrong answer to command {i}")));
             }
-        }
-        let elapsed = start.elapsed();
+            Ok(())
+        })
+        .await?;
         w.stop().await?;
         Ok::<_, Error>((samples, elapsed))
     })?;
@@ -231,13 +224,7 @@ fn raw_loop(p: &Params, socket: &std::path::Path, cpu_worker: usize) -> Result<(
         id
     };
 
-    let mut samples = Samples::with_capacity(p.iters as usize);
-    let mut start = Instant::now();
-    for i in 0..p.warmup + p.iters {
-        if i == p.warmup {
-            start = Instant::now();
-        }
-        let t0 = Instant::now();
+    timed(p.warmup, p.iters, 1.0, |i| {
         let done = CmdDone::default();
         let payload = loopback(i);
         // SAFETY: the worker is RUNNING on this thread's PE; the task is ours until submitted;
@@ -274,15 +261,12 @@ fn raw_loop(p: &Params, socket: &std::path::Path, cpu_worker: usize) -> Result<(
                 return Err(Error::new(ErrorKind::TimedOut, "urom_cmd_lat: the worker did not answer"));
             }
         }
-        if i >= p.warmup {
-            samples.push(t0.elapsed(), 1.0);
-        }
         ok(sys::doca_error_t(done.status.get()), "urom command")?;
         if done.value.get() != Some(i) {
             return Err(Error::new(ErrorKind::Other, format!("urom_cmd_lat: wrong answer to command {i}")));
         }
-    }
-    Ok((samples, start.elapsed()))
+        Ok(())
+    })
 }
 
 // ---- the private service ---------------------------------------------------------------
