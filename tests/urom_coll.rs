@@ -422,9 +422,11 @@ const ROLE_ENV: &str = "ASYNC_DOCA_TEST_COLL_ROLE";
 /// One process member: an allreduce that must work, then (the victim) SIGKILL itself while
 /// the others run a second allreduce, or (a survivor) expect that allreduce and a later
 /// barrier to fail with `ConnectionLost`.
-fn process_member(socket: &Path, oob: SocketOob, victim: bool) -> Result<()> {
+fn process_member(socket: &Path, oob: SocketOob, sync: SocketOob, victim: bool) -> Result<()> {
     let rank = oob.rank();
+    let sync = std::rc::Rc::new(sync);
     let run = body(move |dom, mem, _| {
+        let sync = sync.clone();
         Box::pin(async move {
             let mut src = TypedBuf::<i64>::new(mem, 0..64)?;
             src.write_from(&[rank as i64 + 1; 64])?;
@@ -432,8 +434,16 @@ fn process_member(socket: &Path, oob: SocketOob, victim: bool) -> Result<()> {
             dom.allreduce(&src, &mut dst, ReduceOp::Sum).await?;
             let size = dom.size() as i64;
             assert_eq!(dst.read_vec(), vec![size * (size + 1) / 2; 64]);
-            // Everyone is past the first collective before the victim goes.
             dom.barrier().await?;
+            // Everyone is past that barrier before the victim goes: its death breaks the
+            // others' RDMA contexts (DOCA's context-wide error state), which would also fail
+            // a barrier still waiting for a third member's message. Agreed out of band.
+            let mut req = sync.allgather(&[1])?;
+            let deadline = std::time::Instant::now() + LIMIT;
+            while req.test()?.is_none() {
+                assert!(std::time::Instant::now() < deadline, "the members did not meet");
+                async_doca::time::sleep(Duration::from_micros(200)).await;
+            }
             if victim {
                 // The others are (or soon will be) in the middle of an allreduce that waits for
                 // this member, which dies instead of joining it.
@@ -449,6 +459,11 @@ fn process_member(socket: &Path, oob: SocketOob, victim: bool) -> Result<()> {
         })
     });
     member(socket, oob, 1 << 16, true, &run)
+}
+
+/// The second rendezvous of a member process (see `process_member`), next to the first.
+fn sync_path(oob: &Path) -> PathBuf {
+    oob.with_file_name("sync.sock")
 }
 
 #[test]
@@ -475,8 +490,10 @@ fn a_member_killed_mid_collective_fails_every_other_member() {
             ))
         })
         .collect();
+    let sync = sync_path(&oob);
     let oob = SocketOob::connect(&oob, 0, N, LIMIT).unwrap();
-    process_member(&d.socket, oob, false).unwrap();
+    let sync = SocketOob::connect(&sync, 0, N, LIMIT).unwrap();
+    process_member(&d.socket, oob, sync, false).unwrap();
     for (rank, mut c) in (1..N).zip(children) {
         let status = c.0.take().unwrap().wait().unwrap();
         if rank == N - 1 {
@@ -494,5 +511,8 @@ fn a_member_killed_mid_collective_fails_every_other_member() {
 fn coll_member_child() {
     let socket = PathBuf::from(std::env::var(SOCKET_ENV).expect("started by the parent test"));
     let victim = std::env::var(ROLE_ENV).as_deref() == Ok("victim");
-    process_member(&socket, SocketOob::from_env(LIMIT).unwrap(), victim).unwrap();
+    let oob = SocketOob::from_env(LIMIT).unwrap();
+    let path = PathBuf::from(std::env::var_os(async_doca::urom::OOB_PATH_ENV).unwrap());
+    let sync = SocketOob::connect(sync_path(&path), oob.rank(), oob.size(), LIMIT).unwrap();
+    process_member(&socket, oob, sync, victim).unwrap();
 }
