@@ -45,7 +45,7 @@ mod urom_workers;
 
 use std::time::Duration;
 
-pub use registry::{Membership, ProcessInfo, Registry, Reservation, DEFAULT_SYNC_TIMEOUT};
+pub use registry::{Membership, ProcessInfo, Registry, Reservation, ReservationRef, DEFAULT_SYNC_TIMEOUT};
 #[cfg(feature = "soft")]
 pub use urom_workers::UromWorkers;
 

@@ -530,19 +530,42 @@ impl fmt::Debug for Membership {
     }
 }
 
-impl Membership {
-    /// Adopts the reservation a launcher made for this process (see
-    /// [`Registry::pre_init`]), described by `value` (the value of
-    /// [`ENV_RESERVATION`]). Fails with [`ErrorKind::NotFound`] if it is gone.
-    pub fn adopt(value: &str) -> Result<Membership> {
+/// What [`ENV_RESERVATION`] names: a reservation's registry key, slot and token, in the form
+/// `KEY:SLOT:TOKEN` (slot in decimal, token in hex) that [`Reservation::env`] writes. It comes
+/// from the environment, that is, from outside the process: [`ReservationRef::parse`] accepts
+/// only a valid key, a slot inside the table and a token, and never panics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReservationRef<'a> {
+    pub key: &'a str,
+    pub slot: usize,
+    pub token: u64,
+}
+
+impl<'a> ReservationRef<'a> {
+    /// Parses the value of [`ENV_RESERVATION`].
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] for anything else than `KEY:SLOT:TOKEN` with a usable
+    /// registry key and a slot of the table.
+    pub fn parse(value: &'a str) -> Result<ReservationRef<'a>> {
         let bad = || Error::new(ErrorKind::InvalidArgument, format!("drom: bad {ENV_RESERVATION} value {value:?}"));
         let mut parts = value.rsplitn(3, ':');
         let token = u64::from_str_radix(parts.next().ok_or_else(bad)?, 16).map_err(|_| bad())?;
         let slot: usize = parts.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
         let key = parts.next().ok_or_else(bad)?;
-        if slot >= shm::MAX_PROCS {
+        if slot >= shm::MAX_PROCS || shm::check_key(key).is_err() {
             return Err(bad());
         }
+        Ok(ReservationRef { key, slot, token })
+    }
+}
+
+impl Membership {
+    /// Adopts the reservation a launcher made for this process (see
+    /// [`Registry::pre_init`]), described by `value` (the value of
+    /// [`ENV_RESERVATION`]). Fails with [`ErrorKind::NotFound`] if it is gone.
+    pub fn adopt(value: &str) -> Result<Membership> {
+        let ReservationRef { key, slot, token } = ReservationRef::parse(value)?;
         let reg = Registry::attach(key)?;
         let pid = my_pid();
         let start = shm::proc_start(pid).unwrap_or(0);

@@ -24,6 +24,40 @@ impl Drop for Key {
 }
 
 #[test]
+fn reservation_values_from_the_environment_are_checked() {
+    let r = ReservationRef::parse("my-key.1:7:1f").unwrap();
+    assert_eq!((r.key, r.slot, r.token), ("my-key.1", 7, 0x1f));
+    // A key may not contain ':' (the file-name rule), so the split from the right is exact.
+    for bad in [
+        "",
+        ":",
+        "::",
+        "k:1",
+        "k:x:1f",
+        "k:1:zz",
+        ":1:1f",
+        "../etc:1:1f",
+        ".hidden:1:1f",
+        "a/b:1:1f",
+        "k:128:1f",
+        "k:-1:1f",
+        "k:1:10000000000000000",
+        "k:1:1f:",
+        "k\0:1:1f",
+    ] {
+        let e = ReservationRef::parse(bad).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+    }
+    // What a launcher writes parses back.
+    let k = Key::new("roundtrip");
+    let reg = Registry::open(&k.0).unwrap();
+    let res = reg.pre_init(&"0".parse::<CpuSet>().unwrap(), Flags::STEAL_CPUS).unwrap();
+    let (_, value) = res.env();
+    let parsed = ReservationRef::parse(&value).unwrap();
+    assert_eq!(parsed.key, k.0);
+}
+
+#[test]
 fn attach_without_registry_is_not_found() {
     let k = Key::new("absent");
     let e = Registry::attach(&k.0).unwrap_err();
