@@ -16,9 +16,7 @@
 extern "C" {
 #endif
 
-/* Shared with doca_urom_plugin.h, which defines the same enum when included alone. */
-#ifndef ASYNC_DOCA_ERROR_T_DEFINED
-#define ASYNC_DOCA_ERROR_T_DEFINED
+/* Plugins get it through doca_urom_plugin.h, which includes this header. */
 typedef enum doca_error {
 	DOCA_SUCCESS = 0,
 	DOCA_ERROR_UNKNOWN = 1,
@@ -52,7 +50,6 @@ typedef enum doca_error {
 	DOCA_ERROR_BAD_CONFIG = 29,
 	DOCA_ERROR_SKIPPED = 30,
 } doca_error_t;
-#endif
 
 /* The symbolic name ("DOCA_ERROR_NO_MEMORY") and a one-line description of a code. Static strings. */
 const char *doca_error_get_name(doca_error_t error);
