@@ -61,7 +61,7 @@ use std::time::Instant;
 use doca_urom_coll::proto::{self, Cmd, CollSpec, Notif};
 
 use super::domain::Domain;
-use super::worker::{CommandOp, Worker};
+use super::worker::{OwnedCommandOp, Worker};
 use crate::coll::{Element, Kind, ReduceOp, Tuning, TypedBuf};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::signal::{Notify, ResultCell};
@@ -100,7 +100,7 @@ struct State {
     queue: VecDeque<Request>,
     /// Commands handed to the worker (or being handed: only the newest may still wait for
     /// room), oldest first. The driver polls them for their answers.
-    running: VecDeque<(Request, CommandOp<'static>)>,
+    running: VecDeque<(Request, OwnedCommandOp)>,
     next_seq: u32,
     /// Collectives numbered and not answered yet (queued or with the worker).
     outstanding: usize,

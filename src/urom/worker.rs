@@ -294,24 +294,24 @@ impl Worker {
     /// [`ErrorKind::ConnectionLost`] when the worker process died, [`ErrorKind::Cancelled`]
     /// when the worker was stopped.
     pub async fn command(&self, plugin: u64, payload: &[u8]) -> Result<Vec<u8>> {
-        let (status, notification) = self.command_op(plugin, payload)?.await;
+        let sink = Box::new(Sink::<u8>::default());
+        let alloc = self.command_alloc(plugin, payload, &sink)?;
+        let op =
+            CommandOp { fut: self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc).with_buffers(sink) };
+        let (status, notification) = op.await;
         status.map(|()| notification)
     }
 
-    /// The operation behind [`command`](Worker::command), as a named future: it owns the
-    /// payload and tells when its task has been submitted, so a caller can issue commands in a
-    /// strict order (see [`CommandOp::submitted`]).
-    pub(crate) fn command_op<'a, P: AsRef<[u8]> + 'a>(&'a self, plugin: u64, payload: P) -> Result<CommandOp<'a>> {
-        let alloc = self.command_alloc(plugin, payload)?;
-        Ok(CommandOp { fut: self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc.0).with_buffers(alloc.1) })
-    }
-
-    /// [`command_op`](Worker::command_op) for a command that may be kept beyond this borrow
-    /// of the worker (its allocation closure keeps a handle to the worker).
-    pub(crate) fn command_op_owned(&self, plugin: u64, payload: Vec<u8>) -> Result<CommandOp<'static>> {
+    /// The operation behind [`command`](Worker::command), as a named future that owns its
+    /// payload, may be kept beyond this borrow of the worker (its allocation closure keeps a
+    /// handle to the worker) and tells when its task has been submitted, so that a caller can
+    /// issue commands in a strict order (see [`CommandOp::submitted`]).
+    pub(crate) fn command_op_owned(&self, plugin: u64, payload: Vec<u8>) -> Result<OwnedCommandOp> {
         let keep = self.clone();
-        let (mut alloc, sink) = self.command_alloc(plugin, payload)?;
-        let owned: CommandAlloc<'static> = Box::new(move |slot: &TaskSlot| {
+        let sink = Box::new(Sink::<u8>::default());
+        let mut alloc = self.command_alloc(plugin, payload, &sink)?;
+        // Boxed (once) so that the future's type can be named and stored.
+        let owned: OwnedAlloc = Box::new(move |slot: &TaskSlot| {
             // The worker object `alloc` uses stays alive as long as this closure.
             let _ = &keep;
             alloc(slot)
@@ -321,12 +321,14 @@ impl Worker {
         })
     }
 
-    /// The allocation closure of a command task and the sink its answer lands in.
+    /// The allocation closure of a command task whose answer lands in `sink` (which the
+    /// operation must keep alive until the completion: `with_buffers`).
     fn command_alloc<'a, P: AsRef<[u8]> + 'a>(
         &self,
         plugin: u64,
         payload: P,
-    ) -> Result<(CommandAlloc<'a>, Box<Sink<u8>>)> {
+        sink: &Sink<u8>,
+    ) -> Result<impl FnMut(&TaskSlot) -> AllocResult + 'a> {
         if plugin.count_ones() != 1 || self.inner.plugins & plugin == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -334,9 +336,8 @@ impl Worker {
             ));
         }
         let w = self.inner.ctx.as_ptr()?;
-        let sink = Box::new(Sink::<u8>::default());
         let word = sink.as_word();
-        let alloc: CommandAlloc<'a> = Box::new(move |slot: &TaskSlot| {
+        let alloc = move |slot: &TaskSlot| {
             let mut task = std::ptr::null_mut();
             // SAFETY: live worker; valid out-pointer.
             let rc = unsafe { sys::doca_urom_worker_cmd_task_allocate_init(w, plugin, &mut task) };
@@ -357,8 +358,8 @@ impl Worker {
                 slot.out_ptr(0).write(word);
             }
             Ok(task)
-        });
-        Ok((alloc, sink))
+        };
+        Ok(alloc)
     }
 
     /// Stops the worker ctx and waits until it is idle: the service detaches this connection
@@ -380,19 +381,22 @@ impl fmt::Debug for Worker {
     }
 }
 
-/// The allocation closure of a command task (boxed so that [`CommandOp`] can be named).
-type CommandAlloc<'a> =
-    Box<dyn FnMut(&TaskSlot) -> std::result::Result<*mut sys::doca_urom_worker_cmd_task, sys::doca_error_t> + 'a>;
+/// What a command task's allocation closure returns.
+type AllocResult = std::result::Result<*mut sys::doca_urom_worker_cmd_task, sys::doca_error_t>;
+/// The boxed allocation closure of an [`OwnedCommandOp`].
+type OwnedAlloc = Box<dyn FnMut(&TaskSlot) -> AllocResult>;
+/// A command future that can be stored (see [`Worker::command_op_owned`]).
+pub(crate) type OwnedCommandOp = CommandOp<'static, OwnedAlloc>;
 
 /// One worker command: resolves to its status and the plugin's packed notification (see
 /// [`Worker::command`]). Like every DOCA operation it is lazy (submitted at its first poll),
 /// and dropping it after submission discards the answer without cancelling the command.
 #[must_use = "a command does nothing unless polled"]
-pub(crate) struct CommandOp<'a> {
-    fut: BufTaskFuture<'a, Command, CommandAlloc<'a>, Box<Sink<u8>>>,
+pub(crate) struct CommandOp<'a, A> {
+    fut: BufTaskFuture<'a, Command, A, Box<Sink<u8>>>,
 }
 
-impl CommandOp<'_> {
+impl<A> CommandOp<'_, A> {
     /// Whether the command's task was handed to DOCA (or the operation is over). Commands of
     /// one worker reach its plugin in submission order.
     pub(crate) fn submitted(&self) -> bool {
@@ -400,7 +404,7 @@ impl CommandOp<'_> {
     }
 }
 
-impl Future for CommandOp<'_> {
+impl<A: FnMut(&TaskSlot) -> AllocResult> Future for CommandOp<'_, A> {
     /// The command's status and the plugin's notification, which a failed command may carry
     /// too (the plugin's explanation; empty when the worker never answered).
     type Output = (Result<()>, Vec<u8>);
