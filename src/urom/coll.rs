@@ -102,8 +102,6 @@ struct State {
     /// room), oldest first. The driver polls them for their answers.
     running: VecDeque<(Request, OwnedCommandOp)>,
     next_seq: u32,
-    /// Collectives numbered and not answered yet (queued or with the worker).
-    outstanding: usize,
     /// The domain dropped its `Offload`: the driver ends once everything was answered.
     closed: bool,
     /// The first collective that failed because the group lost a member: the group is
@@ -172,8 +170,10 @@ impl Offload {
         Ok(Offload { shared, _driver: driver })
     }
 
+    /// Collectives issued and not answered yet (queued, or with the worker).
     pub(crate) fn outstanding(&self) -> usize {
-        self.shared.state.borrow().outstanding
+        let st = self.shared.state.borrow();
+        st.queue.len() + st.running.len()
     }
 
     /// Waits until every collective this member issued was answered, sends `Fini` and waits
@@ -207,7 +207,6 @@ impl Offload {
         let mut st = sh.state.borrow_mut();
         let seq = st.next_seq;
         st.next_seq = st.next_seq.wrapping_add(1);
-        st.outstanding += 1;
         let mut req = Request { op, payload: make(seq).encode(), cell: cell.clone(), _keep: keep };
         let clear_ahead = st.queue.is_empty() && st.running.back().is_none_or(|(_, c)| c.submitted());
         if clear_ahead {
@@ -449,13 +448,10 @@ async fn drive(shared: Rc<Shared>) {
 }
 
 fn finish(shared: &Shared, req: &Request, r: Result<()>) {
-    {
+    if let Err(e) = &r {
         let mut st = shared.state.borrow_mut();
-        st.outstanding -= 1;
-        if let Err(e) = &r {
-            if e.kind() == ErrorKind::ConnectionLost && st.lost.is_none() {
-                st.lost = Some(e.clone());
-            }
+        if e.kind() == ErrorKind::ConnectionLost && st.lost.is_none() {
+            st.lost = Some(e.clone());
         }
     }
     req.cell.complete(r);
