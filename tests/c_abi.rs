@@ -78,6 +78,8 @@ fn build(src: &Path, out: &Path) -> Option<()> {
         "-Wall".into(),
         "-Wextra".into(),
         "-Werror".into(),
+        // As every NVIDIA sample builds: experimental (E) functions without the warning.
+        "-DDOCA_ALLOW_EXPERIMENTAL_API".into(),
         "-I".into(),
         include_dir().into(),
         src.into(),
@@ -193,6 +195,11 @@ fn rust_layout() -> BTreeMap<String, i64> {
         m.insert(format!("value {k}"), v as i64);
     }
     m.insert("value DOCA_UROM_WORKER_ID_ANY_IS_ALL_ONES".into(), i64::from(DOCA_UROM_WORKER_ID_ANY == u64::MAX));
+    m.insert("value DOCA_VERSION_EXACT".into(), DOCA_VERSION_EXACT as i64);
+    m.insert("value DOCA_VERSION_OFFICIAL".into(), DOCA_VERSION_OFFICIAL as i64);
+    m.insert("value DOCA_VERSION_LTE_CURRENT_3_0_58".into(), 1);
+    m.insert("value DOCA_VERSION_RUNTIME_IS_COMPILED".into(), 1);
+    m.insert("value DOCA_CPU_MACROS".into(), 1);
     m
 }
 
@@ -345,7 +352,7 @@ fn header_functions(dir: &Path) -> Option<Vec<String>> {
 /// `extern "C" { ... }` blocks, plus the re-implemented inline helpers.
 fn rust_functions() -> Vec<String> {
     let mut names = Vec::new();
-    for f in ["lib.rs", "urom.rs"] {
+    for f in ["lib.rs", "urom.rs", "urom_plugin.rs"] {
         let text = std::fs::read_to_string(Path::new(ROOT).join("doca-sys/src").join(f)).unwrap();
         let mut inside = false;
         for line in text.lines() {
@@ -407,7 +414,7 @@ fn every_header_function_is_exported_by_the_cdylib() {
         return;
     }
     let out = run_bounded(Command::new(&exe));
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     let n: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(n, names.len(), "some function resolved to NULL");
 }

@@ -13,11 +13,14 @@
  * "c_loopback".
  *
  * Build: cc -shared -fPIC -O2 -Wall -Werror -I doca-soft/include -o libc_loopback.so c_loopback.c
+ * (with UCX's headers installed the list type is UCX's; -DASYNC_DOCA_NO_UCX forces the header's
+ * own compatible definition).
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <doca_urom_plugin.h>
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +33,15 @@ _Static_assert(sizeof(struct urom_plugin_iface) == 56, "urom_plugin_iface");
 _Static_assert(sizeof(struct urom_domain_lookups_iface) == 32, "urom_domain_lookups_iface");
 _Static_assert(sizeof(struct urom_worker_ctx) == 96, "urom_worker_ctx");
 _Static_assert(sizeof(doca_error_t) == 4, "doca_error_t");
+_Static_assert(sizeof(ucs_list_link_t) == 2 * sizeof(void *), "ucs_list_link_t");
+_Static_assert(DOCA_VERSION_EXACT == 0x0300003A, "DOCA_VERSION_EXACT of 3.0.0058");
+
+/* Which list definition this build used: UCX's own header, or doca_urom_plugin.h's fallback. */
+#ifdef ASYNC_DOCA_UCS_LIST_FROM_UCX
+const char c_loopback_list_impl[] = "ucx";
+#else
+const char c_loopback_list_impl[] = "fallback";
+#endif
 
 #define C_LOOPBACK_VERSION 1
 
@@ -130,16 +142,22 @@ static doca_error_t c_loopback_progress(struct urom_worker_ctx *ctx, ucs_list_li
 	return DOCA_SUCCESS;
 }
 
+/*
+ * The packed form is the notification header (type, urom_context, len, status) followed by the
+ * body, as DOCA's own plugins pack it; the worker sends the host only the body and turns the
+ * header's status into the task's status.
+ */
 static doca_error_t c_loopback_notif_pack(struct urom_worker_notify *notif, size_t *packed_notif_len,
 					  void *packed_notif)
 {
+	size_t header = offsetof(struct urom_worker_notify, plugin_notif);
+
 	if (notif == NULL || packed_notif_len == NULL)
 		return DOCA_ERROR_INVALID_VALUE;
-	if (*packed_notif_len < notif->len)
+	if (*packed_notif_len < header + notif->len)
 		return DOCA_ERROR_TOO_BIG;
-	if (notif->len > 0)
-		memcpy(packed_notif, notif->plugin_notif, notif->len);
-	*packed_notif_len = notif->len;
+	memcpy(packed_notif, notif, header + notif->len);
+	*packed_notif_len = header + notif->len;
 	return DOCA_SUCCESS;
 }
 
@@ -147,13 +165,18 @@ doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface)
 {
 	if (iface == NULL)
 		return DOCA_ERROR_INVALID_VALUE;
-	iface->__doca_api_version = UROM_PLUGIN_DOCA_API_VERSION;
-	iface->open = c_loopback_open;
-	iface->close = c_loopback_close;
-	iface->addr = c_loopback_addr;
-	iface->worker_cmd = c_loopback_worker_cmd;
-	iface->progress = c_loopback_progress;
-	iface->notif_pack = c_loopback_notif_pack;
+	/* Stamped the way DOCA's plugins do it: the building SDK's DOCA_VERSION_EXACT. */
+	struct urom_plugin_iface table = {
+		.open = c_loopback_open,
+		.close = c_loopback_close,
+		.addr = c_loopback_addr,
+		.worker_cmd = c_loopback_worker_cmd,
+		.progress = c_loopback_progress,
+		.notif_pack = c_loopback_notif_pack,
+	};
+
+	DOCA_STRUCT_CTOR(table);
+	*iface = table;
 	return DOCA_SUCCESS;
 }
 
