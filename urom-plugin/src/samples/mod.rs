@@ -1,8 +1,9 @@
 //! The command and notification formats of the two sample plugins, shared by the plugins
 //! (`plugins/worker_graph`, `plugins/worker_sandbox`) and the host programs that drive them.
 //!
-//! Every format is little-endian: a `u32` tag naming the message, then its fields; `bytes` is
-//! a `u32` length and the bytes. Decoding is strict: a short message, trailing bytes, an
+//! `worker_graph` speaks the format of NVIDIA's sample of the same name (see [`graph`]).
+//! `worker_sandbox`'s format is this project's: little-endian, a `u32` tag naming the message,
+//! then its fields; `bytes` is a `u32` length and the bytes. Decoding is strict: a short message, trailing bytes, an
 //! unknown tag or a length beyond the message is a [`DecodeError`], which a plugin answers
 //! with `DOCA_ERROR_INVALID_VALUE` (`From<DecodeError> for Status`). A failed command's
 //! notification has an empty body: only successful answers carry a body to decode.
