@@ -161,6 +161,45 @@ static doca_error_t c_loopback_notif_pack(struct urom_worker_notify *notif, size
 	return DOCA_SUCCESS;
 }
 
+/*
+ * A test hook (not part of the plugin ABI): runs the four header-only domain lookups of
+ * doca_urom_plugin.h on `ctx` for member `domain_id` and the buffer containing `va`, and
+ * writes what they found to `out`: the first `addr_len` bytes of the member's address, the
+ * segment index (one byte), then the memh and mkey, each as a length byte and the bytes.
+ * Returns the first failing lookup's status; `*out_len` is the bytes written.
+ */
+doca_error_t c_loopback_probe_lookups(struct urom_worker_ctx *ctx, uint64_t domain_id, uint64_t va, size_t addr_len,
+				      uint8_t *out, size_t *out_len)
+{
+	void *addr = NULL, *memh = NULL, *mkey = NULL;
+	size_t memh_len = 0, mkey_len = 0, o = 0;
+	int seg = -1;
+	doca_error_t st;
+
+	st = doca_urom_worker_domain_addr_lookup(ctx, domain_id, &addr);
+	if (st == DOCA_SUCCESS)
+		st = doca_urom_worker_domain_seg_lookup(ctx, domain_id, va, &seg);
+	if (st == DOCA_SUCCESS)
+		st = doca_urom_worker_domain_memh_lookup(ctx, domain_id, seg, &memh_len, &memh);
+	if (st == DOCA_SUCCESS)
+		st = doca_urom_worker_domain_mkey_lookup(ctx, domain_id, seg, &mkey_len, &mkey);
+	if (st != DOCA_SUCCESS)
+		return st;
+	if (addr_len + 3 + memh_len + mkey_len > *out_len || memh_len > 255 || mkey_len > 255)
+		return DOCA_ERROR_TOO_BIG;
+	memcpy(out + o, addr, addr_len);
+	o += addr_len;
+	out[o++] = (uint8_t)seg;
+	out[o++] = (uint8_t)memh_len;
+	memcpy(out + o, memh, memh_len);
+	o += memh_len;
+	out[o++] = (uint8_t)mkey_len;
+	memcpy(out + o, mkey, mkey_len);
+	o += mkey_len;
+	*out_len = o;
+	return DOCA_SUCCESS;
+}
+
 doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface)
 {
 	if (iface == NULL)

@@ -97,14 +97,72 @@ fn c_plugin_builds_with_ucx_list_when_present_and_with_the_fallback() {
         // SAFETY: the plugin's exported urom_plugin_get_iface with a writable table.
         assert_eq!(Status(unsafe { (lib.get_iface)(&mut iface) }), Status::SUCCESS);
         assert_eq!(iface.__doca_api_version, DOCA_VERSION_EXACT, "stamped by DOCA_STRUCT_CTOR");
-        let mut w = Worker::open(lib.get_iface, Domain::new()).expect("open");
+        let domain = Domain::new();
+        let mut w = Worker::open(lib.get_iface, domain.clone()).expect("open");
         w.command(1, 1, 1, b"ab").unwrap();
         let got = w.progress().unwrap();
         assert_eq!(got[0].packed.as_deref(), Ok(&b"ba"[..]), "{tag}");
+        probe_lookups(&so, &mut w, &domain);
     }
     if !ucx {
         println!(
             "UCX headers are not installed (scripts/setup.sh installs libucx-dev): only the fallback list was built"
         );
+    }
+}
+
+type ProbeFn = unsafe extern "C" fn(
+    *mut doca_urom_plugin::abi::urom_worker_ctx,
+    u64,
+    u64,
+    usize,
+    *mut u8,
+    *mut usize,
+) -> doca_urom_plugin::abi::doca_error_t;
+
+/// The header-only `doca_urom_worker_domain_*_lookup` wrappers, compiled into the C plugin,
+/// reach the worker's lookup table (here the SDK's fake worker and its domain).
+fn probe_lookups(so: &std::path::Path, w: &mut Worker, domain: &Domain) {
+    use doca_urom_plugin::testing::{Member, Segment};
+    use std::os::unix::ffi::OsStrExt;
+    let me = w.address().unwrap();
+    domain.set_member(
+        7,
+        Member {
+            addr: Some(me.clone()),
+            segs: vec![
+                Segment { va: 0x1000, len: 0x100, memh: b"h0".to_vec(), mkey: b"k0".to_vec() },
+                Segment { va: 0x8000, len: 0x10, memh: b"memh1".to_vec(), mkey: b"mkey-1".to_vec() },
+            ],
+        },
+    );
+    let path = std::ffi::CString::new(so.as_os_str().as_bytes()).unwrap();
+    // SAFETY: dlopen of the plugin just built; the symbol has the ProbeFn signature (see
+    // c_loopback.c); the ctx is the fake worker's live ctx; `out` has `n` writable bytes.
+    unsafe {
+        let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!h.is_null());
+        let sym = libc::dlsym(h, c"c_loopback_probe_lookups".as_ptr());
+        assert!(!sym.is_null());
+        let probe: ProbeFn = std::mem::transmute(sym);
+        let mut out = [0u8; 256];
+        let mut n = out.len();
+        let st = probe(w.raw_ctx(), 7, 0x8004, me.len(), out.as_mut_ptr(), &mut n);
+        assert_eq!(Status(st), Status::SUCCESS);
+        let mut want = me.clone();
+        want.extend_from_slice(&[1, 5]);
+        want.extend_from_slice(b"memh1");
+        want.push(6);
+        want.extend_from_slice(b"mkey-1");
+        assert_eq!(&out[..n], &want[..]);
+        let mut n = out.len();
+        assert_eq!(Status(probe(w.raw_ctx(), 8, 0, 0, out.as_mut_ptr(), &mut n)), Status::NOT_FOUND, "no member 8");
+        let mut n = out.len();
+        assert_eq!(
+            Status(probe(w.raw_ctx(), 7, 0x9000, 0, out.as_mut_ptr(), &mut n)),
+            Status::NOT_FOUND,
+            "no segment there"
+        );
+        libc::dlclose(h);
     }
 }
