@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -57,8 +57,11 @@ impl Default for Opts {
 pub(crate) struct FakeDaemon {
     pub path: PathBuf,
     pub seen: Arc<Mutex<Seen>>,
-    /// While set, data connections are not read (the host's sends back up).
-    pub stall: Arc<AtomicBool>,
+    /// While set, data connections are not read (the host's sends back up). Set it with
+    /// [`FakeDaemon::stall`], which waits until the daemon's loop obeys it.
+    stall: Arc<AtomicBool>,
+    /// Loop iterations that built their poll set (after reading `stall`).
+    rounds: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -102,9 +105,30 @@ impl FakeDaemon {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let stall = Arc::new(AtomicBool::new(false));
-        let (s2, st2, sl2) = (seen.clone(), stop.clone(), stall.clone());
-        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, sl2));
-        FakeDaemon { path, seen, stall, stop, thread: Some(thread) }
+        let rounds = Arc::new(AtomicU64::new(0));
+        let (s2, st2, sl2, r2) = (seen.clone(), stop.clone(), stall.clone(), rounds.clone());
+        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, (sl2, r2)));
+        FakeDaemon { path, seen, stall, rounds, stop, thread: Some(thread) }
+    }
+
+    /// Stops reading data connections, and returns only once the daemon's thread has
+    /// stopped: the loop iteration that was running when the flag was set may have put the
+    /// data connections in its poll set already (and would read a command that arrives while
+    /// it waits there), so this waits until a whole iteration began after the flag was set.
+    /// Iteration `r + 1` may have read the flag before it was set; iteration `r + 2` starts
+    /// after `r + 1` counted itself, which is after the load of `r` below, which is after the
+    /// store: it sees the flag, and so does every later one.
+    pub(crate) fn stall(&self) {
+        self.stall.store(true, Ordering::SeqCst);
+        let r = self.rounds.load(Ordering::SeqCst);
+        while self.rounds.load(Ordering::SeqCst) < r + 2 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Reads data connections again (from the daemon's next iteration on).
+    pub(crate) fn unstall(&self) {
+        self.stall.store(false, Ordering::SeqCst);
     }
 
     /// Stops the daemon: every connection is closed (the host sees hang-ups).
@@ -145,7 +169,13 @@ fn send(fd: &OwnedFd, b: &[u8], pass: Option<&OwnedFd>) {
     }
 }
 
-fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>, stall: Arc<AtomicBool>) {
+fn run(
+    lfd: OwnedFd,
+    opts: Opts,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    (stall, rounds): (Arc<AtomicBool>, Arc<AtomicU64>),
+) {
     let mut clients: HashMap<usize, Client> = HashMap::new();
     let mut workers: HashMap<u64, Worker> = HashMap::new();
     let mut next_client = 0usize;
@@ -157,11 +187,13 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>, 
         for k in &ckeys {
             pfds.push(libc::pollfd { fd: clients[k].fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
-        let wkeys: Vec<u64> = if stall.load(Ordering::Relaxed) {
+        let wkeys: Vec<u64> = if stall.load(Ordering::SeqCst) {
             Vec::new()
         } else {
             workers.iter().filter(|(_, w)| w.data.is_some()).map(|(k, _)| *k).collect()
         };
+        // Counted after the flag was read (see `FakeDaemon::stall`).
+        rounds.fetch_add(1, Ordering::SeqCst);
         for k in &wkeys {
             pfds.push(libc::pollfd {
                 fd: workers[k].data.as_ref().unwrap().as_raw_fd(),
