@@ -173,8 +173,9 @@ fn member(rank: u32, task_id: u64, iters: u64, addr: &ServiceAddr, oob: &Path) -
             .map_err(|e| e.context_prefix("meet the other process (is it alive?)"))?;
         let domain = step("start the domain", LIMIT, Domain::builder(rendezvous).worker(&worker).start()).await?;
 
-        let send = |tag: u64, data: Vec<u8>| sandbox::Cmd::TagSend { dest: other, tag, data }.encode();
-        let recv = |tag: u64| sandbox::Cmd::TagRecv { tag }.encode();
+        // The sandbox context of a command is its tag: the notification echoes it.
+        let send = |tag: u64, data: Vec<u8>| sandbox::Cmd::send(tag, other, tag, data).encode();
+        let recv = |tag: u64| sandbox::Cmd::recv(tag, tag).encode();
         let command = |what: String, payload: Vec<u8>| {
             let worker = worker.clone();
             async move {
@@ -193,7 +194,7 @@ fn member(rank: u32, task_id: u64, iters: u64, addr: &ServiceAddr, oob: &Path) -
                 expect(command(format!("receive round {i}"), recv(in_tag)).await?, in_tag, &expected, i)?;
             }
             match command(format!("send round {i}"), send(out_tag, out)).await? {
-                sandbox::Notif::SendDone { tag } if tag == out_tag => {}
+                sandbox::Notif::TagSend { context, status: sandbox::ucs::OK } if context == out_tag => {}
                 other => return Err(mismatch(format!("send round {i}: answered {other:?}"))),
             }
             if rank == 0 {
@@ -210,7 +211,7 @@ fn member(rank: u32, task_id: u64, iters: u64, addr: &ServiceAddr, oob: &Path) -
 /// Checks that a receive got `expected` under `tag`.
 fn expect(n: sandbox::Notif, tag: u64, expected: &[u8], round: u64) -> Result<()> {
     match n {
-        sandbox::Notif::Received { tag: t, data } if t == tag && data == expected => Ok(()),
+        sandbox::Notif::TagRecv { sender_tag, data, .. } if sender_tag == tag && data == expected => Ok(()),
         other => Err(mismatch(format!(
             "round {round}: expected {:?} under tag {tag}, received {other:?}",
             String::from_utf8_lossy(expected)

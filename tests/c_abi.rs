@@ -78,6 +78,8 @@ fn build(src: &Path, out: &Path) -> Option<()> {
         "-Wall".into(),
         "-Wextra".into(),
         "-Werror".into(),
+        // As every NVIDIA sample builds: experimental (E) functions without the warning.
+        "-DDOCA_ALLOW_EXPERIMENTAL_API".into(),
         "-I".into(),
         include_dir().into(),
         src.into(),
@@ -193,6 +195,11 @@ fn rust_layout() -> BTreeMap<String, i64> {
         m.insert(format!("value {k}"), v as i64);
     }
     m.insert("value DOCA_UROM_WORKER_ID_ANY_IS_ALL_ONES".into(), i64::from(DOCA_UROM_WORKER_ID_ANY == u64::MAX));
+    m.insert("value DOCA_VERSION_EXACT".into(), DOCA_VERSION_EXACT as i64);
+    m.insert("value DOCA_VERSION_OFFICIAL".into(), DOCA_VERSION_OFFICIAL as i64);
+    m.insert("value DOCA_VERSION_LTE_CURRENT_3_0_58".into(), 1);
+    m.insert("value DOCA_VERSION_RUNTIME_IS_COMPILED".into(), 1);
+    m.insert("value DOCA_CPU_MACROS".into(), 1);
     m
 }
 
@@ -345,7 +352,7 @@ fn header_functions(dir: &Path) -> Option<Vec<String>> {
 /// `extern "C" { ... }` blocks, plus the re-implemented inline helpers.
 fn rust_functions() -> Vec<String> {
     let mut names = Vec::new();
-    for f in ["lib.rs", "urom.rs"] {
+    for f in ["lib.rs", "urom.rs", "urom_plugin.rs"] {
         let text = std::fs::read_to_string(Path::new(ROOT).join("doca-sys/src").join(f)).unwrap();
         let mut inside = false;
         for line in text.lines() {
@@ -407,7 +414,71 @@ fn every_header_function_is_exported_by_the_cdylib() {
         return;
     }
     let out = run_bounded(Command::new(&exe));
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     let n: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(n, names.len(), "some function resolved to NULL");
+}
+
+// ---- doca_compat.h / doca_version.h as programs use them ----
+
+/// A program that uses the struct-version helpers and both version functions.
+const COMPAT_C: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <doca_compat.h>
+#include <doca_version.h>
+
+struct versioned {
+	DOCA_STRUCT_START;
+	int value;
+};
+
+int main(void)
+{
+	struct versioned a = {DOCA_STRUCT_CTOR_LIST_START, .value = 1};
+	struct versioned b;
+	struct versioned *p = &b;
+	DOCA_STRUCT_DEF(versioned, c);
+
+	b.value = 7;
+	DOCA_STRUCT_PTR_MEMSET_CTOR(p);
+	if (DOCA_STRUCT_GET_VERSION(&a) != DOCA_VERSION_EXACT || DOCA_STRUCT_GET_VERSION(p) != DOCA_VERSION_EXACT ||
+	    b.value != 0 || c.__doca_api_version != 0x0300003A || c.value != 0)
+		return 1;
+	if (!DOCA_VERSION_EQ_CURRENT(3, 0, 58) || DOCA_VERSION_LTE_CURRENT(3, 1, 0) || !DOCA_VERSION_LTE_CURRENT(2, 10, 0))
+		return 2;
+	printf("%s %s\n", doca_version(), doca_version_runtime());
+	return 0;
+}
+"#;
+
+/// `doca_version_runtime` is experimental, as in DOCA: without `DOCA_ALLOW_EXPERIMENTAL_API`
+/// a call draws a deprecation warning (an error under `-Werror`), with it none; the struct
+/// helpers stamp `DOCA_VERSION_EXACT`; compiled-against and loaded versions agree.
+#[test]
+fn compat_and_version_headers_work_as_programs_use_them() {
+    let dir = TempDir::new("c-abi-compat");
+    let src = dir.path().join("compat.c");
+    std::fs::write(&src, COMPAT_C).unwrap();
+    let exe = dir.path().join("compat");
+    let inc = include_dir();
+    let strict: [&std::ffi::OsStr; 7] = [
+        "-std=c11".as_ref(),
+        "-Werror".as_ref(),
+        "-fsyntax-only".as_ref(),
+        "-I".as_ref(),
+        inc.as_os_str(),
+        src.as_os_str(),
+        "-Wdeprecated-declarations".as_ref(),
+    ];
+    let Some(o) = cc(&strict) else { return };
+    assert!(!o.status.success(), "an experimental call without DOCA_ALLOW_EXPERIMENTAL_API compiled cleanly");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("doca_version_runtime") && err.contains("deprecated"), "{err}");
+    if build(&src, &exe).is_none() {
+        return;
+    }
+    let out = run_bounded(Command::new(&exe));
+    assert!(out.status.success(), "{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3.0.0058 3.0.0058");
 }

@@ -25,6 +25,23 @@ use std::time::{Duration, Instant};
 use kit::*;
 
 // =============================================================================================
+// Version
+// =============================================================================================
+
+/// `doca_version_runtime()` names the loaded library's version; these declarations describe
+/// DOCA 3.0.0058 (`doca_version()`), so a 3.x library is expected.
+#[test]
+fn runtime_version_is_a_doca_3_release() {
+    // SAFETY: both return static NUL-terminated strings.
+    let (compiled, runtime) =
+        unsafe { (std::ffi::CStr::from_ptr(doca_version()), std::ffi::CStr::from_ptr(doca_version_runtime())) };
+    println!("compiled against {compiled:?}, running on {runtime:?}");
+    assert_eq!(compiled.to_str().unwrap(), "3.0.0058");
+    assert!(runtime.to_str().unwrap().starts_with("3."), "{runtime:?}");
+    assert_eq!(DOCA_VERSION_EXACT, 0x0300_003A);
+}
+
+// =============================================================================================
 // Progress engine and contexts
 // =============================================================================================
 
@@ -1133,6 +1150,208 @@ mod urom {
             ok(doca_pe_destroy(pe));
             ok(doca_dev_close(dev));
         }
+    }
+
+    // ---- behaviours NVIDIA's UROM samples rely on (docs/urom-soft.md, "DOCA behaviours") ----
+
+    /// A PE, a device, a RUNNING service and a RUNNING worker with `worker_graph`, torn down
+    /// in order on drop (the worker only if the test left it RUNNING or IDLE).
+    struct Graph {
+        _service: Service,
+        dev: *mut doca_dev,
+        pe: *mut doca_pe,
+        svc: *mut doca_urom_service,
+        w: *mut doca_urom_worker,
+        graph_id: u64,
+    }
+
+    impl Graph {
+        fn start() -> Option<Graph> {
+            use doca_urom_plugin::samples::graph;
+            let service = Service::start()?;
+            let dev = open_dev();
+            let (mut pe, mut svc, mut w) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+            // SAFETY: plain DOCA setup; Drop tears it down in order.
+            let graph_id = unsafe {
+                ok(doca_pe_create(&mut pe));
+                ok(doca_urom_service_create(&mut svc));
+                ok(doca_urom_service_set_dev(svc, dev));
+                service.aim(svc);
+                let sctx = doca_urom_service_as_ctx(svc);
+                ok(doca_pe_connect_ctx(pe, sctx));
+                ok_or_in_progress(doca_ctx_start(sctx));
+                progress_to(pe, sctx, DOCA_CTX_STATE_RUNNING);
+                let (mut list, mut n) = (ptr::null(), 0usize);
+                ok(doca_urom_service_get_plugins_list(svc, &mut list, &mut n));
+                let graph_id = std::slice::from_raw_parts(list, n)
+                    .iter()
+                    .find(|p| {
+                        std::ffi::CStr::from_ptr(p.plugin_name.as_ptr()).to_bytes() == graph::PLUGIN_NAME.as_bytes()
+                    })
+                    .map(|p| p.id)
+                    .expect("the service offers worker_graph");
+                ok(doca_urom_worker_create(&mut w));
+                ok(doca_urom_worker_set_service(w, svc));
+                ok(doca_urom_worker_set_id(w, DOCA_UROM_WORKER_ID_ANY));
+                ok(doca_urom_worker_set_gid(w, 0x5A));
+                ok(doca_urom_worker_set_plugins(w, graph_id));
+                ok(doca_urom_worker_set_max_inflight_tasks(w, 4));
+                let wctx = doca_urom_worker_as_ctx(w);
+                ok(doca_pe_connect_ctx(pe, wctx));
+                // The samples require IN_PROGRESS + STARTING here, then RUNNING from progress.
+                assert_eq!(doca_ctx_start(wctx), DOCA_ERROR_IN_PROGRESS, "worker start is asynchronous");
+                assert_eq!(state(wctx), DOCA_CTX_STATE_STARTING);
+                assert!(run_until(&[pe], T, || state(wctx) == DOCA_CTX_STATE_RUNNING), "the worker did not start");
+                graph_id
+            };
+            Some(Graph { _service: service, dev, pe, svc, w, graph_id })
+        }
+
+        fn wctx(&self) -> *mut doca_ctx {
+            // SAFETY: live worker.
+            unsafe { doca_urom_worker_as_ctx(self.w) }
+        }
+    }
+
+    impl Drop for Graph {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                return;
+            }
+            // SAFETY: live objects, stopped and destroyed in dependency order.
+            unsafe {
+                let wctx = self.wctx();
+                if state(wctx) != DOCA_CTX_STATE_IDLE {
+                    ok_or_in_progress(doca_ctx_stop(wctx));
+                    assert!(run_until(&[self.pe], T, || state(wctx) == DOCA_CTX_STATE_IDLE));
+                }
+                ok(doca_urom_worker_destroy(self.w));
+                let sctx = doca_urom_service_as_ctx(self.svc);
+                ok_or_in_progress(doca_ctx_stop(sctx));
+                progress_to(self.pe, sctx, DOCA_CTX_STATE_IDLE);
+                ok(doca_urom_service_destroy(self.svc));
+                ok(doca_pe_destroy(self.pe));
+                ok(doca_dev_close(self.dev));
+            }
+        }
+    }
+
+    /// A fresh command task's payload offers its whole capacity as data (NVIDIA's hosts pack
+    /// into `data_len` bytes at the data pointer, then set the packed length), and the
+    /// notification the host receives is exactly the plugin's body: 16 bytes for
+    /// worker_graph's loopback, with the task's status from the notification.
+    #[test]
+    fn urom_fresh_payload_is_all_data_and_the_response_is_the_plugin_body() {
+        use doca_urom_plugin::samples::graph;
+        let Some(g) = Graph::start() else { return };
+        let mut t = ptr::null_mut();
+        // SAFETY: live, RUNNING worker; the task is ours until submitted.
+        unsafe {
+            ok(doca_urom_worker_cmd_task_allocate_init(g.w, g.graph_id, &mut t));
+            let b = doca_urom_worker_cmd_task_get_payload(t);
+            let (mut head, mut data) = (ptr::null_mut(), ptr::null_mut());
+            let (mut cap, mut len) = (0usize, 0usize);
+            ok(doca_buf_get_head(b, &mut head));
+            ok(doca_buf_get_len(b, &mut cap));
+            ok(doca_buf_get_data(b, &mut data));
+            ok(doca_buf_get_data_len(b, &mut len));
+            assert_eq!(data, head, "a fresh payload's data starts at its head");
+            assert_eq!(len, cap, "a fresh payload's data is its whole capacity");
+            assert_eq!(len, 4096, "the default max comm message size");
+            let cmd = graph::Cmd::Loopback { value: 0xC0FFEE }.encode();
+            assert!(cmd.len() <= len);
+            ptr::copy_nonoverlapping(cmd.as_ptr(), data.cast::<u8>(), cmd.len());
+            ok(doca_buf_set_data(b, data, cmd.len()));
+            doca_urom_worker_cmd_task_set_cb(t, Some(on_cmd));
+            doca_task_set_user_data(doca_urom_worker_cmd_task_as_task(t), doca_data::from_u64(7));
+            ok(doca_task_submit(doca_urom_worker_cmd_task_as_task(t)));
+        }
+        assert!(run_until(&[g.pe], T, || CMDS.with(|c| !c.borrow().is_empty())), "no answer");
+        let (ud, status, reply) = CMDS.with(|c| c.borrow_mut().remove(0));
+        assert_eq!((ud, status), (7, DOCA_SUCCESS), "{}", name(status));
+        assert_eq!(reply.len(), 16, "only the plugin's notification body reaches the host");
+        assert_eq!(graph::Notif::decode(&reply).unwrap(), graph::Notif::Loopback { value: 0xC0FFEE });
+    }
+
+    /// `doca_urom_worker_cmd_task_allocate` leaves the plugin unset (a submit without one
+    /// fails); `get_workers_by_gid_task_allocate` + `set_gid` + `set_cb` is the split form of
+    /// `allocate_init`.
+    #[test]
+    fn urom_split_task_allocations() {
+        use doca_urom_plugin::samples::graph;
+        let Some(g) = Graph::start() else { return };
+        let mut t = ptr::null_mut();
+        // SAFETY: live, RUNNING worker; the task is ours until submitted or released.
+        unsafe {
+            ok(doca_urom_worker_cmd_task_allocate(g.w, &mut t));
+            let b = doca_urom_worker_cmd_task_get_payload(t);
+            let mut data = ptr::null_mut();
+            ok(doca_buf_get_data(b, &mut data));
+            let cmd = graph::Cmd::Loopback { value: 42 }.encode();
+            ptr::copy_nonoverlapping(cmd.as_ptr(), data.cast::<u8>(), cmd.len());
+            ok(doca_buf_set_data(b, data, cmd.len()));
+            doca_urom_worker_cmd_task_set_cb(t, Some(on_cmd));
+            doca_task_set_user_data(doca_urom_worker_cmd_task_as_task(t), doca_data::from_u64(42));
+            let r = doca_task_submit(doca_urom_worker_cmd_task_as_task(t));
+            if r == DOCA_SUCCESS {
+                // Not what the soft provider does; record it for the hardware run.
+                println!("a command without a plugin was accepted by submit");
+                assert!(run_until(&[g.pe], T, || CMDS.with(|c| !c.borrow().is_empty())));
+                let (_, st, _) = CMDS.with(|c| c.borrow_mut().remove(0));
+                println!("... and completed with {}", name(st));
+                ok(doca_urom_worker_cmd_task_allocate(g.w, &mut t));
+                let b = doca_urom_worker_cmd_task_get_payload(t);
+                ok(doca_buf_get_data(b, &mut data));
+                ptr::copy_nonoverlapping(cmd.as_ptr(), data.cast::<u8>(), cmd.len());
+                ok(doca_buf_set_data(b, data, cmd.len()));
+                doca_urom_worker_cmd_task_set_cb(t, Some(on_cmd));
+                doca_task_set_user_data(doca_urom_worker_cmd_task_as_task(t), doca_data::from_u64(42));
+            } else {
+                println!("submit without a plugin: {}", name(r));
+            }
+            doca_urom_worker_cmd_task_set_plugin(t, g.graph_id);
+            ok(doca_task_submit(doca_urom_worker_cmd_task_as_task(t)));
+        }
+        assert!(run_until(&[g.pe], T, || CMDS.with(|c| !c.borrow().is_empty())), "no answer");
+        let (ud, status, reply) = CMDS.with(|c| c.borrow_mut().remove(0));
+        assert_eq!((ud, status), (42, DOCA_SUCCESS), "{}", name(status));
+        assert_eq!(graph::Notif::decode(&reply).unwrap(), graph::Notif::Loopback { value: 42 });
+
+        let mut q = ptr::null_mut();
+        let mut id = 0;
+        // SAFETY: live service and worker; the task is ours until submitted.
+        unsafe {
+            ok(doca_urom_worker_get_id(g.w, &mut id));
+            ok(doca_urom_service_get_workers_by_gid_task_allocate(g.svc, &mut q));
+            doca_urom_service_get_workers_by_gid_task_set_gid(q, 0x5A);
+            doca_urom_service_get_workers_by_gid_task_set_cb(q, Some(on_gid));
+            ok(doca_task_submit(doca_urom_service_get_workers_by_gid_task_as_task(q)));
+        }
+        assert!(run_until(&[g.pe], T, || GIDS.with(|x| !x.borrow().is_empty())));
+        let gids = GIDS.with(|x| std::mem::take(&mut *x.borrow_mut()));
+        assert_eq!(gids[0], (DOCA_SUCCESS, vec![id]));
+    }
+
+    /// Stopping a worker: `doca_ctx_stop` answers SUCCESS or IN_PROGRESS and some
+    /// `doca_pe_progress` call returns 1 for the STOPPING -> IDLE transition, exactly the
+    /// loop of NVIDIA's multi-workers sample (`ret += doca_pe_progress(pe)` until IDLE, fail
+    /// when `ret == 0`).
+    #[test]
+    fn urom_worker_stop_is_reported_through_progress() {
+        let Some(g) = Graph::start() else { return };
+        let wctx = g.wctx();
+        // SAFETY: live, RUNNING worker ctx with no task allocated.
+        let r = unsafe { doca_ctx_stop(wctx) };
+        println!("doca_ctx_stop(worker) = {}", name(r));
+        assert!(r == DOCA_SUCCESS || r == DOCA_ERROR_IN_PROGRESS, "{}", name(r));
+        let deadline = Instant::now() + T;
+        let mut ret = 0u32;
+        while state(wctx) != DOCA_CTX_STATE_IDLE {
+            // SAFETY: live PE.
+            ret += u32::from(unsafe { doca_pe_progress(g.pe) });
+            assert!(Instant::now() < deadline, "the worker never reached IDLE");
+        }
+        assert!(ret > 0, "no progress call reported the worker's stop (the sample fails here)");
     }
 }
 

@@ -248,7 +248,7 @@ fn worker_limit_is_reported() {
 fn pending_recv(w: &Worker, svc: &Service) -> async_doca::JoinHandle<Result<Vec<u8>>> {
     let id = svc.plugin(sandbox::PLUGIN_NAME).unwrap().id;
     let w = w.clone();
-    spawn_local(async move { bounded(w.command(id, &sandbox::Cmd::TagRecv { tag: 77 }.encode())).await? })
+    spawn_local(async move { bounded(w.command(id, &sandbox::Cmd::recv(77, 77).encode())).await? })
 }
 
 #[test]
@@ -317,10 +317,10 @@ fn domain_member(socket: &Path, oob_path: &Path, rank: u32, base: u64) -> Result
         assert_eq!((domain.rank(), domain.size()), (rank, 2));
         assert_eq!(domain.members(), [vec![base], vec![base + 1]], "every member's workers, by rank");
         let peer = domain.members()[1 - rank as usize][0];
-        let send = |tag: u64, data: Vec<u8>| sandbox::Cmd::TagSend { dest: peer, tag, data }.encode();
-        let recv = |tag: u64| sandbox::Cmd::TagRecv { tag }.encode();
+        let send = |tag: u64, data: Vec<u8>| sandbox::Cmd::send(tag, peer, tag, data).encode();
+        let recv = |tag: u64| sandbox::Cmd::recv(tag, tag).encode();
         let received = |bytes: Vec<u8>| match sandbox::Notif::decode(&bytes) {
-            Ok(sandbox::Notif::Received { data, .. }) => Ok(data),
+            Ok(sandbox::Notif::TagRecv { data, .. }) => Ok(data),
             other => Err(Error::new(ErrorKind::Other, format!("unexpected notification {other:?}"))),
         };
         for i in 0..ROUNDS {

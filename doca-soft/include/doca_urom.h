@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "doca_error.h"
 #include "doca_types.h"
@@ -37,7 +38,29 @@ struct doca_urom_domain;
 struct doca_urom_worker_cmd_task;
 struct doca_urom_service_get_workers_by_gid_task;
 
+/* Lets the service choose the worker's id (all bits set; DOCA spells it -1ULL). */
 #define DOCA_UROM_WORKER_ID_ANY (~0ULL)
+
+/*
+ * CPU-set helpers (DOCA defines them here, over UCX's UCS_CPU_* macros; doca_cpu_set_t has
+ * the layout of UCX's ucs_cpu_set_t, see doca_types.h). `p` points to a doca_cpu_set_t; CPUs
+ * beyond DOCA_CPU_SETSIZE are ignored by DOCA_CPU_SET and never set.
+ */
+#define ASYNC_DOCA_CPU_WORD_BITS (8 * sizeof(unsigned long))
+/* Clears every CPU. */
+#define DOCA_CPU_ZERO(p) memset((p), 0, sizeof(doca_cpu_set_t))
+/* Adds CPU `cpu`. */
+#define DOCA_CPU_SET(cpu, p)                                                                        \
+	do {                                                                                        \
+		size_t doca_cpu__ = (size_t)(cpu);                                                  \
+		if (doca_cpu__ < DOCA_CPU_SETSIZE)                                                  \
+			(p)->ucs_bits[doca_cpu__ / ASYNC_DOCA_CPU_WORD_BITS] |=                     \
+				1UL << (doca_cpu__ % ASYNC_DOCA_CPU_WORD_BITS);                     \
+	} while (0)
+/* Non-zero when CPU `cpu` is in the set (a macro in DOCA too, not a symbol). */
+#define doca_cpu_is_set(cpu, p)                                                                     \
+	((size_t)(cpu) < DOCA_CPU_SETSIZE &&                                                        \
+	 (((p)->ucs_bits[(size_t)(cpu) / ASYNC_DOCA_CPU_WORD_BITS] >> ((size_t)(cpu) % ASYNC_DOCA_CPU_WORD_BITS)) & 1UL))
 #define DOCA_UROM_PLUGIN_NAME_MAX_LEN 48
 
 /* One plugin the service offers: its id (one bit), version and name. */
@@ -65,6 +88,14 @@ typedef void (*doca_urom_service_get_workers_by_gid_task_completion_cb_t)(
 doca_error_t doca_urom_service_get_workers_by_gid_task_allocate_init(
 	struct doca_urom_service *service, uint32_t gid, doca_urom_service_get_workers_by_gid_task_completion_cb_t cb,
 	struct doca_urom_service_get_workers_by_gid_task **task);
+/* The split form of allocate_init: gid 0 and no callback until set_gid / set_cb (a submit
+ * without a callback fails with DOCA_ERROR_INVALID_VALUE). */
+doca_error_t doca_urom_service_get_workers_by_gid_task_allocate(struct doca_urom_service *service,
+								struct doca_urom_service_get_workers_by_gid_task **task);
+void doca_urom_service_get_workers_by_gid_task_set_gid(struct doca_urom_service_get_workers_by_gid_task *task,
+							uint32_t gid);
+void doca_urom_service_get_workers_by_gid_task_set_cb(struct doca_urom_service_get_workers_by_gid_task *task,
+						       doca_urom_service_get_workers_by_gid_task_completion_cb_t cb);
 doca_error_t doca_urom_service_get_workers_by_gid_task_release(struct doca_urom_service_get_workers_by_gid_task *task);
 struct doca_task *
 doca_urom_service_get_workers_by_gid_task_as_task(struct doca_urom_service_get_workers_by_gid_task *task);
@@ -90,6 +121,12 @@ struct doca_ctx *doca_urom_worker_as_ctx(struct doca_urom_worker *worker);
 typedef void (*doca_urom_worker_cmd_task_completion_cb_t)(struct doca_urom_worker_cmd_task *task,
 							  union doca_data task_user_data,
 							  union doca_data ctx_user_data);
+/* A command task without a plugin (set one with doca_urom_worker_cmd_task_set_plugin). The
+ * payload's data is its whole capacity (the service's max message size): pack at
+ * doca_buf_get_data() within doca_buf_get_data_len() bytes, then doca_buf_set_data() the
+ * packed length. */
+doca_error_t doca_urom_worker_cmd_task_allocate(struct doca_urom_worker *worker,
+						struct doca_urom_worker_cmd_task **task);
 doca_error_t doca_urom_worker_cmd_task_allocate_init(struct doca_urom_worker *worker, uint64_t plugin,
 						     struct doca_urom_worker_cmd_task **task);
 doca_error_t doca_urom_worker_cmd_task_release(struct doca_urom_worker_cmd_task *task);

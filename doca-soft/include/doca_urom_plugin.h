@@ -22,25 +22,37 @@
 #ifndef ASYNC_DOCA_UROM_PLUGIN_H
 #define ASYNC_DOCA_UROM_PLUGIN_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* ---- Status codes: doca_error_t (int-sized; new values may appear in newer releases) --------- */
+/* Status codes (doca_error_t); attributes and the struct-version helpers (DOCA_STRUCT_START). */
+#include "doca_compat.h"
 #include "doca_error.h"
 
-/* ---- API version: major << 24 | minor << 16 | patch ----------------------------------------- */
-#define UROM_PLUGIN_DOCA_API_VERSION_MAJOR 3
-#define UROM_PLUGIN_DOCA_API_VERSION_MINOR 0
-#define UROM_PLUGIN_DOCA_API_VERSION_PATCH 0
-#define UROM_PLUGIN_DOCA_API_VERSION                                                                \
-	(((size_t)UROM_PLUGIN_DOCA_API_VERSION_MAJOR << 24) |                                         \
-	 ((size_t)UROM_PLUGIN_DOCA_API_VERSION_MINOR << 16) | (size_t)UROM_PLUGIN_DOCA_API_VERSION_PATCH)
+/* ---- API version ------------------------------------------------------------------------------
+ * A plugin stamps its interface table with the DOCA_VERSION_EXACT of the SDK it was built with
+ * (major << 24 | minor << 16 | patch), as DOCA does: DOCA_STRUCT_CTOR(iface) from doca_compat.h,
+ * or { DOCA_STRUCT_CTOR_LIST_START, ... }. The soft worker accepts a plugin whose major version
+ * is its own. UROM_PLUGIN_DOCA_API_VERSION is this project's name for the same value (not DOCA's).
+ */
+#define UROM_PLUGIN_DOCA_API_VERSION DOCA_VERSION_EXACT
 
-/* ---- UCX's intrusive list: circular, doubly linked; an empty head points to itself ----------- */
+/* ---- UCX's intrusive list ------------------------------------------------------------------------
+ * DOCA's plugin ABI uses UCX's ucs_list_link_t, and DOCA's own plugins include UCX's list header
+ * themselves, so with UCX installed this header uses that very header (one definition of the
+ * type for the whole plugin). Only without UCX does it define a compatible list: the same
+ * layout (prev, next; circular; an empty head points to itself) and the ucs_list_* helpers
+ * plugins use, with UCX's names and meanings. Define ASYNC_DOCA_NO_UCX to force the fallback.
+ */
+#if !defined(ASYNC_DOCA_NO_UCX) && defined(__has_include)
+#if __has_include(<ucs/datastruct/list.h>)
+#include <ucs/datastruct/list.h>
+#define ASYNC_DOCA_UCS_LIST_FROM_UCX 1
+#endif
+#endif
+
+#ifndef ASYNC_DOCA_UCS_LIST_FROM_UCX
 #ifndef ASYNC_DOCA_UCS_LIST_DEFINED
 #define ASYNC_DOCA_UCS_LIST_DEFINED
 typedef struct ucs_list_link {
@@ -50,6 +62,9 @@ typedef struct ucs_list_link {
 
 /* The address of the structure of type `type` whose member `member` is at `ptr`. */
 #define ucs_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* A list head initialised empty at its definition. */
+#define UCS_LIST_HEAD(name) ucs_list_link_t name = {&(name), &(name)}
 
 static inline void ucs_list_head_init(ucs_list_link_t *head)
 {
@@ -62,12 +77,23 @@ static inline int ucs_list_is_empty(const ucs_list_link_t *head)
 	return head->next == head;
 }
 
+/* Links `elem` between `prev` and `next`, which are adjacent. */
+static inline void ucs_list_insert_between(ucs_list_link_t *prev, ucs_list_link_t *next, ucs_list_link_t *elem)
+{
+	elem->prev = prev;
+	elem->next = next;
+	prev->next = elem;
+	next->prev = elem;
+}
+
 static inline void ucs_list_add_tail(ucs_list_link_t *head, ucs_list_link_t *elem)
 {
-	elem->prev = head->prev;
-	elem->next = head;
-	head->prev->next = elem;
-	head->prev = elem;
+	ucs_list_insert_between(head->prev, head, elem);
+}
+
+static inline void ucs_list_add_head(ucs_list_link_t *head, ucs_list_link_t *elem)
+{
+	ucs_list_insert_between(head, head->next, elem);
 }
 
 static inline void ucs_list_del(ucs_list_link_t *elem)
@@ -76,13 +102,49 @@ static inline void ucs_list_del(ucs_list_link_t *elem)
 	elem->next->prev = elem->prev;
 }
 
+static inline unsigned long ucs_list_length(const ucs_list_link_t *head)
+{
+	unsigned long n = 0;
+	const ucs_list_link_t *e;
+
+	for (e = head->next; e != head; e = e->next)
+		n++;
+	return n;
+}
+
+/* Unlinks the first element of a non-empty list and returns its link. */
+static inline ucs_list_link_t *ucs_list_extract_head_elem(ucs_list_link_t *head)
+{
+	ucs_list_link_t *first = head->next;
+
+	ucs_list_del(first);
+	return first;
+}
+
 /* Unlinks the first entry of a non-empty list and evaluates to its enclosing `type *`. */
-#define ucs_list_extract_head(head, type, member)                                                  \
-	({                                                                                            \
-		ucs_list_link_t *ucs_list_first__ = (head)->next;                                     \
-		ucs_list_del(ucs_list_first__);                                                       \
-		ucs_container_of(ucs_list_first__, type, member);                                     \
-	})
+#define ucs_list_extract_head(head, type, member) ucs_container_of(ucs_list_extract_head_elem(head), type, member)
+
+/* The first / last entry of a non-empty list. */
+#define ucs_list_head(head, type, member) ucs_container_of((head)->next, type, member)
+#define ucs_list_tail(head, type, member) ucs_container_of((head)->prev, type, member)
+#define ucs_list_next(elem, type, member) ucs_container_of((elem)->next, type, member)
+
+/* Iterates `elem` (a `type *` named like the entries' type) over the list. */
+#define ucs_list_for_each(elem, head, member)                                                     \
+	for (elem = ucs_container_of((head)->next, __typeof__(*elem), member); &(elem)->member != (head); \
+	     elem = ucs_container_of((elem)->member.next, __typeof__(*elem), member))
+
+/* The same, allowing the loop body to unlink (and free) `elem`; `tmp` is scratch. */
+#define ucs_list_for_each_safe(elem, tmp, head, member)                                           \
+	for (elem = ucs_container_of((head)->next, __typeof__(*elem), member),                    \
+	    tmp = ucs_container_of((elem)->member.next, __typeof__(*elem), member);               \
+	     &(elem)->member != (head);                                                           \
+	     elem = tmp, tmp = ucs_container_of((tmp)->member.next, __typeof__(*elem), member))
+#endif /* ASYNC_DOCA_UCS_LIST_DEFINED */
+#endif /* !ASYNC_DOCA_UCS_LIST_FROM_UCX */
+
+#ifdef __cplusplus
+extern "C" {
 #endif
 
 /* ---- Commands and notifications ------------------------------------------------------------- */
@@ -123,7 +185,7 @@ struct urom_worker_ctx;
 
 /* ---- The plugin's entry points --------------------------------------------------------------- */
 struct urom_plugin_iface {
-	size_t __doca_api_version; /* UROM_PLUGIN_DOCA_API_VERSION */
+	DOCA_STRUCT_START; /* size_t __doca_api_version: DOCA_VERSION_EXACT of the building SDK */
 	doca_error_t (*open)(struct urom_worker_ctx *ctx);
 	void (*close)(struct urom_worker_ctx *ctx);
 	doca_error_t (*addr)(struct urom_worker_ctx *ctx, void *addr, size_t *addr_len);
@@ -152,6 +214,41 @@ struct urom_worker_ctx {
 	struct urom_domain_lookups_iface domain_iface;
 	void *plugin_ctx; /* the plugin's own state, set by open */
 };
+
+/* ---- Domain lookups for plugins ------------------------------------------------------------------
+ * Header-only, as in DOCA: each calls the worker's function in ctx->domain_iface. `domain_id` is
+ * a member worker's id in the plugin's domain. Errors: INVALID_VALUE (a NULL argument, a ctx the
+ * worker does not know), NOT_FOUND (no domain holds that worker, no such segment or address).
+ * The returned pointers stay valid while the domain is installed in the worker.
+ */
+
+/* The address this plugin reported on worker `domain_id` (what its addr() wrote there). */
+static inline doca_error_t doca_urom_worker_domain_addr_lookup(struct urom_worker_ctx *ctx, uint64_t domain_id,
+							       void **addr)
+{
+	return ctx->domain_iface.addr_lookup(ctx, domain_id, addr);
+}
+
+/* The index of worker `domain_id`'s registered buffer that contains the address `va`. */
+static inline doca_error_t doca_urom_worker_domain_seg_lookup(struct urom_worker_ctx *ctx, uint64_t domain_id,
+							      uint64_t va, int *seg)
+{
+	return ctx->domain_iface.seg_lookup(ctx, domain_id, va, seg);
+}
+
+/* The memory handle bytes registered for buffer `seg` of worker `domain_id`, and their length. */
+static inline doca_error_t doca_urom_worker_domain_memh_lookup(struct urom_worker_ctx *ctx, uint64_t domain_id,
+							       int seg, size_t *len, void **memh)
+{
+	return ctx->domain_iface.memh_lookup(ctx, domain_id, seg, len, memh);
+}
+
+/* The remote key bytes registered for buffer `seg` of worker `domain_id`, and their length. */
+static inline doca_error_t doca_urom_worker_domain_mkey_lookup(struct urom_worker_ctx *ctx, uint64_t domain_id,
+							       int seg, size_t *len, void **rkey)
+{
+	return ctx->domain_iface.mkey_lookup(ctx, domain_id, seg, len, rkey);
+}
 
 /* ---- Exported by every plugin shared object --------------------------------------------------- */
 doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface);

@@ -100,6 +100,11 @@ pub struct CtxOps {
     /// Kinds that register fds in [`crate::pe::FdMode::Drain`] mode must answer from the real
     /// state (the fd is drained when arming).
     pub has_work: Option<unsafe fn(ctx: &doca_ctx) -> bool>,
+    /// Whether `doca_ctx_stop` always goes through STOPPING (returning `IN_PROGRESS`) and
+    /// leaves the STOPPING → IDLE report to progress, even with no task allocated. The UROM
+    /// worker: NVIDIA's samples stop it, then count `doca_pe_progress` results until IDLE and
+    /// fail when none was 1.
+    pub stop_via_progress: bool,
 }
 
 /// `struct doca_ctx`: embedded in every ctx-kind object.
@@ -452,7 +457,7 @@ pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
         c.pending.set(None);
         // SAFETY: the kind's stop hook is called with a RUNNING/STARTING ctx of its kind.
         unsafe { (c.ops.stop)(c) };
-        if c.allocated.get() == 0 {
+        if c.allocated.get() == 0 && !c.ops.stop_via_progress {
             // SAFETY: live ctx; nothing touches it after the callback.
             unsafe { change_state(ctx, DOCA_CTX_STATE_IDLE) };
             Ok(())
@@ -460,6 +465,13 @@ pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
             crate::task::flush_submitted(c, FLUSH_STATUS);
             // SAFETY: as above.
             unsafe { change_state(ctx, DOCA_CTX_STATE_STOPPING) };
+            if c.allocated.get() == 0 {
+                // Nothing to wait for: the IDLE report is due at the next progress (and an
+                // armed PE's notification handle must say so).
+                if let Some(pe) = c.pe() {
+                    pe.notify_work();
+                }
+            }
             Err(DOCA_ERROR_IN_PROGRESS)
         }
     })

@@ -13,6 +13,7 @@
 //! | [`mmap`], [`buf`] | registered memory, export/import, buffer inventories and buffers |
 //! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
 //! | [`errors`] | `doca_error_get_name` / `doca_error_get_descr` |
+//! | [`version`] | `doca_version_runtime` |
 //! | [`urom`] | UROM: the wire protocol, the service daemon and its worker processes, the host side (service, worker, domain ctxs) |
 //!
 //! The design, and where the provider differs from hardware, is in `docs/soft-provider.md`.
@@ -63,3 +64,4 @@ pub mod task;
 #[cfg(test)]
 mod testkit;
 pub mod urom;
+pub mod version;

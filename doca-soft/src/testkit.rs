@@ -50,6 +50,7 @@ static DUMMY_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(dummy_progress),
     has_work: Some(dummy_has_work),
+    stop_via_progress: false,
 };
 
 unsafe fn me(ctx: &doca_ctx) -> &Dummy {

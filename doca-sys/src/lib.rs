@@ -100,6 +100,11 @@ extern "C" {
     pub fn doca_error_get_name(error: doca_error_t) -> *const c_char;
     pub fn doca_error_get_descr(error: doca_error_t) -> *const c_char;
 
+    // ---- version (doca_version.h) ----
+    /// The version string of the loaded DOCA library (static, NUL-terminated). Compare
+    /// [`doca_version`], the version these declarations were written for.
+    pub fn doca_version_runtime() -> *const c_char;
+
     // ---- progress engine ----
     pub fn doca_pe_create(pe: *mut *mut doca_pe) -> doca_error_t;
     pub fn doca_pe_destroy(pe: *mut doca_pe) -> doca_error_t;
@@ -538,6 +543,17 @@ pub unsafe fn doca_buf_inventory_buf_get_by_data(
 ) -> doca_error_t {
     // SAFETY: forwarded unchanged; the caller upholds the contract of the callee.
     unsafe { doca_buf_inventory_buf_get_by_args(inventory, mmap, data, len, data, len, buf) }
+}
+
+/// `doca_version`: the DOCA version these declarations describe (`DOCA_VERSION_STRING`,
+/// "3.0.0058"), as opposed to [`doca_version_runtime`], the loaded library's. `static inline`
+/// in DOCA's header (it reads the macro), so not exported; re-implemented with the same meaning.
+///
+/// # Safety
+/// None: it only returns a pointer to a static string. `unsafe` for symmetry with the C API.
+#[inline]
+pub unsafe fn doca_version() -> *const c_char {
+    DOCA_VERSION_STRING.as_ptr()
 }
 
 /// The version of NVIDIA's `doca-common` this crate was built against (feature `system`, as

@@ -11,6 +11,32 @@
 
 use core::ffi::{c_int, c_void};
 
+/// `DOCA_VERSION_MAJOR` of the DOCA API these declarations describe (3.0.0058).
+pub const DOCA_VERSION_MAJOR: usize = 3;
+/// `DOCA_VERSION_MINOR`.
+pub const DOCA_VERSION_MINOR: usize = 0;
+/// `DOCA_VERSION_PATCH`: the build number of the release.
+pub const DOCA_VERSION_PATCH: usize = 58;
+/// `DOCA_VERSION_STRING`, NUL-terminated for C.
+pub const DOCA_VERSION_STRING: &core::ffi::CStr = c"3.0.0058";
+
+/// `DOCA_VERSION_CALC_EXACT`: `major << 24 | minor << 16 | patch`, the form versioned structs
+/// carry in their first member (`__doca_api_version`).
+pub const fn doca_version_calc_exact(major: usize, minor: usize, patch: usize) -> usize {
+    (major << 24) | (minor << 16) | patch
+}
+
+/// `DOCA_VERSION_EXACT` of 3.0.0058: `0x0300003A`. `DOCA_STRUCT_CTOR` stamps it.
+pub const DOCA_VERSION_EXACT: usize = doca_version_calc_exact(DOCA_VERSION_MAJOR, DOCA_VERSION_MINOR, DOCA_VERSION_PATCH);
+
+/// `DOCA_VERSION_CALC`: the comparison form, the patch multiplied by 1000.
+pub const fn doca_version_calc(major: usize, minor: usize, patch: usize) -> usize {
+    (major << 24) | (minor << 16) | (patch * 1000)
+}
+
+/// `DOCA_VERSION_OFFICIAL` of 3.0.0058: `0x0300E290`.
+pub const DOCA_VERSION_OFFICIAL: usize = doca_version_calc(DOCA_VERSION_MAJOR, DOCA_VERSION_MINOR, DOCA_VERSION_PATCH);
+
 /// A DOCA status code (`doca_error_t`, an int-sized C enum).
 ///
 /// Modelled as a transparent integer, never as a Rust enum: a newer library may return a

@@ -1,6 +1,6 @@
 //! UROM host API (`doca-urom`) and plugin ABI (`doca_urom_plugin.h`) declarations.
 
-use super::{doca_ctx, doca_data, doca_dev, doca_error_t, doca_task};
+use super::{doca_ctx, doca_data, doca_dev, doca_error_t, doca_task, DOCA_ERROR_INVALID_VALUE, DOCA_VERSION_EXACT};
 use core::ffi::{c_char, c_int, c_void};
 
 include!("urom_types.rs");
@@ -33,6 +33,19 @@ extern "C" {
         plugins_count: *mut usize,
     ) -> doca_error_t;
     pub fn doca_urom_service_get_cpuset(service: *mut doca_urom_service, cpuset: *mut doca_cpu_set_t) -> doca_error_t;
+    /// The split form of `..._allocate_init`: then `..._set_gid` and `..._set_cb`.
+    pub fn doca_urom_service_get_workers_by_gid_task_allocate(
+        service: *mut doca_urom_service,
+        task: *mut *mut doca_urom_service_get_workers_by_gid_task,
+    ) -> doca_error_t;
+    pub fn doca_urom_service_get_workers_by_gid_task_set_gid(
+        task: *mut doca_urom_service_get_workers_by_gid_task,
+        gid: u32,
+    );
+    pub fn doca_urom_service_get_workers_by_gid_task_set_cb(
+        task: *mut doca_urom_service_get_workers_by_gid_task,
+        cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
+    );
     pub fn doca_urom_service_get_workers_by_gid_task_allocate_init(
         service: *mut doca_urom_service,
         gid: u32,
@@ -70,6 +83,11 @@ extern "C" {
     pub fn doca_urom_worker_get_id(worker: *mut doca_urom_worker, worker_id: *mut u64) -> doca_error_t;
     pub fn doca_urom_worker_get_gid(worker: *mut doca_urom_worker, gid: *mut u32) -> doca_error_t;
     pub fn doca_urom_worker_as_ctx(worker: *mut doca_urom_worker) -> *mut doca_ctx;
+    /// A command task with no plugin yet: `doca_urom_worker_cmd_task_set_plugin` before submit.
+    pub fn doca_urom_worker_cmd_task_allocate(
+        worker: *mut doca_urom_worker,
+        task: *mut *mut doca_urom_worker_cmd_task,
+    ) -> doca_error_t;
     pub fn doca_urom_worker_cmd_task_allocate_init(
         worker: *mut doca_urom_worker,
         plugin: u64,

@@ -3,9 +3,11 @@
 // SDK through `include!`, so the layout is written once. `doca_error_t` and `c_void` must be in
 // scope where this file is included.
 
-/// The version a plugin reports in [`urom_plugin_iface::__doca_api_version`]:
-/// `major << 24 | minor << 16 | patch` of the DOCA API it was built against (3.0.0 here).
-pub const UROM_PLUGIN_DOCA_API_VERSION: usize = 3 << 24;
+/// The version a plugin reports in [`urom_plugin_iface::__doca_api_version`]: the
+/// `DOCA_VERSION_EXACT` (`major << 24 | minor << 16 | patch`) of the SDK it was built with, as
+/// DOCA's `DOCA_STRUCT_CTOR` stamps it (3.0.0058: `0x0300003A`). A worker accepts a plugin
+/// whose major version is its own.
+pub const UROM_PLUGIN_DOCA_API_VERSION: usize = DOCA_VERSION_EXACT;
 
 /// `struct urom_worker_cmd`: a command as the worker hands it to a plugin. `plugin_cmd` is the
 /// host's packed payload, `len` bytes long, stored right after the header.
@@ -159,3 +161,129 @@ const _UROM_PLUGIN_ABI_CHECKS: () = {
     assert!(core::mem::size_of::<urom_domain_lookups_iface>() == 32);
     assert!(core::mem::size_of::<urom_worker_ctx>() == 96);
 };
+
+/// Bytes in front of the body in a packed notification: `type`, `urom_context`, `len`,
+/// `status`, `reserved` of [`urom_worker_notify`] (32).
+pub const UROM_NOTIFY_HEADER_LEN: usize = core::mem::offset_of!(urom_worker_notify, plugin_notif);
+
+/// Splits what a plugin's `notif_pack` wrote into the header's status and the body.
+///
+/// A plugin packs a notification as DOCA's plugins do: the [`urom_worker_notify`] header (its
+/// fields in native byte order) followed by `len` body bytes. The host receives only the body,
+/// and its task completes with the header's status. `None` when the bytes are shorter than a
+/// header or than the length the header announces.
+pub fn urom_notify_unpack(packed: &[u8]) -> Option<(doca_error_t, &[u8])> {
+    let field = |at: usize, n: usize| packed.get(at..at + n);
+    let len = u64::from_ne_bytes(field(16, 8)?.try_into().ok()?);
+    let status = i32::from_ne_bytes(field(24, 4)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    let body = packed.get(UROM_NOTIFY_HEADER_LEN..UROM_NOTIFY_HEADER_LEN.checked_add(len)?)?;
+    Some((doca_error_t(status), body))
+}
+
+/// Writes the packed form [`urom_notify_unpack`] reads: the header of `notif` with `len` set to
+/// `body.len()`, then `body`, into `out`. The number of bytes written, or `None` when `out` is
+/// too small.
+pub fn urom_notify_pack(notif: &urom_worker_notify, body: &[u8], out: &mut [u8]) -> Option<usize> {
+    let total = UROM_NOTIFY_HEADER_LEN.checked_add(body.len())?;
+    let out = out.get_mut(..total)?;
+    out[0..8].copy_from_slice(&notif.type_.to_ne_bytes());
+    out[8..16].copy_from_slice(&notif.urom_context.to_ne_bytes());
+    out[16..24].copy_from_slice(&(body.len() as u64).to_ne_bytes());
+    out[24..28].copy_from_slice(&notif.status.0.to_ne_bytes());
+    out[28..32].copy_from_slice(&notif.reserved.to_ne_bytes());
+    out[UROM_NOTIFY_HEADER_LEN..].copy_from_slice(body);
+    Some(total)
+}
+
+// ---- the domain lookups a plugin calls (`static inline` in doca_urom_plugin.h) ----
+//
+// DOCA defines these four as header-only wrappers that call the worker's functions in
+// `ctx->domain_iface`; they are not exported by any library, so they are re-implemented here
+// with the same meaning. `domain_id` is a member worker's id in the plugin's domain.
+
+/// Calls the function `pick` chooses from `ctx.domain_iface`, or `DOCA_ERROR_INVALID_VALUE`
+/// for a NULL ctx or a worker that left the entry NULL.
+///
+/// # Safety
+/// `ctx` is NULL or a live `urom_worker_ctx` the worker gave the plugin.
+#[inline]
+unsafe fn domain_lookup<F>(
+    ctx: *mut urom_worker_ctx,
+    pick: impl FnOnce(&urom_domain_lookups_iface) -> Option<F>,
+    call: impl FnOnce(F) -> doca_error_t,
+) -> doca_error_t {
+    if ctx.is_null() {
+        return DOCA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: caller contract: `ctx` is live; the lookup table is plain data.
+    match pick(unsafe { &(*ctx).domain_iface }) {
+        Some(f) => call(f),
+        None => DOCA_ERROR_INVALID_VALUE,
+    }
+}
+
+/// `doca_urom_worker_domain_addr_lookup`: the address this plugin reported on worker
+/// `domain_id` (what its `addr` callback wrote there, exchanged by the domain's allgather).
+///
+/// # Safety
+/// `ctx` is NULL or the plugin's live ctx; `addr` is valid for one write.
+#[inline]
+pub unsafe fn doca_urom_worker_domain_addr_lookup(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    addr: *mut *mut c_void,
+) -> doca_error_t {
+    // SAFETY: forwarded unchanged to the worker's function; the caller upholds its contract.
+    unsafe { domain_lookup(ctx, |i| i.addr_lookup, |f| f(ctx, domain_id, addr)) }
+}
+
+/// `doca_urom_worker_domain_seg_lookup`: the index of worker `domain_id`'s registered buffer
+/// that contains `va`.
+///
+/// # Safety
+/// `ctx` is NULL or the plugin's live ctx; `seg` is valid for one write.
+#[inline]
+pub unsafe fn doca_urom_worker_domain_seg_lookup(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    va: u64,
+    seg: *mut c_int,
+) -> doca_error_t {
+    // SAFETY: as above.
+    unsafe { domain_lookup(ctx, |i| i.seg_lookup, |f| f(ctx, domain_id, va, seg)) }
+}
+
+/// `doca_urom_worker_domain_memh_lookup`: the memory-handle bytes of buffer `seg` of worker
+/// `domain_id`, and their length.
+///
+/// # Safety
+/// `ctx` is NULL or the plugin's live ctx; `len` and `memh` are valid for one write each.
+#[inline]
+pub unsafe fn doca_urom_worker_domain_memh_lookup(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    seg: c_int,
+    len: *mut usize,
+    memh: *mut *mut c_void,
+) -> doca_error_t {
+    // SAFETY: as above.
+    unsafe { domain_lookup(ctx, |i| i.memh_lookup, |f| f(ctx, domain_id, seg, len, memh)) }
+}
+
+/// `doca_urom_worker_domain_mkey_lookup`: the remote-key bytes of buffer `seg` of worker
+/// `domain_id`, and their length.
+///
+/// # Safety
+/// `ctx` is NULL or the plugin's live ctx; `len` and `rkey` are valid for one write each.
+#[inline]
+pub unsafe fn doca_urom_worker_domain_mkey_lookup(
+    ctx: *mut urom_worker_ctx,
+    domain_id: u64,
+    seg: c_int,
+    len: *mut usize,
+    rkey: *mut *mut c_void,
+) -> doca_error_t {
+    // SAFETY: as above.
+    unsafe { domain_lookup(ctx, |i| i.mkey_lookup, |f| f(ctx, domain_id, seg, len, rkey)) }
+}

@@ -13,11 +13,14 @@
  * "c_loopback".
  *
  * Build: cc -shared -fPIC -O2 -Wall -Werror -I doca-soft/include -o libc_loopback.so c_loopback.c
+ * (with UCX's headers installed the list type is UCX's; -DASYNC_DOCA_NO_UCX forces the header's
+ * own compatible definition).
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <doca_urom_plugin.h>
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +33,15 @@ _Static_assert(sizeof(struct urom_plugin_iface) == 56, "urom_plugin_iface");
 _Static_assert(sizeof(struct urom_domain_lookups_iface) == 32, "urom_domain_lookups_iface");
 _Static_assert(sizeof(struct urom_worker_ctx) == 96, "urom_worker_ctx");
 _Static_assert(sizeof(doca_error_t) == 4, "doca_error_t");
+_Static_assert(sizeof(ucs_list_link_t) == 2 * sizeof(void *), "ucs_list_link_t");
+_Static_assert(DOCA_VERSION_EXACT == 0x0300003A, "DOCA_VERSION_EXACT of 3.0.0058");
+
+/* Which list definition this build used: UCX's own header, or doca_urom_plugin.h's fallback. */
+#ifdef ASYNC_DOCA_UCS_LIST_FROM_UCX
+const char c_loopback_list_impl[] = "ucx";
+#else
+const char c_loopback_list_impl[] = "fallback";
+#endif
 
 #define C_LOOPBACK_VERSION 1
 
@@ -130,16 +142,61 @@ static doca_error_t c_loopback_progress(struct urom_worker_ctx *ctx, ucs_list_li
 	return DOCA_SUCCESS;
 }
 
+/*
+ * The packed form is the notification header (type, urom_context, len, status) followed by the
+ * body, as DOCA's own plugins pack it; the worker sends the host only the body and turns the
+ * header's status into the task's status.
+ */
 static doca_error_t c_loopback_notif_pack(struct urom_worker_notify *notif, size_t *packed_notif_len,
 					  void *packed_notif)
 {
+	size_t header = offsetof(struct urom_worker_notify, plugin_notif);
+
 	if (notif == NULL || packed_notif_len == NULL)
 		return DOCA_ERROR_INVALID_VALUE;
-	if (*packed_notif_len < notif->len)
+	if (*packed_notif_len < header + notif->len)
 		return DOCA_ERROR_TOO_BIG;
-	if (notif->len > 0)
-		memcpy(packed_notif, notif->plugin_notif, notif->len);
-	*packed_notif_len = notif->len;
+	memcpy(packed_notif, notif, header + notif->len);
+	*packed_notif_len = header + notif->len;
+	return DOCA_SUCCESS;
+}
+
+/*
+ * A test hook (not part of the plugin ABI): runs the four header-only domain lookups of
+ * doca_urom_plugin.h on `ctx` for member `domain_id` and the buffer containing `va`, and
+ * writes what they found to `out`: the first `addr_len` bytes of the member's address, the
+ * segment index (one byte), then the memh and mkey, each as a length byte and the bytes.
+ * Returns the first failing lookup's status; `*out_len` is the bytes written.
+ */
+doca_error_t c_loopback_probe_lookups(struct urom_worker_ctx *ctx, uint64_t domain_id, uint64_t va, size_t addr_len,
+				      uint8_t *out, size_t *out_len)
+{
+	void *addr = NULL, *memh = NULL, *mkey = NULL;
+	size_t memh_len = 0, mkey_len = 0, o = 0;
+	int seg = -1;
+	doca_error_t st;
+
+	st = doca_urom_worker_domain_addr_lookup(ctx, domain_id, &addr);
+	if (st == DOCA_SUCCESS)
+		st = doca_urom_worker_domain_seg_lookup(ctx, domain_id, va, &seg);
+	if (st == DOCA_SUCCESS)
+		st = doca_urom_worker_domain_memh_lookup(ctx, domain_id, seg, &memh_len, &memh);
+	if (st == DOCA_SUCCESS)
+		st = doca_urom_worker_domain_mkey_lookup(ctx, domain_id, seg, &mkey_len, &mkey);
+	if (st != DOCA_SUCCESS)
+		return st;
+	if (addr_len + 3 + memh_len + mkey_len > *out_len || memh_len > 255 || mkey_len > 255)
+		return DOCA_ERROR_TOO_BIG;
+	memcpy(out + o, addr, addr_len);
+	o += addr_len;
+	out[o++] = (uint8_t)seg;
+	out[o++] = (uint8_t)memh_len;
+	memcpy(out + o, memh, memh_len);
+	o += memh_len;
+	out[o++] = (uint8_t)mkey_len;
+	memcpy(out + o, mkey, mkey_len);
+	o += mkey_len;
+	*out_len = o;
 	return DOCA_SUCCESS;
 }
 
@@ -147,13 +204,18 @@ doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface)
 {
 	if (iface == NULL)
 		return DOCA_ERROR_INVALID_VALUE;
-	iface->__doca_api_version = UROM_PLUGIN_DOCA_API_VERSION;
-	iface->open = c_loopback_open;
-	iface->close = c_loopback_close;
-	iface->addr = c_loopback_addr;
-	iface->worker_cmd = c_loopback_worker_cmd;
-	iface->progress = c_loopback_progress;
-	iface->notif_pack = c_loopback_notif_pack;
+	/* Stamped the way DOCA's plugins do it: the building SDK's DOCA_VERSION_EXACT. */
+	struct urom_plugin_iface table = {
+		.open = c_loopback_open,
+		.close = c_loopback_close,
+		.addr = c_loopback_addr,
+		.worker_cmd = c_loopback_worker_cmd,
+		.progress = c_loopback_progress,
+		.notif_pack = c_loopback_notif_pack,
+	};
+
+	DOCA_STRUCT_CTOR(table);
+	*iface = table;
 	return DOCA_SUCCESS;
 }
 

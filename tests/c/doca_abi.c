@@ -43,6 +43,7 @@
 #include <doca_buf.h>
 #include <doca_buf_inventory.h>
 #include <doca_ctx.h>
+#include <doca_version.h>
 #include <doca_dev.h>
 #include <doca_error.h>
 #include <doca_mmap.h>
@@ -224,6 +225,22 @@ static void print_layout(void)
 	VALUE(DOCA_DEVINFO_IBDEV_NAME_SIZE);
 	VALUE(DOCA_DEVINFO_IFACE_NAME_SIZE);
 	printf("value DOCA_UROM_WORKER_ID_ANY_IS_ALL_ONES %d\n", DOCA_UROM_WORKER_ID_ANY == UINT64_MAX);
+	VALUE(DOCA_VERSION_EXACT);
+	VALUE(DOCA_VERSION_OFFICIAL);
+	printf("value DOCA_VERSION_LTE_CURRENT_3_0_58 %d\n", DOCA_VERSION_LTE_CURRENT(3, 0, 58));
+	/* Compiled-against and running-against versions agree for the soft provider's headers. */
+	printf("value DOCA_VERSION_RUNTIME_IS_COMPILED %d\n", strcmp(doca_version(), doca_version_runtime()) == 0);
+	{
+		doca_cpu_set_t set;
+
+		DOCA_CPU_ZERO(&set);
+		DOCA_CPU_SET(3, &set);
+		DOCA_CPU_SET(64, &set);
+		DOCA_CPU_SET(DOCA_CPU_SETSIZE, &set); /* beyond the set: ignored */
+		printf("value DOCA_CPU_MACROS %d\n", doca_cpu_is_set(3, &set) && doca_cpu_is_set(64, &set) &&
+							       !doca_cpu_is_set(4, &set) && set.ucs_bits[1] == 1 &&
+							       !doca_cpu_is_set(DOCA_CPU_SETSIZE, &set));
+	}
 	fflush(stdout);
 }
 

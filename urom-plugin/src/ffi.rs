@@ -305,24 +305,34 @@ unsafe extern "C" fn notif_pack<P: Plugin>(
         }
         // SAFETY: `notif` is a notification this SDK allocated (see `alloc_notif`), with
         // `len` body bytes after its header; `packed_len` is the worker's in/out length.
-        let (body, room) = unsafe {
+        let (hdr, body, room) = unsafe {
             let body =
                 core::slice::from_raw_parts(ptr::addr_of!((*notif).plugin_notif).cast::<u8>(), (*notif).len as usize);
-            (body, *packed_len)
+            (&*notif, body, *packed_len)
         };
-        let out: &mut [u8] = if room == 0 {
-            &mut []
-        } else if packed.is_null() {
+        // The packed form is DOCA's: the notification header, then the plugin's packed body
+        // (`Plugin::pack`). The worker strips the header before the host sees it.
+        if room < UROM_NOTIFY_HEADER_LEN {
+            return DOCA_ERROR_TOO_BIG;
+        }
+        if packed.is_null() {
             return DOCA_ERROR_INVALID_VALUE;
-        } else {
-            // SAFETY: the worker provides `room` writable bytes at `packed`, distinct from the
-            // notification.
-            unsafe { core::slice::from_raw_parts_mut(packed.cast::<u8>(), room) }
-        };
-        match P::pack(body, out) {
-            Ok(n) if n <= room => {
+        }
+        // SAFETY: the worker provides `room` writable bytes at `packed`, distinct from the
+        // notification.
+        let out = unsafe { core::slice::from_raw_parts_mut(packed.cast::<u8>(), room) };
+        let (head, rest) = out.split_at_mut(UROM_NOTIFY_HEADER_LEN);
+        match P::pack(body, rest) {
+            Ok(n) if n <= rest.len() => {
+                // The header, with `len` the packed body's length.
+                let mut tmp = [0u8; UROM_NOTIFY_HEADER_LEN];
+                if urom_notify_pack(hdr, &[], &mut tmp).is_none() {
+                    return DOCA_ERROR_UNEXPECTED;
+                }
+                tmp[16..24].copy_from_slice(&(n as u64).to_ne_bytes());
+                head.copy_from_slice(&tmp);
                 // SAFETY: as above.
-                unsafe { *packed_len = n };
+                unsafe { *packed_len = UROM_NOTIFY_HEADER_LEN + n };
                 DOCA_SUCCESS
             }
             Ok(_) => DOCA_ERROR_UNEXPECTED,

@@ -50,9 +50,13 @@
 //! * **Panics** never cross into C: a panic in `open` is `DOCA_ERROR_UNEXPECTED`; in
 //!   `command` it answers the command with `UNEXPECTED`; in `progress` that call's pushes are
 //!   discarded and it returns `UNEXPECTED` (earlier queued answers go out on the next call).
-//! * **Wire form.** A notification's packed form ([`Plugin::pack`], default: the body bytes)
-//!   is what the host task's response buffer receives; `urom_context`, the plugin id and the
-//!   status travel beside it in the worker's own message.
+//! * **Wire form** (DOCA's). A command's payload is exactly the bytes the host packed into the
+//!   task's payload buffer; the worker hands it over as `urom_worker_cmd{type, urom_context,
+//!   len}` + those bytes. `notif_pack` writes the `urom_worker_notify` header (type,
+//!   urom_context, len, status) followed by the packed body ([`Plugin::pack`], default: the
+//!   body bytes), as DOCA's plugins do; the worker strips the header, so the host task's
+//!   response buffer receives exactly the packed body and the task completes with the
+//!   header's status.
 //! * **Addresses.** The worker exchanges each plugin's address among domain members but the
 //!   lookup ABI returns only a pointer, no length. So the address an SDK plugin reports is
 //!   framed: `u32` little-endian length, then the bytes of [`Plugin::address`];
@@ -83,16 +87,19 @@ pub use ffi::FRAME_HEADER_LEN;
 /// codes, for code that drives plugins (the worker, tests) rather than writes them.
 pub mod abi {
     pub use crate::sys::{
-        doca_error_t, ucs_list_link, urom_domain_lookups_iface, urom_plugin_get_iface_fn, urom_plugin_get_version_fn,
-        urom_plugin_iface, urom_worker_cmd, urom_worker_cmd_desc, urom_worker_ctx, urom_worker_notif_desc,
-        urom_worker_notify, DOCA_ERROR_AGAIN, DOCA_ERROR_ALREADY_EXIST, DOCA_ERROR_AUTHENTICATION,
-        DOCA_ERROR_BAD_CONFIG, DOCA_ERROR_BAD_STATE, DOCA_ERROR_CONNECTION_ABORTED, DOCA_ERROR_CONNECTION_INPROGRESS,
-        DOCA_ERROR_CONNECTION_RESET, DOCA_ERROR_DRIVER, DOCA_ERROR_EMPTY, DOCA_ERROR_FULL, DOCA_ERROR_INITIALIZATION,
-        DOCA_ERROR_INVALID_VALUE, DOCA_ERROR_IN_PROGRESS, DOCA_ERROR_IN_USE, DOCA_ERROR_IO_FAILED, DOCA_ERROR_NAMES,
-        DOCA_ERROR_NOT_CONNECTED, DOCA_ERROR_NOT_FOUND, DOCA_ERROR_NOT_PERMITTED, DOCA_ERROR_NOT_SUPPORTED,
-        DOCA_ERROR_NO_LOCK, DOCA_ERROR_NO_MEMORY, DOCA_ERROR_OPERATING_SYSTEM, DOCA_ERROR_SHUTDOWN, DOCA_ERROR_SKIPPED,
-        DOCA_ERROR_TIME_OUT, DOCA_ERROR_TOO_BIG, DOCA_ERROR_UNEXPECTED, DOCA_ERROR_UNKNOWN,
-        DOCA_ERROR_UNSUPPORTED_VERSION, DOCA_SUCCESS, UROM_PLUGIN_DOCA_API_VERSION,
+        doca_error_t, doca_urom_worker_domain_addr_lookup, doca_urom_worker_domain_memh_lookup,
+        doca_urom_worker_domain_mkey_lookup, doca_urom_worker_domain_seg_lookup, ucs_list_link,
+        urom_domain_lookups_iface, urom_notify_pack, urom_notify_unpack, urom_plugin_get_iface_fn,
+        urom_plugin_get_version_fn, urom_plugin_iface, urom_worker_cmd, urom_worker_cmd_desc, urom_worker_ctx,
+        urom_worker_notif_desc, urom_worker_notify, DOCA_ERROR_AGAIN, DOCA_ERROR_ALREADY_EXIST,
+        DOCA_ERROR_AUTHENTICATION, DOCA_ERROR_BAD_CONFIG, DOCA_ERROR_BAD_STATE, DOCA_ERROR_CONNECTION_ABORTED,
+        DOCA_ERROR_CONNECTION_INPROGRESS, DOCA_ERROR_CONNECTION_RESET, DOCA_ERROR_DRIVER, DOCA_ERROR_EMPTY,
+        DOCA_ERROR_FULL, DOCA_ERROR_INITIALIZATION, DOCA_ERROR_INVALID_VALUE, DOCA_ERROR_IN_PROGRESS,
+        DOCA_ERROR_IN_USE, DOCA_ERROR_IO_FAILED, DOCA_ERROR_NAMES, DOCA_ERROR_NOT_CONNECTED, DOCA_ERROR_NOT_FOUND,
+        DOCA_ERROR_NOT_PERMITTED, DOCA_ERROR_NOT_SUPPORTED, DOCA_ERROR_NO_LOCK, DOCA_ERROR_NO_MEMORY,
+        DOCA_ERROR_OPERATING_SYSTEM, DOCA_ERROR_SHUTDOWN, DOCA_ERROR_SKIPPED, DOCA_ERROR_TIME_OUT, DOCA_ERROR_TOO_BIG,
+        DOCA_ERROR_UNEXPECTED, DOCA_ERROR_UNKNOWN, DOCA_ERROR_UNSUPPORTED_VERSION, DOCA_SUCCESS, DOCA_VERSION_EXACT,
+        UROM_NOTIFY_HEADER_LEN, UROM_PLUGIN_DOCA_API_VERSION,
     };
 }
 
@@ -255,7 +262,8 @@ pub trait Plugin: Sized + 'static {
         let _ = (ctx, out);
     }
 
-    /// Packs a notification body into the host's response bytes, returning the length used.
+    /// Packs a notification body into the host's response bytes (what follows the header the
+    /// SDK writes), returning the length used.
     /// `notif_pack` has no plugin context, hence no `self`. Default: the body itself;
     /// `DOCA_ERROR_TOO_BIG` when `out` is too small.
     fn pack(body: &[u8], out: &mut [u8]) -> Result<usize, Status> {

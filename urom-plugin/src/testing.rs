@@ -215,9 +215,10 @@ pub struct Packed {
     pub plugin: u64,
     /// `worker_notif.urom_context`.
     pub urom_context: u64,
-    /// `worker_notif.status`.
+    /// The status the host's task completes with: the packed header's (as the worker reads
+    /// it), or the descriptor's when packing failed.
     pub status: Status,
-    /// What `notif_pack` produced, or its error.
+    /// The body the host receives (what `notif_pack` wrote after the header), or the error.
     pub packed: Result<Vec<u8>, Status>,
 }
 
@@ -370,15 +371,19 @@ impl Worker {
             };
             // SAFETY: the worker frees each descriptor after packing (C malloc'd by the plugin).
             unsafe { libc::free(desc.cast::<c_void>()) };
-            let packed = if pst.is_success() && len <= buf.len() {
-                buf.truncate(len);
-                Ok(buf)
+            // As the worker does: the packed form is header + body; the host sees the body
+            // and the header's status.
+            let (status, packed) = if pst.is_success() && len <= buf.len() {
+                match urom_notify_unpack(&buf[..len]) {
+                    Some((st, body)) => (Status(st), Ok(body.to_vec())),
+                    None => (hdr.3, Err(Status::UNEXPECTED)),
+                }
             } else if pst.is_success() {
-                Err(Status::UNEXPECTED)
+                (hdr.3, Err(Status::UNEXPECTED))
             } else {
-                Err(pst)
+                (hdr.3, Err(pst))
             };
-            out.push(Packed { dest_id: hdr.0, plugin: hdr.1, urom_context: hdr.2, status: hdr.3, packed });
+            out.push(Packed { dest_id: hdr.0, plugin: hdr.1, urom_context: hdr.2, status, packed });
         }
         match st {
             s if s.is_success() => Ok(out),
@@ -493,9 +498,17 @@ pub fn c_include_dir() -> PathBuf {
 /// `cc -shared -fPIC -O2 -Wall -Werror`. `None` when there is no `cc`; a compiler error
 /// panics with the compiler's output (a broken plugin must fail the test, not skip it).
 pub fn build_c_plugin(out_dir: &Path) -> Option<PathBuf> {
+    build_c_plugin_with(out_dir, &[])
+}
+
+/// [`build_c_plugin`] with extra compiler arguments (`-DASYNC_DOCA_NO_UCX` builds it with the
+/// header's own list even where UCX's headers are installed).
+pub fn build_c_plugin_with(out_dir: &Path, extra: &[&str]) -> Option<PathBuf> {
     let out = out_dir.join("libc_loopback.so");
     let res = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-I"])
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11"])
+        .args(extra)
+        .arg("-I")
         .arg(c_include_dir())
         .arg("-o")
         .arg(&out)

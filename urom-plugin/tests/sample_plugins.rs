@@ -26,15 +26,23 @@ fn built_sample_plugins_load_and_answer() {
     let mut b = Worker::open(s.get_iface, domain.clone()).unwrap();
     domain.set_member(10, Member { addr: Some(a.address().unwrap()), segs: vec![] });
     domain.set_member(20, Member { addr: Some(b.address().unwrap()), segs: vec![] });
-    b.command(2, 1, 0, &sandbox::Cmd::TagRecv { tag: 4 }.encode()).unwrap();
-    a.command(2, 2, 0, &sandbox::Cmd::TagSend { dest: 20, tag: 4, data: b"via dlopen".to_vec() }.encode()).unwrap();
+    b.command(2, 1, 0, &sandbox::Cmd::recv(31, 4).encode()).unwrap();
+    a.command(2, 2, 0, &sandbox::Cmd::send(32, 20, 4, b"via dlopen".to_vec()).encode()).unwrap();
     let sent = a.progress_until(1, 1000).unwrap();
-    assert_eq!(sandbox::Notif::decode(sent[0].packed.as_ref().unwrap()), Ok(sandbox::Notif::SendDone { tag: 4 }));
+    assert_eq!(
+        sandbox::Notif::decode(sent[0].packed.as_ref().unwrap()),
+        Ok(sandbox::Notif::TagSend { context: 32, status: sandbox::ucs::OK })
+    );
     let got = b.progress_until(1, 5000).unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].status, Status::SUCCESS);
     assert_eq!(
         sandbox::Notif::decode(got[0].packed.as_ref().unwrap()),
-        Ok(sandbox::Notif::Received { tag: 4, data: b"via dlopen".to_vec() })
+        Ok(sandbox::Notif::TagRecv {
+            context: 31,
+            sender_tag: 4,
+            status: sandbox::ucs::OK,
+            data: b"via dlopen".to_vec()
+        })
     );
 }

@@ -280,6 +280,7 @@ static RDMA_CTX_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(engine::progress_hook),
     has_work: Some(engine::has_work_hook),
+    stop_via_progress: false,
 };
 
 /// The rdma embedding `ctx`.

@@ -35,6 +35,7 @@ pub(crate) static SYNC_EVENT_CTX_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(se_progress),
     has_work: Some(se_has_work),
+    stop_via_progress: false,
 };
 
 /// The event embedding `ctx`.

@@ -5,7 +5,7 @@
 
 pub use doca_urom_plugin::samples::sandbox::Sandbox;
 #[cfg(test)]
-use doca_urom_plugin::samples::sandbox::{Cmd, Notif, MAX_DATA};
+use doca_urom_plugin::samples::sandbox::{ucs, Cmd, Notif, MAX_DATA};
 #[cfg(test)]
 use doca_urom_plugin::Status;
 

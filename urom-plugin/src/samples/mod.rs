@@ -1,11 +1,12 @@
 //! The command and notification formats of the two sample plugins, shared by the plugins
 //! (`plugins/worker_graph`, `plugins/worker_sandbox`) and the host programs that drive them.
 //!
-//! Every format is little-endian: a `u32` tag naming the message, then its fields; `bytes` is
-//! a `u32` length and the bytes. Decoding is strict: a short message, trailing bytes, an
-//! unknown tag or a length beyond the message is a [`DecodeError`], which a plugin answers
-//! with `DOCA_ERROR_INVALID_VALUE` (`From<DecodeError> for Status`). A failed command's
-//! notification has an empty body: only successful answers carry a body to decode.
+//! Both speak the formats of NVIDIA's samples of the same names: C structs (a `u64` type, then
+//! a union of per-type structs) in native byte order, which is little-endian on every platform
+//! DOCA runs on, so NVIDIA's host code drives these plugins and this crate's host code drives
+//! NVIDIA's. Decoding is strict: a short message, trailing bytes, an unknown type or a length
+//! that disagrees with the message is a [`DecodeError`], which a plugin answers with
+//! `DOCA_ERROR_INVALID_VALUE` (`From<DecodeError> for Status`) and an empty body.
 
 use std::fmt;
 
@@ -61,11 +62,6 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
     pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
@@ -73,9 +69,24 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(a))
     }
 
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let n = self.u32()? as usize;
+    /// The next `n` bytes as they are.
+    pub(crate) fn raw(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         self.take(n)
+    }
+
+    /// Passes over `n` bytes (a C struct's padding, whose contents are unspecified).
+    pub(crate) fn skip(&mut self, n: usize) -> Result<(), DecodeError> {
+        self.take(n).map(drop)
+    }
+
+    /// Bytes left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// An error about this message.
+    pub(crate) fn invalid(&self, why: &'static str) -> DecodeError {
+        self.err(why)
     }
 
     pub(crate) fn unknown_tag(&self) -> DecodeError {
@@ -96,23 +107,23 @@ impl<'a> Reader<'a> {
 pub(crate) struct Writer(Vec<u8>);
 
 impl Writer {
-    pub(crate) fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-
     pub(crate) fn u64(mut self, v: u64) -> Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
 
-    /// Panics on more than `u32::MAX` bytes, which no UROM message can hold; callers bound
-    /// their data first (see `sandbox::MAX_DATA`).
-    pub(crate) fn bytes(self, v: &[u8]) -> Self {
-        let n = u32::try_from(v.len()).expect("message field longer than u32::MAX");
-        let mut w = self.u32(n);
-        w.0.extend_from_slice(v);
-        w
+    /// Appends bytes as they are.
+    pub(crate) fn raw(mut self, v: &[u8]) -> Self {
+        self.0.extend_from_slice(v);
+        self
+    }
+
+    /// Appends zero bytes up to a total length of `len` (a C struct's padding).
+    pub(crate) fn pad_to(mut self, len: usize) -> Self {
+        if self.0.len() < len {
+            self.0.resize(len, 0);
+        }
+        self
     }
 
     pub(crate) fn done(self) -> Vec<u8> {

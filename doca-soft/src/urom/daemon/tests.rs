@@ -130,16 +130,17 @@ static doca_error_t p_progress(struct wctx *ctx, struct list *notifs) {
     return 0;
 }
 static doca_error_t p_pack(struct notify *n, size_t *len, void *out) {
-    if (*len < n->len) return 6;
-    memcpy(out, n->data, n->len);
-    *len = n->len;
+    /* DOCA's packed form: the header, then the body. */
+    if (*len < sizeof(*n) + n->len) return 6;
+    memcpy(out, n, sizeof(*n) + n->len);
+    *len = sizeof(*n) + n->len;
     return 0;
 }
 doca_error_t urom_plugin_get_iface(struct iface *i) {
 #ifdef BAD_MAJOR
     i->ver = (size_t)2 << 24;
 #else
-    i->ver = (size_t)3 << 24;
+    i->ver = (size_t)3 << 24 | 58; /* DOCA_VERSION_EXACT of 3.0.0058 */
 #endif
     i->open = p_open; i->close = p_close; i->addr = p_addr; i->worker_cmd = p_cmd;
     i->progress = p_progress; i->notif_pack = p_pack;

@@ -8,8 +8,9 @@
 //!
 //! Commands become C-`malloc`ed `urom_worker_cmd_desc`s on a one-entry list given to the
 //! plugin's `worker_cmd`, which takes and `free`s the entry. Notifications come back from
-//! `progress` as `malloc`ed descs the worker packs with `notif_pack`, sends on the connection
-//! named by `dest_id`, and `free`s. The domain table (installed by `DomainCreate`) lives in a
+//! `progress` as `malloc`ed descs the worker packs with `notif_pack` (header + body, as DOCA's
+//! plugins pack them), sends the body and the header's status on the connection named by
+//! `dest_id`, and `free`s. The domain table (installed by `DomainCreate`) lives in a
 //! thread local so the `extern "C"` lookup callbacks, called by plugins from inside
 //! `worker_cmd`/`progress`, can read it; it is only changed between plugin calls.
 
@@ -639,8 +640,13 @@ impl Worker<'_> {
             let cap = self.pack_buf.len();
             let mut len = cap;
             let st = pack(notif, &mut len, self.pack_buf.as_mut_ptr().cast());
+            // NVIDIA's wire: the plugin packs header + body; the host gets only the body and
+            // the header's status (docs/urom-soft.md, "The worker").
             let (status, packed) = match st {
-                DOCA_SUCCESS if len <= cap => ((*notif).status, self.pack_buf[..len].to_vec()),
+                DOCA_SUCCESS if len <= cap => match urom_notify_unpack(&self.pack_buf[..len]) {
+                    Some((status, body)) => (status, body.to_vec()),
+                    None => (DOCA_ERROR_UNEXPECTED, Vec::new()),
+                },
                 DOCA_SUCCESS => (DOCA_ERROR_TOO_BIG, Vec::new()),
                 e => (e, Vec::new()),
             };

@@ -5,8 +5,12 @@
 //! * Every task has a **payload** and a **response** `doca_buf` of the effective maximum message
 //!   size, over memory owned by the worker (`TaskMemory`): the user packs the command at the
 //!   payload's data pointer and sets its data length (`doca_buf_set_data`); on completion the
-//!   response's data is the plugin's packed notification. Both are reset (data at head, length
-//!   0) at allocation. The user must not release them (they are the task's).
+//!   response's data is the plugin's notification body. At allocation the payload's data is
+//!   its whole capacity (data at head, length = the message size: NVIDIA's hosts pack into
+//!   `doca_buf_get_data_len` bytes at `doca_buf_get_data` and then set the packed length) and
+//!   the response is empty. The user must not release them (they are the task's).
+//! * `allocate` leaves the plugin unset (0, which no submit accepts: `set_plugin` first);
+//!   `allocate_init` is `allocate` + `set_plugin`.
 //! * 32 bytes of inline user data, zeroed at allocation.
 //! * One callback (`set_cb`) for success and failure; `doca_task_get_status` tells them apart:
 //!   the `Notify`'s status, `CONNECTION_ABORTED` when the worker's connection broke, or the
@@ -216,10 +220,12 @@ impl TaskMemory {
     fn take(&mut self) -> Option<(u32, *mut doca_buf, *mut doca_buf)> {
         let pair = self.free.pop()?;
         let (p, r) = (self.bufs[2 * pair as usize], self.bufs[2 * pair as usize + 1]);
-        for (b, which) in [(p, 0), (r, 1)] {
+        // The payload offers its whole capacity as data (DOCA's hosts pack into data_len bytes
+        // at the data pointer, then set the packed length); the response is empty.
+        for (b, which, len) in [(p, 0, self.cap), (r, 1, 0)] {
             let (head, _) = self.region(pair, which);
-            // SAFETY: `b` is one of our live buffers and `head` its own head.
-            unsafe { doca_buf_set_data(b, head.cast(), 0) };
+            // SAFETY: `b` is one of our live buffers, `head` its own head, `len` ≤ its size.
+            unsafe { doca_buf_set_data(b, head.cast(), len) };
         }
         Some((pair, p, r))
     }
@@ -274,6 +280,18 @@ unsafe fn cmd_ref<'a>(p: *const doca_urom_worker_cmd_task) -> Result<&'a doca_ur
 }
 
 // ---- entry points ----
+
+/// `doca_urom_worker_cmd_task_allocate`: a task with no plugin yet (set it with
+/// `doca_urom_worker_cmd_task_set_plugin` before submitting; a submit without one is
+/// `DOCA_ERROR_INVALID_VALUE`).
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate(
+    worker: *mut doca_urom_worker,
+    task: *mut *mut doca_urom_worker_cmd_task,
+) -> doca_error_t {
+    // SAFETY: forwarded; the caller's contract is the same.
+    unsafe { doca_urom_worker_cmd_task_allocate_init(worker, 0, task) }
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate_init(

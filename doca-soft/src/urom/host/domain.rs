@@ -212,6 +212,7 @@ static DOMAIN_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(domain_progress),
     has_work: Some(domain_has_work),
+    stop_via_progress: false,
 };
 
 /// The domain embedding `ctx`.

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -58,11 +58,10 @@ pub(crate) struct FakeDaemon {
     pub path: PathBuf,
     pub seen: Arc<Mutex<Seen>>,
     /// While set, data connections are not read (the host's sends back up). Set it with
-    /// [`FakeDaemon::stall`], which waits until the daemon's loop has taken it into account.
+    /// [`FakeDaemon::stall`], which waits until the daemon's loop obeys it.
     stall: Arc<AtomicBool>,
-    /// The value of `stall` that the daemon's current poll was built with: until it shows
-    /// `true`, a poll started before the stall may still read a data connection.
-    stall_seen: Arc<AtomicBool>,
+    /// Loop iterations that built their poll set (after reading `stall`).
+    rounds: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -106,27 +105,32 @@ impl FakeDaemon {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let stall = Arc::new(AtomicBool::new(false));
-        let stall_seen = Arc::new(AtomicBool::new(false));
-        let (s2, st2, sl2, ss2) = (seen.clone(), stop.clone(), stall.clone(), stall_seen.clone());
-        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, (sl2, ss2)));
-        FakeDaemon { path, seen, stall, stall_seen, stop, thread: Some(thread) }
+        let rounds = Arc::new(AtomicU64::new(0));
+        let (s2, st2, sl2, r2) = (seen.clone(), stop.clone(), stall.clone(), rounds.clone());
+        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, (sl2, r2)));
+        FakeDaemon { path, seen, stall, rounds, stop, thread: Some(thread) }
     }
 
-    /// Stops (`true`) or resumes reading the workers' data connections. Stopping returns only
-    /// once the daemon's loop runs a poll without them: a poll already under way when the flag
-    /// changes would otherwise still read (and answer) what the host sends next. (Without
-    /// this handshake the stall raced the daemon's 10 ms poll, and lost whenever the test
-    /// submitted its commands faster than that: every time in release builds.)
-    pub(crate) fn stall(&self, on: bool) {
-        self.stall.store(on, Ordering::SeqCst);
-        if !on {
-            return;
-        }
+    /// Stops reading data connections, and returns only once the daemon's thread has
+    /// stopped: the loop iteration that was running when the flag was set may have put the
+    /// data connections in its poll set already (and would read a command that arrives while
+    /// it waits there), so this waits until a whole iteration began after the flag was set.
+    /// Iteration `r + 1` may have read the flag before it was set; iteration `r + 2` starts
+    /// after `r + 1` counted itself, which is after the load of `r` below, which is after the
+    /// store: it sees the flag, and so does every later one.
+    pub(crate) fn stall(&self) {
+        self.stall.store(true, Ordering::SeqCst);
+        let r = self.rounds.load(Ordering::SeqCst);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !self.stall_seen.load(Ordering::SeqCst) {
-            assert!(std::time::Instant::now() < deadline, "the fake daemon never took the stall");
+        while self.rounds.load(Ordering::SeqCst) < r + 2 {
+            assert!(std::time::Instant::now() < deadline, "the fake daemon's loop stopped turning");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// Reads data connections again (from the daemon's next iteration on).
+    pub(crate) fn unstall(&self) {
+        self.stall.store(false, Ordering::SeqCst);
     }
 
     /// Stops the daemon: every connection is closed (the host sees hang-ups).
@@ -172,7 +176,7 @@ fn run(
     opts: Opts,
     seen: Arc<Mutex<Seen>>,
     stop: Arc<AtomicBool>,
-    (stall, stall_seen): (Arc<AtomicBool>, Arc<AtomicBool>),
+    (stall, rounds): (Arc<AtomicBool>, Arc<AtomicU64>),
 ) {
     let mut clients: HashMap<usize, Client> = HashMap::new();
     let mut workers: HashMap<u64, Worker> = HashMap::new();
@@ -185,13 +189,13 @@ fn run(
         for k in &ckeys {
             pfds.push(libc::pollfd { fd: clients[k].fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
-        let stalled = stall.load(Ordering::SeqCst);
-        let wkeys: Vec<u64> = if stalled {
+        let wkeys: Vec<u64> = if stall.load(Ordering::SeqCst) {
             Vec::new()
         } else {
             workers.iter().filter(|(_, w)| w.data.is_some()).map(|(k, _)| *k).collect()
         };
-        stall_seen.store(stalled, Ordering::SeqCst);
+        // Counted after the flag was read (see `FakeDaemon::stall`).
+        rounds.fetch_add(1, Ordering::SeqCst);
         for k in &wkeys {
             pfds.push(libc::pollfd {
                 fd: workers[k].data.as_ref().unwrap().as_raw_fd(),

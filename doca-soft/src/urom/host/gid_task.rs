@@ -95,6 +95,63 @@ pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate_init
     })
 }
 
+/// The split form of `allocate_init`: a task with gid 0 and no callback; set them with
+/// `doca_urom_service_get_workers_by_gid_task_set_gid` / `_set_cb` before submitting (a submit
+/// without a callback is `DOCA_ERROR_INVALID_VALUE`: its result could never be delivered).
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate(
+    service: *mut doca_urom_service,
+    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL service pointers come from doca_urom_service_create (contract).
+        let s = unsafe { service_ref(service) }?;
+        if task.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let t = task::alloc::<doca_urom_service_get_workers_by_gid_task>(s.ctx(), doca_data::from_u64(0))?;
+        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
+        let g = unsafe { t.as_ref() };
+        g.gid.set(0);
+        g.ids.borrow_mut().clear();
+        task::set_callbacks(g, None, None);
+        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+        unsafe { out(task, t.as_ptr()) }
+    })
+}
+
+/// Sets the group id an allocated (not submitted) task asks about; ignored otherwise.
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_set_gid(
+    task: *mut doca_urom_service_get_workers_by_gid_task,
+    gid: u32,
+) {
+    guard((), || {
+        // SAFETY: as in gid_ref.
+        if let Ok(g) = unsafe { gid_ref(task) } {
+            if task::header(g).state() == TaskState::Allocated {
+                g.gid.set(gid);
+            }
+        }
+    })
+}
+
+/// Sets the completion callback (success and failure alike) of an allocated task.
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_set_cb(
+    task: *mut doca_urom_service_get_workers_by_gid_task,
+    cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
+) {
+    guard((), || {
+        // SAFETY: as in gid_ref.
+        if let Ok(g) = unsafe { gid_ref(task) } {
+            if task::header(g).state() == TaskState::Allocated {
+                task::set_callbacks(g, cb, cb);
+            }
+        }
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_release(
     task: *mut doca_urom_service_get_workers_by_gid_task,

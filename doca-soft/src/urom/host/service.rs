@@ -75,6 +75,7 @@ static SERVICE_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(service_progress),
     has_work: Some(service_has_work),
+    stop_via_progress: false,
 };
 
 impl doca_urom_service {

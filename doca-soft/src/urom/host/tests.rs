@@ -469,6 +469,82 @@ pub(super) fn cmd_payload(t: *mut doca_urom_worker_cmd_task, payload: &[u8]) -> 
     t
 }
 
+/// What NVIDIA's UROM samples rely on (docs/urom-soft.md, "DOCA behaviours"): a fresh
+/// payload offers its whole capacity as data; `cmd_task_allocate` leaves the plugin unset;
+/// the split gid allocation; a worker stop is IN_PROGRESS and a progress call returns 1 for
+/// STOPPING → IDLE (the sample sums progress results and fails on 0).
+#[test]
+fn doca_sample_behaviours_payload_split_allocations_and_stop_through_progress() {
+    let d = FakeDaemon::start(Opts::default());
+    let h = Host::new(&d.path);
+    h.start();
+    let w = h.worker(2);
+    h.run_worker(w);
+    let c = unsafe { doca_urom_worker_as_ctx(w) };
+    let mut t = ptr::null_mut();
+    // SAFETY: live worker; the task is ours until submitted.
+    unsafe {
+        ok(doca_urom_worker_cmd_task_allocate(w, &mut t));
+        let b = doca_urom_worker_cmd_task_get_payload(t);
+        let (mut head, mut data): (*mut c_void, *mut c_void) = (ptr::null_mut(), ptr::null_mut());
+        let (mut cap, mut len) = (0usize, 0usize);
+        ok(crate::buf::doca_buf_get_head(b, &mut head));
+        ok(doca_buf_get_len(b, &mut cap));
+        ok(doca_buf_get_data(b, &mut data));
+        ok(doca_buf_get_data_len(b, &mut len));
+        assert_eq!((data, len), (head, cap), "a fresh payload is all data");
+        assert_eq!(cap, 4096, "the default max message size");
+        assert_eq!(buf_bytes(doca_urom_worker_cmd_task_get_response(t)), Vec::<u8>::new());
+        doca_urom_worker_cmd_task_set_cb(t, Some(cmd_cb));
+        // Packed like NVIDIA's hosts: at the data pointer, then the packed length.
+        ptr::copy_nonoverlapping(b"split".as_ptr(), data.cast::<u8>(), 5);
+        ok(doca_buf_set_data(b, data, 5));
+        assert_eq!(submit(t), DOCA_ERROR_INVALID_VALUE, "no plugin set");
+        doca_urom_worker_cmd_task_set_plugin(t, 2);
+        ok(submit(t));
+    }
+    wait(h.pe, "answer", || CMDS.with(|x| !x.borrow().is_empty()));
+    assert_eq!(take_cmds()[0].1, DOCA_SUCCESS);
+    // SAFETY: ours again after the callback.
+    ok(unsafe { doca_urom_worker_cmd_task_release(t) });
+
+    let mut g = ptr::null_mut();
+    // SAFETY: live service; the task is ours until submitted.
+    unsafe {
+        ok(doca_urom_service_get_workers_by_gid_task_allocate(h.svc, &mut g));
+        let gt = doca_urom_service_get_workers_by_gid_task_as_task(g);
+        assert_eq!(doca_task_submit(gt), DOCA_ERROR_INVALID_VALUE, "no callback set");
+        doca_urom_service_get_workers_by_gid_task_set_gid(g, 0);
+        doca_urom_service_get_workers_by_gid_task_set_cb(g, Some(gid_cb));
+        ok(doca_task_submit(gt));
+    }
+    wait(h.pe, "gid answer", || GIDS.with(|x| !x.borrow().is_empty()));
+    let mut id = 0;
+    // SAFETY: live worker.
+    ok(unsafe { doca_urom_worker_get_id(w, &mut id) });
+    assert_eq!(take_gids(), vec![(g as usize, DOCA_SUCCESS, vec![id])]);
+    // SAFETY: ours.
+    ok(unsafe { doca_urom_service_get_workers_by_gid_task_release(g) });
+
+    // No task allocated, and still: IN_PROGRESS, STOPPING, IDLE from progress (returning 1),
+    // and an armed PE's handle says so.
+    // SAFETY: live ctx and PE.
+    unsafe {
+        ok(doca_pe_request_notification(h.pe));
+        assert_eq!(doca_ctx_stop(c), DOCA_ERROR_IN_PROGRESS);
+    }
+    assert_eq!(state(c), DOCA_CTX_STATE_STOPPING);
+    assert!(readable(pe_fd(h.pe), 10_000), "the due IDLE report wakes an armed PE");
+    let mut reported = 0;
+    while state(c) != DOCA_CTX_STATE_IDLE {
+        // SAFETY: live PE.
+        reported += unsafe { doca_pe_progress(h.pe) };
+        assert!(reported <= 1, "one report");
+    }
+    assert_eq!(reported, 1, "a progress call reported STOPPING -> IDLE");
+    h.drop_worker(w);
+}
+
 #[test]
 fn worker_start_failures_are_reported() {
     let d = FakeDaemon::start(Opts::default());
@@ -854,8 +930,12 @@ fn restart_with_other_sizes_rebuilds_the_pool_and_buffers() {
         for t in ts {
             release(t);
         }
-        // SAFETY: live ctx; no task allocated: IDLE at once.
-        ok(unsafe { doca_ctx_stop(doca_urom_worker_as_ctx(w)) });
+        // SAFETY: live ctx. Even with no task allocated the worker stops through STOPPING:
+        // IDLE is reported by progress.
+        let c = unsafe { doca_urom_worker_as_ctx(w) };
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
+        wait(h.pe, "worker IDLE", || state(c) == DOCA_CTX_STATE_IDLE);
     }
     h.drop_worker(w);
 }
@@ -899,11 +979,11 @@ fn workers_on_other_threads_use_their_own_pe_and_connection() {
                     assert_eq!((st, resp), (DOCA_SUCCESS, msg.bytes().rev().collect::<Vec<u8>>()));
                     release(t);
                 }
-                // SAFETY: live ctx without tasks: IDLE at once.
-                unsafe {
-                    ok(doca_ctx_stop(c));
-                    ok(doca_urom_worker_destroy(w));
-                }
+                // SAFETY: live ctx without tasks: STOPPING, IDLE reported by progress.
+                assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
+                wait(pe, "worker IDLE", || state(c) == DOCA_CTX_STATE_IDLE);
+                // SAFETY: live, IDLE worker.
+                unsafe { ok(doca_urom_worker_destroy(w)) };
                 destroy_pe(pe);
             })
         })
@@ -926,7 +1006,7 @@ fn commands_wait_in_order_while_the_socket_is_full() {
     ok(unsafe { doca_urom_worker_set_max_inflight_tasks(w, 64) });
     h.run_worker(w);
     // 64 commands of 60 KiB while the worker does not read: far beyond the socket's buffer.
-    d.stall(true);
+    d.stall();
     let payload = |i: usize| -> Vec<u8> { (0..60 << 10).map(|k| (k * 7 + i) as u8).collect() };
     let ts: Vec<_> = (0..64).map(|i| cmd(w, 1, &payload(i))).collect();
     for &t in &ts {
@@ -939,7 +1019,7 @@ fn commands_wait_in_order_while_the_socket_is_full() {
     assert!(CMDS.with(|c| c.borrow().is_empty()));
     // SAFETY: live worker.
     assert!(unsafe { &*w }.data_backlog(), "the socket filled up and the rest waits in the queue");
-    d.stall(false);
+    d.unstall();
     wait(h.pe, "64 answers", || CMDS.with(|c| c.borrow().len() == 64));
     let done = take_cmds();
     for (i, &t) in ts.iter().enumerate() {

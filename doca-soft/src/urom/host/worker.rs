@@ -127,6 +127,8 @@ static WORKER_OPS: CtxOps = CtxOps {
     stopped: Some(worker_stopped),
     progress: Some(worker_progress),
     has_work: Some(worker_has_work),
+    // DOCA's samples need a progress call that reports STOPPING → IDLE (docs/urom-soft.md).
+    stop_via_progress: true,
 };
 
 /// The worker embedding `ctx`.

@@ -11,24 +11,27 @@
 //! * **Send.** `TagSend` looks up the destination member's address (`WorkerCtx::addr`) and
 //!   sends at once; if the receiver's queue is full (`EAGAIN`) the message waits in a FIFO that
 //!   `progress` retries, and later sends queue behind it so one sender's messages keep their
-//!   order. `SendDone` answers the command once the kernel took the datagram. An unknown
-//!   member is `NOT_FOUND`, a member whose socket is gone `NOT_CONNECTED`, more than
-//!   `MAX_DATA` bytes `TOO_BIG`.
-//! * **Receive.** `progress` drains the socket (bounded per call) and matches each message to
-//!   the oldest pending `TagRecv` of its tag; a message nobody waits for is queued per tag
-//!   and answers the next `TagRecv` of that tag immediately.
+//!   order. The send is answered once the kernel took the datagram. An unknown member is
+//!   `NOT_FOUND` (UCX `INVALID_ADDR`), a member whose socket is gone `NOT_CONNECTED` (UCX
+//!   `UNREACHABLE`), more than `MAX_DATA` bytes `TOO_BIG`; each error answer still carries the
+//!   notification body with the command's context, as NVIDIA's plugin does.
+//! * **Receive.** `progress` drains the socket (bounded per call) and gives each message to
+//!   the oldest pending `TagRecv` whose tag matches under its mask; a message nobody waits for
+//!   is queued and answers the next matching `TagRecv` at once (UCX's unexpected queue).
+//! * **Mapped memory** (`MemMap`, `memh_id` not 0) needs UCX memory registration, which the
+//!   soft provider does not have: `NOT_SUPPORTED`.
 //! * **Trust.** Abstract socket names carry no permissions: any process in the same network
 //!   namespace that learns the name (they are listed in `/proc/net/unix`) can send to it.
 //!   This is a sample: it accepts such messages like any other and queues them without bound.
 use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::io::ErrorKind;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Cmd, Notif, MAX_DATA, VERSION};
+use super::{ucs, Cmd, Notif, MAX_DATA, VERSION};
 use crate::{Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 /// Datagram header: the tag.
@@ -42,30 +45,58 @@ static INSTANCE: AtomicU64 = AtomicU64::new(0);
 /// A message waiting for room in its receiver's queue.
 struct PendingSend {
     reply: ReplyTo,
-    tag: u64,
+    context: u64,
     to: SocketAddr,
     datagram: Vec<u8>,
 }
 
-/// One sandbox instance: its socket and the queues described in the crate docs.
+/// A posted receive.
+struct PendingRecv {
+    reply: ReplyTo,
+    context: u64,
+    tag: u64,
+    tag_mask: u64,
+    count: u64,
+}
+
+impl PendingRecv {
+    fn matches(&self, tag: u64) -> bool {
+        (tag ^ self.tag) & self.tag_mask == 0
+    }
+
+    /// The answer carrying message `data` sent under `tag`, truncated to the receive's size.
+    fn answer(self, tag: u64, mut data: Vec<u8>) -> crate::Notification {
+        let room = usize::try_from(self.count).unwrap_or(usize::MAX);
+        let (doca, status) = if data.len() > room {
+            data.truncate(room);
+            (Status::DRIVER, ucs::ERR_MESSAGE_TRUNCATED)
+        } else {
+            (Status::SUCCESS, ucs::OK)
+        };
+        self.reply.with(doca, Notif::TagRecv { context: self.context, sender_tag: tag, status, data }.encode())
+    }
+}
+
+/// The UCX status reported beside a DOCA error.
+fn ucs_of(s: Status) -> i8 {
+    match s {
+        Status::NOT_FOUND => ucs::ERR_INVALID_ADDR,
+        Status::NOT_CONNECTED | Status::CONNECTION_ABORTED | Status::CONNECTION_RESET => ucs::ERR_UNREACHABLE,
+        Status::INVALID_VALUE | Status::TOO_BIG => ucs::ERR_INVALID_PARAM,
+        Status::NO_MEMORY => ucs::ERR_NO_MEMORY,
+        Status::NOT_SUPPORTED => ucs::ERR_UNSUPPORTED,
+        _ => ucs::ERR_IO_ERROR,
+    }
+}
+
+/// One sandbox instance: its socket and the queues described in the module docs.
 pub struct Sandbox {
     sock: UnixDatagram,
     name: Vec<u8>,
     sends: VecDeque<PendingSend>,
-    recvs: HashMap<u64, VecDeque<ReplyTo>>,
-    unexpected: HashMap<u64, VecDeque<Vec<u8>>>,
+    recvs: VecDeque<PendingRecv>,
+    unexpected: VecDeque<(u64, Vec<u8>)>,
     buf: Vec<u8>,
-}
-
-/// Takes the oldest entry queued under `tag`, dropping the tag's queue once empty so tags
-/// used once do not accumulate.
-fn pop_tag<T>(map: &mut HashMap<u64, VecDeque<T>>, tag: u64) -> Option<T> {
-    let q = map.get_mut(&tag)?;
-    let v = q.pop_front();
-    if q.is_empty() {
-        map.remove(&tag);
-    }
-    v
 }
 
 fn bind_unique() -> Result<(UnixDatagram, Vec<u8>), Status> {
@@ -106,17 +137,20 @@ impl Sandbox {
             let outcome = self.try_send(p);
             match outcome {
                 Ok(false) => break,
-                Ok(true) => out.push(p.reply.ok(Notif::SendDone { tag: p.tag }.encode())),
-                Err(s) => out.push(p.reply.error(s)),
+                Ok(true) => out.push(p.reply.ok(Notif::TagSend { context: p.context, status: ucs::OK }.encode())),
+                Err(s) => out.push(send_error(p.reply, p.context, s)),
             }
             self.sends.pop_front();
         }
     }
 
     fn deliver(&mut self, tag: u64, data: Vec<u8>, out: &mut Notifications) {
-        match pop_tag(&mut self.recvs, tag) {
-            Some(reply) => out.push(reply.ok(Notif::Received { tag, data }.encode())),
-            None => self.unexpected.entry(tag).or_default().push_back(data),
+        match self.recvs.iter().position(|r| r.matches(tag)) {
+            Some(i) => {
+                let r = self.recvs.remove(i).expect("found above");
+                out.push(r.answer(tag, data));
+            }
+            None => self.unexpected.push_back((tag, data)),
         }
     }
 
@@ -143,6 +177,37 @@ impl Sandbox {
             self.deliver(u64::from_le_bytes(tag), data, out);
         }
     }
+
+    /// An inline send: at once, or queued behind earlier sends that wait for room.
+    fn send(
+        &mut self,
+        ctx: &WorkerCtx,
+        reply: ReplyTo,
+        msg: (u64, u64, u64, &[u8]),
+        out: &mut Notifications,
+    ) -> Result<(), Status> {
+        let (context, dest, tag, data) = msg;
+        if data.len() > MAX_DATA {
+            return Err(Status::TOO_BIG);
+        }
+        let to = SocketAddr::from_abstract_name(ctx.addr(dest)?).map_err(|_| Status::INVALID_VALUE)?;
+        let mut datagram = Vec::with_capacity(TAG_LEN + data.len());
+        datagram.extend_from_slice(&tag.to_le_bytes());
+        datagram.extend_from_slice(data);
+        let p = PendingSend { reply, context, to, datagram };
+        // Behind earlier queued sends, so messages leave in command order.
+        if self.sends.is_empty() && self.try_send(&p)? {
+            out.push(p.reply.ok(Notif::TagSend { context, status: ucs::OK }.encode()));
+        } else {
+            self.sends.push_back(p);
+        }
+        Ok(())
+    }
+}
+
+/// A failed send's answer: the DOCA status and the body with the matching UCX status.
+fn send_error(reply: ReplyTo, context: u64, s: Status) -> crate::Notification {
+    reply.with(s, Notif::TagSend { context, status: ucs_of(s) }.encode())
 }
 
 impl Plugin for Sandbox {
@@ -154,8 +219,8 @@ impl Plugin for Sandbox {
             sock,
             name,
             sends: VecDeque::new(),
-            recvs: HashMap::new(),
-            unexpected: HashMap::new(),
+            recvs: VecDeque::new(),
+            unexpected: VecDeque::new(),
             buf: vec![0; TAG_LEN + MAX_DATA + 1],
         })
     }
@@ -165,27 +230,32 @@ impl Plugin for Sandbox {
     }
 
     fn command(&mut self, ctx: &WorkerCtx, cmd: Command<'_>, out: &mut Notifications) -> Result<(), Status> {
+        let reply = cmd.reply_to();
         match Cmd::decode(cmd.payload)? {
-            Cmd::TagSend { dest, tag, data } => {
-                if data.len() > MAX_DATA {
-                    return Err(Status::TOO_BIG);
-                }
-                let to = SocketAddr::from_abstract_name(ctx.addr(dest)?).map_err(|_| Status::INVALID_VALUE)?;
-                let mut datagram = Vec::with_capacity(TAG_LEN + data.len());
-                datagram.extend_from_slice(&tag.to_le_bytes());
-                datagram.extend_from_slice(&data);
-                let p = PendingSend { reply: cmd.reply_to(), tag, to, datagram };
-                // Behind earlier queued sends, so messages leave in command order.
-                if self.sends.is_empty() && self.try_send(&p)? {
-                    out.push(p.reply.ok(Notif::SendDone { tag }.encode()));
-                } else {
-                    self.sends.push_back(p);
+            Cmd::TagSend { context, dest, tag, data } => {
+                if let Err(s) = self.send(ctx, reply, (context, dest, tag, &data), out) {
+                    out.push(send_error(reply, context, s));
                 }
             }
-            Cmd::TagRecv { tag } => match pop_tag(&mut self.unexpected, tag) {
-                Some(data) => out.push(cmd.reply_to().ok(Notif::Received { tag, data }.encode())),
-                None => self.recvs.entry(tag).or_default().push_back(cmd.reply_to()),
-            },
+            Cmd::TagRecv { context, count, tag, tag_mask } => {
+                let r = PendingRecv { reply, context, tag, tag_mask, count };
+                match self.unexpected.iter().position(|(t, _)| r.matches(*t)) {
+                    Some(i) => {
+                        let (t, data) = self.unexpected.remove(i).expect("found above");
+                        out.push(r.answer(t, data));
+                    }
+                    None => self.recvs.push_back(r),
+                }
+            }
+            // No UCX memory registration on the soft provider.
+            Cmd::MemMap { context, .. } => {
+                out.push(reply.with(Status::NOT_SUPPORTED, Notif::MemMap { context, memh_id: 0 }.encode()))
+            }
+            Cmd::TagSendMapped { context, .. } => out.push(send_error(reply, context, Status::NOT_SUPPORTED)),
+            Cmd::TagRecvMapped { context, tag, .. } => out.push(reply.with(
+                Status::NOT_SUPPORTED,
+                Notif::TagRecvMapped { context, count: 0, sender_tag: tag, status: ucs::ERR_UNSUPPORTED }.encode(),
+            )),
         }
         Ok(())
     }

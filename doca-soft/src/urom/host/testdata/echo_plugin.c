@@ -128,17 +128,19 @@ static doca_error_t p_progress(struct urom_worker_ctx *ctx, struct ucs_list_link
 	return OK;
 }
 
+/* Packed as DOCA's plugins pack: the notification header, then the body. */
 static doca_error_t p_notif_pack(struct urom_worker_notify *n, size_t *len, void *packed)
 {
-	if (*len < n->len) return ERR_INVALID_VALUE;
-	memcpy(packed, n->plugin_notif, n->len);
-	*len = n->len;
+	size_t total = sizeof(*n) + n->len;
+	if (*len < total) return ERR_INVALID_VALUE;
+	memcpy(packed, n, total);
+	*len = total;
 	return OK;
 }
 
 doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface)
 {
-	iface->__doca_api_version = (size_t)3 << 24;
+	iface->__doca_api_version = (size_t)3 << 24 | 58; /* DOCA_VERSION_EXACT of 3.0.0058 */
 	iface->open = p_open;
 	iface->close = p_close;
 	iface->addr = p_addr;
