@@ -2,7 +2,10 @@
  * c_loopback -- a UROM worker plugin written in C against doca-soft/include/doca_urom_plugin.h.
  *
  * It answers every command with a notification whose body is the command's payload with its
- * bytes in reverse order, so a test can tell its answers from worker_graph's. It exists to
+ * bytes in reverse order, so a test can tell its answers from worker_graph's. One command is
+ * different: "LOOKUP" followed by a u64 domain worker id and a u64 address (22 bytes, host byte
+ * order) runs the four domain lookup helpers of doca_urom_plugin.h inside the worker and
+ * answers with what they found (see c_loopback_probe_lookups) and their status. It exists to
  * check that the header describes the same ABI the Rust side (doca-sys, the SDK, the soft
  * worker) implements: the struct sizes are asserted below against the values doca-sys checks.
  *
@@ -93,6 +96,30 @@ static doca_error_t c_loopback_addr(struct urom_worker_ctx *ctx, void *addr, siz
 	return DOCA_SUCCESS;
 }
 
+doca_error_t c_loopback_probe_lookups(struct urom_worker_ctx *ctx, uint64_t domain_id, uint64_t va, size_t addr_len,
+				      uint8_t *out, size_t *out_len);
+
+#define LOOKUP_CMD_LEN (6 + 2 * sizeof(uint64_t))
+#define LOOKUP_REPLY_MAX 600
+
+/* A "LOOKUP" command: the notification's body is the lookups' findings. */
+static struct urom_worker_notif_desc *c_loopback_lookup(struct urom_worker_ctx *ctx, struct urom_worker_cmd_desc *cmd)
+{
+	struct urom_worker_notif_desc *notif;
+	uint64_t domain_id, va;
+	size_t out_len = LOOKUP_REPLY_MAX;
+
+	notif = malloc(sizeof(*notif) + LOOKUP_REPLY_MAX);
+	if (notif == NULL)
+		return NULL;
+	memcpy(&domain_id, cmd->worker_cmd.plugin_cmd + 6, sizeof(domain_id));
+	memcpy(&va, cmd->worker_cmd.plugin_cmd + 6 + sizeof(domain_id), sizeof(va));
+	notif->worker_notif.status = c_loopback_probe_lookups(ctx, domain_id, va, sizeof(c_loopback_address) - 1,
+							      (uint8_t *)notif->worker_notif.plugin_notif, &out_len);
+	notif->worker_notif.len = notif->worker_notif.status == DOCA_SUCCESS ? out_len : 0;
+	return notif;
+}
+
 static doca_error_t c_loopback_worker_cmd(struct urom_worker_ctx *ctx, ucs_list_link_t *cmd_list)
 {
 	struct c_loopback *state;
@@ -106,7 +133,17 @@ static doca_error_t c_loopback_worker_cmd(struct urom_worker_ctx *ctx, ucs_list_
 	while (!ucs_list_is_empty(cmd_list)) {
 		cmd = ucs_list_extract_head(cmd_list, struct urom_worker_cmd_desc, entry);
 		len = cmd->worker_cmd.len;
-		notif = malloc(sizeof(*notif) + len);
+		if (len == LOOKUP_CMD_LEN && memcmp(cmd->worker_cmd.plugin_cmd, "LOOKUP", 6) == 0) {
+			notif = c_loopback_lookup(ctx, cmd);
+		} else {
+			notif = malloc(sizeof(*notif) + len);
+			if (notif != NULL) {
+				notif->worker_notif.len = len;
+				notif->worker_notif.status = DOCA_SUCCESS;
+				for (i = 0; i < len; i++)
+					notif->worker_notif.plugin_notif[i] = cmd->worker_cmd.plugin_cmd[len - 1 - i];
+			}
+		}
 		if (notif == NULL) {
 			free(cmd);
 			return DOCA_ERROR_NO_MEMORY;
@@ -114,11 +151,7 @@ static doca_error_t c_loopback_worker_cmd(struct urom_worker_ctx *ctx, ucs_list_
 		notif->dest_id = cmd->dest_id;
 		notif->worker_notif.type = cmd->worker_cmd.type;
 		notif->worker_notif.urom_context = cmd->worker_cmd.urom_context;
-		notif->worker_notif.len = len;
-		notif->worker_notif.status = DOCA_SUCCESS;
 		notif->worker_notif.reserved = 0;
-		for (i = 0; i < len; i++)
-			notif->worker_notif.plugin_notif[i] = cmd->worker_cmd.plugin_cmd[len - 1 - i];
 		ucs_list_add_tail(&state->pending, &notif->entry);
 		free(cmd);
 	}
