@@ -484,6 +484,9 @@ extern "C" {
     ) -> *const doca_rdma_connection;
 }
 
+mod rdma_more;
+pub use rdma_more::*;
+
 mod urom;
 pub use urom::*;
 
