@@ -484,6 +484,9 @@ extern "C" {
     ) -> *const doca_rdma_connection;
 }
 
+mod pe_more;
+pub use pe_more::*;
+
 mod rdma_more;
 pub use rdma_more::*;
 
