@@ -345,7 +345,7 @@ fn header_functions(dir: &Path) -> Option<Vec<String>> {
 /// `extern "C" { ... }` blocks, plus the re-implemented inline helpers.
 fn rust_functions() -> Vec<String> {
     let mut names = Vec::new();
-    for f in ["lib.rs", "urom.rs", "rdma_more.rs", "pe_more.rs"] {
+    for f in ["lib.rs", "urom.rs", "rdma_more.rs", "pe_more.rs", "dev_more.rs"] {
         let text = std::fs::read_to_string(Path::new(ROOT).join("doca-sys/src").join(f)).unwrap();
         let mut inside = false;
         for line in text.lines() {
@@ -407,7 +407,7 @@ fn every_header_function_is_exported_by_the_cdylib() {
         return;
     }
     let out = run_bounded(Command::new(&exe));
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let n: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(n, names.len(), "some function resolved to NULL");
 }

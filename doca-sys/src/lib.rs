@@ -484,6 +484,9 @@ extern "C" {
     ) -> *const doca_rdma_connection;
 }
 
+mod dev_more;
+pub use dev_more::*;
+
 mod pe_more;
 pub use pe_more::*;
 
