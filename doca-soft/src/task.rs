@@ -697,6 +697,68 @@ pub unsafe extern "C" fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_
     })
 }
 
+// ---- per-field accessors of specific task types (task re-use) ----
+
+/// The task of type `T` behind a C pointer, if it is one.
+///
+/// # Safety
+/// A non-NULL `task` must point to a task handed out by this provider (a task of a live ctx).
+pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
+    // SAFETY: per the contract; task_ref checks NULL and the header's magic.
+    let h = unsafe { task_ref(task.cast::<doca_task>()) }.ok()?;
+    if !h.is::<T>() {
+        return None;
+    }
+    // SAFETY: the kind was checked just above.
+    Some(unsafe { h.downcast::<T>() })
+}
+
+/// The task of type `T` for a setter: only while the user owns it (allocated, not submitted).
+///
+/// # Safety
+/// As [`typed`].
+pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Option<&'a T> {
+    // SAFETY: forwarded contract.
+    let Some(t) = (unsafe { typed(task) }) else {
+        eprintln!("doca-soft: {setter}: {task:p} is not a task of this type (ignored)");
+        return None;
+    };
+    if header(t).state() != TaskState::Allocated {
+        eprintln!("doca-soft: {setter}: task {task:p} is owned by the library until its completion callback (ignored)");
+        return None;
+    }
+    Some(t)
+}
+
+/// Defines the `doca_*_set_F` / `doca_*_get_F` pair of one field of one task type (the
+/// re-use accessors; see `rdma/accessors.rs` for the rules). One field of one task type: a setter (storing `$set_ty` into the `Cell` field, converted
+/// with `as`) and a getter (returning `$get_ty`, `$default` for an invalid task).
+macro_rules! task_field {
+    ($task:ty, $field:ident, $set:ident($set_ty:ty), $get:ident -> $get_ty:ty = $default:expr) => {
+        #[no_mangle]
+        #[allow(clippy::unnecessary_cast)] // `as _` is the identity for most fields
+        pub unsafe extern "C" fn $set(task: *mut $task, value: $set_ty) {
+            $crate::ffi::guard((), || {
+                // SAFETY: non-NULL task pointers come from this provider (DOCA contract).
+                if let Some(t) = unsafe { $crate::task::owned(task, stringify!($set)) } {
+                    t.$field.set(value as _);
+                }
+            })
+        }
+
+        #[no_mangle]
+        #[allow(clippy::unnecessary_cast)]
+        pub unsafe extern "C" fn $get(task: *const $task) -> $get_ty {
+            $crate::ffi::guard($default, || {
+                // SAFETY: as in the setter.
+                unsafe { $crate::task::typed(task) }.map_or($default, |t| t.$field.get() as $get_ty)
+            })
+        }
+    };
+}
+
+pub(crate) use task_field;
+
 /// Re-exported for kinds: the ctx module's flush status.
 pub use ctx::FLUSH_STATUS;
 

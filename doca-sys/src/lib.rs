@@ -493,6 +493,9 @@ pub use pe_more::*;
 mod rdma_more;
 pub use rdma_more::*;
 
+mod sync_event_more;
+pub use sync_event_more::*;
+
 mod urom;
 pub use urom::*;
 

@@ -28,66 +28,8 @@ use super::tasks::{
     doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write, doca_rdma_task_write_imm,
 };
 use crate::buf::doca_buf;
-use crate::ffi::guard;
-use crate::task::{self, doca_task, TaskState, TaskType};
+use crate::task::task_field as field;
 use crate::types::*;
-
-/// The task of type `T` behind a C pointer, if it is one.
-///
-/// # Safety
-/// A non-NULL `task` must point to a task handed out by this provider (a task of a live ctx).
-unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
-    // SAFETY: per the contract; task_ref checks NULL and the header's magic.
-    let h = unsafe { task::task_ref(task.cast::<doca_task>()) }.ok()?;
-    if !h.is::<T>() {
-        return None;
-    }
-    // SAFETY: the kind was checked just above.
-    Some(unsafe { h.downcast::<T>() })
-}
-
-/// The task of type `T` for a setter: only while the user owns it (allocated, not submitted).
-///
-/// # Safety
-/// As [`typed`].
-unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Option<&'a T> {
-    // SAFETY: forwarded contract.
-    let Some(t) = (unsafe { typed(task) }) else {
-        eprintln!("doca-soft: {setter}: {task:p} is not a task of this type (ignored)");
-        return None;
-    };
-    if task::header(t).state() != TaskState::Allocated {
-        eprintln!("doca-soft: {setter}: task {task:p} is owned by the library until its completion callback (ignored)");
-        return None;
-    }
-    Some(t)
-}
-
-/// One field of one task type: a setter (storing `$set_ty` into the `Cell` field, converted
-/// with `as`) and a getter (returning `$get_ty`, `$default` for an invalid task).
-macro_rules! field {
-    ($task:ty, $field:ident, $set:ident($set_ty:ty), $get:ident -> $get_ty:ty = $default:expr) => {
-        #[no_mangle]
-        #[allow(clippy::unnecessary_cast)] // `as _` is the identity for most fields
-        pub unsafe extern "C" fn $set(task: *mut $task, value: $set_ty) {
-            guard((), || {
-                // SAFETY: non-NULL task pointers come from this provider (DOCA contract).
-                if let Some(t) = unsafe { owned(task, stringify!($set)) } {
-                    t.$field.set(value as _);
-                }
-            })
-        }
-
-        #[no_mangle]
-        #[allow(clippy::unnecessary_cast)]
-        pub unsafe extern "C" fn $get(task: *const $task) -> $get_ty {
-            guard($default, || {
-                // SAFETY: as in the setter.
-                unsafe { typed(task) }.map_or($default, |t| t.$field.get() as $get_ty)
-            })
-        }
-    };
-}
 
 type Conn = doca_rdma_connection;
 type Buf = doca_buf;
@@ -125,9 +67,9 @@ field!(doca_rdma_task_read, conn,
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_rdma_task_read_get_result_len(task: *const doca_rdma_task_read) -> u32 {
-    guard(0, || {
+    crate::ffi::guard(0, || {
         // SAFETY: non-NULL task pointers come from this provider (DOCA contract).
-        unsafe { typed(task) }.map_or(0, |t| t.res_len.get())
+        unsafe { crate::task::typed(task) }.map_or(0, |t| t.res_len.get())
     })
 }
 
