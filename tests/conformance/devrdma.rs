@@ -99,6 +99,11 @@ fn devices_are_selected_by_ibdev_name_or_pci_address_as_the_samples_do() {
         if r == DOCA_ERROR_NOT_SUPPORTED {
             assert_eq!(flag, 0, "no representors: the NET filter is not supported either");
         }
+        // Opens are counted per device: a second open succeeds and each close matches one.
+        let mut again = ptr::null_mut();
+        ok(doca_dev_open(by_name, &mut again));
+        println!("second open of the same devinfo gives the same handle: {}", again == dev);
+        ok(doca_dev_close(again));
         ok(doca_dev_close(dev));
         ok(doca_devinfo_destroy_list(list));
     }
