@@ -378,3 +378,69 @@ fn submit_ex_without_flush_completes_once_flushed() {
     a.destroy();
     b.destroy();
 }
+
+thread_local! {
+    static SE_DONE: std::cell::RefCell<Vec<(u64, doca_error_t)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+unsafe extern "C" fn se_add_done(t: *mut doca_sync_event_task_notify_add, ud: doca_data, _cud: doca_data) {
+    // SAFETY: a live task handed back by the PE; kept (not freed) for re-use.
+    let st = unsafe { doca_task_get_status(doca_sync_event_task_notify_add_as_doca_task(t)) };
+    SE_DONE.with(|d| d.borrow_mut().push((ud.as_u64(), st)));
+}
+
+unsafe extern "C" fn se_get_done(t: *mut doca_sync_event_task_get, ud: doca_data, _cud: doca_data) {
+    // SAFETY: as above.
+    let st = unsafe { doca_task_get_status(doca_sync_event_task_get_as_doca_task(t)) };
+    SE_DONE.with(|d| d.borrow_mut().push((ud.as_u64(), st)));
+}
+
+#[test]
+fn sync_event_tasks_are_reused_through_their_setters() {
+    let dev = open_dev();
+    let (mut pe, mut ev) = (ptr::null_mut(), ptr::null_mut());
+    let (mut fetched, mut other, mut got) = (0u64, 0u64, 0u64);
+    let (mut add, mut get) = (ptr::null_mut(), ptr::null_mut());
+    let wait = |n: usize, pe: *mut doca_pe| {
+        assert!(run_until(&[pe], T, || SE_DONE.with(|d| d.borrow().len()) >= n));
+        let done = SE_DONE.with(|d| std::mem::take(&mut *d.borrow_mut()));
+        assert!(done.iter().all(|&(_, st)| st == DOCA_SUCCESS), "{done:?}");
+    };
+    // SAFETY: live objects and valid pointers; the tasks are ours between callback and submit.
+    unsafe {
+        ok(doca_pe_create(&mut pe));
+        ok(doca_sync_event_create(&mut ev));
+        ok(doca_sync_event_add_publisher_location_cpu(ev, dev));
+        ok(doca_sync_event_add_subscriber_location_cpu(ev, dev));
+        ok(doca_sync_event_task_notify_add_set_conf(ev, Some(se_add_done), Some(se_add_done), 1));
+        ok(doca_sync_event_task_get_set_conf(ev, Some(se_get_done), Some(se_get_done), 1));
+        let ctx = doca_sync_event_as_ctx(ev);
+        ok(doca_pe_connect_ctx(pe, ctx));
+        ok_or_in_progress(doca_ctx_start(ctx));
+        progress_to(pe, ctx, DOCA_CTX_STATE_RUNNING);
+        ok(doca_sync_event_task_notify_add_alloc_init(ev, 2, &mut fetched, doca_data::from_u64(1), &mut add));
+        ok(doca_sync_event_task_get_alloc_init(ev, &mut got, doca_data::from_u64(2), &mut get));
+        assert_eq!(doca_sync_event_task_notify_add_get_inc_val(add), 2);
+        assert_eq!(doca_sync_event_task_get_get_ret_val_ptr(get), &mut got as *mut u64);
+        submit(doca_sync_event_task_notify_add_as_doca_task(add));
+        wait(1, pe);
+        assert_eq!(fetched, 0);
+        // The same task with a new increment and a new place for the old value.
+        doca_sync_event_task_notify_add_set_inc_val(add, 40);
+        doca_sync_event_task_notify_add_set_fetched_val_ptr(add, &mut other);
+        assert_eq!(doca_sync_event_task_notify_add_get_fetched_val_ptr(add), &mut other as *mut u64);
+        submit(doca_sync_event_task_notify_add_as_doca_task(add));
+        wait(1, pe);
+        assert_eq!(other, 2);
+        submit(doca_sync_event_task_get_as_doca_task(get));
+        wait(1, pe);
+        assert_eq!(got, 42);
+        doca_task_free(doca_sync_event_task_notify_add_as_doca_task(add));
+        doca_task_free(doca_sync_event_task_get_as_doca_task(get));
+        ok_or_in_progress(doca_ctx_stop(ctx));
+        progress_to(pe, ctx, DOCA_CTX_STATE_IDLE);
+        ok(doca_sync_event_destroy(ev));
+        ok(doca_pe_destroy(pe));
+        ok(doca_dev_close(dev));
+    }
+}
