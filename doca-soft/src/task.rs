@@ -476,7 +476,6 @@ pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     if flags & DOCA_TASK_SUBMIT_FLAG_FLUSH != 0 {
-        task.ctx().flush_held();
         return submit(task, SubmitMode::Submit);
     }
     let ctx = accept(task)?;
@@ -497,9 +496,12 @@ pub(crate) fn push_held(task: &doca_task) {
     }
 }
 
-/// Submits an allocated task (both `doca_task_submit` and `doca_task_try_submit`).
+/// Submits an allocated task (`doca_task_submit`, `doca_task_try_submit`, and
+/// `doca_task_submit_ex` with FLUSH): a flushed submit, so the ctx's held tasks go to their
+/// kind first (submission order is kept).
 pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     let ctx = accept(task)?;
+    ctx.flush_held();
     // SAFETY: the kind's submit hook is called with a task of its kind in state Submitted on
     // a RUNNING ctx, as its contract requires.
     let r = unsafe { (task.kind.submit)(task, mode) };
@@ -946,7 +948,7 @@ mod tests {
     fn submit_ex_holds_unflushed_tasks_until_a_flush_in_submission_order() {
         let (pe, d) = setup(8);
         Dummy::get(d).hold.set(true);
-        let t: Vec<_> = (1..=6).map(|i| Dummy::alloc(d, i).unwrap()).collect();
+        let t: Vec<_> = (1..=8).map(|i| Dummy::alloc(d, i).unwrap()).collect();
         let ctx = Dummy::ctx(d);
         // SAFETY: live tasks and ctx of this test.
         unsafe {
@@ -971,11 +973,18 @@ mod tests {
             assert_eq!(doca_task_submit_ex(t[4], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
             assert_eq!(doca_pe_progress(pe), 1);
             assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4, 5]);
+            // doca_task_submit is a flushed submit: a held task goes first.
+            assert_eq!(doca_task_submit_ex(t[6], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(doca_task_submit(t[7]), DOCA_SUCCESS);
+            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4, 5, 7, 8]);
         }
         Dummy::release_all(d);
         THEN.with(|x| x.set(Then::Free));
-        assert_eq!(drain(pe), 5);
-        assert_eq!(take_done().iter().map(|x| (x.ud, x.ok)).collect::<Vec<_>>(), [1, 2, 3, 4, 5].map(|u| (u, true)));
+        assert_eq!(drain(pe), 7);
+        assert_eq!(
+            take_done().iter().map(|x| (x.ud, x.ok)).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 7, 8].map(|u| (u, true))
+        );
         // An armed PE wakes up for a held task.
         Dummy::get(d).hold.set(false);
         // SAFETY: live PE and task.
