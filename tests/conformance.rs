@@ -1138,3 +1138,129 @@ mod urom {
         }
     }
 }
+
+// =============================================================================================
+// Behaviours NVIDIA's public samples rely on (issue "DOCA fidelity"): where the soft provider
+// once differed. A BlueField run tells whether NVIDIA's libraries agree.
+// =============================================================================================
+
+/// samples/common.c stops a ctx that its state callback already saw reach IDLE and treats
+/// anything but SUCCESS / IN_PROGRESS as failure: stopping an IDLE ctx is a successful no-op
+/// (BAD_STATE is not among `doca_ctx_stop`'s documented errors), with no state callback.
+#[test]
+fn stopping_an_idle_ctx_succeeds_without_a_transition() {
+    let (a, b, _ca, _cb) = pair(Cfg::default(), Cfg::default());
+    a.stop();
+    assert_eq!(a.state(), DOCA_CTX_STATE_IDLE);
+    // SAFETY: live, IDLE ctx.
+    assert_eq!(unsafe { doca_ctx_stop(a.ctx()) }, DOCA_SUCCESS, "stop of an IDLE ctx");
+    assert_eq!(a.state(), DOCA_CTX_STATE_IDLE);
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_progress(a.pe) }, 0, "no transition to report");
+    a.destroy();
+    b.destroy();
+}
+
+/// samples/doca_rdma/rdma_common.c stops the mmap it made with `doca_mmap_create_from_export`
+/// before destroying it and expects SUCCESS.
+#[test]
+fn an_imported_mmap_stops_then_destroys() {
+    let (a, b, _ca, _cb) = pair(Cfg::default(), Cfg::default());
+    let blob = b.export_mem();
+    let mut m = ptr::null_mut();
+    // SAFETY: live device; the blob is readable; the mmap is stopped and destroyed below.
+    unsafe {
+        ok(doca_mmap_create_from_export(ptr::null(), blob.as_ptr().cast(), blob.len(), a.dev, &mut m));
+        assert_eq!(doca_mmap_stop(m), DOCA_SUCCESS, "stop of an imported mmap without buffers");
+        ok(doca_mmap_destroy(m));
+    }
+    a.destroy();
+    b.destroy();
+}
+
+/// The requester of a multi-connection sample sends one message on each connection and stops
+/// its ctx as soon as every send completed; on RC a completed send was received. The receiver
+/// re-posts one receive at a time from its completions (so it is still consuming when the
+/// sender stops) and must get every message before any connection error. Repeated.
+#[test]
+fn completed_sends_are_delivered_when_the_sender_stops_at_once() {
+    const CONNS: usize = 3;
+    let cfg = Cfg { max_conns: CONNS as u16, ..Cfg::default() };
+    for round in 0..20u64 {
+        let a = Side::new(1, cfg);
+        let b = Side::new(2, cfg);
+        let conns: Vec<_> = (0..CONNS).map(|_| connect_pair(&a, &b)).collect();
+        take_recs();
+        b.recv(b.buf(0, 64, 0), 100).unwrap();
+        let mut posted = 1;
+        for (i, &(ca, _)) in conns.iter().enumerate() {
+            a.mem()[64 * i..64 * i + 8].copy_from_slice(&(round * 10 + i as u64).to_ne_bytes());
+            a.send(ca, a.buf(64 * i, 8, 8), i as u64).unwrap();
+        }
+        let (mut sent, mut got) = (0, Vec::new());
+        let mut stopped = false;
+        let deadline = Instant::now() + T;
+        while got.len() < CONNS {
+            assert!(Instant::now() < deadline, "round {round}: stuck, {got:?} received");
+            // SAFETY: live PEs.
+            unsafe {
+                if !stopped {
+                    doca_pe_progress(a.pe);
+                }
+                doca_pe_progress(b.pe);
+            }
+            for r in take_recs() {
+                if r.side == 1 {
+                    assert_eq!(r.status, DOCA_SUCCESS, "round {round}: {r:?}");
+                    sent += 1;
+                    continue;
+                }
+                assert_eq!(r.status, DOCA_SUCCESS, "round {round}: {r:?} after {got:?}");
+                got.push(b.u64_at(64 * (r.ud as usize - 100)));
+                if posted < CONNS {
+                    b.recv(b.buf(64 * posted, 64, 0), 100 + posted as u64).unwrap();
+                    posted += 1;
+                }
+            }
+            if sent == CONNS && !stopped {
+                // SAFETY: live ctx; stopped right after the last completion.
+                ok_or_in_progress(unsafe { doca_ctx_stop(a.ctx()) });
+                stopped = true;
+            }
+        }
+        got.sort();
+        assert_eq!(got, (0..CONNS as u64).map(|i| round * 10 + i).collect::<Vec<_>>(), "round {round}");
+        assert!(run_until(&[a.pe], T, || sent + count_of(1) >= CONNS), "round {round}: sends never completed");
+        take_recs();
+        a.destroy();
+        b.destroy();
+    }
+}
+
+/// DOCA opens a remote-net export only as a `doca_sync_event_remote_net` (a target of RDMA
+/// remote-net tasks): `doca_sync_event_create_from_export` refuses it.
+#[test]
+fn a_remote_net_sync_event_export_is_not_opened_as_an_event() {
+    let dev = open_dev();
+    let mut ev = ptr::null_mut();
+    // SAFETY: a standalone event with a remote-net publisher; blob copied at once; destroyed.
+    unsafe {
+        ok(doca_sync_event_create(&mut ev));
+        ok(doca_sync_event_add_publisher_location_remote_net(ev));
+        ok(doca_sync_event_add_subscriber_location_cpu(ev, dev));
+        ok(doca_sync_event_start(ev));
+        let (mut p, mut n) = (ptr::null(), 0usize);
+        let r = doca_sync_event_export_to_remote_net(ev, &mut p, &mut n);
+        if r == DOCA_SUCCESS {
+            let mut other = ptr::null_mut();
+            let r = doca_sync_event_create_from_export(dev, p, n, &mut other);
+            assert_ne!(r, DOCA_SUCCESS, "a remote-net export was opened as an event");
+            println!("create_from_export(remote-net blob): {}", name(r));
+        } else {
+            println!("export_to_remote_net is not supported here: {}", name(r));
+        }
+        ok(doca_sync_event_stop(ev));
+        ok(doca_sync_event_destroy(ev));
+        ok(doca_dev_close(dev));
+    }
+}

@@ -101,6 +101,12 @@ fn bad_masks_and_bad_blobs_are_errors() {
             // An opened event is not re-exported.
             let peer = SyncEvent::open(&dev, &blob).await?;
             assert_eq!(peer.export().unwrap_err().kind(), ErrorKind::BadState);
+            // A network export is not an event to open (DOCA opens it only as a remote-net
+            // target of RDMA operations): refused, saying so.
+            let net = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+            let e = SyncEvent::open(&dev, &net.export()?).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NotSupported, "{e}");
+            assert!(e.to_string().contains("remote network"), "{e}");
             Ok::<_, async_doca::Error>(())
         })
         .unwrap();

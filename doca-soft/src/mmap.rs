@@ -1023,9 +1023,10 @@ pub unsafe extern "C" fn doca_mmap_stop(mmap: *mut doca_mmap) -> doca_error_t {
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
         let m = unsafe { mmap_ref(mmap) }?;
         let mut g = m.lock();
-        if g.remote.is_some() {
-            return Err(DOCA_ERROR_NOT_SUPPORTED);
-        }
+        // An mmap made by doca_mmap_create_from_export stops like a local one (NVIDIA's RDMA
+        // samples stop it before destroying it and expect SUCCESS): no new buffers from it
+        // afterwards, and it cannot be started again. Its mapping of the peer's memory is
+        // released at destroy, as before.
         if !g.started {
             return Err(DOCA_ERROR_BAD_STATE);
         }
@@ -1404,7 +1405,6 @@ pub(crate) mod tests {
             assert_eq!(doca_mmap_set_permissions(i1, 1), DOCA_ERROR_BAD_STATE);
             let (mut p, mut n) = (ptr::null(), 0usize);
             assert_eq!(doca_mmap_export_rdma(i1, dev, &mut p, &mut n), DOCA_ERROR_NOT_SUPPORTED);
-            assert_eq!(doca_mmap_stop(i1), DOCA_ERROR_NOT_SUPPORTED);
         }
 
         // process_vm path over ordinary heap memory.
@@ -1453,6 +1453,14 @@ pub(crate) mod tests {
         region(i1b).read(0, &mut b).unwrap();
 
         // The region outlives its imported mmap.
+        // Stopping an imported mmap succeeds (NVIDIA's samples rely on it), once; it cannot
+        // be started again, and destroy still works.
+        // SAFETY: live imported mmap without buffers.
+        unsafe {
+            assert_eq!(doca_mmap_stop(i1), DOCA_SUCCESS);
+            assert_eq!(doca_mmap_stop(i1), DOCA_ERROR_BAD_STATE);
+            assert_eq!(doca_mmap_start(i1), DOCA_ERROR_BAD_STATE);
+        }
         destroy(i1);
         destroy(i1b);
         destroy(i2);

@@ -183,7 +183,9 @@ impl SyncEvent {
     /// # Errors
     /// A corrupted, truncated or foreign blob gives [`ErrorKind::InvalidArgument`] (or
     /// [`ErrorKind::PermissionDenied`] for a wrong key); an exporter that is gone gives
-    /// [`ErrorKind::NotFound`].
+    /// [`ErrorKind::NotFound`]; a blob exported to the remote network (publisher
+    /// [`Location::RemoteNet`]) gives [`ErrorKind::NotSupported`]: DOCA opens only PCI
+    /// exports as events.
     pub async fn open(dev: &Device, blob: &[u8]) -> Result<SyncEvent> {
         Self::open_with_tasks(dev, blob, DEFAULT_MAX_TASKS).await
     }
@@ -195,10 +197,19 @@ impl SyncEvent {
         }
         let mut ev = std::ptr::null_mut();
         // SAFETY: `blob` is readable for its length; valid out-pointer.
-        check(
-            unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
-            "sync_event: open from export blob",
-        )?;
+        let rc = unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) };
+        if rc == sys::DOCA_ERROR_NOT_SUPPORTED {
+            // DOCA opens only PCI exports here; the runtime cannot tell an opaque network
+            // export apart, so it says what the likely cause is.
+            return Err(Error::from_doca(
+                rc,
+                "sync_event: open from export blob: DOCA opens only blobs exported to a remote PCI \
+                 peer here (publisher Location::RemotePci or Cpu); a blob exported to the remote \
+                 network (publisher Location::RemoteNet) is a target of RDMA remote-net operations \
+                 instead",
+            ));
+        }
+        check(rc, "sync_event: open from export blob")?;
         Self::adopt(ev, dev.clone(), max_tasks, Origin::Imported).await
     }
 

@@ -316,11 +316,13 @@ pub struct Cfg {
     pub mem_perms: u32,
     pub num_tasks: u32,
     pub mem_len: usize,
+    /// Connections the ctx may have (DOCA's default is 1).
+    pub max_conns: u16,
 }
 
 impl Default for Cfg {
     fn default() -> Self {
-        Cfg { mem_perms: ALL_RDMA, num_tasks: 64, mem_len: 1 << 16 }
+        Cfg { mem_perms: ALL_RDMA, num_tasks: 64, mem_len: 1 << 16, max_conns: 1 }
     }
 }
 
@@ -350,6 +352,9 @@ impl Side {
             ok(doca_pe_create(&mut pe));
             ok(doca_rdma_create(dev, &mut rdma));
             ok(doca_rdma_set_permissions(rdma, ALL_RDMA));
+            if cfg.max_conns != 1 {
+                ok(doca_rdma_set_max_num_connections(rdma, cfg.max_conns));
+            }
             let n = cfg.num_tasks;
             ok(doca_rdma_task_receive_set_conf(rdma, Some(cb_receive), Some(cb_receive), n));
             ok(doca_rdma_task_send_set_conf(rdma, Some(cb_send), Some(cb_send), n));

@@ -157,6 +157,10 @@ pub struct doca_rdma_connection {
     pub(crate) incoming: RefCell<Option<Incoming>>,
     /// The peer process was seen dead (pidfd readable) and that is not processed yet.
     pub(crate) death_seen: Cell<bool>,
+    /// The peer is gone (with this code) and the send side failed, but records it had
+    /// completed still wait in our ring: the connection is drained before it breaks (see
+    /// "Completed means delivered" in `engine.rs`).
+    pub(crate) draining: Cell<Option<doca_error_t>>,
 }
 
 /// `pidfd_open(pid)`; `None` when the kernel has no pidfds (liveness then uses `kill(pid, 0)`).
@@ -219,6 +223,7 @@ impl doca_rdma_connection {
             pe: Cell::new(core::ptr::null()),
             ops: RefCell::new(VecDeque::new()),
             incoming: RefCell::new(None),
+            draining: Cell::new(None),
             death_seen: Cell::new(false),
         }))
     }
@@ -350,6 +355,13 @@ impl doca_rdma_connection {
         if told && !self.death_seen.get() {
             self.ring_peer();
         }
+    }
+
+    /// The peer is gone and the send side failed: records it completed stay in our ring to
+    /// be delivered. Its pidfd (level-triggered, readable for good) stops waking the PE.
+    pub(crate) fn start_draining(&self, code: doca_error_t) {
+        self.draining.set(Some(code));
+        self.drop_pidfd();
     }
 
     fn drop_pidfd(&self) {

@@ -10,6 +10,19 @@
 //! notification. One-sided operations never block. The tail is published once per call, and
 //! the peer's doorbell rung if it announced it may sleep.
 //!
+//! # Completed means delivered
+//! A send completes once its whole record is published in the peer's ring, without the peer's
+//! CPU (a NIC acknowledges without the receiver's CPU too). That completion is a promise: the
+//! message reaches a posted receive even if the sender stops, is destroyed or exits right
+//! after. So when a peer is found gone, its connection is not broken at once: its send side
+//! fails (those tasks never completed) and it starts **draining**; its ring keeps feeding
+//! posted receives. The ctx enters the error state (which breaks every connection and fails
+//! what is left) only once no connection's ring holds a complete record that a receive could
+//! still take; a record only partly published (a sender that died mid-message) never
+//! completed, and is dropped. While records wait for receives nothing else is held up: the
+//! error is reported when the last of them is delivered, or at the first progress with
+//! nothing left to deliver.
+//!
 //! # Receive side
 //! `pump_rx` (from progress) looks at the ring's head: a record header with a posted receive
 //! available pops the oldest receive and checks its buffer (too small: the receive fails
@@ -363,6 +376,56 @@ fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
     }
 }
 
+/// The peer of `c` is gone: fail its send side, keep its ring for draining.
+fn start_draining(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
+    c.start_draining(code);
+    let ops: Vec<_> = c.ops.borrow_mut().drain(..).collect();
+    for t in ops {
+        // SAFETY: queued tasks are submitted tasks of this ctx.
+        r.finish(unsafe { &*t }, code);
+    }
+}
+
+/// Whether `c`'s ring holds a complete record (one whose sender completed it) that a receive
+/// could still take, or complete the receive it is filling.
+fn holds_complete_record(c: &doca_rdma_connection) -> bool {
+    let rxb = c.rx.borrow();
+    let Some(rx) = rxb.as_ref() else {
+        return false;
+    };
+    let Ok(avail) = rx.available() else {
+        return false;
+    };
+    if let Some(inc) = *c.incoming.borrow() {
+        let rest = inc.record.ring_len() - RECORD_HEADER as u64 - u64::from(inc.copied);
+        return avail >= rest;
+    }
+    if avail < RECORD_HEADER as u64 {
+        return false;
+    }
+    Record::decode(&rx.peek_header(), MAX_MESSAGE_BYTES as u32).is_ok_and(|rec| avail >= rec.ring_len())
+}
+
+/// The first draining connection whose loss can be reported now (nothing deliverable is left
+/// in any ring; see "Completed means delivered"), with its code.
+fn loss_to_report(r: &doca_rdma) -> Option<(&doca_rdma_connection, doca_error_t)> {
+    let mut first = None;
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() != ConnState::Connected {
+            continue;
+        }
+        if holds_complete_record(c) {
+            return None;
+        }
+        if first.is_none() {
+            first = c.draining.get().map(|code| (c, code));
+        }
+    }
+    first
+}
+
 /// Consumes `c`'s receive ring into posted receives, in order.
 fn pump_rx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
     let rxb = c.rx.borrow();
@@ -482,8 +545,9 @@ pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
         if c.state() != ConnState::Connected {
             continue;
         }
-        // Observed before draining, so everything the peer sent before closing is seen.
-        let gone = c.peer_gone();
+        // Observed before the ring is read, so everything the peer published before it
+        // closed is seen.
+        let gone = if c.draining.get().is_some() { None } else { c.peer_gone() };
         match pump_rx(r, c) {
             Ok(d) => did |= d,
             Err(f) => {
@@ -492,8 +556,11 @@ pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
             }
         }
         if let Some(code) = gone {
-            r.peer_lost(c, code);
-            return true;
+            start_draining(r, c, code);
+            did = true;
+        }
+        if c.draining.get().is_some() {
+            continue;
         }
         match pump_tx(r, c) {
             Ok(d) => did |= d,
@@ -502,6 +569,10 @@ pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
                 return true;
             }
         }
+    }
+    if let Some((c, code)) = loss_to_report(r) {
+        r.peer_lost(c, code);
+        return true;
     }
     sync_sleep_flags(r);
     did
@@ -520,14 +591,15 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
     }
     poll_liveness(r, true);
     let recv_posted = !r.recvs.borrow().is_empty();
-    let mut work = false;
+    // A loss waiting only for deliveries that are done now is reported by the next progress.
+    let mut work = loss_to_report(r).is_some();
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;
         if c.state() != ConnState::Connected {
             continue;
         }
-        if c.peer_gone().is_some() {
+        if c.draining.get().is_none() && c.peer_gone().is_some() {
             work = true;
             continue;
         }
@@ -544,6 +616,9 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
                 }
                 Err(_) => work = true,
             }
+        }
+        if c.draining.get().is_some() {
+            continue; // the send side is failed; only the ring's records matter
         }
         if let Some(&head) = c.ops.borrow().front() {
             if let Some(tx) = c.tx.borrow().as_ref() {

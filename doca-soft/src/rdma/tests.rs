@@ -529,7 +529,16 @@ fn stop_flushes_in_flight_tasks_and_restart_needs_new_connections() {
     let mut want: Vec<_> = (completed..12).map(|i| ("send", i, FLUSH_STATUS)).collect();
     want.extend([("receive", 100, FLUSH_STATUS), ("receive", 101, FLUSH_STATUS)]);
     assert_eq!(got, want);
-    // b sees a's side closed: its ctx enters the error state with RESET.
+    // b sees a's side closed, but a's completed sends are still delivered to b's receives,
+    // in order, before the loss is reported; then its ctx enters the error state with RESET.
+    drain(&[b.pe]);
+    assert_eq!(b.state(), DOCA_CTX_STATE_RUNNING, "completed messages wait for receives");
+    for i in 0..completed {
+        b.recv(b.buf(0, sz, 0), 200 + i).unwrap();
+        assert!(run_until(&[b.pe], T, || rec_count() >= 1));
+        let r = take_recs();
+        assert_eq!((r[0].ud, r[0].status, r[0].len), (200 + i, DOCA_SUCCESS, sz as u32));
+    }
     assert!(run_until(&[b.pe], T, || b.recv(ptr::null_mut(), 1) == Err(DOCA_ERROR_CONNECTION_RESET)));
     b.stop();
     a.start();
@@ -1513,4 +1522,135 @@ fn task_accessors_read_back_and_refuse_changes_while_submitted() {
     let _ = src;
     a.destroy();
     b.destroy();
+}
+
+// ---- completed means delivered (a sender that stops or exits right after its completions) ----
+
+/// Connections per round of [`completed_sends_survive_a_sender_that_stops_at_once`].
+const LOSS_CONNS: usize = 3;
+/// Rounds per run; each round uses fresh ctxs on both sides.
+const LOSS_ROUNDS: usize = 24;
+
+/// The sender: per round, one ctx with LOSS_CONNS connections, one message on each; as soon
+/// as all their completions report success it stops its ctx (even rounds), destroys
+/// everything (odd rounds), or exits the process (the last round), without waiting for the
+/// receiver.
+fn loss_sender() {
+    for round in 0..LOSS_ROUNDS {
+        take_recs();
+        let b = Side::new(2, Cfg::default());
+        let mut conns = Vec::new();
+        let mut blobs = Vec::new();
+        for _ in 0..LOSS_CONNS {
+            let (blob, c) = b.export().unwrap();
+            blobs.push(hex(&blob));
+            conns.push(c);
+        }
+        tell_parent(&blobs.join(" "));
+        let line = from_parent().expect("the receiver's blobs");
+        for (blob, &c) in line.split(' ').zip(&conns) {
+            b.connect(&unhex(blob), c).unwrap();
+        }
+        assert_eq!(from_parent().as_deref(), Some("go"));
+        for (i, &c) in conns.iter().enumerate() {
+            let off = 64 * i;
+            b.mem()[off..off + 8].copy_from_slice(&format!("msg{round:02}-{i:02}").as_bytes());
+            b.send(c, b.buf(off, 8, 8), i as u64).unwrap();
+        }
+        assert!(run_until(&[b.pe], T, || rec_count() >= LOSS_CONNS), "the sends never completed");
+        let recs = take_recs();
+        assert!(recs.iter().all(|r| r.status == DOCA_SUCCESS), "round {round}: {recs:?}");
+        if round + 1 == LOSS_ROUNDS {
+            tell_parent("exiting");
+            std::process::exit(0);
+        }
+        if round % 2 == 0 {
+            b.stop();
+        }
+        b.destroy();
+        tell_parent("stopped");
+    }
+}
+
+/// The receiver posts one receive at a time (re-posting from the completion loop, as simple
+/// DOCA programs do) and so is still consuming when the sender stops or exits. Every message
+/// whose send was reported complete must arrive, on every connection, before the peer's loss
+/// is reported; the ctx then enters the error state with a connection error.
+#[test]
+fn completed_sends_survive_a_sender_that_stops_at_once() {
+    match role().as_deref() {
+        Some("loss-sender") => return loss_sender(),
+        Some(_) => return,
+        None => {}
+    }
+    let mut child = ChildProc::spawn("completed_sends_survive_a_sender_that_stops_at_once", "loss-sender");
+    for round in 0..LOSS_ROUNDS {
+        take_recs();
+        let a = Side::new(1, Cfg::default());
+        let theirs = child.recv(T);
+        let mut ours = Vec::new();
+        for blob in theirs.split(' ') {
+            let (mine, c) = a.export().unwrap();
+            a.connect(&unhex(blob), c).unwrap();
+            ours.push(hex(&mine));
+        }
+        assert_eq!(ours.len(), LOSS_CONNS);
+        child.send(&ours.join(" "));
+        let mut posted = 0;
+        a.recv(a.buf(0, 64, 0), 0).unwrap();
+        posted += 1;
+        child.send("go");
+        let mut got = Vec::new();
+        let mut failed = None;
+        let deadline = Instant::now() + T;
+        while got.len() < LOSS_CONNS && failed.is_none() {
+            assert!(Instant::now() < deadline, "round {round}: stuck with {got:?}");
+            drain(&[a.pe]);
+            for r in take_recs() {
+                if r.status != DOCA_SUCCESS {
+                    failed = Some(r.status);
+                    continue;
+                }
+                got.push(r.conn);
+                if posted < LOSS_CONNS {
+                    if let Err(e) = a.recv(a.buf(64 * posted, 64, 0), posted as u64) {
+                        failed = Some(e);
+                    }
+                    posted += 1;
+                }
+            }
+        }
+        assert_eq!(
+            got.len(),
+            LOSS_CONNS,
+            "round {round}: {} of {LOSS_CONNS} completed sends arrived, then {}",
+            got.len(),
+            failed.map_or("-", name)
+        );
+        let mut texts: Vec<String> =
+            (0..LOSS_CONNS).map(|i| String::from_utf8_lossy(&a.mem()[64 * i..64 * i + 8]).into_owned()).collect();
+        texts.sort();
+        let want: Vec<String> = (0..LOSS_CONNS).map(|i| format!("msg{round:02}-{i:02}")).collect();
+        assert_eq!(texts, want, "round {round}");
+        let bye = child.recv(T);
+        // The sender is gone: the next receive fails with a connection error (at submit when
+        // the loss is known already, else at completion), never a hang.
+        let status = match a.recv(a.buf(512, 64, 0), 99) {
+            Err(e) => e,
+            Ok(()) => {
+                assert!(run_until(&[a.pe], T, || rec_count() >= 1), "round {round}: the loss was never reported");
+                take_recs()[0].status
+            }
+        };
+        assert!(
+            status == DOCA_ERROR_CONNECTION_RESET || status == DOCA_ERROR_CONNECTION_ABORTED,
+            "round {round}: {}",
+            name(status)
+        );
+        a.destroy();
+        if bye == "exiting" {
+            break;
+        }
+    }
+    child.wait_success(T);
 }

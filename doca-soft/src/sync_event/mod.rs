@@ -18,7 +18,9 @@
 //! * **Export / import.** `export_to_remote_pci` / `export_to_remote_net` (event started)
 //!   produce a blob (`BlobKind::SyncEvent`: pid, memfd number, segment length, key, export
 //!   flavour) owned by the event and valid until it is destroyed. Any process (this one
-//!   included) passes it to `doca_sync_event_create_from_export`, which validates the blob,
+//!   included) passes a PCI export to `doca_sync_event_create_from_export` (a network export
+//!   there is `DOCA_ERROR_NOT_SUPPORTED`: DOCA opens those only as remote-net handles for
+//!   RDMA tasks), which validates the blob,
 //!   maps the segment through `/proc/<pid>/fd/<fd>` and checks the magic and the key in the
 //!   segment (a wrong key → `DOCA_ERROR_NOT_PERMITTED`). The imported handle cannot be
 //!   configured (locations, address) but can be started standalone or used as a ctx. The
@@ -569,7 +571,12 @@ pub unsafe extern "C" fn doca_sync_event_create_from_export(
         // SAFETY: the caller provides `sz` readable bytes at `data` (DOCA contract); the
         // bytes are only parsed by the bounds-checked blob reader.
         let bytes = unsafe { core::slice::from_raw_parts(data, sz) };
-        let (pid, fd, len, key, _via) = parse_blob(bytes)?;
+        let (pid, fd, len, key, via) = parse_blob(bytes)?;
+        if via == VIA_NET {
+            // DOCA has two import paths that do not mix: a remote-net export becomes a
+            // doca_sync_event_remote_net (a target of RDMA remote-net tasks), never an event.
+            return Err(DOCA_ERROR_NOT_SUPPORTED);
+        }
         let seg = ShmSegment::open_remote(pid, fd, len)?;
         // SAFETY: the segment maps at least `len == SHARED_LEN` bytes, page-aligned, and
         // SyncShared is all atomics (any contents are a valid value).

@@ -289,6 +289,12 @@ fn configuration_rules() {
         let (mut d, mut len) = (ptr::null(), 0);
         ok(doca_sync_event_export_to_remote_net(n, &mut d, &mut len));
         assert!(len > 0);
+        // The PCI import path refuses a network export (DOCA's paths do not mix).
+        let dev = test_open_default();
+        let mut i = ptr::null_mut();
+        assert_eq!(doca_sync_event_create_from_export(dev, d, len, &mut i), DOCA_ERROR_NOT_SUPPORTED);
+        assert!(i.is_null());
+        ok(doca_dev_close(dev));
     }
     destroy(n);
 }

@@ -57,8 +57,12 @@ impl Default for Opts {
 pub(crate) struct FakeDaemon {
     pub path: PathBuf,
     pub seen: Arc<Mutex<Seen>>,
-    /// While set, data connections are not read (the host's sends back up).
-    pub stall: Arc<AtomicBool>,
+    /// While set, data connections are not read (the host's sends back up). Set it with
+    /// [`FakeDaemon::stall`], which waits until the daemon's loop has taken it into account.
+    stall: Arc<AtomicBool>,
+    /// The value of `stall` that the daemon's current poll was built with: until it shows
+    /// `true`, a poll started before the stall may still read a data connection.
+    stall_seen: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -102,9 +106,27 @@ impl FakeDaemon {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let stall = Arc::new(AtomicBool::new(false));
-        let (s2, st2, sl2) = (seen.clone(), stop.clone(), stall.clone());
-        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, sl2));
-        FakeDaemon { path, seen, stall, stop, thread: Some(thread) }
+        let stall_seen = Arc::new(AtomicBool::new(false));
+        let (s2, st2, sl2, ss2) = (seen.clone(), stop.clone(), stall.clone(), stall_seen.clone());
+        let thread = std::thread::spawn(move || run(lfd, opts, s2, st2, (sl2, ss2)));
+        FakeDaemon { path, seen, stall, stall_seen, stop, thread: Some(thread) }
+    }
+
+    /// Stops (`true`) or resumes reading the workers' data connections. Stopping returns only
+    /// once the daemon's loop runs a poll without them: a poll already under way when the flag
+    /// changes would otherwise still read (and answer) what the host sends next. (Without
+    /// this handshake the stall raced the daemon's 10 ms poll, and lost whenever the test
+    /// submitted its commands faster than that: every time in release builds.)
+    pub(crate) fn stall(&self, on: bool) {
+        self.stall.store(on, Ordering::SeqCst);
+        if !on {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self.stall_seen.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the fake daemon never took the stall");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Stops the daemon: every connection is closed (the host sees hang-ups).
@@ -145,7 +167,13 @@ fn send(fd: &OwnedFd, b: &[u8], pass: Option<&OwnedFd>) {
     }
 }
 
-fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>, stall: Arc<AtomicBool>) {
+fn run(
+    lfd: OwnedFd,
+    opts: Opts,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    (stall, stall_seen): (Arc<AtomicBool>, Arc<AtomicBool>),
+) {
     let mut clients: HashMap<usize, Client> = HashMap::new();
     let mut workers: HashMap<u64, Worker> = HashMap::new();
     let mut next_client = 0usize;
@@ -157,11 +185,13 @@ fn run(lfd: OwnedFd, opts: Opts, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>, 
         for k in &ckeys {
             pfds.push(libc::pollfd { fd: clients[k].fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
-        let wkeys: Vec<u64> = if stall.load(Ordering::Relaxed) {
+        let stalled = stall.load(Ordering::SeqCst);
+        let wkeys: Vec<u64> = if stalled {
             Vec::new()
         } else {
             workers.iter().filter(|(_, w)| w.data.is_some()).map(|(k, _)| *k).collect()
         };
+        stall_seen.store(stalled, Ordering::SeqCst);
         for k in &wkeys {
             pfds.push(libc::pollfd {
                 fd: workers[k].data.as_ref().unwrap().as_raw_fd(),

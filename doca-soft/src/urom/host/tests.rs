@@ -926,7 +926,7 @@ fn commands_wait_in_order_while_the_socket_is_full() {
     ok(unsafe { doca_urom_worker_set_max_inflight_tasks(w, 64) });
     h.run_worker(w);
     // 64 commands of 60 KiB while the worker does not read: far beyond the socket's buffer.
-    d.stall.store(true, std::sync::atomic::Ordering::Relaxed);
+    d.stall(true);
     let payload = |i: usize| -> Vec<u8> { (0..60 << 10).map(|k| (k * 7 + i) as u8).collect() };
     let ts: Vec<_> = (0..64).map(|i| cmd(w, 1, &payload(i))).collect();
     for &t in &ts {
@@ -939,7 +939,7 @@ fn commands_wait_in_order_while_the_socket_is_full() {
     assert!(CMDS.with(|c| c.borrow().is_empty()));
     // SAFETY: live worker.
     assert!(unsafe { &*w }.data_backlog(), "the socket filled up and the rest waits in the queue");
-    d.stall.store(false, std::sync::atomic::Ordering::Relaxed);
+    d.stall(false);
     wait(h.pe, "64 answers", || CMDS.with(|c| c.borrow().len() == 64));
     let done = take_cmds();
     for (i, &t) in ts.iter().enumerate() {
