@@ -18,6 +18,9 @@
 #[path = "conformance/kit.rs"]
 mod kit;
 
+#[path = "conformance/devrdma.rs"]
+mod devrdma;
+
 use std::cell::RefCell;
 use std::ptr;
 use std::time::{Duration, Instant};

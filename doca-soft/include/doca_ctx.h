@@ -15,6 +15,7 @@
 #define ASYNC_DOCA_CTX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "doca_error.h"
 #include "doca_types.h"
@@ -24,6 +25,9 @@ extern "C" {
 #endif
 
 struct doca_ctx;
+struct doca_devinfo;
+struct doca_gpu;
+struct doca_dpa;
 
 enum doca_ctx_states {
 	DOCA_CTX_STATE_IDLE = 0,
@@ -42,6 +46,15 @@ doca_error_t doca_ctx_set_state_changed_cb(struct doca_ctx *ctx, doca_ctx_state_
 doca_error_t doca_ctx_set_user_data(struct doca_ctx *ctx, union doca_data user_data);
 doca_error_t doca_ctx_get_user_data(const struct doca_ctx *ctx, union doca_data *user_data);
 doca_error_t doca_ctx_get_num_inflight_tasks(const struct doca_ctx *ctx, size_t *num_inflight_tasks);
+
+/* Pushes the tasks submitted without DOCA_TASK_SUBMIT_FLAG_FLUSH; the context must not be IDLE. */
+void doca_ctx_flush_tasks(struct doca_ctx *ctx);
+/* Completion vectors: IDLE only, 0 .. num_comp_vectors - 1 (the soft device has one). */
+doca_error_t doca_ctx_set_completion_vector(struct doca_ctx *ctx, uint32_t comp_vector);
+doca_error_t doca_ctx_cap_get_num_completion_vectors(const struct doca_devinfo *devinfo, uint32_t *num_comp_vectors);
+/* GPU / DPA data paths: IDLE only; DOCA_ERROR_NOT_SUPPORTED on the soft provider (no GPU, no DPA). */
+doca_error_t doca_ctx_set_datapath_on_gpu(struct doca_ctx *ctx, struct doca_gpu *gpu_dev);
+doca_error_t doca_ctx_set_datapath_on_dpa(struct doca_ctx *ctx, struct doca_dpa *dpa_dev);
 
 #ifdef __cplusplus
 }

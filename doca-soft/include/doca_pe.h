@@ -51,7 +51,22 @@ doca_error_t doca_pe_get_num_inflight_tasks(const struct doca_pe *pe, size_t *nu
 doca_error_t doca_pe_connect_ctx(struct doca_pe *pe, struct doca_ctx *ctx);
 doca_error_t doca_pe_set_event_mode(struct doca_pe *pe, enum doca_pe_event_mode event_mode);
 
+/*
+ * Flags of doca_task_submit_ex (a bit mask). Without FLUSH the context may hold the task to
+ * batch it with later ones, until a flushed submit or doca_ctx_flush_tasks(); the soft
+ * provider also pushes held tasks on the next doca_pe_progress(), so they always complete.
+ * OPTIMIZE_REPORTS is a hint about completion reporting; the soft provider reports every
+ * completion and ignores it.
+ */
+enum doca_task_submit_flag {
+	DOCA_TASK_SUBMIT_FLAG_NONE = 0U,
+	DOCA_TASK_SUBMIT_FLAG_FLUSH = 1U << 0,
+	DOCA_TASK_SUBMIT_FLAG_OPTIMIZE_REPORTS = 1U << 1,
+};
+
 doca_error_t doca_task_submit(struct doca_task *task);
+/* Same ownership rules as doca_task_submit(). */
+doca_error_t doca_task_submit_ex(struct doca_task *task, uint32_t flags);
 doca_error_t doca_task_try_submit(struct doca_task *task);
 void doca_task_free(struct doca_task *task);
 doca_error_t doca_task_get_status(const struct doca_task *task);

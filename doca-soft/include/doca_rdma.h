@@ -39,6 +39,22 @@ struct doca_rdma_task_write;
 struct doca_rdma_task_write_imm;
 struct doca_rdma_task_atomic_cmp_swp;
 struct doca_rdma_task_atomic_fetch_add;
+struct doca_devinfo;
+struct doca_gpu_dev_rdma;
+struct doca_dpa_completion;
+
+/* The handle of an RDMA context on a DPA (never produced by the soft provider). */
+typedef uint64_t doca_dpa_dev_rdma_t;
+
+enum doca_rdma_transport_type {
+	DOCA_RDMA_TRANSPORT_TYPE_RC = 0, /* reliable connection */
+	DOCA_RDMA_TRANSPORT_TYPE_DC = 1, /* dynamically connected (not supported by the soft provider) */
+};
+
+/* One entry of a device's GID table. */
+struct doca_rdma_gid {
+	uint8_t raw[DOCA_GID_BYTE_LENGTH];
+};
 
 enum doca_rdma_opcode {
 	DOCA_RDMA_OPCODE_RECV_SEND = 0,
@@ -113,6 +129,127 @@ uint32_t doca_rdma_task_receive_get_result_len(const struct doca_rdma_task_recei
 doca_be32_t doca_rdma_task_receive_get_result_immediate_data(const struct doca_rdma_task_receive *task);
 const struct doca_rdma_connection *
 doca_rdma_task_receive_get_result_rdma_connection(const struct doca_rdma_task_receive *task);
+
+
+/*
+ * Configuration of the context. Setters need an IDLE context (DOCA_ERROR_BAD_STATE after
+ * start); getters work in any state. On the soft provider the link-level properties
+ * (transport, MTU, GRH, GID index, service level, RNR retries, connection-request timeout)
+ * are validated and stored only: its transport has no wire. Queue sizes are rounded up to a
+ * power of two and the getters report the size in use. Reliable connections only: DC is
+ * DOCA_ERROR_NOT_SUPPORTED.
+ */
+doca_error_t doca_rdma_set_transport_type(struct doca_rdma *rdma, enum doca_rdma_transport_type transport_type);
+doca_error_t doca_rdma_get_transport_type(const struct doca_rdma *rdma, enum doca_rdma_transport_type *transport_type);
+doca_error_t doca_rdma_set_mtu(struct doca_rdma *rdma, enum doca_mtu_size mtu);
+doca_error_t doca_rdma_get_mtu(const struct doca_rdma *rdma, enum doca_mtu_size *mtu);
+doca_error_t doca_rdma_get_permissions(struct doca_rdma *rdma, uint32_t *permissions);
+doca_error_t doca_rdma_set_grh_enabled(struct doca_rdma *rdma, uint8_t grh_enabled);
+doca_error_t doca_rdma_get_grh_enabled(const struct doca_rdma *rdma, uint8_t *grh_enabled);
+doca_error_t doca_rdma_set_gid_index(struct doca_rdma *rdma, uint32_t gid_index);
+doca_error_t doca_rdma_get_gid_index(const struct doca_rdma *rdma, uint32_t *gid_index);
+doca_error_t doca_rdma_set_sl(struct doca_rdma *rdma, uint32_t sl);
+doca_error_t doca_rdma_get_sl(const struct doca_rdma *rdma, uint32_t *sl);
+doca_error_t doca_rdma_set_rnr_retry_count(struct doca_rdma *rdma, uint8_t rnr_retry_count);
+doca_error_t doca_rdma_get_rnr_retry_count(const struct doca_rdma *rdma, uint8_t *rnr_retry_count);
+/* In milliseconds; used by connection establishment by address (not offered by the soft provider yet). */
+doca_error_t doca_rdma_set_connection_request_timeout(struct doca_rdma *rdma, uint16_t timeout);
+doca_error_t doca_rdma_get_connection_request_timeout(const struct doca_rdma *rdma, uint16_t *timeout);
+doca_error_t doca_rdma_get_max_num_connections(struct doca_rdma *rdma, uint16_t *max_num_connections);
+doca_error_t doca_rdma_get_send_queue_size(const struct doca_rdma *rdma, uint32_t *send_queue_size);
+doca_error_t doca_rdma_get_recv_queue_size(const struct doca_rdma *rdma, uint32_t *recv_queue_size);
+doca_error_t doca_rdma_set_max_send_buf_list_len(struct doca_rdma *rdma, uint32_t max_send_buf_list_len);
+doca_error_t doca_rdma_get_max_send_buf_list_len(const struct doca_rdma *rdma, uint32_t *max_send_buf_list_len);
+doca_error_t doca_rdma_task_receive_set_dst_buf_list_len(struct doca_rdma *rdma, uint32_t buf_list_len);
+doca_error_t doca_rdma_task_receive_get_dst_buf_list_len(const struct doca_rdma *rdma, uint32_t *buf_list_len);
+/* GPU and DPA data paths: DOCA_ERROR_NOT_SUPPORTED on the soft provider. */
+doca_error_t doca_rdma_get_dpa_handle(struct doca_rdma *rdma, doca_dpa_dev_rdma_t *dpa_rdma);
+doca_error_t doca_rdma_get_gpu_handle(struct doca_rdma *rdma, struct doca_gpu_dev_rdma **gpu_rdma);
+doca_error_t doca_rdma_dpa_completion_attach(struct doca_rdma *rdma, struct doca_dpa_completion *dpa_comp);
+
+/* Capabilities of a device: the limits the provider enforces. */
+doca_error_t doca_rdma_cap_get_max_recv_queue_size(const struct doca_devinfo *devinfo, uint32_t *max_recv_queue_size);
+doca_error_t doca_rdma_cap_get_max_send_queue_size(const struct doca_devinfo *devinfo, uint32_t *max_send_queue_size);
+doca_error_t doca_rdma_cap_get_max_send_buf_list_len(const struct doca_devinfo *devinfo,
+						     uint32_t *max_send_buf_list_len);
+doca_error_t doca_rdma_cap_get_max_message_size(const struct doca_devinfo *devinfo, uint32_t *max_message_size);
+doca_error_t doca_rdma_cap_get_gid_table_size(const struct doca_devinfo *devinfo, uint32_t *gid_table_size);
+/* Copies num_entries GIDs starting at start_index into the caller's array. */
+doca_error_t doca_rdma_cap_get_gid(const struct doca_devinfo *devinfo, uint32_t start_index, uint32_t num_entries,
+				   struct doca_rdma_gid *gid_array);
+/* DOCA_SUCCESS when supported, DOCA_ERROR_NOT_SUPPORTED when not. */
+doca_error_t doca_rdma_cap_transport_type_is_supported(const struct doca_devinfo *devinfo,
+						       enum doca_rdma_transport_type transport_type);
+doca_error_t doca_rdma_cap_task_receive_get_max_dst_buf_list_len(const struct doca_devinfo *devinfo,
+								 enum doca_rdma_transport_type transport_type,
+								 uint32_t *max_buf_list_len);
+
+doca_error_t doca_rdma_cap_task_receive_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_send_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_send_imm_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_read_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_write_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_write_imm_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_atomic_cmp_swp_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_atomic_fetch_add_is_supported(const struct doca_devinfo *devinfo);
+
+/*
+ * Task accessors, to re-use a task: in its completion callback a task is the caller's again
+ * with all its parameters; change them with these setters, reset destination buffers (results
+ * are appended after their data) and submit it again. Setters may only be used while the
+ * caller owns the task. doca_rdma_task_read_get_result_len() is valid after success only.
+ */
+void doca_rdma_task_receive_set_dst_buf(struct doca_rdma_task_receive *task, struct doca_buf *dst_buf);
+struct doca_buf *doca_rdma_task_receive_get_dst_buf(const struct doca_rdma_task_receive *task);
+void doca_rdma_task_send_set_src_buf(struct doca_rdma_task_send *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_send_get_src_buf(const struct doca_rdma_task_send *task);
+void doca_rdma_task_send_set_rdma_connection(struct doca_rdma_task_send *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_send_get_rdma_connection(const struct doca_rdma_task_send *task);
+void doca_rdma_task_send_imm_set_src_buf(struct doca_rdma_task_send_imm *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_send_imm_get_src_buf(const struct doca_rdma_task_send_imm *task);
+void doca_rdma_task_send_imm_set_immediate_data(struct doca_rdma_task_send_imm *task, doca_be32_t immediate_data);
+doca_be32_t doca_rdma_task_send_imm_get_immediate_data(const struct doca_rdma_task_send_imm *task);
+void doca_rdma_task_send_imm_set_rdma_connection(struct doca_rdma_task_send_imm *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_send_imm_get_rdma_connection(const struct doca_rdma_task_send_imm *task);
+void doca_rdma_task_read_set_src_buf(struct doca_rdma_task_read *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_read_get_src_buf(const struct doca_rdma_task_read *task);
+void doca_rdma_task_read_set_dst_buf(struct doca_rdma_task_read *task, struct doca_buf *dst_buf);
+struct doca_buf *doca_rdma_task_read_get_dst_buf(const struct doca_rdma_task_read *task);
+void doca_rdma_task_read_set_rdma_connection(struct doca_rdma_task_read *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_read_get_rdma_connection(const struct doca_rdma_task_read *task);
+uint32_t doca_rdma_task_read_get_result_len(const struct doca_rdma_task_read *task);
+void doca_rdma_task_write_set_src_buf(struct doca_rdma_task_write *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_write_get_src_buf(const struct doca_rdma_task_write *task);
+void doca_rdma_task_write_set_dst_buf(struct doca_rdma_task_write *task, struct doca_buf *dst_buf);
+struct doca_buf *doca_rdma_task_write_get_dst_buf(const struct doca_rdma_task_write *task);
+void doca_rdma_task_write_set_rdma_connection(struct doca_rdma_task_write *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_write_get_rdma_connection(const struct doca_rdma_task_write *task);
+void doca_rdma_task_write_imm_set_src_buf(struct doca_rdma_task_write_imm *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_write_imm_get_src_buf(const struct doca_rdma_task_write_imm *task);
+void doca_rdma_task_write_imm_set_dst_buf(struct doca_rdma_task_write_imm *task, struct doca_buf *dst_buf);
+struct doca_buf *doca_rdma_task_write_imm_get_dst_buf(const struct doca_rdma_task_write_imm *task);
+void doca_rdma_task_write_imm_set_immediate_data(struct doca_rdma_task_write_imm *task, doca_be32_t immediate_data);
+doca_be32_t doca_rdma_task_write_imm_get_immediate_data(const struct doca_rdma_task_write_imm *task);
+void doca_rdma_task_write_imm_set_rdma_connection(struct doca_rdma_task_write_imm *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_write_imm_get_rdma_connection(const struct doca_rdma_task_write_imm *task);
+void doca_rdma_task_atomic_cmp_swp_set_dst_buf(struct doca_rdma_task_atomic_cmp_swp *task, struct doca_buf *dst_buf);
+struct doca_buf *doca_rdma_task_atomic_cmp_swp_get_dst_buf(const struct doca_rdma_task_atomic_cmp_swp *task);
+void doca_rdma_task_atomic_cmp_swp_set_result_buf(struct doca_rdma_task_atomic_cmp_swp *task, struct doca_buf *result_buf);
+struct doca_buf *doca_rdma_task_atomic_cmp_swp_get_result_buf(const struct doca_rdma_task_atomic_cmp_swp *task);
+void doca_rdma_task_atomic_cmp_swp_set_cmp_data(struct doca_rdma_task_atomic_cmp_swp *task, uint64_t cmp_data);
+uint64_t doca_rdma_task_atomic_cmp_swp_get_cmp_data(const struct doca_rdma_task_atomic_cmp_swp *task);
+void doca_rdma_task_atomic_cmp_swp_set_swap_data(struct doca_rdma_task_atomic_cmp_swp *task, uint64_t swap_data);
+uint64_t doca_rdma_task_atomic_cmp_swp_get_swap_data(const struct doca_rdma_task_atomic_cmp_swp *task);
+void doca_rdma_task_atomic_cmp_swp_set_rdma_connection(struct doca_rdma_task_atomic_cmp_swp *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_atomic_cmp_swp_get_rdma_connection(const struct doca_rdma_task_atomic_cmp_swp *task);
+void doca_rdma_task_atomic_fetch_add_set_dst_buf(struct doca_rdma_task_atomic_fetch_add *task, struct doca_buf *dst_buf);
+struct doca_buf *doca_rdma_task_atomic_fetch_add_get_dst_buf(const struct doca_rdma_task_atomic_fetch_add *task);
+void doca_rdma_task_atomic_fetch_add_set_result_buf(struct doca_rdma_task_atomic_fetch_add *task, struct doca_buf *result_buf);
+struct doca_buf *doca_rdma_task_atomic_fetch_add_get_result_buf(const struct doca_rdma_task_atomic_fetch_add *task);
+void doca_rdma_task_atomic_fetch_add_set_add_data(struct doca_rdma_task_atomic_fetch_add *task, uint64_t add_data);
+uint64_t doca_rdma_task_atomic_fetch_add_get_add_data(const struct doca_rdma_task_atomic_fetch_add *task);
+void doca_rdma_task_atomic_fetch_add_set_rdma_connection(struct doca_rdma_task_atomic_fetch_add *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_atomic_fetch_add_get_rdma_connection(const struct doca_rdma_task_atomic_fetch_add *task);
 
 #ifdef __cplusplus
 }

@@ -124,6 +124,11 @@ pub struct doca_ctx {
     allocated: Cell<usize>,
     inflight: Cell<usize>,
     seq: Cell<u64>,
+    /// Tasks submitted without `DOCA_TASK_SUBMIT_FLAG_FLUSH`, in submission order: accepted
+    /// (state Submitted) but not yet handed to the kind. See [`doca_ctx::flush_held`].
+    held: RefCell<Vec<*const doca_task>>,
+    /// `doca_ctx_set_completion_vector` (the soft device has one vector, so only 0).
+    comp_vector: Cell<u32>,
 }
 
 impl doca_ctx {
@@ -143,6 +148,8 @@ impl doca_ctx {
             allocated: Cell::new(0),
             inflight: Cell::new(0),
             seq: Cell::new(0),
+            held: RefCell::new(Vec::new()),
+            comp_vector: Cell::new(0),
         }
     }
 
@@ -256,6 +263,36 @@ impl doca_ctx {
         }
     }
 
+    /// Holds a task submitted without FLUSH (already in state Submitted and counted in flight)
+    /// until the next flush: a flushed submit, `doca_ctx_flush_tasks` or a progress of the PE.
+    pub(crate) fn hold(&self, task: &doca_task) {
+        self.held.borrow_mut().push(task);
+        // An armed PE must wake up to push it (progress flushes held tasks).
+        if let Some(pe) = self.pe() {
+            pe.notify_work();
+        }
+    }
+
+    /// Hands every held task to its kind, in submission order (the deferred doorbell). A task
+    /// the kind refuses completes with the refusal's status through its error callback: its
+    /// submit already succeeded, so the caller learns it from the completion, as from a work
+    /// request that fails on hardware. Returns true if any task was held.
+    pub(crate) fn flush_held(&self) -> bool {
+        let held = core::mem::take(&mut *self.held.borrow_mut());
+        let any = !held.is_empty();
+        for t in held {
+            // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
+            // empties the list before flushing submitted tasks).
+            crate::task::push_held(unsafe { &*t });
+        }
+        any
+    }
+
+    /// Forgets the held tasks (stop flushes them with every other submitted task).
+    pub(crate) fn forget_held(&self) {
+        self.held.borrow_mut().clear();
+    }
+
     pub(crate) fn next_seq(&self) -> u64 {
         let s = self.seq.get().wrapping_add(1);
         self.seq.set(s);
@@ -299,16 +336,18 @@ impl doca_ctx {
         if self.state.get() == DOCA_CTX_STATE_IDLE {
             return false;
         }
-        match self.ops.progress {
+        let flushed = self.flush_held();
+        let did = match self.ops.progress {
             // SAFETY: the hook is called with a ctx of its own kind.
             Some(f) => unsafe { f(self) },
             None => false,
-        }
+        };
+        flushed || did
     }
 
     /// Whether progress has work for this ctx now (transition due or the kind says so).
     pub(crate) fn has_work(&self) -> bool {
-        if self.transition_due() {
+        if self.transition_due() || !self.held.borrow().is_empty() {
             return true;
         }
         if self.state.get() == DOCA_CTX_STATE_IDLE {
@@ -533,6 +572,104 @@ pub unsafe extern "C" fn doca_ctx_get_num_inflight_tasks(
         let c = unsafe { ctx_ref(ctx) }?;
         // SAFETY: as in doca_ctx_get_state.
         unsafe { out(num_inflight_tasks, c.inflight.get()) }
+    })
+}
+
+/// Completion vectors of the soft device: one. Every completion of a PE is reported through
+/// that PE's single notification handle, so there is nothing to choose between.
+pub const NUM_COMPLETION_VECTORS: u32 = 1;
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_flush_tasks(ctx: *mut doca_ctx) {
+    crate::ffi::guard((), || {
+        // SAFETY: as in doca_ctx_start.
+        match unsafe { ctx_ref(ctx) } {
+            Ok(c) if c.state.get() == DOCA_CTX_STATE_IDLE => {
+                eprintln!("doca-soft: doca_ctx_flush_tasks: ctx {ctx:p} is IDLE (ignored)")
+            }
+            Ok(c) => {
+                c.flush_held();
+            }
+            Err(_) => eprintln!("doca-soft: doca_ctx_flush_tasks: invalid ctx pointer {ctx:p} (ignored)"),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_set_completion_vector(ctx: *mut doca_ctx, comp_vector: u32) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_ctx_start.
+        let c = unsafe { ctx_ref(ctx) }?;
+        if c.state.get() != DOCA_CTX_STATE_IDLE {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        if comp_vector >= NUM_COMPLETION_VECTORS {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        c.comp_vector.set(comp_vector);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_cap_get_num_completion_vectors(
+    devinfo: *const crate::dev::doca_devinfo,
+    num_comp_vectors: *mut u32,
+) -> doca_error_t {
+    guard_err(|| {
+        crate::dev::devinfo_ref(devinfo)?;
+        // SAFETY: as in doca_ctx_get_state.
+        unsafe { out(num_comp_vectors, NUM_COMPLETION_VECTORS) }
+    })
+}
+
+/// `struct doca_gpu` (opaque; the soft provider has no GPU, so none exists).
+#[repr(C)]
+pub struct doca_gpu {
+    _opaque: [u8; 0],
+}
+
+/// `struct doca_dpa` (opaque; the soft provider has no DPA, so none exists).
+#[repr(C)]
+pub struct doca_dpa {
+    _opaque: [u8; 0],
+}
+
+/// The checks shared by the two datapath setters: a valid IDLE ctx and a device argument.
+///
+/// # Safety
+/// As [`ctx_ref`].
+unsafe fn datapath_checks(ctx: *mut doca_ctx, dev_is_null: bool) -> Result<(), doca_error_t> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { ctx_ref(ctx) }?;
+    if dev_is_null {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    if c.state.get() != DOCA_CTX_STATE_IDLE {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_set_datapath_on_gpu(ctx: *mut doca_ctx, gpu_dev: *mut doca_gpu) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        unsafe { datapath_checks(ctx, gpu_dev.is_null()) }?;
+        // NOT_SUPPORTED, reason: the soft provider has no GPU; every data path runs on the CPU
+        // thread that calls doca_pe_progress.
+        Err(DOCA_ERROR_NOT_SUPPORTED)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_ctx_set_datapath_on_dpa(ctx: *mut doca_ctx, dpa_dev: *mut doca_dpa) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        unsafe { datapath_checks(ctx, dpa_dev.is_null()) }?;
+        // NOT_SUPPORTED, reason: the soft provider has no DPA; every data path runs on the CPU
+        // thread that calls doca_pe_progress.
+        Err(DOCA_ERROR_NOT_SUPPORTED)
     })
 }
 

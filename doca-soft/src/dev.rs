@@ -26,11 +26,14 @@
 //! * A list (`doca_devinfo **`) is a heap array owned by the caller until
 //!   `doca_devinfo_destroy_list`. Live lists are tracked: destroying a list twice, or a
 //!   pointer that is not a list, is `DOCA_ERROR_INVALID_VALUE`, never a double free.
-//! * A `doca_dev` is heap-allocated by `doca_dev_open` and freed by `doca_dev_close`. Live
-//!   devices are tracked in a table, so closing twice is `DOCA_ERROR_INVALID_VALUE`. Objects
-//!   that use a device (mmaps, contexts) hold a `DevRef`, a counted reference; closing a
-//!   device that is still referenced fails with `DOCA_ERROR_IN_USE`, so a `DevRef` never
-//!   dangles.
+//! * A `doca_dev` is heap-allocated by the first `doca_dev_open` of a devinfo and freed by the
+//!   matching last `doca_dev_close`. As in DOCA, opens are **counted per device**: opening a
+//!   devinfo that is already open returns the same `doca_dev` and counts one more open; each
+//!   close drops one, and only the last one releases the device. Live devices are tracked in
+//!   a table, so a close beyond the opens is `DOCA_ERROR_INVALID_VALUE`. Objects that use a
+//!   device (mmaps, contexts) hold a `DevRef`, a counted reference; the last close of a device
+//!   that is still referenced fails with `DOCA_ERROR_IN_USE` (and leaves it open), so a
+//!   `DevRef` never dangles.
 //!
 //! Every function here is thread-safe (the tables are behind mutexes; device use counts are
 //! atomic).
@@ -79,6 +82,9 @@ pub struct doca_dev {
     info: &'static doca_devinfo,
     /// Objects (mmaps, contexts...) that reference this device through a [`DevRef`].
     users: AtomicUsize,
+    /// `doca_dev_open` calls not yet matched by a `doca_dev_close` (changed under the DEVS
+    /// lock only).
+    opens: AtomicUsize,
 }
 
 impl doca_dev {
@@ -297,8 +303,20 @@ pub unsafe extern "C" fn doca_dev_open(devinfo: *mut doca_devinfo, dev: *mut *mu
         if dev.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        let p = Box::into_raw(Box::new(doca_dev { info, users: AtomicUsize::new(0) }));
-        lock(&DEVS).push(p as usize);
+        let mut devs = lock(&DEVS);
+        // Already open: the same device, one more open.
+        for &d in devs.iter() {
+            // SAFETY: every address in DEVS is a live device (freed only after removal, under
+            // this lock, which we hold).
+            let open = unsafe { &*(d as *const doca_dev) };
+            if ptr::eq(open.info, info) {
+                open.opens.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: `dev` was checked non-NULL; the caller guarantees it is writable.
+                return unsafe { out(dev, d as *mut doca_dev) };
+            }
+        }
+        let p = Box::into_raw(Box::new(doca_dev { info, users: AtomicUsize::new(0), opens: AtomicUsize::new(1) }));
+        devs.push(p as usize);
         // SAFETY: `dev` was checked non-NULL; the caller guarantees it is writable.
         unsafe { out(dev, p) }
     })
@@ -313,8 +331,13 @@ pub unsafe extern "C" fn doca_dev_close(dev: *mut doca_dev) -> doca_error_t {
         let mut devs = lock(&DEVS);
         let idx = devs.iter().position(|&d| d == dev as usize).ok_or(DOCA_ERROR_INVALID_VALUE)?;
         // SAFETY: `dev` is in DEVS, hence a live device created by doca_dev_open.
-        let users = unsafe { &*dev }.users.load(Ordering::Acquire);
-        if users != 0 {
+        let d = unsafe { &*dev };
+        if d.opens.load(Ordering::Relaxed) > 1 {
+            // Not the last close: the other opens keep the device.
+            d.opens.fetch_sub(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        if d.users.load(Ordering::Acquire) != 0 {
             return Err(DOCA_ERROR_IN_USE);
         }
         devs.swap_remove(idx);
@@ -441,6 +464,20 @@ fn cstr(buf: &[c_char]) -> String {
     unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
 }
 
+/// Test helper shared with other modules' tests: opens a device of its own (a devinfo no
+/// other test opens, named `tag`), for tests that count opens or expect `DOCA_ERROR_IN_USE`
+/// from a close (opens are counted per device and tests run in parallel).
+#[cfg(test)]
+pub(crate) fn test_open_private(tag: &str) -> *mut doca_dev {
+    let n = lock(&DEVINFOS).len();
+    let info = intern_devinfo(format!("soft-{tag}"), format!("0000:{:02x}:1f.7", 0x80 + n % 0x7f), "sfpriv0".into());
+    let mut dev = ptr::null_mut();
+    // SAFETY: `info` is a registered devinfo and `dev` a valid out-pointer.
+    let r = unsafe { doca_dev_open(info as *const doca_devinfo as *mut doca_devinfo, &mut dev) };
+    assert_eq!(r, DOCA_SUCCESS);
+    dev
+}
+
 /// Test helper shared with other modules' tests: opens the first configured device.
 #[cfg(test)]
 pub(crate) fn test_open_default() -> *mut doca_dev {
@@ -527,8 +564,18 @@ mod tests {
             assert_eq!(doca_dev_as_devinfo(dev), info);
             assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 64), DOCA_SUCCESS);
 
-            // In use while referenced.
+            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
+
+            // A device of this test only (other tests open the default one in parallel).
+            let dev = test_open_private("list-open-close");
+            let info = doca_dev_as_devinfo(dev);
+            // Opens are counted per device: the same object, released by the last close.
+            let mut again = ptr::null_mut();
+            assert_eq!(doca_dev_open(info, &mut again), DOCA_SUCCESS);
+            assert_eq!(again, dev);
+            // In use while referenced, at the last close only.
             let r = dev_ref(dev).unwrap();
+            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS, "not the last close");
             assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE);
             let r2 = r.clone();
             drop(r);
@@ -537,6 +584,9 @@ mod tests {
             assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
             assert_eq!(doca_dev_close(dev), DOCA_ERROR_INVALID_VALUE);
             assert!(doca_dev_as_devinfo(dev).is_null());
+            // Opened again after the last close: a new device.
+            assert_eq!(doca_dev_open(info, &mut again), DOCA_SUCCESS);
+            assert_eq!(doca_dev_close(again), DOCA_SUCCESS);
         }
     }
 

@@ -52,6 +52,7 @@ pub mod blob;
 pub mod buf;
 pub mod ctx;
 pub mod dev;
+pub mod dev_more;
 pub mod doorbell;
 pub mod errors;
 mod ffi;

@@ -1263,7 +1263,7 @@ pub(crate) mod tests {
 
     #[test]
     fn lifecycle_and_validation() {
-        let dev = test_open_default();
+        let dev = crate::dev::test_open_private("mmap-lifecycle"); // IN_USE below needs the last open
         let mut mem = vec![0u8; 4096];
         let mut m = ptr::null_mut();
         let mut p = ptr::null();

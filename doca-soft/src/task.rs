@@ -237,6 +237,11 @@ impl doca_task {
         ptr::eq(self.kind, T::KIND)
     }
 
+    #[cfg(test)]
+    pub(crate) fn user_data_for_tests(&self) -> u64 {
+        self.user_data.get().as_u64()
+    }
+
     pub(crate) fn next(&self) -> &Cell<*const doca_task> {
         &self.next
     }
@@ -435,8 +440,8 @@ pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_tas
     Ok(t)
 }
 
-/// Submits an allocated task (both `doca_task_submit` and `doca_task_try_submit`).
-pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
+/// The generic checks of every submit, then the task is Submitted and counted in flight.
+fn accept(task: &doca_task) -> Result<&doca_ctx, doca_error_t> {
     match task.state.get() {
         TaskState::Allocated => {}
         TaskState::Free => return Err(DOCA_ERROR_INVALID_VALUE),
@@ -454,6 +459,49 @@ pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     task.status.set(DOCA_SUCCESS);
     task.seq.set(ctx.next_seq());
     ctx.inflight_add(1);
+    Ok(ctx)
+}
+
+/// Every `doca_task_submit_ex` flag this provider knows.
+const SUBMIT_FLAGS_ALL: u32 = DOCA_TASK_SUBMIT_FLAG_FLUSH | DOCA_TASK_SUBMIT_FLAG_OPTIMIZE_REPORTS;
+
+/// `doca_task_submit_ex`: with `DOCA_TASK_SUBMIT_FLAG_FLUSH`, the ctx's held tasks and then
+/// this one go to the kind now (as `doca_task_submit`); without it the task is accepted
+/// (generic checks, then owned by the library) and held until the next flush: a flushed
+/// submit, `doca_ctx_flush_tasks` or a progress of the PE. `OPTIMIZE_REPORTS` is a hint about
+/// completion reporting that DOCA 3.0 does not define further; every completion is reported
+/// individually here, so it changes nothing. Unknown flag bits: `DOCA_ERROR_INVALID_VALUE`.
+pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
+    if flags & !SUBMIT_FLAGS_ALL != 0 {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    if flags & DOCA_TASK_SUBMIT_FLAG_FLUSH != 0 {
+        return submit(task, SubmitMode::Submit);
+    }
+    let ctx = accept(task)?;
+    ctx.hold(task);
+    Ok(())
+}
+
+/// Hands a held task (Submitted, counted in flight) to its kind; a refusal completes it
+/// with the refusal's status (see [`doca_ctx::flush_held`]).
+pub(crate) fn push_held(task: &doca_task) {
+    if task.state.get() != TaskState::Submitted {
+        return;
+    }
+    // SAFETY: the kind's submit hook gets a task of its kind in state Submitted on a RUNNING
+    // ctx (held tasks exist only while RUNNING: stop forgets them).
+    if let Err(e) = unsafe { (task.kind.submit)(task, SubmitMode::Submit) } {
+        complete(task, e);
+    }
+}
+
+/// Submits an allocated task (`doca_task_submit`, `doca_task_try_submit`, and
+/// `doca_task_submit_ex` with FLUSH): a flushed submit, so the ctx's held tasks go to their
+/// kind first (submission order is kept).
+pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
+    let ctx = accept(task)?;
+    ctx.flush_held();
     // SAFETY: the kind's submit hook is called with a task of its kind in state Submitted on
     // a RUNNING ctx, as its contract requires.
     let r = unsafe { (task.kind.submit)(task, mode) };
@@ -512,6 +560,8 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
 /// Flushes every submitted (not yet completed) task of `ctx`, oldest submission first:
 /// each gets the kind's flush hook, then completes with `status`.
 pub(crate) fn flush_submitted(ctx: &doca_ctx, status: doca_error_t) {
+    // Held tasks are Submitted too: they are flushed below with the others.
+    ctx.forget_held();
     let mut pending: Vec<(u64, *const doca_task)> = Vec::new();
     ctx.for_each_pool(|pool| {
         pool.for_each(|t| {
@@ -572,6 +622,15 @@ pub unsafe extern "C" fn doca_task_submit(task: *mut doca_task) -> doca_error_t 
         // SAFETY: non-NULL task pointers come from this provider's pools (DOCA contract).
         let t = unsafe { task_ref(task) }?;
         submit(t, SubmitMode::Submit)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_submit_ex(task: *mut doca_task, flags: u32) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in doca_task_submit.
+        let t = unsafe { task_ref(task) }?;
+        submit_ex(t, flags)
     })
 }
 
@@ -640,6 +699,68 @@ pub unsafe extern "C" fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_
     })
 }
 
+// ---- per-field accessors of specific task types (task re-use) ----
+
+/// The task of type `T` behind a C pointer, if it is one.
+///
+/// # Safety
+/// A non-NULL `task` must point to a task handed out by this provider (a task of a live ctx).
+pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
+    // SAFETY: per the contract; task_ref checks NULL and the header's magic.
+    let h = unsafe { task_ref(task.cast::<doca_task>()) }.ok()?;
+    if !h.is::<T>() {
+        return None;
+    }
+    // SAFETY: the kind was checked just above.
+    Some(unsafe { h.downcast::<T>() })
+}
+
+/// The task of type `T` for a setter: only while the user owns it (allocated, not submitted).
+///
+/// # Safety
+/// As [`typed`].
+pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Option<&'a T> {
+    // SAFETY: forwarded contract.
+    let Some(t) = (unsafe { typed(task) }) else {
+        eprintln!("doca-soft: {setter}: {task:p} is not a task of this type (ignored)");
+        return None;
+    };
+    if header(t).state() != TaskState::Allocated {
+        eprintln!("doca-soft: {setter}: task {task:p} is owned by the library until its completion callback (ignored)");
+        return None;
+    }
+    Some(t)
+}
+
+/// Defines the `doca_*_set_F` / `doca_*_get_F` pair of one field of one task type (the
+/// re-use accessors; see `rdma/accessors.rs` for the rules). One field of one task type: a setter (storing `$set_ty` into the `Cell` field, converted
+/// with `as`) and a getter (returning `$get_ty`, `$default` for an invalid task).
+macro_rules! task_field {
+    ($task:ty, $field:ident, $set:ident($set_ty:ty), $get:ident -> $get_ty:ty = $default:expr) => {
+        #[no_mangle]
+        #[allow(clippy::unnecessary_cast)] // `as _` is the identity for most fields
+        pub unsafe extern "C" fn $set(task: *mut $task, value: $set_ty) {
+            $crate::ffi::guard((), || {
+                // SAFETY: non-NULL task pointers come from this provider (DOCA contract).
+                if let Some(t) = unsafe { $crate::task::owned(task, stringify!($set)) } {
+                    t.$field.set(value as _);
+                }
+            })
+        }
+
+        #[no_mangle]
+        #[allow(clippy::unnecessary_cast)]
+        pub unsafe extern "C" fn $get(task: *const $task) -> $get_ty {
+            $crate::ffi::guard($default, || {
+                // SAFETY: as in the setter.
+                unsafe { $crate::task::typed(task) }.map_or($default, |t| t.$field.get() as $get_ty)
+            })
+        }
+    };
+}
+
+pub(crate) use task_field;
+
 /// Re-exported for kinds: the ctx module's flush status.
 pub use ctx::FLUSH_STATUS;
 
@@ -647,7 +768,7 @@ pub use ctx::FLUSH_STATUS;
 mod tests {
     use super::*;
     use crate::ctx::{doca_ctx_set_user_data, doca_ctx_start, doca_ctx_stop};
-    use crate::pe::doca_pe_connect_ctx;
+    use crate::pe::{doca_pe_connect_ctx, doca_pe_progress};
     use crate::testkit::*;
 
     /// A started dummy ctx on a new PE with a pool of `n` tasks.
@@ -819,6 +940,117 @@ mod tests {
         for t in n {
             // SAFETY: owned tasks.
             unsafe { doca_task_free(t) };
+        }
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn submit_ex_holds_unflushed_tasks_until_a_flush_in_submission_order() {
+        let (pe, d) = setup(8);
+        Dummy::get(d).hold.set(true);
+        let t: Vec<_> = (1..=8).map(|i| Dummy::alloc(d, i).unwrap()).collect();
+        let ctx = Dummy::ctx(d);
+        // SAFETY: live tasks and ctx of this test.
+        unsafe {
+            // Unknown flag bits: refused, the task stays with the caller.
+            assert_eq!(doca_task_submit_ex(t[0], 1 << 5), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!((*t[0]).state(), TaskState::Allocated);
+            assert_eq!(doca_task_submit_ex(t[0], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(doca_task_submit_ex(t[1], DOCA_TASK_SUBMIT_FLAG_OPTIMIZE_REPORTS), DOCA_SUCCESS);
+            // Accepted (owned by the library, in flight) but not handed to the kind yet.
+            assert_eq!((*t[0]).state(), TaskState::Submitted);
+            assert!(Dummy::pending_uds(d).is_empty());
+            assert_eq!((*ctx).inflight_tasks(), 2);
+            crate::ctx::doca_ctx_flush_tasks(ctx);
+            assert_eq!(Dummy::pending_uds(d), [1, 2]);
+            // A task the library owns cannot be submitted again.
+            assert_eq!(doca_task_submit_ex(t[0], DOCA_TASK_SUBMIT_FLAG_FLUSH), DOCA_ERROR_BAD_STATE);
+            // A flushed submit pushes the held ones first.
+            assert_eq!(doca_task_submit_ex(t[2], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(doca_task_submit_ex(t[3], DOCA_TASK_SUBMIT_FLAG_FLUSH), DOCA_SUCCESS);
+            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4]);
+            // Progress pushes them too: unflushed tasks always complete.
+            assert_eq!(doca_task_submit_ex(t[4], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(doca_pe_progress(pe), 1);
+            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4, 5]);
+            // doca_task_submit is a flushed submit: a held task goes first.
+            assert_eq!(doca_task_submit_ex(t[6], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(doca_task_submit(t[7]), DOCA_SUCCESS);
+            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4, 5, 7, 8]);
+        }
+        Dummy::release_all(d);
+        THEN.with(|x| x.set(Then::Free));
+        assert_eq!(drain(pe), 7);
+        assert_eq!(
+            take_done().iter().map(|x| (x.ud, x.ok)).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 7, 8].map(|u| (u, true))
+        );
+        // An armed PE wakes up for a held task.
+        Dummy::get(d).hold.set(false);
+        // SAFETY: live PE and task.
+        unsafe {
+            assert_eq!(crate::pe::doca_pe_request_notification(pe), DOCA_SUCCESS);
+            assert!(!readable(pe_fd(pe), 0));
+            assert_eq!(doca_task_submit_ex(t[5], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert!(readable(pe_fd(pe), 1000), "a held task makes an armed PE's handle readable");
+            assert_eq!(crate::pe::doca_pe_clear_notification(pe, pe_fd(pe)), DOCA_SUCCESS);
+        }
+        assert_eq!(drain(pe), 1);
+        assert_eq!(take_done().iter().map(|x| x.ud).collect::<Vec<_>>(), [6]);
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn a_held_task_refused_at_flush_fails_through_its_callback_and_stop_flushes_held_tasks() {
+        let (pe, d) = setup(4);
+        let bad = Dummy::alloc(d, 1).unwrap();
+        let held = Dummy::alloc(d, 2).unwrap();
+        set_fail(bad, true);
+        THEN.with(|x| x.set(Then::Free));
+        // SAFETY: live tasks and ctx.
+        unsafe {
+            assert_eq!(doca_task_submit_ex(bad, DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(drain(pe), 1);
+            assert_eq!(take_done().iter().map(|x| (x.ud, x.status)).collect::<Vec<_>>(), [(1, DOCA_ERROR_IO_FAILED)]);
+            // Held, then the ctx stops: the task comes back through its error callback.
+            assert_eq!(doca_task_submit_ex(held, DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+            assert_eq!(doca_ctx_stop(Dummy::ctx(d)), DOCA_ERROR_IN_PROGRESS);
+        }
+        drain(pe);
+        assert_eq!(take_done().iter().map(|x| (x.ud, x.status)).collect::<Vec<_>>(), [(2, FLUSH_STATUS)]);
+        assert!(Dummy::pending_uds(d).is_empty(), "a stopped ctx never hands a held task to its kind");
+        teardown(pe, d);
+    }
+
+    #[test]
+    fn completion_vectors_and_datapaths() {
+        reset();
+        let pe = new_pe();
+        let d = Dummy::create(false);
+        let ctx = Dummy::ctx(d);
+        let dev = crate::dev::test_open_default();
+        let mut n = 0u32;
+        // SAFETY: live objects; foreign GPU/DPA pointers are never dereferenced.
+        unsafe {
+            let info = crate::dev::doca_dev_as_devinfo(dev);
+            assert_eq!(crate::ctx::doca_ctx_cap_get_num_completion_vectors(info, &mut n), DOCA_SUCCESS);
+            assert_eq!(n, 1);
+            assert_eq!(
+                crate::ctx::doca_ctx_cap_get_num_completion_vectors(ptr::null(), &mut n),
+                DOCA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(crate::ctx::doca_ctx_set_completion_vector(ctx, 0), DOCA_SUCCESS);
+            assert_eq!(crate::ctx::doca_ctx_set_completion_vector(ctx, 1), DOCA_ERROR_INVALID_VALUE);
+            let gpu = 0x1000 as *mut crate::ctx::doca_gpu;
+            let dpa = 0x1000 as *mut crate::ctx::doca_dpa;
+            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_gpu(ctx, gpu), DOCA_ERROR_NOT_SUPPORTED);
+            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_dpa(ctx, dpa), DOCA_ERROR_NOT_SUPPORTED);
+            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_gpu(ctx, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
+            assert_eq!(doca_ctx_start(ctx), DOCA_SUCCESS);
+            assert_eq!(crate::ctx::doca_ctx_set_completion_vector(ctx, 0), DOCA_ERROR_BAD_STATE);
+            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_dpa(ctx, dpa), DOCA_ERROR_BAD_STATE);
+            assert_eq!(crate::dev::doca_dev_close(dev), DOCA_SUCCESS);
         }
         teardown(pe, d);
     }

@@ -146,6 +146,13 @@ impl Dummy {
         Ok(t.as_ptr().cast())
     }
 
+    /// The user data of the tasks the kind holds (handed to it by submit), in order.
+    pub fn pending_uds(p: *mut Dummy) -> Vec<u64> {
+        // SAFETY: `p` is a live Dummy; pending tasks are live tasks of its ctx.
+        let d = unsafe { &*p };
+        d.pending.borrow().iter().map(|&t| unsafe { &*t }.user_data_for_tests()).collect()
+    }
+
     /// Completes every held task successfully.
     pub fn release_all(p: *mut Dummy) {
         // SAFETY: `p` is a live Dummy.

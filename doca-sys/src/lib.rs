@@ -489,6 +489,18 @@ extern "C" {
     ) -> *const doca_rdma_connection;
 }
 
+mod dev_more;
+pub use dev_more::*;
+
+mod pe_more;
+pub use pe_more::*;
+
+mod rdma_more;
+pub use rdma_more::*;
+
+mod sync_event_more;
+pub use sync_event_more::*;
+
 mod urom;
 pub use urom::*;
 

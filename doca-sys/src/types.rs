@@ -255,6 +255,65 @@ pub type doca_rdma_task_atomic_fetch_add_completion_cb_t = Option<
     unsafe extern "C" fn(task: *mut doca_rdma_task_atomic_fetch_add, task_user_data: doca_data, ctx_user_data: doca_data),
 >;
 
+// ---- value types of the devinfo, RDMA configuration and submit-flag additions ----
+
+/// More `DOCA_DEVINFO_*_SIZE` buffer sizes (terminating NUL included for strings).
+pub const DOCA_DEVINFO_VUID_SIZE: usize = 128;
+pub const DOCA_DEVINFO_IPV4_ADDR_SIZE: usize = 4;
+pub const DOCA_DEVINFO_IPV6_ADDR_SIZE: usize = 16;
+pub const DOCA_DEVINFO_MAC_ADDR_SIZE: usize = 6;
+pub const DOCA_DEVINFO_PCI_BDF_SIZE: usize = 8;
+pub const DOCA_DEVINFO_REP_VUID_SIZE: usize = 128;
+pub const DOCA_DEVINFO_REP_PCI_ADDR_SIZE: usize = 13;
+pub const DOCA_DEVINFO_REP_PCI_BDF_SIZE: usize = 8;
+
+/// `enum doca_pci_func_type`: what kind of PCI function a device is.
+pub type doca_pci_func_type = u32;
+pub const DOCA_PCI_FUNC_TYPE_PF: doca_pci_func_type = 0;
+pub const DOCA_PCI_FUNC_TYPE_VF: doca_pci_func_type = 1;
+pub const DOCA_PCI_FUNC_TYPE_SF: doca_pci_func_type = 2;
+
+/// `enum doca_devinfo_rep_filter`: which representors `doca_devinfo_rep_create_list` lists
+/// (a bit mask; ALL = 0 means no filter).
+pub type doca_devinfo_rep_filter = u32;
+pub const DOCA_DEVINFO_REP_FILTER_ALL: doca_devinfo_rep_filter = 0;
+pub const DOCA_DEVINFO_REP_FILTER_NET: doca_devinfo_rep_filter = 1 << 1;
+pub const DOCA_DEVINFO_REP_FILTER_EMULATED: doca_devinfo_rep_filter = 1 << 2;
+
+/// `enum doca_mtu_size`: the path MTU of an RDMA context (RAW_ETHERNET is reserved).
+pub type doca_mtu_size = u32;
+pub const DOCA_MTU_SIZE_256_BYTES: doca_mtu_size = 0;
+pub const DOCA_MTU_SIZE_512_BYTES: doca_mtu_size = 1;
+pub const DOCA_MTU_SIZE_1K_BYTES: doca_mtu_size = 2;
+pub const DOCA_MTU_SIZE_2K_BYTES: doca_mtu_size = 3;
+pub const DOCA_MTU_SIZE_4K_BYTES: doca_mtu_size = 4;
+pub const DOCA_MTU_SIZE_RAW_ETHERNET: doca_mtu_size = 5;
+
+/// `enum doca_rdma_transport_type`: reliable connection or dynamically connected transport.
+pub type doca_rdma_transport_type = u32;
+pub const DOCA_RDMA_TRANSPORT_TYPE_RC: doca_rdma_transport_type = 0;
+pub const DOCA_RDMA_TRANSPORT_TYPE_DC: doca_rdma_transport_type = 1;
+
+/// Bytes in a GID (`DOCA_GID_BYTE_LENGTH`).
+pub const DOCA_GID_BYTE_LENGTH: usize = 16;
+
+/// `struct doca_rdma_gid`: one entry of a device's GID table.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct doca_rdma_gid {
+    pub raw: [u8; DOCA_GID_BYTE_LENGTH],
+}
+
+/// `enum doca_task_submit_flag`: flags of `doca_task_submit_ex` (a bit mask).
+pub type doca_task_submit_flag = u32;
+pub const DOCA_TASK_SUBMIT_FLAG_NONE: doca_task_submit_flag = 0;
+pub const DOCA_TASK_SUBMIT_FLAG_FLUSH: doca_task_submit_flag = 1 << 0;
+pub const DOCA_TASK_SUBMIT_FLAG_OPTIMIZE_REPORTS: doca_task_submit_flag = 1 << 1;
+
+/// `doca_dpa_dev_rdma_t`: an RDMA context's handle on a DPA (never produced by the soft
+/// provider).
+pub type doca_dpa_dev_rdma_t = u64;
+
 #[allow(dead_code)]
 const _ABI_CHECKS: () = {
     assert!(core::mem::size_of::<doca_data>() == 8);

@@ -425,7 +425,12 @@ impl RdmaBuilder {
         unsafe {
             check(sys::doca_rdma_set_permissions(rdma, self.permissions.bits()), "rdma: set permissions")?;
             check(sys::doca_rdma_set_send_queue_size(rdma, self.send_queue), "rdma: set send queue size")?;
-            check(sys::doca_rdma_set_recv_queue_size(rdma, self.recv_queue), "rdma: set receive queue size")?;
+            // DOCA 3.0 documents NOT_SUPPORTED here on the CPU data path (the library sizes the
+            // receive queue itself); that is not a failure of the build.
+            let r = sys::doca_rdma_set_recv_queue_size(rdma, self.recv_queue);
+            if r != sys::DOCA_ERROR_NOT_SUPPORTED {
+                check(r, "rdma: set receive queue size")?;
+            }
             check(sys::doca_rdma_set_max_num_connections(rdma, self.max_connections), "rdma: set max connections")?;
             check(
                 sys::doca_rdma_task_receive_set_conf(

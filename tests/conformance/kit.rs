@@ -209,6 +209,20 @@ pub struct Rec {
 
 thread_local! {
     static RECS: RefCell<Vec<Rec>> = const { RefCell::new(Vec::new()) };
+    /// When set, the recording callbacks keep completed tasks (in KEPT) instead of freeing
+    /// them, for tests that re-use a task.
+    static KEEP: Cell<bool> = const { Cell::new(false) };
+    static KEPT: RefCell<Vec<*mut doca_task>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes the recording callbacks of this thread keep (true) or free (false) completed tasks.
+pub fn keep_tasks(keep: bool) {
+    KEEP.with(|k| k.set(keep));
+}
+
+/// The completed tasks kept since the last call, oldest first (ours to re-use or free).
+pub fn take_kept() -> Vec<*mut doca_task> {
+    KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()))
 }
 
 pub fn take_recs() -> Vec<Rec> {
@@ -258,8 +272,12 @@ unsafe fn record(
     RECS.with(|r| {
         r.borrow_mut().push(Rec { kind, side: cud.as_u64(), ud: ud.as_u64(), status, opcode, len, imm, conn })
     });
-    // SAFETY: ours to free in the callback.
-    unsafe { doca_task_free(t) };
+    if KEEP.with(|k| k.get()) {
+        KEPT.with(|k| k.borrow_mut().push(t));
+    } else {
+        // SAFETY: ours to free in the callback.
+        unsafe { doca_task_free(t) };
+    }
 }
 
 macro_rules! recorder {

@@ -270,7 +270,12 @@ impl Rdma {
                 | sys::DOCA_ACCESS_FLAG_RDMA_WRITE;
             ok(sys::doca_rdma_set_permissions(r, perms))?;
             ok(sys::doca_rdma_set_max_num_connections(r, MAX_CONNS))?;
-            ok(sys::doca_rdma_set_recv_queue_size(r, RECV_SLOTS as u32))?;
+            // DOCA 3.0 documents NOT_SUPPORTED here on the CPU data path (the library then
+            // sizes the receive queue itself); not a failure of the setup.
+            let rq = sys::doca_rdma_set_recv_queue_size(r, RECV_SLOTS as u32);
+            if rq != sys::DOCA_ERROR_NOT_SUPPORTED {
+                ok(rq)?;
+            }
             ok(sys::doca_rdma_set_send_queue_size(r, (SEND_SLOTS + IO_MAX) as u32))?;
             ok(sys::doca_rdma_task_receive_set_conf(r, Some(recv_cb), Some(recv_cb), RECV_SLOTS as u32))?;
             ok(sys::doca_rdma_task_send_set_conf(r, Some(send_cb), Some(send_cb), SEND_SLOTS as u32))?;

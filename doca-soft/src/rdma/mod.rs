@@ -63,8 +63,10 @@
 //! shared memory) and the doorbells (sockets), so the peers may be on any threads or
 //! processes.
 
+mod accessors;
 pub mod conn;
 mod engine;
+mod props;
 pub mod ring;
 mod tasks;
 #[cfg(test)]
@@ -99,7 +101,8 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 pub const DEFAULT_SEND_QUEUE_SIZE: u32 = 256;
 /// Default receive queue size (posted receives).
 pub const DEFAULT_RECV_QUEUE_SIZE: u32 = 256;
-/// Largest accepted queue size.
+/// Largest accepted queue size (also what `doca_rdma_cap_get_max_{send,recv}_queue_size`
+/// report).
 pub const MAX_QUEUE_SIZE: u32 = 1 << 16;
 /// Default `max_num_connections` (DOCA's default).
 pub const DEFAULT_MAX_CONNECTIONS: u16 = 1;
@@ -127,6 +130,17 @@ pub struct doca_rdma {
     sq_size: Cell<u32>,
     rq_size: Cell<u32>,
     max_conns: Cell<u16>,
+    /// The properties of `props.rs`: stored, validated and read back; the soft transport
+    /// has no wire, so none of them changes how data moves (see that module).
+    transport: Cell<doca_rdma_transport_type>,
+    mtu: Cell<doca_mtu_size>,
+    grh: Cell<u8>,
+    gid_index: Cell<u32>,
+    sl: Cell<u32>,
+    rnr_retry: Cell<u8>,
+    conn_request_timeout_ms: Cell<u16>,
+    send_buf_list_len: Cell<u32>,
+    recv_buf_list_len: Cell<u32>,
     /// Every connection ever exported (boxed: addresses are handed to the user); those of
     /// the current start cycle start at `first_current`.
     #[allow(clippy::vec_box)] // the boxes give connections stable addresses
@@ -154,6 +168,15 @@ impl doca_rdma {
             sq_size: Cell::new(DEFAULT_SEND_QUEUE_SIZE),
             rq_size: Cell::new(DEFAULT_RECV_QUEUE_SIZE),
             max_conns: Cell::new(DEFAULT_MAX_CONNECTIONS),
+            transport: Cell::new(DOCA_RDMA_TRANSPORT_TYPE_RC),
+            mtu: Cell::new(props::DEFAULT_MTU),
+            grh: Cell::new(1),
+            gid_index: Cell::new(0),
+            sl: Cell::new(0),
+            rnr_retry: Cell::new(props::DEFAULT_RNR_RETRY),
+            conn_request_timeout_ms: Cell::new(props::DEFAULT_CONN_REQUEST_TIMEOUT_MS),
+            send_buf_list_len: Cell::new(1),
+            recv_buf_list_len: Cell::new(1),
             conns: RefCell::new(Vec::new()),
             first_current: Cell::new(0),
             cycle: Cell::new(0),
@@ -406,11 +429,13 @@ pub unsafe extern "C" fn doca_rdma_set_permissions(rdma: *mut doca_rdma, permiss
     })
 }
 
+/// A requested queue size as the size in use: rounded up to a power of two, as DOCA does
+/// (its getters report the rounded size). 0 or more than [`MAX_QUEUE_SIZE`]: INVALID_VALUE.
 fn queue_size(size: u32) -> Result<u32, doca_error_t> {
     if size == 0 || size > MAX_QUEUE_SIZE {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
-    Ok(size)
+    Ok(size.next_power_of_two())
 }
 
 #[no_mangle]
@@ -442,7 +467,9 @@ pub unsafe extern "C" fn doca_rdma_set_max_num_connections(rdma: *mut doca_rdma,
         unsafe {
             configure(rdma, |r| {
                 if max == 0 {
-                    return Err(DOCA_ERROR_INVALID_VALUE);
+                    // DOCA: NOT_SUPPORTED below the minimum (one connection). Reason: an RDMA
+                    // context without any connection could never carry a task.
+                    return Err(DOCA_ERROR_NOT_SUPPORTED);
                 }
                 r.max_conns.set(max);
                 Ok(())

@@ -46,8 +46,8 @@ pub struct doca_rdma_task_receive {
 #[repr(C)]
 pub struct doca_rdma_task_send {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    src: Cell<*const doca_buf>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) src: Cell<*const doca_buf>,
     progress: Cell<u64>,
 }
 
@@ -55,9 +55,9 @@ pub struct doca_rdma_task_send {
 #[repr(C)]
 pub struct doca_rdma_task_send_imm {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    src: Cell<*const doca_buf>,
-    imm: Cell<doca_be32_t>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) src: Cell<*const doca_buf>,
+    pub(super) imm: Cell<doca_be32_t>,
     progress: Cell<u64>,
 }
 
@@ -65,18 +65,20 @@ pub struct doca_rdma_task_send_imm {
 #[repr(C)]
 pub struct doca_rdma_task_read {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    src: Cell<*const doca_buf>,
-    dst: Cell<*mut doca_buf>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) src: Cell<*const doca_buf>,
+    pub(super) dst: Cell<*mut doca_buf>,
+    /// Bytes the read brings (the destination's free space at submit); valid after success.
+    pub(super) res_len: Cell<u32>,
 }
 
 /// `struct doca_rdma_task_write`.
 #[repr(C)]
 pub struct doca_rdma_task_write {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    src: Cell<*const doca_buf>,
-    dst: Cell<*mut doca_buf>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) src: Cell<*const doca_buf>,
+    pub(super) dst: Cell<*mut doca_buf>,
     progress: Cell<u64>,
 }
 
@@ -84,10 +86,10 @@ pub struct doca_rdma_task_write {
 #[repr(C)]
 pub struct doca_rdma_task_write_imm {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    src: Cell<*const doca_buf>,
-    dst: Cell<*mut doca_buf>,
-    imm: Cell<doca_be32_t>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) src: Cell<*const doca_buf>,
+    pub(super) dst: Cell<*mut doca_buf>,
+    pub(super) imm: Cell<doca_be32_t>,
     progress: Cell<u64>,
 }
 
@@ -95,21 +97,21 @@ pub struct doca_rdma_task_write_imm {
 #[repr(C)]
 pub struct doca_rdma_task_atomic_cmp_swp {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    dst: Cell<*mut doca_buf>,
-    result: Cell<*mut doca_buf>,
-    cmp: Cell<u64>,
-    swap: Cell<u64>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) dst: Cell<*mut doca_buf>,
+    pub(super) result: Cell<*mut doca_buf>,
+    pub(super) cmp: Cell<u64>,
+    pub(super) swap: Cell<u64>,
 }
 
 /// `struct doca_rdma_task_atomic_fetch_add`.
 #[repr(C)]
 pub struct doca_rdma_task_atomic_fetch_add {
     base: doca_task,
-    conn: Cell<*const doca_rdma_connection>,
-    dst: Cell<*mut doca_buf>,
-    result: Cell<*mut doca_buf>,
-    add: Cell<u64>,
+    pub(super) conn: Cell<*const doca_rdma_connection>,
+    pub(super) dst: Cell<*mut doca_buf>,
+    pub(super) result: Cell<*mut doca_buf>,
+    pub(super) add: Cell<u64>,
 }
 
 static RECEIVE_KIND: TaskKind =
@@ -161,7 +163,13 @@ unsafe impl TaskType for doca_rdma_task_send_imm {
 unsafe impl TaskType for doca_rdma_task_read {
     const KIND: &'static TaskKind = &READ_KIND;
     fn with_header(base: doca_task) -> Self {
-        Self { base, conn: null_conn(), src: Cell::new(ptr::null()), dst: Cell::new(ptr::null_mut()) }
+        Self {
+            base,
+            conn: null_conn(),
+            src: Cell::new(ptr::null()),
+            dst: Cell::new(ptr::null_mut()),
+            res_len: Cell::new(0),
+        }
     }
 }
 // SAFETY: as above.
@@ -437,6 +445,13 @@ unsafe fn submit_op(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t
     }
     match op {
         Op::Send { progress, .. } | Op::Write { progress, .. } => progress.set(0),
+        Op::Read { dst, .. } => {
+            // A read fills the destination's free space (validated just above), so its
+            // result length is known now; doca_rdma_task_read_get_result_len reports it.
+            let room = live_buf(dst)?.tail_space().1;
+            // SAFETY: `decode` gave a Read, so the task is a read task.
+            unsafe { t.downcast::<doca_rdma_task_read>() }.res_len.set(room as u32);
+        }
         _ => {}
     }
     r.sq_inflight.set(r.sq_inflight.get() + 1);

@@ -6,6 +6,8 @@
 use core::ptr;
 use std::time::{Duration, Instant};
 
+use super::accessors::*;
+use super::props::*;
 use super::tasks::*;
 use super::testutil::*;
 use super::*;
@@ -631,7 +633,7 @@ fn configuration_state_rules_and_queue_limits() {
         assert_eq!(doca_rdma_set_permissions(r, 1 << 9), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_send_queue_size(r, 0), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_recv_queue_size(r, MAX_QUEUE_SIZE + 1), DOCA_ERROR_INVALID_VALUE);
-        assert_eq!(doca_rdma_set_max_num_connections(r, 0), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_max_num_connections(r, 0), DOCA_ERROR_NOT_SUPPORTED);
         ok(doca_rdma_set_max_num_connections(r, 2));
         // Export before start.
         assert_eq!(doca_rdma_export(r, &mut p, &mut n, &mut c), DOCA_ERROR_BAD_STATE);
@@ -1355,6 +1357,173 @@ fn destroy_releases_segments_and_pidfds() {
     a.destroy();
 }
 
+#[test]
+fn properties_are_validated_stored_idle_only_and_read_back() {
+    let dev = crate::dev::test_open_default();
+    // SAFETY: a live device.
+    let info = unsafe { crate::dev::doca_dev_as_devinfo(dev) };
+    let (mut r, mut pe) = (ptr::null_mut(), ptr::null_mut());
+    let (mut u32v, mut u16v, mut u8v) = (0u32, 0u16, 0u8);
+    // SAFETY: live objects and valid out-pointers throughout; deliberate NULLs are refused.
+    unsafe {
+        ok(doca_pe_create(&mut pe));
+        ok(doca_rdma_create(dev, &mut r));
+        // Defaults.
+        ok(doca_rdma_get_transport_type(r, &mut u32v));
+        assert_eq!(u32v, DOCA_RDMA_TRANSPORT_TYPE_RC);
+        ok(doca_rdma_get_mtu(r, &mut u32v));
+        assert_eq!(u32v, DEFAULT_MTU);
+        ok(doca_rdma_get_grh_enabled(r, &mut u8v));
+        assert_eq!(u8v, 1);
+        ok(doca_rdma_get_permissions(r, &mut u32v));
+        assert_eq!(u32v, DEFAULT_PERMISSIONS);
+        ok(doca_rdma_get_max_num_connections(r, &mut u16v));
+        assert_eq!(u16v, DEFAULT_MAX_CONNECTIONS);
+        ok(doca_rdma_get_send_queue_size(r, &mut u32v));
+        assert_eq!(u32v, DEFAULT_SEND_QUEUE_SIZE);
+        // Validation.
+        assert_eq!(doca_rdma_set_transport_type(r, DOCA_RDMA_TRANSPORT_TYPE_DC), DOCA_ERROR_NOT_SUPPORTED);
+        assert_eq!(doca_rdma_set_transport_type(r, 7), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_mtu(r, DOCA_MTU_SIZE_RAW_ETHERNET), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_grh_enabled(r, 0), DOCA_ERROR_NOT_SUPPORTED);
+        assert_eq!(doca_rdma_set_gid_index(r, 1), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_sl(r, MAX_SL + 1), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_rnr_retry_count(r, MAX_RNR_RETRY + 1), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_connection_request_timeout(r, 0), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_max_send_buf_list_len(r, 2), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_task_receive_set_dst_buf_list_len(r, 0), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_get_mtu(r, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_get_sl(ptr::null(), &mut u32v), DOCA_ERROR_INVALID_VALUE);
+        // Stored and read back; queue sizes rounded up to a power of two.
+        ok(doca_rdma_set_transport_type(r, DOCA_RDMA_TRANSPORT_TYPE_RC));
+        ok(doca_rdma_set_mtu(r, DOCA_MTU_SIZE_1K_BYTES));
+        ok(doca_rdma_set_grh_enabled(r, 1));
+        ok(doca_rdma_set_gid_index(r, 0));
+        ok(doca_rdma_set_sl(r, 3));
+        ok(doca_rdma_set_rnr_retry_count(r, 5));
+        ok(doca_rdma_set_connection_request_timeout(r, 1234));
+        ok(doca_rdma_set_max_send_buf_list_len(r, 1));
+        ok(doca_rdma_task_receive_set_dst_buf_list_len(r, 1));
+        ok(doca_rdma_set_send_queue_size(r, 100));
+        ok(doca_rdma_set_recv_queue_size(r, 3));
+        ok(doca_rdma_set_max_num_connections(r, 5));
+        ok(doca_rdma_set_permissions(r, ALL_RDMA));
+        ok(doca_rdma_get_mtu(r, &mut u32v));
+        assert_eq!(u32v, DOCA_MTU_SIZE_1K_BYTES);
+        ok(doca_rdma_get_sl(r, &mut u32v));
+        assert_eq!(u32v, 3);
+        ok(doca_rdma_get_rnr_retry_count(r, &mut u8v));
+        assert_eq!(u8v, 5);
+        ok(doca_rdma_get_connection_request_timeout(r, &mut u16v));
+        assert_eq!(u16v, 1234);
+        ok(doca_rdma_get_send_queue_size(r, &mut u32v));
+        assert_eq!(u32v, 128);
+        ok(doca_rdma_get_recv_queue_size(r, &mut u32v));
+        assert_eq!(u32v, 4);
+        ok(doca_rdma_get_max_num_connections(r, &mut u16v));
+        assert_eq!(u16v, 5);
+        ok(doca_rdma_get_permissions(r, &mut u32v));
+        assert_eq!(u32v, ALL_RDMA);
+        ok(doca_rdma_get_max_send_buf_list_len(r, &mut u32v));
+        assert_eq!(u32v, 1);
+        ok(doca_rdma_task_receive_get_dst_buf_list_len(r, &mut u32v));
+        assert_eq!(u32v, 1);
+        // GPU / DPA: not supported.
+        let mut h = 0u64;
+        let mut g = ptr::null_mut();
+        assert_eq!(doca_rdma_get_dpa_handle(r, &mut h), DOCA_ERROR_NOT_SUPPORTED);
+        assert_eq!(doca_rdma_get_gpu_handle(r, &mut g), DOCA_ERROR_NOT_SUPPORTED);
+        // IDLE only: BAD_STATE once started, getters still answer.
+        ok(doca_pe_connect_ctx(pe, doca_rdma_as_ctx(r)));
+        ok(doca_ctx_start(doca_rdma_as_ctx(r)));
+        assert_eq!(doca_rdma_set_mtu(r, DOCA_MTU_SIZE_2K_BYTES), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_transport_type(r, DOCA_RDMA_TRANSPORT_TYPE_RC), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_gid_index(r, 0), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_sl(r, 1), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_grh_enabled(r, 1), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_rnr_retry_count(r, 1), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_connection_request_timeout(r, 1), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_set_max_send_buf_list_len(r, 1), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_rdma_task_receive_set_dst_buf_list_len(r, 1), DOCA_ERROR_BAD_STATE);
+        ok(doca_rdma_get_mtu(r, &mut u32v));
+        assert_eq!(u32v, DOCA_MTU_SIZE_1K_BYTES);
+        ok(doca_ctx_stop(doca_rdma_as_ctx(r)));
+        ok(doca_rdma_destroy(r));
+        ok(doca_pe_destroy(pe));
+
+        // Capabilities: the limits enforced.
+        ok(doca_rdma_cap_get_max_send_queue_size(info, &mut u32v));
+        assert_eq!(u32v, MAX_QUEUE_SIZE);
+        ok(doca_rdma_cap_get_max_recv_queue_size(info, &mut u32v));
+        assert_eq!(u32v, MAX_QUEUE_SIZE);
+        ok(doca_rdma_cap_get_max_message_size(info, &mut u32v));
+        assert_eq!(u32v as usize, MAX_MESSAGE_BYTES);
+        ok(doca_rdma_cap_get_max_send_buf_list_len(info, &mut u32v));
+        assert_eq!(u32v, 1);
+        ok(doca_rdma_cap_task_receive_get_max_dst_buf_list_len(info, DOCA_RDMA_TRANSPORT_TYPE_RC, &mut u32v));
+        assert_eq!(u32v, 1);
+        assert_eq!(
+            doca_rdma_cap_task_receive_get_max_dst_buf_list_len(info, DOCA_RDMA_TRANSPORT_TYPE_DC, &mut u32v),
+            DOCA_ERROR_NOT_SUPPORTED
+        );
+        ok(doca_rdma_cap_transport_type_is_supported(info, DOCA_RDMA_TRANSPORT_TYPE_RC));
+        assert_eq!(
+            doca_rdma_cap_transport_type_is_supported(info, DOCA_RDMA_TRANSPORT_TYPE_DC),
+            DOCA_ERROR_NOT_SUPPORTED
+        );
+        ok(doca_rdma_cap_get_gid_table_size(info, &mut u32v));
+        assert_eq!(u32v, 1);
+        let mut gids = [doca_rdma_gid::default(); 2];
+        ok(doca_rdma_cap_get_gid(info, 0, 1, gids.as_mut_ptr()));
+        assert_eq!(gids[0].raw, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
+        assert_eq!(doca_rdma_cap_get_gid(info, 0, 2, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_cap_get_gid(info, 1, 1, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_cap_get_gid(info, u32::MAX, 2, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
+        ok(doca_rdma_cap_task_atomic_fetch_add_is_supported(info));
+        ok(doca_rdma_cap_task_receive_is_supported(info));
+        assert_eq!(doca_rdma_cap_task_send_is_supported(ptr::null()), DOCA_ERROR_INVALID_VALUE);
+        ok(crate::dev::doca_dev_close(dev));
+    }
+}
+
+#[test]
+fn task_accessors_read_back_and_refuse_changes_while_submitted() {
+    let (a, b, ca, _cb) = fresh(Cfg::default(), Cfg::default());
+    let (bm, base) = a.import(&b.export_mem());
+    let src = a.buf(0, 8, 8);
+    let dst = a.rbuf(bm, base, 8, 0);
+    let res = a.buf(64, 8, 0);
+    let mut t = ptr::null_mut();
+    // SAFETY: live objects; the task is ours until submitted and again after its callback.
+    unsafe {
+        ok(doca_rdma_task_atomic_fetch_add_allocate_init(a.rdma, ca, dst, res, 5, doca_data::from_u64(1), &mut t));
+        assert_eq!(doca_rdma_task_atomic_fetch_add_get_add_data(t), 5);
+        assert_eq!(doca_rdma_task_atomic_fetch_add_get_dst_buf(t), dst);
+        assert_eq!(doca_rdma_task_atomic_fetch_add_get_result_buf(t), res);
+        assert_eq!(doca_rdma_task_atomic_fetch_add_get_rdma_connection(t), ca as *const _);
+        doca_rdma_task_atomic_fetch_add_set_add_data(t, 9);
+        assert_eq!(doca_rdma_task_atomic_fetch_add_get_add_data(t), 9);
+        // A NULL connection is stored and refused by submit; the task stays ours.
+        doca_rdma_task_atomic_fetch_add_set_rdma_connection(t, ptr::null_mut());
+        assert_eq!(doca_task_submit(doca_rdma_task_atomic_fetch_add_as_task(t)), DOCA_ERROR_INVALID_VALUE);
+        doca_rdma_task_atomic_fetch_add_set_rdma_connection(t, ca);
+        // Getters of another type answer NULL / 0 for this task.
+        assert_eq!(doca_rdma_task_send_get_src_buf(t.cast()), ptr::null());
+        assert_eq!(doca_rdma_task_read_get_result_len(t.cast()), 0);
+        // Hold the target ... the op completes at once; check that setters are refused while
+        // the library owns it.
+        ok(doca_task_submit(doca_rdma_task_atomic_fetch_add_as_task(t)));
+        doca_rdma_task_atomic_fetch_add_set_add_data(t, 1000);
+        assert_eq!(doca_rdma_task_atomic_fetch_add_get_add_data(t), 9, "setter ignored while submitted");
+        doca_task_free(doca_rdma_task_atomic_fetch_add_as_task(t)); // ignored: in flight
+    }
+    assert!(run_until(&[a.pe], T, || rec_count() >= 1));
+    assert_eq!(take_recs()[0].status, DOCA_SUCCESS);
+    let _ = src;
+    a.destroy();
+    b.destroy();
+}
+
 // ---- completed means delivered (a sender that stops or exits right after its completions) ----
 
 /// Connections per round of [`completed_sends_survive_a_sender_that_stops_at_once`].
@@ -1385,7 +1554,7 @@ fn loss_sender() {
         assert_eq!(from_parent().as_deref(), Some("go"));
         for (i, &c) in conns.iter().enumerate() {
             let off = 64 * i;
-            b.mem()[off..off + 8].copy_from_slice(&format!("msg{round:02}-{i:02}").as_bytes());
+            b.mem()[off..off + 8].copy_from_slice(format!("msg{round:02}-{i:02}").as_bytes());
             b.send(c, b.buf(off, 8, 8), i as u64).unwrap();
         }
         assert!(run_until(&[b.pe], T, || rec_count() >= LOSS_CONNS), "the sends never completed");

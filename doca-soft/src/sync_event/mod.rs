@@ -47,6 +47,7 @@
 //! Updates wake waiters only when made through this API (any handle on the same counter);
 //! plain stores to `set_addr` memory do not.
 
+mod accessors;
 pub(crate) mod shared;
 mod tasks;
 #[cfg(test)]

@@ -200,38 +200,38 @@ fn task_event(t: &doca_task) -> &doca_sync_event {
 #[repr(C)]
 pub struct doca_sync_event_task_get {
     base: doca_task,
-    ret_val_ptr: Cell<*mut u64>,
+    pub(super) ret_val_ptr: Cell<*mut u64>,
 }
 
 /// `struct doca_sync_event_task_notify_set`.
 #[repr(C)]
 pub struct doca_sync_event_task_notify_set {
     base: doca_task,
-    set_val: Cell<u64>,
+    pub(super) set_val: Cell<u64>,
 }
 
 /// `struct doca_sync_event_task_notify_add`.
 #[repr(C)]
 pub struct doca_sync_event_task_notify_add {
     base: doca_task,
-    inc_val: Cell<u64>,
-    fetched_val_ptr: Cell<*mut u64>,
+    pub(super) inc_val: Cell<u64>,
+    pub(super) fetched_val_ptr: Cell<*mut u64>,
 }
 
 /// `struct doca_sync_event_task_wait_eq`.
 #[repr(C)]
 pub struct doca_sync_event_task_wait_eq {
     base: doca_task,
-    wait_val: Cell<u64>,
-    mask: Cell<u64>,
+    pub(super) wait_val: Cell<u64>,
+    pub(super) mask: Cell<u64>,
 }
 
 /// `struct doca_sync_event_task_wait_neq`.
 #[repr(C)]
 pub struct doca_sync_event_task_wait_neq {
     base: doca_task,
-    wait_val: Cell<u64>,
-    mask: Cell<u64>,
+    pub(super) wait_val: Cell<u64>,
+    pub(super) mask: Cell<u64>,
 }
 
 static GET_KIND: TaskKind = TaskKind::new::<doca_sync_event_task_get>("sync_event.get", submit_get, None, None);

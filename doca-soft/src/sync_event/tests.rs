@@ -247,7 +247,8 @@ fn modes_are_exclusive() {
 
 #[test]
 fn configuration_rules() {
-    let dev = test_open_default();
+    // A device of its own: the IN_USE check below needs the last open.
+    let dev = crate::dev::test_open_private("se-config");
     let e = create();
     let mut x = 0u64;
     // SAFETY: live objects and valid pointers throughout.
@@ -944,4 +945,69 @@ fn null_arguments_are_invalid_value() {
     testkit::destroy_pe(pe);
     // SAFETY: no event references the device any more.
     ok(unsafe { doca_dev_close(dev) });
+}
+
+#[test]
+fn tasks_are_reused_through_their_setters() {
+    use super::accessors::*;
+    testkit::reset();
+    THEN.with(|t| t.set(Then::Keep));
+    let pe = new_pe();
+    let e = create();
+    ctx_event(pe, e, 2);
+    let (mut got, mut fetched, mut other) = (0u64, 0u64, 0u64);
+    let (mut g, mut s, mut a, mut w) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: live event and tasks; each task is ours between its callback and the next submit.
+    unsafe {
+        ok(doca_sync_event_task_notify_set_alloc_init(e, 5, doca_data::from_u64(1), &mut s));
+        ok(doca_sync_event_task_notify_add_alloc_init(e, 2, &mut fetched, doca_data::from_u64(2), &mut a));
+        ok(doca_sync_event_task_get_alloc_init(e, &mut got, doca_data::from_u64(3), &mut g));
+        ok(doca_sync_event_task_wait_eq_alloc_init(e, 1, u64::MAX, doca_data::from_u64(4), &mut w));
+        assert_eq!(doca_sync_event_task_notify_set_get_set_val(s), 5);
+        assert_eq!(doca_sync_event_task_notify_add_get_inc_val(a), 2);
+        assert_eq!(doca_sync_event_task_notify_add_get_fetched_val_ptr(a), &mut fetched as *mut u64);
+        assert_eq!(doca_sync_event_task_get_get_ret_val_ptr(g), &mut got as *mut u64);
+        assert_eq!(
+            (doca_sync_event_task_wait_eq_get_wait_val(w), doca_sync_event_task_wait_eq_get_mask(w)),
+            (1, u64::MAX)
+        );
+        let (st, at, gt, wt) = (
+            doca_sync_event_task_notify_set_as_doca_task(s),
+            doca_sync_event_task_notify_add_as_doca_task(a),
+            doca_sync_event_task_get_as_doca_task(g),
+            doca_sync_event_task_wait_eq_as_doca_task(w),
+        );
+        for t in [st, at, gt] {
+            ok(doca_task_submit(t));
+            drain(pe);
+        }
+        assert_eq!((fetched, got), (5, 7));
+        // Re-use each with new values.
+        doca_sync_event_task_notify_set_set_set_val(s, 100);
+        doca_sync_event_task_notify_add_set_inc_val(a, 10);
+        doca_sync_event_task_notify_add_set_fetched_val_ptr(a, &mut other);
+        doca_sync_event_task_wait_eq_set_wait_val(w, 110);
+        doca_sync_event_task_wait_eq_set_mask(w, 0xff);
+        for t in [st, at, gt, wt] {
+            ok(doca_task_submit(t));
+            drain(pe);
+        }
+        assert_eq!((other, got), (100, 110));
+        // A setter on a submitted task changes nothing.
+        ok(doca_task_submit(wt));
+        doca_sync_event_task_wait_eq_set_wait_val(w, 1);
+        assert_eq!(doca_sync_event_task_wait_eq_get_wait_val(w), 110);
+        drain(pe);
+        // A NULL result pointer is refused by the next submit; the task stays ours.
+        doca_sync_event_task_get_set_ret_val_ptr(g, ptr::null_mut());
+        assert_eq!(doca_task_submit(gt), DOCA_ERROR_INVALID_VALUE);
+        let done = take_done();
+        assert_eq!(done.iter().map(|d| (d.ud, d.ok)).collect::<Vec<_>>().len(), 8);
+        assert!(done.iter().all(|d| d.ok));
+        for t in [st, at, gt, wt] {
+            doca_task_free(t);
+        }
+    }
+    stop_ctx_and_destroy(pe, e);
+    testkit::destroy_pe(pe);
 }

@@ -1,0 +1,28 @@
+//! Sync event task accessors (`doca_sync_event.h`, DOCA 3.0, experimental there), for re-using
+//! a task: setters only while the caller owns the task (before submit or in its callback).
+
+use super::*;
+
+extern "C" {
+    pub fn doca_sync_event_task_get_set_ret_val_ptr(task: *mut doca_sync_event_task_get, ret_val_ptr: *mut u64);
+    pub fn doca_sync_event_task_get_get_ret_val_ptr(task: *const doca_sync_event_task_get) -> *mut u64;
+    pub fn doca_sync_event_task_notify_set_set_set_val(task: *mut doca_sync_event_task_notify_set, set_val: u64);
+    pub fn doca_sync_event_task_notify_set_get_set_val(task: *const doca_sync_event_task_notify_set) -> u64;
+    pub fn doca_sync_event_task_notify_add_set_inc_val(task: *mut doca_sync_event_task_notify_add, inc_val: u64);
+    pub fn doca_sync_event_task_notify_add_get_inc_val(task: *const doca_sync_event_task_notify_add) -> u64;
+    pub fn doca_sync_event_task_notify_add_set_fetched_val_ptr(
+        task: *mut doca_sync_event_task_notify_add,
+        fetched_val_ptr: *mut u64,
+    );
+    pub fn doca_sync_event_task_notify_add_get_fetched_val_ptr(
+        task: *const doca_sync_event_task_notify_add,
+    ) -> *mut u64;
+    pub fn doca_sync_event_task_wait_eq_set_wait_val(task: *mut doca_sync_event_task_wait_eq, wait_val: u64);
+    pub fn doca_sync_event_task_wait_eq_get_wait_val(task: *const doca_sync_event_task_wait_eq) -> u64;
+    pub fn doca_sync_event_task_wait_eq_set_mask(task: *mut doca_sync_event_task_wait_eq, mask: u64);
+    pub fn doca_sync_event_task_wait_eq_get_mask(task: *const doca_sync_event_task_wait_eq) -> u64;
+    pub fn doca_sync_event_task_wait_neq_set_wait_val(task: *mut doca_sync_event_task_wait_neq, wait_val: u64);
+    pub fn doca_sync_event_task_wait_neq_get_wait_val(task: *const doca_sync_event_task_wait_neq) -> u64;
+    pub fn doca_sync_event_task_wait_neq_set_mask(task: *mut doca_sync_event_task_wait_neq, mask: u64);
+    pub fn doca_sync_event_task_wait_neq_get_mask(task: *const doca_sync_event_task_wait_neq) -> u64;
+}
