@@ -406,7 +406,12 @@ pub fn alloc<T: TaskType>(ctx: &doca_ctx, user_data: doca_data) -> Result<NonNul
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
-    let pool = ctx.pool_for(T::KIND).ok_or(DOCA_ERROR_NOT_SUPPORTED)?;
+    let Some(pool) = ctx.pool_for(T::KIND) else {
+        return Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "task allocation: this task kind was never configured on the context (call its *_set_conf before start)"
+        ));
+    };
     let i = pool.free.borrow_mut().pop().ok_or(DOCA_ERROR_NO_MEMORY)?;
     let h = pool.slot(i);
     debug_assert_eq!(h.state.get(), TaskState::Free);

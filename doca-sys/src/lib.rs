@@ -487,6 +487,8 @@ extern "C" {
 mod urom;
 pub use urom::*;
 
+include!("common.rs");
+
 // ---- soft-provider extensions (not part of NVIDIA's DOCA) ----
 //
 // Memory that another process must reach without the owner's CPU (one-sided RDMA from a
