@@ -85,6 +85,8 @@ fn log_argp_errors_and_help() {
         assert!(run.stdout.contains(&format!("argp_start: {code}")), "{args:?}:\n{}", run.all());
         // argp's messages go to the application log (standard backend: errors on stderr).
         assert!(run.stderr.contains(message), "{args:?}: no `{message}` in:\n{}", run.stderr);
+        // Only the validation callback calls doca_argp_usage(), which prints and returns.
+        assert_eq!(run.stdout.contains("Usage: log_argp"), args == ["-d", "bad-device"], "{args:?}:\n{}", run.stdout);
     }
 
     let run = prog.run(&["--help"]);

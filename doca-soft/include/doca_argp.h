@@ -61,7 +61,7 @@ typedef doca_error_t (*doca_argp_logger_cb_t)(enum doca_log_level level, const c
 doca_error_t doca_argp_init(const char *program_name, void *program_config);
 doca_error_t doca_argp_start(int argc, char **argv);
 doca_error_t doca_argp_destroy(void);
-/* Prints the usage text on stdout, then ends the process with EXIT_SUCCESS. */
+/* Prints the usage text on stdout and returns (programs call it from their own checks). */
 void doca_argp_usage(void);
 /* A DPDK program: argv before "--" goes to `callback` (with argv[0]), the rest to argp. */
 void doca_argp_set_dpdk_program(doca_argp_dpdk_cb_t callback);

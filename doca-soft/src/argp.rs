@@ -99,7 +99,7 @@ pub struct Parsed {
     pub actions: Vec<Action>,
     /// The chosen command chain's callbacks, outermost first (the innermost runs).
     pub cmd_cbs: Vec<doca_argp_cmd_cb_t>,
-    /// The DPDK part of a DPDK program's command line (argv[0] first).
+    /// The DPDK part of a DPDK program's command line (`argv[0]` first).
     pub dpdk_args: Vec<String>,
 }
 
@@ -467,6 +467,8 @@ pub type doca_soft_argp_line_logger_t = Option<unsafe extern "C" fn(level: u32, 
 
 struct Parser {
     name: Option<String>,
+    /// `argv[0]` of the last `doca_argp_start`, for a later `doca_argp_usage`.
+    argv0: Option<String>,
     config: usize,
     /// Registered parameters and commands (addresses of leaked boxes), owned until destroy.
     params: Vec<usize>,
@@ -585,6 +587,7 @@ pub unsafe extern "C" fn doca_argp_init(program_name: *const c_char, program_con
         *g = Some(Parser {
             // SAFETY: NULL or NUL-terminated, per the C contract.
             name: unsafe { c_string(program_name) },
+            argv0: None,
             config: program_config as usize,
             params: Vec::new(),
             cmds: Vec::new(),
@@ -989,11 +992,11 @@ pub unsafe extern "C" fn doca_argp_get_sdk_log_level(log_level: *mut c_int) -> d
     })
 }
 
-/// The program name for the usage: init's name, else argv[0]'s last path component.
+/// The program name for the usage: init's name, else `argv[0]`'s last path component.
 fn program_name(p: &Parser, argv0: Option<&str>) -> String {
     p.name
         .clone()
-        .or_else(|| argv0.map(|a| a.rsplit('/').next().unwrap_or(a).to_string()))
+        .or_else(|| argv0.or(p.argv0.as_deref()).map(|a| a.rsplit('/').next().unwrap_or(a).to_string()))
         .unwrap_or_else(|| "program".into())
 }
 
@@ -1028,13 +1031,11 @@ fn registered_ok_param(p: &doca_argp_param) -> bool {
 #[no_mangle]
 pub extern "C" fn doca_argp_usage() {
     let text = guard(None, || snapshot_now(None).ok().map(|(scope, name)| usage(&name, &[&scope])));
+    // It returns: DOCA 3.x samples call it from their own checks and then clean up
+    // (`doca_argp_usage(); doca_argp_destroy(); return ...`).
     if let Some(t) = text {
         c_print(&t);
     }
-    // DOCA's usage ends the program (see docs/soft-provider.md, "argp").
-    let _ = doca_argp_destroy();
-    // SAFETY: exit runs the C program's atexit handlers and flushes its streams.
-    unsafe { libc::exit(libc::EXIT_SUCCESS) }
 }
 
 /// Calls a parameter callback with its value laid out as DOCA passes it.
@@ -1077,8 +1078,9 @@ pub unsafe extern "C" fn doca_argp_start(argc: c_int, argv: *mut *mut c_char) ->
             .collect();
         let (scope, name) = snapshot_now(args.first().map(String::as_str))?;
         let (config, logger, version_cb, validation_cb, dpdk_cb) = {
-            let g = parser();
-            let p = g.as_ref().ok_or(DOCA_ERROR_BAD_STATE)?;
+            let mut g = parser();
+            let p = g.as_mut().ok_or(DOCA_ERROR_BAD_STATE)?;
+            p.argv0 = args.first().cloned();
             (p.config as *mut c_void, p.logger, p.version_cb, p.validation_cb, p.dpdk_cb)
         };
         let parsed = match parse(&scope, &args, dpdk_cb.is_some()) {

@@ -59,7 +59,7 @@ extern "C" {
     pub fn doca_argp_init(program_name: *const c_char, program_config: *mut c_void) -> doca_error_t;
     pub fn doca_argp_start(argc: c_int, argv: *mut *mut c_char) -> doca_error_t;
     pub fn doca_argp_destroy() -> doca_error_t;
-    /// Prints the usage and ends the process.
+    /// Prints the usage on stdout and returns.
     pub fn doca_argp_usage();
     pub fn doca_argp_set_dpdk_program(callback: doca_argp_dpdk_cb_t);
     pub fn doca_argp_register_param(input_param: *mut doca_argp_param) -> doca_error_t;

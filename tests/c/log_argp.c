@@ -161,6 +161,7 @@ static doca_error_t validate_cb(void *config)
 	cfg->validated = true;
 	if (strcmp(cfg->device, "bad-device") == 0) {
 		DOCA_LOG_ERR("device %s refused by validation", cfg->device);
+		doca_argp_usage(); /* prints and returns, as DOCA 3.x samples expect */
 		return DOCA_ERROR_INVALID_VALUE;
 	}
 	return DOCA_SUCCESS;

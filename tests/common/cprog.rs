@@ -132,6 +132,12 @@ impl CProgram {
 
     /// Runs a prepared command (extra environment, ...) bounded by a time limit.
     pub fn run_with(&self, cmd: &mut Command) -> Run {
+        // `cargo test` puts target/<profile> and its deps on LD_LIBRARY_PATH, which outranks the
+        // program's rpath (a RUNPATH) and may hold an older libdoca_soft.so than the one the
+        // test was built with. Run as a user would: on the rpath alone (unless the caller set it).
+        if !cmd.get_envs().any(|(k, _)| k == "LD_LIBRARY_PATH") {
+            cmd.env_remove("LD_LIBRARY_PATH");
+        }
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
