@@ -16,6 +16,11 @@
 mod common;
 
 use common::cprog::CProgram;
+use std::process::Command;
+
+fn prog_cmd(prog: &CProgram) -> Command {
+    Command::new(&prog.exe)
+}
 
 const PACKAGES: [&str; 2] = ["doca-common", "doca-argp"];
 
@@ -88,6 +93,13 @@ fn log_argp_errors_and_help() {
         // Only the validation callback calls doca_argp_usage(), which prints and returns.
         assert_eq!(run.stdout.contains("Usage: log_argp"), args == ["-d", "bad-device"], "{args:?}:\n{}", run.stdout);
     }
+
+    // With a logger callback, argp's messages go there (through the va_list trampoline of
+    // our header) instead of the application log.
+    let run = prog.run_with(prog_cmd(&prog).args(["-d", "x", "--bogus"]).env("LOG_ARGP_LOGGER", "1"));
+    assert_eq!(run.code, Some(3), "{}", run.all());
+    assert!(run.stdout.contains("argp-logger[30]: unknown flag --bogus"), "{}", run.all());
+    assert!(!run.stderr.contains("unknown flag"), "{}", run.stderr);
 
     let run = prog.run(&["--help"]);
     run.assert_success();

@@ -824,6 +824,32 @@ mod tests {
     }
 
     #[test]
+    fn the_rust_hook_receives_sdk_records() {
+        use std::sync::Mutex as M;
+        static SEEN: M<Vec<(u32, String)>> = M::new(Vec::new());
+        fn hook(level: u32, _file: &str, _line: u32, msg: &str) {
+            if msg.starts_with("hook-marker") {
+                SEEN.lock().unwrap().push((level, msg.to_string()));
+            }
+        }
+        set_sdk_hook(Some(hook));
+        assert!(sdk_enabled(DOCA_LOG_LEVEL_ERROR));
+        crate::sdk_log!(WARNING, "hook-marker {}", 1);
+        crate::sdk_log!(TRACE, "hook-marker too verbose"); // above the global SDK limit (INFO)
+        assert_eq!(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "hook-marker {}", 2), DOCA_ERROR_NOT_SUPPORTED);
+        set_sdk_hook(None);
+        crate::sdk_log!(ERROR, "hook-marker after removal");
+        let seen = SEEN.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                (DOCA_LOG_LEVEL_WARNING, "hook-marker 1".to_string()),
+                (DOCA_LOG_LEVEL_ERROR, "hook-marker 2".to_string())
+            ]
+        );
+    }
+
+    #[test]
     fn level_arguments_are_checked() {
         assert_eq!(doca_log_level_set_global_lower_limit(5), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_log_level_set_global_sdk_limit(71), DOCA_ERROR_INVALID_VALUE);

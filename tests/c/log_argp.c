@@ -70,6 +70,15 @@ static void sdk_flush(char *buf)
 	append(sdk_log, sizeof(sdk_log), buf);
 }
 
+/* argp's own messages, when LOG_ARGP_LOGGER is set in the environment. */
+static doca_error_t argp_logger(enum doca_log_level level, const char *format, va_list args)
+{
+	printf("argp-logger[%d]: ", (int)level);
+	vprintf(format, args);
+	printf("\n");
+	return DOCA_SUCCESS;
+}
+
 static int failures;
 
 #define CHECK(cond)                                                                                \
@@ -310,6 +319,8 @@ int main(int argc, char **argv)
 	result = register_params();
 	if (result == DOCA_SUCCESS)
 		result = doca_argp_register_validation_callback(validate_cb);
+	if (result == DOCA_SUCCESS && getenv("LOG_ARGP_LOGGER") != NULL)
+		result = doca_argp_register_logger_callback(argp_logger);
 	if (result != DOCA_SUCCESS) {
 		printf("register: %s\n", doca_error_get_name(result));
 		doca_argp_destroy();

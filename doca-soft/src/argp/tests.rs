@@ -226,6 +226,12 @@ fn usage_lists_both_groups() {
 
 static LAST_INT: AtomicI32 = AtomicI32::new(0);
 static VALIDATED: AtomicI32 = AtomicI32::new(0);
+static COMMAND_RAN: AtomicI32 = AtomicI32::new(0);
+
+unsafe extern "C" fn command_cb(_config: *mut c_void) -> doca_error_t {
+    COMMAND_RAN.fetch_add(1, Ordering::SeqCst);
+    DOCA_SUCCESS
+}
 
 unsafe extern "C" fn int_cb(v: *mut c_void, config: *mut c_void) -> doca_error_t {
     // SAFETY: argp passes an int * for INT parameters; config is the AtomicI32 given to init.
@@ -301,6 +307,43 @@ fn c_entry_points() {
         assert_eq!(run(&[c"t", c"-c", c"-1"]), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(run(&[c"t"]), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(run(&[c"t", c"-c", c"1", c"--what"]), DOCA_ERROR_NOT_SUPPORTED);
+
+        // A sub-command with a flag of its own: its callback runs after the flags'.
+        let mut cmd = std::ptr::null_mut();
+        assert_eq!(doca_argp_cmd_create(&mut cmd), DOCA_SUCCESS);
+        doca_argp_cmd_set_name(cmd, c"go".as_ptr());
+        let mut q = std::ptr::null_mut();
+        assert_eq!(doca_argp_param_create(&mut q), DOCA_SUCCESS);
+        doca_argp_param_set_long_name(q, c"depth".as_ptr());
+        doca_argp_param_set_description(q, c"how deep".as_ptr());
+        doca_argp_param_set_callback(q, Some(int_cb));
+        doca_argp_param_set_type(q, DOCA_ARGP_TYPE_INT);
+        assert_eq!(doca_argp_cmd_register_param(cmd, q), DOCA_SUCCESS);
+        // No description yet: INITIALIZATION (and the command now belongs to argp).
+        assert_eq!(doca_argp_register_cmd(cmd), DOCA_ERROR_INITIALIZATION);
+        assert_eq!(doca_argp_cmd_destroy(cmd), DOCA_ERROR_BAD_STATE);
+        let mut cmd2 = std::ptr::null_mut();
+        assert_eq!(doca_argp_cmd_create(&mut cmd2), DOCA_SUCCESS);
+        doca_argp_cmd_set_name(cmd2, c"go2".as_ptr());
+        doca_argp_cmd_set_description(cmd2, c"go somewhere".as_ptr());
+        doca_argp_cmd_set_callback(cmd2, Some(command_cb));
+        let mut q2 = std::ptr::null_mut();
+        assert_eq!(doca_argp_param_create(&mut q2), DOCA_SUCCESS);
+        doca_argp_param_set_long_name(q2, c"depth".as_ptr());
+        doca_argp_param_set_description(q2, c"how deep".as_ptr());
+        doca_argp_param_set_callback(q2, Some(int_cb));
+        doca_argp_param_set_type(q2, DOCA_ARGP_TYPE_INT);
+        assert_eq!(doca_argp_cmd_register_param(cmd2, q2), DOCA_SUCCESS);
+        assert_eq!(doca_argp_register_cmd(cmd2), DOCA_SUCCESS);
+        assert_eq!(run(&[c"t", c"-c", c"2", c"go2", c"--depth", c"11"]), DOCA_SUCCESS);
+        assert_eq!(LAST_INT.load(Ordering::SeqCst), 11);
+        assert_eq!(COMMAND_RAN.load(Ordering::SeqCst), 1);
+        // The command's flag is unknown outside it.
+        assert_eq!(run(&[c"t", c"-c", c"2", c"--depth", c"11"]), DOCA_ERROR_NOT_SUPPORTED);
+        // An unregistered command can be destroyed, with what was registered to it.
+        let mut cmd3 = std::ptr::null_mut();
+        assert_eq!(doca_argp_cmd_create(&mut cmd3), DOCA_SUCCESS);
+        assert_eq!(doca_argp_cmd_destroy(cmd3), DOCA_SUCCESS);
         assert_eq!(doca_argp_destroy(), DOCA_SUCCESS);
         assert_eq!(doca_argp_destroy(), DOCA_ERROR_BAD_STATE);
     }
