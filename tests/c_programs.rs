@@ -29,7 +29,16 @@ fn log_argp_parses_logs_and_reports_sdk_errors() {
     let Some(prog) = CProgram::build("tests/c/log_argp.c", &PACKAGES) else { return };
     assert!(prog.pkg_flags.iter().any(|f| f == "-ldoca_soft"), "{:?}", prog.pkg_flags);
     let json = prog.file("config.json");
-    std::fs::write(&json, r#"{"name": "from-json", "tag": ["a", "b"], "count": 9, "settings": {"depth": 2}}"#).unwrap();
+    // DOCA's sectioned layout, with a comment, as DOCA applications' *_params.json files are.
+    std::fs::write(
+        &json,
+        r#"{
+    "doca_general_flags": { "sdk-log-level": 40 },
+    // the program's own flags, by long name
+    "doca_program_flags": { "name": "from-json", "tag": ["a", "b"], "count": 9, "settings": {"depth": 2} }
+}"#,
+    )
+    .unwrap();
     let json = json.to_str().unwrap();
     // JSON first, then the command line, which overrides --count.
     let run = prog.run(&[
@@ -56,7 +65,7 @@ fn log_argp_parses_logs_and_reports_sdk_errors() {
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("log_level=60"), "{}", run.stdout);
+    assert!(run.stdout.contains("log_level=60 sdk_log_level=40"), "{}", run.stdout);
     assert!(run.stdout.lines().any(|l| l == "ok all"), "{}", run.stdout);
     // The standard backend: INFO and DEBUG (allowed by -l 60) on stdout, WARNING on stderr.
     assert!(run.stdout.contains("[INFO][LOG_ARGP::MAIN]") && run.stdout.contains("info record 1"), "{}", run.stdout);

@@ -222,17 +222,47 @@ impl<'a> Walk<'a> {
     }
 
     /// Applies a JSON configuration file at this point of the command line.
+    ///
+    /// Two layouts are accepted: DOCA's sectioned one, `{"doca_general_flags": {"log-level":
+    /// 60}, "doca_program_flags": {"device": "mlx5_0"}}` (`doca_dpdk_flags` is refused: no
+    /// DPDK here), and a flat object of long names. `//` and `/* */` comments are allowed.
     fn json_file(&mut self, path: &str) -> Result<(), Fail> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) => return fail(DOCA_ERROR_IO_FAILED, format!("cannot read the JSON file {path}: {e}")),
         };
-        let obj = match serde_json::from_str::<serde_json::Value>(&text) {
+        let obj = match serde_json::from_str::<serde_json::Value>(&strip_json_comments(&text)) {
             Ok(serde_json::Value::Object(o)) => o,
             Ok(_) => return fail(DOCA_ERROR_INVALID_VALUE, format!("{path}: the top level is not a JSON object")),
             Err(e) => return fail(DOCA_ERROR_INVALID_VALUE, format!("{path}: bad JSON: {e}")),
         };
-        for (key, v) in obj {
+        if !obj.keys().any(|k| SECTIONS.contains(&k.as_str())) {
+            return self.json_flags(path, obj);
+        }
+        for (section, v) in obj {
+            if !SECTIONS.contains(&section.as_str()) {
+                return fail(DOCA_ERROR_NOT_SUPPORTED, format!("{path}: unknown section `{section}`"));
+            }
+            let serde_json::Value::Object(flags) = v else {
+                return fail(DOCA_ERROR_INVALID_VALUE, format!("{path}: `{section}` is not a JSON object"));
+            };
+            match section.as_str() {
+                "doca_general_flags" | "doca_program_flags" => self.json_flags(path, flags)?,
+                "doca_dpdk_flags" => {
+                    return fail(
+                        DOCA_ERROR_NOT_SUPPORTED,
+                        format!("{path}: `doca_dpdk_flags`: the soft provider has no DPDK; pass EAL flags before `--`"),
+                    )
+                }
+                _ => return fail(DOCA_ERROR_NOT_SUPPORTED, format!("{path}: unknown section `{section}`")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one object of `long-name: value` pairs.
+    fn json_flags(&mut self, path: &str, flags: serde_json::Map<String, serde_json::Value>) -> Result<(), Fail> {
+        for (key, v) in flags {
             match key.as_str() {
                 "log-level" | "sdk-log-level" => {
                     let n = v.as_u64().map(|n| n.to_string()).or_else(|| v.as_str().map(str::to_string));
@@ -266,6 +296,48 @@ impl<'a> Walk<'a> {
         }
         Ok(())
     }
+}
+
+/// The top-level sections of DOCA's JSON configuration files.
+const SECTIONS: [&str; 3] = ["doca_dpdk_flags", "doca_general_flags", "doca_program_flags"];
+
+/// `text` with `//` line comments and `/* */` block comments (outside strings) blanked out,
+/// so positions in serde_json's error messages still match the file.
+pub fn strip_json_comments(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let (mut i, mut in_str) = (0, false);
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            out.push(c);
+            if c == b'\\' && i + 1 < b.len() {
+                out.push(b[i + 1]);
+                i += 1;
+            } else if c == b'"' {
+                in_str = false;
+            }
+            i += 1;
+        } else if c == b'"' {
+            in_str = true;
+            out.push(c);
+            i += 1;
+        } else if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                out.push(b' ');
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            let end = b[i + 2..].windows(2).position(|w| w == b"*/").map_or(b.len(), |p| i + 2 + p + 2);
+            out.extend(b[i..end].iter().map(|&c| if c == b'\n' { b'\n' } else { b' ' }));
+            i = end;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    // Only ASCII bytes outside strings were replaced (by ASCII), so this stays valid UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 fn json_value(key: &str, ty: doca_argp_type, v: serde_json::Value) -> Result<Value, Fail> {

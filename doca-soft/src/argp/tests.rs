@@ -206,6 +206,39 @@ fn json_configuration() {
 }
 
 #[test]
+fn json_sections_and_comments() {
+    let f = TempJson::new(
+        "sections",
+        r#"{
+            // DOCA's layout: general flags and program flags in their own sections
+            "doca_general_flags": { "log-level": 60, "sdk-log-level": 40 },
+            /* a block
+               comment */
+            "doca_program_flags": { "device": "mlx5_0 // not a comment", "num-connections": 2 }
+        }"#,
+    );
+    let p = parse(&program(), &args(&["-j", f.path()]), false).unwrap();
+    assert!(p.actions.iter().any(|a| matches!(a, Action::LogLevel(60))));
+    assert!(p.actions.iter().any(|a| matches!(a, Action::SdkLogLevel(40))));
+    let v = values(&p);
+    assert_eq!(v[0].1, Value::Str("mlx5_0 // not a comment".into()));
+    assert_eq!(v[1].1, Value::Int(2));
+    for (tag, text, code) in [
+        (
+            "dpdk",
+            r#"{"doca_dpdk_flags": {"core-list": "0-3"}, "doca_program_flags": {"device": "x"}}"#,
+            DOCA_ERROR_NOT_SUPPORTED,
+        ),
+        ("mixed", r#"{"doca_program_flags": {"device": "x"}, "device": "y"}"#, DOCA_ERROR_NOT_SUPPORTED),
+        ("notobj", r#"{"doca_program_flags": ["device"]}"#, DOCA_ERROR_INVALID_VALUE),
+    ] {
+        let f = TempJson::new(tag, text);
+        assert_eq!(err(&["-j", f.path()]).err, code, "{tag}");
+    }
+    assert_eq!(strip_json_comments("{\"a\\\"//\": 1} // x"), "{\"a\\\"//\": 1}     ");
+}
+
+#[test]
 fn usage_lists_both_groups() {
     let prog = program();
     let u = usage("prog", &[&prog]);
