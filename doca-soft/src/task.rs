@@ -38,7 +38,7 @@
 //!   `DOCA_ERROR_INVALID_VALUE`; one already submitted → `DOCA_ERROR_BAD_STATE`; on a ctx that
 //!   is not RUNNING → `DOCA_ERROR_BAD_STATE`. A failed submit leaves the task with the user.
 //! * `doca_task_free` of a submitted task or of a free task is a caller bug: it is ignored with
-//!   a diagnostic on stderr and changes nothing.
+//!   an ERROR record in the SDK log and changes nothing.
 //!
 //! # Threads
 //! Single-threaded, like DOCA: a task, its ctx and its PE are used from one thread. The types
@@ -510,7 +510,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
         // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
         // afterwards.
         Some(cb) => unsafe { dispatch(cb, t.raw(), ud, cud) },
-        None => eprintln!("doca-soft: {} task completed without a callback; it stays allocated", t.kind.name),
+        None => crate::sdk_log!(ERROR, "{} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
 
@@ -542,17 +542,21 @@ fn free(task: &doca_task) {
     match task.state.get() {
         TaskState::Allocated => {}
         TaskState::Free => {
-            eprintln!(
-                "doca-soft: doca_task_free: {} task {:p} is already free (double free ignored)",
-                task.kind.name, task
+            crate::sdk_log!(
+                ERROR,
+                "doca_task_free: {} task {:p} is already free (double free ignored)",
+                task.kind.name,
+                task
             );
             return;
         }
         TaskState::Submitted | TaskState::Completed => {
-            eprintln!(
-                "doca-soft: doca_task_free: {} task {:p} is in flight and owned by the library; \
+            crate::sdk_log!(
+                ERROR,
+                "doca_task_free: {} task {:p} is in flight and owned by the library; \
                  free it from its completion callback (ignored)",
-                task.kind.name, task
+                task.kind.name,
+                task
             );
             return;
         }
@@ -596,7 +600,7 @@ pub unsafe extern "C" fn doca_task_free(task: *mut doca_task) {
         match unsafe { task_ref(task) } {
             Ok(t) => free(t),
             Err(_) => {
-                eprintln!("doca-soft: doca_task_free: invalid task pointer {task:p} (ignored)")
+                crate::sdk_log!(ERROR, "doca_task_free: invalid task pointer {task:p} (ignored)")
             }
         }
     })
