@@ -18,6 +18,9 @@
 #[path = "conformance/kit.rs"]
 mod kit;
 
+#[path = "conformance/common_api.rs"]
+mod common_api;
+
 use std::cell::RefCell;
 use std::ptr;
 use std::time::{Duration, Instant};
