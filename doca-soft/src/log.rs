@@ -15,7 +15,8 @@
 //!   `vsnprintf` and calls [`doca_soft_log_emit`] with the finished text.
 //!
 //! Backends are never destroyed (DOCA has no destroy call): they live in a global list until
-//! the process exits. One mutex guards the list; records are rare enough for that, and the
+//! the process exits. A buffer backend's handler runs with the log lock held; records it logs
+//! itself (directly or through a failing DOCA call) are dropped instead of deadlocking. One mutex guards the list; records are rare enough for that, and the
 //! hot "is anyone listening?" question for the SDK log is a single atomic load.
 
 use core::ffi::{c_char, c_int, CStr};
@@ -137,10 +138,8 @@ fn level_name(level: u32) -> &'static str {
 /// `[HH:MM:SS:micros][pid][DOCA][LEVEL][source][file:line][func] message`, newline-terminated.
 fn format_record(level: u32, source: &str, file: &str, line: u32, func: &str, msg: &str) -> String {
     let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
-    let mut tm: libc::tm = unsafe {
-        // SAFETY: libc::tm is plain data; all-zero is a valid value.
-        std::mem::zeroed()
-    };
+    // SAFETY: libc::tm is plain data; all-zero is a valid value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: both out-pointers are valid locals.
     unsafe {
         libc::gettimeofday(&mut tv, std::ptr::null_mut());
@@ -167,8 +166,24 @@ fn format_record(level: u32, source: &str, file: &str, line: u32, func: &str, ms
     s
 }
 
+thread_local! {
+    /// Set while this thread writes a record: a buffer handler (C code) that logs, or calls
+    /// something that logs, must not re-enter the locked state (its record is dropped).
+    static IN_SINK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn in_sink() -> bool {
+    IN_SINK.with(|f| f.get())
+}
+
 /// Writes one record to every backend of the given kind that accepts its level.
 fn dispatch(st: &State, sdk: bool, level: u32, record: &str) {
+    IN_SINK.with(|f| f.set(true));
+    dispatch_inner(st, sdk, level, record);
+    IN_SINK.with(|f| f.set(false));
+}
+
+fn dispatch_inner(st: &State, sdk: bool, level: u32, record: &str) {
     for b in &st.backends {
         // SAFETY: backends are never freed; the lock is held.
         let b = unsafe { &*b.0 };
@@ -244,6 +259,9 @@ pub fn sdk_enabled(level: u32) -> bool {
 /// Logs one SDK record (call through [`sdk_log!`](crate::sdk_log), which checks the level
 /// before formatting).
 pub fn sdk_emit(level: u32, file: &str, line: u32, func: &str, args: std::fmt::Arguments<'_>) {
+    if in_sink() {
+        return;
+    }
     let msg = args.to_string();
     let hook = *HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let st = state();
@@ -315,7 +333,7 @@ macro_rules! sdk_fail {
 
 /// Application records from Rust (argp's own messages), under a registered source name.
 pub(crate) fn app_emit(level: u32, source: &str, message: &str) {
-    if level > APP_MOST_VERBOSE.load(Ordering::Relaxed) {
+    if level > APP_MOST_VERBOSE.load(Ordering::Relaxed) || in_sink() {
         return;
     }
     let st = state();
@@ -709,6 +727,10 @@ pub unsafe extern "C" fn doca_soft_log_emit(
         if !(DOCA_LOG_LEVEL_CRIT..=DOCA_LOG_LEVEL_TRACE).contains(&level) || message.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
+        if in_sink() {
+            // Logged from inside a buffer handler: dropped rather than deadlocking.
+            return Ok(());
+        }
         // SAFETY: C passes NUL-terminated strings (__FILE__, __func__, the formatted text).
         let (file, func, msg) = unsafe {
             (
@@ -847,6 +869,48 @@ mod tests {
                 (DOCA_LOG_LEVEL_ERROR, "hook-marker 2".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn a_handler_that_logs_does_not_deadlock() {
+        static mut BUF: [c_char; 256] = [0; 256];
+        static SRC: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+        unsafe extern "C" fn handler(_buf: *mut c_char) {
+            // SAFETY: NUL-terminated strings; this re-entry is dropped, not deadlocked.
+            let r = unsafe {
+                doca_soft_log_emit(
+                    DOCA_LOG_LEVEL_CRIT,
+                    SRC.load(Ordering::SeqCst),
+                    c"h.c".as_ptr(),
+                    1,
+                    c"h".as_ptr(),
+                    c"from the handler".as_ptr(),
+                )
+            };
+            assert_eq!(r, DOCA_SUCCESS);
+            crate::sdk_log!(CRIT, "from the handler, SDK side");
+        }
+        let mut src = -1;
+        // SAFETY: valid name and out-pointer.
+        assert_eq!(unsafe { doca_log_register_source(c"TEST::REENTRY".as_ptr(), &mut src) }, DOCA_SUCCESS);
+        SRC.store(src, Ordering::SeqCst);
+        let mut b = std::ptr::null_mut();
+        // SAFETY: a static buffer that outlives the backend.
+        let rc =
+            unsafe { doca_log_backend_create_with_buf(std::ptr::addr_of_mut!(BUF).cast(), 256, Some(handler), &mut b) };
+        assert_eq!(rc, DOCA_SUCCESS);
+        // SAFETY: `b` is ours; only this test's CRIT records pass it.
+        unsafe {
+            doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_CRIT);
+            doca_log_backend_set_level_lower_limit_strict(b);
+        }
+        // SAFETY: NUL-terminated strings.
+        let r = unsafe {
+            doca_soft_log_emit(DOCA_LOG_LEVEL_CRIT, src, c"t.c".as_ptr(), 1, c"t".as_ptr(), c"outer".as_ptr())
+        };
+        assert_eq!(r, DOCA_SUCCESS);
+        // SAFETY: `b` is ours.
+        unsafe { doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_DISABLE) };
     }
 
     #[test]
