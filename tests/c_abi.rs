@@ -219,6 +219,9 @@ fn hostname() -> String {
 
 /// Waits (bounded) for the program to exit, collecting its output.
 fn run_bounded(mut cmd: Command) -> Output {
+    // cargo's LD_LIBRARY_PATH outranks the rpath (a RUNPATH) and may hold an older
+    // libdoca_soft.so (target/<profile>) than the deps/ one the program was linked with.
+    cmd.env_remove("LD_LIBRARY_PATH");
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the C program");
     let out = child.stdout.take().unwrap();
     let err = child.stderr.take().unwrap();
