@@ -226,6 +226,9 @@ fn hostname() -> String {
 
 /// Waits (bounded) for the program to exit, collecting its output.
 fn run_bounded(mut cmd: Command) -> Output {
+    // cargo's LD_LIBRARY_PATH outranks the rpath (a RUNPATH) and may hold an older
+    // libdoca_soft.so (target/<profile>) than the deps/ one the program was linked with.
+    cmd.env_remove("LD_LIBRARY_PATH");
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the C program");
     let out = child.stdout.take().unwrap();
     let err = child.stderr.take().unwrap();
@@ -352,7 +355,7 @@ fn header_functions(dir: &Path) -> Option<Vec<String>> {
 /// `extern "C" { ... }` blocks, plus the re-implemented inline helpers.
 fn rust_functions() -> Vec<String> {
     let mut names = Vec::new();
-    for f in ["lib.rs", "urom.rs", "urom_plugin.rs", "rdma_more.rs", "pe_more.rs", "dev_more.rs", "sync_event_more.rs"]
+    for f in ["lib.rs", "urom.rs", "urom_plugin.rs", "common.rs", "rdma_more.rs", "pe_more.rs", "dev_more.rs", "sync_event_more.rs"]
     {
         let text = std::fs::read_to_string(Path::new(ROOT).join("doca-sys/src").join(f)).unwrap();
         let mut inside = false;

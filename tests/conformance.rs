@@ -20,6 +20,8 @@ mod kit;
 
 #[path = "conformance/devrdma.rs"]
 mod devrdma;
+#[path = "conformance/common_api.rs"]
+mod common_api;
 
 use std::cell::RefCell;
 use std::ptr;

@@ -12,6 +12,26 @@
 #ifndef ASYNC_DOCA_ERROR_H
 #define ASYNC_DOCA_ERROR_H
 
+/*
+ * NVIDIA's doca_error.h reaches <string.h>, <stdlib.h>, <stdint.h>, <assert.h> and <stddef.h>
+ * through its own includes, and DOCA programs call strlen, memset, free ... relying on that.
+ * We include them directly so the same programs compile unchanged.
+ */
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Branch hints: a condition that is almost always true / false. */
+#if defined(__GNUC__) || defined(__clang__)
+#define doca_likely(x) __builtin_expect(!!(x), 1)
+#define doca_unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#define doca_likely(x) (x)
+#define doca_unlikely(x) (x)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,6 +70,20 @@ typedef enum doca_error {
 	DOCA_ERROR_BAD_CONFIG = 29,
 	DOCA_ERROR_SKIPPED = 30,
 } doca_error_t;
+
+/* 1 when `r` is not DOCA_SUCCESS (with a hint that errors are rare), else 0. */
+#define DOCA_IS_ERROR(r) doca_unlikely((r) != DOCA_SUCCESS)
+
+/*
+ * Keeps the first error of a cleanup sequence: `r` (an lvalue) takes the value of `t` only
+ * while `r` is still DOCA_SUCCESS. Typical use: result = first_step(); then
+ * DOCA_ERROR_PROPAGATE(result, tmp) after each later cleanup call stored in `tmp`.
+ */
+#define DOCA_ERROR_PROPAGATE(r, t)                                                                 \
+	do {                                                                                       \
+		if ((r) == DOCA_SUCCESS)                                                           \
+			(r) = (t);                                                                 \
+	} while (0)
 
 /* The symbolic name ("DOCA_ERROR_NO_MEMORY") and a one-line description of a code. Static strings. */
 const char *doca_error_get_name(doca_error_t error);

@@ -15,6 +15,8 @@
 #ifndef ASYNC_DOCA_RDMA_H
 #define ASYNC_DOCA_RDMA_H
 
+/* NVIDIA's doca_rdma.h is the one DOCA header that brings <stdbool.h>; RDMA programs rely on it. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 

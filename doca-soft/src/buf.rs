@@ -532,7 +532,10 @@ pub unsafe extern "C" fn doca_buf_chain_list(list1: *mut doca_buf, list2: *mut d
             buf_ref(list2)?;
         }
         // Scatter/gather lists are not implemented: every buffer is a one-element list.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_buf_chain_list: the soft provider has no scatter/gather lists (every doca_buf is a list of one)"
+        ))
     })
 }
 

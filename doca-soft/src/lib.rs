@@ -14,6 +14,8 @@
 //! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
 //! | [`errors`] | `doca_error_get_name` / `doca_error_get_descr` |
 //! | [`version`] | `doca_version_runtime` |
+//! | [`log`] | `doca_log.h`: sources, application and SDK backends, levels; [`sdk_log!`] for the provider's own messages |
+//! | [`argp`] | `doca_argp.h`: parameters, commands, command-line and JSON parsing, the built-in flags |
 //! | [`urom`] | UROM: the wire protocol, the service daemon and its worker processes, the host side (service, worker, domain ctxs) |
 //!
 //! The design, and where the provider differs from hardware, is in `docs/soft-provider.md`.
@@ -48,6 +50,7 @@ mod objects {
     };
 }
 
+pub mod argp;
 pub mod blob;
 pub mod buf;
 pub mod ctx;
@@ -56,6 +59,7 @@ pub mod dev_more;
 pub mod doorbell;
 pub mod errors;
 mod ffi;
+pub mod log;
 pub mod mmap;
 pub mod pe;
 pub mod rdma;

@@ -729,7 +729,11 @@ impl RemoteRegion {
         self.permit(Op::Atomic)?;
         self.bounds(offset, 8)?;
         let RemotePath::Shm { writable, .. } = &self.mem.path else {
-            return Err(DOCA_ERROR_NOT_SUPPORTED);
+            return Err(crate::sdk_fail!(
+                DOCA_ERROR_NOT_SUPPORTED,
+                "RDMA atomic on memory the peer reaches through process_vm_readv/writev: the soft \
+                 provider can only do atomics on shared memory (allocate it with doca_soft_alloc_shared)"
+            ));
         };
         let p = self.local(offset).ok_or(DOCA_ERROR_UNEXPECTED)?;
         if p as usize % 8 != 0 {
@@ -1088,7 +1092,10 @@ unsafe fn export(
     }
     let mut g = m.lock();
     if g.remote.is_some() {
-        return Err(DOCA_ERROR_NOT_SUPPORTED);
+        return Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_mmap_export: an mmap created from an export cannot be exported again"
+        ));
     }
     if !g.started {
         return Err(DOCA_ERROR_BAD_STATE);

@@ -38,7 +38,7 @@
 //!   `DOCA_ERROR_INVALID_VALUE`; one already submitted → `DOCA_ERROR_BAD_STATE`; on a ctx that
 //!   is not RUNNING → `DOCA_ERROR_BAD_STATE`. A failed submit leaves the task with the user.
 //! * `doca_task_free` of a submitted task or of a free task is a caller bug: it is ignored with
-//!   a diagnostic on stderr and changes nothing.
+//!   an ERROR record in the SDK log and changes nothing.
 //!
 //! # Threads
 //! Single-threaded, like DOCA: a task, its ctx and its PE are used from one thread. The types
@@ -411,7 +411,12 @@ pub fn alloc<T: TaskType>(ctx: &doca_ctx, user_data: doca_data) -> Result<NonNul
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
-    let pool = ctx.pool_for(T::KIND).ok_or(DOCA_ERROR_NOT_SUPPORTED)?;
+    let Some(pool) = ctx.pool_for(T::KIND) else {
+        return Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "task allocation: this task kind was never configured on the context (call its *_set_conf before start)"
+        ));
+    };
     let i = pool.free.borrow_mut().pop().ok_or(DOCA_ERROR_NO_MEMORY)?;
     let h = pool.slot(i);
     debug_assert_eq!(h.state.get(), TaskState::Free);
@@ -553,7 +558,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
         // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
         // afterwards.
         Some(cb) => unsafe { dispatch(cb, t.raw(), ud, cud) },
-        None => eprintln!("doca-soft: {} task completed without a callback; it stays allocated", t.kind.name),
+        None => crate::sdk_log!(ERROR, "{} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
 
@@ -587,17 +592,21 @@ fn free(task: &doca_task) {
     match task.state.get() {
         TaskState::Allocated => {}
         TaskState::Free => {
-            eprintln!(
-                "doca-soft: doca_task_free: {} task {:p} is already free (double free ignored)",
-                task.kind.name, task
+            crate::sdk_log!(
+                ERROR,
+                "doca_task_free: {} task {:p} is already free (double free ignored)",
+                task.kind.name,
+                task
             );
             return;
         }
         TaskState::Submitted | TaskState::Completed => {
-            eprintln!(
-                "doca-soft: doca_task_free: {} task {:p} is in flight and owned by the library; \
+            crate::sdk_log!(
+                ERROR,
+                "doca_task_free: {} task {:p} is in flight and owned by the library; \
                  free it from its completion callback (ignored)",
-                task.kind.name, task
+                task.kind.name,
+                task
             );
             return;
         }
@@ -650,7 +659,7 @@ pub unsafe extern "C" fn doca_task_free(task: *mut doca_task) {
         match unsafe { task_ref(task) } {
             Ok(t) => free(t),
             Err(_) => {
-                eprintln!("doca-soft: doca_task_free: invalid task pointer {task:p} (ignored)")
+                crate::sdk_log!(ERROR, "doca_task_free: invalid task pointer {task:p} (ignored)")
             }
         }
     })

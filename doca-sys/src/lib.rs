@@ -504,6 +504,8 @@ pub use sync_event_more::*;
 mod urom;
 pub use urom::*;
 
+include!("common.rs");
+
 // ---- soft-provider extensions (not part of NVIDIA's DOCA) ----
 //
 // Memory that another process must reach without the owner's CPU (one-sided RDMA from a

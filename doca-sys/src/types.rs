@@ -320,3 +320,98 @@ const _ABI_CHECKS: () = {
     assert!(core::mem::size_of::<doca_error_t>() == 4);
     let _ = core::mem::size_of::<*mut c_void>();
 };
+
+// ---- doca_types.h: common value types ----
+
+/// An OS event handle (`doca_event_handle_t`): a file descriptor on Linux.
+pub type doca_event_handle_t = c_int;
+/// `doca_event_invalid_handle`: the value no valid event handle has (DOCA names this macro
+/// in lower case; the Rust name follows Rust's convention).
+pub const DOCA_EVENT_INVALID_HANDLE: doca_event_handle_t = -1;
+/// Length in bytes of an InfiniBand/RoCE GID.
+pub const DOCA_GID_BYTE_LENGTH: usize = 16;
+/// A `uint16_t` that holds a big-endian value.
+pub type doca_be16_t = u16;
+/// A `uint64_t` that holds a big-endian value.
+pub type doca_be64_t = u64;
+
+/// `struct doca_gather_list`: one memory range of a chain; `next` NULL ends it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct doca_gather_list {
+    pub addr: *mut c_void,
+    pub len: u64,
+    pub next: *mut doca_gather_list,
+}
+
+/// `enum doca_pci_func_type`.
+pub type doca_pci_func_type = u32;
+pub const DOCA_PCI_FUNC_TYPE_PF: doca_pci_func_type = 0;
+pub const DOCA_PCI_FUNC_TYPE_VF: doca_pci_func_type = 1;
+pub const DOCA_PCI_FUNC_TYPE_SF: doca_pci_func_type = 2;
+
+/// `enum doca_gpu_mem_type`.
+pub type doca_gpu_mem_type = u32;
+pub const DOCA_GPU_MEM_TYPE_GPU: doca_gpu_mem_type = 0;
+pub const DOCA_GPU_MEM_TYPE_GPU_CPU: doca_gpu_mem_type = 1;
+pub const DOCA_GPU_MEM_TYPE_CPU_GPU: doca_gpu_mem_type = 2;
+
+/// `enum doca_eth_wait_on_time_type`.
+pub type doca_eth_wait_on_time_type = u32;
+pub const DOCA_ETH_WAIT_ON_TIME_TYPE_NONE: doca_eth_wait_on_time_type = 0;
+pub const DOCA_ETH_WAIT_ON_TIME_TYPE_NATIVE: doca_eth_wait_on_time_type = 1;
+pub const DOCA_ETH_WAIT_ON_TIME_TYPE_DPDK: doca_eth_wait_on_time_type = 2;
+
+/// `enum doca_mtu_size` (RAW_ETHERNET is reserved).
+pub type doca_mtu_size = u32;
+pub const DOCA_MTU_SIZE_256_BYTES: doca_mtu_size = 0;
+pub const DOCA_MTU_SIZE_512_BYTES: doca_mtu_size = 1;
+pub const DOCA_MTU_SIZE_1K_BYTES: doca_mtu_size = 2;
+pub const DOCA_MTU_SIZE_2K_BYTES: doca_mtu_size = 3;
+pub const DOCA_MTU_SIZE_4K_BYTES: doca_mtu_size = 4;
+pub const DOCA_MTU_SIZE_RAW_ETHERNET: doca_mtu_size = 5;
+
+// ---- doca_log.h ----
+
+/// `enum doca_log_level`: bigger is more verbose. A backend prints a record of level L when
+/// `upper_limit <= L <= lower_limit`.
+pub type doca_log_level = u32;
+pub const DOCA_LOG_LEVEL_DISABLE: doca_log_level = 10;
+pub const DOCA_LOG_LEVEL_CRIT: doca_log_level = 20;
+pub const DOCA_LOG_LEVEL_ERROR: doca_log_level = 30;
+pub const DOCA_LOG_LEVEL_WARNING: doca_log_level = 40;
+pub const DOCA_LOG_LEVEL_INFO: doca_log_level = 50;
+pub const DOCA_LOG_LEVEL_DEBUG: doca_log_level = 60;
+pub const DOCA_LOG_LEVEL_TRACE: doca_log_level = 70;
+
+/// `log_flush_callback`: called by a buffer backend with the buffer holding one record.
+pub type log_flush_callback = Option<unsafe extern "C" fn(buf: *mut core::ffi::c_char)>;
+
+// ---- doca_argp.h ----
+
+/// `enum doca_argp_type`: what a parameter's value is, and so what its callback receives.
+pub type doca_argp_type = u32;
+pub const DOCA_ARGP_TYPE_UNKNOWN: doca_argp_type = 0;
+/// The callback receives a `char *` (NUL-terminated, valid during the call).
+pub const DOCA_ARGP_TYPE_STRING: doca_argp_type = 1;
+/// The callback receives an `int *`.
+pub const DOCA_ARGP_TYPE_INT: doca_argp_type = 2;
+/// The callback receives a `bool *`; on the command line the flag takes no value.
+pub const DOCA_ARGP_TYPE_BOOLEAN: doca_argp_type = 3;
+/// The callback receives the object's JSON text as a `char *` (soft provider; see
+/// docs/soft-provider.md).
+pub const DOCA_ARGP_TYPE_JSON_OBJ: doca_argp_type = 4;
+
+/// A parameter's callback: `(value pointer, program config)`.
+pub type doca_argp_param_cb_t = Option<unsafe extern "C" fn(param: *mut c_void, config: *mut c_void) -> doca_error_t>;
+/// A command's callback: `(program config)`.
+pub type doca_argp_cmd_cb_t = Option<unsafe extern "C" fn(config: *mut c_void) -> doca_error_t>;
+/// The DPDK part of a DPDK program's command line: `(argc, argv)`.
+pub type doca_argp_dpdk_cb_t = Option<unsafe extern "C" fn(argc: c_int, argv: *mut *mut core::ffi::c_char) -> doca_error_t>;
+/// Called after parsing with the program config.
+pub type doca_argp_validation_cb_t = Option<unsafe extern "C" fn(config: *mut c_void) -> doca_error_t>;
+/// argp's logger: `(level, printf format, va_list)`. The `va_list` is passed as the
+/// platform passes it (a pointer on x86-64); stable Rust cannot build one, so only C
+/// implements this callback.
+pub type doca_argp_logger_cb_t =
+    Option<unsafe extern "C" fn(level: doca_log_level, format: *const core::ffi::c_char, args: *mut c_void) -> doca_error_t>;

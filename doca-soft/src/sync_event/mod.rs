@@ -291,7 +291,13 @@ impl doca_sync_event {
         let b = self.live()?;
         let seg = match b {
             Backing::Shm(seg) => seg,
-            Backing::User { .. } => return Err(DOCA_ERROR_NOT_SUPPORTED),
+            Backing::User { .. } => {
+                return Err(crate::sdk_fail!(
+                    DOCA_ERROR_NOT_SUPPORTED,
+                    "sync event export: the event lives in memory the program supplied, which \
+                     another process cannot map; let the library allocate it to export it"
+                ))
+            }
         };
         let (cell, ok) = match via {
             // PCI export: the event must not be configured for the network.

@@ -257,7 +257,7 @@ impl Drop for TaskMemory {
             if leak {
                 // The user kept extra references to a command buffer: freeing the memory would
                 // leave them dangling, so it stays allocated.
-                eprintln!("doca-soft: urom worker command buffers still referenced by the user; memory kept");
+                crate::sdk_log!(WARNING, "urom worker command buffers still referenced by the user; memory kept");
                 return;
             }
             dealloc(self.base, self.layout);

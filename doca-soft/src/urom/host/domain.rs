@@ -171,7 +171,7 @@ impl OobExchange {
                 return;
             }
         }
-        eprintln!("doca-soft: urom domain stopped during its OOB exchange; the request's buffers are kept");
+        crate::sdk_log!(WARNING, "urom domain stopped during its OOB exchange; the request's buffers are kept");
         core::mem::forget(self);
     }
 }

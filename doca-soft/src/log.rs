@@ -1,0 +1,929 @@
+//! `doca_log.h`: log sources, application and SDK backends, level limits, and the SDK log
+//! that doca-soft itself writes to.
+//!
+//! The model (DOCA 3.0's, see the header `doca_log.h`):
+//!
+//! * Levels are numbers, bigger = more verbose. A backend prints a record of level `L` when
+//!   `upper <= L <= lower`. Application backends take their `lower` from the global lower
+//!   limit (default INFO) and `upper` from the global upper limit (default CRIT) unless the
+//!   limit was pinned (`*_strict`) or set on the backend. SDK backends use an SDK level
+//!   (default: the global SDK limit, INFO) in place of `lower`.
+//! * Application records (the C program's `DOCA_LOG_*`) reach only application backends;
+//!   SDK records (this library's own messages, [`sdk_log!`](crate::sdk_log)) only SDK backends
+//!   and the Rust hook ([`set_sdk_hook`]). With neither, SDK records are never even formatted.
+//! * `doca_log()` is variadic in C; our header makes it a `static inline` that formats with
+//!   `vsnprintf` and calls [`doca_soft_log_emit`] with the finished text.
+//!
+//! Backends are never destroyed (DOCA has no destroy call): they live in a global list until
+//! the process exits. A buffer backend's handler runs with the log lock held; records it logs
+//! itself (directly or through a failing DOCA call) are dropped instead of deadlocking. One mutex guards the list; records are rare enough for that, and the
+//! hot "is anyone listening?" question for the SDK log is a single atomic load.
+
+use core::ffi::{c_char, c_int, CStr};
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::ffi::{guard, guard_err, out};
+use crate::types::*;
+
+/// The source id doca-soft's own records carry, and its name.
+const SDK_SOURCE_NAME: &str = "DOCA_SOFT";
+
+extern "C" {
+    // glibc's standard streams, for the standard backend: records then interleave correctly
+    // with the program's own printf output (same FILE buffers).
+    static stdout: *mut libc::FILE;
+    static stderr: *mut libc::FILE;
+}
+
+/// Where a backend writes.
+enum Sink {
+    /// A C `FILE *` (fputs, then fflush so records are not lost on a crash).
+    File(usize),
+    /// A file descriptor (one `write` per record).
+    Fd(c_int),
+    /// The caller's buffer: the record is copied to its start, then `handler(buf)` runs.
+    Buf { buf: usize, capacity: usize, handler: log_flush_callback },
+    /// syslog(3), opened with the given identity.
+    Syslog,
+}
+
+/// One backend. `doca_log_backend` is the opaque C name; C holds a pointer to a leaked box.
+pub struct doca_log_backend {
+    sdk: bool,
+    sink: Sink,
+    lower: u32,
+    upper: u32,
+    lower_pinned: bool,
+    upper_pinned: bool,
+}
+
+impl doca_log_backend {
+    fn accepts(&self, level: u32) -> bool {
+        self.upper <= level && level <= self.lower && level > DOCA_LOG_LEVEL_DISABLE
+    }
+}
+
+/// The backend pointers handed to C (leaked boxes, never freed) in creation order.
+struct Backend(*mut doca_log_backend);
+// SAFETY: a backend is only read or changed with the BACKENDS lock held; the pointer is never
+// freed, so moving it between threads is sound.
+unsafe impl Send for Backend {}
+
+struct State {
+    sources: Vec<Option<String>>,
+    backends: Vec<Backend>,
+    global_lower: u32,
+    global_upper: u32,
+    global_sdk: u32,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    sources: Vec::new(),
+    backends: Vec::new(),
+    global_lower: DOCA_LOG_LEVEL_INFO,
+    global_upper: DOCA_LOG_LEVEL_CRIT,
+    global_sdk: DOCA_LOG_LEVEL_INFO,
+});
+
+/// The most verbose level any SDK backend or the hook would print (0: nobody listens).
+static SDK_MOST_VERBOSE: AtomicU32 = AtomicU32::new(0);
+/// The same for application backends (so `doca_log` skips formatting disabled levels).
+static APP_MOST_VERBOSE: AtomicU32 = AtomicU32::new(0);
+
+/// A Rust receiver of SDK records: `(level, source file, line, message)`.
+pub type SdkHook = fn(level: u32, file: &str, line: u32, message: &str);
+static HOOK: Mutex<Option<SdkHook>> = Mutex::new(None);
+
+fn state() -> MutexGuard<'static, State> {
+    // A panic while holding the lock left consistent data (every update is one assignment).
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Recomputes the two "most verbose" summaries after any change of backends or limits.
+fn refresh(st: &State) {
+    let (mut app, mut sdk) = (0, 0);
+    for b in &st.backends {
+        // SAFETY: backends are never freed; the lock is held.
+        let b = unsafe { &*b.0 };
+        if b.upper <= b.lower && b.lower > DOCA_LOG_LEVEL_DISABLE {
+            let v = if b.sdk { &mut sdk } else { &mut app };
+            *v = (*v).max(b.lower);
+        }
+    }
+    if HOOK.lock().map(|h| h.is_some()).unwrap_or(false) {
+        sdk = sdk.max(st.global_sdk);
+    }
+    APP_MOST_VERBOSE.store(app, Ordering::Relaxed);
+    SDK_MOST_VERBOSE.store(sdk, Ordering::Relaxed);
+}
+
+fn valid_level(level: u32) -> bool {
+    (DOCA_LOG_LEVEL_DISABLE..=DOCA_LOG_LEVEL_TRACE).contains(&level)
+}
+
+fn level_name(level: u32) -> &'static str {
+    match level {
+        ..=20 => "CRIT",
+        21..=30 => "ERR",
+        31..=40 => "WARN",
+        41..=50 => "INFO",
+        51..=60 => "DBG",
+        _ => "TRC",
+    }
+}
+
+/// `[HH:MM:SS:micros][pid][DOCA][LEVEL][source][file:line][func] message`, newline-terminated.
+fn format_record(level: u32, source: &str, file: &str, line: u32, func: &str, msg: &str) -> String {
+    let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    // SAFETY: libc::tm is plain data; all-zero is a valid value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both out-pointers are valid locals.
+    unsafe {
+        libc::gettimeofday(&mut tv, std::ptr::null_mut());
+        libc::localtime_r(&tv.tv_sec, &mut tm);
+    }
+    let file = file.rsplit('/').next().unwrap_or(file);
+    let mut s = String::with_capacity(64 + msg.len());
+    let _ = write!(
+        s,
+        "[{:02}:{:02}:{:02}:{:06}][{}][DOCA][{}][{}][{}:{}][{}] {}",
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        tv.tv_usec,
+        std::process::id(),
+        level_name(level),
+        source,
+        file,
+        line,
+        func,
+        msg.trim_end_matches('\n')
+    );
+    s.push('\n');
+    s
+}
+
+thread_local! {
+    /// Set while this thread writes a record: a buffer handler (C code) that logs, or calls
+    /// something that logs, must not re-enter the locked state (its record is dropped).
+    static IN_SINK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn in_sink() -> bool {
+    IN_SINK.with(|f| f.get())
+}
+
+/// Writes one record to every backend of the given kind that accepts its level.
+fn dispatch(st: &State, sdk: bool, level: u32, record: &str) {
+    IN_SINK.with(|f| f.set(true));
+    dispatch_inner(st, sdk, level, record);
+    IN_SINK.with(|f| f.set(false));
+}
+
+fn dispatch_inner(st: &State, sdk: bool, level: u32, record: &str) {
+    for b in &st.backends {
+        // SAFETY: backends are never freed; the lock is held.
+        let b = unsafe { &*b.0 };
+        if b.sdk == sdk && b.accepts(level) {
+            write_sink(&b.sink, level, record);
+        }
+    }
+}
+
+fn write_sink(sink: &Sink, level: u32, record: &str) {
+    let c = CString::new(record.replace('\0', "")).unwrap_or_default();
+    match *sink {
+        Sink::File(f) => {
+            // SAFETY: the FILE* was handed to us by the program, which keeps it open for the
+            // backend's life (DOCA's contract); `c` is NUL-terminated.
+            unsafe {
+                libc::fputs(c.as_ptr(), f as *mut libc::FILE);
+                libc::fflush(f as *mut libc::FILE);
+            }
+        }
+        Sink::Fd(fd) => {
+            let mut rest = record.as_bytes();
+            while !rest.is_empty() {
+                // SAFETY: `rest` is a valid readable slice.
+                let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+                if n <= 0 {
+                    if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    break;
+                }
+                rest = &rest[n as usize..];
+            }
+        }
+        Sink::Buf { buf, capacity, handler } => {
+            if capacity == 0 {
+                return;
+            }
+            let bytes = c.as_bytes();
+            let n = bytes.len().min(capacity - 1);
+            // SAFETY: the program gave `buf` with room for `capacity` bytes for the backend's
+            // life; we write at most `capacity` (n bytes plus the NUL).
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, n);
+                *(buf as *mut u8).add(n) = 0;
+                if let Some(h) = handler {
+                    h(buf as *mut c_char);
+                }
+            }
+        }
+        Sink::Syslog => {
+            let prio = match level {
+                ..=20 => libc::LOG_CRIT,
+                21..=30 => libc::LOG_ERR,
+                31..=40 => libc::LOG_WARNING,
+                41..=50 => libc::LOG_INFO,
+                _ => libc::LOG_DEBUG,
+            };
+            // SAFETY: a constant "%s" format with one NUL-terminated string argument.
+            unsafe { libc::syslog(prio, c"%s".as_ptr(), c.as_ptr()) };
+        }
+    }
+}
+
+// ---- the SDK log, for doca-soft's own messages ----
+
+/// Whether an SDK record of `level` would reach anyone (one atomic load).
+#[inline]
+pub fn sdk_enabled(level: u32) -> bool {
+    level <= SDK_MOST_VERBOSE.load(Ordering::Relaxed)
+}
+
+/// Logs one SDK record (call through [`sdk_log!`](crate::sdk_log), which checks the level
+/// before formatting).
+pub fn sdk_emit(level: u32, file: &str, line: u32, func: &str, args: std::fmt::Arguments<'_>) {
+    if in_sink() {
+        return;
+    }
+    let msg = args.to_string();
+    let hook = *HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let st = state();
+    if let Some(h) = hook {
+        if level <= st.global_sdk && level > DOCA_LOG_LEVEL_DISABLE {
+            h(level, file, line, &msg);
+        }
+    }
+    let record = format_record(level, SDK_SOURCE_NAME, file, line, func, &msg);
+    dispatch(&st, true, level, &record);
+}
+
+/// Routes SDK records (levels up to the global SDK limit) to a Rust function as well, e.g.
+/// into `tracing`. `None` removes the hook.
+pub fn set_sdk_hook(hook: Option<SdkHook>) {
+    *HOOK.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+    refresh(&state());
+}
+
+/// Logs a doca-soft message to the SDK log: `sdk_log!(ERROR, "why {}", x)`. The level names
+/// are DOCA's without the prefix (CRIT, ERROR, WARNING, INFO, DEBUG, TRACE). Nothing is
+/// formatted unless an SDK backend or the hook would print the record.
+#[macro_export]
+macro_rules! sdk_log {
+    ($level:ident, $($arg:tt)+) => {{
+        let level = $crate::log::level!($level);
+        if $crate::log::sdk_enabled(level) {
+            $crate::log::sdk_emit(level, file!(), line!(), module_path!(), format_args!($($arg)+));
+        }
+    }};
+}
+
+/// `level!(ERROR)` = `DOCA_LOG_LEVEL_ERROR` (used by [`sdk_log!`](crate::sdk_log)).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __doca_soft_level {
+    (CRIT) => {
+        $crate::types::DOCA_LOG_LEVEL_CRIT
+    };
+    (ERROR) => {
+        $crate::types::DOCA_LOG_LEVEL_ERROR
+    };
+    (WARNING) => {
+        $crate::types::DOCA_LOG_LEVEL_WARNING
+    };
+    (INFO) => {
+        $crate::types::DOCA_LOG_LEVEL_INFO
+    };
+    (DEBUG) => {
+        $crate::types::DOCA_LOG_LEVEL_DEBUG
+    };
+    (TRACE) => {
+        $crate::types::DOCA_LOG_LEVEL_TRACE
+    };
+}
+#[doc(hidden)]
+pub use crate::__doca_soft_level as level;
+
+/// Returns `err` after logging `why` at ERROR level to the SDK log; for the `Err(..)` arms of
+/// entry points: `return Err(log::fail(DOCA_ERROR_NOT_SUPPORTED, format_args!(..)))` is long,
+/// so most call sites use [`sdk_fail!`](crate::sdk_fail).
+#[macro_export]
+macro_rules! sdk_fail {
+    ($err:expr, $($arg:tt)+) => {{
+        $crate::sdk_log!(ERROR, $($arg)+);
+        $err
+    }};
+}
+
+/// Application records from Rust (argp's own messages), under a registered source name.
+pub(crate) fn app_emit(level: u32, source: &str, message: &str) {
+    if level > APP_MOST_VERBOSE.load(Ordering::Relaxed) || in_sink() {
+        return;
+    }
+    let st = state();
+    let record = format_record(level, source, "argp", 0, "doca_argp_start", message);
+    dispatch(&st, false, level, &record);
+}
+
+// ---- C entry points ----
+
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+unsafe fn c_str<'a>(s: *const c_char) -> Option<&'a str> {
+    if s.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated per the contract.
+    unsafe { CStr::from_ptr(s) }.to_str().ok()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_register_source(source_name: *const c_char, source: *mut c_int) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: C passes a NUL-terminated name (or NULL, refused).
+        let name = unsafe { c_str(source_name) }.ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        if source.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let mut st = state();
+        let id = st.sources.len();
+        let id_c = c_int::try_from(id).map_err(|_| DOCA_ERROR_FULL)?;
+        st.sources.push(Some(name.to_string()));
+        // SAFETY: non-NULL checked; the caller gives a writable int.
+        unsafe { out(source, id_c) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_unregister_source(source: c_int) -> doca_error_t {
+    guard_err(|| {
+        let mut st = state();
+        let slot = usize::try_from(source).ok().and_then(|i| st.sources.get_mut(i)).ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        slot.take().map(|_| ()).ok_or(DOCA_ERROR_NOT_FOUND)
+    })
+}
+
+/// Adds a backend that follows the current globals, returning its C handle.
+fn add_backend(sdk: bool, sink: Sink, lower: u32, upper: u32) -> *mut doca_log_backend {
+    let mut st = state();
+    let b =
+        Box::into_raw(Box::new(doca_log_backend { sdk, sink, lower, upper, lower_pinned: false, upper_pinned: false }));
+    st.backends.push(Backend(b));
+    refresh(&st);
+    b
+}
+
+fn new_backend(sdk: bool, sink: Sink, backend: *mut *mut doca_log_backend) -> Result<(), doca_error_t> {
+    if backend.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let (lower, upper) = {
+        let st = state();
+        (if sdk { st.global_sdk } else { st.global_lower }, st.global_upper)
+    };
+    let b = add_backend(sdk, sink, lower, upper);
+    // SAFETY: non-NULL checked; the caller gives a writable pointer.
+    unsafe { out(backend, b) }
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_backend_create_standard() -> doca_error_t {
+    guard_err(|| {
+        let (lower, upper) = {
+            let st = state();
+            (st.global_lower, st.global_upper)
+        };
+        // SAFETY: reading glibc's stream pointers, initialised before main.
+        let (out_f, err_f) = unsafe { (stdout as usize, stderr as usize) };
+        // stdout: INFO and more verbose; its severe end is pinned at INFO.
+        let o = add_backend(false, Sink::File(out_f), lower, DOCA_LOG_LEVEL_INFO);
+        // stderr: WARNING and more severe; its verbose end is pinned at WARNING.
+        let e = add_backend(false, Sink::File(err_f), DOCA_LOG_LEVEL_WARNING, upper);
+        let st = state();
+        // SAFETY: just created, never freed; the lock is held.
+        unsafe {
+            (*o).upper_pinned = true;
+            (*e).lower_pinned = true;
+        }
+        refresh(&st);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_file(
+    fptr: *mut libc::FILE,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    guard_err(|| file_backend(false, fptr, backend))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_file_sdk(
+    fptr: *mut libc::FILE,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    guard_err(|| file_backend(true, fptr, backend))
+}
+
+fn file_backend(sdk: bool, fptr: *mut libc::FILE, backend: *mut *mut doca_log_backend) -> Result<(), doca_error_t> {
+    if fptr.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    new_backend(sdk, Sink::File(fptr as usize), backend)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_fd(
+    fd: c_int,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    guard_err(|| fd_backend(false, fd, backend))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_fd_sdk(
+    fd: c_int,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    guard_err(|| fd_backend(true, fd, backend))
+}
+
+fn fd_backend(sdk: bool, fd: c_int, backend: *mut *mut doca_log_backend) -> Result<(), doca_error_t> {
+    if fd < 0 {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    new_backend(sdk, Sink::Fd(fd), backend)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_buf(
+    buf: *mut c_char,
+    capacity: usize,
+    handler: log_flush_callback,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    guard_err(|| buf_backend(false, buf, capacity, handler, backend))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_buf_sdk(
+    buf: *mut c_char,
+    capacity: usize,
+    handler: log_flush_callback,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    guard_err(|| buf_backend(true, buf, capacity, handler, backend))
+}
+
+fn buf_backend(
+    sdk: bool,
+    buf: *mut c_char,
+    capacity: usize,
+    handler: log_flush_callback,
+    backend: *mut *mut doca_log_backend,
+) -> Result<(), doca_error_t> {
+    if buf.is_null() || capacity == 0 || handler.is_none() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    new_backend(sdk, Sink::Buf { buf: buf as usize, capacity, handler }, backend)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_syslog(
+    name: *const c_char,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    // SAFETY: forwarded; `name` is NULL or NUL-terminated.
+    guard_err(|| unsafe { syslog_backend(false, name, backend) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_create_with_syslog_sdk(
+    name: *const c_char,
+    backend: *mut *mut doca_log_backend,
+) -> doca_error_t {
+    // SAFETY: forwarded; `name` is NULL or NUL-terminated.
+    guard_err(|| unsafe { syslog_backend(true, name, backend) })
+}
+
+/// # Safety
+/// `name` is NULL or NUL-terminated.
+unsafe fn syslog_backend(
+    sdk: bool,
+    name: *const c_char,
+    backend: *mut *mut doca_log_backend,
+) -> Result<(), doca_error_t> {
+    // SAFETY: per this function's contract.
+    let name = unsafe { c_str(name) }.ok_or(DOCA_ERROR_INVALID_VALUE)?;
+    if backend.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // openlog keeps the identity pointer: leak it for the life of the process (one per backend).
+    let ident = CString::new(name).map_err(|_| DOCA_ERROR_INVALID_VALUE)?.into_raw();
+    // SAFETY: `ident` is a NUL-terminated string that is never freed.
+    unsafe { libc::openlog(ident, libc::LOG_PID, libc::LOG_USER) };
+    new_backend(sdk, Sink::Syslog, backend)
+}
+
+/// Changes one backend under the lock.
+///
+/// # Safety
+/// `backend` is NULL or a handle from one of the constructors above.
+unsafe fn with_backend(
+    backend: *mut doca_log_backend,
+    f: impl FnOnce(&mut doca_log_backend) -> Result<(), doca_error_t>,
+) -> Result<(), doca_error_t> {
+    if backend.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let st = state();
+    if !st.backends.iter().any(|b| b.0 == backend) {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: a live backend of ours (checked above), changed only with the lock held.
+    let r = f(unsafe { &mut *backend });
+    refresh(&st);
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_set_level_lower_limit(
+    backend: *mut doca_log_backend,
+    level: u32,
+) -> doca_error_t {
+    // SAFETY: forwarded handle.
+    guard_err(|| unsafe {
+        with_backend(backend, |b| {
+            if !valid_level(level) || b.sdk {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+            b.lower = level;
+            Ok(())
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_set_level_upper_limit(
+    backend: *mut doca_log_backend,
+    upper_limit: u32,
+) -> doca_error_t {
+    // SAFETY: forwarded handle.
+    guard_err(|| unsafe {
+        with_backend(backend, |b| {
+            if !valid_level(upper_limit) {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+            b.upper = upper_limit;
+            Ok(())
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_set_level_lower_limit_strict(backend: *mut doca_log_backend) -> doca_error_t {
+    // SAFETY: forwarded handle.
+    guard_err(|| unsafe {
+        with_backend(backend, |b| {
+            b.lower_pinned = true;
+            Ok(())
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_set_level_upper_limit_strict(backend: *mut doca_log_backend) -> doca_error_t {
+    // SAFETY: forwarded handle.
+    guard_err(|| unsafe {
+        with_backend(backend, |b| {
+            b.upper_pinned = true;
+            Ok(())
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_log_backend_set_sdk_level(backend: *mut doca_log_backend, level: u32) -> doca_error_t {
+    // SAFETY: forwarded handle.
+    guard_err(|| unsafe {
+        with_backend(backend, |b| {
+            if !valid_level(level) || !b.sdk {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+            b.lower = level;
+            Ok(())
+        })
+    })
+}
+
+/// Sets a global limit and every unpinned backend limit of the matching kind.
+fn set_global(level: u32, which: fn(&mut State) -> &mut u32, apply: impl Fn(&mut doca_log_backend)) -> doca_error_t {
+    guard_err(|| {
+        if !valid_level(level) {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let mut st = state();
+        *which(&mut st) = level;
+        for b in &st.backends {
+            // SAFETY: backends are never freed; the lock is held.
+            apply(unsafe { &mut *b.0 });
+        }
+        refresh(&st);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_level_set_global_lower_limit(level: u32) -> doca_error_t {
+    set_global(
+        level,
+        |s| &mut s.global_lower,
+        |b| {
+            if !b.sdk && !b.lower_pinned {
+                b.lower = level;
+            }
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_level_set_global_upper_limit(upper_limit: u32) -> doca_error_t {
+    set_global(
+        upper_limit,
+        |s| &mut s.global_upper,
+        |b| {
+            if !b.upper_pinned {
+                b.upper = upper_limit;
+            }
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_level_set_global_sdk_limit(level: u32) -> doca_error_t {
+    set_global(
+        level,
+        |s| &mut s.global_sdk,
+        |b| {
+            if b.sdk && !b.lower_pinned {
+                b.lower = level;
+            }
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_level_get_global_lower_limit() -> u32 {
+    guard(DOCA_LOG_LEVEL_INFO, || state().global_lower)
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_level_get_global_upper_limit() -> u32 {
+    guard(DOCA_LOG_LEVEL_CRIT, || state().global_upper)
+}
+
+#[no_mangle]
+pub extern "C" fn doca_log_level_get_global_sdk_limit() -> u32 {
+    guard(DOCA_LOG_LEVEL_INFO, || state().global_sdk)
+}
+
+/// Soft-provider detail behind the header's `static inline doca_log`: whether an application
+/// backend would print a record of `level`.
+#[no_mangle]
+pub extern "C" fn doca_soft_log_enabled(level: u32) -> c_int {
+    c_int::from(level > DOCA_LOG_LEVEL_DISABLE && level <= APP_MOST_VERBOSE.load(Ordering::Relaxed))
+}
+
+/// Soft-provider detail behind the header's `static inline doca_log`: logs one formatted
+/// application record. INVALID_VALUE for an unknown or unregistered source or a level outside
+/// CRIT..TRACE.
+#[no_mangle]
+pub unsafe extern "C" fn doca_soft_log_emit(
+    level: u32,
+    source: c_int,
+    fname: *const c_char,
+    line: c_int,
+    func: *const c_char,
+    message: *const c_char,
+) -> doca_error_t {
+    guard_err(|| {
+        if !(DOCA_LOG_LEVEL_CRIT..=DOCA_LOG_LEVEL_TRACE).contains(&level) || message.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        if in_sink() {
+            // Logged from inside a buffer handler: dropped rather than deadlocking.
+            return Ok(());
+        }
+        // SAFETY: C passes NUL-terminated strings (__FILE__, __func__, the formatted text).
+        let (file, func, msg) = unsafe {
+            (
+                c_str(fname).unwrap_or("?"),
+                c_str(func).unwrap_or("?"),
+                CStr::from_ptr(message).to_string_lossy().into_owned(),
+            )
+        };
+        let st = state();
+        let name = usize::try_from(source)
+            .ok()
+            .and_then(|i| st.sources.get(i))
+            .and_then(|s| s.as_deref())
+            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        let record = format_record(level, name, file, u32::try_from(line).unwrap_or(0), func, &msg);
+        dispatch(&st, false, level, &record);
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    // The log state is process-global: these tests use SDK records through a pipe backend
+    // and check only what they added, so they do not disturb each other.
+
+    fn pipe() -> (c_int, c_int) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a valid array of two ints.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) }, 0);
+        (fds[0], fds[1])
+    }
+
+    fn drain(fd: c_int) -> String {
+        let mut v = vec![0u8; 65536];
+        // SAFETY: `v` is writable for its length.
+        let n = unsafe { libc::read(fd, v.as_mut_ptr().cast(), v.len()) };
+        v.truncate(n.max(0) as usize);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn sdk_records_reach_sdk_backends_by_level() {
+        let (r, w) = pipe();
+        let mut b = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { doca_log_backend_create_with_fd_sdk(w, &mut b) }, DOCA_SUCCESS);
+        // SAFETY: `b` is ours.
+        assert_eq!(unsafe { doca_log_backend_set_sdk_level(b, DOCA_LOG_LEVEL_WARNING) }, DOCA_SUCCESS);
+        // SAFETY: `b` is ours.
+        unsafe { doca_log_backend_set_level_lower_limit_strict(b) };
+        crate::sdk_log!(ERROR, "unique-sdk-marker {}", 42);
+        crate::sdk_log!(INFO, "too-verbose-marker");
+        let text = drain(r);
+        assert!(text.contains("[DOCA][ERR][DOCA_SOFT]") && text.contains("unique-sdk-marker 42"), "{text}");
+        assert!(!text.contains("too-verbose-marker"), "{text}");
+        // SDK backends take no application lower limit.
+        // SAFETY: `b` is ours.
+        assert_eq!(unsafe { doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_INFO) }, DOCA_ERROR_INVALID_VALUE);
+        // Silence the backend before closing its fd (backends cannot be destroyed, and the fd
+        // number may be reused by another test); the lock orders this before any later write.
+        // SAFETY: `b` is ours.
+        assert_eq!(unsafe { doca_log_backend_set_sdk_level(b, DOCA_LOG_LEVEL_DISABLE) }, DOCA_SUCCESS);
+        // SAFETY: closing our own pipe ends.
+        unsafe {
+            libc::close(r);
+            libc::close(w);
+        }
+    }
+
+    #[test]
+    fn sources_and_application_records() {
+        let mut src = -1;
+        // SAFETY: valid name and out-pointer.
+        assert_eq!(unsafe { doca_log_register_source(c"TEST::APP".as_ptr(), &mut src) }, DOCA_SUCCESS);
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        static mut BUF: [c_char; 64] = [0; 64];
+        unsafe extern "C" fn flushed(buf: *mut c_char) {
+            // SAFETY: the backend hands us its NUL-terminated buffer.
+            let s = unsafe { CStr::from_ptr(buf) }.to_string_lossy().into_owned();
+            assert!(s.len() <= 63);
+            if s.contains("TEST::APP") {
+                CALLS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let mut b = std::ptr::null_mut();
+        // SAFETY: a static buffer that outlives the backend's use in this test.
+        let rc =
+            unsafe { doca_log_backend_create_with_buf(std::ptr::addr_of_mut!(BUF).cast(), 64, Some(flushed), &mut b) };
+        assert_eq!(rc, DOCA_SUCCESS);
+        assert_eq!(doca_soft_log_enabled(DOCA_LOG_LEVEL_INFO), 1);
+        // SAFETY: NUL-terminated strings.
+        let emit = |lvl| unsafe {
+            doca_soft_log_emit(lvl, src, c"x.c".as_ptr(), 1, c"f".as_ptr(), c"a long message".as_ptr())
+        };
+        assert_eq!(emit(DOCA_LOG_LEVEL_ERROR), DOCA_SUCCESS);
+        assert_eq!(emit(DOCA_LOG_LEVEL_DEBUG), DOCA_SUCCESS); // filtered: lower limit INFO
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+        // SAFETY: `b` is ours.
+        assert_eq!(unsafe { doca_log_backend_set_level_upper_limit(b, DOCA_LOG_LEVEL_WARNING) }, DOCA_SUCCESS);
+        assert_eq!(emit(DOCA_LOG_LEVEL_ERROR), DOCA_SUCCESS); // filtered: more severe than WARNING
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+        assert_eq!(doca_log_unregister_source(src), DOCA_SUCCESS);
+        assert_eq!(emit(DOCA_LOG_LEVEL_WARNING), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_log_unregister_source(src), DOCA_ERROR_NOT_FOUND);
+        // Quiet the backend for the other tests (its buffer is static, so it stays valid).
+        // SAFETY: `b` is ours.
+        assert_eq!(unsafe { doca_log_backend_set_level_upper_limit(b, DOCA_LOG_LEVEL_TRACE) }, DOCA_SUCCESS);
+        assert_eq!(unsafe { doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_DISABLE) }, DOCA_SUCCESS);
+        unsafe { doca_log_backend_set_level_lower_limit_strict(b) };
+    }
+
+    #[test]
+    fn the_rust_hook_receives_sdk_records() {
+        use std::sync::Mutex as M;
+        static SEEN: M<Vec<(u32, String)>> = M::new(Vec::new());
+        fn hook(level: u32, _file: &str, _line: u32, msg: &str) {
+            if msg.starts_with("hook-marker") {
+                SEEN.lock().unwrap().push((level, msg.to_string()));
+            }
+        }
+        set_sdk_hook(Some(hook));
+        assert!(sdk_enabled(DOCA_LOG_LEVEL_ERROR));
+        crate::sdk_log!(WARNING, "hook-marker {}", 1);
+        crate::sdk_log!(TRACE, "hook-marker too verbose"); // above the global SDK limit (INFO)
+        assert_eq!(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "hook-marker {}", 2), DOCA_ERROR_NOT_SUPPORTED);
+        set_sdk_hook(None);
+        crate::sdk_log!(ERROR, "hook-marker after removal");
+        let seen = SEEN.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                (DOCA_LOG_LEVEL_WARNING, "hook-marker 1".to_string()),
+                (DOCA_LOG_LEVEL_ERROR, "hook-marker 2".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_handler_that_logs_does_not_deadlock() {
+        static mut BUF: [c_char; 256] = [0; 256];
+        static SRC: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+        unsafe extern "C" fn handler(_buf: *mut c_char) {
+            // SAFETY: NUL-terminated strings; this re-entry is dropped, not deadlocked.
+            let r = unsafe {
+                doca_soft_log_emit(
+                    DOCA_LOG_LEVEL_CRIT,
+                    SRC.load(Ordering::SeqCst),
+                    c"h.c".as_ptr(),
+                    1,
+                    c"h".as_ptr(),
+                    c"from the handler".as_ptr(),
+                )
+            };
+            assert_eq!(r, DOCA_SUCCESS);
+            crate::sdk_log!(CRIT, "from the handler, SDK side");
+        }
+        let mut src = -1;
+        // SAFETY: valid name and out-pointer.
+        assert_eq!(unsafe { doca_log_register_source(c"TEST::REENTRY".as_ptr(), &mut src) }, DOCA_SUCCESS);
+        SRC.store(src, Ordering::SeqCst);
+        let mut b = std::ptr::null_mut();
+        // SAFETY: a static buffer that outlives the backend.
+        let rc =
+            unsafe { doca_log_backend_create_with_buf(std::ptr::addr_of_mut!(BUF).cast(), 256, Some(handler), &mut b) };
+        assert_eq!(rc, DOCA_SUCCESS);
+        // SAFETY: `b` is ours; only this test's CRIT records pass it.
+        unsafe {
+            doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_CRIT);
+            doca_log_backend_set_level_lower_limit_strict(b);
+        }
+        // SAFETY: NUL-terminated strings.
+        let r = unsafe {
+            doca_soft_log_emit(DOCA_LOG_LEVEL_CRIT, src, c"t.c".as_ptr(), 1, c"t".as_ptr(), c"outer".as_ptr())
+        };
+        assert_eq!(r, DOCA_SUCCESS);
+        // SAFETY: `b` is ours.
+        unsafe { doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_DISABLE) };
+    }
+
+    #[test]
+    fn level_arguments_are_checked() {
+        assert_eq!(doca_log_level_set_global_lower_limit(5), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_log_level_set_global_sdk_limit(71), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_log_level_get_global_upper_limit(), DOCA_LOG_LEVEL_CRIT);
+        let mut b = std::ptr::null_mut();
+        // SAFETY: invalid arguments are refused before use.
+        unsafe {
+            assert_eq!(doca_log_backend_create_with_fd(-1, &mut b), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_log_backend_create_with_file(std::ptr::null_mut(), &mut b), DOCA_ERROR_INVALID_VALUE);
+            assert_eq!(doca_log_backend_set_sdk_level(std::ptr::null_mut(), 30), DOCA_ERROR_INVALID_VALUE);
+        }
+    }
+}
