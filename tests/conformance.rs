@@ -18,10 +18,10 @@
 #[path = "conformance/kit.rs"]
 mod kit;
 
-#[path = "conformance/devrdma.rs"]
-mod devrdma;
 #[path = "conformance/common_api.rs"]
 mod common_api;
+#[path = "conformance/devrdma.rs"]
+mod devrdma;
 
 use std::cell::RefCell;
 use std::ptr;

@@ -104,26 +104,6 @@ enum doca_access_flag {
 	DOCA_ACCESS_FLAG_PCI_RELAXED_ORDERING = 64,
 };
 
-/* Bytes in an RDMA GID. */
-#define DOCA_GID_BYTE_LENGTH 16
-
-/* The kind of PCI function a device is. */
-enum doca_pci_func_type {
-	DOCA_PCI_FUNC_TYPE_PF = 0, /* physical function */
-	DOCA_PCI_FUNC_TYPE_VF = 1, /* virtual function */
-	DOCA_PCI_FUNC_TYPE_SF = 2, /* scalable function */
-};
-
-/* The path MTU of an RDMA context (RAW_ETHERNET is reserved, not an RDMA MTU). */
-enum doca_mtu_size {
-	DOCA_MTU_SIZE_256_BYTES = 0,
-	DOCA_MTU_SIZE_512_BYTES = 1,
-	DOCA_MTU_SIZE_1K_BYTES = 2,
-	DOCA_MTU_SIZE_2K_BYTES = 3,
-	DOCA_MTU_SIZE_4K_BYTES = 4,
-	DOCA_MTU_SIZE_RAW_ETHERNET = 5,
-};
-
 /* A set of CPUs, bit n of the array for CPU n (the layout of UCX's ucs_cpu_set_t). */
 #define DOCA_CPU_SETSIZE 1024
 typedef struct {

@@ -658,7 +658,7 @@ pub unsafe extern "C" fn doca_ctx_set_datapath_on_gpu(ctx: *mut doca_ctx, gpu_de
         unsafe { datapath_checks(ctx, gpu_dev.is_null()) }?;
         // NOT_SUPPORTED, reason: the soft provider has no GPU; every data path runs on the CPU
         // thread that calls doca_pe_progress.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "doca_ctx_set_datapath_on_gpu: the soft provider has no GPU"))
     })
 }
 
@@ -669,7 +669,7 @@ pub unsafe extern "C" fn doca_ctx_set_datapath_on_dpa(ctx: *mut doca_ctx, dpa_de
         unsafe { datapath_checks(ctx, dpa_dev.is_null()) }?;
         // NOT_SUPPORTED, reason: the soft provider has no DPA; every data path runs on the CPU
         // thread that calls doca_pe_progress.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "doca_ctx_set_datapath_on_dpa: the soft provider has no DPA"))
     })
 }
 

@@ -168,7 +168,10 @@ pub unsafe extern "C" fn doca_devinfo_get_mac_addr(
         if mac.len() != DOCA_DEVINFO_MAC_ADDR_SIZE {
             // NOT_SUPPORTED, reason: the interface is not Ethernet (e.g. a 20-byte InfiniBand
             // address); DOCA answers the same for an InfiniBand port.
-            return Err(DOCA_ERROR_NOT_SUPPORTED);
+            return Err(crate::sdk_fail!(
+                DOCA_ERROR_NOT_SUPPORTED,
+                "doca_devinfo_get_mac_addr: the interface's address is not a 6-byte Ethernet MAC"
+            ));
         }
         // SAFETY: as in doca_devinfo_get_ipv4_addr.
         unsafe { write_bytes(mac_addr, size, DOCA_DEVINFO_MAC_ADDR_SIZE, &mac) }
@@ -184,7 +187,10 @@ pub unsafe extern "C" fn doca_devinfo_get_lid(devinfo: *const doca_devinfo, lid:
         }
         // NOT_SUPPORTED, reason: the soft device behaves as an Ethernet (RoCE) port, which has
         // no LID (DOCA answers the same for an Ethernet port).
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_devinfo_get_lid: a soft device is an Ethernet (RoCE) port, without a LID"
+        ))
     })
 }
 
@@ -216,7 +222,10 @@ pub unsafe extern "C" fn doca_devinfo_get_vhca_id(devinfo: *const doca_devinfo, 
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         // NOT_SUPPORTED, reason: no virtual HCA stands behind a soft device.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_devinfo_get_vhca_id: no virtual HCA stands behind a soft device"
+        ))
     })
 }
 
@@ -241,7 +250,10 @@ pub unsafe extern "C" fn doca_devinfo_get_sf_index(devinfo: *const doca_devinfo,
         }
         // NOT_SUPPORTED, reason: a soft device is a PF (doca_devinfo_get_pci_func_type), and
         // only scalable functions have an SF index.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_devinfo_get_sf_index: a soft device is a PF; only SFs have an SF index"
+        ))
     })
 }
 
@@ -284,7 +296,10 @@ pub unsafe extern "C" fn doca_dev_accelerate_resource_reclaim(dev: *mut doca_dev
         dev_ref(dev)?;
         // NOT_SUPPORTED, reason: the capability is off (doca_devinfo_cap_is_accelerate_
         // resource_reclaim_supported answers 0): soft resources are freed when destroyed.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_dev_accelerate_resource_reclaim: soft resources are freed when they are destroyed"
+        ))
     })
 }
 
@@ -307,7 +322,10 @@ pub unsafe extern "C" fn doca_devinfo_rep_create_list(
         }
         // NOT_SUPPORTED, reason: a soft device manages no other PCI functions (it is a host
         // device, not a DPU's); DOCA answers the same for a device without representors.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "doca_devinfo_rep_create_list: a soft device manages no representors"
+        ))
     })
 }
 

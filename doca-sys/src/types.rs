@@ -267,12 +267,6 @@ pub const DOCA_DEVINFO_REP_VUID_SIZE: usize = 128;
 pub const DOCA_DEVINFO_REP_PCI_ADDR_SIZE: usize = 13;
 pub const DOCA_DEVINFO_REP_PCI_BDF_SIZE: usize = 8;
 
-/// `enum doca_pci_func_type`: what kind of PCI function a device is.
-pub type doca_pci_func_type = u32;
-pub const DOCA_PCI_FUNC_TYPE_PF: doca_pci_func_type = 0;
-pub const DOCA_PCI_FUNC_TYPE_VF: doca_pci_func_type = 1;
-pub const DOCA_PCI_FUNC_TYPE_SF: doca_pci_func_type = 2;
-
 /// `enum doca_devinfo_rep_filter`: which representors `doca_devinfo_rep_create_list` lists
 /// (a bit mask; ALL = 0 means no filter).
 pub type doca_devinfo_rep_filter = u32;
@@ -280,22 +274,10 @@ pub const DOCA_DEVINFO_REP_FILTER_ALL: doca_devinfo_rep_filter = 0;
 pub const DOCA_DEVINFO_REP_FILTER_NET: doca_devinfo_rep_filter = 1 << 1;
 pub const DOCA_DEVINFO_REP_FILTER_EMULATED: doca_devinfo_rep_filter = 1 << 2;
 
-/// `enum doca_mtu_size`: the path MTU of an RDMA context (RAW_ETHERNET is reserved).
-pub type doca_mtu_size = u32;
-pub const DOCA_MTU_SIZE_256_BYTES: doca_mtu_size = 0;
-pub const DOCA_MTU_SIZE_512_BYTES: doca_mtu_size = 1;
-pub const DOCA_MTU_SIZE_1K_BYTES: doca_mtu_size = 2;
-pub const DOCA_MTU_SIZE_2K_BYTES: doca_mtu_size = 3;
-pub const DOCA_MTU_SIZE_4K_BYTES: doca_mtu_size = 4;
-pub const DOCA_MTU_SIZE_RAW_ETHERNET: doca_mtu_size = 5;
-
 /// `enum doca_rdma_transport_type`: reliable connection or dynamically connected transport.
 pub type doca_rdma_transport_type = u32;
 pub const DOCA_RDMA_TRANSPORT_TYPE_RC: doca_rdma_transport_type = 0;
 pub const DOCA_RDMA_TRANSPORT_TYPE_DC: doca_rdma_transport_type = 1;
-
-/// Bytes in a GID (`DOCA_GID_BYTE_LENGTH`).
-pub const DOCA_GID_BYTE_LENGTH: usize = 16;
 
 /// `struct doca_rdma_gid`: one entry of a device's GID table.
 #[repr(C)]

@@ -469,7 +469,10 @@ pub unsafe extern "C" fn doca_rdma_set_max_num_connections(rdma: *mut doca_rdma,
                 if max == 0 {
                     // DOCA: NOT_SUPPORTED below the minimum (one connection). Reason: an RDMA
                     // context without any connection could never carry a task.
-                    return Err(DOCA_ERROR_NOT_SUPPORTED);
+                    return Err(crate::sdk_fail!(
+                        DOCA_ERROR_NOT_SUPPORTED,
+                        "doca_rdma_set_max_num_connections: at least one connection is needed"
+                    ));
                 }
                 r.max_conns.set(max);
                 Ok(())

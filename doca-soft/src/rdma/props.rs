@@ -84,7 +84,10 @@ pub unsafe extern "C" fn doca_rdma_set_transport_type(
             }
             // NOT_SUPPORTED, reason: the soft provider implements reliable connections only;
             // dynamically connected transport needs a hardware DC target.
-            DOCA_RDMA_TRANSPORT_TYPE_DC => Err(DOCA_ERROR_NOT_SUPPORTED),
+            DOCA_RDMA_TRANSPORT_TYPE_DC => Err(crate::sdk_fail!(
+                DOCA_ERROR_NOT_SUPPORTED,
+                "doca_rdma_set_transport_type: the soft provider implements reliable connections (RC) only"
+            )),
             _ => Err(DOCA_ERROR_INVALID_VALUE),
         })
     }
@@ -135,7 +138,10 @@ pub unsafe extern "C" fn doca_rdma_set_grh_enabled(rdma: *mut doca_rdma, grh_ena
                 // NOT_SUPPORTED, reason: the soft device is an Ethernet-like port without
                 // LIDs (doca_devinfo_get_lid answers NOT_SUPPORTED), so GRH (GID) addressing
                 // is the only one it has; DOCA requires GRH on Ethernet ports too.
-                return Err(DOCA_ERROR_NOT_SUPPORTED);
+                return Err(crate::sdk_fail!(
+                    DOCA_ERROR_NOT_SUPPORTED,
+                    "doca_rdma_set_grh_enabled: the soft device addresses by GID only; GRH cannot be off"
+                ));
             }
             r.grh.set(1);
             Ok(())
@@ -342,7 +348,7 @@ pub unsafe extern "C" fn doca_rdma_get_dpa_handle(
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         // NOT_SUPPORTED, reason: the soft provider has no DPA (no data path on a DPA).
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "doca_rdma_get_dpa_handle: the soft provider has no DPA"))
     })
 }
 
@@ -358,7 +364,7 @@ pub unsafe extern "C" fn doca_rdma_get_gpu_handle(
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         // NOT_SUPPORTED, reason: the soft provider has no GPU data path.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "doca_rdma_get_gpu_handle: the soft provider has no GPU"))
     })
 }
 
@@ -374,7 +380,7 @@ pub unsafe extern "C" fn doca_rdma_dpa_completion_attach(
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         // NOT_SUPPORTED, reason: the soft provider has no DPA, so no DPA completion exists.
-        Err(DOCA_ERROR_NOT_SUPPORTED)
+        Err(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "doca_rdma_dpa_completion_attach: the soft provider has no DPA"))
     })
 }
 

@@ -581,7 +581,11 @@ pub unsafe extern "C" fn doca_sync_event_create_from_export(
         if via == VIA_NET {
             // DOCA has two import paths that do not mix: a remote-net export becomes a
             // doca_sync_event_remote_net (a target of RDMA remote-net tasks), never an event.
-            return Err(DOCA_ERROR_NOT_SUPPORTED);
+            return Err(crate::sdk_fail!(
+                DOCA_ERROR_NOT_SUPPORTED,
+                "doca_sync_event_create_from_export: this blob was exported to the remote network; open it \
+                 with doca_sync_event_remote_net_create_from_export"
+            ));
         }
         let seg = ShmSegment::open_remote(pid, fd, len)?;
         // SAFETY: the segment maps at least `len == SHARED_LEN` bytes, page-aligned, and
