@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::cprog::CProgram;
+use common::cprog::{CProgram, Run};
 use std::process::Command;
 
 fn prog_cmd(prog: &CProgram) -> Command {
@@ -126,4 +126,123 @@ fn log_argp_errors_and_help() {
     let run = prog.run(&["-v"]);
     run.assert_success();
     assert!(run.stdout.contains("DOCA SDK version"), "{}", run.stdout);
+}
+
+// ---- programs in the style of NVIDIA's samples: two processes, descriptors in files ----
+
+/// The soft device as the samples' `-d` flag names it: by IB device name.
+const IBDEV: &str = "soft0";
+
+/// The soft device's PCI address (the other way the samples select a device).
+fn pci_addr() -> String {
+    async_doca::Device::list().unwrap()[0].pci_addr.clone()
+}
+
+/// Runs the two sides of a pair at once, each bounded by the harness's time limit.
+fn run_pair(prog: &CProgram, a: &[&str], b: &[&str]) -> (Run, Run) {
+    std::thread::scope(|s| {
+        let ha = s.spawn(|| prog.run(a));
+        let hb = s.spawn(|| prog.run(b));
+        (ha.join().unwrap(), hb.join().unwrap())
+    })
+}
+
+/// Every RDMA operation between a requester and a responder process (send, send with
+/// immediate, write, write with immediate, read, fetch-add, compare-swap, and a last send),
+/// each side checking what it received, read or found in its memory.
+#[test]
+fn rdma_pair_runs_every_operation_between_two_processes() {
+    let Some(prog) = CProgram::build("tests/c/rdma_pair.c", &["doca-common", "doca-argp", "doca-rdma"]) else {
+        return;
+    };
+    let dir = prog.file("descriptors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.to_str().unwrap();
+    let pci = pci_addr();
+    let (resp, req) = run_pair(
+        &prog,
+        &["-d", IBDEV, "--role", "responder", "--dir", dir],
+        &["-d", &pci, "--role", "requester", "--dir", dir],
+    );
+    resp.assert_success();
+    req.assert_success();
+    assert!(resp.all().contains("responder: every operation verified"), "{}", resp.all());
+    assert!(req.all().contains("requester: every operation verified"), "{}", req.all());
+}
+
+/// The lost-message case: a sender with three connections stops its ctx (even rounds close it
+/// through the samples' cleanup, the last round exits the process) the moment its three sends
+/// completed; the receiver, re-posting one receive at a time, must get every message of every
+/// one of 200 rounds.
+#[test]
+fn rdma_multi_conn_loses_no_completed_message_in_200_rounds() {
+    let Some(prog) = CProgram::build("tests/c/rdma_multi_conn.c", &["doca-common", "doca-argp", "doca-rdma"]) else {
+        return;
+    };
+    let dir = prog.file("descriptors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.to_str().unwrap();
+    let common = ["-d", IBDEV, "--dir", dir, "-nc", "3", "--rounds", "200"];
+    let recv: Vec<&str> = common.iter().copied().chain(["--role", "receiver"]).collect();
+    let send: Vec<&str> = common.iter().copied().chain(["--role", "sender", "--exit-last"]).collect();
+    let (r, s) = run_pair(&prog, &recv, &send);
+    s.assert_success();
+    r.assert_success();
+    assert!(r.all().contains("receiver: 200 rounds of 3 connections, every message delivered"), "{}", r.all());
+    assert!(!r.all().contains("LOST MESSAGES"), "{}", r.all());
+}
+
+/// One PE, two sync-event contexts and an RDMA context, driven in event mode through the
+/// notification handle in an epoll set.
+#[test]
+fn pe_events_drives_several_contexts_from_the_notification_handle() {
+    let Some(prog) = CProgram::build("tests/c/pe_events.c", &["doca-common", "doca-argp", "doca-rdma"]) else {
+        return;
+    };
+    let run = prog.run(&["-d", IBDEV]);
+    run.assert_success();
+    assert!(run.all().contains("wake-ups for 2 events and a message"), "{}", run.all());
+}
+
+/// A sync event exported by one process and opened by another, 100 rounds of set/wait
+/// ping-pong through tasks in event mode.
+#[test]
+fn sync_event_pair_ping_pongs_across_processes() {
+    let Some(prog) = CProgram::build("tests/c/sync_event_pair.c", &PACKAGES) else { return };
+    let dir = prog.file("blob");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.to_str().unwrap();
+    let (e, i) = run_pair(
+        &prog,
+        &["-d", IBDEV, "--role", "exporter", "--dir", dir, "--rounds", "100"],
+        &["-d", IBDEV, "--role", "importer", "--dir", dir, "--rounds", "100"],
+    );
+    e.assert_success();
+    i.assert_success();
+    assert!(i.all().contains("importer: 100 rounds, final value 200"), "{}", i.all());
+}
+
+/// A UROM host program against a private soft UROM service (found through
+/// DOCA_UROM_SERVICE_FILE, as on a BlueField host) whose plugin is the C plugin `c_loopback`,
+/// built with UCX's list header where installed: a command, then a domain whose plugin runs
+/// the four domain lookup helpers inside the worker.
+#[test]
+fn urom_host_drives_a_c_plugin_and_its_domain_lookups() {
+    let Some(prog) = CProgram::build("tests/c/urom_host.c", &["doca-common", "doca-argp", "doca-urom"]) else {
+        return;
+    };
+    let plugins = prog.file("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let Some(_so) = doca_urom_plugin::testing::build_c_plugin(&plugins) else { return };
+    let daemon = common::urom::Daemon::start(&["--plugin-path", plugins.to_str().unwrap()]);
+    let service_file = prog.file("urom.conf");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    std::fs::write(&service_file, format!("{host} dpu {} {} {IBDEV}\n", daemon.socket.display(), pci_addr())).unwrap();
+    let run = prog.run_with(
+        std::process::Command::new(&prog.exe)
+            .args(["-d", IBDEV, "--plugin", "c_loopback"])
+            .env("DOCA_UROM_SERVICE_FILE", &service_file),
+    );
+    run.assert_success();
+    assert!(run.all().contains("command and domain lookups verified through c_loopback"), "{}", run.all());
 }
