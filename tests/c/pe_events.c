@@ -35,7 +35,7 @@ DOCA_LOG_REGISTER(PE_EVENTS);
 #include "sample_common.h"
 
 struct config {
-	char device[64];
+	struct sample_config common; /* -d */
 };
 
 struct state {
@@ -46,12 +46,6 @@ struct state {
 	doca_error_t recv_status, send_status;
 	uint32_t recv_len;
 };
-
-static doca_error_t device_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->device, 64, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
 
 static void wait_done(struct doca_sync_event_task_wait_eq *task, union doca_data ud, union doca_data cud)
 {
@@ -127,7 +121,6 @@ int main(int argc, char **argv)
 {
 	struct config cfg = {0};
 	struct state st = {0};
-	struct doca_argp_param *p;
 	struct doca_dev *dev = NULL;
 	struct doca_pe *pe = NULL;
 	struct doca_rdma *rdma = NULL;
@@ -150,16 +143,7 @@ int main(int argc, char **argv)
 
 	result = doca_log_backend_create_standard();
 	DOCA_ERROR_PROPAGATE(result, doca_argp_init("pe_events", &cfg));
-	DOCA_ERROR_PROPAGATE(result, doca_argp_param_create(&p));
-	if (DOCA_IS_ERROR(result))
-		return EXIT_FAILURE;
-	doca_argp_param_set_short_name(p, "d");
-	doca_argp_param_set_long_name(p, "device");
-	doca_argp_param_set_description(p, "IB device name or PCI address");
-	doca_argp_param_set_callback(p, device_cb);
-	doca_argp_param_set_type(p, DOCA_ARGP_TYPE_STRING);
-	doca_argp_param_set_mandatory(p);
-	result = doca_argp_register_param(p);
+	DOCA_ERROR_PROPAGATE(result, sample_register_common(false));
 	DOCA_ERROR_PROPAGATE(result, doca_argp_start(argc, argv));
 	if (DOCA_IS_ERROR(result)) {
 		doca_argp_destroy();
@@ -167,7 +151,7 @@ int main(int argc, char **argv)
 	}
 
 	mem = calloc(1, 4096);
-	result = sample_open_device(cfg.device, &dev);
+	result = sample_open_device(cfg.common.device, &dev);
 	DOCA_ERROR_PROPAGATE(result, doca_pe_create(&pe));
 	if (DOCA_IS_ERROR(result) || mem == NULL)
 		goto out;

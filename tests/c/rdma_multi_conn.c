@@ -38,8 +38,7 @@ DOCA_LOG_REGISTER(RDMA_MULTI_CONN);
 #define MSG_LEN 16
 
 struct config {
-	char device[64];
-	char dir[256];
+	struct sample_config common; /* -d, --dir */
 	bool sender;
 	bool role_set;
 	int conns;
@@ -65,18 +64,6 @@ struct side {
 };
 
 /* ---- argp ---- */
-
-static doca_error_t device_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->device, 64, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
-
-static doca_error_t dir_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->dir, 256, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
 
 static doca_error_t role_cb(void *param, void *config)
 {
@@ -122,40 +109,18 @@ static doca_error_t exit_last_cb(void *param, void *config)
 	return DOCA_SUCCESS;
 }
 
-static doca_error_t add_param(const char *short_name, const char *long_name, const char *description,
-			      enum doca_argp_type type, doca_argp_param_cb_t cb, bool mandatory)
-{
-	struct doca_argp_param *p;
-	doca_error_t result;
-
-	result = doca_argp_param_create(&p);
-	if (DOCA_IS_ERROR(result))
-		return result;
-	if (short_name != NULL)
-		doca_argp_param_set_short_name(p, short_name);
-	doca_argp_param_set_long_name(p, long_name);
-	doca_argp_param_set_description(p, description);
-	doca_argp_param_set_callback(p, cb);
-	doca_argp_param_set_type(p, type);
-	if (mandatory)
-		doca_argp_param_set_mandatory(p);
-	return doca_argp_register_param(p);
-}
-
 static doca_error_t register_params(void)
 {
 	doca_error_t result = DOCA_SUCCESS;
 
-	DOCA_ERROR_PROPAGATE(result, add_param("d", "device", "IB device name or PCI address", DOCA_ARGP_TYPE_STRING,
-					       device_cb, true));
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "role", "sender or receiver", DOCA_ARGP_TYPE_STRING, role_cb, true));
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "dir", "directory for the descriptor files", DOCA_ARGP_TYPE_STRING,
-					       dir_cb, true));
-	DOCA_ERROR_PROPAGATE(result, add_param("nc", "num-connections", "connections per round", DOCA_ARGP_TYPE_INT,
+	DOCA_ERROR_PROPAGATE(result, sample_register_common(true));
+	DOCA_ERROR_PROPAGATE(result,
+			     sample_add_param(NULL, "role", "sender or receiver", DOCA_ARGP_TYPE_STRING, role_cb, true));
+	DOCA_ERROR_PROPAGATE(result, sample_add_param("nc", "num-connections", "connections per round", DOCA_ARGP_TYPE_INT,
 					       conns_cb, false));
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "rounds", "rounds, each with new contexts", DOCA_ARGP_TYPE_INT,
+	DOCA_ERROR_PROPAGATE(result, sample_add_param(NULL, "rounds", "rounds, each with new contexts", DOCA_ARGP_TYPE_INT,
 					       rounds_cb, false));
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "exit-last", "sender: exit right after the last completions",
+	DOCA_ERROR_PROPAGATE(result, sample_add_param(NULL, "exit-last", "sender: exit right after the last completions",
 					       DOCA_ARGP_TYPE_BOOLEAN, exit_last_cb, false));
 	return result;
 }
@@ -222,7 +187,7 @@ static doca_error_t side_open(struct side *s, const struct config *cfg)
 	s->mem = calloc(1, s->mem_len);
 	if (s->mem == NULL)
 		return DOCA_ERROR_NO_MEMORY;
-	result = sample_open_device(cfg->device, &s->dev);
+	result = sample_open_device(cfg->common.device, &s->dev);
 	if (DOCA_IS_ERROR(result))
 		return result;
 	result = doca_pe_create(&s->pe);
@@ -286,7 +251,7 @@ static doca_error_t side_close(struct side *s)
 
 static void desc_path(char *out, size_t cap, const struct config *cfg, const char *who, int round, int conn)
 {
-	snprintf(out, cap, "%s/%s-r%04d-c%02d.desc", cfg->dir, who, round, conn);
+	snprintf(out, cap, "%s/%s-r%04d-c%02d.desc", cfg->common.dir, who, round, conn);
 }
 
 /* Exports every connection, trades descriptors through files, connects. */
@@ -373,7 +338,7 @@ static doca_error_t sender_round(const struct config *cfg, int round)
 	DOCA_ERROR_PROPAGATE(result, connect_all(&s, cfg, round));
 	if (DOCA_IS_ERROR(result))
 		goto out;
-	snprintf(path, sizeof(path), "%s/ready-r%04d", cfg->dir, round);
+	snprintf(path, sizeof(path), "%s/ready-r%04d", cfg->common.dir, round);
 	result = sample_read_file(path, &ready, &len);
 	if (DOCA_IS_ERROR(result))
 		goto out;
@@ -429,7 +394,7 @@ static doca_error_t receiver_round(const struct config *cfg, int round)
 	DOCA_ERROR_PROPAGATE(result, post_receive(&s, posted++));
 	if (DOCA_IS_ERROR(result))
 		goto out;
-	snprintf(path, sizeof(path), "%s/ready-r%04d", cfg->dir, round);
+	snprintf(path, sizeof(path), "%s/ready-r%04d", cfg->common.dir, round);
 	result = sample_write_file(path, "ready", 5);
 	if (DOCA_IS_ERROR(result))
 		goto out;

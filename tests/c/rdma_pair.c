@@ -52,8 +52,7 @@ DOCA_LOG_REGISTER(RDMA_PAIR);
 #define IMM_WRITE 0x55667788u
 
 struct config {
-	char device[64];
-	char dir[256];
+	struct sample_config common; /* -d, --dir */
 	bool requester;
 };
 
@@ -78,18 +77,6 @@ static int failures;
 
 /* ---- argp ---- */
 
-static doca_error_t device_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->device, 64, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
-
-static doca_error_t dir_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->dir, 256, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
-
 static doca_error_t role_cb(void *param, void *config)
 {
 	const char *role = param;
@@ -100,25 +87,6 @@ static doca_error_t role_cb(void *param, void *config)
 	}
 	((struct config *)config)->requester = strcmp(role, "requester") == 0;
 	return DOCA_SUCCESS;
-}
-
-static doca_error_t add_param(const char *short_name, const char *long_name, const char *description,
-			      doca_argp_param_cb_t cb)
-{
-	struct doca_argp_param *p;
-	doca_error_t result;
-
-	result = doca_argp_param_create(&p);
-	if (DOCA_IS_ERROR(result))
-		return result;
-	if (short_name != NULL)
-		doca_argp_param_set_short_name(p, short_name);
-	doca_argp_param_set_long_name(p, long_name);
-	doca_argp_param_set_description(p, description);
-	doca_argp_param_set_callback(p, cb);
-	doca_argp_param_set_type(p, DOCA_ARGP_TYPE_STRING);
-	doca_argp_param_set_mandatory(p);
-	return doca_argp_register_param(p);
 }
 
 /* ---- completions: one callback per task kind, all recording into the ctx's op_state ---- */
@@ -228,7 +196,7 @@ static doca_error_t side_open(struct side *s, const struct config *cfg)
 		return DOCA_ERROR_NO_MEMORY;
 	memset(s->mem, 0, MEM_LEN);
 	result = alloc_atomic_mem(&s->atomic_mem);
-	DOCA_ERROR_PROPAGATE(result, sample_open_device(cfg->device, &s->dev));
+	DOCA_ERROR_PROPAGATE(result, sample_open_device(cfg->common.device, &s->dev));
 	if (DOCA_IS_ERROR(result))
 		return result;
 	result = doca_pe_create(&s->pe);
@@ -327,7 +295,7 @@ static struct doca_buf *buf(struct side *s, struct doca_mmap *m, void *addr, siz
 
 static void path_of(char *out, size_t cap, const struct config *cfg, const char *name)
 {
-	snprintf(out, cap, "%s/%s", cfg->dir, name);
+	snprintf(out, cap, "%s/%s", cfg->common.dir, name);
 }
 
 static doca_error_t publish(const struct config *cfg, const char *name, const void *data, size_t len)
@@ -552,9 +520,9 @@ int main(int argc, char **argv)
 	DOCA_ERROR_PROPAGATE(result, doca_argp_init("rdma_pair", &cfg));
 	if (DOCA_IS_ERROR(result))
 		return EXIT_FAILURE;
-	result = add_param("d", "device", "IB device name or PCI address", device_cb);
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "role", "requester or responder", role_cb));
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "dir", "directory for the descriptor files", dir_cb));
+	result = sample_register_common(true);
+	DOCA_ERROR_PROPAGATE(result, sample_add_param(NULL, "role", "requester or responder", DOCA_ARGP_TYPE_STRING,
+						      role_cb, true));
 	DOCA_ERROR_PROPAGATE(result, doca_argp_start(argc, argv));
 	if (DOCA_IS_ERROR(result)) {
 		doca_argp_destroy();

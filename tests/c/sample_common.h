@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <doca_argp.h>
 #include <doca_ctx.h>
 #include <doca_dev.h>
 #include <doca_error.h>
@@ -30,6 +31,70 @@
 
 /* How long any wait of these programs may take before it is a failure (no hang in a test). */
 #define SAMPLE_TIMEOUT_MS 20000
+
+/* The flags every program here shares; each program's config starts with this struct. */
+struct sample_config {
+	char device[64]; /* -d/--device: IB device name or PCI address */
+	char dir[256];   /* --dir: where descriptors are traded (the two-process programs) */
+};
+
+static inline doca_error_t sample_copy_flag(char *dst, size_t cap, const char *value)
+{
+	if (strlen(value) >= cap) {
+		DOCA_LOG_ERR("value too long: %s", value);
+		return DOCA_ERROR_INVALID_VALUE;
+	}
+	strcpy(dst, value);
+	return DOCA_SUCCESS;
+}
+
+static inline doca_error_t sample_device_cb(void *param, void *config)
+{
+	struct sample_config *c = config;
+
+	return sample_copy_flag(c->device, sizeof(c->device), param);
+}
+
+static inline doca_error_t sample_dir_cb(void *param, void *config)
+{
+	struct sample_config *c = config;
+
+	return sample_copy_flag(c->dir, sizeof(c->dir), param);
+}
+
+/* Creates, fills and registers one argp parameter (a NULL short name: long form only). */
+static inline doca_error_t sample_add_param(const char *short_name, const char *long_name, const char *description,
+					    enum doca_argp_type type, doca_argp_param_cb_t cb, bool mandatory)
+{
+	struct doca_argp_param *p;
+	doca_error_t result;
+
+	result = doca_argp_param_create(&p);
+	if (DOCA_IS_ERROR(result))
+		return result;
+	if (short_name != NULL)
+		doca_argp_param_set_short_name(p, short_name);
+	doca_argp_param_set_long_name(p, long_name);
+	doca_argp_param_set_description(p, description);
+	doca_argp_param_set_callback(p, cb);
+	doca_argp_param_set_type(p, type);
+	if (mandatory)
+		doca_argp_param_set_mandatory(p);
+	return doca_argp_register_param(p);
+}
+
+/* Registers -d/--device (mandatory) and, with `with_dir`, --dir (mandatory). */
+static inline doca_error_t sample_register_common(bool with_dir)
+{
+	doca_error_t result;
+
+	result = sample_add_param("d", "device", "IB device name or PCI address", DOCA_ARGP_TYPE_STRING,
+				  sample_device_cb, true);
+	if (with_dir)
+		DOCA_ERROR_PROPAGATE(result, sample_add_param(NULL, "dir", "directory for the descriptor files",
+							      DOCA_ARGP_TYPE_STRING, sample_dir_cb, true));
+	return result;
+}
 
 static inline uint64_t sample_now_ms(void)
 {

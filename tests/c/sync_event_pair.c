@@ -26,8 +26,7 @@ DOCA_LOG_REGISTER(SYNC_EVENT_PAIR);
 #include "sample_common.h"
 
 struct config {
-	char device[64];
-	char dir[256];
+	struct sample_config common; /* -d, --dir */
 	bool exporter;
 	int rounds;
 };
@@ -36,18 +35,6 @@ struct state {
 	volatile bool done;
 	doca_error_t status;
 };
-
-static doca_error_t device_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->device, 64, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
-
-static doca_error_t dir_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->dir, 256, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
 
 static doca_error_t role_cb(void *param, void *config)
 {
@@ -69,26 +56,6 @@ static doca_error_t rounds_cb(void *param, void *config)
 		return DOCA_ERROR_INVALID_VALUE;
 	((struct config *)config)->rounds = n;
 	return DOCA_SUCCESS;
-}
-
-static doca_error_t add_param(const char *short_name, const char *long_name, const char *description,
-			      enum doca_argp_type type, doca_argp_param_cb_t cb, bool mandatory)
-{
-	struct doca_argp_param *p;
-	doca_error_t result;
-
-	result = doca_argp_param_create(&p);
-	if (DOCA_IS_ERROR(result))
-		return result;
-	if (short_name != NULL)
-		doca_argp_param_set_short_name(p, short_name);
-	doca_argp_param_set_long_name(p, long_name);
-	doca_argp_param_set_description(p, description);
-	doca_argp_param_set_callback(p, cb);
-	doca_argp_param_set_type(p, type);
-	if (mandatory)
-		doca_argp_param_set_mandatory(p);
-	return doca_argp_register_param(p);
 }
 
 /* ---- completions: every task kind records into the state its task user data points at ---- */
@@ -174,21 +141,19 @@ int main(int argc, char **argv)
 
 	result = doca_log_backend_create_standard();
 	DOCA_ERROR_PROPAGATE(result, doca_argp_init("sync_event_pair", &cfg));
-	DOCA_ERROR_PROPAGATE(result, add_param("d", "device", "IB device name or PCI address", DOCA_ARGP_TYPE_STRING,
-					       device_cb, true));
+	DOCA_ERROR_PROPAGATE(result, sample_register_common(true));
 	DOCA_ERROR_PROPAGATE(result,
-			     add_param(NULL, "role", "exporter or importer", DOCA_ARGP_TYPE_STRING, role_cb, true));
+			     sample_add_param(NULL, "role", "exporter or importer", DOCA_ARGP_TYPE_STRING, role_cb, true));
 	DOCA_ERROR_PROPAGATE(result,
-			     add_param(NULL, "dir", "directory for the blob file", DOCA_ARGP_TYPE_STRING, dir_cb, true));
-	DOCA_ERROR_PROPAGATE(result, add_param(NULL, "rounds", "ping-pong rounds", DOCA_ARGP_TYPE_INT, rounds_cb, false));
+			     sample_add_param(NULL, "rounds", "ping-pong rounds", DOCA_ARGP_TYPE_INT, rounds_cb, false));
 	DOCA_ERROR_PROPAGATE(result, doca_argp_start(argc, argv));
 	if (DOCA_IS_ERROR(result)) {
 		doca_argp_destroy();
 		return EXIT_FAILURE;
 	}
-	snprintf(path, sizeof(path), "%s/sync_event.blob", cfg.dir);
+	snprintf(path, sizeof(path), "%s/sync_event.blob", cfg.common.dir);
 
-	result = sample_open_device(cfg.device, &dev);
+	result = sample_open_device(cfg.common.device, &dev);
 	DOCA_ERROR_PROPAGATE(result, doca_pe_create(&pe));
 	if (DOCA_IS_ERROR(result))
 		goto out;

@@ -36,7 +36,7 @@ DOCA_LOG_REGISTER(UROM_HOST);
 #include "sample_common.h"
 
 struct config {
-	char device[64];
+	struct sample_config common; /* -d */
 	char plugin[DOCA_UROM_PLUGIN_NAME_MAX_LEN];
 };
 
@@ -57,36 +57,10 @@ static int failures;
 		}                                                                                  \
 	} while (0)
 
-static doca_error_t device_cb(void *param, void *config)
-{
-	snprintf(((struct config *)config)->device, 64, "%s", (const char *)param);
-	return DOCA_SUCCESS;
-}
-
 static doca_error_t plugin_cb(void *param, void *config)
 {
 	snprintf(((struct config *)config)->plugin, DOCA_UROM_PLUGIN_NAME_MAX_LEN, "%s", (const char *)param);
 	return DOCA_SUCCESS;
-}
-
-static doca_error_t add_param(const char *short_name, const char *long_name, const char *description,
-			      doca_argp_param_cb_t cb, bool mandatory)
-{
-	struct doca_argp_param *p;
-	doca_error_t result;
-
-	result = doca_argp_param_create(&p);
-	if (DOCA_IS_ERROR(result))
-		return result;
-	if (short_name != NULL)
-		doca_argp_param_set_short_name(p, short_name);
-	doca_argp_param_set_long_name(p, long_name);
-	doca_argp_param_set_description(p, description);
-	doca_argp_param_set_callback(p, cb);
-	doca_argp_param_set_type(p, DOCA_ARGP_TYPE_STRING);
-	if (mandatory)
-		doca_argp_param_set_mandatory(p);
-	return doca_argp_register_param(p);
 }
 
 /* ---- the domain's out-of-band collective: one member, so the allgather is a copy ---- */
@@ -223,8 +197,9 @@ int main(int argc, char **argv)
 
 	result = doca_log_backend_create_standard();
 	DOCA_ERROR_PROPAGATE(result, doca_argp_init("urom_host", &cfg));
-	DOCA_ERROR_PROPAGATE(result, add_param("d", "device", "IB device name or PCI address", device_cb, true));
-	DOCA_ERROR_PROPAGATE(result, add_param("p", "plugin", "plugin name (default c_loopback)", plugin_cb, false));
+	DOCA_ERROR_PROPAGATE(result, sample_register_common(false));
+	DOCA_ERROR_PROPAGATE(result, sample_add_param("p", "plugin", "plugin name (default c_loopback)",
+						      DOCA_ARGP_TYPE_STRING, plugin_cb, false));
 	DOCA_ERROR_PROPAGATE(result, doca_argp_start(argc, argv));
 	if (DOCA_IS_ERROR(result)) {
 		doca_argp_destroy();
@@ -232,7 +207,7 @@ int main(int argc, char **argv)
 	}
 
 	/* 1. The service. */
-	result = sample_open_device(cfg.device, &dev);
+	result = sample_open_device(cfg.common.device, &dev);
 	DOCA_ERROR_PROPAGATE(result, doca_pe_create(&pe));
 	DOCA_ERROR_PROPAGATE(result, doca_urom_service_create(&service));
 	if (DOCA_IS_ERROR(result))
