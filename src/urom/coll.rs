@@ -91,6 +91,9 @@ struct Shared {
     state: RefCell<State>,
     /// Something was queued, or the domain is going away.
     wake: Notify,
+    /// The last collective in flight was answered (nothing queued or running): wakes
+    /// [`Offload::finish`], the one waiter.
+    drained: Notify,
 }
 
 #[derive(Default)]
@@ -165,6 +168,7 @@ impl Offload {
             _host: (rdma, conn),
             state: RefCell::new(State::default()),
             wake: Notify::default(),
+            drained: Notify::default(),
         });
         let driver = spawn_local(drive(shared.clone()));
         Ok(Offload { shared, _driver: driver })
@@ -180,11 +184,10 @@ impl Offload {
     /// for its answer (every message of this worker's group has left), bounded by `deadline`.
     /// A group that lost a member is not finished ([`ErrorKind::ConnectionLost`]).
     pub(crate) async fn finish(&self, deadline: Instant) -> Result<()> {
+        // Woken by the answer that empties the queue (no polling); a notification left from
+        // an earlier drain only costs one more look.
         while self.outstanding() > 0 {
-            if Instant::now() >= deadline {
-                return Err(Error::new(ErrorKind::TimedOut, "urom.coll: collectives still in flight at stop"));
-            }
-            time::sleep(std::time::Duration::from_micros(100)).await;
+            bounded(deadline, "urom.coll: collectives still in flight at stop", self.shared.drained.wait()).await?;
         }
         if let Some(e) = &self.shared.state.borrow().lost {
             return Err(Error::new(ErrorKind::ConnectionLost, format!("urom.coll: the group is broken ({e})")));
@@ -455,6 +458,11 @@ fn finish(shared: &Shared, req: &Request, r: Result<()>) {
         }
     }
     req.cell.complete(r);
+    let st = shared.state.borrow();
+    if st.queue.is_empty() && st.running.is_empty() {
+        drop(st);
+        shared.drained.notify();
+    }
 }
 
 // -------------------------------------------------------------------------------------------
