@@ -21,3 +21,16 @@ elif command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 
 else
   echo "setup: no UCX headers and apt-get is not usable here (not Debian, or no root): C UROM plugins build with doca_urom_plugin.h's own list instead of UCX's" >&2
 fi
+# `scripts/setup.sh --ucx`: also UCX's benchmark (Debian's ucx-utils), for
+# `cargo run --release -- perf --anchor ucx`; without it that anchor is skipped with a message.
+if [ "${1:-}" = "--ucx" ]; then
+  if command -v ucx_perftest >/dev/null 2>&1; then
+    :
+  elif command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    $SUDO apt-get install -y ucx-utils || { $SUDO apt-get update && $SUDO apt-get install -y ucx-utils; } ||
+      echo "setup: installing ucx-utils failed: perf --anchor ucx will be skipped" >&2
+  else
+    echo "setup: ucx_perftest is missing and apt-get is not usable here: perf --anchor ucx will be skipped" >&2
+  fi
+fi

@@ -264,3 +264,38 @@ fn urom_service_rejects_bad_options() {
         assert!(!stdout.contains("listening on"), "{args:?}");
     }
 }
+
+/// `perf --anchor ucx` runs UCX's benchmark beside ours and prints the ratios, or says it was
+/// skipped when `ucx_perftest` is not installed (`scripts/setup.sh --ucx` installs it).
+#[test]
+fn perf_anchor_ucx_adds_ucx_rows_and_ratios_or_says_why_not() {
+    let (ok, stdout, stderr) = run(&[
+        "perf",
+        "--anchor",
+        "ucx",
+        "--test",
+        "write_lat,send_bw",
+        "--mode",
+        "raw",
+        "--procs",
+        "2",
+        "--size",
+        "8",
+        "--iters",
+        "300",
+        "--warmup",
+        "30",
+    ]);
+    assert!(ok, "perf failed: {stderr}");
+    if stderr.contains("ucx_perftest` was not found") {
+        println!("SKIPPED: no ucx_perftest here");
+        return;
+    }
+    for test in ["write_lat", "send_bw"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(test) && l.split_whitespace().nth(1) == Some("ucx")),
+            "no ucx row for {test}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("raw / ucx"), "no raw / ucx ratios:\n{stdout}");
+}

@@ -36,6 +36,7 @@ mod stats;
 mod sync_event;
 #[cfg(feature = "tokio")]
 mod tokio;
+mod ucx;
 #[cfg(feature = "soft")]
 mod urom;
 
@@ -76,6 +77,13 @@ impl Mode {
     fn unsupported(self, test: &str) -> Error {
         Error::new(ErrorKind::InvalidArgument, format!("{test} has no {} mode", self.name()))
     }
+}
+
+/// A reference implementation measured beside our tests in the same run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Anchor {
+    /// UCX's `ucx_perftest` over shared memory (see `perf/ucx.rs`).
+    Ucx,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -128,6 +136,11 @@ pub struct PerfArgs {
     /// server side is the peer, this side measures (procs 2). Other tests are skipped.
     #[arg(long, value_name = "ADDR", conflicts_with = "server")]
     client: Option<String>,
+    /// Also run a reference implementation's benchmark for the tests that have a counterpart,
+    /// in the same run, and print the ratios (`ucx`: `ucx_perftest` from Debian's ucx-utils;
+    /// skipped with a message when it is not installed).
+    #[arg(long, value_enum)]
+    anchor: Option<Anchor>,
 }
 
 #[derive(Args, Debug)]
@@ -437,6 +450,14 @@ pub fn run(args: PerfArgs) -> Result<()> {
                     reports.push(report);
                 }
             }
+        }
+    }
+    if args.anchor == Some(Anchor::Ucx) {
+        for report in ucx::anchor(&reports, args.iters, args.warmup)? {
+            if args.json {
+                println!("{}", report.to_json());
+            }
+            reports.push(report);
         }
     }
     if !args.json {

@@ -195,23 +195,27 @@ pub fn print_table(reports: &[Report]) {
             );
         }
     }
-    // Each mode against the one it is built on, measured side by side in this run.
-    for (mode, base) in [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async")] {
+    // Each mode against the one it is built on, measured side by side in this run; the UCX
+    // anchor (`perf --anchor ucx`) against both of ours.
+    for (mode, base) in
+        [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async"), ("raw", "ucx"), ("async", "ucx")]
+    {
         let mut printed_header = false;
         for r in reports.iter().filter(|r| r.mode == mode) {
             if let Some(b) =
                 reports.iter().find(|b| b.mode == base && b.test == r.test && b.size == r.size && b.procs == r.procs)
             {
                 if !printed_header {
-                    println!("\n{mode} / {base}, measured side by side in this run:");
+                    println!("\n{mode} / {base}, measured side by side in this run (p50 {mode} − {base} in ns):");
                     printed_header = true;
                 }
                 println!(
-                    "  {:<16} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x  ops/s {:.2}x",
+                    "  {:<16} size {:>8}  procs {}  p50 {:.2}x ({:+.0} ns)  p99 {:.2}x  ops/s {:.2}x",
                     r.test,
                     r.size,
                     r.procs,
                     r.p50_ns / b.p50_ns,
+                    r.p50_ns - b.p50_ns,
                     r.p99_ns / b.p99_ns,
                     r.ops_per_sec / b.ops_per_sec
                 );
