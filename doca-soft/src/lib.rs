@@ -9,6 +9,7 @@
 //! | [`doorbell`] | per-PE wake-up sockets that other threads and processes ring |
 //! | [`sync_event`] | the 64-bit counter in shared memory, standalone and as a ctx |
 //! | [`rdma`] | RC connections over shared-memory rings, the eight RDMA operations |
+//! | [`dma`] | DMA memcpy between local memory and memory imported from a PCI export |
 //! | [`dev`] | the soft device list (`DOCA_SOFT_DEVICES`) |
 //! | [`mmap`], [`buf`] | registered memory, export/import, buffer inventories and buffers |
 //! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
@@ -27,11 +28,13 @@ pub mod types {
     #[allow(unused_imports)]
     use core::ffi::c_char;
     include!("../../doca-sys/src/urom_types.rs");
+    include!("../../doca-sys/src/dma_types.rs");
 }
 
 /// The concrete object types the callback types name.
 mod objects {
     pub use crate::ctx::doca_ctx;
+    pub use crate::dma::doca_dma_task_memcpy;
     pub use crate::rdma::{
         doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read, doca_rdma_task_receive,
         doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write, doca_rdma_task_write_imm,
@@ -51,6 +54,7 @@ pub mod blob;
 pub mod buf;
 pub mod ctx;
 pub mod dev;
+pub mod dma;
 pub mod doorbell;
 pub mod errors;
 mod ffi;

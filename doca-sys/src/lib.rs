@@ -487,6 +487,9 @@ extern "C" {
 mod urom;
 pub use urom::*;
 
+mod dma;
+pub use dma::*;
+
 // ---- soft-provider extensions (not part of NVIDIA's DOCA) ----
 //
 // Memory that another process must reach without the owner's CPU (one-sided RDMA from a
