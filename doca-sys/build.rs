@@ -29,12 +29,8 @@ fn main() {
 
 /// The DOCA packages the declarations need, with the library each one names.
 #[cfg(feature = "system")]
-const PACKAGES: [(&str, &str); 4] = [
-    ("doca-common", "doca_common"),
-    ("doca-rdma", "doca_rdma"),
-    ("doca-urom", "doca_urom"),
-    ("doca-dma", "doca_dma"),
-];
+const PACKAGES: [(&str, &str); 4] =
+    [("doca-common", "doca_common"), ("doca-rdma", "doca_rdma"), ("doca-urom", "doca_urom"), ("doca-dma", "doca_dma")];
 
 #[cfg(feature = "system")]
 fn link_system() {

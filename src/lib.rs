@@ -32,6 +32,7 @@ pub use doca_sys as sys;
 
 pub mod coll;
 pub mod device;
+pub mod dma;
 pub mod drom;
 pub mod error;
 pub mod executor;

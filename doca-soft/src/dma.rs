@@ -136,6 +136,11 @@ fn side_of(b: &doca_buf) -> Result<Side, doca_error_t> {
     if !r.is_pci_export() {
         return Err(DOCA_ERROR_NOT_PERMITTED);
     }
+    // On the shared-memory path the mapping outlives its owner: without this check a copy
+    // from a dead host would "succeed" with stale memory. Hardware fails such a copy.
+    if !r.owner_alive() {
+        return Err(DOCA_ERROR_CONNECTION_ABORTED);
+    }
     Ok(Side::Remote(r))
 }
 

@@ -30,8 +30,7 @@ extern "C" {
         devinfo: *const doca_devinfo,
         max_buf_list_len: *mut u32,
     ) -> doca_error_t;
-    pub fn doca_dma_cap_task_memcpy_get_max_buf_size(devinfo: *const doca_devinfo, buf_size: *mut u64)
-        -> doca_error_t;
+    pub fn doca_dma_cap_task_memcpy_get_max_buf_size(devinfo: *const doca_devinfo, buf_size: *mut u64) -> doca_error_t;
 
     pub fn doca_dma_task_memcpy_set_conf(
         dma: *mut doca_dma,

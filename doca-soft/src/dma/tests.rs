@@ -106,7 +106,10 @@ impl Rig {
         let mut t = ptr::null_mut();
         // SAFETY: live dma and buffers; the task is freed on failure or in its callback.
         unsafe {
-            assert_eq!(doca_dma_task_memcpy_alloc_init(self.dma, src, dst, doca_data::from_u64(ud), &mut t), DOCA_SUCCESS);
+            assert_eq!(
+                doca_dma_task_memcpy_alloc_init(self.dma, src, dst, doca_data::from_u64(ud), &mut t),
+                DOCA_SUCCESS
+            );
             let rc = crate::task::doca_task_submit(doca_dma_task_memcpy_as_task(t));
             if rc != DOCA_SUCCESS {
                 doca_task_free(doca_dma_task_memcpy_as_task(t));
@@ -191,7 +194,7 @@ fn local_copy_appends_after_the_destination_payload() {
     let md = rig.mmap(&mut dst, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
     let s = rig.buf(ms, src.as_mut_ptr(), 64, 16); // payload: bytes 0..16
     let d = rig.buf(md, dst.as_mut_ptr(), 40, 0); // room: 40
-    // The getters see what alloc_init stored; the setters replace it.
+                                                  // The getters see what alloc_init stored; the setters replace it.
     let mut t = ptr::null_mut();
     // SAFETY: live objects.
     unsafe {
