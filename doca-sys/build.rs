@@ -1,7 +1,8 @@
 //! Chooses and validates the DOCA provider that `doca-sys` links.
 //!
 //! * `soft`: nothing to do here; the `doca-soft` crate is linked as a Rust dependency.
-//! * `system`: find NVIDIA's DOCA (`doca-common`, `doca-rdma`, `doca-urom`, `doca-dma`) with pkg-config,
+//! * `system`: find NVIDIA's DOCA (`doca-common`, `doca-rdma`, `doca-urom`, `doca-dma`,
+//!   `doca-comch`) with pkg-config,
 //!   optionally under the SDK prefix named by `DOCA_HOME`, check that it is DOCA 3.x (the ABI
 //!   the declarations describe) and link it. A DOCA of another major version stops the build
 //!   with a message naming the version found. A machine without the SDK gets warnings that say

@@ -345,7 +345,7 @@ fn header_functions(dir: &Path) -> Option<Vec<String>> {
 /// `extern "C" { ... }` blocks, plus the re-implemented inline helpers.
 fn rust_functions() -> Vec<String> {
     let mut names = Vec::new();
-    for f in ["lib.rs", "urom.rs", "dma.rs"] {
+    for f in ["lib.rs", "urom.rs", "dma.rs", "comch.rs"] {
         let text = std::fs::read_to_string(Path::new(ROOT).join("doca-sys/src").join(f)).unwrap();
         let mut inside = false;
         for line in text.lines() {
