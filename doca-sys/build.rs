@@ -2,8 +2,7 @@
 //!
 //! * `soft`: nothing to do here; the `doca-soft` crate is linked as a Rust dependency.
 //! * `system`: find NVIDIA's DOCA (`doca-common`, `doca-rdma`, `doca-urom`, `doca-dma`,
-//!   `doca-comch`) with pkg-config,
-//!   optionally under the SDK prefix named by `DOCA_HOME`, check that it is DOCA 3.x (the ABI
+//!   `doca-comch`) with pkg-config, optionally under the SDK prefix named by `DOCA_HOME`, check that it is DOCA 3.x (the ABI
 //!   the declarations describe) and link it. A DOCA of another major version stops the build
 //!   with a message naming the version found. A machine without the SDK gets warnings that say
 //!   how to point at one, while `cargo check` and `cargo doc` still work: only a real link fails.
@@ -30,8 +29,13 @@ fn main() {
 
 /// The DOCA packages the declarations need, with the library each one names.
 #[cfg(feature = "system")]
-const PACKAGES: [(&str, &str); 4] =
-    [("doca-common", "doca_common"), ("doca-rdma", "doca_rdma"), ("doca-urom", "doca_urom"), ("doca-dma", "doca_dma")];
+const PACKAGES: [(&str, &str); 5] = [
+    ("doca-common", "doca_common"),
+    ("doca-rdma", "doca_rdma"),
+    ("doca-urom", "doca_urom"),
+    ("doca-dma", "doca_dma"),
+    ("doca-comch", "doca_comch"),
+];
 
 #[cfg(feature = "system")]
 fn link_system() {
