@@ -31,6 +31,7 @@
 pub use doca_sys as sys;
 
 pub mod coll;
+pub mod comch;
 pub mod device;
 pub mod dma;
 pub mod drom;
