@@ -4,14 +4,14 @@
 //! | on | operation | result |
 //! | --- | --- | --- |
 //! | [`Server`] | [`accept`](Server::accept) | the next client's [`Connection`] |
-//! | [`Client`] | [`Client::connect`] | the client's one [`Connection`] |
+//! | [`Client`] | [`ClientBuilder::connect`] | the client's one [`Connection`] |
 //! | [`Connection`] | [`send`](Connection::send) | `()` once the message left |
 //! | [`Connection`] | [`recv`](Connection::recv), [`messages`](Connection::messages) (a `Stream`) | the next message, `None` at disconnection |
 //!
 //! The server and its clients meet by *name* (a short string both sides agree on). A server
 //! is bound to the device (and, on a BlueField, the representor of the host function it
 //! serves); a client names its device and the server. Messages are byte vectors up to the
-//! negotiated maximum ([`Connection::max_msg_size`]).
+//! negotiated maximum (the smaller of [`ServerBuilder::max_msg_size`] and [`ClientBuilder::max_msg_size`]).
 //!
 //! # Disconnection
 //! When the peer goes away (it stops, drops its object, exits or crashes), pending and later
@@ -599,10 +599,13 @@ enum Recv {
     Recheck,
 }
 
+/// The `recv` in progress of a [`Messages`] stream.
+type NextMessage = Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>>>>;
+
 /// The messages of a [`Connection`] as a [`futures_lite::Stream`].
 pub struct Messages {
     conn: Connection,
-    pending: Option<Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>>>>>,
+    pending: Option<NextMessage>,
 }
 
 impl futures_lite::Stream for Messages {
