@@ -380,13 +380,15 @@ impl Endpoint {
     fn drive(&self, c: &doca_comch_connection, buf: &mut [u8]) -> bool {
         let Some(fd) = c.raw_fd() else { return false };
         let mut did = false;
+        let mut hs = [0u8; wire::HANDSHAKE_LEN];
         match c.state.get() {
             ConnState::Closed => return false,
-            ConnState::Handshaking => match recv_rec(fd, &mut buf[..wire::HANDSHAKE_LEN.max(8)]) {
+            // Its own buffer: the handshake is longer than a small max_msg's record buffer.
+            ConnState::Handshaking => match recv_rec(fd, &mut hs) {
                 Ok(None) => return false,
                 Ok(Some(n)) => {
                     did = true;
-                    self.handshake(c, fd, if n == 0 { Err(()) } else { Ok(&buf[..n]) });
+                    self.handshake(c, fd, if n == 0 { Err(()) } else { Ok(&hs[..n]) });
                 }
                 Err(_) => {
                     did = true;

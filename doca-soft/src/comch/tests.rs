@@ -376,3 +376,23 @@ fn creation_rules_and_capabilities() {
     // SAFETY: nothing uses the device any more.
     assert_eq!(unsafe { doca_dev_close(dev) }, DOCA_SUCCESS);
 }
+
+#[test]
+fn tiny_message_limit_still_handshakes() {
+    let p = Pair::new("tiny", false);
+    // SAFETY: live, IDLE objects.
+    unsafe {
+        assert_eq!(doca_comch_server_set_max_msg_size(p.server, 8), DOCA_SUCCESS);
+        assert_eq!(doca_comch_client_set_max_msg_size(p.client, 8), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(p.sctx()), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(p.cctx()), DOCA_ERROR_IN_PROGRESS);
+    }
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    take();
+    assert_eq!(send(&p, false, p.client_conn(), b"12345678"), DOCA_SUCCESS);
+    pump(&[p.spe, p.cpe]);
+    assert!(take().iter().any(|s| matches!(s, Seen::Recv(_, m) if m == b"12345678")));
+    assert_eq!(send(&p, false, p.client_conn(), b"123456789"), DOCA_ERROR_INVALID_VALUE);
+    p.finish();
+}

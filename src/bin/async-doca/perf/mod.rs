@@ -29,6 +29,7 @@ use clap::{Args, ValueEnum};
 
 #[cfg(feature = "soft")]
 mod coll;
+mod comch;
 mod dma;
 mod raw;
 mod raw_rdma;
@@ -398,6 +399,16 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: |p| dma::run(dma::Test::Bw, p),
         about: "DMA memcpy from PCI-imported memory, 64 in flight: ops/s, MB/s (compare memcpy_bw)",
+    },
+    TestDef {
+        name: "comch_lat",
+        modes: &[Mode::Async],
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: comch::run,
+        about: "Comch message ping-pong, client and server on two executors: half the round trip",
     },
     TestDef {
         name: "memcpy_bw",
