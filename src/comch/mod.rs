@@ -511,29 +511,27 @@ impl Connection {
     /// before was returned.
     pub async fn recv(&self) -> Option<Vec<u8>> {
         loop {
-            let check_client = self.client;
-            let got = poll_fn(|cx| self.poll_recv(cx, check_client)).await;
-            match got {
-                Recv::Msg(m) => return Some(m),
-                Recv::End => return None,
-                Recv::Recheck => crate::time::sleep(CLIENT_CHECK_INTERVAL).await,
+            let wait = poll_fn(|cx| self.poll_recv(cx));
+            if !self.client {
+                return wait.await;
+            }
+            // No disconnect event on the client side: wait for a message, but look at the
+            // connection again every CLIENT_CHECK_INTERVAL.
+            if let Ok(r) = crate::time::timeout(CLIENT_CHECK_INTERVAL, wait).await {
+                return r;
             }
         }
     }
 
-    fn poll_recv(&self, cx: &mut TaskCx<'_>, client: bool) -> Poll<Recv> {
+    fn poll_recv(&self, cx: &mut TaskCx<'_>) -> Poll<Option<Vec<u8>>> {
         if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
-            return Poll::Ready(Recv::Msg(m));
+            return Poll::Ready(Some(m));
         }
-        if self.shared.closed.get() || (client && !self.alive()) {
+        if self.shared.closed.get() || (self.client && !self.alive()) {
             self.shared.closed.set(true);
-            return Poll::Ready(Recv::End);
+            return Poll::Ready(None);
         }
         *self.shared.waker.borrow_mut() = Some(cx.waker().clone());
-        if client {
-            // No disconnect event on the client side: look again shortly.
-            return Poll::Ready(Recv::Recheck);
-        }
         Poll::Pending
     }
 
@@ -591,12 +589,6 @@ impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("comch::Connection").field("client", &self.client).finish_non_exhaustive()
     }
-}
-
-enum Recv {
-    Msg(Vec<u8>),
-    End,
-    Recheck,
 }
 
 /// The `recv` in progress of a [`Messages`] stream.
