@@ -43,7 +43,7 @@
 //! # Threads
 //! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
 
-mod chan;
+pub mod chan;
 #[cfg(test)]
 mod tests;
 pub mod wire;
