@@ -1104,6 +1104,7 @@ pub unsafe extern "C" fn doca_comch_connection_get_user_data(connection: *const 
 pub unsafe extern "C" fn doca_comch_server_get_server_ctx(
     connection: *const doca_comch_connection,
 ) -> *mut doca_comch_server {
+    // SAFETY: a non-NULL connection pointer comes from this provider (DOCA contract).
     guard(ptr::null_mut(), || match unsafe { conn_ref(connection) } {
         // SAFETY: a connection's owner lives as long as the connection.
         Ok(c) if unsafe { &*c.owner }.role == Role::Server => c.owner as *mut _,
@@ -1114,6 +1115,7 @@ pub unsafe extern "C" fn doca_comch_server_get_server_ctx(
 pub unsafe extern "C" fn doca_comch_client_get_client_ctx(
     connection: *const doca_comch_connection,
 ) -> *mut doca_comch_client {
+    // SAFETY: a non-NULL connection pointer comes from this provider (DOCA contract).
     guard(ptr::null_mut(), || match unsafe { conn_ref(connection) } {
         // SAFETY: a connection's owner lives as long as the connection.
         Ok(c) if unsafe { &*c.owner }.role == Role::Client => c.owner as *mut _,
