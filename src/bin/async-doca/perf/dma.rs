@@ -73,6 +73,8 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
     let window = test.window();
     let dev = Device::open_default()?;
     let host = dev.alloc(size * window, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+    // Touched before timing, as the raw mode's source is.
+    host.buf().fill(0x5a);
     let remote = dev.import(&host.export_pci()?)?;
     let local = dev.alloc(size * window, Access::LOCAL_READ_WRITE)?;
     let dma = Dma::builder(&dev).max_tasks(window as u32).build().await?;
