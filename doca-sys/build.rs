@@ -1,8 +1,9 @@
 //! Chooses and validates the DOCA provider that `doca-sys` links.
 //!
 //! * `soft`: nothing to do here; the `doca-soft` crate is linked as a Rust dependency.
-//! * `system`: find NVIDIA's DOCA (`doca-common`, `doca-argp`, `doca-rdma`, `doca-urom`) with pkg-config,
-//!   optionally under the SDK prefix named by `DOCA_HOME`, check that it is DOCA 3.x (the ABI
+//! * `system`: find NVIDIA's DOCA (`doca-common`, `doca-argp`, `doca-rdma`, `doca-urom`,
+//!   `doca-dma`, `doca-comch`) with pkg-config, optionally under the SDK prefix named by
+//!   `DOCA_HOME`, check that it is DOCA 3.x (the ABI
 //!   the declarations describe) and link it. A DOCA of another major version stops the build
 //!   with a message naming the version found. A machine without the SDK gets warnings that say
 //!   how to point at one, while `cargo check` and `cargo doc` still work: only a real link fails.
@@ -29,11 +30,13 @@ fn main() {
 
 /// The DOCA packages the declarations need, with the library each one names.
 #[cfg(feature = "system")]
-const PACKAGES: [(&str, &str); 4] = [
+const PACKAGES: [(&str, &str); 6] = [
     ("doca-common", "doca_common"),
     ("doca-argp", "doca_argp"),
     ("doca-rdma", "doca_rdma"),
     ("doca-urom", "doca_urom"),
+    ("doca-dma", "doca_dma"),
+    ("doca-comch", "doca_comch"),
 ];
 
 #[cfg(feature = "system")]

@@ -18,6 +18,10 @@ cargo run --release --example rdma_read
 cargo run --release --example rdma_send_imm
 cargo run --release --example rdma_write_imm
 cargo run --release --example rdma_atomics
+# Host and "DPU" processes: DMA of a 64 MiB host buffer in and a result back, verified.
+cargo run --release --example dma_copy
+# NVIDIA's local-PCI sync-event pattern: the blob over Comch, then signal/wait rounds.
+cargo run --release --example comch_sync_event
 # The UROM examples start a private UROM service when none is running, and stop it.
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong

@@ -31,7 +31,9 @@
 pub use doca_sys as sys;
 
 pub mod coll;
+pub mod comch;
 pub mod device;
+pub mod dma;
 pub mod drom;
 pub mod error;
 pub mod executor;

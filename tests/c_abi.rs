@@ -364,6 +364,8 @@ fn rust_functions() -> Vec<String> {
         "pe_more.rs",
         "dev_more.rs",
         "sync_event_more.rs",
+        "dma.rs",
+        "comch.rs",
     ] {
         let text = std::fs::read_to_string(Path::new(ROOT).join("doca-sys/src").join(f)).unwrap();
         let mut inside = false;

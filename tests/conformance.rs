@@ -1485,3 +1485,7 @@ fn a_remote_net_sync_event_export_is_not_opened_as_an_event() {
         ok(doca_dev_close(dev));
     }
 }
+
+// DOCA DMA and DOCA Comch (in their own file).
+#[path = "conformance/dma_comch.rs"]
+mod dma_comch;

@@ -9,6 +9,8 @@
 //! | [`doorbell`] | per-PE wake-up sockets that other threads and processes ring |
 //! | [`sync_event`] | the 64-bit counter in shared memory, standalone and as a ctx |
 //! | [`rdma`] | RC connections over shared-memory rings, the eight RDMA operations |
+//! | [`comch`] | the host/DPU communication channel: server, clients, messages (Unix seqpacket sockets) |
+//! | [`dma`] | DMA memcpy between local memory and memory imported from a PCI export |
 //! | [`dev`] | the soft device list (`DOCA_SOFT_DEVICES`) |
 //! | [`mmap`], [`buf`] | registered memory, export/import, buffer inventories and buffers |
 //! | [`shm`], [`blob`] | memfd segments and the versioned, checksummed export blob format |
@@ -30,11 +32,18 @@ pub mod types {
     #[allow(unused_imports)]
     use core::ffi::c_char;
     include!("../../doca-sys/src/urom_types.rs");
+    include!("../../doca-sys/src/dma_types.rs");
+    include!("../../doca-sys/src/comch_types.rs");
 }
 
 /// The concrete object types the callback types name.
 mod objects {
+    pub use crate::comch::{
+        doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_msg_recv,
+        doca_comch_task_send,
+    };
     pub use crate::ctx::doca_ctx;
+    pub use crate::dma::doca_dma_task_memcpy;
     pub use crate::rdma::{
         doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read, doca_rdma_task_receive,
         doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write, doca_rdma_task_write_imm,
@@ -53,9 +62,11 @@ mod objects {
 pub mod argp;
 pub mod blob;
 pub mod buf;
+pub mod comch;
 pub mod ctx;
 pub mod dev;
 pub mod dev_more;
+pub mod dma;
 pub mod doorbell;
 pub mod errors;
 mod ffi;

@@ -594,6 +594,11 @@ impl RemoteRegion {
     pub(crate) fn owner_pid(&self) -> u32 {
         self.mem.desc.pid
     }
+    /// True when the memory was exported with `doca_mmap_export_pci` (what DMA needs; RDMA
+    /// needs an RDMA export).
+    pub(crate) fn is_pci_export(&self) -> bool {
+        matches!(self.mem.desc.export_type, ExportType::Pci)
+    }
     /// True on the shared-memory path (atomics available).
     pub(crate) fn is_shared_memory(&self) -> bool {
         matches!(self.mem.path, RemotePath::Shm { .. })

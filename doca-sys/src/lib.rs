@@ -506,6 +506,12 @@ pub use urom::*;
 
 include!("common.rs");
 
+mod dma;
+pub use dma::*;
+
+mod comch;
+pub use comch::*;
+
 // ---- soft-provider extensions (not part of NVIDIA's DOCA) ----
 //
 // Memory that another process must reach without the owner's CPU (one-sided RDMA from a

@@ -62,6 +62,11 @@ impl Access {
     pub const RDMA_WRITE: Access = Access(sys::DOCA_ACCESS_FLAG_RDMA_WRITE);
     /// A peer may use RDMA atomics on it.
     pub const RDMA_ATOMIC: Access = Access(sys::DOCA_ACCESS_FLAG_RDMA_ATOMIC);
+    /// A DMA engine on the other side of PCIe (the DPU, through an import of
+    /// [`Memory::export_pci`]) may read it.
+    pub const PCI_READ_ONLY: Access = Access(sys::DOCA_ACCESS_FLAG_PCI_READ_ONLY);
+    /// A DMA engine on the other side of PCIe may read and write it.
+    pub const PCI_READ_WRITE: Access = Access(sys::DOCA_ACCESS_FLAG_PCI_READ_WRITE);
     /// Everything RDMA: local read/write, remote read, write and atomics.
     pub const RDMA_ALL: Access = Access(
         sys::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
@@ -380,6 +385,26 @@ impl Memory {
         )?;
         if p.is_null() {
             return Err(Error::new(ErrorKind::Other, "mem.export_rdma: DOCA returned no data"));
+        }
+        // SAFETY: DOCA returned `n` readable bytes owned by the mmap, which is alive; copied
+        // at once.
+        Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) }.to_vec())
+    }
+
+    /// The blob that lets the other side of PCIe (the DPU side of a host program, see
+    /// [`crate::dma`]) open this memory with [`Device::import`] and copy in and out of it
+    /// with DMA. Like [`Memory::export_rdma`] it carries a key; the importer's rights are
+    /// the `PCI_*` flags of the [`Access`] given at allocation.
+    pub fn export_pci(&self) -> Result<Vec<u8>> {
+        let mut p = std::ptr::null();
+        let mut n = 0usize;
+        // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
+        check(
+            unsafe { sys::doca_mmap_export_pci(self.inner.mmap, self.inner.dev.as_ptr(), &mut p, &mut n) },
+            "mem.export_pci",
+        )?;
+        if p.is_null() {
+            return Err(Error::new(ErrorKind::Other, "mem.export_pci: DOCA returned no data"));
         }
         // SAFETY: DOCA returned `n` readable bytes owned by the mmap, which is alive; copied
         // at once.

@@ -29,6 +29,8 @@ use clap::{Args, ValueEnum};
 
 #[cfg(feature = "soft")]
 mod coll;
+mod comch;
+mod dma;
 mod raw;
 mod raw_rdma;
 mod rdma;
@@ -390,6 +392,36 @@ const TESTS: &[TestDef] = &[
         iters: 200,
         run: |p| coll::run(coll::Test::Overlap, p),
         about: "share of a compute loop done while an allreduce is in flight (overlap_pct; OSU method)",
+    },
+    TestDef {
+        name: "dma_lat",
+        modes: RDMA_MODES,
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| dma::run(dma::Test::Lat, p),
+        about: "DMA memcpy from PCI-imported memory, one at a time: submit-to-completion latency",
+    },
+    TestDef {
+        name: "dma_bw",
+        modes: RDMA_MODES,
+        procs: &[1],
+        sizes: BW_SIZES,
+        sized: true,
+        iters: 20_000,
+        run: |p| dma::run(dma::Test::Bw, p),
+        about: "DMA memcpy from PCI-imported memory, 64 in flight: ops/s, MB/s (compare memcpy_bw)",
+    },
+    TestDef {
+        name: "comch_lat",
+        modes: &[Mode::Async],
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: comch::run,
+        about: "Comch message ping-pong, client and server on two executors: half the round trip",
     },
     TestDef {
         name: "memcpy_bw",

@@ -1,0 +1,1244 @@
+//! The server and client objects, their connections, the send task, the internal event task,
+//! and every `doca_comch_*` entry point. See the module docs of `comch` for the model.
+
+use core::cell::{Cell, RefCell};
+use core::ffi::{c_char, c_void, CStr};
+use core::ptr;
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use super::wire::{self, Control};
+use super::*;
+use crate::ctx::{doca_ctx, mark_start_failed, mark_started, CtxOps, StartMode};
+use crate::dev::{dev_ref, devinfo_ref, doca_dev, doca_devinfo, DevRef};
+use crate::ffi::{guard, guard_err, obj, out};
+use crate::pe::FdMode;
+use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
+use crate::types::*;
+
+const SERVER_MAGIC: u32 = 0x434d_5353; // "CMSS"
+const CLIENT_MAGIC: u32 = 0x434d_5343; // "CMSC"
+const CONN_MAGIC: u32 = 0x434d_434e; // "CMCN"
+
+/// `struct doca_dev_rep`: representors are not modelled by the soft provider yet; a server
+/// keeps the pointer it was given (for `get_device_rep`) and never dereferences it.
+#[repr(C)]
+pub struct doca_dev_rep {
+    _private: [u8; 0],
+}
+
+/// `struct doca_comch_event_msg_recv`: the event argument of receive callbacks. DOCA passes
+/// an event object; nothing can be done with it through the API, so ours is a dummy address.
+#[repr(C)]
+pub struct doca_comch_event_msg_recv {
+    _private: u8,
+}
+
+/// `struct doca_comch_event_connection_status_changed`: as [`doca_comch_event_msg_recv`].
+#[repr(C)]
+pub struct doca_comch_event_connection_status_changed {
+    _private: u8,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    Server,
+    Client,
+}
+
+/// Where a connection is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ConnState {
+    /// Socket open, HELLO/WELCOME not exchanged yet.
+    Handshaking,
+    Connected,
+    /// Closed by the peer, by us, or by a stop: nothing works any more.
+    Closed,
+}
+
+/// `struct doca_comch_connection`: one client's connection, on either side.
+#[repr(C)]
+pub struct doca_comch_connection {
+    magic: u32,
+    owner: *const Endpoint,
+    fd: RefCell<Option<OwnedFd>>,
+    state: Cell<ConnState>,
+    user_data: Cell<doca_data>,
+    /// The smaller of the two sides' message limits (valid once connected).
+    max_msg: Cell<u32>,
+    /// Sends waiting for room in the socket, in submission order: (task, record).
+    outq: RefCell<VecDeque<(*const doca_task, Vec<u8>)>>,
+    counters: [Cell<u64>; 4],
+    snapshot: [Cell<u64>; 4],
+    /// The start cycle of the ctx this connection belongs to.
+    cycle: u64,
+}
+
+impl doca_comch_connection {
+    fn new(owner: *const Endpoint, fd: OwnedFd, cycle: u64) -> Box<doca_comch_connection> {
+        Box::new(doca_comch_connection {
+            magic: CONN_MAGIC,
+            owner,
+            fd: RefCell::new(Some(fd)),
+            state: Cell::new(ConnState::Handshaking),
+            user_data: Cell::new(doca_data::from_u64(0)),
+            max_msg: Cell::new(0),
+            outq: RefCell::new(VecDeque::new()),
+            counters: Default::default(),
+            snapshot: Default::default(),
+            cycle,
+        })
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.borrow().as_ref().map(|f| f.as_raw_fd())
+    }
+
+    fn count(&self, sent: bool, bytes: usize) {
+        let (m, b) = if sent { (0, 1) } else { (2, 3) };
+        self.counters[m].set(self.counters[m].get() + 1);
+        self.counters[b].set(self.counters[b].get() + bytes as u64);
+    }
+
+    /// Closes the socket (the peer sees end of file), unregisters it from the PE, and fails
+    /// the queued sends with `code`. Returns whether it was open.
+    fn close(&self, ep: &Endpoint, code: Option<doca_error_t>) -> bool {
+        let fd = self.fd.borrow_mut().take();
+        self.state.set(ConnState::Closed);
+        let was_open = fd.is_some();
+        if let (Some(fd), Some(pe)) = (&fd, ep.ctx.pe()) {
+            pe.unregister_fd(fd.as_raw_fd());
+        }
+        drop(fd);
+        let queued: Vec<_> = self.outq.borrow_mut().drain(..).collect();
+        if let Some(code) = code {
+            for (t, _) in queued {
+                // SAFETY: queued tasks are submitted tasks of this ctx's live pool.
+                task::complete(unsafe { &*t }, code);
+            }
+        }
+        was_open
+    }
+}
+
+/// An event waiting to reach the user (see [`EventTask`]).
+enum Event {
+    Connect(*const doca_comch_connection, u8),
+    Disconnect(*const doca_comch_connection),
+    Recv(*const doca_comch_connection, Vec<u8>),
+}
+
+/// The internal task that carries one event to the user's callback from `doca_pe_progress`.
+/// Never handed to the user.
+#[repr(C)]
+pub struct EventTask {
+    base: doca_task,
+    event: RefCell<Option<Event>>,
+}
+
+static EVENT_KIND: TaskKind = TaskKind::new::<EventTask>("comch.event", submit_event, None, None);
+
+// SAFETY: #[repr(C)] with the header first; KIND is built for this type.
+unsafe impl TaskType for EventTask {
+    const KIND: &'static TaskKind = &EVENT_KIND;
+    fn with_header(base: doca_task) -> Self {
+        EventTask { base, event: RefCell::new(None) }
+    }
+}
+
+unsafe fn submit_event(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+    task::complete(t, DOCA_SUCCESS);
+    Ok(())
+}
+
+/// `struct doca_comch_task_send`.
+#[repr(C)]
+pub struct doca_comch_task_send {
+    base: doca_task,
+    conn: Cell<*const doca_comch_connection>,
+    msg: Cell<*const u8>,
+    len: Cell<u32>,
+}
+
+static SEND_KIND: TaskKind = TaskKind::new::<doca_comch_task_send>("comch.send", submit_send, None, None);
+
+// SAFETY: #[repr(C)] with the header first; KIND is built for this type.
+unsafe impl TaskType for doca_comch_task_send {
+    const KIND: &'static TaskKind = &SEND_KIND;
+    fn with_header(base: doca_task) -> Self {
+        doca_comch_task_send { base, conn: Cell::new(ptr::null()), msg: Cell::new(ptr::null()), len: Cell::new(0) }
+    }
+}
+
+/// A server or a client (the C types `doca_comch_server` and `doca_comch_client` are both
+/// this struct, told apart by their magic).
+#[repr(C)]
+pub struct Endpoint {
+    ctx: doca_ctx,
+    magic: u32,
+    role: Role,
+    dev: DevRef,
+    repr: *mut doca_dev_rep,
+    name: Vec<u8>,
+    max_msg: Cell<u32>,
+    recv_queue: Cell<u32>,
+    recv_cb: Cell<doca_comch_event_msg_recv_cb_t>,
+    connect_cb: Cell<doca_comch_event_connection_status_changed_cb_t>,
+    disconnect_cb: Cell<doca_comch_event_connection_status_changed_cb_t>,
+    send_conf: Cell<bool>,
+    #[allow(clippy::vec_box)] // the boxes give connections stable addresses
+    conns: RefCell<Vec<Box<doca_comch_connection>>>,
+    listener: RefCell<Option<OwnedFd>>,
+    events: RefCell<VecDeque<Event>>,
+    /// Client: retrying the connection until this instant.
+    connect_deadline: Cell<Option<Instant>>,
+    cycle: Cell<u64>,
+}
+
+/// `struct doca_comch_server`.
+pub type doca_comch_server = Endpoint;
+/// `struct doca_comch_client`.
+pub type doca_comch_client = Endpoint;
+
+static SERVER_OPS: CtxOps = CtxOps {
+    name: "comch_server",
+    can_connect: None,
+    start: server_start,
+    stop: ep_stop,
+    stopped: None,
+    progress: Some(ep_progress),
+    has_work: Some(ep_has_work),
+};
+
+static CLIENT_OPS: CtxOps = CtxOps {
+    name: "comch_client",
+    can_connect: None,
+    start: client_start,
+    stop: ep_stop,
+    stopped: None,
+    progress: Some(ep_progress),
+    has_work: Some(ep_has_work),
+};
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The abstract socket address of `name` for this user.
+fn address(name: &[u8]) -> Result<(libc::sockaddr_un, libc::socklen_t), doca_error_t> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let mut path = format!("async-doca-comch.{uid}.").into_bytes();
+    path.extend_from_slice(name);
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { core::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if path.len() + 1 > a.sun_path.len() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // Abstract namespace: a leading NUL, then the bytes (no terminator).
+    for (i, b) in path.iter().enumerate() {
+        a.sun_path[i + 1] = *b as c_char;
+    }
+    let len = core::mem::size_of::<libc::sa_family_t>() + 1 + path.len();
+    Ok((a, len as libc::socklen_t))
+}
+
+fn seqpacket() -> Result<OwnedFd, doca_error_t> {
+    // SAFETY: plain socket creation; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(DOCA_ERROR_OPERATING_SYSTEM);
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sends one record (never blocks). Ok(false): the socket is full.
+fn send_rec(fd: RawFd, parts: &[&[u8]]) -> Result<bool, doca_error_t> {
+    let iov: Vec<libc::iovec> =
+        parts.iter().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut c_void, iov_len: p.len() }).collect();
+    // SAFETY: msghdr is plain old data; the iovecs point at live slices for the call.
+    let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+    m.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    m.msg_iovlen = iov.len() as _;
+    // SAFETY: a valid descriptor and message header.
+    let n = unsafe { libc::sendmsg(fd, &m, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if n >= 0 {
+        return Ok(true);
+    }
+    match errno() {
+        libc::EAGAIN => Ok(false),
+        _ => Err(DOCA_ERROR_CONNECTION_RESET),
+    }
+}
+
+/// Receives one record into `buf`. Ok(None): nothing there; Ok(Some(0)) end of file.
+fn recv_rec(fd: RawFd, buf: &mut [u8]) -> Result<Option<usize>, doca_error_t> {
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+    if n >= 0 {
+        let n = n as usize;
+        if n > buf.len() {
+            // Larger than any record the peer may send: a broken peer.
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        return Ok(Some(n));
+    }
+    match errno() {
+        libc::EAGAIN => Ok(None),
+        _ => Err(DOCA_ERROR_CONNECTION_RESET),
+    }
+}
+
+impl Endpoint {
+    fn new(role: Role, dev: DevRef, repr: *mut doca_dev_rep, name: Vec<u8>) -> Box<Endpoint> {
+        Box::new(Endpoint {
+            ctx: doca_ctx::new(if role == Role::Server { &SERVER_OPS } else { &CLIENT_OPS }),
+            magic: if role == Role::Server { SERVER_MAGIC } else { CLIENT_MAGIC },
+            role,
+            dev,
+            repr,
+            name,
+            max_msg: Cell::new(DEFAULT_MAX_MSG_SIZE),
+            recv_queue: Cell::new(DEFAULT_RECV_QUEUE),
+            recv_cb: Cell::new(None),
+            connect_cb: Cell::new(None),
+            disconnect_cb: Cell::new(None),
+            send_conf: Cell::new(false),
+            conns: RefCell::new(Vec::new()),
+            listener: RefCell::new(None),
+            events: RefCell::new(VecDeque::new()),
+            connect_deadline: Cell::new(None),
+            cycle: Cell::new(0),
+        })
+    }
+
+    fn register(&self, fd: RawFd) -> Result<(), doca_error_t> {
+        self.ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?.register_fd(fd, FdMode::Level)
+    }
+
+    fn push_conn(&self, fd: OwnedFd) -> Result<(), doca_error_t> {
+        self.register(fd.as_raw_fd())?;
+        let c = doca_comch_connection::new(self, fd, self.cycle.get());
+        self.conns.borrow_mut().push(c);
+        Ok(())
+    }
+
+    /// The connection at index `i` (stable: boxes are never removed before destroy).
+    fn conn_at(&self, i: usize) -> Option<&doca_comch_connection> {
+        let v = self.conns.borrow();
+        let c: *const doca_comch_connection = &**v.get(i)?;
+        // SAFETY: boxed connections live until the endpoint is destroyed.
+        Some(unsafe { &*c })
+    }
+
+    /// Whether `c` is a current connection of this endpoint.
+    fn owns(&self, c: &doca_comch_connection) -> bool {
+        ptr::eq(c.owner, self) && c.cycle == self.cycle.get()
+    }
+
+    fn the_client_conn(&self) -> Option<&doca_comch_connection> {
+        let n = self.conns.borrow().len();
+        (0..n).rev().filter_map(|i| self.conn_at(i)).find(|c| c.cycle == self.cycle.get())
+    }
+
+    /// The receive buffer size: a record is the type byte plus up to max_msg bytes.
+    fn rec_buf(&self) -> Vec<u8> {
+        vec![0u8; self.max_msg.get() as usize + 1]
+    }
+
+    fn event_slots(&self) -> u32 {
+        self.recv_queue.get() + if self.role == Role::Server { 2 * MAX_CLIENTS.min(64) } else { 2 }
+    }
+
+    /// Moves queued events into event tasks while the pool has room.
+    fn flush_events(&self) -> bool {
+        let mut did = false;
+        loop {
+            if self.events.borrow().is_empty() {
+                return did;
+            }
+            let Ok(t) = task::alloc::<EventTask>(&self.ctx, doca_data::from_u64(0)) else { return did };
+            // SAFETY: a freshly allocated slot of this ctx's pool.
+            let t = unsafe { t.as_ref() };
+            *t.event.borrow_mut() = self.events.borrow_mut().pop_front();
+            if task::submit(task::header(t), SubmitMode::Submit).is_err() {
+                // Not RUNNING any more: drop the event.
+                t.event.borrow_mut().take();
+                // SAFETY: our own allocated task.
+                unsafe { task::doca_task_free(task::header(t).raw()) };
+                return did;
+            }
+            did = true;
+        }
+    }
+
+    /// Drives one connection: handshake, queued sends, incoming records. Returns whether it
+    /// did anything.
+    fn drive(&self, c: &doca_comch_connection, buf: &mut [u8]) -> bool {
+        let Some(fd) = c.raw_fd() else { return false };
+        let mut did = false;
+        let mut hs = [0u8; wire::HANDSHAKE_LEN];
+        match c.state.get() {
+            ConnState::Closed => return false,
+            // Its own buffer: the handshake is longer than a small max_msg's record buffer.
+            ConnState::Handshaking => match recv_rec(fd, &mut hs) {
+                Ok(None) => return false,
+                Ok(Some(n)) => {
+                    did = true;
+                    self.handshake(c, fd, if n == 0 { Err(()) } else { Ok(&hs[..n]) });
+                }
+                Err(_) => {
+                    did = true;
+                    self.handshake(c, fd, Err(()));
+                }
+            },
+            ConnState::Connected => {}
+        }
+        if c.state.get() != ConnState::Connected {
+            return did;
+        }
+        // Queued sends first (order on a connection is submission order).
+        loop {
+            let front = c.outq.borrow().front().map(|(t, r)| (*t, r.as_ptr(), r.len()));
+            let Some((t, p, n)) = front else { break };
+            // SAFETY: the record is owned by the queue entry, alive during the call.
+            match send_rec(fd, &[unsafe { core::slice::from_raw_parts(p, n) }]) {
+                Ok(true) => {
+                    c.outq.borrow_mut().pop_front();
+                    c.count(true, n - 1);
+                    // SAFETY: a submitted task of this ctx's live pool.
+                    task::complete(unsafe { &*t }, DOCA_SUCCESS);
+                    did = true;
+                }
+                Ok(false) => break,
+                Err(e) => {
+                    self.lost(c, e);
+                    return true;
+                }
+            }
+        }
+        // Incoming records, while events can be delivered (else they wait in the socket).
+        if self.ctx.state() != DOCA_CTX_STATE_RUNNING {
+            return did;
+        }
+        while self.events.borrow().len() < self.recv_queue.get() as usize {
+            match recv_rec(fd, buf) {
+                Ok(None) => break,
+                Ok(Some(0)) | Err(_) => {
+                    self.lost(c, DOCA_ERROR_CONNECTION_RESET);
+                    return true;
+                }
+                Ok(Some(n)) => {
+                    did = true;
+                    let rec = &buf[..n];
+                    if !wire::is_data(rec) {
+                        // Only DATA is valid once connected: a broken peer.
+                        self.lost(c, DOCA_ERROR_CONNECTION_RESET);
+                        return true;
+                    }
+                    c.count(false, n - 1);
+                    self.events.borrow_mut().push_back(Event::Recv(c, rec[1..].to_vec()));
+                }
+            }
+        }
+        did
+    }
+
+    /// The peer is gone (or broke the protocol).
+    fn lost(&self, c: &doca_comch_connection, code: doca_error_t) {
+        if c.close(self, Some(code)) && self.role == Role::Server {
+            self.events.borrow_mut().push_back(Event::Disconnect(c));
+        }
+    }
+
+    fn handshake(&self, c: &doca_comch_connection, fd: RawFd, rec: Result<&[u8], ()>) {
+        let parsed = rec.ok().and_then(|r| wire::decode(r).ok());
+        match (self.role, parsed) {
+            (Role::Server, Some(Control::Hello { version, max_msg })) if version == wire::VERSION => {
+                let current = self.conns.borrow().iter().filter(|x| x.state.get() == ConnState::Connected).count();
+                if current as u32 >= MAX_CLIENTS {
+                    let _ = send_rec(fd, &[&wire::encode(Control::Reject { reason: DOCA_ERROR_FULL.0 })]);
+                    c.close(self, None);
+                    self.events.borrow_mut().push_back(Event::Connect(c, 0));
+                    return;
+                }
+                let welcome = wire::encode(Control::Welcome { version: wire::VERSION, max_msg: self.max_msg.get() });
+                match send_rec(fd, &[&welcome]) {
+                    Ok(true) => {
+                        c.max_msg.set(max_msg.min(self.max_msg.get()));
+                        c.state.set(ConnState::Connected);
+                        self.events.borrow_mut().push_back(Event::Connect(c, 1));
+                    }
+                    _ => {
+                        c.close(self, None);
+                        self.events.borrow_mut().push_back(Event::Connect(c, 0));
+                    }
+                }
+            }
+            (Role::Server, Some(Control::Hello { .. })) => {
+                let _ = send_rec(fd, &[&wire::encode(Control::Reject { reason: DOCA_ERROR_NOT_SUPPORTED.0 })]);
+                c.close(self, None);
+                self.events.borrow_mut().push_back(Event::Connect(c, 0));
+            }
+            (Role::Server, _) => {
+                c.close(self, None);
+                self.events.borrow_mut().push_back(Event::Connect(c, 0));
+            }
+            (Role::Client, Some(Control::Welcome { version, max_msg })) if version == wire::VERSION => {
+                c.max_msg.set(max_msg.min(self.max_msg.get()));
+                c.state.set(ConnState::Connected);
+                mark_started(&self.ctx);
+            }
+            (Role::Client, _) => {
+                c.close(self, None);
+                mark_start_failed(&self.ctx);
+            }
+        }
+    }
+
+    /// Client: one connection attempt. Ok(true): connected (HELLO sent).
+    fn try_connect(&self) -> Result<bool, doca_error_t> {
+        let s = seqpacket()?;
+        let (a, len) = address(&self.name)?;
+        // SAFETY: a valid socket and address of `len` bytes.
+        let r = unsafe { libc::connect(s.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) };
+        if r != 0 {
+            return match errno() {
+                // No server yet (or its backlog is full): try again later.
+                libc::ECONNREFUSED | libc::ENOENT | libc::EAGAIN => Ok(false),
+                _ => Err(DOCA_ERROR_CONNECTION_ABORTED),
+            };
+        }
+        let hello = wire::encode(Control::Hello { version: wire::VERSION, max_msg: self.max_msg.get() });
+        if !send_rec(s.as_raw_fd(), &[&hello])? {
+            return Ok(false);
+        }
+        self.push_conn(s)?;
+        Ok(true)
+    }
+}
+
+/// The endpoint embedding `ctx`.
+///
+/// # Safety
+/// `ctx` must be the ctx of an [`Endpoint`] (true for both ops tables here).
+unsafe fn ep_of(ctx: &doca_ctx) -> &Endpoint {
+    // SAFETY: endpoints bind themselves as the owner of their ctx in create.
+    unsafe { ctx.owner::<Endpoint>() }
+}
+
+fn configure_events(ep: &Endpoint) -> Result<(), doca_error_t> {
+    task::configure::<EventTask>(&ep.ctx, Some(deliver_event), Some(deliver_event), ep.event_slots())
+}
+
+unsafe fn server_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
+    // SAFETY: ops contract.
+    let ep = unsafe { ep_of(ctx) };
+    if !ep.send_conf.get() {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    configure_events(ep)?;
+    ep.cycle.set(ep.cycle.get() + 1);
+    let s = seqpacket()?;
+    let (a, len) = address(&ep.name)?;
+    // SAFETY: a valid socket and address of `len` bytes.
+    if unsafe { libc::bind(s.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) } != 0 {
+        // Another server of this name is running.
+        return Err(if errno() == libc::EADDRINUSE { DOCA_ERROR_IN_USE } else { DOCA_ERROR_OPERATING_SYSTEM });
+    }
+    // SAFETY: a bound socket.
+    if unsafe { libc::listen(s.as_raw_fd(), 128) } != 0 {
+        return Err(DOCA_ERROR_OPERATING_SYSTEM);
+    }
+    ep.register(s.as_raw_fd())?;
+    *ep.listener.borrow_mut() = Some(s);
+    Ok(StartMode::Sync)
+}
+
+unsafe fn client_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
+    // SAFETY: ops contract.
+    let ep = unsafe { ep_of(ctx) };
+    if !ep.send_conf.get() {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    configure_events(ep)?;
+    ep.cycle.set(ep.cycle.get() + 1);
+    if !ep.try_connect()? {
+        ep.connect_deadline.set(Some(Instant::now() + CONNECT_TIMEOUT));
+    }
+    Ok(StartMode::Async)
+}
+
+unsafe fn ep_stop(ctx: &doca_ctx) {
+    // SAFETY: ops contract.
+    let ep = unsafe { ep_of(ctx) };
+    let n = ep.conns.borrow().len();
+    for i in 0..n {
+        if let Some(c) = ep.conn_at(i) {
+            // The framework flushes the submitted sends right after this hook.
+            c.close(ep, None);
+        }
+    }
+    if let Some(l) = ep.listener.borrow_mut().take() {
+        if let Some(pe) = ep.ctx.pe() {
+            pe.unregister_fd(l.as_raw_fd());
+        }
+    }
+    ep.events.borrow_mut().clear();
+    ep.connect_deadline.set(None);
+}
+
+unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
+    // SAFETY: ops contract.
+    let ep = unsafe { ep_of(ctx) };
+    let mut did = false;
+    if let Some(deadline) = ep.connect_deadline.get() {
+        match ep.try_connect() {
+            Ok(true) => {
+                ep.connect_deadline.set(None);
+                did = true;
+            }
+            Ok(false) if Instant::now() < deadline => {}
+            _ => {
+                ep.connect_deadline.set(None);
+                mark_start_failed(&ep.ctx);
+                return true;
+            }
+        }
+    }
+    // New clients.
+    let lfd = ep.listener.borrow().as_ref().map(|l| l.as_raw_fd());
+    if let Some(lfd) = lfd {
+        loop {
+            // SAFETY: a listening socket; no address wanted.
+            let fd = unsafe {
+                libc::accept4(lfd, ptr::null_mut(), ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            };
+            if fd < 0 {
+                break;
+            }
+            // SAFETY: a fresh descriptor we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            did = true;
+            if ep.push_conn(fd).is_err() {
+                break;
+            }
+        }
+    }
+    let mut buf = ep.rec_buf();
+    let n = ep.conns.borrow().len();
+    for i in 0..n {
+        if let Some(c) = ep.conn_at(i) {
+            did |= ep.drive(c, &mut buf);
+        }
+    }
+    did |= ep.flush_events();
+    did
+}
+
+unsafe fn ep_has_work(ctx: &doca_ctx) -> bool {
+    // SAFETY: ops contract.
+    let ep = unsafe { ep_of(ctx) };
+    // Retrying a connection has no descriptor to wait on: keep the PE awake meanwhile.
+    ep.connect_deadline.get().is_some() || !ep.events.borrow().is_empty()
+}
+
+/// Delivers one event task to the user's callback (from `doca_pe_progress`).
+unsafe extern "C" fn deliver_event(task: *mut EventTask, _ud: doca_data, _cud: doca_data) {
+    guard((), || {
+        // SAFETY: the framework passes a live event task back to us (its own callback).
+        let t = unsafe { &*task };
+        let ev = t.event.borrow_mut().take();
+        // SAFETY: the event task belongs to an endpoint's ctx.
+        let ep = unsafe { ep_of(task::header(t).ctx()) };
+        // The task goes back to the pool first: the callback may stop the ctx.
+        // SAFETY: our own task, delivered and not used afterwards.
+        unsafe { task::doca_task_free(task::header(t).raw()) };
+        if ep.ctx.state() != DOCA_CTX_STATE_RUNNING {
+            return;
+        }
+        let mut dummy_recv = doca_comch_event_msg_recv { _private: 0 };
+        let mut dummy_status = doca_comch_event_connection_status_changed { _private: 0 };
+        match ev {
+            Some(Event::Recv(c, mut data)) => {
+                if let Some(cb) = ep.recv_cb.get() {
+                    // SAFETY: the user's registered callback with its documented arguments;
+                    // the buffer lives for the call.
+                    unsafe { cb(&mut dummy_recv, data.as_mut_ptr(), data.len() as u32, c as *mut _) };
+                }
+            }
+            Some(Event::Connect(c, ok)) => {
+                if let Some(cb) = ep.connect_cb.get() {
+                    // SAFETY: as above.
+                    unsafe { cb(&mut dummy_status, c as *mut _, ok) };
+                }
+            }
+            Some(Event::Disconnect(c)) => {
+                if let Some(cb) = ep.disconnect_cb.get() {
+                    // SAFETY: as above.
+                    unsafe { cb(&mut dummy_status, c as *mut _, 1) };
+                }
+            }
+            None => {}
+        }
+    })
+}
+
+unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+    // SAFETY: this hook is only registered for the send kind.
+    let x = unsafe { t.downcast::<doca_comch_task_send>() };
+    // SAFETY: the send belongs to an endpoint's ctx.
+    let ep = unsafe { ep_of(t.ctx()) };
+    // SAFETY: connection pointers given to alloc_init are checked there; connections live
+    // until their endpoint is destroyed, which cannot happen while a task is allocated.
+    let c = unsafe { &*x.conn.get() };
+    match c.state.get() {
+        ConnState::Connected => {}
+        ConnState::Closed if c.cycle == ep.cycle.get() => return Err(DOCA_ERROR_CONNECTION_RESET),
+        _ => return Err(DOCA_ERROR_NOT_CONNECTED),
+    }
+    let len = x.len.get() as usize;
+    if len > c.max_msg.get() as usize {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let msg: &[u8] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller keeps `len` readable bytes at `msg` until the completion (DOCA
+        // contract, what the samples do); they are copied by the kernel or into the queue now.
+        unsafe { core::slice::from_raw_parts(x.msg.get(), len) }
+    };
+    let fd = c.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
+    if c.outq.borrow().is_empty() {
+        match send_rec(fd, &[&[wire::T_DATA], msg]) {
+            Ok(true) => {
+                c.count(true, len);
+                task::complete(t, DOCA_SUCCESS);
+                return Ok(());
+            }
+            Ok(false) => {}
+            Err(e) => {
+                ep.lost(c, e);
+                return Err(e);
+            }
+        }
+    }
+    let mut rec = Vec::with_capacity(len + 1);
+    rec.push(wire::T_DATA);
+    rec.extend_from_slice(msg);
+    c.outq.borrow_mut().push_back((t as *const doca_task, rec));
+    Ok(())
+}
+
+// ---- entry points: lookups ----
+
+/// # Safety
+/// A non-NULL `p` must point to a server or client of this provider (DOCA contract).
+unsafe fn ep_ref<'a>(p: *const Endpoint, role: Role) -> Result<&'a Endpoint, doca_error_t> {
+    // SAFETY: per the contract.
+    let e = unsafe { obj(p) }?;
+    let want = if role == Role::Server { SERVER_MAGIC } else { CLIENT_MAGIC };
+    if e.magic != want {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(e)
+}
+
+/// # Safety
+/// A non-NULL `p` must point to a connection of this provider (DOCA contract).
+unsafe fn conn_ref<'a>(p: *const doca_comch_connection) -> Result<&'a doca_comch_connection, doca_error_t> {
+    // SAFETY: per the contract.
+    let c = unsafe { obj(p) }?;
+    if c.magic != CONN_MAGIC {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(c)
+}
+
+fn name_of(name: *const c_char) -> Result<Vec<u8>, doca_error_t> {
+    if name.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: a non-NULL name is a NUL-terminated string (DOCA contract); at most the cap is
+    // relevant, and CStr stops at the NUL.
+    let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+    if n.is_empty() || n.len() + 1 > MAX_NAME_LEN as usize {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(n.to_vec())
+}
+
+fn create(
+    role: Role,
+    dev: *mut doca_dev,
+    repr: *mut doca_dev_rep,
+    name: *const c_char,
+    outp: *mut *mut Endpoint,
+) -> Result<(), doca_error_t> {
+    let d = dev_ref(dev)?;
+    let name = name_of(name)?;
+    if outp.is_null() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let raw = Box::into_raw(Endpoint::new(role, d, repr, name));
+    // SAFETY: `raw` was just created from a Box; only shared access follows.
+    unsafe { (*raw).ctx.bind_owner(raw) };
+    // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+    unsafe { out(outp, raw) }
+}
+
+fn destroy(p: *mut Endpoint, role: Role) -> Result<(), doca_error_t> {
+    // SAFETY: non-NULL pointers come from create (DOCA contract).
+    let e = unsafe { ep_ref(p, role) }?;
+    e.ctx.teardown().map_err(|_| DOCA_ERROR_IN_USE)?;
+    // SAFETY: created by Box::into_raw; IDLE, no task allocated, disconnected from its PE.
+    let mut b = unsafe { Box::from_raw(p) };
+    b.magic = 0;
+    drop(b);
+    Ok(())
+}
+
+/// Runs `f` on an IDLE endpoint (setters and registrations); BAD_STATE otherwise.
+fn idle(p: *const Endpoint, role: Role, f: impl FnOnce(&Endpoint) -> Result<(), doca_error_t>) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in destroy.
+        let e = unsafe { ep_ref(p, role) }?;
+        if e.ctx.state() != DOCA_CTX_STATE_IDLE {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        f(e)
+    })
+}
+
+fn get<T>(p: *const Endpoint, role: Role, dst: *mut T, f: impl FnOnce(&Endpoint) -> T) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in destroy.
+        let e = unsafe { ep_ref(p, role) }?;
+        // SAFETY: NULL is rejected; otherwise writable by the caller's contract.
+        unsafe { out(dst, f(e)) }
+    })
+}
+
+fn as_ctx(p: *mut Endpoint, role: Role) -> *mut doca_ctx {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in destroy.
+        match unsafe { ep_ref(p, role) } {
+            // SAFETY: `p` is live; the field address stays valid for its life.
+            Ok(_) => unsafe { ptr::addr_of_mut!((*p).ctx) },
+            Err(_) => ptr::null_mut(),
+        }
+    })
+}
+
+fn send_conf(
+    p: *mut Endpoint,
+    role: Role,
+    ok: doca_comch_task_send_completion_cb_t,
+    err: doca_comch_task_send_completion_cb_t,
+    n: u32,
+) -> doca_error_t {
+    idle(p, role, |e| {
+        if n > MAX_SEND_TASKS {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        task::set_conf::<doca_comch_task_send>(&e.ctx, ok, err, n)?;
+        e.send_conf.set(true);
+        Ok(())
+    })
+}
+
+fn send_alloc(
+    p: *mut Endpoint,
+    role: Role,
+    peer: *mut doca_comch_connection,
+    msg: *const c_void,
+    len: u32,
+    outp: *mut *mut doca_comch_task_send,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in destroy.
+        let e = unsafe { ep_ref(p, role) }?;
+        // SAFETY: a non-NULL connection pointer comes from this provider (DOCA contract).
+        let c = unsafe { conn_ref(peer) }?;
+        if outp.is_null() || (msg.is_null() && len != 0) || !ptr::eq(c.owner, e) {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let limit = if c.state.get() == ConnState::Connected { c.max_msg.get() } else { e.max_msg.get() };
+        if len > limit {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let t = task::alloc::<doca_comch_task_send>(&e.ctx, doca_data::from_u64(0))?;
+        // SAFETY: a freshly allocated slot of this ctx's pool.
+        let x = unsafe { t.as_ref() };
+        x.conn.set(c);
+        x.msg.set(msg.cast());
+        x.len.set(len);
+        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+        unsafe { out(outp, t.as_ptr()) }
+    })
+}
+
+fn cap(devinfo: *const doca_devinfo, dst: *mut u32, v: u32) -> doca_error_t {
+    guard_err(|| {
+        devinfo_ref(devinfo)?;
+        // SAFETY: NULL is rejected; otherwise writable by the caller's contract.
+        unsafe { out(dst, v) }
+    })
+}
+
+// ---- entry points: capabilities ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_get_max_name_len(devinfo: *const doca_devinfo, v: *mut u32) -> doca_error_t {
+    cap(devinfo, v, MAX_NAME_LEN)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_get_max_msg_size(devinfo: *const doca_devinfo, v: *mut u32) -> doca_error_t {
+    cap(devinfo, v, MAX_MSG_SIZE)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_get_max_recv_queue_size(
+    devinfo: *const doca_devinfo,
+    v: *mut u32,
+) -> doca_error_t {
+    cap(devinfo, v, MAX_RECV_QUEUE)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_get_max_clients(devinfo: *const doca_devinfo, v: *mut u32) -> doca_error_t {
+    cap(devinfo, v, MAX_CLIENTS)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_get_max_send_tasks(devinfo: *const doca_devinfo, v: *mut u32) -> doca_error_t {
+    cap(devinfo, v, MAX_SEND_TASKS)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_server_is_supported(devinfo: *const doca_devinfo) -> doca_error_t {
+    // Every soft device can play either role (the roles are the program's, see docs).
+    guard_err(|| devinfo_ref(devinfo).map(drop))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_cap_client_is_supported(devinfo: *const doca_devinfo) -> doca_error_t {
+    guard_err(|| devinfo_ref(devinfo).map(drop))
+}
+
+// ---- entry points: server ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_create(
+    dev: *mut doca_dev,
+    repr: *mut doca_dev_rep,
+    name: *const c_char,
+    comch_server: *mut *mut doca_comch_server,
+) -> doca_error_t {
+    guard_err(|| create(Role::Server, dev, repr, name, comch_server))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_destroy(comch_server: *mut doca_comch_server) -> doca_error_t {
+    guard_err(|| destroy(comch_server, Role::Server))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_as_ctx(comch_server: *mut doca_comch_server) -> *mut doca_ctx {
+    as_ctx(comch_server, Role::Server)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_set_max_msg_size(s: *mut doca_comch_server, size: u32) -> doca_error_t {
+    idle(s, Role::Server, |e| set_max_msg(e, size))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_get_max_msg_size(
+    s: *const doca_comch_server,
+    size: *mut u32,
+) -> doca_error_t {
+    get(s, Role::Server, size, |e| e.max_msg.get())
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_set_recv_queue_size(s: *mut doca_comch_server, size: u32) -> doca_error_t {
+    idle(s, Role::Server, |e| set_recv_queue(e, size))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_get_recv_queue_size(
+    s: *const doca_comch_server,
+    size: *mut u32,
+) -> doca_error_t {
+    get(s, Role::Server, size, |e| e.recv_queue.get())
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_get_device(
+    s: *const doca_comch_server,
+    dev: *mut *mut doca_dev,
+) -> doca_error_t {
+    get(s, Role::Server, dev, |e| e.dev.as_ptr())
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_get_device_rep(
+    s: *const doca_comch_server,
+    rep: *mut *mut doca_dev_rep,
+) -> doca_error_t {
+    get(s, Role::Server, rep, |e| e.repr)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_disconnect(
+    s: *mut doca_comch_server,
+    connection: *mut doca_comch_connection,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in destroy.
+        let e = unsafe { ep_ref(s, Role::Server) }?;
+        // SAFETY: as in send_alloc.
+        let c = unsafe { conn_ref(connection) }?;
+        if !e.owns(c) {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        if c.state.get() == ConnState::Closed {
+            return Err(DOCA_ERROR_NOT_CONNECTED);
+        }
+        c.close(e, Some(DOCA_ERROR_CONNECTION_RESET));
+        Ok(())
+    })
+}
+
+fn set_max_msg(e: &Endpoint, size: u32) -> Result<(), doca_error_t> {
+    if size == 0 || size > MAX_MSG_SIZE {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    e.max_msg.set(size);
+    Ok(())
+}
+
+fn set_recv_queue(e: &Endpoint, size: u32) -> Result<(), doca_error_t> {
+    if size == 0 || size > MAX_RECV_QUEUE {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    e.recv_queue.set(size);
+    Ok(())
+}
+
+// ---- entry points: client ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_create(
+    dev: *mut doca_dev,
+    name: *const c_char,
+    comch_client: *mut *mut doca_comch_client,
+) -> doca_error_t {
+    guard_err(|| create(Role::Client, dev, ptr::null_mut(), name, comch_client))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_destroy(comch_client: *mut doca_comch_client) -> doca_error_t {
+    guard_err(|| destroy(comch_client, Role::Client))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_as_ctx(comch_client: *mut doca_comch_client) -> *mut doca_ctx {
+    as_ctx(comch_client, Role::Client)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_set_max_msg_size(c: *mut doca_comch_client, size: u32) -> doca_error_t {
+    idle(c, Role::Client, |e| set_max_msg(e, size))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_get_max_msg_size(
+    c: *const doca_comch_client,
+    size: *mut u32,
+) -> doca_error_t {
+    get(c, Role::Client, size, |e| e.max_msg.get())
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_set_recv_queue_size(c: *mut doca_comch_client, size: u32) -> doca_error_t {
+    idle(c, Role::Client, |e| set_recv_queue(e, size))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_get_recv_queue_size(
+    c: *const doca_comch_client,
+    size: *mut u32,
+) -> doca_error_t {
+    get(c, Role::Client, size, |e| e.recv_queue.get())
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_get_device(
+    c: *const doca_comch_client,
+    dev: *mut *mut doca_dev,
+) -> doca_error_t {
+    get(c, Role::Client, dev, |e| e.dev.as_ptr())
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_get_connection(
+    c: *const doca_comch_client,
+    connection: *mut *mut doca_comch_connection,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in destroy.
+        let e = unsafe { ep_ref(c, Role::Client) }?;
+        if e.ctx.state() != DOCA_CTX_STATE_RUNNING {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        let conn = e.the_client_conn().ok_or(DOCA_ERROR_BAD_STATE)?;
+        // SAFETY: NULL is rejected; otherwise writable by the caller's contract.
+        unsafe { out(connection, conn as *const _ as *mut doca_comch_connection) }
+    })
+}
+
+// ---- entry points: connections ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_connection_set_user_data(
+    connection: *mut doca_comch_connection,
+    user_data: doca_data,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in send_alloc.
+        unsafe { conn_ref(connection) }?.user_data.set(user_data);
+        Ok(())
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_connection_get_user_data(connection: *const doca_comch_connection) -> doca_data {
+    guard(doca_data::from_u64(0), || {
+        // SAFETY: as in send_alloc.
+        unsafe { conn_ref(connection) }.map_or(doca_data::from_u64(0), |c| c.user_data.get())
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_get_server_ctx(
+    connection: *const doca_comch_connection,
+) -> *mut doca_comch_server {
+    // SAFETY: a non-NULL connection pointer comes from this provider (DOCA contract).
+    guard(ptr::null_mut(), || match unsafe { conn_ref(connection) } {
+        // SAFETY: a connection's owner lives as long as the connection.
+        Ok(c) if unsafe { &*c.owner }.role == Role::Server => c.owner as *mut _,
+        _ => ptr::null_mut(),
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_get_client_ctx(
+    connection: *const doca_comch_connection,
+) -> *mut doca_comch_client {
+    // SAFETY: a non-NULL connection pointer comes from this provider (DOCA contract).
+    guard(ptr::null_mut(), || match unsafe { conn_ref(connection) } {
+        // SAFETY: a connection's owner lives as long as the connection.
+        Ok(c) if unsafe { &*c.owner }.role == Role::Client => c.owner as *mut _,
+        _ => ptr::null_mut(),
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_connection_update_info(connection: *mut doca_comch_connection) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in send_alloc.
+        let c = unsafe { conn_ref(connection) }?;
+        match c.state.get() {
+            ConnState::Handshaking => Err(DOCA_ERROR_CONNECTION_INPROGRESS),
+            ConnState::Closed => Err(DOCA_ERROR_CONNECTION_ABORTED),
+            ConnState::Connected => {
+                for (s, v) in c.snapshot.iter().zip(&c.counters) {
+                    s.set(v.get());
+                }
+                Ok(())
+            }
+        }
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_connection_get_counter(
+    connection: *const doca_comch_connection,
+    counter_type: doca_comch_counter,
+    counter_value: *mut u64,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: as in send_alloc.
+        let c = unsafe { conn_ref(connection) }?;
+        let i = match counter_type {
+            DOCA_COMCH_COUNTER_SENT_MESSAGES => 0,
+            DOCA_COMCH_COUNTER_SENT_BYTES => 1,
+            DOCA_COMCH_COUNTER_RECV_MESSAGES => 2,
+            DOCA_COMCH_COUNTER_RECV_BYTES => 3,
+            _ => return Err(DOCA_ERROR_INVALID_VALUE),
+        };
+        // SAFETY: NULL is rejected; otherwise writable by the caller's contract.
+        unsafe { out(counter_value, c.snapshot[i].get()) }
+    })
+}
+
+// ---- entry points: send task and events ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_task_send_set_conf(
+    s: *mut doca_comch_server,
+    task_completion_cb: doca_comch_task_send_completion_cb_t,
+    task_error_cb: doca_comch_task_send_completion_cb_t,
+    num_send_tasks: u32,
+) -> doca_error_t {
+    send_conf(s, Role::Server, task_completion_cb, task_error_cb, num_send_tasks)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_task_send_set_conf(
+    c: *mut doca_comch_client,
+    task_completion_cb: doca_comch_task_send_completion_cb_t,
+    task_error_cb: doca_comch_task_send_completion_cb_t,
+    num_send_tasks: u32,
+) -> doca_error_t {
+    send_conf(c, Role::Client, task_completion_cb, task_error_cb, num_send_tasks)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_task_send_alloc_init(
+    s: *mut doca_comch_server,
+    peer: *mut doca_comch_connection,
+    msg: *const c_void,
+    len: u32,
+    task: *mut *mut doca_comch_task_send,
+) -> doca_error_t {
+    send_alloc(s, Role::Server, peer, msg, len, task)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_task_send_alloc_init(
+    c: *mut doca_comch_client,
+    peer: *mut doca_comch_connection,
+    msg: *const c_void,
+    len: u32,
+    task: *mut *mut doca_comch_task_send,
+) -> doca_error_t {
+    send_alloc(c, Role::Client, peer, msg, len, task)
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_task_send_as_task(task: *mut doca_comch_task_send) -> *mut doca_task {
+    // The header is the first field: the conversion is a cast (NULL stays NULL).
+    task.cast()
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_event_msg_recv_register(
+    s: *mut doca_comch_server,
+    recv_event_cb: doca_comch_event_msg_recv_cb_t,
+) -> doca_error_t {
+    idle(s, Role::Server, |e| {
+        recv_event_cb.ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        e.recv_cb.set(recv_event_cb);
+        Ok(())
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_event_msg_recv_register(
+    c: *mut doca_comch_client,
+    recv_event_cb: doca_comch_event_msg_recv_cb_t,
+) -> doca_error_t {
+    idle(c, Role::Client, |e| {
+        recv_event_cb.ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        e.recv_cb.set(recv_event_cb);
+        Ok(())
+    })
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_event_connection_status_changed_register(
+    s: *mut doca_comch_server,
+    connect_event_cb: doca_comch_event_connection_status_changed_cb_t,
+    disconnect_event_cb: doca_comch_event_connection_status_changed_cb_t,
+) -> doca_error_t {
+    idle(s, Role::Server, |e| {
+        if connect_event_cb.is_none() || disconnect_event_cb.is_none() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        e.connect_cb.set(connect_event_cb);
+        e.disconnect_cb.set(disconnect_event_cb);
+        Ok(())
+    })
+}

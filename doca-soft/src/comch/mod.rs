@@ -1,0 +1,74 @@
+//! Comch (`doca_comch_*`): the communication channel between a DPU-side server and host-side
+//! clients, here between processes (or threads) of one host.
+//!
+//! # Model
+//!
+//! * **Rendezvous.** The server and its clients share a *name*. A started server listens on
+//!   the abstract Unix socket `async-doca-comch.<uid>.<name>` (`SOCK_SEQPACKET`: message
+//!   boundaries are kept by the kernel, and a closed peer is seen as end of file). Abstract
+//!   sockets vanish with their last descriptor, so a crashed server leaves nothing behind.
+//! * **Handshake** ([`wire`]): the client sends HELLO (magic, version, its max message size),
+//!   the server answers WELCOME (its max message size) or REJECT (another version, too many
+//!   clients). Both sides then use the smaller maximum. The server reports the new connection
+//!   through its connect callback; the client's start (`IN_PROGRESS`, state STARTING) becomes
+//!   RUNNING through progress once WELCOME arrived. A client started before its server retries
+//!   the connection from progress for [`CONNECT_TIMEOUT`], then its start fails (IDLE).
+//! * **Messages** are one DATA record each; a send task completes when the kernel took the
+//!   record (a full socket keeps it queued in order on its connection and progress retries).
+//!   Received records become receive events.
+//! * **Events call user code, hooks may not** (`ctx.rs`): every event (connect, disconnect,
+//!   message) travels as an internal *event task* of the ctx ([`EventTask`]) that completes at
+//!   once; its delivery from `doca_pe_progress` runs the user's callback, in order with the
+//!   send completions. Their pool is `recv_queue_size` (+ the client limit on the server):
+//!   while it is exhausted, messages stay in the socket (flow control back to the sender).
+//!   Event tasks count as in-flight tasks of the ctx until delivered.
+//! * **Descriptors in the PE.** The listening socket and every connection socket are
+//!   registered with the PE's notification set (level mode), so an event-mode PE wakes for a
+//!   new client, a message, or a closed peer.
+//! * **Disconnection.** A peer that closes (stop, destroy, exit, crash) is seen as end of file:
+//!   the server reports it through its disconnect callback; on both sides pending and later
+//!   sends on that connection fail with `DOCA_ERROR_CONNECTION_RESET`, and
+//!   `doca_comch_connection_update_info` answers `DOCA_ERROR_CONNECTION_ABORTED`.
+//!   `doca_comch_server_disconnect` closes one client's connection (the client sees it closed;
+//!   no callback on the server's side, it asked for it).
+//! * **Stop** closes every connection and the listener; submitted sends are flushed by the
+//!   framework (`FLUSH_STATUS`), undelivered events are dropped.
+//!
+//! # Limits (capabilities; our choices, hardware reports its own)
+//! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
+//! [`DEFAULT_MAX_MSG_SIZE`]), receive queue up to [`MAX_RECV_QUEUE`] (default
+//! [`DEFAULT_RECV_QUEUE`]), [`MAX_CLIENTS`] clients per server, [`MAX_SEND_TASKS`] send tasks.
+//! The consumer/producer fast path is not implemented (not declared either).
+//!
+//! # Threads
+//! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
+
+pub mod chan;
+#[cfg(test)]
+mod tests;
+pub mod wire;
+
+pub use chan::{
+    doca_comch_client, doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_msg_recv,
+    doca_comch_server, doca_comch_task_send, doca_dev_rep, EventTask,
+};
+
+use std::time::Duration;
+
+/// Longest name, NUL included (`doca_comch_cap_get_max_name_len`). Bounded by the socket
+/// address: 108 bytes minus the prefix.
+pub const MAX_NAME_LEN: u32 = 64;
+/// Largest message (`doca_comch_cap_get_max_msg_size`).
+pub const MAX_MSG_SIZE: u32 = 65_536;
+/// Message size limit when the user sets none.
+pub const DEFAULT_MAX_MSG_SIZE: u32 = 4096;
+/// Largest receive queue (`doca_comch_cap_get_max_recv_queue_size`).
+pub const MAX_RECV_QUEUE: u32 = 8192;
+/// Receive queue when the user sets none.
+pub const DEFAULT_RECV_QUEUE: u32 = 64;
+/// Clients one server accepts (`doca_comch_cap_get_max_clients`).
+pub const MAX_CLIENTS: u32 = 512;
+/// Largest send task pool (`doca_comch_cap_get_max_send_tasks`).
+pub const MAX_SEND_TASKS: u32 = 8192;
+/// How long a started client keeps trying to reach a server that is not there yet.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,0 +1,398 @@
+//! Comch in one process: a server and a client on two PEs of one thread, progressed in turn.
+//! Handshake and events, messages both ways with counters, disconnection from either side,
+//! a client started before its server, configuration rules, and the PE fd waking up.
+
+use core::cell::RefCell;
+use core::ffi::CStr;
+use core::ptr;
+
+use super::chan::*;
+use super::*;
+use crate::ctx::{doca_ctx_get_state, doca_ctx_start, doca_ctx_stop};
+use crate::dev::{doca_dev, doca_dev_close, test_open_default};
+use crate::pe::{doca_pe, doca_pe_connect_ctx, doca_pe_progress, doca_pe_request_notification};
+use crate::task::{doca_task_free, doca_task_get_status, doca_task_submit};
+use crate::testkit::{destroy_pe, new_pe, pe_fd, readable};
+use crate::types::*;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Connect(usize, u8),
+    Disconnect(usize),
+    Recv(usize, Vec<u8>),
+    Sent(doca_error_t),
+}
+
+thread_local! {
+    static SEEN: RefCell<Vec<Seen>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take() -> Vec<Seen> {
+    SEEN.with(|s| core::mem::take(&mut *s.borrow_mut()))
+}
+
+unsafe extern "C" fn on_connect(
+    _e: *mut doca_comch_event_connection_status_changed,
+    c: *mut doca_comch_connection,
+    ok: u8,
+) {
+    SEEN.with(|s| s.borrow_mut().push(Seen::Connect(c as usize, ok)));
+}
+unsafe extern "C" fn on_disconnect(
+    _e: *mut doca_comch_event_connection_status_changed,
+    c: *mut doca_comch_connection,
+    _ok: u8,
+) {
+    SEEN.with(|s| s.borrow_mut().push(Seen::Disconnect(c as usize)));
+}
+unsafe extern "C" fn on_recv(
+    _e: *mut doca_comch_event_msg_recv,
+    buf: *mut u8,
+    len: u32,
+    c: *mut doca_comch_connection,
+) {
+    // SAFETY: the buffer holds `len` bytes for the duration of the callback.
+    let v = unsafe { core::slice::from_raw_parts(buf, len as usize) }.to_vec();
+    SEEN.with(|s| s.borrow_mut().push(Seen::Recv(c as usize, v)));
+}
+unsafe extern "C" fn on_sent(t: *mut doca_comch_task_send, _ud: doca_data, _cud: doca_data) {
+    // SAFETY: our task, back inside its callback.
+    let st = unsafe { doca_task_get_status(doca_comch_task_send_as_task(t)) };
+    SEEN.with(|s| s.borrow_mut().push(Seen::Sent(st)));
+    // SAFETY: as above; not used afterwards.
+    unsafe { doca_task_free(doca_comch_task_send_as_task(t)) };
+}
+
+fn state(ctx: *mut crate::ctx::doca_ctx) -> doca_ctx_states {
+    let mut s = 99;
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_get_state(ctx, &mut s) }, DOCA_SUCCESS);
+    s
+}
+
+/// Progresses both PEs until neither has anything to do (bounded).
+fn pump(pes: &[*mut doca_pe]) {
+    for _ in 0..10_000 {
+        let mut did = 0;
+        for &pe in pes {
+            // SAFETY: live PEs.
+            did += unsafe { doca_pe_progress(pe) } as u32;
+        }
+        if did == 0 {
+            return;
+        }
+    }
+    panic!("progress never settled");
+}
+
+/// Progresses until `f` holds (bounded by iterations, not time).
+fn pump_until(pes: &[*mut doca_pe], mut f: impl FnMut() -> bool) {
+    for _ in 0..1_000_000 {
+        if f() {
+            return;
+        }
+        for &pe in pes {
+            // SAFETY: live PEs.
+            unsafe { doca_pe_progress(pe) };
+        }
+    }
+    panic!("condition never held");
+}
+
+fn unique(tag: &str) -> std::ffi::CString {
+    std::ffi::CString::new(format!("t-{tag}-{}", std::process::id())).unwrap()
+}
+
+struct Pair {
+    dev: *mut doca_dev,
+    spe: *mut doca_pe,
+    cpe: *mut doca_pe,
+    server: *mut doca_comch_server,
+    client: *mut doca_comch_client,
+}
+
+impl Pair {
+    fn new(tag: &str, start_server: bool) -> Pair {
+        take();
+        let dev = test_open_default();
+        let (spe, cpe) = (new_pe(), new_pe());
+        let name = unique(tag);
+        let (mut server, mut client) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: live objects, valid out-pointers.
+        unsafe {
+            assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), name.as_ptr(), &mut server), DOCA_SUCCESS);
+            assert_eq!(doca_comch_server_task_send_set_conf(server, Some(on_sent), Some(on_sent), 8), DOCA_SUCCESS);
+            assert_eq!(doca_comch_server_event_msg_recv_register(server, Some(on_recv)), DOCA_SUCCESS);
+            assert_eq!(
+                doca_comch_server_event_connection_status_changed_register(
+                    server,
+                    Some(on_connect),
+                    Some(on_disconnect)
+                ),
+                DOCA_SUCCESS
+            );
+            assert_eq!(doca_comch_server_set_max_msg_size(server, 1024), DOCA_SUCCESS);
+            assert_eq!(doca_pe_connect_ctx(spe, doca_comch_server_as_ctx(server)), DOCA_SUCCESS);
+            assert_eq!(doca_comch_client_create(dev, name.as_ptr(), &mut client), DOCA_SUCCESS);
+            assert_eq!(doca_comch_client_task_send_set_conf(client, Some(on_sent), Some(on_sent), 8), DOCA_SUCCESS);
+            assert_eq!(doca_comch_client_event_msg_recv_register(client, Some(on_recv)), DOCA_SUCCESS);
+            assert_eq!(doca_comch_client_set_recv_queue_size(client, 8), DOCA_SUCCESS);
+            assert_eq!(doca_pe_connect_ctx(cpe, doca_comch_client_as_ctx(client)), DOCA_SUCCESS);
+            if start_server {
+                assert_eq!(doca_ctx_start(doca_comch_server_as_ctx(server)), DOCA_SUCCESS);
+            }
+        }
+        Pair { dev, spe, cpe, server, client }
+    }
+
+    fn sctx(&self) -> *mut crate::ctx::doca_ctx {
+        // SAFETY: live server.
+        unsafe { doca_comch_server_as_ctx(self.server) }
+    }
+
+    fn cctx(&self) -> *mut crate::ctx::doca_ctx {
+        // SAFETY: live client.
+        unsafe { doca_comch_client_as_ctx(self.client) }
+    }
+
+    fn client_conn(&self) -> *mut doca_comch_connection {
+        let mut c = ptr::null_mut();
+        // SAFETY: live client, valid out-pointer.
+        assert_eq!(unsafe { doca_comch_client_get_connection(self.client, &mut c) }, DOCA_SUCCESS);
+        c
+    }
+
+    fn finish(self) {
+        // SAFETY: live objects, torn down in order.
+        unsafe {
+            for c in [self.cctx(), self.sctx()] {
+                let r = doca_ctx_stop(c);
+                assert!(r == DOCA_SUCCESS || r == DOCA_ERROR_IN_PROGRESS, "{r:?}");
+            }
+            pump(&[self.spe, self.cpe]);
+            assert_eq!(doca_comch_client_destroy(self.client), DOCA_SUCCESS);
+            assert_eq!(doca_comch_server_destroy(self.server), DOCA_SUCCESS);
+        }
+        destroy_pe(self.spe);
+        destroy_pe(self.cpe);
+        // SAFETY: nothing uses the device any more.
+        assert_eq!(unsafe { doca_dev_close(self.dev) }, DOCA_SUCCESS);
+    }
+}
+
+/// Sends `msg` from `ctx_kind` (true: server) on `conn`.
+fn send(p: &Pair, server: bool, conn: *mut doca_comch_connection, msg: &[u8]) -> doca_error_t {
+    let mut t = ptr::null_mut();
+    // SAFETY: live objects; `msg` outlives the completion in every test (it is pumped before
+    // the slice goes away).
+    unsafe {
+        let rc = if server {
+            doca_comch_server_task_send_alloc_init(p.server, conn, msg.as_ptr().cast(), msg.len() as u32, &mut t)
+        } else {
+            doca_comch_client_task_send_alloc_init(p.client, conn, msg.as_ptr().cast(), msg.len() as u32, &mut t)
+        };
+        if rc != DOCA_SUCCESS {
+            return rc;
+        }
+        let rc = doca_task_submit(doca_comch_task_send_as_task(t));
+        if rc != DOCA_SUCCESS {
+            doca_task_free(doca_comch_task_send_as_task(t));
+        }
+        rc
+    }
+}
+
+#[test]
+fn handshake_messages_both_ways_and_counters() {
+    let p = Pair::new("hs", true);
+    // SAFETY: live client ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+    assert_eq!(state(p.cctx()), DOCA_CTX_STATE_STARTING);
+    let mut c = ptr::null_mut();
+    // SAFETY: live client.
+    assert_eq!(unsafe { doca_comch_client_get_connection(p.client, &mut c) }, DOCA_ERROR_BAD_STATE);
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let seen = take();
+    let Some(Seen::Connect(sconn, 1)) = seen.first().cloned() else { panic!("{seen:?}") };
+    let sconn = sconn as *mut doca_comch_connection;
+    let cconn = p.client_conn();
+    // SAFETY: live connections.
+    unsafe {
+        assert_eq!(doca_comch_server_get_server_ctx(sconn), p.server);
+        assert!(doca_comch_client_get_server_ctx_is_null(sconn));
+        assert_eq!(doca_comch_client_get_client_ctx(cconn), p.client);
+        assert_eq!(doca_comch_connection_set_user_data(cconn, doca_data::from_u64(77)), DOCA_SUCCESS);
+        assert_eq!(doca_comch_connection_get_user_data(cconn).as_u64(), 77);
+    }
+
+    assert_eq!(send(&p, false, cconn, b"ping"), DOCA_SUCCESS);
+    pump(&[p.spe, p.cpe]);
+    let seen = take();
+    // Two PEs: the order between them depends on which one is progressed first.
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen.contains(&Seen::Sent(DOCA_SUCCESS)) && seen.contains(&Seen::Recv(sconn as usize, b"ping".to_vec())));
+    assert_eq!(send(&p, true, sconn, b"pong!"), DOCA_SUCCESS);
+    assert_eq!(send(&p, true, sconn, b""), DOCA_SUCCESS, "empty messages are messages");
+    pump(&[p.spe, p.cpe]);
+    let seen = take();
+    assert!(seen.contains(&Seen::Recv(cconn as usize, b"pong!".to_vec())), "{seen:?}");
+    assert!(seen.contains(&Seen::Recv(cconn as usize, vec![])), "{seen:?}");
+
+    // Too large for the negotiated limit (the server set 1024).
+    let big = vec![0u8; 1025];
+    assert_eq!(send(&p, false, cconn, &big), DOCA_ERROR_INVALID_VALUE);
+    let mut v = 0u64;
+    // SAFETY: live connections, valid out-pointers.
+    unsafe {
+        assert_eq!(doca_comch_connection_update_info(cconn), DOCA_SUCCESS);
+        assert_eq!(doca_comch_connection_get_counter(cconn, DOCA_COMCH_COUNTER_SENT_BYTES, &mut v), DOCA_SUCCESS);
+        assert_eq!(v, 4);
+        assert_eq!(doca_comch_connection_get_counter(cconn, DOCA_COMCH_COUNTER_RECV_MESSAGES, &mut v), DOCA_SUCCESS);
+        assert_eq!(v, 2);
+        assert_eq!(doca_comch_connection_get_counter(cconn, 99, &mut v), DOCA_ERROR_INVALID_VALUE);
+        // Configuration is IDLE-only.
+        assert_eq!(doca_comch_server_set_max_msg_size(p.server, 10), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_comch_client_set_recv_queue_size(p.client, 10), DOCA_ERROR_BAD_STATE);
+    }
+    p.finish();
+}
+
+/// `doca_comch_client_get_client_ctx` of a server connection is NULL.
+unsafe fn doca_comch_client_get_server_ctx_is_null(c: *mut doca_comch_connection) -> bool {
+    // SAFETY: forwarded.
+    unsafe { doca_comch_client_get_client_ctx(c) }.is_null()
+}
+
+#[test]
+fn client_stop_is_a_disconnect_and_server_disconnect_breaks_the_client() {
+    let p = Pair::new("disc", true);
+    // SAFETY: live ctx.
+    unsafe { doca_ctx_start(p.cctx()) };
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let Some(Seen::Connect(sconn, 1)) = take().first().cloned() else { panic!() };
+    let sconn = sconn as *mut doca_comch_connection;
+    let cconn = p.client_conn();
+    // The server drops the client: the client's sends fail, its info says aborted.
+    // SAFETY: live objects.
+    unsafe {
+        assert_eq!(doca_comch_server_disconnect(p.server, sconn), DOCA_SUCCESS);
+        assert_eq!(doca_comch_server_disconnect(p.server, sconn), DOCA_ERROR_NOT_CONNECTED);
+    }
+    pump_until(&[p.spe, p.cpe], || {
+        send(&p, false, cconn, b"x") != DOCA_SUCCESS || {
+            pump(&[p.spe, p.cpe]);
+            false
+        }
+    });
+    pump(&[p.spe, p.cpe]);
+    // SAFETY: live connection.
+    assert_eq!(unsafe { doca_comch_connection_update_info(cconn) }, DOCA_ERROR_CONNECTION_ABORTED);
+    take();
+
+    // A client that restarts connects again; then its stop is a disconnect on the server.
+    // SAFETY: live ctx.
+    unsafe {
+        assert_eq!(doca_ctx_stop(p.cctx()), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(p.cctx()), DOCA_ERROR_IN_PROGRESS);
+    }
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let Some(Seen::Connect(second, 1)) = take().first().cloned() else { panic!() };
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_stop(p.cctx()) }, DOCA_SUCCESS);
+    pump(&[p.spe, p.cpe]);
+    assert_eq!(take(), vec![Seen::Disconnect(second)]);
+    p.finish();
+}
+
+#[test]
+fn client_started_first_waits_for_its_server_and_the_pe_fd_wakes() {
+    let p = Pair::new("late", false);
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+    pump(&[p.cpe]);
+    assert_eq!(state(p.cctx()), DOCA_CTX_STATE_STARTING);
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.sctx()) }, DOCA_SUCCESS);
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    take();
+    // The server's PE, armed and idle, wakes when the client sends.
+    let fd = pe_fd(p.spe);
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_request_notification(p.spe) }, DOCA_SUCCESS);
+    assert!(!readable(fd, 0));
+    let msg = *b"wake";
+    assert_eq!(send(&p, false, p.client_conn(), &msg), DOCA_SUCCESS);
+    assert!(readable(fd, 5_000), "a message makes the server's notification handle readable");
+    pump(&[p.spe, p.cpe]);
+    assert!(take().iter().any(|s| matches!(s, Seen::Recv(_, m) if m == b"wake")));
+    p.finish();
+}
+
+#[test]
+fn creation_rules_and_capabilities() {
+    let dev = test_open_default();
+    let long = std::ffi::CString::new("x".repeat(MAX_NAME_LEN as usize)).unwrap();
+    let ok: &CStr = c"fine";
+    let (mut s, mut s2) = (ptr::null_mut(), ptr::null_mut());
+    let pe = new_pe();
+    // SAFETY: live device, valid out-pointers.
+    unsafe {
+        assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), long.as_ptr(), &mut s), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), ptr::null(), &mut s), DOCA_ERROR_INVALID_VALUE);
+        let name = unique("dup");
+        assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), name.as_ptr(), &mut s), DOCA_SUCCESS);
+        assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), name.as_ptr(), &mut s2), DOCA_SUCCESS);
+        // Start needs the send configuration.
+        assert_eq!(doca_pe_connect_ctx(pe, doca_comch_server_as_ctx(s)), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(doca_comch_server_as_ctx(s)), DOCA_ERROR_BAD_STATE);
+        assert_eq!(doca_comch_server_task_send_set_conf(s, Some(on_sent), Some(on_sent), 4), DOCA_SUCCESS);
+        assert_eq!(doca_comch_server_task_send_set_conf(s2, Some(on_sent), Some(on_sent), 4), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(doca_comch_server_as_ctx(s)), DOCA_SUCCESS);
+        // A second server of the same name cannot start.
+        assert_eq!(doca_pe_connect_ctx(pe, doca_comch_server_as_ctx(s2)), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(doca_comch_server_as_ctx(s2)), DOCA_ERROR_IN_USE);
+        assert_eq!(doca_comch_server_destroy(s), DOCA_ERROR_IN_USE);
+        assert_eq!(doca_ctx_stop(doca_comch_server_as_ctx(s)), DOCA_SUCCESS);
+        assert_eq!(doca_comch_server_destroy(s), DOCA_SUCCESS);
+        assert_eq!(doca_comch_server_destroy(s2), DOCA_SUCCESS);
+        let mut c = ptr::null_mut();
+        assert_eq!(doca_comch_client_create(dev, ok.as_ptr(), &mut c), DOCA_SUCCESS);
+        assert_eq!(doca_comch_server_destroy(c), DOCA_ERROR_INVALID_VALUE, "a client is not a server");
+        assert_eq!(doca_comch_client_destroy(c), DOCA_SUCCESS);
+        let info = crate::dev::doca_dev_as_devinfo(dev);
+        let mut v = 0u32;
+        assert_eq!(doca_comch_cap_get_max_name_len(info, &mut v), DOCA_SUCCESS);
+        assert_eq!(v, MAX_NAME_LEN);
+        assert_eq!(doca_comch_cap_get_max_msg_size(info, &mut v), DOCA_SUCCESS);
+        assert_eq!(v, MAX_MSG_SIZE);
+        assert_eq!(doca_comch_cap_server_is_supported(info), DOCA_SUCCESS);
+        assert_eq!(doca_comch_cap_client_is_supported(ptr::null()), DOCA_ERROR_INVALID_VALUE);
+    }
+    destroy_pe(pe);
+    // SAFETY: nothing uses the device any more.
+    assert_eq!(unsafe { doca_dev_close(dev) }, DOCA_SUCCESS);
+}
+
+#[test]
+fn tiny_message_limit_still_handshakes() {
+    let p = Pair::new("tiny", false);
+    // SAFETY: live, IDLE objects.
+    unsafe {
+        assert_eq!(doca_comch_server_set_max_msg_size(p.server, 8), DOCA_SUCCESS);
+        assert_eq!(doca_comch_client_set_max_msg_size(p.client, 8), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(p.sctx()), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(p.cctx()), DOCA_ERROR_IN_PROGRESS);
+    }
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    take();
+    assert_eq!(send(&p, false, p.client_conn(), b"12345678"), DOCA_SUCCESS);
+    pump(&[p.spe, p.cpe]);
+    assert!(take().iter().any(|s| matches!(s, Seen::Recv(_, m) if m == b"12345678")));
+    assert_eq!(send(&p, false, p.client_conn(), b"123456789"), DOCA_ERROR_INVALID_VALUE);
+    p.finish();
+}

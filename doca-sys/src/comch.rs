@@ -1,0 +1,146 @@
+//! DOCA Comch (`doca-comch`, `doca_comch.h`): the communication channel between a DPU program
+//! (the server, bound to a representor of the host function it serves and a name) and host
+//! programs (clients of that name). Messages are sent with a task and received as an event.
+//!
+//! The consumer/producer fast path (`doca_comch_consumer.h`, `doca_comch_producer.h`) is not
+//! declared: the soft provider does not implement it.
+
+use super::{doca_ctx, doca_data, doca_dev, doca_devinfo, doca_error_t, doca_task};
+use core::ffi::{c_char, c_void};
+
+include!("comch_types.rs");
+
+opaque!(
+    /// The DPU side of a channel (a ctx): accepts clients connecting to its name.
+    doca_comch_server,
+    /// The host side of a channel (a ctx): one connection to the server of its name.
+    doca_comch_client,
+    /// One client's connection, on either side.
+    doca_comch_connection,
+    /// Comch task: send one message on a connection.
+    doca_comch_task_send,
+    /// The event object passed to receive callbacks.
+    doca_comch_event_msg_recv,
+    /// The event object passed to connection status callbacks.
+    doca_comch_event_connection_status_changed,
+    /// A device representor (the host function a DPU-side server serves).
+    doca_dev_rep,
+);
+
+extern "C" {
+    pub fn doca_comch_cap_get_max_name_len(devinfo: *const doca_devinfo, max_name_len: *mut u32) -> doca_error_t;
+    pub fn doca_comch_cap_get_max_msg_size(devinfo: *const doca_devinfo, size: *mut u32) -> doca_error_t;
+    pub fn doca_comch_cap_get_max_recv_queue_size(devinfo: *const doca_devinfo, size: *mut u32) -> doca_error_t;
+    pub fn doca_comch_cap_get_max_clients(devinfo: *const doca_devinfo, num_clients: *mut u32) -> doca_error_t;
+    pub fn doca_comch_cap_get_max_send_tasks(devinfo: *const doca_devinfo, max_send_tasks: *mut u32) -> doca_error_t;
+    pub fn doca_comch_cap_server_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_comch_cap_client_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+
+    pub fn doca_comch_server_create(
+        dev: *mut doca_dev,
+        repr: *mut doca_dev_rep,
+        name: *const c_char,
+        comch_server: *mut *mut doca_comch_server,
+    ) -> doca_error_t;
+    pub fn doca_comch_server_destroy(comch_server: *mut doca_comch_server) -> doca_error_t;
+    pub fn doca_comch_server_as_ctx(comch_server: *mut doca_comch_server) -> *mut doca_ctx;
+    pub fn doca_comch_server_set_max_msg_size(comch_server: *mut doca_comch_server, size: u32) -> doca_error_t;
+    pub fn doca_comch_server_get_max_msg_size(comch_server: *const doca_comch_server, size: *mut u32) -> doca_error_t;
+    pub fn doca_comch_server_set_recv_queue_size(comch_server: *mut doca_comch_server, size: u32) -> doca_error_t;
+    pub fn doca_comch_server_get_recv_queue_size(
+        comch_server: *const doca_comch_server,
+        size: *mut u32,
+    ) -> doca_error_t;
+    pub fn doca_comch_server_get_device(
+        comch_server: *const doca_comch_server,
+        dev: *mut *mut doca_dev,
+    ) -> doca_error_t;
+    pub fn doca_comch_server_get_device_rep(
+        comch_server: *const doca_comch_server,
+        rep: *mut *mut doca_dev_rep,
+    ) -> doca_error_t;
+    pub fn doca_comch_server_disconnect(
+        comch_server: *mut doca_comch_server,
+        connection: *mut doca_comch_connection,
+    ) -> doca_error_t;
+
+    pub fn doca_comch_client_create(
+        dev: *mut doca_dev,
+        name: *const c_char,
+        comch_client: *mut *mut doca_comch_client,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_destroy(comch_client: *mut doca_comch_client) -> doca_error_t;
+    pub fn doca_comch_client_as_ctx(comch_client: *mut doca_comch_client) -> *mut doca_ctx;
+    pub fn doca_comch_client_set_max_msg_size(comch_client: *mut doca_comch_client, size: u32) -> doca_error_t;
+    pub fn doca_comch_client_get_max_msg_size(comch_client: *const doca_comch_client, size: *mut u32) -> doca_error_t;
+    pub fn doca_comch_client_set_recv_queue_size(comch_client: *mut doca_comch_client, size: u32) -> doca_error_t;
+    pub fn doca_comch_client_get_recv_queue_size(
+        comch_client: *const doca_comch_client,
+        size: *mut u32,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_get_device(
+        comch_client: *const doca_comch_client,
+        dev: *mut *mut doca_dev,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_get_connection(
+        comch_client: *const doca_comch_client,
+        connection: *mut *mut doca_comch_connection,
+    ) -> doca_error_t;
+
+    pub fn doca_comch_connection_set_user_data(
+        connection: *mut doca_comch_connection,
+        user_data: doca_data,
+    ) -> doca_error_t;
+    pub fn doca_comch_connection_get_user_data(connection: *const doca_comch_connection) -> doca_data;
+    pub fn doca_comch_server_get_server_ctx(connection: *const doca_comch_connection) -> *mut doca_comch_server;
+    pub fn doca_comch_client_get_client_ctx(connection: *const doca_comch_connection) -> *mut doca_comch_client;
+
+    pub fn doca_comch_server_task_send_set_conf(
+        comch_server: *mut doca_comch_server,
+        task_completion_cb: doca_comch_task_send_completion_cb_t,
+        task_error_cb: doca_comch_task_send_completion_cb_t,
+        num_send_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_task_send_set_conf(
+        comch_client: *mut doca_comch_client,
+        task_completion_cb: doca_comch_task_send_completion_cb_t,
+        task_error_cb: doca_comch_task_send_completion_cb_t,
+        num_send_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_comch_server_task_send_alloc_init(
+        comch_server: *mut doca_comch_server,
+        peer: *mut doca_comch_connection,
+        msg: *const c_void,
+        len: u32,
+        task: *mut *mut doca_comch_task_send,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_task_send_alloc_init(
+        comch_client: *mut doca_comch_client,
+        peer: *mut doca_comch_connection,
+        msg: *const c_void,
+        len: u32,
+        task: *mut *mut doca_comch_task_send,
+    ) -> doca_error_t;
+    pub fn doca_comch_task_send_as_task(task: *mut doca_comch_task_send) -> *mut doca_task;
+
+    pub fn doca_comch_server_event_msg_recv_register(
+        comch_server: *mut doca_comch_server,
+        recv_event_cb: doca_comch_event_msg_recv_cb_t,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_event_msg_recv_register(
+        comch_client: *mut doca_comch_client,
+        recv_event_cb: doca_comch_event_msg_recv_cb_t,
+    ) -> doca_error_t;
+    pub fn doca_comch_server_event_connection_status_changed_register(
+        comch_server: *mut doca_comch_server,
+        connect_event_cb: doca_comch_event_connection_status_changed_cb_t,
+        disconnect_event_cb: doca_comch_event_connection_status_changed_cb_t,
+    ) -> doca_error_t;
+
+    pub fn doca_comch_connection_update_info(comch_connection: *mut doca_comch_connection) -> doca_error_t;
+    pub fn doca_comch_connection_get_counter(
+        comch_connection: *const doca_comch_connection,
+        counter_type: doca_comch_counter,
+        counter_value: *mut u64,
+    ) -> doca_error_t;
+}

@@ -1,0 +1,167 @@
+//! Structure-aware fuzzing of the Comch handshake (`doca_soft::comch::wire` and the server's
+//! handshake state machine). The input is a script: each step picks a record *shape* (a
+//! HELLO, WELCOME or REJECT with fuzzed fields, one with a corrupted magic byte, a truncated
+//! or extended one, DATA, or raw bytes) and its fields from the following bytes.
+//!
+//! * Every record goes through `wire::decode`: a decoded record re-encodes to the same bytes
+//!   (canonical), and a record built from a valid shape decodes to exactly its fields.
+//! * The same records are then sent, in order, by a raw client socket to a live soft server
+//!   (one per process, on its own PE), whose progress runs between records: nothing may panic
+//!   (a panic aborts the fuzzer), and the server must survive to accept the next input's
+//!   connection.
+#![no_main]
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr;
+use std::sync::OnceLock;
+
+use doca_soft::comch::wire::{self, Control};
+use doca_soft::types::*;
+use libfuzzer_sys::fuzz_target;
+
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn u8(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        let mut w = [0u8; 4];
+        for b in &mut w {
+            *b = self.u8()?;
+        }
+        Some(u32::from_le_bytes(w))
+    }
+}
+
+/// One record of the script, and the control it must decode to (None: no promise).
+fn next_record(c: &mut Cursor<'_>) -> Option<(Vec<u8>, Option<Control>)> {
+    let shape = c.u8()? % 8;
+    Some(match shape {
+        0 => {
+            let h = Control::Hello { version: c.u32()? % 4, max_msg: c.u32()? };
+            (wire::encode(h), Some(h))
+        }
+        1 => {
+            let w = Control::Welcome { version: c.u32()? % 4, max_msg: c.u32()? };
+            (wire::encode(w), Some(w))
+        }
+        2 => {
+            let r = Control::Reject { reason: c.u32()? as i32 };
+            (wire::encode(r), Some(r))
+        }
+        3 => {
+            // A handshake record with one byte of its magic changed.
+            let mut h = wire::encode(Control::Hello { version: wire::VERSION, max_msg: c.u32()? });
+            let at = 1 + (c.u8()? as usize % 8);
+            h[at] ^= c.u8()? | 1;
+            (h, None)
+        }
+        4 => {
+            // Truncated or extended.
+            let mut h = wire::encode(Control::Hello { version: wire::VERSION, max_msg: 4096 });
+            let n = c.u8()? as usize % (2 * h.len());
+            h.resize(n, 0xAB);
+            (h, None)
+        }
+        5 => {
+            let n = c.u8()? as usize;
+            let mut d = vec![wire::T_DATA];
+            for _ in 0..n {
+                d.push(c.u8().unwrap_or(0));
+            }
+            (d, None)
+        }
+        _ => {
+            let n = c.u8()? as usize % 64;
+            let mut d = Vec::with_capacity(n);
+            for _ in 0..n {
+                d.push(c.u8()?);
+            }
+            (d, None)
+        }
+    })
+}
+
+struct Server {
+    pe: usize,
+    addr: (libc::sockaddr_un, libc::socklen_t),
+}
+
+fn server() -> &'static Server {
+    static S: OnceLock<Server> = OnceLock::new();
+    S.get_or_init(|| {
+        let name = format!("fuzz-{}", std::process::id());
+        let cname = std::ffi::CString::new(name.clone()).unwrap();
+        let (mut list, mut n, mut dev, mut pe, mut s) =
+            (ptr::null_mut(), 0u32, ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        unsafe extern "C" fn sent(_: *mut doca_comch_task_send, _: doca_data, _: doca_data) {}
+        // SAFETY: the C sequence of a server on this thread; the objects live for the
+        // process (the fuzzer's lifetime). Out-pointers are valid.
+        unsafe {
+            assert_eq!(doca_soft::dev::doca_devinfo_create_list(&mut list, &mut n), DOCA_SUCCESS);
+            assert_eq!(doca_soft::dev::doca_dev_open(*list, &mut dev), DOCA_SUCCESS);
+            assert_eq!(doca_soft::pe::doca_pe_create(&mut pe), DOCA_SUCCESS);
+            use doca_soft::comch::chan::*;
+            assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), cname.as_ptr(), &mut s), DOCA_SUCCESS);
+            assert_eq!(doca_comch_server_task_send_set_conf(s, Some(sent), Some(sent), 4), DOCA_SUCCESS);
+            assert_eq!(doca_soft::pe::doca_pe_connect_ctx(pe, doca_comch_server_as_ctx(s)), DOCA_SUCCESS);
+            assert_eq!(doca_soft::ctx::doca_ctx_start(doca_comch_server_as_ctx(s)), DOCA_SUCCESS);
+        }
+        // The server's address, spelled as `comch` documents it.
+        // SAFETY: plain old data; getuid cannot fail.
+        let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let path = format!("async-doca-comch.{}.{name}", unsafe { libc::getuid() });
+        for (i, b) in path.bytes().enumerate() {
+            a.sun_path[i + 1] = b as libc::c_char;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + path.len()) as libc::socklen_t;
+        Server { pe: pe as usize, addr: (a, len) }
+    })
+}
+
+fn progress(pe: usize) {
+    for _ in 0..8 {
+        // SAFETY: the live PE of `server()`, used from the fuzzer's one thread.
+        unsafe { doca_soft::pe::doca_pe_progress(pe as *mut _) };
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut c = Cursor(data);
+    let mut script = Vec::new();
+    while let Some((rec, want)) = next_record(&mut c) {
+        match wire::decode(&rec) {
+            Ok(got) => {
+                assert_eq!(wire::encode(got), rec, "decoding is canonical");
+                if let Some(w) = want {
+                    assert_eq!(got, w);
+                }
+            }
+            Err(e) => assert!(want.is_none(), "a valid {want:?} was refused: {e:?}"),
+        }
+        script.push(rec);
+        if script.len() == 16 {
+            break;
+        }
+    }
+    let s = server();
+    // SAFETY: socket creation and connect with a valid address; the fd is owned below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0);
+    // SAFETY: a fresh descriptor we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: valid address of the given length.
+    let r = unsafe { libc::connect(sock.as_raw_fd(), (&s.addr.0 as *const libc::sockaddr_un).cast(), s.addr.1) };
+    assert_eq!(r, 0, "the server survives every input");
+    for rec in &script {
+        // SAFETY: the record is readable for its length.
+        unsafe { libc::send(sock.as_raw_fd(), rec.as_ptr().cast(), rec.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        progress(s.pe);
+    }
+    drop(sock);
+    progress(s.pe);
+});

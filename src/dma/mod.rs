@@ -1,0 +1,417 @@
+//! DMA as futures: memcpy between registered memory and memory on the other side of PCIe.
+//!
+//! A [`Dma`] is one DOCA DMA context on the current executor. Its one operation,
+//! [`memcpy`](Dma::memcpy), copies all of a source into the start of a destination. Each side
+//! is either a local [`Buf`] (memory this process registered with [`Device::alloc`]) or a
+//! [`RemoteSlice`] of memory another process exported with [`Memory::export_pci`] and this one
+//! opened with [`Device::import`]: the host/DPU pattern, where the host exports a buffer and
+//! the DPU program copies it in, computes, and copies a result back.
+//!
+//! | source | destination | typical use |
+//! | --- | --- | --- |
+//! | [`RemoteSlice`] | [`Buf`] | the DPU reads host memory in |
+//! | [`Buf`] | [`RemoteSlice`] | the DPU writes a result back to the host |
+//! | [`Buf`] | [`Buf`] | local copy (the PE samples' pattern) |
+//! | [`RemoteSlice`] | [`RemoteSlice`] | host to host, through the DPU |
+//!
+//! # Owned buffers and cancellation
+//! As in [`rdma`](crate::rdma): `memcpy` takes both sides by value and gives them back with the
+//! result, `(Result<()>, S, D)`, whether the copy succeeded or not. Dropping the future of a
+//! copy in flight does not cancel it (DOCA has no per-task cancel) and frees nothing: the
+//! memory and its `doca_buf` descriptors stay alive until the completion (or the context's
+//! flush) arrives.
+//!
+//! # Pipelining and back-pressure
+//! Any number of copies may be in flight (spawn them, or poll several futures at once). The
+//! task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
+//! ([`DmaBuilder::descriptors`]) bound them; when either is exhausted the next copy waits for
+//! a completion instead of failing.
+//!
+//! # Errors
+//! Failures are [`Error`]s named `"dma.memcpy"` with DOCA's code. Checked here before
+//! anything is submitted: a destination shorter than the source
+//! ([`ErrorKind::InvalidArgument`]). From DOCA: a local destination without
+//! [`Access::LOCAL_READ_WRITE`], remote memory exported without the needed `PCI_*` right, or
+//! memory imported from an *RDMA* export ([`ErrorKind::PermissionDenied`]); an exporter that
+//! is gone ([`ErrorKind::ConnectionLost`]); a copy larger than the device's
+//! [`max_copy_size`](Dma::max_copy_size) ([`ErrorKind::InvalidArgument`], DOCA's TOO_BIG).
+//! A failed copy does not affect other copies or the context.
+//!
+//! With the soft provider the thread that submits a copy performs it (there is no copy
+//! engine), so a copy does not overlap the executor thread that issued it; it overlaps every
+//! other thread and process. On a BlueField the DMA engine does the work.
+//!
+//! # Threads
+//! `Dma` is `!Send` (a cheap `Rc` clone): a DOCA context, its tasks and buffers belong to
+//! the executor that created it. The export blob is plain bytes: send it anywhere.
+//!
+//! ```
+//! use async_doca::dma::Dma;
+//! use async_doca::{Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     // "Host" memory, exported over PCIe; normally the blob goes to the DPU program.
+//!     let host = dev.alloc(4096, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+//!     host.slice(0..5).write(0, b"hello");
+//!     let remote = dev.import(&host.export_pci()?)?;
+//!
+//!     // The "DPU" side: copy in, then a result back.
+//!     let dma = Dma::builder(&dev).build().await?;
+//!     let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+//!     let (res, _src, dst) = dma.memcpy(remote.slice(0..5), local.slice(0..5)).await;
+//!     res?;
+//!     assert_eq!(dst.to_vec(), b"hello");
+//!     let (res, _src, _dst) = dma.memcpy(dst, remote.slice(100..105)).await;
+//!     res?;
+//!     assert_eq!(host.slice(100..105).to_vec(), b"hello");
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::fmt;
+use std::rc::Rc;
+
+use crate::device::Device;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::completion::{completion_cb, TaskKind, TaskSlot};
+use crate::executor::context::TaskWaiters;
+use crate::executor::Context;
+#[allow(unused_imports)] // for the module docs
+use crate::mem::{Access, Memory};
+use crate::mem::{Buf, RemoteSlice};
+use crate::sys;
+
+/// Default task-pool size (copies in flight at once).
+pub const DEFAULT_MAX_TASKS: u32 = 256;
+
+/// The memcpy task.
+struct Memcpy;
+// SAFETY: `as_task` is the task type's own conversion; memcpy tasks are freed with
+// doca_task_free (the default).
+unsafe impl TaskKind for Memcpy {
+    type Task = sys::doca_dma_task_memcpy;
+    unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+        // SAFETY: forwarded; the caller passes a live memcpy task.
+        unsafe { sys::doca_dma_task_memcpy_as_task(task) }
+    }
+}
+
+// ---- the two sides of a copy ----
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::mem::Buf {}
+    impl Sealed for crate::mem::RemoteSlice {}
+}
+
+/// One side of a copy: a local [`Buf`] or a [`RemoteSlice`] of imported memory. Sealed.
+pub trait Region: sealed::Sealed + 'static {
+    #[doc(hidden)]
+    fn desc(&self) -> Desc;
+}
+
+impl Region for Buf {
+    fn desc(&self) -> Desc {
+        Desc { mmap: self.memory().raw_mmap(), addr: self.as_ptr().cast(), len: self.len() }
+    }
+}
+
+impl Region for RemoteSlice {
+    fn desc(&self) -> Desc {
+        Desc { mmap: self.raw_mmap(), addr: self.raw_addr() as *mut c_void, len: self.len() }
+    }
+}
+
+/// What a `doca_buf` is made over, captured before the operation takes the region (which
+/// keeps it alive, so these stay valid).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Desc {
+    mmap: *mut sys::doca_mmap,
+    addr: *mut c_void,
+    len: usize,
+}
+
+// ---- descriptors ----
+
+/// A `doca_buf_inventory`, destroyed when the context and every copy using it are gone.
+struct Inventory(*mut sys::doca_buf_inventory);
+
+impl Inventory {
+    fn new(n: usize) -> Result<Inventory> {
+        let mut inv = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        check(unsafe { sys::doca_buf_inventory_create(n, &mut inv) }, "dma: doca_buf_inventory_create")?;
+        let inv = Inventory(inv);
+        // SAFETY: a fresh inventory of this thread.
+        check(unsafe { sys::doca_buf_inventory_start(inv.0) }, "dma: doca_buf_inventory_start")?;
+        Ok(inv)
+    }
+}
+
+impl Drop for Inventory {
+    fn drop(&mut self) {
+        // SAFETY: our inventory, on its thread; no buffer is out (every BufPair holds this
+        // inventory and gives its buffers back first). Destroyed once.
+        unsafe {
+            sys::doca_buf_inventory_stop(self.0);
+            let rc = sys::doca_buf_inventory_destroy(self.0);
+            if rc != sys::DOCA_SUCCESS {
+                eprintln!("async-doca: doca_buf_inventory_destroy failed: {:?}", crate::DocaCode(rc));
+            }
+        }
+    }
+}
+
+/// The source and destination `doca_buf`s of one copy. Taken in the allocation closure,
+/// given back on an allocation failure at once, otherwise when the copy is over (the future
+/// returns, or the orphaned slot is released after DOCA completed the task): always before
+/// the memory they describe can go (it is dropped after this, see `memcpy`).
+struct BufPair {
+    bufs: Cell<[*mut sys::doca_buf; 2]>,
+    inv: Rc<Inventory>,
+    waiters: TaskWaiters,
+}
+
+impl BufPair {
+    fn get(&self, i: usize, d: Desc, data_len: usize) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
+        let mut b = std::ptr::null_mut();
+        // SAFETY: live inventory and mmap of this thread (held by `self` and by the regions the
+        // operation owns); the range lies inside the mmap (slices are bounds-checked).
+        let rc = unsafe {
+            sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
+        };
+        if rc != sys::DOCA_SUCCESS {
+            return Err(rc);
+        }
+        let mut bufs = self.bufs.get();
+        bufs[i] = b;
+        self.bufs.set(bufs);
+        Ok(b)
+    }
+
+    fn release(&self) -> bool {
+        let bufs = self.bufs.replace([std::ptr::null_mut(); 2]);
+        let mut any = false;
+        for b in bufs.into_iter().filter(|b| !b.is_null()) {
+            // SAFETY: a buffer we took from the inventory, whose task (if any) DOCA no longer
+            // owns; its reference is dropped once (the slot was cleared above).
+            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+            any = true;
+        }
+        any
+    }
+}
+
+impl Drop for BufPair {
+    fn drop(&mut self) {
+        if self.release() {
+            // Copies waiting for a free descriptor (an exhausted inventory) retry.
+            self.waiters.wake();
+        }
+    }
+}
+
+// ---- the context ----
+
+/// Configures and creates a [`Dma`] context.
+///
+/// ```
+/// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+/// use async_doca::{dma::Dma, Device};
+/// let dev = Device::open_default()?;
+/// let dma = Dma::builder(&dev).max_tasks(64).build().await?;
+/// assert!(dma.max_copy_size()? >= 1 << 20);
+/// # Ok::<(), async_doca::Error>(()) })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build() is awaited"]
+pub struct DmaBuilder {
+    dev: Device,
+    max_tasks: u32,
+    descriptors: Option<usize>,
+}
+
+impl DmaBuilder {
+    /// The task pool: copies in flight at once (default 256). More copies wait for a free
+    /// task (back-pressure), they do not fail.
+    pub fn max_tasks(mut self, n: u32) -> Self {
+        self.max_tasks = n;
+        self
+    }
+
+    /// How many `doca_buf` descriptors the context keeps (default: two per task plus a
+    /// margin). A copy needs two; when none is free it waits like for a task.
+    pub fn descriptors(mut self, n: usize) -> Self {
+        self.descriptors = Some(n);
+        self
+    }
+
+    /// Creates the context on the current executor and starts it.
+    ///
+    /// # Errors
+    /// Outside an executor ([`ErrorKind::BadState`]), a zero pool
+    /// ([`ErrorKind::InvalidArgument`]), a device without DMA memcpy
+    /// ([`ErrorKind::NotSupported`]), or what DOCA refuses (with its code).
+    pub async fn build(self) -> Result<Dma> {
+        if self.max_tasks == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, "dma: max_tasks must be >= 1"));
+        }
+        // SAFETY: the device is open; its devinfo lives as long as it.
+        check(
+            unsafe { sys::doca_dma_cap_task_memcpy_is_supported(sys::doca_dev_as_devinfo(self.dev.as_ptr())) },
+            "dma: memcpy capability",
+        )?;
+        let descriptors = self.descriptors.unwrap_or(2 * self.max_tasks as usize + 16).max(2);
+        let mut dma = std::ptr::null_mut();
+        // SAFETY: the device is open; valid out-pointer. Ownership passes to Context below.
+        check(unsafe { sys::doca_dma_create(self.dev.as_ptr(), &mut dma) }, "dma: doca_dma_create")?;
+        let keep_dev = self.dev.clone();
+        // SAFETY: `dma` is live, fresh, of this thread, destroyed only by the Context; its ctx
+        // is IDLE and unconnected. The closure keeps the device open until then.
+        let ctx = unsafe {
+            Context::new("dma", dma, sys::doca_dma_as_ctx(dma), move |d| {
+                let rc = sys::doca_dma_destroy(d);
+                drop(keep_dev);
+                rc
+            })
+        }?;
+        // SAFETY: `dma` is live and IDLE; the callbacks have the exact C signature.
+        check(
+            unsafe {
+                sys::doca_dma_task_memcpy_set_conf(
+                    dma,
+                    Some(completion_cb::<Memcpy>),
+                    Some(completion_cb::<Memcpy>),
+                    self.max_tasks,
+                )
+            },
+            "dma: configure memcpy tasks",
+        )?;
+        let inv = Rc::new(Inventory::new(descriptors)?);
+        ctx.start().await?;
+        Ok(Dma { inner: Rc::new(DmaInner { ctx, inv, dev: self.dev }) })
+    }
+}
+
+struct DmaInner {
+    ctx: Context<sys::doca_dma>,
+    inv: Rc<Inventory>,
+    dev: Device,
+}
+
+/// A DMA context on the current executor (see the [module documentation](self)).
+///
+/// Cloning shares the context. Dropping the last handle stops it: copies still in flight
+/// are flushed and their memory released once DOCA is done.
+#[derive(Clone)]
+pub struct Dma {
+    inner: Rc<DmaInner>,
+}
+
+impl Dma {
+    /// A builder for a context on `dev`.
+    pub fn builder(dev: &Device) -> DmaBuilder {
+        DmaBuilder { dev: dev.clone(), max_tasks: DEFAULT_MAX_TASKS, descriptors: None }
+    }
+
+    /// The device of the context.
+    pub fn device(&self) -> &Device {
+        &self.inner.dev
+    }
+
+    /// The largest single copy the device supports, in bytes.
+    pub fn max_copy_size(&self) -> Result<u64> {
+        let mut n = 0u64;
+        // SAFETY: the device is open; valid out-pointer.
+        check(
+            unsafe {
+                sys::doca_dma_cap_task_memcpy_get_max_buf_size(
+                    sys::doca_dev_as_devinfo(self.inner.dev.as_ptr()),
+                    &mut n,
+                )
+            },
+            "dma: max copy size",
+        )?;
+        Ok(n)
+    }
+
+    /// Copies all of `src` to the start of `dst` and gives both back with the result.
+    ///
+    /// `dst` must be at least as long as `src` (else [`ErrorKind::InvalidArgument`], and
+    /// nothing is submitted). An empty `src` completes at once. See the
+    /// [module documentation](self) for the errors DOCA reports and for cancellation.
+    pub async fn memcpy<S: Region, D: Region>(&self, src: S, dst: D) -> (Result<()>, S, D) {
+        const OP: &str = "dma.memcpy";
+        let (s, d) = (src.desc(), dst.desc());
+        if d.len < s.len {
+            let e = Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{OP}: destination of {} bytes is shorter than the source ({} bytes)", d.len, s.len),
+            );
+            return (Err(e), src, dst);
+        }
+        if s.len == 0 {
+            return (Ok(()), src, dst);
+        }
+        let dma = match self.inner.ctx.as_ptr() {
+            Ok(p) => p,
+            Err(e) => return (Err(e.context_prefix(OP)), src, dst),
+        };
+        let set = Rc::new(BufPair {
+            bufs: Cell::new([std::ptr::null_mut(); 2]),
+            inv: self.inner.inv.clone(),
+            waiters: self.inner.ctx.waker_handle(),
+        });
+        let in_alloc = set.clone();
+        let fut = self
+            .inner
+            .ctx
+            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| {
+                let r = alloc(dma, &in_alloc, slot, s, d);
+                if r.is_err() {
+                    // Nothing allocated: give the descriptors back before waiting or failing.
+                    in_alloc.release();
+                }
+                r
+            })
+            // The pair is dropped before the regions (tuple order): descriptors go back to the
+            // inventory before the memory they describe can be freed.
+            .with_buffers((set, src, dst));
+        let (r, (set, src, dst)) = fut.await;
+        drop(set);
+        (r.map(|_| ()), src, dst)
+    }
+}
+
+/// Takes the two descriptors (source with its whole payload, destination empty) and
+/// allocates the task.
+fn alloc(
+    dma: *mut sys::doca_dma,
+    set: &BufPair,
+    slot: &TaskSlot,
+    s: Desc,
+    d: Desc,
+) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
+    let src = set.get(0, s, s.len)?;
+    let dst = set.get(1, d, 0)?;
+    let mut task = std::ptr::null_mut();
+    // SAFETY: live context; the buffers describe memory the operation owns until the task is
+    // done.
+    let rc = unsafe { sys::doca_dma_task_memcpy_alloc_init(dma, src, dst, slot.user_data(), &mut task) };
+    if rc != sys::DOCA_SUCCESS {
+        return Err(rc);
+    }
+    Ok(task)
+}
+
+impl fmt::Debug for Dma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dma").field("ctx", &self.inner.ctx).finish()
+    }
+}

@@ -1,0 +1,202 @@
+//! Comch as futures: a server and clients on one executor, the message stream, a server
+//! disconnecting a client, and across two processes with the peer killed mid-conversation
+//! on either side (futures fail fast, the stream ends).
+
+use std::time::Duration;
+
+use async_doca::comch::{Client, Server};
+use async_doca::time::timeout;
+use async_doca::{spawn_local, Device, Error, ErrorKind, Result, Runtime};
+use futures_lite::StreamExt;
+
+mod common;
+
+/// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn rt() -> Runtime {
+    Runtime::builder().cpus("0".parse().unwrap()).build().unwrap()
+}
+
+async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Result<T> {
+    timeout(LIMIT, f).await.map_err(Error::from)
+}
+
+fn name(tag: &str) -> String {
+    format!("it-{tag}-{}", std::process::id())
+}
+
+#[test]
+fn two_clients_messages_stream_and_disconnect() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let n = name("two");
+        let server = Server::builder(&dev, &n).max_msg_size(256).build().await?;
+        let c1 = spawn_local({
+            let (dev, n) = (dev.clone(), n.clone());
+            async move { Client::builder(&dev, &n).connect().await }
+        });
+        let s1 = bounded(server.accept()).await??;
+        let c1 = bounded(c1).await???;
+        let c2 = spawn_local({
+            let (dev, n) = (dev.clone(), n.clone());
+            async move { Client::builder(&dev, &n).connect().await }
+        });
+        let s2 = bounded(server.accept()).await??;
+        let c2 = bounded(c2).await???;
+
+        for i in 0..100u32 {
+            c1.send(i.to_le_bytes().to_vec()).await?;
+        }
+        c2.send(b"from two".to_vec()).await?;
+        let mut got = Vec::new();
+        let mut stream = s1.messages();
+        while got.len() < 100 {
+            got.push(bounded(stream.next()).await?.expect("stream open"));
+        }
+        assert_eq!(got, (0..100u32).map(|i| i.to_le_bytes().to_vec()).collect::<Vec<_>>(), "in order");
+        assert_eq!(bounded(s2.recv()).await?.as_deref(), Some(&b"from two"[..]));
+
+        // Too large for the negotiated 256 bytes.
+        let e = c1.send(vec![0u8; 257]).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+
+        // The server drops client 2: its stream ends, its sends fail.
+        s2.disconnect()?;
+        assert_eq!(bounded(c2.recv()).await?, None);
+        assert_eq!(c2.send(b"late".to_vec()).await.unwrap_err().kind(), ErrorKind::ConnectionLost);
+        // Client 1 is unaffected, both ways.
+        s1.send(b"still here".to_vec()).await?;
+        assert_eq!(bounded(c1.recv()).await?.as_deref(), Some(&b"still here"[..]));
+        let (sent, bytes, _, _) = c1.counters()?;
+        assert_eq!((sent, bytes), (100, 400));
+
+        // Client 1 goes away: the server's side of it ends.
+        drop(c1);
+        assert_eq!(bounded(s1.recv()).await?, None);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
+mod cross_process {
+    use super::*;
+    use crate::common::Reap;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    const NAME_ENV: &str = "ASYNC_DOCA_TEST_COMCH_NAME";
+
+    fn child(test: &str, n: &str) -> std::process::Child {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1"])
+            .env(NAME_ENV, n)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn wait_line(out: &mut BufReader<std::process::ChildStdout>, tag: &str) {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the child exited before {tag}");
+            if line.contains(tag) {
+                return;
+            }
+        }
+    }
+
+    /// This process serves; the client process echoes twice, then is killed while the
+    /// server waits for a third answer: the server's stream ends and sends fail.
+    #[test]
+    fn client_killed_mid_conversation() {
+        let n = name("xk");
+        let mut kid = Reap(None);
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let server = Server::builder(&dev, &n).build().await?;
+            let mut c = child("cross_process::echo_client", &n);
+            let mut out = BufReader::new(c.stdout.take().unwrap());
+            kid.0 = Some(c);
+            let conn = bounded(server.accept()).await??;
+            for m in [&b"one"[..], b"two"] {
+                conn.send(m.to_vec()).await?;
+                assert_eq!(bounded(conn.recv()).await?.as_deref(), Some(m));
+            }
+            wait_line(&mut out, "ECHOED 2");
+            let mut c = kid.0.take().unwrap();
+            c.kill().unwrap();
+            c.wait().unwrap();
+            assert_eq!(bounded(conn.recv()).await?, None, "the stream ends when the client dies");
+            let e = conn.send(b"anyone?".to_vec()).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionLost);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    #[ignore = "started by client_killed_mid_conversation as its peer process"]
+    fn echo_client() {
+        let n = std::env::var(NAME_ENV).expect("started by the parent test");
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let conn = Client::builder(&dev, &n).connect().await?;
+            let mut k = 0;
+            while let Some(m) = bounded(conn.recv()).await? {
+                conn.send(m).await?;
+                k += 1;
+                println!("ECHOED {k}");
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    /// This process is the client; the server process answers once and is killed: the
+    /// client's stream ends and its sends fail.
+    #[test]
+    fn server_killed_mid_conversation() {
+        let n = name("sk");
+        let mut kid = Reap(None);
+        let c = child("cross_process::one_shot_server", &n);
+        kid.0 = Some(c);
+        let mut out = BufReader::new(kid.0.as_mut().unwrap().stdout.take().unwrap());
+        wait_line(&mut out, "SERVING");
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let conn = bounded(Client::builder(&dev, &n).connect()).await??;
+            conn.send(b"hello".to_vec()).await?;
+            assert_eq!(bounded(conn.recv()).await?.as_deref(), Some(&b"olleh"[..]));
+            let mut c = kid.0.take().unwrap();
+            c.kill().unwrap();
+            c.wait().unwrap();
+            assert_eq!(bounded(conn.recv()).await?, None, "the stream ends when the server dies");
+            let e = conn.send(b"anyone?".to_vec()).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionLost);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    #[ignore = "started by server_killed_mid_conversation as its peer process"]
+    fn one_shot_server() {
+        let n = std::env::var(NAME_ENV).expect("started by the parent test");
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let server = Server::builder(&dev, &n).build().await?;
+            println!("SERVING");
+            let conn = bounded(server.accept()).await??;
+            let mut m = bounded(conn.recv()).await?.unwrap_or_default();
+            m.reverse();
+            conn.send(m).await?;
+            // Wait to be killed (bounded).
+            let _ = bounded(conn.recv()).await;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+}

@@ -1,0 +1,272 @@
+//! DMA as futures: local and imported (PCI-exported) memory in one process, the host/DPU
+//! pattern across two processes, error kinds, a copy future dropped mid-flight, pipelining
+//! and back-pressure, and an exporter killed between copies.
+
+use std::time::Duration;
+
+use async_doca::dma::Dma;
+use async_doca::time::timeout;
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
+
+mod common;
+
+/// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn rt() -> Runtime {
+    Runtime::builder().cpus("0".parse().unwrap()).build().unwrap()
+}
+
+async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Result<T> {
+    timeout(LIMIT, f).await.map_err(Error::from)
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+const HOST: Access = Access::from_bits(Access::LOCAL_READ_WRITE.bits() | Access::PCI_READ_WRITE.bits());
+
+#[test]
+fn every_direction_in_one_process() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let dma = Dma::builder(&dev).build().await?;
+        let host = dev.alloc(8192, HOST)?;
+        host.slice(0..4096).write(0, &pattern(4096, 3));
+        let remote = dev.import(&host.export_pci()?)?;
+        let local = dev.alloc(8192, Access::LOCAL_READ_WRITE)?;
+
+        // remote -> local
+        let (r, _, dst) = bounded(dma.memcpy(remote.slice(0..4096), local.slice(0..4096))).await?;
+        r?;
+        assert_eq!(dst.to_vec(), pattern(4096, 3));
+        // local -> local
+        let (r, _, dst) = bounded(dma.memcpy(dst, local.slice(4096..8192))).await?;
+        r?;
+        assert_eq!(dst.to_vec(), pattern(4096, 3));
+        // local -> remote
+        let (r, _, _) = bounded(dma.memcpy(dst, remote.slice(4096..8192))).await?;
+        r?;
+        assert_eq!(host.slice(4096..8192).to_vec(), pattern(4096, 3));
+        // remote -> remote, into a longer destination (only the source length is written)
+        host.slice(0..10).write(0, b"0123456789");
+        let (r, _, _) = bounded(dma.memcpy(remote.slice(0..10), remote.slice(100..200))).await?;
+        r?;
+        assert_eq!(host.slice(110..111).to_vec(), [pattern(4096, 3)[110]], "nothing past the source length");
+        assert_eq!(host.slice(100..110).to_vec(), b"0123456789");
+        // An empty copy completes at once.
+        let (r, _, _) = dma.memcpy(local.slice(0..0), local.slice(0..0)).await;
+        r?;
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn error_kinds() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let dma = Dma::builder(&dev).build().await?;
+        let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+
+        // Destination too short: refused before anything is submitted.
+        let (r, src, _) = dma.memcpy(local.slice(0..100), local.slice(200..250)).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(src.len(), 100, "the buffers come back on failure");
+
+        // A read-only local destination.
+        let ro = dev.alloc(4096, Access::LOCAL_READ_ONLY)?;
+        let (r, _, _) = bounded(dma.memcpy(local.slice(0..8), ro.slice(0..8))).await?;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::PermissionDenied);
+
+        // Memory exported read-only over PCI: readable, not writable.
+        let host =
+            dev.alloc(4096, Access::from_bits(Access::LOCAL_READ_WRITE.bits() | Access::PCI_READ_ONLY.bits()))?;
+        let remote = dev.import(&host.export_pci()?)?;
+        let (r, _, _) = bounded(dma.memcpy(local.slice(0..8), remote.slice(0..8))).await?;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::PermissionDenied);
+        let (r, _, _) = bounded(dma.memcpy(remote.slice(0..8), local.slice(0..8))).await?;
+        r?;
+
+        // An RDMA export is not reachable by DMA.
+        let rdma_mem = dev.alloc(4096, Access::RDMA_ALL)?;
+        let rdma_remote = dev.import(&rdma_mem.export_rdma()?)?;
+        let (r, _, _) = bounded(dma.memcpy(rdma_remote.slice(0..8), local.slice(0..8))).await?;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::PermissionDenied);
+
+        // The context keeps working after failures.
+        let (r, _, _) = bounded(dma.memcpy(local.slice(0..8), local.slice(8..16))).await?;
+        r?;
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn many_copies_in_flight_with_a_small_pool_and_a_dropped_future() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        // Two tasks and four descriptors: most copies wait for a free task.
+        let dma = Dma::builder(&dev).max_tasks(2).descriptors(4).build().await?;
+        const N: usize = 64;
+        const CHUNK: usize = 1024;
+        let src = dev.alloc(N * CHUNK, Access::LOCAL_READ_WRITE)?;
+        src.buf().write(0, &pattern(N * CHUNK, 9));
+        let dst = dev.alloc(N * CHUNK, Access::LOCAL_READ_WRITE)?;
+        let mut joins = Vec::new();
+        for i in 0..N {
+            let (dma, s, d) =
+                (dma.clone(), src.slice(i * CHUNK..(i + 1) * CHUNK), dst.slice(i * CHUNK..(i + 1) * CHUNK));
+            joins.push(spawn_local(async move { dma.memcpy(s, d).await.0 }));
+        }
+        // A future polled once and dropped: the copy is not cancelled and nothing leaks.
+        {
+            let fut = dma.memcpy(src.slice(0..8), dst.slice(0..8));
+            let mut fut = Box::pin(fut);
+            let _ = poll_once(fut.as_mut()).await;
+        }
+        for j in joins {
+            bounded(j).await???;
+        }
+        assert_eq!(dst.buf().to_vec(), pattern(N * CHUNK, 9));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
+/// Polls a future once (dropping it afterwards is the caller's business).
+async fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    std::future::poll_fn(move |cx| match std::pin::Pin::new(&mut f).poll(cx) {
+        std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
+mod cross_process {
+    use super::*;
+    use crate::common::{hex, unhex, Reap};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    const BLOB_ENV: &str = "ASYNC_DOCA_TEST_DMA_HOST_BLOB";
+    const LEN: usize = 1 << 20;
+
+    fn child(name: &str) -> Command {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"]);
+        c
+    }
+
+    /// The parent is the host: it exports 1 MiB over PCI and starts the "DPU" process, which
+    /// copies it in, transforms it, and copies the result back to the second half.
+    #[test]
+    fn host_and_dpu_processes() {
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let host = dev.alloc(2 * LEN, HOST)?;
+            host.slice(0..LEN).write(0, &pattern(LEN, 5));
+            let mut c = child("cross_process::dpu_side")
+                .env(BLOB_ENV, hex(&host.export_pci()?))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            // The DPU side needs nothing from this process's executor (DMA is one-sided):
+            // a blocking wait is fine. The child bounds its own waits.
+            let status = c.wait().unwrap();
+            assert!(status.success(), "dpu side failed: {status}");
+            let expect: Vec<u8> = pattern(LEN, 5).iter().map(|b| b ^ 0xA5).collect();
+            assert!(host.slice(LEN..2 * LEN).to_vec() == expect, "the DPU's result landed");
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    #[ignore = "started by host_and_dpu_processes as its peer process"]
+    fn dpu_side() {
+        let blob = unhex(&std::env::var(BLOB_ENV).expect("started by the parent test"));
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let host = dev.import(&blob)?;
+            let dma = Dma::builder(&dev).build().await?;
+            let local = dev.alloc(LEN, Access::LOCAL_READ_WRITE)?;
+            let (r, _, mut buf) = bounded(dma.memcpy(host.slice(0..LEN), local.buf())).await?;
+            r?;
+            let mut data = buf.to_vec();
+            assert!(data == pattern(LEN, 5));
+            for b in &mut data {
+                *b ^= 0xA5;
+            }
+            buf.write(0, &data);
+            let (r, _, _) = bounded(dma.memcpy(buf, host.slice(LEN..2 * LEN))).await?;
+            r?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    /// The parent is the DPU: the host process exports memory, prints the blob and waits;
+    /// the parent copies from it, kills it, and the next copies fail fast with
+    /// `ConnectionLost` while local copies on the same context keep working.
+    #[test]
+    fn host_killed_between_copies() {
+        let mut host = Reap(None);
+        rt().block_on(async {
+            let mut c =
+                child("cross_process::host_side_waits").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+            let mut out = BufReader::new(c.stdout.take().unwrap());
+            host.0 = Some(c);
+            let mut line = String::new();
+            let blob = loop {
+                line.clear();
+                assert!(out.read_line(&mut line).unwrap() > 0, "the host side exited before its blob");
+                if let Some(at) = line.find("DMA-HOST ") {
+                    break unhex(line[at + "DMA-HOST ".len()..].trim());
+                }
+            };
+            let dev = Device::open_default()?;
+            let remote = dev.import(&blob)?;
+            let dma = Dma::builder(&dev).build().await?;
+            let local = dev.alloc(LEN, Access::LOCAL_READ_WRITE)?;
+            let (r, _, buf) = bounded(dma.memcpy(remote.slice(0..LEN), local.buf())).await?;
+            r?;
+            assert!(buf.to_vec() == pattern(LEN, 7));
+
+            let mut c = host.0.take().unwrap();
+            c.kill().unwrap();
+            c.wait().unwrap();
+            for _ in 0..3 {
+                let (r, _, _) = bounded(dma.memcpy(remote.slice(0..LEN), local.buf())).await?;
+                assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
+                let (r, _, _) = bounded(dma.memcpy(local.slice(0..64), remote.slice(0..64))).await?;
+                assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
+            }
+            let (r, _, _) = bounded(dma.memcpy(local.slice(0..64), local.slice(64..128))).await?;
+            r?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    #[ignore = "started by host_killed_between_copies as its peer process"]
+    fn host_side_waits() {
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let mem = dev.alloc(LEN, HOST)?;
+            mem.buf().write(0, &pattern(LEN, 7));
+            println!("DMA-HOST {}", hex(&mem.export_pci()?));
+            // Wait to be killed, keeping the memory exported (DMA needs nothing from this
+            // executor, so blocking it is fine); a parent that dies first closes stdin and
+            // ends this process.
+            let mut s = String::new();
+            let _ = std::io::stdin().read_line(&mut s);
+            drop(mem);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+}
