@@ -97,6 +97,7 @@ static DMA_CTX_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: None,
     has_work: None,
+    stop_via_progress: false,
 };
 
 unsafe fn dma_start(_ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {

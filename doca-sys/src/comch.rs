@@ -5,7 +5,7 @@
 //! The consumer/producer fast path (`doca_comch_consumer.h`, `doca_comch_producer.h`) is not
 //! declared: the soft provider does not implement it.
 
-use super::{doca_ctx, doca_data, doca_dev, doca_devinfo, doca_error_t, doca_task};
+use super::{doca_ctx, doca_data, doca_dev, doca_dev_rep, doca_devinfo, doca_error_t, doca_task};
 use core::ffi::{c_char, c_void};
 
 include!("comch_types.rs");
@@ -23,8 +23,6 @@ opaque!(
     doca_comch_event_msg_recv,
     /// The event object passed to connection status callbacks.
     doca_comch_event_connection_status_changed,
-    /// A device representor (the host function a DPU-side server serves).
-    doca_dev_rep,
 );
 
 extern "C" {

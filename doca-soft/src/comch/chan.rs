@@ -21,12 +21,9 @@ const SERVER_MAGIC: u32 = 0x434d_5353; // "CMSS"
 const CLIENT_MAGIC: u32 = 0x434d_5343; // "CMSC"
 const CONN_MAGIC: u32 = 0x434d_434e; // "CMCN"
 
-/// `struct doca_dev_rep`: representors are not modelled by the soft provider yet; a server
-/// keeps the pointer it was given (for `get_device_rep`) and never dereferences it.
-#[repr(C)]
-pub struct doca_dev_rep {
-    _private: [u8; 0],
-}
+/// A server keeps the representor pointer it was given (for `get_device_rep`) and never
+/// dereferences it (the soft provider opens no representors: `dev_more.rs`).
+pub use crate::dev_more::doca_dev_rep;
 
 /// `struct doca_comch_event_msg_recv`: the event argument of receive callbacks. DOCA passes
 /// an event object; nothing can be done with it through the API, so ours is a dummy address.
@@ -209,6 +206,7 @@ static SERVER_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(ep_progress),
     has_work: Some(ep_has_work),
+    stop_via_progress: false,
 };
 
 static CLIENT_OPS: CtxOps = CtxOps {
@@ -219,6 +217,7 @@ static CLIENT_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(ep_progress),
     has_work: Some(ep_has_work),
+    stop_via_progress: false,
 };
 
 fn errno() -> i32 {
