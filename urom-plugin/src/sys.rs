@@ -25,6 +25,7 @@ mod opaque {
         doca_rdma_task_write_imm,
         doca_rdma_task_atomic_cmp_swp,
         doca_rdma_task_atomic_fetch_add,
+        doca_rdma_connection,
     );
 }
 use opaque::*;

@@ -409,6 +409,16 @@ fn holds_complete_record(c: &doca_rdma_connection) -> bool {
 /// The first draining connection whose loss can be reported now (nothing deliverable is left
 /// in any ring; see "Completed means delivered"), with its code.
 fn loss_to_report(r: &doca_rdma) -> Option<(&doca_rdma_connection, doca_error_t)> {
+    // A connection made by address ends alone (the ctx goes on), so only its own ring counts.
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() == ConnState::Connected && c.cm.managed() && !holds_complete_record(c) {
+            if let Some(code) = c.draining.get() {
+                return Some((c, code));
+            }
+        }
+    }
     let mut first = None;
     let mut i = 0;
     while let Some(c) = r.current(i) {
@@ -419,7 +429,7 @@ fn loss_to_report(r: &doca_rdma) -> Option<(&doca_rdma_connection, doca_error_t)
         if holds_complete_record(c) {
             return None;
         }
-        if first.is_none() {
+        if first.is_none() && !c.cm.managed() {
             first = c.draining.get().map(|code| (c, code));
         }
     }
@@ -534,6 +544,16 @@ fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> 
 pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract (called with an RDMA ctx).
     let r = unsafe { rdma_of(ctx) };
+    let did = data_progress(ctx, r);
+    // Connection management last: its callbacks run user code, which may stop the ctx.
+    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return did;
+    }
+    super::cm::progress(r) | did
+}
+
+/// The data path part of the progress hook.
+fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
     }
@@ -592,7 +612,7 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
     poll_liveness(r, true);
     let recv_posted = !r.recvs.borrow().is_empty();
     // A loss waiting only for deliveries that are done now is reported by the next progress.
-    let mut work = loss_to_report(r).is_some();
+    let mut work = loss_to_report(r).is_some() || super::cm::has_work(r);
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;

@@ -121,6 +121,10 @@ pub(crate) struct Cfg {
     pub max_conns: u16,
     pub num_tasks: u32,
     pub mem_len: usize,
+    /// Register the recording connection-management callbacks (`cm_tests.rs`).
+    pub cm: bool,
+    /// `doca_rdma_set_connection_request_timeout` (0: the default).
+    pub cm_timeout_ms: u16,
 }
 
 pub(crate) const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
@@ -130,7 +134,17 @@ pub(crate) const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
 
 impl Default for Cfg {
     fn default() -> Self {
-        Cfg { perms: ALL_RDMA, mem_perms: ALL_RDMA, sq: 64, rq: 64, max_conns: 4, num_tasks: 64, mem_len: 1 << 20 }
+        Cfg {
+            perms: ALL_RDMA,
+            mem_perms: ALL_RDMA,
+            sq: 64,
+            rq: 64,
+            max_conns: 4,
+            num_tasks: 64,
+            mem_len: 1 << 20,
+            cm: false,
+            cm_timeout_ms: 0,
+        }
     }
 }
 
@@ -176,6 +190,18 @@ impl Side {
             ok(doca_rdma_task_write_imm_set_conf(rdma, Some(cb_write_imm), Some(cb_write_imm), n));
             ok(doca_rdma_task_atomic_cmp_swp_set_conf(rdma, Some(cb_cmp_swp), Some(cb_cmp_swp), n));
             ok(doca_rdma_task_atomic_fetch_add_set_conf(rdma, Some(cb_fetch_add), Some(cb_fetch_add), n));
+            if cfg.cm {
+                ok(super::cm::doca_rdma_set_connection_state_callbacks(
+                    rdma,
+                    Some(super::cm_tests::cb_request),
+                    Some(super::cm_tests::cb_established),
+                    Some(super::cm_tests::cb_failure),
+                    Some(super::cm_tests::cb_disconnect),
+                ));
+            }
+            if cfg.cm_timeout_ms != 0 {
+                ok(super::props::doca_rdma_set_connection_request_timeout(rdma, cfg.cm_timeout_ms));
+            }
             let ctx = doca_rdma_as_ctx(rdma);
             ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));
             ok(doca_pe_connect_ctx(pe, ctx));
@@ -614,9 +640,13 @@ impl ChildProc {
     pub(crate) fn spawn(test: &str, role: &str) -> ChildProc {
         let m = module_path!();
         let module = m.split_once("::").map_or(m, |x| x.1).trim_end_matches("::testutil");
-        let full = format!("{module}::tests::{test}");
+        ChildProc::spawn_path(&format!("{module}::tests::{test}"), role)
+    }
+
+    /// Spawns this test binary running only the test at `full` (its path in the crate).
+    pub(crate) fn spawn_path(full: &str, role: &str) -> ChildProc {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", &full, "--nocapture", "--test-threads=1", "--include-ignored"])
+            .args(["--exact", full, "--nocapture", "--test-threads=1", "--include-ignored"])
             .env(ROLE_ENV, role)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
