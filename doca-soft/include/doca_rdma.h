@@ -317,6 +317,104 @@ doca_error_t doca_rdma_connection_get_id(const struct doca_rdma_connection *rdma
 doca_error_t doca_rdma_connection_get_addr(const struct doca_rdma_connection *rdma_connection,
 					   struct doca_rdma_addr **addr);
 
+/*
+ * Remote-net sync event tasks: read, set or add to the peer's sync event (opened with
+ * doca_sync_event_remote_net_create_from_export from the peer's export) without the peer's
+ * CPU. They keep their connection's submission order; the peer's waiters are woken.
+ * get appends the 8-byte value to dst_buf; notify_set writes the first 8 data bytes of
+ * src_buf; notify_add adds add_data and appends the previous value to result_buf.
+ * An event exported by another process than the connection's peer: DOCA_ERROR_NOT_PERMITTED.
+ */
+struct doca_sync_event_remote_net;
+struct doca_rdma_task_remote_net_sync_event_get;
+struct doca_rdma_task_remote_net_sync_event_notify_set;
+struct doca_rdma_task_remote_net_sync_event_notify_add;
+
+typedef void (*doca_rdma_task_remote_net_sync_event_get_completion_cb_t)(
+	struct doca_rdma_task_remote_net_sync_event_get *task, union doca_data task_user_data,
+	union doca_data ctx_user_data);
+typedef void (*doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t)(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, union doca_data task_user_data,
+	union doca_data ctx_user_data);
+typedef void (*doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t)(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, union doca_data task_user_data,
+	union doca_data ctx_user_data);
+
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_get_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_add_is_supported(const struct doca_devinfo *devinfo);
+
+doca_error_t doca_rdma_task_remote_net_sync_event_get_set_conf(
+	struct doca_rdma *rdma, doca_rdma_task_remote_net_sync_event_get_completion_cb_t successful_task_completion_cb,
+	doca_rdma_task_remote_net_sync_event_get_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+doca_error_t doca_rdma_task_remote_net_sync_event_get_allocate_init(
+	struct doca_rdma *rdma, struct doca_rdma_connection *rdma_connection,
+	const struct doca_sync_event_remote_net *event, struct doca_buf *dst_buf, union doca_data user_data,
+	struct doca_rdma_task_remote_net_sync_event_get **task);
+struct doca_task *doca_rdma_task_remote_net_sync_event_get_as_task(struct doca_rdma_task_remote_net_sync_event_get *task);
+void doca_rdma_task_remote_net_sync_event_get_set_sync_event(struct doca_rdma_task_remote_net_sync_event_get *task,
+							     const struct doca_sync_event_remote_net *event);
+const struct doca_sync_event_remote_net *
+doca_rdma_task_remote_net_sync_event_get_get_sync_event(const struct doca_rdma_task_remote_net_sync_event_get *task);
+void doca_rdma_task_remote_net_sync_event_get_set_dst_buf(struct doca_rdma_task_remote_net_sync_event_get *task,
+							  struct doca_buf *dst_buf);
+struct doca_buf *
+doca_rdma_task_remote_net_sync_event_get_get_dst_buf(const struct doca_rdma_task_remote_net_sync_event_get *task);
+void doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(struct doca_rdma_task_remote_net_sync_event_get *task,
+								  struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_remote_net_sync_event_get_get_rdma_connection(
+	const struct doca_rdma_task_remote_net_sync_event_get *task);
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+	struct doca_rdma *rdma,
+	doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t successful_task_completion_cb,
+	doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+	struct doca_rdma *rdma, struct doca_rdma_connection *rdma_connection, struct doca_sync_event_remote_net *event,
+	const struct doca_buf *src_buf, union doca_data user_data,
+	struct doca_rdma_task_remote_net_sync_event_notify_set **task);
+struct doca_task *
+doca_rdma_task_remote_net_sync_event_notify_set_as_task(struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+void doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, struct doca_sync_event_remote_net *event);
+struct doca_sync_event_remote_net *doca_rdma_task_remote_net_sync_event_notify_set_get_sync_event(
+	const struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+void doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_remote_net_sync_event_notify_set_get_src_buf(
+	const struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+void doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_remote_net_sync_event_notify_set_get_rdma_connection(
+	const struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+	struct doca_rdma *rdma,
+	doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t successful_task_completion_cb,
+	doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+	struct doca_rdma *rdma, struct doca_rdma_connection *rdma_connection, struct doca_sync_event_remote_net *event,
+	struct doca_buf *result_buf, uint64_t add_data, union doca_data user_data,
+	struct doca_rdma_task_remote_net_sync_event_notify_add **task);
+struct doca_task *
+doca_rdma_task_remote_net_sync_event_notify_add_as_task(struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, struct doca_sync_event_remote_net *event);
+struct doca_sync_event_remote_net *doca_rdma_task_remote_net_sync_event_notify_add_get_sync_event(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, struct doca_buf *result_buf);
+struct doca_buf *doca_rdma_task_remote_net_sync_event_notify_add_get_result_buf(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, uint64_t add_data);
+uint64_t doca_rdma_task_remote_net_sync_event_notify_add_get_add_data(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_remote_net_sync_event_notify_add_get_rdma_connection(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+
 #ifdef __cplusplus
 }
 #endif

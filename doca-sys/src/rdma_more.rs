@@ -14,6 +14,12 @@ opaque!(
     doca_dpa_completion,
     /// An address to listen on or connect to (connection management).
     doca_rdma_addr,
+    /// RDMA task: read a peer's sync event.
+    doca_rdma_task_remote_net_sync_event_get,
+    /// RDMA task: set a peer's sync event.
+    doca_rdma_task_remote_net_sync_event_notify_set,
+    /// RDMA task: add to a peer's sync event, fetching the old value.
+    doca_rdma_task_remote_net_sync_event_notify_add,
 );
 
 extern "C" {
@@ -250,4 +256,137 @@ extern "C" {
         data: *mut u8,
         len: *mut u8,
     ) -> doca_error_t;
+}
+
+// ---- remote-net sync event tasks ----
+extern "C" {
+    pub fn doca_rdma_cap_task_remote_net_sync_event_get_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_get_set_conf(
+        rdma: *mut doca_rdma,
+        successful_task_completion_cb: doca_rdma_task_remote_net_sync_event_get_completion_cb_t,
+        error_task_completion_cb: doca_rdma_task_remote_net_sync_event_get_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_get_as_task(
+        task: *mut doca_rdma_task_remote_net_sync_event_get,
+    ) -> *mut doca_task;
+    pub fn doca_rdma_task_remote_net_sync_event_get_allocate_init(
+        rdma: *mut doca_rdma,
+        rdma_connection: *mut doca_rdma_connection,
+        event: *const doca_sync_event_remote_net,
+        dst_buf: *mut doca_buf,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_remote_net_sync_event_get,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_get_set_sync_event(
+        task: *mut doca_rdma_task_remote_net_sync_event_get,
+        sync_event: *const doca_sync_event_remote_net,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_get_get_sync_event(
+        task: *const doca_rdma_task_remote_net_sync_event_get,
+    ) -> *const doca_sync_event_remote_net;
+    pub fn doca_rdma_task_remote_net_sync_event_get_set_dst_buf(
+        task: *mut doca_rdma_task_remote_net_sync_event_get,
+        dst_buf: *mut doca_buf,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_get_get_dst_buf(
+        task: *const doca_rdma_task_remote_net_sync_event_get,
+    ) -> *mut doca_buf;
+    pub fn doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(
+        task: *mut doca_rdma_task_remote_net_sync_event_get,
+        rdma_connection: *mut doca_rdma_connection,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_get_get_rdma_connection(
+        task: *const doca_rdma_task_remote_net_sync_event_get,
+    ) -> *const doca_rdma_connection;
+    pub fn doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported(
+        devinfo: *const doca_devinfo,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+        rdma: *mut doca_rdma,
+        successful_task_completion_cb: doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t,
+        error_task_completion_cb: doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_as_task(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_set,
+    ) -> *mut doca_task;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+        rdma: *mut doca_rdma,
+        rdma_connection: *mut doca_rdma_connection,
+        event: *mut doca_sync_event_remote_net,
+        src_buf: *const doca_buf,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_remote_net_sync_event_notify_set,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_set,
+        sync_event: *mut doca_sync_event_remote_net,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_get_sync_event(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_set,
+    ) -> *mut doca_sync_event_remote_net;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_set,
+        src_buf: *const doca_buf,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_get_src_buf(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_set,
+    ) -> *const doca_buf;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_set,
+        rdma_connection: *mut doca_rdma_connection,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_set_get_rdma_connection(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_set,
+    ) -> *const doca_rdma_connection;
+    pub fn doca_rdma_cap_task_remote_net_sync_event_notify_add_is_supported(
+        devinfo: *const doca_devinfo,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+        rdma: *mut doca_rdma,
+        successful_task_completion_cb: doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t,
+        error_task_completion_cb: doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t,
+        num_tasks: u32,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_as_task(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+    ) -> *mut doca_task;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+        rdma: *mut doca_rdma,
+        rdma_connection: *mut doca_rdma_connection,
+        event: *mut doca_sync_event_remote_net,
+        result_buf: *mut doca_buf,
+        add_data: u64,
+        user_data: doca_data,
+        task: *mut *mut doca_rdma_task_remote_net_sync_event_notify_add,
+    ) -> doca_error_t;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+        sync_event: *mut doca_sync_event_remote_net,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_get_sync_event(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_add,
+    ) -> *mut doca_sync_event_remote_net;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+        result_buf: *mut doca_buf,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_get_result_buf(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_add,
+    ) -> *mut doca_buf;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+        add_data: u64,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_get_add_data(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_add,
+    ) -> u64;
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+        rdma_connection: *mut doca_rdma_connection,
+    );
+    pub fn doca_rdma_task_remote_net_sync_event_notify_add_get_rdma_connection(
+        task: *const doca_rdma_task_remote_net_sync_event_notify_add,
+    ) -> *const doca_rdma_connection;
 }

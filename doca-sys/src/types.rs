@@ -279,6 +279,31 @@ pub type doca_rdma_transport_type = u32;
 pub const DOCA_RDMA_TRANSPORT_TYPE_RC: doca_rdma_transport_type = 0;
 pub const DOCA_RDMA_TRANSPORT_TYPE_DC: doca_rdma_transport_type = 1;
 
+/// Completion callback of `doca_rdma_task_remote_net_sync_event_get`.
+pub type doca_rdma_task_remote_net_sync_event_get_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_rdma_task_remote_net_sync_event_get,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+/// Completion callback of `doca_rdma_task_remote_net_sync_event_notify_set`.
+pub type doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_set,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+/// Completion callback of `doca_rdma_task_remote_net_sync_event_notify_add`.
+pub type doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+
 /// `enum doca_rdma_addr_type`: how the address string of `doca_rdma_addr_create` is read.
 pub type doca_rdma_addr_type = u32;
 /// A dotted IPv4 address (`"127.0.0.1"`).

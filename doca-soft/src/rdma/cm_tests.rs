@@ -41,11 +41,11 @@ thread_local! {
     static POLICY: core::cell::Cell<Policy> = const { core::cell::Cell::new(Policy::Accept) };
 }
 
-fn take_evs() -> Vec<Ev> {
+pub(super) fn take_evs() -> Vec<Ev> {
     EVS.with(|e| core::mem::take(&mut *e.borrow_mut()))
 }
 
-fn count(kind: &str) -> usize {
+pub(super) fn count(kind: &str) -> usize {
     EVS.with(|e| e.borrow().iter().filter(|x| x.kind == kind).count())
 }
 
@@ -79,7 +79,7 @@ pub(crate) unsafe extern "C" fn cb_disconnect(c: *mut doca_rdma_connection, ud: 
     push("disconnect", c, ud, side);
 }
 
-fn cm_cfg() -> Cfg {
+pub(super) fn cm_cfg() -> Cfg {
     Cfg { cm: true, cm_timeout_ms: 2000, ..Cfg::default() }
 }
 
@@ -89,7 +89,7 @@ fn free_port() -> u16 {
 }
 
 /// Starts listening on a fresh port.
-fn listen(s: &Side) -> u16 {
+pub(super) fn listen(s: &Side) -> u16 {
     for _ in 0..20 {
         let port = free_port();
         // SAFETY: live rdma.
@@ -100,7 +100,7 @@ fn listen(s: &Side) -> u16 {
     panic!("no free port");
 }
 
-fn addr(ty: doca_rdma_addr_type, text: &str, port: u16) -> *mut doca_rdma_addr {
+pub(super) fn addr(ty: doca_rdma_addr_type, text: &str, port: u16) -> *mut doca_rdma_addr {
     let mut a = ptr::null_mut();
     let t = CString::new(text).unwrap();
     // SAFETY: valid string and out-pointer.
@@ -108,12 +108,12 @@ fn addr(ty: doca_rdma_addr_type, text: &str, port: u16) -> *mut doca_rdma_addr {
     a
 }
 
-fn connect(s: &Side, a: *mut doca_rdma_addr, ud: u64) -> Result<(), doca_error_t> {
+pub(super) fn connect(s: &Side, a: *mut doca_rdma_addr, ud: u64) -> Result<(), doca_error_t> {
     // SAFETY: live objects.
     res(unsafe { doca_rdma_connect_to_addr(s.rdma, a, doca_data::from_u64(ud)) })
 }
 
-fn setup() {
+pub(super) fn setup() {
     take_evs();
     take_recs();
     POLICY.with(|p| p.set(Policy::Accept));

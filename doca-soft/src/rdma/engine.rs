@@ -373,6 +373,39 @@ fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
             tri!(res.append(&old.to_ne_bytes()));
             Exec::Done(DOCA_SUCCESS)
         }
+        Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. } => {
+            let ev = tri!(super::remote::event_of(event));
+            // The event must be the connected peer's (an RDMA NIC would hold no key for any
+            // other); in-process peers share our pid.
+            if ev.owner_pid() != peer.pid {
+                return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
+            }
+            match op {
+                Op::RemoteGet { dst, .. } => {
+                    let d = tri!(live_buf(dst));
+                    tri!(d.append(&ev.get().to_ne_bytes()));
+                }
+                Op::RemoteSet { src, .. } => {
+                    let s = tri!(live_buf(src));
+                    // SAFETY: as for the send payload above.
+                    let bytes = tri!(unsafe { s.payload_slice() });
+                    let Some(v) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+                        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+                    };
+                    ev.set(u64::from_ne_bytes(v));
+                }
+                Op::RemoteAdd { result, add, .. } => {
+                    let res = tri!(live_buf(result));
+                    if res.tail_space().1 < 8 {
+                        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+                    }
+                    let old = ev.add(add);
+                    tri!(res.append(&old.to_ne_bytes()));
+                }
+                _ => return Exec::Done(DOCA_ERROR_UNEXPECTED),
+            }
+            Exec::Done(DOCA_SUCCESS)
+        }
     }
 }
 

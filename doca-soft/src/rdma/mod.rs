@@ -70,6 +70,9 @@ mod cm_tests;
 pub mod conn;
 mod engine;
 mod props;
+pub mod remote;
+#[cfg(test)]
+mod remote_tests;
 pub mod ring;
 mod tasks;
 #[cfg(test)]

@@ -106,6 +106,9 @@ recorder!(cb_write, doca_rdma_task_write, "write");
 recorder!(cb_write_imm, doca_rdma_task_write_imm, "write_imm");
 recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, "cmp_swp");
 recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, "fetch_add");
+recorder!(cb_rn_get, super::remote::doca_rdma_task_remote_net_sync_event_get, "rn_get");
+recorder!(cb_rn_set, super::remote::doca_rdma_task_remote_net_sync_event_notify_set, "rn_set");
+recorder!(cb_rn_add, super::remote::doca_rdma_task_remote_net_sync_event_notify_add, "rn_add");
 
 // ---- sides ----
 
@@ -190,6 +193,19 @@ impl Side {
             ok(doca_rdma_task_write_imm_set_conf(rdma, Some(cb_write_imm), Some(cb_write_imm), n));
             ok(doca_rdma_task_atomic_cmp_swp_set_conf(rdma, Some(cb_cmp_swp), Some(cb_cmp_swp), n));
             ok(doca_rdma_task_atomic_fetch_add_set_conf(rdma, Some(cb_fetch_add), Some(cb_fetch_add), n));
+            ok(remote::doca_rdma_task_remote_net_sync_event_get_set_conf(rdma, Some(cb_rn_get), Some(cb_rn_get), n));
+            ok(remote::doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+                rdma,
+                Some(cb_rn_set),
+                Some(cb_rn_set),
+                n,
+            ));
+            ok(remote::doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+                rdma,
+                Some(cb_rn_add),
+                Some(cb_rn_add),
+                n,
+            ));
             if cfg.cm {
                 ok(super::cm::doca_rdma_set_connection_state_callbacks(
                     rdma,
@@ -434,6 +450,77 @@ impl Side {
         unsafe {
             res(doca_rdma_task_read_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
             self.submit(doca_rdma_task_read_as_task(t))
+        }
+    }
+
+    /// Remote-net sync event get into `dst`.
+    pub(crate) fn rn_get(
+        &self,
+        c: *mut doca_rdma_connection,
+        ev: *mut crate::sync_event::doca_sync_event_remote_net,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(remote::doca_rdma_task_remote_net_sync_event_get_allocate_init(
+                self.rdma,
+                c,
+                ev,
+                dst,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(remote::doca_rdma_task_remote_net_sync_event_get_as_task(t))
+        }
+    }
+
+    /// Remote-net sync event notify_set with the value in `src`.
+    pub(crate) fn rn_set(
+        &self,
+        c: *mut doca_rdma_connection,
+        ev: *mut crate::sync_event::doca_sync_event_remote_net,
+        src: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(remote::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+                self.rdma,
+                c,
+                ev,
+                src,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(remote::doca_rdma_task_remote_net_sync_event_notify_set_as_task(t))
+        }
+    }
+
+    /// Remote-net sync event notify_add of `add`, the old value into `result`.
+    pub(crate) fn rn_add(
+        &self,
+        c: *mut doca_rdma_connection,
+        ev: *mut crate::sync_event::doca_sync_event_remote_net,
+        result: *mut doca_buf,
+        add: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(remote::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+                self.rdma,
+                c,
+                ev,
+                result,
+                add,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(remote::doca_rdma_task_remote_net_sync_event_notify_add_as_task(t))
         }
     }
 
