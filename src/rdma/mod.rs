@@ -3,7 +3,11 @@
 //! An [`Rdma`] is one DOCA RDMA context on the current executor. It is created with
 //! [`Rdma::builder`], [exported](Rdma::export) into a blob plus a [`PendingConnection`], and
 //! [connected](PendingConnection::connect) with the peer's blob (exchanged out of band) into
-//! a [`Connection`]. Operations are futures:
+//! a [`Connection`]. Or connect by address: a server [listens](Rdma::listen) on a port and
+//! [accepts](Listener::accept) (or [rejects](ConnectionRequest::reject)), a client
+//! [connects](Rdma::connect) to `IP:port`; such connections know their
+//! [peer](Connection::peer_addr), the server's [private data](Connection::private_data), and
+//! when the peer [goes away](Connection::closed). Operations are futures:
 //!
 //! | on | operation | local buffer | remote | result |
 //! | --- | --- | --- | --- | --- |
@@ -96,6 +100,9 @@
 //! })?;
 //! # Ok::<(), async_doca::Error>(())
 //! ```
+
+mod cm;
+pub use cm::{ConnectionRequest, Listener};
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -420,6 +427,9 @@ impl RdmaBuilder {
             })
         }?;
         let n = self.max_tasks;
+        // SAFETY: `rdma` is live and IDLE.
+        unsafe { cm::install(rdma) }?;
+        let cm = cm::CmShared::register(ctx.user_data().as_u64());
         // SAFETY: `rdma` is live and IDLE; each callback is the completion callback of the
         // matching kind, with the exact C signature.
         unsafe {
@@ -492,7 +502,7 @@ impl RdmaBuilder {
         }
         let inv = Rc::new(Inventory::new(descriptors)?);
         ctx.start().await?;
-        Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev }) })
+        Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev, cm }) })
     }
 }
 
@@ -500,6 +510,8 @@ struct RdmaInner {
     ctx: Context<sys::doca_rdma>,
     inv: Rc<Inventory>,
     dev: Device,
+    /// Connection-management events (see `cm.rs`).
+    cm: Rc<cm::CmShared>,
 }
 
 impl RdmaInner {
@@ -670,7 +682,7 @@ impl PendingConnection {
             unsafe { sys::doca_rdma_connect(rdma, peer_blob.as_ptr().cast(), peer_blob.len(), self.conn) },
             "rdma.connect",
         )?;
-        Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn }) })
+        Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn, cm: None }) })
     }
 }
 
@@ -728,6 +740,16 @@ impl Received {
 struct ConnInner {
     rdma: Rc<RdmaInner>,
     conn: *mut sys::doca_rdma_connection,
+    /// Set for connections made by address (`cm.rs`).
+    cm: Option<cm::ConnCm>,
+}
+
+impl Drop for ConnInner {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cm {
+            c.close(self.conn);
+        }
+    }
 }
 
 /// A connected RDMA connection: sends and one-sided operations (see the
