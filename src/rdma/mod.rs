@@ -153,6 +153,10 @@ task_kind!(WriteImm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task)
 task_kind!(CmpSwp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task);
 task_kind!(FetchAdd, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task);
 
+// After `task_kind!`, which it uses.
+mod remote_event;
+pub use remote_event::{RemoteEvent, RemoteEventOps};
+
 /// The receive task: its results are copied out of the task before it is freed.
 struct Recv;
 // SAFETY: as in `task_kind!`.
@@ -429,6 +433,8 @@ impl RdmaBuilder {
         let n = self.max_tasks;
         // SAFETY: `rdma` is live and IDLE.
         unsafe { cm::install(rdma) }?;
+        // SAFETY: as above.
+        unsafe { remote_event::configure(rdma, self.max_tasks) }?;
         let cm = cm::CmShared::register(ctx.user_data().as_u64());
         // SAFETY: `rdma` is live and IDLE; each callback is the completion callback of the
         // matching kind, with the exact C signature.
