@@ -18,6 +18,10 @@ cargo run --release --example rdma_read
 cargo run --release --example rdma_send_imm
 cargo run --release --example rdma_write_imm
 cargo run --release --example rdma_atomics
+# Connection management by address: a server and 8 clients (echoes verified), and a peer
+# driving the server's sync event through RDMA (remote-net sync events).
+cargo run --release --example rdma_cm_echo
+cargo run --release --example rdma_remote_event
 # The UROM examples start a private UROM service when none is running, and stop it.
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong
