@@ -477,6 +477,7 @@ impl Cm {
 /// READY): break it and report it. The ctx stays usable.
 pub(crate) fn lost(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     r.break_conn(c, code);
+    c.release_rings();
     match c.cm.phase.get() {
         Phase::Established => {
             c.cm.phase.set(Phase::Disconnected);
@@ -498,6 +499,7 @@ fn fail(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     );
     r.cm.drop_shake_of(c);
     r.break_conn(c, code);
+    c.release_rings();
     c.cm.phase.set(Phase::Failed);
     c.cm.release_addr();
     r.cm.push(Event::Failure(c));
@@ -828,6 +830,7 @@ fn reject(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
         r.cm.unwatch(s.stream.as_raw_fd());
     }
     r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
+    c.release_rings();
     c.cm.phase.set(Phase::Rejected);
     Ok(())
 }
@@ -1196,6 +1199,7 @@ pub unsafe extern "C" fn doca_rdma_connection_disconnect(rdma_connection: *mut d
                 }
                 r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
                 if c.cm.managed() {
+                    c.release_rings();
                     c.cm.phase.set(Phase::Disconnected);
                     c.cm.release_addr();
                 }

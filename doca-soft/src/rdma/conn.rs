@@ -349,6 +349,17 @@ impl doca_rdma_connection {
         self.tx.borrow_mut().take();
     }
 
+    /// Lets go of the rings of a broken connection (unmapped, descriptors closed) while the
+    /// object stays, still reporting its code: a connection made by address that ended does
+    /// not hold memory until the ctx stops (a server may see thousands come and go).
+    pub(crate) fn release_rings(&self) {
+        if matches!(self.state.get(), ConnState::Broken(_)) {
+            self.incoming.borrow_mut().take();
+            self.rx.borrow_mut().take();
+            self.tx.borrow_mut().take();
+        }
+    }
+
     fn close_rings(&self) {
         let mut told = false;
         if let Some(rx) = self.rx.borrow().as_ref() {
