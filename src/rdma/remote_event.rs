@@ -106,7 +106,8 @@ impl Drop for Handle {
     }
 }
 
-/// A peer's sync event opened from its network export (see the [module docs](self)).
+/// A peer's sync event opened from its network export, driven with
+/// [`Connection::remote_event`] (the peer builds a `SyncEvent` with a `RemoteNet` publisher).
 /// Cheap to clone.
 #[derive(Clone)]
 pub struct RemoteEvent {
