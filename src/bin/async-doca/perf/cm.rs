@@ -1,8 +1,11 @@
 //! Connection management and remote-net sync events:
 //!
-//! * `cm_connect`: connection setup time by address — from `connect_to_addr` (raw) or
-//!   `Rdma::connect` (async) until both sides are established — over many connections to
-//!   one listening server (each is disconnected after it is measured).
+//! * `cm_connect`: connection setup time by address over many connections to one listening
+//!   server. Raw: from `connect_to_addr` until both sides are established (the client's
+//!   disconnect call is in the sample, not the server noticing it). Async: one whole
+//!   connection life — `Rdma::connect` and the server's `request().accept()`, then the
+//!   client's `disconnect` until the server's `closed()` — so it is an upper bound of the
+//!   setup time, not the same measure as raw.
 //! * `remote_event_add_lat`: completion latency of one remote-net `notify_add` on the peer's
 //!   sync event, through a connection (a full round trip, like the other atomics).
 //!
@@ -91,9 +94,7 @@ fn async_connect(p: &Params) -> Result<Report> {
         })
         .await
     })?;
-    // The sample is connect + the server's accept; the disconnect after it is not timed
-    // separately (it is part of each round, excluded from the per-connection figure below).
-    let _ = elapsed;
+    // Each sample is a whole connection life (see the module docs).
     let mut r = Run { test: CONNECT, mode: "async", size: 0, procs: 1 }.report(samples, iters, elapsed);
     r.iters = iters;
     Ok(r)

@@ -387,7 +387,7 @@ const TESTS: &[TestDef] = &[
         sized: false,
         iters: 1_000,
         run: cm::run_connect,
-        about: "connection setup by address (connect until both sides are established), many connections to one server",
+        about: "connection setup by address, many connections to one server (raw: until both established; async: connect, accept, disconnect)",
     },
     TestDef {
         name: "remote_event_add_lat",
