@@ -22,6 +22,10 @@ cargo run --release --example rdma_atomics
 cargo run --release --example dma_copy
 # NVIDIA's local-PCI sync-event pattern: the blob over Comch, then signal/wait rounds.
 cargo run --release --example comch_sync_event
+# Connection management by address: a server and 8 clients (echoes verified), and a peer
+# driving the server's sync event through RDMA (remote-net sync events).
+cargo run --release --example rdma_cm_echo
+cargo run --release --example rdma_remote_event
 # The UROM examples start a private UROM service when none is running, and stop it.
 cargo run --release --example urom_multi_workers_bootstrap
 cargo run --release --example urom_ping_pong

@@ -18,6 +18,8 @@
 #[path = "conformance/kit.rs"]
 mod kit;
 
+#[path = "conformance/cm.rs"]
+mod cm;
 #[path = "conformance/common_api.rs"]
 mod common_api;
 #[path = "conformance/devrdma.rs"]

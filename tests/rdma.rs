@@ -563,3 +563,111 @@ mod cross_process {
             .unwrap();
     }
 }
+
+/// Listens on a free port (bound then released; retried on the rare race).
+fn listen_free(r: &Rdma) -> async_doca::rdma::Listener {
+    for _ in 0..20 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if let Ok(l) = r.listen(port) {
+            return l;
+        }
+    }
+    panic!("no free port");
+}
+
+/// Connection management as futures: a server accepts 4 clients concurrently (by IPv4 and
+/// IPv6), each gets the private data and echoes a message; a rejected client and a client
+/// of a closed port fail with ConnectionLost; a disconnect completes the peer's `closed()`
+/// and fails its later sends with ConnectionLost, while the server keeps serving.
+#[test]
+fn connect_by_address_accept_reject_disconnect() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let server = Rdma::builder(&dev).max_connections(8).build().await?;
+            let listener = listen_free(&server);
+            let port = listener.port();
+            let mut clients = Vec::new();
+            for i in 0..4u8 {
+                let c = Rdma::builder(&dev).build().await?;
+                let addr: std::net::SocketAddr =
+                    if i % 2 == 0 { ([127, 0, 0, 1], port).into() } else { "[::1]:0".parse().unwrap() };
+                let addr = std::net::SocketAddr::new(addr.ip(), port);
+                clients.push(spawn_local(async move {
+                    let conn = c.connect(addr).await?;
+                    assert_eq!(conn.private_data(), b"hi");
+                    let mem = conn_mem(&c, 64);
+                    let mut src = mem.slice(0..4);
+                    src.write(0, &[b'c', b'l', b'i', b'0' + i]);
+                    let (r, _) = conn.send(src).await;
+                    r?;
+                    let (r, buf) = c.recv(mem.slice(8..16)).await;
+                    assert_eq!(r?.len, 4);
+                    assert_eq!(buf.to_vec()[..4], [b'C', b'L', b'I', b'0' + i]);
+                    Ok::<_, Error>((c, conn))
+                }));
+            }
+            let mut at_server = Vec::new();
+            for _ in 0..4 {
+                let req = bounded(listener.request()).await??;
+                assert!(req.peer_addr().is_some());
+                at_server.push(spawn_local(req.accept(b"hi")));
+            }
+            let mut conns = Vec::new();
+            for a in at_server {
+                conns.push(bounded(a).await???);
+            }
+            let mem = conn_mem(&server, 4096);
+            for k in 0..4 {
+                let (r, buf) = bounded(server.recv(mem.slice(64 * k..64 * k + 64))).await?;
+                let got = r?;
+                let mut reply = buf.to_vec()[..4].to_vec();
+                reply.make_ascii_uppercase();
+                let conn = conns.iter().find(|c| c.id() == got.conn).unwrap();
+                let mut out = mem.slice(1024 + 64 * k..1024 + 64 * k + 4);
+                out.write(0, &reply);
+                let (r, _) = conn.send(out).await;
+                r?;
+            }
+            let mut kept = Vec::new();
+            for c in clients {
+                kept.push(bounded(c).await???);
+            }
+            // A rejection and a closed port.
+            let reject = spawn_local({
+                let c = Rdma::builder(&dev).build().await?;
+                async move { c.connect(([127, 0, 0, 1], port).into()).await }
+            });
+            bounded(listener.request()).await??.reject()?;
+            assert_eq!(bounded(reject).await??.unwrap_err().kind(), ErrorKind::ConnectionLost);
+            let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let c = Rdma::builder(&dev).build().await?;
+            let e = bounded(c.connect(([127, 0, 0, 1], closed_port).into())).await?.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionLost);
+            // A client disconnects: the server's connection closes, its sends fail.
+            let (_c0, conn0) = &kept[0];
+            conn0.disconnect()?;
+            let peer = conns.iter().find(|c| c.peer_addr().is_some()).unwrap().clone();
+            let closed = futures_closed(&conns).await;
+            let (r, _) = closed.send(mem.slice(0..4)).await;
+            assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
+            drop(peer);
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+}
+
+fn conn_mem(r: &Rdma, n: usize) -> async_doca::Memory {
+    r.device().alloc(n, Access::LOCAL_READ_WRITE).unwrap()
+}
+
+/// The first of `conns` whose peer disconnects.
+async fn futures_closed(conns: &[Connection]) -> Connection {
+    loop {
+        for c in conns {
+            if timeout(Duration::from_millis(10), c.closed()).await.is_ok() {
+                return c.clone();
+            }
+        }
+    }
+}

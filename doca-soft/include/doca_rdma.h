@@ -154,7 +154,7 @@ doca_error_t doca_rdma_set_sl(struct doca_rdma *rdma, uint32_t sl);
 doca_error_t doca_rdma_get_sl(const struct doca_rdma *rdma, uint32_t *sl);
 doca_error_t doca_rdma_set_rnr_retry_count(struct doca_rdma *rdma, uint8_t rnr_retry_count);
 doca_error_t doca_rdma_get_rnr_retry_count(const struct doca_rdma *rdma, uint8_t *rnr_retry_count);
-/* In milliseconds; used by connection establishment by address (not offered by the soft provider yet). */
+/* In milliseconds: how long connection establishment by address may take (connect_to_addr to answer). */
 doca_error_t doca_rdma_set_connection_request_timeout(struct doca_rdma *rdma, uint16_t timeout);
 doca_error_t doca_rdma_get_connection_request_timeout(const struct doca_rdma *rdma, uint16_t *timeout);
 doca_error_t doca_rdma_get_max_num_connections(struct doca_rdma *rdma, uint16_t *max_num_connections);
@@ -252,6 +252,168 @@ void doca_rdma_task_atomic_fetch_add_set_add_data(struct doca_rdma_task_atomic_f
 uint64_t doca_rdma_task_atomic_fetch_add_get_add_data(const struct doca_rdma_task_atomic_fetch_add *task);
 void doca_rdma_task_atomic_fetch_add_set_rdma_connection(struct doca_rdma_task_atomic_fetch_add *task, struct doca_rdma_connection *rdma_connection);
 const struct doca_rdma_connection *doca_rdma_task_atomic_fetch_add_get_rdma_connection(const struct doca_rdma_task_atomic_fetch_add *task);
+
+/*
+ * Connection management by address ("RDMA CM"). The soft provider runs the handshake over
+ * TCP to the given address and keeps its shared-memory data path, so both peers must be on
+ * this host: connecting to an address of another host is DOCA_ERROR_NOT_SUPPORTED (the SDK
+ * log says why). Listening binds 127.0.0.1 and ::1. All callbacks come from doca_pe_progress;
+ * the listening and handshake sockets are part of the PE's notification handle.
+ */
+struct doca_rdma_addr;
+
+enum doca_rdma_addr_type {
+	DOCA_RDMA_ADDR_TYPE_IPv4 = 0, /* "127.0.0.1" */
+	DOCA_RDMA_ADDR_TYPE_IPv6 = 1, /* "::1" */
+	DOCA_RDMA_ADDR_TYPE_GID = 2,  /* a GID in IPv6 notation (IPv4-mapped GIDs mean that IPv4 address) */
+};
+
+/* Server: a client asks to connect; answer with doca_rdma_connection_accept or _reject. */
+typedef void (*doca_rdma_connection_request_cb_t)(struct doca_rdma_connection *rdma_connection,
+						  union doca_data ctx_user_data);
+/* Both sides: the handshake completed; tasks may use the connection from now on. */
+typedef void (*doca_rdma_connection_established_cb_t)(struct doca_rdma_connection *rdma_connection,
+						      union doca_data connection_user_data,
+						      union doca_data ctx_user_data);
+/* The connection could not be made (refused, rejected, timed out, peer gone mid-handshake). */
+typedef void (*doca_rdma_connection_failure_cb_t)(struct doca_rdma_connection *rdma_connection,
+						  union doca_data connection_user_data,
+						  union doca_data ctx_user_data);
+/* The peer of an established connection disconnected or exited; answer with _disconnect. */
+typedef void (*doca_rdma_connection_disconnection_cb_t)(struct doca_rdma_connection *rdma_connection,
+							union doca_data connection_user_data,
+							union doca_data ctx_user_data);
+
+/* IDLE only. The request callback may be NULL on a pure client (requests are then refused). */
+doca_error_t doca_rdma_set_connection_state_callbacks(struct doca_rdma *rdma,
+						      doca_rdma_connection_request_cb_t doca_rdma_connect_request_cb,
+						      doca_rdma_connection_established_cb_t doca_rdma_connect_established_cb,
+						      doca_rdma_connection_failure_cb_t doca_rdma_connect_failure_cb,
+						      doca_rdma_connection_disconnection_cb_t doca_rdma_disconnect_cb);
+doca_error_t doca_rdma_addr_create(enum doca_rdma_addr_type addr_type, const char *address, uint16_t port,
+				   struct doca_rdma_addr **addr);
+/* DOCA_ERROR_BAD_STATE while a connection uses the address. */
+doca_error_t doca_rdma_addr_destroy(struct doca_rdma_addr *addr);
+doca_error_t doca_rdma_addr_get_params(struct doca_rdma_addr *addr, enum doca_rdma_addr_type *addr_type,
+				       const char **address, uint16_t *port);
+/* The ctx must be RUNNING. A port another listener holds: DOCA_ERROR_CONNECTION_ABORTED. */
+doca_error_t doca_rdma_start_listen_to_port(struct doca_rdma *rdma, uint16_t port);
+/* Refuses new requests; existing connections stay. */
+doca_error_t doca_rdma_stop_listen_to_port(struct doca_rdma *rdma, uint16_t port);
+/* The outcome comes later: established or failure callback. The addr must outlive it. */
+doca_error_t doca_rdma_connect_to_addr(struct doca_rdma *rdma, struct doca_rdma_addr *addr,
+				       union doca_data connection_user_data);
+doca_error_t doca_rdma_connection_accept(struct doca_rdma_connection *rdma_connection, void *private_data,
+					 uint8_t private_data_len);
+doca_error_t doca_rdma_connection_reject(struct doca_rdma_connection *rdma_connection);
+/* The peer gets its disconnection callback; calling it on a connection already over is a no-op. */
+doca_error_t doca_rdma_connection_disconnect(struct doca_rdma_connection *rdma_connection);
+doca_error_t doca_rdma_connection_set_user_data(struct doca_rdma_connection *rdma_connection,
+						union doca_data connection_user_data);
+doca_error_t doca_rdma_connection_get_user_data(const struct doca_rdma_connection *rdma_connection,
+						union doca_data *connection_user_data);
+doca_error_t doca_rdma_connection_get_id(const struct doca_rdma_connection *rdma_connection, uint32_t *connection_id);
+/* The peer's address (the client's own addr object on the client). Do not destroy it on the server. */
+doca_error_t doca_rdma_connection_get_addr(const struct doca_rdma_connection *rdma_connection,
+					   struct doca_rdma_addr **addr);
+
+/*
+ * Remote-net sync event tasks: read, set or add to the peer's sync event (opened with
+ * doca_sync_event_remote_net_create_from_export from the peer's export) without the peer's
+ * CPU. They keep their connection's submission order; the peer's waiters are woken.
+ * get appends the 8-byte value to dst_buf; notify_set writes the first 8 data bytes of
+ * src_buf; notify_add adds add_data and appends the previous value to result_buf.
+ * An event exported by another process than the connection's peer: DOCA_ERROR_NOT_PERMITTED.
+ */
+struct doca_sync_event_remote_net;
+struct doca_rdma_task_remote_net_sync_event_get;
+struct doca_rdma_task_remote_net_sync_event_notify_set;
+struct doca_rdma_task_remote_net_sync_event_notify_add;
+
+typedef void (*doca_rdma_task_remote_net_sync_event_get_completion_cb_t)(
+	struct doca_rdma_task_remote_net_sync_event_get *task, union doca_data task_user_data,
+	union doca_data ctx_user_data);
+typedef void (*doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t)(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, union doca_data task_user_data,
+	union doca_data ctx_user_data);
+typedef void (*doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t)(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, union doca_data task_user_data,
+	union doca_data ctx_user_data);
+
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_get_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_add_is_supported(const struct doca_devinfo *devinfo);
+
+doca_error_t doca_rdma_task_remote_net_sync_event_get_set_conf(
+	struct doca_rdma *rdma, doca_rdma_task_remote_net_sync_event_get_completion_cb_t successful_task_completion_cb,
+	doca_rdma_task_remote_net_sync_event_get_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+doca_error_t doca_rdma_task_remote_net_sync_event_get_allocate_init(
+	struct doca_rdma *rdma, struct doca_rdma_connection *rdma_connection,
+	const struct doca_sync_event_remote_net *event, struct doca_buf *dst_buf, union doca_data user_data,
+	struct doca_rdma_task_remote_net_sync_event_get **task);
+struct doca_task *doca_rdma_task_remote_net_sync_event_get_as_task(struct doca_rdma_task_remote_net_sync_event_get *task);
+void doca_rdma_task_remote_net_sync_event_get_set_sync_event(struct doca_rdma_task_remote_net_sync_event_get *task,
+							     const struct doca_sync_event_remote_net *event);
+const struct doca_sync_event_remote_net *
+doca_rdma_task_remote_net_sync_event_get_get_sync_event(const struct doca_rdma_task_remote_net_sync_event_get *task);
+void doca_rdma_task_remote_net_sync_event_get_set_dst_buf(struct doca_rdma_task_remote_net_sync_event_get *task,
+							  struct doca_buf *dst_buf);
+struct doca_buf *
+doca_rdma_task_remote_net_sync_event_get_get_dst_buf(const struct doca_rdma_task_remote_net_sync_event_get *task);
+void doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(struct doca_rdma_task_remote_net_sync_event_get *task,
+								  struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_remote_net_sync_event_get_get_rdma_connection(
+	const struct doca_rdma_task_remote_net_sync_event_get *task);
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+	struct doca_rdma *rdma,
+	doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t successful_task_completion_cb,
+	doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+	struct doca_rdma *rdma, struct doca_rdma_connection *rdma_connection, struct doca_sync_event_remote_net *event,
+	const struct doca_buf *src_buf, union doca_data user_data,
+	struct doca_rdma_task_remote_net_sync_event_notify_set **task);
+struct doca_task *
+doca_rdma_task_remote_net_sync_event_notify_set_as_task(struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+void doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, struct doca_sync_event_remote_net *event);
+struct doca_sync_event_remote_net *doca_rdma_task_remote_net_sync_event_notify_set_get_sync_event(
+	const struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+void doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, const struct doca_buf *src_buf);
+const struct doca_buf *doca_rdma_task_remote_net_sync_event_notify_set_get_src_buf(
+	const struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+void doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(
+	struct doca_rdma_task_remote_net_sync_event_notify_set *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_remote_net_sync_event_notify_set_get_rdma_connection(
+	const struct doca_rdma_task_remote_net_sync_event_notify_set *task);
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+	struct doca_rdma *rdma,
+	doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t successful_task_completion_cb,
+	doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+	struct doca_rdma *rdma, struct doca_rdma_connection *rdma_connection, struct doca_sync_event_remote_net *event,
+	struct doca_buf *result_buf, uint64_t add_data, union doca_data user_data,
+	struct doca_rdma_task_remote_net_sync_event_notify_add **task);
+struct doca_task *
+doca_rdma_task_remote_net_sync_event_notify_add_as_task(struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, struct doca_sync_event_remote_net *event);
+struct doca_sync_event_remote_net *doca_rdma_task_remote_net_sync_event_notify_add_get_sync_event(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, struct doca_buf *result_buf);
+struct doca_buf *doca_rdma_task_remote_net_sync_event_notify_add_get_result_buf(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, uint64_t add_data);
+uint64_t doca_rdma_task_remote_net_sync_event_notify_add_get_add_data(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
+void doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(
+	struct doca_rdma_task_remote_net_sync_event_notify_add *task, struct doca_rdma_connection *rdma_connection);
+const struct doca_rdma_connection *doca_rdma_task_remote_net_sync_event_notify_add_get_rdma_connection(
+	const struct doca_rdma_task_remote_net_sync_event_notify_add *task);
 
 #ifdef __cplusplus
 }

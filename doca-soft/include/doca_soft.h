@@ -9,6 +9,7 @@
 #define ASYNC_DOCA_SOFT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "doca_error.h"
 
@@ -35,6 +36,14 @@ doca_error_t doca_soft_urom_service_set_socket_path(struct doca_urom_service *se
  * as a string owned by the worker. */
 doca_error_t doca_soft_urom_worker_get_start_error(struct doca_urom_worker *worker, doca_error_t *error);
 doca_error_t doca_soft_urom_worker_get_start_error_reason(struct doca_urom_worker *worker, const char **reason);
+
+/*
+ * The private data the server passed to doca_rdma_connection_accept, on the client's
+ * connection (valid from its established callback). `data` must have room for 255 bytes.
+ */
+struct doca_rdma_connection;
+doca_error_t doca_soft_rdma_connection_get_private_data(const struct doca_rdma_connection *rdma_connection,
+							uint8_t *data, uint8_t *len);
 
 #ifdef __cplusplus
 }

@@ -117,6 +117,22 @@ uint64_t doca_sync_event_task_wait_neq_get_wait_val(const struct doca_sync_event
 void doca_sync_event_task_wait_neq_set_mask(struct doca_sync_event_task_wait_neq *task, uint64_t mask);
 uint64_t doca_sync_event_task_wait_neq_get_mask(const struct doca_sync_event_task_wait_neq *task);
 
+/*
+ * Remote-net handles: a peer's event opened from its doca_sync_event_export_to_remote_net
+ * blob. Only a target of the doca_rdma_task_remote_net_sync_event_* tasks on an RDMA
+ * connection to the exporting process; it cannot be started, waited on or read directly.
+ * A PCI export is refused here (DOCA_ERROR_NOT_SUPPORTED), as a network export is refused by
+ * doca_sync_event_create_from_export.
+ */
+struct doca_sync_event_remote_net;
+struct doca_devinfo;
+doca_error_t doca_sync_event_remote_net_create_from_export(struct doca_dev *dev, const uint8_t *data, size_t sz,
+							   struct doca_sync_event_remote_net **event);
+doca_error_t doca_sync_event_remote_net_destroy(struct doca_sync_event_remote_net *event);
+/* Capabilities: DOCA_SUCCESS when supported (every soft device), DOCA_ERROR_NOT_SUPPORTED otherwise. */
+doca_error_t doca_sync_event_cap_remote_net_is_create_from_export_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_is_export_to_remote_net_supported(const struct doca_devinfo *devinfo);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,8 @@ pub enum BlobKind {
     SyncEvent = 2,
     /// RDMA connection details (`doca_rdma_export`).
     RdmaConn = 3,
+    /// One message of the RDMA connection-management handshake (`rdma/cm.rs`).
+    CmMessage = 4,
 }
 
 /// FNV-1a, 64-bit.

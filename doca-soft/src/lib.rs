@@ -44,9 +44,14 @@ mod objects {
     };
     pub use crate::ctx::doca_ctx;
     pub use crate::dma::doca_dma_task_memcpy;
+    pub use crate::rdma::remote::{
+        doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_notify_add,
+        doca_rdma_task_remote_net_sync_event_notify_set,
+    };
     pub use crate::rdma::{
-        doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read, doca_rdma_task_receive,
-        doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write, doca_rdma_task_write_imm,
+        doca_rdma_connection, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read,
+        doca_rdma_task_receive, doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write,
+        doca_rdma_task_write_imm,
     };
     pub use crate::sync_event::{
         doca_sync_event_task_get, doca_sync_event_task_notify_add, doca_sync_event_task_notify_set,

@@ -26,3 +26,23 @@ extern "C" {
     pub fn doca_sync_event_task_wait_neq_set_mask(task: *mut doca_sync_event_task_wait_neq, mask: u64);
     pub fn doca_sync_event_task_wait_neq_get_mask(task: *const doca_sync_event_task_wait_neq) -> u64;
 }
+
+opaque!(
+    /// A peer's sync event opened from its remote-net export: the target of the RDMA
+    /// remote-net tasks.
+    doca_sync_event_remote_net,
+);
+
+// ---- remote-net handles ----
+extern "C" {
+    pub fn doca_sync_event_remote_net_create_from_export(
+        dev: *mut doca_dev,
+        data: *const u8,
+        sz: usize,
+        event: *mut *mut doca_sync_event_remote_net,
+    ) -> doca_error_t;
+    pub fn doca_sync_event_remote_net_destroy(event: *mut doca_sync_event_remote_net) -> doca_error_t;
+    pub fn doca_sync_event_cap_remote_net_is_create_from_export_supported(devinfo: *const doca_devinfo)
+        -> doca_error_t;
+    pub fn doca_sync_event_cap_is_export_to_remote_net_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+}

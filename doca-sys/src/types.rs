@@ -279,6 +279,59 @@ pub type doca_rdma_transport_type = u32;
 pub const DOCA_RDMA_TRANSPORT_TYPE_RC: doca_rdma_transport_type = 0;
 pub const DOCA_RDMA_TRANSPORT_TYPE_DC: doca_rdma_transport_type = 1;
 
+/// Completion callback of `doca_rdma_task_remote_net_sync_event_get`.
+pub type doca_rdma_task_remote_net_sync_event_get_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_rdma_task_remote_net_sync_event_get,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+/// Completion callback of `doca_rdma_task_remote_net_sync_event_notify_set`.
+pub type doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_set,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+/// Completion callback of `doca_rdma_task_remote_net_sync_event_notify_add`.
+pub type doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t = Option<
+    unsafe extern "C" fn(
+        task: *mut doca_rdma_task_remote_net_sync_event_notify_add,
+        task_user_data: doca_data,
+        ctx_user_data: doca_data,
+    ),
+>;
+
+/// `enum doca_rdma_addr_type`: how the address string of `doca_rdma_addr_create` is read.
+pub type doca_rdma_addr_type = u32;
+/// A dotted IPv4 address (`"127.0.0.1"`).
+#[allow(non_upper_case_globals)]
+pub const DOCA_RDMA_ADDR_TYPE_IPv4: doca_rdma_addr_type = 0;
+/// An IPv6 address (`"::1"`).
+#[allow(non_upper_case_globals)]
+pub const DOCA_RDMA_ADDR_TYPE_IPv6: doca_rdma_addr_type = 1;
+/// A GID, written like an IPv6 address (RoCE GIDs are IPv6 or IPv4-mapped addresses).
+pub const DOCA_RDMA_ADDR_TYPE_GID: doca_rdma_addr_type = 2;
+
+/// Connection management: a connection request arrived at a listening port (server side).
+pub type doca_rdma_connection_request_cb_t =
+    Option<unsafe extern "C" fn(rdma_connection: *mut doca_rdma_connection, ctx_user_data: doca_data)>;
+/// Connection management: the handshake of a connection completed (both sides).
+pub type doca_rdma_connection_established_cb_t = Option<
+    unsafe extern "C" fn(rdma_connection: *mut doca_rdma_connection, connection_user_data: doca_data, ctx_user_data: doca_data),
+>;
+/// Connection management: a connection could not be established (resolve, connect, reject,
+/// timeout, the peer vanished during the handshake).
+pub type doca_rdma_connection_failure_cb_t = Option<
+    unsafe extern "C" fn(rdma_connection: *mut doca_rdma_connection, connection_user_data: doca_data, ctx_user_data: doca_data),
+>;
+/// Connection management: the peer of an established connection disconnected (or vanished).
+pub type doca_rdma_connection_disconnection_cb_t = Option<
+    unsafe extern "C" fn(rdma_connection: *mut doca_rdma_connection, connection_user_data: doca_data, ctx_user_data: doca_data),
+>;
+
 /// `struct doca_rdma_gid`: one entry of a device's GID table.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]

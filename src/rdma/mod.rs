@@ -3,7 +3,11 @@
 //! An [`Rdma`] is one DOCA RDMA context on the current executor. It is created with
 //! [`Rdma::builder`], [exported](Rdma::export) into a blob plus a [`PendingConnection`], and
 //! [connected](PendingConnection::connect) with the peer's blob (exchanged out of band) into
-//! a [`Connection`]. Operations are futures:
+//! a [`Connection`]. Or connect by address: a server [listens](Rdma::listen) on a port and
+//! [accepts](Listener::accept) (or [rejects](ConnectionRequest::reject)), a client
+//! [connects](Rdma::connect) to `IP:port`; such connections know their
+//! [peer](Connection::peer_addr), the server's [private data](Connection::private_data), and
+//! when the peer [goes away](Connection::closed). Operations are futures:
 //!
 //! | on | operation | local buffer | remote | result |
 //! | --- | --- | --- | --- | --- |
@@ -97,6 +101,9 @@
 //! # Ok::<(), async_doca::Error>(())
 //! ```
 
+mod cm;
+pub use cm::{ConnectionRequest, Listener};
+
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -145,6 +152,10 @@ task_kind!(Write, doca_rdma_task_write, doca_rdma_task_write_as_task);
 task_kind!(WriteImm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task);
 task_kind!(CmpSwp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task);
 task_kind!(FetchAdd, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task);
+
+// After `task_kind!`, which it uses.
+mod remote_event;
+pub use remote_event::{RemoteEvent, RemoteEventOps};
 
 /// The receive task: its results are copied out of the task before it is freed.
 struct Recv;
@@ -420,6 +431,11 @@ impl RdmaBuilder {
             })
         }?;
         let n = self.max_tasks;
+        // SAFETY: `rdma` is live and IDLE.
+        unsafe { cm::install(rdma) }?;
+        // SAFETY: as above.
+        unsafe { remote_event::configure(rdma, self.max_tasks) }?;
+        let cm = cm::CmShared::register(ctx.user_data().as_u64());
         // SAFETY: `rdma` is live and IDLE; each callback is the completion callback of the
         // matching kind, with the exact C signature.
         unsafe {
@@ -492,7 +508,7 @@ impl RdmaBuilder {
         }
         let inv = Rc::new(Inventory::new(descriptors)?);
         ctx.start().await?;
-        Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev }) })
+        Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev, cm }) })
     }
 }
 
@@ -500,6 +516,8 @@ struct RdmaInner {
     ctx: Context<sys::doca_rdma>,
     inv: Rc<Inventory>,
     dev: Device,
+    /// Connection-management events (see `cm.rs`).
+    cm: Rc<cm::CmShared>,
 }
 
 impl RdmaInner {
@@ -670,7 +688,7 @@ impl PendingConnection {
             unsafe { sys::doca_rdma_connect(rdma, peer_blob.as_ptr().cast(), peer_blob.len(), self.conn) },
             "rdma.connect",
         )?;
-        Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn }) })
+        Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn, cm: None }) })
     }
 }
 
@@ -728,6 +746,16 @@ impl Received {
 struct ConnInner {
     rdma: Rc<RdmaInner>,
     conn: *mut sys::doca_rdma_connection,
+    /// Set for connections made by address (`cm.rs`).
+    cm: Option<cm::ConnCm>,
+}
+
+impl Drop for ConnInner {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cm {
+            c.close(self.conn);
+        }
+    }
 }
 
 /// A connected RDMA connection: sends and one-sided operations (see the

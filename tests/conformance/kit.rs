@@ -302,6 +302,27 @@ recorder!(cb_write, doca_rdma_task_write, doca_rdma_task_write_as_task, "write",
 recorder!(cb_write_imm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task, "write_imm", no_rx);
 recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task, "cmp_swp", no_rx);
 recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task, "fetch_add", no_rx);
+recorder!(
+    cb_rn_get,
+    doca_rdma_task_remote_net_sync_event_get,
+    doca_rdma_task_remote_net_sync_event_get_as_task,
+    "rn_get",
+    no_rx
+);
+recorder!(
+    cb_rn_set,
+    doca_rdma_task_remote_net_sync_event_notify_set,
+    doca_rdma_task_remote_net_sync_event_notify_set_as_task,
+    "rn_set",
+    no_rx
+);
+recorder!(
+    cb_rn_add,
+    doca_rdma_task_remote_net_sync_event_notify_add,
+    doca_rdma_task_remote_net_sync_event_notify_add_as_task,
+    "rn_add",
+    no_rx
+);
 
 // ---- RDMA sides ----
 
@@ -318,11 +339,13 @@ pub struct Cfg {
     pub mem_len: usize,
     /// Connections the ctx may have (DOCA's default is 1).
     pub max_conns: u16,
+    /// Register the connection-management callbacks of `conformance/cm.rs`.
+    pub cm: bool,
 }
 
 impl Default for Cfg {
     fn default() -> Self {
-        Cfg { mem_perms: ALL_RDMA, num_tasks: 64, mem_len: 1 << 16, max_conns: 1 }
+        Cfg { mem_perms: ALL_RDMA, num_tasks: 64, mem_len: 1 << 16, max_conns: 1, cm: false }
     }
 }
 
@@ -364,6 +387,9 @@ impl Side {
             ok(doca_rdma_task_write_imm_set_conf(rdma, Some(cb_write_imm), Some(cb_write_imm), n));
             ok(doca_rdma_task_atomic_cmp_swp_set_conf(rdma, Some(cb_cmp_swp), Some(cb_cmp_swp), n));
             ok(doca_rdma_task_atomic_fetch_add_set_conf(rdma, Some(cb_fetch_add), Some(cb_fetch_add), n));
+            if cfg.cm {
+                crate::cm::configure(rdma, n);
+            }
             let ctx = doca_rdma_as_ctx(rdma);
             ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));
             ok(doca_pe_connect_ctx(pe, ctx));
@@ -494,7 +520,7 @@ impl Side {
     }
 
     /// Submits a freshly allocated task; a failed submit leaves it with us, so it is freed.
-    fn submit(&self, t: *mut doca_task) -> Result<(), doca_error_t> {
+    pub fn submit(&self, t: *mut doca_task) -> Result<(), doca_error_t> {
         // SAFETY: a freshly allocated task of ours.
         let r = unsafe { doca_task_submit(t) };
         if r != DOCA_SUCCESS {

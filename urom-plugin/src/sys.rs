@@ -25,6 +25,10 @@ mod opaque {
         doca_rdma_task_write_imm,
         doca_rdma_task_atomic_cmp_swp,
         doca_rdma_task_atomic_fetch_add,
+        doca_rdma_connection,
+        doca_rdma_task_remote_net_sync_event_get,
+        doca_rdma_task_remote_net_sync_event_notify_set,
+        doca_rdma_task_remote_net_sync_event_notify_add,
     );
 }
 use opaque::*;

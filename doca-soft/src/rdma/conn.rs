@@ -161,6 +161,10 @@ pub struct doca_rdma_connection {
     /// completed still wait in our ring: the connection is drained before it breaks (see
     /// "Completed means delivered" in `engine.rs`).
     pub(crate) draining: Cell<Option<doca_error_t>>,
+    /// Position among the rdma's connections (`doca_rdma_connection_get_id`).
+    pub(crate) num: u32,
+    /// Connection management by address (`cm.rs`); `Phase::Blob` for export/connect.
+    pub(crate) cm: super::cm::ConnCm,
 }
 
 /// `pidfd_open(pid)`; `None` when the kernel has no pidfds (liveness then uses `kill(pid, 0)`).
@@ -192,6 +196,7 @@ impl doca_rdma_connection {
     pub(crate) fn export(
         rdma: *const doca_rdma,
         cycle: u64,
+        num: u32,
         doorbell: DoorbellAddr,
         perms: u32,
     ) -> Result<Box<doca_rdma_connection>, doca_error_t> {
@@ -225,6 +230,8 @@ impl doca_rdma_connection {
             incoming: RefCell::new(None),
             draining: Cell::new(None),
             death_seen: Cell::new(false),
+            num,
+            cm: super::cm::ConnCm::default(),
         }))
     }
 
@@ -340,6 +347,17 @@ impl doca_rdma_connection {
         self.incoming.borrow_mut().take();
         self.rx.borrow_mut().take();
         self.tx.borrow_mut().take();
+    }
+
+    /// Lets go of the rings of a broken connection (unmapped, descriptors closed) while the
+    /// object stays, still reporting its code: a connection made by address that ended does
+    /// not hold memory until the ctx stops (a server may see thousands come and go).
+    pub(crate) fn release_rings(&self) {
+        if matches!(self.state.get(), ConnState::Broken(_)) {
+            self.incoming.borrow_mut().take();
+            self.rx.borrow_mut().take();
+            self.tx.borrow_mut().take();
+        }
     }
 
     fn close_rings(&self) {

@@ -373,6 +373,39 @@ fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
             tri!(res.append(&old.to_ne_bytes()));
             Exec::Done(DOCA_SUCCESS)
         }
+        Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. } => {
+            let ev = tri!(super::remote::event_of(event));
+            // The event must be the connected peer's (an RDMA NIC would hold no key for any
+            // other); in-process peers share our pid.
+            if ev.owner_pid() != peer.pid {
+                return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
+            }
+            match op {
+                Op::RemoteGet { dst, .. } => {
+                    let d = tri!(live_buf(dst));
+                    tri!(d.append(&ev.get().to_ne_bytes()));
+                }
+                Op::RemoteSet { src, .. } => {
+                    let s = tri!(live_buf(src));
+                    // SAFETY: as for the send payload above.
+                    let bytes = tri!(unsafe { s.payload_slice() });
+                    let Some(v) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+                        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+                    };
+                    ev.set(u64::from_ne_bytes(v));
+                }
+                Op::RemoteAdd { result, add, .. } => {
+                    let res = tri!(live_buf(result));
+                    if res.tail_space().1 < 8 {
+                        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+                    }
+                    let old = ev.add(add);
+                    tri!(res.append(&old.to_ne_bytes()));
+                }
+                _ => return Exec::Done(DOCA_ERROR_UNEXPECTED),
+            }
+            Exec::Done(DOCA_SUCCESS)
+        }
     }
 }
 
@@ -410,18 +443,26 @@ fn holds_complete_record(c: &doca_rdma_connection) -> bool {
 /// in any ring; see "Completed means delivered"), with its code. Without a draining
 /// connection (the normal case) this costs one look at each connection's flag.
 fn loss_to_report(r: &doca_rdma) -> Option<(&doca_rdma_connection, doca_error_t)> {
-    let mut first = None;
+    let mut ctx_wide = None;
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;
-        if c.state() == ConnState::Connected {
-            if let Some(code) = c.draining.get() {
-                first = Some((c, code));
-                break;
+        if c.state() != ConnState::Connected {
+            continue;
+        }
+        let Some(code) = c.draining.get() else { continue };
+        if c.cm.managed() {
+            // A connection made by address ends alone (the ctx goes on): only its own ring counts.
+            if !holds_complete_record(c) {
+                return Some((c, code));
             }
+        } else if ctx_wide.is_none() {
+            ctx_wide = Some((c, code));
         }
     }
-    first?;
+    ctx_wide?;
+    // The error state breaks every connection: report it only once no ring holds a complete
+    // record a receive could still take.
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;
@@ -429,7 +470,7 @@ fn loss_to_report(r: &doca_rdma) -> Option<(&doca_rdma_connection, doca_error_t)
             return None;
         }
     }
-    first
+    ctx_wide
 }
 
 /// Consumes `c`'s receive ring into posted receives, in order.
@@ -540,6 +581,16 @@ fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> 
 pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract (called with an RDMA ctx).
     let r = unsafe { rdma_of(ctx) };
+    let did = data_progress(ctx, r);
+    // Connection management last: its callbacks run user code, which may stop the ctx.
+    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return did;
+    }
+    super::cm::progress(r) | did
+}
+
+/// The data path part of the progress hook.
+fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
     }
@@ -598,7 +649,7 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
     poll_liveness(r, true);
     let recv_posted = !r.recvs.borrow().is_empty();
     // A loss waiting only for deliveries that are done now is reported by the next progress.
-    let mut work = loss_to_report(r).is_some();
+    let mut work = loss_to_report(r).is_some() || super::cm::has_work(r);
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;

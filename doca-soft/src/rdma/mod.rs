@@ -64,9 +64,15 @@
 //! processes.
 
 mod accessors;
+pub mod cm;
+#[cfg(test)]
+mod cm_tests;
 pub mod conn;
 mod engine;
 mod props;
+pub mod remote;
+#[cfg(test)]
+mod remote_tests;
 pub mod ring;
 mod tasks;
 #[cfg(test)]
@@ -156,6 +162,8 @@ pub struct doca_rdma {
     sq_inflight: Cell<u32>,
     /// Last liveness poll of remote peers.
     last_liveness: Cell<Instant>,
+    /// Connection management by address (listeners, handshakes, callbacks).
+    cm: cm::Cm,
 }
 
 impl doca_rdma {
@@ -184,6 +192,7 @@ impl doca_rdma {
             recvs: RefCell::new(VecDeque::new()),
             sq_inflight: Cell::new(0),
             last_liveness: Cell::new(Instant::now()),
+            cm: cm::Cm::default(),
         }
     }
 
@@ -203,6 +212,18 @@ impl doca_rdma {
 
     fn current_count(&self) -> usize {
         self.conns.borrow().len() - self.first_current.get()
+    }
+
+    /// A new exported connection of the current cycle (ctx RUNNING, checked by the caller),
+    /// kept until the rdma is destroyed.
+    pub(crate) fn new_connection(&self) -> Result<&doca_rdma_connection, doca_error_t> {
+        let pe = self.ctx.pe().ok_or(DOCA_ERROR_BAD_STATE)?;
+        let num = u32::try_from(self.conns.borrow().len()).map_err(|_| DOCA_ERROR_FULL)?;
+        let c = doca_rdma_connection::export(self, self.cycle.get(), num, pe.doorbell_address(), self.perms.get())?;
+        let cp: *const doca_rdma_connection = &*c;
+        self.conns.borrow_mut().push(c);
+        // SAFETY: connections are boxed and only dropped with the rdma itself.
+        Ok(unsafe { &*cp })
     }
 
     /// Whether `c` belongs to this rdma.
@@ -289,6 +310,11 @@ impl doca_rdma {
 
     /// A peer of `c` is gone (`code`): break it, then the ctx enters the error state.
     pub(crate) fn peer_lost(&self, c: &doca_rdma_connection, code: doca_error_t) {
+        if c.cm.managed() {
+            // A connection made by address ends alone (disconnect_cb); see `cm.rs`.
+            cm::lost(self, c, code);
+            return;
+        }
         self.break_conn(c, code);
         self.enter_error(code);
     }
@@ -330,9 +356,11 @@ unsafe fn rdma_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
 unsafe fn rdma_stop(ctx: &doca_ctx) {
     // SAFETY: ops contract.
     let r = unsafe { rdma_of(ctx) };
+    r.cm.close_all();
     let mut i = 0;
     while let Some(c) = r.current(i) {
         c.shut();
+        c.cm.release_addr();
         i += 1;
     }
     r.recvs.borrow_mut().clear();
@@ -503,11 +531,9 @@ pub unsafe extern "C" fn doca_rdma_export(
         if r.current_count() >= usize::from(r.max_conns.get()) {
             return Err(DOCA_ERROR_FULL);
         }
-        let pe = r.ctx.pe().ok_or(DOCA_ERROR_BAD_STATE)?;
-        let c = doca_rdma_connection::export(r, r.cycle.get(), pe.doorbell_address(), r.perms.get())?;
+        let c = r.new_connection()?;
         let (blob, len) = (c.blob().as_ptr(), c.blob().len());
-        let cp: *const doca_rdma_connection = &*c;
-        r.conns.borrow_mut().push(c);
+        let cp: *const doca_rdma_connection = c;
         // SAFETY: the three out-pointers were checked non-NULL; writable by the caller's
         // contract. The blob is owned by the connection, which lives until destroy.
         unsafe {

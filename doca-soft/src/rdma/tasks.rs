@@ -260,6 +260,20 @@ pub(crate) enum Op<'a> {
         result: *mut doca_buf,
         add: u64,
     },
+    /// Remote-net sync event tasks (`remote.rs`).
+    RemoteGet {
+        event: *const crate::sync_event::doca_sync_event_remote_net,
+        dst: *mut doca_buf,
+    },
+    RemoteSet {
+        event: *const crate::sync_event::doca_sync_event_remote_net,
+        src: *const doca_buf,
+    },
+    RemoteAdd {
+        event: *const crate::sync_event::doca_sync_event_remote_net,
+        result: *mut doca_buf,
+        add: u64,
+    },
 }
 
 /// The connection and operation of a send-side task (None for a receive).
@@ -294,7 +308,7 @@ pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op<'
             let op = Op::FetchAdd { dst: x.dst.get(), result: x.result.get(), add: x.add.get() };
             Some((x.conn.get(), op))
         } else {
-            None
+            super::remote::decode(t)
         }
     }
 }
@@ -354,6 +368,24 @@ fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
         }
         Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. } => {
             check_buf(dst, Side::Remote)?;
+            if check_buf(result, Side::LocalDest)?.tail_space().1 < 8 {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+        }
+        Op::RemoteGet { event, dst } => {
+            super::remote::event_of(event)?;
+            if check_buf(dst, Side::LocalDest)?.tail_space().1 < 8 {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+        }
+        Op::RemoteSet { event, src } => {
+            super::remote::event_of(event)?;
+            if check_buf(src, Side::LocalSource)?.data().1 < 8 {
+                return Err(DOCA_ERROR_INVALID_VALUE);
+            }
+        }
+        Op::RemoteAdd { event, result, .. } => {
+            super::remote::event_of(event)?;
             if check_buf(result, Side::LocalDest)?.tail_space().1 < 8 {
                 return Err(DOCA_ERROR_INVALID_VALUE);
             }
@@ -427,7 +459,7 @@ unsafe fn flush_receive(t: &doca_task) {
     reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
 }
 
-unsafe fn submit_op(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+pub(super) unsafe fn submit_op(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
     let (cp, op) = decode(t).ok_or(DOCA_ERROR_UNEXPECTED)?;
@@ -540,7 +572,7 @@ task_entry_points!(
 /// # Safety
 /// `rdma` NULL or a live rdma; `conn` NULL or a connection of a live rdma; `task` NULL or
 /// writable.
-unsafe fn alloc_init<T: TaskType>(
+pub(super) unsafe fn alloc_init<T: TaskType>(
     rdma: *mut doca_rdma,
     conn: Option<*mut doca_rdma_connection>,
     user_data: doca_data,
@@ -571,7 +603,7 @@ unsafe fn alloc_init<T: TaskType>(
     unsafe { out(task, t.as_ptr()) }
 }
 
-fn nonnull<T>(p: *const T) -> Result<(), doca_error_t> {
+pub(super) fn nonnull<T>(p: *const T) -> Result<(), doca_error_t> {
     if p.is_null() {
         Err(DOCA_ERROR_INVALID_VALUE)
     } else {

@@ -106,6 +106,9 @@ recorder!(cb_write, doca_rdma_task_write, "write");
 recorder!(cb_write_imm, doca_rdma_task_write_imm, "write_imm");
 recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, "cmp_swp");
 recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, "fetch_add");
+recorder!(cb_rn_get, super::remote::doca_rdma_task_remote_net_sync_event_get, "rn_get");
+recorder!(cb_rn_set, super::remote::doca_rdma_task_remote_net_sync_event_notify_set, "rn_set");
+recorder!(cb_rn_add, super::remote::doca_rdma_task_remote_net_sync_event_notify_add, "rn_add");
 
 // ---- sides ----
 
@@ -121,6 +124,10 @@ pub(crate) struct Cfg {
     pub max_conns: u16,
     pub num_tasks: u32,
     pub mem_len: usize,
+    /// Register the recording connection-management callbacks (`cm_tests.rs`).
+    pub cm: bool,
+    /// `doca_rdma_set_connection_request_timeout` (0: the default).
+    pub cm_timeout_ms: u16,
 }
 
 pub(crate) const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
@@ -130,7 +137,17 @@ pub(crate) const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
 
 impl Default for Cfg {
     fn default() -> Self {
-        Cfg { perms: ALL_RDMA, mem_perms: ALL_RDMA, sq: 64, rq: 64, max_conns: 4, num_tasks: 64, mem_len: 1 << 20 }
+        Cfg {
+            perms: ALL_RDMA,
+            mem_perms: ALL_RDMA,
+            sq: 64,
+            rq: 64,
+            max_conns: 4,
+            num_tasks: 64,
+            mem_len: 1 << 20,
+            cm: false,
+            cm_timeout_ms: 0,
+        }
     }
 }
 
@@ -176,6 +193,31 @@ impl Side {
             ok(doca_rdma_task_write_imm_set_conf(rdma, Some(cb_write_imm), Some(cb_write_imm), n));
             ok(doca_rdma_task_atomic_cmp_swp_set_conf(rdma, Some(cb_cmp_swp), Some(cb_cmp_swp), n));
             ok(doca_rdma_task_atomic_fetch_add_set_conf(rdma, Some(cb_fetch_add), Some(cb_fetch_add), n));
+            ok(remote::doca_rdma_task_remote_net_sync_event_get_set_conf(rdma, Some(cb_rn_get), Some(cb_rn_get), n));
+            ok(remote::doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+                rdma,
+                Some(cb_rn_set),
+                Some(cb_rn_set),
+                n,
+            ));
+            ok(remote::doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+                rdma,
+                Some(cb_rn_add),
+                Some(cb_rn_add),
+                n,
+            ));
+            if cfg.cm {
+                ok(super::cm::doca_rdma_set_connection_state_callbacks(
+                    rdma,
+                    Some(super::cm_tests::cb_request),
+                    Some(super::cm_tests::cb_established),
+                    Some(super::cm_tests::cb_failure),
+                    Some(super::cm_tests::cb_disconnect),
+                ));
+            }
+            if cfg.cm_timeout_ms != 0 {
+                ok(super::props::doca_rdma_set_connection_request_timeout(rdma, cfg.cm_timeout_ms));
+            }
             let ctx = doca_rdma_as_ctx(rdma);
             ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));
             ok(doca_pe_connect_ctx(pe, ctx));
@@ -411,6 +453,77 @@ impl Side {
         }
     }
 
+    /// Remote-net sync event get into `dst`.
+    pub(crate) fn rn_get(
+        &self,
+        c: *mut doca_rdma_connection,
+        ev: *mut crate::sync_event::doca_sync_event_remote_net,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(remote::doca_rdma_task_remote_net_sync_event_get_allocate_init(
+                self.rdma,
+                c,
+                ev,
+                dst,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(remote::doca_rdma_task_remote_net_sync_event_get_as_task(t))
+        }
+    }
+
+    /// Remote-net sync event notify_set with the value in `src`.
+    pub(crate) fn rn_set(
+        &self,
+        c: *mut doca_rdma_connection,
+        ev: *mut crate::sync_event::doca_sync_event_remote_net,
+        src: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(remote::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+                self.rdma,
+                c,
+                ev,
+                src,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(remote::doca_rdma_task_remote_net_sync_event_notify_set_as_task(t))
+        }
+    }
+
+    /// Remote-net sync event notify_add of `add`, the old value into `result`.
+    pub(crate) fn rn_add(
+        &self,
+        c: *mut doca_rdma_connection,
+        ev: *mut crate::sync_event::doca_sync_event_remote_net,
+        result: *mut doca_buf,
+        add: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(remote::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+                self.rdma,
+                c,
+                ev,
+                result,
+                add,
+                doca_data::from_u64(ud),
+                &mut t,
+            ))?;
+            self.submit(remote::doca_rdma_task_remote_net_sync_event_notify_add_as_task(t))
+        }
+    }
+
     pub(crate) fn fetch_add(
         &self,
         c: *mut doca_rdma_connection,
@@ -614,9 +727,13 @@ impl ChildProc {
     pub(crate) fn spawn(test: &str, role: &str) -> ChildProc {
         let m = module_path!();
         let module = m.split_once("::").map_or(m, |x| x.1).trim_end_matches("::testutil");
-        let full = format!("{module}::tests::{test}");
+        ChildProc::spawn_path(&format!("{module}::tests::{test}"), role)
+    }
+
+    /// Spawns this test binary running only the test at `full` (its path in the crate).
+    pub(crate) fn spawn_path(full: &str, role: &str) -> ChildProc {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", &full, "--nocapture", "--test-threads=1", "--include-ignored"])
+            .args(["--exact", full, "--nocapture", "--test-threads=1", "--include-ignored"])
             .env(ROLE_ENV, role)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

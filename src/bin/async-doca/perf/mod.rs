@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
+mod cm;
 #[cfg(feature = "soft")]
 mod coll;
 mod comch;
@@ -422,6 +423,26 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: comch::run,
         about: "Comch message ping-pong, client and server on two executors: half the round trip",
+    },
+    TestDef {
+        name: "cm_connect",
+        modes: RDMA_MODES,
+        procs: &[1],
+        sizes: &[0],
+        sized: false,
+        iters: 1_000,
+        run: cm::run_connect,
+        about: "connection setup by address, many connections to one server (raw: until both established; async: connect, accept, disconnect)",
+    },
+    TestDef {
+        name: "remote_event_add_lat",
+        modes: RDMA_MODES,
+        procs: &[1],
+        sizes: &[8],
+        sized: false,
+        iters: 20_000,
+        run: cm::run_remote_add,
+        about: "remote-net sync event notify_add through an RDMA connection: completion latency (full round trip)",
     },
     TestDef {
         name: "memcpy_bw",

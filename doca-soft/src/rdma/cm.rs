@@ -1,0 +1,1302 @@
+//! Connection management by address (DOCA's "RDMA CM"): `doca_rdma_addr_*`, listening on a
+//! port, connecting to an address, accept (with private data), reject, disconnect, and the
+//! four connection-state callbacks.
+//!
+//! # How a connection is made
+//! The soft transport's data path is shared memory (see `conn.rs`), so connection management
+//! only has to carry the two export blobs between the sides. It does that over a real TCP
+//! connection to the given address, with four messages, each a framed, checksummed blob
+//! ([`BlobKind::CmMessage`], so garbage on the port is recognised and dropped):
+//!
+//! ```text
+//! client                                           server (listening on the port)
+//! connect_to_addr ── TCP connect ──────────────▶   accept(2) in progress
+//!                 ── REQUEST(client blob) ─────▶   export a connection, request_cb(conn)
+//!                                                  connection_accept(conn, private data):
+//!                 ◀── ACCEPT(server blob, priv) ─  connect to the client's ring
+//! connect to the server's ring
+//!                 ── READY ────────────────────▶
+//! established_cb                                   established_cb
+//!                 (the TCP connection is closed; the data path is the rings)
+//! ```
+//!
+//! `connection_reject` answers REJECT instead; the client's `failure_cb` follows. A refused
+//! port, a timeout (`doca_rdma_set_connection_request_timeout`, measured from
+//! `connect_to_addr` to the ACCEPT), a peer that dies or closes mid-handshake, or anything
+//! that is not one of these messages ends in `failure_cb` on the side that already reported
+//! the connection (the client always; the server once its `request_cb` ran). A server
+//! connection that never sent a valid REQUEST is dropped silently (SDK log only).
+//!
+//! # Where the events come from
+//! Everything runs inside `doca_pe_progress` on the ctx's thread: the listening sockets, the
+//! handshake sockets and a timerfd for the deadlines are registered in the PE's notification
+//! set, so an armed (sleeping) PE wakes on a connection request, an answer, or a timeout.
+//! Callbacks run from the progress hook with no internal borrow held, so they may call any
+//! connection-management function (accept or reject inside `request_cb`, as the samples do).
+//!
+//! # After establishment
+//! Either side's `connection_disconnect` closes its rings; the peer's progress notices it
+//! (after delivering what was already sent: "Completed means delivered" in `engine.rs`) and
+//! reports `disconnect_cb`. Unlike a peer lost on a blob-connected ctx, a lost managed
+//! connection does **not** put the ctx in the error state: a server keeps serving its other
+//! clients. Pending tasks on that connection fail with `DOCA_ERROR_CONNECTION_RESET` (peer
+//! disconnected), `DOCA_ERROR_CONNECTION_ABORTED` (peer process died) or
+//! `DOCA_ERROR_NOT_CONNECTED` (this side disconnected).
+//!
+//! # Same host only
+//! The rings are shared memory, so both peers must be on this host: `connect_to_addr` to an
+//! address that is not one of this host's own (checked by binding it) fails with
+//! `DOCA_ERROR_NOT_SUPPORTED` and says so in the SDK log. Listening binds 127.0.0.1 and ::1
+//! (when the host has IPv6).
+
+use core::cell::{Cell, RefCell};
+use core::ffi::{c_char, c_void};
+use core::ptr;
+use std::collections::VecDeque;
+use std::ffi::{CStr, CString};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use super::conn::{conn_ref, doca_rdma_connection, ConnState};
+use super::{doca_rdma, rdma_ref};
+use crate::blob::{BlobKind, BlobReader, BlobWriter, HEADER_LEN, TRAILER_LEN};
+use crate::ffi::{guard_err, out};
+use crate::pe::{doca_pe, FdMode};
+use crate::types::*;
+
+/// `"ADDR"`: marks a live address object.
+const ADDR_MAGIC: u32 = 0x4144_4452;
+/// Version of the handshake messages (inside the blob framing's own version).
+pub(crate) const CM_PROTO_VERSION: u16 = 1;
+/// Largest handshake message accepted from the wire (a REQUEST or ACCEPT is ~200 bytes).
+pub(crate) const MAX_MESSAGE: usize = 4096;
+/// How often a TCP connect still in progress is re-checked (it completes in microseconds on
+/// this host; a refused one wakes the PE by itself).
+const CONNECT_POLL: Duration = Duration::from_millis(1);
+
+/// Where a connection is in connection management (`Blob` = made by export/connect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Not managed: exported and connected with blobs.
+    Blob,
+    /// Client: TCP connect, REQUEST sent or to send, waiting for the answer.
+    Connecting,
+    /// Server: `request_cb` delivered (or queued), waiting for accept/reject.
+    Requested,
+    /// Server: ACCEPT sent, waiting for READY.
+    Accepted,
+    Established,
+    /// The handshake failed (failure_cb reported).
+    Failed,
+    /// This server rejected it.
+    Rejected,
+    /// Disconnected after establishment (by either side).
+    Disconnected,
+}
+
+/// The connection-management part of a connection.
+pub(crate) struct ConnCm {
+    pub phase: Cell<Phase>,
+    pub user_data: Cell<u64>,
+    /// The peer's address: the client's `doca_rdma_addr` (user-owned), or an address object
+    /// this connection owns (server side).
+    addr: Cell<*const doca_rdma_addr>,
+    owned_addr: RefCell<Option<Box<doca_rdma_addr>>>,
+    /// Private data the server sent with its ACCEPT (client side).
+    pub private: RefCell<Vec<u8>>,
+}
+
+impl Default for ConnCm {
+    fn default() -> Self {
+        ConnCm {
+            phase: Cell::new(Phase::Blob),
+            user_data: Cell::new(0),
+            addr: Cell::new(ptr::null()),
+            owned_addr: RefCell::new(None),
+            private: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl ConnCm {
+    /// Whether the connection was made by connection management.
+    pub(crate) fn managed(&self) -> bool {
+        self.phase.get() != Phase::Blob
+    }
+
+    /// Lets go of the client's address object (it may be destroyed again).
+    pub(crate) fn release_addr(&self) {
+        if self.owned_addr.borrow().is_none() {
+            // SAFETY: a client's addr is user-owned and cannot be destroyed while in_use > 0,
+            // which this connection holds until here.
+            if let Some(a) = unsafe { self.addr.get().as_ref() } {
+                a.in_use.set(a.in_use.get().saturating_sub(1));
+            }
+            self.addr.set(ptr::null());
+        }
+    }
+}
+
+// ---- addresses ----
+
+/// `struct doca_rdma_addr`.
+pub struct doca_rdma_addr {
+    magic: u32,
+    ty: doca_rdma_addr_type,
+    /// The address as given (returned by `get_params`).
+    text: CString,
+    port: u16,
+    ip: IpAddr,
+    /// Connections using it (client side), or 1 for ever when a connection owns it.
+    in_use: Cell<u32>,
+}
+
+/// Parses an address string of `ty`. GIDs are written like IPv6 addresses; an IPv4-mapped
+/// GID (RoCE v2 over IPv4) means that IPv4 address.
+#[allow(non_upper_case_globals)] // DOCA's enumerator names
+fn parse_addr(ty: doca_rdma_addr_type, s: &str) -> Result<IpAddr, doca_error_t> {
+    match ty {
+        DOCA_RDMA_ADDR_TYPE_IPv4 => s.parse::<Ipv4Addr>().map(IpAddr::V4).map_err(|_| DOCA_ERROR_INVALID_VALUE),
+        DOCA_RDMA_ADDR_TYPE_IPv6 => s.parse::<Ipv6Addr>().map(IpAddr::V6).map_err(|_| DOCA_ERROR_INVALID_VALUE),
+        DOCA_RDMA_ADDR_TYPE_GID => {
+            let v6 = s.parse::<Ipv6Addr>().map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+            Ok(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
+        }
+        _ => Err(DOCA_ERROR_INVALID_VALUE),
+    }
+}
+
+impl doca_rdma_addr {
+    fn new(ty: doca_rdma_addr_type, text: &str, port: u16) -> Result<doca_rdma_addr, doca_error_t> {
+        let ip = parse_addr(ty, text)?;
+        Ok(doca_rdma_addr {
+            magic: ADDR_MAGIC,
+            ty,
+            text: CString::new(text).map_err(|_| DOCA_ERROR_INVALID_VALUE)?,
+            port,
+            ip,
+            in_use: Cell::new(0),
+        })
+    }
+
+    /// An address object describing a peer's socket address (owned by a connection).
+    fn of_peer(sa: SocketAddr) -> doca_rdma_addr {
+        let ty = if sa.is_ipv4() { DOCA_RDMA_ADDR_TYPE_IPv4 } else { DOCA_RDMA_ADDR_TYPE_IPv6 };
+        let text = CString::new(sa.ip().to_string()).unwrap_or_default();
+        doca_rdma_addr { magic: ADDR_MAGIC, ty, text, port: sa.port(), ip: sa.ip(), in_use: Cell::new(1) }
+    }
+
+    pub(crate) fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.port)
+    }
+}
+
+/// Whether `ip` is an address of this host (binding it succeeds only then).
+fn is_local(ip: IpAddr) -> bool {
+    ip.is_loopback() || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// Validates an address pointer from C.
+///
+/// # Safety
+/// A non-NULL `p` must point to an address created by this provider and not destroyed.
+unsafe fn addr_ref<'a>(p: *const doca_rdma_addr) -> Result<&'a doca_rdma_addr, doca_error_t> {
+    // SAFETY: per the contract.
+    let a = unsafe { crate::ffi::obj(p) }?;
+    if a.magic != ADDR_MAGIC {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(a)
+}
+
+// ---- the handshake messages ----
+
+/// One handshake message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Client to server: the client's connection blob.
+    Request { blob: Vec<u8> },
+    /// Server to client: the server's connection blob and the private data of the accept.
+    Accept { blob: Vec<u8>, private: Vec<u8> },
+    /// Server to client: the request was rejected.
+    Reject,
+    /// Client to server: the client is connected to the server's ring.
+    Ready,
+}
+
+const MSG_REQUEST: u8 = 1;
+const MSG_ACCEPT: u8 = 2;
+const MSG_REJECT: u8 = 3;
+const MSG_READY: u8 = 4;
+
+impl Msg {
+    /// The message as bytes on the wire (a framed blob).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = BlobWriter::new(BlobKind::CmMessage);
+        w.u16(CM_PROTO_VERSION);
+        match self {
+            Msg::Request { blob } => w.u8(MSG_REQUEST).var_bytes(blob),
+            Msg::Accept { blob, private } => w.u8(MSG_ACCEPT).var_bytes(blob).var_bytes(private),
+            Msg::Reject => w.u8(MSG_REJECT),
+            Msg::Ready => w.u8(MSG_READY),
+        };
+        w.finish()
+    }
+
+    /// Takes one message off the front of `buf`: `Ok(None)` while incomplete, `Err` for
+    /// anything that is not a message of this protocol (never panics, never reads past `buf`).
+    pub fn take(buf: &mut Vec<u8>) -> Result<Option<Msg>, doca_error_t> {
+        const BAD: doca_error_t = DOCA_ERROR_INVALID_VALUE;
+        if buf.len() < HEADER_LEN {
+            // Reject a wrong start early (a peer speaking something else).
+            if !crate::blob::BLOB_MAGIC.starts_with(&buf[..buf.len().min(4)]) {
+                return Err(BAD);
+            }
+            return Ok(None);
+        }
+        let plen = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+        let total = HEADER_LEN.saturating_add(plen).saturating_add(TRAILER_LEN);
+        if total > MAX_MESSAGE {
+            return Err(BAD);
+        }
+        if buf.len() < total {
+            return Ok(None);
+        }
+        let msg = Msg::decode(&buf[..total])?;
+        buf.drain(..total);
+        Ok(Some(msg))
+    }
+
+    /// Parses one whole framed message.
+    pub fn decode(bytes: &[u8]) -> Result<Msg, doca_error_t> {
+        const BAD: doca_error_t = DOCA_ERROR_INVALID_VALUE;
+        let mut r = BlobReader::new(bytes, BlobKind::CmMessage)?;
+        if r.u16()? != CM_PROTO_VERSION {
+            return Err(DOCA_ERROR_UNSUPPORTED_VERSION);
+        }
+        let m = match r.u8()? {
+            MSG_REQUEST => Msg::Request { blob: r.var_bytes()?.to_vec() },
+            MSG_ACCEPT => {
+                let blob = r.var_bytes()?.to_vec();
+                let private = r.var_bytes()?.to_vec();
+                if private.len() > usize::from(u8::MAX) {
+                    return Err(BAD);
+                }
+                Msg::Accept { blob, private }
+            }
+            MSG_REJECT => Msg::Reject,
+            MSG_READY => Msg::Ready,
+            _ => return Err(BAD),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+// ---- per-ctx state ----
+
+/// The four callbacks.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Callbacks {
+    request: doca_rdma_connection_request_cb_t,
+    established: doca_rdma_connection_established_cb_t,
+    failure: doca_rdma_connection_failure_cb_t,
+    disconnect: doca_rdma_connection_disconnection_cb_t,
+}
+
+/// A port this ctx listens on (one socket per loopback family).
+struct Listener {
+    port: u16,
+    socks: Vec<TcpListener>,
+}
+
+/// What a handshake waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Client: the TCP connect is in progress.
+    TcpConnecting,
+    /// Client: REQUEST sent, waiting for ACCEPT/REJECT.
+    AwaitAnswer,
+    /// Server: waiting for a REQUEST.
+    AwaitRequest,
+    /// Server: `request_cb` reported; waiting for the user's accept/reject.
+    Requested,
+    /// Server: ACCEPT sent, waiting for READY.
+    AwaitReady,
+}
+
+/// One handshake in flight.
+struct Shake {
+    stream: TcpStream,
+    stage: Stage,
+    /// The connection (none while a server waits for a REQUEST).
+    conn: *const doca_rdma_connection,
+    /// None while the user decides (the client's own timeout covers that wait).
+    deadline: Option<Instant>,
+    inbuf: Vec<u8>,
+    peer: SocketAddr,
+    /// Server: the client's blob from its REQUEST.
+    client_blob: Vec<u8>,
+}
+
+/// A callback to deliver.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Request(*const doca_rdma_connection),
+    Established(*const doca_rdma_connection),
+    Failure(*const doca_rdma_connection),
+    Disconnect(*const doca_rdma_connection),
+}
+
+/// The connection-management state of one `doca_rdma`.
+#[derive(Default)]
+pub(crate) struct Cm {
+    cbs: Cell<Callbacks>,
+    listeners: RefCell<Vec<Listener>>,
+    shakes: RefCell<Vec<Shake>>,
+    events: RefCell<VecDeque<Event>>,
+    /// A timerfd for the deadlines (created at first use, registered with the PE).
+    timer: RefCell<Option<OwnedFd>>,
+    /// The PE the sockets and the timer are registered with.
+    pe: Cell<*const doca_pe>,
+}
+
+impl Cm {
+    fn pe(&self) -> Option<&doca_pe> {
+        // SAFETY: set while the ctx is RUNNING on that PE; the PE outlives its connected ctxs,
+        // and `close_all` (ctx stop) unregisters everything before the ctx leaves the PE.
+        unsafe { self.pe.get().as_ref() }
+    }
+
+    /// Registers `fd` with the PE (level: readiness is the work).
+    fn watch(&self, fd: RawFd) -> Result<(), doca_error_t> {
+        match self.pe() {
+            Some(pe) => pe.register_fd(fd, FdMode::Level),
+            None => Err(DOCA_ERROR_BAD_STATE),
+        }
+    }
+
+    fn unwatch(&self, fd: RawFd) {
+        if let Some(pe) = self.pe() {
+            pe.unregister_fd(fd);
+        }
+    }
+
+    /// First use on a RUNNING ctx: remember the PE and create the timer.
+    fn ensure_ready(&self, pe: &doca_pe) -> Result<(), doca_error_t> {
+        if self.timer.borrow().is_some() {
+            return Ok(());
+        }
+        self.pe.set(pe);
+        // SAFETY: timerfd_create with constant flags; no memory is passed.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(crate::shm::errno_to_doca(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // Drain mode: the timer is only a wake-up; `has_work` checks the deadlines themselves.
+        pe.register_fd(fd.as_raw_fd(), FdMode::Drain)?;
+        *self.timer.borrow_mut() = Some(fd);
+        Ok(())
+    }
+
+    /// Sets the timer to the earliest deadline (or the connect poll), or disarms it.
+    fn rearm(&self) {
+        let now = Instant::now();
+        let mut next: Option<Duration> = None;
+        for s in self.shakes.borrow().iter() {
+            let d = if s.stage == Stage::TcpConnecting {
+                Some(CONNECT_POLL)
+            } else {
+                s.deadline.map(|d| d.saturating_duration_since(now))
+            };
+            if let Some(d) = d {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
+        let Some(fd) = self.timer.borrow().as_ref().map(|f| f.as_raw_fd()) else {
+            return;
+        };
+        // A zero it_value disarms; a due deadline still needs a (tiny) nonzero value.
+        let d = next.map(|d| d.max(Duration::from_micros(1)));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec {
+                tv_sec: d.map_or(0, |d| d.as_secs() as libc::time_t),
+                tv_nsec: d.map_or(0, |d| d.subsec_nanos() as libc::c_long),
+            },
+        };
+        // SAFETY: a valid itimerspec; the old value is not wanted (NULL allowed).
+        unsafe { libc::timerfd_settime(fd, 0, &spec, ptr::null_mut()) };
+    }
+
+    /// Closes every listener and handshake, no callbacks (ctx stop).
+    pub(crate) fn close_all(&self) {
+        let listeners: Vec<Listener> = self.listeners.borrow_mut().drain(..).collect();
+        for l in &listeners {
+            for s in &l.socks {
+                self.unwatch(s.as_raw_fd());
+            }
+        }
+        let shakes: Vec<Shake> = self.shakes.borrow_mut().drain(..).collect();
+        for s in &shakes {
+            self.unwatch(s.stream.as_raw_fd());
+        }
+        self.events.borrow_mut().clear();
+        if let Some(t) = self.timer.borrow_mut().take() {
+            self.unwatch(t.as_raw_fd());
+        }
+        self.pe.set(ptr::null());
+    }
+
+    fn push(&self, e: Event) {
+        self.events.borrow_mut().push_back(e);
+        if let Some(pe) = self.pe() {
+            pe.notify_work();
+        }
+    }
+
+    /// Removes the handshake of `conn`, closing its socket.
+    fn drop_shake_of(&self, conn: *const doca_rdma_connection) {
+        let s = {
+            let mut v = self.shakes.borrow_mut();
+            v.iter().position(|s| ptr::eq(s.conn, conn)).map(|i| v.swap_remove(i))
+        };
+        if let Some(s) = s {
+            self.unwatch(s.stream.as_raw_fd());
+        }
+    }
+}
+
+// ---- the engine side: called from the rdma progress and has-work hooks ----
+
+/// A managed connection lost its peer after establishment (or while the server waited for
+/// READY): break it and report it. The ctx stays usable.
+pub(crate) fn lost(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
+    r.break_conn(c, code);
+    c.release_rings();
+    match c.cm.phase.get() {
+        Phase::Established => {
+            c.cm.phase.set(Phase::Disconnected);
+            c.cm.release_addr();
+            r.cm.push(Event::Disconnect(c));
+        }
+        Phase::Accepted | Phase::Connecting | Phase::Requested => fail(r, c, code),
+        _ => {}
+    }
+}
+
+/// The handshake of `c` failed with `code`: close it, break the connection, report failure.
+fn fail(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
+    crate::sdk_log!(
+        DEBUG,
+        "rdma cm: connection {} failed: {}",
+        c.num,
+        DOCA_ERROR_NAMES.get(code.0 as usize).copied().unwrap_or("?")
+    );
+    r.cm.drop_shake_of(c);
+    r.break_conn(c, code);
+    c.release_rings();
+    c.cm.phase.set(Phase::Failed);
+    c.cm.release_addr();
+    r.cm.push(Event::Failure(c));
+}
+
+/// Writes a whole (small) message to a non-blocking socket whose buffer is empty.
+fn send_msg(stream: &mut TcpStream, m: &Msg) -> Result<(), doca_error_t> {
+    stream.write_all(&m.encode()).map_err(|_| DOCA_ERROR_CONNECTION_ABORTED)
+}
+
+/// Reads what is available; Err(()) at EOF or on a socket error.
+fn fill(s: &mut Shake) -> Result<(), ()> {
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.stream.read(&mut buf) {
+            Ok(0) => return Err(()),
+            Ok(n) => {
+                s.inbuf.extend_from_slice(&buf[..n]);
+                if s.inbuf.len() > MAX_MESSAGE {
+                    return Err(());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return Err(()),
+        }
+    }
+}
+
+/// What to do with a handshake after looking at it.
+enum Next {
+    Keep,
+    /// Drop silently (a server connection that never made a request).
+    Drop,
+    /// The connection failed with this code.
+    Fail(doca_error_t),
+    /// Done: established.
+    Established,
+}
+
+/// One step of handshake `s` (taken out of the list, so user-visible state can change).
+fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
+    // SAFETY: connections of this rdma are boxed and live until it is destroyed.
+    let conn = unsafe { s.conn.as_ref() };
+    if s.stage == Stage::TcpConnecting {
+        match s.stream.take_error() {
+            Ok(None) => {}
+            _ => return Next::Fail(DOCA_ERROR_CONNECTION_ABORTED),
+        }
+        let mut p = libc::pollfd { fd: s.stream.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one valid pollfd, zero timeout.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+            return Next::Fail(DOCA_ERROR_CONNECTION_ABORTED);
+        }
+        if n > 0 && p.revents & libc::POLLOUT != 0 {
+            let Some(c) = conn else { return Next::Drop };
+            if let Err(e) = send_msg(&mut s.stream, &Msg::Request { blob: c.blob().to_vec() }) {
+                return Next::Fail(e);
+            }
+            s.stage = Stage::AwaitAnswer;
+        } else if s.deadline.is_some_and(|d| now >= d) {
+            return Next::Fail(DOCA_ERROR_TIME_OUT);
+        } else {
+            return Next::Keep;
+        }
+    }
+    let eof = fill(s).is_err();
+    loop {
+        let m = match Msg::take(&mut s.inbuf) {
+            Ok(Some(m)) => m,
+            Ok(None) => break,
+            Err(_) => {
+                crate::sdk_log!(WARNING, "rdma cm: not a handshake message from {}: connection dropped", s.peer);
+                return match conn {
+                    Some(_) => Next::Fail(DOCA_ERROR_CONNECTION_ABORTED),
+                    None => Next::Drop,
+                };
+            }
+        };
+        match (s.stage, m) {
+            (Stage::AwaitRequest, Msg::Request { blob }) => {
+                // Cheap validation first: a REQUEST must carry a connection blob.
+                if super::conn::ConnBlob::decode(&blob).is_err() {
+                    crate::sdk_log!(WARNING, "rdma cm: bad connection details from {}: dropped", s.peer);
+                    return Next::Drop;
+                }
+                if r.current_count() >= usize::from(r.max_conns.get()) {
+                    crate::sdk_log!(
+                        WARNING,
+                        "rdma cm: request from {} rejected: max_num_connections ({}) reached",
+                        s.peer,
+                        r.max_conns.get()
+                    );
+                    let _ = send_msg(&mut s.stream, &Msg::Reject);
+                    return Next::Drop;
+                }
+                let c = match r.new_connection() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        crate::sdk_log!(ERROR, "rdma cm: cannot create a connection for {}: {:?}", s.peer, e);
+                        let _ = send_msg(&mut s.stream, &Msg::Reject);
+                        return Next::Drop;
+                    }
+                };
+                c.cm.phase.set(Phase::Requested);
+                *c.cm.owned_addr.borrow_mut() = Some(Box::new(doca_rdma_addr::of_peer(s.peer)));
+                let a: *const doca_rdma_addr = c.cm.owned_addr.borrow().as_deref().map_or(ptr::null(), |a| a);
+                c.cm.addr.set(a);
+                s.conn = c;
+                s.client_blob = blob;
+                s.stage = Stage::Requested;
+                s.deadline = None;
+                r.cm.push(Event::Request(c));
+            }
+            (Stage::AwaitAnswer, Msg::Accept { blob, private }) => {
+                let Some(c) = conn else { return Next::Drop };
+                let Some(pe) = r.ctx().pe() else { return Next::Fail(DOCA_ERROR_BAD_STATE) };
+                if let Err(e) = c.connect(&blob, pe) {
+                    crate::sdk_log!(WARNING, "rdma cm: cannot use the server's connection details: {:?}", e);
+                    return Next::Fail(DOCA_ERROR_CONNECTION_ABORTED);
+                }
+                *c.cm.private.borrow_mut() = private;
+                if let Err(e) = send_msg(&mut s.stream, &Msg::Ready) {
+                    return Next::Fail(e);
+                }
+                return Next::Established;
+            }
+            (Stage::AwaitAnswer, Msg::Reject) => return Next::Fail(DOCA_ERROR_CONNECTION_ABORTED),
+            (Stage::AwaitReady, Msg::Ready) => return Next::Established,
+            (stage, m) => {
+                crate::sdk_log!(WARNING, "rdma cm: unexpected {:?} from {} while {:?}", m, s.peer, stage);
+                return match conn {
+                    Some(_) => Next::Fail(DOCA_ERROR_CONNECTION_ABORTED),
+                    None => Next::Drop,
+                };
+            }
+        }
+    }
+    if eof {
+        return match (s.stage, conn) {
+            (Stage::AwaitRequest, _) | (_, None) => Next::Drop,
+            (Stage::AwaitAnswer, _) => Next::Fail(DOCA_ERROR_CONNECTION_ABORTED),
+            _ => Next::Fail(DOCA_ERROR_CONNECTION_ABORTED),
+        };
+    }
+    if s.deadline.is_some_and(|d| now >= d) {
+        return match s.stage {
+            Stage::AwaitRequest => Next::Drop,
+            _ => Next::Fail(DOCA_ERROR_TIME_OUT),
+        };
+    }
+    Next::Keep
+}
+
+/// Accepts pending TCP connections on every listener.
+fn accept_new(r: &doca_rdma) -> bool {
+    let timeout = Duration::from_millis(u64::from(r.conn_request_timeout_ms.get()));
+    let mut fresh = Vec::new();
+    for l in r.cm.listeners.borrow().iter() {
+        for sock in &l.socks {
+            loop {
+                match sock.accept() {
+                    Ok((stream, peer)) => fresh.push((stream, peer)),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    let did = !fresh.is_empty();
+    for (stream, peer) in fresh {
+        if stream.set_nonblocking(true).is_err() || r.cm.watch(stream.as_raw_fd()).is_err() {
+            continue;
+        }
+        r.cm.shakes.borrow_mut().push(Shake {
+            stream,
+            stage: Stage::AwaitRequest,
+            conn: ptr::null(),
+            deadline: Some(Instant::now() + timeout),
+            inbuf: Vec::new(),
+            peer,
+            client_blob: Vec::new(),
+        });
+    }
+    did
+}
+
+/// Connection-management work of the progress hook: new requests, handshake steps,
+/// deadlines, then the callbacks. Returns whether anything happened.
+pub(crate) fn progress(r: &doca_rdma) -> bool {
+    if r.cm.pe.get().is_null() {
+        return false;
+    }
+    let mut did = accept_new(r);
+    let now = Instant::now();
+    let mut i = 0;
+    loop {
+        // Take the handshake out so `step` may push new ones or look at the list.
+        let mut s = {
+            let mut v = r.cm.shakes.borrow_mut();
+            if i >= v.len() {
+                break;
+            }
+            v.swap_remove(i)
+        };
+        let before = (s.stage, s.inbuf.len());
+        let next = step(r, &mut s, now);
+        let conn = s.conn;
+        match next {
+            Next::Keep => {
+                did |= before != (s.stage, s.inbuf.len());
+                let mut v = r.cm.shakes.borrow_mut();
+                v.push(s);
+                let last = v.len() - 1;
+                v.swap(i, last);
+                i += 1;
+            }
+            Next::Drop => {
+                r.cm.unwatch(s.stream.as_raw_fd());
+                did = true;
+            }
+            Next::Fail(code) => {
+                r.cm.unwatch(s.stream.as_raw_fd());
+                drop(s);
+                // SAFETY: a live connection of this rdma (see `step`).
+                if let Some(c) = unsafe { conn.as_ref() } {
+                    fail(r, c, code);
+                }
+                did = true;
+            }
+            Next::Established => {
+                r.cm.unwatch(s.stream.as_raw_fd());
+                drop(s);
+                // SAFETY: as above.
+                if let Some(c) = unsafe { conn.as_ref() } {
+                    c.cm.phase.set(Phase::Established);
+                    r.cm.push(Event::Established(c));
+                }
+                did = true;
+            }
+        }
+    }
+    r.cm.rearm();
+    did | deliver(r)
+}
+
+/// Delivers the queued callbacks, holding no borrow while user code runs.
+fn deliver(r: &doca_rdma) -> bool {
+    let mut did = false;
+    loop {
+        let Some(e) = r.cm.events.borrow_mut().pop_front() else {
+            return did;
+        };
+        did = true;
+        let cbs = r.cm.cbs.get();
+        let ctx_ud = r.ctx().user_data();
+        let (c, f) = match e {
+            Event::Request(c) => {
+                match cbs.request {
+                    // SAFETY: a user callback with a live connection of this rdma; no
+                    // internal borrow is held, so it may call back into the provider.
+                    Some(f) => unsafe { f(c as *mut _, ctx_ud) },
+                    None => {
+                        // No request callback (a pure client): nobody can accept, so refuse.
+                        crate::sdk_log!(WARNING, "rdma cm: request refused: no connection request callback");
+                        // SAFETY: a live connection of this rdma.
+                        let _ = reject(r, unsafe { &*c });
+                    }
+                }
+                continue;
+            }
+            Event::Established(c) => (c, cbs.established),
+            Event::Failure(c) => (c, cbs.failure),
+            Event::Disconnect(c) => (c, cbs.disconnect),
+        };
+        // SAFETY: a live connection of this rdma.
+        let ud = doca_data::from_u64(unsafe { &*c }.cm.user_data.get());
+        if let Some(f) = f {
+            // SAFETY: as above.
+            unsafe { f(c as *mut _, ud, ctx_ud) };
+        }
+    }
+}
+
+/// Whether connection management has work for progress now (asked when the PE is armed).
+pub(crate) fn has_work(r: &doca_rdma) -> bool {
+    if r.cm.pe.get().is_null() {
+        return false;
+    }
+    if !r.cm.events.borrow().is_empty() {
+        return true;
+    }
+    let now = Instant::now();
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    for l in r.cm.listeners.borrow().iter() {
+        for s in &l.socks {
+            fds.push(libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+    }
+    for s in r.cm.shakes.borrow().iter() {
+        if s.stage == Stage::TcpConnecting || s.deadline.is_some_and(|d| now >= d) {
+            return true;
+        }
+        if s.stage != Stage::Requested {
+            fds.push(libc::pollfd { fd: s.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+    }
+    if fds.is_empty() {
+        return false;
+    }
+    // SAFETY: `fds` is a valid array for the call; zero timeout.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    n > 0
+}
+
+/// Rejects a requested connection (the user's `connection_reject`, or no request callback).
+fn reject(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
+    if c.cm.phase.get() != Phase::Requested {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    let s = {
+        let mut v = r.cm.shakes.borrow_mut();
+        v.iter().position(|s| ptr::eq(s.conn, c)).map(|i| v.swap_remove(i))
+    };
+    if let Some(mut s) = s {
+        let _ = send_msg(&mut s.stream, &Msg::Reject);
+        r.cm.unwatch(s.stream.as_raw_fd());
+    }
+    r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
+    c.release_rings();
+    c.cm.phase.set(Phase::Rejected);
+    Ok(())
+}
+
+// ---- entry points ----
+
+/// The rdma of a connection, RUNNING and not in the error state (BAD_STATE otherwise).
+///
+/// # Safety
+/// As [`conn_ref`].
+unsafe fn running_conn<'a>(
+    p: *const doca_rdma_connection,
+) -> Result<(&'a doca_rdma, &'a doca_rdma_connection), doca_error_t> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { conn_ref(p) }?;
+    // SAFETY: a connection's rdma lives as long as the connection.
+    let r = unsafe { rdma_ref(c.rdma) }?;
+    if r.ctx().state() != DOCA_CTX_STATE_RUNNING || c.cycle != r.cycle.get() || r.error.get().is_some() {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    Ok((r, c))
+}
+
+/// A RUNNING rdma ready for connection management.
+///
+/// # Safety
+/// As [`rdma_ref`].
+unsafe fn running<'a>(rdma: *const doca_rdma) -> Result<&'a doca_rdma, doca_error_t> {
+    // SAFETY: forwarded contract.
+    let r = unsafe { rdma_ref(rdma) }?;
+    if r.ctx().state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return Err(DOCA_ERROR_BAD_STATE);
+    }
+    let pe = r.ctx().pe().ok_or(DOCA_ERROR_BAD_STATE)?;
+    r.cm.ensure_ready(pe)?;
+    Ok(r)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_set_connection_state_callbacks(
+    rdma: *mut doca_rdma,
+    doca_rdma_connect_request_cb: doca_rdma_connection_request_cb_t,
+    doca_rdma_connect_established_cb: doca_rdma_connection_established_cb_t,
+    doca_rdma_connect_failure_cb: doca_rdma_connection_failure_cb_t,
+    doca_rdma_disconnect_cb: doca_rdma_connection_disconnection_cb_t,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let r = unsafe { rdma_ref(rdma) }?;
+        if r.ctx().state() != DOCA_CTX_STATE_IDLE {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        // The request callback may be NULL (a pure client); the others are needed to learn
+        // how a connection ends.
+        if doca_rdma_connect_established_cb.is_none()
+            || doca_rdma_connect_failure_cb.is_none()
+            || doca_rdma_disconnect_cb.is_none()
+        {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        r.cm.cbs.set(Callbacks {
+            request: doca_rdma_connect_request_cb,
+            established: doca_rdma_connect_established_cb,
+            failure: doca_rdma_connect_failure_cb,
+            disconnect: doca_rdma_disconnect_cb,
+        });
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_addr_create(
+    addr_type: doca_rdma_addr_type,
+    address: *const c_char,
+    port: u16,
+    addr: *mut *mut doca_rdma_addr,
+) -> doca_error_t {
+    guard_err(|| {
+        if address.is_null() || addr.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: non-NULL; the caller passes a NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(address) }.to_str().map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+        let a = doca_rdma_addr::new(addr_type, text, port)?;
+        let raw = Box::into_raw(Box::new(a));
+        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+        unsafe { out(addr, raw) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_addr_destroy(addr: *mut doca_rdma_addr) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let a = unsafe { addr_ref(addr) }?;
+        if a.in_use.get() > 0 {
+            // Used by a connection (or owned by one: an address from connection_get_addr).
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        // SAFETY: created by Box::into_raw in addr_create and not in use.
+        let mut b = unsafe { Box::from_raw(addr) };
+        b.magic = 0;
+        drop(b);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_addr_get_params(
+    addr: *mut doca_rdma_addr,
+    addr_type: *mut doca_rdma_addr_type,
+    address: *mut *const c_char,
+    port: *mut u16,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let a = unsafe { addr_ref(addr) }?;
+        if addr_type.is_null() || address.is_null() || port.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: the three out-pointers are non-NULL and writable (contract); the string is
+        // owned by the address object.
+        unsafe {
+            addr_type.write(a.ty);
+            address.write(a.text.as_ptr());
+            port.write(a.port);
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_start_listen_to_port(rdma: *mut doca_rdma, port: u16) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let r = unsafe { running(rdma) }?;
+        if port == 0 {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        if r.cm.listeners.borrow().iter().any(|l| l.port == port) {
+            return Err(DOCA_ERROR_ALREADY_EXIST);
+        }
+        let v4 = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)).map_err(|e| {
+            crate::sdk_fail!(DOCA_ERROR_CONNECTION_ABORTED, "doca_rdma_start_listen_to_port: port {port}: {e}")
+        })?;
+        let mut socks = vec![v4];
+        match TcpListener::bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port)) {
+            Ok(s) => socks.push(s),
+            Err(e) if e.kind() == ErrorKind::AddrInUse => {
+                return Err(crate::sdk_fail!(
+                    DOCA_ERROR_CONNECTION_ABORTED,
+                    "doca_rdma_start_listen_to_port: port {port} on ::1: {e}"
+                ))
+            }
+            Err(_) => {} // no IPv6 on this host: IPv4 only
+        }
+        for (i, s) in socks.iter().enumerate() {
+            let ok = s.set_nonblocking(true).is_ok() && r.cm.watch(s.as_raw_fd()).is_ok();
+            if !ok {
+                for s in &socks[..i] {
+                    r.cm.unwatch(s.as_raw_fd());
+                }
+                return Err(DOCA_ERROR_OPERATING_SYSTEM);
+            }
+        }
+        r.cm.listeners.borrow_mut().push(Listener { port, socks });
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_stop_listen_to_port(rdma: *mut doca_rdma, port: u16) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let r = unsafe { rdma_ref(rdma) }?;
+        let l = {
+            let mut v = r.cm.listeners.borrow_mut();
+            let i = v.iter().position(|l| l.port == port).ok_or(DOCA_ERROR_NOT_FOUND)?;
+            v.swap_remove(i)
+        };
+        for s in &l.socks {
+            r.cm.unwatch(s.as_raw_fd());
+        }
+        Ok(())
+    })
+}
+
+/// Starts a non-blocking TCP connect to `sa`.
+fn tcp_connect(sa: SocketAddr) -> Result<TcpStream, doca_error_t> {
+    let fam = if sa.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: socket(2) with constant arguments.
+    let fd = unsafe { libc::socket(fam, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(DOCA_ERROR_OPERATING_SYSTEM);
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    let len = match sa {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is large enough and suitably aligned for sockaddr_in.
+            unsafe { ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            core::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for sockaddr_in6.
+            unsafe { ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            core::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: `ss` holds a valid socket address of `len` bytes.
+    let rc = unsafe { libc::connect(fd, (&ss as *const libc::sockaddr_storage).cast(), len as libc::socklen_t) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            // Refused at once: report it through failure_cb like a late refusal. Keep the
+            // socket: its pending error says so at the first progress.
+            if e.raw_os_error() != Some(libc::ECONNREFUSED) {
+                return Err(DOCA_ERROR_CONNECTION_ABORTED);
+            }
+        }
+    }
+    Ok(stream)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connect_to_addr(
+    rdma: *mut doca_rdma,
+    addr: *mut doca_rdma_addr,
+    connection_user_data: doca_data,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let r = unsafe { running(rdma) }?;
+        // SAFETY: forwarded contract.
+        let a = unsafe { addr_ref(addr) }?;
+        if a.port == 0 {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        if !is_local(a.ip) {
+            return Err(crate::sdk_fail!(
+                DOCA_ERROR_NOT_SUPPORTED,
+                "doca_rdma_connect_to_addr: {} is not an address of this host; the soft provider's \
+                 data path is shared memory, so both peers must run on the same host",
+                a.socket_addr()
+            ));
+        }
+        if r.current_count() >= usize::from(r.max_conns.get()) {
+            return Err(DOCA_ERROR_FULL);
+        }
+        let stream = tcp_connect(a.socket_addr())?;
+        r.cm.watch(stream.as_raw_fd())?;
+        let c = match r.new_connection() {
+            Ok(c) => c,
+            Err(e) => {
+                r.cm.unwatch(stream.as_raw_fd());
+                return Err(e);
+            }
+        };
+        c.cm.phase.set(Phase::Connecting);
+        c.cm.user_data.set(connection_user_data.as_u64());
+        c.cm.addr.set(a);
+        a.in_use.set(a.in_use.get() + 1);
+        let timeout = Duration::from_millis(u64::from(r.conn_request_timeout_ms.get()));
+        r.cm.shakes.borrow_mut().push(Shake {
+            stream,
+            stage: Stage::TcpConnecting,
+            conn: c,
+            deadline: Some(Instant::now() + timeout),
+            inbuf: Vec::new(),
+            peer: a.socket_addr(),
+            client_blob: Vec::new(),
+        });
+        r.cm.rearm();
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_accept(
+    rdma_connection: *mut doca_rdma_connection,
+    private_data: *mut c_void,
+    private_data_len: u8,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let (r, c) = unsafe { running_conn(rdma_connection) }?;
+        if private_data.is_null() && private_data_len != 0 {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        if c.cm.phase.get() != Phase::Requested {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        let private = if private_data_len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: non-NULL, and the caller provides that many readable bytes.
+            unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }.to_vec()
+        };
+        let mut shakes = r.cm.shakes.borrow_mut();
+        let s = shakes.iter_mut().find(|s| ptr::eq(s.conn, c)).ok_or(DOCA_ERROR_BAD_STATE)?;
+        let pe = r.ctx().pe().ok_or(DOCA_ERROR_BAD_STATE)?;
+        let step = c
+            .connect(&s.client_blob, pe)
+            .and_then(|()| send_msg(&mut s.stream, &Msg::Accept { blob: c.blob().to_vec(), private: private.clone() }));
+        match step {
+            Ok(()) => {
+                let timeout = Duration::from_millis(u64::from(r.conn_request_timeout_ms.get()));
+                s.stage = Stage::AwaitReady;
+                s.deadline = Some(Instant::now() + timeout);
+                drop(shakes);
+                c.cm.phase.set(Phase::Accepted);
+                r.cm.rearm();
+                Ok(())
+            }
+            Err(e) => {
+                drop(shakes);
+                crate::sdk_log!(WARNING, "rdma cm: accept of connection {} failed: {:?}", c.num, e);
+                fail(r, c, DOCA_ERROR_CONNECTION_ABORTED);
+                Err(DOCA_ERROR_CONNECTION_ABORTED)
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_reject(rdma_connection: *mut doca_rdma_connection) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let (r, c) = unsafe { running_conn(rdma_connection) }?;
+        reject(r, c)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_disconnect(rdma_connection: *mut doca_rdma_connection) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { conn_ref(rdma_connection) }?;
+        // SAFETY: a connection's rdma lives as long as the connection.
+        let r = unsafe { rdma_ref(c.rdma) }?;
+        if r.ctx().state() != DOCA_CTX_STATE_RUNNING || c.cycle != r.cycle.get() {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        match c.cm.phase.get() {
+            // Already over (the peer disconnected first, as in the samples' answer to
+            // disconnect_cb): nothing left to do.
+            Phase::Disconnected | Phase::Failed | Phase::Rejected => Ok(()),
+            Phase::Established | Phase::Blob => {
+                if c.state() == ConnState::Exported {
+                    return Err(DOCA_ERROR_NOT_CONNECTED);
+                }
+                r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
+                if c.cm.managed() {
+                    c.release_rings();
+                    c.cm.phase.set(Phase::Disconnected);
+                    c.cm.release_addr();
+                }
+                Ok(())
+            }
+            Phase::Connecting | Phase::Requested | Phase::Accepted => {
+                // Abandon the handshake; the peer sees the socket close and fails it.
+                r.cm.drop_shake_of(c);
+                r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
+                c.cm.phase.set(Phase::Failed);
+                c.cm.release_addr();
+                Ok(())
+            }
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_set_user_data(
+    rdma_connection: *mut doca_rdma_connection,
+    connection_user_data: doca_data,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { conn_ref(rdma_connection) }?;
+        c.cm.user_data.set(connection_user_data.as_u64());
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_get_user_data(
+    rdma_connection: *const doca_rdma_connection,
+    connection_user_data: *mut doca_data,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { conn_ref(rdma_connection) }?;
+        // SAFETY: checked non-NULL by `out`; writable by the caller's contract.
+        unsafe { out(connection_user_data, doca_data::from_u64(c.cm.user_data.get())) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_get_id(
+    rdma_connection: *const doca_rdma_connection,
+    connection_id: *mut u32,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { conn_ref(rdma_connection) }?;
+        // SAFETY: as above.
+        unsafe { out(connection_id, c.num) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_rdma_connection_get_addr(
+    rdma_connection: *const doca_rdma_connection,
+    addr: *mut *mut doca_rdma_addr,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { conn_ref(rdma_connection) }?;
+        let a = c.cm.addr.get();
+        if a.is_null() {
+            // Not made by address (export/connect), or its address was let go.
+            return Err(DOCA_ERROR_NOT_FOUND);
+        }
+        // SAFETY: as above.
+        unsafe { out(addr, a as *mut doca_rdma_addr) }
+    })
+}
+
+/// `doca_soft_rdma_connection_get_private_data` (doca_soft.h): the private data the server
+/// passed to `doca_rdma_connection_accept`, on the client's connection after its
+/// established callback (DOCA hands it to rdma_cm applications in the established event;
+/// its C API has no getter).
+#[no_mangle]
+pub unsafe extern "C" fn doca_soft_rdma_connection_get_private_data(
+    rdma_connection: *const doca_rdma_connection,
+    data: *mut u8,
+    len: *mut u8,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { conn_ref(rdma_connection) }?;
+        if data.is_null() || len.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let p = c.cm.private.borrow();
+        // SAFETY: `data` has room for 255 bytes (the documented contract) and `len` is
+        // writable; private data is at most 255 bytes (checked when it was received).
+        unsafe {
+            ptr::copy_nonoverlapping(p.as_ptr(), data, p.len().min(255));
+            len.write(p.len().min(255) as u8);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,414 @@
+//! Connection management tests: addresses, listen/connect/accept with private data, data
+//! over a managed connection, disconnect both ways, and every failure path (refused port,
+//! reject, timeout, garbage on the port, a client gone mid-handshake, a second listener on
+//! the same port, max connections, another host), in-process and across processes.
+
+use core::cell::RefCell;
+use core::ptr;
+use std::ffi::{CStr, CString};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use super::cm::*;
+use super::testutil::*;
+use super::*;
+use crate::pe::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// How the recording request callback answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// Accept with this private data ("hello"), setting the connection user data to 77.
+    Accept,
+    Reject,
+    /// Do nothing (the test answers later).
+    Hold,
+}
+
+/// A recorded connection-management callback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ev {
+    pub kind: &'static str,
+    pub conn: usize,
+    pub ud: u64,
+    pub side: u64,
+}
+
+thread_local! {
+    static EVS: RefCell<Vec<Ev>> = const { RefCell::new(Vec::new()) };
+    static POLICY: core::cell::Cell<Policy> = const { core::cell::Cell::new(Policy::Accept) };
+}
+
+pub(super) fn take_evs() -> Vec<Ev> {
+    EVS.with(|e| core::mem::take(&mut *e.borrow_mut()))
+}
+
+pub(super) fn count(kind: &str) -> usize {
+    EVS.with(|e| e.borrow().iter().filter(|x| x.kind == kind).count())
+}
+
+fn push(kind: &'static str, c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
+    EVS.with(|e| e.borrow_mut().push(Ev { kind, conn: c as usize, ud: ud.as_u64(), side: side.as_u64() }));
+}
+
+const PRIVATE: &[u8] = b"hello";
+
+pub(crate) unsafe extern "C" fn cb_request(c: *mut doca_rdma_connection, side: doca_data) {
+    push("request", c, doca_data::from_u64(0), side);
+    // SAFETY: a live connection handed to the callback.
+    unsafe {
+        match POLICY.with(|p| p.get()) {
+            Policy::Accept => {
+                ok(doca_rdma_connection_set_user_data(c, doca_data::from_u64(77)));
+                ok(doca_rdma_connection_accept(c, PRIVATE.as_ptr() as *mut _, PRIVATE.len() as u8));
+            }
+            Policy::Reject => ok(doca_rdma_connection_reject(c)),
+            Policy::Hold => {}
+        }
+    }
+}
+pub(crate) unsafe extern "C" fn cb_established(c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
+    push("established", c, ud, side);
+}
+pub(crate) unsafe extern "C" fn cb_failure(c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
+    push("failure", c, ud, side);
+}
+pub(crate) unsafe extern "C" fn cb_disconnect(c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
+    push("disconnect", c, ud, side);
+}
+
+pub(super) fn cm_cfg() -> Cfg {
+    Cfg { cm: true, cm_timeout_ms: 2000, ..Cfg::default() }
+}
+
+/// A free port (bound then released; the tests retry on the rare race).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts listening on a fresh port.
+pub(super) fn listen(s: &Side) -> u16 {
+    for _ in 0..20 {
+        let port = free_port();
+        // SAFETY: live rdma.
+        if unsafe { doca_rdma_start_listen_to_port(s.rdma, port) } == DOCA_SUCCESS {
+            return port;
+        }
+    }
+    panic!("no free port");
+}
+
+pub(super) fn addr(ty: doca_rdma_addr_type, text: &str, port: u16) -> *mut doca_rdma_addr {
+    let mut a = ptr::null_mut();
+    let t = CString::new(text).unwrap();
+    // SAFETY: valid string and out-pointer.
+    ok(unsafe { doca_rdma_addr_create(ty, t.as_ptr(), port, &mut a) });
+    a
+}
+
+pub(super) fn connect(s: &Side, a: *mut doca_rdma_addr, ud: u64) -> Result<(), doca_error_t> {
+    // SAFETY: live objects.
+    res(unsafe { doca_rdma_connect_to_addr(s.rdma, a, doca_data::from_u64(ud)) })
+}
+
+pub(super) fn setup() {
+    take_evs();
+    take_recs();
+    POLICY.with(|p| p.set(Policy::Accept));
+}
+
+#[test]
+fn addresses_parse_report_and_refuse_bad_input() {
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", 13579);
+    let (mut ty, mut p, mut port) = (9, ptr::null(), 0u16);
+    // SAFETY: live addr, valid out-pointers; the string belongs to the addr.
+    unsafe {
+        ok(doca_rdma_addr_get_params(a, &mut ty, &mut p, &mut port));
+        assert_eq!((ty, CStr::from_ptr(p).to_str().unwrap(), port), (DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", 13579));
+        ok(doca_rdma_addr_destroy(a));
+    }
+    for (ty, s) in [
+        (DOCA_RDMA_ADDR_TYPE_IPv6, "::1"),
+        (DOCA_RDMA_ADDR_TYPE_GID, "fe80::1"),
+        (DOCA_RDMA_ADDR_TYPE_GID, "::ffff:127.0.0.1"),
+    ] {
+        let a = addr(ty, s, 1);
+        // SAFETY: live addr.
+        ok(unsafe { doca_rdma_addr_destroy(a) });
+    }
+    let mut a = ptr::null_mut();
+    for (ty, s) in [
+        (DOCA_RDMA_ADDR_TYPE_IPv4, "::1"),
+        (DOCA_RDMA_ADDR_TYPE_IPv6, "1.2.3.4"),
+        (DOCA_RDMA_ADDR_TYPE_IPv4, "x"),
+        (7, "1.2.3.4"),
+    ] {
+        let t = CString::new(s).unwrap();
+        // SAFETY: valid string and out-pointer.
+        assert_eq!(unsafe { doca_rdma_addr_create(ty, t.as_ptr(), 1, &mut a) }, DOCA_ERROR_INVALID_VALUE, "{s}");
+    }
+    // SAFETY: NULLs are refused, never dereferenced.
+    unsafe {
+        assert_eq!(doca_rdma_addr_create(0, ptr::null(), 1, &mut a), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_addr_destroy(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+    }
+}
+
+/// The whole flow in one thread: listen, connect, accept with private data, both established
+/// callbacks with the right user data, ids and addresses, messages both ways, then a client
+/// disconnect reported to the server, which goes on serving a second client.
+#[test]
+fn listen_connect_accept_exchange_disconnect() {
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let cli = Side::new(2, cm_cfg());
+    let port = listen(&srv);
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", port);
+    connect(&cli, a, 5).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || count("established") == 2));
+    let evs = take_evs();
+    assert_eq!(evs.iter().map(|e| e.kind).collect::<Vec<_>>(), ["request", "established", "established"]);
+    let sc = evs.iter().find(|e| e.side == 1 && e.kind == "established").unwrap();
+    let cc = evs.iter().find(|e| e.side == 2).unwrap();
+    assert_eq!((sc.ud, cc.ud), (77, 5), "server set 77 in request_cb; the client's from connect_to_addr");
+    let (sconn, cconn) = (sc.conn as *mut doca_rdma_connection, cc.conn as *mut doca_rdma_connection);
+    // SAFETY: live connections and out-pointers.
+    unsafe {
+        let mut buf = [0u8; 255];
+        let mut n = 0u8;
+        ok(doca_soft_rdma_connection_get_private_data(cconn, buf.as_mut_ptr(), &mut n));
+        assert_eq!(&buf[..usize::from(n)], PRIVATE);
+        let mut got = ptr::null_mut();
+        ok(doca_rdma_connection_get_addr(cconn, &mut got));
+        assert_eq!(got, a);
+        assert_eq!(doca_rdma_addr_destroy(a), DOCA_ERROR_BAD_STATE, "in use by the connection");
+        ok(doca_rdma_connection_get_addr(sconn, &mut got));
+        let (mut ty, mut p, mut pport) = (9, ptr::null(), 0u16);
+        ok(doca_rdma_addr_get_params(got, &mut ty, &mut p, &mut pport));
+        assert_eq!(CStr::from_ptr(p).to_str().unwrap(), "127.0.0.1");
+        assert_ne!(pport, port, "the client's own (ephemeral) port");
+        let mut id = 99;
+        ok(doca_rdma_connection_get_id(sconn, &mut id));
+        assert_eq!(id, 0);
+    }
+    // Messages both ways.
+    srv.recv(srv.buf(0, 64, 0), 1).unwrap();
+    cli.recv(cli.buf(0, 64, 0), 2).unwrap();
+    cli.mem()[100..104].copy_from_slice(b"ping");
+    cli.send(cconn, cli.buf(100, 4, 4), 3).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || rec_count() >= 2));
+    srv.mem()[100..104].copy_from_slice(b"pong");
+    srv.send(sconn, srv.buf(100, 4, 4), 4).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || rec_count() >= 4));
+    assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+    assert_eq!(&srv.mem()[0..4], b"ping");
+    assert_eq!(&cli.mem()[0..4], b"pong");
+    // The client disconnects: the server is told, with the connection's user data.
+    srv.recv(srv.buf(200, 64, 0), 5).unwrap();
+    // SAFETY: live connection.
+    ok(unsafe { doca_rdma_connection_disconnect(cconn) });
+    assert!(run_until(&[srv.pe, cli.pe], T, || count("disconnect") == 1));
+    let evs = take_evs();
+    assert_eq!(evs, [Ev { kind: "disconnect", conn: sconn as usize, ud: 77, side: 1 }]);
+    // SAFETY: live connection; answering a disconnection is a no-op.
+    ok(unsafe { doca_rdma_connection_disconnect(sconn) });
+    // The addr is free again; the server ctx is not in the error state: a second client.
+    // SAFETY: live addr, not used any more.
+    ok(unsafe { doca_rdma_addr_destroy(a) });
+    assert_eq!(srv.state(), DOCA_CTX_STATE_RUNNING);
+    let cli2 = Side::new(3, cm_cfg());
+    let a6 = addr(DOCA_RDMA_ADDR_TYPE_IPv6, "::1", port);
+    connect(&cli2, a6, 6).unwrap();
+    assert!(run_until(&[srv.pe, cli2.pe], T, || count("established") == 2));
+    let c2 = take_evs().iter().find(|e| e.side == 3).unwrap().conn as *mut doca_rdma_connection;
+    cli2.mem()[100..103].copy_from_slice(b"two");
+    cli2.send(c2, cli2.buf(100, 3, 3), 6).unwrap();
+    assert!(run_until(&[srv.pe, cli2.pe], T, || rec_count() >= 2));
+    assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+    assert_eq!(&srv.mem()[200..203], b"two");
+    cli2.destroy();
+    // SAFETY: its connection ended with the client's ctx.
+    ok(unsafe { doca_rdma_addr_destroy(a6) });
+    cli.destroy();
+    srv.destroy();
+}
+
+#[test]
+fn refused_rejected_and_full_end_in_failure() {
+    setup();
+    let srv = Side::new(1, Cfg { max_conns: 1, ..cm_cfg() });
+    let cli = Side::new(2, cm_cfg());
+    // Nobody listens on this port.
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", free_port());
+    connect(&cli, a, 1).unwrap();
+    assert!(run_until(&[cli.pe], T, || count("failure") == 1));
+    assert_eq!(take_evs()[0].ud, 1);
+    // SAFETY: the failed connection let go of it.
+    ok(unsafe { doca_rdma_addr_destroy(a) });
+    // Rejected by the server.
+    let port = listen(&srv);
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", port);
+    POLICY.with(|p| p.set(Policy::Reject));
+    connect(&cli, a, 2).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || count("failure") == 1));
+    let evs = take_evs();
+    assert_eq!(evs.iter().map(|e| (e.kind, e.side)).collect::<Vec<_>>(), [("request", 1), ("failure", 2)]);
+    // The server's only connection slot went to the rejected one: the next request is
+    // refused for max_num_connections without reaching the callback.
+    POLICY.with(|p| p.set(Policy::Accept));
+    connect(&cli, a, 3).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || count("failure") == 1));
+    assert_eq!(take_evs().iter().map(|e| (e.kind, e.side)).collect::<Vec<_>>(), [("failure", 2)]);
+    cli.destroy();
+    srv.destroy();
+    // SAFETY: no connection uses it any more.
+    ok(unsafe { doca_rdma_addr_destroy(a) });
+}
+
+/// A server that never answers: the client fails after its request timeout, woken by the
+/// timer while its PE sleeps (run_until arms and waits on the notification handle).
+#[test]
+fn a_silent_server_times_out() {
+    setup();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let cli = Side::new(2, Cfg { cm_timeout_ms: 100, ..cm_cfg() });
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", port);
+    connect(&cli, a, 9).unwrap();
+    assert!(run_until(&[cli.pe], T, || count("failure") == 1));
+    assert_eq!(take_evs()[0].ud, 9);
+    cli.destroy();
+    // SAFETY: released.
+    ok(unsafe { doca_rdma_addr_destroy(a) });
+}
+
+/// Garbage on the port is dropped without a callback; a client that goes away after its
+/// request (before the answer) ends in the server's failure callback; a second listener on
+/// the same port is refused; the listening socket wakes an armed PE.
+#[test]
+fn garbage_vanishing_client_second_listener_and_wakeup() {
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let port = listen(&srv);
+    let other = Side::new(3, cm_cfg());
+    // SAFETY: live rdma.
+    assert_eq!(unsafe { doca_rdma_start_listen_to_port(other.rdma, port) }, DOCA_ERROR_CONNECTION_ABORTED);
+    // SAFETY: live rdma.
+    assert_eq!(unsafe { doca_rdma_start_listen_to_port(srv.rdma, port) }, DOCA_ERROR_ALREADY_EXIST);
+    // Wake-up by a connection on the listening socket.
+    assert!(arm(srv.pe));
+    let mut junk = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert!(fd_readable(srv.pe, 5000), "a connection request wakes the armed PE");
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_clear_notification(srv.pe, 0) });
+    junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut huge = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut hdr = crate::blob::BLOB_MAGIC.to_vec();
+    hdr.extend_from_slice(&[1, 0, 4, 0, 0xff, 0xff, 0xff, 0x7f]);
+    huge.write_all(&hdr).unwrap();
+    drain(&[srv.pe]);
+    assert!(run_until(&[srv.pe], Duration::from_millis(200), || false) || take_evs().is_empty());
+    assert!(take_evs().is_empty(), "garbage reaches no callback");
+    // A raw client sends a valid request, then vanishes before the answer.
+    POLICY.with(|p| p.set(Policy::Hold));
+    let (blob, _c) = other.export().unwrap();
+    let mut raw = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    raw.write_all(&Msg::Request { blob }.encode()).unwrap();
+    assert!(run_until(&[srv.pe], T, || count("request") == 1));
+    let req = take_evs()[0].conn as *mut doca_rdma_connection;
+    drop(raw);
+    assert!(run_until(&[srv.pe], T, || count("failure") == 1));
+    assert_eq!(take_evs()[0].conn, req as usize);
+    // SAFETY: live connection; its handshake is over.
+    assert_eq!(unsafe { doca_rdma_connection_accept(req, ptr::null_mut(), 0) }, DOCA_ERROR_BAD_STATE);
+    // stop_listen: new requests are refused by the kernel.
+    // SAFETY: live rdma.
+    unsafe {
+        ok(doca_rdma_stop_listen_to_port(srv.rdma, port));
+        assert_eq!(doca_rdma_stop_listen_to_port(srv.rdma, port), DOCA_ERROR_NOT_FOUND);
+    }
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+    drop((junk, huge));
+    other.destroy();
+    srv.destroy();
+}
+
+#[test]
+fn another_host_and_bad_states_are_refused() {
+    setup();
+    let cli = Side::new(2, cm_cfg());
+    // TEST-NET-1 (RFC 5737): never an address of this host.
+    let far = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "192.0.2.1", 13579);
+    assert_eq!(connect(&cli, far, 0), Err(DOCA_ERROR_NOT_SUPPORTED));
+    // SAFETY: live objects; IDLE ctx refuses connection management.
+    unsafe {
+        ok(doca_rdma_addr_destroy(far));
+        cli.stop();
+        assert_eq!(doca_rdma_start_listen_to_port(cli.rdma, 1), DOCA_ERROR_BAD_STATE);
+        assert_eq!(
+            doca_rdma_set_connection_state_callbacks(cli.rdma, None, None, None, None),
+            DOCA_ERROR_INVALID_VALUE
+        );
+    }
+    cli.destroy();
+}
+
+// ---- across processes ----
+
+fn cm_child() {
+    setup();
+    let port: u16 = from_parent().unwrap().parse().unwrap();
+    let cli = Side::new(2, cm_cfg());
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", port);
+    connect(&cli, a, 1).unwrap();
+    assert!(run_until(&[cli.pe], T, || count("established") == 1));
+    let c = take_evs()[0].conn as *mut doca_rdma_connection;
+    cli.recv(cli.buf(0, 64, 0), 1).unwrap();
+    cli.mem()[100..105].copy_from_slice(b"child");
+    cli.send(c, cli.buf(100, 5, 5), 2).unwrap();
+    assert!(run_until(&[cli.pe], T, || rec_count() >= 2));
+    assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+    assert_eq!(&cli.mem()[0..5], b"CHILD");
+    tell_parent("echoed");
+    // Wait to be killed.
+    let _ = from_parent();
+    cli.destroy();
+}
+
+/// A client process connects by address and exchanges messages; when it is killed the
+/// server gets the disconnection callback, a pending receive is not failed (it belongs to
+/// the ctx, which stays RUNNING) and a send on the lost connection fails.
+#[test]
+fn cross_process_connect_by_address_and_peer_death() {
+    match role().as_deref() {
+        Some("cm-child") => return cm_child(),
+        Some(_) => return,
+        None => {}
+    }
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let port = listen(&srv);
+    let mut child =
+        ChildProc::spawn_path("rdma::cm_tests::cross_process_connect_by_address_and_peer_death", "cm-child");
+    child.send(&port.to_string());
+    assert!(run_until(&[srv.pe], T, || count("established") == 1));
+    let sc = take_evs().iter().find(|e| e.kind == "established").unwrap().conn as *mut doca_rdma_connection;
+    srv.recv(srv.buf(0, 64, 0), 1).unwrap();
+    assert!(run_until(&[srv.pe], T, || rec_count() >= 1));
+    assert_eq!(&srv.mem()[0..5], b"child");
+    srv.mem()[100..105].copy_from_slice(b"CHILD");
+    srv.send(sc, srv.buf(100, 5, 5), 2).unwrap();
+    assert_eq!(child.recv(T), "echoed");
+    assert!(run_until(&[srv.pe], T, || rec_count() >= 2));
+    take_recs();
+    srv.recv(srv.buf(200, 64, 0), 3).unwrap();
+    child.kill();
+    assert!(run_until(&[srv.pe], T, || count("disconnect") == 1));
+    assert_eq!(take_evs()[0].conn, sc as usize);
+    assert_eq!(srv.state(), DOCA_CTX_STATE_RUNNING);
+    assert_eq!(srv.send(sc, srv.buf(100, 5, 5), 4), Err(DOCA_ERROR_CONNECTION_ABORTED));
+    assert_eq!(rec_count(), 0, "the posted receive stays posted");
+    srv.destroy();
+}

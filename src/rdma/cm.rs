@@ -1,0 +1,461 @@
+//! Connecting by address: [`Rdma::listen`] / [`Listener::accept`] on the server,
+//! [`Rdma::connect`] on the client (DOCA's RDMA connection management).
+//!
+//! DOCA reports connection events through four callbacks that run inside progress. This
+//! module turns them into futures: each context has a [`CmShared`] record (found from the
+//! callbacks through the context's user data) that queues incoming requests and records
+//! how each connection's handshake ended; the futures look at it and park their wakers
+//! there until the next event.
+//!
+//! ```
+//! use async_doca::rdma::Rdma;
+//! use async_doca::{Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let server = Rdma::builder(&dev).max_connections(4).build().await?;
+//!     let client = Rdma::builder(&dev).build().await?;
+//!     # let mut port = 0;
+//!     # let mut listener = None;
+//!     # for _ in 0..20 {
+//!     #     port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+//!     #     if let Ok(l) = server.listen(port) { listener = Some(l); break; }
+//!     # }
+//!     # let listener = listener.unwrap();
+//!     // let listener = server.listen(13579)?;
+//!     let accepting = async_doca::spawn_local(async move {
+//!         let req = listener.request().await?;
+//!         req.accept(b"welcome").await
+//!     });
+//!     let conn = client.connect(([127, 0, 0, 1], port).into()).await?;
+//!     let at_server = accepting.await??;
+//!     assert_eq!(conn.private_data(), b"welcome");
+//!     assert!(at_server.peer_addr().is_some());
+//!     conn.disconnect()?;
+//!     at_server.closed().await;
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::future::poll_fn;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::{Rc, Weak};
+use std::task::{Poll, Waker};
+
+use super::{ConnInner, Connection, Rdma, RdmaInner};
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::sys;
+
+type RawConn = *mut sys::doca_rdma_connection;
+
+/// How a connection's handshake (or life) ended, as the callbacks reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Established,
+    Failed,
+    Disconnected,
+}
+
+/// The connection-management state of one context (see the module docs).
+pub(super) struct CmShared {
+    key: u64,
+    requests: RefCell<VecDeque<RawConn>>,
+    outcomes: RefCell<HashMap<usize, Outcome>>,
+    /// Client connections by the token passed as their user data to `connect_to_addr`.
+    by_token: RefCell<HashMap<u64, usize>>,
+    next_token: Cell<u64>,
+    wakers: RefCell<Vec<Waker>>,
+}
+
+thread_local! {
+    /// The contexts of this thread, by their ctx user data (what the callbacks receive).
+    static REGISTRY: RefCell<HashMap<u64, Weak<CmShared>>> = RefCell::new(HashMap::new());
+}
+
+impl CmShared {
+    /// Registers the record of the context whose callbacks receive `key` as ctx user data.
+    pub(super) fn register(key: u64) -> Rc<CmShared> {
+        let cm = Rc::new(CmShared {
+            key,
+            requests: RefCell::new(VecDeque::new()),
+            outcomes: RefCell::new(HashMap::new()),
+            by_token: RefCell::new(HashMap::new()),
+            next_token: Cell::new(1),
+            wakers: RefCell::new(Vec::new()),
+        });
+        REGISTRY.with(|r| r.borrow_mut().insert(key, Rc::downgrade(&cm)));
+        cm
+    }
+
+    fn wake(&self) {
+        for w in self.wakers.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    fn park(&self, w: &Waker) {
+        let mut v = self.wakers.borrow_mut();
+        if !v.iter().any(|x| x.will_wake(w)) {
+            v.push(w.clone());
+        }
+    }
+
+    fn outcome(&self, c: RawConn) -> Option<Outcome> {
+        self.outcomes.borrow().get(&(c as usize)).copied()
+    }
+
+    /// Waits until `c` has an outcome.
+    async fn wait_outcome(&self, c: RawConn) -> Outcome {
+        poll_fn(|cx| match self.outcome(c) {
+            Some(o) => Poll::Ready(o),
+            None => {
+                self.park(cx.waker());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for CmShared {
+    fn drop(&mut self) {
+        let _ = REGISTRY.try_with(|r| r.borrow_mut().remove(&self.key));
+    }
+}
+
+fn with_cm(ctx_ud: sys::doca_data, f: impl FnOnce(&CmShared)) {
+    let cm = REGISTRY.try_with(|r| r.borrow().get(&ctx_ud.as_u64()).and_then(Weak::upgrade)).ok().flatten();
+    if let Some(cm) = cm {
+        f(&cm);
+        cm.wake();
+    }
+}
+
+unsafe extern "C" fn on_request(c: RawConn, ctx_ud: sys::doca_data) {
+    with_cm(ctx_ud, |cm| cm.requests.borrow_mut().push_back(c));
+}
+
+fn record(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data, o: Outcome) {
+    with_cm(ctx_ud, |cm| {
+        cm.outcomes.borrow_mut().insert(c as usize, o);
+        let token = ud.as_u64();
+        if token != 0 && o != Outcome::Disconnected {
+            cm.by_token.borrow_mut().insert(token, c as usize);
+        }
+    });
+}
+
+unsafe extern "C" fn on_established(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data) {
+    record(c, ud, ctx_ud, Outcome::Established);
+}
+
+unsafe extern "C" fn on_failure(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data) {
+    record(c, ud, ctx_ud, Outcome::Failed);
+}
+
+unsafe extern "C" fn on_disconnect(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data) {
+    record(c, ud, ctx_ud, Outcome::Disconnected);
+}
+
+/// Registers the four callbacks on an IDLE `rdma`.
+///
+/// # Safety
+/// `rdma` is live and IDLE.
+pub(super) unsafe fn install(rdma: *mut sys::doca_rdma) -> Result<()> {
+    // SAFETY: the caller's contract; the callbacks have the exact C signatures.
+    check(
+        unsafe {
+            sys::doca_rdma_set_connection_state_callbacks(
+                rdma,
+                Some(on_request),
+                Some(on_established),
+                Some(on_failure),
+                Some(on_disconnect),
+            )
+        },
+        "rdma: set connection callbacks",
+    )
+}
+
+/// The address DOCA reports for a connection.
+fn peer_of(c: RawConn) -> Option<SocketAddr> {
+    let mut a = std::ptr::null_mut();
+    // SAFETY: a live connection; valid out-pointer.
+    if unsafe { sys::doca_rdma_connection_get_addr(c, &mut a) } != sys::DOCA_SUCCESS || a.is_null() {
+        return None;
+    }
+    let (mut ty, mut p, mut port) = (0, std::ptr::null(), 0u16);
+    // SAFETY: a live address object; valid out-pointers; the string belongs to it.
+    if unsafe { sys::doca_rdma_addr_get_params(a, &mut ty, &mut p, &mut port) } != sys::DOCA_SUCCESS || p.is_null() {
+        return None;
+    }
+    // SAFETY: DOCA returned a NUL-terminated string owned by the address object.
+    let text = unsafe { CStr::from_ptr(p) }.to_str().ok()?;
+    let ip: IpAddr = text.parse().ok()?;
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The private data the server accepted with (client side; soft provider only: DOCA's C
+/// API has no getter for it).
+fn private_of(c: RawConn) -> Vec<u8> {
+    #[cfg(feature = "soft")]
+    {
+        let mut buf = [0u8; 255];
+        let mut n = 0u8;
+        // SAFETY: a live connection; `buf` has room for 255 bytes, `n` is writable.
+        if unsafe { sys::doca_soft_rdma_connection_get_private_data(c, buf.as_mut_ptr(), &mut n) } == sys::DOCA_SUCCESS
+        {
+            return buf[..usize::from(n)].to_vec();
+        }
+    }
+    #[cfg(not(feature = "soft"))]
+    let _ = c;
+    Vec::new()
+}
+
+/// What a managed connection adds to [`ConnInner`].
+pub(super) struct ConnCm {
+    shared: Rc<CmShared>,
+    /// The `doca_rdma_addr` a client connected with (it must outlive the connection).
+    addr: *mut sys::doca_rdma_addr,
+    peer: Option<SocketAddr>,
+    private: Vec<u8>,
+}
+
+impl ConnCm {
+    /// Ends the connection on our side (idempotent), then frees the client's address.
+    pub(super) fn close(&self, c: RawConn) {
+        // SAFETY: a live connection of a live context (ConnInner keeps it alive).
+        let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
+        if !self.addr.is_null() {
+            // SAFETY: our address object; no longer used by the disconnected connection.
+            let _ = unsafe { sys::doca_rdma_addr_destroy(self.addr) };
+        }
+    }
+}
+
+fn managed(rdma: Rc<RdmaInner>, conn: RawConn, cm: ConnCm) -> Connection {
+    Connection { inner: Rc::new(ConnInner { rdma, conn, cm: Some(cm) }) }
+}
+
+impl Rdma {
+    /// Listens for connection requests on `port` (127.0.0.1 and ::1 with the soft
+    /// provider, whose data path needs both peers on one host).
+    ///
+    /// # Errors
+    /// A port another listener holds (DOCA's code, [`ErrorKind::ConnectionLost`]), port 0
+    /// ([`ErrorKind::InvalidArgument`]), a context not running.
+    pub fn listen(&self, port: u16) -> Result<Listener> {
+        let rdma = self.inner.ctx.as_ptr()?;
+        // SAFETY: live, started context of this thread.
+        check(unsafe { sys::doca_rdma_start_listen_to_port(rdma, port) }, "rdma.listen")?;
+        Ok(Listener { rdma: self.inner.clone(), port })
+    }
+
+    /// Connects to a listening peer at `addr`. Completes once both sides are established.
+    ///
+    /// # Errors
+    /// Nobody listening, a rejection or the request timeout ([`ErrorKind::ConnectionLost`]),
+    /// an address of another host ([`ErrorKind::NotSupported`] with the soft provider),
+    /// more connections than [`RdmaBuilder::max_connections`](super::RdmaBuilder::max_connections)
+    /// ([`ErrorKind::ResourceExhausted`]).
+    pub async fn connect(&self, addr: SocketAddr) -> Result<Connection> {
+        let rdma = self.inner.ctx.as_ptr()?;
+        let cm = self.inner.cm.clone();
+        let (ty, text) = match addr.ip() {
+            IpAddr::V4(ip) => (sys::DOCA_RDMA_ADDR_TYPE_IPv4, ip.to_string()),
+            IpAddr::V6(ip) => (sys::DOCA_RDMA_ADDR_TYPE_IPv6, ip.to_string()),
+        };
+        let text = CString::new(text).map_err(|_| Error::new(ErrorKind::InvalidArgument, "rdma.connect: address"))?;
+        let mut a = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated string and a valid out-pointer.
+        check(unsafe { sys::doca_rdma_addr_create(ty, text.as_ptr(), addr.port(), &mut a) }, "rdma.connect")?;
+        let token = cm.next_token.get();
+        cm.next_token.set(token + 1);
+        // SAFETY: live context and address; the address lives until the connection ends.
+        let rc = unsafe { sys::doca_rdma_connect_to_addr(rdma, a, sys::doca_data::from_u64(token)) };
+        if rc != sys::DOCA_SUCCESS {
+            // SAFETY: our address, unused.
+            unsafe { sys::doca_rdma_addr_destroy(a) };
+            return Err(Error::from_doca(rc, "rdma.connect"));
+        }
+        let conn = poll_fn(|cx| match cm.by_token.borrow().get(&token) {
+            Some(&c) => Poll::Ready(c as RawConn),
+            None => {
+                cm.park(cx.waker());
+                Poll::Pending
+            }
+        })
+        .await;
+        cm.by_token.borrow_mut().remove(&token);
+        let c = ConnCm { shared: cm.clone(), addr: a, peer: Some(addr), private: Vec::new() };
+        match cm.outcome(conn) {
+            Some(Outcome::Established) => {
+                let private = private_of(conn);
+                Ok(managed(self.inner.clone(), conn, ConnCm { private, ..c }))
+            }
+            _ => {
+                c.close(conn);
+                Err(Error::new(
+                    ErrorKind::ConnectionLost,
+                    format!("rdma.connect: {addr}: refused, rejected or timed out"),
+                ))
+            }
+        }
+    }
+}
+
+/// A port this context listens on (see [`Rdma::listen`]). Dropping it stops listening;
+/// connections already made stay.
+pub struct Listener {
+    rdma: Rc<RdmaInner>,
+    port: u16,
+}
+
+impl Listener {
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The next connection request, to [accept](ConnectionRequest::accept) or
+    /// [reject](ConnectionRequest::reject).
+    pub async fn request(&self) -> Result<ConnectionRequest> {
+        let cm = self.rdma.cm.clone();
+        let conn = poll_fn(|cx| match cm.requests.borrow_mut().pop_front() {
+            Some(c) => Poll::Ready(c),
+            None => {
+                cm.park(cx.waker());
+                Poll::Pending
+            }
+        })
+        .await;
+        Ok(ConnectionRequest { rdma: Some(self.rdma.clone()), conn, peer: peer_of(conn) })
+    }
+
+    /// Accepts the next request without private data.
+    pub async fn accept(&self) -> Result<Connection> {
+        self.request().await?.accept(&[]).await
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Ok(rdma) = self.rdma.ctx.as_ptr() {
+            // SAFETY: live context of this thread.
+            let _ = unsafe { sys::doca_rdma_stop_listen_to_port(rdma, self.port) };
+        }
+    }
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener").field("port", &self.port).finish()
+    }
+}
+
+/// A client's request to connect. Dropping it unanswered rejects it.
+pub struct ConnectionRequest {
+    rdma: Option<Rc<RdmaInner>>,
+    conn: RawConn,
+    peer: Option<SocketAddr>,
+}
+
+impl ConnectionRequest {
+    /// The client's address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// Accepts, sending `private_data` (at most 255 bytes) to the client; completes once the
+    /// connection is established.
+    ///
+    /// # Errors
+    /// More than 255 bytes ([`ErrorKind::InvalidArgument`]); the client vanished meanwhile
+    /// ([`ErrorKind::ConnectionLost`]).
+    pub async fn accept(mut self, private_data: &[u8]) -> Result<Connection> {
+        let rdma = self.rdma.take().expect("a request is answered once");
+        let len = u8::try_from(private_data.len())
+            .map_err(|_| Error::new(ErrorKind::InvalidArgument, "rdma.accept: private data above 255 bytes"))?;
+        let ptr = if len == 0 { std::ptr::null_mut() } else { private_data.as_ptr() as *mut _ };
+        // SAFETY: a live requested connection; DOCA only reads `len` bytes at `ptr`.
+        check(unsafe { sys::doca_rdma_connection_accept(self.conn, ptr, len) }, "rdma.accept")?;
+        let cm = rdma.cm.clone();
+        let c = ConnCm { shared: cm.clone(), addr: std::ptr::null_mut(), peer: self.peer, private: Vec::new() };
+        match cm.wait_outcome(self.conn).await {
+            Outcome::Established => Ok(managed(rdma, self.conn, c)),
+            _ => {
+                c.close(self.conn);
+                Err(Error::new(ErrorKind::ConnectionLost, "rdma.accept: the client went away"))
+            }
+        }
+    }
+
+    /// Rejects the request (the client's connect fails).
+    pub fn reject(mut self) -> Result<()> {
+        self.rdma.take();
+        // SAFETY: a live requested connection.
+        check(unsafe { sys::doca_rdma_connection_reject(self.conn) }, "rdma.reject")
+    }
+}
+
+impl Drop for ConnectionRequest {
+    fn drop(&mut self) {
+        if self.rdma.take().is_some() {
+            // SAFETY: a live requested connection, not answered.
+            let _ = unsafe { sys::doca_rdma_connection_reject(self.conn) };
+        }
+    }
+}
+
+impl fmt::Debug for ConnectionRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionRequest").field("peer", &self.peer).finish()
+    }
+}
+
+impl Connection {
+    /// The peer's address (connections made by address only).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner.cm.as_ref().and_then(|c| c.peer)
+    }
+
+    /// The private data the server accepted this connection with (client side, connections
+    /// made by address; empty otherwise).
+    pub fn private_data(&self) -> &[u8] {
+        self.inner.cm.as_ref().map_or(&[], |c| &c.private)
+    }
+
+    /// Completes when the peer disconnected or vanished (connections made by address). Its
+    /// operations then fail with [`ErrorKind::ConnectionLost`]. A connection made with
+    /// blobs never completes this.
+    pub async fn closed(&self) {
+        let Some(c) = self.inner.cm.as_ref() else {
+            return std::future::pending().await;
+        };
+        let conn = self.inner.conn;
+        poll_fn(|cx| match c.shared.outcome(conn) {
+            Some(Outcome::Disconnected) | Some(Outcome::Failed) => Poll::Ready(()),
+            _ => {
+                c.shared.park(cx.waker());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Disconnects (connections made by address): the peer's [`closed`](Connection::closed)
+    /// completes; operations in flight here fail with [`ErrorKind::ConnectionLost`].
+    pub fn disconnect(&self) -> Result<()> {
+        if self.inner.cm.is_none() {
+            return Err(Error::new(ErrorKind::NotSupported, "rdma.disconnect: not a connection made by address"));
+        }
+        // SAFETY: a live connection of a live context.
+        check(unsafe { sys::doca_rdma_connection_disconnect(self.inner.conn) }, "rdma.disconnect")
+    }
+}

@@ -1,0 +1,265 @@
+//! A peer's sync event driven through an RDMA connection (DOCA's remote-net sync events).
+//!
+//! The peer builds a [`SyncEvent`](crate::sync_event::SyncEvent) with a
+//! [`Location::RemoteNet`](crate::sync_event::Location::RemoteNet) publisher and
+//! [exports](crate::sync_event::SyncEvent::export) it; this side opens the blob with
+//! [`RemoteEvent::open`] and reads, sets or adds to the counter with
+//! [`Connection::remote_event`] — one-sided, without the peer's CPU; the peer's waiters wake.
+//!
+//! ```
+//! use async_doca::rdma::{Rdma, RemoteEvent};
+//! use async_doca::sync_event::{Location, SyncEvent};
+//! use async_doca::{Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let (a, b) = (Rdma::builder(&dev).build().await?, Rdma::builder(&dev).build().await?);
+//!     let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+//!     let (to_b, _to_a) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+//!     // b's event, exported for the network; a opens it.
+//!     let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+//!     let remote = RemoteEvent::open(&dev, &ev.export()?)?;
+//!     let scratch = dev.alloc(8, Access::LOCAL_READ_WRITE)?.buf();
+//!     let ops = to_b.remote_event(&remote);
+//!     let (r, scratch) = ops.set(5, scratch).await;
+//!     r?;
+//!     let (old, scratch) = ops.add(2, scratch).await;
+//!     assert_eq!(old?, 5);
+//!     let (v, _) = ops.get(scratch).await;
+//!     assert_eq!(v?, 7);
+//!     ev.wait_eq(7).await?;
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::fmt;
+use std::rc::Rc;
+
+use super::{free_task, ok_or, too_short, Connection, Desc};
+use crate::device::Device;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::completion::TaskKind;
+use crate::mem::Buf;
+use crate::sys;
+
+task_kind!(RnGet, doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_get_as_task);
+task_kind!(
+    RnSet,
+    doca_rdma_task_remote_net_sync_event_notify_set,
+    doca_rdma_task_remote_net_sync_event_notify_set_as_task
+);
+task_kind!(
+    RnAdd,
+    doca_rdma_task_remote_net_sync_event_notify_add,
+    doca_rdma_task_remote_net_sync_event_notify_add_as_task
+);
+
+/// Configures the three task pools on an IDLE `rdma`.
+///
+/// # Safety
+/// `rdma` is live and IDLE.
+pub(super) unsafe fn configure(rdma: *mut sys::doca_rdma, n: u32) -> Result<()> {
+    use crate::executor::completion::completion_cb;
+    // SAFETY: the caller's contract; each callback is the completion callback of its kind.
+    unsafe {
+        check(
+            sys::doca_rdma_task_remote_net_sync_event_get_set_conf(
+                rdma,
+                Some(completion_cb::<RnGet>),
+                Some(completion_cb::<RnGet>),
+                n,
+            ),
+            "rdma: configure remote event get tasks",
+        )?;
+        check(
+            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+                rdma,
+                Some(completion_cb::<RnSet>),
+                Some(completion_cb::<RnSet>),
+                n,
+            ),
+            "rdma: configure remote event set tasks",
+        )?;
+        check(
+            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+                rdma,
+                Some(completion_cb::<RnAdd>),
+                Some(completion_cb::<RnAdd>),
+                n,
+            ),
+            "rdma: configure remote event add tasks",
+        )
+    }
+}
+
+struct Handle {
+    ptr: *mut sys::doca_sync_event_remote_net,
+    _dev: Device,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: our handle; no task uses it any more (every operation keeps a clone of the
+        // Rc until DOCA is done with it).
+        unsafe { sys::doca_sync_event_remote_net_destroy(self.ptr) };
+    }
+}
+
+/// A peer's sync event opened from its network export, driven with
+/// [`Connection::remote_event`] (the peer builds a `SyncEvent` with a `RemoteNet` publisher).
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct RemoteEvent {
+    h: Rc<Handle>,
+}
+
+impl RemoteEvent {
+    /// Opens the blob of the peer's `SyncEvent::export` (a `RemoteNet` publisher).
+    ///
+    /// # Errors
+    /// A corrupted blob ([`ErrorKind::InvalidArgument`]), a PCI export
+    /// ([`ErrorKind::NotSupported`]), a peer that is gone ([`ErrorKind::NotFound`]).
+    pub fn open(dev: &Device, blob: &[u8]) -> Result<RemoteEvent> {
+        if blob.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "remote_event.open: empty blob"));
+        }
+        let mut p = std::ptr::null_mut();
+        // SAFETY: an open device; the blob is readable for its length; valid out-pointer.
+        check(
+            unsafe {
+                sys::doca_sync_event_remote_net_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut p)
+            },
+            "remote_event.open",
+        )?;
+        Ok(RemoteEvent { h: Rc::new(Handle { ptr: p, _dev: dev.clone() }) })
+    }
+}
+
+impl fmt::Debug for RemoteEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteEvent").finish_non_exhaustive()
+    }
+}
+
+/// Operations on a [`RemoteEvent`] through one [`Connection`] (to the event's exporter).
+/// Each takes an 8-byte scratch [`Buf`] (registered with
+/// [`Access::LOCAL_READ_WRITE`](crate::Access::LOCAL_READ_WRITE)) and gives it back.
+pub struct RemoteEventOps<'a> {
+    conn: &'a Connection,
+    ev: &'a RemoteEvent,
+}
+
+impl Connection {
+    /// Operations on `ev`, a sync event of this connection's peer.
+    pub fn remote_event<'a>(&'a self, ev: &'a RemoteEvent) -> RemoteEventOps<'a> {
+        RemoteEventOps { conn: self, ev }
+    }
+}
+
+impl RemoteEventOps<'_> {
+    /// Reads the peer's counter.
+    ///
+    /// # Errors
+    /// `scratch` shorter than 8 bytes ([`ErrorKind::InvalidArgument`]); an event of another
+    /// process than this connection's peer ([`ErrorKind::PermissionDenied`]).
+    pub async fn get(&self, scratch: Buf) -> (Result<u64>, Buf) {
+        const OP: &str = "rdma.remote_event.get";
+        if scratch.len() < 8 {
+            return (Err(too_short(OP, "the scratch buffer needs 8 bytes")), scratch);
+        }
+        let (conn, d, ev) = (self.conn.inner.conn, Desc::local(&scratch), self.ev.h.ptr);
+        let keep = (scratch, self.ev.h.clone());
+        let (r, (scratch, _)) = self
+            .conn
+            .inner
+            .rdma
+            .run::<RnGet, _, _>(OP, keep, |rdma, set, slot| {
+                let b = set.dst(0, d)?;
+                let mut task = std::ptr::null_mut();
+                // SAFETY: live context, connection and event; `b` describes memory the
+                // operation owns.
+                ok_or(unsafe {
+                    sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(
+                        rdma,
+                        conn,
+                        ev,
+                        b,
+                        slot.user_data(),
+                        &mut task,
+                    )
+                })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(|_| scratch.read_u64(0)), scratch)
+    }
+
+    /// Sets the peer's counter to `value` (waking its waiters).
+    pub async fn set(&self, value: u64, mut scratch: Buf) -> (Result<()>, Buf) {
+        const OP: &str = "rdma.remote_event.set";
+        if scratch.len() < 8 {
+            return (Err(too_short(OP, "the scratch buffer needs 8 bytes")), scratch);
+        }
+        scratch.write_u64(0, value);
+        let (conn, ev) = (self.conn.inner.conn, self.ev.h.ptr);
+        let mut d = Desc::local(&scratch);
+        d.len = 8;
+        let keep = (scratch, self.ev.h.clone());
+        let (r, (scratch, _)) = self
+            .conn
+            .inner
+            .rdma
+            .run::<RnSet, _, _>(OP, keep, |rdma, set, slot| {
+                let b = set.src(0, d)?;
+                let mut task = std::ptr::null_mut();
+                // SAFETY: as in `get`.
+                ok_or(unsafe {
+                    sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+                        rdma,
+                        conn,
+                        ev,
+                        b,
+                        slot.user_data(),
+                        &mut task,
+                    )
+                })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(drop), scratch)
+    }
+
+    /// Adds `delta` to the peer's counter (waking its waiters); returns the previous value.
+    pub async fn add(&self, delta: u64, scratch: Buf) -> (Result<u64>, Buf) {
+        const OP: &str = "rdma.remote_event.add";
+        if scratch.len() < 8 {
+            return (Err(too_short(OP, "the scratch buffer needs 8 bytes")), scratch);
+        }
+        let (conn, d, ev) = (self.conn.inner.conn, Desc::local(&scratch), self.ev.h.ptr);
+        let keep = (scratch, self.ev.h.clone());
+        let (r, (scratch, _)) = self
+            .conn
+            .inner
+            .rdma
+            .run::<RnAdd, _, _>(OP, keep, |rdma, set, slot| {
+                let b = set.dst(0, d)?;
+                let mut task = std::ptr::null_mut();
+                // SAFETY: as in `get`.
+                ok_or(unsafe {
+                    sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+                        rdma,
+                        conn,
+                        ev,
+                        b,
+                        delta,
+                        slot.user_data(),
+                        &mut task,
+                    )
+                })?;
+                Ok(task)
+            })
+            .await;
+        (r.map(|_| scratch.read_u64(0)), scratch)
+    }
+}
