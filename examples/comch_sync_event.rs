@@ -1,8 +1,12 @@
 //! The pattern of NVIDIA's local-PCI sync-event samples: a DPU program and a host program
 //! meet over Comch, trade a sync event's export blob over it, then signal and wait in rounds.
 //!
-//! The parent plays the DPU: it runs a Comch server named after its pid and starts this same
-//! program again as the child, the host side, which connects as a Comch client. The DPU
+//! Started plainly, the program is a launcher: it notes the PCI address of the host's device
+//! and starts itself again as the DPU program, `--dpu <host PCI address>`, with
+//! `DOCA_SOFT_ROLE=dpu` (the soft provider's DPU side). The DPU program finds the representor
+//! of that host function by its PCI address (as NVIDIA's samples do with `-r`), runs a Comch
+//! server bound to it, named after its pid, and starts the host program (`--host`, with
+//! `DOCA_SOFT_ROLE=host`), which connects as a Comch client. The DPU
 //! creates a sync event whose publisher is the remote (PCI) side, exports it and sends the
 //! blob as a Comch message. The host opens the event from the blob and answers "ready". Each
 //! round the host adds 1 (the counter becomes 2r+1), the DPU waits for exactly that value and
@@ -30,7 +34,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let result = match args.get(1).map(String::as_str) {
         Some("--host") => Runtime::new().and_then(|rt| rt.block_on(host(args.get(2).cloned().unwrap_or_default()))),
-        _ => dpu(),
+        Some("--dpu") => dpu(args.get(2).cloned().unwrap_or_default()),
+        _ => launch(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -49,18 +54,44 @@ fn mismatch(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Other, msg.into())
 }
 
-/// The DPU side (the parent): Comch server, sync event owner.
-fn dpu() -> Result<()> {
+/// The environment variable that chooses the soft provider's side.
+const ROLE_ENV: &str = "DOCA_SOFT_ROLE";
+
+/// The launcher: starts the DPU program for the host's device and reports its outcome.
+fn launch() -> Result<()> {
+    let host_pci = Device::list()?
+        .first()
+        .map(|d| d.pci_addr.clone())
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, "no DOCA device"))?;
+    let exe = std::env::current_exe().map_err(|e| Error::os(e, "find own executable"))?;
+    let status = Command::new(exe)
+        .args(["--dpu", &host_pci])
+        .env(ROLE_ENV, "dpu")
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| Error::os(e, "run the DPU program"))?;
+    if !status.success() {
+        return Err(mismatch(format!("the DPU program failed: {status}")));
+    }
+    Ok(())
+}
+
+/// The DPU side: Comch server bound to the host's representor, sync event owner.
+fn dpu(host_pci: String) -> Result<()> {
     let name = format!("comch-sync-event-{}", std::process::id());
     let rt = Runtime::new()?;
     let mut child = None;
     let r = rt.block_on(async {
         let dev = Device::open_default()?;
-        let server = Server::builder(&dev, &name).max_msg_size(1024).recv_queue_size(8).build().await?;
+        let rep = dev.open_representor_by_pci(&host_pci)?;
+        eprintln!("comch_sync_event (dpu): serving host function {} (VUID {})", rep.info().pci_addr, rep.info().vuid);
+        let server =
+            Server::builder(&dev, &name).representor(&rep).max_msg_size(1024).recv_queue_size(8).build().await?;
         let exe = std::env::current_exe().map_err(|e| Error::os(e, "find own executable"))?;
         child = Some(
             Command::new(exe)
                 .args(["--host", &name])
+                .env(ROLE_ENV, "host")
                 .stdin(Stdio::null())
                 .spawn()
                 .map_err(|e| Error::os(e, "start the host process"))?,
@@ -106,7 +137,7 @@ fn dpu() -> Result<()> {
     Ok(())
 }
 
-/// The host side (the child): Comch client, opens the event from the blob it receives.
+/// The host side (the DPU program's child): Comch client, opens the event from the blob it receives.
 async fn host(name: String) -> Result<()> {
     let dev = Device::open_default()?;
     let conn = bounded("the DPU's server", Client::builder(&dev, &name).max_msg_size(1024).connect()).await??;

@@ -3,8 +3,10 @@
 //!
 //! The parent plays the host: it registers 128 MiB with `PCI_READ_WRITE` (64 MiB of input,
 //! 64 MiB for the result), fills the input and exports it with `export_pci`. It starts this
-//! same program again as the child, the DPU side, and hands it the blob over the child's
-//! stdin. The DPU side imports the host memory, DMAs the input into its own memory in 1 MiB
+//! same program again as the child, the DPU side (with `DOCA_SOFT_ROLE=dpu`, so its soft
+//! device acts as the DPU's), and hands it the blob and the host device's PCI address over
+//! the child's stdin. The DPU side finds the representor of that host function by its PCI
+//! address, as NVIDIA's DPU samples do with their `-r` argument, imports the host memory, DMAs the input into its own memory in 1 MiB
 //! copies (all in flight at once), transforms every byte, DMAs the result back, and says
 //! "done". The host then checks every byte of the result; the program exits 0 only if they
 //! are all right and the child exited 0.
@@ -37,7 +39,7 @@ fn transform(b: u8) -> u8 {
 }
 
 fn main() -> ExitCode {
-    common::main("dma_copy", host, dpu)
+    common::main_host_dpu("dma_copy", host, dpu)
 }
 
 async fn host(mut peer: Peer) -> Result<String> {
@@ -45,7 +47,8 @@ async fn host(mut peer: Peer) -> Result<String> {
     let mem = dev.alloc(2 * LEN, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
     let input = pattern(LEN, SEED);
     mem.slice(0..LEN).write(0, &input);
-    let [_ready] = peer.exchange(&[&mem.export_pci()?])?;
+    let pci = dev.info().pci_addr.clone();
+    let [_ready] = peer.exchange(&[&mem.export_pci()?, pci.as_bytes()])?;
     let [done] = peer.exchange(&[b"ok"])?;
     if done != b"done" {
         return Err(mismatch("the DPU side did not finish"));
@@ -58,8 +61,12 @@ async fn host(mut peer: Peer) -> Result<String> {
 }
 
 async fn dpu(mut peer: Peer) -> Result<()> {
-    let [blob] = peer.exchange(&[b"ready"])?;
+    let [blob, host_pci] = peer.exchange(&[b"ready"])?;
     let dev = Device::open_default()?;
+    // The host function this DPU serves, by the PCI address the host reported.
+    let host_pci = String::from_utf8(host_pci).map_err(|_| mismatch("the host's PCI address is not text"))?;
+    let rep = dev.open_representor_by_pci(&host_pci)?;
+    eprintln!("dma_copy (dpu): serving host function {} (VUID {})", rep.info().pci_addr, rep.info().vuid);
     let host = dev.import(&blob)?;
     let dma = Dma::builder(&dev).max_tasks(64).build().await?;
     let local = dev.alloc(LEN, Access::LOCAL_READ_WRITE)?;

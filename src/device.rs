@@ -104,13 +104,7 @@ fn read_info(devinfo: *const sys::doca_devinfo) -> Result<DeviceInfo> {
             "devinfo: iface name",
         )?;
     }
-    let text = |buf: &[std::ffi::c_char]| {
-        // SAFETY: the buffer is initialised (zeroed, then filled by DOCA) and `len` bytes
-        // long; from_bytes_until_nul stops at the first NUL and fails cleanly without one.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), buf.len()) };
-        CStr::from_bytes_until_nul(bytes).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
-    };
-    Ok(DeviceInfo { pci_addr: text(&pci), ibdev_name: text(&ibdev), iface_name: text(&iface) })
+    Ok(DeviceInfo { pci_addr: c_text(&pci), ibdev_name: c_text(&ibdev), iface_name: c_text(&iface) })
 }
 
 impl Device {
@@ -165,6 +159,183 @@ impl Device {
     }
 }
 
+/// A function a DPU-side device represents (a host PF, VF or SF), as
+/// [`Device::representors`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepresentorInfo {
+    /// The function's PCI address as the host sees it, `"0000:03:00.0"`.
+    pub pci_addr: String,
+    /// The function's vendor-unique id, stable across reboots.
+    pub vuid: String,
+}
+
+/// An open representor: the handle a DPU program gives a Comch server
+/// ([`crate::comch::ServerBuilder::representor`]) to serve that host function. Clones share
+/// one `doca_dev_rep`, closed when the last drops; it keeps its [`Device`] open.
+#[derive(Clone)]
+pub struct Representor {
+    inner: Arc<RepInner>,
+}
+
+struct RepInner {
+    rep: *mut sys::doca_dev_rep,
+    info: RepresentorInfo,
+    _dev: Device,
+}
+
+// SAFETY: as for DevInner: a doca_dev_rep is opened once, then only passed to DOCA calls that
+// read it, and closed once by the last owner.
+unsafe impl Send for RepInner {}
+// SAFETY: see Send.
+unsafe impl Sync for RepInner {}
+
+impl Drop for RepInner {
+    fn drop(&mut self) {
+        // SAFETY: `rep` came from doca_dev_rep_open and is closed exactly once, here.
+        let rc = unsafe { sys::doca_dev_rep_close(self.rep) };
+        if rc != sys::DOCA_SUCCESS {
+            eprintln!("async-doca: doca_dev_rep_close({}) failed: {:?}", self.info.pci_addr, crate::DocaCode(rc));
+        }
+    }
+}
+
+impl Representor {
+    /// The represented function's PCI address and VUID.
+    pub fn info(&self) -> &RepresentorInfo {
+        &self.inner.info
+    }
+    /// The raw `doca_dev_rep`, valid while this `Representor` (or a clone) lives.
+    pub fn as_ptr(&self) -> *mut sys::doca_dev_rep {
+        self.inner.rep
+    }
+}
+
+impl fmt::Debug for Representor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Representor").field("info", &self.inner.info).finish()
+    }
+}
+
+/// The list from `doca_devinfo_rep_create_list`, destroyed on drop.
+struct RepList {
+    list: *mut *mut sys::doca_devinfo_rep,
+    len: usize,
+}
+
+impl RepList {
+    /// The network representors of `dev` (filter NET, as NVIDIA's samples use to find a
+    /// host function by PCI address).
+    fn new(dev: &Device) -> Result<RepList> {
+        let mut list = std::ptr::null_mut();
+        let mut n = 0u32;
+        // SAFETY: an open device and valid out-pointers.
+        check(
+            unsafe {
+                sys::doca_devinfo_rep_create_list(
+                    dev.as_ptr(),
+                    sys::DOCA_DEVINFO_REP_FILTER_NET as i32,
+                    &mut list,
+                    &mut n,
+                )
+            },
+            "doca_devinfo_rep_create_list",
+        )?;
+        Ok(RepList { list, len: n as usize })
+    }
+
+    fn get(&self, i: usize) -> *mut sys::doca_devinfo_rep {
+        assert!(i < self.len);
+        // SAFETY: the list holds `len` valid pointers while it is alive.
+        unsafe { *self.list.add(i) }
+    }
+}
+
+impl Drop for RepList {
+    fn drop(&mut self) {
+        // SAFETY: `list` came from doca_devinfo_rep_create_list and is destroyed once.
+        unsafe { sys::doca_devinfo_rep_destroy_list(self.list) };
+    }
+}
+
+fn read_rep_info(rep: *const sys::doca_devinfo_rep) -> Result<RepresentorInfo> {
+    let mut pci = [0 as std::ffi::c_char; sys::DOCA_DEVINFO_REP_PCI_ADDR_SIZE];
+    let mut vuid = [0 as std::ffi::c_char; sys::DOCA_DEVINFO_REP_VUID_SIZE];
+    // SAFETY: each buffer is writable for the size DOCA documents or the size passed.
+    unsafe {
+        check(sys::doca_devinfo_rep_get_pci_addr_str(rep, pci.as_mut_ptr()), "representor: PCI address")?;
+        check(sys::doca_devinfo_rep_get_vuid(rep, vuid.as_mut_ptr(), vuid.len() as u32), "representor: VUID")?;
+    }
+    Ok(RepresentorInfo { pci_addr: c_text(&pci), vuid: c_text(&vuid) })
+}
+
+/// The NUL-terminated text DOCA wrote into `buf` (empty if it wrote no NUL).
+fn c_text(buf: &[std::ffi::c_char]) -> String {
+    // SAFETY: the buffer is initialised and `len` bytes long; from_bytes_until_nul stops at
+    // the first NUL and fails cleanly without one.
+    let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), buf.len()) };
+    CStr::from_bytes_until_nul(bytes).map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Normalises a PCI address for comparison: lower case, `0000:` domain added when missing.
+fn full_pci(s: &str) -> String {
+    let s = s.trim().to_ascii_lowercase();
+    if s.matches(':').count() == 1 {
+        format!("0000:{s}")
+    } else {
+        s
+    }
+}
+
+impl Device {
+    /// The host functions this device represents: on a DPU, the host PFs/VFs/SFs it manages
+    /// (network representors); with the soft provider, one per device under
+    /// `DOCA_SOFT_ROLE=dpu`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotSupported`] on a host, which represents nothing.
+    pub fn representors(&self) -> Result<Vec<RepresentorInfo>> {
+        let list = RepList::new(self)?;
+        (0..list.len).map(|i| read_rep_info(list.get(i))).collect()
+    }
+
+    /// Opens the representor of the host function at `pci_addr` (`"0000:03:00.0"` or
+    /// `"03:00.0"`), as NVIDIA's DPU samples pick the host they serve.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotSupported`] on a host; [`ErrorKind::NotFound`] when no representor
+    /// has that address.
+    pub fn open_representor_by_pci(&self, pci_addr: &str) -> Result<Representor> {
+        let want = full_pci(pci_addr);
+        self.open_representor("open representor by PCI address", |i| full_pci(&i.pci_addr) == want)
+    }
+
+    /// Opens the representor with this VUID.
+    ///
+    /// # Errors
+    /// As [`Device::open_representor_by_pci`].
+    pub fn open_representor_by_vuid(&self, vuid: &str) -> Result<Representor> {
+        self.open_representor("open representor by VUID", |i| i.vuid == vuid)
+    }
+
+    fn open_representor(
+        &self,
+        what: &'static str,
+        mut pred: impl FnMut(&RepresentorInfo) -> bool,
+    ) -> Result<Representor> {
+        let list = RepList::new(self).map_err(|e| e.context_prefix(what))?;
+        for i in 0..list.len {
+            let info = read_rep_info(list.get(i))?;
+            if pred(&info) {
+                let mut rep = std::ptr::null_mut();
+                // SAFETY: the rep info is valid while `list` lives; valid out-pointer.
+                check(unsafe { sys::doca_dev_rep_open(list.get(i), &mut rep) }, what)?;
+                return Ok(Representor { inner: Arc::new(RepInner { rep, info, _dev: self.clone() }) });
+            }
+        }
+        Err(Error::new(ErrorKind::NotFound, format!("{what}: no matching representor")))
+    }
+}
+
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Device").field("info", &self.inner.info).finish()
@@ -187,5 +358,27 @@ mod tests {
         assert_eq!(by_name.info().pci_addr, infos[0].pci_addr);
         let err = Device::open_by_ibdev_name("no-such-device").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn pci_forms_compare_equal() {
+        assert_eq!(full_pci("03:00.0"), "0000:03:00.0");
+        assert_eq!(full_pci(" 0000:AF:00.1 "), "0000:af:00.1");
+    }
+
+    /// On a host (this test process's role, unless the environment says dpu) there are no
+    /// representors; the DPU role is covered by `tests/representors.rs`.
+    #[test]
+    fn a_host_has_no_representors() {
+        if std::env::var("DOCA_SOFT_ROLE").is_ok_and(|r| r == "dpu") {
+            return;
+        }
+        let dev = Device::open_default().unwrap();
+        let pci = dev.info().pci_addr.clone();
+        match dev.representors() {
+            Err(e) => assert_eq!(e.kind(), ErrorKind::NotSupported, "{e}"),
+            Ok(list) => panic!("a host listed representors: {list:?}"),
+        }
+        assert_eq!(dev.open_representor_by_pci(&pci).unwrap_err().kind(), ErrorKind::NotSupported);
     }
 }

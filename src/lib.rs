@@ -44,7 +44,7 @@ pub mod sync_event;
 pub mod tokio;
 pub mod urom;
 
-pub use device::{Device, DeviceInfo};
+pub use device::{Device, DeviceInfo, Representor, RepresentorInfo};
 pub use error::{DocaCode, Error, ErrorKind, Result};
 pub use executor::{spawn, spawn_local, time, Builder, CpuSet, Handle, IdleMode, JoinHandle, Runtime};
 pub use mem::{Access, Buf, Memory, RemoteMemory, RemoteSlice};

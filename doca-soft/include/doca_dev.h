@@ -20,7 +20,7 @@ extern "C" {
 
 struct doca_devinfo;
 struct doca_dev;
-struct doca_devinfo_rep; /* a function managed by a DPU-side device (none on the soft provider) */
+struct doca_devinfo_rep; /* a function managed by a DPU-side device (soft: DOCA_SOFT_ROLE=dpu only) */
 struct doca_dev_rep;
 
 /* Buffer sizes, terminating NUL included for strings ("0000:03:00.0" is 12 characters). */
@@ -79,8 +79,10 @@ doca_error_t doca_devinfo_get_pci_func_type(const struct doca_devinfo *devinfo,
 doca_error_t doca_devinfo_get_sf_index(const struct doca_devinfo *devinfo, uint32_t *sf_index);
 
 /*
- * Representors, listed from a DPU-side device. A soft device manages no functions:
- * doca_devinfo_rep_create_list() answers DOCA_ERROR_NOT_SUPPORTED, as DOCA does on a host.
+ * Representors, listed from a DPU-side device. The soft provider's side is the environment
+ * variable DOCA_SOFT_ROLE: "host" (the default) answers DOCA_ERROR_NOT_SUPPORTED, as DOCA does on
+ * a host; "dpu" lists, for each soft device, one network representor of the host PF with the
+ * device's own PCI address (filters ALL and NET; EMULATED alone lists none).
  */
 doca_error_t doca_devinfo_rep_create_list(struct doca_dev *dev, int filter, struct doca_devinfo_rep ***dev_list_rep,
 					  uint32_t *nb_devs_rep);

@@ -262,6 +262,9 @@ pub unsafe extern "C" fn doca_devinfo_create_list(
         if dev_list.is_null() || nb_devs.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
+        // The role is checked here, where a program first meets the soft devices, so a
+        // mistyped DOCA_SOFT_ROLE fails loudly instead of silently meaning "host".
+        crate::rep::role()?;
         let infos = current_devinfos()?;
         let n = u32::try_from(infos.len()).map_err(|_| DOCA_ERROR_BAD_CONFIG)?;
         let mut arr: Vec<*mut doca_devinfo> =
@@ -362,7 +365,7 @@ pub unsafe extern "C" fn doca_dev_as_devinfo(dev: *const doca_dev) -> *mut doca_
 ///
 /// # Safety
 /// `dst` must be non-NULL and writable for `size` bytes.
-unsafe fn write_cstr(dst: *mut c_char, size: usize, s: &str) -> Result<(), doca_error_t> {
+pub(crate) unsafe fn write_cstr(dst: *mut c_char, size: usize, s: &str) -> Result<(), doca_error_t> {
     if s.len() >= size {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
@@ -392,6 +395,31 @@ pub unsafe extern "C" fn doca_devinfo_get_pci_addr_str(
     })
 }
 
+/// Reads and normalises a caller's PCI address string (`DDDD:BB:DD.F` or `BB:DD.F`).
+///
+/// # Safety
+/// `p` must be non-NULL and NUL-terminated.
+pub(crate) unsafe fn read_pci_arg(p: *const c_char) -> Result<String, doca_error_t> {
+    let pci_addr_str = p;
+    // Read at most 32 bytes looking for the NUL: a PCI address is at most 12 characters
+    // (plus whitespace we tolerate), and we never scan an unterminated buffer forever.
+    let mut bytes = Vec::with_capacity(32);
+    loop {
+        if bytes.len() == 32 {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: the caller passes a NUL-terminated string; we stop at its NUL, so
+        // every byte read is part of the string.
+        let b = unsafe { *pci_addr_str.add(bytes.len()) } as u8;
+        if b == 0 {
+            break;
+        }
+        bytes.push(b);
+    }
+    let s = std::str::from_utf8(&bytes).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+    parse_pci(s).ok_or(DOCA_ERROR_INVALID_VALUE)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn doca_devinfo_is_equal_pci_addr(
     devinfo: *const doca_devinfo,
@@ -403,23 +431,8 @@ pub unsafe extern "C" fn doca_devinfo_is_equal_pci_addr(
         if pci_addr_str.is_null() || is_equal.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        // Read at most 32 bytes looking for the NUL: a PCI address is at most 12 characters
-        // (plus whitespace we tolerate), and we never scan an unterminated buffer forever.
-        let mut bytes = Vec::with_capacity(32);
-        loop {
-            if bytes.len() == 32 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
-            // SAFETY: the caller passes a NUL-terminated string; we stop at its NUL, so
-            // every byte read is part of the string.
-            let b = unsafe { *pci_addr_str.add(bytes.len()) } as u8;
-            if b == 0 {
-                break;
-            }
-            bytes.push(b);
-        }
-        let s = std::str::from_utf8(&bytes).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
-        let norm = parse_pci(s).ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        // SAFETY: non-NULL checked; NUL-terminated by the caller's contract.
+        let norm = unsafe { read_pci_arg(pci_addr_str) }?;
         // SAFETY: `is_equal` checked non-NULL; writable by the caller's contract.
         unsafe { out(is_equal, u8::from(norm == info.pci)) }
     })

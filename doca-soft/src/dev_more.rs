@@ -1,5 +1,5 @@
 //! The rest of `doca_dev.h`: network addresses and link properties of a device, its PCI
-//! function type, capability flags and representors.
+//! function type and capability flags (representors: `rep.rs`).
 //!
 //! # What a soft device answers (decisions; see also `docs/soft-provider.md`)
 //!
@@ -19,29 +19,19 @@
 //! | PCI function type | `DOCA_PCI_FUNC_TYPE_PF` |
 //! | SF index | `DOCA_ERROR_NOT_SUPPORTED`: a PF has no SF index |
 //! | hotplug manager, notification moderation, accelerated resource reclaim | 0 (not supported) |
-//! | representor list | `DOCA_ERROR_NOT_SUPPORTED`: a soft device manages no functions (DOCA: always the case on a host); no representor object can exist, so the representor calls refuse every pointer with `DOCA_ERROR_INVALID_VALUE` |
+//! | representor list | by role, see `rep.rs`: `DOCA_ERROR_NOT_SUPPORTED` on a host (as DOCA), the host PF's representor in the DPU role |
 //!
 //! Buffer sizes below the matching `DOCA_DEVINFO_*_SIZE` are `DOCA_ERROR_INVALID_VALUE`.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ptr;
 
 use crate::dev::{dev_ref, devinfo_ref, doca_dev, doca_devinfo};
-use crate::ffi::{guard, guard_err, out};
+use crate::ffi::{guard_err, out};
 use crate::types::*;
 
-/// `struct doca_devinfo_rep` (opaque; the soft provider lists no representors).
-#[repr(C)]
-pub struct doca_devinfo_rep {
-    _opaque: [u8; 0],
-}
-
-/// `struct doca_dev_rep` (opaque; the soft provider opens no representors).
-#[repr(C)]
-pub struct doca_dev_rep {
-    _opaque: [u8; 0],
-}
+pub use crate::rep::{doca_dev_rep, doca_devinfo_rep};
 
 // ---- host interface lookups ----
 
@@ -303,148 +293,11 @@ pub unsafe extern "C" fn doca_dev_accelerate_resource_reclaim(dev: *mut doca_dev
     })
 }
 
-// ---- representors ----
-
-/// Filter bits `doca_devinfo_rep_create_list` knows.
-const REP_FILTERS: i32 = (DOCA_DEVINFO_REP_FILTER_NET | DOCA_DEVINFO_REP_FILTER_EMULATED) as i32;
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_create_list(
-    dev: *mut doca_dev,
-    filter: i32,
-    dev_list_rep: *mut *mut *mut doca_devinfo_rep,
-    nb_devs_rep: *mut u32,
-) -> doca_error_t {
-    guard_err(|| {
-        dev_ref(dev)?;
-        if dev_list_rep.is_null() || nb_devs_rep.is_null() || filter & !REP_FILTERS != 0 {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        // NOT_SUPPORTED, reason: a soft device manages no other PCI functions (it is a host
-        // device, not a DPU's); DOCA answers the same for a device without representors.
-        Err(crate::sdk_fail!(
-            DOCA_ERROR_NOT_SUPPORTED,
-            "doca_devinfo_rep_create_list: a soft device manages no representors"
-        ))
-    })
-}
-
-/// The answer of every representor call given an object pointer: NULL is an invalid value,
-/// and so is any other pointer, because the soft provider never creates a representor.
-fn no_rep<T>(_p: *const T) -> doca_error_t {
-    DOCA_ERROR_INVALID_VALUE
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_destroy_list(dev_list_rep: *mut *mut doca_devinfo_rep) -> doca_error_t {
-    no_rep(dev_list_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_dev_rep_open(
-    devinfo: *mut doca_devinfo_rep,
-    _dev_rep: *mut *mut doca_dev_rep,
-) -> doca_error_t {
-    no_rep(devinfo)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_dev_rep_close(dev: *mut doca_dev_rep) -> doca_error_t {
-    no_rep(dev)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_dev_rep_as_devinfo(_dev_rep: *mut doca_dev_rep) -> *mut doca_devinfo_rep {
-    guard(ptr::null_mut(), ptr::null_mut)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_get_vuid(
-    devinfo_rep: *const doca_devinfo_rep,
-    _rep_vuid: *mut c_char,
-    _size: u32,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_get_pci_addr_str(
-    devinfo_rep: *const doca_devinfo_rep,
-    _pci_addr_str: *mut c_char,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_get_pci_func_type(
-    devinfo_rep: *const doca_devinfo_rep,
-    _pci_func_type: *mut doca_pci_func_type,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_get_is_hotplug(
-    devinfo_rep: *const doca_devinfo_rep,
-    _is_hotplug: *mut u8,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_get_iface_name(
-    devinfo_rep: *const doca_devinfo_rep,
-    _iface_name: *mut c_char,
-    _size: u32,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_get_vhca_id(
-    devinfo_rep: *const doca_devinfo_rep,
-    _vhca_id: *mut u16,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_is_equal_pci_addr(
-    devinfo_rep: *const doca_devinfo_rep,
-    _pci_addr_str: *const c_char,
-    _is_equal: *mut u8,
-) -> doca_error_t {
-    no_rep(devinfo_rep)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_cap_is_filter_all_supported(
-    devinfo: *const doca_devinfo,
-    filter_all_supported: *mut u8,
-) -> doca_error_t {
-    flag_off(devinfo, filter_all_supported)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_cap_is_filter_net_supported(
-    devinfo: *const doca_devinfo,
-    filter_net_supported: *mut u8,
-) -> doca_error_t {
-    flag_off(devinfo, filter_net_supported)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_devinfo_rep_cap_is_filter_emulated_supported(
-    devinfo: *const doca_devinfo,
-    filter_emulated_supported: *mut u8,
-) -> doca_error_t {
-    flag_off(devinfo, filter_emulated_supported)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dev::{doca_dev_as_devinfo, doca_dev_close, test_open_default};
+    use crate::rep::*;
 
     #[test]
     fn hw_addr_parsing() {

@@ -79,6 +79,7 @@ pub mod log;
 pub mod mmap;
 pub mod pe;
 pub mod rdma;
+pub mod rep;
 pub mod shm;
 pub mod sync_event;
 pub mod task;

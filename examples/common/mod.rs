@@ -37,13 +37,40 @@ where
     C: FnOnce(Peer) -> CF,
     CF: Future<Output = Result<()>>,
 {
+    main_env(name, parent, child, &[])
+}
+
+/// The environment variable that puts the soft provider's devices on the DPU side.
+pub const ROLE_ENV: &str = "DOCA_SOFT_ROLE";
+
+/// As [`main`] for a host program (the parent) and its DPU program (the child): the child
+/// runs with `DOCA_SOFT_ROLE=dpu`, so its devices list the host's representor as a
+/// BlueField's do. (On a BlueField the variable is ignored: the sides are real machines.)
+pub fn main_host_dpu<P, PF, C, CF>(name: &str, host: P, dpu: C) -> ExitCode
+where
+    P: FnOnce(Peer) -> PF,
+    PF: Future<Output = Result<String>>,
+    C: FnOnce(Peer) -> CF,
+    CF: Future<Output = Result<()>>,
+{
+    main_env(name, host, dpu, &[(ROLE_ENV, "dpu")])
+}
+
+/// [`main`] with extra environment variables for the child.
+fn main_env<P, PF, C, CF>(name: &str, parent: P, child: C, child_env: &[(&str, &str)]) -> ExitCode
+where
+    P: FnOnce(Peer) -> PF,
+    PF: Future<Output = Result<String>>,
+    C: FnOnce(Peer) -> CF,
+    CF: Future<Output = Result<()>>,
+{
     let is_child = std::env::args().nth(1).as_deref() == Some(CHILD_ARG);
     let result = Runtime::new().and_then(|rt| {
         rt.block_on(async {
             if is_child {
                 child(Peer::parent()).await.map(|()| None)
             } else {
-                let (peer, mut proc) = Peer::spawn_child()?;
+                let (peer, mut proc) = Peer::spawn_child(child_env)?;
                 match parent(peer).await {
                     Ok(line) => proc.finish().map(|()| Some(line)),
                     Err(e) => {
@@ -86,10 +113,11 @@ impl Peer {
 
     /// Starts this program again as the child, with piped stdin and stdout (stderr is shared,
     /// so the child's errors show up).
-    fn spawn_child() -> Result<(Peer, ChildProc)> {
+    fn spawn_child(env: &[(&str, &str)]) -> Result<(Peer, ChildProc)> {
         let exe = std::env::current_exe().map_err(|e| Error::os(e, "find own executable"))?;
         let mut child = Command::new(exe)
             .arg(CHILD_ARG)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

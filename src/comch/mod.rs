@@ -9,8 +9,9 @@
 //! | [`Connection`] | [`recv`](Connection::recv), [`messages`](Connection::messages) (a `Stream`) | the next message, `None` at disconnection |
 //!
 //! The server and its clients meet by *name* (a short string both sides agree on). A server
-//! is bound to the device (and, on a BlueField, the representor of the host function it
-//! serves); a client names its device and the server. Messages are byte vectors up to the
+//! is bound to the device and, on a BlueField, the representor of the host function it
+//! serves ([`ServerBuilder::representor`], found with [`Device::open_representor_by_pci`]);
+//! a client names its device and the server. Messages are byte vectors up to the
 //! negotiated maximum (the smaller of [`ServerBuilder::max_msg_size`] and [`ClientBuilder::max_msg_size`]).
 //!
 //! # Disconnection
@@ -59,7 +60,7 @@ use std::rc::{Rc, Weak};
 use std::task::{Context as TaskCx, Poll, Waker};
 use std::time::Duration;
 
-use crate::device::Device;
+use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{completion_cb, TaskKind};
 use crate::executor::Context;
@@ -258,9 +259,17 @@ pub struct ServerBuilder {
     max_msg: Option<u32>,
     recv_queue: Option<u32>,
     send_tasks: u32,
+    rep: Option<Representor>,
 }
 
 impl ServerBuilder {
+    /// Binds the server to the representor of the host function it serves (a BlueField
+    /// requires one; the soft provider also accepts none, and serves local clients either
+    /// way). The server keeps the representor open while it lives.
+    pub fn representor(mut self, rep: &Representor) -> Self {
+        self.rep = Some(rep.clone());
+        self
+    }
     /// The largest message (default: the provider's default).
     pub fn max_msg_size(mut self, n: u32) -> Self {
         self.max_msg = Some(n);
@@ -285,13 +294,15 @@ impl ServerBuilder {
     pub async fn build(self) -> Result<Server> {
         let name = cname(&self.name)?;
         let mut s = std::ptr::null_mut();
-        // SAFETY: open device, NUL-terminated name, valid out-pointer. No representor: the
-        // soft provider does not model them (a BlueField server needs one; see HARDWARE.md).
+        let rep = self.rep.as_ref().map_or(std::ptr::null_mut(), Representor::as_ptr);
+        // SAFETY: open device, NULL or an open representor, NUL-terminated name, valid
+        // out-pointer.
         check(
-            unsafe { sys::doca_comch_server_create(self.dev.as_ptr(), std::ptr::null_mut(), name.as_ptr(), &mut s) },
+            unsafe { sys::doca_comch_server_create(self.dev.as_ptr(), rep, name.as_ptr(), &mut s) },
             "comch: doca_comch_server_create",
         )?;
-        let keep = self.dev.clone();
+        // The device and representor outlive the server: released after its destroy.
+        let keep = (self.dev.clone(), self.rep.clone());
         // SAFETY: a fresh, IDLE, unconnected server of this thread, destroyed only by Context.
         let ctx = unsafe {
             Context::new("comch_server", s, sys::doca_comch_server_as_ctx(s), move |s| {
@@ -357,6 +368,7 @@ impl Server {
             max_msg: None,
             recv_queue: None,
             send_tasks: DEFAULT_SEND_TASKS,
+            rep: None,
         }
     }
 

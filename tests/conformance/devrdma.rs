@@ -109,6 +109,52 @@ fn devices_are_selected_by_ibdev_name_or_pci_address_as_the_samples_do() {
     }
 }
 
+/// Representors: on a host `doca_devinfo_rep_create_list` answers NOT_SUPPORTED; on a DPU
+/// (or the soft provider with `DOCA_SOFT_ROLE=dpu`) a list whose every element answers its
+/// getters and opens. Either way the answer is printed.
+#[test]
+fn representor_lists_are_not_supported_on_a_host_or_valid() {
+    let dev = open_dev();
+    // SAFETY: an open device, valid out-pointers and buffers of the documented sizes; list
+    // elements are used only before their list is destroyed (or through an open rep).
+    unsafe {
+        let info = doca_dev_as_devinfo(dev);
+        let (mut all_cap, mut net_cap, mut emu_cap) = (9u8, 9u8, 9u8);
+        ok(doca_devinfo_rep_cap_is_filter_all_supported(info, &mut all_cap));
+        ok(doca_devinfo_rep_cap_is_filter_net_supported(info, &mut net_cap));
+        ok(doca_devinfo_rep_cap_is_filter_emulated_supported(info, &mut emu_cap));
+        println!("representor filter caps: all {all_cap}, net {net_cap}, emulated {emu_cap}");
+        for (fname, filter) in [("ALL", DOCA_DEVINFO_REP_FILTER_ALL), ("NET", DOCA_DEVINFO_REP_FILTER_NET)] {
+            let (mut reps, mut n) = (ptr::null_mut(), 0u32);
+            let r = doca_devinfo_rep_create_list(dev, filter as i32, &mut reps, &mut n);
+            one_of(&format!("representor list, filter {fname}"), r, &[DOCA_SUCCESS, DOCA_ERROR_NOT_SUPPORTED]);
+            if r != DOCA_SUCCESS {
+                continue;
+            }
+            println!("  {n} representors");
+            for i in 0..n as usize {
+                let rep = *reps.add(i);
+                let mut pci = [0 as c_char; DOCA_DEVINFO_REP_PCI_ADDR_SIZE];
+                let mut vuid = [0 as c_char; DOCA_DEVINFO_REP_VUID_SIZE];
+                ok(doca_devinfo_rep_get_pci_addr_str(rep, pci.as_mut_ptr()));
+                ok(doca_devinfo_rep_get_vuid(rep, vuid.as_mut_ptr(), vuid.len() as u32));
+                let mut ft = 99;
+                ok(doca_devinfo_rep_get_pci_func_type(rep, &mut ft));
+                println!("  rep {i}: pci {} vuid {} func type {ft}", cstr(&pci), cstr(&vuid));
+                let mut eq = 9u8;
+                ok(doca_devinfo_rep_is_equal_pci_addr(rep, pci.as_ptr(), &mut eq));
+                assert_eq!(eq, 1, "a representor equals its own PCI address");
+                let mut opened = ptr::null_mut();
+                ok(doca_dev_rep_open(rep, &mut opened));
+                assert!(!doca_dev_rep_as_devinfo(opened).is_null());
+                ok(doca_dev_rep_close(opened));
+            }
+            ok(doca_devinfo_rep_destroy_list(reps));
+        }
+        ok(doca_dev_close(dev));
+    }
+}
+
 /// An IDLE rdma ctx on a PE, with everything needed to start it.
 struct Idle {
     dev: *mut doca_dev,

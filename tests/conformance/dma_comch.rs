@@ -186,8 +186,8 @@ fn comch_server_and_client_start_connect_and_talk() {
         assert!(max >= 1024);
         ok(doca_pe_create(&mut spe));
         ok(doca_pe_create(&mut cpe));
-        // The soft provider has no representors yet; NVIDIA's server needs one (a DPU run
-        // opens it from doca_devinfo_rep_create_list).
+        // No representor: the soft provider accepts NULL in either role; NVIDIA's server
+        // needs one (a DPU run opens it from doca_devinfo_rep_create_list, as the examples do).
         ok(doca_comch_server_create(dev, ptr::null_mut(), name.as_ptr(), &mut s));
         ok(doca_comch_server_set_max_msg_size(s, 1024));
         ok(doca_comch_server_set_recv_queue_size(s, 8));

@@ -21,9 +21,10 @@ const SERVER_MAGIC: u32 = 0x434d_5353; // "CMSS"
 const CLIENT_MAGIC: u32 = 0x434d_5343; // "CMSC"
 const CONN_MAGIC: u32 = 0x434d_434e; // "CMCN"
 
-/// A server keeps the representor pointer it was given (for `get_device_rep`) and never
-/// dereferences it (the soft provider opens no representors: `dev_more.rs`).
-pub use crate::dev_more::doca_dev_rep;
+/// A server keeps the representor it was given (for `get_device_rep`) and never dereferences
+/// it: it must be NULL (the soft provider serves every local client then) or a representor
+/// opened with `doca_dev_rep_open` (`rep.rs`, DPU role); other pointers are INVALID_VALUE.
+pub use crate::rep::doca_dev_rep;
 
 /// `struct doca_comch_event_msg_recv`: the event argument of receive callbacks. DOCA passes
 /// an event object; nothing can be done with it through the API, so ours is a dummy address.
@@ -779,7 +780,7 @@ fn create(
 ) -> Result<(), doca_error_t> {
     let d = dev_ref(dev)?;
     let name = name_of(name)?;
-    if outp.is_null() {
+    if outp.is_null() || !crate::rep::is_open_or_null(repr) {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     let raw = Box::into_raw(Endpoint::new(role, d, repr, name));

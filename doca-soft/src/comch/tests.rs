@@ -343,6 +343,8 @@ fn creation_rules_and_capabilities() {
     unsafe {
         assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), long.as_ptr(), &mut s), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), ptr::null(), &mut s), DOCA_ERROR_INVALID_VALUE);
+        // A representor must be one doca_dev_rep_open returned (or NULL).
+        assert_eq!(doca_comch_server_create(dev, 0x1000 as *mut _, ok.as_ptr(), &mut s), DOCA_ERROR_INVALID_VALUE);
         let name = unique("dup");
         assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), name.as_ptr(), &mut s), DOCA_SUCCESS);
         assert_eq!(doca_comch_server_create(dev, ptr::null_mut(), name.as_ptr(), &mut s2), DOCA_SUCCESS);

@@ -2,8 +2,7 @@
 //! executors (two CPUs) of one process. Side A (the client) sends `size` bytes and waits for
 //! the echo; side B (the server) echoes. Latency is half the round trip.
 //!
-//! Only the `async` mode exists: a raw C-style loop over the Comch entry points is not
-//! written yet.
+//! The `raw` mode is the same ping-pong as a C program would write it (`raw_comch.rs`).
 
 use async_doca::comch::{Client, Server};
 use async_doca::time::timeout;
@@ -16,8 +15,10 @@ use super::{two_cpus, Mode, Params, PEER_TIMEOUT};
 pub(super) const TEST: &str = "comch_lat";
 
 pub fn run(p: &Params) -> Result<Report> {
-    if p.mode != Mode::Async {
-        return Err(p.mode.unsupported(TEST));
+    match p.mode {
+        Mode::Async => {}
+        Mode::Raw => return super::raw_comch::run(p),
+        other => return Err(other.unsupported(TEST)),
     }
     let (cpu_a, cpu_b) = two_cpus()?;
     let cpus: Vec<usize> = if cpu_a == cpu_b { vec![cpu_a] } else { vec![cpu_a, cpu_b] };

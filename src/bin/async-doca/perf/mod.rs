@@ -33,6 +33,7 @@ mod coll;
 mod comch;
 mod dma;
 mod raw;
+mod raw_comch;
 mod raw_rdma;
 mod rdma;
 mod stats;
@@ -416,7 +417,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "comch_lat",
-        modes: &[Mode::Async],
+        modes: RDMA_MODES,
         procs: &[1],
         sizes: &[8],
         sized: true,
