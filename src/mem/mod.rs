@@ -313,9 +313,9 @@ impl Device {
             return Err(Error::new(ErrorKind::InvalidArgument, "mem.import: empty blob"));
         }
         let mut mmap = std::ptr::null_mut();
-        // SAFETY: `blob` is readable for its length; NULL user data is allowed; valid
-        // out-pointer; the device is open.
         check(
+            // SAFETY: `blob` is readable for its length; NULL user data is allowed; valid
+            // out-pointer; the device is open.
             unsafe {
                 sys::doca_mmap_create_from_export(
                     std::ptr::null(),
@@ -373,8 +373,8 @@ impl Memory {
     pub fn export_rdma(&self) -> Result<Vec<u8>> {
         let mut p = std::ptr::null();
         let mut n = 0usize;
-        // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
         check(
+            // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
             unsafe { sys::doca_mmap_export_rdma(self.inner.mmap, self.inner.dev.as_ptr(), &mut p, &mut n) },
             "mem.export_rdma",
         )?;

@@ -1385,7 +1385,7 @@ fn loss_sender() {
         assert_eq!(from_parent().as_deref(), Some("go"));
         for (i, &c) in conns.iter().enumerate() {
             let off = 64 * i;
-            b.mem()[off..off + 8].copy_from_slice(&format!("msg{round:02}-{i:02}").as_bytes());
+            b.mem()[off..off + 8].copy_from_slice(format!("msg{round:02}-{i:02}").as_bytes());
             b.send(c, b.buf(off, 8, 8), i as u64).unwrap();
         }
         assert!(run_until(&[b.pe], T, || rec_count() >= LOSS_CONNS), "the sends never completed");
