@@ -18,10 +18,11 @@ cd "$(dirname "$0")/.."
 
 modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(miri asan tsan)
-host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
+# Install nightly only when missing (an installed one is used as it is, not updated).
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+rustup component add rust-src miri --toolchain nightly
 
-rustup toolchain install nightly --profile minimal >/dev/null
-rustup component add rust-src miri --toolchain nightly >/dev/null
+host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
 
 # The integration tests that exercise the runtime and the provider together, in-process and
 # across processes (the chaos harness starts its children from the same instrumented binary).
