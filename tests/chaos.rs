@@ -730,18 +730,21 @@ fn child_main(spec: &str) {
         for r in receivers {
             r.cancel();
         }
-        for (p, mem) in ch.peers.iter().map(|p| (p.id, &p.mem)).chain(unconnected.iter().map(|(p, m)| (*p, m))) {
-            std::fs::write(dir.join(format!("mem-{me}-{p}")), mem.buf().to_vec()).unwrap();
-        }
-        ch.log.line(format!("EV {}", ev.get().await?));
         ch.log.line(format!("FDS {fds_start} {}", fd_count()));
         writeln!(stdout.lock(), "{TAG}DONE").unwrap();
-        // Stay until every process is done (peers may still read our memory).
+        // Stay until every process is done: a peer whose connection to us we stopped early
+        // (a restart) still adds to our event until its own end, and peers may still read
+        // our memory. Once every survivor is done (EXIT), nothing changes them any more: the
+        // regions and the event's value are final.
         loop {
             if read_instruction(&mut stdin) == "EXIT" {
                 break;
             }
         }
+        for (p, mem) in ch.peers.iter().map(|p| (p.id, &p.mem)).chain(unconnected.iter().map(|(p, m)| (*p, m))) {
+            std::fs::write(dir.join(format!("mem-{me}-{p}")), mem.buf().to_vec()).unwrap();
+        }
+        ch.log.line(format!("EV {}", ev.get().await?));
         Ok::<_, Error>(())
     })
     .unwrap();
