@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 
 cargo test --workspace
 
+# The chaos harness ran above in the debug build (tests/chaos.rs: processes killed, frozen,
+# contexts restarted, futures dropped, all under random RDMA and sync-event traffic, every
+# invariant checked from the logs); once more optimised, where the timing differs.
+# `scripts/soak.sh MINUTES` runs it for longer.
+cargo test --release --test chaos
+
 # The loom model checker explores every interleaving of the park/wake handshake; it needs
 # its own cfg, so it builds in its own target directory.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release --lib loom

@@ -13,10 +13,12 @@ use core::ffi::{c_char, CStr};
 use crate::ffi::guard;
 use crate::types::*;
 
-/// Name returned for a code outside the known table.
-pub const UNKNOWN_NAME: &CStr = c"DOCA_ERROR_UNRECOGNIZED_CODE";
-/// Description returned for a code outside the known table.
-pub const UNKNOWN_DESCR: &CStr = c"Status code not known to this build of the DOCA provider";
+/// Name returned for a code outside the known table. A `static`, not a `const`: every
+/// unknown code gets the same pointer (a `const` is copied at each use, and only an optimiser's
+/// merging made the copies share an address; under AddressSanitizer they did not).
+pub static UNKNOWN_NAME: &CStr = c"DOCA_ERROR_UNRECOGNIZED_CODE";
+/// Description returned for a code outside the known table (a `static`, as above).
+pub static UNKNOWN_DESCR: &CStr = c"Status code not known to this build of the DOCA provider";
 
 /// Symbolic names, indexed by code. Must stay in step with `DOCA_ERROR_NAMES` in types.rs
 /// (a unit test checks that).

@@ -24,6 +24,7 @@ impl Drop for Key {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn reservation_values_from_the_environment_are_checked() {
     let r = ReservationRef::parse("my-key.1:7:1f").unwrap();
     assert_eq!((r.key, r.slot, r.token), ("my-key.1", 7, 0x1f));
@@ -58,6 +59,7 @@ fn reservation_values_from_the_environment_are_checked() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn attach_without_registry_is_not_found() {
     let k = Key::new("absent");
     let e = Registry::attach(&k.0).unwrap_err();
@@ -66,6 +68,7 @@ fn attach_without_registry_is_not_found() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn registry_file_is_private() {
     let k = Key::new("perm");
     let reg = Registry::open(&k.0).unwrap();
@@ -77,6 +80,7 @@ fn registry_file_is_private() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn bad_keys_are_refused() {
     for k in ["", "../x", "a/b", ".hidden", &"x".repeat(65)] {
         assert_eq!(Registry::open(k).unwrap_err().kind(), ErrorKind::InvalidArgument, "{k:?}");
@@ -84,6 +88,7 @@ fn bad_keys_are_refused() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn register_poll_apply_and_unregister() {
     let k = Key::new("cycle");
     let reg = Registry::open(&k.0).unwrap();
@@ -116,6 +121,7 @@ fn register_poll_apply_and_unregister() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn errors_for_unknown_pids_and_bad_masks() {
     let k = Key::new("errors");
     let reg = Registry::open(&k.0).unwrap();
@@ -131,6 +137,7 @@ fn errors_for_unknown_pids_and_bad_masks() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn sync_query_times_out_when_nobody_applies() {
     let k = Key::new("timeout");
     let reg = Registry::open(&k.0).unwrap().sync_timeout(Duration::from_millis(50));
@@ -147,6 +154,7 @@ fn sync_query_times_out_when_nobody_applies() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn reservations_are_adopted_by_token() {
     let k = Key::new("reserve");
     let reg = Registry::open(&k.0).unwrap();
@@ -172,6 +180,7 @@ fn reservations_are_adopted_by_token() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_dead_holder_of_the_lock_is_repaired() {
     let k = Key::new("repair");
     let reg = Registry::open(&k.0).unwrap();
@@ -198,6 +207,7 @@ fn reg_table(reg: &Registry) -> &shm::Table {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn steal_from_another_process_then_recover() {
     let k = Key::new("steal");
     let reg = Registry::open(&k.0).unwrap();

@@ -187,6 +187,7 @@ where
     F::Output: 'static,
 {
     let fut = Tracked::new(fut, core.shared.id);
+    let builder = Builder::new().metadata(TaskMeta::new(Some(core.shared.clone())));
     // SAFETY: async-task requires that the runnable of a `!Send` future be run and dropped
     // on the spawning thread. This is the executor's thread (`core` is the current executor):
     // the first runnable goes straight to its local queue, and `schedule` routes every later
@@ -196,7 +197,6 @@ where
     // that already ran, and shutdown cancels (drops, on this thread) every such task before
     // closing the queue. The schedule function and the metadata (an `Arc<Shared>`) are
     // `Send + Sync + 'static`, and so is the future.
-    let builder = Builder::new().metadata(TaskMeta::new(Some(core.shared.clone())));
     let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
     let raw = runnable.into_raw();
     // SAFETY: `raw` comes from `into_raw` of a runnable of this very type, just above; this
@@ -227,6 +227,7 @@ where
     Fut::Output: Send + 'static,
 {
     let fut = Tracked::new(SpawnOn::Factory { factory: Some(factory) }, shared.id);
+    let builder = Builder::new().metadata(TaskMeta::new(Some(shared.clone())));
     // SAFETY: the future is `!Send` only in its `Running` state. It leaves this thread in its
     // `Factory` state (which holds nothing but the `Send` factory) inside the runnable, and is
     // first polled, i.e. turned `Running`, on the executor of `shared`; from then on every
@@ -235,7 +236,6 @@ where
     // only ever drops never-polled tasks, i.e. `Factory` states). The output is `Send`, as
     // the `JoinHandle` may be awaited anywhere; the schedule function and the metadata are
     // `Send + Sync`.
-    let builder = Builder::new().metadata(TaskMeta::new(Some(shared.clone())));
     let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
     runnable.schedule();
     JoinHandle::new(task)

@@ -73,6 +73,7 @@ fn waiter_tickets_do_not_duplicate_wakers() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn finished_tasks_leave_the_registry() {
     let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
     rt.block_on(async {
@@ -93,6 +94,7 @@ fn finished_tasks_leave_the_registry() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn tasks_that_never_pend_are_never_registered() {
     let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
     rt.block_on(async {
@@ -110,6 +112,7 @@ fn tasks_that_never_pend_are_never_registered() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn operations_never_progress_the_pe_from_inside_progress() {
     // DOCA forbids calling progress from a callback: the inline completion fast path must
     // refuse while the executor is inside progress (or a callback), and the operation then
@@ -131,6 +134,7 @@ fn operations_never_progress_the_pe_from_inside_progress() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn no_task_runs_inline_inside_progress() {
     // A join handle's first poll may run its task on the spot, but never from inside DOCA
     // progress or a callback: the task then runs from the loop.
@@ -156,12 +160,14 @@ fn no_task_runs_inline_inside_progress() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 #[should_panic(expected = "outside an async-doca executor")]
 fn spawn_local_outside_an_executor_panics() {
     drop(spawn_local(async {}));
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 #[should_panic(expected = "block_on")]
 fn nested_block_on_panics() {
     let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();

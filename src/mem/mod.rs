@@ -318,9 +318,9 @@ impl Device {
             return Err(Error::new(ErrorKind::InvalidArgument, "mem.import: empty blob"));
         }
         let mut mmap = std::ptr::null_mut();
-        // SAFETY: `blob` is readable for its length; NULL user data is allowed; valid
-        // out-pointer; the device is open.
         check(
+            // SAFETY: `blob` is readable for its length; NULL user data is allowed; valid
+            // out-pointer; the device is open.
             unsafe {
                 sys::doca_mmap_create_from_export(
                     std::ptr::null(),
@@ -378,8 +378,8 @@ impl Memory {
     pub fn export_rdma(&self) -> Result<Vec<u8>> {
         let mut p = std::ptr::null();
         let mut n = 0usize;
-        // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
         check(
+            // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
             unsafe { sys::doca_mmap_export_rdma(self.inner.mmap, self.inner.dev.as_ptr(), &mut p, &mut n) },
             "mem.export_rdma",
         )?;
@@ -709,6 +709,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn alloc_slice_copy_and_drop_order() {
         let dev = Device::open_default().unwrap();
         let mem = dev.alloc(100, Access::LOCAL_READ_WRITE).unwrap();
@@ -724,6 +725,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn import_bad_blobs() {
         let dev = Device::open_default().unwrap();
         assert_eq!(dev.import(&[]).unwrap_err().kind(), ErrorKind::InvalidArgument);

@@ -682,9 +682,9 @@ impl PendingConnection {
         if peer_blob.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "rdma.connect: empty blob"));
         }
-        // SAFETY: live context and one of its connections; the blob is readable for its
-        // length and only parsed.
         check(
+            // SAFETY: live context and one of its connections; the blob is readable for its
+            // length and only parsed.
             unsafe { sys::doca_rdma_connect(rdma, peer_blob.as_ptr().cast(), peer_blob.len(), self.conn) },
             "rdma.connect",
         )?;

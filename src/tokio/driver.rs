@@ -225,7 +225,7 @@ impl State {
         let enter = Enter::new(&core);
         // If a registration fails below, dropping `enter` and `core` leaves no executor
         // behind: nothing was connected to the PE yet.
-        // SAFETY (both registrations): the PE fd and the core's poll fd are owned by the
+        // SAFETY: (both registrations) the PE fd and the core's poll fd are owned by the
         // core, which `State` keeps alive; `State`'s `Drop` removes these registrations
         // before anything closes the fds (the shutdown destroys the PE), and nothing closes
         // or replaces them meanwhile.

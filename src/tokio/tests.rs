@@ -155,6 +155,7 @@ fn leftovers() -> (usize, usize) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn driver_runs_every_operation_from_the_main_future_and_local_tasks() {
     let rt = current_thread();
     let local = ::tokio::task::LocalSet::new();
@@ -191,6 +192,7 @@ fn driver_runs_every_operation_from_the_main_future_and_local_tasks() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn driver_in_every_idle_mode() {
     for idle in [IdleMode::Event, IdleMode::Polling, IdleMode::default()] {
         let rt = current_thread();
@@ -223,6 +225,7 @@ fn driver_in_every_idle_mode() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn driver_on_a_local_set_of_a_multi_thread_runtime_with_many_tasks() {
     let rt = multi_thread();
     let local = ::tokio::task::LocalSet::new();
@@ -264,6 +267,7 @@ async fn rt_spawned_sum() -> u64 {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn driver_cancellation_leaves_no_slot_or_task_behind() {
     let rt = current_thread();
     let local = ::tokio::task::LocalSet::new();
@@ -305,6 +309,7 @@ fn driver_cancellation_leaves_no_slot_or_task_behind() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn dropping_run_local_mid_flight_shuts_its_executor_down() {
     let rt = current_thread();
     let t0 = Instant::now();
@@ -327,6 +332,7 @@ fn dropping_run_local_mid_flight_shuts_its_executor_down() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn run_local_refuses_to_nest_and_reports_it() {
     let rt = current_thread();
     let out = rt.block_on(run_local(async { run_local(async {}).await }));
@@ -336,6 +342,7 @@ fn run_local_refuses_to_nest_and_reports_it() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn handle_runs_every_operation_from_many_tokio_tasks() {
     let doca = doca_runtime("0-1");
     let bridge = Bridge::builder(doca.handle()).max_in_flight(8).build();
@@ -373,6 +380,7 @@ fn handle_runs_every_operation_from_many_tokio_tasks() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn handle_back_pressure_bounds_the_jobs_running_on_the_executors() {
     let doca = doca_runtime("0-1");
     let bridge = Bridge::builder(doca.handle()).max_in_flight(4).build();
@@ -407,6 +415,7 @@ fn handle_back_pressure_bounds_the_jobs_running_on_the_executors() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn handle_propagates_errors_and_panics() {
     let doca = doca_runtime("0");
     let bridge = Bridge::new(doca.handle());
@@ -443,6 +452,7 @@ impl Drop for DropFlag {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn handle_cancellation_leaves_no_task_or_buffer_behind() {
     let doca = doca_runtime("0");
     let bridge = Bridge::new(doca.handle());

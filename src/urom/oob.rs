@@ -445,6 +445,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn in_process_rounds_in_order() {
         let g = InProcessOob::group(3);
         for round in 0..3u8 {
@@ -457,6 +458,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn socket_rendezvous_gathers_in_rank_order() {
         let path = std::env::temp_dir().join(format!("async-doca-oob-test-{}.sock", std::process::id()));
         let threads: Vec<_> = (1..4u32)
@@ -479,6 +481,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn socket_rendezvous_times_out_without_peers() {
         let path = std::env::temp_dir().join(format!("async-doca-oob-timeout-{}.sock", std::process::id()));
         let e = SocketOob::connect(&path, 0, 2, Duration::from_millis(50)).unwrap_err();

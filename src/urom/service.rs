@@ -104,8 +104,8 @@ impl ServiceBuilder {
             use std::os::unix::ffi::OsStrExt;
             let c = std::ffi::CString::new(path.as_os_str().as_bytes())
                 .map_err(|_| Error::new(ErrorKind::InvalidArgument, "urom.service: socket path contains NUL"))?;
-            // SAFETY: live, IDLE service; `c` is a NUL-terminated string the call copies.
             check(
+                // SAFETY: live, IDLE service; `c` is a NUL-terminated string the call copies.
                 unsafe { sys::doca_soft_urom_service_set_socket_path(svc, c.as_ptr()) },
                 "urom.service: socket path",
             )?;

@@ -627,12 +627,52 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
             }
         }
     }
+    let mut i = 0;
+    while let Some(c) = r.current(i) {
+        i += 1;
+        if c.state() == ConnState::Connected {
+            did |= drop_partial_record(r, c);
+        }
+    }
     if let Some((c, code)) = loss_to_report(r) {
         r.peer_lost(c, code);
         return true;
     }
     sync_sleep_flags(r);
     did
+}
+
+/// A draining connection's peer is gone, so a record it had only partly published when it
+/// went never completes (it never completed on the sender's side either): the receive that
+/// was filling it goes back to the head of the posted receives (it was the oldest), and the
+/// published part of the record is skipped (nothing follows it: the peer writes no more).
+/// Without this, that receive waited forever, and so did every complete record of the other
+/// connections once no other receive was posted, and the loss was never reported (a hang
+/// found by `tests/chaos.rs`: a peer killed mid-message, one receive posted). Returns whether
+/// it did anything.
+fn drop_partial_record(r: &doca_rdma, c: &doca_rdma_connection) -> bool {
+    if c.draining.get().is_none() {
+        return false;
+    }
+    let rxb = c.rx.borrow();
+    let Some(rx) = rxb.as_ref() else {
+        return false;
+    };
+    let Some(inc) = *c.incoming.borrow() else {
+        return false;
+    };
+    let Ok(avail) = rx.available() else {
+        return false;
+    };
+    let rest = inc.record.ring_len() - RECORD_HEADER as u64 - u64::from(inc.copied);
+    if avail >= rest {
+        return false; // complete: pump_rx delivers it
+    }
+    c.incoming.borrow_mut().take();
+    rx.skip(avail);
+    // SAFETY: the incoming receive is a submitted receive task of this ctx, not completed.
+    tasks::repost_receive(r, unsafe { &*inc.task });
+    true
 }
 
 /// The ctx has-work hook (asked when the PE is armed): announces sleep on every receive

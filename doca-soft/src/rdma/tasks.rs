@@ -447,6 +447,14 @@ unsafe fn submit_receive(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_er
     Ok(())
 }
 
+/// Puts back a receive that had been matched with a record that will never complete, at the
+/// head of the posted receives (see `engine::drop_partial_record`).
+pub(crate) fn repost_receive(r: &doca_rdma, t: &doca_task) {
+    // SAFETY: only receive tasks are matched with records.
+    reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
+    r.recvs.borrow_mut().push_front(t);
+}
+
 fn reset_receive(x: &doca_rdma_task_receive) {
     x.res_opcode.set(DOCA_RDMA_OPCODE_RECV_SEND);
     x.res_len.set(0);

@@ -1654,3 +1654,47 @@ fn completed_sends_survive_a_sender_that_stops_at_once() {
     }
     child.wait_success(T);
 }
+
+/// A peer that stops in the middle of a message larger than the ring leaves a record it only
+/// partly published, which never completes: the receive that was filling it is given back
+/// and takes the complete message of the other connection, then the loss is reported. Before
+/// the fix the receive waited forever, and so did the other connection's message (found by
+/// tests/chaos.rs: a peer killed mid-message, one receive posted, two connections).
+#[test]
+fn a_record_a_stopped_peer_only_partly_published_gives_its_receive_back() {
+    take_recs();
+    let big = 3 * RING_DATA_BYTES;
+    let cfg = Cfg { mem_len: 2 * big, ..Cfg::default() };
+    let (a, b) = (Side::new(1, cfg), Side::new(2, cfg));
+    let (a0, b0) = connect_pair(&a, &b);
+    let (_a1, b1) = connect_pair(&a, &b);
+    // b streams a message three rings long on connection 1: one ring's worth is published.
+    b.send(b1, b.buf(0, big, big), 1).unwrap();
+    drain(&[b.pe]);
+    // a's only receive starts taking it (and frees the ring: b publishes a second ring's worth).
+    a.recv(a.buf(0, big, 0), 10).unwrap();
+    drain(&[a.pe]);
+    b.mem()[big..big + 8].copy_from_slice(b"complete");
+    b.send(b0, b.buf(big, 8, 8), 2).unwrap();
+    drain(&[b.pe]);
+    assert_eq!(rec_count(), 1, "only the small send completed");
+    assert_eq!(take_recs()[0].ud, 2);
+    // b stops mid-message: its record on connection 1 is partial for good.
+    b.stop();
+    take_recs();
+    assert!(run_until(&[a.pe], T, || rec_count() >= 1), "the receive never completed");
+    let r = take_recs()[0];
+    assert_eq!((r.ud, r.status, r.len, r.conn), (10, DOCA_SUCCESS, 8, a0 as usize), "{r:?}");
+    assert_eq!(&a.mem()[..8], b"complete");
+    // Nothing deliverable is left: the next receive fails with the loss, never hangs.
+    let failed = match a.recv(a.buf(big, 64, 0), 11) {
+        Err(e) => e,
+        Ok(()) => {
+            assert!(run_until(&[a.pe], T, || rec_count() >= 1), "the loss was never reported");
+            take_recs()[0].status
+        }
+    };
+    assert_eq!(failed, DOCA_ERROR_CONNECTION_RESET, "{}", name(failed));
+    b.destroy();
+    a.destroy();
+}

@@ -227,6 +227,7 @@ impl Signals {
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
             // SAFETY: valid sigaction structs; the handler is async-signal-safe.
             if unsafe { libc::sigemptyset(&mut act.sa_mask) } != 0
+                // SAFETY: as above.
                 || unsafe { libc::sigaction(sig, &act, &mut old) } != 0
             {
                 return Err(format!("sigaction: {}", io::Error::last_os_error()));

@@ -352,6 +352,7 @@ fn worker_spawns_runs_commands_and_stops() {
         ok(doca_pe_request_notification(h.pe));
     }
     assert!(readable(pe_fd(h.pe), 10_000), "the Spawned reply makes the handle readable");
+    // SAFETY: live worker (destroyed only at the end of the test).
     wait(h.pe, "worker RUNNING", || state(unsafe { doca_urom_worker_as_ctx(w) }) == DOCA_CTX_STATE_RUNNING);
     // SAFETY: live worker.
     unsafe {
@@ -441,6 +442,7 @@ fn worker_spawns_runs_commands_and_stops() {
     for &t in &ts {
         release(t);
     }
+    // SAFETY: live worker (destroyed only at the end of the test).
     wait(h.pe, "worker IDLE", || state(unsafe { doca_urom_worker_as_ctx(w) }) == DOCA_CTX_STATE_IDLE);
     wait(h.pe, "Stop seen", || d.seen.lock().unwrap().stops == vec![id]);
     // SAFETY: live worker: after stop, the requested id again.

@@ -83,8 +83,8 @@ impl RawEvent {
         me.start()?;
         let mut data = ptr::null();
         let mut len = 0usize;
-        // SAFETY: the event is started; out-pointers valid; the blob stays owned by the event.
         ok(
+            // SAFETY: the event is started; out-pointers valid; the blob stays owned by the event.
             unsafe { sys::doca_sync_event_export_to_remote_pci(ev, dev.as_ptr(), &mut data, &mut len) },
             "sync_event: export",
         )?;
@@ -96,8 +96,8 @@ impl RawEvent {
     /// Opens the event another side exported.
     pub fn open(dev: &Device, blob: &[u8]) -> Result<RawEvent> {
         let mut ev = ptr::null_mut();
-        // SAFETY: blob is readable for its length; out-pointer valid.
         ok(
+            // SAFETY: blob is readable for its length; out-pointer valid.
             unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
             "sync_event: create from export",
         )?;
