@@ -228,8 +228,8 @@ impl RepList {
     fn new(dev: &Device) -> Result<RepList> {
         let mut list = std::ptr::null_mut();
         let mut n = 0u32;
-        // SAFETY: an open device and valid out-pointers.
         check(
+            // SAFETY: an open device and valid out-pointers.
             unsafe {
                 sys::doca_devinfo_rep_create_list(
                     dev.as_ptr(),

@@ -1116,7 +1116,7 @@ pub extern "C" fn doca_argp_usage() {
 /// `cb` is the program's callback; `config` its config pointer.
 unsafe fn call_param(cb: doca_argp_param_cb_t, value: &Value, config: *mut c_void) -> doca_error_t {
     let Some(f) = cb else { return DOCA_ERROR_INVALID_VALUE };
-    // SAFETY (all arms): the pointee lives on this stack frame for the whole call, with the
+    // SAFETY: (all arms) the pointee lives on this stack frame for the whole call, with the
     // type DOCA documents for the parameter's type; callbacks copy what they keep.
     unsafe {
         match value {
@@ -1179,8 +1179,8 @@ pub unsafe extern "C" fn doca_argp_start(argc: c_int, argv: *mut *mut c_char) ->
                     unsafe { libc::exit(libc::EXIT_SUCCESS) };
                 }
                 Action::Version => match version_cb {
-                    // SAFETY: the program's callback with its config; the param is unused (NULL).
                     Some(f) => {
+                        // SAFETY: the program's callback with its config; the param is unused (NULL).
                         let r = unsafe { f(std::ptr::null_mut(), config) };
                         if r != DOCA_SUCCESS {
                             return Err(r);

@@ -839,10 +839,12 @@ mod tests {
         assert_eq!(emit(DOCA_LOG_LEVEL_WARNING), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_log_unregister_source(src), DOCA_ERROR_NOT_FOUND);
         // Quiet the backend for the other tests (its buffer is static, so it stays valid).
-        // SAFETY: `b` is ours.
-        assert_eq!(unsafe { doca_log_backend_set_level_upper_limit(b, DOCA_LOG_LEVEL_TRACE) }, DOCA_SUCCESS);
-        assert_eq!(unsafe { doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_DISABLE) }, DOCA_SUCCESS);
-        unsafe { doca_log_backend_set_level_lower_limit_strict(b) };
+        // SAFETY: `b` is a live backend of ours.
+        unsafe {
+            assert_eq!(doca_log_backend_set_level_upper_limit(b, DOCA_LOG_LEVEL_TRACE), DOCA_SUCCESS);
+            assert_eq!(doca_log_backend_set_level_lower_limit(b, DOCA_LOG_LEVEL_DISABLE), DOCA_SUCCESS);
+            doca_log_backend_set_level_lower_limit_strict(b)
+        };
     }
 
     #[test]

@@ -150,7 +150,12 @@ impl Dummy {
     pub fn pending_uds(p: *mut Dummy) -> Vec<u64> {
         // SAFETY: `p` is a live Dummy; pending tasks are live tasks of its ctx.
         let d = unsafe { &*p };
-        d.pending.borrow().iter().map(|&t| unsafe { &*t }.user_data_for_tests()).collect()
+        d.pending
+            .borrow()
+            .iter()
+            // SAFETY: as above: pending tasks are live tasks of its ctx.
+            .map(|&t| unsafe { &*t }.user_data_for_tests())
+            .collect()
     }
 
     /// Completes every held task successfully.

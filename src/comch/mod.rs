@@ -295,9 +295,9 @@ impl ServerBuilder {
         let name = cname(&self.name)?;
         let mut s = std::ptr::null_mut();
         let rep = self.rep.as_ref().map_or(std::ptr::null_mut(), Representor::as_ptr);
-        // SAFETY: open device, NULL or an open representor, NUL-terminated name, valid
-        // out-pointer.
         check(
+            // SAFETY: open device, NULL or an open representor, NUL-terminated name, valid
+            // out-pointer.
             unsafe { sys::doca_comch_server_create(self.dev.as_ptr(), rep, name.as_ptr(), &mut s) },
             "comch: doca_comch_server_create",
         )?;
@@ -436,8 +436,8 @@ impl ClientBuilder {
     pub async fn connect(self) -> Result<Connection> {
         let name = cname(&self.name)?;
         let mut c = std::ptr::null_mut();
-        // SAFETY: open device, NUL-terminated name, valid out-pointer.
         check(
+            // SAFETY: open device, NUL-terminated name, valid out-pointer.
             unsafe { sys::doca_comch_client_create(self.dev.as_ptr(), name.as_ptr(), &mut c) },
             "comch: doca_comch_client_create",
         )?;

@@ -262,8 +262,8 @@ impl DmaBuilder {
         if self.max_tasks == 0 {
             return Err(Error::new(ErrorKind::InvalidArgument, "dma: max_tasks must be >= 1"));
         }
-        // SAFETY: the device is open; its devinfo lives as long as it.
         check(
+            // SAFETY: the device is open; its devinfo lives as long as it.
             unsafe { sys::doca_dma_cap_task_memcpy_is_supported(sys::doca_dev_as_devinfo(self.dev.as_ptr())) },
             "dma: memcpy capability",
         )?;
@@ -281,8 +281,8 @@ impl DmaBuilder {
                 rc
             })
         }?;
-        // SAFETY: `dma` is live and IDLE; the callbacks have the exact C signature.
         check(
+            // SAFETY: `dma` is live and IDLE; the callbacks have the exact C signature.
             unsafe {
                 sys::doca_dma_task_memcpy_set_conf(
                     dma,
@@ -328,8 +328,8 @@ impl Dma {
     /// The largest single copy the device supports, in bytes.
     pub fn max_copy_size(&self) -> Result<u64> {
         let mut n = 0u64;
-        // SAFETY: the device is open; valid out-pointer.
         check(
+            // SAFETY: the device is open; valid out-pointer.
             unsafe {
                 sys::doca_dma_cap_task_memcpy_get_max_buf_size(
                     sys::doca_dev_as_devinfo(self.inner.dev.as_ptr()),

@@ -398,8 +398,8 @@ impl Memory {
     pub fn export_pci(&self) -> Result<Vec<u8>> {
         let mut p = std::ptr::null();
         let mut n = 0usize;
-        // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
         check(
+            // SAFETY: a started mmap of this thread with the device added; valid out-pointers.
             unsafe { sys::doca_mmap_export_pci(self.inner.mmap, self.inner.dev.as_ptr(), &mut p, &mut n) },
             "mem.export_pci",
         )?;

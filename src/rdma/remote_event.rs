@@ -125,8 +125,8 @@ impl RemoteEvent {
             return Err(Error::new(ErrorKind::InvalidArgument, "remote_event.open: empty blob"));
         }
         let mut p = std::ptr::null_mut();
-        // SAFETY: an open device; the blob is readable for its length; valid out-pointer.
         check(
+            // SAFETY: an open device; the blob is readable for its length; valid out-pointer.
             unsafe {
                 sys::doca_sync_event_remote_net_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut p)
             },

@@ -29,7 +29,7 @@ fn drain_pipe(fd: c_int) -> String {
 
 #[test]
 fn log_defaults_and_level_filtering() {
-    // SAFETY (whole test): the log API used as a C program would, with valid pointers; the
+    // SAFETY: (whole test) the log API used as a C program would, with valid pointers; the
     // pipe's ends stay open until the backends are silenced (backends cannot be destroyed).
     unsafe {
         assert_eq!(doca_log_level_get_global_lower_limit(), DOCA_LOG_LEVEL_INFO, "default global lower limit");
@@ -167,7 +167,7 @@ fn take() -> Vec<String> {
 #[test]
 fn argp_parses_types_json_and_refuses_bad_input() {
     let cfg = &CALLS as *const AtomicI32 as *mut c_void;
-    // SAFETY (whole test): the argp API used as a C program would.
+    // SAFETY: (whole test) the argp API used as a C program would.
     unsafe {
         ok(doca_argp_init(c"conformance".as_ptr(), cfg));
         let mut p = std::ptr::null_mut();

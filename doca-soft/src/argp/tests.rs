@@ -289,7 +289,7 @@ fn c_entry_points() {
     let cfg = &calls as *const AtomicI32 as *mut c_void;
     assert_eq!(doca_argp_destroy(), DOCA_ERROR_BAD_STATE);
     let mut p = std::ptr::null_mut();
-    // SAFETY (this block): the C API used as a C program would, with valid pointers.
+    // SAFETY: (this block) the C API used as a C program would, with valid pointers.
     unsafe {
         assert_eq!(doca_argp_param_create(&mut p), DOCA_ERROR_BAD_STATE);
         assert_eq!(doca_argp_init(c"t".as_ptr(), cfg), DOCA_SUCCESS);

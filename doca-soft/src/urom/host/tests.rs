@@ -482,6 +482,7 @@ fn doca_sample_behaviours_payload_split_allocations_and_stop_through_progress() 
     h.start();
     let w = h.worker(2);
     h.run_worker(w);
+    // SAFETY: live worker.
     let c = unsafe { doca_urom_worker_as_ctx(w) };
     let mut t = ptr::null_mut();
     // SAFETY: live worker; the task is ours until submitted.

@@ -28,9 +28,9 @@ thread_local! {
 }
 
 unsafe extern "C" fn on_sent(task: *mut sys::doca_comch_task_send, _ud: sys::doca_data, _cud: sys::doca_data) {
-    let t = sys::doca_comch_task_send_as_task(task);
     // SAFETY: the task is ours inside its callback; it is freed once, here.
     unsafe {
+        let t = sys::doca_comch_task_send_as_task(task);
         let status = sys::doca_task_get_status(t);
         if status != sys::DOCA_SUCCESS {
             FAILED.with(|f| f.set(status));
