@@ -3,7 +3,7 @@
 //! A [`Dma`] is one DOCA DMA context on the current executor. Its one operation,
 //! [`memcpy`](Dma::memcpy), copies all of a source into the start of a destination. Each side
 //! is either a local [`Buf`] (memory this process registered with [`Device::alloc`]) or a
-//! [`RemoteSlice`] of memory another process exported with [`Memory::export_pci`] and this one
+//! [`RemoteSlice`] of memory another process exported with [`Memory::export_pci`](crate::mem::Memory::export_pci) and this one
 //! opened with [`Device::import`]: the host/DPU pattern, where the host exports a buffer and
 //! the DPU program copies it in, computes, and copies a result back.
 //!
@@ -31,7 +31,7 @@
 //! Failures are [`Error`]s named `"dma.memcpy"` with DOCA's code. Checked here before
 //! anything is submitted: a destination shorter than the source
 //! ([`ErrorKind::InvalidArgument`]). From DOCA: a local destination without
-//! [`Access::LOCAL_READ_WRITE`], remote memory exported without the needed `PCI_*` right, or
+//! [`Access::LOCAL_READ_WRITE`](crate::mem::Access::LOCAL_READ_WRITE), remote memory exported without the needed `PCI_*` right, or
 //! memory imported from an *RDMA* export ([`ErrorKind::PermissionDenied`]); an exporter that
 //! is gone ([`ErrorKind::ConnectionLost`]); a copy larger than the device's
 //! [`max_copy_size`](Dma::max_copy_size) ([`ErrorKind::InvalidArgument`], DOCA's TOO_BIG).
@@ -70,18 +70,15 @@
 //! # Ok::<(), async_doca::Error>(())
 //! ```
 
-use std::cell::Cell;
-use std::ffi::c_void;
 use std::fmt;
 use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{completion_cb, TaskKind, TaskSlot};
-use crate::executor::context::TaskWaiters;
 use crate::executor::Context;
 #[allow(unused_imports)] // for the module docs
-use crate::mem::{Access, Memory};
+use crate::mem::descriptors::{BufSet, Desc, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
 
@@ -102,119 +99,35 @@ unsafe impl TaskKind for Memcpy {
 
 // ---- the two sides of a copy ----
 
+// The trait is unreachable from outside the crate (sealed), so `Desc` never escapes.
+#[allow(private_interfaces)]
 mod sealed {
-    pub trait Sealed {}
-    impl Sealed for crate::mem::Buf {}
-    impl Sealed for crate::mem::RemoteSlice {}
+    use crate::mem::descriptors::Desc;
+
+    /// The part of [`Region`](super::Region) only this crate implements and calls.
+    pub trait Sealed {
+        fn desc(&self) -> Desc;
+    }
+
+    impl Sealed for crate::mem::Buf {
+        fn desc(&self) -> Desc {
+            Desc::local(self)
+        }
+    }
+
+    impl Sealed for crate::mem::RemoteSlice {
+        fn desc(&self) -> Desc {
+            Desc::remote(self)
+        }
+    }
 }
 
 /// One side of a copy: a local [`Buf`] or a [`RemoteSlice`] of imported memory. Sealed.
-pub trait Region: sealed::Sealed + 'static {
-    #[doc(hidden)]
-    fn desc(&self) -> Desc;
-}
+pub trait Region: sealed::Sealed + 'static {}
 
-impl Region for Buf {
-    fn desc(&self) -> Desc {
-        Desc { mmap: self.memory().raw_mmap(), addr: self.as_ptr().cast(), len: self.len() }
-    }
-}
+impl Region for Buf {}
 
-impl Region for RemoteSlice {
-    fn desc(&self) -> Desc {
-        Desc { mmap: self.raw_mmap(), addr: self.raw_addr() as *mut c_void, len: self.len() }
-    }
-}
-
-/// What a `doca_buf` is made over, captured before the operation takes the region (which
-/// keeps it alive, so these stay valid).
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug)]
-pub struct Desc {
-    mmap: *mut sys::doca_mmap,
-    addr: *mut c_void,
-    len: usize,
-}
-
-// ---- descriptors ----
-
-/// A `doca_buf_inventory`, destroyed when the context and every copy using it are gone.
-struct Inventory(*mut sys::doca_buf_inventory);
-
-impl Inventory {
-    fn new(n: usize) -> Result<Inventory> {
-        let mut inv = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        check(unsafe { sys::doca_buf_inventory_create(n, &mut inv) }, "dma: doca_buf_inventory_create")?;
-        let inv = Inventory(inv);
-        // SAFETY: a fresh inventory of this thread.
-        check(unsafe { sys::doca_buf_inventory_start(inv.0) }, "dma: doca_buf_inventory_start")?;
-        Ok(inv)
-    }
-}
-
-impl Drop for Inventory {
-    fn drop(&mut self) {
-        // SAFETY: our inventory, on its thread; no buffer is out (every BufPair holds this
-        // inventory and gives its buffers back first). Destroyed once.
-        unsafe {
-            sys::doca_buf_inventory_stop(self.0);
-            let rc = sys::doca_buf_inventory_destroy(self.0);
-            if rc != sys::DOCA_SUCCESS {
-                eprintln!("async-doca: doca_buf_inventory_destroy failed: {:?}", crate::DocaCode(rc));
-            }
-        }
-    }
-}
-
-/// The source and destination `doca_buf`s of one copy. Taken in the allocation closure,
-/// given back on an allocation failure at once, otherwise when the copy is over (the future
-/// returns, or the orphaned slot is released after DOCA completed the task): always before
-/// the memory they describe can go (it is dropped after this, see `memcpy`).
-struct BufPair {
-    bufs: Cell<[*mut sys::doca_buf; 2]>,
-    inv: Rc<Inventory>,
-    waiters: TaskWaiters,
-}
-
-impl BufPair {
-    fn get(&self, i: usize, d: Desc, data_len: usize) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
-        let mut b = std::ptr::null_mut();
-        // SAFETY: live inventory and mmap of this thread (held by `self` and by the regions the
-        // operation owns); the range lies inside the mmap (slices are bounds-checked).
-        let rc = unsafe {
-            sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
-        };
-        if rc != sys::DOCA_SUCCESS {
-            return Err(rc);
-        }
-        let mut bufs = self.bufs.get();
-        bufs[i] = b;
-        self.bufs.set(bufs);
-        Ok(b)
-    }
-
-    fn release(&self) -> bool {
-        let bufs = self.bufs.replace([std::ptr::null_mut(); 2]);
-        let mut any = false;
-        for b in bufs.into_iter().filter(|b| !b.is_null()) {
-            // SAFETY: a buffer we took from the inventory, whose task (if any) DOCA no longer
-            // owns; its reference is dropped once (the slot was cleared above).
-            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
-            any = true;
-        }
-        any
-    }
-}
-
-impl Drop for BufPair {
-    fn drop(&mut self) {
-        if self.release() {
-            // Copies waiting for a free descriptor (an exhausted inventory) retry.
-            self.waiters.wake();
-        }
-    }
-}
+impl Region for RemoteSlice {}
 
 // ---- the context ----
 
@@ -293,7 +206,7 @@ impl DmaBuilder {
             },
             "dma: configure memcpy tasks",
         )?;
-        let inv = Rc::new(Inventory::new(descriptors)?);
+        let inv = Rc::new(Inventory::new(descriptors, "dma")?);
         ctx.start().await?;
         Ok(Dma { inner: Rc::new(DmaInner { ctx, inv, dev: self.dev }) })
     }
@@ -363,11 +276,7 @@ impl Dma {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(OP)), src, dst),
         };
-        let set = Rc::new(BufPair {
-            bufs: Cell::new([std::ptr::null_mut(); 2]),
-            inv: self.inner.inv.clone(),
-            waiters: self.inner.ctx.waker_handle(),
-        });
+        let set = Rc::new(BufSet::new(self.inner.inv.clone(), self.inner.ctx.waker_handle()));
         let in_alloc = set.clone();
         let fut = self
             .inner
@@ -393,7 +302,7 @@ impl Dma {
 /// allocates the task.
 fn alloc(
     dma: *mut sys::doca_dma,
-    set: &BufPair,
+    set: &BufSet,
     slot: &TaskSlot,
     s: Desc,
     d: Desc,

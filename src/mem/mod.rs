@@ -30,6 +30,8 @@
 //! as with any RDMA library; order accesses with the protocol (a message, an immediate, an
 //! atomic).
 
+pub(crate) mod descriptors;
+
 use std::fmt;
 use std::ops::{BitOr, BitOrAssign, Range, RangeBounds};
 use std::ptr::NonNull;

@@ -104,17 +104,16 @@
 mod cm;
 pub use cm::{ConnectionRequest, Listener};
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::fmt;
 use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{completion_cb, TaskKind, TaskOutput, TaskSlot};
-use crate::executor::context::TaskWaiters;
 use crate::executor::Context;
+use crate::mem::descriptors::{BufSet, Desc, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
 
@@ -205,120 +204,6 @@ unsafe fn free_task(task: *mut sys::doca_task) {
     unsafe { sys::doca_task_free(task) };
     if let Some(set) = set {
         set.release();
-    }
-}
-
-/// A `doca_buf_inventory`, destroyed when the context and every operation using it are gone.
-struct Inventory(*mut sys::doca_buf_inventory);
-
-impl Inventory {
-    fn new(n: usize) -> Result<Inventory> {
-        let mut inv = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        check(unsafe { sys::doca_buf_inventory_create(n, &mut inv) }, "rdma: doca_buf_inventory_create")?;
-        let inv = Inventory(inv);
-        // SAFETY: a fresh inventory of this thread.
-        check(unsafe { sys::doca_buf_inventory_start(inv.0) }, "rdma: doca_buf_inventory_start")?;
-        Ok(inv)
-    }
-}
-
-impl Drop for Inventory {
-    fn drop(&mut self) {
-        // SAFETY: our inventory, on its thread; no buffer is out (every BufSet holds this
-        // inventory and gives its buffers back first). Stop fails harmlessly when it was
-        // never started; destroyed once.
-        unsafe {
-            sys::doca_buf_inventory_stop(self.0);
-            let rc = sys::doca_buf_inventory_destroy(self.0);
-            if rc != sys::DOCA_SUCCESS {
-                eprintln!("async-doca: doca_buf_inventory_destroy failed: {:?}", crate::DocaCode(rc));
-            }
-        }
-    }
-}
-
-/// The `doca_buf`s of one operation (at most two). Taken in the task's allocation closure,
-/// given back on failure at once, otherwise when the operation is over: when its future
-/// returns, or — for a future dropped mid-flight — when the slot releases its buffers after
-/// DOCA completed (or flushed) the task. Always before the memory they describe can go.
-struct BufSet {
-    bufs: Cell<[*mut sys::doca_buf; 2]>,
-    inv: Rc<Inventory>,
-    waiters: TaskWaiters,
-}
-
-/// What a `doca_buf` is made over: captured from a [`Buf`] or [`RemoteSlice`] before the
-/// operation takes ownership of it (the operation keeps it alive, so these stay valid).
-#[derive(Clone, Copy)]
-struct Desc {
-    mmap: *mut sys::doca_mmap,
-    addr: *mut c_void,
-    len: usize,
-}
-
-impl Desc {
-    fn local(b: &Buf) -> Desc {
-        Desc { mmap: b.memory().raw_mmap(), addr: b.as_ptr().cast(), len: b.len() }
-    }
-
-    fn remote(r: &RemoteSlice) -> Desc {
-        Desc { mmap: r.raw_mmap(), addr: r.raw_addr() as *mut c_void, len: r.len() }
-    }
-}
-
-impl BufSet {
-    fn get(&self, i: usize, d: Desc, data_len: usize) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
-        let mut b = std::ptr::null_mut();
-        // SAFETY: live inventory and mmap of this thread (held by `self` and by the buffers
-        // the operation owns); the range lies inside the mmap (slices are bounds-checked).
-        let rc = unsafe {
-            sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
-        };
-        ok_or(rc)?;
-        let mut bufs = self.bufs.get();
-        bufs[i] = b;
-        self.bufs.set(bufs);
-        Ok(b)
-    }
-
-    /// A local source over all of `d` (NULL for an empty buffer: an empty message).
-    fn src(&self, i: usize, d: Desc) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
-        if d.len == 0 {
-            return Ok(std::ptr::null_mut());
-        }
-        self.get(i, d, d.len)
-    }
-
-    /// A destination over `d` with an empty payload (NULL for an empty local buffer), and
-    /// remote buffers (whose data starts at the slice).
-    fn dst(&self, i: usize, d: Desc) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
-        if d.len == 0 {
-            return Ok(std::ptr::null_mut());
-        }
-        self.get(i, d, 0)
-    }
-
-    /// Gives the buffers back; returns whether there were any.
-    fn release(&self) -> bool {
-        let bufs = self.bufs.replace([std::ptr::null_mut(); 2]);
-        let mut any = false;
-        for b in bufs.into_iter().filter(|b| !b.is_null()) {
-            // SAFETY: a buffer we took from the inventory, whose task (if any) DOCA no longer
-            // owns; its reference is dropped once (the slot was cleared above).
-            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
-            any = true;
-        }
-        any
-    }
-}
-
-impl Drop for BufSet {
-    fn drop(&mut self) {
-        if self.release() {
-            // Operations waiting for a free descriptor (an exhausted inventory) retry.
-            self.waiters.wake();
-        }
     }
 }
 
@@ -506,7 +391,7 @@ impl RdmaBuilder {
                 "rdma: configure fetch_add tasks",
             )?;
         }
-        let inv = Rc::new(Inventory::new(descriptors)?);
+        let inv = Rc::new(Inventory::new(descriptors, "rdma")?);
         ctx.start().await?;
         Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev, cm }) })
     }
@@ -534,11 +419,7 @@ impl RdmaInner {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(op)), keep),
         };
-        let set = Rc::new(BufSet {
-            bufs: Cell::new([std::ptr::null_mut(); 2]),
-            inv: self.inv.clone(),
-            waiters: self.ctx.waker_handle(),
-        });
+        let set = Rc::new(BufSet::new(self.inv.clone(), self.ctx.waker_handle()));
         let in_alloc = set.clone();
         let fut = self
             .ctx
