@@ -566,12 +566,16 @@ fn a_member_closing_mid_collective_fails_the_others() {
     assert!(!c.answers(&[1, 0, 0])[0][0].status.is_success());
 }
 
-/// Builds `libworker_coll.so` with the cargo running this test, into this test's target
-/// directory and profile (bounded: a build that takes over five minutes is killed).
+/// Builds `libworker_coll.so` with the cargo running this test, for this test's profile, into
+/// a target directory of its own beside this test's (bounded: a build that takes over five
+/// minutes is killed). Not into this test's own: a `-p worker_coll` build resolves features for
+/// that package alone, and doca-soft (a cdylib, so its rlib's file name carries no hash) would
+/// be rebuilt over the workspace's copy while `cargo test --workspace` still needs it (its doc
+/// tests then failed with "can't find crate for `doca_sys`").
 fn build_shared_object() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").ok_or("CARGO is not set (not run by cargo)")?;
     let profile_dir = doca_urom_plugin::testing::exe_profile_dir().ok_or("no target directory")?;
-    let target = profile_dir.parent().ok_or("no target directory")?;
+    let target = profile_dir.parent().ok_or("no target directory")?.join("nested-worker-coll");
     let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") => "dev".to_string(),
         Some(p) => p.to_string(),
@@ -579,7 +583,7 @@ fn build_shared_object() -> Result<PathBuf, String> {
     };
     let mut child = std::process::Command::new(cargo)
         .args(["build", "--offline", "--quiet", "-p", "worker_coll", "--profile", &profile, "--target-dir"])
-        .arg(target)
+        .arg(&target)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -599,7 +603,8 @@ fn build_shared_object() -> Result<PathBuf, String> {
     if !status.success() {
         return Err(format!("cargo build -p worker_coll failed: {status}"));
     }
-    Ok(profile_dir.join(doca_urom_coll::proto::FILE_NAME))
+    let dir = target.join(profile_dir.file_name().ok_or("unnamed profile directory")?);
+    Ok(dir.join(doca_urom_coll::proto::FILE_NAME))
 }
 
 /// The cdylib as a worker loads it: it carries its own copy of the soft provider (the host
