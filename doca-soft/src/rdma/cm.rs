@@ -361,6 +361,9 @@ pub(crate) struct Cm {
     timer: RefCell<Option<OwnedFd>>,
     /// The PE the sockets and the timer are registered with.
     pe: Cell<*const doca_pe>,
+    /// When the timer is set to fire (None: disarmed), so that a progress with nothing new
+    /// to time costs no system call.
+    timer_due: Cell<Option<Instant>>,
 }
 
 impl Cm {
@@ -403,25 +406,26 @@ impl Cm {
         Ok(())
     }
 
-    /// Sets the timer to the earliest deadline (or the connect poll), or disarms it.
+    /// Sets the timer to the earliest deadline (or the connect poll), or disarms it; no system
+    /// call when that is what it is set to already (the usual case: every progress asks).
     fn rearm(&self) {
         let now = Instant::now();
-        let mut next: Option<Duration> = None;
+        let mut next: Option<Instant> = None;
         for s in self.shakes.borrow().iter() {
-            let d = if s.stage == Stage::TcpConnecting {
-                Some(CONNECT_POLL)
-            } else {
-                s.deadline.map(|d| d.saturating_duration_since(now))
-            };
-            if let Some(d) = d {
-                next = Some(next.map_or(d, |n| n.min(d)));
+            let due = if s.stage == Stage::TcpConnecting { Some(now + CONNECT_POLL) } else { s.deadline };
+            if let Some(due) = due {
+                next = Some(next.map_or(due, |n| n.min(due)));
             }
+        }
+        if next == self.timer_due.get() {
+            return;
         }
         let Some(fd) = self.timer.borrow().as_ref().map(|f| f.as_raw_fd()) else {
             return;
         };
+        self.timer_due.set(next);
         // A zero it_value disarms; a due deadline still needs a (tiny) nonzero value.
-        let d = next.map(|d| d.max(Duration::from_micros(1)));
+        let d = next.map(|due| due.saturating_duration_since(now).max(Duration::from_micros(1)));
         let spec = libc::itimerspec {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
             it_value: libc::timespec {
@@ -449,6 +453,7 @@ impl Cm {
         if let Some(t) = self.timer.borrow_mut().take() {
             self.unwatch(t.as_raw_fd());
         }
+        self.timer_due.set(None);
         self.pe.set(ptr::null());
     }
 
