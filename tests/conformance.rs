@@ -17,6 +17,10 @@
 
 #[path = "conformance/kit.rs"]
 mod kit;
+// Where `async-doca urom-service` is (the soft provider's UROM daemon, in the `cli/` crate).
+#[cfg(feature = "soft")]
+#[path = "common/cli.rs"]
+mod cli;
 
 #[path = "conformance/cm.rs"]
 mod cm;
@@ -904,7 +908,7 @@ mod urom {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             let socket = dir.join("urom.sock");
-            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_async-doca"))
+            let mut child = std::process::Command::new(crate::cli::exe())
                 .args(["urom-service", "--builtin-samples", "--log-level", "warn", "--socket"])
                 .arg(&socket)
                 .env_remove("UROM_PLUGIN_PATH")

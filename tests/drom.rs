@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 use async_doca::drom::{Flags, Options, Registry};
 use async_doca::{CpuSet, Runtime};
 
-const CLI: &str = env!("CARGO_BIN_EXE_async-doca");
+/// The `async-doca` command line (crate `cli/`), whose `taskset` these tests drive.
+fn cli() -> &'static std::path::Path {
+    common::cli::exe()
+}
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A registry key of the test's own, removed at the end.
@@ -158,7 +161,7 @@ fn child_args(c: &mut Command, role: &str, key: &str, cpus: &str) {
 
 /// `async-doca taskset --key KEY ARGS…`: (success, stdout, stderr).
 fn taskset(key: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(CLI).args(["taskset", "--key", key]).args(args).output().expect("run async-doca taskset");
+    let out = Command::new(cli()).args(["taskset", "--key", key]).args(args).output().expect("run async-doca taskset");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -320,7 +323,7 @@ fn a_launcher_moves_a_cpu_both_follow_and_it_comes_back() {
     let a_pid: i32 = a.expect("READY").split_whitespace().next().unwrap().parse().unwrap();
     follows(a_pid, &set("0-1"));
     // A third process launches B on CPU 1, stolen from A: A must follow to CPU 0.
-    let mut launch = Command::new(CLI);
+    let mut launch = Command::new(cli());
     launch
         .args(["taskset", "--key", &k.0, "-c", "1", "--steal", "--return-stolen", "--"])
         .arg(std::env::current_exe().unwrap());
@@ -614,7 +617,7 @@ fn taskset_reports_usage_errors_and_missing_registries() {
     let (ok, _, err) = taskset(&k.0, &["-c", "0", "--", "sh", "-c", "exit 7"]);
     assert!(!ok, "{err}");
     let st =
-        Command::new(CLI).args(["taskset", "--key", &k.0, "-c", "0", "--", "sh", "-c", "exit 7"]).status().unwrap();
+        Command::new(cli()).args(["taskset", "--key", &k.0, "-c", "0", "--", "sh", "-c", "exit 7"]).status().unwrap();
     assert_eq!(st.code(), Some(7));
     let reg = Registry::attach(&k.0).unwrap();
     assert!(reg.processes().unwrap().is_empty());
@@ -627,7 +630,7 @@ fn a_launched_program_that_knows_nothing_of_drom_is_moved_by_its_launcher() {
     }
     let k = Key::new("plain");
     let launcher = Proc::start({
-        let mut c = Command::new(CLI);
+        let mut c = Command::new(cli());
         c.args(["taskset", "--key", &k.0, "-c", "1", "--", "sleep", "30"]);
         c
     });

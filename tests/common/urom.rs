@@ -50,7 +50,7 @@ impl Daemon {
     pub fn start(args: &[&str]) -> Daemon {
         let dir = TempDir::new("urom");
         let socket = dir.path().join("urom.sock");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_async-doca"))
+        let mut child = Command::new(super::cli::exe())
             .arg("urom-service")
             .arg("--socket")
             .arg(&socket)

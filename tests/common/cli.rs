@@ -1,0 +1,68 @@
+//! Where the `async-doca` command line is, for the tests that run it (the soft UROM service
+//! daemon `async-doca urom-service`, the `taskset` tool).
+//!
+//! The binary belongs to the workspace member `cli/` (package `async-doca-cli`), so cargo gives
+//! the library's tests no `CARGO_BIN_EXE_async-doca`. `cargo test` at the repository root and
+//! `cargo test --workspace` build it beside the tests (`target/<profile>/async-doca`, because
+//! `cli/` is a default member with integration tests of its own), and this finds it there.
+//! When it is missing (e.g. `cargo test -p async-doca --test urom` on a fresh checkout) it is
+//! built with the cargo running the test into a target directory of its own, never into the
+//! running one: a `-p async-doca-cli` build resolves features for that package alone and would
+//! rewrite doca-soft's unhashed rlib and `libdoca_soft.so` under tests that use them (see
+//! `urom-coll/tests/plugin.rs`).
+//!
+//! Included by `tests/common/mod.rs` and, with `#[path]`, by `tests/conformance.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The `async-doca` executable of this test's profile. Panics (a test setup failure) when it
+/// is neither built nor buildable.
+pub fn exe() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| find_or_build().unwrap_or_else(|e| panic!("the async-doca binary: {e}")))
+}
+
+fn find_or_build() -> Result<PathBuf, String> {
+    let profile_dir = doca_urom_plugin::testing::exe_profile_dir().ok_or("no target directory")?;
+    let built = profile_dir.join("async-doca");
+    if built.is_file() {
+        return Ok(built);
+    }
+    let cargo = std::env::var_os("CARGO").ok_or_else(|| {
+        format!("{} is missing and CARGO is not set: run `cargo build -p async-doca-cli`", built.display())
+    })?;
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => return Err("unnamed profile directory".into()),
+    };
+    let target = profile_dir.parent().ok_or("no target directory")?.join("nested-cli");
+    let mut child = std::process::Command::new(cargo)
+        .args(["build", "--offline", "--quiet", "-p", "async-doca-cli", "--bin", "async-doca", "--profile", &profile])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    // Bounded: a build that takes over ten minutes is killed (a whole profile from scratch).
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(st) => break st,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("cargo build -p async-doca-cli did not finish in 600 s".into());
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    if !status.success() {
+        return Err(format!("cargo build -p async-doca-cli failed: {status}"));
+    }
+    let dir = target.join(profile_dir.file_name().ok_or("unnamed profile directory")?);
+    Ok(dir.join("async-doca"))
+}
