@@ -28,7 +28,7 @@ pub const CONNECT: &str = "cm_connect";
 pub const REMOTE_ADD: &str = "remote_event_add_lat";
 
 fn runtime() -> Result<async_doca::Runtime> {
-    let (cpu, _) = super::two_cpus()?;
+    let (cpu, _) = super::cpu::two_cpus()?;
     async_doca::Runtime::builder().cpus(async_doca::CpuSet::from_cpus([cpu])?).build()
 }
 

@@ -31,10 +31,11 @@ use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
 use async_doca::urom::{Domain, Service, SocketOob, Worker, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result};
 
+use super::cpu::runtime;
+use super::peer::{peer_command, PeerChild};
 use super::stats::{Report, Run, Samples};
-use super::sync_event::runtime;
 use super::urom::PerfDaemon;
-use super::{peer_command, IdleArg, Mode, Params, PeerChild, PEER_TIMEOUT};
+use super::{IdleArg, Mode, Params, PEER_TIMEOUT};
 
 /// The peers find the service here.
 const SOCKET_ENV: &str = "ASYNC_DOCA_PERF_UROM_SOCKET";

@@ -8,9 +8,10 @@ use async_doca::comch::{Client, Server};
 use async_doca::time::timeout;
 use async_doca::{Device, Error, ErrorKind, Result};
 
+use super::cpu::runtime;
+use super::cpu::two_cpus;
 use super::stats::{timed_async, Report, Run};
-use super::sync_event::runtime;
-use super::{two_cpus, Mode, Params, PEER_TIMEOUT};
+use super::{Mode, Params, PEER_TIMEOUT};
 
 pub(super) const TEST: &str = "comch_lat";
 

@@ -18,10 +18,11 @@ use async_doca::dma::Dma;
 use async_doca::sys;
 use async_doca::{Access, Device, Result};
 
+use super::cpu::runtime;
+use super::cpu::two_cpus;
 use super::raw::ok;
 use super::stats::{timed, timed_async, Report, Run, Samples};
-use super::sync_event::runtime;
-use super::{two_cpus, Mode, Params};
+use super::{Mode, Params};
 
 /// Copies in flight in `dma_bw`.
 pub const WINDOW: usize = 64;
@@ -52,7 +53,7 @@ pub fn run(test: Test, p: &Params) -> Result<Report> {
     let (cpu, _) = two_cpus()?;
     let report = match p.mode {
         Mode::Raw => {
-            super::sync_event::pin(cpu)?;
+            super::cpu::pin(cpu)?;
             raw(test, p)?
         }
         Mode::Async => {

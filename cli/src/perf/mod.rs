@@ -21,12 +21,21 @@
 //! workers of a domain run the collective) and `host` (the host processes run it), with
 //! `--procs N` members.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
+// The harness: one module per concept.
+mod cpu; // CPUs, pinned threads, runtimes
+mod output; // the table, the ratio lines, JSON lines
+mod peer; // the peer process of a two-process test and the blob link to it
+mod plot; // `--plot DIR`: SVG pictures
+mod progress; // the progress line on a terminal
+mod report; // one measured row (serde)
+mod stats; // samples in an HDR histogram, timed loops
+
+// The tests, per library: each module measures its operations in every mode it has.
 mod cm;
 #[cfg(feature = "soft")]
 mod coll;
@@ -36,7 +45,6 @@ mod raw;
 mod raw_comch;
 mod raw_rdma;
 mod rdma;
-mod stats;
 mod sync_event;
 #[cfg(feature = "tokio")]
 mod tokio;
@@ -44,7 +52,7 @@ mod ucx;
 #[cfg(feature = "soft")]
 mod urom;
 
-pub use stats::Report;
+use report::Report;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -102,7 +110,9 @@ pub enum IdleArg {
 
 #[derive(Args, Debug)]
 pub struct PerfArgs {
-    /// Print one JSON object per test instead of a table.
+    /// Print one JSON object per line per test instead of a table (keys: test, mode, size,
+    /// iters, procs, p50_ns, p90_ns, p99_ns, p999_ns, max_ns, ops_per_sec; mb_per_sec for
+    /// bandwidth tests, overlap_pct for coll_overlap).
     #[arg(long)]
     json: bool,
     /// Tests to run (default: all). Repeat or separate with commas.
@@ -131,6 +141,11 @@ pub struct PerfArgs {
     /// List the tests and exit.
     #[arg(long)]
     list: bool,
+    /// Also write SVG pictures of the run into DIR (created if needed): a latency CDF per
+    /// test, size and process count with one curve per mode (raw, async, tokio ...), and
+    /// MB/s by payload size for the bandwidth tests.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<std::path::PathBuf>,
     /// Run the peer side of the RDMA tests for `--client`s, on ADDR (default
     /// 127.0.0.1:18515), until killed. The soft provider connects processes of the same
     /// user on the same host only, so both ends run on this machine.
@@ -460,7 +475,7 @@ const TESTS: &[TestDef] = &[
 pub fn run(args: PerfArgs) -> Result<()> {
     if args.list {
         for t in TESTS {
-            println!("{:<16} {}", t.name, t.about);
+            println!("{:<20} {}", t.name, t.about);
         }
         return Ok(());
     }
@@ -472,52 +487,70 @@ pub fn run(args: PerfArgs) -> Result<()> {
             return Err(Error::new(ErrorKind::InvalidArgument, format!("unknown test {name:?} (see --list)")));
         }
     }
+    let plan = plan(&args);
+    let progress = progress::Progress::new(plan.len());
     let mut reports = Vec::new();
-    for t in TESTS.iter().filter(|t| args.tests.is_empty() || args.tests.iter().any(|n| n == t.name)) {
-        let sizes = if t.sized && !args.sizes.is_empty() { &args.sizes[..] } else { t.sizes };
-        for &size in sizes {
-            let iters = args.iters.unwrap_or_else(|| iters_for(t.iters, size));
-            let warmup = args.warmup.min(iters / 4).max(1);
-            let rdma_test = rdma::Test::ALL.into_iter().find(|r| r.name() == t.name);
-            let procs_list = if args.client.is_some() { &[2][..] } else { t.procs };
-            if args.client.is_some() && rdma_test.is_none() {
-                continue;
-            }
-            // The collectives take any member count; the other tests only the ones they know.
-            let collective = t.modes.contains(&Mode::Offload);
-            let procs_list = if collective && !args.procs.is_empty() { &args.procs[..] } else { procs_list };
-            for &procs in procs_list.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
-                for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
-                    let params = Params { mode, procs, size, iters, warmup, idle: args.idle };
-                    let result = match (&args.client, rdma_test) {
-                        (Some(addr), Some(test)) => rdma::run_client(addr, test, &params),
-                        _ => (t.run)(&params),
-                    };
-                    let report = result.map_err(|e| {
-                        e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name()))
-                    })?;
-                    if args.json {
-                        println!("{}", report.to_json());
-                    } else {
-                        eprintln!("done: {} {} size={} procs={}", report.test, report.mode, report.size, report.procs);
-                    }
-                    reports.push(report);
-                }
-            }
+    for (t, params) in plan {
+        let Params { mode, size, procs, .. } = params;
+        progress.start(format!("{} {} size={size} procs={procs}", t.name, mode.name()));
+        let rdma_test = rdma::Test::ALL.into_iter().find(|r| r.name() == t.name);
+        let result = match (&args.client, rdma_test) {
+            (Some(addr), Some(test)) => rdma::run_client(addr, test, &params),
+            _ => (t.run)(&params),
+        };
+        let report =
+            result.map_err(|e| e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name())))?;
+        if args.json {
+            output::print_json(&report);
         }
+        progress.done();
+        reports.push(report);
     }
     if args.anchor == Some(Anchor::Ucx) {
         for report in ucx::anchor(&reports, args.iters, args.warmup)? {
             if args.json {
-                println!("{}", report.to_json());
+                output::print_json(&report);
             }
             reports.push(report);
         }
     }
+    progress.finish();
     if !args.json {
-        stats::print_table(&reports);
+        output::print_table(&reports);
+    }
+    if let Some(dir) = &args.plot {
+        let files = plot::write(dir, &reports)?;
+        // On stderr: stdout stays the table or the JSON lines.
+        eprintln!("perf: {} picture(s) written to {}", files.len(), dir.display());
     }
     Ok(())
+}
+
+/// Every run the arguments ask for, in order: each test, size, process count and mode.
+fn plan(args: &PerfArgs) -> Vec<(&'static TestDef, Params)> {
+    let mut runs = Vec::new();
+    for t in TESTS.iter().filter(|t| args.tests.is_empty() || args.tests.iter().any(|n| n == t.name)) {
+        let is_rdma = rdma::Test::ALL.iter().any(|r| r.name() == t.name);
+        // A client runs only the RDMA tests, against the server's process.
+        if args.client.is_some() && !is_rdma {
+            continue;
+        }
+        let sizes = if t.sized && !args.sizes.is_empty() { &args.sizes[..] } else { t.sizes };
+        let procs_list = if args.client.is_some() { &[2][..] } else { t.procs };
+        // The collectives take any member count; the other tests only the ones they know.
+        let collective = t.modes.contains(&Mode::Offload);
+        let procs_list = if collective && !args.procs.is_empty() { &args.procs[..] } else { procs_list };
+        for &size in sizes {
+            let iters = args.iters.unwrap_or_else(|| iters_for(t.iters, size));
+            let warmup = args.warmup.min(iters / 4).max(1);
+            for &procs in procs_list.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
+                for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
+                    runs.push((t, Params { mode, procs, size, iters, warmup, idle: args.idle }));
+                }
+            }
+        }
+    }
+    runs
 }
 
 /// Default timed iterations: `at_8` for small payloads, fewer for large ones (about 64 MiB
@@ -528,7 +561,7 @@ fn iters_for(at_8: u64, size: usize) -> u64 {
 }
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
-    let blob = hex_decode(&args.blob)?;
+    let blob = peer::hex_decode(&args.blob)?;
     let params =
         Params { mode: args.mode, procs: 2, size: args.size, iters: args.iters, warmup: args.warmup, idle: args.idle };
     if let Some(test) = rdma::Test::ALL.iter().find(|t| t.name() == args.test) {
@@ -542,111 +575,4 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         "sync_add_wait" => sync_event::peer(&params, &blob, args.cpu),
         other => Err(Error::new(ErrorKind::InvalidArgument, format!("perf-peer: unknown test {other:?}"))),
     }
-}
-
-/// The two CPUs the two sides run on: the first two of this process's affinity (or the
-/// same one twice on a one-CPU machine).
-pub fn two_cpus() -> Result<(usize, usize)> {
-    let cpus = async_doca::CpuSet::current_affinity()?;
-    let mut it = cpus.iter();
-    let a = it.next().ok_or_else(|| Error::new(ErrorKind::NotFound, "no CPU in affinity"))?;
-    Ok((a, it.next().unwrap_or(a)))
-}
-
-/// The `perf-peer` command line for `test` with the parameters of `p`.
-pub fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
-    let exe = std::env::current_exe().map_err(|e| Error::os(e, "perf: find own executable"))?;
-    let idle = match p.idle {
-        IdleArg::Polling => "polling",
-        IdleArg::Adaptive => "adaptive",
-        IdleArg::Event => "event",
-    };
-    let mut cmd = Command::new(exe);
-    cmd.args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
-        .args(["--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
-        .args(["--size", &p.size.to_string(), "--cpu", &cpu.to_string()]);
-    Ok(cmd)
-}
-
-/// Starts the peer side of a two-process test as a child of this process.
-pub fn spawn_peer(test: &str, p: &Params, blob: &[u8], cpu: usize) -> Result<PeerChild> {
-    let child = peer_command(test, p, cpu)?
-        .args(["--blob", &hex_encode(blob)])
-        .stdin(Stdio::null())
-        .spawn()
-        .map_err(|e| Error::os(e, "perf: start peer process"))?;
-    Ok(PeerChild(Some(child)))
-}
-
-/// Starts the peer side as a child whose stdin and stdout are a [`rdma::Link`] to this
-/// process (blobs go both ways).
-pub fn spawn_linked_peer(test: &str, p: &Params, cpu: usize) -> Result<(PeerChild, rdma::Link)> {
-    let mut child = peer_command(test, p, cpu)?
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::os(e, "perf: start peer process"))?;
-    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-    let child = PeerChild(Some(child));
-    match (stdin, stdout) {
-        (Some(w), Some(r)) => Ok((child, rdma::Link::over(r, w))),
-        _ => Err(Error::new(ErrorKind::Other, "perf: peer process without pipes")),
-    }
-}
-
-/// A peer process that is killed if the test fails before it is waited for.
-pub struct PeerChild(Option<Child>);
-
-impl PeerChild {
-    /// Starts `cmd` as a peer.
-    // Only the collective tests (soft provider only) start peers this way.
-    #[cfg_attr(not(feature = "soft"), allow(dead_code))]
-    pub fn spawn(mut cmd: Command) -> Result<PeerChild> {
-        cmd.spawn().map(|c| PeerChild(Some(c))).map_err(|e| Error::os(e, "perf: start peer process"))
-    }
-
-    /// Waits for the peer to exit (bounded by [`PEER_TIMEOUT`]) and checks it succeeded.
-    pub fn finish(mut self) -> Result<()> {
-        let mut child = self.0.take().expect("peer waited once");
-        let deadline = Instant::now() + PEER_TIMEOUT;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => return Ok(()),
-                Ok(Some(status)) => {
-                    return Err(Error::new(ErrorKind::Other, format!("perf peer process failed: {status}")))
-                }
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-                Ok(None) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(Error::new(ErrorKind::TimedOut, "perf peer process did not exit"));
-                }
-                Err(e) => return Err(Error::os(e, "wait for perf peer")),
-            }
-        }
-    }
-}
-
-impl Drop for PeerChild {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn hex_encode(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn hex_decode(s: &str) -> Result<Vec<u8>> {
-    let bad = || Error::new(ErrorKind::InvalidArgument, "perf-peer: blob is not hex");
-    if s.len() % 2 != 0 {
-        return Err(bad());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad()))
-        .collect()
 }

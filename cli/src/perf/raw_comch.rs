@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use async_doca::{sys, Device, Error, ErrorKind, Result};
 
+use super::cpu::two_cpus;
 use super::raw::ok;
 use super::stats::{timed, Report, Run};
-use super::{two_cpus, Params, PEER_TIMEOUT};
+use super::{Params, PEER_TIMEOUT};
 
 thread_local! {
     /// Messages received by this thread's context.
@@ -215,7 +216,7 @@ pub fn run(p: &Params) -> Result<Report> {
     let server_side = {
         let (dev, name) = (dev.clone(), name.clone());
         std::thread::spawn(move || {
-            super::sync_event::pin(cpu_b)?;
+            super::cpu::pin(cpu_b)?;
             server(dev, name, size, total, ready_tx, done_rx)
         })
     };
@@ -223,7 +224,7 @@ pub fn run(p: &Params) -> Result<Report> {
         .recv_timeout(PEER_TIMEOUT)
         .map_err(|_| Error::new(ErrorKind::TimedOut, "comch_lat raw: the server did not start"))
         .and_then(|()| {
-            super::sync_event::pin(cpu_a)?;
+            super::cpu::pin(cpu_a)?;
             client(dev, name, p)
         });
     let _ = done_tx.send(()); // the server may have failed and gone already

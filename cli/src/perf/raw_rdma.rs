@@ -15,8 +15,9 @@ use std::time::Instant;
 use async_doca::sys;
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result};
 
+use super::peer::{timed_out, Link};
 use super::raw::{ok, Done};
-use super::rdma::{check, slot, timed_out, window, Link, Measured, Test};
+use super::rdma::{check, slot, window, Measured, Test};
 use super::stats::{timed, Samples};
 use super::{Params, PEER_TIMEOUT};
 

@@ -19,18 +19,18 @@
 //! (which resets the connection) while the other still uses it.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use async_doca::executor::{spawn_local, yield_now};
 use async_doca::rdma::{Connection, Rdma};
 use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
+use super::cpu::{joined, runtime, two_cpus};
+use super::peer::{spawn_linked_peer, timed_out, Link};
 use super::stats::{timed_async, Report, Run, Samples};
-use super::sync_event::runtime;
-use super::{spawn_linked_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
+use super::{Mode, Params, PEER_TIMEOUT};
 
 /// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
 const BW_WINDOW: usize = 64;
@@ -126,91 +126,6 @@ pub fn report(test: Test, p: &Params, m: Measured) -> Report {
     } else {
         r
     }
-}
-
-/// How the two sides exchange blobs and the final `done`: channels between two threads of
-/// one process, or a byte stream (a child's stdin/stdout, a TCP socket) carrying
-/// length-prefixed frames. Frames from a stream are read by a helper thread into a channel,
-/// so both kinds are received the same way, without blocking an executor.
-pub struct Link {
-    out: Out,
-    rx: mpsc::Receiver<Vec<u8>>,
-}
-
-enum Out {
-    Chan(mpsc::Sender<Vec<u8>>),
-    Stream(Box<dyn Write + Send>),
-}
-
-impl Link {
-    /// Two connected ends in this process.
-    pub fn pair() -> (Link, Link) {
-        let (tx_a, rx_b) = mpsc::channel();
-        let (tx_b, rx_a) = mpsc::channel();
-        (Link { out: Out::Chan(tx_a), rx: rx_a }, Link { out: Out::Chan(tx_b), rx: rx_b })
-    }
-
-    /// A link over a byte stream: frames are a little-endian u32 length and the bytes.
-    pub fn over(mut reader: impl Read + Send + 'static, writer: impl Write + Send + 'static) -> Link {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut len = [0u8; 4];
-            while reader.read_exact(&mut len).is_ok() {
-                let mut frame = vec![0u8; u32::from_le_bytes(len) as usize];
-                if reader.read_exact(&mut frame).is_err() || tx.send(frame).is_err() {
-                    break;
-                }
-            }
-        });
-        Link { out: Out::Stream(Box::new(writer)), rx }
-    }
-
-    pub fn send(&mut self, blob: &[u8]) -> Result<()> {
-        match &mut self.out {
-            Out::Chan(tx) => tx.send(blob.to_vec()).map_err(|_| peer_gone()),
-            Out::Stream(w) => {
-                let len = u32::try_from(blob.len())
-                    .map_err(|_| Error::new(ErrorKind::InvalidArgument, "perf: blob too large"))?;
-                w.write_all(&len.to_le_bytes())
-                    .and_then(|()| w.write_all(blob))
-                    .and_then(|()| w.flush())
-                    .map_err(|e| Error::os(e, "perf: send to peer"))
-            }
-        }
-    }
-
-    /// The next blob, without blocking the calling executor (polled with short sleeps).
-    pub async fn recv(&mut self) -> Result<Vec<u8>> {
-        let deadline = Instant::now() + PEER_TIMEOUT;
-        loop {
-            match self.rx.try_recv() {
-                Ok(v) => return Ok(v),
-                Err(mpsc::TryRecvError::Disconnected) => return Err(peer_gone()),
-                Err(mpsc::TryRecvError::Empty) if Instant::now() > deadline => return Err(timed_out()),
-                Err(mpsc::TryRecvError::Empty) => async_doca::time::sleep(Duration::from_micros(200)).await,
-            }
-        }
-    }
-
-    /// The next blob, blocking this thread.
-    pub fn recv_blocking(&mut self) -> Result<Vec<u8>> {
-        self.rx.recv_timeout(PEER_TIMEOUT).map_err(|e| match e {
-            mpsc::RecvTimeoutError::Timeout => timed_out(),
-            mpsc::RecvTimeoutError::Disconnected => peer_gone(),
-        })
-    }
-}
-
-pub fn peer_gone() -> Error {
-    Error::new(ErrorKind::ConnectionLost, "perf: peer side is gone")
-}
-
-pub fn timed_out() -> Error {
-    Error::new(ErrorKind::TimedOut, "perf: peer did not answer")
-}
-
-fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
-    h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))
 }
 
 /// Side A of a test (timed): pinned to the CPU given, talking to B over the link.

@@ -1,54 +1,18 @@
 //! Latency samples and the figures we report from them.
 //!
 //! Latency tests record one sample per round trip and report half of it (as perftest does).
-//! We report medians and the 99th percentile, never means: these machines are shared and
-//! a mean is dragged by every scheduling hiccup.
+//! We report percentiles (p50, p90, p99, p99.9) and the maximum, never means: these machines
+//! are shared and a mean is dragged by every scheduling hiccup. The samples live in an
+//! [`hdrhistogram`] (see [`Samples`]); [`Run::report`] turns them into a [`Report`].
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use async_doca::Result;
+use hdrhistogram::Histogram;
 
-/// One measured test, as printed in the table and as one JSON line.
-#[derive(Clone, Debug)]
-pub struct Report {
-    pub test: &'static str,
-    pub mode: &'static str,
-    /// Payload size in bytes (8 for counter operations, 0 for spawn).
-    pub size: usize,
-    pub iters: u64,
-    /// 1: both sides in one process (two executors or threads); 2: two processes.
-    pub procs: u32,
-    pub p50_ns: f64,
-    pub p99_ns: f64,
-    /// Operations completed per second over the whole timed run.
-    pub ops_per_sec: f64,
-    /// Payload megabytes (10^6 bytes) per second, for bandwidth tests.
-    pub mb_per_sec: Option<f64>,
-    /// Share of a compute loop done while a collective was in flight, for `coll_overlap`.
-    pub overlap_pct: Option<f64>,
-}
-
-impl Report {
-    /// One JSON object on one line. Written by hand: the keys are fixed and the values are
-    /// numbers or plain identifiers, so no escaping is needed.
-    pub fn to_json(&self) -> String {
-        let mut mb = self.mb_per_sec.map(|v| format!(",\"mb_per_sec\":{v:.1}")).unwrap_or_default();
-        if let Some(v) = self.overlap_pct {
-            mb.push_str(&format!(",\"overlap_pct\":{v:.1}"));
-        }
-        format!(
-            "{{\"test\":\"{}\",\"mode\":\"{}\",\"size\":{},\"iters\":{},\"procs\":{},\"p50_ns\":{:.1},\"p99_ns\":{:.1},\"ops_per_sec\":{:.1}{mb}}}",
-            self.test, self.mode, self.size, self.iters, self.procs, self.p50_ns, self.p99_ns, self.ops_per_sec
-        )
-    }
-
-    /// Adds the bandwidth of `size`-byte operations at the measured rate.
-    pub fn with_bandwidth(mut self) -> Report {
-        self.mb_per_sec = Some(self.ops_per_sec * self.size as f64 / 1e6);
-        self
-    }
-}
+// Re-exported: every test module builds its rows with `stats::{Run, Report}`.
+pub use super::report::Report;
 
 /// Runs `step(i)` for `warmup + iters` rounds (`i` counts from 0) and times the last `iters`:
 /// one sample per round, divided by `divisor` (2 for half a round trip). Returns the samples
@@ -97,38 +61,87 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     Ok((samples, start.elapsed()))
 }
 
-/// Per-operation latency samples in nanoseconds.
-#[derive(Debug, Default)]
+/// Per-operation latency samples in nanoseconds, kept in an HDR histogram: three
+/// significant digits at any magnitude (a 1 µs sample is known to the nanosecond, a 10 ms one
+/// to 10 µs), in constant memory however long the run, and every percentile (and the CDF the
+/// plots draw) read from the same counts.
+#[derive(Clone, Debug)]
 pub struct Samples {
-    ns: Vec<f64>,
+    hist: Histogram<u64>,
+}
+
+impl Default for Samples {
+    fn default() -> Samples {
+        Samples::with_capacity(0)
+    }
 }
 
 impl Samples {
-    pub fn with_capacity(n: usize) -> Samples {
-        Samples { ns: Vec::with_capacity(n) }
+    /// An empty set. The histogram sizes itself; `n` (the expected count) is not needed and
+    /// kept for the callers that preallocated a vector before.
+    pub fn with_capacity(_n: usize) -> Samples {
+        // 3 significant digits; the range grows on demand (auto-resize), so no sample is
+        // ever rejected as too large.
+        let hist = Histogram::new(3).expect("3 significant digits is a valid histogram precision");
+        Samples { hist }
     }
 
+    /// One sample: `d` divided by `divisor` (2 for half a round trip), in whole nanoseconds.
     pub fn push(&mut self, d: Duration, divisor: f64) {
-        self.ns.push(d.as_nanos() as f64 / divisor);
+        self.push_ns(d.as_nanos() as f64 / divisor);
+    }
+
+    /// One sample of `ns` nanoseconds (rounded; negative or NaN counts as 0).
+    pub fn push_ns(&mut self, ns: f64) {
+        let v = if ns.is_finite() && ns > 0.0 { ns.round() as u64 } else { 0 };
+        // `record` grows the histogram's range as needed (auto-resize); it fails only for
+        // values beyond what a u64 histogram can grow to (centuries in ns): those saturate
+        // rather than vanish. (`saturating_record` alone would clamp to the current range.)
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
+        }
     }
 
     #[cfg(test)]
     pub fn extend_ns(&mut self, ns: impl IntoIterator<Item = f64>) {
-        self.ns.extend(ns);
+        for v in ns {
+            self.push_ns(v);
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.ns.len()
+        self.hist.len() as usize
     }
 
-    /// The `q` quantile (0..=1) by the nearest-rank method; 0 for no samples.
-    pub fn quantile(&mut self, q: f64) -> f64 {
-        if self.ns.is_empty() {
+    /// The `q` quantile (0..=1) in ns: the smallest recorded value (to the histogram's
+    /// precision) with at least `q` of the samples at or below it; 0 for no samples.
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.hist.is_empty() {
             return 0.0;
         }
-        self.ns.sort_by(f64::total_cmp);
-        let rank = ((q * self.ns.len() as f64).ceil() as usize).clamp(1, self.ns.len());
-        self.ns[rank - 1]
+        self.hist.value_at_quantile(q) as f64
+    }
+
+    /// The largest sample (to the histogram's precision).
+    pub fn max(&self) -> f64 {
+        self.hist.max() as f64
+    }
+
+    /// The cumulative distribution: (latency in ns, share of samples at or below it) at
+    /// every distinct recorded value, ascending; what the latency plots draw.
+    pub fn cdf(&self) -> Vec<(f64, f64)> {
+        let total = self.hist.len() as f64;
+        if total == 0.0 {
+            return Vec::new();
+        }
+        let mut seen = 0u64;
+        self.hist
+            .iter_recorded()
+            .map(|v| {
+                seen += v.count_at_value();
+                (self.hist.highest_equivalent(v.value_iterated_to()) as f64, seen as f64 / total)
+            })
+            .collect()
     }
 }
 
@@ -142,7 +155,7 @@ pub struct Run {
 
 impl Run {
     /// `ops` operations completed in `elapsed`; `samples` are per-operation latencies.
-    pub fn report(&self, mut samples: Samples, ops: u64, elapsed: Duration) -> Report {
+    pub fn report(&self, samples: Samples, ops: u64, elapsed: Duration) -> Report {
         let secs = elapsed.as_secs_f64();
         Report {
             test: self.test,
@@ -151,75 +164,14 @@ impl Run {
             iters: samples.len() as u64,
             procs: self.procs,
             p50_ns: samples.quantile(0.50),
+            p90_ns: Some(samples.quantile(0.90)),
             p99_ns: samples.quantile(0.99),
+            p999_ns: Some(samples.quantile(0.999)),
+            max_ns: Some(samples.max()),
             ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
             mb_per_sec: None,
             overlap_pct: None,
-        }
-    }
-}
-
-/// Prints reports as an aligned table, and a ratio line per test that ran in several modes.
-pub fn print_table(reports: &[Report]) {
-    println!(
-        "{:<16} {:<12} {:>8} {:>9} {:>5} {:>10} {:>10} {:>14} {:>10}",
-        "test", "mode", "size", "iters", "procs", "p50 (ns)", "p99 (ns)", "ops/s", "MB/s"
-    );
-    for r in reports {
-        let mb = match (r.mb_per_sec, r.overlap_pct) {
-            (Some(v), _) => format!("{v:.0}"),
-            (None, Some(o)) => format!("{o:.0}% ovl"),
-            (None, None) => String::new(),
-        };
-        println!(
-            "{:<16} {:<12} {:>8} {:>9} {:>5} {:>10.0} {:>10.0} {:>14.0} {:>10}",
-            r.test, r.mode, r.size, r.iters, r.procs, r.p50_ns, r.p99_ns, r.ops_per_sec, mb
-        );
-    }
-    let mut printed_header = false;
-    for r in reports.iter().filter(|r| r.mode == "offload") {
-        if let Some(host) =
-            reports.iter().find(|b| b.mode == "host" && b.test == r.test && b.size == r.size && b.procs == r.procs)
-        {
-            if !printed_header {
-                println!("\noffload / host (the workers run the collective / the hosts do), side by side in this run:");
-                printed_header = true;
-            }
-            println!(
-                "  {:<16} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x",
-                r.test,
-                r.size,
-                r.procs,
-                r.p50_ns / host.p50_ns,
-                r.p99_ns / host.p99_ns
-            );
-        }
-    }
-    // Each mode against the one it is built on, measured side by side in this run; the UCX
-    // anchor (`perf --anchor ucx`) against both of ours.
-    for (mode, base) in
-        [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async"), ("raw", "ucx"), ("async", "ucx")]
-    {
-        let mut printed_header = false;
-        for r in reports.iter().filter(|r| r.mode == mode) {
-            if let Some(b) =
-                reports.iter().find(|b| b.mode == base && b.test == r.test && b.size == r.size && b.procs == r.procs)
-            {
-                if !printed_header {
-                    println!("\n{mode} / {base}, measured side by side in this run (p50 {mode} − {base} in ns):");
-                    printed_header = true;
-                }
-                println!(
-                    "  {:<16} size {:>8}  procs {}  p50 {:.2}x ({:+.0} ns)  p99 {:.2}x  ops/s {:.2}x",
-                    r.test,
-                    r.size,
-                    r.procs,
-                    r.p50_ns / b.p50_ns,
-                    r.p50_ns - b.p50_ns,
-                    r.p99_ns / b.p99_ns,
-                    r.ops_per_sec / b.ops_per_sec
-                );
-            }
+            cdf: samples.cdf(),
         }
     }
 }
@@ -229,33 +181,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantiles_by_nearest_rank() {
+    fn quantiles_by_rank() {
         let mut s = Samples::default();
         s.extend_ns((1..=100).map(f64::from));
         assert_eq!(s.quantile(0.5), 50.0);
+        assert_eq!(s.quantile(0.9), 90.0);
         assert_eq!(s.quantile(0.99), 99.0);
         assert_eq!(s.quantile(1.0), 100.0);
+        assert_eq!(s.max(), 100.0);
         assert_eq!(Samples::default().quantile(0.5), 0.0);
     }
 
     #[test]
-    fn json_has_the_documented_keys() {
-        let r = Run { test: "t", mode: "raw", size: 8, procs: 2 }.report(
-            {
-                let mut s = Samples::default();
-                s.extend_ns([10.0, 20.0]);
-                s
-            },
-            4,
-            Duration::from_secs(2),
-        );
-        let j = r.to_json();
-        for key in ["test", "mode", "size", "iters", "procs", "p50_ns", "p99_ns", "ops_per_sec"] {
-            assert!(j.contains(&format!("\"{key}\":")), "{key} missing in {j}");
-        }
-        assert!(j.contains("\"ops_per_sec\":2.0"));
-        assert!(!j.contains("mb_per_sec"));
-        let bw = Report { size: 1_000_000, ..r }.with_bandwidth().to_json();
-        assert!(bw.contains("\"mb_per_sec\":2.0"), "{bw}");
+    fn large_samples_keep_three_significant_digits() {
+        let mut s = Samples::default();
+        s.push(Duration::from_millis(10), 1.0);
+        s.push(Duration::from_nanos(2_000), 2.0);
+        assert_eq!(s.quantile(0.0), 1_000.0);
+        let max = s.max();
+        assert!((max - 1e7).abs() / 1e7 < 1e-3, "{max}");
+    }
+
+    #[test]
+    fn cdf_rises_to_one() {
+        let mut s = Samples::default();
+        s.extend_ns([10.0, 10.0, 20.0, 40.0]);
+        assert_eq!(s.cdf(), vec![(10.0, 0.5), (20.0, 0.75), (40.0, 1.0)]);
+        assert!(Samples::default().cdf().is_empty());
     }
 }

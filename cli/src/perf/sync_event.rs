@@ -9,9 +9,11 @@ use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
 use async_doca::{CpuSet, Device, Error, ErrorKind, Result};
 
+use super::cpu::{joined, pin, runtime, two_cpus};
+use super::peer::spawn_peer;
 use super::raw::RawEvent;
 use super::stats::{timed, timed_async, Report, Run, Samples};
-use super::{spawn_peer, two_cpus, Mode, Params, PEER_TIMEOUT};
+use super::{Mode, Params, PEER_TIMEOUT};
 
 pub(super) const TEST: &str = "sync_add_wait";
 
@@ -36,14 +38,6 @@ pub fn peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
         Mode::Tokio | Mode::TokioHandle => async_peer(p, blob, cpu),
         other => Err(other.unsupported(TEST)),
     }
-}
-
-pub(super) fn pin(cpu: usize) -> Result<()> {
-    CpuSet::from_cpus([cpu])?.pin_current_thread()
-}
-
-pub(super) fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
-    h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))
 }
 
 fn raw_side_b(dev: &Device, blob: &[u8], rounds: u64) -> Result<()> {
@@ -93,15 +87,6 @@ fn raw_pingpong(p: &Params) -> Result<Report> {
         joined(b)?;
     }
     Ok(Run { test: TEST, mode: "raw", size: 8, procs }.report(samples, 2 * iters, elapsed))
-}
-
-pub(super) fn runtime(cpus: &[usize], idle: super::IdleArg) -> Result<async_doca::Runtime> {
-    let idle = match idle {
-        super::IdleArg::Polling => async_doca::IdleMode::Polling,
-        super::IdleArg::Adaptive => async_doca::IdleMode::default(),
-        super::IdleArg::Event => async_doca::IdleMode::Event,
-    };
-    async_doca::Runtime::builder().cpus(CpuSet::from_cpus(cpus.iter().copied())?).idle(idle).build()
 }
 
 /// Side B of the async ping-pong: wait for the odd values, answer with the even ones.

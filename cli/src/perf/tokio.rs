@@ -17,10 +17,13 @@ use async_doca::time::timeout;
 use async_doca::tokio::{Bridge, Driver};
 use async_doca::{Device, Error, ErrorKind, IdleMode, Result};
 
-use super::rdma::{async_a, LatencyA, Link, Measured, Test};
+use super::cpu::{joined, pin, runtime, two_cpus};
+use super::peer::spawn_peer;
+use super::peer::Link;
+use super::rdma::{async_a, LatencyA, Measured, Test};
 use super::stats::{timed_async, Report, Run, Samples};
-use super::sync_event::{async_side_b, joined, pin, runtime, TEST};
-use super::{spawn_peer, two_cpus, IdleArg, Mode, Params, PEER_TIMEOUT};
+use super::sync_event::{async_side_b, TEST};
+use super::{IdleArg, Mode, Params, PEER_TIMEOUT};
 
 fn idle_mode(idle: IdleArg) -> IdleMode {
     match idle {
@@ -122,7 +125,7 @@ pub fn sync_pingpong(p: &Params) -> Result<Report> {
 /// Side B of a `sync_add_wait` run through the bridge.
 enum SideB {
     Exec(async_doca::JoinHandle<Result<()>>, async_doca::Handle),
-    Proc(super::PeerChild),
+    Proc(super::peer::PeerChild),
 }
 
 impl SideB {

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use async_doca::{Error, ErrorKind, Result};
 
-use super::{two_cpus, Report};
+use super::cpu::two_cpus;
+use super::report::Report;
 
 /// The UCX benchmark's executable.
 const PERFTEST: &str = "ucx_perftest";
@@ -77,7 +78,6 @@ pub fn anchor(reports: &[Report], iters: Option<u64>, warmup: u64) -> Result<Vec
             .map_err(|e| e.context_prefix(&format!("perf --anchor ucx: {ucx_test}")))?;
         let p99 = run_pair(ucx_test, r.size, n, warmup, 99.0)
             .map_err(|e| e.context_prefix(&format!("perf --anchor ucx: {ucx_test}")))?;
-        eprintln!("done: {} ucx size={} procs=2", r.test, r.size);
         rows.push(Report {
             test: r.test,
             mode: "ucx",
@@ -85,11 +85,15 @@ pub fn anchor(reports: &[Report], iters: Option<u64>, warmup: u64) -> Result<Vec
             iters: n,
             procs: 2,
             p50_ns: p50.percentile_us * 1e3,
+            p90_ns: None,
             p99_ns: p99.percentile_us * 1e3,
+            p999_ns: None,
+            max_ns: None,
             ops_per_sec: p50.msg_rate,
             // UCX reports MB/s in units of 2^20 bytes; ours are 10^6.
             mb_per_sec: r.mb_per_sec.map(|_| p50.bandwidth_mib * 1_048_576.0 / 1e6),
             overlap_pct: None,
+            cdf: Vec::new(),
         });
     }
     Ok(rows)

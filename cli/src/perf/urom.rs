@@ -22,10 +22,11 @@ use async_doca::urom::plugin::samples::graph;
 use async_doca::urom::{Service, Worker};
 use async_doca::{CpuSet, Device, Error, ErrorKind, Result};
 
+use super::cpu::runtime;
+use super::cpu::two_cpus;
 use super::raw::ok;
 use super::stats::{timed, timed_async, Report, Run, Samples};
-use super::sync_event::runtime;
-use super::{two_cpus, Mode, Params, PEER_TIMEOUT};
+use super::{Mode, Params, PEER_TIMEOUT};
 
 pub fn run(p: &Params) -> Result<Report> {
     let daemon = PerfDaemon::start()?;
