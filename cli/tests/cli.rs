@@ -1,5 +1,7 @@
 //! The command line: `perf --json` prints one object per test with the documented keys, in
-//! both modes and both process counts; `info` names the provider and the devices.
+//! both modes and both process counts (parsed with serde_json); `--plot` writes well-formed
+//! SVG pictures; `--server`/`--client` connect two processes by address; `info` names the
+//! provider and the devices.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -30,13 +32,36 @@ fn run(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// The value of `"key":` in a one-line JSON object of numbers and plain strings.
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!("\"{key}\":");
-    let start = line.find(&pat).unwrap_or_else(|| panic!("{key} missing in {line}")) + pat.len();
-    let rest = &line[start..];
-    let end = rest.find([',', '}']).unwrap();
-    rest[..end].trim_matches('"')
+/// The JSON objects of a perf run's stdout, one per line (each line must parse).
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The value of `key` in a report as text (strings without quotes), like the table shows it.
+fn field(v: &serde_json::Value, key: &str) -> String {
+    match v.get(key).unwrap_or_else(|| panic!("{key} missing in {v}")) {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Checks the figures every measured row has: integer counts, positive latencies in rising
+/// order (p50 <= p90 <= p99 <= p99.9 <= max), a positive rate.
+fn check_figures(v: &serde_json::Value) {
+    for key in ["size", "iters", "procs"] {
+        assert!(v[key].is_u64(), "{key} is not an integer in {v}");
+    }
+    let mut last = 0.0;
+    for key in ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"] {
+        let x = v[key].as_f64().unwrap_or_else(|| panic!("{key} is not a number in {v}"));
+        assert!(x > 0.0 && x >= last, "{key} = {x} out of order in {v}");
+        last = x;
+    }
+    assert!(v["ops_per_sec"].as_f64().unwrap_or_else(|| panic!("no ops_per_sec in {v}")) > 0.0, "{v}");
 }
 
 #[test]
@@ -44,18 +69,10 @@ fn perf_json_has_every_key_for_both_modes_and_process_counts() {
     let (ok, stdout, stderr) =
         run(&["perf", "--json", "--test", "sync_add_wait,spawn", "--iters", "200", "--warmup", "20"]);
     assert!(ok, "perf failed: {stderr}");
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
     let mut seen = vec![];
-    for line in &lines {
-        for key in ["size", "iters", "procs"] {
-            field(line, key).parse::<u64>().unwrap_or_else(|_| panic!("{key} is not an integer in {line}"));
-        }
-        for key in ["p50_ns", "p99_ns", "ops_per_sec"] {
-            let v: f64 = field(line, key).parse().unwrap_or_else(|_| panic!("{key} is not a number in {line}"));
-            assert!(v > 0.0, "{key} is not positive in {line}");
-        }
-        assert!(field(line, "p99_ns").parse::<f64>().unwrap() >= field(line, "p50_ns").parse::<f64>().unwrap());
-        seen.push((field(line, "test").to_owned(), field(line, "mode").to_owned(), field(line, "procs").to_owned()));
+    for line in &json_lines(&stdout) {
+        check_figures(line);
+        seen.push((field(line, "test"), field(line, "mode"), field(line, "procs")));
     }
     for want in [
         ("sync_add_wait", "raw", "1"),
@@ -77,26 +94,13 @@ const RDMA_TESTS: [&str; 9] =
 /// The JSON lines of a perf run, checked as above: (test, mode, procs, size, has mb_per_sec).
 fn checked_lines(stdout: &str) -> Vec<(String, String, String, String, bool)> {
     let mut seen = vec![];
-    for line in stdout.lines().filter(|l| l.starts_with('{')) {
-        for key in ["size", "iters", "procs"] {
-            field(line, key).parse::<u64>().unwrap_or_else(|_| panic!("{key} is not an integer in {line}"));
-        }
-        for key in ["p50_ns", "p99_ns", "ops_per_sec"] {
-            let v: f64 = field(line, key).parse().unwrap_or_else(|_| panic!("{key} is not a number in {line}"));
-            assert!(v > 0.0, "{key} is not positive in {line}");
-        }
-        assert!(field(line, "p99_ns").parse::<f64>().unwrap() >= field(line, "p50_ns").parse::<f64>().unwrap());
-        let bw = line.contains("\"mb_per_sec\":");
+    for line in &json_lines(stdout) {
+        check_figures(line);
+        let bw = line.get("mb_per_sec").is_some();
         if bw {
-            assert!(field(line, "mb_per_sec").parse::<f64>().unwrap() > 0.0, "{line}");
+            assert!(line["mb_per_sec"].as_f64().unwrap() > 0.0, "{line}");
         }
-        seen.push((
-            field(line, "test").to_owned(),
-            field(line, "mode").to_owned(),
-            field(line, "procs").to_owned(),
-            field(line, "size").to_owned(),
-            bw,
-        ));
+        seen.push((field(line, "test"), field(line, "mode"), field(line, "procs"), field(line, "size"), bw));
     }
     seen
 }
@@ -129,6 +133,8 @@ fn perf_rdma_tests_in_both_modes_and_process_counts() {
     }
 }
 
+/// `perf --server 127.0.0.1:0` listens (RDMA connection management) on a free port it names;
+/// `perf --client ADDR` connects to it by address and measures the RDMA tests against it.
 #[test]
 fn perf_client_against_a_server() {
     use std::io::{BufRead, BufReader};
@@ -175,6 +181,61 @@ fn perf_client_against_a_server() {
     assert!(!seen.iter().any(|(t, ..)| t == "spawn"), "a client runs only the RDMA tests: {stdout}");
 }
 
+/// `--plot DIR` writes a latency CDF per test, size and process count and a bandwidth picture
+/// per bandwidth test, each a well-formed SVG document naming the modes in its legend; the
+/// table still goes to stdout.
+#[test]
+fn perf_plot_writes_svg_pictures() {
+    let dir = std::env::temp_dir().join(format!("async-doca-cli-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, stdout, stderr) = run(&[
+        "perf",
+        "--test",
+        "write_lat,write_bw,memcpy_bw",
+        "--mode",
+        "raw,async",
+        "--procs",
+        "1",
+        "--size",
+        "8,4096",
+        "--iters",
+        "100",
+        "--warmup",
+        "10",
+        "--plot",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "perf failed: {stderr}");
+    assert!(stdout.contains("p99.9") && stdout.contains("async / raw"), "{stdout}");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    let want = [
+        "bw_write_bw_1p.svg",
+        "lat_memcpy_bw_4096B_1p.svg",
+        "lat_memcpy_bw_8B_1p.svg",
+        "lat_write_bw_4096B_1p.svg",
+        "lat_write_bw_8B_1p.svg",
+        "lat_write_lat_4096B_1p.svg",
+        "lat_write_lat_8B_1p.svg",
+    ];
+    assert_eq!(names, want, "{stderr}");
+    for name in &names {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{name} is not well-formed: {e}"));
+        assert_eq!(doc.root_element().tag_name().name(), "svg", "{name}");
+        let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
+        let modes: &[&str] = if name.contains("memcpy") { &["raw"] } else { &["raw", "async"] };
+        for mode in modes {
+            assert!(texts.contains(mode), "{name}: no legend entry {mode} in {texts:?}");
+        }
+        if name.starts_with("bw_") {
+            assert!(texts.contains(&"memcpy"), "{name}: the memcpy reference line is missing");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn perf_rejects_an_unknown_test() {
     let (ok, _, stderr) = run(&["perf", "--test", "no_such_test"]);
@@ -194,13 +255,12 @@ fn info_names_the_provider_and_a_device() {
 fn perf_urom_cmd_lat_and_collectives_in_every_mode() {
     let (ok, stdout, stderr) = run(&["perf", "--json", "--test", "urom_cmd_lat", "--iters", "100", "--warmup", "10"]);
     assert!(ok, "perf failed: {stderr}");
-    let mut modes: Vec<String> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
+    let mut modes: Vec<String> = json_lines(&stdout)
+        .iter()
         .map(|l| {
             assert_eq!(field(l, "test"), "urom_cmd_lat");
-            assert!(field(l, "p50_ns").parse::<f64>().unwrap() > 0.0);
-            field(l, "mode").to_owned()
+            check_figures(l);
+            field(l, "mode")
         })
         .collect();
     modes.sort();
@@ -223,15 +283,14 @@ fn perf_urom_cmd_lat_and_collectives_in_every_mode() {
         "5",
     ]);
     assert!(ok, "perf failed: {stderr}");
-    let mut seen: Vec<(String, String)> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
+    let mut seen: Vec<(String, String)> = json_lines(&stdout)
+        .iter()
         .map(|l| {
-            assert_eq!((field(l, "procs"), field(l, "size")), ("3", "64"), "{l}");
-            assert!(field(l, "p50_ns").parse::<f64>().unwrap() > 0.0);
-            let overlap = l.contains("\"overlap_pct\":");
+            assert_eq!((field(l, "procs").as_str(), field(l, "size").as_str()), ("3", "64"), "{l}");
+            assert!(l["p50_ns"].as_f64().unwrap() > 0.0);
+            let overlap = l.get("overlap_pct").is_some();
             assert_eq!(overlap, field(l, "test") == "coll_overlap", "{l}");
-            (field(l, "test").to_owned(), field(l, "mode").to_owned())
+            (field(l, "test"), field(l, "mode"))
         })
         .collect();
     seen.sort();

@@ -27,6 +27,7 @@ use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
 // The harness: one module per concept.
+mod cm_link; // perf --server/--client: the control connection by address (RDMA CM)
 mod cpu; // CPUs, pinned threads, runtimes
 mod output; // the table, the ratio lines, JSON lines
 mod peer; // the peer process of a two-process test and the blob link to it

@@ -109,8 +109,9 @@ pub fn hex_decode(s: &str) -> Result<Vec<u8>> {
 }
 
 /// How the two sides exchange blobs and the final `done`: channels between two threads of
-/// one process, or a byte stream (a child's stdin/stdout, a TCP socket) carrying
-/// length-prefixed frames. Frames from a stream are read by a helper thread into a channel,
+/// one process (or to the control thread of `perf --server`/`--client`, which carries them
+/// over an RDMA connection made by address), or a byte stream (a child's stdin/stdout)
+/// carrying length-prefixed frames. Frames from a stream are read by a helper thread into a channel,
 /// so both kinds are received the same way, without blocking an executor.
 pub struct Link {
     out: Out,
@@ -128,6 +129,12 @@ impl Link {
         let (tx_a, rx_b) = mpsc::channel();
         let (tx_b, rx_a) = mpsc::channel();
         (Link { out: Out::Chan(tx_a), rx: rx_a }, Link { out: Out::Chan(tx_b), rx: rx_b })
+    }
+
+    /// A link whose frames go out on `out` and come in on `rx` (a control thread carries
+    /// them, see `cm_link`).
+    pub fn from_channels(out: mpsc::Sender<Vec<u8>>, rx: mpsc::Receiver<Vec<u8>>) -> Link {
+        Link { out: Out::Chan(out), rx }
     }
 
     /// A link over a byte stream: frames are a little-endian u32 length and the bytes.

@@ -20,7 +20,6 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use async_doca::executor::{spawn_local, yield_now};
@@ -181,23 +180,30 @@ pub fn peer(test: Test, p: &Params, cpu: usize) -> Result<()> {
     sides(test, p.mode)?.1(test, p, cpu, link)
 }
 
-/// The `--server` side: accepts connections on `addr`, one per run; each starts with a
-/// header frame naming the test and its parameters, then side B runs over that connection.
-/// Runs until killed.
+/// The `--server` side: listens on `addr` through RDMA connection management (see
+/// `cm_link`); each client run starts with a header frame naming the test and its
+/// parameters, then side B runs over that connection's link. Runs until killed.
 pub fn serve(addr: &str) -> Result<()> {
-    let listener = TcpListener::bind(addr).map_err(|e| Error::os(e, "perf --server: bind"))?;
-    let (_, cpu) = two_cpus()?;
-    let local = listener.local_addr().map_err(|e| Error::os(e, "perf --server"))?;
+    let addr = resolve(addr)?;
+    let (cpu_control, cpu) = two_cpus()?;
+    // Port 0 asks for a free one: found as the kernel's choice for a TCP socket (the soft
+    // provider's handshake runs over TCP on that port), then listened on by the RDMA context.
+    let port = match addr.port() {
+        0 => std::net::TcpListener::bind((addr.ip(), 0))
+            .and_then(|l| l.local_addr())
+            .map_err(|e| Error::os(e, "perf --server: find a free port"))?
+            .port(),
+        p => p,
+    };
+    let (links_tx, links) = std::sync::mpsc::channel();
+    super::cm_link::listen(port, cpu_control, links_tx)?;
     // The log never stops the server (its stderr may be a pipe nobody reads any more).
     let log = |msg: String| {
         let _ = writeln!(std::io::stderr(), "perf server: {msg}");
     };
-    log(format!("listening on {local}"));
-    loop {
-        let (stream, from) = listener.accept().map_err(|e| Error::os(e, "perf --server: accept"))?;
-        let _ = stream.set_nodelay(true);
-        let reader = stream.try_clone().map_err(|e| Error::os(e, "perf --server: clone socket"))?;
-        let mut link = Link::over(reader, stream);
+    log(format!("listening on {}", std::net::SocketAddr::new(addr.ip(), port)));
+    for (mut link, from) in links {
+        let from = from.map_or_else(|| "a client".to_owned(), |a| a.to_string());
         let served = link.recv_blocking().and_then(|header| {
             let (test, p) = parse_header(&header)?;
             log(format!("{} {} size={} for {from}", test.name(), p.mode.name(), p.size));
@@ -208,27 +214,27 @@ pub fn serve(addr: &str) -> Result<()> {
             log(format!("run for {from} failed: {e}"));
         }
     }
+    Err(Error::new(ErrorKind::ConnectionLost, "perf --server: the control context stopped"))
 }
 
-/// The `--client ADDR` side of one run: connects to the server (waiting up to
-/// [`PEER_TIMEOUT`] for it to listen), sends the header, runs side A.
+/// `host:port` (this host: 127.0.0.1, ::1, localhost) as a socket address.
+fn resolve(addr: &str) -> Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs()
+        .map_err(|e| Error::os(e, &format!("perf: address {addr:?}")))?
+        .next()
+        .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, format!("perf: address {addr:?} resolves to nothing")))
+}
+
+/// The `--client ADDR` side of one run: connects to the server by address (RDMA connection
+/// management, waiting up to [`PEER_TIMEOUT`] for it to listen), sends the header, runs side A.
 pub fn run_client(addr: &str, test: Test, p: &Params) -> Result<Report> {
-    let deadline = Instant::now() + PEER_TIMEOUT;
-    let stream = loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => break s,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(Error::os(e, "perf --client: connect")),
-        }
-    };
-    let _ = stream.set_nodelay(true);
-    let reader = stream.try_clone().map_err(|e| Error::os(e, "perf --client: clone socket"))?;
-    let mut link = Link::over(reader, stream);
+    let (cpu, cpu_control) = two_cpus()?;
+    let mut link = super::cm_link::connect(resolve(addr)?, cpu_control)?;
     let p = Params { procs: 2, ..*p };
     let idle = clap::ValueEnum::to_possible_value(&p.idle).map(|v| v.get_name().to_owned()).unwrap_or_default();
     let header = format!("{} {} {} {} {} {idle}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
     link.send(header.as_bytes())?;
-    let (cpu, _) = two_cpus()?;
     let (side_a, _) = sides(test, p.mode)?;
     let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu, link)))?;
     Ok(report(test, &p, measured))
