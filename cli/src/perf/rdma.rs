@@ -189,12 +189,10 @@ pub fn serve(addr: &str) -> Result<()> {
     // Port 0 asks for a free one: found as the kernel's choice for a TCP socket (the soft
     // provider's handshake runs over TCP on that port), then listened on by the RDMA context.
     let port = match addr.port() {
-        0 => std::net::TcpListener::bind((addr.ip(), 0))
-            .and_then(|l| l.local_addr())
-            .map_err(|e| Error::os(e, "perf --server: find a free port"))?
-            .port(),
+        0 => free_port(addr.ip())?,
         p => p,
     };
+    let _ = BY_ADDRESS.set(Role::Server(addr.ip()));
     let (links_tx, links) = std::sync::mpsc::channel();
     super::cm_link::listen(port, cpu_control, links_tx)?;
     // The log never stops the server (its stderr may be a pipe nobody reads any more).
@@ -230,7 +228,9 @@ fn resolve(addr: &str) -> Result<std::net::SocketAddr> {
 /// management, waiting up to [`PEER_TIMEOUT`] for it to listen), sends the header, runs side A.
 pub fn run_client(addr: &str, test: Test, p: &Params) -> Result<Report> {
     let (cpu, cpu_control) = two_cpus()?;
-    let mut link = super::cm_link::connect(resolve(addr)?, cpu_control)?;
+    let addr = resolve(addr)?;
+    let _ = BY_ADDRESS.set(Role::Client(addr.ip()));
+    let mut link = super::cm_link::connect(addr, cpu_control)?;
     let p = Params { procs: 2, ..*p };
     let idle = clap::ValueEnum::to_possible_value(&p.idle).map(|v| v.get_name().to_owned()).unwrap_or_default();
     let header = format!("{} {} {} {} {} {idle}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
@@ -267,6 +267,51 @@ fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
 
 // ---- async mode ----
 
+/// How this process's async sides connect their measured RDMA connection when it runs as
+/// `perf --server` or `perf --client`: by address too, through connection management, on a
+/// port side B listens on for the run and names over the control link (the raw sides, on
+/// doca-sys without the runtime, connect with export blobs carried over that link). Unset
+/// in the other runs, whose sides trade export blobs.
+static BY_ADDRESS: std::sync::OnceLock<Role> = std::sync::OnceLock::new();
+
+#[derive(Debug)]
+enum Role {
+    /// The server: side B listens.
+    Server(std::net::IpAddr),
+    /// The client: side A connects to the server's address.
+    Client(std::net::IpAddr),
+}
+
+impl Role {
+    /// The run's connection on `rdma`: B listens on a free port of its address and sends the
+    /// port; A receives it and connects there.
+    async fn connect(&self, rdma: &Rdma, link: &mut Link) -> Result<Connection> {
+        match *self {
+            Role::Server(ip) => {
+                let listener = rdma.listen(free_port(ip)?)?;
+                link.send(&listener.port().to_le_bytes())?;
+                async_doca::time::timeout(PEER_TIMEOUT, listener.accept()).await.map_err(Error::from)?
+            }
+            Role::Client(ip) => {
+                let port = link.recv().await?;
+                let port = <[u8; 2]>::try_from(&port[..])
+                    .map_err(|_| Error::new(ErrorKind::InvalidArgument, "perf: bad port frame from the server"))?;
+                let addr = std::net::SocketAddr::new(ip, u16::from_le_bytes(port));
+                async_doca::time::timeout(PEER_TIMEOUT, rdma.connect(addr)).await.map_err(Error::from)?
+            }
+        }
+    }
+}
+
+/// A port nobody listens on at `ip` now (the kernel's choice for a TCP socket, which the soft
+/// provider's connection handshake also uses).
+fn free_port(ip: std::net::IpAddr) -> Result<u16> {
+    std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Error::os(e, "perf: find a free port"))
+}
+
 /// One side's context, connection and memory.
 struct End {
     rdma: Rdma,
@@ -289,6 +334,12 @@ impl End {
         let rdma = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
         let local = dev.alloc(slot * window, Access::LOCAL_READ_WRITE)?;
         let target = dev.alloc(slot * window, Access::RDMA_ALL)?;
+        if let Some(role) = BY_ADDRESS.get() {
+            let conn = role.connect(&rdma, link).await?;
+            link.send(&target.export_rdma()?)?;
+            let remote = dev.import(&link.recv().await?)?;
+            return Ok(End { rdma, conn, local, target, remote, size, slot });
+        }
         let (blob, pending) = rdma.export()?;
         link.send(&blob)?;
         link.send(&target.export_rdma()?)?;
