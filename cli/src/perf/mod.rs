@@ -8,13 +8,19 @@
 //! command starts itself (`perf-peer`).
 //!
 //! The RDMA tests (`rdma.rs`, raw mode in `raw_rdma.rs`) exchange connection and memory blobs
-//! both ways: over channels (procs 1), over the child's stdin/stdout (procs 2), or over TCP
-//! with `perf --server [ADDR]` in one terminal and `perf --client ADDR` in another (the
-//! client measures and prints; the server serves runs until killed). The soft provider
-//! connects processes of the same user on the same host only, so the client and the server
-//! run on one machine (ADDR defaults to 127.0.0.1:18515). Bandwidth tests take `--size`
-//! (default sweep 8 B, 4 KiB, 64 KiB, 1 MiB) and add `mb_per_sec` to their JSON line;
-//! `memcpy_bw` is a reference row measured in the same run.
+//! both ways over a [`peer::Link`]: channels (procs 1) or the child's stdin/stdout (procs 2).
+//! `perf --server [ADDR]` in one terminal and `perf --client ADDR` in another connect by
+//! address instead, through RDMA connection management (`cm_link.rs`): the client measures
+//! and prints, the server serves runs until killed, and the async sides' measured connection
+//! is made by address as well. The soft provider connects processes of the same user on the
+//! same host only, so the client and the server run on one machine (ADDR defaults to
+//! 127.0.0.1:18515). Bandwidth tests take `--size` (default sweep 8 B, 4 KiB, 64 KiB, 1 MiB)
+//! and add `mb_per_sec` to their JSON line; `memcpy_bw` is a reference row measured in the
+//! same run.
+//!
+//! Every row reports p50, p90, p99, p99.9 and the maximum from an HDR histogram of its
+//! samples (`stats.rs`), in the table (`output.rs`) and as JSON (`report.rs`, serde);
+//! `--plot DIR` draws the runs as SVG (`plot.rs`).
 //!
 //! The collectives (`allreduce_lat`, `allgather_lat`, `bcast_lat`, `barrier_lat`,
 //! `coll_overlap`; `coll.rs`) compare two modes of their own instead: `offload` (the UROM
@@ -147,13 +153,15 @@ pub struct PerfArgs {
     /// MB/s by payload size for the bandwidth tests.
     #[arg(long, value_name = "DIR")]
     plot: Option<std::path::PathBuf>,
-    /// Run the peer side of the RDMA tests for `--client`s, on ADDR (default
-    /// 127.0.0.1:18515), until killed. The soft provider connects processes of the same
+    /// Run the peer side of the RDMA tests for `--client`s, until killed: listen on ADDR
+    /// (default 127.0.0.1:18515; port 0 picks a free one, printed as `listening on ADDR`)
+    /// through RDMA connection management. The soft provider connects processes of the same
     /// user on the same host only, so both ends run on this machine.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:18515")]
     server: Option<String>,
-    /// Run the RDMA tests against a `perf --server` at ADDR (host:port, this host): the
-    /// server side is the peer, this side measures (procs 2). Other tests are skipped.
+    /// Run the RDMA tests against a `perf --server` at ADDR (host:port, this host), connected
+    /// by address through RDMA connection management: the server side is the peer, this
+    /// side measures (procs 2). Other tests are skipped.
     #[arg(long, value_name = "ADDR", conflicts_with = "server")]
     client: Option<String>,
     /// Also run a reference implementation's benchmark for the tests that have a counterpart,
