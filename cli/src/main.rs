@@ -36,7 +36,7 @@ enum Command {
 #[cfg(feature = "soft")]
 #[derive(clap::Args, Debug)]
 struct UromServiceArgs {
-    /// Socket to listen on [default: $XDG_RUNTIME_DIR/async-doca-urom-<uid>.sock, /tmp without XDG_RUNTIME_DIR]
+    /// Socket to listen on [default: `$XDG_RUNTIME_DIR/async-doca-urom-<uid>.sock`, /tmp without XDG_RUNTIME_DIR]
     #[arg(long, value_name = "PATH")]
     socket: Option<std::path::PathBuf>,
     /// Plugin directories, `;`-separated [default: $UROM_PLUGIN_PATH]
