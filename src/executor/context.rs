@@ -521,13 +521,6 @@ impl<T> Context<T> {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
-    /// Wakes the futures waiting for a free task of this ctx (back-pressure waiters), so
-    /// that they retry. For layers whose allocation also needs a resource of their own (a
-    /// `doca_buf` from an inventory) that is given back after the task is freed.
-    pub(crate) fn waker_handle(&self) -> TaskWaiters {
-        TaskWaiters(self.rec.clone())
-    }
-
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).
     /// For layers with their own allocation loop; [`submit`](Context::submit) already waits.
     pub fn task_freed(&self) -> TaskFreed<'_> {
@@ -592,16 +585,6 @@ impl<T> Future for WaitState<'_, T> {
                 Poll::Pending
             }
         }
-    }
-}
-
-/// A handle that wakes a ctx's back-pressure waiters (see [`Context::waker_handle`]).
-pub(crate) struct TaskWaiters(Rc<CtxRecord>);
-
-impl TaskWaiters {
-    /// Wakes every future waiting for a free task of the ctx.
-    pub(crate) fn wake(&self) {
-        self.0.task_waiters.wake_all();
     }
 }
 

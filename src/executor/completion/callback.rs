@@ -48,6 +48,9 @@ unsafe fn on_completion<K: TaskKind>(task: *mut K::Task, key: u64, ctx_key: u64)
                 unsafe { K::on_complete(task, status, &mut *slot.out.get()) };
                 // SAFETY: we own the completed task; it is not used after this.
                 unsafe { K::free(task) };
+                // The task is gone: its descriptors go back before the waiters for a free
+                // task (or descriptor) of the context are woken.
+                slot.release_descs();
                 core.ctxs.task_freed(ctx_key);
                 if slot.state.get() == SlotState::Orphaned {
                     core.slots.release(key);

@@ -2,6 +2,7 @@
 //! [`BufTaskFuture`], the same owning the task's buffers.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -24,6 +25,7 @@ use crate::sys;
 pub struct TaskSlot {
     user_data: sys::doca_data,
     out: *mut u64,
+    descs: *const Cell<[*mut sys::doca_buf; 2]>,
 }
 
 impl TaskSlot {
@@ -43,6 +45,21 @@ impl TaskSlot {
         assert!(i < OUT_WORDS, "out_ptr({i}): the result area has {OUT_WORDS} words");
         // SAFETY: in bounds (checked); the area is `OUT_WORDS` u64s.
         unsafe { self.out.add(i) }
+    }
+
+    /// Hands descriptor `buf` (taken from an inventory for this task, `i` < 2) to the slot,
+    /// which gives it back when the task is over (see `Slot::descs`). The caller keeps the
+    /// inventory alive until the operation's slot is released (its kept buffers).
+    pub(crate) fn hold_desc(&self, i: usize, buf: *mut sys::doca_buf) {
+        assert!(i < 2, "hold_desc({i}): a task holds at most two descriptors");
+        // SAFETY: `descs` points into the slot of this operation, which is reserved (and at a
+        // stable address) while its allocation closure runs, the only place a TaskSlot is
+        // seen; slots are only used through shared references (cells).
+        let cell = unsafe { &*self.descs };
+        let mut d = cell.get();
+        debug_assert!(d[i].is_null(), "descriptor {i} taken twice");
+        d[i] = buf;
+        cell.set(d);
     }
 }
 
@@ -114,11 +131,11 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     }
 
     fn task_slot(&self) -> TaskSlot {
-        let out = match self.stage {
-            Stage::Finished => std::ptr::null_mut(),
-            _ => self.slot().out_ptr(),
+        let (out, descs) = match self.stage {
+            Stage::Finished => (std::ptr::null_mut(), std::ptr::null()),
+            _ => (self.slot().out_ptr(), &self.slot().descs as *const _),
         };
-        TaskSlot { user_data: sys::doca_data::from_u64(self.slot), out }
+        TaskSlot { user_data: sys::doca_data::from_u64(self.slot), out, descs }
     }
 
     /// The user data this operation's task carries (its slot key).
@@ -213,7 +230,13 @@ where
                     }
                     let slot = self.task_slot();
                     let alloc = self.alloc.as_mut().expect("allocation closure present until allocated");
-                    match alloc(&slot) {
+                    let r = alloc(&slot);
+                    if r.is_err() {
+                        // Nothing allocated: give back the descriptors the closure took
+                        // before waiting or failing.
+                        self.slot().release_descs();
+                    }
+                    match r {
                         Ok(task) if !task.is_null() => {
                             self.ctx.task_allocated();
                             self.alloc = None;

@@ -33,6 +33,13 @@ pub(super) struct Slot {
     pub(super) out: UnsafeCell<TaskOutput>,
     pub(super) waker: Cell<Option<Waker>>,
     pub(super) keepalive: Cell<Option<Box<dyn Any>>>,
+    /// The `doca_buf` descriptors of the slot's task (at most two, null when unused), taken
+    /// by the allocation closure ([`TaskSlot::hold_desc`](super::TaskSlot::hold_desc)) and
+    /// given back as soon as the task is over: by the completion callback right after it
+    /// freed the task, or when the slot is released (a failed or abandoned operation). The
+    /// slot holding them replaces a side table: nothing per operation is allocated or
+    /// looked up to find them again.
+    pub(super) descs: Cell<[*mut sys::doca_buf; 2]>,
     pub(super) next_free: Cell<u32>,
 }
 
@@ -45,12 +52,29 @@ impl Slot {
             out: UnsafeCell::new([0; OUT_WORDS]),
             waker: Cell::new(None),
             keepalive: Cell::new(None),
+            descs: Cell::new([std::ptr::null_mut(); 2]),
             next_free: Cell::new(NONE),
         }
     }
 
     pub(super) fn out_ptr(&self) -> *mut u64 {
         self.out.get().cast::<u64>()
+    }
+
+    /// Gives the task's descriptors back to their inventory; returns whether there were any.
+    /// Only once DOCA no longer owns the task (completed, never submitted, or freed).
+    pub(super) fn release_descs(&self) -> bool {
+        let descs = self.descs.replace([std::ptr::null_mut(); 2]);
+        let mut any = false;
+        for b in descs.into_iter().filter(|b| !b.is_null()) {
+            // SAFETY: a descriptor the allocation closure took from a live inventory (the
+            // operation keeps the inventory alive until its slot is released, and releases
+            // come first); DOCA no longer owns the task that referenced it (the caller's
+            // contract); its reference is dropped once (the cell was cleared above).
+            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+            any = true;
+        }
+        any
     }
 }
 
@@ -180,6 +204,8 @@ impl Slots {
     /// `key`.
     pub(super) fn release_slot(&self, key: u64, slot: &Slot) {
         debug_assert!(slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free);
+        // Descriptors first: the kept buffers (dropped below) may hold their inventory.
+        slot.release_descs();
         let waker = slot.waker.take();
         let keep = slot.keepalive.take();
         slot.state.set(SlotState::Free);
