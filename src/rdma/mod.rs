@@ -34,6 +34,8 @@
 //!
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
+//! Operation futures are lazy: the first poll submits. A [`Pipeline`] keeps many of them in
+//! flight from one task, without a task per operation (the path for message rate).
 //! Each operation kind has a task pool ([`RdmaBuilder::max_tasks`]) and the send queue a
 //! depth ([`RdmaBuilder::send_queue_size`]); when either is full the next operation waits
 //! for a completion instead of failing.
@@ -102,7 +104,9 @@
 //! ```
 
 mod cm;
+mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
+pub use pipeline::Pipeline;
 
 use std::fmt;
 use std::rc::Rc;
