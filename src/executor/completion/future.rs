@@ -262,8 +262,9 @@ where
                     // delivered from inside submit (DOCA delivers them from progress, but a
                     // provider that did otherwise) still finds it.
                     self.slot().state.set(SlotState::InFlight);
-                    // SAFETY: `task` is a live task of kind K that we allocated and still own.
-                    let rc = unsafe { sys::doca_task_submit(K::as_task(task)) };
+                    // SAFETY: `task` is a live task of kind K of this ctx that we allocated and
+                    // still own. The doorbell is rung before the PE is next progressed.
+                    let rc = unsafe { self.core.submit_deferred(&self.ctx, K::as_task(task)) };
                     match rc {
                         sys::DOCA_SUCCESS => {
                             // DOCA owns the task now; the slot receives its completion.

@@ -53,7 +53,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
 
 use super::completion::Slots;
-use super::context::Contexts;
+use super::context::{Contexts, CtxRecord};
 use super::park::ParkState;
 use super::pe::Pe;
 use super::runtime::{Handle, IdleMode};
@@ -244,6 +244,10 @@ pub(crate) struct Core {
     pub(crate) timers: Timers,
     pub(crate) slots: Slots,
     pub(crate) ctxs: Contexts,
+    /// Contexts that owe a doorbell: tasks were submitted to them without DOCA's flush flag
+    /// since the last progress. Rung by [`Core::ring_doorbells`] before every progress of
+    /// the PE, so once per turn for all the operations a turn submitted.
+    doorbells: RefCell<Vec<Rc<CtxRecord>>>,
     config: Config,
     pub(crate) runtime: Option<Handle>,
     /// Set while `doca_pe_progress` runs (from the loop or inline) and while a state-change
@@ -324,6 +328,7 @@ impl Core {
             timers: Timers::new(),
             slots: Slots::new(),
             ctxs: Contexts::new(),
+            doorbells: RefCell::new(Vec::new()),
             config: Config { idle: config.idle, task_batch: config.task_batch.max(1) },
             runtime,
             in_progress: Cell::new(false),
@@ -348,6 +353,48 @@ impl Core {
             if let Some(w) = self.foreign_waker.borrow().as_ref() {
                 w.wake_by_ref();
             }
+        }
+    }
+
+    /// Submits `task` of `ctx` with a deferred doorbell: `doca_task_submit_ex` without the
+    /// flush flag, the doorbell rung by [`ring_doorbells`](Core::ring_doorbells) before the
+    /// PE is next progressed. Operations submitted in one turn (a pipeline, many tasks)
+    /// then share one doorbell per context. DOCA may hold such a task until a flushed
+    /// submit or `doca_ctx_flush_tasks`; nothing can wait for its completion without a
+    /// progress of this PE, which rings first.
+    ///
+    /// # Safety
+    /// `task` is a live, allocated task of `ctx`, owned by the caller (as for
+    /// `doca_task_submit`).
+    pub(crate) unsafe fn submit_deferred(
+        &self,
+        ctx: &Rc<CtxRecord>,
+        task: *mut crate::sys::doca_task,
+    ) -> crate::sys::doca_error_t {
+        // SAFETY: the caller's contract.
+        let rc = unsafe { crate::sys::doca_task_submit_ex(task, crate::sys::DOCA_TASK_SUBMIT_FLAG_NONE) };
+        if rc == crate::sys::DOCA_SUCCESS && ctx.owe_doorbell() {
+            self.doorbells.borrow_mut().push(ctx.clone());
+        }
+        rc
+    }
+
+    /// Rings every owed doorbell (see `doorbells`). Cheap when none is owed.
+    #[inline]
+    pub(crate) fn ring_doorbells(&self) {
+        if self.doorbells.borrow().is_empty() {
+            return;
+        }
+        // Not borrowed across the FFI calls; the list's allocation is kept.
+        let mut owed = std::mem::take(&mut *self.doorbells.borrow_mut());
+        for rec in owed.drain(..) {
+            rec.flush_doorbell();
+        }
+        let mut list = self.doorbells.borrow_mut();
+        if list.is_empty() {
+            *list = owed;
+        } else {
+            list.append(&mut owed);
         }
     }
 

@@ -39,6 +39,8 @@ impl Core {
         self.budget.set(budget - 1);
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
+        // The operation's own doorbell (and those owed by earlier submits).
+        self.ring_doorbells();
         let pe = self.pe.borrow();
         let mut complete = false;
         for _ in 0..INLINE_PROGRESS {
@@ -243,6 +245,7 @@ impl Core {
         if !self.pe_active() {
             return 0;
         }
+        self.ring_doorbells();
         let n = {
             let _inside = self.enter_progress();
             self.pe.borrow().drain()
@@ -258,6 +261,7 @@ impl Core {
         if !self.pe_active() {
             return false;
         }
+        self.ring_doorbells();
         let did = {
             let _inside = self.enter_progress();
             self.pe.borrow().progress()
