@@ -104,7 +104,7 @@
 //! ```
 
 mod cm;
-mod pipeline;
+pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
 pub use pipeline::Pipeline;
 

@@ -76,8 +76,12 @@ enum Lane<F: Future> {
     Done(F::Output),
 }
 
-/// Up to `depth` operations in flight in one task, results in submission order (see the
-/// [module documentation](self)).
+/// Up to `depth` operations in flight in one task, results in push order.
+///
+/// Each push submits its operation at once; only the oldest is polled with the task's
+/// waker; results (and, within the context's task pool, submissions) follow push order.
+/// Dropping the pipeline drops its operations, whose in-flight memory stays alive until
+/// DOCA is done. Example and details: the [module documentation](self).
 pub struct Pipeline<F: Future> {
     /// A ring of lanes, allocated once and never moved or resized: a running future stays
     /// at its address until its lane drops it in place (it is pinned there).

@@ -19,8 +19,8 @@ use crate::sys;
 /// `ctx_user_data`). It never unwinds into C.
 ///
 /// # Safety
-/// Only DOCA calls it, for a task submitted through [`TaskFuture`] (so `task_user_data` is a
-/// slot key and `ctx_user_data` the key set by [`Context`](super::context::Context)).
+/// Only DOCA calls it, for a task submitted through [`TaskFuture`](super::TaskFuture) (so `task_user_data` is a
+/// slot key and `ctx_user_data` the key set by [`Context`](crate::executor::context::Context)).
 pub unsafe extern "C" fn completion_cb<K: TaskKind>(
     task: *mut K::Task,
     task_user_data: sys::doca_data,

@@ -19,7 +19,7 @@ use crate::executor::context::CtxRecord;
 use crate::executor::local::Core;
 use crate::sys;
 
-/// What the allocation closure of [`Context::submit`](super::context::Context::submit)
+/// What the allocation closure of [`Context::submit`](crate::executor::context::Context::submit)
 /// gets: the user data to give the task and the slot's result area.
 #[derive(Clone, Copy, Debug)]
 pub struct TaskSlot {
@@ -76,7 +76,7 @@ enum Stage<T> {
 
 /// The future of one DOCA task: allocate (waiting for a free task if the pool is
 /// exhausted), submit (waiting for room if the queue is full), then wait for the completion
-/// callback. Created by [`Context::submit`](super::context::Context::submit); resolves to the
+/// callback. Created by [`Context::submit`](crate::executor::context::Context::submit); resolves to the
 /// slot's result area, or to an [`Error`] carrying DOCA's status and the operation's name.
 ///
 /// The future is lazy: nothing is allocated or submitted before the first poll. It borrows

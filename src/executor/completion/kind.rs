@@ -8,7 +8,7 @@ use crate::sys;
 /// # Safety
 /// `as_task` must return the `doca_task` of the given task object, and `free` must give the
 /// task back to DOCA (the default calls `doca_task_free`; UROM command tasks use their own
-/// release function). [`completion_cb`] relies on both.
+/// release function). [`completion_cb`](super::completion_cb) relies on both.
 ///
 /// ```
 /// use async_doca::executor::completion::TaskKind;
