@@ -4,6 +4,12 @@
 //! * `sync_add/async`: `SyncEvent::add(1).await` in a loop on one executor (a `block_on`);
 //! * `sync_add/async_spawned`: the same loop in a task on a worker (pinned, polling mode).
 //!
+//! * `rdma/{write,fadd,send}`: one RDMA operation at a time on a loopback connection (two
+//!   contexts of one executor), `op.await` in a loop: submit → complete → resume;
+//! * `rdma/write_window64_{spawned,pipeline}`: 8-byte writes with 64 in flight, as a task
+//!   per operation (a window of `JoinHandle`s) or through one task's [`Pipeline`]: the
+//!   per-operation cost of the message-rate path (time per operation).
+//!
 //! The soft provider completes an add at submit time (the callback comes with the next
 //! progress), so nothing here waits for another thread: the difference between the two
 //! modes is the runtime's own per-operation overhead. Timings cover only the loop
@@ -14,8 +20,9 @@ use std::ffi::c_void;
 use std::ptr;
 use std::time::{Duration, Instant};
 
+use async_doca::rdma::{Connection, Pipeline, Rdma};
 use async_doca::sync_event::SyncEvent;
-use async_doca::{sys, CpuSet, Device, IdleMode, Runtime};
+use async_doca::{spawn_local, sys, Access, CpuSet, Device, IdleMode, Runtime};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// A sync event on its own PE, driven the way a C program would.
@@ -147,5 +154,94 @@ fn sync_add(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sync_add);
+/// Two connected contexts on the current executor; b's side allows everything.
+async fn loopback(dev: &Device) -> (Rdma, Rdma, Connection) {
+    let a = Rdma::builder(dev).build().await.expect("rdma a");
+    let b = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await.expect("rdma b");
+    let ((blob_a, pa), (blob_b, pb)) = (a.export().expect("export"), b.export().expect("export"));
+    let ab = pa.connect(&blob_b).await.expect("connect");
+    let _ba = pb.connect(&blob_a).await.expect("connect");
+    (a, b, ab)
+}
+
+fn rdma(c: &mut Criterion) {
+    let mine = CpuSet::current_affinity().expect("affinity");
+    let cpu = mine.iter().last().expect("at least one CPU");
+    let rt = Runtime::builder().cpus([cpu].into_iter().collect()).idle(IdleMode::Polling).build().expect("runtime");
+    let mut g = c.benchmark_group("rdma");
+    // Each closure runs `iters` operations of its kind on a fresh loopback pair.
+    let run = |iters: u64, which: &'static str| {
+        rt.block_on(async move {
+            let dev = Device::open_default().expect("soft device");
+            let (_a, b, ab) = loopback(&dev).await;
+            let target = dev.alloc(64 * 8, Access::RDMA_ALL).expect("alloc");
+            let remote = dev.import(&target.export_rdma().expect("export")).expect("import");
+            let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE).expect("alloc");
+            let (mut buf, mut rbuf) = (local.slice(0..8), local.slice(8..16));
+            let start = Instant::now();
+            match which {
+                "write" => {
+                    for _ in 0..iters {
+                        let (r, back) = ab.write(buf, remote.slice(0..8)).await;
+                        r.expect("write");
+                        buf = back;
+                    }
+                }
+                "fadd" => {
+                    for _ in 0..iters {
+                        let (r, back) = ab.fetch_add(remote.slice(0..8), 1, buf).await;
+                        std::hint::black_box(r.expect("fetch_add"));
+                        buf = back;
+                    }
+                }
+                "send" => {
+                    for _ in 0..iters {
+                        // The receive is polled first, so it is posted before the send.
+                        let ((m, rb), (r, sb)) = futures_lite::future::zip(b.recv(rbuf), ab.send(buf)).await;
+                        m.expect("recv");
+                        r.expect("send");
+                        (buf, rbuf) = (sb, rb);
+                    }
+                }
+                "write_window64_spawned" => {
+                    let mut window: std::collections::VecDeque<async_doca::JoinHandle<async_doca::Result<()>>> =
+                        std::collections::VecDeque::with_capacity(64);
+                    for i in 0..iters as usize {
+                        if window.len() == 64 {
+                            let h = window.pop_front().expect("full");
+                            h.await.expect("join").expect("write");
+                        }
+                        let (conn, k) = (ab.clone(), i % 64);
+                        let (src, dst) = (local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
+                        window.push_back(spawn_local(async move { conn.write(src, dst).await.0 }));
+                    }
+                    for h in window {
+                        h.await.expect("join").expect("write");
+                    }
+                }
+                "write_window64_pipeline" => {
+                    let mut pipe = Pipeline::new(64);
+                    for i in 0..iters as usize {
+                        let k = i % 64;
+                        let op = ab.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
+                        if let Some((r, _)) = pipe.push(op).await {
+                            r.expect("write");
+                        }
+                    }
+                    while let Some((r, _)) = pipe.next().await {
+                        r.expect("write");
+                    }
+                }
+                other => unreachable!("{other}"),
+            }
+            start.elapsed()
+        })
+    };
+    for which in ["write", "fadd", "send", "write_window64_spawned", "write_window64_pipeline"] {
+        g.bench_function(which, |b| b.iter_custom(|iters| run(iters, which)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, sync_add, rdma);
 criterion_main!(benches);

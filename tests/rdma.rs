@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use async_doca::rdma::{Connection, Opcode, Rdma, RdmaBuilder};
+use async_doca::rdma::{Connection, Opcode, Pipeline, Rdma, RdmaBuilder};
 use async_doca::time::timeout;
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
 
@@ -426,6 +426,112 @@ fn back_pressure_with_a_small_task_pool() {
             olds.sort_unstable();
             assert_eq!(olds, (0..100).collect::<Vec<u64>>());
             assert_eq!(counter.buf().read_u64(0), 100);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+/// A [`Pipeline`] in one task through a pool of two tasks, a send queue of two and four
+/// descriptors: operations that cannot be submitted at once wait in their lanes (polled
+/// with a no-op waker) until they are retried; every one completes, results come back in
+/// push order. A pipeline no deeper than the pool submits in push order too.
+#[test]
+fn pipeline_in_one_task_through_a_small_pool() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let small = Rdma::builder(&dev).max_tasks(2).send_queue_size(2).descriptors(4);
+            let (_a, _b, ab, _ba) = pair_with(small, Rdma::builder(&dev).permissions(Access::RDMA_ALL)).await?;
+            const N: usize = 2000;
+            let target = dev.alloc(N * 8, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let src = dev.alloc(N * 8, Access::LOCAL_READ_WRITE)?;
+            let mut pipe = Pipeline::new(16);
+            for i in 0..N {
+                let mut s = src.slice(i * 8..i * 8 + 8);
+                s.write_u64(0, i as u64 ^ 0xA5A5);
+                if let Some((res, _)) = bounded(pipe.push(ab.write(s, remote.slice(i * 8..i * 8 + 8)))).await? {
+                    res?;
+                }
+            }
+            while let Some((res, _)) = bounded(pipe.next()).await? {
+                res?;
+            }
+            for i in 0..N {
+                assert_eq!(target.buf().read_u64(i * 8), i as u64 ^ 0xA5A5, "word {i}");
+            }
+            // Fetch-adds through the small pool: every old value once (back-pressured ones may
+            // go out after later ones).
+            let counter = dev.alloc(8, Access::RDMA_ALL)?;
+            let rc = dev.import(&counter.export_rdma()?)?;
+            let results = dev.alloc(8 * 64, Access::LOCAL_READ_WRITE)?;
+            let mut pipe = Pipeline::new(8);
+            let mut olds = Vec::new();
+            for i in 0..500 {
+                let res = results.slice(i % 64 * 8..i % 64 * 8 + 8);
+                if let Some((old, _)) = bounded(pipe.push(ab.fetch_add(rc.slice(0..8), 1, res))).await? {
+                    olds.push(old?);
+                }
+            }
+            while let Some((old, _)) = bounded(pipe.next()).await? {
+                olds.push(old?);
+            }
+            olds.sort_unstable();
+            assert_eq!(olds, (0..500).collect::<Vec<u64>>());
+            // As deep as the pool: nothing waits, each sees the count of those pushed before.
+            let mut pipe = Pipeline::new(2);
+            let mut olds = Vec::new();
+            for i in 0..200 {
+                let res = results.slice(i % 64 * 8..i % 64 * 8 + 8);
+                if let Some((old, _)) = bounded(pipe.push(ab.fetch_add(rc.slice(0..8), 1, res))).await? {
+                    olds.push(old?);
+                }
+            }
+            while let Some((old, _)) = bounded(pipe.next()).await? {
+                olds.push(old?);
+            }
+            assert_eq!(olds, (500..700).collect::<Vec<u64>>());
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+/// Dropping a pipeline whose operations are in flight: they keep their memory until DOCA
+/// is done (the peer's receives get intact data), and the context keeps working.
+#[test]
+fn dropping_a_pipeline_mid_flight_keeps_its_memory_alive() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, b, ab, _ba) = pair(&dev).await?;
+            // Sends larger than the peer's ring stay in flight until the peer receives.
+            const BIG: usize = 300 * 1024;
+            let mems: Vec<_> = (0..3u8)
+                .map(|k| {
+                    let m = dev.alloc(BIG, Access::LOCAL_READ_WRITE)?;
+                    m.buf().write(0, &pattern(BIG, 10 + k));
+                    Ok::<_, Error>(m)
+                })
+                .collect::<Result<_>>()?;
+            let mut pipe = Pipeline::new(4);
+            for m in &mems {
+                assert!(pipe.try_push(ab.send(m.buf())).is_ok());
+            }
+            let r = timeout(Duration::from_millis(20), pipe.next()).await;
+            assert!(r.is_err(), "no send can finish before the peer posts a receive");
+            drop(pipe);
+            drop(mems);
+            for k in 0..3u8 {
+                let (msg, buf) = bounded(b.recv(dev.alloc(BIG, Access::LOCAL_READ_WRITE)?.buf())).await?;
+                assert_eq!(msg?.len, BIG);
+                assert!(buf.to_vec() == pattern(BIG, 10 + k), "dropped send {k} streamed intact data");
+            }
+            let m = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            let rb = b.clone();
+            let r = spawn_local(async move { rb.recv(dev_buf(8)).await });
+            let (res, _) = bounded(ab.send(m.buf())).await?;
+            res?;
+            assert_eq!(bounded(r).await??.0?.len, 8);
             Ok::<_, Error>(())
         })
         .unwrap();

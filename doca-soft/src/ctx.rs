@@ -278,14 +278,24 @@ impl doca_ctx {
     /// submit already succeeded, so the caller learns it from the completion, as from a work
     /// request that fails on hardware. Returns true if any task was held.
     pub(crate) fn flush_held(&self) -> bool {
-        let held = core::mem::take(&mut *self.held.borrow_mut());
-        let any = !held.is_empty();
-        for t in held {
+        if self.held.borrow().is_empty() {
+            return false;
+        }
+        // Taken out so that no borrow is held while the kinds run; the list's allocation is
+        // put back afterwards (a runtime that defers every doorbell holds a task per
+        // operation: without this, each hold would allocate again).
+        let mut held = core::mem::take(&mut *self.held.borrow_mut());
+        for &t in &held {
             // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
             // empties the list before flushing submitted tasks).
             crate::task::push_held(unsafe { &*t });
         }
-        any
+        held.clear();
+        let mut list = self.held.borrow_mut();
+        if list.is_empty() {
+            *list = held;
+        }
+        true
     }
 
     /// Forgets the held tasks (stop flushes them with every other submitted task).

@@ -78,7 +78,7 @@ use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{completion_cb, TaskKind, TaskSlot};
 use crate::executor::Context;
 #[allow(unused_imports)] // for the module docs
-use crate::mem::descriptors::{BufSet, Desc, Inventory};
+use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
 
@@ -276,24 +276,16 @@ impl Dma {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(OP)), src, dst),
         };
-        let set = Rc::new(BufSet::new(self.inner.inv.clone(), self.inner.ctx.waker_handle()));
-        let in_alloc = set.clone();
+        let inv = &*self.inner.inv;
         let fut = self
             .inner
             .ctx
-            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| {
-                let r = alloc(dma, &in_alloc, slot, s, d);
-                if r.is_err() {
-                    // Nothing allocated: give the descriptors back before waiting or failing.
-                    in_alloc.release();
-                }
-                r
-            })
-            // The pair is dropped before the regions (tuple order): descriptors go back to the
-            // inventory before the memory they describe can be freed.
-            .with_buffers((set, src, dst));
-        let (r, (set, src, dst)) = fut.await;
-        drop(set);
+            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| alloc(dma, &Descs::new(inv, slot), slot, s, d))
+            // The inventory is kept with the regions: a future dropped mid-flight leaves them
+            // to its slot, which gives the descriptors back (right after DOCA is done with the
+            // task) before it drops them.
+            .with_buffers((self.inner.inv.clone(), src, dst));
+        let (r, (_inv, src, dst)) = fut.await;
         (r.map(|_| ()), src, dst)
     }
 }
@@ -302,7 +294,7 @@ impl Dma {
 /// allocates the task.
 fn alloc(
     dma: *mut sys::doca_dma,
-    set: &BufSet,
+    set: &Descs<'_>,
     slot: &TaskSlot,
     s: Desc,
     d: Desc,

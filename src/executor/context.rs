@@ -78,6 +78,9 @@ pub(crate) struct CtxRecord {
     outstanding: Cell<usize>,
     state_waiters: WaiterList,
     pub(crate) task_waiters: WaiterList,
+    /// Tasks were submitted without DOCA's flush flag since the last flush: the doorbell is
+    /// owed (see `Core::ring_doorbells`).
+    unflushed: Cell<bool>,
 }
 
 impl CtxRecord {
@@ -87,6 +90,23 @@ impl CtxRecord {
 
     pub(crate) fn outstanding(&self) -> usize {
         self.outstanding.get()
+    }
+
+    /// Notes a submit without the flush flag; returns whether the ctx must be put on the
+    /// executor's doorbell list (it was not on it).
+    pub(crate) fn owe_doorbell(&self) -> bool {
+        !self.unflushed.replace(true)
+    }
+
+    /// Rings the doorbell if one is owed: `doca_ctx_flush_tasks` hands the tasks submitted
+    /// without the flush flag to the engine. Only on a live ctx that is not IDLE: tasks are
+    /// only accepted while it runs, the flush comes before any progress could stop it, and a
+    /// stop rings first (`request_stop`).
+    pub(crate) fn flush_doorbell(&self) {
+        if self.unflushed.replace(false) && self.alive.get() {
+            // SAFETY: alive ctx (not destroyed) on its executor's thread, not IDLE (see above).
+            unsafe { sys::doca_ctx_flush_tasks(self.ctx) };
+        }
     }
 
     pub(crate) fn task_allocated(&self) {
@@ -117,6 +137,9 @@ impl CtxRecord {
         if self.stop_requested.get() {
             return Ok(());
         }
+        // Tasks waiting for their doorbell go to the engine first, to be flushed by the stop
+        // like every other submitted task (never a flush of an IDLE ctx later).
+        self.flush_doorbell();
         // SAFETY: alive ctx on its executor's thread, not inside progress (callers check).
         let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
         match rc {
@@ -366,6 +389,7 @@ impl<T> Context<T> {
             outstanding: Cell::new(0),
             state_waiters: WaiterList::new(),
             task_waiters: WaiterList::new(),
+            unflushed: Cell::new(false),
         });
         let key = core.ctxs.slab.borrow_mut().insert(rec.clone());
         rec.key.set(key);
@@ -521,13 +545,6 @@ impl<T> Context<T> {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
-    /// Wakes the futures waiting for a free task of this ctx (back-pressure waiters), so
-    /// that they retry. For layers whose allocation also needs a resource of their own (a
-    /// `doca_buf` from an inventory) that is given back after the task is freed.
-    pub(crate) fn waker_handle(&self) -> TaskWaiters {
-        TaskWaiters(self.rec.clone())
-    }
-
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).
     /// For layers with their own allocation loop; [`submit`](Context::submit) already waits.
     pub fn task_freed(&self) -> TaskFreed<'_> {
@@ -592,16 +609,6 @@ impl<T> Future for WaitState<'_, T> {
                 Poll::Pending
             }
         }
-    }
-}
-
-/// A handle that wakes a ctx's back-pressure waiters (see [`Context::waker_handle`]).
-pub(crate) struct TaskWaiters(Rc<CtxRecord>);
-
-impl TaskWaiters {
-    /// Wakes every future waiting for a free task of the ctx.
-    pub(crate) fn wake(&self) {
-        self.0.task_waiters.wake_all();
     }
 }
 

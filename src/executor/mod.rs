@@ -3,7 +3,8 @@
 //!
 //! One module per concept:
 //! * [`runtime`]: [`Runtime`] (pinned worker threads), [`Builder`], [`Handle`], [`IdleMode`].
-//! * `local`: one executor — its thread-local state, its loop (tasks, PE, timers, park) and
+//! * `local`: one executor — its thread-local state (one state model), its loop (tasks, PE,
+//!   timers; the idle protocol written once for its own poll and for a foreign reactor) and
 //!   its shutdown.
 //! * `park`: the sleep/notify handshake with other threads (loom-checked).
 //! * `pe`: the executor's `doca_pe` and DOCA's arm/progress/clear protocol.

@@ -2,24 +2,24 @@
 //! RDMA and DMA do alike.
 //!
 //! * [`Inventory`]: a context's `doca_buf_inventory`, destroyed when the context and every
-//!   operation using it are gone (each [`BufSet`] holds it).
+//!   operation using it are gone (each operation holds it until its slot is released).
 //! * [`Desc`]: what a descriptor is made over (mmap, address, length), captured from a
 //!   [`Buf`] or a [`RemoteSlice`] before the operation takes ownership of it (the operation
 //!   keeps it alive, so a `Desc` stays valid).
-//! * [`BufSet`]: the (at most two) descriptors of one operation. Taken in the task's
-//!   allocation closure; given back at once when the allocation fails, otherwise when the
-//!   operation is over: when its future returns, or, for a future dropped mid-flight, when the
-//!   slot releases its buffers after DOCA completed (or flushed) the task. Always before the
-//!   memory they describe can go (operations drop the set before their memory). Giving
-//!   descriptors back wakes the operations that wait for one (an exhausted inventory).
+//! * [`Descs`]: takes the (at most two) descriptors of one operation in the task's
+//!   allocation closure and hands them to the operation's completion slot, which gives them
+//!   back as soon as the task is over: at once when the allocation fails, otherwise when
+//!   DOCA completes (or flushes) the task, right after the task is freed, whether or not
+//!   the future is still there, and before the context's waiters for a free task (or
+//!   descriptor: an exhausted inventory) are woken. Always before the memory they describe
+//!   can go: the slot releases them before it drops the operation's kept buffers. No side
+//!   table and no allocation per operation.
 
-use std::cell::Cell;
 use std::ffi::c_void;
-use std::rc::Rc;
 
 use super::{Buf, RemoteSlice};
 use crate::error::{Error, Result};
-use crate::executor::context::TaskWaiters;
+use crate::executor::completion::TaskSlot;
 use crate::sys;
 
 /// A `doca_buf_inventory`, destroyed when the context and every operation using it are gone.
@@ -47,8 +47,8 @@ impl Inventory {
 
 impl Drop for Inventory {
     fn drop(&mut self) {
-        // SAFETY: our inventory, on its thread; no buffer is out (every BufSet holds this
-        // inventory and gives its buffers back first). Stop fails harmlessly when it was
+        // SAFETY: our inventory, on its thread; no buffer is out (every operation holds
+        // this inventory until its slot has given its descriptors back). Stop fails harmlessly when it was
         // never started; destroyed once.
         unsafe {
             sys::doca_buf_inventory_stop(self.0);
@@ -78,17 +78,18 @@ impl Desc {
     }
 }
 
-/// The descriptors of one operation (see the module docs).
-pub(crate) struct BufSet {
-    bufs: Cell<[*mut sys::doca_buf; 2]>,
-    inv: Rc<Inventory>,
-    waiters: TaskWaiters,
+/// Takes the (at most two) descriptors of one operation from a context's inventory and
+/// hands them to the operation's completion slot (see the module docs).
+pub(crate) struct Descs<'a> {
+    inv: &'a Inventory,
+    slot: &'a TaskSlot,
 }
 
-impl BufSet {
-    /// An empty set drawing from `inv`; `waiters` are woken when it gives descriptors back.
-    pub(crate) fn new(inv: Rc<Inventory>, waiters: TaskWaiters) -> BufSet {
-        BufSet { bufs: Cell::new([std::ptr::null_mut(); 2]), inv, waiters }
+impl<'a> Descs<'a> {
+    /// Descriptors from `inv` for the operation of `slot`. The operation keeps `inv` alive
+    /// until its slot is released (it is among the operation's kept buffers).
+    pub(crate) fn new(inv: &'a Inventory, slot: &'a TaskSlot) -> Descs<'a> {
+        Descs { inv, slot }
     }
 
     /// Descriptor `i` (0 or 1) over `d` with `data_len` bytes of data.
@@ -99,17 +100,15 @@ impl BufSet {
         data_len: usize,
     ) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
         let mut b = std::ptr::null_mut();
-        // SAFETY: live inventory and mmap of this thread (held by `self` and by the memory the
-        // operation owns); the range lies inside the mmap (slices are bounds-checked).
+        // SAFETY: live inventory and mmap of this thread (held by the operation and by the
+        // memory it owns); the range lies inside the mmap (slices are bounds-checked).
         let rc = unsafe {
             sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
         };
         if rc != sys::DOCA_SUCCESS {
             return Err(rc);
         }
-        let mut bufs = self.bufs.get();
-        bufs[i] = b;
-        self.bufs.set(bufs);
+        self.slot.hold_desc(i, b);
         Ok(b)
     }
 
@@ -127,27 +126,5 @@ impl BufSet {
             return Ok(std::ptr::null_mut());
         }
         self.get(i, d, 0)
-    }
-
-    /// Gives the descriptors back; returns whether there were any.
-    pub(crate) fn release(&self) -> bool {
-        let bufs = self.bufs.replace([std::ptr::null_mut(); 2]);
-        let mut any = false;
-        for b in bufs.into_iter().filter(|b| !b.is_null()) {
-            // SAFETY: a buffer we took from the inventory, whose task (if any) DOCA no longer
-            // owns; its reference is dropped once (the slot was cleared above).
-            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
-            any = true;
-        }
-        any
-    }
-}
-
-impl Drop for BufSet {
-    fn drop(&mut self) {
-        if self.release() {
-            // Operations waiting for a free descriptor (an exhausted inventory) retry.
-            self.waiters.wake();
-        }
     }
 }

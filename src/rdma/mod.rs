@@ -29,11 +29,13 @@
 //! it: dropping the future of an operation in flight does not cancel it (DOCA has no
 //! per-task cancel) and does not free anything; the buffer, its registration and the
 //! `doca_buf` descriptors stay alive until the completion (or the context's flush) arrives.
-//! The `doca_buf` descriptors are taken from the context's inventory for each operation and
-//! given back after its completion.
+//! The `doca_buf` descriptors are taken from the context's inventory for each operation,
+//! held by its completion slot and given back as soon as DOCA completes the task.
 //!
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
+//! Operation futures are lazy: the first poll submits. A [`Pipeline`] keeps many of them in
+//! flight from one task, without a task per operation (the path for message rate).
 //! Each operation kind has a task pool ([`RdmaBuilder::max_tasks`]) and the send queue a
 //! depth ([`RdmaBuilder::send_queue_size`]); when either is full the next operation waits
 //! for a completion instead of failing.
@@ -102,10 +104,10 @@
 //! ```
 
 mod cm;
+pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
+pub use pipeline::Pipeline;
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
@@ -113,7 +115,7 @@ use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{completion_cb, TaskKind, TaskOutput, TaskSlot};
 use crate::executor::Context;
-use crate::mem::descriptors::{BufSet, Desc, Inventory};
+use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
 
@@ -137,8 +139,8 @@ macro_rules! task_kind {
                 unsafe { sys::$as_task(task) }
             }
             unsafe fn free(task: *mut Self::Task) {
-                // SAFETY: forwarded (the caller's contract); then the task's buffers go back.
-                unsafe { free_task(sys::$as_task(task)) }
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { sys::doca_task_free(sys::$as_task(task)) }
             }
         }
     };
@@ -167,7 +169,7 @@ unsafe impl TaskKind for Recv {
     }
     unsafe fn free(task: *mut Self::Task) {
         // SAFETY: forwarded (the caller's contract).
-        unsafe { free_task(sys::doca_rdma_task_receive_as_task(task)) }
+        unsafe { sys::doca_task_free(sys::doca_rdma_task_receive_as_task(task)) }
     }
     unsafe fn on_complete(task: *mut Self::Task, status: sys::doca_error_t, out: &mut TaskOutput) {
         if status != sys::DOCA_SUCCESS {
@@ -180,30 +182,6 @@ unsafe impl TaskKind for Recv {
             out[2] = u64::from(sys::doca_rdma_task_receive_get_result_immediate_data(task));
             out[3] = sys::doca_rdma_task_receive_get_result_rdma_connection(task) as usize as u64;
         }
-    }
-}
-
-// ---- buffer descriptors ----
-
-thread_local! {
-    /// The descriptors of every allocated RDMA task of this thread, by task. Given back in
-    /// [`free_task`] — the one place every allocated task ends (completion, failed submit,
-    /// abandoned before submit) — so descriptors return to the inventory as soon as DOCA is
-    /// done, before the waiters for a free task are woken, and not only once the
-    /// operation's future is polled again.
-    static TASK_BUFS: RefCell<HashMap<usize, Rc<BufSet>>> = RefCell::new(HashMap::new());
-}
-
-/// Frees an RDMA task, then gives its descriptors back.
-///
-/// # Safety
-/// `task` is a live task that DOCA does not own, not used afterwards.
-unsafe fn free_task(task: *mut sys::doca_task) {
-    let set = TASK_BUFS.try_with(|m| m.borrow_mut().remove(&(task as usize))).ok().flatten();
-    // SAFETY: the caller's contract.
-    unsafe { sys::doca_task_free(task) };
-    if let Some(set) = set {
-        set.release();
     }
 }
 
@@ -406,40 +384,28 @@ struct RdmaInner {
 }
 
 impl RdmaInner {
-    /// Runs one operation of kind `K`: `alloc` takes the operation's doca_bufs from the
-    /// given set and allocates the task; `keep` (the caller's buffers) is owned by the
-    /// operation until DOCA is done and then returned.
+    /// Runs one operation of kind `K`: `alloc` takes the operation's doca_bufs (they go to
+    /// the operation's completion slot, which gives them back when the task is over) and
+    /// allocates the task; `keep` (the caller's buffers) is owned by the operation until
+    /// DOCA is done and then returned.
     async fn run<K, F, B>(&self, op: &'static str, keep: B, mut alloc: F) -> (Result<TaskOutput>, B)
     where
         K: TaskKind,
         B: 'static,
-        F: FnMut(*mut sys::doca_rdma, &BufSet, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+        F: FnMut(*mut sys::doca_rdma, &Descs<'_>, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
         let rdma = match self.ctx.as_ptr() {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(op)), keep),
         };
-        let set = Rc::new(BufSet::new(self.inv.clone(), self.ctx.waker_handle()));
-        let in_alloc = set.clone();
+        let inv = &*self.inv;
         let fut = self
             .ctx
-            .submit::<K, _>(op, move |slot| {
-                let r = alloc(rdma, &in_alloc, slot);
-                match r {
-                    // SAFETY: `task` is the live task just allocated (not used here).
-                    Ok(task) => TASK_BUFS
-                        .with(|m| m.borrow_mut().insert(unsafe { K::as_task(task) } as usize, in_alloc.clone())),
-                    // Nothing allocated: give the descriptors back before waiting or failing.
-                    Err(_) => {
-                        in_alloc.release();
-                        None
-                    }
-                };
-                r
-            })
-            .with_buffers((set, keep));
-        let (r, (set, keep)) = fut.await;
-        drop(set);
+            .submit::<K, _>(op, move |slot| alloc(rdma, &Descs::new(inv, slot), slot))
+            // The inventory is kept with the buffers: a future dropped mid-flight leaves both
+            // to its slot, which gives the descriptors back before it drops them.
+            .with_buffers((self.inv.clone(), keep));
+        let (r, (_inv, keep)) = fut.await;
         (r, keep)
     }
 }

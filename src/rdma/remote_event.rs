@@ -36,7 +36,7 @@
 use std::fmt;
 use std::rc::Rc;
 
-use super::{free_task, ok_or, too_short, Connection, Desc};
+use super::{ok_or, too_short, Connection, Desc};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::TaskKind;

@@ -19,12 +19,13 @@
 //! (which resets the connection) while the other still uses it.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use async_doca::executor::{spawn_local, yield_now};
-use async_doca::rdma::{Connection, Rdma};
-use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
+use async_doca::executor::yield_now;
+use async_doca::rdma::{Connection, Pipeline, Rdma};
+use async_doca::{Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
 use super::cpu::{joined, runtime, two_cpus};
 use super::peer::{spawn_linked_peer, timed_out, Link};
@@ -432,66 +433,69 @@ impl End {
         }
     }
 
-    /// Side A of a bandwidth test: `total` operations, `window` of them in flight.
+    /// Side A of a bandwidth test: `total` operations, `window` of them in flight in one
+    /// task through a [`Pipeline`] (the path a user takes for message rate).
     async fn stream(&self, test: Test, p: &Params) -> Result<Measured> {
         let window = window(test, self.size);
+        let conn = &self.conn;
+        match test {
+            Test::WriteBw => self.pipelined(window, p, |k| conn.write(self.buf(k), self.dst(k))).await,
+            Test::ReadBw => self.pipelined(window, p, |k| conn.read(self.dst(k), self.buf(k))).await,
+            Test::SendBw => self.pipelined(window, p, |k| conn.send(self.buf(k))).await,
+            _ => unreachable!("not a bandwidth test"),
+        }
+    }
+
+    /// Runs `warmup + iters` operations made by `op(lane)`, `window` in flight; each sample
+    /// is one operation's submit-to-result time.
+    async fn pipelined<F: Future<Output = (Result<()>, Buf)>>(
+        &self,
+        window: usize,
+        p: &Params,
+        mut op: impl FnMut(usize) -> F,
+    ) -> Result<Measured> {
         let total = p.warmup + p.iters;
         let mut samples = Samples::with_capacity(p.iters as usize);
-        let mut inflight = VecDeque::with_capacity(window);
-        let mut start = Instant::now();
-        for i in 0..total {
-            if inflight.len() == window {
-                let (t0, timed, h): (Instant, bool, async_doca::JoinHandle<Result<()>>) =
-                    inflight.pop_front().expect("window is full");
-                h.await??;
-                if timed {
-                    samples.push(t0.elapsed(), 1.0);
-                }
-            }
-            if i == p.warmup {
-                start = Instant::now();
-            }
-            let (k, conn) = (i as usize % window, self.conn.clone());
-            let h = match test {
-                Test::WriteBw => {
-                    let (src, dst) = (self.buf(k), self.dst(k));
-                    spawn_local(async move { conn.write(src, dst).await.0 })
-                }
-                Test::ReadBw => {
-                    let (src, dst) = (self.dst(k), self.buf(k));
-                    spawn_local(async move { conn.read(src, dst).await.0 })
-                }
-                Test::SendBw => {
-                    let src = self.buf(k);
-                    spawn_local(async move { conn.send(src).await.0 })
-                }
-                _ => unreachable!("not a bandwidth test"),
-            };
-            inflight.push_back((Instant::now(), i >= p.warmup, h));
-        }
-        for (t0, timed, h) in inflight {
-            h.await??;
+        let mut pipe = Pipeline::new(window);
+        let mut stamps = VecDeque::with_capacity(window);
+        let mut take = |r: (Result<()>, Buf), stamps: &mut VecDeque<(Instant, bool)>| {
+            let (t0, timed) = stamps.pop_front().expect("a stamp per operation");
             if timed {
                 samples.push(t0.elapsed(), 1.0);
             }
+            r.0
+        };
+        let mut start = Instant::now();
+        for i in 0..total {
+            if i == p.warmup {
+                start = Instant::now();
+            }
+            if pipe.is_full() {
+                take(pipe.next().await.expect("full"), &mut stamps)?;
+            }
+            stamps.push_back((Instant::now(), i >= p.warmup));
+            if pipe.try_push(op(i as usize % window)).is_err() {
+                unreachable!("a lane is free");
+            }
+        }
+        while let Some(r) = pipe.next().await {
+            take(r, &mut stamps)?;
         }
         Ok(Measured { samples, elapsed: start.elapsed() })
     }
 
-    /// Side B of `send_bw`: keeps `window` receives posted until `total` arrived.
+    /// Side B of `send_bw`: keeps `window` receives posted (one task, a [`Pipeline`]) until
+    /// `total` arrived.
     async fn sink(&self, total: u64) -> Result<()> {
         let window = window(Test::SendBw, self.size);
-        let mut posted = VecDeque::with_capacity(window);
+        let mut posted = Pipeline::new(window);
         for i in 0..total {
-            if posted.len() == window {
-                let h: async_doca::JoinHandle<Result<()>> = posted.pop_front().expect("window is full");
-                h.await??;
+            if let Some((r, _)) = posted.push(self.rdma.recv(self.buf(i as usize % window))).await {
+                r?;
             }
-            let (rdma, buf) = (self.rdma.clone(), self.buf(i as usize % window));
-            posted.push_back(spawn_local(async move { rdma.recv(buf).await.0.map(drop) }));
         }
-        for h in posted {
-            h.await??;
+        while let Some((r, _)) = posted.next().await {
+            r?;
         }
         Ok(())
     }

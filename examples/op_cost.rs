@@ -1,0 +1,86 @@
+//! The runtime's cost per RDMA operation, for instruction-level profiles: runs `N`
+//! operations of one kind on a loopback connection (two contexts of one `block_on`
+//! executor, event idle mode: no spinning thread) and prints the wall time per operation.
+//!
+//! ```text
+//! cargo build --release --example op_cost
+//! valgrind --tool=callgrind target/release/examples/op_cost write 100000
+//! valgrind --tool=callgrind target/release/examples/op_cost write 0   # the fixed cost
+//! ```
+//! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
+//! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
+//! one task's `rdma::Pipeline`), `spawned` (writes, 64 in flight as a task each).
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use async_doca::rdma::{Pipeline, Rdma};
+use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let kind = args.next().unwrap_or_else(|| "write".into());
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let rt = Runtime::builder().cpus("0".parse()?).idle(IdleMode::Event).build()?;
+    let per_op = rt.block_on(async move {
+        let dev = Device::open_default()?;
+        let a = Rdma::builder(&dev).build().await?;
+        let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+        let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+        let ab = pa.connect(&blob_b).await?;
+        let _ba = pb.connect(&blob_a).await?;
+        let target = dev.alloc(64 * 8, Access::RDMA_ALL)?;
+        let remote = dev.import(&target.export_rdma()?)?;
+        let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+        let start = Instant::now();
+        match kind.as_str() {
+            "write" => {
+                let mut buf = local.slice(0..8);
+                for _ in 0..n {
+                    let (r, back) = ab.write(buf, remote.slice(0..8)).await;
+                    r?;
+                    buf = back;
+                }
+            }
+            "fadd" => {
+                let mut buf = local.slice(0..8);
+                for _ in 0..n {
+                    let (r, back) = ab.fetch_add(remote.slice(0..8), 1, buf).await;
+                    r?;
+                    buf = back;
+                }
+            }
+            "pipeline" => {
+                let mut pipe = Pipeline::new(64);
+                for i in 0..n {
+                    let k = i % 64;
+                    let op = ab.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
+                    if let Some((r, _)) = pipe.push(op).await {
+                        r?;
+                    }
+                }
+                while let Some((r, _)) = pipe.next().await {
+                    r?;
+                }
+            }
+            "spawned" => {
+                let mut window: VecDeque<JoinHandle<Result<()>>> = VecDeque::with_capacity(64);
+                for i in 0..n {
+                    if window.len() == 64 {
+                        window.pop_front().expect("full").await??;
+                    }
+                    let (conn, k) = (ab.clone(), i % 64);
+                    let (src, dst) = (local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
+                    window.push_back(spawn_local(async move { conn.write(src, dst).await.0 }));
+                }
+                for h in window {
+                    h.await??;
+                }
+            }
+            other => panic!("unknown kind {other} (write, fadd, pipeline, spawned)"),
+        }
+        Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
+    })?;
+    println!("{n} operations, {per_op:?} per operation");
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! [`completion_cb`]: the C callback of every task type, which moves a completion into its
+//! slot and wakes the operation's future.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::slots::SlotState;
+use super::TaskKind;
+use crate::executor::local::{report, with_current};
+use crate::sys;
+
+/// The completion callback of every task of kind `K`: pass `Some(completion_cb::<K>)` as
+/// both the success and the error callback of the task type's `*_set_conf` (the function
+/// pointer type matches `*_completion_cb_t` exactly, no cast needed).
+///
+/// It runs inside `doca_pe_progress` on the executor's thread: it reads the status, calls
+/// [`TaskKind::on_complete`], frees the task ([`TaskKind::free`]), stores the status in the
+/// slot named by `task_user_data` and wakes the future, or releases the slot if the future
+/// was dropped. It wakes futures waiting for a free task of the same context (named by
+/// `ctx_user_data`). It never unwinds into C.
+///
+/// # Safety
+/// Only DOCA calls it, for a task submitted through [`TaskFuture`](super::TaskFuture) (so `task_user_data` is a
+/// slot key and `ctx_user_data` the key set by [`Context`](crate::executor::context::Context)).
+pub unsafe extern "C" fn completion_cb<K: TaskKind>(
+    task: *mut K::Task,
+    task_user_data: sys::doca_data,
+    ctx_user_data: sys::doca_data,
+) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: DOCA passes the live, completed task of this kind, owned by us again.
+        unsafe { on_completion::<K>(task, task_user_data.as_u64(), ctx_user_data.as_u64()) }
+    }));
+    if r.is_err() {
+        report("a panic in a DOCA completion callback was contained");
+    }
+}
+
+/// # Safety
+/// `task` is a live completed task of kind `K` that we own.
+unsafe fn on_completion<K: TaskKind>(task: *mut K::Task, key: u64, ctx_key: u64) {
+    // SAFETY: live task (caller).
+    let status = unsafe { sys::doca_task_get_status(K::as_task(task)) };
+    let handled = with_current(|core| {
+        match core.slots.get(key) {
+            Some(slot) if matches!(slot.state.get(), SlotState::InFlight | SlotState::Orphaned) => {
+                // SAFETY: the task completed, so DOCA no longer writes the result area; this
+                // thread is the only other user and holds no other reference to it now.
+                unsafe { K::on_complete(task, status, &mut *slot.out.get()) };
+                // SAFETY: we own the completed task; it is not used after this.
+                unsafe { K::free(task) };
+                // The task is gone: its descriptors go back before the waiters for a free
+                // task (or descriptor) of the context are woken.
+                slot.release_descs();
+                core.ctxs.task_freed(ctx_key);
+                if slot.state.get() == SlotState::Orphaned {
+                    core.slots.release(key);
+                } else {
+                    slot.status.set(status);
+                    slot.state.set(SlotState::Done);
+                    if let Some(w) = slot.waker.take() {
+                        w.wake();
+                    }
+                }
+            }
+            _ => {
+                report(&format!("completion for an unknown or stale slot {key:#x}; task freed"));
+                // SAFETY: as above.
+                unsafe { K::free(task) };
+                core.ctxs.task_freed(ctx_key);
+            }
+        }
+    });
+    if handled.is_none() {
+        // Progress was called outside the runtime (by hand, on a runtime PE): there is no
+        // slot table to complete. Free the task so that the context can still stop.
+        report("completion callback outside an async-doca executor; task freed, result lost");
+        // SAFETY: as above.
+        unsafe { K::free(task) };
+    }
+}

@@ -1,0 +1,59 @@
+//! [`TaskKind`]: what the runtime needs to know of one DOCA task type.
+
+use super::TaskOutput;
+use crate::sys;
+
+/// A kind of DOCA task (one per task type: sync event get, RDMA write, ...).
+///
+/// # Safety
+/// `as_task` must return the `doca_task` of the given task object, and `free` must give the
+/// task back to DOCA (the default calls `doca_task_free`; UROM command tasks use their own
+/// release function). [`completion_cb`](super::completion_cb) relies on both.
+///
+/// ```
+/// use async_doca::executor::completion::TaskKind;
+/// use async_doca::sys;
+///
+/// /// `doca_sync_event_task_get`: the counter value is written to the result area by DOCA.
+/// pub struct Get;
+/// // SAFETY: the conversion is the task type's own; sync event tasks are freed with
+/// // doca_task_free (the default).
+/// unsafe impl TaskKind for Get {
+///     type Task = sys::doca_sync_event_task_get;
+///     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+///         // SAFETY: forwarded; the caller passes a live task.
+///         unsafe { sys::doca_sync_event_task_get_as_doca_task(task) }
+///     }
+/// }
+/// ```
+pub unsafe trait TaskKind: 'static {
+    /// The task object type (for example `doca_sync_event_task_get`).
+    type Task;
+
+    /// `doca_*_as_task` of this type.
+    ///
+    /// # Safety
+    /// `task` is a live task of this kind.
+    unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task;
+
+    /// Reads kind-specific results out of the task before it is freed (for example the
+    /// length, opcode and immediate data of an RDMA receive) into `out`. Called for every
+    /// completion, successful or not (`status`). The default does nothing.
+    ///
+    /// # Safety
+    /// `task` is the live, completed task.
+    unsafe fn on_complete(task: *mut Self::Task, status: sys::doca_error_t, out: &mut TaskOutput) {
+        let _ = (task, status, out);
+    }
+
+    /// Gives the task back to DOCA. The default is `doca_task_free`.
+    ///
+    /// # Safety
+    /// `task` is a live task of this kind that DOCA does not own (not submitted, or
+    /// completed), and it is not used afterwards.
+    unsafe fn free(task: *mut Self::Task) {
+        // SAFETY: the caller passes a live task it owns; `as_task` is correct by the trait's
+        // contract.
+        unsafe { sys::doca_task_free(Self::as_task(task)) }
+    }
+}

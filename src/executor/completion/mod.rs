@@ -1,0 +1,56 @@
+//! Completion slots: the bridge between DOCA task callbacks and futures.
+//!
+//! Every DOCA task the runtime submits carries, as its `doca_data` user data, the key of a
+//! **slot** in its executor's slot table (`Slots`). The extern "C" callback
+//! [`completion_cb`] (installed as both the success and the error callback of a task type)
+//! runs inside `doca_pe_progress` on the executor's thread; it reads the status, lets the
+//! task kind copy kind-specific results out of the task ([`TaskKind::on_complete`]), frees
+//! the task, stores the status in the slot and wakes the future ([`TaskFuture`]).
+//!
+//! Ownership and lifetimes:
+//! * The slot table belongs to one executor and is used only on its thread. Slots live in
+//!   fixed-size chunks that are never moved or freed while the executor lives, so a slot's
+//!   result area has a **stable address**: DOCA may write into it through raw pointers while
+//!   the task is in flight (a sync event `get` writes `*ret_val_ptr`, `notify_add` the
+//!   fetched value) — see [`TaskSlot::out_ptr`]. Slots are recycled through a free list, so
+//!   steady-state operation allocates nothing.
+//! * A key packs the slot index and a generation, so a late or duplicate callback for a
+//!   recycled slot is detected instead of completing someone else's operation.
+//! * DOCA has no per-task cancellation. Dropping a [`TaskFuture`] whose task is in flight
+//!   marks its slot **orphaned**: the slot (its result area and any buffers handed over with
+//!   [`TaskFuture::with_buffers`]) stays alive until the completion (or the flush of a
+//!   stopping context) arrives; the callback then releases it. The only ways to end an
+//!   in-flight task early are to drop its future (the result is discarded) or to stop its
+//!   context (the task is flushed with an error).
+//! * Back-pressure: when a task pool is exhausted (`*_alloc_init` returns NO_MEMORY) or the
+//!   submit queue is full (`doca_task_submit` returns AGAIN or NO_MEMORY), the future waits
+//!   (no spinning, no spurious error) until a task of the same context is freed — every
+//!   completion wakes that context's waiters — and retries. If nothing of that context is
+//!   outstanding, waiting could never end, so the error is returned instead.
+//!
+//! One module per concept:
+//! * `kind`: [`TaskKind`], what the runtime needs to know of a DOCA task type.
+//! * `slots`: the slot table, its states and its ownership rules.
+//! * `callback`: [`completion_cb`], the one C callback of every task type.
+//! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future, and
+//!   [`TaskSlot`], what an allocation closure sees of its slot.
+//! * `waiters`: the lists of futures waiting for a context event (back-pressure).
+
+mod callback;
+mod future;
+mod kind;
+mod slots;
+mod waiters;
+
+pub use callback::completion_cb;
+pub use future::{BufTaskFuture, TaskFuture, TaskSlot};
+pub use kind::TaskKind;
+pub(crate) use slots::Slots;
+pub(crate) use waiters::{Ticket, WaiterList};
+
+/// Number of 64-bit words in a slot's result area.
+pub const OUT_WORDS: usize = 4;
+
+/// The results of a completed task: the words of the slot's result area (what DOCA wrote
+/// through [`TaskSlot::out_ptr`], and what [`TaskKind::on_complete`] copied out of the task).
+pub type TaskOutput = [u64; OUT_WORDS];

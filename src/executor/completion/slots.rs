@@ -1,0 +1,295 @@
+//! The slot table of one executor: where a task's completion lands (see the
+//! [module documentation](super) for the ownership rules).
+
+use std::any::Any;
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::ptr::NonNull;
+use std::task::Waker;
+
+use super::{TaskOutput, OUT_WORDS};
+use crate::sys;
+
+const CHUNK: usize = 64;
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum SlotState {
+    Free,
+    /// Reserved by a future; its task is not submitted (yet).
+    Reserved,
+    /// The task is submitted; DOCA owns it and may write the result area.
+    InFlight,
+    /// Completed; the future has not taken the result yet.
+    Done,
+    /// The future was dropped while the task was in flight; released at completion.
+    Orphaned,
+}
+
+pub(super) struct Slot {
+    pub(super) generation: Cell<u32>,
+    pub(super) state: Cell<SlotState>,
+    pub(super) status: Cell<sys::doca_error_t>,
+    /// Written by DOCA through raw pointers while in flight; read only once `Done`.
+    pub(super) out: UnsafeCell<TaskOutput>,
+    pub(super) waker: Cell<Option<Waker>>,
+    pub(super) keepalive: Cell<Option<Box<dyn Any>>>,
+    /// The `doca_buf` descriptors of the slot's task (at most two, null when unused), taken
+    /// by the allocation closure ([`TaskSlot::hold_desc`](super::TaskSlot::hold_desc)) and
+    /// given back as soon as the task is over: by the completion callback right after it
+    /// freed the task, or when the slot is released (a failed or abandoned operation). The
+    /// slot holding them replaces a side table: nothing per operation is allocated or
+    /// looked up to find them again.
+    pub(super) descs: Cell<[*mut sys::doca_buf; 2]>,
+    pub(super) next_free: Cell<u32>,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            generation: Cell::new(1),
+            state: Cell::new(SlotState::Free),
+            status: Cell::new(sys::DOCA_SUCCESS),
+            out: UnsafeCell::new([0; OUT_WORDS]),
+            waker: Cell::new(None),
+            keepalive: Cell::new(None),
+            descs: Cell::new([std::ptr::null_mut(); 2]),
+            next_free: Cell::new(NONE),
+        }
+    }
+
+    pub(super) fn out_ptr(&self) -> *mut u64 {
+        self.out.get().cast::<u64>()
+    }
+
+    /// Gives the task's descriptors back to their inventory; returns whether there were any.
+    /// Only once DOCA no longer owns the task (completed, never submitted, or freed).
+    pub(super) fn release_descs(&self) -> bool {
+        let descs = self.descs.replace([std::ptr::null_mut(); 2]);
+        let mut any = false;
+        for b in descs.into_iter().filter(|b| !b.is_null()) {
+            // SAFETY: a descriptor the allocation closure took from a live inventory (the
+            // operation keeps the inventory alive until its slot is released, and releases
+            // come first); DOCA no longer owns the task that referenced it (the caller's
+            // contract); its reference is dropped once (the cell was cleared above).
+            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+            any = true;
+        }
+        any
+    }
+}
+
+type Chunk = [Slot; CHUNK];
+
+/// The slot table of one executor (see the module documentation).
+pub(crate) struct Slots {
+    /// Chunks from `Box::into_raw`: never moved, freed in `Drop` (unless leaked).
+    chunks: RefCell<Vec<NonNull<Chunk>>>,
+    free_head: Cell<u32>,
+    in_use: Cell<usize>,
+    /// Set when slots were leaked at shutdown: DOCA may still write them, so the chunks must
+    /// never be freed.
+    leaked: Cell<bool>,
+    /// While set (inline progress inside a task's poll, see `Core::progress_inline`), the
+    /// buffers kept by released orphaned slots are not dropped but moved to `deferred`:
+    /// their destructors are user code, which must not run in the middle of another task's
+    /// poll. The loop drops them after its next drain ([`Slots::drop_deferred`]).
+    defer: Cell<bool>,
+    deferred: RefCell<Vec<Box<dyn Any>>>,
+}
+
+/// See [`Slots::defer_drops`].
+pub(crate) struct DeferDrops<'a> {
+    slots: &'a Slots,
+    prev: bool,
+}
+
+impl Drop for DeferDrops<'_> {
+    fn drop(&mut self) {
+        self.slots.defer.set(self.prev);
+    }
+}
+
+fn slot_key(index: u32, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | u64::from(index)
+}
+
+impl Slots {
+    pub(crate) fn new() -> Slots {
+        Slots {
+            chunks: RefCell::new(Vec::new()),
+            free_head: Cell::new(NONE),
+            in_use: Cell::new(0),
+            leaked: Cell::new(false),
+            defer: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Defers the drops of kept buffers until the guard is dropped and
+    /// [`drop_deferred`](Slots::drop_deferred) runs (see `defer`).
+    pub(crate) fn defer_drops(&self) -> DeferDrops<'_> {
+        DeferDrops { slots: self, prev: self.defer.replace(true) }
+    }
+
+    /// Whether buffers wait for [`drop_deferred`](Slots::drop_deferred).
+    pub(crate) fn has_deferred(&self) -> bool {
+        !self.deferred.borrow().is_empty()
+    }
+
+    /// Drops the buffers whose drop was deferred (see `defer`).
+    pub(crate) fn drop_deferred(&self) {
+        if self.defer.get() || self.deferred.borrow().is_empty() {
+            return;
+        }
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        // Outside the borrow: a destructor may release more slots.
+        drop(deferred);
+    }
+
+    fn slot_at(&self, index: u32) -> Option<&Slot> {
+        let chunk = *self.chunks.borrow().get(index as usize / CHUNK)?;
+        // SAFETY: chunks are allocated by `grow` and freed only in `Drop`, so the pointer is
+        // valid for the lifetime of `&self`; slots are only accessed through shared
+        // references (all their fields are cells).
+        Some(unsafe { &(*chunk.as_ptr())[index as usize % CHUNK] })
+    }
+
+    /// The slot of `key` if the key is current and the slot is in use.
+    pub(super) fn get(&self, key: u64) -> Option<&Slot> {
+        let slot = self.slot_at((key & 0xffff_ffff) as u32)?;
+        (slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free).then_some(slot)
+    }
+
+    fn grow(&self) {
+        let mut chunks = self.chunks.borrow_mut();
+        let base = chunks.len() * CHUNK;
+        assert!(base + CHUNK < NONE as usize, "completion slots: too many operations in flight");
+        let chunk: Box<Chunk> = Box::new(std::array::from_fn(|_| Slot::new()));
+        // Link the new slots into the free list, lowest index first.
+        for (i, s) in chunk.iter().enumerate() {
+            let next = if i + 1 < CHUNK { (base + i + 1) as u32 } else { self.free_head.get() };
+            s.next_free.set(next);
+        }
+        self.free_head.set(base as u32);
+        chunks.push(NonNull::from(Box::leak(chunk)));
+    }
+
+    /// Reserves a slot; returns its key and the slot. The pointer stays valid as long as the
+    /// table (chunks are never moved or freed before it), and the slot stays the caller's
+    /// until it releases it (only an orphaned slot is released by someone else: the
+    /// completion callback).
+    pub(super) fn reserve(&self) -> (u64, NonNull<Slot>) {
+        if self.free_head.get() == NONE {
+            self.grow();
+        }
+        let index = self.free_head.get();
+        let slot = self.slot_at(index).expect("free list points past the slot table");
+        self.free_head.set(slot.next_free.get());
+        slot.state.set(SlotState::Reserved);
+        slot.status.set(sys::DOCA_SUCCESS);
+        // SAFETY: the slot was free, so nobody (DOCA included) holds a pointer into it.
+        unsafe { *slot.out.get() = [0; OUT_WORDS] };
+        self.in_use.set(self.in_use.get() + 1);
+        (slot_key(index, slot.generation.get()), NonNull::from(slot))
+    }
+
+    /// Returns a slot to the free list, dropping its waker and keep-alive afterwards.
+    pub(super) fn release(&self, key: u64) {
+        if let Some(slot) = self.get(key) {
+            self.release_slot(key, slot);
+        }
+    }
+
+    /// [`release`](Slots::release) of a slot already looked up: `slot` is the live slot of
+    /// `key`.
+    pub(super) fn release_slot(&self, key: u64, slot: &Slot) {
+        debug_assert!(slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free);
+        // Descriptors first: the kept buffers (dropped below) may hold their inventory.
+        slot.release_descs();
+        let waker = slot.waker.take();
+        let keep = slot.keepalive.take();
+        slot.state.set(SlotState::Free);
+        let next_gen = match slot.generation.get().wrapping_add(1) {
+            0 => 1,
+            g => g,
+        };
+        slot.generation.set(next_gen);
+        let index = (key & 0xffff_ffff) as u32;
+        slot.next_free.set(self.free_head.get());
+        self.free_head.set(index);
+        self.in_use.set(self.in_use.get() - 1);
+        // Arbitrary destructors run last, when the table is consistent again.
+        drop(waker);
+        match keep {
+            Some(k) if self.defer.get() => self.deferred.borrow_mut().push(k),
+            keep => drop(keep),
+        }
+    }
+
+    /// Leaks every slot whose task DOCA may still own (shutdown, contexts that never
+    /// stopped); returns how many. Their memory is never freed afterwards.
+    pub(crate) fn leak_pending(&self) -> usize {
+        let mut n = 0;
+        let total = self.chunks.borrow().len() * CHUNK;
+        for i in 0..total {
+            let Some(slot) = self.slot_at(i as u32) else {
+                break;
+            };
+            if matches!(slot.state.get(), SlotState::InFlight | SlotState::Orphaned) {
+                n += 1;
+                if let Some(k) = slot.keepalive.take() {
+                    std::mem::forget(k);
+                }
+            }
+        }
+        if n > 0 {
+            self.leaked.set(true);
+        }
+        n
+    }
+
+    /// Slots in use (reserved, in flight, done or orphaned).
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
+        self.in_use.get()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn reserve_for_test(&self) -> u64 {
+        self.reserve().0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn release_for_test(&self, key: u64) {
+        self.release(key);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn chunks_for_test(&self) -> usize {
+        self.chunks.borrow().len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_live_for_test(&self, key: u64) -> bool {
+        self.get(key).is_some()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn out_ptr_for_test(&self, key: u64) -> *mut u64 {
+        self.get(key).map_or(std::ptr::null_mut(), Slot::out_ptr)
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        if self.leaked.get() {
+            return;
+        }
+        for chunk in self.chunks.get_mut().drain(..) {
+            // SAFETY: every chunk came from `Box::leak` in `grow` and is freed once, here; no
+            // slot is in flight (otherwise `leaked` would be set), so DOCA holds no pointer
+            // into it.
+            drop(unsafe { Box::from_raw(chunk.as_ptr()) });
+        }
+    }
+}

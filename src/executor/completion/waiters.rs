@@ -1,0 +1,55 @@
+//! [`WaiterList`]: futures waiting for an event of a context (a task freed, a state change).
+
+use std::cell::{Cell, RefCell};
+use std::task::Waker;
+
+/// Waiters on a context event (task freed, state changed). Each future keeps a ticket so
+/// that re-polling replaces its waker instead of queueing duplicates; every wake-up drains
+/// the list and opens a new epoch.
+pub(crate) struct WaiterList {
+    epoch: Cell<u64>,
+    wakers: RefCell<Vec<Waker>>,
+}
+
+/// A future's place in a [`WaiterList`].
+pub(crate) type Ticket = Option<(u64, usize)>;
+
+impl WaiterList {
+    pub(crate) fn new() -> WaiterList {
+        WaiterList { epoch: Cell::new(0), wakers: RefCell::new(Vec::new()) }
+    }
+
+    pub(crate) fn register(&self, ticket: &mut Ticket, waker: &Waker) {
+        let mut wakers = self.wakers.borrow_mut();
+        if let Some((epoch, i)) = *ticket {
+            if epoch == self.epoch.get() {
+                if let Some(w) = wakers.get_mut(i) {
+                    if !w.will_wake(waker) {
+                        w.clone_from(waker);
+                    }
+                    return;
+                }
+            }
+        }
+        *ticket = Some((self.epoch.get(), wakers.len()));
+        wakers.push(waker.clone());
+    }
+
+    pub(crate) fn wake_all(&self) {
+        // A new epoch even when nobody waits: `TaskFreed` compares epochs to see events.
+        self.epoch.set(self.epoch.get().wrapping_add(1));
+        if self.wakers.borrow().is_empty() {
+            // The common case (every completion calls this): nothing to take or wake.
+            return;
+        }
+        let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// The current epoch (changes at every `wake_all`).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.get()
+    }
+}

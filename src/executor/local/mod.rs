@@ -1,0 +1,490 @@
+//! One executor: its thread-local state ([`Core`]), its cross-thread face ([`Shared`]), the
+//! loop that runs tasks and drives the PE, and its shutdown.
+//!
+//! Who owns what:
+//! * [`Core`] is created on the executor's thread, lives in an `Rc`, and is only touched from
+//!   that thread: the local run queue, the registry of live tasks, the [`Pe`], the
+//!   `mio::Poll`, the timers, the completion slots and the context registry. While the loop
+//!   runs, a thread-local pointer (`CURRENT`) names it, so that `spawn_local`, wakers of local
+//!   tasks and the DOCA callbacks (which run inside `doca_pe_progress`, on this thread) find
+//!   it. DOCA objects created on the executor hold an `Rc<Core>` and are `!Send`.
+//! * [`Shared`] (in an `Arc`) is what other threads see: the injection queue, the park state
+//!   (see [`park`](super::park)) and the `mio::Waker`. Remote spawns and remote wakes push a
+//!   `Runnable` to the injection queue and notify.
+//!
+//! The loop (one turn): consume remote notifications → run up to `task_batch` tasks →
+//! drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`] turns, or at once when the
+//! idle spin or `poll` saw one due: each look reads the clock) → retire stopped contexts → if nothing happened: spin for
+//! the idle budget, then arm the PE, drain it once more (closing the arm race), announce
+//! sleep ([`ParkState::try_sleep`]) and block in `mio::Poll::poll` until the next timer
+//! deadline → clear the PE notification → next turn. There is no fixed sleep anywhere;
+//! spurious wake-ups just cost one empty turn.
+//!
+//! Shutdown (on the executor's thread, `CURRENT` still set), bounded by
+//! [`SHUTDOWN_BUDGET`]: cancel every task (wake all registered tasks so that their runnables
+//! come back, then drop the runnables: futures are dropped on their own thread) → close the
+//! injection queue → stop every live context and keep progressing until all are IDLE
+//! (in-flight tasks are flushed through their error callbacks, which release their slots) →
+//! destroy the contexts → destroy the PE → close the poll and waker fds. Anything that cannot
+//! be released safely within the budget (a context that never reaches IDLE, memory the
+//! provider may still write) is reported on stderr and leaked, never freed under DOCA's feet.
+//!
+//! One module per concept:
+//! * `shared`: [`Shared`], what other threads see, and the wakers of `block_on` futures.
+//! * `turn`: one turn of the loop (tasks, the PE, timers) and the inline fast paths.
+//! * `idle`: the idle protocol (spin, arm the PE, announce sleep, wait, clear), written
+//!   once for both drivers: the executor's own loop blocks in its `mio::Poll`, a foreign
+//!   reactor (the tokio driver) gets the same steps cut where it waits instead.
+//! * `foreign`: the seam a foreign reactor drives.
+//! * `shutdown`: cancelling tasks, stopping contexts, releasing the PE.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::ptr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+use std::time::Duration;
+
+use crossbeam_queue::SegQueue;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Token};
+
+use super::completion::Slots;
+use super::context::{Contexts, CtxRecord};
+use super::park::ParkState;
+use super::pe::Pe;
+use super::runtime::{Handle, IdleMode};
+use super::slab::Slab;
+use super::task::Runnable;
+use super::time::Timers;
+use crate::error::{Error, Result};
+
+#[cfg(feature = "tokio")]
+mod foreign;
+mod idle;
+mod shared;
+mod shutdown;
+mod turn;
+
+#[cfg(feature = "tokio")]
+pub(crate) use foreign::ForeignIdle;
+pub(crate) use shared::{drop_quietly, MainWaker, Shared};
+
+/// How long shutdown may wait for tasks to be dropped and contexts to reach IDLE.
+pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
+
+/// How many `doca_pe_progress` calls an operation may make inline, right after its submit
+/// (see [`Core::progress_inline`]). Small: its completion is normally the first (or only)
+/// one queued; if others are ahead of it, the operation takes the normal path.
+const INLINE_PROGRESS: usize = 4;
+
+/// A turn looks at the timers only every this many turns: a look costs a clock read (~25 ns
+/// on a VM), which would otherwise be paid twice per wake-up (the turn that runs the woken
+/// task, and the empty turn before the executor spins again). An idle executor looks at
+/// them anyway: the spin every 16 rounds, `park` through its `poll` timeout; either forces
+/// a look in the next turn when a timer is due. So a due timer is late by at most this
+/// many busy turns (or 16 spin rounds).
+const TIMER_CHECK_TURNS: u32 = 8;
+
+const WAKER_TOKEN: Token = Token(0);
+const PE_TOKEN: Token = Token(1);
+
+/// Reports a problem that cannot be returned to anyone (in `Drop`, in a callback, in shutdown).
+pub(crate) fn report(msg: &str) {
+    // Never panics (unlike eprintln! on a closed stderr).
+    let _ = writeln!(std::io::stderr(), "async-doca: {msg}");
+}
+
+/// Executor configuration, shared by the workers and `block_on` executors of a runtime.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Config {
+    pub(crate) idle: IdleMode,
+    pub(crate) task_batch: usize,
+}
+
+thread_local! {
+    /// The executor running on this thread, if any. Non-null only inside [`Enter`], which
+    /// holds an `Rc<Core>`, so the pointee is alive whenever the pointer is non-null.
+    static CURRENT: Cell<*const Core> = const { Cell::new(ptr::null()) };
+}
+
+/// Runs `f` with the executor of this thread, or returns `None` outside any executor
+/// (including during thread-local destruction).
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
+    let p = CURRENT.try_with(Cell::get).ok()?;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT is non-null only while an `Enter` guard (which owns an `Rc<Core>`) is
+    // alive on this thread, so `p` points to a live `Core`; only shared references are made.
+    Some(f(unsafe { &*p }))
+}
+
+/// The executor of this thread as an `Rc`, for objects that must keep it alive.
+pub(crate) fn current_rc() -> Option<Rc<Core>> {
+    let p = CURRENT.try_with(Cell::get).ok()?;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` came from `Rc::as_ptr` of the `Rc<Core>` held by the live `Enter` guard
+    // (see `with_current`); incrementing first makes the new `Rc` own its own count.
+    unsafe {
+        Rc::increment_strong_count(p);
+        Some(Rc::from_raw(p))
+    }
+}
+
+/// Makes `core` the current executor of this thread until dropped.
+pub(crate) struct Enter {
+    core: Rc<Core>,
+}
+
+impl Enter {
+    pub(crate) fn new(core: &Rc<Core>) -> Enter {
+        CURRENT.with(|c| {
+            assert!(
+                c.get().is_null(),
+                "async-doca: an executor is already running on this thread (block_on cannot be nested \
+                 inside an executor; use .await or spawn instead)"
+            );
+            c.set(Rc::as_ptr(core));
+        });
+        Enter { core: core.clone() }
+    }
+
+    pub(crate) fn core(&self) -> &Rc<Core> {
+        &self.core
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| c.set(ptr::null()));
+    }
+}
+
+/// Whether an executor runs on this thread.
+pub(crate) fn in_executor() -> bool {
+    with_current(|_| ()).is_some()
+}
+
+/// The schedule function of every task: to the owner's local queue when called on the
+/// owner's thread (no atomics), otherwise to its injection queue plus a notification. The
+/// owner is found in the task's metadata, so this function captures nothing: async-task
+/// then lets a waker that is woken by value hand its reference to the runnable (no
+/// reference-count increment and decrement per wake-up).
+pub(crate) fn schedule(runnable: Runnable) {
+    let Some(owner) = runnable.metadata().owner().map(|s| s as *const Shared) else {
+        // A task without an executor (a handle cancelled at spawn) is never scheduled;
+        // dropping the runnable would cancel it anyway.
+        drop_quietly(runnable);
+        return;
+    };
+    let mut runnable = Some(runnable);
+    with_current(|core| {
+        if ptr::eq(&*core.shared, owner) {
+            if let Some(r) = runnable.take() {
+                core.queue.borrow_mut().push_back(r);
+                core.wake_foreign();
+            }
+        }
+    });
+    if let Some(r) = runnable {
+        // The executor may run and free the task (and with it the metadata's reference to
+        // `Shared`) as soon as it is pushed: keep a reference of our own until we are done.
+        let shared = r.metadata().shared().cloned().expect("checked above");
+        shared.schedule_remote(r);
+    }
+}
+
+struct Reactor {
+    poll: mio::Poll,
+    events: Events,
+}
+
+/// The thread-local state of one executor. See the module documentation.
+///
+/// # The state model
+/// Core's flags are not independent switches; together they say three things.
+///
+/// **Lifecycle** (`foreign`, `closing`, `pe_alive`), one of, in this order:
+///
+/// | state | `foreign` | `closing` | `pe_alive` | what runs |
+/// | --- | --- | --- | --- | --- |
+/// | own loop | false | false | true | [`Core::block_on`]: turns, spin, park in the own poll |
+/// | foreign | true | false | true | a foreign reactor calls the `foreign_*` steps |
+/// | closing | false | true | true | [`Core::shutdown`]: no task is queued or run inline, contexts are stopped |
+/// | closed | false | true | false | nothing: the PE is destroyed (or leaked) |
+///
+/// A foreign core becomes an own-loop one only by closing (shutdown waits in the own poll).
+///
+/// **Where the thread is** (`in_progress`, `inline_run`, `budget`): inside
+/// `doca_pe_progress` or a DOCA callback (no progress, no context destruction, no user
+/// code); running a task inline from another task's poll (no nesting); and how much inline
+/// work the poll being run may still do (0 outside a poll). Each is set around the region
+/// it describes and restored when the region ends (guards), so they nest correctly.
+///
+/// **What the next turn must look at** (`main_woken_local`, `inject_pending`,
+/// `busy_turns`): hints set by an event (a local wake of the main future, a remote
+/// notification consumed, a timer possibly due) and cleared by the turn that acts on them.
+/// A hint may be stale (a wasted look), never missing: every event sets its hint before
+/// anything could wait for it. `arm_error_reported` only latches a one-time report.
+pub(crate) struct Core {
+    pub(crate) shared: Arc<Shared>,
+    queue: RefCell<VecDeque<Runnable>>,
+    /// Wakers of tasks that have returned `Pending` at least once (and so may be idle with
+    /// their waker somewhere else); shutdown wakes them to get their runnables back.
+    tasks: RefCell<Slab<Waker>>,
+    pe: RefCell<Pe>,
+    reactor: RefCell<Option<Reactor>>,
+    pub(crate) timers: Timers,
+    pub(crate) slots: Slots,
+    pub(crate) ctxs: Contexts,
+    /// Contexts that owe a doorbell: tasks were submitted to them without DOCA's flush flag
+    /// since the last progress. Rung by [`Core::ring_doorbells`] before every progress of
+    /// the PE, so once per turn for all the operations a turn submitted.
+    doorbells: RefCell<Vec<Rc<CtxRecord>>>,
+    config: Config,
+    pub(crate) runtime: Option<Handle>,
+    /// Set while `doca_pe_progress` runs (from the loop or inline) and while a state-change
+    /// callback runs: DOCA forbids some calls from callbacks (progress itself, destroying a
+    /// context), so such work is refused or deferred until progress returns.
+    in_progress: Cell<bool>,
+    /// What the task (or main future) being polled may still do inline, without going back
+    /// to the loop: completing an operation by progressing the PE from its poll
+    /// ([`Core::progress_inline`]). Set before each poll to what is left of the turn's
+    /// `task_batch`, so inline work counts like task polls and the PE, the timers and the
+    /// other tasks are still served every `task_batch` units; 0 outside a poll.
+    budget: Cell<usize>,
+    /// Turns since the timers were last looked at (see [`TIMER_CHECK_TURNS`]).
+    busy_turns: Cell<u32>,
+    /// Set while a task runs inline (see [`Core::run_inline`]): inline runs do not nest.
+    inline_run: Cell<bool>,
+    /// The main (`block_on`) future was woken from this thread.
+    main_woken_local: Cell<bool>,
+    /// The injection queue may hold work: set whenever a notification is consumed (every
+    /// push is followed by one), cleared when a pop finds the queue empty. Saves a pop (a
+    /// few atomic loads on shared cache lines) per turn when nothing came from outside.
+    inject_pending: Cell<bool>,
+    closing: Cell<bool>,
+    pe_alive: Cell<bool>,
+    arm_error_reported: Cell<bool>,
+    /// Set when a foreign reactor (the tokio driver, `crate::tokio`) drives this core instead
+    /// of its own loop; then the PE fd is not in the core's `mio::Poll` (the foreign reactor
+    /// watches it) until shutdown registers it there.
+    foreign: Cell<bool>,
+    /// The foreign driver's waker: woken when work appears that only a turn of the core
+    /// would notice (a local task queued, a timer registered, buffers left to drop).
+    foreign_waker: RefCell<Option<Waker>>,
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Core {
+    /// Creates an executor on the calling thread: poll, waker, PE (registered with the poll).
+    pub(crate) fn new(cpu: Option<usize>, config: Config, runtime: Option<Handle>) -> Result<Core> {
+        Core::build(cpu, config, runtime, false)
+    }
+
+    /// Creates an executor core on the calling thread for a foreign reactor to drive (see
+    /// the `foreign_*` methods): the PE fd stays out of the core's own poll, which then only
+    /// carries the cross-thread waker.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn new_foreign(config: Config) -> Result<Core> {
+        Core::build(None, config, None, true)
+    }
+
+    fn build(cpu: Option<usize>, config: Config, runtime: Option<Handle>, foreign: bool) -> Result<Core> {
+        let poll = mio::Poll::new().map_err(|e| Error::os(e, "mio::Poll::new"))?;
+        let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN).map_err(|e| Error::os(e, "mio::Waker::new"))?;
+        let pe = Pe::new()?;
+        let fd = pe.fd();
+        if !foreign {
+            poll.registry()
+                .register(&mut SourceFd(&fd), PE_TOKEN, Interest::READABLE)
+                .map_err(|e| Error::os(e, "register the PE notification fd"))?;
+        }
+        let shared = Arc::new(Shared {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            cpu,
+            // SAFETY: gettid has no preconditions.
+            tid: AtomicI32::new(unsafe { libc::gettid() }),
+            inject: SegQueue::new(),
+            park: ParkState::new(),
+            waker: Mutex::new(Some(waker)),
+            shutdown: AtomicBool::new(false),
+            displaced: AtomicBool::new(false),
+        });
+        Ok(Core {
+            shared,
+            queue: RefCell::new(VecDeque::with_capacity(256)),
+            tasks: RefCell::new(Slab::new()),
+            pe: RefCell::new(pe),
+            reactor: RefCell::new(Some(Reactor { poll, events: Events::with_capacity(16) })),
+            timers: Timers::new(),
+            slots: Slots::new(),
+            ctxs: Contexts::new(),
+            doorbells: RefCell::new(Vec::new()),
+            config: Config { idle: config.idle, task_batch: config.task_batch.max(1) },
+            runtime,
+            in_progress: Cell::new(false),
+            budget: Cell::new(0),
+            busy_turns: Cell::new(0),
+            inline_run: Cell::new(false),
+            main_woken_local: Cell::new(false),
+            inject_pending: Cell::new(false),
+            closing: Cell::new(false),
+            pe_alive: Cell::new(true),
+            arm_error_reported: Cell::new(false),
+            foreign: Cell::new(foreign),
+            foreign_waker: RefCell::new(None),
+        })
+    }
+
+    /// Tells a foreign driver that the core has work only a turn would notice. A no-op
+    /// (one flag test) for the executor's own loop, which looks at everything every turn.
+    #[inline]
+    pub(crate) fn wake_foreign(&self) {
+        if self.foreign.get() {
+            if let Some(w) = self.foreign_waker.borrow().as_ref() {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// Submits `task` of `ctx` with a deferred doorbell: `doca_task_submit_ex` without the
+    /// flush flag, the doorbell rung by [`ring_doorbells`](Core::ring_doorbells) before the
+    /// PE is next progressed. Operations submitted in one turn (a pipeline, many tasks)
+    /// then share one doorbell per context. DOCA may hold such a task until a flushed
+    /// submit or `doca_ctx_flush_tasks`; nothing can wait for its completion without a
+    /// progress of this PE, which rings first.
+    ///
+    /// # Safety
+    /// `task` is a live, allocated task of `ctx`, owned by the caller (as for
+    /// `doca_task_submit`).
+    pub(crate) unsafe fn submit_deferred(
+        &self,
+        ctx: &Rc<CtxRecord>,
+        task: *mut crate::sys::doca_task,
+    ) -> crate::sys::doca_error_t {
+        // SAFETY: the caller's contract.
+        let rc = unsafe { crate::sys::doca_task_submit_ex(task, crate::sys::DOCA_TASK_SUBMIT_FLAG_NONE) };
+        if rc == crate::sys::DOCA_SUCCESS && ctx.owe_doorbell() {
+            self.doorbells.borrow_mut().push(ctx.clone());
+        }
+        rc
+    }
+
+    /// Rings every owed doorbell (see `doorbells`). Cheap when none is owed.
+    #[inline]
+    pub(crate) fn ring_doorbells(&self) {
+        if self.doorbells.borrow().is_empty() {
+            return;
+        }
+        // Not borrowed across the FFI calls; the list's allocation is kept.
+        let mut owed = std::mem::take(&mut *self.doorbells.borrow_mut());
+        for rec in owed.drain(..) {
+            rec.flush_doorbell();
+        }
+        let mut list = self.doorbells.borrow_mut();
+        if list.is_empty() {
+            *list = owed;
+        } else {
+            list.append(&mut owed);
+        }
+    }
+
+    /// The raw PE, for connecting contexts. `None` once shutdown destroyed it.
+    pub(crate) fn pe_raw(&self) -> Option<*mut crate::sys::doca_pe> {
+        self.pe_alive.get().then(|| self.pe.borrow().raw())
+    }
+
+    pub(crate) fn in_progress(&self) -> bool {
+        self.in_progress.get()
+    }
+
+    /// Marks the thread as inside a DOCA callback (or progress) until the guard drops; see
+    /// `in_progress`. Nests: the previous value is restored.
+    pub(crate) fn enter_progress(&self) -> InProgress<'_> {
+        InProgress { core: self, prev: self.in_progress.replace(true) }
+    }
+
+    /// Whether this core is the executor running on this thread.
+    #[inline]
+    fn is_current(&self) -> bool {
+        CURRENT.try_with(|c| ptr::eq(c.get(), self)).unwrap_or(false)
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    /// Queues a runnable spawned on this thread (or drops it if the executor is closing,
+    /// which cancels the task: its `JoinHandle` reports cancellation).
+    pub(crate) fn push_local(&self, r: Runnable) {
+        if self.closing.get() {
+            drop_quietly(r);
+        } else {
+            self.queue.borrow_mut().push_back(r);
+            self.wake_foreign();
+        }
+    }
+
+    /// Registers a task that is about to return `Pending`; returns its key.
+    pub(crate) fn register_task(&self, waker: Waker) -> u64 {
+        self.tasks.borrow_mut().insert(waker)
+    }
+
+    pub(crate) fn unregister_task(&self, key: u64) {
+        // Take the waker out first and drop it after the borrow ends: dropping a waker may
+        // free a task, which never re-enters here, but keep borrows short on principle.
+        let w = self.tasks.borrow_mut().remove(key);
+        drop(w);
+    }
+
+    /// Number of tasks that are registered (have been pending at least once and are alive).
+    #[cfg(test)]
+    pub(crate) fn registered_tasks(&self) -> usize {
+        self.tasks.borrow().len()
+    }
+
+    /// Whether the PE can have work: only a connected context produces any.
+    fn pe_active(&self) -> bool {
+        self.pe_alive.get() && !self.ctxs.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("shared", &self.shared)
+            .field("queued", &self.queue.try_borrow().map(|q| q.len()).ok())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// See [`Core::enter_progress`].
+pub(crate) struct InProgress<'a> {
+    core: &'a Core,
+    prev: bool,
+}
+
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        self.core.in_progress.set(self.prev);
+    }
+}
+
+/// Runs `core`'s shutdown when dropped (also while unwinding).
+pub(crate) struct ShutdownGuard<'a>(pub(crate) &'a Core);
+
+impl Drop for ShutdownGuard<'_> {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}

@@ -1,0 +1,123 @@
+//! [`Shared`]: the cross-thread face of an executor, and [`MainWaker`], the waker of a
+//! `block_on` future.
+
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Wake;
+
+use crossbeam_queue::SegQueue;
+
+use super::{report, with_current};
+use crate::executor::park::{Notify, ParkState};
+use crate::executor::task::Runnable;
+
+/// The cross-thread face of an executor.
+pub(crate) struct Shared {
+    /// Unique over the process's life (never reused), so stale registrations never match.
+    pub(crate) id: u64,
+    /// The CPU a worker is pinned to; `None` for a `block_on` executor.
+    pub(crate) cpu: Option<usize>,
+    /// The executor thread's kernel thread id (filled in by the thread itself).
+    pub(crate) tid: AtomicI32,
+    pub(super) inject: SegQueue<Runnable>,
+    pub(super) park: ParkState,
+    /// Taken (closing its eventfd) at shutdown; only the `Notify::Wake` path locks it, and
+    /// that path is only taken when the executor sleeps, so the lock is off the hot path.
+    pub(super) waker: Mutex<Option<mio::Waker>>,
+    pub(super) shutdown: AtomicBool,
+    /// Set while DROM took this worker's CPU away: it runs on the process's other CPUs and
+    /// must never busy-poll there (see `Builder::drom`).
+    pub(crate) displaced: AtomicBool,
+}
+
+impl Shared {
+    /// Queues a runnable from any thread and makes sure the executor will run it.
+    pub(crate) fn schedule_remote(&self, runnable: Runnable) {
+        self.inject.push(runnable);
+        self.unpark();
+    }
+
+    /// Makes sure the executor looks at its queues and flags again (after publishing work).
+    pub(crate) fn unpark(&self) {
+        match self.park.notify() {
+            Notify::Skip => {}
+            Notify::Wake => {
+                let guard = self.waker.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(w) = guard.as_ref() {
+                    if let Err(e) = w.wake() {
+                        report(&format!("executor wake-up failed: {e}"));
+                    }
+                }
+            }
+            Notify::Closed => {
+                // The executor is gone or going and may have drained for the last time: take
+                // back what is queued. Only tasks that never ran can be here (every task that
+                // ran was cancelled on the executor's thread before `close`), and a task that
+                // never ran holds only its `Send` parts, so dropping it here is sound.
+                while let Some(r) = self.inject.pop() {
+                    drop_quietly(r);
+                }
+            }
+        }
+    }
+
+    /// Asks a worker to shut down (from any thread).
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    pub(super) fn shutdown_requested(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("id", &self.id)
+            .field("cpu", &self.cpu)
+            .field("tid", &self.tid.load(Ordering::Relaxed))
+            .field("park", &self.park)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Drops a runnable (and with it the task's future), containing a panic from the future's
+/// destructor so that it cannot take the executor down.
+pub(crate) fn drop_quietly(r: Runnable) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(r))).is_err() {
+        report("a task's destructor panicked while the task was cancelled");
+    }
+}
+
+/// The waker of a `block_on` future (and of a worker's idle main loop).
+pub(crate) struct MainWaker {
+    /// Set by wake-ups from other threads (followed by a notification).
+    pub(super) woken: AtomicBool,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Wake for MainWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // On the executor's own thread (the common case: a local task or a DOCA callback
+        // woke the main future) a plain cell suffices, and the loop looks at it before it
+        // sleeps. From another thread: the atomic flag, then the handshake.
+        let local = with_current(|core| {
+            let mine = ptr::eq(&*core.shared, &*self.shared);
+            if mine {
+                core.main_woken_local.set(true);
+            }
+            mine
+        });
+        if local != Some(true) {
+            self.woken.store(true, Ordering::Release);
+            self.shared.unpark();
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! One turn of the executor's loop: remote work, local tasks, the PE, the timers; and the
+//! inline fast paths a task's poll may take (progress right after a submit, run a task it
+//! just spawned).
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context as TaskCx, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::{Core, MainWaker, INLINE_PROGRESS, TIMER_CHECK_TURNS};
+use crate::executor::runtime::IdleMode;
+use crate::executor::task::Runnable;
+
+impl Core {
+    /// The inline completion fast path: called by an operation right after a successful
+    /// `doca_task_submit`, from its future's poll. Progresses the PE up to
+    /// [`INLINE_PROGRESS`] times while it has work, until `done()` (the operation's slot is
+    /// complete); returns whether it is. The future then returns `Ready` at once instead of
+    /// `Pending`, a trip round the loop and a re-poll.
+    ///
+    /// Completions of other operations delivered meanwhile wake their tasks as usual (their
+    /// callbacks run no user code: they store results and wake wakers; slots released
+    /// here drop their kept buffers later, from the loop). Refused when not allowed or not
+    /// useful:
+    /// * inside `doca_pe_progress` or a DOCA callback (DOCA forbids progress from there);
+    /// * when this core is not the executor running on this thread (the callbacks would
+    ///   look for their slots in another executor's table), or it is shutting down;
+    /// * when the poll's `budget` is spent: a task that keeps submitting operations that
+    ///   complete at once then goes `Pending` every `task_batch` operations, like a task
+    ///   that yields, so it cannot starve the other tasks, the PE or the timers.
+    pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
+        let budget = self.budget.get();
+        if budget == 0 || self.in_progress.get() || self.closing.get() || !self.pe_alive.get() || !self.is_current() {
+            return false;
+        }
+        self.budget.set(budget - 1);
+        let _inside = self.enter_progress();
+        let _defer = self.slots.defer_drops();
+        // The operation's own doorbell (and those owed by earlier submits).
+        self.ring_doorbells();
+        let pe = self.pe.borrow();
+        let mut complete = false;
+        for _ in 0..INLINE_PROGRESS {
+            if !pe.progress() {
+                break;
+            }
+            if done() {
+                complete = true;
+                break;
+            }
+        }
+        // Under a foreign driver, nothing else would drop the buffers deferred meanwhile
+        // until its next turn, which may be far away: ask for one.
+        if self.foreign.get() && self.slots.has_deferred() {
+            self.wake_foreign();
+        }
+        complete
+    }
+
+    pub(super) fn main_woken(&self, main: &MainWaker) -> bool {
+        self.main_woken_local.get() || main.woken.load(Ordering::Relaxed)
+    }
+
+    /// Consumes the main future's wake-up flags; whether it must be polled.
+    pub(super) fn take_main_woken(&self, main: &MainWaker) -> bool {
+        // `|` not `||`: both flags are consumed. The swap (not load + store) is needed for the
+        // cross-thread flag: it synchronizes with the waker's store, so what the waker
+        // published before waking is visible to the poll that follows.
+        self.main_woken_local.replace(false)
+            | (main.woken.load(Ordering::Relaxed) && main.woken.swap(false, Ordering::Acquire))
+    }
+
+    /// Work that this thread can see without the handshake: local tasks, a woken main future,
+    /// and (cheap hints) remote work and shutdown.
+    pub(super) fn has_ready(&self, main: &MainWaker) -> bool {
+        !self.queue.borrow().is_empty()
+            || self.main_woken(main)
+            || self.shared.park.is_notified()
+            || self.inject_pending.get()
+            || self.shared.shutdown_requested()
+    }
+
+    /// Runs `fut` to completion on this executor (the calling thread), running spawned tasks
+    /// and driving the PE meanwhile. Returns `None` if a shutdown was requested first.
+    /// Must be called inside [`Enter`] for this core.
+    pub(crate) fn block_on<F: Future>(&self, mut fut: Pin<&mut F>) -> Option<F::Output> {
+        let main = Arc::new(MainWaker { woken: AtomicBool::new(false), shared: self.shared.clone() });
+        self.main_woken_local.set(true);
+        let waker = Waker::from(main.clone());
+        let mut cx = TaskCx::from_waker(&waker);
+        loop {
+            if self.take_main_woken(&main) {
+                self.budget.set(self.config.task_batch);
+                let polled = fut.as_mut().poll(&mut cx);
+                self.budget.set(0);
+                if let Poll::Ready(v) = polled {
+                    return Some(v);
+                }
+            }
+            if self.shared.shutdown_requested() {
+                return None;
+            }
+            self.turn(&main);
+        }
+    }
+
+    /// Consumes pending remote notifications (see `inject_pending`).
+    #[inline]
+    pub(super) fn take_notifications(&self) {
+        if self.shared.park.wake() {
+            self.inject_pending.set(true);
+        }
+    }
+
+    /// The work of a turn, the same for both drivers: remote notifications, up to
+    /// `task_batch` tasks, drain the PE, due timers. Returns whether anything happened.
+    pub(super) fn work(&self) -> bool {
+        if self.shared.park.is_notified() {
+            self.take_notifications();
+        }
+        let ran = self.run_tasks();
+        let progressed = self.drain_pe();
+        let fired = self.fire_timers();
+        ran > 0 || progressed > 0 || fired > 0
+    }
+
+    /// One turn of the loop (see the module documentation).
+    pub(super) fn turn(&self, main: &MainWaker) {
+        if self.work() || self.has_ready(main) {
+            return;
+        }
+        let idle = if self.shared.displaced.load(Ordering::Relaxed) { IdleMode::Event } else { self.config.idle };
+        match idle {
+            IdleMode::Polling => {
+                self.spin(main, None);
+            }
+            IdleMode::Event => self.park(main),
+            IdleMode::Adaptive(budget) => {
+                if budget.is_zero() || !self.spin(main, Some(budget)) {
+                    self.park(main);
+                }
+            }
+        }
+    }
+
+    /// Fires the due timers if enough turns went by since the last look, or a look was
+    /// asked for (see [`TIMER_CHECK_TURNS`]); returns how many fired.
+    pub(super) fn fire_timers(&self) -> usize {
+        let turns = self.busy_turns.get() + 1;
+        if turns >= TIMER_CHECK_TURNS {
+            self.busy_turns.set(0);
+            self.timers.fire_due()
+        } else {
+            self.busy_turns.set(turns);
+            0
+        }
+    }
+
+    /// Makes the next turn look at the timers (one is due, or may be).
+    pub(super) fn timers_need_check(&self) {
+        self.busy_turns.set(TIMER_CHECK_TURNS);
+    }
+
+    /// Runs the task whose runnable has address `id` right now, from inside the poll of the
+    /// current task (or main future), if it is the only runnable in the local queue; returns
+    /// whether it ran. Called by the first poll of a `spawn_local` task's `JoinHandle`.
+    ///
+    /// Being alone in the queue, the task is the next one this executor would run anyway:
+    /// running it now reorders nothing among the local tasks (only the PE drain, the timers
+    /// and remote work that the loop might have looked at in between come after it). The
+    /// run counts against the poll's budget like a task poll (a task that keeps spawning
+    /// and awaiting still goes back to the loop every `task_batch` runs), inline runs do not
+    /// nest (stack depth), and none happens inside DOCA progress or a callback, nor while
+    /// the executor is closing. A runnable found in this thread's local queue belongs to
+    /// this executor, so it is run on its own thread, as `!Send` tasks require.
+    pub(crate) fn run_inline(&self, id: usize) -> bool {
+        let budget = self.budget.get();
+        if budget == 0 || self.inline_run.get() || self.in_progress.get() || self.closing.get() {
+            return false;
+        }
+        let runnable = {
+            let mut queue = self.queue.borrow_mut();
+            if queue.len() != 1 {
+                return false;
+            }
+            let Some(r) = queue.pop_back() else { return false };
+            let raw = r.into_raw();
+            // SAFETY: `raw` comes from `into_raw` just above; only its address is read.
+            let r = unsafe { Runnable::from_raw(raw) };
+            if raw.as_ptr() as usize != id {
+                queue.push_back(r);
+                return false;
+            }
+            r
+        };
+        self.budget.set(budget - 1);
+        self.inline_run.set(true);
+        struct Reset<'a>(&'a Cell<bool>);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.set(false);
+            }
+        }
+        let _reset = Reset(&self.inline_run);
+        // Never unwinds: the task wrapper catches panics of the future.
+        runnable.run();
+        true
+    }
+
+    /// Moves remote work to the local queue and runs up to `task_batch` runnables.
+    pub(super) fn run_tasks(&self) -> usize {
+        let batch = self.config.task_batch;
+        if self.inject_pending.get() {
+            for _ in 0..batch {
+                match self.shared.inject.pop() {
+                    Some(r) => self.queue.borrow_mut().push_back(r),
+                    None => {
+                        self.inject_pending.set(false);
+                        break;
+                    }
+                }
+            }
+        }
+        let mut n = 0;
+        while n < batch {
+            // The borrow ends before `run`: the task may schedule itself or others.
+            let next = self.queue.borrow_mut().pop_front();
+            let Some(r) = next else { break };
+            // The task may spend what is left of the batch on inline work (see `budget`).
+            let left = batch - n - 1;
+            self.budget.set(left);
+            // Never unwinds: the task wrapper catches panics of the future.
+            r.run();
+            n += 1 + (left - self.budget.replace(0));
+        }
+        n
+    }
+
+    /// Drains the PE (callbacks run inside), then does the context work that callbacks
+    /// deferred. Returns the number of progress units done.
+    pub(crate) fn drain_pe(&self) -> usize {
+        if !self.pe_active() {
+            return 0;
+        }
+        self.ring_doorbells();
+        let n = {
+            let _inside = self.enter_progress();
+            self.pe.borrow().drain()
+        };
+        self.slots.drop_deferred();
+        self.ctxs.maintain(self);
+        n
+    }
+
+    /// One `doca_pe_progress` call (callbacks run inside), then the context work that
+    /// callbacks deferred. Returns whether there was work.
+    pub(super) fn progress_once(&self) -> bool {
+        if !self.pe_active() {
+            return false;
+        }
+        self.ring_doorbells();
+        let did = {
+            let _inside = self.enter_progress();
+            self.pe.borrow().progress()
+        };
+        self.slots.drop_deferred();
+        self.ctxs.maintain(self);
+        did
+    }
+
+    /// Busy-waits for work, for at most `budget` (forever if `None`). Returns whether work
+    /// showed up.
+    ///
+    /// The PE is progressed one call at a time, not drained: as soon as one unit of work
+    /// was done (typically a completion that woke a task) the loop goes back to run the
+    /// task, which is what a waiting task's latency is made of; the turn after it drains
+    /// the PE fully.
+    pub(super) fn spin(&self, main: &MainWaker, budget: Option<Duration>) -> bool {
+        // The clock is read only when there is a budget to measure.
+        let start = budget.map(|_| Instant::now());
+        let mut i: u32 = 0;
+        loop {
+            if self.has_ready(main) || self.progress_once() {
+                return true;
+            }
+            i = i.wrapping_add(1);
+            // Every 16 rounds, the clock: for the timers, and for the budget. Not when
+            // there is neither.
+            if i % 16 == 0 && (start.is_some() || !self.timers.is_empty()) {
+                let now = Instant::now();
+                if self.timers.is_due(now) {
+                    self.timers_need_check();
+                    return true;
+                }
+                if let (Some(b), Some(start)) = (budget, start) {
+                    if now.duration_since(start) >= b {
+                        return false;
+                    }
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
