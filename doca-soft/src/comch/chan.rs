@@ -71,6 +71,9 @@ pub struct doca_comch_connection {
     snapshot: [Cell<u64>; 4],
     /// The start cycle of the ctx this connection belongs to.
     cycle: u64,
+    /// A send found the peer gone: sends fail from now on, but the records the peer sent
+    /// before it went are still read (they are its completed sends), up to the end of file.
+    peer_gone: Cell<bool>,
     /// Things of ours that still hold this connection's address: allocated send tasks and
     /// events not yet delivered (or dropped). It is freed only when this is zero.
     refs: Cell<u32>,
@@ -91,6 +94,7 @@ impl doca_comch_connection {
             counters: Default::default(),
             snapshot: Default::default(),
             cycle,
+            peer_gone: Cell::new(false),
             refs: Cell::new(0),
             released: Cell::new(false),
         })
@@ -351,7 +355,10 @@ fn recv_rec(fd: RawFd, buf: &mut [u8]) -> Result<Option<usize>, doca_error_t> {
     }
     match errno() {
         libc::EAGAIN => Ok(None),
-        _ => Err(DOCA_ERROR_CONNECTION_RESET),
+        // A peer that closed with records of ours unread makes the kernel report
+        // ECONNRESET once, *before* the records it had sent us (still queued here).
+        libc::ECONNRESET => Err(DOCA_ERROR_CONNECTION_RESET),
+        _ => Err(DOCA_ERROR_OPERATING_SYSTEM),
     }
 }
 
@@ -509,8 +516,10 @@ impl Endpoint {
                 }
                 Ok(false) => break,
                 Err(e) => {
-                    self.lost(c, e);
-                    return true;
+                    // Read what the peer sent before it went (below) before closing.
+                    self.send_failed(c, e);
+                    did = true;
+                    break;
                 }
             }
         }
@@ -518,9 +527,17 @@ impl Endpoint {
         if self.ctx.state() != DOCA_CTX_STATE_RUNNING {
             return did;
         }
+        let mut reset_seen = false;
         while self.events.borrow().len() < self.recv_queue.get() as usize {
             match recv_rec(fd, buf) {
                 Ok(None) => break,
+                // Reported once, ahead of the records still queued: read those first (they
+                // are sends the peer saw complete), the end of file follows them.
+                Err(e) if e == DOCA_ERROR_CONNECTION_RESET && !reset_seen => {
+                    reset_seen = true;
+                    self.send_failed(c, e);
+                    did = true;
+                }
                 Ok(Some(0)) | Err(_) => {
                     self.lost(c, DOCA_ERROR_CONNECTION_RESET);
                     return true;
@@ -539,6 +556,17 @@ impl Endpoint {
             }
         }
         did
+    }
+
+    /// A send found the peer gone: this and the queued sends fail with `code`, later ones
+    /// at submit; the connection stays open for reading until the end of file.
+    fn send_failed(&self, c: &doca_comch_connection, code: doca_error_t) {
+        c.peer_gone.set(true);
+        let queued: Vec<_> = c.outq.borrow_mut().drain(..).collect();
+        for (t, _) in queued {
+            // SAFETY: queued tasks are submitted tasks of this ctx's live pool.
+            task::complete(unsafe { &*t }, code);
+        }
     }
 
     /// The peer is gone (or broke the protocol).
@@ -808,6 +836,9 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
         ConnState::Closed if c.cycle == ep.cycle.get() => return Err(DOCA_ERROR_CONNECTION_RESET),
         _ => return Err(DOCA_ERROR_NOT_CONNECTED),
     }
+    if c.peer_gone.get() {
+        return Err(DOCA_ERROR_CONNECTION_RESET);
+    }
     let len = x.len.get() as usize;
     if len > c.max_msg.get() as usize {
         return Err(DOCA_ERROR_INVALID_VALUE);
@@ -829,7 +860,8 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
             }
             Ok(false) => {}
             Err(e) => {
-                ep.lost(c, e);
+                // The records the peer sent before it went are still to be read.
+                ep.send_failed(c, e);
                 return Err(e);
             }
         }

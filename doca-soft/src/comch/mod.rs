@@ -28,7 +28,10 @@
 //! * **Disconnection.** A peer that closes (stop, destroy, exit, crash) is seen as end of file:
 //!   the server reports it through its disconnect callback; on both sides pending and later
 //!   sends on that connection fail with `DOCA_ERROR_CONNECTION_RESET`, and
-//!   `doca_comch_connection_update_info` answers `DOCA_ERROR_CONNECTION_ABORTED`.
+//!   `doca_comch_connection_update_info` answers `DOCA_ERROR_CONNECTION_ABORTED`. Every
+//!   message the peer sent before it went (its completed sends) is still received first,
+//!   even when our own send noticed the departure before our reads did, and even when the
+//!   kernel reports the reset ahead of them (a peer that closed with our records unread).
 //!   `doca_comch_server_disconnect` closes one client's connection (the client sees it closed;
 //!   no callback on the server's side, it asked for it).
 //! * **Lifetime of a connection object.** It is freed once it ended *and* the user can no

@@ -470,3 +470,50 @@ fn ended_connections_are_freed_not_kept_until_destroy() {
     assert_eq!(unsafe { doca_comch_connection_update_info(p.client_conn()) }, DOCA_ERROR_CONNECTION_ABORTED);
     p.finish();
 }
+
+/// Connects a fresh client of `p` and returns the server's side of the connection.
+fn connect_again(p: &Pair) -> *mut doca_comch_connection {
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let seen = take();
+    let Some(Seen::Connect(sconn, 1)) = seen.first().cloned() else { panic!("{seen:?}") };
+    sconn as *mut doca_comch_connection
+}
+
+/// A client's last message, sent (completed) right before it left, reaches the server even
+/// when (a) the client left with a message of the server unread, so the kernel reports a
+/// reset ahead of the client's records, or (b) the server's own send noticed the departure
+/// before its reads did. Found by `tests/chaos_links.rs` (comch rounds with freezes).
+#[test]
+fn the_last_messages_of_a_departed_client_still_arrive() {
+    let p = Pair::new("last", true);
+    for unread_echo in [true, false] {
+        let sconn = connect_again(&p);
+        if unread_echo {
+            // Into the client's socket; the client's PE is not progressed, so it stays unread.
+            assert_eq!(send(&p, true, sconn, b"unread"), DOCA_SUCCESS);
+            pump(&[p.spe]);
+        }
+        let last = *b"last words";
+        assert_eq!(send(&p, false, p.client_conn(), &last), DOCA_SUCCESS);
+        pump(&[p.cpe]);
+        take();
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(p.cctx()) }, DOCA_SUCCESS);
+        pump(&[p.cpe]);
+        if !unread_echo {
+            // The server's send sees the client gone before any read did.
+            assert_eq!(send(&p, true, sconn, b"too late"), DOCA_ERROR_CONNECTION_RESET);
+        }
+        pump(&[p.spe]);
+        let seen = take();
+        assert_eq!(
+            seen,
+            vec![Seen::Recv(sconn as usize, last.to_vec()), Seen::Disconnect(sconn as usize)],
+            "unread echo: {unread_echo}"
+        );
+    }
+    p.finish();
+}
