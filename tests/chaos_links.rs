@@ -473,8 +473,8 @@ async fn rev_peer(a: &Args, log: &Rc<Log>) -> Result<(), Error> {
 /// The host's region: `[0, RD)` a pattern the DPU side reads, then `SLOTS` slots of `SLOT`
 /// bytes the DPU side writes (one copy each), every other byte `FILL`.
 const RD: usize = 1 << 16;
-const SLOT: usize = 4096;
-const SLOTS: usize = 512;
+const SLOT: usize = 1024;
+const SLOTS: usize = 8192;
 const FILL: u8 = 0x5A;
 
 fn rd_byte(t: usize) -> u8 {
