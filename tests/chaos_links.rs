@@ -275,7 +275,7 @@ async fn cm_server(a: &Args, log: &Rc<Log>) -> Result<(), Error> {
                             log.line("ACC");
                             conns.borrow_mut().push(c);
                         }
-                        Err(e) if e.kind() == ErrorKind::ConnectionLost => log.line("ACCFAIL"),
+                        Err(e) if e.kind() == ErrorKind::ConnectionLost => log.line(format!("ACCFAIL {e}")),
                         Err(e) => log.violation(format!("accept failed unexpectedly: {e}")),
                     }
                 });
@@ -975,9 +975,15 @@ fn check_cm(dir: &Path, server_killed: bool, t: &mut Totals) -> Result<(), Strin
     }
     let mut errs = Vec::new();
     let mut started: HashSet<(u32, u64)> = HashSet::new();
+    // Connections: every one a client saw established was accepted by the server, and the
+    // server accepted none that no client attempted.
+    let accepted = words(dir, 0).iter().filter(|w| w[0] == "ACC").count();
+    let (mut attempted, mut established) = (0, 0);
     for c in 1..=3u32 {
         for w in words(dir, c as usize) {
             match w[0].as_str() {
+                "CS" => attempted += 1,
+                "CD" => established += 1,
                 "SS" => {
                     started.insert((c, w[1].parse().unwrap()));
                 }
@@ -998,6 +1004,10 @@ fn check_cm(dir: &Path, server_killed: bool, t: &mut Totals) -> Result<(), Strin
             errs.push(format!("message {}/{} arrived but was never sent", k.0, k.1));
         }
     }
+    if !server_killed && (established > accepted || accepted > attempted) {
+        errs.push(format!("{attempted} connects, {established} established, {accepted} accepted"));
+    }
+    t.checks += 1;
     errs.truncate(10);
     if errs.is_empty() {
         Ok(())
