@@ -437,10 +437,8 @@ fn ended_connections_are_freed_not_kept_until_destroy() {
     let msg = *b"late";
     let mut t = ptr::null_mut();
     // SAFETY: live server and connection; `msg` outlives the task.
-    assert_eq!(
-        unsafe { doca_comch_server_task_send_alloc_init(p.server, sconn, msg.as_ptr().cast(), 4, &mut t) },
-        DOCA_SUCCESS
-    );
+    let rc = unsafe { doca_comch_server_task_send_alloc_init(p.server, sconn, msg.as_ptr().cast(), 4, &mut t) };
+    assert_eq!(rc, DOCA_SUCCESS);
     // SAFETY: live ctx.
     assert_eq!(unsafe { doca_ctx_stop(p.cctx()) }, DOCA_SUCCESS);
     pump(&[p.spe, p.cpe]);
