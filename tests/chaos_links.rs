@@ -704,7 +704,8 @@ async fn comch_client(a: &Args, log: &Rc<Log>) -> Result<(), Error> {
 #[derive(Default, Debug)]
 struct Totals {
     rounds: u64,
-    ops: u64,
+    /// Lines the children logged: each operation started and each one completed, events.
+    logged: u64,
     kills: u64,
     freezes: u64,
     garbage: u64,
@@ -941,7 +942,7 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
     })();
     let pids = r.pids();
     let schedule = r.schedule.join(", ");
-    let logs_ops: u64 = (0..pids.len()).map(|i| log_lines(&dir.join(format!("log-{i}"))).len() as u64).sum();
+    let logged: u64 = (0..pids.len()).map(|i| log_lines(&dir.join(format!("log-{i}"))).len() as u64).sum();
     r.finish();
     drop(r);
     let mut errs = Vec::new();
@@ -956,7 +957,7 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
             dir.display()
         ));
     }
-    t.ops += logs_ops;
+    t.logged += logged;
     t.rounds += 1;
     if std::env::var_os("ASYNC_DOCA_LINKS_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
