@@ -13,6 +13,10 @@ cargo test --workspace
 # invariant checked from the logs); once more optimised, where the timing differs.
 # `scripts/soak.sh MINUTES` runs it for longer.
 cargo test --release --test chaos
+# The same for the links between programs (tests/chaos_links.rs: connection setup by
+# address, remote events, DMA on exported memory, Comch conversations, under kills, freezes
+# and garbage on the port); it ran above in the debug build.
+cargo test --release --test chaos_links
 
 # The loom model checker explores every interleaving of the park/wake handshake; it needs
 # its own cfg, so it builds in its own target directory.

@@ -85,6 +85,11 @@ unsafe impl TaskKind for SendTask {
 // ---- state shared with the C callbacks ----
 
 /// One connection's incoming side.
+///
+/// `conn` may be used only while `closed` is false, or on a client (whose connection lives
+/// as long as the client runs): a server's connection is freed by DOCA once its disconnect
+/// event returned or after `doca_comch_server_disconnect`, and its address may then be
+/// reused by the next client.
 struct ConnShared {
     conn: *mut sys::doca_comch_connection,
     queue: RefCell<VecDeque<Vec<u8>>>,
@@ -181,6 +186,8 @@ unsafe extern "C" fn on_disconnect(
 ) {
     let Some(shared) = shared_of(conn) else { return };
     let c = conn_of(&shared, conn);
+    // The address is DOCA's to reuse from now on: forget it, so a later client is new.
+    shared.conns.borrow_mut().remove(&(conn as usize));
     c.closed.set(true);
     c.wake();
 }
@@ -516,6 +523,10 @@ impl Connection {
     /// The peer is gone ([`ErrorKind::ConnectionLost`]), a message larger than the
     /// negotiated maximum ([`ErrorKind::InvalidArgument`]).
     pub async fn send(&self, msg: impl Into<Vec<u8>>) -> Result<()> {
+        if self.shared.closed.get() {
+            // The connection object may be gone already (see `ConnShared`).
+            return Err(Error::new(ErrorKind::ConnectionLost, "comch.send: the connection ended"));
+        }
         self.ep.send(self.shared.conn, msg.into()).await
     }
 
@@ -549,7 +560,8 @@ impl Connection {
 
     /// Whether DOCA still reports the connection as up.
     fn alive(&self) -> bool {
-        // SAFETY: the connection lives as long as its endpoint, which `self` keeps alive.
+        // SAFETY: called on clients only (`poll_recv`), whose connection lives as long as the
+        // client runs, which `self` keeps alive.
         let rc = unsafe { sys::doca_comch_connection_update_info(self.shared.conn) };
         rc == sys::DOCA_SUCCESS || rc == sys::DOCA_ERROR_CONNECTION_INPROGRESS
     }
@@ -562,8 +574,11 @@ impl Connection {
     /// Counters of the connection: (messages sent, bytes sent, messages received, bytes
     /// received).
     pub fn counters(&self) -> Result<(u64, u64, u64, u64)> {
+        if self.shared.closed.get() {
+            return Err(Error::new(ErrorKind::ConnectionLost, "comch.counters: the connection ended"));
+        }
         let c = self.shared.conn;
-        // SAFETY: live connection (kept alive by `self`).
+        // SAFETY: not closed (checked above): DOCA has not freed it.
         check(unsafe { sys::doca_comch_connection_update_info(c) }, "comch.counters")?;
         let get = |t| {
             let mut v = 0u64;
@@ -582,9 +597,13 @@ impl Connection {
     pub fn disconnect(&self) -> Result<()> {
         match &self.ep.kind {
             Kind::Server(ctx) => {
+                if self.shared.closed.get() {
+                    return Err(Error::from_doca(sys::DOCA_ERROR_NOT_CONNECTED, "comch.disconnect"));
+                }
                 let s = ctx.as_ptr()?;
-                // SAFETY: live server and one of its connections.
+                // SAFETY: live server and one of its connections (not closed, checked above).
                 check(unsafe { sys::doca_comch_server_disconnect(s, self.shared.conn) }, "comch.disconnect")?;
+                self.ep.shared.conns.borrow_mut().remove(&(self.shared.conn as usize));
                 self.shared.closed.set(true);
                 self.shared.wake();
                 Ok(())

@@ -39,7 +39,7 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::future::poll_fn;
@@ -66,6 +66,10 @@ pub(super) struct CmShared {
     key: u64,
     requests: RefCell<VecDeque<RawConn>>,
     outcomes: RefCell<HashMap<usize, Outcome>>,
+    /// Connections that were established, even if they ended since: the handshake
+    /// succeeded, which is what `accept` and `connect` report (a connection that is
+    /// established and closed before its future looked is still a connection the peer used).
+    established: RefCell<HashSet<usize>>,
     /// Client connections by the token passed as their user data to `connect_to_addr`.
     by_token: RefCell<HashMap<u64, usize>>,
     next_token: Cell<u64>,
@@ -84,6 +88,7 @@ impl CmShared {
             key,
             requests: RefCell::new(VecDeque::new()),
             outcomes: RefCell::new(HashMap::new()),
+            established: RefCell::new(HashSet::new()),
             by_token: RefCell::new(HashMap::new()),
             next_token: Cell::new(1),
             wakers: RefCell::new(Vec::new()),
@@ -109,9 +114,23 @@ impl CmShared {
         self.outcomes.borrow().get(&(c as usize)).copied()
     }
 
-    /// Waits until `c` has an outcome.
+    /// How `c`'s handshake ended: established (even if it ended since), or failed.
+    fn settled(&self, c: RawConn) -> Option<Outcome> {
+        if self.established.borrow().contains(&(c as usize)) {
+            return Some(Outcome::Established);
+        }
+        self.outcome(c)
+    }
+
+    /// Forgets what was recorded about `c`: DOCA may give its address to a later connection.
+    fn forget(&self, c: RawConn) {
+        self.outcomes.borrow_mut().remove(&(c as usize));
+        self.established.borrow_mut().remove(&(c as usize));
+    }
+
+    /// Waits until `c`'s handshake ended (see [`settled`](Self::settled)).
     async fn wait_outcome(&self, c: RawConn) -> Outcome {
-        poll_fn(|cx| match self.outcome(c) {
+        poll_fn(|cx| match self.settled(c) {
             Some(o) => Poll::Ready(o),
             None => {
                 self.park(cx.waker());
@@ -137,12 +156,19 @@ fn with_cm(ctx_ud: sys::doca_data, f: impl FnOnce(&CmShared)) {
 }
 
 unsafe extern "C" fn on_request(c: RawConn, ctx_ud: sys::doca_data) {
-    with_cm(ctx_ud, |cm| cm.requests.borrow_mut().push_back(c));
+    with_cm(ctx_ud, |cm| {
+        // A new connection: whatever was recorded at this address belonged to an old one.
+        cm.forget(c);
+        cm.requests.borrow_mut().push_back(c);
+    });
 }
 
 fn record(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data, o: Outcome) {
     with_cm(ctx_ud, |cm| {
         cm.outcomes.borrow_mut().insert(c as usize, o);
+        if o == Outcome::Established {
+            cm.established.borrow_mut().insert(c as usize);
+        }
         let token = ud.as_u64();
         if token != 0 && o != Outcome::Disconnected {
             cm.by_token.borrow_mut().insert(token, c as usize);
@@ -232,6 +258,9 @@ impl ConnCm {
     pub(super) fn close(&self, c: RawConn) {
         // SAFETY: a live connection of a live context (ConnInner keeps it alive).
         let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
+        // Nothing asks about it any more (a late event may record it again: harmless, a new
+        // connection at this address starts with a request, which forgets it).
+        self.shared.forget(c);
         if !self.addr.is_null() {
             // SAFETY: our address object; no longer used by the disconnected connection.
             let _ = unsafe { sys::doca_rdma_addr_destroy(self.addr) };
@@ -294,7 +323,7 @@ impl Rdma {
         .await;
         cm.by_token.borrow_mut().remove(&token);
         let c = ConnCm { shared: cm.clone(), addr: a, peer: Some(addr), private: Vec::new() };
-        match cm.outcome(conn) {
+        match cm.settled(conn) {
             Some(Outcome::Established) => {
                 let private = private_of(conn);
                 Ok(managed(self.inner.clone(), conn, ConnCm { private, ..c }))

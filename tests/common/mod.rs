@@ -5,6 +5,7 @@
 //! test of its own). Each file uses a different part of it.
 #![allow(dead_code)]
 
+pub mod chaoskit;
 pub mod cli;
 pub mod cprog;
 pub mod urom;

@@ -71,6 +71,14 @@ pub struct doca_comch_connection {
     snapshot: [Cell<u64>; 4],
     /// The start cycle of the ctx this connection belongs to.
     cycle: u64,
+    /// A send found the peer gone: sends fail from now on, but the records the peer sent
+    /// before it went are still read (they are its completed sends), up to the end of file.
+    peer_gone: Cell<bool>,
+    /// Things of ours that still hold this connection's address: allocated send tasks and
+    /// events not yet delivered (or dropped). It is freed only when this is zero.
+    refs: Cell<u32>,
+    /// The user can no longer name this connection (see [`Endpoint::sweep`]).
+    released: Cell<bool>,
 }
 
 impl doca_comch_connection {
@@ -86,7 +94,24 @@ impl doca_comch_connection {
             counters: Default::default(),
             snapshot: Default::default(),
             cycle,
+            peer_gone: Cell::new(false),
+            refs: Cell::new(0),
+            released: Cell::new(false),
         })
+    }
+
+    fn hold(&self) {
+        self.refs.set(self.refs.get() + 1);
+    }
+
+    fn unhold(&self) {
+        self.refs.set(self.refs.get().saturating_sub(1));
+    }
+
+    /// Whether [`Endpoint::sweep`] may free it: closed, out of the user's hands, and
+    /// referenced by nothing of ours.
+    fn freeable(&self) -> bool {
+        self.state.get() == ConnState::Closed && self.released.get() && self.refs.get() == 0
     }
 
     fn raw_fd(&self) -> Option<RawFd> {
@@ -120,11 +145,32 @@ impl doca_comch_connection {
     }
 }
 
-/// An event waiting to reach the user (see [`EventTask`]).
+/// An event waiting to reach the user (see [`EventTask`]). Each holds a reference on its
+/// connection ([`Endpoint::post`]) until it is delivered or dropped ([`Event::done`]).
 enum Event {
     Connect(*const doca_comch_connection, u8),
     Disconnect(*const doca_comch_connection),
     Recv(*const doca_comch_connection, Vec<u8>),
+}
+
+impl Event {
+    fn conn(&self) -> *const doca_comch_connection {
+        match self {
+            Event::Connect(c, _) | Event::Disconnect(c) | Event::Recv(c, _) => *c,
+        }
+    }
+
+    /// The event was delivered (its callback returned) or dropped: its reference goes, and
+    /// a connection whose last event this was (a departure, a failed attempt) leaves the
+    /// user's hands.
+    fn done(self) {
+        // SAFETY: an undelivered event holds a reference, so its connection is not freed.
+        let c = unsafe { &*self.conn() };
+        if matches!(self, Event::Disconnect(_) | Event::Connect(_, 0)) {
+            c.released.set(true);
+        }
+        c.unhold();
+    }
 }
 
 /// The internal task that carries one event to the user's callback from `doca_pe_progress`.
@@ -135,7 +181,17 @@ pub struct EventTask {
     event: RefCell<Option<Event>>,
 }
 
-static EVENT_KIND: TaskKind = TaskKind::new::<EventTask>("comch.event", submit_event, None, None);
+static EVENT_KIND: TaskKind = TaskKind::new::<EventTask>("comch.event", submit_event, Some(release_event), None);
+
+/// An event task freed with its event still inside (not delivered): the event is dropped.
+unsafe fn release_event(t: &doca_task) {
+    // SAFETY: this hook is only registered for the event kind.
+    let x = unsafe { t.downcast::<EventTask>() };
+    let ev = x.event.borrow_mut().take();
+    if let Some(ev) = ev {
+        ev.done();
+    }
+}
 
 // SAFETY: #[repr(C)] with the header first; KIND is built for this type.
 unsafe impl TaskType for EventTask {
@@ -159,7 +215,18 @@ pub struct doca_comch_task_send {
     len: Cell<u32>,
 }
 
-static SEND_KIND: TaskKind = TaskKind::new::<doca_comch_task_send>("comch.send", submit_send, None, None);
+static SEND_KIND: TaskKind = TaskKind::new::<doca_comch_task_send>("comch.send", submit_send, Some(release_send), None);
+
+/// A freed send task drops its reference on its connection (taken in `send_alloc`).
+unsafe fn release_send(t: &doca_task) {
+    // SAFETY: this hook is only registered for the send kind.
+    let x = unsafe { t.downcast::<doca_comch_task_send>() };
+    let c = x.conn.replace(ptr::null());
+    if !c.is_null() {
+        // SAFETY: the task's reference kept the connection alive until now.
+        unsafe { &*c }.unhold();
+    }
+}
 
 // SAFETY: #[repr(C)] with the header first; KIND is built for this type.
 unsafe impl TaskType for doca_comch_task_send {
@@ -288,7 +355,10 @@ fn recv_rec(fd: RawFd, buf: &mut [u8]) -> Result<Option<usize>, doca_error_t> {
     }
     match errno() {
         libc::EAGAIN => Ok(None),
-        _ => Err(DOCA_ERROR_CONNECTION_RESET),
+        // A peer that closed with records of ours unread makes the kernel report
+        // ECONNRESET once, *before* the records it had sent us (still queued here).
+        libc::ECONNRESET => Err(DOCA_ERROR_CONNECTION_RESET),
+        _ => Err(DOCA_ERROR_OPERATING_SYSTEM),
     }
 }
 
@@ -326,12 +396,44 @@ impl Endpoint {
         Ok(())
     }
 
-    /// The connection at index `i` (stable: boxes are never removed before destroy).
+    /// The connection at index `i`. The reference is used within one pass of progress or
+    /// stop, and [`sweep`](Self::sweep), the only place boxes go, runs at their ends.
     fn conn_at(&self, i: usize) -> Option<&doca_comch_connection> {
         let v = self.conns.borrow();
         let c: *const doca_comch_connection = &**v.get(i)?;
-        // SAFETY: boxed connections live until the endpoint is destroyed.
+        // SAFETY: the box is not freed before the next sweep (above), and never while
+        // anything of ours holds it.
         Some(unsafe { &*c })
+    }
+
+    /// How many connection objects exist (tests: none outlives its use).
+    #[cfg(test)]
+    pub(crate) fn connection_objects(&self) -> usize {
+        self.conns.borrow().len()
+    }
+
+    /// Queues an event for the user; it holds its connection until delivered or dropped.
+    fn post(&self, ev: Event) {
+        // SAFETY: events are made for live connections of this endpoint.
+        unsafe { &*ev.conn() }.hold();
+        self.events.borrow_mut().push_back(ev);
+    }
+
+    /// Frees the connections the user can no longer name and nothing of ours holds.
+    ///
+    /// When a connection leaves the user's hands (DOCA gives no explicit rule; we follow
+    /// what its callbacks imply and what NVIDIA's samples do, dropping their pointer there):
+    /// * server: when the disconnect callback returned (the client left), when the connect
+    ///   callback of a failed attempt returned, when the user called
+    ///   `doca_comch_server_disconnect`, or when the server stopped;
+    /// * client: when the client stopped (its next start makes a new connection).
+    ///
+    /// Until then a connection stays, closed or not, so every call on it answers (e.g.
+    /// `update_info` with CONNECTION_ABORTED). Send tasks still allocated on it and events not
+    /// yet delivered keep it too. Without this a long-running server kept every connection
+    /// it ever had until it was destroyed.
+    fn sweep(&self) {
+        self.conns.borrow_mut().retain(|c| !c.freeable());
     }
 
     /// Whether `c` is a current connection of this endpoint.
@@ -365,8 +467,7 @@ impl Endpoint {
             let t = unsafe { t.as_ref() };
             *t.event.borrow_mut() = self.events.borrow_mut().pop_front();
             if task::submit(task::header(t), SubmitMode::Submit).is_err() {
-                // Not RUNNING any more: drop the event.
-                t.event.borrow_mut().take();
+                // Not RUNNING any more: the event is dropped (by the release hook).
                 // SAFETY: our own allocated task.
                 unsafe { task::doca_task_free(task::header(t).raw()) };
                 return did;
@@ -415,8 +516,10 @@ impl Endpoint {
                 }
                 Ok(false) => break,
                 Err(e) => {
-                    self.lost(c, e);
-                    return true;
+                    // Read what the peer sent before it went (below) before closing.
+                    self.send_failed(c, e);
+                    did = true;
+                    break;
                 }
             }
         }
@@ -424,9 +527,17 @@ impl Endpoint {
         if self.ctx.state() != DOCA_CTX_STATE_RUNNING {
             return did;
         }
+        let mut reset_seen = false;
         while self.events.borrow().len() < self.recv_queue.get() as usize {
             match recv_rec(fd, buf) {
                 Ok(None) => break,
+                // Reported once, ahead of the records still queued: read those first (they
+                // are sends the peer saw complete), the end of file follows them.
+                Err(e) if e == DOCA_ERROR_CONNECTION_RESET && !reset_seen => {
+                    reset_seen = true;
+                    self.send_failed(c, e);
+                    did = true;
+                }
                 Ok(Some(0)) | Err(_) => {
                     self.lost(c, DOCA_ERROR_CONNECTION_RESET);
                     return true;
@@ -440,17 +551,28 @@ impl Endpoint {
                         return true;
                     }
                     c.count(false, n - 1);
-                    self.events.borrow_mut().push_back(Event::Recv(c, rec[1..].to_vec()));
+                    self.post(Event::Recv(c, rec[1..].to_vec()));
                 }
             }
         }
         did
     }
 
+    /// A send found the peer gone: this and the queued sends fail with `code`, later ones
+    /// at submit; the connection stays open for reading until the end of file.
+    fn send_failed(&self, c: &doca_comch_connection, code: doca_error_t) {
+        c.peer_gone.set(true);
+        let queued: Vec<_> = c.outq.borrow_mut().drain(..).collect();
+        for (t, _) in queued {
+            // SAFETY: queued tasks are submitted tasks of this ctx's live pool.
+            task::complete(unsafe { &*t }, code);
+        }
+    }
+
     /// The peer is gone (or broke the protocol).
     fn lost(&self, c: &doca_comch_connection, code: doca_error_t) {
         if c.close(self, Some(code)) && self.role == Role::Server {
-            self.events.borrow_mut().push_back(Event::Disconnect(c));
+            self.post(Event::Disconnect(c));
         }
     }
 
@@ -462,7 +584,7 @@ impl Endpoint {
                 if current as u32 >= MAX_CLIENTS {
                     let _ = send_rec(fd, &[&wire::encode(Control::Reject { reason: DOCA_ERROR_FULL.0 })]);
                     c.close(self, None);
-                    self.events.borrow_mut().push_back(Event::Connect(c, 0));
+                    self.post(Event::Connect(c, 0));
                     return;
                 }
                 let welcome = wire::encode(Control::Welcome { version: wire::VERSION, max_msg: self.max_msg.get() });
@@ -470,22 +592,22 @@ impl Endpoint {
                     Ok(true) => {
                         c.max_msg.set(max_msg.min(self.max_msg.get()));
                         c.state.set(ConnState::Connected);
-                        self.events.borrow_mut().push_back(Event::Connect(c, 1));
+                        self.post(Event::Connect(c, 1));
                     }
                     _ => {
                         c.close(self, None);
-                        self.events.borrow_mut().push_back(Event::Connect(c, 0));
+                        self.post(Event::Connect(c, 0));
                     }
                 }
             }
             (Role::Server, Some(Control::Hello { .. })) => {
                 let _ = send_rec(fd, &[&wire::encode(Control::Reject { reason: DOCA_ERROR_NOT_SUPPORTED.0 })]);
                 c.close(self, None);
-                self.events.borrow_mut().push_back(Event::Connect(c, 0));
+                self.post(Event::Connect(c, 0));
             }
             (Role::Server, _) => {
                 c.close(self, None);
-                self.events.borrow_mut().push_back(Event::Connect(c, 0));
+                self.post(Event::Connect(c, 0));
             }
             (Role::Client, Some(Control::Welcome { version, max_msg })) if version == wire::VERSION => {
                 c.max_msg.set(max_msg.min(self.max_msg.get()));
@@ -587,8 +709,18 @@ unsafe fn ep_stop(ctx: &doca_ctx) {
             pe.unregister_fd(l.as_raw_fd());
         }
     }
-    ep.events.borrow_mut().clear();
+    let dropped: Vec<Event> = ep.events.borrow_mut().drain(..).collect();
+    for ev in dropped {
+        ev.done();
+    }
     ep.connect_deadline.set(None);
+    // A stopped server or client has no connections the user may name any more.
+    for i in 0..n {
+        if let Some(c) = ep.conn_at(i) {
+            c.released.set(true);
+        }
+    }
+    ep.sweep();
 }
 
 unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
@@ -636,6 +768,7 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
         }
     }
     did |= ep.flush_events();
+    ep.sweep();
     did
 }
 
@@ -655,35 +788,38 @@ unsafe extern "C" fn deliver_event(task: *mut EventTask, _ud: doca_data, _cud: d
         // SAFETY: the event task belongs to an endpoint's ctx.
         let ep = unsafe { ep_of(task::header(t).ctx()) };
         // The task goes back to the pool first: the callback may stop the ctx.
-        // SAFETY: our own task, delivered and not used afterwards.
+        // SAFETY: our own task, delivered and not used afterwards (its event was taken out,
+        // so the release hook finds none).
         unsafe { task::doca_task_free(task::header(t).raw()) };
-        if ep.ctx.state() != DOCA_CTX_STATE_RUNNING {
-            return;
+        let Some(mut ev) = ev else { return };
+        if ep.ctx.state() == DOCA_CTX_STATE_RUNNING {
+            let mut dummy_recv = doca_comch_event_msg_recv { _private: 0 };
+            let mut dummy_status = doca_comch_event_connection_status_changed { _private: 0 };
+            match &mut ev {
+                Event::Recv(c, data) => {
+                    if let Some(cb) = ep.recv_cb.get() {
+                        // SAFETY: the user's registered callback with its documented
+                        // arguments; the buffer lives for the call, the connection is held
+                        // by the event.
+                        unsafe { cb(&mut dummy_recv, data.as_mut_ptr(), data.len() as u32, *c as *mut _) };
+                    }
+                }
+                Event::Connect(c, ok) => {
+                    if let Some(cb) = ep.connect_cb.get() {
+                        // SAFETY: as above.
+                        unsafe { cb(&mut dummy_status, *c as *mut _, *ok) };
+                    }
+                }
+                Event::Disconnect(c) => {
+                    if let Some(cb) = ep.disconnect_cb.get() {
+                        // SAFETY: as above.
+                        unsafe { cb(&mut dummy_status, *c as *mut _, 1) };
+                    }
+                }
+            }
         }
-        let mut dummy_recv = doca_comch_event_msg_recv { _private: 0 };
-        let mut dummy_status = doca_comch_event_connection_status_changed { _private: 0 };
-        match ev {
-            Some(Event::Recv(c, mut data)) => {
-                if let Some(cb) = ep.recv_cb.get() {
-                    // SAFETY: the user's registered callback with its documented arguments;
-                    // the buffer lives for the call.
-                    unsafe { cb(&mut dummy_recv, data.as_mut_ptr(), data.len() as u32, c as *mut _) };
-                }
-            }
-            Some(Event::Connect(c, ok)) => {
-                if let Some(cb) = ep.connect_cb.get() {
-                    // SAFETY: as above.
-                    unsafe { cb(&mut dummy_status, c as *mut _, ok) };
-                }
-            }
-            Some(Event::Disconnect(c)) => {
-                if let Some(cb) = ep.disconnect_cb.get() {
-                    // SAFETY: as above.
-                    unsafe { cb(&mut dummy_status, c as *mut _, 1) };
-                }
-            }
-            None => {}
-        }
+        // After the callback: a departed connection may be freed from the next sweep on.
+        ev.done();
     })
 }
 
@@ -692,13 +828,16 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
     let x = unsafe { t.downcast::<doca_comch_task_send>() };
     // SAFETY: the send belongs to an endpoint's ctx.
     let ep = unsafe { ep_of(t.ctx()) };
-    // SAFETY: connection pointers given to alloc_init are checked there; connections live
-    // until their endpoint is destroyed, which cannot happen while a task is allocated.
+    // SAFETY: connection pointers given to alloc_init are checked there, and the task holds
+    // a reference on its connection until it is freed (see `release_send`).
     let c = unsafe { &*x.conn.get() };
     match c.state.get() {
         ConnState::Connected => {}
         ConnState::Closed if c.cycle == ep.cycle.get() => return Err(DOCA_ERROR_CONNECTION_RESET),
         _ => return Err(DOCA_ERROR_NOT_CONNECTED),
+    }
+    if c.peer_gone.get() {
+        return Err(DOCA_ERROR_CONNECTION_RESET);
     }
     let len = x.len.get() as usize;
     if len > c.max_msg.get() as usize {
@@ -721,7 +860,8 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
             }
             Ok(false) => {}
             Err(e) => {
-                ep.lost(c, e);
+                // The records the peer sent before it went are still to be read.
+                ep.send_failed(c, e);
                 return Err(e);
             }
         }
@@ -873,6 +1013,8 @@ fn send_alloc(
         let t = task::alloc::<doca_comch_task_send>(&e.ctx, doca_data::from_u64(0))?;
         // SAFETY: a freshly allocated slot of this ctx's pool.
         let x = unsafe { t.as_ref() };
+        // Held until the task is freed (`release_send`): the connection outlives its sends.
+        c.hold();
         x.conn.set(c);
         x.msg.set(msg.cast());
         x.len.set(len);
@@ -996,6 +1138,9 @@ pub unsafe extern "C" fn doca_comch_server_disconnect(
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
         c.close(e, Some(DOCA_ERROR_CONNECTION_RESET));
+        // The user asked for it: no disconnect event follows, and the connection is freed
+        // once nothing holds it (from the next progress on).
+        c.released.set(true);
         Ok(())
     })
 }

@@ -28,9 +28,18 @@
 //! * **Disconnection.** A peer that closes (stop, destroy, exit, crash) is seen as end of file:
 //!   the server reports it through its disconnect callback; on both sides pending and later
 //!   sends on that connection fail with `DOCA_ERROR_CONNECTION_RESET`, and
-//!   `doca_comch_connection_update_info` answers `DOCA_ERROR_CONNECTION_ABORTED`.
+//!   `doca_comch_connection_update_info` answers `DOCA_ERROR_CONNECTION_ABORTED`. Every
+//!   message the peer sent before it went (its completed sends) is still received first,
+//!   even when our own send noticed the departure before our reads did, and even when the
+//!   kernel reports the reset ahead of them (a peer that closed with our records unread).
 //!   `doca_comch_server_disconnect` closes one client's connection (the client sees it closed;
 //!   no callback on the server's side, it asked for it).
+//! * **Lifetime of a connection object.** It is freed once it ended *and* the user can no
+//!   longer name it: on a server, after the disconnect callback (or the connect callback of
+//!   a failed attempt) returned, after `doca_comch_server_disconnect`, or at stop; on a
+//!   client, at stop. Send tasks still allocated on it and undelivered events keep it until
+//!   they are freed or delivered (see `Endpoint::sweep`). A server that serves clients for
+//!   months therefore holds only its current connections.
 //! * **Stop** closes every connection and the listener; submitted sends are flushed by the
 //!   framework (`FLUSH_STATUS`), undelivered events are dropped.
 //!

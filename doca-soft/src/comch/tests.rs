@@ -398,3 +398,120 @@ fn tiny_message_limit_still_handshakes() {
     assert_eq!(send(&p, false, p.client_conn(), b"123456789"), DOCA_ERROR_INVALID_VALUE);
     p.finish();
 }
+
+/// The number of connection objects `ep` has now.
+fn objects(ep: *const Endpoint) -> usize {
+    // SAFETY: a live server or client of the test.
+    unsafe { &*ep }.connection_objects()
+}
+
+/// Connections are freed when they end and the user can no longer name them: a server
+/// that sees many clients come and go keeps none of them; a send task still allocated on a
+/// departed connection keeps that one alive (and fails cleanly) until it is freed; a
+/// connection the server dropped itself goes too; a client keeps only its current one.
+#[test]
+fn ended_connections_are_freed_not_kept_until_destroy() {
+    let p = Pair::new("free", true);
+    for _ in 0..40 {
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+        pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+        pump(&[p.spe, p.cpe]);
+        assert_eq!(send(&p, false, p.client_conn(), b"hi"), DOCA_SUCCESS);
+        pump(&[p.spe, p.cpe]);
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(p.cctx()) }, DOCA_SUCCESS);
+        pump(&[p.spe, p.cpe]);
+        let seen = take();
+        assert!(matches!(seen.last(), Some(Seen::Disconnect(_))), "{seen:?}");
+        assert!(objects(p.server) == 0 && objects(p.client) == 0, "nothing kept after a client left");
+    }
+
+    // A send task allocated before the client left holds its connection.
+    // SAFETY: live ctx.
+    unsafe { doca_ctx_start(p.cctx()) };
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let Some(Seen::Connect(sconn, 1)) = take().first().cloned() else { panic!() };
+    let sconn = sconn as *mut doca_comch_connection;
+    let msg = *b"late";
+    let mut t = ptr::null_mut();
+    // SAFETY: live server and connection; `msg` outlives the task.
+    let rc = unsafe { doca_comch_server_task_send_alloc_init(p.server, sconn, msg.as_ptr().cast(), 4, &mut t) };
+    assert_eq!(rc, DOCA_SUCCESS);
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_stop(p.cctx()) }, DOCA_SUCCESS);
+    pump(&[p.spe, p.cpe]);
+    assert_eq!(take(), vec![Seen::Disconnect(sconn as usize)]);
+    assert_eq!(objects(p.server), 1, "held by the allocated task");
+    // SAFETY: our allocated task; its connection is still a valid object.
+    unsafe {
+        assert_eq!(doca_comch_connection_update_info(sconn), DOCA_ERROR_CONNECTION_ABORTED);
+        assert_eq!(doca_task_submit(doca_comch_task_send_as_task(t)), DOCA_ERROR_CONNECTION_RESET);
+        doca_task_free(doca_comch_task_send_as_task(t));
+    }
+    pump(&[p.spe, p.cpe]);
+    assert_eq!(objects(p.server), 0, "freed with its last task");
+
+    // A connection the server dropped itself goes at the next progress.
+    // SAFETY: live ctx.
+    unsafe { doca_ctx_start(p.cctx()) };
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let Some(Seen::Connect(sconn, 1)) = take().first().cloned() else { panic!() };
+    // SAFETY: live server and connection.
+    assert_eq!(unsafe { doca_comch_server_disconnect(p.server, sconn as *mut _) }, DOCA_SUCCESS);
+    pump(&[p.spe, p.cpe]);
+    assert_eq!(objects(p.server), 0);
+    assert_eq!(objects(p.client), 1, "a running client keeps its connection, closed or not");
+    // SAFETY: the client's connection stays valid while it runs.
+    assert_eq!(unsafe { doca_comch_connection_update_info(p.client_conn()) }, DOCA_ERROR_CONNECTION_ABORTED);
+    p.finish();
+}
+
+/// Connects a fresh client of `p` and returns the server's side of the connection.
+fn connect_again(p: &Pair) -> *mut doca_comch_connection {
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let seen = take();
+    let Some(Seen::Connect(sconn, 1)) = seen.first().cloned() else { panic!("{seen:?}") };
+    sconn as *mut doca_comch_connection
+}
+
+/// A client's last message, sent (completed) right before it left, reaches the server even
+/// when (a) the client left with a message of the server unread, so the kernel reports a
+/// reset ahead of the client's records, or (b) the server's own send noticed the departure
+/// before its reads did. Found by `tests/chaos_links.rs` (comch rounds with freezes).
+#[test]
+fn the_last_messages_of_a_departed_client_still_arrive() {
+    let p = Pair::new("last", true);
+    for unread_echo in [true, false] {
+        let sconn = connect_again(&p);
+        if unread_echo {
+            // Into the client's socket; the client's PE is not progressed, so it stays unread.
+            assert_eq!(send(&p, true, sconn, b"unread"), DOCA_SUCCESS);
+            pump(&[p.spe]);
+        }
+        let last = *b"last words";
+        assert_eq!(send(&p, false, p.client_conn(), &last), DOCA_SUCCESS);
+        pump(&[p.cpe]);
+        take();
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_stop(p.cctx()) }, DOCA_SUCCESS);
+        pump(&[p.cpe]);
+        if !unread_echo {
+            // The server's send sees the client gone before any read did.
+            assert_eq!(send(&p, true, sconn, b"too late"), DOCA_ERROR_CONNECTION_RESET);
+        }
+        pump(&[p.spe]);
+        let seen = take();
+        assert_eq!(
+            seen,
+            vec![Seen::Recv(sconn as usize, last.to_vec()), Seen::Disconnect(sconn as usize)],
+            "unread echo: {unread_echo}"
+        );
+    }
+    p.finish();
+}

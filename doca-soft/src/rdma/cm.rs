@@ -106,6 +106,10 @@ pub(crate) struct ConnCm {
     owned_addr: RefCell<Option<Box<doca_rdma_addr>>>,
     /// Private data the server sent with its ACCEPT (client side).
     pub private: RefCell<Vec<u8>>,
+    /// Server: the data path lost the client while we waited for its READY. The client may
+    /// have completed its side and left at once (its READY then is in the handshake socket):
+    /// the handshake decides between "established, then disconnected" and "failed".
+    pub lost_early: Cell<Option<doca_error_t>>,
 }
 
 impl Default for ConnCm {
@@ -116,11 +120,17 @@ impl Default for ConnCm {
             addr: Cell::new(ptr::null()),
             owned_addr: RefCell::new(None),
             private: RefCell::new(Vec::new()),
+            lost_early: Cell::new(None),
         }
     }
 }
 
 impl ConnCm {
+    /// Whether a managed connection is over (failed, rejected or disconnected).
+    pub(crate) fn ended(&self) -> bool {
+        matches!(self.phase.get(), Phase::Failed | Phase::Rejected | Phase::Disconnected)
+    }
+
     /// Whether the connection was made by connection management.
     pub(crate) fn managed(&self) -> bool {
         self.phase.get() != Phase::Blob
@@ -489,7 +499,12 @@ pub(crate) fn lost(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) 
             c.cm.release_addr();
             r.cm.push(Event::Disconnect(c));
         }
-        Phase::Accepted | Phase::Connecting | Phase::Requested => fail(r, c, code),
+        // The client reports established once it sent READY, and its sends may have reached
+        // us already: if it left right after, its READY is still to be read. Let the
+        // handshake step decide (READY: established, then disconnected; EOF or the
+        // deadline: failed) instead of failing a connection the client used.
+        Phase::Accepted => c.cm.lost_early.set(Some(code)),
+        Phase::Connecting | Phase::Requested => fail(r, c, code),
         _ => {}
     }
 }
@@ -505,6 +520,7 @@ fn fail(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     r.cm.drop_shake_of(c);
     r.break_conn(c, code);
     c.release_rings();
+    c.cm.lost_early.set(None);
     c.cm.phase.set(Phase::Failed);
     c.cm.release_addr();
     r.cm.push(Event::Failure(c));
@@ -592,7 +608,7 @@ fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
                     crate::sdk_log!(WARNING, "rdma cm: bad connection details from {}: dropped", s.peer);
                     return Next::Drop;
                 }
-                if r.current_count() >= usize::from(r.max_conns.get()) {
+                if r.live_count() >= usize::from(r.max_conns.get()) {
                     crate::sdk_log!(
                         WARNING,
                         "rdma cm: request from {} rejected: max_num_connections ({}) reached",
@@ -743,6 +759,12 @@ pub(crate) fn progress(r: &doca_rdma) -> bool {
                 if let Some(c) = unsafe { conn.as_ref() } {
                     c.cm.phase.set(Phase::Established);
                     r.cm.push(Event::Established(c));
+                    if c.cm.lost_early.take().is_some() {
+                        // Its client left right after completing (see `lost`).
+                        c.cm.phase.set(Phase::Disconnected);
+                        c.cm.release_addr();
+                        r.cm.push(Event::Disconnect(c));
+                    }
                 }
                 did = true;
             }
@@ -1097,7 +1119,7 @@ pub unsafe extern "C" fn doca_rdma_connect_to_addr(
                 a.socket_addr()
             ));
         }
-        if r.current_count() >= usize::from(r.max_conns.get()) {
+        if r.live_count() >= usize::from(r.max_conns.get()) {
             return Err(DOCA_ERROR_FULL);
         }
         let stream = tcp_connect(a.socket_addr())?;

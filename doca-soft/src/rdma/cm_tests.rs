@@ -255,10 +255,15 @@ fn refused_rejected_and_full_end_in_failure() {
     assert!(run_until(&[srv.pe, cli.pe], T, || count("failure") == 1));
     let evs = take_evs();
     assert_eq!(evs.iter().map(|e| (e.kind, e.side)).collect::<Vec<_>>(), [("request", 1), ("failure", 2)]);
-    // The server's only connection slot went to the rejected one: the next request is
-    // refused for max_num_connections without reaching the callback.
+    // A rejected connection holds no slot (the limit is on connections at a time): the
+    // next client gets the server's only one.
     POLICY.with(|p| p.set(Policy::Accept));
     connect(&cli, a, 3).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || count("established") == 2));
+    take_evs();
+    // With it taken, the next request is refused for max_num_connections without reaching
+    // the callback.
+    connect(&cli, a, 4).unwrap();
     assert!(run_until(&[srv.pe, cli.pe], T, || count("failure") == 1));
     assert_eq!(take_evs().iter().map(|e| (e.kind, e.side)).collect::<Vec<_>>(), [("failure", 2)]);
     cli.destroy();
@@ -410,5 +415,50 @@ fn cross_process_connect_by_address_and_peer_death() {
     assert_eq!(srv.state(), DOCA_CTX_STATE_RUNNING);
     assert_eq!(srv.send(sc, srv.buf(100, 5, 5), 4), Err(DOCA_ERROR_CONNECTION_ABORTED));
     assert_eq!(rec_count(), 0, "the posted receive stays posted");
+    srv.destroy();
+}
+
+/// Twenty clients in turn on a server of `max_num_connections` 4, each leaving right after
+/// it completed its side and sent one message: every one is accepted (the limit is on
+/// connections at a time; ended ones used to keep their slot, so the fifth was rejected),
+/// its message arrives, and the server sees it established then disconnected — never a
+/// failed handshake, even when the data path noticed the departure before the handshake
+/// read the client's READY (that interleaving is timing-dependent here; `tests/chaos_links.rs`
+/// found it across processes, where the server's accept failed for connections clients had
+/// used).
+#[test]
+fn clients_coming_and_going_never_exhaust_max_connections() {
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let port = listen(&srv);
+    for round in 0..20u64 {
+        let cli = Side::new(2, cm_cfg());
+        let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", port);
+        connect(&cli, a, 5).unwrap();
+        // Until the client is established (the server may or may not be yet)...
+        assert!(
+            run_until(&[cli.pe, srv.pe], T, || EVS
+                .with(|e| e.borrow().iter().any(|x| x.kind == "established" && x.side == 2))),
+            "round {round}: {:?}",
+            take_evs()
+        );
+        let cconn = EVS.with(|e| e.borrow().iter().find(|x| x.kind == "established" && x.side == 2).unwrap().conn)
+            as *mut doca_rdma_connection;
+        // ...then a message and it leaves at once.
+        srv.recv(srv.buf(0, 64, 0), 1).unwrap();
+        cli.mem()[100..104].copy_from_slice(&(round as u32).to_ne_bytes());
+        cli.send(cconn, cli.buf(100, 4, 4), 2).unwrap();
+        assert!(run_until(&[cli.pe], T, || rec_count() >= 1));
+        // SAFETY: live connection.
+        ok(unsafe { doca_rdma_connection_disconnect(cconn) });
+        assert!(run_until(&[srv.pe, cli.pe], T, || count("disconnect") + count("failure") >= 1 && rec_count() >= 2));
+        let kinds: Vec<&str> = take_evs().iter().filter(|e| e.side == 1).map(|e| e.kind).collect();
+        assert_eq!(kinds, ["request", "established", "disconnect"], "round {round}");
+        assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+        assert_eq!(srv.mem()[0..4], (round as u32).to_ne_bytes());
+        cli.destroy();
+        // SAFETY: its connection ended with the client's ctx.
+        ok(unsafe { doca_rdma_addr_destroy(a) });
+    }
     srv.destroy();
 }

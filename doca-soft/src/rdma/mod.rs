@@ -214,6 +214,23 @@ impl doca_rdma {
         self.conns.borrow().len() - self.first_current.get()
     }
 
+    /// Current-cycle connections that hold a slot of `max_num_connections` for connection
+    /// management: all but those whose handshake failed, that were rejected, or that were
+    /// disconnected. The limit is on connections at a time, so a server serves clients for
+    /// as long as it runs, not `max_num_connections` clients in its life. (The objects of
+    /// ended connections stay until the rdma is destroyed; their rings are released.)
+    pub(crate) fn live_count(&self) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while let Some(c) = self.current(i) {
+            if !c.cm.ended() {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
     /// A new exported connection of the current cycle (ctx RUNNING, checked by the caller),
     /// kept until the rdma is destroyed.
     pub(crate) fn new_connection(&self) -> Result<&doca_rdma_connection, doca_error_t> {
