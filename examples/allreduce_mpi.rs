@@ -147,11 +147,9 @@ fn share_service(world: &SimpleCommunicator, service: Option<&Result<UromService
     let root = world.process_at_rank(0);
     let mut path: Vec<u8> = Vec::new();
     let mut len = FAILED;
-    if let Some(s) = service {
-        if let Ok(s) = s {
-            path = s.socket().map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default();
-            len = path.len() as u64;
-        }
+    if let Some(Ok(s)) = service {
+        path = s.socket().map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default();
+        len = path.len() as u64;
     }
     root.broadcast_into(&mut len);
     if len == FAILED {

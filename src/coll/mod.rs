@@ -194,5 +194,7 @@ macro_rules! forward_collectives {
     };
 }
 
+// Each implementation sits with its type: the offloaded one in `urom::coll`, so this module
+// imports nothing from `urom` (which builds on it).
+pub(crate) use forward_collectives;
 forward_collectives!(HostComm);
-forward_collectives!(crate::urom::Domain);

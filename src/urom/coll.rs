@@ -588,3 +588,6 @@ impl Domain {
         self.coll().map_or(0, Offload::outstanding)
     }
 }
+
+// `Domain` is one of the two implementations of `coll::Collectives` (with `HostComm`).
+crate::coll::forward_collectives!(Domain);
