@@ -26,5 +26,8 @@ if [ "$(id -u)" = 0 ]; then
   flags+=(--allow-run-as-root)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+# MpiOob's own test: a singleton world (MPI without mpirun), from a thread that is not MPI's
+# main thread, as the executors are not.
+timeout 600 cargo test --features mpi --lib oob::mpi
 # Every step of the example is bounded (60 s); this bounds the whole run as well.
 timeout 600 mpirun "${flags[@]}" -n "$ranks" target/release/examples/allreduce_mpi "$@" </dev/null

@@ -117,15 +117,22 @@ impl Oob for MpiOob {
         let count = c_int::try_from(data.len()).map_err(|_| too_big())?;
         let total = data.len().checked_mul(self.size as usize).filter(|&t| c_int::try_from(t).is_ok());
         let total = total.ok_or_else(too_big)?;
+        // Both buffers are at least a byte long, so they are two distinct heap allocations even
+        // for an empty exchange: two empty boxes share one dangling address, and MPI rejects a
+        // send buffer that is the receive buffer (MPI_ERR_ARG: that is MPI_IN_PLACE's job).
+        let mut send = Vec::with_capacity(data.len().max(1));
+        send.extend_from_slice(data);
+        send.resize(data.len().max(1), 0);
         let mut req = Box::new(MpiRequest {
             // SAFETY: reading an `extern` static the MPI binding initializes at load time.
             raw: unsafe { ffi::RSMPI_REQUEST_NULL },
-            send: data.to_vec().into_boxed_slice(),
-            recv: vec![0u8; total].into_boxed_slice(),
+            send: send.into_boxed_slice(),
+            recv: vec![0u8; total.max(1)].into_boxed_slice(),
+            total,
             state: State::Running,
         });
         // SAFETY: both buffers are heap allocations owned by the request, which never frees
-        // them while MPI may use them (see `Drop`); their lengths are `count` and
+        // them while MPI may use them (see `Drop`); they hold at least `count` and
         // `count × size` bytes as declared; the communicator is live (owned by `self`); the
         // request handle is a valid out-pointer.
         let rc = unsafe {
@@ -161,6 +168,8 @@ struct MpiRequest {
     raw: ffi::MPI_Request,
     send: Box<[u8]>,
     recv: Box<[u8]>,
+    /// The result's length (`recv` may be longer by one byte, see `allgather`).
+    total: usize,
     state: State,
 }
 
@@ -179,7 +188,9 @@ impl OobRequest for MpiRequest {
             return Ok(None);
         }
         self.state = State::Done;
-        Ok(Some(std::mem::take(&mut self.recv).into_vec()))
+        let mut all = std::mem::take(&mut self.recv).into_vec();
+        all.truncate(self.total);
+        Ok(Some(all))
     }
 }
 
@@ -193,5 +204,42 @@ impl Drop for MpiRequest {
             std::mem::forget(std::mem::take(&mut self.send));
             std::mem::forget(std::mem::take(&mut self.recv));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MPI can be initialized once per process, so this is the one test that does it: as a
+    /// singleton (no `mpirun`: a world of one rank). `scripts/mpi.sh` runs it; the job with
+    /// four ranks is `examples/allreduce_mpi`, which the same script runs under `mpirun`.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls into the MPI library")]
+    fn a_singleton_world_gathers_itself_from_an_executor_like_thread() {
+        let (universe, level) = mpi::initialize_with_threading(Threading::Serialized).expect("MPI initializes once");
+        assert!(!matches!(level, Threading::Single | Threading::Funneled), "Open MPI offers {level:?}");
+        // Not MPI's main thread, as an executor thread is not: Serialized allows it, and the
+        // main thread makes no MPI call meanwhile (it waits in join).
+        std::thread::spawn(|| {
+            let oob = MpiOob::new(&SimpleCommunicator::world()).unwrap();
+            assert_eq!((oob.rank(), oob.size()), (0, 1));
+            for data in [Vec::new(), b"abc".to_vec(), vec![7u8; 300_000]] {
+                let mut req = oob.allgather(&data).unwrap();
+                let all = loop {
+                    if let Some(all) = req.test().unwrap() {
+                        break all;
+                    }
+                };
+                assert_eq!(all, data);
+                assert_eq!(req.test().unwrap_err().kind(), ErrorKind::BadState, "a request completes once");
+            }
+            // A request dropped before its test: MPI may still own its buffers; dropping must
+            // neither free them under MPI nor block.
+            drop(oob.allgather(b"dropped").unwrap());
+        })
+        .join()
+        .unwrap();
+        drop(universe);
     }
 }
