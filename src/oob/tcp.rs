@@ -20,6 +20,11 @@ pub const OOB_ADDR_ENV: &str = "ASYNC_DOCA_OOB_ADDR";
 /// are star-shaped through rank 0 (see the [module docs](super)), with Nagle's delay off:
 /// the exchanges are small and every one waits on a round trip.
 ///
+/// The rendezvous is not authenticated (neither are MPI launchers' own): a hello with a magic,
+/// the rank and the size keeps out strangers and mistakes, not attackers. Use it on the job's
+/// own network, as the bytes exchanged (RDMA connection blobs, buffer descriptors with their
+/// keys) grant access to registered memory.
+///
 /// When rank 0 should pick a free port itself (tests, or a launcher that reads it back),
 /// bind with [`TcpRendezvous::bind`] on port 0, hand [`TcpRendezvous::local_addr`] to the
 /// others, then [`TcpRendezvous::accept`].
