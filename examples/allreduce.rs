@@ -2,7 +2,7 @@
 //!
 //! `--procs N` processes (default 4; this one is rank 0 and starts the others) each start a
 //! UROM worker with the `worker_coll` plugin and form a UROM domain with their registered
-//! memory (`SocketOob` rendezvous on a Unix socket), and also a host-only communicator
+//! memory (`UnixOob` rendezvous on a Unix socket), and also a host-only communicator
 //! (`HostComm`: the same algorithms run by the processes themselves over RDMA). Then, for every
 //! size of `--sizes` (elements of f64; default 1, 8, 64, 512, 4096, 32768, 262144), each
 //! process runs `--iters` allreduce sums (default 20) in each mode, checks every element of
@@ -27,7 +27,8 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
-use async_doca::urom::{Domain, SocketOob, Worker, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
+use async_doca::oob::{UnixOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
+use async_doca::urom::{Domain, Worker};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result, Runtime};
 
 #[path = "common/urom.rs"]
@@ -229,12 +230,11 @@ fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_o
         let mem = dev.alloc(2 * max * 8, access)?;
         // Both rendezvous block until every process arrived (bounded by LIMIT).
         let oob =
-            SocketOob::connect(domain_oob, rank, s.procs, LIMIT).map_err(|e| e.context_prefix("meet the others"))?;
+            UnixOob::connect(domain_oob, rank, s.procs, LIMIT).map_err(|e| e.context_prefix("meet the others"))?;
         let domain =
             step("start the domain", LIMIT, Domain::builder(oob).worker(&worker).buffer(&mem).timeout(LIMIT).start())
                 .await?;
-        let oob =
-            SocketOob::connect(host_oob, rank, s.procs, LIMIT).map_err(|e| e.context_prefix("meet the others"))?;
+        let oob = UnixOob::connect(host_oob, rank, s.procs, LIMIT).map_err(|e| e.context_prefix("meet the others"))?;
         let comm = step("build the host communicator", LIMIT, HostComm::builder(&dev, oob).build()).await?;
 
         let mut results = Vec::new();

@@ -5,7 +5,7 @@
 //! its setup travel in environment variables). Each process starts one `worker_sandbox`
 //! worker on the same UROM service, with the id convention of DOCA's sample,
 //! `task_id << 32 | rank` (the task id is the first process's pid). The two processes then
-//! form a UROM domain, meeting at a Unix socket (`SocketOob`), through which the workers learn
+//! form a UROM domain, meeting at a Unix socket (`UnixOob`), through which the workers learn
 //! each other's addresses. Then `--iters N` rounds (default 1000): rank 0's worker sends
 //! "ping i" under tag 1 to rank 1's worker and receives "pong i" under tag 2; rank 1 does the
 //! mirror. Every message is checked. Rank 0 prints the median and 99th percentile round trip
@@ -25,8 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+use async_doca::oob::{UnixOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::urom::plugin::samples::sandbox;
-use async_doca::urom::{Domain, SocketOob, Worker, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
+use async_doca::urom::{Domain, Worker};
 use async_doca::{CpuSet, Device, Error, ErrorKind, Result, Runtime};
 
 #[path = "common/urom.rs"]
@@ -169,7 +170,7 @@ fn member(rank: u32, task_id: u64, iters: u64, addr: &ServiceAddr, oob: &Path) -
 
         // Blocks until both processes are at the rendezvous (bounded by LIMIT); nothing else
         // runs on this executor meanwhile.
-        let rendezvous = SocketOob::connect(oob, rank, 2, LIMIT)
+        let rendezvous = UnixOob::connect(oob, rank, 2, LIMIT)
             .map_err(|e| e.context_prefix("meet the other process (is it alive?)"))?;
         let domain = step("start the domain", LIMIT, Domain::builder(rendezvous).worker(&worker).start()).await?;
 

@@ -21,16 +21,39 @@ elif command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 
 else
   echo "setup: no UCX headers and apt-get is not usable here (not Debian, or no root): C UROM plugins build with doca_urom_plugin.h's own list instead of UCX's" >&2
 fi
-# `scripts/setup.sh --ucx`: also UCX's benchmark (Debian's ucx-utils), for
-# `cargo run --release -- perf --anchor ucx`; without it that anchor is skipped with a message.
-if [ "${1:-}" = "--ucx" ]; then
-  if command -v ucx_perftest >/dev/null 2>&1; then
-    :
-  elif command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
-    $SUDO apt-get install -y ucx-utils || { $SUDO apt-get update && $SUDO apt-get install -y ucx-utils; } ||
-      echo "setup: installing ucx-utils failed: perf --anchor ucx will be skipped" >&2
+# Optional extras, by flag (any order, several at once):
+#   --ucx  UCX's benchmark (Debian's ucx-utils), for `cargo run --release -- perf --anchor ucx`;
+#          without it that anchor is skipped with a message.
+#   --mpi  Open MPI (libopenmpi-dev, openmpi-bin) and what the `mpi` crate's build needs
+#          (libclang-dev for its binding generator, pkg-config to find the library), for the
+#          feature `mpi` and `scripts/mpi.sh`. The default build and tests need none of it.
+apt_install() {
+  # apt_install WHAT PACKAGE...: installs with apt-get (updating the lists once if the first
+  # try fails); says what will not work when it cannot.
+  local what=$1; shift
+  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then
+    local SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "$@" ||
+      { $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "$@"; } ||
+      echo "setup: installing $* failed: $what" >&2
   else
-    echo "setup: ucx_perftest is missing and apt-get is not usable here: perf --anchor ucx will be skipped" >&2
+    echo "setup: $* missing and apt-get is not usable here (not Debian, or no root): $what" >&2
   fi
-fi
+}
+for flag in "$@"; do
+  case "$flag" in
+    --ucx)
+      command -v ucx_perftest >/dev/null 2>&1 || apt_install "perf --anchor ucx will be skipped" ucx-utils
+      ;;
+    --mpi)
+      mpi_pkgs=(libopenmpi-dev openmpi-bin libclang-dev pkg-config)
+      if ! dpkg -s "${mpi_pkgs[@]}" >/dev/null 2>&1; then
+        apt_install "the feature mpi and scripts/mpi.sh will not build" "${mpi_pkgs[@]}"
+      fi
+      ;;
+    *)
+      echo "setup: unknown flag $flag (known: --ucx, --mpi)" >&2
+      exit 2
+      ;;
+  esac
+done

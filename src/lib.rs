@@ -38,6 +38,7 @@ pub mod drom;
 pub mod error;
 pub mod executor;
 pub mod mem;
+pub mod oob;
 pub mod rdma;
 pub mod sync_event;
 #[cfg(feature = "tokio")]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_doca::coll::{Element, HostComm, ReduceOp, TypedBuf};
+use async_doca::oob::{InProcessOob, UnixOob};
 use async_doca::time::timeout;
-use async_doca::urom::{InProcessOob, SocketOob};
 use async_doca::{Access, Device, Error, ErrorKind, IdleMode, Result, Runtime};
 
 mod common;
@@ -506,9 +506,9 @@ fn spawn_members(n: usize, mode: &str) -> Procs {
     for rank in 0..n {
         let child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child_member", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(async_doca::urom::OOB_PATH_ENV, &socket)
-            .env(async_doca::urom::OOB_RANK_ENV, rank.to_string())
-            .env(async_doca::urom::OOB_SIZE_ENV, n.to_string())
+            .env(async_doca::oob::OOB_PATH_ENV, &socket)
+            .env(async_doca::oob::OOB_RANK_ENV, rank.to_string())
+            .env(async_doca::oob::OOB_SIZE_ENV, n.to_string())
             .env(MODE_ENV, mode)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -599,7 +599,7 @@ fn a_killed_process_fails_every_other_member() {
 #[ignore = "started by the cross-process tests as one of their members"]
 fn child_member() {
     let mode = std::env::var(MODE_ENV).expect("started by a cross-process test");
-    let oob = SocketOob::from_env(LIMIT).unwrap();
+    let oob = UnixOob::from_env(LIMIT).unwrap();
     runtime()
         .block_on(async {
             let dev = Device::open_default()?;

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use async_doca::oob::UnixOob;
 use async_doca::time::timeout;
-use async_doca::urom::{Domain, Service, SocketOob, Worker};
+use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{spawn_local, Device, Error, ErrorKind, Result, Runtime};
 use common::urom::{alive, cpus_allowed, Daemon, TempDir};
 use common::Reap;
@@ -312,7 +313,7 @@ fn domain_member(socket: &Path, oob_path: &Path, rank: u32, base: u64) -> Result
         let svc = bounded(Service::builder(&dev).socket_path(socket).connect()).await??;
         let id = svc.plugin(sandbox::PLUGIN_NAME)?.id;
         let w = bounded(Worker::builder(&svc).id(base + rank as u64).plugin_ids(id).start()).await??;
-        let oob = SocketOob::connect(oob_path, rank, 2, LIMIT)?;
+        let oob = UnixOob::connect(oob_path, rank, 2, LIMIT)?;
         let domain = bounded(Domain::builder(oob).worker(&w).start()).await??;
         assert_eq!((domain.rank(), domain.size()), (rank, 2));
         assert_eq!(domain.members(), [vec![base], vec![base + 1]], "every member's workers, by rank");
@@ -349,7 +350,7 @@ fn domain_across_two_processes_runs_the_sandbox_ping_pong() {
         Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "domain_child", "--ignored", "--nocapture", "--test-threads=1"])
             .env(SOCKET_ENV, &d.socket)
-            .env(async_doca::urom::OOB_PATH_ENV, &oob)
+            .env(async_doca::oob::OOB_PATH_ENV, &oob)
             .env(BASE_ENV, base.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -366,7 +367,7 @@ fn domain_across_two_processes_runs_the_sandbox_ping_pong() {
 #[ignore = "started by domain_across_two_processes_runs_the_sandbox_ping_pong as the other member"]
 fn domain_child() {
     let socket = PathBuf::from(std::env::var(SOCKET_ENV).expect("started by the parent test"));
-    let oob = PathBuf::from(std::env::var(async_doca::urom::OOB_PATH_ENV).unwrap());
+    let oob = PathBuf::from(std::env::var(async_doca::oob::OOB_PATH_ENV).unwrap());
     let base: u64 = std::env::var(BASE_ENV).unwrap().parse().unwrap();
     domain_member(&socket, &oob, 1, base).unwrap();
 }

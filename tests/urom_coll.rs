@@ -1,6 +1,6 @@
 //! Offloaded collectives end to end on the soft provider: a real `async-doca urom-service`
 //! daemon with its built-in `worker_coll`, one worker process per member, members that are
-//! threads of this process (`InProcessOob`) or separate processes (`SocketOob`), results
+//! threads of this process (`InProcessOob`) or separate processes (`UnixOob`), results
 //! checked against a reference computed here.
 //!
 //! Every test starts its own daemon and ends with [`Daemon::stop`], which checks that the
@@ -14,8 +14,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use async_doca::coll::{Element, ReduceOp, TypedBuf};
+use async_doca::oob::{InProcessOob, Oob, UnixOob};
 use async_doca::time::timeout;
-use async_doca::urom::{Domain, InProcessOob, Oob, Service, SocketOob, Worker};
+use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{Access, Device, Error, ErrorKind, Memory, Result, Runtime};
 use common::urom::Daemon;
 use common::Reap;
@@ -422,7 +423,7 @@ const ROLE_ENV: &str = "ASYNC_DOCA_TEST_COLL_ROLE";
 /// One process member: an allreduce that must work, then (the victim) SIGKILL itself while
 /// the others run a second allreduce, or (a survivor) expect that allreduce and a later
 /// barrier to fail with `ConnectionLost`.
-fn process_member(socket: &Path, oob: SocketOob, sync: SocketOob, victim: bool) -> Result<()> {
+fn process_member(socket: &Path, oob: UnixOob, sync: UnixOob, victim: bool) -> Result<()> {
     let rank = oob.rank();
     let sync = std::rc::Rc::new(sync);
     let run = body(move |dom, mem, _| {
@@ -480,9 +481,9 @@ fn a_member_killed_mid_collective_fails_every_other_member() {
                     .args(["--exact", "coll_member_child", "--ignored", "--nocapture", "--test-threads=1"])
                     .env(SOCKET_ENV, &d.socket)
                     .env(ROLE_ENV, role)
-                    .env(async_doca::urom::OOB_PATH_ENV, &oob)
-                    .env(async_doca::urom::OOB_RANK_ENV, rank.to_string())
-                    .env(async_doca::urom::OOB_SIZE_ENV, N.to_string())
+                    .env(async_doca::oob::OOB_PATH_ENV, &oob)
+                    .env(async_doca::oob::OOB_RANK_ENV, rank.to_string())
+                    .env(async_doca::oob::OOB_SIZE_ENV, N.to_string())
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .spawn()
@@ -491,8 +492,8 @@ fn a_member_killed_mid_collective_fails_every_other_member() {
         })
         .collect();
     let sync = sync_path(&oob);
-    let oob = SocketOob::connect(&oob, 0, N, LIMIT).unwrap();
-    let sync = SocketOob::connect(&sync, 0, N, LIMIT).unwrap();
+    let oob = UnixOob::connect(&oob, 0, N, LIMIT).unwrap();
+    let sync = UnixOob::connect(&sync, 0, N, LIMIT).unwrap();
     process_member(&d.socket, oob, sync, false).unwrap();
     for (rank, mut c) in (1..N).zip(children) {
         let status = c.0.take().unwrap().wait().unwrap();
@@ -511,8 +512,8 @@ fn a_member_killed_mid_collective_fails_every_other_member() {
 fn coll_member_child() {
     let socket = PathBuf::from(std::env::var(SOCKET_ENV).expect("started by the parent test"));
     let victim = std::env::var(ROLE_ENV).as_deref() == Ok("victim");
-    let oob = SocketOob::from_env(LIMIT).unwrap();
-    let path = PathBuf::from(std::env::var_os(async_doca::urom::OOB_PATH_ENV).unwrap());
-    let sync = SocketOob::connect(sync_path(&path), oob.rank(), oob.size(), LIMIT).unwrap();
+    let oob = UnixOob::from_env(LIMIT).unwrap();
+    let path = PathBuf::from(std::env::var_os(async_doca::oob::OOB_PATH_ENV).unwrap());
+    let sync = UnixOob::connect(sync_path(&path), oob.rank(), oob.size(), LIMIT).unwrap();
     process_member(&socket, oob, sync, victim).unwrap();
 }

@@ -14,8 +14,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::executor::signal::{Notify, ResultCell};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
+use crate::oob::{drive_allgather, Oob};
 use crate::rdma::{ConnId, Connection, PendingConnection, Rdma};
-use crate::urom::{drive_allgather, Oob};
 use crate::Device;
 
 /// Default payload bytes per RDMA message ([`HostCommBuilder::chunk_bytes`]).

@@ -18,7 +18,7 @@
 //!
 //! - **Communicator.** [`HostComm::builder`]`(&dev, oob).build().await` is collective: every
 //!   member creates one RDMA context on its current executor and exports one connection per
-//!   peer; the blobs travel through the [`Oob`](crate::urom::Oob) allgather (driven without
+//!   peer; the blobs travel through the [`Oob`](crate::oob::Oob) allgather (driven without
 //!   blocking, bounded by a timeout), and each member connects its connection for peer `j`
 //!   with `j`'s blob for it: a full mesh of reliable connections. A `HostComm` and its
 //!   futures are `!Send` and belong to that executor.
@@ -57,10 +57,10 @@
 //!
 //! ```
 //! use async_doca::coll::{HostComm, ReduceOp, TypedBuf};
-//! use async_doca::urom::InProcessOob;
+//! use async_doca::oob::InProcessOob;
 //! use async_doca::{Access, Device, Runtime};
 //!
-//! // Two members, each on its own thread and executor; normally two processes (SocketOob).
+//! // Two members, each on its own thread and executor; normally two processes (UnixOob, TcpOob, MpiOob).
 //! let threads: Vec<_> = InProcessOob::group(2)
 //!     .into_iter()
 //!     .map(|oob| {
@@ -194,5 +194,7 @@ macro_rules! forward_collectives {
     };
 }
 
+// Each implementation sits with its type: the offloaded one in `urom::coll`, so this module
+// imports nothing from `urom` (which builds on it).
+pub(crate) use forward_collectives;
 forward_collectives!(HostComm);
-forward_collectives!(crate::urom::Domain);

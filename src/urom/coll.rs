@@ -512,14 +512,15 @@ impl Domain {
     /// ```no_run
     /// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
     /// use async_doca::coll::{ReduceOp, TypedBuf};
-    /// use async_doca::urom::{Domain, Service, SocketOob, Worker};
+    /// use async_doca::oob::UnixOob;
+    /// use async_doca::urom::{Domain, Service, Worker};
     /// use async_doca::Access;
     /// let dev = async_doca::Device::open_default()?;
     /// let svc = Service::connect(&dev).await?;
     /// let worker = Worker::builder(&svc).plugin("worker_coll").start().await?;
     /// // The workers read sources and write destinations: register the memory with the domain.
     /// let mem = dev.alloc(2 * 1024 * 8, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
-    /// let oob = SocketOob::from_env(std::time::Duration::from_secs(30))?;
+    /// let oob = UnixOob::from_env(std::time::Duration::from_secs(30))?;
     /// let domain = Domain::builder(oob).worker(&worker).buffer(&mem).start().await?;
     /// let mut src = TypedBuf::<f64>::new(&mem, 0..1024)?;
     /// let mut dst = TypedBuf::<f64>::new(&mem, 1024..2048)?;
@@ -587,3 +588,6 @@ impl Domain {
         self.coll().map_or(0, Offload::outstanding)
     }
 }
+
+// `Domain` is one of the two implementations of `coll::Collectives` (with `HostComm`).
+crate::coll::forward_collectives!(Domain);

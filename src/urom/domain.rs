@@ -9,26 +9,27 @@ use std::time::{Duration, Instant};
 use doca_urom_coll::proto as coll_proto;
 
 use super::coll::Offload;
-use super::oob::{drive_allgather, Oob, OobRequest};
 use super::worker::Worker;
 use crate::coll::Tuning;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::Context;
 use crate::mem::Memory;
+use crate::oob::{drive_allgather, Oob, OobRequest};
 use crate::sys;
 
 /// Configures and starts a [`Domain`].
 ///
 /// ```no_run
 /// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
-/// use async_doca::urom::{Domain, Service, SocketOob, Worker};
+/// use async_doca::oob::UnixOob;
+/// use async_doca::urom::{Domain, Service, Worker};
 /// use async_doca::Access;
 /// let dev = async_doca::Device::open_default()?;
 /// let svc = Service::connect(&dev).await?;
 /// let worker = Worker::builder(&svc).plugin("worker_sandbox").start().await?;
 /// let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
 /// // Rank, size and rendezvous socket from ASYNC_DOCA_OOB_{RANK,SIZE,PATH}.
-/// let oob = SocketOob::from_env(std::time::Duration::from_secs(30))?;
+/// let oob = UnixOob::from_env(std::time::Duration::from_secs(30))?;
 /// let domain = Domain::builder(oob).worker(&worker).buffer(&mem).start().await?;
 /// println!("domain of {} members", domain.size());
 /// # Ok::<(), async_doca::Error>(()) })?;

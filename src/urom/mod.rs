@@ -12,7 +12,7 @@
 //!   ([`Worker::command`]): bytes packed in a plugin's format, answered by the plugin's
 //!   **notification**. Commands are DOCA tasks; each resolves a future;
 //! * a **domain** ([`Domain`]) groups the workers of the processes of one parallel application
-//!   (like an MPI communicator). Starting it runs an out-of-band allgather ([`Oob`]) through
+//!   (like an MPI communicator). Starting it runs an out-of-band allgather ([`Oob`](crate::oob::Oob)) through
 //!   which every worker learns the others' addresses and every member's registered buffers, so
 //!   plugins can talk to each other and reach host memory directly.
 //!
@@ -42,7 +42,6 @@ pub mod coll;
 #[cfg(feature = "soft")]
 pub mod daemon;
 mod domain;
-mod oob;
 mod service;
 mod sink;
 mod worker;
@@ -50,7 +49,5 @@ mod worker;
 /// The plugin SDK: write UROM worker plugins in safe Rust (re-export of `doca-urom-plugin`).
 pub use doca_urom_plugin as plugin;
 pub use domain::{Domain, DomainBuilder, DEFAULT_DOMAIN_TIMEOUT};
-pub(crate) use oob::drive_allgather;
-pub use oob::{InProcessOob, Oob, OobRequest, SocketOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 pub use service::{PluginInfo, Service, ServiceBuilder};
 pub use worker::{Worker, WorkerBuilder, DEFAULT_MAX_INFLIGHT};

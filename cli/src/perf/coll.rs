@@ -5,7 +5,7 @@
 //!
 //! `procs` members (default 2 and 4; `--procs N` for others) are this process (rank 0, which
 //! measures and reports) and `N - 1` `perf-peer` processes it starts; they meet at a Unix
-//! socket (`SocketOob`, rank and size in the environment) and use a private UROM service with
+//! socket (`UnixOob`, rank and size in the environment) and use a private UROM service with
 //! the built-in plugins. Each member runs on a one-CPU runtime in adaptive idle mode whatever
 //! `--idle` says (members that poll would starve the workers on a machine with fewer CPUs than
 //! processes). Where the members and their workers run: see `placement`. Sizes are bytes of
@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
-use async_doca::urom::{Domain, Service, SocketOob, Worker, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
+use async_doca::oob::{UnixOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
+use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result};
 
 use super::cpu::runtime;
@@ -155,13 +156,13 @@ fn member(test: Test, p: &Params, rank: u32, socket: &Path, oob: &Path) -> Resul
             Mode::Offload => {
                 let svc = Service::builder(&dev).socket_path(&socket).connect().await?;
                 let worker = Worker::builder(&svc).plugin("worker_coll").cpuset(worker_cpus).start().await?;
-                let rendezvous = SocketOob::connect(&oob, rank, p.procs, PEER_TIMEOUT)?;
+                let rendezvous = UnixOob::connect(&oob, rank, p.procs, PEER_TIMEOUT)?;
                 let domain =
                     Domain::builder(rendezvous).worker(&worker).buffer(&mem).timeout(PEER_TIMEOUT).start().await?;
                 Group::Offload { domain, worker }
             }
             Mode::Host => {
-                let rendezvous = SocketOob::connect(&oob, rank, p.procs, PEER_TIMEOUT)?;
+                let rendezvous = UnixOob::connect(&oob, rank, p.procs, PEER_TIMEOUT)?;
                 Group::Host(HostComm::builder(&dev, rendezvous).setup_timeout(PEER_TIMEOUT).build().await?)
             }
             other => {
