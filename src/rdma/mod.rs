@@ -103,6 +103,8 @@
 
 mod cm;
 pub use cm::{ConnectionRequest, Listener};
+pub mod stream;
+pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
