@@ -644,6 +644,11 @@ impl Shared {
                 return Poll::Ready(Ok(()));
             }
             if let Some(e) = &st.error {
+                // A peer that finished its side and then closed the connection needs no FIN
+                // of ours (TCP's shutdown succeeds then too); nothing of ours was lost.
+                if st.fin_received && st.pending.is_none() && e.kind() == ErrorKind::ConnectionLost {
+                    return Poll::Ready(Ok(()));
+                }
                 return Poll::Ready(Err(io_err(e)));
             }
             st.shutdown = true;

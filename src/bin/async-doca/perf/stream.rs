@@ -146,9 +146,10 @@ fn run_rdma(test: Test, p: Params) -> Result<Report> {
         let s = RdmaStream::connect(&dev, ([127, 0, 0, 1], port).into()).await?;
         side_a(test, p, s).await
     })?;
-    let report = rt.block_on(client)??;
-    rt.block_on(server)??;
-    Ok(report)
+    // Both sides' results, the server's error first: a failing B makes A fail too.
+    let (report, served) = (rt.block_on(client)?, rt.block_on(server)?);
+    served.map_err(|e| e.context_prefix("side B"))?;
+    report
 }
 
 fn run_tcp(test: Test, p: Params) -> Result<Report> {
