@@ -157,6 +157,7 @@ async fn read_half(s: std::rc::Rc<RdmaStream>, seed: u64) -> Result<usize> {
 
 /// Through tokio's traits (what hyper uses via TokioIo), with small chunks so that many
 /// messages and credit rounds happen.
+#[cfg(feature = "tokio")]
 #[test]
 fn tokio_traits_echo_with_small_chunks() {
     use tokio::io::AsyncWriteExt as _;

@@ -19,7 +19,7 @@
 //! * **Shutdown.** [`poll_shutdown`](tokio::io::AsyncWrite::poll_shutdown) sends what is
 //!   buffered, then a `FIN`: the peer reads the data, then EOF. A peer that goes away without
 //!   a `FIN` makes pending and later reads and writes fail with
-//!   [`ErrorKind::ConnectionLost`](crate::ErrorKind::ConnectionLost) (the `io::Error`'s inner
+//!   [`ErrorKind::ConnectionLost`] (the `io::Error`'s inner
 //!   error is the crate's [`Error`]).
 //! * **Copies.** The traits lend the caller's bytes only for the duration of one `poll_*`
 //!   call, while DOCA needs registered memory that stays put until the operation completes:
