@@ -429,3 +429,78 @@ fn stream_over_a_blob_connection() {
     })
     .unwrap();
 }
+
+/// The environment variable that makes this test binary the peer process of
+/// `a_killed_peer_fails_pending_reads_and_writes` (the port to connect to).
+const PEER_ENV: &str = "RDMA_STREAM_TEST_PEER_PORT";
+
+/// The peer process: connects, writes a greeting, then never reads and waits to be killed.
+#[test]
+#[ignore = "started by a_killed_peer_fails_pending_reads_and_writes"]
+fn stream_peer_process() {
+    let Some(port) = std::env::var(PEER_ENV).ok().and_then(|p| p.parse::<u16>().ok()) else { return };
+    let r = rt().block_on(async move {
+        let dev = Device::open_default()?;
+        let mut c = RdmaStream::connect(&dev, ([127, 0, 0, 1], port).into()).await?;
+        c.write_all(b"hello from the peer").await.map_err(io)?;
+        c.flush().await.map_err(io)?;
+        // Bounded, should the parent fail to kill us.
+        async_doca::time::sleep(LIMIT).await;
+        Ok::<_, Error>(())
+    });
+    std::process::exit(i32::from(r.is_err()));
+}
+
+/// A peer process killed (SIGKILL, no FIN, no disconnect) while our read waits and our write
+/// is held back by its full buffers: both fail with ConnectionLost, neither hangs.
+#[test]
+fn a_killed_peer_fails_pending_reads_and_writes() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let l = listen(&dev, 1, StreamConfig::default()).await;
+        let mut child = std::process::Command::new(std::env::current_exe().expect("own executable"))
+            .args(["--exact", "stream_peer_process", "--ignored", "--nocapture", "--test-threads=1", "-q"])
+            .env(PEER_ENV, l.port().to_string())
+            .spawn()
+            .expect("start the peer process");
+        let result = async {
+            let s = std::rc::Rc::new(bounded(l.accept()).await??);
+            let mut hello = [0u8; 19];
+            bounded(Half(s.clone()).read_exact(&mut hello)).await?.map_err(io)?;
+            assert_eq!(&hello, b"hello from the peer");
+            let reader = spawn_local({
+                let s = s.clone();
+                async move {
+                    let mut b = [0u8; 16];
+                    std::future::poll_fn(|cx| s.poll_read_bytes(cx, &mut b)).await
+                }
+            });
+            let writer = spawn_local({
+                let s = s.clone();
+                async move {
+                    let chunk = vec![1u8; 64 * 1024];
+                    let mut h = Half(s);
+                    loop {
+                        h.write_all(&chunk).await?;
+                    }
+                    #[allow(unreachable_code)]
+                    Ok::<(), std::io::Error>(())
+                }
+            });
+            for _ in 0..100 {
+                async_doca::executor::yield_now().await;
+            }
+            child.kill().expect("kill the peer");
+            let r = bounded(reader).await??.unwrap_err();
+            assert_eq!(kind_of(&r), Some(ErrorKind::ConnectionLost), "{r}");
+            let w = bounded(writer).await??.unwrap_err();
+            assert_eq!(kind_of(&w), Some(ErrorKind::ConnectionLost), "{w}");
+            Ok::<_, Error>(())
+        }
+        .await;
+        let _ = child.kill();
+        let _ = child.wait();
+        result
+    })
+    .unwrap();
+}
