@@ -519,7 +519,16 @@ async fn rdma_accept_loop(
         tokio::select! {
             _ = &mut stop => break,
             accepted = listener.accept() => {
-                let Ok(stream) = accepted else { continue };
+                let stream = match accepted {
+                    Ok(s) => s,
+                    // A client that went away during its handshake: serve the next one.
+                    Err(e) if e.kind() == ErrorKind::ConnectionLost => continue,
+                    // The listener's context failed: nothing more will be accepted.
+                    Err(e) => {
+                        eprintln!("tokio_kv: RDMA listener: {e}");
+                        break;
+                    }
+                };
                 let kv = kv.clone();
                 connections.spawn_local(async move {
                     let service = hyper::service::service_fn(move |req| {
