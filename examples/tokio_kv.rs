@@ -27,6 +27,14 @@
 //! It prints `KV-LISTEN <addr>` once it accepts connections (so `--listen 127.0.0.1:0`
 //! works), and stops on SIGINT/SIGTERM, or on end of stdin with `--exit-on-stdin-eof`; it
 //! then stops the memory server and waits for it.
+//!
+//! With `--rdma`, hyper serves HTTP over RDMA instead of TCP: `--listen` is then the RDMA
+//! connection-management address, and every client connection is an
+//! [`RdmaStream`](async_doca::rdma::RdmaStream) (wrapped in hyper-util's `TokioIo`, like a
+//! `TcpStream`). The streams live on one thread that runs a current-thread tokio runtime
+//! with the async-doca driver ([`run_local`](async_doca::tokio::run_local)); each connection
+//! is a `spawn_local` task there, and its handlers reach the store through the bridge like the
+//! TCP ones. Clients connect with `RdmaStream::connect` (see `tests/tokio_kv.rs`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -36,7 +44,7 @@ use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_doca::rdma::{Connection, Rdma};
+use async_doca::rdma::{Connection, Rdma, RdmaStreamListener, StreamConfig};
 use async_doca::tokio::{Bridge, Pinned};
 use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result, Runtime};
 use http_body_util::{BodyExt, Full, Limited};
@@ -52,6 +60,15 @@ pub const SLOTS: usize = 256;
 const MAX_IN_FLIGHT: usize = 64;
 /// How long either process waits for the other during setup and shutdown.
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Stream parameters of the HTTP-over-RDMA mode: requests and answers are small (values
+/// are at most `SLOT_SIZE`), so 16 KiB messages and a few buffers per connection suffice.
+pub fn rdma_stream_config() -> StreamConfig {
+    StreamConfig::default().chunk_size(16 * 1024).recv_buffers(8).send_buffers(4)
+}
+/// Connections the RDMA listener's context keeps open at the same time (its
+/// `max_num_connections`; a closed connection frees its place).
+const MAX_RDMA_CONNECTIONS: u16 = 256;
 
 const BLOBS_TAG: &str = "KV-BLOBS";
 const LISTEN_TAG: &str = "KV-LISTEN";
@@ -318,6 +335,7 @@ impl Drop for MemoryServer {
 fn http_server(args: &[String], myself: &dyn Fn(&[&str]) -> Command) -> Result<()> {
     let mut listen: SocketAddr = "127.0.0.1:8080".parse().expect("valid");
     let mut exit_on_eof = false;
+    let mut rdma = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -328,6 +346,7 @@ fn http_server(args: &[String], myself: &dyn Fn(&[&str]) -> Command) -> Result<(
                     .ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "--listen needs host:port"))?;
             }
             "--exit-on-stdin-eof" => exit_on_eof = true,
+            "--rdma" => rdma = true,
             other => return Err(Error::new(ErrorKind::InvalidArgument, format!("unknown argument {other:?}"))),
         }
     }
@@ -379,6 +398,10 @@ fn http_server(args: &[String], myself: &dyn Fn(&[&str]) -> Command) -> Result<(
             index: Mutex::new(Index { keys: HashMap::new(), free: (0..SLOTS).rev().collect() }),
             slots: (0..SLOTS).map(|_| Arc::new(RwLock::new(None))).collect(),
         });
+        if rdma {
+            serve_rdma(listen, kv, exit_on_eof).await?;
+            return Ok::<_, Error>(child_in);
+        }
         let listener =
             tokio::net::TcpListener::bind(listen).await.map_err(|e| Error::os(e, "bind the HTTP listener"))?;
         let addr = listener.local_addr().map_err(|e| Error::os(e, "listener address"))?;
@@ -404,35 +427,128 @@ fn http_server(args: &[String], myself: &dyn Fn(&[&str]) -> Command) -> Result<(
     stopped
 }
 
-/// Accepts connections until a stop signal (or the end of stdin, if asked).
-async fn serve(listener: tokio::net::TcpListener, kv: Arc<Kv>, exit_on_eof: bool) {
-    let stop = async {
-        let eof = async {
-            if exit_on_eof {
-                let _ = tokio::task::spawn_blocking(|| {
-                    let mut sink = Vec::new();
-                    let _ = std::io::copy(&mut std::io::stdin(), &mut sink);
-                })
-                .await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        };
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let terminated = async {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = eof => {}
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminated => {}
+/// Completes on a stop signal (or the end of stdin, if asked).
+async fn stop_signal(exit_on_eof: bool) {
+    let eof = async {
+        if exit_on_eof {
+            let _ = tokio::task::spawn_blocking(|| {
+                let mut sink = Vec::new();
+                let _ = std::io::copy(&mut std::io::stdin(), &mut sink);
+            })
+            .await;
+        } else {
+            std::future::pending::<()>().await;
         }
     };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = eof => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminated => {}
+    }
+}
+
+/// HTTP over RDMA: a thread of its own runs the RDMA listener and every connection (DOCA
+/// objects stay on the thread that made them) under the async-doca driver in a
+/// current-thread tokio runtime; this task waits for the stop signal and then stops it.
+async fn serve_rdma(listen: SocketAddr, kv: Arc<Kv>, exit_on_eof: bool) -> Result<()> {
+    let (port_tx, port_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || -> Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::os(e, "build the RDMA thread's tokio runtime"))?;
+        let local = tokio::task::LocalSet::new();
+        rt.block_on(local.run_until(async_doca::tokio::run_local(rdma_accept_loop(listen, kv, port_tx, stop_rx))))?
+    });
+    let port = port_rx.await.map_err(|_| Error::new(ErrorKind::Other, "the RDMA listener did not start"));
+    if let Ok(port) = port {
+        println!("{LISTEN_TAG} {}", SocketAddr::new(listen.ip(), port));
+        let _ = std::io::stdout().flush();
+        stop_signal(exit_on_eof).await;
+    }
+    let _ = stop_tx.send(());
+    let joined = tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .map_err(|_| Error::new(ErrorKind::Other, "join the RDMA thread"))?;
+    joined.unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "the RDMA thread panicked")))?;
+    port.map(drop)
+}
+
+/// Binds the RDMA listener (a free port for port 0), reports the port, and serves each
+/// accepted stream with hyper until `stop` fires.
+async fn rdma_accept_loop(
+    listen: SocketAddr,
+    kv: Arc<Kv>,
+    port_tx: tokio::sync::oneshot::Sender<u16>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> Result<()> {
+    let dev = Device::open_default()?;
+    let cfg = rdma_stream_config();
+    let mut listener = None;
+    for _ in 0..20 {
+        let port = match listen.port() {
+            0 => std::net::TcpListener::bind((listen.ip(), 0))
+                .and_then(|l| l.local_addr())
+                .map_err(|e| Error::os(e, "find a free port"))?
+                .port(),
+            p => p,
+        };
+        match RdmaStreamListener::bind_with(&dev, port, MAX_RDMA_CONNECTIONS, cfg).await {
+            Ok(l) => {
+                listener = Some(l);
+                break;
+            }
+            Err(e) if listen.port() != 0 => return Err(e),
+            Err(_) => continue,
+        }
+    }
+    let listener = listener.ok_or_else(|| Error::new(ErrorKind::ResourceExhausted, "no free port for RDMA"))?;
+    let _ = port_tx.send(listener.port());
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok(s) => s,
+                    // A client that went away during its handshake: serve the next one.
+                    Err(e) if e.kind() == ErrorKind::ConnectionLost => continue,
+                    // The listener's context failed: nothing more will be accepted.
+                    Err(e) => {
+                        eprintln!("tokio_kv: RDMA listener: {e}");
+                        break;
+                    }
+                };
+                let kv = kv.clone();
+                connections.spawn_local(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let kv = kv.clone();
+                        async move { Ok::<_, std::convert::Infallible>(kv.handle(req).await) }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+                });
+            }
+        }
+    }
+    // Connections still open end with the service (their streams close).
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// Accepts connections until a stop signal (or the end of stdin, if asked).
+async fn serve(listener: tokio::net::TcpListener, kv: Arc<Kv>, exit_on_eof: bool) {
+    let stop = stop_signal(exit_on_eof);
     tokio::pin!(stop);
     loop {
         tokio::select! {

@@ -1,7 +1,8 @@
 //! The `tokio_kv` example end to end: the HTTP process and its memory server as two real
 //! processes (this test binary started again in each role), driven over 127.0.0.1 on an
 //! ephemeral port by a real HTTP client (hyper) with many concurrent requests, every value
-//! checked; then both processes are shut down and must exit 0.
+//! checked; then both processes are shut down and must exit 0. Twice: HTTP over TCP, and
+//! HTTP over RDMA (`--rdma`: hyper on both sides over `RdmaStream`s).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -9,6 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use std::future::Future;
+
+use async_doca::rdma::RdmaStream;
+use async_doca::Device;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
@@ -57,11 +62,21 @@ impl Drop for Reap {
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
-async fn client(addr: SocketAddr) -> Sender {
+async fn tcp_client(addr: SocketAddr) -> Sender {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("handshake");
-    tokio::spawn(conn);
+    tokio::task::spawn_local(conn);
+    sender
+}
+
+/// A client over RDMA: its own context and stream, hyper over `TokioIo<RdmaStream>`.
+async fn rdma_client(addr: SocketAddr) -> Sender {
+    let dev = Device::open_default().expect("device");
+    let stream = RdmaStream::connect_with(&dev, addr, kv::rdma_stream_config()).await.expect("rdma connect");
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("handshake");
+    tokio::task::spawn_local(conn);
     sender
 }
 
@@ -85,15 +100,11 @@ fn value(task: usize, round: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + task * 13 + round) as u8).collect()
 }
 
-#[test]
-fn http_clients_read_and_write_values_through_rdma() {
-    let mut proc = myself(&["--listen", "127.0.0.1:0", "--exit-on-stdin-eof"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the HTTP process");
-    let (stdin, stdout) = (proc.stdin.take(), proc.stdout.take().expect("piped"));
-    let mut proc = Reap(Some(proc));
+/// Starts the HTTP process with `args`; returns it, its stdin and the address it listens on.
+fn start(args: &[&str]) -> (Reap, std::process::ChildStdin, SocketAddr) {
+    let mut proc = myself(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("start the HTTP process");
+    let (stdin, stdout) = (proc.stdin.take().expect("piped"), proc.stdout.take().expect("piped"));
+    let proc = Reap(Some(proc));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -104,15 +115,46 @@ fn http_clients_read_and_write_values_through_rdma() {
         }
     });
     let addr: SocketAddr = rx.recv_timeout(LIMIT).expect("the service listens").parse().expect("an address");
+    (proc, stdin, addr)
+}
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(async {
+#[test]
+fn http_clients_read_and_write_values_through_rdma() {
+    let (proc, stdin, addr) = start(&["--listen", "127.0.0.1:0", "--exit-on-stdin-eof"]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, workload(move || tcp_client(addr)));
+    drop(rt);
+    finish(proc, stdin);
+}
+
+/// The same over RDMA: the service's hyper serves `RdmaStream`s, the clients' hyper runs over
+/// `RdmaStream`s too (on this thread, under the async-doca driver inside tokio).
+#[test]
+fn http_over_rdma_streams() {
+    let (proc, stdin, addr) = start(&["--rdma", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    tokio::task::LocalSet::new()
+        .block_on(&rt, async_doca::tokio::run_local(workload(move || rdma_client(addr))))
+        .expect("the driver ran");
+    drop(rt);
+    finish(proc, stdin);
+}
+
+/// The requests of both tests: many concurrent clients (tasks of this thread), each on its
+/// own connection made by `connect`.
+async fn workload<C, F>(connect: C)
+where
+    C: Fn() -> F + Clone + 'static,
+    F: Future<Output = Sender> + 'static,
+{
+    {
         tokio::time::timeout(LIMIT, async {
             // 32 clients at once, each on its own connection: put, get, overwrite, get.
             let tasks: Vec<_> = (0..32)
                 .map(|t| {
-                    tokio::spawn(async move {
-                        let mut s = client(addr).await;
+                    let connect = connect.clone();
+                    tokio::task::spawn_local(async move {
+                        let mut s = connect().await;
                         let key = format!("key{t}");
                         for round in 0..4 {
                             let v = value(t, round);
@@ -131,13 +173,13 @@ fn http_clients_read_and_write_values_through_rdma() {
             // One key overwritten by some clients while others read it: every read returns
             // one whole written value, never a mix.
             let shared: Vec<Vec<u8>> = (0..8).map(|r| vec![r as u8 + 1; 1000 + r * 300]).collect();
-            let mut s = client(addr).await;
+            let mut s = connect().await;
             assert_eq!(request(&mut s, "PUT", "shared", shared[0].clone()).await.0, StatusCode::NO_CONTENT);
             let mut tasks = Vec::new();
             for w in 0..4 {
-                let shared = shared.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut s = client(addr).await;
+                let (shared, connect) = (shared.clone(), connect.clone());
+                tasks.push(tokio::task::spawn_local(async move {
+                    let mut s = connect().await;
                     for r in 0..8 {
                         let v = shared[(w + r) % shared.len()].clone();
                         assert_eq!(request(&mut s, "PUT", "shared", v).await.0, StatusCode::NO_CONTENT);
@@ -145,9 +187,9 @@ fn http_clients_read_and_write_values_through_rdma() {
                 }));
             }
             for _ in 0..8 {
-                let shared = shared.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut s = client(addr).await;
+                let (shared, connect) = (shared.clone(), connect.clone());
+                tasks.push(tokio::task::spawn_local(async move {
+                    let mut s = connect().await;
                     for _ in 0..8 {
                         let (status, got) = request(&mut s, "GET", "shared", Vec::new()).await;
                         assert_eq!(status, StatusCode::OK);
@@ -170,9 +212,11 @@ fn http_clients_read_and_write_values_through_rdma() {
         })
         .await
         .expect("the requests finished in time");
-    });
-    drop(rt);
+    }
+}
 
+/// Shuts the HTTP process down and checks its exit status.
+fn finish(mut proc: Reap, stdin: std::process::ChildStdin) {
     // Shut down: the end of its stdin stops the service, which stops its memory server
     // and exits 0 only if that one exited 0 too.
     drop(stdin);

@@ -107,6 +107,8 @@ mod cm;
 pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
 pub use pipeline::Pipeline;
+pub mod stream;
+pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
 
 use std::fmt;
 use std::rc::Rc;

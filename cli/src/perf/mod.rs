@@ -52,6 +52,8 @@ mod raw;
 mod raw_comch;
 mod raw_rdma;
 mod rdma;
+#[cfg(feature = "tokio")]
+mod stream;
 mod sync_event;
 #[cfg(feature = "tokio")]
 mod tokio;
@@ -72,6 +74,9 @@ pub enum Mode {
     /// `async_doca::tokio::Bridge`.
     #[cfg(feature = "tokio")]
     TokioHandle,
+    /// Tokio's `TcpStream` over loopback (the reference of the `stream_*` tests).
+    #[cfg(feature = "tokio")]
+    Tcp,
     /// Collectives run by the UROM workers of a domain.
     Offload,
     /// Collectives run by the host processes themselves (the baseline of `offload`).
@@ -87,6 +92,8 @@ impl Mode {
             Mode::Tokio => "tokio",
             #[cfg(feature = "tokio")]
             Mode::TokioHandle => "tokio-handle",
+            #[cfg(feature = "tokio")]
+            Mode::Tcp => "tcp",
             Mode::Offload => "offload",
             Mode::Host => "host",
         }
@@ -468,6 +475,28 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: cm::run_remote_add,
         about: "remote-net sync event notify_add through an RDMA connection: completion latency (full round trip)",
+    },
+    #[cfg(feature = "tokio")]
+    TestDef {
+        name: "stream_bw",
+        modes: &[Mode::Async, Mode::Tcp],
+        procs: &[1],
+        sizes: &[65_536, 1 << 20],
+        sized: true,
+        iters: 20_000,
+        run: |p| stream::run(stream::Test::Bw, p),
+        about: "byte stream throughput: rdma::RdmaStream (async) next to tokio's TcpStream over loopback (tcp)",
+    },
+    #[cfg(feature = "tokio")]
+    TestDef {
+        name: "stream_lat",
+        modes: &[Mode::Async, Mode::Tcp],
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| stream::run(stream::Test::Lat, p),
+        about: "byte stream ping-pong (half round trip): RdmaStream (async) next to TcpStream (tcp)",
     },
     TestDef {
         name: "memcpy_bw",

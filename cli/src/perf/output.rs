@@ -56,7 +56,7 @@ pub fn print_table(reports: &[Report]) {
     // Each mode against the one it is built on, measured side by side in this run; the UCX
     // anchor (`perf --anchor ucx`) against both of ours.
     for (mode, base) in
-        [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async"), ("raw", "ucx"), ("async", "ucx")]
+        [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async"), ("raw", "ucx"), ("async", "ucx"), ("async", "tcp")]
     {
         let mut printed_header = false;
         for r in reports.iter().filter(|r| r.mode == mode) {
