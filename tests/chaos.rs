@@ -253,6 +253,12 @@ fn explained(e: &Error) -> bool {
     matches!(e.kind(), ErrorKind::ConnectionLost | ErrorKind::Cancelled | ErrorKind::BadState)
 }
 
+impl AsRef<Log> for Worker {
+    fn as_ref(&self) -> &Log {
+        &self.log
+    }
+}
+
 impl Worker {
     /// Runs `op` bounded by `OP_LIMIT`; `None` if it failed (with an explained error: the
     /// peer is marked broken) — anything else is a violation.
@@ -663,7 +669,8 @@ fn child_main(spec: &str) {
         // collectives every child runs in the same order.
         let urom_cmds = {
             let (ch, u, r) = (ch.clone(), urom.clone(), rng.fork(0xC0DE));
-            spawn_local(async move { u.commands(&ch.log, r, ch.deadline).await })
+            let deadline = ch.deadline;
+            spawn_local(async move { u.commands(ch, r, deadline).await })
         };
         let urom_colls = {
             let (ch, u, r) = (ch.clone(), urom.clone(), rng.fork(0xC011));

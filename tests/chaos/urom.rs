@@ -18,9 +18,11 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use async_doca::coll::{ReduceOp, TypedBuf};
+use async_doca::spawn_local;
 use async_doca::time::{sleep, timeout};
 use async_doca::urom::plugin::samples::graph;
 use async_doca::urom::{Domain, Service, SocketOob, Worker};
@@ -30,6 +32,8 @@ use super::{explained, violation, Log, Rng, OP_LIMIT};
 
 /// Largest collective, in `i64` elements per member.
 const MAX_COUNT: usize = 512;
+/// Commands a worker takes at once (its task pool): small, so bursts exhaust it.
+const MAX_INFLIGHT: u32 = 4;
 /// How long the setup waits for the other members and the daemon.
 const SETUP: Duration = Duration::from_secs(60);
 
@@ -54,8 +58,11 @@ pub struct Urom {
 pub async fn setup(dev: &Device, socket: &Path, oob: &Path, me: usize, n: usize) -> Result<Urom, Error> {
     let svc = timeout(SETUP, Service::builder(dev).socket_path(socket).connect()).await??;
     let graph = svc.plugin(graph::PLUGIN_NAME)?.id;
-    let worker =
-        timeout(SETUP, Worker::builder(&svc).plugin(graph::PLUGIN_NAME).plugin("worker_coll").start()).await??;
+    let worker = timeout(
+        SETUP,
+        Worker::builder(&svc).plugin(graph::PLUGIN_NAME).plugin("worker_coll").max_inflight(MAX_INFLIGHT).start(),
+    )
+    .await??;
     let mem = dev.alloc(2 * n * MAX_COUNT * 8, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
     // The rendezvous blocks this thread until every member arrived: nothing else runs yet.
     let oob = SocketOob::connect(oob, me as u32, n as u32, SETUP)?;
@@ -96,7 +103,9 @@ impl Urom {
                 Ok(Err(e)) => violation(log, format!("connecting to the UROM daemon failed: {e}")),
             },
         };
-        match timeout(OP_LIMIT, Worker::builder(&svc).plugin(graph::PLUGIN_NAME).start()).await {
+        match timeout(OP_LIMIT, Worker::builder(&svc).plugin(graph::PLUGIN_NAME).max_inflight(MAX_INFLIGHT).start())
+            .await
+        {
             Err(_) => violation(log, "starting a UROM worker hung".into()),
             Ok(Ok(w)) => {
                 log.line("UW");
@@ -143,13 +152,31 @@ impl Urom {
     }
 
     /// Commands until `deadline`, reconnecting after failures. Returns the number issued.
-    pub async fn commands(&self, log: &Log, mut rng: Rng, deadline: Instant) -> u64 {
+    /// Now and then a burst far beyond the worker's in-flight limit exhausts its task pool:
+    /// the commands wait for a free task, none fails for it.
+    pub async fn commands<L: AsRef<Log> + 'static>(self: Rc<Self>, log: Rc<L>, mut rng: Rng, deadline: Instant) -> u64 {
         let mut ops = 0;
         while Instant::now() < deadline {
-            if self.worker.borrow().is_none() && !self.reconnect(log).await {
+            if self.worker.borrow().is_none() && !self.reconnect((*log).as_ref()).await {
                 sleep(Duration::from_millis(20)).await;
                 continue;
             }
+            if rng.chance(20) {
+                let n = rng.range(4 * MAX_INFLIGHT as u64, 16 * MAX_INFLIGHT as u64);
+                (*log).as_ref().line(format!("FAULT urom-burst {n}"));
+                let burst: Vec<_> = (0..n)
+                    .map(|_| {
+                        let (u, log, v) = (self.clone(), log.clone(), rng.next());
+                        spawn_local(async move { u.command((*log).as_ref(), v, None).await })
+                    })
+                    .collect();
+                for b in burst {
+                    b.await.unwrap_or_else(|e| violation((*log).as_ref(), format!("a UROM burst task failed: {e}")));
+                }
+                ops += n;
+                continue;
+            }
+            let log = (*log).as_ref();
             let drop_after = match rng.below(100) {
                 0..=2 => Some(Duration::from_micros(rng.below(2000))),
                 _ => None,
