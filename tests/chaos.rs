@@ -23,6 +23,13 @@
 //! | a context stopped mid-flight (`Rdma::restart` with operations in flight) | the child |
 //! | futures dropped in flight (zero timeout) and timeouts firing (short timeouts) | the child |
 //! | task-pool exhaustion (bursts far deeper than tiny pools) | the child |
+//! | the UROM daemon crashed (SIGKILL) and restarted on its socket | the controller |
+//! | a UROM worker killed (SIGKILL) | the controller |
+//! | UROM commands dropped in flight, bursts beyond a worker's in-flight limit | the child |
+//! | the DROM mask of one child changed (CPU 0, 1 or both, synchronously) | the controller |
+//!
+//! Each child also has a UROM worker and joins a domain of all the children, and sends
+//! commands and runs collectives while the RDMA traffic runs (see `chaos/urom.rs`).
 //!
 //! At the end each surviving child stops issuing, sends an END message on each connection,
 //! receives until it saw both ENDs of every peer (or the peer's connection broke), dumps the
@@ -46,8 +53,14 @@
 //! * a read returns the target's bytes (checked by the child at once);
 //! * errors are of the kinds a fault explains (connection lost, cancelled, bad state), and
 //!   every operation resolves within a bound (no hang), every process reports in time;
+//! * UROM: a command's answer carries the value sent, a completed collective's result is the
+//!   reference, failures are `ConnectionLost` (or another error a fault explains), and after
+//!   the traffic every survivor gets a command answered again;
+//! * a DROM mask change acknowledged by the registry is applied to the executor's thread;
 //! * after the round: no child process left, no abstract socket of a child left, nothing in
-//!   `/dev/shm` named after a child, the controller's fd count flat.
+//!   `/dev/shm` named after a child, the controller's fd count flat, no task left allocated
+//!   in a child once its contexts are gone (doca-soft's count), each child's resident memory
+//!   steady over its traffic, the UROM daemon stopped cleanly with no worker left.
 //!
 //! Default mode: a few rounds, well under two minutes. `ASYNC_DOCA_CHAOS_MINUTES=M` with the
 //! ignored test `chaos_soak` (`scripts/soak.sh M`) runs rounds for M minutes.
