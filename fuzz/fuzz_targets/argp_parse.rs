@@ -233,7 +233,7 @@ fn check(program: &Scope, specs: &[Spec], args: &[String], dpdk: bool) {
         Err(f) => {
             assert!(
                 [DOCA_ERROR_INVALID_VALUE, DOCA_ERROR_NOT_SUPPORTED, DOCA_ERROR_IO_FAILED].contains(&f.err),
-                "failure code {} for {args:?}: {}",
+                "failure code {:?} for {args:?}: {}",
                 f.err,
                 f.msg
             );
