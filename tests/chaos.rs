@@ -1200,6 +1200,15 @@ fn chaos_recheck() {
     assert!(errs.is_empty(), "{}", errs.join("\n"));
 }
 
+/// Removes a round's DROM registry (its `/dev/shm` file) when the round ends, however.
+struct RemoveRegistry(String);
+
+impl Drop for RemoveRegistry {
+    fn drop(&mut self) {
+        let _ = async_doca::drom::Registry::remove(&self.0);
+    }
+}
+
 /// The CPU lists the threads of `pid` may run on.
 fn threads_allowed(pid: i32) -> Vec<async_doca::CpuSet> {
     let mut out = Vec::new();
@@ -1287,6 +1296,8 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
     let drom_child =
         two.is_subset(&async_doca::CpuSet::current_affinity().unwrap()).then(|| rng.below(n as u64) as usize);
     let drom_key = format!("chaos-{}-{index}", std::process::id());
+    // The registry file goes with the round, a failing one too.
+    let _registry = drom_child.map(|_| RemoveRegistry(drom_key.clone()));
     if let Some(d) = drom_child {
         for _ in 0..rng.range(1, 4) {
             schedule.push((rng.range(0, op_ms * 9 / 10), Fault::Mask(d, rng.below(3) as u8)));
@@ -1492,9 +1503,6 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
     }
     drop(procs);
     errs.extend(daemon.stop());
-    if drom_child.is_some() {
-        let _ = async_doca::drom::Registry::remove(&drom_key);
-    }
     for l in &logs {
         t.urom_commands += l.urom_done;
         t.collectives += l.colls_done;
