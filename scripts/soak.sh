@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The chaos harness (tests/chaos.rs) for as long as asked: rounds of N processes doing random
-# RDMA and sync-event traffic under faults, every invariant checked after each round; then
-# the links harness (tests/chaos_links.rs: connection setup, remote events, DMA, Comch) for
-# as long again.
+# RDMA, sync-event and UROM traffic (commands, collectives) under faults (kills, freezes, ctx
+# restarts, UROM daemon crashes and worker kills, DROM mask changes), every invariant checked
+# after each round; then the links harness (tests/chaos_links.rs: connection setup, remote
+# events, DMA, Comch) for as long again.
 #   scripts/soak.sh MINUTES [PROCS]
 # ASYNC_DOCA_CHAOS_SEED=S (ASYNC_DOCA_LINKS_SEED=S) repeats a run. Runs at the lowest CPU priority (the machine may be
 # shared); prints the figures (rounds, operations, faults, checks) as it goes and at the end,

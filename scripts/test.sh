@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 cargo test --workspace
 
 # The chaos harness ran above in the debug build (tests/chaos.rs: processes killed, frozen,
-# contexts restarted, futures dropped, all under random RDMA and sync-event traffic, every
-# invariant checked from the logs); once more optimised, where the timing differs.
+# contexts restarted, futures dropped, the UROM daemon crashed and workers killed, DROM masks
+# moved, all under random RDMA, sync-event and UROM traffic, every invariant checked from the
+# logs); once more optimised, where the timing differs.
 # `scripts/soak.sh MINUTES` runs it for longer.
 cargo test --release --test chaos
 # The same for the links between programs (tests/chaos_links.rs: connection setup by

@@ -23,6 +23,13 @@
 //! | a context stopped mid-flight (`Rdma::restart` with operations in flight) | the child |
 //! | futures dropped in flight (zero timeout) and timeouts firing (short timeouts) | the child |
 //! | task-pool exhaustion (bursts far deeper than tiny pools) | the child |
+//! | the UROM daemon crashed (SIGKILL) and restarted on its socket | the controller |
+//! | a UROM worker killed (SIGKILL) | the controller |
+//! | UROM commands dropped in flight, bursts beyond a worker's in-flight limit | the child |
+//! | the DROM mask of one child changed (CPU 0, 1 or both, synchronously) | the controller |
+//!
+//! Each child also has a UROM worker and joins a domain of all the children, and sends
+//! commands and runs collectives while the RDMA traffic runs (see `chaos/urom.rs`).
 //!
 //! At the end each surviving child stops issuing, sends an END message on each connection,
 //! receives until it saw both ENDs of every peer (or the peer's connection broke), dumps the
@@ -46,8 +53,14 @@
 //! * a read returns the target's bytes (checked by the child at once);
 //! * errors are of the kinds a fault explains (connection lost, cancelled, bad state), and
 //!   every operation resolves within a bound (no hang), every process reports in time;
+//! * UROM: a command's answer carries the value sent, a completed collective's result is the
+//!   reference, failures are `ConnectionLost` (or another error a fault explains), and after
+//!   the traffic every survivor gets a command answered again;
+//! * a DROM mask change acknowledged by the registry is applied to the executor's thread;
 //! * after the round: no child process left, no abstract socket of a child left, nothing in
-//!   `/dev/shm` named after a child, the controller's fd count flat.
+//!   `/dev/shm` named after a child, the controller's fd count flat, no task left allocated
+//!   in a child once its contexts are gone (doca-soft's count), each child's resident memory
+//!   steady over its traffic, the UROM daemon stopped cleanly with no worker left.
 //!
 //! Default mode: a few rounds, well under two minutes. `ASYNC_DOCA_CHAOS_MINUTES=M` with the
 //! ignored test `chaos_soak` (`scripts/soak.sh M`) runs rounds for M minutes.
@@ -71,11 +84,15 @@ use async_doca::time::{sleep, timeout};
 use async_doca::{spawn_local, Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Runtime};
 
 mod common;
+// A crate root's modules resolve next to it (tests/), where urom.rs is another test.
+#[path = "chaos/urom.rs"]
+mod urom;
 use common::{hex, unhex};
 
 // ---- shared layout and helpers ----
 
-/// Environment of a child: "index nprocs seed dir op_ms".
+/// Environment of a child: "index nprocs seed dir op_ms shared_seed urom_socket drom_key" (`-`
+/// for no DROM registration).
 const CHILD_ENV: &str = "ASYNC_DOCA_CHAOS_CHILD";
 /// Prefix of every line a child prints for the controller (libtest may print before it).
 const TAG: &str = "CHAOS ";
@@ -247,6 +264,12 @@ struct Worker {
 /// cancelled (our own restart flushed it), bad state (the context was in the error state).
 fn explained(e: &Error) -> bool {
     matches!(e.kind(), ErrorKind::ConnectionLost | ErrorKind::Cancelled | ErrorKind::BadState)
+}
+
+impl AsRef<Log> for Worker {
+    fn as_ref(&self) -> &Log {
+        &self.log
+    }
 }
 
 impl Worker {
@@ -454,6 +477,24 @@ async fn recv_loop(ch: Rc<Worker>, p: Rc<Peer>) {
     }
 }
 
+/// Tasks allocated and not freed in this process, over every context (doca-soft's counter).
+fn allocated_tasks() -> usize {
+    let mut n = 0usize;
+    // SAFETY: a plain query writing one usize to a valid out-pointer.
+    let rc = unsafe { async_doca::sys::doca_soft_get_num_allocated_tasks(&mut n) };
+    assert_eq!(rc, async_doca::sys::DOCA_SUCCESS);
+    n
+}
+
+/// This process's resident set (`VmRSS` of `/proc/self/status`), in KiB.
+fn vm_rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
@@ -477,11 +518,18 @@ fn child_main(spec: &str) {
         PathBuf::from(f[3]),
         f[4].parse().unwrap(),
     );
+    let (shared_seed, urom_socket, drom_key): (u64, PathBuf, Option<&str>) =
+        (f[5].parse().unwrap(), PathBuf::from(f[6]), Some(f[7]).filter(|k| *k != "-"));
     let log = Log(RefCell::new(
         std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("log-{me}"))).unwrap(),
     ));
     let mut rng = Rng(seed ^ (me as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
-    let rt = Runtime::builder().cpus(format!("{}", me % 2).parse().unwrap()).build().unwrap();
+    let mut rt = Runtime::builder().cpus(format!("{}", me % 2).parse().unwrap());
+    if let Some(key) = drom_key {
+        // The controller moves this process's CPUs at random moments (DROM mask changes).
+        rt = rt.drom(async_doca::drom::Options::new(key));
+    }
+    let rt = rt.build().unwrap();
     rt.block_on(async move {
         let dev = Device::open_default()?;
         let stdout = std::io::stdout();
@@ -515,6 +563,10 @@ fn child_main(spec: &str) {
             .unwrap();
             mine.push((p, rdma, [p0, p1], mem));
         }
+        // UROM: a worker, and the domain of every child (before any fault).
+        let urom = urom::setup(&dev, &urom_socket, &dir.join("oob.sock"), me, n)
+            .await
+            .unwrap_or_else(|e| violation(&log, format!("UROM setup failed: {e}")));
         writeln!(stdout.lock(), "{TAG}READY").unwrap();
         let mut stdin = std::io::stdin().lock();
         let mut blobs: HashMap<usize, Vec<Vec<u8>>> = HashMap::new();
@@ -569,6 +621,7 @@ fn child_main(spec: &str) {
             }));
         }
         let fds_start = fd_count();
+        let urom = Rc::new(urom);
         let ch = Rc::new(Worker {
             me,
             dev: dev.clone(),
@@ -625,6 +678,27 @@ fn child_main(spec: &str) {
                 }
             })
         });
+        // UROM: loopback commands (reconnecting after a dead worker or daemon), and the
+        // collectives every child runs in the same order.
+        let urom_cmds = {
+            let (ch, u, r) = (ch.clone(), urom.clone(), rng.fork(0xC0DE));
+            let deadline = ch.deadline;
+            spawn_local(async move { u.commands(ch, r, deadline).await })
+        };
+        let urom_colls = {
+            let (ch, u, r) = (ch.clone(), urom.clone(), rng.fork(0xC011));
+            spawn_local(async move { u.collectives(&ch.log, Rng(shared_seed), r, op_ms).await })
+        };
+        // Resident memory, eight times over the traffic (checked for steady growth).
+        let rss = {
+            let ch = ch.clone();
+            spawn_local(async move {
+                while Instant::now() < ch.deadline {
+                    ch.log.line(format!("RSS {}", vm_rss_kib()));
+                    sleep(Duration::from_millis(op_ms / 8)).await;
+                }
+            })
+        };
         // Workers: per connection, a random depth of them.
         let mut workers = Vec::new();
         for p in &ch.peers {
@@ -676,6 +750,11 @@ fn child_main(spec: &str) {
             r.await.unwrap_or_else(|e| violation(&ch.log, format!("the restart task failed: {e}")));
         }
         waiter.await.unwrap_or_else(|e| violation(&ch.log, format!("the waiter failed: {e}")));
+        ops += urom_cmds.await.unwrap_or_else(|e| violation(&ch.log, format!("the UROM commands failed: {e}")));
+        ops += urom_colls.await.unwrap_or_else(|e| violation(&ch.log, format!("the collectives failed: {e}")));
+        rss.await.unwrap_or_else(|e| violation(&ch.log, format!("the RSS sampler failed: {e}")));
+        // After every fault of the round, UROM works again.
+        urom.works_again(&ch.log, rng.fork(0xA6A1)).await;
         ch.log.line(format!("OPS {ops}"));
         // END on both connections of every peer still usable.
         for p in &ch.peers {
@@ -745,6 +824,28 @@ fn child_main(spec: &str) {
             std::fs::write(dir.join(format!("mem-{me}-{p}")), mem.buf().to_vec()).unwrap();
         }
         ch.log.line(format!("EV {}", ev.get().await?));
+        // Everything goes: then no task may be left allocated anywhere in the provider.
+        // Cancelled tasks drop their futures on their next turn of the executor.
+        let until = Instant::now() + Duration::from_secs(5);
+        while Rc::strong_count(&ch) > 1 && Instant::now() < until {
+            sleep(Duration::from_millis(5)).await;
+        }
+        let (nch, npeers) = (Rc::strong_count(&ch), ch.peers.iter().map(Rc::strong_count).collect::<Vec<_>>());
+        let log =
+            Rc::try_unwrap(ch).unwrap_or_else(|_| panic!("the worker state is still shared: {nch} {npeers:?}")).log;
+        let urom = Rc::try_unwrap(urom).unwrap_or_else(|_| panic!("the UROM state is still shared"));
+        urom.finish(&log).await;
+        drop(ev);
+        drop(unconnected);
+        let until = Instant::now() + Duration::from_secs(20);
+        let left = loop {
+            let n = allocated_tasks();
+            if n == 0 || Instant::now() > until {
+                break n;
+            }
+            sleep(Duration::from_millis(10)).await;
+        };
+        log.line(format!("TASKS {left}"));
         Ok::<_, Error>(())
     })
     .unwrap();
@@ -766,6 +867,12 @@ fn chaos_child() {
 enum Fault {
     Kill(usize),
     Freeze(usize, u64),
+    /// The UROM daemon killed (SIGKILL) and started again after this many ms.
+    CrashDaemon(u64),
+    /// One UROM worker killed (SIGKILL), picked by this number among the live ones.
+    KillWorker(u64),
+    /// The DROM child's mask set to CPU 0, CPU 1 or both (0, 1, 2), synchronously.
+    Mask(usize, u8),
 }
 
 /// The controller's side of one child process.
@@ -803,6 +910,13 @@ struct Totals {
     dropped: u64,
     strict_pairs: u64,
     relaxed_pairs: u64,
+    urom_commands: u64,
+    collectives: u64,
+    urom_failures: u64,
+    daemon_crashes: u64,
+    worker_kills: u64,
+    mask_changes: u64,
+    mask_changes_refused: u64,
 }
 
 /// Everything a child's log says about one peer, from either side.
@@ -830,6 +944,15 @@ struct ChildLog {
     about: HashMap<usize, Facts>,
     ev: Option<u64>,
     ops: u64,
+    /// UROM: commands answered, collectives completed, failures, worked again at the end.
+    urom_done: u64,
+    colls_done: u64,
+    urom_failures: u64,
+    urom_ok: bool,
+    /// Tasks still allocated after everything was dropped.
+    tasks_left: Option<u64>,
+    /// `VmRSS` samples (KiB) over the traffic.
+    rss: Vec<u64>,
     faults: Vec<String>,
     violations: Vec<String>,
 }
@@ -846,8 +969,17 @@ fn parse_log(path: &Path) -> ChildLog {
             out.ev = Some(num(1));
             continue;
         }
-        if w[0] == "OPS" {
-            out.ops = num(1);
+        match w[0] {
+            "OPS" => out.ops = num(1),
+            "UD" => out.urom_done += 1,
+            "KD" => out.colls_done += 1,
+            "UERR" | "KERR" => out.urom_failures += 1,
+            "UOK" => out.urom_ok = true,
+            "TASKS" => out.tasks_left = Some(num(1)),
+            "RSS" => out.rss.push(num(1)),
+            _ => {}
+        }
+        if matches!(w[0], "OPS" | "UD" | "KD" | "UERR" | "KERR" | "UOK" | "TASKS" | "RSS" | "UW" | "US" | "KS") {
             continue;
         }
         if w[0] == "FAULT" {
@@ -1029,8 +1161,31 @@ fn check_round(dir: &Path, killed: &[bool], t: &mut Totals) -> (Vec<ChildLog>, V
             ));
         }
         t.checks += 1 + done;
+        // After every fault, UROM worked again; nothing stayed allocated; memory steady.
+        let l = &logs[o];
+        if !l.urom_ok {
+            errs.push(format!("{o}: UROM did not work again after the round's faults"));
+        }
+        if l.tasks_left != Some(0) {
+            errs.push(format!("{o}: {:?} tasks left allocated after every context was gone", l.tasks_left));
+        }
+        if let Some(e) = rss_growth(&l.rss) {
+            errs.push(format!("{o}: {e}"));
+        }
+        t.checks += 3 + l.urom_done + l.colls_done;
     }
     (logs, errs)
+}
+
+/// Resident memory must level off: after a warm-up (the first quarter of the samples), a
+/// rise at every sample that adds up to more than `RSS_BOUND_KIB` is a leak.
+fn rss_growth(samples: &[u64]) -> Option<String> {
+    const RSS_BOUND_KIB: u64 = 16 * 1024;
+    let steady = &samples[samples.len() / 4..];
+    let (first, last) = (*steady.first()?, *steady.last()?);
+    let rising = steady.windows(2).all(|w| w[1] > w[0]);
+    (steady.len() >= 3 && rising && last - first > RSS_BOUND_KIB)
+        .then(|| format!("VmRSS grew at every sample, {first} to {last} KiB: {samples:?}"))
 }
 
 /// Checks the kept logs of a round again: `ASYNC_DOCA_CHAOS_RECHECK=DIR` (the processes
@@ -1043,6 +1198,29 @@ fn chaos_recheck() {
     let killed: Vec<bool> = (0..n).map(|i| parse_log(&dir.join(format!("log-{i}"))).ev.is_none()).collect();
     let (_, errs) = check_round(&dir, &killed, &mut Totals::default());
     assert!(errs.is_empty(), "{}", errs.join("\n"));
+}
+
+/// Removes a round's DROM registry (its `/dev/shm` file) when the round ends, however.
+struct RemoveRegistry(String);
+
+impl Drop for RemoveRegistry {
+    fn drop(&mut self) {
+        let _ = async_doca::drom::Registry::remove(&self.0);
+    }
+}
+
+/// The CPU lists the threads of `pid` may run on.
+fn threads_allowed(pid: i32) -> Vec<async_doca::CpuSet> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let s = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        if let Some(l) = s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) {
+            if let Ok(c) = l.trim().parse() {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 fn alive_pids_of(parent: u32) -> Vec<u32> {
@@ -1103,6 +1281,28 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
     for _ in 0..rng.below(4) {
         schedule.push((rng.range(0, op_ms * 9 / 10), Fault::Freeze(rng.below(n as u64) as usize, rng.range(5, 300))));
     }
+    // UROM: the daemon crashes (and comes back) in a quarter of the rounds, workers die.
+    if rng.chance(250) {
+        schedule.push((rng.range(op_ms / 10, op_ms * 8 / 10), Fault::CrashDaemon(rng.range(10, 500))));
+    }
+    // A dead worker breaks the domain for every member: in a third of the rounds, so that
+    // collectives also run long stretches undisturbed.
+    if rng.chance(330) {
+        schedule.push((rng.range(op_ms / 10, op_ms * 9 / 10), Fault::KillWorker(rng.next())));
+    }
+    // DROM: one child follows a registry; its mask moves a few times (when the machine has
+    // the two CPUs the masks use).
+    let two: async_doca::CpuSet = "0-1".parse().unwrap();
+    let drom_child =
+        two.is_subset(&async_doca::CpuSet::current_affinity().unwrap()).then(|| rng.below(n as u64) as usize);
+    let drom_key = format!("chaos-{}-{index}", std::process::id());
+    // The registry file goes with the round, a failing one too.
+    let _registry = drom_child.map(|_| RemoveRegistry(drom_key.clone()));
+    if let Some(d) = drom_child {
+        for _ in 0..rng.range(1, 4) {
+            schedule.push((rng.range(0, op_ms * 9 / 10), Fault::Mask(d, rng.below(3) as u8)));
+        }
+    }
     schedule.sort_by_key(|f| f.0);
     let describe = |logs: &[ChildLog]| {
         let mut s = format!("round {index} (seed {seed}, {n} processes, {op_ms} ms), controller faults:");
@@ -1120,6 +1320,8 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
         s
     };
 
+    let mut daemon = urom::Daemon::start(&dir).map_err(|e| format!("{}: {e}", describe(&[])))?;
+    let shared_seed = rng.next();
     let (tx, rx) = mpsc::channel::<(usize, Option<String>)>();
     let mut procs = Vec::new();
     let mut readers = Vec::new();
@@ -1127,7 +1329,16 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
         let err = std::fs::File::create(dir.join(format!("err-{i}"))).unwrap();
         let mut c = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "chaos_child", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{i} {n} {} {} {op_ms}", rng.next(), dir.display()))
+            .env(
+                CHILD_ENV,
+                format!(
+                    "{i} {n} {} {} {op_ms} {shared_seed} {} {}",
+                    rng.next(),
+                    dir.display(),
+                    daemon.socket.display(),
+                    if drom_child == Some(i) { drom_key.as_str() } else { "-" }
+                ),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(err)
@@ -1197,6 +1408,41 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
                 t.freezes += 1;
             }
             Fault::Freeze(..) => {}
+            Fault::CrashDaemon(down) => {
+                daemon.crash_and_restart(Duration::from_millis(down)).map_err(|e| format!("{}: {e}", describe(&[])))?;
+                t.daemon_crashes += 1;
+            }
+            Fault::KillWorker(pick) => {
+                if daemon.kill_worker(pick).is_some() {
+                    t.worker_kills += 1;
+                }
+            }
+            Fault::Mask(v, _) if procs[v].killed => {}
+            Fault::Mask(v, m) => {
+                let mask: async_doca::CpuSet = ["0", "1", "0-1"][m as usize].parse().unwrap();
+                let pid = procs[v].child.id() as i32;
+                let set = async_doca::drom::Registry::attach(&drom_key)
+                    .and_then(|r| r.set_mask(pid, &mask, async_doca::drom::Flags::SYNC_QUERY));
+                match set {
+                    Ok(()) => {
+                        // Applied, says the registry: the runtime's thread runs on the mask now.
+                        if !threads_allowed(pid).contains(&mask) {
+                            return Err(format!(
+                                "{}: child {v} acknowledged mask {mask} but its threads are allowed {:?}",
+                                describe(&[]),
+                                threads_allowed(pid)
+                            ));
+                        }
+                        t.mask_changes += 1;
+                    }
+                    // The registry has not seen the child register yet, or the runtime did not
+                    // look in time on a loaded machine: refused, counted.
+                    Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TimedOut | ErrorKind::BadState) => {
+                        t.mask_changes_refused += 1
+                    }
+                    Err(e) => return Err(format!("{}: setting child {v}'s mask to {mask}: {e}", describe(&[]))),
+                }
+            }
         }
     }
 
@@ -1256,6 +1502,12 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
         t.dropped += l.about.values().map(|f| f.send_started.len() as u64 - f.send_done.len() as u64).sum::<u64>();
     }
     drop(procs);
+    errs.extend(daemon.stop());
+    for l in &logs {
+        t.urom_commands += l.urom_done;
+        t.collectives += l.colls_done;
+        t.urom_failures += l.urom_failures;
+    }
     // Every child is reaped: its stdout is at EOF, so each reader ends and closes its pipe
     // (joined, so that the controller's fd count below is exact).
     for r in readers {

@@ -29,6 +29,11 @@ doca_error_t doca_soft_alloc_shared(size_t len, void **out_ptr);
 /* Frees memory from doca_soft_alloc_shared (DOCA_ERROR_INVALID_VALUE for any other pointer). */
 doca_error_t doca_soft_free_shared(void *ptr);
 
+/* A leak check's counter: how many tasks of any kind are allocated and not yet freed in the
+ * whole process, over every context and thread (0 once every context is gone). A NULL
+ * out-pointer: DOCA_ERROR_INVALID_VALUE. */
+doca_error_t doca_soft_get_num_allocated_tasks(size_t *num_tasks);
+
 /* Connect this service to the soft daemon on the Unix socket `path` instead of resolving it
  * through DOCA_UROM_SERVICE_FILE or the default socket. Before start only. */
 doca_error_t doca_soft_urom_service_set_socket_path(struct doca_urom_service *service, const char *path);

@@ -528,6 +528,10 @@ extern "C" {
     /// Frees memory from [`doca_soft_alloc_shared`] (`DOCA_ERROR_INVALID_VALUE` for any other
     /// pointer, never a double free).
     pub fn doca_soft_free_shared(ptr: *mut c_void) -> doca_error_t;
+    /// Writes to `*num_tasks` how many tasks of any kind are allocated and not freed in the
+    /// whole process (a leak check's counter: 0 once every context is gone).
+    /// `DOCA_ERROR_INVALID_VALUE` for a NULL out-pointer.
+    pub fn doca_soft_get_num_allocated_tasks(num_tasks: *mut usize) -> doca_error_t;
 }
 
 /// `doca_buf_inventory_buf_get_by_addr`: a buffer over `[addr, addr+len)` with an empty

@@ -20,8 +20,8 @@ use async_doca::time::timeout;
 use async_doca::{Device, Error, ErrorKind, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::stats::{Report, Run, Samples};
 use super::cpu::{joined, pin, runtime, two_cpus};
+use super::stats::{Report, Run, Samples};
 use super::{Mode, Params, PEER_TIMEOUT};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -261,6 +261,12 @@ fn read_only_destination_and_pool_rules() {
         assert_eq!(doca_dma_task_memcpy_alloc_init(rig.dma, s, d, ud, &mut c), DOCA_ERROR_NO_MEMORY);
         assert_eq!(doca_dma_task_memcpy_set_conf(rig.dma, Some(on_done), Some(on_done), 8), DOCA_ERROR_NOT_PERMITTED);
         assert_eq!(doca_dma_destroy(rig.dma), DOCA_ERROR_IN_USE);
+        // The leak check's counter is process-wide (other tests allocate in parallel): it
+        // counts at least our two while they are allocated.
+        let mut n = 0usize;
+        assert_eq!(crate::task::doca_soft_get_num_allocated_tasks(&mut n), DOCA_SUCCESS);
+        assert!(n >= 2, "{n} tasks allocated, ours are two");
+        assert_eq!(crate::task::doca_soft_get_num_allocated_tasks(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
         doca_task_free(doca_dma_task_memcpy_as_task(a));
         doca_task_free(doca_dma_task_memcpy_as_task(b));
     }

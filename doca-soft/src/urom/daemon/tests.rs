@@ -305,6 +305,9 @@ fn daemon_child() {
         cfg.allow_uids = vec![f[3].parse().unwrap()];
     }
     cfg.log_level = LogLevel::Debug;
+    // The thread that will serve: the parent signals it, not the process (see `terminate`).
+    // SAFETY: gettid(2) has no arguments and cannot fail.
+    println!("serving thread {}", unsafe { libc::gettid() });
     run(cfg).unwrap();
 }
 
@@ -312,6 +315,8 @@ fn daemon_child() {
 struct DaemonProc {
     child: Option<Child>,
     socket: PathBuf,
+    /// The thread running the daemon's loop (libtest runs the test on a thread of its own).
+    tid: libc::pid_t,
 }
 
 impl DaemonProc {
@@ -329,19 +334,23 @@ impl DaemonProc {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let proc = DaemonProc { child: Some(child), socket: socket.to_path_buf() };
+        let mut proc = DaemonProc { child: Some(child), socket: socket.to_path_buf(), tid: 0 };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 // libtest prints "test <name> ... " without a newline before the test runs.
-                if let Some(i) = line.find("listening on ") {
-                    let _ = tx.send(line[i..].to_string());
+                for what in ["serving thread ", "listening on "] {
+                    if let Some(i) = line.find(what) {
+                        let _ = tx.send(line[i..].to_string());
+                    }
                 }
             }
         });
-        let line = rx.recv_timeout(Duration::from_secs(30)).expect("the daemon never said it listens");
-        assert_eq!(line, format!("listening on {}", socket.display()));
+        let said = || rx.recv_timeout(Duration::from_secs(30)).expect("the daemon never said it listens");
+        let tid = said();
+        proc.tid = tid.strip_prefix("serving thread ").and_then(|t| t.parse().ok()).expect("the serving thread's id");
+        assert_eq!(said(), format!("listening on {}", socket.display()));
         proc
     }
 
@@ -350,9 +359,20 @@ impl DaemonProc {
     }
 
     /// SIGTERM, then wait (bounded) for a clean exit.
+    ///
+    /// The signal goes to the daemon's serving thread (tgkill), not to the process: a signal
+    /// sent to the process may be taken by libtest's main thread, which sleeps in a futex
+    /// wait until the test ends. Without sanitizers its handler runs there at once (it only
+    /// writes to the daemon's self-pipe), but ThreadSanitizer defers every asynchronous
+    /// signal until the thread that took it next passes through one of its interceptors or
+    /// blocks in an intercepted call, and that thread's raw futex system call is neither: the
+    /// handler never ran, and the daemon never stopped (the test was skipped under TSan for
+    /// it). The serving thread waits in `poll`, an intercepted blocking call, where TSan runs
+    /// handlers at once. A daemon run as its program's only thread (`async-doca
+    /// urom-service`) has no such second thread.
     fn terminate(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        // SAFETY: tgkill(2) on a thread of our own child, which has not been reaped.
+        unsafe { libc::syscall(libc::SYS_tgkill, self.pid(), self.tid, libc::SIGTERM) };
         let mut child = self.child.take().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
