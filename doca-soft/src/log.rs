@@ -264,18 +264,25 @@ pub fn sdk_emit(level: u32, file: &str, line: u32, func: &str, args: std::fmt::A
     }
     let msg = args.to_string();
     let hook = *HOOK.lock().unwrap_or_else(|e| e.into_inner());
-    let st = state();
     if let Some(h) = hook {
-        if level <= st.global_sdk && level > DOCA_LOG_LEVEL_DISABLE {
+        let limit = state().global_sdk;
+        if level <= limit && level > DOCA_LOG_LEVEL_DISABLE {
+            // Without the log lock, and marked as a sink: the hook (a tracing subscriber, say)
+            // may itself call into the provider, whose records are then dropped instead of
+            // deadlocking on the lock.
+            IN_SINK.with(|f| f.set(true));
             h(level, file, line, &msg);
+            IN_SINK.with(|f| f.set(false));
         }
     }
+    let st = state();
     let record = format_record(level, SDK_SOURCE_NAME, file, line, func, &msg);
     dispatch(&st, true, level, &record);
 }
 
 /// Routes SDK records (levels up to the global SDK limit) to a Rust function as well, e.g.
-/// into `tracing`. `None` removes the hook.
+/// into `tracing` (async-doca installs one when its feature `tracing` is on). `None` removes
+/// the hook. C programs see no difference: their backends get every record as before.
 pub fn set_sdk_hook(hook: Option<SdkHook>) {
     *HOOK.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     refresh(&state());

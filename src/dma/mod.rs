@@ -289,6 +289,7 @@ impl Dma {
                 }
                 r
             })
+            .traced(None, s.len)
             // The pair is dropped before the regions (tuple order): descriptors go back to the
             // inventory before the memory they describe can be freed.
             .with_buffers((set, src, dst));

@@ -43,6 +43,14 @@ use super::context::CtxRecord;
 use super::local::{report, with_current, Core};
 use crate::error::{Error, ErrorKind, Result};
 use crate::sys;
+use crate::trace::OpSpan;
+
+/// A `DEBUG` event: operation `op` waits for a task of its context to be freed (see the
+/// module documentation on back-pressure).
+#[cold]
+fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
+    crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
+}
 
 /// Number of 64-bit words in a slot's result area.
 pub const OUT_WORDS: usize = 4;
@@ -545,6 +553,8 @@ pub struct TaskFuture<'a, K: TaskKind, A> {
     stage: Stage<K::Task>,
     alloc: Option<A>,
     ticket: Ticket,
+    /// The operation's `TRACE` span (see [`crate::trace`]): disabled, a `None` test.
+    span: OpSpan,
     _ctx: PhantomData<&'a ()>,
 }
 
@@ -555,6 +565,7 @@ impl<K: TaskKind, A> Unpin for TaskFuture<'_, K, A> {}
 impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     pub(crate) fn new(core: Rc<Core>, ctx: Rc<CtxRecord>, op: &'static str, alloc: A) -> Self {
         let (slot, slot_ref) = core.slots.reserve();
+        let span = OpSpan::new(op, ctx.name(), ctx.id());
         TaskFuture {
             core,
             ctx,
@@ -564,8 +575,17 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
             stage: Stage::Alloc,
             alloc: Some(alloc),
             ticket: None,
+            span,
             _ctx: PhantomData,
         }
+    }
+
+    /// Names, in the operation's span, the connection it runs on (`conn`, an RDMA
+    /// connection id) and its size in bytes.
+    #[must_use]
+    pub fn traced(self, conn: Option<usize>, size: usize) -> Self {
+        self.span.set_target(conn, size);
+        self
     }
 
     /// The operation's slot. Only called before the slot is released (every stage but
@@ -605,6 +625,7 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     }
 
     fn finish(&mut self, r: Result<TaskOutput>) -> Poll<Result<TaskOutput>> {
+        self.span.finish(&r);
         if !matches!(self.stage, Stage::Finished) {
             self.core.slots.release_slot(self.slot, self.slot());
         }
@@ -691,6 +712,7 @@ where
                         }
                         Err(sys::DOCA_ERROR_NO_MEMORY) if self.ctx.outstanding() > 0 => {
                             // Pool exhausted by tasks that will be freed: wait for one.
+                            back_pressure(self.op, &self.ctx, "task pool exhausted");
                             self.ctx.task_waiters.register(&mut self.ticket, cx.waker());
                             return Poll::Pending;
                         }
@@ -726,6 +748,7 @@ where
                                 && self.ctx.outstanding() > 1
                             {
                                 // Queue full of other tasks that will complete: wait for one.
+                                back_pressure(self.op, &self.ctx, "submit queue full");
                                 self.ctx.task_waiters.register(&mut self.ticket, cx.waker());
                                 return Poll::Pending;
                             }
@@ -770,7 +793,19 @@ where
     type Output = Result<TaskOutput>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
-        self.get_mut().poll_op(cx)
+        let this = self.get_mut();
+        if !this.span.is_enabled() {
+            return this.poll_op(cx);
+        }
+        // Traced: the span is entered while the operation is polled (taken out of the
+        // future for that, since polling needs the future mutably).
+        let span = this.span.take();
+        let r = {
+            let _entered = span.enter();
+            this.poll_op(cx)
+        };
+        this.span = span;
+        r
     }
 }
 
@@ -821,7 +856,19 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        match this.inner.poll_op(cx) {
+        let r = if this.inner.span.is_enabled() {
+            // As in `TaskFuture::poll`.
+            let span = this.inner.span.take();
+            let r = {
+                let _entered = span.enter();
+                this.inner.poll_op(cx)
+            };
+            this.inner.span = span;
+            r
+        } else {
+            this.inner.poll_op(cx)
+        };
+        match r {
             Poll::Pending => Poll::Pending,
             Poll::Ready(r) => {
                 let b = this.buffers.take().expect("BufTaskFuture polled after completion");

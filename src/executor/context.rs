@@ -81,6 +81,16 @@ pub(crate) struct CtxRecord {
 }
 
 impl CtxRecord {
+    /// The context's kind, as given at creation (`"rdma"`, `"sync_event"`, ...).
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// An id for traces: the `doca_ctx` address (unique while the context lives).
+    pub(crate) fn id(&self) -> usize {
+        self.ctx as usize
+    }
+
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.get()
     }
@@ -117,6 +127,11 @@ impl CtxRecord {
         if self.stop_requested.get() {
             return Ok(());
         }
+        crate::trace::event!(
+            debug,
+            { ctx = self.name, ctx_id = self.id(), outstanding = self.outstanding.get() },
+            "stopping the context: tasks in flight are flushed"
+        );
         // SAFETY: alive ctx on its executor's thread, not inside progress (callers check).
         let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
         match rc {
@@ -292,8 +307,8 @@ impl Contexts {
 unsafe extern "C" fn ctx_state_cb(
     user_data: sys::doca_data,
     _ctx: *mut sys::doca_ctx,
-    _prev_state: sys::doca_ctx_states,
-    _next_state: sys::doca_ctx_states,
+    prev_state: sys::doca_ctx_states,
+    next_state: sys::doca_ctx_states,
 ) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         with_current(|core| {
@@ -301,6 +316,16 @@ unsafe extern "C" fn ctx_state_cb(
             // from which nothing may progress the PE (see `Core::progress_inline`).
             let _inside = core.enter_progress();
             if let Some(rec) = core.ctxs.get(user_data.as_u64()) {
+                crate::trace::event!(
+                    debug,
+                    {
+                        ctx = rec.name,
+                        ctx_id = rec.id(),
+                        from = crate::trace::dbg(CtxState::from_raw(prev_state)),
+                        to = crate::trace::dbg(CtxState::from_raw(next_state)),
+                    },
+                    "context state changed"
+                );
                 // Waiters re-read the state with doca_ctx_get_state; this only wakes them.
                 rec.state_waiters.wake_all();
             }

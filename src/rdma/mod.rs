@@ -408,8 +408,16 @@ struct RdmaInner {
 impl RdmaInner {
     /// Runs one operation of kind `K`: `alloc` takes the operation's doca_bufs from the
     /// given set and allocates the task; `keep` (the caller's buffers) is owned by the
-    /// operation until DOCA is done and then returned.
-    async fn run<K, F, B>(&self, op: &'static str, keep: B, mut alloc: F) -> (Result<TaskOutput>, B)
+    /// operation until DOCA is done and then returned. `conn` and `size` name the connection
+    /// (none for a receive) and the bytes moved, in the operation's trace span.
+    async fn run<K, F, B>(
+        &self,
+        op: &'static str,
+        conn: Option<ConnId>,
+        size: usize,
+        keep: B,
+        mut alloc: F,
+    ) -> (Result<TaskOutput>, B)
     where
         K: TaskKind,
         B: 'static,
@@ -437,6 +445,7 @@ impl RdmaInner {
                 };
                 r
             })
+            .traced(conn.map(|c| c.0), size)
             .with_buffers((set, keep));
         let (r, (set, keep)) = fut.await;
         drop(set);
@@ -515,7 +524,7 @@ impl Rdma {
         let d = Desc::local(&buf);
         let (r, buf) = self
             .inner
-            .run::<Recv, _, _>("rdma.recv", buf, |rdma, set, slot| {
+            .run::<Recv, _, _>("rdma.recv", None, buf.len(), buf, |rdma, set, slot| {
                 let dst = set.dst(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context; `dst` describes memory the operation owns until the
@@ -684,7 +693,7 @@ impl Connection {
         let (r, src) = self
             .inner
             .rdma
-            .run::<Send, _, _>("rdma.send", src, |rdma, set, slot| {
+            .run::<Send, _, _>("rdma.send", Some(self.id()), src.len(), src, |rdma, set, slot| {
                 let s = set.src(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context and connection; `s` describes memory the operation owns.
@@ -701,7 +710,7 @@ impl Connection {
         let (r, src) = self
             .inner
             .rdma
-            .run::<SendImm, _, _>("rdma.send_imm", src, |rdma, set, slot| {
+            .run::<SendImm, _, _>("rdma.send_imm", Some(self.id()), src.len(), src, |rdma, set, slot| {
                 let s = set.src(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: as in `send`.
@@ -735,12 +744,12 @@ impl Connection {
             let e = too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len()));
             return (Err(e), src);
         }
-        let (conn, s, d) = (self.inner.conn, Desc::local(&src), Desc::remote(&dst));
+        let (conn, s, d, size) = (self.inner.conn, Desc::local(&src), Desc::remote(&dst), src.len());
         let (r, (src, _dst)) = match imm {
             None => {
                 self.inner
                     .rdma
-                    .run::<Write, _, _>(op, (src, dst), |rdma, set, slot| {
+                    .run::<Write, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot| {
                         let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: live context and connection; both buffers describe memory
@@ -755,7 +764,7 @@ impl Connection {
             Some(imm) => {
                 self.inner
                     .rdma
-                    .run::<WriteImm, _, _>(op, (src, dst), |rdma, set, slot| {
+                    .run::<WriteImm, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot| {
                         let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: as above.
@@ -795,7 +804,7 @@ impl Connection {
         let (r, (dst, _src)) = self
             .inner
             .rdma
-            .run::<Read, _, _>("rdma.read", (dst, src), |rdma, set, slot| {
+            .run::<Read, _, _>("rdma.read", Some(self.id()), dst.len(), (dst, src), |rdma, set, slot| {
                 let (sb, db) = (set.dst(0, s)?, set.dst(1, d)?);
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context and connection; both buffers describe memory the
@@ -844,7 +853,7 @@ impl Connection {
             Some((cmp, swap)) => {
                 self.inner
                     .rdma
-                    .run::<CmpSwp, _, _>(op, keep, |rdma, set, slot| {
+                    .run::<CmpSwp, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot| {
                         let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: live context and connection; both buffers describe memory
@@ -868,7 +877,7 @@ impl Connection {
             None => {
                 self.inner
                     .rdma
-                    .run::<FetchAdd, _, _>(op, keep, |rdma, set, slot| {
+                    .run::<FetchAdd, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot| {
                         let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: as above.
