@@ -137,10 +137,25 @@ fn with_cm(ctx_ud: sys::doca_data, f: impl FnOnce(&CmShared)) {
 }
 
 unsafe extern "C" fn on_request(c: RawConn, ctx_ud: sys::doca_data) {
+    crate::trace::event!(
+        info,
+        { conn = c as usize, peer = crate::trace::dbg(peer_of(c)) },
+        "rdma: connection request"
+    );
     with_cm(ctx_ud, |cm| cm.requests.borrow_mut().push_back(c));
 }
 
 fn record(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data, o: Outcome) {
+    crate::trace::event!(
+        info,
+        { conn = c as usize, outcome = crate::trace::dbg(o) },
+        "rdma: connection {}",
+        match o {
+            Outcome::Established => "established",
+            Outcome::Failed => "failed (refused, rejected or timed out)",
+            Outcome::Disconnected => "closed by the peer",
+        }
+    );
     with_cm(ctx_ud, |cm| {
         cm.outcomes.borrow_mut().insert(c as usize, o);
         let token = ud.as_u64();
@@ -230,6 +245,7 @@ pub(super) struct ConnCm {
 impl ConnCm {
     /// Ends the connection on our side (idempotent), then frees the client's address.
     pub(super) fn close(&self, c: RawConn) {
+        crate::trace::event!(info, { conn = c as usize }, "rdma: disconnecting");
         // SAFETY: a live connection of a live context (ConnInner keeps it alive).
         let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
         if !self.addr.is_null() {
@@ -398,6 +414,7 @@ impl ConnectionRequest {
 
     /// Rejects the request (the client's connect fails).
     pub fn reject(mut self) -> Result<()> {
+        crate::trace::event!(info, { conn = self.conn as usize }, "rdma: rejecting a connection request");
         self.rdma.take();
         // SAFETY: a live requested connection.
         check(unsafe { sys::doca_rdma_connection_reject(self.conn) }, "rdma.reject")

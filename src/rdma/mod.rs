@@ -578,6 +578,7 @@ impl PendingConnection {
             unsafe { sys::doca_rdma_connect(rdma, peer_blob.as_ptr().cast(), peer_blob.len(), self.conn) },
             "rdma.connect",
         )?;
+        crate::trace::event!(info, { conn = self.conn as usize }, "rdma: connected (blob exchange)");
         Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn, cm: None }) })
     }
 }
