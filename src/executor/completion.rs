@@ -625,7 +625,6 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     }
 
     fn finish(&mut self, r: Result<TaskOutput>) -> Poll<Result<TaskOutput>> {
-        self.span.finish(&r);
         if !matches!(self.stage, Stage::Finished) {
             self.core.slots.release_slot(self.slot, self.slot());
         }
@@ -804,6 +803,9 @@ where
             let _entered = span.enter();
             this.poll_op(cx)
         };
+        if let Poll::Ready(r) = &r {
+            span.finish(r);
+        }
         this.span = span;
         r
     }
@@ -863,6 +865,9 @@ where
                 let _entered = span.enter();
                 this.inner.poll_op(cx)
             };
+            if let Poll::Ready(r) = &r {
+                span.finish(r);
+            }
             this.inner.span = span;
             r
         } else {
