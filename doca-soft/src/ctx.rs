@@ -316,7 +316,7 @@ impl doca_ctx {
     pub(crate) fn enqueue_completion(&self, task: &doca_task) {
         match self.pe() {
             Some(pe) => pe.enqueue(task),
-            None => crate::sdk_log!(CRIT, "internal error: completion on a ctx without a PE"),
+            None => crate::sdk_internal_error!("completion on a ctx without a PE"),
         }
     }
 

@@ -288,6 +288,26 @@ pub fn set_sdk_hook(hook: Option<SdkHook>) {
     refresh(&state());
 }
 
+/// An internal error of doca-soft (a bug to report: a panic caught at the C boundary, an
+/// impossible state): always one line on stderr, whatever the program's log setup, and a
+/// CRIT record in the SDK log (so a Rust program's `tracing` stream has it too). Never
+/// panics, unlike `eprintln!` on a closed stderr.
+pub fn internal_error(file: &str, line: u32, func: &str, args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "doca-soft: internal error: {args}");
+    if sdk_enabled(DOCA_LOG_LEVEL_CRIT) {
+        sdk_emit(DOCA_LOG_LEVEL_CRIT, file, line, func, format_args!("internal error: {args}"));
+    }
+}
+
+/// [`internal_error`] at the call site: `sdk_internal_error!("state {:?}", s)`.
+#[macro_export]
+macro_rules! sdk_internal_error {
+    ($($arg:tt)+) => {
+        $crate::log::internal_error(file!(), line!(), module_path!(), format_args!($($arg)+))
+    };
+}
+
 /// Logs a doca-soft message to the SDK log: `sdk_log!(ERROR, "why {}", x)`. The level names
 /// are DOCA's without the prefix (CRIT, ERROR, WARNING, INFO, DEBUG, TRACE). Nothing is
 /// formatted unless an SDK backend or the hook would print the record.

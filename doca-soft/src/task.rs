@@ -523,9 +523,8 @@ pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
 /// `doca_pe_progress` of the ctx's PE (never from inside this call).
 pub fn complete(task: &doca_task, status: doca_error_t) {
     if task.state.get() != TaskState::Submitted {
-        crate::sdk_log!(
-            CRIT,
-            "internal error: completing a {} task that is not submitted ({:?})",
+        crate::sdk_internal_error!(
+            "completing a {} task that is not submitted ({:?})",
             task.kind.name,
             task.state.get()
         );

@@ -582,7 +582,6 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
 
     /// Names, in the operation's span, the connection it runs on (`conn`, an RDMA
     /// connection id) and its size in bytes.
-    #[must_use]
     pub fn traced(self, conn: Option<usize>, size: usize) -> Self {
         self.span.set_target(conn, size);
         self

@@ -7,13 +7,20 @@
 //! so measurements print nothing else unless asked.
 
 use std::io::IsTerminal as _;
+use std::sync::OnceLock;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{reload, EnvFilter, Registry};
+
+/// The installed filter, replaceable at run time (perf's traced rows widen it), and the
+/// directives it was built from.
+static FILTER: OnceLock<(reload::Handle<EnvFilter, Registry>, String)> = OnceLock::new();
 
 /// Installs the subscriber for the whole process. `log_level` is the `--log-level` option;
 /// `default` the filter without it and without `RUST_LOG`.
 pub fn init(log_level: Option<&str>, default: &str) -> Result<(), String> {
-    let filter = match log_level {
+    let spec = match log_level {
         Some(spec) => {
             // A bare word is a target name to EnvFilter; here it is meant as a level, so a
             // misspelt level is an error rather than a filter that shows nothing.
@@ -25,17 +32,37 @@ pub fn init(log_level: Option<&str>, default: &str) -> Result<(), String> {
                      such as async_doca=debug)"
                 ));
             }
-            EnvFilter::try_new(spec).map_err(|e| format!("--log-level {spec:?}: {e}"))?
+            spec.to_owned()
         }
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+        None => std::env::var(EnvFilter::DEFAULT_ENV).ok().filter(|s| !s.trim().is_empty()).unwrap_or(default.into()),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = EnvFilter::try_new(&spec).map_err(|e| format!("--log-level / RUST_LOG {spec:?}: {e}"))?;
+    let (filter, handle) = reload::Layer::new(filter);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colours only for a person at a terminal, not in files and CI logs.
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(std::io::stderr().is_terminal());
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
         .try_init()
-        .map_err(|e| format!("cannot install the log subscriber: {e}"))
+        .map_err(|e| format!("cannot install the log subscriber: {e}"))?;
+    let _ = FILTER.set((handle, spec));
+    Ok(())
+}
+
+/// Runs `f` with `directive` added to the filter (for example `async_doca::trace=trace`,
+/// every operation's span), then puts the filter back. Every thread sees the change: the
+/// filter is the process's.
+#[cfg(feature = "tracing")]
+pub fn with_directive<R>(directive: &str, f: impl FnOnce() -> R) -> Result<R, String> {
+    let (handle, spec) = FILTER.get().ok_or("no log subscriber installed")?;
+    let wider = EnvFilter::try_new(format!("{spec},{directive}")).map_err(|e| format!("{directive:?}: {e}"))?;
+    handle.reload(wider).map_err(|e| e.to_string())?;
+    let r = f();
+    let back = EnvFilter::try_new(spec).map_err(|e| e.to_string())?;
+    handle.reload(back).map_err(|e| e.to_string())?;
+    Ok(r)
 }
 
 /// The UROM daemon's own level (it has four). With the feature `tracing` its lines go to

@@ -197,9 +197,14 @@ pub fn print_table(reports: &[Report]) {
     }
     // Each mode against the one it is built on, measured side by side in this run; the UCX
     // anchor (`perf --anchor ucx`) against both of ours.
-    for (mode, base) in
-        [("async", "raw"), ("tokio", "async"), ("tokio-handle", "async"), ("raw", "ucx"), ("async", "ucx")]
-    {
+    for (mode, base) in [
+        ("async", "raw"),
+        ("tokio", "async"),
+        ("tokio-handle", "async"),
+        ("traced", "async"),
+        ("raw", "ucx"),
+        ("async", "ucx"),
+    ] {
         let mut printed_header = false;
         for r in reports.iter().filter(|r| r.mode == mode) {
             if let Some(b) =
