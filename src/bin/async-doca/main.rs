@@ -109,14 +109,13 @@ fn main() -> ExitCode {
         eprintln!("async-doca: {who}{e}");
         return ExitCode::FAILURE;
     }
-    let log_level = cli.log_level.as_deref();
     let result: Result<(), String> = match cli.command {
         Command::Perf(args) => perf::run(args).map_err(|e| e.to_string()),
         Command::PerfPeer(args) => perf::run_peer(args).map_err(|e| e.to_string()),
         Command::Info => info().map_err(|e| e.to_string()),
         Command::Taskset(args) => return taskset::run(args),
         #[cfg(feature = "soft")]
-        Command::UromService(args) => urom_service(args, log_level).map_err(|e| format!("urom-service: {e}")),
+        Command::UromService(args) => urom_service(args, cli.log_level.as_deref()).map_err(|e| format!("urom-service: {e}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
