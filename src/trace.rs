@@ -107,10 +107,13 @@ pub(crate) fn disp<T: std::fmt::Display>(value: T) -> T {
 }
 
 /// The span of one DOCA operation (see the module documentation), carried by the operation's
-/// future. Disabled (the common case: no subscriber, or `TRACE` filtered out) it is
-/// `Span::none()`, and every method is a test of an `Option` that is `None`.
+/// future. Disabled (the common case: no subscriber, or `TRACE` filtered out) it is `None`:
+/// one word in the future (a `tracing::Span` is five, and every future that contains an
+/// operation's future would carry and move them), no destructor to run, and every method is a
+/// test of that `None`. Enabled, the span is boxed: an allocation next to a subscriber that
+/// records every operation is noise.
 #[cfg(feature = "tracing")]
-pub(crate) struct OpSpan(tracing::Span);
+pub(crate) struct OpSpan(Option<Box<tracing::Span>>);
 
 /// Without the feature: nothing at all.
 #[cfg(not(feature = "tracing"))]
@@ -118,7 +121,7 @@ pub(crate) struct OpSpan;
 
 /// The guard of an entered [`OpSpan`] (exits the span when dropped).
 #[cfg(feature = "tracing")]
-pub(crate) type Entered<'a> = tracing::span::Entered<'a>;
+pub(crate) type Entered<'a> = Option<tracing::span::Entered<'a>>;
 
 /// Without the feature: nothing.
 #[cfg(not(feature = "tracing"))]
@@ -131,7 +134,7 @@ impl OpSpan {
         #[cfg(feature = "tracing")]
         {
             use tracing::field::Empty;
-            OpSpan(tracing::trace_span!(
+            let span = tracing::trace_span!(
                 "doca.op",
                 op,
                 ctx,
@@ -141,7 +144,12 @@ impl OpSpan {
                 status = Empty,
                 code = Empty,
                 kind = Empty
-            ))
+            );
+            if span.is_none() {
+                OpSpan(None)
+            } else {
+                OpSpan(Some(Box::new(span)))
+            }
         }
         #[cfg(not(feature = "tracing"))]
         {
@@ -155,11 +163,11 @@ impl OpSpan {
     #[inline]
     pub(crate) fn set_target(&self, conn: Option<usize>, size: usize) {
         #[cfg(feature = "tracing")]
-        if !self.0.is_none() {
+        if let Some(s) = &self.0 {
             if let Some(c) = conn {
-                self.0.record("conn", c);
+                s.record("conn", c);
             }
-            self.0.record("size", size);
+            s.record("size", size);
         }
         #[cfg(not(feature = "tracing"))]
         let _ = (conn, size);
@@ -170,7 +178,7 @@ impl OpSpan {
     pub(crate) fn is_enabled(&self) -> bool {
         #[cfg(feature = "tracing")]
         {
-            !self.0.is_none()
+            self.0.is_some()
         }
         #[cfg(not(feature = "tracing"))]
         {
@@ -183,7 +191,7 @@ impl OpSpan {
     pub(crate) fn take(&mut self) -> OpSpan {
         #[cfg(feature = "tracing")]
         {
-            OpSpan(std::mem::replace(&mut self.0, tracing::Span::none()))
+            OpSpan(self.0.take())
         }
         #[cfg(not(feature = "tracing"))]
         {
@@ -197,7 +205,7 @@ impl OpSpan {
     pub(crate) fn enter(&self) -> Entered<'_> {
         #[cfg(feature = "tracing")]
         {
-            self.0.enter()
+            self.0.as_ref().map(|s| s.enter())
         }
         #[cfg(not(feature = "tracing"))]
         {
@@ -210,35 +218,30 @@ impl OpSpan {
     #[inline]
     pub(crate) fn finish<T>(&self, r: &crate::Result<T>) {
         #[cfg(feature = "tracing")]
-        if !self.0.is_none() {
-            self.finish_slow(r);
+        if let Some(s) = &self.0 {
+            finish_slow(s, r);
         }
         #[cfg(not(feature = "tracing"))]
         let _ = r;
     }
+}
 
-    #[cfg(feature = "tracing")]
-    #[cold]
-    fn finish_slow<T>(&self, r: &crate::Result<T>) {
-        match r {
-            Ok(_) => {
-                self.0.record("status", "ok");
-            }
-            Err(e) => {
-                self.0.record("status", "error");
-                if let Some(c) = e.code() {
-                    self.0.record("code", tracing::field::display(c));
-                }
-                self.0.record("kind", tracing::field::debug(e.kind()));
-                tracing::debug!(parent: &self.0, error = %e, "operation failed");
-            }
+/// [`OpSpan::finish`] of a recorded span.
+#[cfg(feature = "tracing")]
+#[cold]
+fn finish_slow<T>(span: &tracing::Span, r: &crate::Result<T>) {
+    match r {
+        Ok(_) => {
+            span.record("status", "ok");
         }
-    }
-
-    /// The span itself (tests, and layers that want to open child spans).
-    #[cfg(all(test, feature = "tracing"))]
-    pub(crate) fn span(&self) -> &tracing::Span {
-        &self.0
+        Err(e) => {
+            span.record("status", "error");
+            if let Some(c) = e.code() {
+                span.record("code", tracing::field::display(c));
+            }
+            span.record("kind", tracing::field::debug(e.kind()));
+            tracing::debug!(parent: span, error = %e, "operation failed");
+        }
     }
 }
 
@@ -276,7 +279,8 @@ mod tests {
     fn a_span_without_subscriber_is_disabled() {
         // No subscriber in this thread: nothing is built, every call is a no-op.
         let s = OpSpan::new("test.op", "test", 1);
-        assert!(s.span().is_none());
+        assert!(!s.is_enabled());
+        assert_eq!(std::mem::size_of::<OpSpan>(), std::mem::size_of::<usize>());
         s.set_target(Some(7), 64);
         let _g = s.enter();
         s.finish::<()>(&Err(crate::Error::from_doca(crate::sys::DOCA_ERROR_IO_FAILED, "x")));

@@ -115,7 +115,9 @@ fn main() -> ExitCode {
         Command::Info => info().map_err(|e| e.to_string()),
         Command::Taskset(args) => return taskset::run(args),
         #[cfg(feature = "soft")]
-        Command::UromService(args) => urom_service(args, cli.log_level.as_deref()).map_err(|e| format!("urom-service: {e}")),
+        Command::UromService(args) => {
+            urom_service(args, cli.log_level.as_deref()).map_err(|e| format!("urom-service: {e}"))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
