@@ -133,22 +133,13 @@ impl OpSpan {
     pub(crate) fn new(op: &'static str, ctx: &'static str, ctx_id: usize) -> OpSpan {
         #[cfg(feature = "tracing")]
         {
-            use tracing::field::Empty;
-            let span = tracing::trace_span!(
-                "doca.op",
-                op,
-                ctx,
-                ctx_id,
-                conn = Empty,
-                size = Empty,
-                status = Empty,
-                code = Empty,
-                kind = Empty
-            );
-            if span.is_none() {
-                OpSpan(None)
+            use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+            // The first test of `trace_span!`, kept inline; the span itself is built out of
+            // line, so the operation's hot code stays small when nobody traces.
+            if tracing::Level::TRACE <= STATIC_MAX_LEVEL && tracing::Level::TRACE <= LevelFilter::current() {
+                OpSpan(op_span(op, ctx, ctx_id))
             } else {
-                OpSpan(Some(Box::new(span)))
+                OpSpan(None)
             }
         }
         #[cfg(not(feature = "tracing"))]
@@ -174,7 +165,7 @@ impl OpSpan {
     }
 
     /// Whether a subscriber records this span (if not, there is nothing to enter or record).
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn is_enabled(&self) -> bool {
         #[cfg(feature = "tracing")]
         {
@@ -224,6 +215,26 @@ impl OpSpan {
         #[cfg(not(feature = "tracing"))]
         let _ = r;
     }
+}
+
+/// Builds the span of [`OpSpan::new`] (out of line: only when `TRACE` may be recorded).
+#[cfg(feature = "tracing")]
+#[cold]
+#[inline(never)]
+fn op_span(op: &'static str, ctx: &'static str, ctx_id: usize) -> Option<Box<tracing::Span>> {
+    use tracing::field::Empty;
+    let span = tracing::trace_span!(
+        "doca.op",
+        op,
+        ctx,
+        ctx_id,
+        conn = Empty,
+        size = Empty,
+        status = Empty,
+        code = Empty,
+        kind = Empty
+    );
+    (!span.is_none()).then(|| Box::new(span))
 }
 
 /// [`OpSpan::finish`] of a recorded span.

@@ -792,11 +792,9 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
         let this = self.get_mut();
-        if !this.span.is_enabled() {
-            return this.poll_op(cx);
-        }
-        // Traced: the span is entered while the operation is polled (taken out of the
-        // future for that, since polling needs the future mutably).
+        // The span is entered while the operation is polled (taken out of the future for
+        // that, since polling needs the future mutably; untraced, that moves a `None`). One
+        // call of `poll_op`, so that it is inlined here as before.
         let span = this.span.take();
         let r = {
             let _entered = span.enter();
@@ -857,21 +855,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let r = if this.inner.span.is_enabled() {
-            // As in `TaskFuture::poll`.
-            let span = this.inner.span.take();
-            let r = {
-                let _entered = span.enter();
-                this.inner.poll_op(cx)
-            };
-            if let Poll::Ready(r) = &r {
-                span.finish(r);
-            }
-            this.inner.span = span;
-            r
-        } else {
+        // As in `TaskFuture::poll`.
+        let span = this.inner.span.take();
+        let r = {
+            let _entered = span.enter();
             this.inner.poll_op(cx)
         };
+        if let Poll::Ready(r) = &r {
+            span.finish(r);
+        }
+        this.inner.span = span;
         match r {
             Poll::Pending => Poll::Pending,
             Poll::Ready(r) => {
