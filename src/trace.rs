@@ -165,16 +165,9 @@ impl OpSpan {
     }
 
     /// Whether a subscriber records this span (if not, there is nothing to enter or record).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "tracing"))]
     pub(crate) fn is_enabled(&self) -> bool {
-        #[cfg(feature = "tracing")]
-        {
-            self.0.is_some()
-        }
-        #[cfg(not(feature = "tracing"))]
-        {
-            false
-        }
+        self.0.is_some()
     }
 
     /// Moves the span out, leaving a disabled one.
