@@ -363,3 +363,39 @@ fn provider_errors_reach_the_same_stream() {
     assert_eq!(hit.level, Level::ERROR);
     assert!(hit.fields.get("file").is_some_and(|f| f.ends_with(".rs")), "{hit:?}");
 }
+
+/// `async-doca urom-service`: the daemon's own lines come out as `tracing` events of target
+/// `urom_service` through the command line's subscriber (on stderr; stdout keeps the bare
+/// `listening on` line programs wait for).
+#[cfg(feature = "soft")]
+#[test]
+fn the_urom_daemon_logs_structured_events() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let dir = common::urom::TempDir::new("trace-daemon");
+    let socket = dir.path().join("urom.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_async-doca"))
+        .args(["urom-service", "--builtin-samples", "--log-level", "info", "--socket"])
+        .arg(&socket)
+        .env_remove("UROM_PLUGIN_PATH")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start async-doca urom-service");
+    let mut child = common::Reap(Some(child));
+    let c = child.0.as_mut().unwrap();
+    let mut first = String::new();
+    BufReader::new(c.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first.trim_end(), format!("listening on {}", socket.display()));
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(c.wait().unwrap().success(), "{err}");
+    child.0 = None;
+    let line = err.lines().find(|l| l.contains("listening on")).unwrap_or_else(|| panic!("no event: {err}"));
+    assert!(line.contains("INFO") && line.contains("urom_service"), "not a tracing event: {line}");
+    assert!(err.lines().any(|l| l.contains("urom_service") && l.contains("stopped")), "{err}");
+}
