@@ -54,7 +54,7 @@ impl Drop for DevInner {
         if rc != sys::DOCA_SUCCESS {
             // Objects created on the device are still alive somewhere (a leak elsewhere);
             // closing cannot be retried from a destructor, so say it and move on.
-            eprintln!("async-doca: doca_dev_close({}) failed: {:?}", self.info.ibdev_name, crate::DocaCode(rc));
+            crate::trace::report!("doca_dev_close({}) failed: {:?}", self.info.ibdev_name, crate::DocaCode(rc));
         }
     }
 }
@@ -194,7 +194,7 @@ impl Drop for RepInner {
         // SAFETY: `rep` came from doca_dev_rep_open and is closed exactly once, here.
         let rc = unsafe { sys::doca_dev_rep_close(self.rep) };
         if rc != sys::DOCA_SUCCESS {
-            eprintln!("async-doca: doca_dev_rep_close({}) failed: {:?}", self.info.pci_addr, crate::DocaCode(rc));
+            crate::trace::report!("doca_dev_rep_close({}) failed: {:?}", self.info.pci_addr, crate::DocaCode(rc));
         }
     }
 }

@@ -5,9 +5,16 @@
 //! codes by what the caller should do, and a short description of the operation that failed
 //! (`"sync_event.wait_eq: submit"`). Errors are cheap to create (the context is a
 //! `&'static str` unless a caller attaches a formatted detail).
+//!
+//! An error that wraps another one (an operating-system call's [`std::io::Error`], a
+//! collective's [`doca_coll::Error`]) keeps it: [`std::error::Error::source`] returns it, so
+//! error reporters (`anyhow`'s chain, `tracing`'s error fields) can walk down to the cause.
+//! The wrapped error's text is also part of this error's message, so printing only the top
+//! of the chain still tells the whole story.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::sys;
 
@@ -110,22 +117,44 @@ pub struct Error {
     kind: ErrorKind,
     code: Option<DocaCode>,
     context: Cow<'static, str>,
+    /// The error this one wraps (shared, so that `Error` stays `Clone`).
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
     /// An error returned by DOCA while doing `context`.
     pub fn from_doca(code: sys::doca_error_t, context: impl Into<Cow<'static, str>>) -> Error {
-        Error { kind: ErrorKind::of(code), code: Some(DocaCode(code)), context: context.into() }
+        Error { kind: ErrorKind::of(code), code: Some(DocaCode(code)), context: context.into(), source: None }
     }
 
     /// An error found by async-doca itself, with no DOCA code.
     pub fn new(kind: ErrorKind, context: impl Into<Cow<'static, str>>) -> Error {
-        Error { kind, code: None, context: context.into() }
+        Error { kind, code: None, context: context.into(), source: None }
     }
 
-    /// An operating-system error, keeping the OS message.
+    /// An error caused by `source`, which [`source()`](std::error::Error::source) returns.
+    /// `context` should already say what `source` says (see the module documentation).
+    ///
+    /// ```
+    /// use async_doca::{Error, ErrorKind};
+    /// use std::error::Error as _;
+    /// let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+    /// let e = Error::with_source(ErrorKind::ConnectionLost, format!("oob.send: {io}"), io);
+    /// let cause = e.source().unwrap().downcast_ref::<std::io::Error>().unwrap();
+    /// assert_eq!(cause.kind(), std::io::ErrorKind::BrokenPipe);
+    /// ```
+    pub fn with_source(
+        kind: ErrorKind,
+        context: impl Into<Cow<'static, str>>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error { kind, code: None, context: context.into(), source: Some(Arc::new(source)) }
+    }
+
+    /// An operating-system error, keeping the OS message and the [`std::io::Error`] itself
+    /// (as [`source()`](std::error::Error::source)).
     pub fn os(err: std::io::Error, context: &str) -> Error {
-        Error::new(ErrorKind::Os, format!("{context}: {err}"))
+        Error::with_source(ErrorKind::Os, format!("{context}: {err}"), err)
     }
 
     /// What kind of failure this is.
@@ -158,7 +187,11 @@ impl fmt::Debug for Error {
         if let Some(c) = self.code {
             d.field("code", &c);
         }
-        d.field("context", &self.context).finish()
+        d.field("context", &self.context);
+        if let Some(s) = &self.source {
+            d.field("source", s);
+        }
+        d.finish()
     }
 }
 
@@ -171,7 +204,18 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<std::io::Error> for Error {
+    /// An operating-system error with no more context than its own message.
+    fn from(err: std::io::Error) -> Error {
+        Error::with_source(ErrorKind::Os, err.to_string(), err)
+    }
+}
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -207,6 +251,24 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Other);
         assert_eq!(e.code().unwrap().raw(), 4242);
         assert_eq!(e.to_string(), "x: DOCA_ERROR(4242)");
+    }
+
+    #[test]
+    fn wrapped_errors_are_the_source() {
+        use std::error::Error as _;
+        let e = Error::os(std::io::Error::from_raw_os_error(libc::ENOENT), "drom: open");
+        assert_eq!(e.kind(), ErrorKind::Os);
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error is kept");
+        assert_eq!(io.raw_os_error(), Some(libc::ENOENT));
+        assert!(e.to_string().starts_with("drom: open: "), "{e}");
+        // Clones share the cause; DOCA errors and plain ones have none.
+        assert!(e.clone().source().is_some());
+        assert!(Error::from_doca(sys::DOCA_ERROR_IO_FAILED, "x").source().is_none());
+        assert!(Error::new(ErrorKind::Other, "x").source().is_none());
+        // A chain: an error wrapping an async-doca error wrapping an io::Error.
+        let outer = Error::with_source(ErrorKind::Other, format!("outer: {e}"), e);
+        let mid = outer.source().unwrap().downcast_ref::<Error>().unwrap();
+        assert!(mid.source().unwrap().is::<std::io::Error>());
     }
 
     #[test]

@@ -28,6 +28,10 @@
 //! the eight RDMA operations on owned buffers of registered [`Memory`]),
 //! [`sync_event::SyncEvent`], [`Error`] (every failure keeps its DOCA code), and `docs/ARCHITECTURE.md` for the model:
 //! which thread owns what, how a DOCA callback becomes a wake-up, what happens on drop.
+//!
+//! Observability: with the feature `tracing` (on by default) every DOCA operation is a
+//! `TRACE` span and the runtime's own decisions are events; install any `tracing`
+//! subscriber to see them. [`trace`] lists what is traced at which level.
 pub use doca_sys as sys;
 
 pub mod coll;
@@ -43,6 +47,7 @@ pub mod rdma;
 pub mod sync_event;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+pub mod trace;
 pub mod urom;
 
 pub use device::{Device, DeviceInfo, Representor, RepresentorInfo};

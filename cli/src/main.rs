@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod logging;
 mod perf;
 mod taskset;
 
@@ -13,6 +14,11 @@ mod taskset;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// What to log on stderr: a level (error, warn, info, debug, trace) or RUST_LOG
+    /// directives such as `async_doca::rdma=trace` [default: $RUST_LOG, else warn; info for
+    /// urom-service]
+    #[arg(long, value_name = "LEVEL", global = true)]
+    log_level: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,9 +61,6 @@ struct UromServiceArgs {
     /// the service's own uid]
     #[arg(long = "allow-uid", value_name = "UID")]
     allow_uids: Vec<u32>,
-    /// error, warn, info or debug.
-    #[arg(long, value_name = "LEVEL", default_value = "info")]
-    log_level: String,
     /// Also offer the plugins compiled into this program (worker_graph, worker_sandbox,
     /// worker_coll), so no plugin shared object is needed.
     #[arg(long)]
@@ -69,7 +72,7 @@ struct UromServiceArgs {
 }
 
 #[cfg(feature = "soft")]
-fn urom_service(args: UromServiceArgs) -> Result<(), String> {
+fn urom_service(args: UromServiceArgs, log_level: Option<&str>) -> Result<(), String> {
     use async_doca::urom::daemon;
     let mut cfg = daemon::Config::new(args.socket.unwrap_or_else(daemon::default_socket_path));
     if let Some(p) = args.plugin_path {
@@ -79,7 +82,11 @@ fn urom_service(args: UromServiceArgs) -> Result<(), String> {
     cfg.max_workers = args.max_workers;
     cfg.max_msg_size = args.max_msg_size;
     cfg.allow_uids = args.allow_uids;
-    cfg.log_level = args.log_level.parse()?;
+    cfg.log_level = logging::daemon_level(log_level);
+    #[cfg(feature = "tracing")]
+    {
+        cfg.log_sink = Some(logging::daemon_sink);
+    }
     if args.builtin_samples {
         cfg.builtins = daemon::sample_builtins();
     }
@@ -93,13 +100,24 @@ fn urom_service(args: UromServiceArgs) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let (default_filter, who) = match cli.command {
+        #[cfg(feature = "soft")]
+        Command::UromService(_) => ("info", "urom-service: "),
+        _ => ("warn", ""),
+    };
+    if let Err(e) = logging::init(cli.log_level.as_deref(), default_filter) {
+        eprintln!("async-doca: {who}{e}");
+        return ExitCode::FAILURE;
+    }
     let result: Result<(), String> = match cli.command {
         Command::Perf(args) => perf::run(args).map_err(|e| e.to_string()),
         Command::PerfPeer(args) => perf::run_peer(args).map_err(|e| e.to_string()),
         Command::Info => info().map_err(|e| e.to_string()),
         Command::Taskset(args) => return taskset::run(args),
         #[cfg(feature = "soft")]
-        Command::UromService(args) => urom_service(args).map_err(|e| format!("urom-service: {e}")),
+        Command::UromService(args) => {
+            urom_service(args, cli.log_level.as_deref()).map_err(|e| format!("urom-service: {e}"))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

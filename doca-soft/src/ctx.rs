@@ -326,7 +326,7 @@ impl doca_ctx {
     pub(crate) fn enqueue_completion(&self, task: &doca_task) {
         match self.pe() {
             Some(pe) => pe.enqueue(task),
-            None => eprintln!("doca-soft: internal error: completion on a ctx without a PE"),
+            None => crate::sdk_internal_error!("completion on a ctx without a PE"),
         }
     }
 
@@ -595,12 +595,12 @@ pub unsafe extern "C" fn doca_ctx_flush_tasks(ctx: *mut doca_ctx) {
         // SAFETY: as in doca_ctx_start.
         match unsafe { ctx_ref(ctx) } {
             Ok(c) if c.state.get() == DOCA_CTX_STATE_IDLE => {
-                eprintln!("doca-soft: doca_ctx_flush_tasks: ctx {ctx:p} is IDLE (ignored)")
+                crate::sdk_log!(ERROR, "doca_ctx_flush_tasks: ctx {ctx:p} is IDLE (ignored)")
             }
             Ok(c) => {
                 c.flush_held();
             }
-            Err(_) => eprintln!("doca-soft: doca_ctx_flush_tasks: invalid ctx pointer {ctx:p} (ignored)"),
+            Err(_) => crate::sdk_log!(ERROR, "doca_ctx_flush_tasks: invalid ctx pointer {ctx:p} (ignored)"),
         }
     })
 }

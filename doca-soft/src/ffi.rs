@@ -5,8 +5,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::types::*;
 
-/// Runs the body of an `extern "C"` entry point. A panic inside is caught, reported once on
-/// stderr, and turned into `on_panic` (for functions returning `doca_error_t`, use
+/// Runs the body of an `extern "C"` entry point. A panic inside is caught, reported once (an
+/// internal error: stderr and the SDK log, see [`crate::log::internal_error`]), and turned
+/// into `on_panic` (for functions returning `doca_error_t`, use
 /// `DOCA_ERROR_UNEXPECTED`), so unwinding never crosses into C.
 #[inline]
 pub(crate) fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
@@ -18,7 +19,7 @@ pub(crate) fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            eprintln!("doca-soft: internal error (panic caught at the C boundary): {msg}");
+            crate::sdk_internal_error!("panic caught at the C boundary: {msg}");
             on_panic
         }
     }

@@ -264,21 +264,48 @@ pub fn sdk_emit(level: u32, file: &str, line: u32, func: &str, args: std::fmt::A
     }
     let msg = args.to_string();
     let hook = *HOOK.lock().unwrap_or_else(|e| e.into_inner());
-    let st = state();
     if let Some(h) = hook {
-        if level <= st.global_sdk && level > DOCA_LOG_LEVEL_DISABLE {
+        let limit = state().global_sdk;
+        if level <= limit && level > DOCA_LOG_LEVEL_DISABLE {
+            // Without the log lock, and marked as a sink: the hook (a tracing subscriber, say)
+            // may itself call into the provider, whose records are then dropped instead of
+            // deadlocking on the lock.
+            IN_SINK.with(|f| f.set(true));
             h(level, file, line, &msg);
+            IN_SINK.with(|f| f.set(false));
         }
     }
+    let st = state();
     let record = format_record(level, SDK_SOURCE_NAME, file, line, func, &msg);
     dispatch(&st, true, level, &record);
 }
 
 /// Routes SDK records (levels up to the global SDK limit) to a Rust function as well, e.g.
-/// into `tracing`. `None` removes the hook.
+/// into `tracing` (async-doca installs one when its feature `tracing` is on). `None` removes
+/// the hook. C programs see no difference: their backends get every record as before.
 pub fn set_sdk_hook(hook: Option<SdkHook>) {
     *HOOK.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     refresh(&state());
+}
+
+/// An internal error of doca-soft (a bug to report: a panic caught at the C boundary, an
+/// impossible state): always one line on stderr, whatever the program's log setup, and a
+/// CRIT record in the SDK log (so a Rust program's `tracing` stream has it too). Never
+/// panics, unlike `eprintln!` on a closed stderr.
+pub fn internal_error(file: &str, line: u32, func: &str, args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "doca-soft: internal error: {args}");
+    if sdk_enabled(DOCA_LOG_LEVEL_CRIT) {
+        sdk_emit(DOCA_LOG_LEVEL_CRIT, file, line, func, format_args!("internal error: {args}"));
+    }
+}
+
+/// [`internal_error`] at the call site: `sdk_internal_error!("state {:?}", s)`.
+#[macro_export]
+macro_rules! sdk_internal_error {
+    ($($arg:tt)+) => {
+        $crate::log::internal_error(file!(), line!(), module_path!(), format_args!($($arg)+))
+    };
 }
 
 /// Logs a doca-soft message to the SDK log: `sdk_log!(ERROR, "why {}", x)`. The level names

@@ -525,8 +525,8 @@ pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
 /// `doca_pe_progress` of the ctx's PE (never from inside this call).
 pub fn complete(task: &doca_task, status: doca_error_t) {
     if task.state.get() != TaskState::Submitted {
-        eprintln!(
-            "doca-soft: internal error: completing a {} task that is not submitted ({:?})",
+        crate::sdk_internal_error!(
+            "completing a {} task that is not submitted ({:?})",
             task.kind.name,
             task.state.get()
         );
@@ -755,11 +755,14 @@ pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
 pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Option<&'a T> {
     // SAFETY: forwarded contract.
     let Some(t) = (unsafe { typed(task) }) else {
-        eprintln!("doca-soft: {setter}: {task:p} is not a task of this type (ignored)");
+        crate::sdk_log!(ERROR, "{setter}: {task:p} is not a task of this type (ignored)");
         return None;
     };
     if header(t).state() != TaskState::Allocated {
-        eprintln!("doca-soft: {setter}: task {task:p} is owned by the library until its completion callback (ignored)");
+        crate::sdk_log!(
+            ERROR,
+            "{setter}: task {task:p} is owned by the library until its completion callback (ignored)"
+        );
         return None;
     }
     Some(t)

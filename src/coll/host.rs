@@ -454,7 +454,7 @@ fn map_error(op: &'static str, e: doca_coll::Error, dead: bool) -> Error {
         E::Aborted { .. } => ErrorKind::InvalidArgument,
         _ => ErrorKind::Other,
     };
-    Error::new(kind, format!("coll.{op}: {e}"))
+    Error::with_source(kind, format!("coll.{op}: {e}"), e)
 }
 
 /// Keeps one receive posted in `buf` and files what arrives, until the context fails or the
@@ -640,7 +640,7 @@ impl HostComm {
         let deadline = Instant::now() + self.setup_timeout;
         loop {
             if let Some(e) = &self.shared.state.borrow().net.dead {
-                return Err(Error::new(ErrorKind::ConnectionLost, format!("coll.close: {e}")));
+                return Err(Error::with_source(ErrorKind::ConnectionLost, format!("coll.close: {e}"), e.clone()));
             }
             if self.in_flight() == 0 && self.shared.flushed() {
                 break;

@@ -240,7 +240,7 @@ impl Endpoint {
                     let rc = unsafe { sys::doca_comch_server_task_send_alloc_init(s, conn, p.cast(), len, &mut t) };
                     with_slot(rc, t, slot)
                 });
-                let (r, _msg) = f.with_buffers(msg).await;
+                let (r, _msg) = f.traced(Some(conn as usize), len as usize).with_buffers(msg).await;
                 return r.map(drop);
             }
             Kind::Client(ctx) => ctx,
@@ -252,7 +252,7 @@ impl Endpoint {
             let rc = unsafe { sys::doca_comch_client_task_send_alloc_init(c, conn, p.cast(), len, &mut t) };
             with_slot(rc, t, slot)
         });
-        let (r, _msg) = f.with_buffers(msg).await;
+        let (r, _msg) = f.traced(Some(conn as usize), len as usize).with_buffers(msg).await;
         r.map(drop)
     }
 }

@@ -281,6 +281,7 @@ impl Dma {
             .inner
             .ctx
             .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| alloc(dma, &Descs::new(inv, slot), slot, s, d))
+            .traced(None, s.len)
             // The inventory is kept with the regions: a future dropped mid-flight leaves them
             // to its slot, which gives the descriptors back (right after DOCA is done with the
             // task) before it drops them.

@@ -37,8 +37,9 @@ impl UromWorkers {
     }
 }
 
+/// A problem following a worker's mask: nobody to return it to (the daemon's poll loop).
 fn log(msg: &str) {
-    eprintln!("urom-service: drom: {msg}");
+    crate::trace::report!("urom-service: drom: {msg}");
 }
 
 impl WorkerCpus for UromWorkers {
@@ -73,6 +74,7 @@ impl WorkerCpus for UromWorkers {
                     log(&format!("worker pid {pid}: {e}"));
                 }
             }
+            crate::trace::event!(info, { pid = pid, mask = crate::trace::disp(&inside) }, "DROM: UROM worker moved");
             if let Err(e) = m.applied(&mask) {
                 log(&format!("worker pid {pid}: {e}"));
             }

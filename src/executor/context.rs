@@ -84,6 +84,16 @@ pub(crate) struct CtxRecord {
 }
 
 impl CtxRecord {
+    /// The context's kind, as given at creation (`"rdma"`, `"sync_event"`, ...).
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// An id for traces: the `doca_ctx` address (unique while the context lives).
+    pub(crate) fn id(&self) -> usize {
+        self.ctx as usize
+    }
+
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.get()
     }
@@ -140,6 +150,11 @@ impl CtxRecord {
         // Tasks waiting for their doorbell go to the engine first, to be flushed by the stop
         // like every other submitted task (never a flush of an IDLE ctx later).
         self.flush_doorbell();
+        crate::trace::event!(
+            debug,
+            { ctx = self.name, ctx_id = self.id(), outstanding = self.outstanding.get() },
+            "stopping the context: tasks in flight are flushed"
+        );
         // SAFETY: alive ctx on its executor's thread, not inside progress (callers check).
         let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
         match rc {
@@ -315,8 +330,8 @@ impl Contexts {
 unsafe extern "C" fn ctx_state_cb(
     user_data: sys::doca_data,
     _ctx: *mut sys::doca_ctx,
-    _prev_state: sys::doca_ctx_states,
-    _next_state: sys::doca_ctx_states,
+    prev_state: sys::doca_ctx_states,
+    next_state: sys::doca_ctx_states,
 ) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         with_current(|core| {
@@ -324,6 +339,16 @@ unsafe extern "C" fn ctx_state_cb(
             // from which nothing may progress the PE (see `Core::progress_inline`).
             let _inside = core.enter_progress();
             if let Some(rec) = core.ctxs.get(user_data.as_u64()) {
+                crate::trace::event!(
+                    debug,
+                    {
+                        ctx = rec.name,
+                        ctx_id = rec.id(),
+                        from = crate::trace::dbg(CtxState::from_raw(prev_state)),
+                        to = crate::trace::dbg(CtxState::from_raw(next_state)),
+                    },
+                    "context state changed"
+                );
                 // Waiters re-read the state with doca_ctx_get_state; this only wakes them.
                 rec.state_waiters.wake_all();
             }

@@ -117,6 +117,7 @@ fn follow(rt: Weak<RtInner>, m: Arc<Membership>, stop: Arc<AtomicBool>, interval
             }
         };
         let Some(inner) = rt.upgrade() else { return };
+        crate::trace::event!(info, { mask = crate::trace::disp(&mask) }, "DROM: following a new CPU mask");
         apply(&inner, &mask);
         drop(inner);
         if let Err(e) = m.applied(&mask) {

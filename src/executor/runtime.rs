@@ -119,7 +119,7 @@ impl Builder {
     /// cannot move); [`spawn_on`](Runtime::spawn_on) still reaches it. When its CPU comes
     /// back it is pinned home again. A CPU the runtime never had gets a new executor, which
     /// takes `spawn` work at once (if it cannot start, for example because a cgroup forbids
-    /// the CPU, that is reported on stderr and the other CPUs are used). The process's other
+    /// the CPU, that is reported as a `WARN` tracing event and the other CPUs are used). The process's other
     /// threads (the one that called `build`, `block_on` threads) are moved onto the whole new
     /// mask. See `docs/drom.md`.
     pub fn drom(mut self, options: crate::drom::Options) -> Builder {
@@ -130,6 +130,7 @@ impl Builder {
     /// Starts the workers. Fails if the CPU set is empty, a CPU cannot be pinned to, or an
     /// executor cannot create its PE or poll; workers already started are stopped again.
     pub fn build(self) -> Result<Runtime> {
+        crate::trace::route_provider_log();
         let mut cpus = match self.cpus {
             Some(c) => c,
             None => CpuSet::current_affinity()?,
@@ -400,7 +401,7 @@ impl Runtime {
 
     /// Stops every worker (cancelling its tasks, stopping and destroying its contexts and
     /// PE) and joins the threads. Problems that cannot be returned (a context that never
-    /// stopped) are reported on stderr.
+    /// stopped) are reported as `WARN` tracing events (see [`crate::trace`]).
     pub fn shutdown(mut self) {
         self.shutdown_inner();
     }

@@ -54,7 +54,7 @@ impl Drop for Inventory {
             sys::doca_buf_inventory_stop(self.0);
             let rc = sys::doca_buf_inventory_destroy(self.0);
             if rc != sys::DOCA_SUCCESS {
-                eprintln!("async-doca: doca_buf_inventory_destroy failed: {:?}", crate::DocaCode(rc));
+                crate::trace::report!("doca_buf_inventory_destroy failed: {:?}", crate::DocaCode(rc));
             }
         }
     }

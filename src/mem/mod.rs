@@ -208,7 +208,7 @@ impl Drop for Alloc {
             // mmap over it is destroyed (MemInner drops the mmap first).
             let rc = unsafe { sys::doca_soft_free_shared(self.ptr.as_ptr().cast()) };
             if rc != sys::DOCA_SUCCESS {
-                eprintln!("async-doca: doca_soft_free_shared failed: {:?}", crate::DocaCode(rc));
+                crate::trace::report!("doca_soft_free_shared failed: {:?}", crate::DocaCode(rc));
             }
         }
         #[cfg(not(feature = "soft"))]
@@ -238,13 +238,13 @@ impl Drop for MemInner {
         unsafe {
             let rc = sys::doca_mmap_stop(self.mmap);
             if rc != sys::DOCA_SUCCESS {
-                eprintln!("async-doca: doca_mmap_stop failed: {:?}", crate::DocaCode(rc));
+                crate::trace::report!("doca_mmap_stop failed: {:?}", crate::DocaCode(rc));
             }
             let rc = sys::doca_mmap_destroy(self.mmap);
             if rc != sys::DOCA_SUCCESS {
                 // Destroying failed: the memory may still be referenced; leak it rather than
                 // free memory DOCA might touch.
-                eprintln!("async-doca: doca_mmap_destroy failed: {:?}; leaking the memory", crate::DocaCode(rc));
+                crate::trace::report!("doca_mmap_destroy failed: {:?}; leaking the memory", crate::DocaCode(rc));
                 return;
             }
             // Registration gone: nothing can reach the memory through DOCA any more.
@@ -584,7 +584,7 @@ impl Drop for RemoteInner {
         // destroyed once.
         let rc = unsafe { sys::doca_mmap_destroy(self.mmap) };
         if rc != sys::DOCA_SUCCESS {
-            eprintln!("async-doca: destroying an imported mmap failed: {:?}", crate::DocaCode(rc));
+            crate::trace::report!("destroying an imported mmap failed: {:?}", crate::DocaCode(rc));
         }
     }
 }

@@ -156,6 +156,11 @@ fn with_cm(ctx_ud: sys::doca_data, f: impl FnOnce(&CmShared)) {
 }
 
 unsafe extern "C" fn on_request(c: RawConn, ctx_ud: sys::doca_data) {
+    crate::trace::event!(
+        info,
+        { conn = c as usize, peer = crate::trace::dbg(peer_of(c)) },
+        "rdma: connection request"
+    );
     with_cm(ctx_ud, |cm| {
         // A new connection: whatever was recorded at this address belonged to an old one.
         cm.forget(c);
@@ -164,6 +169,16 @@ unsafe extern "C" fn on_request(c: RawConn, ctx_ud: sys::doca_data) {
 }
 
 fn record(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data, o: Outcome) {
+    crate::trace::event!(
+        info,
+        { conn = c as usize, outcome = crate::trace::dbg(o) },
+        "rdma: connection {}",
+        match o {
+            Outcome::Established => "established",
+            Outcome::Failed => "failed (refused, rejected or timed out)",
+            Outcome::Disconnected => "closed by the peer",
+        }
+    );
     with_cm(ctx_ud, |cm| {
         cm.outcomes.borrow_mut().insert(c as usize, o);
         if o == Outcome::Established {
@@ -256,6 +271,7 @@ pub(super) struct ConnCm {
 impl ConnCm {
     /// Ends the connection on our side (idempotent), then frees the client's address.
     pub(super) fn close(&self, c: RawConn) {
+        crate::trace::event!(info, { conn = c as usize }, "rdma: disconnecting");
         // SAFETY: a live connection of a live context (ConnInner keeps it alive).
         let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
         // Nothing asks about it any more (a late event may record it again: harmless, a new
@@ -427,6 +443,7 @@ impl ConnectionRequest {
 
     /// Rejects the request (the client's connect fails).
     pub fn reject(mut self) -> Result<()> {
+        crate::trace::event!(info, { conn = self.conn as usize }, "rdma: rejecting a connection request");
         self.rdma.take();
         // SAFETY: a live requested connection.
         check(unsafe { sys::doca_rdma_connection_reject(self.conn) }, "rdma.reject")

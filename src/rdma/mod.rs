@@ -389,8 +389,16 @@ impl RdmaInner {
     /// Runs one operation of kind `K`: `alloc` takes the operation's doca_bufs (they go to
     /// the operation's completion slot, which gives them back when the task is over) and
     /// allocates the task; `keep` (the caller's buffers) is owned by the operation until
-    /// DOCA is done and then returned.
-    async fn run<K, F, B>(&self, op: &'static str, keep: B, mut alloc: F) -> (Result<TaskOutput>, B)
+    /// DOCA is done and then returned. `conn` and `size` name the connection (none for a
+    /// receive) and the bytes moved, in the operation's trace span.
+    async fn run<K, F, B>(
+        &self,
+        op: &'static str,
+        conn: Option<ConnId>,
+        size: usize,
+        keep: B,
+        mut alloc: F,
+    ) -> (Result<TaskOutput>, B)
     where
         K: TaskKind,
         B: 'static,
@@ -404,6 +412,7 @@ impl RdmaInner {
         let fut = self
             .ctx
             .submit::<K, _>(op, move |slot| alloc(rdma, &Descs::new(inv, slot), slot))
+            .traced(conn.map(|c| c.0), size)
             // The inventory is kept with the buffers: a future dropped mid-flight leaves both
             // to its slot, which gives the descriptors back before it drops them.
             .with_buffers((self.inv.clone(), keep));
@@ -483,7 +492,7 @@ impl Rdma {
         let d = Desc::local(&buf);
         let (r, buf) = self
             .inner
-            .run::<Recv, _, _>("rdma.recv", buf, |rdma, set, slot| {
+            .run::<Recv, _, _>("rdma.recv", None, buf.len(), buf, |rdma, set, slot| {
                 let dst = set.dst(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context; `dst` describes memory the operation owns until the
@@ -537,6 +546,7 @@ impl PendingConnection {
             unsafe { sys::doca_rdma_connect(rdma, peer_blob.as_ptr().cast(), peer_blob.len(), self.conn) },
             "rdma.connect",
         )?;
+        crate::trace::event!(info, { conn = self.conn as usize }, "rdma: connected (blob exchange)");
         Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn, cm: None }) })
     }
 }
@@ -652,7 +662,7 @@ impl Connection {
         let (r, src) = self
             .inner
             .rdma
-            .run::<Send, _, _>("rdma.send", src, |rdma, set, slot| {
+            .run::<Send, _, _>("rdma.send", Some(self.id()), src.len(), src, |rdma, set, slot| {
                 let s = set.src(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context and connection; `s` describes memory the operation owns.
@@ -669,7 +679,7 @@ impl Connection {
         let (r, src) = self
             .inner
             .rdma
-            .run::<SendImm, _, _>("rdma.send_imm", src, |rdma, set, slot| {
+            .run::<SendImm, _, _>("rdma.send_imm", Some(self.id()), src.len(), src, |rdma, set, slot| {
                 let s = set.src(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: as in `send`.
@@ -703,12 +713,12 @@ impl Connection {
             let e = too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len()));
             return (Err(e), src);
         }
-        let (conn, s, d) = (self.inner.conn, Desc::local(&src), Desc::remote(&dst));
+        let (conn, s, d, size) = (self.inner.conn, Desc::local(&src), Desc::remote(&dst), src.len());
         let (r, (src, _dst)) = match imm {
             None => {
                 self.inner
                     .rdma
-                    .run::<Write, _, _>(op, (src, dst), |rdma, set, slot| {
+                    .run::<Write, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot| {
                         let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: live context and connection; both buffers describe memory
@@ -723,7 +733,7 @@ impl Connection {
             Some(imm) => {
                 self.inner
                     .rdma
-                    .run::<WriteImm, _, _>(op, (src, dst), |rdma, set, slot| {
+                    .run::<WriteImm, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot| {
                         let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: as above.
@@ -763,7 +773,7 @@ impl Connection {
         let (r, (dst, _src)) = self
             .inner
             .rdma
-            .run::<Read, _, _>("rdma.read", (dst, src), |rdma, set, slot| {
+            .run::<Read, _, _>("rdma.read", Some(self.id()), dst.len(), (dst, src), |rdma, set, slot| {
                 let (sb, db) = (set.dst(0, s)?, set.dst(1, d)?);
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context and connection; both buffers describe memory the
@@ -812,7 +822,7 @@ impl Connection {
             Some((cmp, swap)) => {
                 self.inner
                     .rdma
-                    .run::<CmpSwp, _, _>(op, keep, |rdma, set, slot| {
+                    .run::<CmpSwp, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot| {
                         let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: live context and connection; both buffers describe memory
@@ -836,7 +846,7 @@ impl Connection {
             None => {
                 self.inner
                     .rdma
-                    .run::<FetchAdd, _, _>(op, keep, |rdma, set, slot| {
+                    .run::<FetchAdd, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot| {
                         let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
                         let mut task = std::ptr::null_mut();
                         // SAFETY: as above.

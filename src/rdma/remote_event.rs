@@ -174,7 +174,7 @@ impl RemoteEventOps<'_> {
             .conn
             .inner
             .rdma
-            .run::<RnGet, _, _>(OP, keep, |rdma, set, slot| {
+            .run::<RnGet, _, _>(OP, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
                 let b = set.dst(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context, connection and event; `b` describes memory the
@@ -210,7 +210,7 @@ impl RemoteEventOps<'_> {
             .conn
             .inner
             .rdma
-            .run::<RnSet, _, _>(OP, keep, |rdma, set, slot| {
+            .run::<RnSet, _, _>(OP, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
                 let b = set.src(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: as in `get`.
@@ -242,7 +242,7 @@ impl RemoteEventOps<'_> {
             .conn
             .inner
             .rdma
-            .run::<RnAdd, _, _>(OP, keep, |rdma, set, slot| {
+            .run::<RnAdd, _, _>(OP, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
                 let b = set.dst(0, d)?;
                 let mut task = std::ptr::null_mut();
                 // SAFETY: as in `get`.

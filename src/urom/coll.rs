@@ -190,7 +190,11 @@ impl Offload {
             bounded(deadline, "urom.coll: collectives still in flight at stop", self.shared.drained.wait()).await?;
         }
         if let Some(e) = &self.shared.state.borrow().lost {
-            return Err(Error::new(ErrorKind::ConnectionLost, format!("urom.coll: the group is broken ({e})")));
+            return Err(Error::with_source(
+                ErrorKind::ConnectionLost,
+                format!("urom.coll: the group is broken ({e})"),
+                e.clone(),
+            ));
         }
         let s = &self.shared;
         let answer = bounded(deadline, "urom.coll: Fini", s.worker.command(s.plugin, &Cmd::Fini.encode())).await??;

@@ -11,7 +11,7 @@
 //! plugin shared objects on disk.
 
 pub use doca_soft::urom::daemon::{
-    default_socket_path, parse_cpu_list, parse_plugin_path, run, Builtin, Config, LogLevel,
+    default_socket_path, parse_cpu_list, parse_plugin_path, run, Builtin, Config, LogLevel, LogSink,
 };
 
 use doca_urom_plugin::samples::{graph, sandbox};

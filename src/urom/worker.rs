@@ -166,8 +166,11 @@ impl WorkerBuilder {
                 check(sys::doca_urom_worker_set_env(w, env_ptrs.as_ptr(), env_ptrs.len()), "urom.worker: set env")?;
             }
         }
+        crate::trace::event!(info, { id = self.id, gid = self.gid, plugins = mask }, "urom: starting a worker");
         if let Err(e) = ctx.start().await {
-            return Err(start_error(w, e));
+            let e = start_error(w, e);
+            crate::trace::event!(info, { id = self.id, error = crate::trace::disp(&e) }, "urom: the worker did not start");
+            return Err(e);
         }
         let mut id = 0u64;
         let mut gid = 0u32;
@@ -176,6 +179,7 @@ impl WorkerBuilder {
             check(sys::doca_urom_worker_get_id(w, &mut id), "urom.worker: get id")?;
             check(sys::doca_urom_worker_get_gid(w, &mut gid), "urom.worker: get gid")?;
         }
+        crate::trace::event!(info, { worker = id, gid = gid, plugins = mask }, "urom: worker running");
         Ok(Worker { inner: Rc::new(WorkerInner { ctx, service: self.service, id, gid, plugins: mask }) })
     }
 }
@@ -215,6 +219,14 @@ struct WorkerInner {
     id: u64,
     gid: u32,
     plugins: u64,
+}
+
+impl Drop for WorkerInner {
+    fn drop(&mut self) {
+        // The `Context` field is dropped right after this: it stops the worker ctx, and the
+        // service tears the worker process down.
+        crate::trace::event!(info, { worker = self.id }, "urom: last worker handle dropped");
+    }
 }
 
 /// A running UROM worker, on the current executor.
@@ -296,8 +308,8 @@ impl Worker {
     pub async fn command(&self, plugin: u64, payload: &[u8]) -> Result<Vec<u8>> {
         let sink = Box::new(Sink::<u8>::default());
         let alloc = self.command_alloc(plugin, payload, &sink)?;
-        let op =
-            CommandOp { fut: self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc).with_buffers(sink) };
+        let fut = self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc).traced(None, payload.len());
+        let op = CommandOp { fut: fut.with_buffers(sink) };
         let (status, notification) = op.await;
         status.map(|()| notification)
     }
@@ -366,7 +378,10 @@ impl Worker {
     /// and tears the worker down unless another connection is attached. Commands in flight
     /// fail with [`ErrorKind::Cancelled`].
     pub async fn stop(&self) -> Result<()> {
-        self.inner.ctx.stop().await
+        crate::trace::event!(info, { worker = self.inner.id }, "urom: stopping the worker");
+        let r = self.inner.ctx.stop().await;
+        crate::trace::event!(info, { worker = self.inner.id, ok = r.is_ok() }, "urom: worker stopped");
+        r
     }
 }
 

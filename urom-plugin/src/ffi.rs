@@ -27,8 +27,9 @@ struct State<P> {
 }
 
 /// One line on stderr (the worker's log). Never panics, unlike `eprintln!` on a failed write:
-/// it runs outside `catch_unwind`.
-fn log(args: core::fmt::Arguments<'_>) {
+/// it runs outside `catch_unwind`. Plugins are shared objects loaded into a worker process,
+/// where no `tracing` subscriber of the host program can reach them, so stderr is their log.
+pub(crate) fn log(args: core::fmt::Arguments<'_>) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "doca-urom-plugin: {args}");
 }

@@ -57,6 +57,8 @@ mod stream;
 mod sync_event;
 #[cfg(feature = "tokio")]
 mod tokio;
+#[cfg(feature = "tracing")]
+mod trace;
 mod ucx;
 #[cfg(feature = "soft")]
 mod urom;
@@ -299,6 +301,28 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: |p| rdma::run(rdma::Test::SendLat, p),
         about: "send/recv ping-pong (half round trip)",
+    },
+    #[cfg(feature = "tracing")]
+    TestDef {
+        name: "write_lat_traced",
+        modes: &[Mode::Async],
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| trace::run(rdma::Test::WriteLat, p),
+        about: "write_lat with every operation's tracing span recorded (row mode `traced`, compare async)",
+    },
+    #[cfg(feature = "tracing")]
+    TestDef {
+        name: "send_lat_traced",
+        modes: &[Mode::Async],
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: |p| trace::run(rdma::Test::SendLat, p),
+        about: "send_lat with every operation's tracing span recorded (row mode `traced`, compare async)",
     },
     TestDef {
         name: "write_imm_lat",

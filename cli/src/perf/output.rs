@@ -59,6 +59,7 @@ pub fn print_table(reports: &[Report]) {
         ("async", "raw"),
         ("tokio", "async"),
         ("tokio-handle", "async"),
+        ("traced", "async"),
         ("raw", "ucx"),
         ("async", "ucx"),
         ("async", "tcp"),

@@ -18,6 +18,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::Core;
 use crate::sys;
+use crate::trace::OpSpan;
+
+/// A `DEBUG` event: operation `op` waits for a task of its context to be freed (see the
+/// module documentation on back-pressure).
+#[cold]
+fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
+    crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
+}
 
 /// What the allocation closure of [`Context::submit`](crate::executor::context::Context::submit)
 /// gets: the user data to give the task and the slot's result area.
@@ -96,6 +104,8 @@ pub struct TaskFuture<'a, K: TaskKind, A> {
     stage: Stage<K::Task>,
     alloc: Option<A>,
     ticket: Ticket,
+    /// The operation's `TRACE` span (see [`crate::trace`]): disabled, a `None` test.
+    span: OpSpan,
     _ctx: PhantomData<&'a ()>,
 }
 
@@ -106,6 +116,7 @@ impl<K: TaskKind, A> Unpin for TaskFuture<'_, K, A> {}
 impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
     pub(crate) fn new(core: Rc<Core>, ctx: Rc<CtxRecord>, op: &'static str, alloc: A) -> Self {
         let (slot, slot_ref) = core.slots.reserve();
+        let span = OpSpan::new(op, ctx.name(), ctx.id());
         TaskFuture {
             core,
             ctx,
@@ -115,8 +126,16 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
             stage: Stage::Alloc,
             alloc: Some(alloc),
             ticket: None,
+            span,
             _ctx: PhantomData,
         }
+    }
+
+    /// Names, in the operation's span, the connection it runs on (`conn`, an RDMA
+    /// connection id) and its size in bytes.
+    pub fn traced(self, conn: Option<usize>, size: usize) -> Self {
+        self.span.set_target(conn, size);
+        self
     }
 
     /// The operation's slot. Only called before the slot is released (every stage but
@@ -248,6 +267,7 @@ where
                         }
                         Err(sys::DOCA_ERROR_NO_MEMORY) if self.ctx.outstanding() > 0 => {
                             // Pool exhausted by tasks that will be freed: wait for one.
+                            back_pressure(self.op, &self.ctx, "task pool exhausted");
                             self.ctx.task_waiters.register(&mut self.ticket, cx.waker());
                             return Poll::Pending;
                         }
@@ -284,6 +304,7 @@ where
                                 && self.ctx.outstanding() > 1
                             {
                                 // Queue full of other tasks that will complete: wait for one.
+                                back_pressure(self.op, &self.ctx, "submit queue full");
                                 self.ctx.task_waiters.register(&mut self.ticket, cx.waker());
                                 return Poll::Pending;
                             }
@@ -328,7 +349,20 @@ where
     type Output = Result<TaskOutput>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
-        self.get_mut().poll_op(cx)
+        let this = self.get_mut();
+        // The span is entered while the operation is polled (taken out of the future for
+        // that, since polling needs the future mutably; untraced, that moves a `None`). One
+        // call of `poll_op`, so that it is inlined here as before.
+        let span = this.span.take();
+        let r = {
+            let _entered = span.enter();
+            this.poll_op(cx)
+        };
+        if let Poll::Ready(r) = &r {
+            span.finish(r);
+        }
+        this.span = span;
+        r
     }
 }
 
@@ -379,7 +413,17 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        match this.inner.poll_op(cx) {
+        // As in `TaskFuture::poll`.
+        let span = this.inner.span.take();
+        let r = {
+            let _entered = span.enter();
+            this.inner.poll_op(cx)
+        };
+        if let Poll::Ready(r) = &r {
+            span.finish(r);
+        }
+        this.inner.span = span;
+        match r {
             Poll::Pending => Poll::Pending,
             Poll::Ready(r) => {
                 let b = this.buffers.take().expect("BufTaskFuture polled after completion");

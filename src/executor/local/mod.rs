@@ -27,7 +27,8 @@
 //! (in-flight tasks are flushed through their error callbacks, which release their slots) →
 //! destroy the contexts → destroy the PE → close the poll and waker fds. Anything that cannot
 //! be released safely within the budget (a context that never reaches IDLE, memory the
-//! provider may still write) is reported on stderr and leaked, never freed under DOCA's feet.
+//! provider may still write) is reported (a `WARN` tracing event, see [`crate::trace`]) and leaked,
+//! never freed under DOCA's feet.
 //!
 //! One module per concept:
 //! * `shared`: [`Shared`], what other threads see, and the wakers of `block_on` futures.
@@ -40,7 +41,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::ptr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -92,10 +92,10 @@ const TIMER_CHECK_TURNS: u32 = 8;
 const WAKER_TOKEN: Token = Token(0);
 const PE_TOKEN: Token = Token(1);
 
-/// Reports a problem that cannot be returned to anyone (in `Drop`, in a callback, in shutdown).
+/// Reports a problem that cannot be returned to anyone (in `Drop`, in a callback, in shutdown):
+/// a `WARN` tracing event (see [`crate::trace`]).
 pub(crate) fn report(msg: &str) {
-    // Never panics (unlike eprintln! on a closed stderr).
-    let _ = writeln!(std::io::stderr(), "async-doca: {msg}");
+    crate::trace::report!("{msg}");
 }
 
 /// Executor configuration, shared by the workers and `block_on` executors of a runtime.

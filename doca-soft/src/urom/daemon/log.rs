@@ -1,4 +1,6 @@
-//! Leveled logging to stderr, every line prefixed `urom-service:`.
+//! Leveled logging to stderr, every line prefixed `urom-service:`, or to a [`LogSink`] the
+//! program installs (`async-doca urom-service` turns every line into a structured `tracing`
+//! event with the level, the worker id and the message).
 //!
 //! Lines are formatted into one buffer and written with a single `write(2)` straight to fd 2,
 //! not through `std::io::stderr()`: a forked worker must not depend on a lock another thread of
@@ -48,11 +50,17 @@ impl FromStr for LogLevel {
     }
 }
 
-/// A logger: the level, and who is speaking (the daemon, or worker `id`).
+/// Receives the daemon's log lines instead of stderr: `(level, worker id or None for the
+/// daemon itself, message)`. It runs on the daemon's thread and in forked workers (which have
+/// no other thread), so it must not wait for another thread.
+pub type LogSink = fn(level: LogLevel, worker: Option<u64>, message: fmt::Arguments<'_>);
+
+/// A logger: the level, who is speaking (the daemon, or worker `id`), and where lines go.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Log {
     pub level: LogLevel,
     pub worker: Option<u64>,
+    pub sink: Option<LogSink>,
 }
 
 impl Log {
@@ -62,6 +70,10 @@ impl Log {
 
     pub fn write(&self, level: LogLevel, args: fmt::Arguments<'_>) {
         if !self.enabled(level) {
+            return;
+        }
+        if let Some(sink) = self.sink {
+            sink(level, self.worker, args);
             return;
         }
         let line = match self.worker {

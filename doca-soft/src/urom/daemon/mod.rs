@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-pub use self::log::LogLevel;
+pub use self::log::{LogLevel, LogSink};
 pub use self::plugins::{parse_plugin_path, plugin_name, Builtin, Plugin, Plugins, MAX_PLUGINS, PLUGIN_NAME_MAX};
 pub use self::spawn::current_affinity;
 pub use crate::urom::proto::default_socket_path;
@@ -73,6 +73,8 @@ pub struct Config {
     /// When not empty, exactly the uids allowed to connect; else only the daemon's own.
     pub allow_uids: Vec<u32>,
     pub log_level: LogLevel,
+    /// Where log lines go instead of stderr (see [`LogSink`]); `None`: stderr.
+    pub log_sink: Option<LogSink>,
     /// Plugins compiled into this program, offered besides those of `plugin_path`.
     pub builtins: Vec<Builtin>,
     /// Told when workers start and exit, and asked to apply CPU changes (the `async-doca`
@@ -109,6 +111,7 @@ impl Config {
             max_msg_size: DOCA_UROM_DEFAULT_MAX_MSG_SIZE,
             allow_uids: Vec::new(),
             log_level: LogLevel::Info,
+            log_sink: None,
             builtins: Vec::new(),
             worker_cpus: None,
         }
@@ -421,7 +424,7 @@ impl Daemon {
     /// Checks the configuration, loads the plugins and binds the socket (replacing a stale
     /// one). The daemon does not accept connections until [`serve`](Daemon::serve).
     pub fn bind(cfg: Config) -> Result<Daemon, String> {
-        let log = Log { level: cfg.log_level, worker: None };
+        let log = Log { level: cfg.log_level, worker: None, sink: cfg.log_sink };
         if cfg.max_msg_size == 0 || cfg.max_msg_size > (64 << 20) {
             return Err(format!("max message size {} out of range (1 byte to 64 MiB)", cfg.max_msg_size));
         }

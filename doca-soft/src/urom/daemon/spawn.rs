@@ -128,7 +128,7 @@ pub(crate) fn fork_worker(args: SpawnArgs<'_>, daemon_pid: libc::pid_t) -> io::R
         return Ok(pid);
     }
     // The child.
-    let log = Log { level: args.log.level, worker: Some(args.id) };
+    let log = Log { worker: Some(args.id), ..args.log };
     reset_signals();
     // SAFETY: prctl with integer arguments. If the daemon dies without cleaning up, the kernel
     // kills the worker instead of leaving an orphan; the getppid check closes the race where

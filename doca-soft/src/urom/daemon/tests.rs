@@ -202,7 +202,7 @@ fn cc(src: &str, defines: &[&str], out: &Path) -> bool {
 }
 
 fn quiet() -> Log {
-    Log { level: LogLevel::Error, worker: None }
+    Log { level: LogLevel::Error, worker: None, sink: None }
 }
 
 #[test]

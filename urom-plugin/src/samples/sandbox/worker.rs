@@ -161,14 +161,14 @@ impl Sandbox {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    eprintln!("worker_sandbox: receive failed: {e}");
+                    crate::ffi::log(format_args!("worker_sandbox: receive failed: {e}"));
                     return;
                 }
             };
             // The buffer is one byte larger than the largest valid datagram, so a full buffer
             // means a truncated, foreign message; shorter than a tag is foreign too.
             if n < TAG_LEN || n == self.buf.len() {
-                eprintln!("worker_sandbox: dropped a malformed datagram of {n} bytes");
+                crate::ffi::log(format_args!("worker_sandbox: dropped a malformed datagram of {n} bytes"));
                 continue;
             }
             let mut tag = [0u8; TAG_LEN];
