@@ -78,6 +78,9 @@ pub enum TaskState {
 pub enum SubmitMode {
     Submit,
     TrySubmit,
+    /// A task held by `doca_task_submit_ex` without FLUSH, now pushed by a flush: the kind's
+    /// [`TaskKind::admit`] hook accepted it at submit time (and reserved its queue place).
+    Held,
 }
 
 /// The static descriptor of one task kind (one per specific task type).
@@ -99,6 +102,14 @@ pub struct TaskKind {
     /// Optional: called for each task flushed by `doca_ctx_stop`, just before it completes
     /// with [`crate::ctx::FLUSH_STATUS`] (e.g. to reset result fields).
     pub flush: Option<unsafe fn(task: &doca_task)>,
+    /// Optional: called by `doca_task_submit_ex` without FLUSH, before the task is held.
+    /// DOCA posts the work request at submit and defers only the doorbell, so what a submit
+    /// refuses for lack of room (a full send or receive queue: `DOCA_ERROR_NO_MEMORY`, the
+    /// caller's back-pressure) must be refused then, not turned into a failed completion at
+    /// the flush. The hook checks the room and reserves it; the flush then calls `submit`
+    /// with [`SubmitMode::Held`], which takes the reservation back. An `Err` fails the submit
+    /// as `submit` does.
+    pub admit: Option<unsafe fn(task: &doca_task) -> Result<(), doca_error_t>>,
     dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
 
@@ -110,7 +121,13 @@ impl TaskKind {
         release: Option<unsafe fn(&doca_task)>,
         flush: Option<unsafe fn(&doca_task)>,
     ) -> TaskKind {
-        TaskKind { name, submit, release, flush, dispatch: dispatch_as::<T> }
+        TaskKind { name, submit, release, flush, admit: None, dispatch: dispatch_as::<T> }
+    }
+
+    /// The same kind with an [`admit`](TaskKind::admit) hook.
+    pub const fn with_admit(mut self, admit: unsafe fn(&doca_task) -> Result<(), doca_error_t>) -> TaskKind {
+        self.admit = Some(admit);
+        self
     }
 }
 
@@ -486,6 +503,15 @@ pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
         return submit(task, SubmitMode::Submit);
     }
     let ctx = accept(task)?;
+    if let Some(admit) = task.kind.admit {
+        // SAFETY: the hook gets a task of its kind in state Submitted on a RUNNING ctx.
+        if let Err(e) = unsafe { admit(task) } {
+            // Refused at submit, as `submit` refuses: the task stays the caller's.
+            task.state.set(TaskState::Allocated);
+            ctx.inflight_sub(1);
+            return Err(e);
+        }
+    }
     ctx.hold(task);
     Ok(())
 }
@@ -498,7 +524,7 @@ pub(crate) fn push_held(task: &doca_task) {
     }
     // SAFETY: the kind's submit hook gets a task of its kind in state Submitted on a RUNNING
     // ctx (held tasks exist only while RUNNING: stop forgets them).
-    if let Err(e) = unsafe { (task.kind.submit)(task, SubmitMode::Submit) } {
+    if let Err(e) = unsafe { (task.kind.submit)(task, SubmitMode::Held) } {
         complete(task, e);
     }
 }

@@ -160,6 +160,11 @@ pub struct doca_rdma {
     recvs: RefCell<VecDeque<*const doca_task>>,
     /// Submitted send-side tasks not yet completed.
     sq_inflight: Cell<u32>,
+    /// Send-side tasks submitted without FLUSH and not yet flushed: their place in the send
+    /// queue is taken at submit (see `tasks::admit_op`).
+    sq_held: Cell<u32>,
+    /// Receives submitted without FLUSH and not yet flushed (their receive-queue place).
+    rq_held: Cell<u32>,
     /// Last liveness poll of remote peers.
     last_liveness: Cell<Instant>,
     /// Connection management by address (listeners, handshakes, callbacks).
@@ -191,6 +196,8 @@ impl doca_rdma {
             error: Cell::new(None),
             recvs: RefCell::new(VecDeque::new()),
             sq_inflight: Cell::new(0),
+            sq_held: Cell::new(0),
+            rq_held: Cell::new(0),
             last_liveness: Cell::new(Instant::now()),
             cm: cm::Cm::default(),
         }
@@ -365,6 +372,8 @@ unsafe fn rdma_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     r.first_current.set(r.conns.borrow().len());
     r.error.set(None);
     r.sq_inflight.set(0);
+    r.sq_held.set(0);
+    r.rq_held.set(0);
     r.recvs.borrow_mut().clear();
     r.last_liveness.set(Instant::now());
     Ok(StartMode::Sync)
@@ -382,6 +391,9 @@ unsafe fn rdma_stop(ctx: &doca_ctx) {
     }
     r.recvs.borrow_mut().clear();
     r.sq_inflight.set(0);
+    // Held tasks are flushed by the stop with every other submitted task.
+    r.sq_held.set(0);
+    r.rq_held.set(0);
 }
 
 /// Validates an rdma pointer from C.

@@ -64,19 +64,22 @@ static GET_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event
     super::tasks::submit_op,
     None,
     None,
-);
+)
+.with_admit(super::tasks::admit_op);
 static SET_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_notify_set>(
     "rdma.remote_net_sync_event_notify_set",
     super::tasks::submit_op,
     None,
     None,
-);
+)
+.with_admit(super::tasks::admit_op);
 static ADD_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_notify_add>(
     "rdma.remote_net_sync_event_notify_add",
     super::tasks::submit_op,
     None,
     None,
-);
+)
+.with_admit(super::tasks::admit_op);
 
 // SAFETY: (this and the two below) #[repr(C)] with the doca_task header first; KIND is built
 // with TaskKind::new::<Self>.

@@ -115,16 +115,23 @@ pub struct doca_rdma_task_atomic_fetch_add {
 }
 
 static RECEIVE_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_receive>("rdma.receive", submit_receive, None, Some(flush_receive));
-static SEND_KIND: TaskKind = TaskKind::new::<doca_rdma_task_send>("rdma.send", submit_op, None, None);
-static SEND_IMM_KIND: TaskKind = TaskKind::new::<doca_rdma_task_send_imm>("rdma.send_imm", submit_op, None, None);
-static READ_KIND: TaskKind = TaskKind::new::<doca_rdma_task_read>("rdma.read", submit_op, None, None);
-static WRITE_KIND: TaskKind = TaskKind::new::<doca_rdma_task_write>("rdma.write", submit_op, None, None);
-static WRITE_IMM_KIND: TaskKind = TaskKind::new::<doca_rdma_task_write_imm>("rdma.write_imm", submit_op, None, None);
+    TaskKind::new::<doca_rdma_task_receive>("rdma.receive", submit_receive, None, Some(flush_receive))
+        .with_admit(admit_receive);
+static SEND_KIND: TaskKind =
+    TaskKind::new::<doca_rdma_task_send>("rdma.send", submit_op, None, None).with_admit(admit_op);
+static SEND_IMM_KIND: TaskKind =
+    TaskKind::new::<doca_rdma_task_send_imm>("rdma.send_imm", submit_op, None, None).with_admit(admit_op);
+static READ_KIND: TaskKind =
+    TaskKind::new::<doca_rdma_task_read>("rdma.read", submit_op, None, None).with_admit(admit_op);
+static WRITE_KIND: TaskKind =
+    TaskKind::new::<doca_rdma_task_write>("rdma.write", submit_op, None, None).with_admit(admit_op);
+static WRITE_IMM_KIND: TaskKind =
+    TaskKind::new::<doca_rdma_task_write_imm>("rdma.write_imm", submit_op, None, None).with_admit(admit_op);
 static CMP_SWP_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_atomic_cmp_swp>("rdma.atomic_cmp_swp", submit_op, None, None);
+    TaskKind::new::<doca_rdma_task_atomic_cmp_swp>("rdma.atomic_cmp_swp", submit_op, None, None).with_admit(admit_op);
 static FETCH_ADD_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_atomic_fetch_add>("rdma.atomic_fetch_add", submit_op, None, None);
+    TaskKind::new::<doca_rdma_task_atomic_fetch_add>("rdma.atomic_fetch_add", submit_op, None, None)
+        .with_admit(admit_op);
 
 fn null_conn() -> Cell<*const doca_rdma_connection> {
     Cell::new(ptr::null())
@@ -428,9 +435,39 @@ pub(crate) fn live_buf<'a>(p: *const doca_buf) -> Result<&'a doca_buf, doca_erro
 
 // ---- submit hooks ----
 
-unsafe fn submit_receive(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+/// The `admit` hook of receives (`doca_task_submit_ex` without FLUSH): a place in the
+/// receive queue is taken now, as DOCA posts the receive at submit; `NO_MEMORY` when full.
+unsafe fn admit_receive(t: &doca_task) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
+    if r.recvs.borrow().len() + r.rq_held.get() as usize >= r.rq_size.get() as usize {
+        return Err(DOCA_ERROR_NO_MEMORY);
+    }
+    r.rq_held.set(r.rq_held.get() + 1);
+    Ok(())
+}
+
+/// The `admit` hook of the send-side operations: a place in the send queue is taken at
+/// submit (`NO_MEMORY` when full), the doorbell waits for the flush. Only the room is
+/// checked here; the rest of the validation runs when the flush pushes the task (a refusal
+/// then completes it with the error, as a bad work request completes on hardware).
+pub(super) unsafe fn admit_op(t: &doca_task) -> Result<(), doca_error_t> {
+    // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
+    let r = unsafe { rdma_of(t.ctx()) };
+    if r.sq_inflight.get() + r.sq_held.get() >= r.sq_size.get() {
+        return Err(DOCA_ERROR_NO_MEMORY);
+    }
+    r.sq_held.set(r.sq_held.get() + 1);
+    Ok(())
+}
+
+unsafe fn submit_receive(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
+    // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
+    let r = unsafe { rdma_of(t.ctx()) };
+    if mode == SubmitMode::Held {
+        // Its place was reserved at submit (`admit_receive`); it takes it now.
+        r.rq_held.set(r.rq_held.get().saturating_sub(1));
+    }
     // SAFETY: this hook is only registered for the receive kind.
     let x = unsafe { t.downcast::<doca_rdma_task_receive>() };
     r.check_usable(None)?;
@@ -467,9 +504,13 @@ unsafe fn flush_receive(t: &doca_task) {
     reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
 }
 
-pub(super) unsafe fn submit_op(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+pub(super) unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
+    if mode == SubmitMode::Held {
+        // Its place was reserved at submit (`admit_op`); it takes it now.
+        r.sq_held.set(r.sq_held.get().saturating_sub(1));
+    }
     let (cp, op) = decode(t).ok_or(DOCA_ERROR_UNEXPECTED)?;
     // SAFETY: connection pointers were validated at allocation; connection objects live
     // until the rdma is destroyed, which cannot happen while this task is allocated.

@@ -1698,3 +1698,68 @@ fn a_record_a_stopped_peer_only_partly_published_gives_its_receive_back() {
     b.destroy();
     a.destroy();
 }
+
+/// `doca_task_submit_ex` without FLUSH posts the work request and defers only the doorbell:
+/// a full send or receive queue refuses the submit itself (`NO_MEMORY`, the caller's
+/// back-pressure), exactly as a flushed submit does, and every task it accepted completes
+/// successfully once flushed (none is failed at the flush for lack of room).
+#[test]
+fn deferred_submits_take_their_queue_place_at_submit() {
+    let small = Cfg { sq: 4, rq: 2, ..Cfg::default() };
+    let (a, b, ca, _cb) = fresh(small, small);
+    let alloc_send = |ud: u64| {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        ok(unsafe { doca_rdma_task_send_allocate_init(a.rdma, ca, a.buf(0, 8, 8), doca_data::from_u64(ud), &mut t) });
+        // SAFETY: a send task just allocated.
+        unsafe { doca_rdma_task_send_as_task(t) }
+    };
+    let mut accepted = Vec::new();
+    let refused = loop {
+        let t = alloc_send(accepted.len() as u64);
+        // SAFETY: a task of ours, allocated and not submitted.
+        let rc = unsafe { doca_task_submit_ex(t, DOCA_TASK_SUBMIT_FLAG_NONE) };
+        if rc != DOCA_SUCCESS {
+            // SAFETY: a refused submit leaves the task with us.
+            unsafe { doca_task_free(t) };
+            break rc;
+        }
+        accepted.push(t);
+        assert!(accepted.len() < 100);
+    };
+    assert_eq!(refused, DOCA_ERROR_NO_MEMORY, "a full send queue refuses the deferred submit");
+    assert_eq!(accepted.len(), 4, "the queue holds sq_size tasks, held ones included");
+    // Receives on the peer, deferred the same way: two fit, the third is refused.
+    for ud in 0..3u64 {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        ok(unsafe { doca_rdma_task_receive_allocate_init(b.rdma, ptr::null_mut(), doca_data::from_u64(ud), &mut t) });
+        // SAFETY: a receive task just allocated.
+        let t = unsafe { doca_rdma_task_receive_as_task(t) };
+        // SAFETY: as above.
+        let rc = unsafe { doca_task_submit_ex(t, DOCA_TASK_SUBMIT_FLAG_NONE) };
+        if ud < 2 {
+            ok(rc);
+        } else {
+            assert_eq!(rc, DOCA_ERROR_NO_MEMORY, "a full receive queue refuses the deferred submit");
+            // SAFETY: refused: still ours.
+            unsafe { doca_task_free(t) };
+        }
+    }
+    take_recs();
+    // SAFETY: live, RUNNING ctxs.
+    unsafe {
+        doca_ctx_flush_tasks(a.ctx());
+        doca_ctx_flush_tasks(b.ctx());
+    }
+    let mut recs = Vec::new();
+    assert!(run_until(&[a.pe, b.pe], Duration::from_secs(10), || {
+        recs.extend(take_recs());
+        recs.iter().filter(|r| r.side == a._id && r.kind == "send").count() == 4
+    }));
+    for r in recs.iter().filter(|r| r.side == a._id) {
+        assert_eq!(r.status, DOCA_SUCCESS, "{} {} failed at the flush: {}", r.kind, r.ud, name(r.status));
+    }
+    a.destroy();
+    b.destroy();
+}

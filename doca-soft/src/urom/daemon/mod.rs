@@ -166,12 +166,15 @@ pub fn format_cpu_list(set: &CpuSet) -> String {
 /// scripts can wait for it), serves until SIGTERM/SIGINT, cleans up. Blocking.
 pub fn run(config: Config) -> Result<(), String> {
     let daemon = Daemon::bind(config)?;
+    // The handlers are in place before the line is printed: a script that sends SIGTERM as
+    // soon as it reads it must stop the daemon cleanly, not kill it with the default action.
+    let signals = Signals::install()?;
     {
         let mut out = io::stdout().lock();
         writeln!(out, "listening on {}", daemon.socket().display()).map_err(|e| format!("stdout: {e}"))?;
         out.flush().map_err(|e| format!("stdout: {e}"))?;
     }
-    daemon.serve()
+    daemon.serve_with(signals)
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -498,8 +501,13 @@ impl Daemon {
     /// Serves until SIGTERM or SIGINT, then shuts down (workers told to exit, reaped; socket
     /// unlinked). Installs process-wide handlers for SIGTERM, SIGINT and SIGCHLD while it
     /// runs (restored on return), so only one daemon may serve per process.
-    pub fn serve(mut self) -> Result<(), String> {
+    pub fn serve(self) -> Result<(), String> {
         let signals = Signals::install()?;
+        self.serve_with(signals)
+    }
+
+    /// [`Daemon::serve`] with the handlers already installed.
+    fn serve_with(mut self, signals: Signals) -> Result<(), String> {
         let mut fds: Vec<libc::pollfd> = Vec::new();
         let mut stopping = false;
         loop {
