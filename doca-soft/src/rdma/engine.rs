@@ -268,15 +268,16 @@ fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
     }
     /// The imported region behind a remote buffer, checked against the connection: the
     /// peer's ctx must allow `perm`, and the memory must belong to the connected peer.
-    fn remote_of(
-        b: &crate::buf::doca_buf,
+    fn remote_of<'b>(
+        b: &'b crate::buf::doca_buf,
         peer: &super::conn::Peer,
         perm: u32,
-    ) -> Result<crate::mmap::RemoteRegion, doca_error_t> {
+    ) -> Result<&'b crate::mmap::RemoteRegion, doca_error_t> {
         if peer.perms & perm == 0 {
             return Err(DOCA_ERROR_NOT_PERMITTED);
         }
-        let region = b.mmap().remote_region()?;
+        // Borrowed, not cloned: no lock and no reference count per operation.
+        let region = b.mmap().remote_region_ref()?;
         if region.owner_pid() != peer.pid {
             return Err(DOCA_ERROR_NOT_PERMITTED);
         }
