@@ -254,6 +254,26 @@ static inline doca_error_t doca_urom_worker_domain_mkey_lookup(struct urom_worke
 doca_error_t urom_plugin_get_iface(struct urom_plugin_iface *iface);
 doca_error_t urom_plugin_get_version(uint64_t *version);
 
+/* ---- Soft-only extension (not part of DOCA): letting the worker sleep ---------------------------
+ * DOCA's plugin ABI gives a worker nothing to wait on while commands are outstanding, so it must
+ * keep calling progress(). A plugin for the soft provider may also export
+ *
+ *   doca_error_t urom_plugin_soft_arm(struct urom_worker_ctx *ctx, int *fd);
+ *
+ * The soft worker looks the symbol up when it loads the plugin (it is optional; NVIDIA's worker
+ * never calls it). It calls it when commands are outstanding on the plugin and a progress() call
+ * advanced nothing, before it would go to sleep:
+ *  - DOCA_SUCCESS, *fd set: *fd becomes readable (POLLIN) once progress() has work again (arm a
+ *    DOCA PE with doca_pe_request_notification and hand out its notification handle, or an
+ *    epoll fd gathering it with the plugin's sockets). The worker sleeps in poll() on it and on
+ *    its own sockets. The plugin's next progress() ends the armed state (clear the PE there).
+ *  - DOCA_ERROR_AGAIN: progress() has work right now; the worker does not sleep.
+ *  - any other code: the plugin cannot tell; the worker polls progress() with a bounded back-off.
+ * The worker also wakes up now and then on its own, so a missed wake-up costs time, not a hang.
+ */
+typedef doca_error_t (*urom_plugin_soft_arm_fn)(struct urom_worker_ctx *ctx, int *fd);
+doca_error_t urom_plugin_soft_arm(struct urom_worker_ctx *ctx, int *fd);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,7 +72,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
@@ -783,6 +783,13 @@ pub struct doca_mmap {
     /// Buffers taken over this mmap and not yet returned.
     outstanding: AtomicUsize,
     inner: Mutex<MmapInner>,
+    /// The remote region of an mmap created from an export (never changes after creation):
+    /// outside the lock, so the data path neither locks nor clones it per operation.
+    remote: Option<RemoteRegion>,
+    /// A copy of `inner.perms` for the data path, read without the lock. Exact whenever a
+    /// buffer over the mmap exists: the mmap is then started, and a started mmap can be
+    /// neither reconfigured nor stopped (IN_USE) until its buffers are gone.
+    perms: AtomicU32,
 }
 
 struct MmapInner {
@@ -836,8 +843,27 @@ impl doca_mmap {
         Box::new(doca_mmap {
             magic: AtomicU64::new(MMAP_MAGIC),
             outstanding: AtomicUsize::new(0),
+            remote: inner.remote.clone(),
+            perms: AtomicU32::new(inner.perms),
             inner: Mutex::new(inner),
         })
+    }
+
+    /// Whether this mmap was created from an export, without the lock (data path).
+    pub(crate) fn is_imported(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// The permissions, without the lock: exact while a buffer over the mmap exists (see
+    /// the field), which is when the data path asks.
+    pub(crate) fn perms_of_started(&self) -> u32 {
+        self.perms.load(Ordering::Relaxed)
+    }
+
+    /// The remote region of an imported mmap, borrowed without the lock; INVALID_VALUE for
+    /// a local one.
+    pub(crate) fn remote_region_ref(&self) -> Result<&RemoteRegion, doca_error_t> {
+        self.remote.as_ref().ok_or(DOCA_ERROR_INVALID_VALUE)
     }
 
     fn lock(&self) -> MutexGuard<'_, MmapInner> {
@@ -989,7 +1015,11 @@ pub unsafe extern "C" fn doca_mmap_set_permissions(mmap: *mut doca_mmap, access_
                 }
                 g.perms = access_mask;
                 Ok(())
-            })
+            })?;
+            // Only reachable while not started (configure refuses otherwise), so no buffer
+            // exists and nobody reads the copy concurrently.
+            mmap_ref(mmap)?.perms.store(access_mask, Ordering::Relaxed);
+            Ok(())
         }
     })
 }

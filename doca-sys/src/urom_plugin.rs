@@ -151,6 +151,20 @@ pub type urom_plugin_get_iface_fn = unsafe extern "C" fn(iface: *mut urom_plugin
 /// `urom_plugin_get_version`, exported by every plugin shared object.
 pub type urom_plugin_get_version_fn = unsafe extern "C" fn(version: *mut u64) -> doca_error_t;
 
+/// **Soft-only extension, not part of DOCA:** `urom_plugin_soft_arm`, which a plugin shared
+/// object may export so that the soft worker can sleep instead of polling `progress`.
+///
+/// The worker calls it (with commands outstanding on the plugin, after a `progress` call that
+/// advanced nothing) before it would sleep. The plugin answers:
+/// * `DOCA_SUCCESS` and `*fd`: a descriptor that becomes readable (`POLLIN`) when `progress`
+///   has work again; the worker sleeps in `poll(2)` on it together with its own sockets. The
+///   plugin's next `progress` call, whatever woke the worker, ends the armed state.
+/// * `DOCA_ERROR_AGAIN`: `progress` has work now; do not sleep.
+/// * anything else (or no such symbol): the plugin cannot tell; the worker keeps polling
+///   `progress` with its bounded back-off.
+pub type urom_plugin_soft_arm_fn =
+    unsafe extern "C" fn(ctx: *mut urom_worker_ctx, fd: *mut c_int) -> doca_error_t;
+
 #[allow(dead_code)]
 const _UROM_PLUGIN_ABI_CHECKS: () = {
     assert!(core::mem::size_of::<urom_worker_cmd>() == 24);

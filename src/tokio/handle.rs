@@ -23,8 +23,9 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::rc::{Rc, Weak};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ::tokio::sync::{oneshot, Semaphore};
 
@@ -33,6 +34,9 @@ use crate::executor::{Handle, JoinHandle};
 
 /// The default of [`BridgeBuilder::max_in_flight`]: per executor.
 pub const DEFAULT_IN_FLIGHT_PER_EXECUTOR: usize = 256;
+
+/// The default of [`BridgeBuilder::spin`].
+pub const DEFAULT_BRIDGE_SPIN: Duration = Duration::from_micros(10);
 
 /// A `Send + Sync + Clone` handle through which tokio tasks run work on an async-doca
 /// runtime (see the [module documentation](crate::tokio)).
@@ -68,6 +72,9 @@ struct Inner {
     permits: Arc<Semaphore>,
     max: usize,
     next: AtomicUsize,
+    spin: Duration,
+    /// Whether watching pays off lately (see [`SpinCredit`]).
+    credit: SpinCredit,
 }
 
 /// Configures a [`Bridge`].
@@ -76,6 +83,7 @@ struct Inner {
 pub struct BridgeBuilder {
     handle: Handle,
     max_in_flight: Option<usize>,
+    spin: Duration,
 }
 
 impl BridgeBuilder {
@@ -83,6 +91,19 @@ impl BridgeBuilder {
     /// wait for a job to end. Default: [`DEFAULT_IN_FLIGHT_PER_EXECUTOR`] per executor.
     pub fn max_in_flight(mut self, n: usize) -> BridgeBuilder {
         self.max_in_flight = Some(n.max(1));
+        self
+    }
+
+    /// How long a caller watches its job after sending it before it lets its tokio task
+    /// sleep (default [`DEFAULT_BRIDGE_SPIN`]; zero: never). Most DOCA jobs finish within a few
+    /// microseconds; one that finishes while its caller still watches comes back without the
+    /// two wake-ups (the tokio task going to sleep, the executor waking it: a `futex` or an
+    /// `eventfd` and a thread switch each, several microseconds on any machine). The price is
+    /// that the tokio worker thread runs nothing else for up to this long per job, so a
+    /// tokio runtime sharing its CPUs with the executors (or one running many unrelated tasks)
+    /// may want less.
+    pub fn spin(mut self, spin: Duration) -> BridgeBuilder {
+        self.spin = spin;
         self
     }
 
@@ -97,6 +118,8 @@ impl BridgeBuilder {
                 permits: Arc::new(Semaphore::new(max)),
                 max,
                 next: AtomicUsize::new(0),
+                spin: self.spin,
+                credit: SpinCredit::new(),
             }),
         }
     }
@@ -113,6 +136,67 @@ impl<T> Drop for CancelOnDrop<T> {
     }
 }
 
+/// Watches `h` for up to `spin` (see [`BridgeBuilder::spin`]): returns as soon as the task
+/// finished (true), so that awaiting it then is ready at its first poll, and neither side
+/// sleeps; false when `spin` ran out first. The handle is never polled here, so no waker is
+/// registered and a job finishing in time wakes nobody.
+fn watch<T>(h: &JoinHandle<T>, spin: Duration) -> bool {
+    if spin.is_zero() {
+        return false;
+    }
+    let mut start = None;
+    loop {
+        // The clock is read once per 64 looks: a look is one atomic load.
+        for _ in 0..64 {
+            if h.is_finished() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        let now = Instant::now();
+        if now.duration_since(*start.get_or_insert(now)) >= spin {
+            return false;
+        }
+    }
+}
+
+/// Decides whether a caller watches its job (an adaptive spin, as adaptive mutexes do).
+///
+/// Watching only pays when the executor runs while the caller watches. When the caller's
+/// thread shares its CPU with the executor (more busy threads than CPUs), the job cannot run
+/// until the caller stops, so every watch would cost the whole [`BridgeBuilder::spin`] for
+/// nothing. So a watch that ran out costs credit, one that caught its job earns it; without
+/// credit callers stop watching, and one job in [`SpinCredit::PROBE_EVERY`] watches anyway to
+/// find out whether things changed.
+struct SpinCredit {
+    credit: AtomicI32,
+    jobs: AtomicU32,
+}
+
+impl SpinCredit {
+    /// Credit at start, and the most a run of successes earns.
+    const MAX: i32 = 8;
+    /// What a watch that ran out costs.
+    const MISS: i32 = 4;
+    /// Without credit, one job in this many watches.
+    const PROBE_EVERY: u32 = 64;
+
+    fn new() -> SpinCredit {
+        SpinCredit { credit: AtomicI32::new(Self::MAX), jobs: AtomicU32::new(0) }
+    }
+
+    fn should_watch(&self) -> bool {
+        // Relaxed: a hint; a stale value only makes one watch more or less.
+        self.credit.load(Ordering::Relaxed) > 0 || self.jobs.fetch_add(1, Ordering::Relaxed) % Self::PROBE_EVERY == 0
+    }
+
+    fn record(&self, finished: bool) {
+        let c = self.credit.load(Ordering::Relaxed);
+        let next = if finished { (c.max(0) + 1).min(Self::MAX) } else { c - Self::MISS };
+        self.credit.store(next.max(-Self::MAX), Ordering::Relaxed);
+    }
+}
+
 impl Bridge {
     /// A bridge with the default configuration.
     pub fn new(handle: Handle) -> Bridge {
@@ -121,7 +205,7 @@ impl Bridge {
 
     /// Configures a bridge to the runtime of `handle`.
     pub fn builder(handle: Handle) -> BridgeBuilder {
-        BridgeBuilder { handle, max_in_flight: None }
+        BridgeBuilder { handle, max_in_flight: None, spin: DEFAULT_BRIDGE_SPIN }
     }
 
     /// The runtime this bridge sends work to.
@@ -183,7 +267,12 @@ impl Bridge {
             }
         })?;
         let mut guard = CancelOnDrop(Some(h));
-        let out = guard.0.as_mut().expect("set above").await;
+        let h = guard.0.as_mut().expect("set above");
+        if self.inner.credit.should_watch() {
+            let finished = watch(h, self.inner.spin);
+            self.inner.credit.record(finished);
+        }
+        let out = h.await;
         // Finished: nothing to cancel (dropping a finished handle is a no-op anyway).
         guard.0 = None;
         out?
@@ -327,5 +416,27 @@ impl<S: 'static> Pinned<S> {
                 job(state).await
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod spin_tests {
+    use super::SpinCredit;
+
+    #[test]
+    fn spin_credit_stops_watching_after_misses_and_probes_to_come_back() {
+        let c = SpinCredit::new();
+        assert!(c.should_watch(), "watches at start");
+        // Two misses use up the starting credit: callers stop watching...
+        c.record(false);
+        c.record(false);
+        let watched = (0..SpinCredit::PROBE_EVERY * 4).filter(|_| c.should_watch()).count();
+        // ...except one probe in PROBE_EVERY jobs.
+        assert_eq!(watched, 4);
+        // Probes that catch their jobs earn the credit back.
+        for _ in 0..SpinCredit::MAX * 2 {
+            c.record(true);
+        }
+        assert!((0..10).all(|_| c.should_watch()));
     }
 }

@@ -58,7 +58,7 @@ mod driver;
 mod handle;
 
 pub use driver::{run_local, Driver, RunLocal};
-pub use handle::{Bridge, BridgeBuilder, Pinned, DEFAULT_IN_FLIGHT_PER_EXECUTOR};
+pub use handle::{Bridge, BridgeBuilder, Pinned, DEFAULT_BRIDGE_SPIN, DEFAULT_IN_FLIGHT_PER_EXECUTOR};
 
 #[cfg(all(test, not(loom)))]
 mod tests;

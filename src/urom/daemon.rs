@@ -35,5 +35,13 @@ fn builtin<P: Plugin>(name: &'static str) -> Builtin {
     let iface = unsafe {
         std::mem::transmute::<doca_urom_plugin::abi::urom_plugin_iface, doca_soft::types::urom_plugin_iface>(iface)
     };
-    Builtin { name, version: P::VERSION, iface }
+    let arm = doca_urom_plugin::soft_arm_of::<P>();
+    // SAFETY: as above: one function type from the same source file, seen through the two
+    // crates' copies of `urom_worker_ctx` (one layout).
+    let arm = unsafe {
+        std::mem::transmute::<doca_urom_plugin::abi::urom_plugin_soft_arm_fn, doca_soft::types::urom_plugin_soft_arm_fn>(
+            arm,
+        )
+    };
+    Builtin { name, version: P::VERSION, iface, arm: Some(arm) }
 }

@@ -3,13 +3,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use doca_coll::{Comm, Completion, Error, Kind, Matcher, Sent, Tag, Transport, TransportError, TransportErrorKind};
 use doca_sys as sys;
-use doca_urom_plugin::{Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
+use doca_urom_plugin::{Arm, Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 use crate::proto::{Cmd, CollSpec, Notif, MAX_MEMBERS, VERSION};
 use crate::rdma::{status as status_from, Event, Rdma, CHUNK, CHUNK_MAGIC, HDR, IO_MAX, SEND_SLOTS};
@@ -433,6 +434,9 @@ pub struct CollPlugin {
     sock: UnixDatagram,
     name: Vec<u8>,
     buf: Vec<u8>,
+    /// What the worker sleeps on (see [`Plugin::arm`]): an epoll set of the PE's notification
+    /// handle and, while hellos are expected, the socket.
+    wake: Wake,
     // Last: dropped after the group, whose raw connection pointers it owns.
     net: Rdma,
 }
@@ -731,6 +735,46 @@ impl CollPlugin {
     }
 }
 
+/// An epoll set for the worker to sleep on (see [`CollPlugin::arm`]).
+struct Wake {
+    fd: OwnedFd,
+    /// Whether the socket is in the set.
+    socket: bool,
+}
+
+impl Wake {
+    /// A set holding the PE's notification handle `pe_fd`.
+    fn new(pe_fd: RawFd) -> Result<Wake, Status> {
+        // SAFETY: plain system call; the result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(Status::from_io(&std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        let wake = Wake { fd: unsafe { OwnedFd::from_raw_fd(fd) }, socket: false };
+        wake.ctl(libc::EPOLL_CTL_ADD, pe_fd)?;
+        Ok(wake)
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd) -> Result<(), Status> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+        // SAFETY: our epoll fd, a live `fd` of this plugin, a valid event.
+        if unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) } < 0 {
+            return Err(Status::from_io(&std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Puts the socket in the set or takes it out.
+    fn watch_socket(&mut self, sock: RawFd, on: bool) -> Result<(), Status> {
+        if on != self.socket {
+            self.ctl(if on { libc::EPOLL_CTL_ADD } else { libc::EPOLL_CTL_DEL }, sock)?;
+            self.socket = on;
+        }
+        Ok(())
+    }
+}
+
 /// Connects our connection for `from` with the blob of its hello.
 fn apply_hello(g: &mut Group, net: &mut Rdma, from: usize, from_member: u64, to_member: u64, blob: &[u8]) {
     if g.members.get(from) != Some(&from_member) || g.members[g.rank] != to_member {
@@ -751,14 +795,31 @@ impl Plugin for CollPlugin {
 
     fn open(_: &WorkerCtx) -> Result<Self, Status> {
         let (sock, name) = bind_unique()?;
-        Ok(CollPlugin {
-            state: State::Idle,
-            early: HashMap::new(),
-            sock,
-            name,
-            buf: vec![0; MAX_HELLO + 1],
-            net: Rdma::open()?,
-        })
+        let net = Rdma::open()?;
+        let wake = Wake::new(net.notification_fd()?)?;
+        Ok(CollPlugin { state: State::Idle, early: HashMap::new(), sock, name, buf: vec![0; MAX_HELLO + 1], wake, net })
+    }
+
+    /// Everything this plugin waits for has an fd: RDMA completions and rings (the PE's
+    /// notification handle) and hellos (the socket, watched only while they are expected, so a
+    /// stray datagram later cannot keep the worker awake). Internal work never waits: the
+    /// worker arms only after a `progress` that advanced nothing, and `step` runs the engine
+    /// until it waits on the network.
+    fn arm(&mut self, _: &WorkerCtx) -> Arm {
+        let listening = match &self.state {
+            State::Idle => true,
+            State::Active(g) => {
+                if g.peers.iter().flatten().any(|p| !p.hello_sent) {
+                    return Arm::Busy; // a hello waits for room in a peer's socket: retry
+                }
+                !g.all_connected()
+            }
+            State::Finished => false,
+        };
+        if self.wake.watch_socket(self.sock.as_raw_fd(), listening).is_err() || self.net.arm().is_err() {
+            return Arm::Unsupported;
+        }
+        Arm::Sleep(self.wake.fd.as_raw_fd())
     }
 
     fn address(&self) -> &[u8] {

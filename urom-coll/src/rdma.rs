@@ -189,6 +189,9 @@ struct Io {
 pub(crate) struct Rdma {
     dev: *mut sys::doca_dev,
     pe: *mut sys::doca_pe,
+    /// Whether the PE's notification is requested (see [`Rdma::arm`]); cleared by the next
+    /// [`Rdma::progress`].
+    armed: bool,
     rdma: *mut sys::doca_rdma,
     inv: *mut sys::doca_buf_inventory,
     events: Box<Events>,
@@ -240,6 +243,7 @@ impl Rdma {
         let mut me = Rdma {
             dev: ptr::null_mut(),
             pe: ptr::null_mut(),
+            armed: false,
             rdma: ptr::null_mut(),
             inv: ptr::null_mut(),
             events: Box::new(RefCell::new(VecDeque::new())),
@@ -367,8 +371,37 @@ impl Rdma {
         ok(unsafe { sys::doca_rdma_connect(self.rdma, blob.as_ptr().cast(), blob.len(), conn) })
     }
 
-    /// Progresses the PE until it has nothing more to do (bounded).
+    /// The PE's notification handle: readable once armed ([`Rdma::arm`]) and the PE has work.
+    pub(crate) fn notification_fd(&self) -> Result<sys::doca_notification_handle_t, Status> {
+        let mut fd = sys::DOCA_NOTIFICATION_HANDLE_INVALID;
+        // SAFETY: our PE; `fd` is a valid out-pointer.
+        ok(unsafe { sys::doca_pe_get_notification_handle(self.pe, &mut fd) })?;
+        Ok(fd)
+    }
+
+    /// Requests the PE's notification (DOCA's arm step): from now until the next
+    /// [`Rdma::progress`], its handle becomes readable when progress has work, at once if it
+    /// has some already.
+    pub(crate) fn arm(&mut self) -> Result<(), Status> {
+        if !self.armed {
+            // SAFETY: our PE, on its thread.
+            ok(unsafe { sys::doca_pe_request_notification(self.pe) })?;
+            self.armed = true;
+        }
+        Ok(())
+    }
+
+    /// Progresses the PE until it has nothing more to do (bounded). Ends an armed state first
+    /// (DOCA's loop: wake up, clear the notification, progress).
     pub(crate) fn progress(&mut self) -> bool {
+        if std::mem::take(&mut self.armed) {
+            // SAFETY: our PE; the handle argument is the PE's own (ignored on Linux).
+            unsafe {
+                let mut fd = sys::DOCA_NOTIFICATION_HANDLE_INVALID;
+                sys::doca_pe_get_notification_handle(self.pe, &mut fd);
+                sys::doca_pe_clear_notification(self.pe, fd);
+            }
+        }
         let mut any = false;
         for _ in 0..1024 {
             // SAFETY: our PE, on its thread; callbacks only record events.

@@ -295,6 +295,39 @@ unsafe extern "C" fn progress<P: Plugin>(ctx: *mut urom_worker_ctx, notif_list: 
     })
 }
 
+/// Body of the exported `urom_plugin_soft_arm` (soft-only; see [`Plugin::arm`]).
+///
+/// # Safety
+/// `ctx` is NULL or the worker's live ctx of a `P` (as for every entry point); `fd` is NULL or
+/// points to a writable `c_int`.
+pub unsafe extern "C" fn soft_arm<P: Plugin>(ctx: *mut urom_worker_ctx, fd: *mut core::ffi::c_int) -> doca_error_t {
+    guard(DOCA_ERROR_UNEXPECTED, || {
+        // SAFETY: the worker's ctx, set by `open::<P>`; single-threaded call.
+        let state = match unsafe { state::<P>(ctx) } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if fd.is_null() {
+            return DOCA_ERROR_INVALID_VALUE;
+        }
+        // Answers queued in the SDK go out at the next progress: that is work now.
+        if !state.out.is_empty() {
+            return DOCA_ERROR_AGAIN;
+        }
+        // SAFETY: the worker's ctx is live for the call.
+        let wctx = unsafe { WorkerCtx::from_raw(ctx) };
+        match state.plugin.arm(&wctx) {
+            crate::Arm::Sleep(f) if f >= 0 => {
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { fd.write(f) };
+                DOCA_SUCCESS
+            }
+            crate::Arm::Busy => DOCA_ERROR_AGAIN,
+            crate::Arm::Sleep(_) | crate::Arm::Unsupported => DOCA_ERROR_NOT_SUPPORTED,
+        }
+    })
+}
+
 unsafe extern "C" fn notif_pack<P: Plugin>(
     notif: *mut urom_worker_notify,
     packed_len: *mut usize,

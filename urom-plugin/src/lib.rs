@@ -63,6 +63,11 @@
 //!   [`WorkerCtx::addr`] reads the frame back. Only the calling plugin's own addresses are
 //!   ever looked up, so the framing never meets another plugin's format.
 //!
+//! * **Sleeping** (soft provider only). [`Plugin::arm`] lets the soft worker sleep on an fd
+//!   of the plugin while commands are outstanding instead of calling `progress` in a loop;
+//!   [`export_plugin!`] exports it as `urom_plugin_soft_arm`, an extension of this project
+//!   that NVIDIA's worker never looks up.
+//!
 //! [`samples`] defines the command and notification formats of the two sample plugins
 //! (`plugins/worker_graph`, `plugins/worker_sandbox`) for plugins and hosts alike, and
 //! [`testing`] drives plugins in-process (fake worker with a fake domain, loading `.so` files,
@@ -90,8 +95,8 @@ pub mod abi {
         doca_error_t, doca_urom_worker_domain_addr_lookup, doca_urom_worker_domain_memh_lookup,
         doca_urom_worker_domain_mkey_lookup, doca_urom_worker_domain_seg_lookup, ucs_list_link,
         urom_domain_lookups_iface, urom_notify_pack, urom_notify_unpack, urom_plugin_get_iface_fn,
-        urom_plugin_get_version_fn, urom_plugin_iface, urom_worker_cmd, urom_worker_cmd_desc, urom_worker_ctx,
-        urom_worker_notif_desc, urom_worker_notify, DOCA_ERROR_AGAIN, DOCA_ERROR_ALREADY_EXIST,
+        urom_plugin_get_version_fn, urom_plugin_iface, urom_plugin_soft_arm_fn, urom_worker_cmd, urom_worker_cmd_desc,
+        urom_worker_ctx, urom_worker_notif_desc, urom_worker_notify, DOCA_ERROR_AGAIN, DOCA_ERROR_ALREADY_EXIST,
         DOCA_ERROR_AUTHENTICATION, DOCA_ERROR_BAD_CONFIG, DOCA_ERROR_BAD_STATE, DOCA_ERROR_CONNECTION_ABORTED,
         DOCA_ERROR_CONNECTION_INPROGRESS, DOCA_ERROR_CONNECTION_RESET, DOCA_ERROR_DRIVER, DOCA_ERROR_EMPTY,
         DOCA_ERROR_FULL, DOCA_ERROR_INITIALIZATION, DOCA_ERROR_INVALID_VALUE, DOCA_ERROR_IN_PROGRESS,
@@ -262,6 +267,17 @@ pub trait Plugin: Sized + 'static {
         let _ = (ctx, out);
     }
 
+    /// **Soft-only extension** (`urom_plugin_soft_arm`, see `doca_urom_plugin.h`; NVIDIA's
+    /// worker never calls it): the worker has commands outstanding on this plugin, the last
+    /// [`progress`](Plugin::progress) advanced nothing, and it would like to sleep. Return
+    /// [`Arm::Sleep`] with an fd that becomes readable once `progress` has work again (and end
+    /// the armed state in the next `progress`), [`Arm::Busy`] when `progress` has work now.
+    /// Default: [`Arm::Unsupported`], and the worker keeps polling `progress`.
+    fn arm(&mut self, ctx: &WorkerCtx) -> Arm {
+        let _ = ctx;
+        Arm::Unsupported
+    }
+
     /// Packs a notification body into the host's response bytes (what follows the header the
     /// SDK writes), returning the length used.
     /// `notif_pack` has no plugin context, hence no `self`. Default: the body itself;
@@ -271,6 +287,17 @@ pub trait Plugin: Sized + 'static {
         dst.copy_from_slice(body);
         Ok(body.len())
     }
+}
+
+/// A plugin's answer to [`Plugin::arm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arm {
+    /// Sleep until this fd is readable (`POLLIN`): then `progress` has work.
+    Sleep(std::os::fd::RawFd),
+    /// `progress` has work now: do not sleep.
+    Busy,
+    /// This plugin cannot tell: poll `progress`.
+    Unsupported,
 }
 
 /// One command as the worker handed it over. The payload is borrowed from the worker's
@@ -488,9 +515,15 @@ pub fn iface_of<P: Plugin>() -> urom_plugin_iface {
     ffi::iface::<P>()
 }
 
+/// The soft-only `urom_plugin_soft_arm` entry point of `P` (what [`export_plugin!`] exports),
+/// for programs that compile a plugin in rather than load it.
+pub fn soft_arm_of<P: Plugin>() -> urom_plugin_soft_arm_fn {
+    ffi::soft_arm::<P>
+}
+
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::ffi::{get_iface, get_version};
+    pub use crate::ffi::{get_iface, get_version, soft_arm};
 }
 
 /// Exports a [`Plugin`] type as a UROM plugin: emits `urom_plugin_get_iface` and
@@ -520,6 +553,21 @@ macro_rules! export_plugin {
         pub unsafe extern "C" fn urom_plugin_get_version(version: *mut u64) -> $crate::abi::doca_error_t {
             // SAFETY: forwarded caller contract.
             unsafe { $crate::__private::get_version::<$plugin>(version) }
+        }
+
+        /// Soft-only UROM extension (not part of DOCA): lets the soft worker sleep on the
+        /// plugin's fd instead of polling `progress` (see `doca_urom_plugin.h`).
+        ///
+        /// # Safety
+        /// `ctx` is NULL or the worker's ctx of this plugin; `fd` is NULL or writable.
+        #[allow(unsafe_code)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn urom_plugin_soft_arm(
+            ctx: *mut $crate::abi::urom_worker_ctx,
+            fd: *mut ::core::ffi::c_int,
+        ) -> $crate::abi::doca_error_t {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::__private::soft_arm::<$plugin>(ctx, fd) }
         }
     };
 }

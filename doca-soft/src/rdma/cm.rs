@@ -75,6 +75,13 @@ pub(crate) const MAX_MESSAGE: usize = 4096;
 /// How often a TCP connect still in progress is re-checked (it completes in microseconds on
 /// this host; a refused one wakes the PE by itself).
 const CONNECT_POLL: Duration = Duration::from_millis(1);
+/// A listening ctx that found no pending connection does not try `accept(2)` again for this
+/// long, unless `has_work` (asked when the PE is armed) saw a listener readable: without the
+/// limit every busy-polling progress of a server made one system call per listening socket.
+/// A connection request waits at most this much longer in a busy-polling loop (a TCP
+/// handshake takes longer than that), and a burst is accepted at full speed (the limit only
+/// starts after an `accept` that found nothing).
+const ACCEPT_INTERVAL: Duration = Duration::from_micros(50);
 
 /// Where a connection is in connection management (`Blob` = made by export/connect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,6 +381,9 @@ pub(crate) struct Cm {
     /// When the timer is set to fire (None: disarmed), so that a progress with nothing new
     /// to time costs no system call.
     timer_due: Cell<Option<Instant>>,
+    /// Before this instant progress does not call `accept(2)` on the listeners (None: call
+    /// it at the next progress); see [`ACCEPT_INTERVAL`].
+    accept_after: Cell<Option<Instant>>,
 }
 
 impl Cm {
@@ -676,8 +686,11 @@ fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
     Next::Keep
 }
 
-/// Accepts pending TCP connections on every listener.
-fn accept_new(r: &doca_rdma) -> bool {
+/// Accepts pending TCP connections on every listener (rate-limited: [`ACCEPT_INTERVAL`]).
+fn accept_new(r: &doca_rdma, now: Instant) -> bool {
+    if r.cm.accept_after.get().is_some_and(|t| now < t) || r.cm.listeners.borrow().is_empty() {
+        return false;
+    }
     let timeout = Duration::from_millis(u64::from(r.conn_request_timeout_ms.get()));
     let mut fresh = Vec::new();
     for l in r.cm.listeners.borrow().iter() {
@@ -692,6 +705,7 @@ fn accept_new(r: &doca_rdma) -> bool {
         }
     }
     let did = !fresh.is_empty();
+    r.cm.accept_after.set(if did { None } else { Some(now + ACCEPT_INTERVAL) });
     for (stream, peer) in fresh {
         if stream.set_nonblocking(true).is_err() || r.cm.watch(stream.as_raw_fd()).is_err() {
             continue;
@@ -715,8 +729,8 @@ pub(crate) fn progress(r: &doca_rdma) -> bool {
     if r.cm.pe.get().is_null() {
         return false;
     }
-    let mut did = accept_new(r);
     let now = Instant::now();
+    let mut did = accept_new(r, now);
     let mut i = 0;
     loop {
         // Take the handshake out so `step` may push new ones or look at the list.
@@ -827,6 +841,7 @@ pub(crate) fn has_work(r: &doca_rdma) -> bool {
             fds.push(libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
     }
+    let listening = fds.len();
     for s in r.cm.shakes.borrow().iter() {
         if s.stage == Stage::TcpConnecting || s.deadline.is_some_and(|d| now >= d) {
             return true;
@@ -840,6 +855,9 @@ pub(crate) fn has_work(r: &doca_rdma) -> bool {
     }
     // SAFETY: `fds` is a valid array for the call; zero timeout.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if fds[..listening].iter().any(|f| f.revents != 0) {
+        r.cm.accept_after.set(None); // a request is waiting: the next progress accepts it
+    }
     n > 0
 }
 

@@ -167,6 +167,8 @@ pub struct doca_rdma {
     rq_held: Cell<u32>,
     /// Last liveness poll of remote peers.
     last_liveness: Cell<Instant>,
+    /// Unforced liveness polls so far (see `engine::LIVENESS_CLOCK_EVERY`).
+    liveness_calls: Cell<u32>,
     /// Connection management by address (listeners, handshakes, callbacks).
     cm: cm::Cm,
 }
@@ -199,6 +201,7 @@ impl doca_rdma {
             sq_held: Cell::new(0),
             rq_held: Cell::new(0),
             last_liveness: Cell::new(Instant::now()),
+            liveness_calls: Cell::new(0),
             cm: cm::Cm::default(),
         }
     }

@@ -339,11 +339,15 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
     // which the caller keeps alive while the task exists (DOCA contract); buf_ref rejects
     // NULL and returned buffers.
     let b = unsafe { buf_ref(p) }?;
-    let info = b.mmap().info();
+    // Lock-free reads: a live buffer keeps its mmap started and unchangeable (mmap.rs).
+    let m = b.mmap();
+    let imported = m.is_imported();
     match side {
-        Side::Remote if !info.imported => Err(DOCA_ERROR_INVALID_VALUE),
-        Side::LocalSource | Side::LocalDest if info.imported => Err(DOCA_ERROR_INVALID_VALUE),
-        Side::LocalDest if info.perms & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 => Err(DOCA_ERROR_NOT_PERMITTED),
+        Side::Remote if !imported => Err(DOCA_ERROR_INVALID_VALUE),
+        Side::LocalSource | Side::LocalDest if imported => Err(DOCA_ERROR_INVALID_VALUE),
+        Side::LocalDest if m.perms_of_started() & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 => {
+            Err(DOCA_ERROR_NOT_PERMITTED)
+        }
         _ => Ok(b),
     }
 }

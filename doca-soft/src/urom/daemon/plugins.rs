@@ -33,6 +33,9 @@ pub struct Plugin {
     pub path: PathBuf,
     /// Its entry points, every one non-NULL (checked at load).
     pub iface: urom_plugin_iface,
+    /// The soft-only `urom_plugin_soft_arm`, when the plugin exports it: what lets the worker
+    /// sleep while commands are outstanding (see `doca_urom_plugin.h`).
+    pub arm: Option<urom_plugin_soft_arm_fn>,
 }
 
 /// The plugins of a daemon, in id order, and the `dlopen` handles that keep them loaded.
@@ -56,6 +59,8 @@ pub struct Builtin {
     pub version: u64,
     /// Its entry points (checked like a loaded plugin's).
     pub iface: urom_plugin_iface,
+    /// Its soft-only `urom_plugin_soft_arm`, if it has one (see [`Plugin::arm`]).
+    pub arm: Option<urom_plugin_soft_arm_fn>,
 }
 
 impl Drop for Handle {
@@ -104,8 +109,11 @@ fn dlerror() -> String {
     }
 }
 
+/// What loading a plugin yields: its version, its entry points and its optional soft-only arm.
+type Loaded = (u64, urom_plugin_iface, Option<urom_plugin_soft_arm_fn>);
+
 /// Loads and checks one file; the reason on failure.
-fn load(path: &Path) -> Result<(Handle, u64, urom_plugin_iface), String> {
+fn load(path: &Path) -> Result<(Handle, Loaded), String> {
     let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "path holds a NUL byte".to_string())?;
     // SAFETY: `c` is a valid C string; dlopen runs the object's constructors, which is what
     // loading a plugin means.
@@ -154,7 +162,15 @@ fn load(path: &Path) -> Result<(Handle, u64, urom_plugin_iface), String> {
         return Err(format!("urom_plugin_get_iface failed: {}", err_name(st)));
     }
     check_iface(&iface)?;
-    Ok((handle, version, iface))
+    // Optional and soft-only: a plugin without it is polled (see `doca_urom_plugin.h`).
+    // SAFETY: `h` is a live handle and the name a valid C string.
+    let arm = unsafe { libc::dlsym(h, c"urom_plugin_soft_arm".as_ptr()) };
+    let arm = (!arm.is_null()).then(|| {
+        // SAFETY: the extension fixes this symbol's type (`urom_plugin_soft_arm_fn`); a
+        // non-NULL dlsym result is the function's address.
+        unsafe { std::mem::transmute::<*mut libc::c_void, urom_plugin_soft_arm_fn>(arm) }
+    });
+    Ok((handle, (version, iface, arm)))
 }
 
 /// The checks every plugin passes: API major 3 and no NULL entry point.
@@ -197,11 +213,11 @@ pub(crate) fn err_name(e: doca_error_t) -> &'static str {
 /// holding a valid plugin of a name wins, ids are `1 << n` in name order, at most 64.
 /// Everything skipped is logged with the reason.
 pub(crate) fn discover(dirs: &[PathBuf], builtins: &[Builtin], log: &Log) -> Plugins {
-    let mut found: BTreeMap<String, (PathBuf, Option<Handle>, u64, urom_plugin_iface)> = BTreeMap::new();
+    let mut found: BTreeMap<String, (PathBuf, Option<Handle>, Loaded)> = BTreeMap::new();
     for b in builtins {
         match check_iface(&b.iface) {
             Ok(()) if !b.name.is_empty() && b.name.len() <= PLUGIN_NAME_MAX && !found.contains_key(b.name) => {
-                found.insert(b.name.to_string(), (PathBuf::from("(built in)"), None, b.version, b.iface));
+                found.insert(b.name.to_string(), (PathBuf::from("(built in)"), None, (b.version, b.iface, b.arm)));
             }
             Ok(()) => log_at!(log, Warn, "skipping built-in plugin {:?}: bad or repeated name", b.name),
             Err(why) => log_at!(log, Warn, "skipping built-in plugin {}: {why}", b.name),
@@ -238,22 +254,22 @@ pub(crate) fn discover(dirs: &[PathBuf], builtins: &[Builtin], log: &Log) -> Plu
                 continue;
             }
             match load(&path) {
-                Ok((h, version, iface)) => {
-                    log_at!(log, Debug, "loaded plugin {name} version {version} from {}", path.display());
-                    found.insert(name.to_string(), (path, Some(h), version, iface));
+                Ok((h, loaded)) => {
+                    log_at!(log, Debug, "loaded plugin {name} version {} from {}", loaded.0, path.display());
+                    found.insert(name.to_string(), (path, Some(h), loaded));
                 }
                 Err(why) => log_at!(log, Warn, "skipping plugin {}: {why}", path.display()),
             }
         }
     }
     let mut plugins = Plugins::default();
-    for (n, (name, (path, h, version, iface))) in found.into_iter().enumerate() {
+    for (n, (name, (path, h, (version, iface, arm)))) in found.into_iter().enumerate() {
         if n >= MAX_PLUGINS {
             log_at!(log, Warn, "skipping plugin {}: more than {MAX_PLUGINS} plugins", path.display());
             continue;
         }
         log_at!(log, Info, "plugin {name} (id {:#x}, version {version}) from {}", 1u64 << n, path.display());
-        plugins.list.push(Plugin { id: 1 << n, version, name, path, iface });
+        plugins.list.push(Plugin { id: 1 << n, version, name, path, iface, arm });
         plugins.handles.extend(h);
     }
     plugins

@@ -769,6 +769,168 @@ fn builtins_are_checked_like_loaded_plugins() {
         progress: None,
         notif_pack: None,
     };
-    let b = [plugins::Builtin { name: "hollow", version: 1, iface: none }];
+    let b = [plugins::Builtin { name: "hollow", version: 1, iface: none, arm: None }];
     assert!(plugins::discover(&[], &b, &quiet()).list().is_empty(), "NULL entry points are refused");
+}
+
+/// A plugin with the soft-only `urom_plugin_soft_arm` (see `doca_urom_plugin.h`): `PARK` is
+/// answered once a byte can be read from the FIFO named by `ARM_FIFO`, whose read end is the
+/// fd it arms with; `STATS` answers "<progress calls> <arm calls>" (counted since the last
+/// `STATS`); anything else is echoed.
+const ARM_C: &str = r#"
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+typedef int doca_error_t;
+struct list { struct list *prev, *next; };
+struct cmd { uint64_t type, ctx, len; uint8_t data[]; };
+struct notify { uint64_t type, ctx, len; doca_error_t status; uint32_t reserved; uint8_t data[]; };
+struct cmd_desc { struct list entry; uint64_t dest_id; struct cmd c; };
+struct notif_desc { struct list entry; uint64_t dest_id; struct notify n; };
+struct wctx;
+struct iface {
+    size_t ver;
+    doca_error_t (*open)(struct wctx *);
+    void (*close)(struct wctx *);
+    doca_error_t (*addr)(struct wctx *, void *, size_t *);
+    doca_error_t (*worker_cmd)(struct wctx *, struct list *);
+    doca_error_t (*progress)(struct wctx *, struct list *);
+    doca_error_t (*notif_pack)(struct notify *, size_t *, void *);
+};
+struct wctx { struct iface iface; void *dom[4]; void *plugin_ctx; };
+struct state { struct list ready, parked; int fifo; unsigned long progress, arms; };
+
+static void add_tail(struct list *h, struct list *e) { e->prev = h->prev; e->next = h; h->prev->next = e; h->prev = e; }
+static void del(struct list *e) { e->prev->next = e->next; e->next->prev = e->prev; }
+static void init(struct list *h) { h->prev = h->next = h; }
+
+static doca_error_t p_open(struct wctx *ctx) {
+    struct state *s = calloc(1, sizeof *s);
+    if (!s) return 7;
+    init(&s->ready); init(&s->parked);
+    s->fifo = open(getenv("ARM_FIFO") ? getenv("ARM_FIFO") : "/nonexistent", O_RDWR | O_NONBLOCK);
+    ctx->plugin_ctx = s;
+    return 0;
+}
+static void p_close(struct wctx *ctx) { free(ctx->plugin_ctx); ctx->plugin_ctx = 0; }
+static doca_error_t p_addr(struct wctx *ctx, void *addr, size_t *len) { (void)ctx; (void)addr; *len = 0; return 0; }
+static struct notif_desc *answer(struct cmd_desc *c, const void *body, size_t len) {
+    struct notif_desc *n = malloc(sizeof *n + len);
+    n->dest_id = c->dest_id;
+    n->n.type = c->c.type; n->n.ctx = c->c.ctx; n->n.len = len; n->n.status = 0; n->n.reserved = 0;
+    memcpy(n->n.data, body, len);
+    return n;
+}
+static doca_error_t p_cmd(struct wctx *ctx, struct list *cmds) {
+    struct state *s = ctx->plugin_ctx;
+    while (cmds->next != cmds) {
+        struct cmd_desc *c = (struct cmd_desc *)cmds->next;
+        del(&c->entry);
+        const char *p = (const char *)c->c.data;
+        size_t len = c->c.len;
+        if (len == 4 && !memcmp(p, "PARK", 4)) {
+            add_tail(&s->parked, &answer(c, p, len)->entry);
+        } else if (len == 5 && !memcmp(p, "STATS", 5)) {
+            char b[64];
+            int n = snprintf(b, sizeof b, "%lu %lu", s->progress, s->arms);
+            s->progress = s->arms = 0;
+            add_tail(&s->ready, &answer(c, b, (size_t)n)->entry);
+        } else {
+            add_tail(&s->ready, &answer(c, p, len)->entry);
+        }
+        free(c);
+    }
+    return 0;
+}
+static doca_error_t p_progress(struct wctx *ctx, struct list *notifs) {
+    struct state *s = ctx->plugin_ctx;
+    char b;
+    s->progress++;
+    if (s->parked.next != &s->parked && read(s->fifo, &b, 1) == 1)
+        while (s->parked.next != &s->parked) { struct list *e = s->parked.next; del(e); add_tail(&s->ready, e); }
+    if (s->ready.next == &s->ready) return 25;
+    while (s->ready.next != &s->ready) { struct list *e = s->ready.next; del(e); add_tail(notifs, e); }
+    return 0;
+}
+static doca_error_t p_pack(struct notify *n, size_t *len, void *out) {
+    if (*len < sizeof(*n) + n->len) return 6;
+    memcpy(out, n, sizeof(*n) + n->len);
+    *len = sizeof(*n) + n->len;
+    return 0;
+}
+doca_error_t urom_plugin_get_iface(struct iface *i) {
+    i->ver = (size_t)3 << 24 | 58;
+    i->open = p_open; i->close = p_close; i->addr = p_addr; i->worker_cmd = p_cmd;
+    i->progress = p_progress; i->notif_pack = p_pack;
+    return 0;
+}
+doca_error_t urom_plugin_get_version(uint64_t *v) { *v = 1; return 0; }
+doca_error_t urom_plugin_soft_arm(struct wctx *ctx, int *fd) {
+    struct state *s = ctx->plugin_ctx;
+    s->arms++;
+    if (s->ready.next != &s->ready) return 11; /* DOCA_ERROR_AGAIN: answers wait */
+    if (s->fifo < 0) return 14;                  /* cannot tell: poll me */
+    *fd = s->fifo;
+    return 0;
+}
+"#;
+
+/// A worker whose plugin exports `urom_plugin_soft_arm` sleeps on the plugin's fd while a
+/// command waits, instead of calling `progress` in a loop, and wakes up when the fd becomes
+/// readable. (Counts, not times, are asserted: a polling worker calls `progress` at least
+/// once per millisecond of the wait, an armed one a few dozen times in all.)
+#[test]
+fn worker_sleeps_on_an_armed_plugins_fd() {
+    let dir = TempDir::new("arm");
+    if !cc(ARM_C, &[], &dir.path().join("armed.so")) {
+        return;
+    }
+    let fifo = dir.path().join("wake.fifo");
+    let cpath = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C path.
+    assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
+    let sock = sock_path("arm");
+    let mut daemon = DaemonProc::start(&sock, dir.path(), 1, None);
+    let (c, _) = Conn::hello(&sock);
+    let env = format!("ARM_FIFO={}", fifo.display());
+    let m = Request::Spawn {
+        req: 2,
+        worker_id: WORKER_ID_ANY,
+        gid: 9,
+        plugins: 1,
+        cpuset: current_affinity().unwrap(),
+        max_inflight: 4,
+        env: vec![env],
+    };
+    c.send(&m.encode());
+    let (Reply::Spawned { .. }, Some(fd)) = c.reply() else { panic!("spawn failed") };
+    let w = Conn::new(fd);
+    let stats = |ctx: u64| {
+        w.command(ctx, 1, b"STATS");
+        let (got, _, st, body) = w.notify();
+        assert_eq!((got, st), (ctx, DOCA_SUCCESS));
+        let text = String::from_utf8(body).unwrap();
+        let v: Vec<u64> = text.split(' ').map(|n| n.parse().unwrap()).collect();
+        (v[0], v[1])
+    };
+    // Echo works as usual.
+    w.command(1, 1, b"echo");
+    assert_eq!(w.notify(), (1, 1, DOCA_SUCCESS, b"echo".to_vec()));
+    stats(2);
+    // Park a command for a while: the worker arms the plugin and sleeps.
+    w.command(3, 1, b"PARK");
+    std::thread::sleep(Duration::from_millis(300));
+    let (progress, arms) = stats(4);
+    assert!(arms >= 1, "the worker never armed the plugin");
+    assert!(progress < 250, "the worker polled progress {progress} times in 300 ms instead of sleeping");
+    // A byte in the FIFO wakes it: the parked command is answered.
+    let wfd = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    std::io::Write::write_all(&mut &wfd, b"x").unwrap();
+    assert_eq!(w.notify(), (3, 1, DOCA_SUCCESS, b"PARK".to_vec()));
+    drop(w);
+    drop(c);
+    daemon.terminate();
 }

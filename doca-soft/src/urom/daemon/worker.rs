@@ -55,6 +55,8 @@ struct Slot {
     plugin: u64,
     /// Commands given to the plugin that no notification answered yet.
     outstanding: u64,
+    /// The plugin's soft-only `urom_plugin_soft_arm`, if it exports one.
+    arm: Option<urom_plugin_soft_arm_fn>,
 }
 
 /// A domain installed by `DomainCreate` on connection `conn` with key `key`.
@@ -73,6 +75,17 @@ thread_local! {
     static DOMAINS: RefCell<Vec<Installed>> = const { RefCell::new(Vec::new()) };
 }
 
+/// What arming the plugins with outstanding commands gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Armed {
+    /// Every one is armed: sleep on their fds.
+    Sleep,
+    /// One has work now: progress without sleeping.
+    Work,
+    /// One cannot be armed: poll it (spin, then back off).
+    Unsupported,
+}
+
 struct Conn {
     id: u64,
     fd: OwnedFd,
@@ -81,13 +94,23 @@ struct Conn {
     dead: bool,
 }
 
-/// While commands are outstanding, keep polling without blocking for this long after the last
-/// time a plugin made progress, then back off to 1 ms poll timeouts. Plugins have no fd the
+/// While commands are outstanding on a plugin that cannot be armed (no `urom_plugin_soft_arm`,
+/// see `doca_urom_plugin.h`), keep polling without blocking for this long after the last time a
+/// plugin made progress, then back off to 1 ms poll timeouts. Such a plugin has no fd the
 /// worker could wait on, so a quiet period is the only sign that an answer is not imminent:
 /// time-based rather than counted, so a tight exchange (a ping-pong between workers, answers
 /// every few microseconds) never meets the back-off, while a command that waits for a long
 /// time (a receive nobody sends to) costs at most one wake-up per millisecond.
 const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(500);
+/// When every plugin with outstanding commands can be armed, the worker polls only this long
+/// after the last progress before it arms them and sleeps on their fds: long enough to catch
+/// an answer that is already on its way, short enough that a worker waiting for another
+/// process gives its CPU to that process (on a machine with fewer CPUs than busy processes, a
+/// spinning worker delays the very answer it waits for).
+const ARMED_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(20);
+/// The longest sleep on armed plugins' fds: a plugin whose fd misses a wake-up (a bug) costs
+/// this much time per miss, never a hang.
+const ARMED_SLEEP_MS: c_int = 100;
 /// After the last answer with nothing outstanding, keep polling without blocking (yielding
 /// the CPU between polls) for this long before blocking in `poll`.
 const IDLE_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
@@ -291,6 +314,7 @@ impl Worker<'_> {
                 ctx: urom_worker_ctx { iface: p.iface, domain_iface: LOOKUPS, plugin_ctx: ptr::null_mut() },
                 plugin: p.id,
                 outstanding: 0,
+                arm: p.arm,
             }));
             // SAFETY: `slot` was just allocated; ctx is its first field.
             let ctx = unsafe { addr_of_mut!((*slot).ctx) };
@@ -358,6 +382,47 @@ impl Worker<'_> {
         self.slots.iter().map(|s| unsafe { (**s).outstanding }).sum()
     }
 
+    /// Arms every plugin with outstanding commands (see `doca_urom_plugin.h`) and adds their
+    /// fds to `fds`.
+    fn arm(&self, fds: &mut Vec<libc::pollfd>) -> Armed {
+        // All or none: arming some (a system call each) is wasted when one must be polled.
+        for &slot in &self.slots {
+            // SAFETY: slots are live leaked Boxes; only this thread touches them.
+            if unsafe { (*slot).outstanding > 0 && (*slot).arm.is_none() } {
+                return Armed::Unsupported;
+            }
+        }
+        for &slot in &self.slots {
+            // SAFETY: slots are live leaked Boxes; only this thread touches them.
+            let (arm, outstanding) = unsafe { ((*slot).arm, (*slot).outstanding) };
+            if outstanding == 0 {
+                continue;
+            }
+            let Some(arm) = arm else { return Armed::Unsupported };
+            let mut fd: c_int = -1;
+            // SAFETY: the slot's ctx is the opened plugin's; `fd` is a valid out-pointer.
+            let st = unsafe { arm(addr_of_mut!((*slot).ctx), &mut fd) };
+            match st {
+                DOCA_SUCCESS if fd >= 0 => fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 }),
+                DOCA_ERROR_AGAIN => return Armed::Work,
+                _ => return Armed::Unsupported,
+            }
+        }
+        Armed::Sleep
+    }
+
+    /// The worker's loop: serve the control socket and the host connections, call the plugins'
+    /// `progress` while commands are outstanding, and sleep when there is nothing to do.
+    ///
+    /// How long `poll` may block:
+    /// * nothing outstanding: not at all for [`IDLE_SPIN_TIME`] after the last activity (the
+    ///   next command of a host issuing them back to back comes within microseconds), then
+    ///   until a socket is readable;
+    /// * outstanding, every such plugin armable: not at all for [`ARMED_SPIN_TIME`] after the
+    ///   last progress, then the plugins are armed and the worker sleeps on their fds and its
+    ///   sockets (at most [`ARMED_SLEEP_MS`]): an idle worker costs no CPU;
+    /// * outstanding on a plugin that cannot be armed: not at all for [`SPIN_TIME`] (yielding
+    ///   the CPU between polls), then 1 ms timeouts.
     fn serve(&mut self) {
         let mut last_progress = std::time::Instant::now();
         let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -368,28 +433,43 @@ impl Worker<'_> {
                 let ev = libc::POLLIN | if c.outbox.is_empty() { 0 } else { libc::POLLOUT };
                 fds.push(libc::pollfd { fd: c.fd.as_raw_fd(), events: ev, revents: 0 });
             }
+            let sockets = fds.len();
             let busy = self.outstanding() > 0;
             let quiet = last_progress.elapsed();
-            let timeout = match (busy, quiet < SPIN_TIME) {
-                // Just answered: the next command of a host that issues them back to back
-                // comes within microseconds, sooner than a blocked poll would wake up.
-                (false, _) if quiet < IDLE_SPIN_TIME => 0,
-                (false, _) => -1,
-                (true, true) => 0,
-                (true, false) => 1,
+            let mut armed = Armed::Unsupported;
+            let timeout = if !busy {
+                if quiet < IDLE_SPIN_TIME {
+                    0
+                } else {
+                    -1
+                }
+            } else if quiet < ARMED_SPIN_TIME {
+                0
+            } else {
+                armed = self.arm(&mut fds);
+                match armed {
+                    Armed::Sleep => ARMED_SLEEP_MS,
+                    Armed::Work => 0,
+                    Armed::Unsupported if quiet < SPIN_TIME => 0,
+                    Armed::Unsupported => 1,
+                }
             };
+            // Only the worker's own sockets are served below; a plugin fd that woke the poll
+            // only means "call progress", which a busy worker does anyway.
+            fds.truncate(if armed == Armed::Sleep { fds.len() } else { sockets });
             // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 log_at!(self.log(), Error, "poll: {}", io::Error::last_os_error());
                 return;
             }
-            if n > 0 {
+            let traffic = n > 0 && fds[..sockets].iter().any(|f| f.revents != 0);
+            if traffic {
                 if fds[0].revents != 0 {
                     self.on_control();
                 }
                 let conn_ids: Vec<(u64, i16)> =
-                    self.conns.iter().zip(&fds[1..]).map(|(c, f)| (c.id, f.revents)).collect();
+                    self.conns.iter().zip(&fds[1..sockets]).map(|(c, f)| (c.id, f.revents)).collect();
                 for (id, rev) in conn_ids {
                     if rev & libc::POLLOUT != 0 {
                         self.flush(id);
@@ -404,7 +484,7 @@ impl Worker<'_> {
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = std::time::Instant::now();
-                } else if n == 0 {
+                } else if n == 0 && timeout == 0 && armed != Armed::Work {
                     // Spinning on an answer that depends on another process (a peer worker,
                     // a host): on a machine with fewer CPUs than busy processes that process
                     // may be the one waiting for this CPU, so give it up for a moment.
