@@ -777,3 +777,122 @@ async fn futures_closed(conns: &[Connection]) -> Connection {
         }
     }
 }
+
+/// Completed tasks are kept per context and kind and re-initialised for the next operation
+/// of that kind: nothing of an earlier operation (buffer, length, target, connection,
+/// immediate, operands, user data) may leak into a later one. Every kind alternates sizes,
+/// targets and connections; every result is checked. Then a failed operation, and a stop
+/// of the context holding kept tasks (it must reach IDLE: kept tasks are freed first).
+#[test]
+fn reused_tasks_carry_nothing_stale() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let a = Rdma::builder(&dev).max_connections(2).build().await?;
+            let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let c = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let ((a1, pa1), (a2, pa2)) = (a.export()?, a.export()?);
+            let ((bb, pb), (cb, pc)) = (b.export()?, c.export()?);
+            let ab = pa1.connect(&bb).await?;
+            let ac = pa2.connect(&cb).await?;
+            let ba = pb.connect(&a1).await?;
+            let ca = pc.connect(&a2).await?;
+            let targets = [dev.alloc(4096, Access::RDMA_ALL)?, dev.alloc(4096, Access::RDMA_ALL)?];
+            let remotes = [dev.import(&targets[0].export_rdma()?)?, dev.import(&targets[1].export_rdma()?)?];
+            let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+            let conns = [(&ab, &b, ba.id()), (&ac, &c, ca.id())];
+
+            for i in 0..40usize {
+                let (conn, peer, peer_id) = conns[i % 2];
+                let t = i % 2;
+                let len = [8, 1000, 1, 4096, 300][i % 5];
+                let at = [0, 64, 8][i % 3];
+                let len_at = len.min(4096 - at);
+                let seed = i as u8;
+
+                // write, to alternating targets, sizes and offsets
+                let mut src = local.slice(0..len_at);
+                src.write(0, &pattern(len_at, seed));
+                let (res, _) = bounded(conn.write(src, remotes[t].slice(at..at + len_at))).await?;
+                res?;
+                assert_eq!(targets[t].slice(at..at + len_at).to_vec(), pattern(len_at, seed), "write {i}");
+
+                // write_imm: data and a fresh immediate each time
+                let mut src = local.slice(0..len_at);
+                src.write(0, &pattern(len_at, seed ^ 0x55));
+                let rp = peer.clone();
+                let r = spawn_local(async move { rp.recv(dev_buf(16)).await });
+                let (res, _) = bounded(conn.write_imm(src, remotes[t].slice(at..at + len_at), 1000 + i as u32)).await?;
+                res?;
+                let (msg, _) = bounded(r).await??;
+                let msg = msg?;
+                assert_eq!((msg.opcode, msg.imm, msg.conn), (Opcode::WriteImm, Some(1000 + i as u32), peer_id), "{i}");
+                assert_eq!(targets[t].slice(at..at + len_at).to_vec(), pattern(len_at, seed ^ 0x55), "write_imm {i}");
+
+                // send and send_imm: the message length is the new source's, not an old one
+                for imm in [None, Some(7 * i as u32)] {
+                    let mut src = local.slice(0..len);
+                    src.write(0, &pattern(len, seed.wrapping_add(3)));
+                    let rp = peer.clone();
+                    let r = spawn_local(async move { rp.recv(dev_buf(4096)).await });
+                    let (res, _) = match imm {
+                        None => bounded(conn.send(src)).await?,
+                        Some(v) => bounded(conn.send_imm(src, v)).await?,
+                    };
+                    res?;
+                    let (msg, buf) = bounded(r).await??;
+                    let msg = msg?;
+                    assert_eq!((msg.len, msg.imm, msg.conn), (len, imm, peer_id), "send {i}");
+                    assert_eq!(buf.to_vec()[..len], pattern(len, seed.wrapping_add(3))[..], "send {i}");
+                }
+
+                // read back what write_imm placed, into a zeroed destination of this length
+                let mut dst = local.slice(0..len_at);
+                dst.write(0, &vec![0; len_at]);
+                let (res, dst) = bounded(conn.read(remotes[t].slice(at..at + len_at), dst)).await?;
+                res?;
+                assert_eq!(dst.to_vec(), pattern(len_at, seed ^ 0x55), "read {i}");
+
+                // atomics: alternating targets, operands and result buffers
+                let word = 8 * (i % 4);
+                targets[t].slice(word..word + 8).write_u64(0, 100 * i as u64);
+                let result = local.slice(512 + word..520 + word);
+                let (old, result) =
+                    bounded(conn.fetch_add(remotes[t].slice(word..word + 8), i as u64 + 1, result)).await?;
+                assert_eq!(old?, 100 * i as u64, "fetch_add {i}");
+                assert_eq!(targets[t].slice(word..word + 8).read_u64(0), 100 * i as u64 + i as u64 + 1);
+                let now = 101 * i as u64 + 1;
+                let (old, _) = bounded(conn.compare_swap(remotes[t].slice(word..word + 8), now + 1, 5, result)).await?;
+                assert_eq!(old?, now, "a failed compare_swap {i}");
+                let result = local.slice(1024..1032);
+                let (old, _) =
+                    bounded(conn.compare_swap(remotes[t].slice(word..word + 8), now, 9 + i as u64, result)).await?;
+                assert_eq!(old?, now, "compare_swap {i}");
+                assert_eq!(targets[t].slice(word..word + 8).read_u64(0), 9 + i as u64);
+            }
+
+            // The context holds kept tasks of every kind: stopping it still reaches IDLE.
+            drop((ab, ac, ba, ca));
+            bounded(a.restart()).await??;
+
+            // Started again, it keeps tasks again: writes on a new connection land, and a
+            // failed one (memory without remote write access) is not kept.
+            let d = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let ((a3, pa3), (db, pd)) = (a.export()?, d.export()?);
+            let ad = pa3.connect(&db).await?;
+            let _da = pd.connect(&a3).await?;
+            for i in 0..3u64 {
+                let mut src = local.slice(0..8);
+                src.write_u64(0, 4242 + i);
+                let (res, _) = bounded(ad.write(src, remotes[1].slice(0..8))).await?;
+                res?;
+                assert_eq!(targets[1].slice(0..8).read_u64(0), 4242 + i);
+            }
+            let ro = dev.alloc(64, Access::LOCAL_READ_WRITE | Access::RDMA_READ)?;
+            let ro_remote = dev.import(&ro.export_rdma()?)?;
+            let (res, _) = bounded(ad.write(local.slice(0..8), ro_remote.slice(0..8))).await?;
+            assert!(res.is_err(), "a write into read-only memory fails");
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}

@@ -30,7 +30,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context as TaskCx, Poll};
 
-use super::completion::{TaskFuture, TaskKind, TaskSlot, Ticket, WaiterList};
+use super::completion::{TaskFuture, TaskKind, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
 use super::local::{current_rc, report, with_current, Core};
 use super::slab::Slab;
 use crate::error::{check, Error, ErrorKind, Result};
@@ -65,6 +65,20 @@ impl CtxState {
 
 type Destroy = Box<dyn FnOnce() -> sys::doca_error_t>;
 
+/// A completed task kept for reuse (see [`TaskKind::REUSE`]): the task object and the
+/// function that gives it back to DOCA.
+struct Kept {
+    task: *mut std::ffi::c_void,
+    free: unsafe fn(*mut std::ffi::c_void),
+}
+
+/// # Safety
+/// `task` is a live task of kind `K` that DOCA does not own; not used afterwards.
+unsafe fn free_kept<K: TaskKind>(task: *mut std::ffi::c_void) {
+    // SAFETY: forwarded (the caller's contract); the pointer was a `*mut K::Task`.
+    unsafe { K::free(task.cast()) }
+}
+
 /// The executor's record of one ctx (shared by the registry and the `Context` handle).
 pub(crate) struct CtxRecord {
     name: &'static str,
@@ -81,6 +95,11 @@ pub(crate) struct CtxRecord {
     /// Tasks were submitted without DOCA's flush flag since the last flush: the doorbell is
     /// owed (see `Core::ring_doorbells`).
     unflushed: Cell<bool>,
+    /// Completed tasks kept for reuse, per [`TaskKind::REUSE`] index. Only while `reusing`.
+    kept: RefCell<[Vec<Kept>; REUSE_KINDS]>,
+    /// The ctx is RUNNING (last state change) and no stop was requested: completed tasks
+    /// may be kept. Cleared, and the kept tasks freed, when it leaves RUNNING.
+    reusing: Cell<bool>,
 }
 
 impl CtxRecord {
@@ -129,6 +148,56 @@ impl CtxRecord {
         self.task_waiters.wake_all();
     }
 
+    /// A task of kind `K` of this ctx completed with `status` and is ours again (inside its
+    /// completion callback): keeps it for reuse if the kind allows it, the task succeeded
+    /// and the ctx is RUNNING; otherwise frees it. Then the task counts as freed.
+    ///
+    /// # Safety
+    /// `task` is a live, completed task of kind `K` of this ctx, not used by the caller
+    /// afterwards.
+    pub(crate) unsafe fn task_over<K: TaskKind>(&self, task: *mut K::Task, status: sys::doca_error_t) {
+        match K::REUSE {
+            Some(i) if status == sys::DOCA_SUCCESS && self.reusing.get() && self.alive.get() => {
+                self.kept.borrow_mut()[i].push(Kept { task: task.cast(), free: free_kept::<K> });
+            }
+            // SAFETY: the caller's contract.
+            _ => unsafe { K::free(task) },
+        }
+    }
+
+    /// A kept task of kind `K`, now the caller's (counted as allocated when submitted, like a
+    /// fresh one). Its fields are stale: re-initialise all of them before submitting it.
+    pub(crate) fn take_kept<K: TaskKind>(&self) -> Option<*mut K::Task> {
+        let i = K::REUSE?;
+        if !self.reusing.get() {
+            return None;
+        }
+        self.kept.borrow_mut()[i].pop().map(|k| k.task.cast())
+    }
+
+    /// Gives back a task taken with [`take_kept`](CtxRecord::take_kept) and not used (its
+    /// operation failed before touching it); freed if the ctx no longer keeps tasks.
+    ///
+    /// # Safety
+    /// As for [`task_over`](CtxRecord::task_over).
+    pub(crate) unsafe fn put_back<K: TaskKind>(&self, task: *mut K::Task) {
+        // SAFETY: forwarded.
+        unsafe { self.task_over::<K>(task, sys::DOCA_SUCCESS) }
+    }
+
+    /// Stops keeping tasks and gives every kept one back to DOCA: the ctx is leaving
+    /// RUNNING (a stop cannot reach IDLE while tasks are allocated) or is destroyed.
+    fn free_kept(&self) {
+        self.reusing.set(false);
+        let kept = std::mem::take(&mut *self.kept.borrow_mut());
+        for k in kept.into_iter().flatten() {
+            // SAFETY: a completed task of this ctx handed back by its callback and kept,
+            // never submitted since (taken ones left the list); freed once, the list is
+            // emptied above; `free` is the kind's own.
+            unsafe { (k.free)(k.task) };
+        }
+    }
+
     fn query_state(&self) -> Result<CtxState> {
         if !self.alive.get() {
             return Err(Error::new(
@@ -155,6 +224,8 @@ impl CtxRecord {
             { ctx = self.name, ctx_id = self.id(), outstanding = self.outstanding.get() },
             "stopping the context: tasks in flight are flushed"
         );
+        // Kept tasks are allocated: the stop could not reach IDLE with them.
+        self.free_kept();
         // SAFETY: alive ctx on its executor's thread, not inside progress (callers check).
         let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
         match rc {
@@ -168,6 +239,8 @@ impl CtxRecord {
 
     /// Destroys the object (the ctx must be IDLE), marks the record dead, wakes waiters.
     fn destroy_now(&self) {
+        // Before the object (and with it the tasks' pools) goes.
+        self.free_kept();
         self.alive.set(false);
         if let Some(destroy) = self.destroy.take() {
             match catch_unwind(AssertUnwindSafe(destroy)) {
@@ -207,6 +280,34 @@ impl Contexts {
     fn all(&self) -> Vec<Rc<CtxRecord>> {
         let slab = self.slab.borrow();
         slab.keys().into_iter().filter_map(|k| slab.get(k).cloned()).collect()
+    }
+
+    /// A completed task of kind `K` of the ctx `key` is ours again (its completion
+    /// callback): kept for reuse or freed ([`CtxRecord::task_over`]); then `released` runs
+    /// (the task's descriptors go back) and the ctx's waiters for a free task wake.
+    ///
+    /// # Safety
+    /// `task` is a live, completed task of kind `K` of the ctx `key`, not used afterwards.
+    pub(crate) unsafe fn task_over<K: TaskKind>(
+        &self,
+        key: u64,
+        task: *mut K::Task,
+        status: sys::doca_error_t,
+        released: impl FnOnce(),
+    ) {
+        match self.get(key) {
+            Some(rec) => {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { rec.task_over::<K>(task, status) };
+                released();
+                rec.task_freed();
+            }
+            None => {
+                // SAFETY: forwarded; a ctx without a record keeps nothing.
+                unsafe { K::free(task) };
+                released();
+            }
+        }
     }
 
     /// A task of the ctx `key` was freed by a completion callback.
@@ -314,6 +415,9 @@ impl Contexts {
                 Ok(s) => {
                     report(&format!("shutdown: {} is still {s:?}; leaking it", rec.name));
                     rec.alive.set(false);
+                    // The ctx (and its pools) is leaked: so are its kept tasks.
+                    rec.reusing.set(false);
+                    drop(std::mem::take(&mut *rec.kept.borrow_mut()));
                     drop(rec.destroy.take());
                     self.remove(rec.key.get());
                     leaked += 1;
@@ -349,6 +453,14 @@ unsafe extern "C" fn ctx_state_cb(
                     },
                     "context state changed"
                 );
+                // Completed tasks are kept only while RUNNING (entered here, also after a
+                // restart); leaving it (a stop, or an error stopping the ctx by itself) gives
+                // them back, so that the ctx can reach IDLE.
+                if next_state == sys::DOCA_CTX_STATE_RUNNING {
+                    rec.reusing.set(!rec.stop_requested.get());
+                } else {
+                    rec.free_kept();
+                }
                 // Waiters re-read the state with doca_ctx_get_state; this only wakes them.
                 rec.state_waiters.wake_all();
             }
@@ -415,6 +527,8 @@ impl<T> Context<T> {
             state_waiters: WaiterList::new(),
             task_waiters: WaiterList::new(),
             unflushed: Cell::new(false),
+            kept: RefCell::new(Default::default()),
+            reusing: Cell::new(false),
         });
         let key = core.ctxs.slab.borrow_mut().insert(rec.clone());
         rec.key.set(key);
@@ -568,6 +682,23 @@ impl<T> Context<T> {
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t> + 'static,
     {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+    }
+
+    /// A completed task of kind `K` kept for reuse ([`TaskKind::REUSE`]), if any: for an
+    /// allocation closure, which must re-initialise every field of it with the task type's
+    /// setters and give it `slot.user_data()` (`doca_task_set_user_data`) instead of
+    /// allocating, or give it back with [`put_back`](Context::put_back) if it fails first.
+    pub(crate) fn take_kept<K: TaskKind>(&self) -> Option<*mut K::Task> {
+        self.rec.take_kept::<K>()
+    }
+
+    /// Gives back an unused task from [`take_kept`](Context::take_kept).
+    ///
+    /// # Safety
+    /// `task` came from `take_kept::<K>` of this context and was neither submitted nor freed.
+    pub(crate) unsafe fn put_back<K: TaskKind>(&self, task: *mut K::Task) {
+        // SAFETY: a kept task of this ctx, ours and idle (the caller's contract).
+        unsafe { self.rec.put_back::<K>(task) }
     }
 
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).

@@ -130,12 +130,16 @@ pub const DEFAULT_MAX_TASKS: u32 = 256;
 
 macro_rules! task_kind {
     ($(#[$m:meta])* $name:ident, $task:ident, $as_task:ident) => {
+        task_kind!($(#[$m])* $name, $task, $as_task, None);
+    };
+    ($(#[$m:meta])* $name:ident, $task:ident, $as_task:ident, $reuse:expr) => {
         $(#[$m])*
         struct $name;
         // SAFETY: `as_task` is the task type's own conversion; RDMA tasks are freed with
         // doca_task_free (the default).
         unsafe impl TaskKind for $name {
             type Task = sys::$task;
+            const REUSE: Option<usize> = $reuse;
             unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
                 // SAFETY: forwarded; the caller passes a live task of this type.
                 unsafe { sys::$as_task(task) }
@@ -148,13 +152,15 @@ macro_rules! task_kind {
     };
 }
 
-task_kind!(Send, doca_rdma_task_send, doca_rdma_task_send_as_task);
-task_kind!(SendImm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task);
-task_kind!(Read, doca_rdma_task_read, doca_rdma_task_read_as_task);
-task_kind!(Write, doca_rdma_task_write, doca_rdma_task_write_as_task);
-task_kind!(WriteImm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task);
-task_kind!(CmpSwp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task);
-task_kind!(FetchAdd, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task);
+// The kinds below keep their completed tasks for reuse (distinct indices, see
+// `TaskKind::REUSE`); every operation re-initialises all of a kept task's fields.
+task_kind!(Send, doca_rdma_task_send, doca_rdma_task_send_as_task, Some(0));
+task_kind!(SendImm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task, Some(1));
+task_kind!(Read, doca_rdma_task_read, doca_rdma_task_read_as_task, Some(2));
+task_kind!(Write, doca_rdma_task_write, doca_rdma_task_write_as_task, Some(3));
+task_kind!(WriteImm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task, Some(4));
+task_kind!(CmpSwp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task, Some(5));
+task_kind!(FetchAdd, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task, Some(6));
 
 // After `task_kind!`, which it uses.
 mod remote_event;
@@ -404,14 +410,55 @@ impl RdmaInner {
         B: 'static,
         F: FnMut(*mut sys::doca_rdma, &Descs<'_>, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
+        self.run_reusing::<K, _, B>(op, conn, size, keep, move |rdma, set, slot, kept| {
+            debug_assert!(kept.is_none(), "a kind that keeps tasks must use run_reusing");
+            alloc(rdma, set, slot)
+        })
+        .await
+    }
+
+    /// [`run`](RdmaInner::run) for a kind that keeps its completed tasks
+    /// ([`TaskKind::REUSE`]): `alloc` also gets a kept task of kind `K` when there is one,
+    /// and then re-initialises every field of it with the task type's setters (and
+    /// [`reuse`]) instead of allocating. It takes the descriptors first: an error returned
+    /// gives the kept task back untouched.
+    async fn run_reusing<K, F, B>(
+        &self,
+        op: &'static str,
+        conn: Option<ConnId>,
+        size: usize,
+        keep: B,
+        mut alloc: F,
+    ) -> (Result<TaskOutput>, B)
+    where
+        K: TaskKind,
+        B: 'static,
+        F: FnMut(
+            *mut sys::doca_rdma,
+            &Descs<'_>,
+            &TaskSlot,
+            Option<*mut K::Task>,
+        ) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    {
         let rdma = match self.ctx.as_ptr() {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(op)), keep),
         };
-        let inv = &*self.inv;
+        // One reference to `self` rather than one per field: the closure lives in the
+        // operation's future, which stays small enough to be moved without a memcpy call.
+        let this = self;
         let fut = self
             .ctx
-            .submit::<K, _>(op, move |slot| alloc(rdma, &Descs::new(inv, slot), slot))
+            .submit::<K, _>(op, move |slot| {
+                let kept = this.ctx.take_kept::<K>();
+                let r = alloc(rdma, &Descs::new(&this.inv, slot), slot, kept);
+                if let (Err(_), Some(task)) = (r, kept) {
+                    // SAFETY: taken just above from this ctx; `alloc` failed before using it
+                    // (its contract), so it is neither submitted nor freed.
+                    unsafe { this.ctx.put_back::<K>(task) };
+                }
+                r
+            })
             .traced(conn.map(|c| c.0), size)
             // The inventory is kept with the buffers: a future dropped mid-flight leaves both
             // to its slot, which gives the descriptors back before it drops them.
@@ -419,6 +466,17 @@ impl RdmaInner {
         let (r, (_inv, keep)) = fut.await;
         (r, keep)
     }
+}
+
+/// Gives a kept task (re-initialised with its setters) the user data of its new operation
+/// and returns it for submission.
+///
+/// # Safety
+/// `task` is a live task of kind `K` that DOCA does not own.
+unsafe fn reuse<K: TaskKind>(task: *mut K::Task, slot: &TaskSlot) -> *mut K::Task {
+    // SAFETY: a live task we own (the caller's contract).
+    unsafe { sys::doca_task_set_user_data(K::as_task(task), slot.user_data()) };
+    task
 }
 
 fn ok_or(rc: sys::doca_error_t) -> std::result::Result<(), sys::doca_error_t> {
@@ -662,8 +720,16 @@ impl Connection {
         let (r, src) = self
             .inner
             .rdma
-            .run::<Send, _, _>("rdma.send", Some(self.id()), src.len(), src, |rdma, set, slot| {
+            .run_reusing::<Send, _, _>("rdma.send", Some(self.id()), src.len(), src, |rdma, set, slot, kept| {
                 let s = set.src(0, d)?;
+                if let Some(t) = kept {
+                    // SAFETY: a kept send task of this ctx, ours; every field is set.
+                    return Ok(unsafe {
+                        sys::doca_rdma_task_send_set_src_buf(t, s);
+                        sys::doca_rdma_task_send_set_rdma_connection(t, conn);
+                        reuse::<Send>(t, slot)
+                    });
+                }
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context and connection; `s` describes memory the operation owns.
                 ok_or(unsafe { sys::doca_rdma_task_send_allocate_init(rdma, conn, s, slot.user_data(), &mut task) })?;
@@ -679,8 +745,17 @@ impl Connection {
         let (r, src) = self
             .inner
             .rdma
-            .run::<SendImm, _, _>("rdma.send_imm", Some(self.id()), src.len(), src, |rdma, set, slot| {
+            .run_reusing::<SendImm, _, _>("rdma.send_imm", Some(self.id()), src.len(), src, |rdma, set, slot, kept| {
                 let s = set.src(0, d)?;
+                if let Some(t) = kept {
+                    // SAFETY: as in `send`.
+                    return Ok(unsafe {
+                        sys::doca_rdma_task_send_imm_set_src_buf(t, s);
+                        sys::doca_rdma_task_send_imm_set_immediate_data(t, imm.to_be());
+                        sys::doca_rdma_task_send_imm_set_rdma_connection(t, conn);
+                        reuse::<SendImm>(t, slot)
+                    });
+                }
                 let mut task = std::ptr::null_mut();
                 // SAFETY: as in `send`.
                 ok_or(unsafe {
@@ -718,8 +793,17 @@ impl Connection {
             None => {
                 self.inner
                     .rdma
-                    .run::<Write, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot| {
+                    .run_reusing::<Write, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot, kept| {
                         let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
+                        if let Some(t) = kept {
+                            // SAFETY: a kept write task of this ctx, ours; every field is set.
+                            return Ok(unsafe {
+                                sys::doca_rdma_task_write_set_src_buf(t, sb);
+                                sys::doca_rdma_task_write_set_dst_buf(t, db);
+                                sys::doca_rdma_task_write_set_rdma_connection(t, conn);
+                                reuse::<Write>(t, slot)
+                            });
+                        }
                         let mut task = std::ptr::null_mut();
                         // SAFETY: live context and connection; both buffers describe memory
                         // the operation owns (the source Buf, the remote slice's import).
@@ -733,8 +817,18 @@ impl Connection {
             Some(imm) => {
                 self.inner
                     .rdma
-                    .run::<WriteImm, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot| {
+                    .run_reusing::<WriteImm, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot, kept| {
                         let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
+                        if let Some(t) = kept {
+                            // SAFETY: as above.
+                            return Ok(unsafe {
+                                sys::doca_rdma_task_write_imm_set_src_buf(t, sb);
+                                sys::doca_rdma_task_write_imm_set_dst_buf(t, db);
+                                sys::doca_rdma_task_write_imm_set_immediate_data(t, imm.to_be());
+                                sys::doca_rdma_task_write_imm_set_rdma_connection(t, conn);
+                                reuse::<WriteImm>(t, slot)
+                            });
+                        }
                         let mut task = std::ptr::null_mut();
                         // SAFETY: as above.
                         ok_or(unsafe {
@@ -773,8 +867,17 @@ impl Connection {
         let (r, (dst, _src)) = self
             .inner
             .rdma
-            .run::<Read, _, _>("rdma.read", Some(self.id()), dst.len(), (dst, src), |rdma, set, slot| {
+            .run_reusing::<Read, _, _>("rdma.read", Some(self.id()), dst.len(), (dst, src), |rdma, set, slot, kept| {
                 let (sb, db) = (set.dst(0, s)?, set.dst(1, d)?);
+                if let Some(t) = kept {
+                    // SAFETY: a kept read task of this ctx, ours; every field is set.
+                    return Ok(unsafe {
+                        sys::doca_rdma_task_read_set_src_buf(t, sb);
+                        sys::doca_rdma_task_read_set_dst_buf(t, db);
+                        sys::doca_rdma_task_read_set_rdma_connection(t, conn);
+                        reuse::<Read>(t, slot)
+                    });
+                }
                 let mut task = std::ptr::null_mut();
                 // SAFETY: live context and connection; both buffers describe memory the
                 // operation owns.
@@ -822,8 +925,20 @@ impl Connection {
             Some((cmp, swap)) => {
                 self.inner
                     .rdma
-                    .run::<CmpSwp, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot| {
+                    .run_reusing::<CmpSwp, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot, kept| {
                         let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
+                        if let Some(t) = kept {
+                            // SAFETY: a kept compare-swap task of this ctx, ours; every field
+                            // is set.
+                            return Ok(unsafe {
+                                sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(t, db);
+                                sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(t, rb);
+                                sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, cmp);
+                                sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, swap);
+                                sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(t, conn);
+                                reuse::<CmpSwp>(t, slot)
+                            });
+                        }
                         let mut task = std::ptr::null_mut();
                         // SAFETY: live context and connection; both buffers describe memory
                         // the operation owns.
@@ -846,8 +961,19 @@ impl Connection {
             None => {
                 self.inner
                     .rdma
-                    .run::<FetchAdd, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot| {
+                    .run_reusing::<FetchAdd, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot, kept| {
                         let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
+                        if let Some(t) = kept {
+                            // SAFETY: a kept fetch-add task of this ctx, ours; every field is
+                            // set.
+                            return Ok(unsafe {
+                                sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(t, db);
+                                sys::doca_rdma_task_atomic_fetch_add_set_result_buf(t, rb);
+                                sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, add);
+                                sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(t, conn);
+                                reuse::<FetchAdd>(t, slot)
+                            });
+                        }
                         let mut task = std::ptr::null_mut();
                         // SAFETY: as above.
                         ok_or(unsafe {

@@ -13,7 +13,8 @@ use crate::sys;
 /// pointer type matches `*_completion_cb_t` exactly, no cast needed).
 ///
 /// It runs inside `doca_pe_progress` on the executor's thread: it reads the status, calls
-/// [`TaskKind::on_complete`], frees the task ([`TaskKind::free`]), stores the status in the
+/// [`TaskKind::on_complete`], frees the task ([`TaskKind::free`]) or keeps it for reuse
+/// ([`TaskKind::REUSE`]), stores the status in the
 /// slot named by `task_user_data` and wakes the future, or releases the slot if the future
 /// was dropped. It wakes futures waiting for a free task of the same context (named by
 /// `ctx_user_data`). It never unwinds into C.
@@ -46,12 +47,15 @@ unsafe fn on_completion<K: TaskKind>(task: *mut K::Task, key: u64, ctx_key: u64)
                 // SAFETY: the task completed, so DOCA no longer writes the result area; this
                 // thread is the only other user and holds no other reference to it now.
                 unsafe { K::on_complete(task, status, &mut *slot.out.get()) };
-                // SAFETY: we own the completed task; it is not used after this.
-                unsafe { K::free(task) };
-                // The task is gone: its descriptors go back before the waiters for a free
+                // The task is kept for reuse or freed; either way the provider is done with
+                // it and with its descriptors, which go back before the waiters for a free
                 // task (or descriptor) of the context are woken.
-                slot.release_descs();
-                core.ctxs.task_freed(ctx_key);
+                // SAFETY: we own the completed task of this kind and ctx; not used after this.
+                unsafe {
+                    core.ctxs.task_over::<K>(ctx_key, task, status, || {
+                        slot.release_descs();
+                    })
+                };
                 if slot.state.get() == SlotState::Orphaned {
                     core.slots.release(key);
                 } else {

@@ -46,6 +46,14 @@ pub unsafe trait TaskKind: 'static {
         let _ = (task, status, out);
     }
 
+    /// Where completed tasks of this kind are kept for reuse on their ctx: an index below
+    /// [`REUSE_KINDS`](super::REUSE_KINDS), unique among the kinds of one ctx type, or `None`
+    /// (the default: a completed task is freed). A kept task is given back to DOCA
+    /// ([`free`](TaskKind::free)) when its ctx leaves RUNNING; whoever takes one (see
+    /// `Context::take_reusable`) must re-initialise every field with the task type's setters
+    /// and `doca_task_set_user_data` before submitting it.
+    const REUSE: Option<usize> = None;
+
     /// Gives the task back to DOCA. The default is `doca_task_free`.
     ///
     /// # Safety

@@ -22,6 +22,13 @@
 //!   stopping context) arrives; the callback then releases it. The only ways to end an
 //!   in-flight task early are to drop its future (the result is discarded) or to stop its
 //!   context (the task is flushed with an error).
+//! * Task reuse: a kind with [`TaskKind::REUSE`] keeps its successfully completed tasks on
+//!   their ctx instead of freeing them (the completion callback is the moment DOCA hands a
+//!   task back, so a kept task is never one the provider may still touch). The next
+//!   operation of that kind re-initialises one with the setters and submits it: no
+//!   allocation from the pool. Kept tasks count as freed for back-pressure (they are not
+//!   outstanding) and are freed when the ctx leaves RUNNING (before `doca_ctx_stop`, which
+//!   cannot reach IDLE while tasks are allocated) or is destroyed.
 //! * Back-pressure: when a task pool is exhausted (`*_alloc_init` returns NO_MEMORY) or the
 //!   submit queue is full (`doca_task_submit` returns AGAIN or NO_MEMORY), the future waits
 //!   (no spinning, no spurious error) until a task of the same context is freed — every
@@ -47,6 +54,9 @@ pub use future::{BufTaskFuture, TaskFuture, TaskSlot};
 pub use kind::TaskKind;
 pub(crate) use slots::Slots;
 pub(crate) use waiters::{Ticket, WaiterList};
+
+/// How many task kinds of one ctx can keep completed tasks for reuse ([`TaskKind::REUSE`]).
+pub const REUSE_KINDS: usize = 8;
 
 /// Number of 64-bit words in a slot's result area.
 pub const OUT_WORDS: usize = 4;
