@@ -87,6 +87,7 @@ mod common;
 // A crate root's modules resolve next to it (tests/), where urom.rs is another test.
 #[path = "chaos/urom.rs"]
 mod urom;
+use common::chaoskit::{fd_count, leaks, Rng};
 use common::{hex, unhex};
 
 // ---- shared layout and helpers ----
@@ -119,32 +120,6 @@ const END_SEQ: u64 = u64::MAX;
 
 /// Bound on every operation (a hang shows as a violation, not as a stuck test).
 const OP_LIMIT: Duration = Duration::from_secs(30);
-
-/// splitmix64: small, seedable, good enough to draw schedules.
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-    fn fork(&mut self, salt: u64) -> Rng {
-        Rng(self.next() ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93))
-    }
-}
 
 /// The byte `t` of what `writer` writes into slot `k` of `owner`'s region.
 fn slot_byte(writer: usize, owner: usize, k: usize, t: usize) -> u8 {
@@ -493,10 +468,6 @@ fn vm_rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
 
 /// Reads one `TAG` line from stdin (the controller's instructions).
@@ -1223,43 +1194,6 @@ fn threads_allowed(pid: i32) -> Vec<async_doca::CpuSet> {
     out
 }
 
-fn alive_pids_of(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        // The fields after the command (in parentheses, which may contain spaces).
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        if rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// What a finished round left behind: child processes, abstract sockets or `/dev/shm` files
-/// of its children.
-fn leaks(pids: &[u32]) -> Vec<String> {
-    let mut out = Vec::new();
-    let kids = alive_pids_of(std::process::id());
-    if !kids.is_empty() {
-        out.push(format!("child processes left: {kids:?}"));
-    }
-    let unix = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    for pid in pids {
-        let name = format!("@doca-soft.{pid}.");
-        if unix.lines().any(|l| l.contains(&name)) {
-            out.push(format!("abstract socket of child {pid} left"));
-        }
-        for e in std::fs::read_dir("/dev/shm").into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().contains(&pid.to_string()) {
-                out.push(format!("/dev/shm/{} of child {pid} left", e.file_name().to_string_lossy()));
-            }
-        }
-    }
-    out
-}
-
 /// One round: `n` children, `op_ms` of traffic, faults from `rng`. `Err` describes the
 /// failure (the caller adds the seed).
 fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<(), String> {
@@ -1513,7 +1447,7 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
     for r in readers {
         let _ = r.join();
     }
-    errs.extend(leaks(&pids));
+    errs.extend(leaks(&pids, &[], None));
     if !errs.is_empty() {
         return Err(format!("{}:\n  {}\nlogs kept in {}", describe(&logs), errs.join("\n  "), dir.display()));
     }
