@@ -83,6 +83,9 @@ pub enum SubmitMode {
     Held,
 }
 
+/// A kind's [`TaskKind::admit`] hook.
+pub type AdmitFn = unsafe fn(task: &doca_task) -> Result<(), doca_error_t>;
+
 /// The static descriptor of one task kind (one per specific task type).
 ///
 /// Build it with [`TaskKind::new`] in a `static`, and name it from the type's
@@ -109,7 +112,7 @@ pub struct TaskKind {
     /// the flush. The hook checks the room and reserves it; the flush then calls `submit`
     /// with [`SubmitMode::Held`], which takes the reservation back. An `Err` fails the submit
     /// as `submit` does.
-    pub admit: Option<unsafe fn(task: &doca_task) -> Result<(), doca_error_t>>,
+    pub admit: Option<AdmitFn>,
     dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
 
@@ -125,7 +128,7 @@ impl TaskKind {
     }
 
     /// The same kind with an [`admit`](TaskKind::admit) hook.
-    pub const fn with_admit(mut self, admit: unsafe fn(&doca_task) -> Result<(), doca_error_t>) -> TaskKind {
+    pub const fn with_admit(mut self, admit: AdmitFn) -> TaskKind {
         self.admit = Some(admit);
         self
     }
