@@ -118,7 +118,10 @@ impl Hello {
 
     /// The peer's `HELLO` payload (the message's bytes), or `None` if it is not an
     /// RdmaStream version 1 handshake: wrong length, magic or version, or parameters below
-    /// the minimums (a chunk too small for a `HELLO`, too few buffers for the credit scheme).
+    /// the limits (a chunk too small for a `HELLO`, too few buffers for the credit scheme,
+    /// more buffers than the immediate's 14-bit credit field can ever give back, which no
+    /// RdmaStream announces: [`StreamConfig`] refuses it; accepting it would let a peer
+    /// overflow our credit count with its first message).
     fn decode(payload: &[u8]) -> Option<Hello> {
         let p: &[u8; HELLO_LEN] = payload.try_into().ok()?;
         let word = |i: usize| u32::from_le_bytes([p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]]);
@@ -126,7 +129,7 @@ impl Hello {
         let ok = word(0) == MAGIC
             && word(1) == VERSION
             && h.chunk_size as usize >= MIN_CHUNK_SIZE
-            && h.recv_buffers >= u32::from(MIN_RECV_BUFFERS);
+            && (u32::from(MIN_RECV_BUFFERS)..=u32::from(MAX_RECV_BUFFERS)).contains(&h.recv_buffers);
         ok.then_some(h)
     }
 }
@@ -1078,8 +1081,15 @@ mod tests {
         assert_eq!(Hello::decode(&small.encode()), None);
         let few = Hello { recv_buffers: u32::from(MIN_RECV_BUFFERS) - 1, ..h };
         assert_eq!(Hello::decode(&few.encode()), None);
-        // The minimums themselves are fine.
+        // More buffers than the credit field can count (a hostile peer's u32::MAX would
+        // overflow our credits).
+        let many = Hello { recv_buffers: u32::from(MAX_RECV_BUFFERS) + 1, ..h };
+        assert_eq!(Hello::decode(&many.encode()), None);
+        assert_eq!(Hello::decode(&Hello { recv_buffers: u32::MAX, ..h }.encode()), None);
+        // The limits themselves are fine.
         let least = Hello { chunk_size: MIN_CHUNK_SIZE as u32, recv_buffers: u32::from(MIN_RECV_BUFFERS) };
         assert_eq!(Hello::decode(&least.encode()), Some(least));
+        let most = Hello { chunk_size: u32::MAX, recv_buffers: u32::from(MAX_RECV_BUFFERS) };
+        assert_eq!(Hello::decode(&most.encode()), Some(most));
     }
 }
