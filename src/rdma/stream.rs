@@ -799,7 +799,8 @@ impl RdmaStream {
         // peer posted for it before its side of the connection was made.
         let off = stream.shared.st.borrow_mut().free.pop().expect("send_buffers >= 1");
         let mut hello = stream.shared.send_mem.slice(off..off + HELLO_LEN);
-        hello.write(0, &Hello { chunk_size: cfg.chunk_size as u32, recv_buffers: u32::from(cfg.recv_buffers) }.encode());
+        hello
+            .write(0, &Hello { chunk_size: cfg.chunk_size as u32, recv_buffers: u32::from(cfg.recv_buffers) }.encode());
         stream.shared.st.borrow_mut().credits += 1;
         stream.shared.submit(hello, HELLO);
         // Then the peer's messages, which may have arrived already.
