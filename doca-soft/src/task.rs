@@ -109,9 +109,12 @@ pub struct TaskKind {
     /// the flush. The hook checks the room and reserves it; the flush then calls `submit`
     /// with [`SubmitMode::Held`], which takes the reservation back. An `Err` fails the submit
     /// as `submit` does.
-    pub admit: Option<unsafe fn(task: &doca_task) -> Result<(), doca_error_t>>,
+    pub admit: Option<AdmitFn>,
     dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
+
+/// A [`TaskKind::admit`] hook: checks and reserves the room a submit needs.
+pub type AdmitFn = unsafe fn(task: &doca_task) -> Result<(), doca_error_t>;
 
 impl TaskKind {
     /// The descriptor of the task type `T`.
@@ -125,7 +128,7 @@ impl TaskKind {
     }
 
     /// The same kind with an [`admit`](TaskKind::admit) hook.
-    pub const fn with_admit(mut self, admit: unsafe fn(&doca_task) -> Result<(), doca_error_t>) -> TaskKind {
+    pub const fn with_admit(mut self, admit: AdmitFn) -> TaskKind {
         self.admit = Some(admit);
         self
     }
