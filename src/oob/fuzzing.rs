@@ -1,6 +1,6 @@
 //! Entry points for the fuzz target `fuzz/fuzz_targets/oob_rendezvous.rs`: the real
-//! star rendezvous ([`accept_all`](super::star::accept_all), [`dial`](super::star::dial)) and
-//! allgather ([`Star`]) run over in-memory byte pipes instead of sockets, so a fuzzer can
+//! star rendezvous (`star::accept_all`, `star::dial`) and
+//! allgather (`Star`) run over in-memory byte pipes instead of sockets, so a fuzzer can
 //! play every joining member with bytes of its choosing.
 //!
 //! **Not API**: hidden from the docs, no stability promise, may change or go at any time.
@@ -37,7 +37,7 @@ pub struct PipeShape {
     pub stall: bool,
 }
 
-/// An in-memory byte pipe standing in for a socket (the rendezvous's [`Stream`]).
+/// An in-memory byte pipe standing in for a socket (the rendezvous's `Stream`).
 #[derive(Debug)]
 pub struct Pipe {
     peer: Peer,
@@ -118,7 +118,7 @@ fn drive(req: &mut dyn OobRequest, deadline: Instant) -> Result<Vec<u8>> {
 }
 
 /// Rank 0 of a job of `members.len() + 1`: accepts `members` in order (each a pipe playing
-/// that member's script) with [`accept_all`](super::star::accept_all), then runs one
+/// that member's script) with `star::accept_all`, then runs one
 /// allgather of `contribution` to completion, all within `limit`.
 ///
 /// Returns the allgather's outcome and, per member in the order they connected, the bytes
@@ -144,7 +144,7 @@ pub fn rank0(
     (result, written)
 }
 
-/// A joining member `rank` of `size`: dials rank 0 with [`dial`](super::star::dial) (which
+/// A joining member `rank` of `size`: dials rank 0 with `star::dial` (which
 /// sends its hello), then runs one allgather of `contribution` to completion within `limit`,
 /// reading rank 0's side from `root`.
 ///
