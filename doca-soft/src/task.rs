@@ -116,6 +116,9 @@ pub struct TaskKind {
     dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
 
+/// A [`TaskKind::admit`] hook: checks and reserves the room a submit needs.
+pub type AdmitFn = unsafe fn(task: &doca_task) -> Result<(), doca_error_t>;
+
 impl TaskKind {
     /// The descriptor of the task type `T`.
     pub const fn new<T: TaskType>(

@@ -39,6 +39,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod inproc;
 #[cfg(feature = "mpi")]
 mod mpi;

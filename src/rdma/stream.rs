@@ -79,6 +79,61 @@ fn imm(flags: u32, credits: u32, seq: u16) -> u32 {
     flags | ((credits & CREDIT_MASK) << CREDIT_SHIFT) | u32::from(seq)
 }
 
+/// A message's immediate, taken apart (the inverse of [`imm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Imm {
+    fin: bool,
+    hello: bool,
+    /// Credits the sender gives back (14 bits).
+    credits: u32,
+    seq: u16,
+}
+
+impl Imm {
+    fn decode(imm: u32) -> Imm {
+        Imm {
+            fin: imm & FIN != 0,
+            hello: imm & HELLO != 0,
+            credits: (imm >> CREDIT_SHIFT) & CREDIT_MASK,
+            seq: (imm & SEQ_MASK) as u16,
+        }
+    }
+}
+
+/// The parameters a side announces in its `HELLO`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hello {
+    chunk_size: u32,
+    recv_buffers: u32,
+}
+
+impl Hello {
+    fn encode(self) -> [u8; HELLO_LEN] {
+        let mut p = [0u8; HELLO_LEN];
+        for (i, w) in [MAGIC, VERSION, self.chunk_size, self.recv_buffers].into_iter().enumerate() {
+            p[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        p
+    }
+
+    /// The peer's `HELLO` payload (the message's bytes), or `None` if it is not an
+    /// RdmaStream version 1 handshake: wrong length, magic or version, or parameters below
+    /// the limits (a chunk too small for a `HELLO`, too few buffers for the credit scheme,
+    /// more buffers than the immediate's 14-bit credit field can ever give back, which no
+    /// RdmaStream announces: [`StreamConfig`] refuses it; accepting it would let a peer
+    /// overflow our credit count with its first message).
+    fn decode(payload: &[u8]) -> Option<Hello> {
+        let p: &[u8; HELLO_LEN] = payload.try_into().ok()?;
+        let word = |i: usize| u32::from_le_bytes([p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]]);
+        let h = Hello { chunk_size: word(2), recv_buffers: word(3) };
+        let ok = word(0) == MAGIC
+            && word(1) == VERSION
+            && h.chunk_size as usize >= MIN_CHUNK_SIZE
+            && (u32::from(MIN_RECV_BUFFERS)..=u32::from(MAX_RECV_BUFFERS)).contains(&h.recv_buffers);
+        ok.then_some(h)
+    }
+}
+
 /// The ring parameters of a stream: both sides announce theirs in the handshake.
 ///
 /// Memory per stream: `chunk_size * (recv_buffers + send_buffers)` bytes of registered
@@ -415,7 +470,7 @@ impl Shared {
             self.fail(Error::new(ErrorKind::InvalidArgument, "rdma.stream: a message without the stream's header"));
             return;
         };
-        let seq = (imm & SEQ_MASK) as u16;
+        let seq = Imm::decode(imm).seq;
         let mut st = self.st.borrow_mut();
         st.reorder.insert(seq, (m, buf));
         let mut to_give_back = Vec::new();
@@ -424,35 +479,36 @@ impl Shared {
             st.reorder.remove(&s)
         } {
             st.next_rx_seq = st.next_rx_seq.wrapping_add(1);
-            let imm = m.imm.unwrap_or(0);
-            st.credits += (imm >> CREDIT_SHIFT) & CREDIT_MASK;
-            if imm & HELLO != 0 {
-                let mut p = [0u8; HELLO_LEN];
-                let ok = m.len == HELLO_LEN && {
-                    buf.read(0, &mut p);
-                    true
-                };
-                let word = |i: usize| u32::from_le_bytes(p[4 * i..4 * i + 4].try_into().expect("4 bytes"));
-                if !ok
-                    || word(0) != MAGIC
-                    || word(1) != VERSION
-                    || (word(2) as usize) < MIN_CHUNK_SIZE
-                    || word(3) < u32::from(MIN_RECV_BUFFERS)
-                {
-                    st.error.get_or_insert(Error::new(
-                        ErrorKind::InvalidArgument,
-                        "rdma.stream: the peer's HELLO is not an RdmaStream version 1 handshake",
-                    ));
-                } else {
-                    st.peer = Some(PeerParams { chunk: word(2) as usize });
-                    // Its HELLO took one of our buffers, ours one of its: it had `word(3)`.
-                    st.credits += word(3) - 1;
+            let imm = Imm::decode(m.imm.unwrap_or(0));
+            st.credits += imm.credits;
+            if imm.hello {
+                // Only a message of exactly HELLO_LEN bytes is read: any other length is
+                // rejected without touching the buffer.
+                let hello = (m.len == HELLO_LEN)
+                    .then(|| {
+                        let mut p = [0u8; HELLO_LEN];
+                        buf.read(0, &mut p);
+                        p
+                    })
+                    .and_then(|p| Hello::decode(&p));
+                match hello {
+                    None => {
+                        st.error.get_or_insert(Error::new(
+                            ErrorKind::InvalidArgument,
+                            "rdma.stream: the peer's HELLO is not an RdmaStream version 1 handshake",
+                        ));
+                    }
+                    Some(h) => {
+                        st.peer = Some(PeerParams { chunk: h.chunk_size as usize });
+                        // Its HELLO took one of our buffers, ours one of its: it had `recv_buffers`.
+                        st.credits += h.recv_buffers - 1;
+                    }
                 }
                 to_give_back.push(buf);
             } else if m.len > 0 {
                 st.rx.push_back((buf, m.len));
             } else {
-                if imm & FIN != 0 {
+                if imm.fin {
                     st.fin_received = true;
                 }
                 to_give_back.push(buf);
@@ -743,9 +799,8 @@ impl RdmaStream {
         // peer posted for it before its side of the connection was made.
         let off = stream.shared.st.borrow_mut().free.pop().expect("send_buffers >= 1");
         let mut hello = stream.shared.send_mem.slice(off..off + HELLO_LEN);
-        for (i, w) in [MAGIC, VERSION, cfg.chunk_size as u32, u32::from(cfg.recv_buffers)].into_iter().enumerate() {
-            hello.write(4 * i, &w.to_le_bytes());
-        }
+        hello
+            .write(0, &Hello { chunk_size: cfg.chunk_size as u32, recv_buffers: u32::from(cfg.recv_buffers) }.encode());
         stream.shared.st.borrow_mut().credits += 1;
         stream.shared.submit(hello, HELLO);
         // Then the peer's messages, which may have arrived already.
@@ -941,5 +996,101 @@ impl RdmaStreamListener {
 impl fmt::Debug for RdmaStreamListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RdmaStreamListener").field("port", &self.port()).finish()
+    }
+}
+
+/// Entry points for the fuzz target `fuzz/fuzz_targets/rdma_stream_hello.rs`: the pure
+/// encoders and decoders of the stream's header (the immediate) and handshake (the `HELLO`
+/// payload), the first bytes a peer controls.
+///
+/// **Not API**: hidden from the docs, no stability promise, may change or go at any time.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::{MAX_RECV_BUFFERS, MIN_CHUNK_SIZE, MIN_RECV_BUFFERS};
+    /// Length of a `HELLO` payload.
+    pub const HELLO_LEN: usize = super::HELLO_LEN;
+    /// The `HELLO` payload's first word.
+    pub const MAGIC: u32 = super::MAGIC;
+    /// The `HELLO` payload's second word.
+    pub const VERSION: u32 = super::VERSION;
+    /// The immediate's `FIN` flag bit.
+    pub const FIN: u32 = super::FIN;
+    /// The immediate's `HELLO` flag bit.
+    pub const HELLO: u32 = super::HELLO;
+
+    /// An immediate, taken apart: `(fin, hello, credits, seq)`.
+    pub fn decode_imm(imm: u32) -> (bool, bool, u32, u16) {
+        let i = super::Imm::decode(imm);
+        (i.fin, i.hello, i.credits, i.seq)
+    }
+
+    /// The immediate a message with `flags` (`FIN`, `HELLO`), `credits` (14 bits kept) and
+    /// `seq` carries.
+    pub fn encode_imm(flags: u32, credits: u32, seq: u16) -> u32 {
+        super::imm(flags, credits, seq)
+    }
+
+    /// A `HELLO` payload announcing `chunk_size` and `recv_buffers`.
+    pub fn encode_hello(chunk_size: u32, recv_buffers: u32) -> [u8; HELLO_LEN] {
+        super::Hello { chunk_size, recv_buffers }.encode()
+    }
+
+    /// A received `HELLO` payload: `Some((chunk_size, recv_buffers))`, or `None` when the
+    /// stream would refuse it.
+    pub fn decode_hello(payload: &[u8]) -> Option<(u32, u32)> {
+        super::Hello::decode(payload).map(|h| (h.chunk_size, h.recv_buffers))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn immediates_round_trip_every_flag_combination() {
+        for flags in [0, FIN, HELLO, FIN | HELLO] {
+            for (credits, seq) in [(0, 0), (1, 1), (CREDIT_MASK, u16::MAX), (0x1234, 0xabcd)] {
+                let i = Imm::decode(imm(flags, credits, seq));
+                assert_eq!(i, Imm { fin: flags & FIN != 0, hello: flags & HELLO != 0, credits, seq });
+            }
+        }
+        // Credits beyond 14 bits are cut, never spilled into the flags.
+        assert_eq!(Imm::decode(imm(0, CREDIT_MASK + 1, 0)), Imm { fin: false, hello: false, credits: 0, seq: 0 });
+        assert_eq!(Imm::decode(imm(0, u32::MAX, 0)).credits, CREDIT_MASK);
+        assert!(!Imm::decode(imm(0, u32::MAX, 0)).fin);
+    }
+
+    #[test]
+    fn hello_round_trips_and_rejects_what_is_not_ours() {
+        let h = Hello { chunk_size: DEFAULT_CHUNK_SIZE as u32, recv_buffers: u32::from(DEFAULT_RECV_BUFFERS) };
+        let p = h.encode();
+        assert_eq!(&p[..4], b"RDST");
+        assert_eq!(Hello::decode(&p), Some(h));
+        // Wrong length (short, long, empty).
+        assert_eq!(Hello::decode(&p[..HELLO_LEN - 1]), None);
+        assert_eq!(Hello::decode(&[&p[..], &[0]].concat()), None);
+        assert_eq!(Hello::decode(&[]), None);
+        // Wrong magic, wrong version.
+        let mut bad = p;
+        bad[0] ^= 1;
+        assert_eq!(Hello::decode(&bad), None);
+        let mut bad = p;
+        bad[4] = 2;
+        assert_eq!(Hello::decode(&bad), None);
+        // Parameters below the minimums.
+        let small = Hello { chunk_size: MIN_CHUNK_SIZE as u32 - 1, ..h };
+        assert_eq!(Hello::decode(&small.encode()), None);
+        let few = Hello { recv_buffers: u32::from(MIN_RECV_BUFFERS) - 1, ..h };
+        assert_eq!(Hello::decode(&few.encode()), None);
+        // More buffers than the credit field can count (a hostile peer's u32::MAX would
+        // overflow our credits).
+        let many = Hello { recv_buffers: u32::from(MAX_RECV_BUFFERS) + 1, ..h };
+        assert_eq!(Hello::decode(&many.encode()), None);
+        assert_eq!(Hello::decode(&Hello { recv_buffers: u32::MAX, ..h }.encode()), None);
+        // The limits themselves are fine.
+        let least = Hello { chunk_size: MIN_CHUNK_SIZE as u32, recv_buffers: u32::from(MIN_RECV_BUFFERS) };
+        assert_eq!(Hello::decode(&least.encode()), Some(least));
+        let most = Hello { chunk_size: u32::MAX, recv_buffers: u32::from(MAX_RECV_BUFFERS) };
+        assert_eq!(Hello::decode(&most.encode()), Some(most));
     }
 }
