@@ -83,9 +83,6 @@ pub enum SubmitMode {
     Held,
 }
 
-/// A kind's [`TaskKind::admit`] hook.
-pub type AdmitFn = unsafe fn(task: &doca_task) -> Result<(), doca_error_t>;
-
 /// The static descriptor of one task kind (one per specific task type).
 ///
 /// Build it with [`TaskKind::new`] in a `static`, and name it from the type's
