@@ -233,6 +233,25 @@ where
     K: TaskKind,
     A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
 {
+    /// [`poll_op`](Self::poll_op) inside the operation's span, which records how it ended:
+    /// the one poll of both [`TaskFuture`] and [`BufTaskFuture`]. The span is taken out of
+    /// the future for the poll (polling needs the future mutably, the entered span borrows
+    /// it) and put back: untraced, that moves a `None` (one word) each way. One call of
+    /// `poll_op`, so that it is inlined into each future's `poll`.
+    #[inline(always)]
+    fn poll_spanned(&mut self, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+        let span = self.span.take();
+        let r = {
+            let _entered = span.enter();
+            self.poll_op(cx)
+        };
+        if let Poll::Ready(r) = &r {
+            span.finish(r);
+        }
+        self.span = span;
+        r
+    }
+
     fn poll_op(&mut self, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
         loop {
             match self.stage {
@@ -349,20 +368,7 @@ where
     type Output = Result<TaskOutput>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
-        let this = self.get_mut();
-        // The span is entered while the operation is polled (taken out of the future for
-        // that, since polling needs the future mutably; untraced, that moves a `None`). One
-        // call of `poll_op`, so that it is inlined here as before.
-        let span = this.span.take();
-        let r = {
-            let _entered = span.enter();
-            this.poll_op(cx)
-        };
-        if let Poll::Ready(r) = &r {
-            span.finish(r);
-        }
-        this.span = span;
-        r
+        self.get_mut().poll_spanned(cx)
     }
 }
 
@@ -413,17 +419,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        // As in `TaskFuture::poll`.
-        let span = this.inner.span.take();
-        let r = {
-            let _entered = span.enter();
-            this.inner.poll_op(cx)
-        };
-        if let Poll::Ready(r) = &r {
-            span.finish(r);
-        }
-        this.inner.span = span;
-        match r {
+        match this.inner.poll_spanned(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(r) => {
                 let b = this.buffers.take().expect("BufTaskFuture polled after completion");
