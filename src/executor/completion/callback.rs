@@ -57,7 +57,8 @@ unsafe fn on_completion<K: TaskKind>(task: *mut K::Task, key: u64, ctx_key: u64)
                     })
                 };
                 if slot.state.get() == SlotState::Orphaned {
-                    core.slots.release(key);
+                    // Still the live slot of `key`: only this callback releases an orphan.
+                    core.slots.release_slot(key, slot);
                 } else {
                     slot.status.set(status);
                     slot.state.set(SlotState::Done);

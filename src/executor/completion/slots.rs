@@ -193,15 +193,8 @@ impl Slots {
         (slot_key(index, slot.generation.get()), NonNull::from(slot))
     }
 
-    /// Returns a slot to the free list, dropping its waker and keep-alive afterwards.
-    pub(super) fn release(&self, key: u64) {
-        if let Some(slot) = self.get(key) {
-            self.release_slot(key, slot);
-        }
-    }
-
-    /// [`release`](Slots::release) of a slot already looked up: `slot` is the live slot of
-    /// `key`.
+    /// Returns the slot of `key` (`slot`, the live slot of that key, already looked up) to
+    /// the free list, dropping its waker and keep-alive afterwards.
     pub(super) fn release_slot(&self, key: u64, slot: &Slot) {
         debug_assert!(slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free);
         // Descriptors first: the kept buffers (dropped below) may hold their inventory.
@@ -261,7 +254,9 @@ impl Slots {
 
     #[cfg(test)]
     pub(crate) fn release_for_test(&self, key: u64) {
-        self.release(key);
+        if let Some(slot) = self.get(key) {
+            self.release_slot(key, slot);
+        }
     }
 
     #[cfg(test)]
