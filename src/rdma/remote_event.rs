@@ -158,108 +158,89 @@ impl Connection {
 }
 
 impl RemoteEventOps<'_> {
-    /// Reads the peer's counter.
-    ///
-    /// # Errors
-    /// `scratch` shorter than 8 bytes ([`ErrorKind::InvalidArgument`]); an event of another
-    /// process than this connection's peer ([`ErrorKind::PermissionDenied`]).
-    pub async fn get(&self, scratch: Buf) -> (Result<u64>, Buf) {
-        const OP: &str = "rdma.remote_event.get";
+    /// One operation of kind `K` on the event with `scratch` (checked: at least 8 bytes) as
+    /// its 8-byte buffer, a source when `src` (the value is already in it) and otherwise the
+    /// destination of the value DOCA returns. `init` allocates the task: the kind's
+    /// `*_allocate_init` with everything but its own arguments bound (context, connection,
+    /// event, the scratch's descriptor, user data, out).
+    async fn run<K, I>(&self, op: &'static str, scratch: Buf, src: bool, init: I) -> (Result<()>, Buf)
+    where
+        K: TaskKind,
+        I: Fn(
+            *mut sys::doca_rdma,
+            *mut sys::doca_rdma_connection,
+            *mut sys::doca_sync_event_remote_net,
+            *mut sys::doca_buf,
+            sys::doca_data,
+            &mut *mut K::Task,
+        ) -> sys::doca_error_t,
+    {
         if scratch.len() < 8 {
-            return (Err(too_short(OP, "the scratch buffer needs 8 bytes")), scratch);
+            return (Err(too_short(op, "the scratch buffer needs 8 bytes")), scratch);
         }
-        let (conn, d, ev) = (self.conn.inner.conn, Desc::local(&scratch), self.ev.h.ptr);
-        let keep = (scratch, self.ev.h.clone());
-        let (r, (scratch, _)) = self
-            .conn
-            .inner
-            .rdma
-            .run::<RnGet, _, _>(OP, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
-                let b = set.dst(0, d)?;
-                let mut task = std::ptr::null_mut();
-                // SAFETY: live context, connection and event; `b` describes memory the
-                // operation owns.
-                ok_or(unsafe {
-                    sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(
-                        rdma,
-                        conn,
-                        ev,
-                        b,
-                        slot.user_data(),
-                        &mut task,
-                    )
-                })?;
-                Ok(task)
-            })
-            .await;
-        (r.map(|_| scratch.read_u64(0)), scratch)
-    }
-
-    /// Sets the peer's counter to `value` (waking its waiters).
-    pub async fn set(&self, value: u64, mut scratch: Buf) -> (Result<()>, Buf) {
-        const OP: &str = "rdma.remote_event.set";
-        if scratch.len() < 8 {
-            return (Err(too_short(OP, "the scratch buffer needs 8 bytes")), scratch);
-        }
-        scratch.write_u64(0, value);
         let (conn, ev) = (self.conn.inner.conn, self.ev.h.ptr);
-        let mut d = Desc::local(&scratch);
-        d.len = 8;
+        // A source of exactly the value; a destination over all of the scratch.
+        let d = Desc::local(&scratch);
+        let d = if src { Desc { len: 8, ..d } } else { d };
         let keep = (scratch, self.ev.h.clone());
         let (r, (scratch, _)) = self
             .conn
             .inner
             .rdma
-            .run::<RnSet, _, _>(OP, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
-                let b = set.src(0, d)?;
+            .run::<K, _, _>(op, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
+                let b = if src { set.src(0, d)? } else { set.dst(0, d)? };
                 let mut task = std::ptr::null_mut();
-                // SAFETY: as in `get`.
-                ok_or(unsafe {
-                    sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
-                        rdma,
-                        conn,
-                        ev,
-                        b,
-                        slot.user_data(),
-                        &mut task,
-                    )
-                })?;
+                ok_or(init(rdma, conn, ev, b, slot.user_data(), &mut task))?;
                 Ok(task)
             })
             .await;
         (r.map(drop), scratch)
     }
 
-    /// Adds `delta` to the peer's counter (waking its waiters); returns the previous value.
-    pub async fn add(&self, delta: u64, scratch: Buf) -> (Result<u64>, Buf) {
-        const OP: &str = "rdma.remote_event.add";
-        if scratch.len() < 8 {
-            return (Err(too_short(OP, "the scratch buffer needs 8 bytes")), scratch);
-        }
-        let (conn, d, ev) = (self.conn.inner.conn, Desc::local(&scratch), self.ev.h.ptr);
-        let keep = (scratch, self.ev.h.clone());
-        let (r, (scratch, _)) = self
-            .conn
-            .inner
-            .rdma
-            .run::<RnAdd, _, _>(OP, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
-                let b = set.dst(0, d)?;
-                let mut task = std::ptr::null_mut();
-                // SAFETY: as in `get`.
-                ok_or(unsafe {
-                    sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
-                        rdma,
-                        conn,
-                        ev,
-                        b,
-                        delta,
-                        slot.user_data(),
-                        &mut task,
-                    )
-                })?;
-                Ok(task)
+    /// Reads the peer's counter.
+    ///
+    /// # Errors
+    /// `scratch` shorter than 8 bytes ([`ErrorKind::InvalidArgument`]); an event of another
+    /// process than this connection's peer ([`ErrorKind::PermissionDenied`]).
+    pub async fn get(&self, scratch: Buf) -> (Result<u64>, Buf) {
+        let (r, scratch) = self
+            .run::<RnGet, _>("rdma.remote_event.get", scratch, false, |rdma, conn, ev, b, user_data, task| {
+                // SAFETY: live context, connection and event (held by `self`); `b` describes
+                // memory the operation owns.
+                unsafe {
+                    sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(rdma, conn, ev, b, user_data, task)
+                }
             })
             .await;
-        (r.map(|_| scratch.read_u64(0)), scratch)
+        (r.map(|()| scratch.read_u64(0)), scratch)
+    }
+
+    /// Sets the peer's counter to `value` (waking its waiters).
+    pub async fn set(&self, value: u64, mut scratch: Buf) -> (Result<()>, Buf) {
+        if scratch.len() >= 8 {
+            scratch.write_u64(0, value);
+        }
+        self.run::<RnSet, _>("rdma.remote_event.set", scratch, true, |rdma, conn, ev, b, user_data, task| {
+            // SAFETY: as in `get`.
+            unsafe {
+                sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(rdma, conn, ev, b, user_data, task)
+            }
+        })
+        .await
+    }
+
+    /// Adds `delta` to the peer's counter (waking its waiters); returns the previous value.
+    pub async fn add(&self, delta: u64, scratch: Buf) -> (Result<u64>, Buf) {
+        let (r, scratch) = self
+            .run::<RnAdd, _>("rdma.remote_event.add", scratch, false, |rdma, conn, ev, b, user_data, task| {
+                // SAFETY: as in `get`.
+                unsafe {
+                    sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+                        rdma, conn, ev, b, delta, user_data, task,
+                    )
+                }
+            })
+            .await;
+        (r.map(|()| scratch.read_u64(0)), scratch)
     }
 }
