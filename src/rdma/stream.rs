@@ -472,12 +472,23 @@ impl Shared {
         };
         let seq = Imm::decode(imm).seq;
         let mut st = self.st.borrow_mut();
-        st.reorder.insert(seq, (m, buf));
+        // The usual case, the message whose turn it is, goes straight in; only one that
+        // came early waits in `reorder` (and a message in order may release those).
+        let mut next = if seq == st.next_rx_seq {
+            Some((m, buf))
+        } else {
+            st.reorder.insert(seq, (m, buf));
+            None
+        };
         let mut to_give_back = Vec::new();
-        while let Some((m, buf)) = {
+        while let Some((m, buf)) = next.take().or_else(|| {
             let s = st.next_rx_seq;
-            st.reorder.remove(&s)
-        } {
+            if st.reorder.is_empty() {
+                None
+            } else {
+                st.reorder.remove(&s)
+            }
+        }) {
             st.next_rx_seq = st.next_rx_seq.wrapping_add(1);
             let imm = Imm::decode(m.imm.unwrap_or(0));
             st.credits += imm.credits;
