@@ -42,9 +42,16 @@ impl WaiterList {
             // The common case (every completion calls this): nothing to take or wake.
             return;
         }
-        let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
-        for w in wakers {
+        // Not borrowed while waking (a waker may register again); the list's allocation
+        // is kept, so that a context under back-pressure (a wake-up at every completion,
+        // a registration at every retry) does not free and allocate it each time.
+        let mut wakers = std::mem::take(&mut *self.wakers.borrow_mut());
+        for w in wakers.drain(..) {
             w.wake();
+        }
+        let mut list = self.wakers.borrow_mut();
+        if list.is_empty() {
+            *list = wakers;
         }
     }
 
