@@ -614,7 +614,6 @@ impl Shared {
         }
         let mut st = self.st.borrow_mut();
         let mut n = 0;
-        let mut done = Vec::new();
         while n < dst.len() {
             let pos = st.rx_pos;
             let Some((buf, len)) = st.rx.front() else { break };
@@ -627,17 +626,17 @@ impl Shared {
             if pos + take == *len {
                 let (b, _) = st.rx.pop_front().expect("front exists");
                 st.rx_pos = 0;
-                done.push(b);
+                st.owed += 1;
+                // Given back outside the borrow (no list of them to allocate).
+                drop(st);
+                self.hub.give_back(b);
+                st = self.st.borrow_mut();
             } else {
                 st.rx_pos = pos + take;
             }
         }
         if n > 0 {
-            st.owed += done.len() as u32;
             drop(st);
-            for b in done {
-                self.hub.give_back(b);
-            }
             self.pump();
             return Poll::Ready(Ok(n));
         }
