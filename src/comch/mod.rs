@@ -538,6 +538,10 @@ impl Connection {
             if !self.client {
                 return wait.await;
             }
+            // A message already queued needs no deadline (whose clock read would come first).
+            if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
+                return Some(m);
+            }
             // No disconnect event on the client side: wait for a message, but look at the
             // connection again every CLIENT_CHECK_INTERVAL.
             if let Ok(r) = crate::time::timeout(CLIENT_CHECK_INTERVAL, wait).await {
