@@ -114,6 +114,16 @@ pub(super) fn accept_all<S: Stream>(
     Ok(by_rank.into_iter().flatten().collect())
 }
 
+/// A non-blocking listener's `accept` result as [`accept_all`] takes it: `Ok(None)` when
+/// nobody is waiting.
+pub(super) fn accepted<S, A>(r: io::Result<(S, A)>) -> io::Result<Option<S>> {
+    match r {
+        Ok((s, _)) => Ok(Some(s)),
+        Err(e) if e.kind() == IoKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Another rank's side of joining: `connect` makes one attempt (given the time left);
 /// `not_yet` says which failures mean "rank 0 is not listening yet" and are retried.
 pub(super) fn dial<S: Stream>(
