@@ -257,6 +257,9 @@ struct Worker<'a> {
     next_conn: u64,
     pack_buf: Vec<u8>,
     recv_buf: Vec<u8>,
+    /// The list head handed to `worker_cmd` and `progress`, empty between calls (allocated
+    /// once: `progress` runs on every turn of a busy loop).
+    list: Box<ucs_list_link>,
     exit: bool,
 }
 
@@ -267,6 +270,7 @@ pub(crate) fn run(setup: WorkerSetup<'_>) -> i32 {
         let mut w = Worker {
             pack_buf: vec![0; setup.max_msg_size],
             recv_buf: vec![0; setup.recv_packet],
+            list: new_list(),
             setup,
             slots: Vec::new(),
             conns: Vec::new(),
@@ -636,8 +640,7 @@ impl Worker<'_> {
             self.notify(conn, ctx, plugin, DOCA_ERROR_NO_MEMORY, Vec::new());
             return;
         }
-        let mut head = new_list();
-        let head_p: *mut ucs_list_link = &mut *head;
+        let head_p: *mut ucs_list_link = &mut *self.list;
         // SAFETY: `desc` points to `size` fresh bytes, enough for the header and the payload;
         // fields are written through raw pointers (the memory is uninitialized).
         unsafe {
@@ -681,14 +684,14 @@ impl Worker<'_> {
         }
     }
 
-    /// Progresses every plugin once; true if any notification came out.
     /// Progresses every plugin and delivers their notifications; whether any plugin made
     /// progress (answered something, or reported SUCCESS: work advanced).
     fn progress(&mut self) -> bool {
         let mut any = false;
-        let mut head = new_list();
-        let head_p: *mut ucs_list_link = &mut *head;
-        for slot in self.slots.clone() {
+        // By index: `deliver` needs `self`, and cloning the slots would allocate every turn.
+        for i in 0..self.slots.len() {
+            let slot = self.slots[i];
+            let head_p: *mut ucs_list_link = &mut *self.list;
             // SAFETY: slot is live; progress is non-NULL; the list head is empty and stable.
             let st = unsafe {
                 let f = (*slot).ctx.iface.progress.expect("checked non-NULL at load");
