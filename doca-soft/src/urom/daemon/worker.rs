@@ -472,9 +472,10 @@ impl Worker<'_> {
                 if fds[0].revents != 0 {
                     self.on_control();
                 }
-                let conn_ids: Vec<(u64, i16)> =
-                    self.conns.iter().zip(&fds[1..sockets]).map(|(c, f)| (c.id, f.revents)).collect();
-                for (id, rev) in conn_ids {
+                // fds[k] is conns[k - 1]'s: connections are only appended (by on_control) or
+                // marked dead before reap_conns below, so the indices hold.
+                for (k, f) in fds.iter().enumerate().take(sockets).skip(1) {
+                    let (id, rev) = (self.conns[k - 1].id, f.revents);
                     if rev & libc::POLLOUT != 0 {
                         self.flush(id);
                     }
