@@ -489,10 +489,14 @@ impl Worker<'_> {
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = std::time::Instant::now();
-                } else if n == 0 && timeout == 0 && armed != Armed::Work {
+                } else if n == 0 && timeout == 0 {
                     // Spinning on an answer that depends on another process (a peer worker,
                     // a host): on a machine with fewer CPUs than busy processes that process
-                    // may be the one waiting for this CPU, so give it up for a moment.
+                    // may be the one waiting for this CPU, so give it up for a moment. This
+                    // holds after a plugin said it had work (Armed::Work) and progress then
+                    // advanced nothing too: that plugin waits for someone else (worker_coll's
+                    // hello waiting for room in a peer's socket), and would otherwise be
+                    // polled without a pause for as long as it waits.
                     // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
                     unsafe { libc::sched_yield() };
                 }
