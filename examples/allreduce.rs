@@ -24,15 +24,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
+use async_doca::coll::HostComm;
 use async_doca::oob::{UnixOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::urom::{Domain, Worker};
-use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result, Runtime};
+use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result, Runtime};
 
+#[path = "common/coll.rs"]
+mod coll;
 #[path = "common/urom.rs"]
 mod urom;
+use coll::{one, Coll};
 use urom::{median_p99, mismatch, step, us, Peer, ServiceAddr, UromService};
 
 const NAME: &str = "allreduce";
@@ -201,16 +204,6 @@ fn other(settings: &str) -> Result<()> {
     member(rank, &settings, &addr, &path(OOB_PATH_ENV)?, &path(HOST_OOB_ENV)?).map(drop)
 }
 
-/// Member `rank`'s contribution at element `i` (small integers: f64 sums are exact).
-fn contribution(rank: u32, i: usize, iter: usize) -> f64 {
-    ((i * 7 + iter) % 1000) as f64 + f64::from(rank)
-}
-
-/// The sum every member must get at element `i`.
-fn expected(procs: u32, i: usize, iter: usize) -> f64 {
-    (0..procs).map(|r| contribution(r, i, iter)).sum()
-}
-
 /// One process's part, on a one-CPU runtime: returns the latencies per size.
 fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_oob: &Path) -> Result<Vec<SizeResult>> {
     let cpus: Vec<usize> = CpuSet::current_affinity()?.iter().collect();
@@ -244,9 +237,9 @@ fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_o
                 for iter in 0..s.iters {
                     let times = if offload { &mut r.offload } else { &mut r.host };
                     let took = if offload {
-                        one(&domain, &mem, rank, s.procs, count, iter).await
+                        one(&domain, Coll::Allreduce, &mem, max, rank, s.procs, count, iter).await
                     } else {
-                        one(&comm, &mem, rank, s.procs, count, iter).await
+                        one(&comm, Coll::Allreduce, &mem, max, rank, s.procs, count, iter).await
                     };
                     let took = took.map_err(|e| {
                         let mode = if offload { "offloaded" } else { "host-only" };
@@ -263,24 +256,4 @@ fn member(rank: u32, s: &Settings, addr: &ServiceAddr, domain_oob: &Path, host_o
         Ok::<_, Error>(results)
     })?;
     rt.block_on(job)?
-}
-
-/// One verified allreduce, offloaded or not (the same code: `Collectives`); returns its
-/// latency (submission to result).
-async fn one(c: &impl Collectives, mem: &Memory, rank: u32, procs: u32, count: usize, iter: usize) -> Result<Duration> {
-    let max = mem.len() / 16;
-    let mut src = TypedBuf::<f64>::new(mem, 0..count)?;
-    let mut dst = TypedBuf::<f64>::new(mem, max..max + count)?;
-    src.write_from(&(0..count).map(|i| contribution(rank, i, iter)).collect::<Vec<_>>())?;
-    dst.write_from(&vec![f64::NAN; count])?;
-    let started = Instant::now();
-    step("allreduce", LIMIT, c.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
-    let took = started.elapsed();
-    for (i, v) in dst.read_vec().into_iter().enumerate() {
-        let want = expected(procs, i, iter);
-        if v != want {
-            return Err(mismatch(format!("element {i} is {v}, expected {want}")));
-        }
-    }
-    Ok(took)
 }

@@ -23,19 +23,22 @@
 //! executor thread while the main thread waits in `block_on`, never both at once.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_doca::coll::{Collectives, HostComm, ReduceOp, TypedBuf};
+use async_doca::coll::HostComm;
 use async_doca::oob::MpiOob;
 use async_doca::urom::{Domain, Worker};
-use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result, Runtime};
+use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result, Runtime};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Threading;
 
+#[path = "common/coll.rs"]
+mod coll;
 #[path = "common/urom.rs"]
 mod urom;
+use coll::{one, Coll};
 use urom::{median_p99, mismatch, step, us, ServiceAddr, UromService};
 
 const NAME: &str = "allreduce_mpi";
@@ -49,28 +52,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 struct Settings {
     iters: usize,
     sizes: Vec<usize>,
-}
-
-/// The collectives of the run, in the order they run and print.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Coll {
-    Allreduce,
-    Allgather,
-    Broadcast,
-    ReduceScatter,
-    Barrier,
-}
-
-impl Coll {
-    fn name(self) -> &'static str {
-        match self {
-            Coll::Allreduce => "allreduce",
-            Coll::Allgather => "allgather",
-            Coll::Broadcast => "broadcast",
-            Coll::ReduceScatter => "reduce_scatter",
-            Coll::Barrier => "barrier",
-        }
-    }
 }
 
 /// Latencies of one collective at one size, per mode.
@@ -192,12 +173,6 @@ fn parse_args() -> Result<Settings> {
     Ok(s)
 }
 
-/// Member `rank`'s contribution at element `i` of round `iter` (small integers: f64 sums are
-/// exact in any order).
-fn value(rank: u32, i: usize, iter: usize) -> f64 {
-    ((i * 7 + iter * 3) % 1000) as f64 + f64::from(rank) * 1000.0
-}
-
 /// One rank's part, on a one-CPU runtime: returns its latencies.
 fn member(rank: u32, size: u32, s: &Settings, addr: &ServiceAddr) -> Result<Vec<Row>> {
     let cpus: Vec<usize> = CpuSet::current_affinity()?.iter().collect();
@@ -251,71 +226,6 @@ fn member(rank: u32, size: u32, s: &Settings, addr: &ServiceAddr) -> Result<Vec<
         Ok::<_, Error>(rows)
     })?;
     rt.block_on(job)?
-}
-
-/// One verified collective, offloaded or not (the same code: `Collectives`); returns its
-/// latency (submission to result). Sources sit at the start of `mem`, destinations at `max`.
-#[allow(clippy::too_many_arguments)]
-async fn one(
-    c: &impl Collectives,
-    coll: Coll,
-    mem: &Memory,
-    max: usize,
-    rank: u32,
-    size: u32,
-    count: usize,
-    iter: usize,
-) -> Result<Duration> {
-    if coll == Coll::Barrier {
-        let started = Instant::now();
-        step("barrier", LIMIT, c.barrier()).await?;
-        return Ok(started.elapsed());
-    }
-    let n = size as usize;
-    let (src_len, dst_len) = match coll {
-        Coll::Allreduce | Coll::Broadcast => (count, count),
-        Coll::Allgather => (count, count * n),
-        Coll::ReduceScatter => (count * n, count),
-        Coll::Barrier => unreachable!("returned above"),
-    };
-    let mut src = TypedBuf::<f64>::new(mem, 0..src_len)?;
-    let mut dst = TypedBuf::<f64>::new(mem, max..max + dst_len)?;
-    src.write_from(&(0..src_len).map(|i| value(rank, i, iter)).collect::<Vec<_>>())?;
-    let root = iter % n;
-    // Broadcast works in place in `dst`: the root fills it, the others poison it.
-    let poison = vec![f64::NAN; dst_len];
-    match coll {
-        Coll::Broadcast if rank as usize == root => {
-            dst.write_from(&(0..count).map(|i| value(rank, i, iter)).collect::<Vec<_>>())?
-        }
-        _ => dst.write_from(&poison)?,
-    }
-    let started = Instant::now();
-    let what = coll.name();
-    match coll {
-        Coll::Allreduce => step(what, LIMIT, c.allreduce(&src, &mut dst, ReduceOp::Sum)).await?,
-        Coll::Allgather => step(what, LIMIT, c.allgather(&src, &mut dst)).await?,
-        Coll::Broadcast => step(what, LIMIT, c.broadcast(root, &mut dst)).await?,
-        Coll::ReduceScatter => step(what, LIMIT, c.reduce_scatter(&src, &mut dst, ReduceOp::Sum)).await?,
-        Coll::Barrier => unreachable!("returned above"),
-    }
-    let took = started.elapsed();
-    let sum = |i: usize| -> f64 { (0..size).map(|r| value(r, i, iter)).sum() };
-    let want: Vec<f64> = match coll {
-        Coll::Allreduce => (0..count).map(sum).collect(),
-        // Block r is rank r's source.
-        Coll::Allgather => (0..dst_len).map(|j| value((j / count) as u32, j % count, iter)).collect(),
-        Coll::Broadcast => (0..count).map(|i| value(root as u32, i, iter)).collect(),
-        // This rank's block of the reduced vector.
-        Coll::ReduceScatter => (0..count).map(|i| sum(rank as usize * count + i)).collect(),
-        Coll::Barrier => unreachable!("returned above"),
-    };
-    for (i, (got, want)) in dst.read_vec().into_iter().zip(want).enumerate() {
-        if got != want {
-            return Err(mismatch(format!("element {i} is {got}, expected {want}")));
-        }
-    }
-    Ok(took)
 }
 
 fn print_table(size: i32, rows: Vec<Row>) {

@@ -18,6 +18,10 @@ use crate::oob::{drive_allgather, Oob};
 use crate::rdma::{ConnId, Connection, PendingConnection, Rdma};
 use crate::Device;
 
+/// The longest RDMA connection blob a member may announce in [`HostCommBuilder::build`]'s
+/// exchange (real and soft blobs are tens to hundreds of bytes).
+const MAX_BLOB: u32 = 64 << 10;
+
 /// Default payload bytes per RDMA message ([`HostCommBuilder::chunk_bytes`]).
 pub const DEFAULT_CHUNK_BYTES: usize = 64 * 1024;
 /// Default number of receives kept posted ([`HostCommBuilder::recv_buffers`]).
@@ -125,6 +129,13 @@ impl HostCommBuilder {
         let longest = blobs.iter().map(Vec::len).max().unwrap_or(0) as u32;
         let lens = drive_allgather(oob, &longest.to_le_bytes(), deadline, "coll").await?;
         let m = lens.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).max().unwrap_or(0);
+        // Every member allocates `size × size` records of the longest announced: a member that
+        // announces nonsense must not make the others allocate gigabytes.
+        if m > MAX_BLOB {
+            return Err(invalid(format!(
+                "coll: a member announced a connection blob of {m} bytes (at most {MAX_BLOB})"
+            )));
+        }
         let rec = 4 + m as usize;
         let mut mine = vec![0u8; size * rec];
         for (j, b) in blobs.iter().enumerate() {
@@ -683,5 +694,46 @@ impl fmt::Debug for HostComm {
             .field("size", &self.size)
             .field("in_flight", &self.in_flight())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oob::OobRequest;
+
+    /// Rank 0 of two, whose peer announces a connection blob of 4 GiB.
+    struct Boaster;
+
+    impl Oob for Boaster {
+        fn rank(&self) -> u32 {
+            0
+        }
+        fn size(&self) -> u32 {
+            2
+        }
+        fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
+            Ok(Box::new(Some([data, &u32::MAX.to_le_bytes()].concat())))
+        }
+    }
+
+    impl OobRequest for Option<Vec<u8>> {
+        fn test(&mut self) -> Result<Option<Vec<u8>>> {
+            Ok(self.take())
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+    fn an_announced_blob_length_is_bounded() {
+        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+        let e = rt
+            .block_on(async {
+                let dev = Device::open_default().unwrap();
+                HostComm::builder(&dev, Boaster).build().await
+            })
+            .expect_err("a 4 GiB blob");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("4294967295"), "{e}");
     }
 }

@@ -214,9 +214,15 @@ mod tests {
         assert!(rank0(b"a", vec![short], SHAPE, LIMIT).0.is_err());
         let wrong_size = Peer { sends: [hello(1, 3), frame(b"b")].concat(), silent_after: false };
         assert_eq!(rank0(b"a", vec![wrong_size], SHAPE, LIMIT).0.unwrap_err().kind(), ErrorKind::InvalidArgument);
-        // A frame announcing more than it sends, then silence: the deadline ends it.
-        let silent = Peer { sends: [hello(1, 2), vec![9, 0, 0, 0, 1]].concat(), silent_after: true };
+        // A frame's prefix, then silence: the deadline ends it.
+        let silent = Peer { sends: [hello(1, 2), vec![1, 0, 0, 0]].concat(), silent_after: true };
         let r = rank0(b"a", vec![silent], SHAPE, Duration::from_millis(20)).0;
         assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
+        // A frame announcing more than every member contributes is refused at once.
+        let long = Peer { sends: [hello(1, 2), vec![9, 0, 0, 0, 1]].concat(), silent_after: true };
+        assert_eq!(rank0(b"a", vec![long], SHAPE, LIMIT).0.unwrap_err().kind(), ErrorKind::InvalidArgument);
+        // A member refuses a reply that is not `size` contributions long.
+        let root = Peer { sends: frame(b"aab"), silent_after: false };
+        assert_eq!(member(1, 2, b"b", root, SHAPE, LIMIT).0.unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
 }

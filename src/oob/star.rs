@@ -114,6 +114,16 @@ pub(super) fn accept_all<S: Stream>(
     Ok(by_rank.into_iter().flatten().collect())
 }
 
+/// A non-blocking listener's `accept` result as [`accept_all`] takes it: `Ok(None)` when
+/// nobody is waiting.
+pub(super) fn accepted<S, A>(r: io::Result<(S, A)>) -> io::Result<Option<S>> {
+    match r {
+        Ok((s, _)) => Ok(Some(s)),
+        Err(e) if e.kind() == IoKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Another rank's side of joining: `connect` makes one attempt (given the time left);
 /// `not_yet` says which failures mean "rank 0 is not listening yet" and are retried.
 pub(super) fn dial<S: Stream>(
@@ -171,21 +181,33 @@ impl<S: Stream> Star<S> {
     pub(super) fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
         let n = self.peers.lock().unwrap_or_else(|p| p.into_inner()).len();
         let root = self.rank == 0;
-        let mut req = StarRequest {
+        // Every frame's length is known before it arrives (each member's contribution is as
+        // long as ours, rank 0's reply is all of them): a frame announcing another length is
+        // refused at its header, so a peer cannot make us buffer more than that.
+        let total =
+            data.len().checked_mul(self.size as usize).filter(|&t| u32::try_from(t).is_ok()).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("oob: {} members × {} bytes do not fit a frame's u32 length", self.size, data.len()),
+                )
+            })?;
+        let (inbound, out) = if root {
+            ((0..n).map(|_| Frame::new(data.len())).collect(), Vec::new())
+        } else {
+            (vec![Frame::new(total)], frame(data))
+        };
+        Ok(Box::new(StarRequest {
             peers: self.peers.clone(),
             root,
             mine: data.to_vec(),
-            inbound: (0..n).map(|_| Frame::default()).collect(),
-            outbound: (0..n).map(|_| (Vec::new(), 0)).collect(),
-            result: None,
-        };
-        if !root {
-            req.outbound[0].0 = frame(data);
-        }
-        Ok(Box::new(req))
+            inbound,
+            out,
+            sent: vec![0; n],
+        }))
     }
 }
 
+/// `data` with its length in front. The callers checked that the length fits a `u32`.
 fn frame(data: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + data.len());
     v.extend_from_slice(&(data.len() as u32).to_le_bytes());
@@ -193,32 +215,38 @@ fn frame(data: &[u8]) -> Vec<u8> {
     v
 }
 
-/// A length-prefixed message being read.
-#[derive(Default)]
+/// A length-prefixed message of a known length being read.
 struct Frame {
+    /// The length prefix, then the payload.
     buf: Vec<u8>,
-    done: bool,
+    /// How much of `buf` has arrived.
+    got: usize,
 }
 
 impl Frame {
+    /// A frame whose payload must be `len` bytes long.
+    fn new(len: usize) -> Frame {
+        Frame { buf: vec![0; 4 + len], got: 0 }
+    }
+
     /// Reads what is available; true once the whole frame is in.
     fn pump(&mut self, s: &mut impl Read) -> Result<bool> {
-        let mut chunk = [0u8; 16 * 1024];
-        while !self.done {
-            let want = if self.buf.len() < 4 {
-                4 - self.buf.len()
-            } else {
-                let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-                4 + len - self.buf.len()
-            };
-            if want == 0 {
-                self.done = true;
-                break;
-            }
-            let n = want.min(chunk.len());
-            match s.read(&mut chunk[..n]) {
+        while self.got < self.buf.len() {
+            // The prefix alone first: a wrong length is refused before its bytes are read.
+            let end = if self.got < 4 { 4 } else { self.buf.len() };
+            match s.read(&mut self.buf[self.got..end]) {
                 Ok(0) => return Err(Error::new(ErrorKind::ConnectionLost, "oob: a member disconnected")),
-                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                Ok(k) => {
+                    self.got += k;
+                    let want = self.buf.len() - 4;
+                    let announced = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+                    if self.got == 4 && announced as usize != want {
+                        return Err(Error::new(
+                            ErrorKind::InvalidArgument,
+                            format!("oob: members sent different lengths (a frame of {announced} bytes, not {want})"),
+                        ));
+                    }
+                }
                 Err(e) if e.kind() == IoKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == IoKind::Interrupted => {}
                 Err(e) => return Err(Error::os(e, "oob: read")),
@@ -236,70 +264,60 @@ struct StarRequest<S> {
     peers: Arc<Mutex<Vec<S>>>,
     root: bool,
     mine: Vec<u8>,
+    /// Rank 0: each other rank's contribution, in rank order. The others: rank 0's reply.
     inbound: Vec<Frame>,
-    /// Bytes to send to each peer and how many are sent.
-    outbound: Vec<(Vec<u8>, usize)>,
-    result: Option<Vec<u8>>,
+    /// The one frame this member sends every peer: rank 0's reply (empty until every
+    /// contribution is in), another rank's contribution.
+    out: Vec<u8>,
+    /// How much of `out` each peer took.
+    sent: Vec<usize>,
 }
 
-impl<S: Stream> StarRequest<S> {
-    /// Writes what the sockets take; true once everything is sent.
-    fn flush(&mut self, peers: &mut [S]) -> Result<bool> {
-        let mut all = true;
-        for (s, (bytes, sent)) in peers.iter_mut().zip(self.outbound.iter_mut()) {
-            while *sent < bytes.len() {
-                match s.write(&bytes[*sent..]) {
-                    Ok(k) => *sent += k,
-                    Err(e) if e.kind() == IoKind::WouldBlock => break,
-                    Err(e) if e.kind() == IoKind::Interrupted => {}
-                    Err(e) => return Err(Error::os(e, "oob: write")),
-                }
+/// Writes what the sockets take of `out`; true once every peer has all of it.
+fn flush<S: Stream>(peers: &mut [S], out: &[u8], sent: &mut [usize]) -> Result<bool> {
+    let mut all = true;
+    for (s, sent) in peers.iter_mut().zip(sent) {
+        while *sent < out.len() {
+            match s.write(&out[*sent..]) {
+                Ok(k) => *sent += k,
+                Err(e) if e.kind() == IoKind::WouldBlock => break,
+                Err(e) if e.kind() == IoKind::Interrupted => {}
+                Err(e) => return Err(Error::os(e, "oob: write")),
             }
-            all &= *sent == bytes.len();
         }
-        Ok(all)
+        all &= *sent == out.len();
     }
+    Ok(all)
 }
 
 impl<S: Stream> OobRequest for StarRequest<S> {
     fn test(&mut self) -> Result<Option<Vec<u8>>> {
-        let peers_arc = self.peers.clone();
-        let mut peers = peers_arc.lock().unwrap_or_else(|p| p.into_inner());
-        if self.root {
-            if self.result.is_none() {
-                let mut all_in = true;
-                for (s, f) in peers.iter_mut().zip(self.inbound.iter_mut()) {
-                    all_in &= f.pump(s)?;
-                }
-                if !all_in {
-                    return Ok(None);
-                }
-                let mut all = self.mine.clone();
-                for f in &self.inbound {
-                    if f.payload().len() != self.mine.len() {
-                        return Err(Error::new(ErrorKind::InvalidArgument, "oob: members sent different lengths"));
-                    }
-                    all.extend_from_slice(f.payload());
-                }
-                let reply = frame(&all);
-                for o in &mut self.outbound {
-                    *o = (reply.clone(), 0);
-                }
-                self.result = Some(all);
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if self.root && self.out.is_empty() {
+            let mut all_in = true;
+            for (s, f) in peers.iter_mut().zip(&mut self.inbound) {
+                all_in &= f.pump(s)?;
             }
-            if self.flush(&mut peers)? {
-                return Ok(self.result.take());
-            }
-            Ok(None)
-        } else {
-            if !self.flush(&mut peers)? {
+            if !all_in {
                 return Ok(None);
             }
-            if !self.inbound[0].pump(&mut peers[0])? {
-                return Ok(None);
+            let mut all = Vec::with_capacity(self.mine.len() * (1 + self.inbound.len()));
+            all.extend_from_slice(&self.mine);
+            for f in &self.inbound {
+                all.extend_from_slice(f.payload());
             }
-            Ok(Some(self.inbound[0].payload().to_vec()))
+            self.out = frame(&all);
         }
+        if !flush(&mut peers, &self.out, &mut self.sent)? {
+            return Ok(None);
+        }
+        if self.root {
+            return Ok(Some(self.out[4..].to_vec()));
+        }
+        if !self.inbound[0].pump(&mut peers[0])? {
+            return Ok(None);
+        }
+        Ok(Some(self.inbound[0].payload().to_vec()))
     }
 }
 
@@ -338,7 +356,7 @@ mod tests {
             }
         }
         let mut src = Trickle(frame(b"hello"), 0, false);
-        let mut f = Frame::default();
+        let mut f = Frame::new(5);
         let mut polls = 0;
         while !f.pump(&mut src).unwrap() {
             polls += 1;
@@ -346,7 +364,7 @@ mod tests {
         assert_eq!(f.payload(), b"hello");
         assert!(polls >= 9, "every byte after a would-block");
         // The stream ends: the next frame reports the member as gone.
-        let mut next = Frame::default();
+        let mut next = Frame::new(5);
         let e = loop {
             match next.pump(&mut src) {
                 Ok(false) => continue,
@@ -355,5 +373,16 @@ mod tests {
             }
         };
         assert_eq!(e.kind(), ErrorKind::ConnectionLost);
+    }
+
+    #[test]
+    fn a_frame_of_another_length_is_refused_at_its_prefix() {
+        // Announces 4 GiB - 1 bytes: refused after the prefix, nothing more is read or buffered.
+        let mut src = io::Cursor::new([&u32::MAX.to_le_bytes()[..], b"more"].concat());
+        let e = Frame::new(5).pump(&mut src).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(src.position(), 4);
+        let mut src = io::Cursor::new(frame(b"abc"));
+        assert_eq!(Frame::new(2).pump(&mut src).unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
 }

@@ -79,11 +79,7 @@ impl TcpRendezvous {
     pub fn accept(self, size: u32, timeout: Duration) -> Result<TcpOob> {
         check_rank(0, size)?;
         let deadline = Instant::now() + timeout;
-        let peers = star::accept_all(size, deadline, || match self.listener.accept() {
-            Ok((s, _)) => Ok(Some(s)),
-            Err(e) if e.kind() == IoKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
-        })?;
+        let peers = star::accept_all(size, deadline, || star::accepted(self.listener.accept()))?;
         TcpOob::joined(0, size, peers)
     }
 }

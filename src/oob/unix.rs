@@ -60,11 +60,7 @@ fn accept_all(path: &Path, size: u32, deadline: Instant) -> Result<Vec<UnixStrea
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path).map_err(|e| Error::os(e, "oob: bind the rendezvous socket"))?;
     listener.set_nonblocking(true).map_err(|e| Error::os(e, "oob: set non-blocking"))?;
-    let result = star::accept_all(size, deadline, || match listener.accept() {
-        Ok((s, _)) => Ok(Some(s)),
-        Err(e) if e.kind() == IoKind::WouldBlock => Ok(None),
-        Err(e) => Err(e),
-    });
+    let result = star::accept_all(size, deadline, || star::accepted(listener.accept()));
     // Everybody is in (or we give up): the socket file is not needed any more.
     let _ = std::fs::remove_file(path);
     result

@@ -318,6 +318,9 @@ impl fmt::Debug for Domain {
     }
 }
 
+/// The most workers a member may announce in [`exchange_members`].
+const MAX_WORKERS: usize = 1 << 16;
+
 /// Every member's domain ids, by rank: an allgather of the counts, then of the ids padded to
 /// the largest count.
 async fn exchange_members(oob: &dyn Oob, ids: &[u64], deadline: Instant) -> Result<Vec<Vec<u64>>> {
@@ -329,6 +332,14 @@ async fn exchange_members(oob: &dyn Oob, ids: &[u64], deadline: Instant) -> Resu
         return Err(Error::new(ErrorKind::Other, "urom.domain: the out-of-band allgather returned a wrong length"));
     }
     let max = counts.iter().copied().max().unwrap_or(0);
+    // Every member allocates `size × max` ids: a member announcing nonsense must not make the
+    // others allocate (or overflow computing) that much.
+    if max > MAX_WORKERS {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("urom.domain: a member announced {max} workers (at most {MAX_WORKERS})"),
+        ));
+    }
     let mut mine = vec![0u8; max * 8];
     for (i, id) in ids.iter().enumerate() {
         mine[i * 8..i * 8 + 8].copy_from_slice(&id.to_le_bytes());
@@ -435,4 +446,41 @@ unsafe extern "C" fn oob_req_free(req: *mut c_void) -> sys::doca_error_t {
         sys::DOCA_SUCCESS
     }))
     .unwrap_or(sys::DOCA_ERROR_UNEXPECTED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rank 0 of two, whose peer announces `u64::MAX` workers.
+    struct Boaster;
+
+    impl Oob for Boaster {
+        fn rank(&self) -> u32 {
+            0
+        }
+        fn size(&self) -> u32 {
+            2
+        }
+        fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
+            Ok(Box::new(Done(Some([data, &u64::MAX.to_le_bytes()].concat()))))
+        }
+    }
+
+    struct Done(Option<Vec<u8>>);
+
+    impl OobRequest for Done {
+        fn test(&mut self) -> Result<Option<Vec<u8>>> {
+            Ok(self.0.take())
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "makes system calls Miri cannot run")]
+    fn an_announced_worker_count_is_bounded() {
+        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let e = rt.block_on(exchange_members(&Boaster, &[7], deadline)).expect_err("u64::MAX workers");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    }
 }

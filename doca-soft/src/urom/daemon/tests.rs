@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::urom::proto::{Domain, HostToWorker, Member, PluginInfo, Seg, WorkerToHost};
 
-/// A minimal loopback plugin against the UROM plugin ABI. Commands (payload prefixes):
-/// `HOLD` is kept until a `RELEASE` arrives (on any connection); `FAIL` makes worker_cmd fail
-/// with NOT_SUPPORTED; `GETENV<name>` answers the variable's value; `LOOKUP` + u64 domain id +
-/// u64 va answers the four domain lookups; anything else is echoed. Its address is 300 bytes
-/// (more than the worker's first guess, to exercise the grow path). `LOOP_OPEN_FAIL` in the
-/// environment makes open fail with NOT_PERMITTED; `LOOP_CLOSE_HANG` makes close never return.
-const LOOP_C: &str = r#"
+/// What the C plugins below share: the headers they include and the UROM plugin ABI's
+/// structures they declare (a literal, for `concat!`).
+macro_rules! c_abi {
+    () => {
+        r#"
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,6 +42,19 @@ struct iface {
     doca_error_t (*progress)(struct wctx *, struct list *);
     doca_error_t (*notif_pack)(struct notify *, size_t *, void *);
 };
+"#
+    };
+}
+
+/// A minimal loopback plugin against the UROM plugin ABI. Commands (payload prefixes):
+/// `HOLD` is kept until a `RELEASE` arrives (on any connection); `FAIL` makes worker_cmd fail
+/// with NOT_SUPPORTED; `GETENV<name>` answers the variable's value; `LOOKUP` + u64 domain id +
+/// u64 va answers the four domain lookups; anything else is echoed. Its address is 300 bytes
+/// (more than the worker's first guess, to exercise the grow path). `LOOP_OPEN_FAIL` in the
+/// environment makes open fail with NOT_PERMITTED; `LOOP_CLOSE_HANG` makes close never return.
+const LOOP_C: &str = concat!(
+    c_abi!(),
+    r#"
 struct lookups {
     doca_error_t (*addr_lookup)(struct wctx *, uint64_t, void **);
     doca_error_t (*seg_lookup)(struct wctx *, uint64_t, uint64_t, int *);
@@ -150,7 +163,8 @@ doca_error_t urom_plugin_get_iface(struct iface *i) {
     return 0;
 }
 doca_error_t urom_plugin_get_version(uint64_t *v) { *v = 7; return 0; }
-"#;
+"#
+);
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -777,29 +791,9 @@ fn builtins_are_checked_like_loaded_plugins() {
 /// answered once a byte can be read from the FIFO named by `ARM_FIFO`, whose read end is the
 /// fd it arms with; `STATS` answers "<progress calls> <arm calls>" (counted since the last
 /// `STATS`); anything else is echoed.
-const ARM_C: &str = r#"
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-typedef int doca_error_t;
-struct list { struct list *prev, *next; };
-struct cmd { uint64_t type, ctx, len; uint8_t data[]; };
-struct notify { uint64_t type, ctx, len; doca_error_t status; uint32_t reserved; uint8_t data[]; };
-struct cmd_desc { struct list entry; uint64_t dest_id; struct cmd c; };
-struct notif_desc { struct list entry; uint64_t dest_id; struct notify n; };
-struct wctx;
-struct iface {
-    size_t ver;
-    doca_error_t (*open)(struct wctx *);
-    void (*close)(struct wctx *);
-    doca_error_t (*addr)(struct wctx *, void *, size_t *);
-    doca_error_t (*worker_cmd)(struct wctx *, struct list *);
-    doca_error_t (*progress)(struct wctx *, struct list *);
-    doca_error_t (*notif_pack)(struct notify *, size_t *, void *);
-};
+const ARM_C: &str = concat!(
+    c_abi!(),
+    r#"
 struct wctx { struct iface iface; void *dom[4]; void *plugin_ctx; };
 struct state { struct list ready, parked; int fifo; unsigned long progress, arms; };
 
@@ -876,7 +870,8 @@ doca_error_t urom_plugin_soft_arm(struct wctx *ctx, int *fd) {
     *fd = s->fifo;
     return 0;
 }
-"#;
+"#
+);
 
 /// A worker whose plugin exports `urom_plugin_soft_arm` sleeps on the plugin's fd while a
 /// command waits, instead of calling `progress` in a loop, and wakes up when the fd becomes

@@ -257,6 +257,9 @@ struct Worker<'a> {
     next_conn: u64,
     pack_buf: Vec<u8>,
     recv_buf: Vec<u8>,
+    /// The list head handed to `worker_cmd` and `progress`, empty between calls (allocated
+    /// once: `progress` runs on every turn of a busy loop).
+    list: Box<ucs_list_link>,
     exit: bool,
 }
 
@@ -267,6 +270,7 @@ pub(crate) fn run(setup: WorkerSetup<'_>) -> i32 {
         let mut w = Worker {
             pack_buf: vec![0; setup.max_msg_size],
             recv_buf: vec![0; setup.recv_packet],
+            list: new_list(),
             setup,
             slots: Vec::new(),
             conns: Vec::new(),
@@ -468,9 +472,10 @@ impl Worker<'_> {
                 if fds[0].revents != 0 {
                     self.on_control();
                 }
-                let conn_ids: Vec<(u64, i16)> =
-                    self.conns.iter().zip(&fds[1..sockets]).map(|(c, f)| (c.id, f.revents)).collect();
-                for (id, rev) in conn_ids {
+                // fds[k] is conns[k - 1]'s: connections are only appended (by on_control) or
+                // marked dead before reap_conns below, so the indices hold.
+                for (k, f) in fds.iter().enumerate().take(sockets).skip(1) {
+                    let (id, rev) = (self.conns[k - 1].id, f.revents);
                     if rev & libc::POLLOUT != 0 {
                         self.flush(id);
                     }
@@ -484,10 +489,14 @@ impl Worker<'_> {
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = std::time::Instant::now();
-                } else if n == 0 && timeout == 0 && armed != Armed::Work {
+                } else if n == 0 && timeout == 0 {
                     // Spinning on an answer that depends on another process (a peer worker,
                     // a host): on a machine with fewer CPUs than busy processes that process
-                    // may be the one waiting for this CPU, so give it up for a moment.
+                    // may be the one waiting for this CPU, so give it up for a moment. This
+                    // holds after a plugin said it had work (Armed::Work) and progress then
+                    // advanced nothing too: that plugin waits for someone else (worker_coll's
+                    // hello waiting for room in a peer's socket), and would otherwise be
+                    // polled without a pause for as long as it waits.
                     // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
                     unsafe { libc::sched_yield() };
                 }
@@ -636,8 +645,7 @@ impl Worker<'_> {
             self.notify(conn, ctx, plugin, DOCA_ERROR_NO_MEMORY, Vec::new());
             return;
         }
-        let mut head = new_list();
-        let head_p: *mut ucs_list_link = &mut *head;
+        let head_p: *mut ucs_list_link = &mut *self.list;
         // SAFETY: `desc` points to `size` fresh bytes, enough for the header and the payload;
         // fields are written through raw pointers (the memory is uninitialized).
         unsafe {
@@ -681,14 +689,14 @@ impl Worker<'_> {
         }
     }
 
-    /// Progresses every plugin once; true if any notification came out.
     /// Progresses every plugin and delivers their notifications; whether any plugin made
     /// progress (answered something, or reported SUCCESS: work advanced).
     fn progress(&mut self) -> bool {
         let mut any = false;
-        let mut head = new_list();
-        let head_p: *mut ucs_list_link = &mut *head;
-        for slot in self.slots.clone() {
+        // By index: `deliver` needs `self`, and cloning the slots would allocate every turn.
+        for i in 0..self.slots.len() {
+            let slot = self.slots[i];
+            let head_p: *mut ucs_list_link = &mut *self.list;
             // SAFETY: slot is live; progress is non-NULL; the list head is empty and stable.
             let st = unsafe {
                 let f = (*slot).ctx.iface.progress.expect("checked non-NULL at load");

@@ -78,21 +78,8 @@ pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate_init
     cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
     task: *mut *mut doca_urom_service_get_workers_by_gid_task,
 ) -> doca_error_t {
-    guard_err(|| {
-        // SAFETY: non-NULL service pointers come from doca_urom_service_create (contract).
-        let s = unsafe { service_ref(service) }?;
-        if task.is_null() || cb.is_none() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        let t = task::alloc::<doca_urom_service_get_workers_by_gid_task>(s.ctx(), doca_data::from_u64(0))?;
-        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
-        let g = unsafe { t.as_ref() };
-        g.gid.set(gid);
-        g.ids.borrow_mut().clear();
-        task::set_callbacks(g, cb, cb);
-        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
-        unsafe { out(task, t.as_ptr()) }
-    })
+    // SAFETY: forwarded; the caller's contract is the same.
+    unsafe { allocate(service, gid, cb, task, true) }
 }
 
 /// The split form of `allocate_init`: a task with gid 0 and no callback; set them with
@@ -103,18 +90,33 @@ pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate(
     service: *mut doca_urom_service,
     task: *mut *mut doca_urom_service_get_workers_by_gid_task,
 ) -> doca_error_t {
+    // SAFETY: forwarded; the caller's contract is the same.
+    unsafe { allocate(service, 0, None, task, false) }
+}
+
+/// Both allocation forms: `allocate_init` requires the callback, `allocate` leaves it unset.
+///
+/// # Safety
+/// As `doca_urom_service_get_workers_by_gid_task_allocate_init`.
+unsafe fn allocate(
+    service: *mut doca_urom_service,
+    gid: u32,
+    cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
+    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
+    cb_required: bool,
+) -> doca_error_t {
     guard_err(|| {
         // SAFETY: non-NULL service pointers come from doca_urom_service_create (contract).
         let s = unsafe { service_ref(service) }?;
-        if task.is_null() {
+        if task.is_null() || (cb_required && cb.is_none()) {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         let t = task::alloc::<doca_urom_service_get_workers_by_gid_task>(s.ctx(), doca_data::from_u64(0))?;
         // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
         let g = unsafe { t.as_ref() };
-        g.gid.set(0);
+        g.gid.set(gid);
         g.ids.borrow_mut().clear();
-        task::set_callbacks(g, None, None);
+        task::set_callbacks(g, cb, cb);
         // SAFETY: non-NULL out-pointer, writable by the caller's contract.
         unsafe { out(task, t.as_ptr()) }
     })
