@@ -206,6 +206,28 @@ static inline doca_error_t sample_wait_state(struct doca_pe *pe, struct doca_ctx
 	}
 }
 
+/* Starts `ctx` (synchronously or not) and progresses `pe` until it is RUNNING. */
+static inline doca_error_t sample_ctx_start(struct doca_pe *pe, struct doca_ctx *ctx)
+{
+	doca_error_t result = doca_ctx_start(ctx);
+
+	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS)
+		return result;
+	return sample_wait_state(pe, ctx, DOCA_CTX_STATE_RUNNING);
+}
+
+/* Stops `ctx` (a no-op success if it is already IDLE) and progresses `pe` until it is IDLE. */
+static inline doca_error_t sample_ctx_stop(struct doca_pe *pe, struct doca_ctx *ctx)
+{
+	doca_error_t result = doca_ctx_stop(ctx);
+
+	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS) {
+		DOCA_LOG_ERR("ctx stop: %s", doca_error_get_name(result));
+		return result;
+	}
+	return sample_wait_state(pe, ctx, DOCA_CTX_STATE_IDLE);
+}
+
 /* Progresses `pe` until *done is true: busy while there is work, otherwise armed and asleep on
  * the notification handle (DOCA's event protocol). Bounded. */
 static inline doca_error_t sample_progress_until(struct doca_pe *pe, volatile bool *done)
