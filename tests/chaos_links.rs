@@ -60,7 +60,7 @@ use async_doca::time::{sleep, timeout};
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Runtime};
 
 mod common;
-use common::chaoskit::{fd_count, leaks, log_lines, Fault, Log, Rng, Round};
+use common::chaoskit::{leaks, log_lines, Failures, Fault, Log, Rng, Round};
 use common::{hex, unhex};
 
 /// Environment of a child: "scenario role index seed dir op_ms".
@@ -1140,37 +1140,24 @@ fn run(budget: Duration, max_rounds: u64, keep_going: bool) -> Totals {
     eprintln!("chaos_links: seed {seed} (ASYNC_DOCA_LINKS_SEED={seed} repeats it)");
     let mut rng = Rng(seed);
     let mut t = Totals::default();
-    let mut failures = Vec::new();
+    let mut failures = Failures::new(keep_going);
     let started = Instant::now();
-    let mut fds_base = None;
     let mut index = 0u64;
     while index < SCENARIOS.len() as u64 || (started.elapsed() < budget && index < max_rounds) {
         let scenario = SCENARIOS[(index % SCENARIOS.len() as u64) as usize];
         let round_seed = rng.next();
         if let Err(e) = round(scenario, round_seed, index, &mut t) {
-            let msg = format!("chaos_links failed (run seed {seed}, round seed {round_seed}): {e}");
-            assert!(keep_going, "{msg}");
-            eprintln!("{msg}");
-            failures.push(msg);
+            failures.fail(format!("chaos_links failed (run seed {seed}, round seed {round_seed}): {e}"));
         }
-        let fds = fd_count();
-        match fds_base {
-            None => fds_base = Some(fds),
-            Some(b) if fds > b => {
-                let msg = format!("controller fds grew from {b} to {fds} after round {index} (seed {seed})");
-                assert!(keep_going, "{msg}");
-                failures.push(msg);
-                fds_base = Some(fds);
-            }
-            Some(_) => {}
-        }
+        failures.check_fds(index, seed);
         index += 1;
         eprintln!(
             "chaos_links: after round {index} ({scenario}, {:?}): {t:?}, {} failed",
             started.elapsed(),
-            failures.len()
+            failures.list.len()
         );
     }
+    let failures = failures.list;
     assert!(failures.is_empty(), "{} of {index} rounds failed:\n{}", failures.len(), failures.join("\n"));
     t
 }
