@@ -18,6 +18,10 @@ pub use super::report::Report;
 /// one sample per round, divided by `divisor` (2 for half a round trip). Returns the samples
 /// and the length of the timed part. The loop every latency test shares; [`timed_async`] is
 /// the same for steps that are futures.
+///
+/// One clock read per round (as perftest's consecutive time stamps): a round's sample runs
+/// from the previous round's read to its own, so the timed part is exactly the sum of the
+/// samples.
 pub fn timed(
     warmup: u64,
     iters: u64,
@@ -25,18 +29,20 @@ pub fn timed(
     mut step: impl FnMut(u64) -> Result<()>,
 ) -> Result<(Samples, Duration)> {
     let mut samples = Samples::with_capacity(iters as usize);
-    let mut start = Instant::now();
+    let mut last = Instant::now();
+    let mut start = last;
     for i in 0..warmup + iters {
         if i == warmup {
-            start = Instant::now();
+            start = last;
         }
-        let t0 = Instant::now();
         step(i)?;
+        let now = Instant::now();
         if i >= warmup {
-            samples.push(t0.elapsed(), divisor);
+            samples.push(now - last, divisor);
         }
+        last = now;
     }
-    Ok((samples, start.elapsed()))
+    Ok((samples, last - start))
 }
 
 /// [`timed`] for asynchronous steps.
@@ -47,18 +53,20 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     mut step: impl FnMut(u64) -> F,
 ) -> Result<(Samples, Duration)> {
     let mut samples = Samples::with_capacity(iters as usize);
-    let mut start = Instant::now();
+    let mut last = Instant::now();
+    let mut start = last;
     for i in 0..warmup + iters {
         if i == warmup {
-            start = Instant::now();
+            start = last;
         }
-        let t0 = Instant::now();
         step(i).await?;
+        let now = Instant::now();
         if i >= warmup {
-            samples.push(t0.elapsed(), divisor);
+            samples.push(now - last, divisor);
         }
+        last = now;
     }
-    Ok((samples, start.elapsed()))
+    Ok((samples, last - start))
 }
 
 /// Per-operation latency samples in nanoseconds, kept in an HDR histogram: three
@@ -200,6 +208,23 @@ mod tests {
         assert_eq!(s.quantile(0.0), 1_000.0);
         let max = s.max();
         assert!((max - 1e7).abs() / 1e7 < 1e-3, "{max}");
+    }
+
+    #[test]
+    fn timed_samples_only_the_timed_rounds() {
+        let mut seen = Vec::new();
+        let (s, elapsed) = timed(2, 3, 1.0, |i| {
+            seen.push(i);
+            // The warm-up rounds are slow: neither a sample nor the elapsed time may hold them.
+            std::thread::sleep(Duration::from_millis(if i < 2 { 150 } else { 2 }));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [0, 1, 2, 3, 4]);
+        assert_eq!(s.len(), 3);
+        assert!(s.quantile(0.0) >= 2e6 * 0.999, "{}", s.quantile(0.0));
+        assert!(s.max() < 150e6, "{}", s.max());
+        assert!(elapsed >= Duration::from_millis(6) && elapsed < Duration::from_millis(300), "{elapsed:?}");
     }
 
     #[test]
