@@ -65,16 +65,6 @@ struct op_state {
 	int completed;
 };
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			DOCA_LOG_ERR("check failed: " __VA_ARGS__);                                \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 /* ---- argp ---- */
 
 static doca_error_t role_cb(void *param, void *config)

@@ -32,6 +32,18 @@
 /* How long any wait of these programs may take before it is a failure (no hang in a test). */
 #define SAMPLE_TIMEOUT_MS 20000
 
+/* A check of a program's results: a failed one is logged and counted in `failures`, which
+ * the program reports (and fails on) at its end. */
+static int failures __attribute__((unused));
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			DOCA_LOG_ERR("check failed: " __VA_ARGS__);                                \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
 /* The flags every program here shares; each program's config starts with this struct. */
 struct sample_config {
 	char device[64]; /* -d/--device: IB device name or PCI address */
