@@ -250,7 +250,7 @@ async fn latency(
         once(test, c, b).await?;
     }
     // One clock read per round, as in `timed_async`.
-    let mut samples = Samples::with_capacity(p.iters as usize);
+    let mut samples = Samples::default();
     let start = Instant::now();
     let mut last = start;
     for _ in 0..p.iters {
@@ -308,7 +308,7 @@ async fn overlap(
     };
     let mut comp = Vec::with_capacity(rounds);
     let mut total = Vec::with_capacity(rounds);
-    let mut samples = Samples::with_capacity(rounds);
+    let mut samples = Samples::default();
     let start = Instant::now();
     for _ in 0..rounds {
         let t0 = Instant::now();

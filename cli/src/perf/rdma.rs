@@ -455,7 +455,7 @@ impl End {
         mut op: impl FnMut(usize) -> F,
     ) -> Result<Measured> {
         let total = p.warmup + p.iters;
-        let mut samples = Samples::with_capacity(p.iters as usize);
+        let mut samples = Samples::default();
         let mut pipe = Pipeline::new(window);
         let mut stamps = VecDeque::with_capacity(window);
         let mut take = |r: (Result<()>, Buf), stamps: &mut VecDeque<(Instant, bool)>| {

@@ -28,7 +28,7 @@ pub fn timed(
     divisor: f64,
     mut step: impl FnMut(u64) -> Result<()>,
 ) -> Result<(Samples, Duration)> {
-    let mut samples = Samples::with_capacity(iters as usize);
+    let mut samples = Samples::default();
     let mut last = Instant::now();
     let mut start = last;
     for i in 0..warmup + iters {
@@ -52,7 +52,7 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     divisor: f64,
     mut step: impl FnMut(u64) -> F,
 ) -> Result<(Samples, Duration)> {
-    let mut samples = Samples::with_capacity(iters as usize);
+    let mut samples = Samples::default();
     let mut last = Instant::now();
     let mut start = last;
     for i in 0..warmup + iters {
@@ -78,22 +78,17 @@ pub struct Samples {
     hist: Histogram<u64>,
 }
 
+/// An empty set. The histogram sizes itself: no expected count is needed.
 impl Default for Samples {
     fn default() -> Samples {
-        Samples::with_capacity(0)
-    }
-}
-
-impl Samples {
-    /// An empty set. The histogram sizes itself; `n` (the expected count) is not needed and
-    /// kept for the callers that preallocated a vector before.
-    pub fn with_capacity(_n: usize) -> Samples {
         // 3 significant digits; the range grows on demand (auto-resize), so no sample is
         // ever rejected as too large.
         let hist = Histogram::new(3).expect("3 significant digits is a valid histogram precision");
         Samples { hist }
     }
+}
 
+impl Samples {
     /// One sample: `d` divided by `divisor` (2 for half a round trip), in whole nanoseconds.
     pub fn push(&mut self, d: Duration, divisor: f64) {
         self.push_ns(d.as_nanos() as f64 / divisor);
