@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::cprog::run_bounded;
 use common::urom::{Daemon, TempDir};
 use common::{hex, unhex};
 use doca_sys::*;
@@ -224,37 +225,6 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
-/// Waits (bounded) for the program to exit, collecting its output.
-fn run_bounded(mut cmd: Command) -> Output {
-    // cargo's LD_LIBRARY_PATH outranks the rpath (a RUNPATH) and may hold an older
-    // libdoca_soft.so (target/<profile>) than the deps/ one the program was linked with.
-    cmd.env_remove("LD_LIBRARY_PATH");
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the C program");
-    let out = child.stdout.take().unwrap();
-    let err = child.stderr.take().unwrap();
-    let read = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let (out, err) = (read(Box::new(out)), read(Box::new(err)));
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the C program did not finish within {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
-}
-
 #[test]
 fn c_program_runs_against_the_cdylib() {
     let dir = TempDir::new("c-abi");
@@ -279,7 +249,7 @@ fn c_program_runs_against_the_cdylib() {
         .arg(hex(&graph::Cmd::Loopback { value }.encode()))
         .env("DOCA_UROM_SERVICE_FILE", &service_file)
         .stdin(Stdio::null());
-    let out = run_bounded(cmd);
+    let out = run_bounded(&mut cmd, LIMIT);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "the C program failed ({}):\n{stdout}\n{stderr}", out.status);
@@ -427,7 +397,7 @@ fn every_header_function_is_exported_by_the_cdylib() {
     if build(&file, &exe).is_none() {
         return;
     }
-    let out = run_bounded(Command::new(&exe));
+    let out = run_bounded(&mut Command::new(&exe), LIMIT);
     assert!(out.status.success(), "{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     let n: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(n, names.len(), "some function resolved to NULL");
@@ -492,7 +462,7 @@ fn compat_and_version_headers_work_as_programs_use_them() {
     if build(&src, &exe).is_none() {
         return;
     }
-    let out = run_bounded(Command::new(&exe));
+    let out = run_bounded(&mut Command::new(&exe), LIMIT);
     assert!(out.status.success(), "{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3.0.0058 3.0.0058");
 }

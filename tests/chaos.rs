@@ -87,7 +87,7 @@ mod common;
 // A crate root's modules resolve next to it (tests/), where urom.rs is another test.
 #[path = "chaos/urom.rs"]
 mod urom;
-use common::chaoskit::{fd_count, leaks, Rng};
+use common::chaoskit::{fd_count, leaks, Failures, Rng};
 use common::{hex, unhex};
 
 // ---- shared layout and helpers ----
@@ -1471,38 +1471,20 @@ fn run(budget: Duration, max_rounds: u64, keep_going: bool) -> Totals {
     eprintln!("chaos: seed {seed} (ASYNC_DOCA_CHAOS_SEED={seed} repeats it), {n} processes");
     let mut rng = Rng(seed);
     let mut t = Totals::default();
-    let mut failures = Vec::new();
+    let mut failures = Failures::new(keep_going);
     let started = Instant::now();
-    let mut fds_base = None;
     let mut index = 0;
     while index == 0 || (started.elapsed() < budget && index < max_rounds) {
         let round_seed = rng.next();
         let op_ms = rng.range(1500, 4000);
         if let Err(e) = round(n.max(2), op_ms, round_seed, index, &mut t) {
-            let msg = format!("chaos failed (run seed {seed}, round seed {round_seed}): {e}");
-            if !keep_going {
-                panic!("{msg}");
-            }
-            eprintln!("{msg}");
-            failures.push(msg);
+            failures.fail(format!("chaos failed (run seed {seed}, round seed {round_seed}): {e}"));
         }
-        let fds = fd_count();
-        match fds_base {
-            None => fds_base = Some(fds),
-            Some(b) if fds > b => {
-                let msg = format!("controller fds grew from {b} to {fds} after round {index} (seed {seed})");
-                if !keep_going {
-                    panic!("{msg}");
-                }
-                eprintln!("{msg}");
-                failures.push(msg);
-                fds_base = Some(fds);
-            }
-            Some(_) => {}
-        }
+        failures.check_fds(index, seed);
         index += 1;
-        eprintln!("chaos: after round {index} ({:?}): {t:?}, {} failed", started.elapsed(), failures.len());
+        eprintln!("chaos: after round {index} ({:?}): {t:?}, {} failed", started.elapsed(), failures.list.len());
     }
+    let failures = failures.list;
     assert!(failures.is_empty(), "{} of {index} rounds failed:\n{}", failures.len(), failures.join("\n"));
     t
 }

@@ -60,7 +60,7 @@ use async_doca::time::{sleep, timeout};
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Runtime};
 
 mod common;
-use common::chaoskit::{fd_count, leaks, log_lines, Fault, Log, Rng, Round};
+use common::chaoskit::{leaks, log_lines, Failures, Fault, Log, Rng, Round};
 use common::{hex, unhex};
 
 /// Environment of a child: "scenario role index seed dir op_ms".
@@ -729,6 +729,29 @@ fn violations(dir: &Path, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The end of every round: each surviving child `1..n` finishes its operations (a client
+/// whose server died retries its connect for up to 10 s) and exits, then the surviving owner
+/// (child 0) is told to exit; any `VIOLATION` a child logged fails the round.
+fn wind_down(r: &mut Round, dir: &Path, n: usize, op_ms: u64) -> Result<(), String> {
+    for i in 1..n {
+        if !r.killed(i) {
+            r.expect(i, "DONE", Duration::from_millis(op_ms) + Duration::from_secs(90))?;
+        }
+        r.wait_exit(i, Duration::from_secs(30))?;
+    }
+    if !r.killed(0) {
+        r.tell(0, "EXIT");
+        r.expect(0, "DONE", Duration::from_secs(60))?;
+        r.wait_exit(0, Duration::from_secs(30))?;
+    }
+    let v = violations(dir, n);
+    if v.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{v:?}"))
+    }
+}
+
 /// Pesters a TCP port: connects and writes `bytes` random bytes (0: nothing), or holds the
 /// connection a while, then closes. Errors are fine (the port may be gone).
 fn garbage(port: u16, bytes: u64, rng: &mut Rng) {
@@ -816,21 +839,7 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
                 sched.retain(|(at, f)| !matches!(f, Fault::Kill(0)) || *at > op_ms / 2);
                 sched.sort_by_key(|f| f.0);
                 run_schedule(&mut r, &sched, port, &mut rng, t);
-                for i in 1..=3 {
-                    if !r.killed(i) {
-                        r.expect(i, "DONE", Duration::from_millis(op_ms) + Duration::from_secs(90))?;
-                    }
-                    r.wait_exit(i, Duration::from_secs(30))?;
-                }
-                if !r.killed(0) {
-                    r.tell(0, "EXIT");
-                    r.expect(0, "DONE", Duration::from_secs(60))?;
-                    r.wait_exit(0, Duration::from_secs(30))?;
-                }
-                let v = violations(&dir, 4);
-                if !v.is_empty() {
-                    return Err(format!("{v:?}"));
-                }
+                wind_down(&mut r, &dir, 4, op_ms)?;
                 check_cm(&dir, r.killed(0), t)
             }
             "rev" => {
@@ -845,21 +854,7 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
                 let mut sched = draw(&mut rng, 3, op_ms, &[0, 1, 2], 200);
                 sched.sort_by_key(|f| f.0);
                 run_schedule(&mut r, &sched, None, &mut rng, t);
-                for i in 1..=2 {
-                    if !r.killed(i) {
-                        r.expect(i, "DONE", Duration::from_millis(op_ms) + Duration::from_secs(90))?;
-                    }
-                    r.wait_exit(i, Duration::from_secs(30))?;
-                }
-                if !r.killed(0) {
-                    r.tell(0, "EXIT");
-                    r.expect(0, "DONE", Duration::from_secs(60))?;
-                    r.wait_exit(0, Duration::from_secs(30))?;
-                }
-                let v = violations(&dir, 3);
-                if !v.is_empty() {
-                    return Err(format!("{v:?}"));
-                }
+                wind_down(&mut r, &dir, 3, op_ms)?;
                 check_rev(&dir, r.killed(0), t)
             }
             "dma" => {
@@ -883,19 +878,7 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
                 }
                 sched.sort_by_key(|f| f.0);
                 run_schedule(&mut r, &sched, None, &mut rng, t);
-                if !r.killed(1) {
-                    r.expect(1, "DONE", Duration::from_millis(op_ms) + Duration::from_secs(90))?;
-                }
-                r.wait_exit(1, Duration::from_secs(30))?;
-                if !r.killed(0) {
-                    r.tell(0, "EXIT");
-                    r.expect(0, "DONE", Duration::from_secs(60))?;
-                    r.wait_exit(0, Duration::from_secs(30))?;
-                }
-                let v = violations(&dir, 2);
-                if !v.is_empty() {
-                    return Err(format!("{v:?}"));
-                }
+                wind_down(&mut r, &dir, 2, op_ms)?;
                 check_dma(&dir, r.killed(0), t)
             }
             _ => {
@@ -920,22 +903,7 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
                 sched.retain(|(at, f)| !matches!(f, Fault::Kill(0)) || *at > op_ms / 2);
                 sched.sort_by_key(|f| f.0);
                 run_schedule(&mut r, &sched, None, &mut rng, t);
-                for i in 1..=2 {
-                    if !r.killed(i) {
-                        // A client whose server died retries its connect for up to 10 s.
-                        r.expect(i, "DONE", Duration::from_millis(op_ms) + Duration::from_secs(90))?;
-                    }
-                    r.wait_exit(i, Duration::from_secs(30))?;
-                }
-                if !r.killed(0) {
-                    r.tell(0, "EXIT");
-                    r.expect(0, "DONE", Duration::from_secs(60))?;
-                    r.wait_exit(0, Duration::from_secs(30))?;
-                }
-                let v = violations(&dir, 3);
-                if !v.is_empty() {
-                    return Err(format!("{v:?}"));
-                }
+                wind_down(&mut r, &dir, 3, op_ms)?;
                 check_comch(&dir, r.killed(0), t)
             }
         }
@@ -1172,37 +1140,24 @@ fn run(budget: Duration, max_rounds: u64, keep_going: bool) -> Totals {
     eprintln!("chaos_links: seed {seed} (ASYNC_DOCA_LINKS_SEED={seed} repeats it)");
     let mut rng = Rng(seed);
     let mut t = Totals::default();
-    let mut failures = Vec::new();
+    let mut failures = Failures::new(keep_going);
     let started = Instant::now();
-    let mut fds_base = None;
     let mut index = 0u64;
     while index < SCENARIOS.len() as u64 || (started.elapsed() < budget && index < max_rounds) {
         let scenario = SCENARIOS[(index % SCENARIOS.len() as u64) as usize];
         let round_seed = rng.next();
         if let Err(e) = round(scenario, round_seed, index, &mut t) {
-            let msg = format!("chaos_links failed (run seed {seed}, round seed {round_seed}): {e}");
-            assert!(keep_going, "{msg}");
-            eprintln!("{msg}");
-            failures.push(msg);
+            failures.fail(format!("chaos_links failed (run seed {seed}, round seed {round_seed}): {e}"));
         }
-        let fds = fd_count();
-        match fds_base {
-            None => fds_base = Some(fds),
-            Some(b) if fds > b => {
-                let msg = format!("controller fds grew from {b} to {fds} after round {index} (seed {seed})");
-                assert!(keep_going, "{msg}");
-                failures.push(msg);
-                fds_base = Some(fds);
-            }
-            Some(_) => {}
-        }
+        failures.check_fds(index, seed);
         index += 1;
         eprintln!(
             "chaos_links: after round {index} ({scenario}, {:?}): {t:?}, {} failed",
             started.elapsed(),
-            failures.len()
+            failures.list.len()
         );
     }
+    let failures = failures.list;
     assert!(failures.is_empty(), "{} of {index} rounds failed:\n{}", failures.len(), failures.join("\n"));
     t
 }

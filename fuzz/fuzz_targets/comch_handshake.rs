@@ -17,24 +17,8 @@ use std::sync::OnceLock;
 
 use doca_soft::comch::wire::{self, Control};
 use doca_soft::types::*;
+use doca_soft_fuzz::Cursor;
 use libfuzzer_sys::fuzz_target;
-
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn u8(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        let mut w = [0u8; 4];
-        for b in &mut w {
-            *b = self.u8()?;
-        }
-        Some(u32::from_le_bytes(w))
-    }
-}
 
 /// One record of the script, and the control it must decode to (None: no promise).
 fn next_record(c: &mut Cursor<'_>) -> Option<(Vec<u8>, Option<Control>)> {

@@ -22,29 +22,8 @@
 #![no_main]
 
 use async_doca::rdma::stream::fuzzing::*;
+use doca_soft_fuzz::Cursor;
 use libfuzzer_sys::fuzz_target;
-
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn u8(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-    fn u16(&mut self) -> Option<u16> {
-        Some(u16::from_le_bytes([self.u8()?, self.u8()?]))
-    }
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes([self.u8()?, self.u8()?, self.u8()?, self.u8()?]))
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let n = n.min(self.0.len());
-        let (b, rest) = self.0.split_at(n);
-        self.0 = rest;
-        b.to_vec()
-    }
-}
 
 const MIN_BUFS: u32 = MIN_RECV_BUFFERS as u32;
 const MAX_BUFS: u32 = MAX_RECV_BUFFERS as u32;

@@ -364,3 +364,30 @@ impl Default for RdmaSide {
         Self::new()
     }
 }
+
+/// The fuzzer's bytes read as a structure-aware target's script, front to back: each value
+/// is `None` once the bytes run out (the script ends there).
+pub struct Cursor<'a>(pub &'a [u8]);
+
+impl Cursor<'_> {
+    pub fn u8(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+    /// Little endian.
+    pub fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes([self.u8()?, self.u8()?]))
+    }
+    /// Little endian.
+    pub fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes([self.u8()?, self.u8()?, self.u8()?, self.u8()?]))
+    }
+    /// The next `n` bytes, fewer if the script ends first.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let n = n.min(self.0.len());
+        let (b, rest) = self.0.split_at(n);
+        self.0 = rest;
+        b.to_vec()
+    }
+}

@@ -102,19 +102,7 @@ static doca_error_t start_ctx(struct doca_pe *pe, struct doca_ctx *ctx, struct s
 	DOCA_ERROR_PROPAGATE(result, doca_pe_connect_ctx(pe, ctx));
 	if (DOCA_IS_ERROR(result))
 		return result;
-	result = doca_ctx_start(ctx);
-	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS)
-		return result;
-	return sample_wait_state(pe, ctx, DOCA_CTX_STATE_RUNNING);
-}
-
-static doca_error_t stop_ctx(struct doca_pe *pe, struct doca_ctx *ctx)
-{
-	doca_error_t result = doca_ctx_stop(ctx);
-
-	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS)
-		return result;
-	return sample_wait_state(pe, ctx, DOCA_CTX_STATE_IDLE);
+	return sample_ctx_start(pe, ctx);
 }
 
 int main(int argc, char **argv)
@@ -268,10 +256,10 @@ out:
 	if (epfd >= 0)
 		close(epfd);
 	if (rdma != NULL)
-		DOCA_ERROR_PROPAGATE(result, stop_ctx(pe, doca_rdma_as_ctx(rdma)));
+		DOCA_ERROR_PROPAGATE(result, sample_ctx_stop(pe, doca_rdma_as_ctx(rdma)));
 	for (i = 0; i < 2; i++)
 		if (st.ev[i] != NULL)
-			DOCA_ERROR_PROPAGATE(result, stop_ctx(pe, doca_sync_event_as_ctx(st.ev[i])));
+			DOCA_ERROR_PROPAGATE(result, sample_ctx_stop(pe, doca_sync_event_as_ctx(st.ev[i])));
 	if (rbuf != NULL)
 		doca_buf_dec_refcount(rbuf, NULL);
 	if (sbuf != NULL)

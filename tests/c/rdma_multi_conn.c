@@ -202,10 +202,7 @@ static doca_error_t side_open(struct side *s, const struct config *cfg)
 	DOCA_ERROR_PROPAGATE(result, doca_pe_connect_ctx(s->pe, doca_rdma_as_ctx(s->rdma)));
 	if (DOCA_IS_ERROR(result))
 		return result;
-	result = doca_ctx_start(doca_rdma_as_ctx(s->rdma));
-	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS)
-		return result;
-	result = sample_wait_state(s->pe, doca_rdma_as_ctx(s->rdma), DOCA_CTX_STATE_RUNNING);
+	result = sample_ctx_start(s->pe, doca_rdma_as_ctx(s->rdma));
 	DOCA_ERROR_PROPAGATE(result, doca_mmap_create(&s->mmap));
 	if (DOCA_IS_ERROR(result))
 		return result;
@@ -221,16 +218,10 @@ static doca_error_t side_open(struct side *s, const struct config *cfg)
 /* Stops the ctx (a no-op success if it is already IDLE) and releases everything. */
 static doca_error_t side_close(struct side *s)
 {
-	doca_error_t result = DOCA_SUCCESS, tmp;
+	doca_error_t result = DOCA_SUCCESS;
 
-	if (s->rdma != NULL) {
-		tmp = doca_ctx_stop(doca_rdma_as_ctx(s->rdma));
-		if (tmp != DOCA_SUCCESS && tmp != DOCA_ERROR_IN_PROGRESS) {
-			DOCA_LOG_ERR("ctx stop: %s", doca_error_get_name(tmp));
-			DOCA_ERROR_PROPAGATE(result, tmp);
-		}
-		DOCA_ERROR_PROPAGATE(result, sample_wait_state(s->pe, doca_rdma_as_ctx(s->rdma), DOCA_CTX_STATE_IDLE));
-	}
+	if (s->rdma != NULL)
+		DOCA_ERROR_PROPAGATE(result, sample_ctx_stop(s->pe, doca_rdma_as_ctx(s->rdma)));
 	if (s->inv != NULL) {
 		DOCA_ERROR_PROPAGATE(result, doca_buf_inventory_stop(s->inv));
 		DOCA_ERROR_PROPAGATE(result, doca_buf_inventory_destroy(s->inv));

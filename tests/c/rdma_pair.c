@@ -65,16 +65,6 @@ struct op_state {
 	int completed;
 };
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			DOCA_LOG_ERR("check failed: " __VA_ARGS__);                                \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 /* ---- argp ---- */
 
 static doca_error_t role_cb(void *param, void *config)
@@ -221,10 +211,7 @@ static doca_error_t side_open(struct side *s, const struct config *cfg)
 	DOCA_ERROR_PROPAGATE(result, doca_pe_connect_ctx(s->pe, doca_rdma_as_ctx(s->rdma)));
 	if (DOCA_IS_ERROR(result))
 		return result;
-	result = doca_ctx_start(doca_rdma_as_ctx(s->rdma));
-	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS)
-		return result;
-	result = sample_wait_state(s->pe, doca_rdma_as_ctx(s->rdma), DOCA_CTX_STATE_RUNNING);
+	result = sample_ctx_start(s->pe, doca_rdma_as_ctx(s->rdma));
 	DOCA_ERROR_PROPAGATE(result, local_mmap(s, s->mem, MEM_LEN, &s->mmap));
 	DOCA_ERROR_PROPAGATE(result, local_mmap(s, s->atomic_mem, ATOMIC_LEN, &s->atomic_mmap));
 	DOCA_ERROR_PROPAGATE(result, doca_buf_inventory_create(32, &s->inv));
@@ -234,15 +221,11 @@ static doca_error_t side_open(struct side *s, const struct config *cfg)
 
 static doca_error_t side_close(struct side *s)
 {
-	doca_error_t result = DOCA_SUCCESS, tmp;
+	doca_error_t result = DOCA_SUCCESS;
 	int i;
 
-	if (s->rdma != NULL) {
-		tmp = doca_ctx_stop(doca_rdma_as_ctx(s->rdma));
-		if (tmp != DOCA_SUCCESS && tmp != DOCA_ERROR_IN_PROGRESS)
-			DOCA_ERROR_PROPAGATE(result, tmp);
-		DOCA_ERROR_PROPAGATE(result, sample_wait_state(s->pe, doca_rdma_as_ctx(s->rdma), DOCA_CTX_STATE_IDLE));
-	}
+	if (s->rdma != NULL)
+		DOCA_ERROR_PROPAGATE(result, sample_ctx_stop(s->pe, doca_rdma_as_ctx(s->rdma)));
 	for (i = 0; i < s->n_bufs; i++)
 		DOCA_ERROR_PROPAGATE(result, doca_buf_dec_refcount(s->bufs[i], NULL));
 	if (s->inv != NULL) {

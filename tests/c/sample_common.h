@@ -32,6 +32,18 @@
 /* How long any wait of these programs may take before it is a failure (no hang in a test). */
 #define SAMPLE_TIMEOUT_MS 20000
 
+/* A check of a program's results: a failed one is logged and counted in `failures`, which
+ * the program reports (and fails on) at its end. */
+static int failures __attribute__((unused));
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			DOCA_LOG_ERR("check failed: " __VA_ARGS__);                                \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
 /* The flags every program here shares; each program's config starts with this struct. */
 struct sample_config {
 	char device[64]; /* -d/--device: IB device name or PCI address */
@@ -204,6 +216,28 @@ static inline doca_error_t sample_wait_state(struct doca_pe *pe, struct doca_ctx
 		}
 		(void)doca_pe_progress(pe);
 	}
+}
+
+/* Starts `ctx` (synchronously or not) and progresses `pe` until it is RUNNING. */
+static inline doca_error_t sample_ctx_start(struct doca_pe *pe, struct doca_ctx *ctx)
+{
+	doca_error_t result = doca_ctx_start(ctx);
+
+	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS)
+		return result;
+	return sample_wait_state(pe, ctx, DOCA_CTX_STATE_RUNNING);
+}
+
+/* Stops `ctx` (a no-op success if it is already IDLE) and progresses `pe` until it is IDLE. */
+static inline doca_error_t sample_ctx_stop(struct doca_pe *pe, struct doca_ctx *ctx)
+{
+	doca_error_t result = doca_ctx_stop(ctx);
+
+	if (result != DOCA_SUCCESS && result != DOCA_ERROR_IN_PROGRESS) {
+		DOCA_LOG_ERR("ctx stop: %s", doca_error_get_name(result));
+		return result;
+	}
+	return sample_wait_state(pe, ctx, DOCA_CTX_STATE_IDLE);
 }
 
 /* Progresses `pe` until *done is true: busy while there is work, otherwise armed and asleep on

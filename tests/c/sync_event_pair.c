@@ -181,10 +181,7 @@ int main(int argc, char **argv)
 	DOCA_ERROR_PROPAGATE(result, doca_pe_connect_ctx(pe, doca_sync_event_as_ctx(ev)));
 	if (DOCA_IS_ERROR(result))
 		goto out;
-	result = doca_ctx_start(doca_sync_event_as_ctx(ev));
-	if (result == DOCA_ERROR_IN_PROGRESS)
-		result = DOCA_SUCCESS;
-	DOCA_ERROR_PROPAGATE(result, sample_wait_state(pe, doca_sync_event_as_ctx(ev), DOCA_CTX_STATE_RUNNING));
+	result = sample_ctx_start(pe, doca_sync_event_as_ctx(ev));
 	if (DOCA_IS_ERROR(result))
 		goto out;
 	if (cfg.exporter) {

@@ -47,16 +47,6 @@ struct answer {
 	size_t len;
 };
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			DOCA_LOG_ERR("check failed: " __VA_ARGS__);                                \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 static doca_error_t plugin_cb(void *param, void *config)
 {
 	snprintf(((struct config *)config)->plugin, DOCA_UROM_PLUGIN_NAME_MAX_LEN, "%s", (const char *)param);

@@ -271,6 +271,41 @@ impl Drop for Round {
     }
 }
 
+/// The failures of a run of rounds (the chaos controllers' loop). The first one panics at
+/// once, unless `keep_going` (the soak): then each is printed when it happens and kept, and
+/// the run checks [`Failures::list`] at its end.
+pub struct Failures {
+    keep_going: bool,
+    /// The controller's open fds after the first round: later rounds must not add any.
+    fds_base: Option<usize>,
+    pub list: Vec<String>,
+}
+
+impl Failures {
+    pub fn new(keep_going: bool) -> Failures {
+        Failures { keep_going, fds_base: None, list: Vec::new() }
+    }
+
+    pub fn fail(&mut self, msg: String) {
+        assert!(self.keep_going, "{msg}");
+        eprintln!("{msg}");
+        self.list.push(msg);
+    }
+
+    /// After round `index`: a failure if the controller holds more fds than after the first.
+    pub fn check_fds(&mut self, index: u64, seed: u64) {
+        let fds = fd_count();
+        match self.fds_base {
+            Some(b) if fds > b => {
+                self.fail(format!("controller fds grew from {b} to {fds} after round {index} (seed {seed})"));
+                self.fds_base = Some(fds);
+            }
+            Some(_) => {}
+            None => self.fds_base = Some(fds),
+        }
+    }
+}
+
 pub fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }

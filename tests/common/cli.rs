@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The `async-doca` executable of this test's profile. Panics (a test setup failure) when it
 /// is neither built nor buildable.
@@ -30,39 +30,14 @@ fn find_or_build() -> Result<PathBuf, String> {
     if built.is_file() {
         return Ok(built);
     }
-    let cargo = std::env::var_os("CARGO").ok_or_else(|| {
-        format!("{} is missing and CARGO is not set: run `cargo build -p async-doca-cli`", built.display())
-    })?;
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev".to_string(),
-        Some(p) => p.to_string(),
-        None => return Err("unnamed profile directory".into()),
-    };
-    let target = profile_dir.parent().ok_or("no target directory")?.join("nested-cli");
-    let mut child = std::process::Command::new(cargo)
-        .args(["build", "--offline", "--quiet", "-p", "async-doca-cli", "--bin", "async-doca", "--profile", &profile])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("running cargo: {e}"))?;
-    // Bounded: a build that takes over ten minutes is killed (a whole profile from scratch).
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(st) => break st,
-            None if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("cargo build -p async-doca-cli did not finish in 600 s".into());
-            }
-            None => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
-    if !status.success() {
-        return Err(format!("cargo build -p async-doca-cli failed: {status}"));
+    if std::env::var_os("CARGO").is_none() {
+        return Err(format!(
+            "{} is missing and CARGO is not set: run `cargo build -p async-doca-cli`",
+            built.display()
+        ));
     }
-    let dir = target.join(profile_dir.file_name().ok_or("unnamed profile directory")?);
+    // Bounded: a build that takes over ten minutes is killed (a whole profile from scratch).
+    let args = ["-p", "async-doca-cli", "--bin", "async-doca"];
+    let dir = doca_urom_plugin::testing::cargo_build(&args, Some("nested-cli"), Duration::from_secs(600))?;
     Ok(dir.join("async-doca"))
 }

@@ -12,7 +12,7 @@
 //! tests pass there without checking anything; CI machines have both.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::urom::TempDir;
@@ -132,39 +132,45 @@ impl CProgram {
 
     /// Runs a prepared command (extra environment, ...) bounded by a time limit.
     pub fn run_with(&self, cmd: &mut Command) -> Run {
-        // `cargo test` puts target/<profile> and its deps on LD_LIBRARY_PATH, which outranks the
-        // program's rpath (a RUNPATH) and may hold an older libdoca_soft.so than the one the
-        // test was built with. Run as a user would: on the rpath alone (unless the caller set it).
-        if !cmd.get_envs().any(|(k, _)| k == "LD_LIBRARY_PATH") {
-            cmd.env_remove("LD_LIBRARY_PATH");
+        let out = run_bounded(cmd.stdin(Stdio::null()), LIMIT);
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the C program");
-        let read = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut v = Vec::new();
-                let _ = r.read_to_end(&mut v);
-                String::from_utf8_lossy(&v).into_owned()
-            })
-        };
-        let out = read(Box::new(child.stdout.take().unwrap()));
-        let err = read(Box::new(child.stderr.take().unwrap()));
-        let deadline = Instant::now() + LIMIT;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{} did not finish within {LIMIT:?}", self.exe.display());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        Run { code: status.code(), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
     }
+}
+
+/// Runs a C program's command to its exit, collecting its output; panics (a test failure)
+/// when it has not exited within `limit` (it is killed).
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    // `cargo test` puts target/<profile> and its deps on LD_LIBRARY_PATH, which outranks the
+    // program's rpath (a RUNPATH) and may hold an older libdoca_soft.so than the one the
+    // test was built with. Run as a user would: on the rpath alone (unless the caller set it).
+    if !cmd.get_envs().any(|(k, _)| k == "LD_LIBRARY_PATH") {
+        cmd.env_remove("LD_LIBRARY_PATH");
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the C program");
+    let read = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = read(Box::new(child.stdout.take().unwrap()));
+    let err = read(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} did not finish within {limit:?}", cmd.get_program().to_string_lossy());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
 }

@@ -39,17 +39,19 @@ fn devices_are_selected_by_ibdev_name_or_pci_address_as_the_samples_do() {
         ok(doca_devinfo_get_pci_addr_str(first, pci.as_mut_ptr()));
         let (want_name, want_pci) = (cstr(&ibdev), cstr(&pci));
         println!("first device: {want_name} at {want_pci}");
-        // By name (-d mlx5_0): scan, compare, open the match.
-        let mut by_name = ptr::null_mut();
+        // By name (-d mlx5_0): scan, compare, open the match. The scan starts at the first
+        // device, so it always finds it: what can fail is another device of the same name
+        // (a name that does not select one device).
+        let mut named = Vec::new();
         for i in 0..n as usize {
             let info = *list.add(i);
             ok(doca_devinfo_get_ibdev_name(info, ibdev.as_mut_ptr(), ibdev.len() as u32));
             if cstr(&ibdev) == want_name {
-                by_name = info;
-                break;
+                named.push(info);
             }
         }
-        assert_eq!(by_name, first);
+        assert_eq!(named, [first], "the devices named {want_name}");
+        let by_name = named[0];
         // By PCI address, in both documented forms ("DDDD:BB:DD.F" and "BB:DD.F").
         let mut eq = 9u8;
         let full = std::ffi::CString::new(want_pci.clone()).unwrap();

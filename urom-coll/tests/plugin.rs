@@ -14,7 +14,7 @@ use doca_coll::{DataType, Kind, ReduceOp, Tuning};
 use doca_sys as sys;
 use doca_urom_coll::proto::{Cmd, CollSpec, InitTuning, Notif};
 use doca_urom_coll::CollPlugin;
-use doca_urom_plugin::testing::{Domain, LoadedPlugin, Member, Packed, Segment, Worker};
+use doca_urom_plugin::testing::{self, Domain, LoadedPlugin, Member, Packed, Segment, Worker};
 use doca_urom_plugin::Status;
 
 doca_urom_plugin::export_plugin!(CollPlugin);
@@ -573,37 +573,7 @@ fn a_member_closing_mid_collective_fails_the_others() {
 /// be rebuilt over the workspace's copy while `cargo test --workspace` still needs it (its doc
 /// tests then failed with "can't find crate for `doca_sys`").
 fn build_shared_object() -> Result<PathBuf, String> {
-    let cargo = std::env::var_os("CARGO").ok_or("CARGO is not set (not run by cargo)")?;
-    let profile_dir = doca_urom_plugin::testing::exe_profile_dir().ok_or("no target directory")?;
-    let target = profile_dir.parent().ok_or("no target directory")?.join("nested-worker-coll");
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev".to_string(),
-        Some(p) => p.to_string(),
-        None => return Err("unnamed profile directory".into()),
-    };
-    let mut child = std::process::Command::new(cargo)
-        .args(["build", "--offline", "--quiet", "-p", "worker_coll", "--profile", &profile, "--target-dir"])
-        .arg(&target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("running cargo: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(st) => break st,
-            None if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("cargo build -p worker_coll did not finish in 300 s".into());
-            }
-            None => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
-    if !status.success() {
-        return Err(format!("cargo build -p worker_coll failed: {status}"));
-    }
-    let dir = target.join(profile_dir.file_name().ok_or("unnamed profile directory")?);
+    let dir = testing::cargo_build(&["-p", "worker_coll"], Some("nested-worker-coll"), Duration::from_secs(300))?;
     Ok(dir.join(doca_urom_coll::proto::FILE_NAME))
 }
 

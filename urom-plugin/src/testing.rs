@@ -585,48 +585,60 @@ pub fn find_plugin(file: &str) -> Option<PathBuf> {
     env_plugin_dirs().into_iter().chain(exe_dirs()).map(|d| d.join(file)).find(|p| p.is_file())
 }
 
-/// Builds the sample plugins with the cargo running this test (`$CARGO`, which cargo sets for
-/// the tests and examples it runs) into the running executable's target directory and
-/// profile, and returns `target/<profile>/`. Cargo does not hold its build lock while tests
-/// run, so this works from inside `cargo test`; when the plugins are fresh it only checks.
-/// Bounded: a cargo that has not finished after five minutes is killed.
-pub fn build_sample_plugins() -> Result<PathBuf, String> {
-    let cargo = std::env::var_os("CARGO").ok_or("CARGO is not set (not run by cargo)")?;
+/// Runs `cargo build --offline --quiet <args>` with the cargo running this test (`$CARGO`,
+/// which cargo sets for the tests and examples it runs), in the running executable's profile,
+/// and returns the profile's output directory. `target_dir`: `None` builds into the running
+/// executable's target directory; `Some(name)` into `<target>/<name>`, a directory of its own
+/// (for a `-p` build whose feature resolution differs from the running one's, which would
+/// otherwise rewrite doca-soft's unhashed rlib under the tests that use it). Cargo does not
+/// hold its build lock while tests run, so this works from inside `cargo test`. Bounded: a
+/// cargo that has not finished within `limit` is killed.
+pub fn cargo_build(args: &[&str], target_dir: Option<&str>, limit: Duration) -> Result<PathBuf, String> {
+    let what = format!("cargo build {}", args.join(" "));
+    let cargo = std::env::var_os("CARGO").ok_or_else(|| format!("{what}: CARGO is not set (not run by cargo)"))?;
     let profile_dir = exe_profile_dir().ok_or("cannot locate the running executable")?;
-    let target = profile_dir.parent().ok_or("executable outside a cargo target directory")?;
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev".to_string(),
-        Some(p) => p.to_string(),
-        None => return Err("unnamed profile directory".into()),
-    };
+    let profile_name = profile_dir.file_name().and_then(|n| n.to_str()).ok_or("unnamed profile directory")?;
+    let profile = if profile_name == "debug" { "dev" } else { profile_name };
+    let mut target = profile_dir.parent().ok_or("executable outside a cargo target directory")?.to_path_buf();
+    if let Some(name) = target_dir {
+        target.push(name);
+    }
     let mut child = std::process::Command::new(cargo)
-        .args(["build", "--offline", "--quiet", "-p", "worker_graph", "-p", "worker_sandbox", "--profile"])
-        .arg(&profile)
-        .arg("--target-dir")
-        .arg(target)
+        .args(["build", "--offline", "--quiet"])
+        .args(args)
+        .args(["--profile", profile, "--target-dir"])
+        .arg(&target)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("running cargo: {e}"))?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let deadline = std::time::Instant::now() + limit;
     let status = loop {
         match child.try_wait().map_err(|e| e.to_string())? {
             Some(st) => break st,
             None if std::time::Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("cargo build of the sample plugins did not finish in 300 s".into());
+                return Err(format!("{what} did not finish in {} s", limit.as_secs()));
             }
             None => std::thread::sleep(Duration::from_millis(50)),
         }
     };
     if !status.success() {
-        return Err(format!("cargo build of the sample plugins failed: {status}"));
+        return Err(format!("{what} failed: {status}"));
     }
-    if !has_samples(&profile_dir) {
-        return Err(format!("cargo built the sample plugins but they are not in {}", profile_dir.display()));
+    Ok(target.join(profile_name))
+}
+
+/// Builds the sample plugins ([`cargo_build`]) into the running executable's target directory
+/// and profile, and returns `target/<profile>/`; when the plugins are fresh it only checks.
+/// Bounded: five minutes.
+pub fn build_sample_plugins() -> Result<PathBuf, String> {
+    let dir = cargo_build(&["-p", "worker_graph", "-p", "worker_sandbox"], None, Duration::from_secs(300))?;
+    if !has_samples(&dir) {
+        return Err(format!("cargo built the sample plugins but they are not in {}", dir.display()));
     }
-    Ok(profile_dir)
+    Ok(dir)
 }
 
 /// The directory to load the sample plugins from, for tests and examples: a

@@ -249,14 +249,17 @@ async fn latency(
     for _ in 0..p.warmup {
         once(test, c, b).await?;
     }
-    let mut samples = Samples::with_capacity(p.iters as usize);
+    // One clock read per round, as in `timed_async`.
+    let mut samples = Samples::default();
     let start = Instant::now();
+    let mut last = start;
     for _ in 0..p.iters {
-        let t0 = Instant::now();
         once(test, c, b).await?;
-        samples.push(t0.elapsed(), 1.0);
+        let now = Instant::now();
+        samples.push(now - last, 1.0);
+        last = now;
     }
-    Ok((samples, start.elapsed(), None))
+    Ok((samples, last - start, None))
 }
 
 /// A fixed amount of work that never yields to the executor: `units` rounds of an LCG.
@@ -305,7 +308,7 @@ async fn overlap(
     };
     let mut comp = Vec::with_capacity(rounds);
     let mut total = Vec::with_capacity(rounds);
-    let mut samples = Samples::with_capacity(rounds);
+    let mut samples = Samples::default();
     let start = Instant::now();
     for _ in 0..rounds {
         let t0 = Instant::now();

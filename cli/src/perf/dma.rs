@@ -111,7 +111,7 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
         }));
     }
     let t = Instant::now();
-    let mut all = Samples::with_capacity((per as usize) * window);
+    let mut all = Samples::default();
     for w in workers {
         for d in w.await?? {
             all.push(d, 1.0);
@@ -254,7 +254,7 @@ fn raw(test: Test, p: &Params) -> Result<Report> {
             // Keep `window` copies in flight: re-submit each one as it completes.
             let mut started = vec![Instant::now(); window];
             let total = p.warmup + p.iters;
-            let mut samples = Samples::with_capacity(p.iters as usize);
+            let mut samples = Samples::default();
             let mut begun = 0u64;
             let mut finished = 0u64;
             let mut start = Instant::now();

@@ -386,7 +386,7 @@ impl Side {
 
     /// Side A of a bandwidth test: `window` operations in flight, completions in order.
     fn stream(&mut self, p: &Params) -> Result<Measured> {
-        let mut samples = Samples::with_capacity(p.iters as usize);
+        let mut samples = Samples::default();
         let mut submitted = vec![Instant::now(); self.window];
         let total = p.warmup + p.iters;
         let mut start = Instant::now();

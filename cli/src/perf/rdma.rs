@@ -29,7 +29,7 @@ use async_doca::{Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Re
 
 use super::cpu::{joined, runtime, two_cpus};
 use super::peer::{spawn_linked_peer, timed_out, Link};
-use super::stats::{timed_async, Report, Run, Samples};
+use super::stats::{timed, timed_async, Report, Run, Samples};
 use super::{Mode, Params, PEER_TIMEOUT};
 
 /// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
@@ -455,7 +455,7 @@ impl End {
         mut op: impl FnMut(usize) -> F,
     ) -> Result<Measured> {
         let total = p.warmup + p.iters;
-        let mut samples = Samples::with_capacity(p.iters as usize);
+        let mut samples = Samples::default();
         let mut pipe = Pipeline::new(window);
         let mut stamps = VecDeque::with_capacity(window);
         let mut take = |r: (Result<()>, Buf), stamps: &mut VecDeque<(Instant, bool)>| {
@@ -602,22 +602,14 @@ pub fn run_memcpy(p: &Params) -> Result<Report> {
     let mut dst = vec![0u8; size];
     let batches = p.iters.div_ceil(batch).max(1);
     let warm = p.warmup.div_ceil(batch);
-    let mut samples = Samples::with_capacity(batches as usize);
-    let mut start = Instant::now();
-    for b in 0..warm + batches {
-        if b == warm {
-            start = Instant::now();
-        }
-        let t0 = Instant::now();
+    // One sample per batch, divided by the batch size.
+    let (samples, elapsed) = timed(warm, batches, batch as f64, |_| {
         for _ in 0..batch {
             dst.copy_from_slice(std::hint::black_box(&src));
             std::hint::black_box(&mut dst);
         }
-        if b >= warm {
-            samples.push(t0.elapsed(), batch as f64);
-        }
-    }
-    let elapsed = start.elapsed();
+        Ok(())
+    })?;
     let mut r = Run { test: "memcpy_bw", mode: "raw", size, procs: 1 }.report(samples, batches * batch, elapsed);
     r.iters = batches * batch;
     Ok(r.with_bandwidth())

@@ -18,25 +18,31 @@ pub use super::report::Report;
 /// one sample per round, divided by `divisor` (2 for half a round trip). Returns the samples
 /// and the length of the timed part. The loop every latency test shares; [`timed_async`] is
 /// the same for steps that are futures.
+///
+/// One clock read per round (as perftest's consecutive time stamps): a round's sample runs
+/// from the previous round's read to its own, so the timed part is exactly the sum of the
+/// samples.
 pub fn timed(
     warmup: u64,
     iters: u64,
     divisor: f64,
     mut step: impl FnMut(u64) -> Result<()>,
 ) -> Result<(Samples, Duration)> {
-    let mut samples = Samples::with_capacity(iters as usize);
-    let mut start = Instant::now();
+    let mut samples = Samples::default();
+    let mut last = Instant::now();
+    let mut start = last;
     for i in 0..warmup + iters {
         if i == warmup {
-            start = Instant::now();
+            start = last;
         }
-        let t0 = Instant::now();
         step(i)?;
+        let now = Instant::now();
         if i >= warmup {
-            samples.push(t0.elapsed(), divisor);
+            samples.push(now - last, divisor);
         }
+        last = now;
     }
-    Ok((samples, start.elapsed()))
+    Ok((samples, last - start))
 }
 
 /// [`timed`] for asynchronous steps.
@@ -46,19 +52,21 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     divisor: f64,
     mut step: impl FnMut(u64) -> F,
 ) -> Result<(Samples, Duration)> {
-    let mut samples = Samples::with_capacity(iters as usize);
-    let mut start = Instant::now();
+    let mut samples = Samples::default();
+    let mut last = Instant::now();
+    let mut start = last;
     for i in 0..warmup + iters {
         if i == warmup {
-            start = Instant::now();
+            start = last;
         }
-        let t0 = Instant::now();
         step(i).await?;
+        let now = Instant::now();
         if i >= warmup {
-            samples.push(t0.elapsed(), divisor);
+            samples.push(now - last, divisor);
         }
+        last = now;
     }
-    Ok((samples, start.elapsed()))
+    Ok((samples, last - start))
 }
 
 /// Per-operation latency samples in nanoseconds, kept in an HDR histogram: three
@@ -70,22 +78,17 @@ pub struct Samples {
     hist: Histogram<u64>,
 }
 
+/// An empty set. The histogram sizes itself: no expected count is needed.
 impl Default for Samples {
     fn default() -> Samples {
-        Samples::with_capacity(0)
-    }
-}
-
-impl Samples {
-    /// An empty set. The histogram sizes itself; `n` (the expected count) is not needed and
-    /// kept for the callers that preallocated a vector before.
-    pub fn with_capacity(_n: usize) -> Samples {
         // 3 significant digits; the range grows on demand (auto-resize), so no sample is
         // ever rejected as too large.
         let hist = Histogram::new(3).expect("3 significant digits is a valid histogram precision");
         Samples { hist }
     }
+}
 
+impl Samples {
     /// One sample: `d` divided by `divisor` (2 for half a round trip), in whole nanoseconds.
     pub fn push(&mut self, d: Duration, divisor: f64) {
         self.push_ns(d.as_nanos() as f64 / divisor);
@@ -200,6 +203,23 @@ mod tests {
         assert_eq!(s.quantile(0.0), 1_000.0);
         let max = s.max();
         assert!((max - 1e7).abs() / 1e7 < 1e-3, "{max}");
+    }
+
+    #[test]
+    fn timed_samples_only_the_timed_rounds() {
+        let mut seen = Vec::new();
+        let (s, elapsed) = timed(2, 3, 1.0, |i| {
+            seen.push(i);
+            // The warm-up rounds are slow: neither a sample nor the elapsed time may hold them.
+            std::thread::sleep(Duration::from_millis(if i < 2 { 150 } else { 2 }));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [0, 1, 2, 3, 4]);
+        assert_eq!(s.len(), 3);
+        assert!(s.quantile(0.0) >= 2e6 * 0.999, "{}", s.quantile(0.0));
+        assert!(s.max() < 150e6, "{}", s.max());
+        assert!(elapsed >= Duration::from_millis(6) && elapsed < Duration::from_millis(300), "{elapsed:?}");
     }
 
     #[test]

@@ -50,7 +50,7 @@ async fn side_a<S: AsyncRead + AsyncWrite + Unpin>(test: Test, p: Params, mut s:
     // The loop of `stats::timed_async`, written out: its step closure cannot lend the
     // stream to the future it returns.
     let divisor = if test == Test::Lat { 2.0 } else { 1.0 };
-    let mut samples = Samples::with_capacity(p.iters as usize);
+    let mut samples = Samples::default();
     let mut start = Instant::now();
     for i in 0..p.warmup + p.iters {
         if i == p.warmup {

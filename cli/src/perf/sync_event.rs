@@ -3,7 +3,6 @@
 //! one-way signals; the reported latency is half of it.
 
 use std::sync::mpsc;
-use std::time::Instant;
 
 use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
@@ -151,21 +150,13 @@ pub fn run_spawn(p: &Params) -> Result<Report> {
     let batches = p.iters.div_ceil(BATCH).max(1);
     let warm = p.warmup.div_ceil(BATCH);
     let job = rt.spawn_on(cpu, move || async move {
-        let mut samples = Samples::with_capacity(batches as usize);
-        let mut start = Instant::now();
-        for b in 0..warm + batches {
-            if b == warm {
-                start = Instant::now();
-            }
-            let t0 = Instant::now();
+        timed_async(warm, batches, BATCH as f64, |_| async {
             for _ in 0..BATCH {
                 async_doca::spawn_local(async {}).await?;
             }
-            if b >= warm {
-                samples.push(t0.elapsed(), BATCH as f64);
-            }
-        }
-        Ok::<_, Error>((samples, start.elapsed()))
+            Ok(())
+        })
+        .await
     })?;
     let (samples, elapsed) = rt.block_on(job)??;
     let mut r = Run { test: "spawn", mode: "async", size: 0, procs: 1 }.report(samples, batches * BATCH, elapsed);
