@@ -780,7 +780,6 @@ fn child_main(spec: &str) {
         for r in receivers {
             r.cancel();
         }
-        ch.log.line(format!("FDS {fds_start} {}", fd_count()));
         writeln!(stdout.lock(), "{TAG}DONE").unwrap();
         // Stay until every process is done: a peer whose connection to us we stopped early
         // (a restart) still adds to our event until its own end, and peers may still read

@@ -561,7 +561,7 @@ impl Shared {
                 continue;
             }
             // Credits go back with the next message; when no data can go now, in a message
-            // of their own once a quarter of our buffers waits (never for one or two: a credit
+            // of their own once a quarter of our buffers waits (never for a single one: a credit
             // message itself takes a buffer the peer must give back, so a threshold of one
             // would bounce credit messages forever). It may take the reserved last credit:
             // that is what the reserve is for, since two writers each waiting for credits
