@@ -514,7 +514,6 @@ impl Cm {
 /// READY): break it and report it. The ctx stays usable.
 pub(crate) fn lost(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     r.break_conn(c, code);
-    c.release_rings();
     match c.cm.phase.get() {
         Phase::Established => {
             c.cm.phase.set(Phase::Disconnected);
@@ -541,7 +540,6 @@ fn fail(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     );
     r.cm.drop_shake_of(c);
     r.break_conn(c, code);
-    c.release_rings();
     c.cm.lost_early.set(None);
     c.cm.phase.set(Phase::Failed);
     c.cm.release_addr();
@@ -889,7 +887,6 @@ fn reject(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
         r.cm.unwatch(s.stream.as_raw_fd());
     }
     r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
-    c.release_rings();
     c.cm.phase.set(Phase::Rejected);
     Ok(())
 }
@@ -1258,7 +1255,6 @@ pub unsafe extern "C" fn doca_rdma_connection_disconnect(rdma_connection: *mut d
                 }
                 r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
                 if c.cm.managed() {
-                    c.release_rings();
                     c.cm.phase.set(Phase::Disconnected);
                     c.cm.release_addr();
                 }
