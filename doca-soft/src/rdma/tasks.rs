@@ -379,15 +379,11 @@ fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
         }
         Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. } => {
             check_buf(dst, Side::Remote)?;
-            if check_buf(result, Side::LocalDest)?.tail_space().1 < 8 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
+            check_room_for_u64(result)?;
         }
-        Op::RemoteGet { event, dst } => {
+        Op::RemoteGet { event, dst: result } | Op::RemoteAdd { event, result, .. } => {
             super::remote::event_of(event)?;
-            if check_buf(dst, Side::LocalDest)?.tail_space().1 < 8 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
+            check_room_for_u64(result)?;
         }
         Op::RemoteSet { event, src } => {
             super::remote::event_of(event)?;
@@ -395,12 +391,14 @@ fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
                 return Err(DOCA_ERROR_INVALID_VALUE);
             }
         }
-        Op::RemoteAdd { event, result, .. } => {
-            super::remote::event_of(event)?;
-            if check_buf(result, Side::LocalDest)?.tail_space().1 < 8 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
-        }
+    }
+    Ok(())
+}
+
+/// A local result buffer that must take a 64-bit value (atomics, remote-net get and add).
+fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
+    if check_buf(p, Side::LocalDest)?.tail_space().1 < 8 {
+        return Err(DOCA_ERROR_INVALID_VALUE);
     }
     Ok(())
 }
