@@ -819,8 +819,9 @@ pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Opt
 }
 
 /// Defines the `doca_*_set_F` / `doca_*_get_F` pair of one field of one task type (the
-/// re-use accessors; see `rdma/accessors.rs` for the rules). One field of one task type: a setter (storing `$set_ty` into the `Cell` field, converted
-/// with `as`) and a getter (returning `$get_ty`, `$default` for an invalid task).
+/// re-use accessors; see `rdma/accessors.rs` for the rules): a setter (storing `$set_ty`
+/// into the `Cell` field, converted with `as`) and a getter (returning `$get_ty`, `$default`
+/// for an invalid task).
 macro_rules! task_field {
     ($task:ty, $field:ident, $set:ident($set_ty:ty), $get:ident -> $get_ty:ty = $default:expr) => {
         #[no_mangle]

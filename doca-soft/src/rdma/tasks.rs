@@ -514,8 +514,10 @@ pub(super) unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), do
         r.sq_held.set(r.sq_held.get().saturating_sub(1));
     }
     let (cp, op) = decode(t).ok_or(DOCA_ERROR_UNEXPECTED)?;
-    // SAFETY: connection pointers were validated at allocation; connection objects live
-    // until the rdma is destroyed, which cannot happen while this task is allocated.
+    // SAFETY: connection pointers come from allocate_init (validated there) or from a
+    // re-use setter (stored as given: DOCA's contract makes it a connection of this provider,
+    // and conn_ref rejects NULL and foreign magic); connection objects live until the rdma
+    // is destroyed, which cannot happen while this task is allocated.
     let c = unsafe { conn_ref(cp) }?;
     if !r.owns(c) {
         return Err(DOCA_ERROR_INVALID_VALUE);
