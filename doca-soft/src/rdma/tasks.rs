@@ -550,25 +550,26 @@ macro_rules! task_entry_points {
     ($ty:ident, $cb:ident, $set_conf:ident, $as_task:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $set_conf(
-            rdma: *mut doca_rdma,
+            rdma: *mut $crate::rdma::doca_rdma,
             ok_cb: $cb,
             err_cb: $cb,
             num_tasks: u32,
-        ) -> doca_error_t {
-            guard_err(|| {
+        ) -> $crate::types::doca_error_t {
+            $crate::ffi::guard_err(|| {
                 // SAFETY: non-NULL rdma pointers come from doca_rdma_create (DOCA contract).
-                let r = unsafe { rdma_ref(rdma) }?;
-                task::set_conf::<$ty>(r.ctx(), ok_cb, err_cb, num_tasks)
+                let r = unsafe { $crate::rdma::rdma_ref(rdma) }?;
+                $crate::task::set_conf::<$ty>(r.ctx(), ok_cb, err_cb, num_tasks)
             })
         }
 
         #[no_mangle]
-        pub unsafe extern "C" fn $as_task(task: *mut $ty) -> *mut doca_task {
+        pub unsafe extern "C" fn $as_task(task: *mut $ty) -> *mut $crate::task::doca_task {
             // The header is the first field: a cast (NULL stays NULL).
-            guard(ptr::null_mut(), || task.cast::<doca_task>())
+            $crate::ffi::guard(core::ptr::null_mut(), || task.cast::<$crate::task::doca_task>())
         }
     };
 }
+pub(super) use task_entry_points;
 
 task_entry_points!(
     doca_rdma_task_receive,
