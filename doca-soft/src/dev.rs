@@ -101,8 +101,60 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Every devinfo ever created (never freed).
 static DEVINFOS: Mutex<Vec<&'static doca_devinfo>> = Mutex::new(Vec::new());
-/// Live lists: array address → number of slots (devices + NULL terminator).
-static LISTS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+/// Live devinfo lists.
+static LISTS: ListRegistry<doca_devinfo> = ListRegistry::new();
+
+/// The arrays handed out by a `*_create_list` function (address → number of slots, the
+/// NULL terminator included), so that its `*_destroy_list` frees exactly those, once.
+pub(crate) struct ListRegistry<T> {
+    live: Mutex<Option<HashMap<usize, usize>>>,
+    _items: core::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> ListRegistry<T> {
+    pub(crate) const fn new() -> Self {
+        ListRegistry { live: Mutex::new(None), _items: core::marker::PhantomData }
+    }
+
+    /// Hands out `items` as a NULL-terminated array (a courtesy: the count is
+    /// authoritative): the array to `list`, the count to `n`.
+    ///
+    /// # Safety
+    /// `list` and `n` are non-NULL and writable (checked by the caller).
+    pub(crate) unsafe fn publish(
+        &self,
+        mut items: Vec<*mut T>,
+        list: *mut *mut *mut T,
+        n: *mut u32,
+    ) -> Result<(), doca_error_t> {
+        let count = u32::try_from(items.len()).map_err(|_| DOCA_ERROR_BAD_CONFIG)?;
+        items.push(ptr::null_mut());
+        let slots = items.len();
+        let raw = Box::into_raw(items.into_boxed_slice()) as *mut *mut T;
+        lock(&self.live).get_or_insert_with(HashMap::new).insert(raw as usize, slots);
+        // SAFETY: both out-pointers are non-NULL and writable (the caller's contract).
+        unsafe {
+            list.write(raw);
+            n.write(count);
+        }
+        Ok(())
+    }
+
+    /// Frees an array handed out by [`publish`](Self::publish) (not the objects it points
+    /// to); INVALID_VALUE for NULL or anything else.
+    pub(crate) fn free(&self, list: *mut *mut T) -> Result<(), doca_error_t> {
+        if list.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let slots =
+            lock(&self.live).as_mut().and_then(|m| m.remove(&(list as usize))).ok_or(DOCA_ERROR_INVALID_VALUE)?;
+        // SAFETY: `list` was produced by `Box::into_raw` of a boxed slice of exactly `slots`
+        // elements in `publish`, and it was just removed from the registry, so it is freed
+        // exactly once.
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(list, slots)) });
+        Ok(())
+    }
+}
 /// Live devices: addresses of `doca_dev` objects not yet closed.
 static DEVS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
@@ -266,37 +318,17 @@ pub unsafe extern "C" fn doca_devinfo_create_list(
         // mistyped DOCA_SOFT_ROLE fails loudly instead of silently meaning "host".
         crate::rep::role()?;
         let infos = current_devinfos()?;
-        let n = u32::try_from(infos.len()).map_err(|_| DOCA_ERROR_BAD_CONFIG)?;
-        let mut arr: Vec<*mut doca_devinfo> =
-            infos.into_iter().map(|d| d as *const doca_devinfo as *mut doca_devinfo).collect();
-        arr.push(ptr::null_mut()); // NULL-terminated as a courtesy; nb_devs is authoritative.
-        let slots = arr.len();
-        let raw = Box::into_raw(arr.into_boxed_slice()) as *mut *mut doca_devinfo;
-        lock(&LISTS).get_or_insert_with(HashMap::new).insert(raw as usize, slots);
+        let arr = infos.into_iter().map(|d| d as *const doca_devinfo as *mut doca_devinfo).collect();
         // SAFETY: both out-pointers were checked non-NULL; the caller guarantees they are
-        // writable (DOCA contract).
-        unsafe {
-            dev_list.write(raw);
-            nb_devs.write(n);
-        }
-        Ok(())
+        // writable (DOCA contract). The devinfos are global: never freed.
+        unsafe { LISTS.publish(arr, dev_list, nb_devs) }
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_devinfo_destroy_list(dev_list: *mut *mut doca_devinfo) -> doca_error_t {
-    guard_err(|| {
-        if dev_list.is_null() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        let slots =
-            lock(&LISTS).as_mut().and_then(|m| m.remove(&(dev_list as usize))).ok_or(DOCA_ERROR_INVALID_VALUE)?;
-        // SAFETY: `dev_list` was produced by `Box::into_raw` of a boxed slice of exactly
-        // `slots` elements in create_list, and it was just removed from LISTS, so it is freed
-        // exactly once. The devinfos it points to are not freed (they are global).
-        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(dev_list, slots)) });
-        Ok(())
-    })
+    // The devinfos it points to are not freed (they are global).
+    guard_err(|| LISTS.free(dev_list))
 }
 
 #[no_mangle]

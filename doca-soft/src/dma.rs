@@ -123,17 +123,17 @@ unsafe fn dma_ref<'a>(p: *const doca_dma) -> Result<&'a doca_dma, doca_error_t> 
 
 // ---- the copy ----
 
-/// One side of a copy, resolved from a `doca_buf`.
-enum Side {
+/// One side of a copy, resolved from a `doca_buf` (the region borrowed from the buffer's
+/// mmap, as in the RDMA engine: no lock and no reference count per copy).
+enum Side<'a> {
     Local,
-    Remote(crate::mmap::RemoteRegion),
+    Remote(&'a crate::mmap::RemoteRegion),
 }
 
-fn side_of(b: &doca_buf) -> Result<Side, doca_error_t> {
-    if !b.mmap().info().imported {
+fn side_of(b: &doca_buf) -> Result<Side<'_>, doca_error_t> {
+    let Ok(r) = b.mmap().remote_region_ref() else {
         return Ok(Side::Local);
-    }
-    let r = b.mmap().remote_region()?;
+    };
     if !r.is_pci_export() {
         return Err(DOCA_ERROR_NOT_PERMITTED);
     }

@@ -783,12 +783,15 @@ pub struct doca_mmap {
     /// Buffers taken over this mmap and not yet returned.
     outstanding: AtomicUsize,
     inner: Mutex<MmapInner>,
-    /// The remote region of an mmap created from an export (never changes after creation):
-    /// outside the lock, so the data path neither locks nor clones it per operation.
+    /// The remote region of an mmap created from an export (Some exactly for those; never
+    /// changes after creation): outside the lock, so the data path neither locks nor clones
+    /// it per operation.
     remote: Option<RemoteRegion>,
-    /// A copy of `inner.perms` for the data path, read without the lock. Exact whenever a
-    /// buffer over the mmap exists: the mmap is then started, and a started mmap can be
-    /// neither reconfigured nor stopped (IN_USE) until its buffers are gone.
+    /// The access permissions, readable without the lock (the data path). Written only by
+    /// `doca_mmap_set_permissions`, under the lock and while the mmap is not started; a buffer
+    /// exists only over a started mmap (`buf_acquire` takes the lock), which can be neither
+    /// reconfigured nor stopped (IN_USE) until its buffers are gone. So whoever reads it
+    /// through a live buffer reads the final value.
     perms: AtomicU32,
 }
 
@@ -796,15 +799,12 @@ struct MmapInner {
     addr: usize,
     len: usize,
     range_set: bool,
-    perms: u32,
     devs: Vec<DevRef>,
     started: bool,
     export: Option<ExportState>,
     /// Blobs of earlier start cycles: kept so every pointer handed out stays valid until
     /// destroy.
     retired_blobs: Vec<Box<[u8]>>,
-    /// Some for an mmap created from an export.
-    remote: Option<RemoteRegion>,
     #[allow(dead_code)]
     user_data: u64,
 }
@@ -839,12 +839,12 @@ pub(crate) unsafe fn mmap_ref<'a>(p: *const doca_mmap) -> Result<&'a doca_mmap, 
 
 #[allow(dead_code)] // part of the API for buf.rs and the RDMA engine
 impl doca_mmap {
-    fn new(inner: MmapInner) -> Box<doca_mmap> {
+    fn new(inner: MmapInner, perms: u32, remote: Option<RemoteRegion>) -> Box<doca_mmap> {
         Box::new(doca_mmap {
             magic: AtomicU64::new(MMAP_MAGIC),
             outstanding: AtomicUsize::new(0),
-            remote: inner.remote.clone(),
-            perms: AtomicU32::new(inner.perms),
+            remote,
+            perms: AtomicU32::new(perms),
             inner: Mutex::new(inner),
         })
     }
@@ -854,8 +854,8 @@ impl doca_mmap {
         self.remote.is_some()
     }
 
-    /// The permissions, without the lock: exact while a buffer over the mmap exists (see
-    /// the field), which is when the data path asks.
+    /// The permissions, without the lock (the only copy; see the field for why the data
+    /// path, which asks through a live buffer, reads the final value).
     pub(crate) fn perms_of_started(&self) -> u32 {
         self.perms.load(Ordering::Relaxed)
     }
@@ -873,12 +873,18 @@ impl doca_mmap {
     /// A snapshot of the configuration.
     pub(crate) fn info(&self) -> MmapInfo {
         let g = self.lock();
-        MmapInfo { addr: g.addr, len: g.len, perms: g.perms, started: g.started, imported: g.remote.is_some() }
+        MmapInfo {
+            addr: g.addr,
+            len: g.len,
+            perms: self.perms_of_started(),
+            started: g.started,
+            imported: self.is_imported(),
+        }
     }
 
     /// The remote region of an imported mmap; INVALID_VALUE for a local one.
     pub(crate) fn remote_region(&self) -> Result<RemoteRegion, doca_error_t> {
-        self.lock().remote.clone().ok_or(DOCA_ERROR_INVALID_VALUE)
+        self.remote_region_ref().cloned()
     }
 
     /// True when `dev` was added to (or imported with) this mmap.
@@ -919,18 +925,20 @@ pub unsafe extern "C" fn doca_mmap_create(mmap: *mut *mut doca_mmap) -> doca_err
         if mmap.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        let m = Box::into_raw(doca_mmap::new(MmapInner {
-            addr: 0,
-            len: 0,
-            range_set: false,
-            perms: DOCA_ACCESS_FLAG_LOCAL_READ_WRITE,
-            devs: Vec::new(),
-            started: false,
-            export: None,
-            retired_blobs: Vec::new(),
-            remote: None,
-            user_data: 0,
-        }));
+        let m = Box::into_raw(doca_mmap::new(
+            MmapInner {
+                addr: 0,
+                len: 0,
+                range_set: false,
+                devs: Vec::new(),
+                started: false,
+                export: None,
+                retired_blobs: Vec::new(),
+                user_data: 0,
+            },
+            DOCA_ACCESS_FLAG_LOCAL_READ_WRITE,
+            None,
+        ));
         lock(&MMAPS).insert(m as usize);
         // SAFETY: non-NULL checked; writable by the caller's contract.
         unsafe { out(mmap, m) }
@@ -972,15 +980,15 @@ pub unsafe extern "C" fn doca_mmap_destroy(mmap: *mut doca_mmap) -> doca_error_t
 /// As [`mmap_ref`].
 unsafe fn configure(
     mmap: *mut doca_mmap,
-    f: impl FnOnce(&mut MmapInner) -> Result<(), doca_error_t>,
+    f: impl FnOnce(&doca_mmap, &mut MmapInner) -> Result<(), doca_error_t>,
 ) -> Result<(), doca_error_t> {
     // SAFETY: forwarded contract.
     let m = unsafe { mmap_ref(mmap) }?;
     let mut g = m.lock();
-    if g.started || g.remote.is_some() {
+    if g.started || m.is_imported() {
         return Err(DOCA_ERROR_BAD_STATE);
     }
-    f(&mut g)
+    f(m, &mut g)
 }
 
 #[no_mangle]
@@ -994,7 +1002,7 @@ pub unsafe extern "C" fn doca_mmap_set_memrange(mmap: *mut doca_mmap, addr: *mut
         }
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
         unsafe {
-            configure(mmap, |g| {
+            configure(mmap, |_, g| {
                 g.addr = addr as usize;
                 g.len = len;
                 g.range_set = true;
@@ -1009,17 +1017,14 @@ pub unsafe extern "C" fn doca_mmap_set_permissions(mmap: *mut doca_mmap, access_
     guard_err(|| {
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
         unsafe {
-            configure(mmap, |g| {
+            configure(mmap, |m, _| {
                 if access_mask & !ACCESS_MASK_ALL != 0 {
                     return Err(DOCA_ERROR_INVALID_VALUE);
                 }
-                g.perms = access_mask;
+                // Under the lock, while not started (see the field).
+                m.perms.store(access_mask, Ordering::Relaxed);
                 Ok(())
-            })?;
-            // Only reachable while not started (configure refuses otherwise), so no buffer
-            // exists and nobody reads the copy concurrently.
-            mmap_ref(mmap)?.perms.store(access_mask, Ordering::Relaxed);
-            Ok(())
+            })
         }
     })
 }
@@ -1030,7 +1035,7 @@ pub unsafe extern "C" fn doca_mmap_add_dev(mmap: *mut doca_mmap, dev: *mut doca_
         let d = dev_ref(dev)?;
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
         unsafe {
-            configure(mmap, |g| {
+            configure(mmap, |_, g| {
                 if !g.devs.iter().any(|x| x.is(dev)) {
                     g.devs.push(d);
                 }
@@ -1045,7 +1050,7 @@ pub unsafe extern "C" fn doca_mmap_start(mmap: *mut doca_mmap) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes an mmap of this provider (or NULL, refused).
         unsafe {
-            configure(mmap, |g| {
+            configure(mmap, |_, g| {
                 if !g.range_set {
                     return Err(DOCA_ERROR_BAD_STATE);
                 }
@@ -1126,7 +1131,7 @@ unsafe fn export(
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     let mut g = m.lock();
-    if g.remote.is_some() {
+    if m.is_imported() {
         return Err(crate::sdk_fail!(
             DOCA_ERROR_NOT_SUPPORTED,
             "doca_mmap_export: an mmap created from an export cannot be exported again"
@@ -1152,7 +1157,7 @@ unsafe fn export(
             pid: own_pid(),
             addr: g.addr as u64,
             len: g.len,
-            perms: g.perms,
+            perms: m.perms_of_started(),
             key,
             transport,
         };
@@ -1218,18 +1223,20 @@ pub unsafe extern "C" fn doca_mmap_create_from_export(
         let ud = unsafe { user_data.as_ref() }.map_or(0, |u| u.as_u64());
         let (addr, len, perms) = (desc.addr as usize, desc.len, desc.perms);
         let remote = RemoteRegion { mem: Arc::new(RemoteMemory::connect(desc)?) };
-        let m = Box::into_raw(doca_mmap::new(MmapInner {
-            addr,
-            len,
-            range_set: true,
+        let m = Box::into_raw(doca_mmap::new(
+            MmapInner {
+                addr,
+                len,
+                range_set: true,
+                devs: vec![d],
+                started: true,
+                export: None,
+                retired_blobs: Vec::new(),
+                user_data: ud,
+            },
             perms,
-            devs: vec![d],
-            started: true,
-            export: None,
-            retired_blobs: Vec::new(),
-            remote: Some(remote),
-            user_data: ud,
-        }));
+            Some(remote),
+        ));
         lock(&MMAPS).insert(m as usize);
         // SAFETY: non-NULL checked; writable by the caller's contract.
         unsafe { out(mmap, m) }

@@ -27,12 +27,13 @@
 //! opened representors are tracked: freeing one twice, or passing a pointer we did not
 //! create, is `DOCA_ERROR_INVALID_VALUE` and never dereferenced.
 
-use std::collections::HashMap;
 use std::ffi::c_char;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::dev::{current_devinfos, dev_ref, devinfo_ref, doca_dev, doca_devinfo, read_pci_arg, write_cstr};
+use crate::dev::{
+    current_devinfos, dev_ref, devinfo_ref, doca_dev, doca_devinfo, read_pci_arg, write_cstr, ListRegistry,
+};
 use crate::ffi::{guard, guard_err, out};
 use crate::types::*;
 
@@ -109,8 +110,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Every representor info ever created (never freed, as devinfos).
 static REP_INFOS: Mutex<Vec<&'static doca_devinfo_rep>> = Mutex::new(Vec::new());
-/// Live lists: array address → number of slots (representors + NULL terminator).
-static REP_LISTS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+/// Live representor lists.
+static REP_LISTS: ListRegistry<doca_devinfo_rep> = ListRegistry::new();
 /// Live opened representors (addresses of boxed `doca_dev_rep`s).
 static REP_DEVS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
@@ -194,35 +195,15 @@ pub unsafe extern "C" fn doca_devinfo_rep_create_list(
             let index = current_devinfos()?.iter().position(|x| ptr::eq(*x, info)).unwrap_or(0);
             arr.push(intern_rep(info, index) as *const doca_devinfo_rep as *mut doca_devinfo_rep);
         }
-        let n = arr.len() as u32;
-        arr.push(ptr::null_mut()); // NULL-terminated as a courtesy; nb_devs_rep is authoritative.
-        let slots = arr.len();
-        let raw = Box::into_raw(arr.into_boxed_slice()) as *mut *mut doca_devinfo_rep;
-        lock(&REP_LISTS).get_or_insert_with(HashMap::new).insert(raw as usize, slots);
         // SAFETY: both out-pointers were checked non-NULL; writable by the caller's contract.
-        unsafe {
-            dev_list_rep.write(raw);
-            nb_devs_rep.write(n);
-        }
-        Ok(())
+        unsafe { REP_LISTS.publish(arr, dev_list_rep, nb_devs_rep) }
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_devinfo_rep_destroy_list(dev_list_rep: *mut *mut doca_devinfo_rep) -> doca_error_t {
-    guard_err(|| {
-        if dev_list_rep.is_null() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        let slots = lock(&REP_LISTS)
-            .as_mut()
-            .and_then(|m| m.remove(&(dev_list_rep as usize)))
-            .ok_or(DOCA_ERROR_INVALID_VALUE)?;
-        // SAFETY: produced by Box::into_raw of a boxed slice of exactly `slots` elements in
-        // create_list and just removed from REP_LISTS: freed exactly once. The infos stay.
-        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(dev_list_rep, slots)) });
-        Ok(())
-    })
+    // The infos it points to stay (never freed, as devinfos).
+    guard_err(|| REP_LISTS.free(dev_list_rep))
 }
 
 #[no_mangle]

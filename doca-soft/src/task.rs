@@ -46,7 +46,7 @@
 
 use core::cell::{Cell, RefCell};
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 use crate::ctx::{self, doca_ctx};
 use crate::ffi::{guard, guard_err};
@@ -448,7 +448,7 @@ pub fn alloc<T: TaskType>(ctx: &doca_ctx, user_data: doca_data) -> Result<NonNul
     h.err_cb.set(pool.err_cb.get());
     h.next.set(ptr::null());
     ctx.task_allocated();
-    ALLOCATED.fetch_add(1, Ordering::Relaxed);
+    allocated_shard().fetch_add(1, Ordering::Relaxed);
     // SAFETY: the slot is a `T` (pool of T::KIND) with the header first; slot pointers are
     // never NULL.
     Ok(unsafe { NonNull::new_unchecked(pool.slot_ptr(i).cast::<T>()) })
@@ -651,16 +651,36 @@ fn free(task: &doca_task) {
     // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx).
     let pool = unsafe { &*task.pool };
     pool.free.borrow_mut().push(task.index);
-    ALLOCATED.fetch_sub(1, Ordering::Relaxed);
+    allocated_shard().fetch_sub(1, Ordering::Relaxed);
     task.ctx().task_freed();
 }
 
-/// Tasks allocated and not freed yet, over every ctx of every thread of the process.
+/// Tasks allocated and not freed yet, over every ctx of every thread of the process: the
+/// sum of the shards.
 ///
 /// Only a counter a leak check reads (the chaos harness, after its contexts are gone, expects
 /// 0): a task that is never freed keeps its pool slot, and its ctx can never stop. Relaxed,
 /// because the value means something only once the threads that allocate are quiet.
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+///
+/// Sharded because allocation and free are on the data path of every executor thread: one
+/// process-wide counter put every thread's read-modify-write on the same cache line. A
+/// thread always counts in the same shard (a shard may go negative when a task is freed on
+/// another thread than the one that allocated it; the sum stays exact).
+static ALLOCATED: [AllocShard; ALLOC_SHARDS] = [const { AllocShard(AtomicIsize::new(0)) }; ALLOC_SHARDS];
+const ALLOC_SHARDS: usize = 16;
+
+/// One shard of [`ALLOCATED`], alone on its cache line.
+#[repr(align(128))]
+struct AllocShard(AtomicIsize);
+
+/// The shard of the calling thread (threads take shards in turn).
+fn allocated_shard() -> &'static AtomicIsize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % ALLOC_SHARDS;
+    }
+    &ALLOCATED[SHARD.with(|s| *s)].0
+}
 
 /// Soft-provider extension (not part of NVIDIA's DOCA): the number of tasks of any kind that
 /// are allocated and not freed, in the whole process (`DOCA_ERROR_INVALID_VALUE` for a NULL
@@ -671,8 +691,9 @@ pub unsafe extern "C" fn doca_soft_get_num_allocated_tasks(num_tasks: *mut usize
         if num_tasks.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
+        let n: isize = ALLOCATED.iter().map(|s| s.0.load(Ordering::Relaxed)).sum();
         // SAFETY: non-NULL checked; the caller guarantees the out-pointer is writable.
-        unsafe { crate::ffi::out(num_tasks, ALLOCATED.load(Ordering::Relaxed)) }
+        unsafe { crate::ffi::out(num_tasks, n.max(0) as usize) }
     })
 }
 
@@ -798,8 +819,9 @@ pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Opt
 }
 
 /// Defines the `doca_*_set_F` / `doca_*_get_F` pair of one field of one task type (the
-/// re-use accessors; see `rdma/accessors.rs` for the rules). One field of one task type: a setter (storing `$set_ty` into the `Cell` field, converted
-/// with `as`) and a getter (returning `$get_ty`, `$default` for an invalid task).
+/// re-use accessors; see `rdma/accessors.rs` for the rules): a setter (storing `$set_ty`
+/// into the `Cell` field, converted with `as`) and a getter (returning `$get_ty`, `$default`
+/// for an invalid task).
 macro_rules! task_field {
     ($task:ty, $field:ident, $set:ident($set_ty:ty), $get:ident -> $get_ty:ty = $default:expr) => {
         #[no_mangle]

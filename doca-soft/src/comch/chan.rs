@@ -79,6 +79,9 @@ pub struct doca_comch_connection {
     refs: Cell<u32>,
     /// The user can no longer name this connection (see [`Endpoint::sweep`]).
     released: Cell<bool>,
+    /// Its endpoint was destroyed while something of ours still held it (see `destroy`):
+    /// the last reference frees it ([`release_ref`]).
+    orphan: Cell<bool>,
 }
 
 impl doca_comch_connection {
@@ -97,17 +100,36 @@ impl doca_comch_connection {
             peer_gone: Cell::new(false),
             refs: Cell::new(0),
             released: Cell::new(false),
+            orphan: Cell::new(false),
         })
     }
 
     fn hold(&self) {
         self.refs.set(self.refs.get() + 1);
     }
+}
 
-    fn unhold(&self) {
-        self.refs.set(self.refs.get().saturating_sub(1));
+/// Drops one reference on a connection (an event or a send task let go of it); the last
+/// reference on an orphan (its endpoint destroyed under it) frees it.
+///
+/// # Safety
+/// `p` is a live connection the caller held a reference on; it is not used afterwards.
+unsafe fn release_ref(p: *const doca_comch_connection) {
+    let free = {
+        // SAFETY: the caller's reference keeps it alive until here.
+        let c = unsafe { &*p };
+        let n = c.refs.get().saturating_sub(1);
+        c.refs.set(n);
+        n == 0 && c.orphan.get()
+    };
+    if free {
+        // SAFETY: an orphan was given up by its endpoint with Box::into_raw (`destroy`) and
+        // this was its last reference: nothing else names it, so it is freed once.
+        drop(unsafe { Box::from_raw(p.cast_mut()) });
     }
+}
 
+impl doca_comch_connection {
     /// Whether [`Endpoint::sweep`] may free it: closed, out of the user's hands, and
     /// referenced by nothing of ours.
     fn freeable(&self) -> bool {
@@ -164,12 +186,13 @@ impl Event {
     /// a connection whose last event this was (a departure, a failed attempt) leaves the
     /// user's hands.
     fn done(self) {
-        // SAFETY: an undelivered event holds a reference, so its connection is not freed.
-        let c = unsafe { &*self.conn() };
+        let p = self.conn();
         if matches!(self, Event::Disconnect(_) | Event::Connect(_, 0)) {
-            c.released.set(true);
+            // SAFETY: an undelivered event holds a reference, so its connection is not freed.
+            unsafe { &*p }.released.set(true);
         }
-        c.unhold();
+        // SAFETY: the event's reference, given back; `p` is not used afterwards.
+        unsafe { release_ref(p) };
     }
 }
 
@@ -223,8 +246,8 @@ unsafe fn release_send(t: &doca_task) {
     let x = unsafe { t.downcast::<doca_comch_task_send>() };
     let c = x.conn.replace(ptr::null());
     if !c.is_null() {
-        // SAFETY: the task's reference kept the connection alive until now.
-        unsafe { &*c }.unhold();
+        // SAFETY: the task's reference kept the connection alive until now; not used after.
+        unsafe { release_ref(c) };
     }
 }
 
@@ -937,6 +960,17 @@ fn destroy(p: *mut Endpoint, role: Role) -> Result<(), doca_error_t> {
     // SAFETY: created by Box::into_raw; IDLE, no task allocated, disconnected from its PE.
     let mut b = unsafe { Box::from_raw(p) };
     b.magic = 0;
+    // A connection still held here is the one whose event is being delivered right now: its
+    // callback stopped and destroyed its own endpoint (the event task went back to the pool
+    // before the callback, so nothing else can hold one on an IDLE ctx). The event touches
+    // the connection once the callback returns (`Event::done`), so that one object is left
+    // allocated (an orphan) instead of being freed under it; its last reference frees it.
+    for conn in b.conns.get_mut().drain(..) {
+        if conn.refs.get() > 0 {
+            conn.orphan.set(true);
+            let _ = Box::into_raw(conn);
+        }
+    }
     drop(b);
     Ok(())
 }

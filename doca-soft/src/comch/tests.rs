@@ -21,10 +21,14 @@ enum Seen {
     Disconnect(usize),
     Recv(usize, Vec<u8>),
     Sent(doca_error_t),
+    /// The receive callback stopped and destroyed its server (`KILL`): the two codes.
+    Killed(doca_error_t, doca_error_t),
 }
 
 thread_local! {
     static SEEN: RefCell<Vec<Seen>> = const { RefCell::new(Vec::new()) };
+    /// A server the next receive callback stops and destroys from inside the callback.
+    static KILL: core::cell::Cell<*mut doca_comch_server> = const { core::cell::Cell::new(ptr::null_mut()) };
 }
 
 fn take() -> Vec<Seen> {
@@ -54,6 +58,12 @@ unsafe extern "C" fn on_recv(
     // SAFETY: the buffer holds `len` bytes for the duration of the callback.
     let v = unsafe { core::slice::from_raw_parts(buf, len as usize) }.to_vec();
     SEEN.with(|s| s.borrow_mut().push(Seen::Recv(c as usize, v)));
+    let server = KILL.with(|k| k.replace(ptr::null_mut()));
+    if !server.is_null() {
+        // SAFETY: the test's live server, whose callback this is.
+        let codes = unsafe { (doca_ctx_stop(doca_comch_server_as_ctx(server)), doca_comch_server_destroy(server)) };
+        SEEN.with(|s| s.borrow_mut().push(Seen::Killed(codes.0, codes.1)));
+    }
 }
 unsafe extern "C" fn on_sent(t: *mut doca_comch_task_send, _ud: doca_data, _cud: doca_data) {
     // SAFETY: our task, back inside its callback.
@@ -519,4 +529,34 @@ fn the_last_messages_of_a_departed_client_still_arrive() {
         );
     }
     p.finish();
+}
+
+/// A receive callback may stop and destroy its own server: the event being delivered still
+/// names its connection after the callback returns, so destroy must not free that
+/// connection under it (a use after free that a sanitizer or Miri run reports).
+#[test]
+fn a_server_stopped_and_destroyed_from_its_own_callback() {
+    let p = Pair::new("cb-destroy", true);
+    // SAFETY: live ctx.
+    unsafe { doca_ctx_start(p.cctx()) };
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    take();
+    KILL.with(|k| k.set(p.server));
+    assert_eq!(send(&p, false, p.client_conn(), b"bye"), DOCA_SUCCESS);
+    pump_until(&[p.spe, p.cpe], || SEEN.with(|s| s.borrow().iter().any(|x| matches!(x, Seen::Killed(..)))));
+    let seen = take();
+    assert!(seen.contains(&Seen::Killed(DOCA_SUCCESS, DOCA_SUCCESS)), "{seen:?}");
+    // The server is gone: tear the rest down by hand.
+    // SAFETY: live client, PEs and device.
+    unsafe {
+        let r = doca_ctx_stop(p.cctx());
+        assert!(r == DOCA_SUCCESS || r == DOCA_ERROR_IN_PROGRESS, "{r:?}");
+        pump(&[p.cpe]);
+        assert_eq!(doca_comch_client_destroy(p.client), DOCA_SUCCESS);
+    }
+    destroy_pe(p.spe);
+    destroy_pe(p.cpe);
+    // SAFETY: nothing uses the device any more.
+    assert_eq!(unsafe { doca_dev_close(p.dev) }, DOCA_SUCCESS);
 }

@@ -16,7 +16,7 @@
 //!
 //! Setters return nothing, so they cannot report misuse: a setter on a task the library owns
 //! (submitted, not yet delivered), on a task of another type or on an invalid pointer changes
-//! nothing and prints a diagnostic on stderr. A NULL or foreign buffer or connection is
+//! nothing and logs an ERROR record in the SDK log. A NULL or foreign buffer or connection is
 //! stored as given and refused by the next submit (`DOCA_ERROR_INVALID_VALUE`), as DOCA's
 //! setters do not validate either. Getters return NULL / 0 for an invalid task.
 

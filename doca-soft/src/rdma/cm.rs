@@ -429,9 +429,12 @@ impl Cm {
     /// Sets the timer to the earliest deadline (or the connect poll), or disarms it; no system
     /// call when that is what it is set to already (the usual case: every progress asks).
     fn rearm(&self) {
-        let now = Instant::now();
+        // The clock is read only when there is a handshake to time (a progress with none
+        // costs no clock read either).
+        let mut now = None;
         let mut next: Option<Instant> = None;
         for s in self.shakes.borrow().iter() {
+            let now = *now.get_or_insert_with(Instant::now);
             let due = if s.stage == Stage::TcpConnecting { Some(now + CONNECT_POLL) } else { s.deadline };
             if let Some(due) = due {
                 next = Some(next.map_or(due, |n| n.min(due)));
@@ -445,7 +448,7 @@ impl Cm {
         };
         self.timer_due.set(next);
         // A zero it_value disarms; a due deadline still needs a (tiny) nonzero value.
-        let d = next.map(|due| due.saturating_duration_since(now).max(Duration::from_micros(1)));
+        let d = next.zip(now).map(|(due, now)| due.saturating_duration_since(now).max(Duration::from_micros(1)));
         let spec = libc::itimerspec {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
             it_value: libc::timespec {
@@ -458,6 +461,15 @@ impl Cm {
     }
 
     /// Closes every listener and handshake, no callbacks (ctx stop).
+    /// Nothing to accept, step, time or report: the state of a client once its connections
+    /// are made, in which progress has nothing to do (and reads no clock).
+    fn idle(&self) -> bool {
+        self.listeners.borrow().is_empty()
+            && self.shakes.borrow().is_empty()
+            && self.events.borrow().is_empty()
+            && self.timer_due.get().is_none()
+    }
+
     pub(crate) fn close_all(&self) {
         let listeners: Vec<Listener> = self.listeners.borrow_mut().drain(..).collect();
         for l in &listeners {
@@ -502,7 +514,6 @@ impl Cm {
 /// READY): break it and report it. The ctx stays usable.
 pub(crate) fn lost(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     r.break_conn(c, code);
-    c.release_rings();
     match c.cm.phase.get() {
         Phase::Established => {
             c.cm.phase.set(Phase::Disconnected);
@@ -529,7 +540,6 @@ fn fail(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     );
     r.cm.drop_shake_of(c);
     r.break_conn(c, code);
-    c.release_rings();
     c.cm.lost_early.set(None);
     c.cm.phase.set(Phase::Failed);
     c.cm.release_addr();
@@ -726,7 +736,9 @@ fn accept_new(r: &doca_rdma, now: Instant) -> bool {
 /// Connection-management work of the progress hook: new requests, handshake steps,
 /// deadlines, then the callbacks. Returns whether anything happened.
 pub(crate) fn progress(r: &doca_rdma) -> bool {
-    if r.cm.pe.get().is_null() {
+    // Called by every progress of the ctx once connection management was used, so the
+    // idle case (established connections, no listener) must cost no system call.
+    if r.cm.pe.get().is_null() || r.cm.idle() {
         return false;
     }
     let now = Instant::now();
@@ -875,7 +887,6 @@ fn reject(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
         r.cm.unwatch(s.stream.as_raw_fd());
     }
     r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
-    c.release_rings();
     c.cm.phase.set(Phase::Rejected);
     Ok(())
 }
@@ -1244,7 +1255,6 @@ pub unsafe extern "C" fn doca_rdma_connection_disconnect(rdma_connection: *mut d
                 }
                 r.break_conn(c, DOCA_ERROR_NOT_CONNECTED);
                 if c.cm.managed() {
-                    c.release_rings();
                     c.cm.phase.set(Phase::Disconnected);
                     c.cm.release_addr();
                 }

@@ -310,6 +310,11 @@ impl doca_rdma {
             // SAFETY: queued tasks are submitted tasks of this ctx.
             self.finish(unsafe { &*t }, code);
         }
+        if c.cm.managed() {
+            // A connection made by address that ended does not hold its memory until the
+            // ctx stops (a server may see thousands come and go); no task uses it any more.
+            c.release_rings();
+        }
     }
 
     /// Enters the error state with `code` (no-op if already in it): every connection is

@@ -20,7 +20,7 @@
 //! | max send buf list len, receive dst buf list len | 1 | `doca_buf_chain_list` is not supported, so every buffer is a single segment |
 //! | GID table | one entry, `::ffff:127.0.0.1` | the soft device reaches peers on this host only: its one address is the IPv4-mapped loopback |
 //! | transports | RC only; DC: `DOCA_ERROR_NOT_SUPPORTED` | |
-//! | every task type of `doca_rdma.h` (the eight of this header) | supported | |
+//! | every task type of `doca_rdma.h` (the eight data tasks and the three remote-net sync event tasks) | supported | |
 
 use core::ptr;
 
@@ -40,7 +40,7 @@ pub(crate) const MAX_RNR_RETRY: u8 = 7;
 /// Largest service level (a 4-bit field in InfiniBand).
 pub(crate) const MAX_SL: u32 = 15;
 /// The connection-request timeout before any is set, in milliseconds. It only matters to
-/// RDMA CM connection establishment (by address), which the soft provider does not offer yet.
+/// connection establishment by address (`cm.rs`: the handshake deadline).
 pub(crate) const DEFAULT_CONN_REQUEST_TIMEOUT_MS: u16 = 5000;
 /// Longest buffer chain a task accepts (chains are not supported, see `buf.rs`).
 pub(crate) const MAX_BUF_LIST_LEN: u32 = 1;

@@ -26,7 +26,6 @@ use super::conn::doca_rdma_connection;
 use super::doca_rdma;
 use super::tasks::{alloc_init, nonnull, Op};
 use crate::buf::doca_buf;
-use crate::ffi::guard;
 use crate::sync_event::doca_sync_event_remote_net;
 use crate::task::{doca_task, task_field as field, TaskKind, TaskType};
 use crate::types::*;
@@ -144,25 +143,7 @@ pub(crate) fn event_of<'a>(
 
 macro_rules! entry_points {
     ($ty:ident, $cb:ident, $set_conf:ident, $as_task:ident, $cap:ident) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $set_conf(
-            rdma: *mut doca_rdma,
-            ok_cb: $cb,
-            err_cb: $cb,
-            num_tasks: u32,
-        ) -> doca_error_t {
-            crate::ffi::guard_err(|| {
-                // SAFETY: non-NULL rdma pointers come from doca_rdma_create (DOCA contract).
-                let r = unsafe { super::rdma_ref(rdma) }?;
-                crate::task::set_conf::<$ty>(r.ctx(), ok_cb, err_cb, num_tasks)
-            })
-        }
-
-        #[no_mangle]
-        pub unsafe extern "C" fn $as_task(task: *mut $ty) -> *mut doca_task {
-            // The header is the first field: a cast (NULL stays NULL).
-            guard(ptr::null_mut(), || task.cast::<doca_task>())
-        }
+        super::tasks::task_entry_points!($ty, $cb, $set_conf, $as_task);
 
         /// Supported on every soft device.
         #[no_mangle]

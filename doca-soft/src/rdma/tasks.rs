@@ -379,15 +379,11 @@ fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
         }
         Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. } => {
             check_buf(dst, Side::Remote)?;
-            if check_buf(result, Side::LocalDest)?.tail_space().1 < 8 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
+            check_room_for_u64(result)?;
         }
-        Op::RemoteGet { event, dst } => {
+        Op::RemoteGet { event, dst: result } | Op::RemoteAdd { event, result, .. } => {
             super::remote::event_of(event)?;
-            if check_buf(dst, Side::LocalDest)?.tail_space().1 < 8 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
+            check_room_for_u64(result)?;
         }
         Op::RemoteSet { event, src } => {
             super::remote::event_of(event)?;
@@ -395,12 +391,14 @@ fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
                 return Err(DOCA_ERROR_INVALID_VALUE);
             }
         }
-        Op::RemoteAdd { event, result, .. } => {
-            super::remote::event_of(event)?;
-            if check_buf(result, Side::LocalDest)?.tail_space().1 < 8 {
-                return Err(DOCA_ERROR_INVALID_VALUE);
-            }
-        }
+    }
+    Ok(())
+}
+
+/// A local result buffer that must take a 64-bit value (atomics, remote-net get and add).
+fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
+    if check_buf(p, Side::LocalDest)?.tail_space().1 < 8 {
+        return Err(DOCA_ERROR_INVALID_VALUE);
     }
     Ok(())
 }
@@ -516,8 +514,10 @@ pub(super) unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), do
         r.sq_held.set(r.sq_held.get().saturating_sub(1));
     }
     let (cp, op) = decode(t).ok_or(DOCA_ERROR_UNEXPECTED)?;
-    // SAFETY: connection pointers were validated at allocation; connection objects live
-    // until the rdma is destroyed, which cannot happen while this task is allocated.
+    // SAFETY: connection pointers come from allocate_init (validated there) or from a
+    // re-use setter (stored as given: DOCA's contract makes it a connection of this provider,
+    // and conn_ref rejects NULL and foreign magic); connection objects live until the rdma
+    // is destroyed, which cannot happen while this task is allocated.
     let c = unsafe { conn_ref(cp) }?;
     if !r.owns(c) {
         return Err(DOCA_ERROR_INVALID_VALUE);
@@ -550,25 +550,26 @@ macro_rules! task_entry_points {
     ($ty:ident, $cb:ident, $set_conf:ident, $as_task:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $set_conf(
-            rdma: *mut doca_rdma,
+            rdma: *mut $crate::rdma::doca_rdma,
             ok_cb: $cb,
             err_cb: $cb,
             num_tasks: u32,
-        ) -> doca_error_t {
-            guard_err(|| {
+        ) -> $crate::types::doca_error_t {
+            $crate::ffi::guard_err(|| {
                 // SAFETY: non-NULL rdma pointers come from doca_rdma_create (DOCA contract).
-                let r = unsafe { rdma_ref(rdma) }?;
-                task::set_conf::<$ty>(r.ctx(), ok_cb, err_cb, num_tasks)
+                let r = unsafe { $crate::rdma::rdma_ref(rdma) }?;
+                $crate::task::set_conf::<$ty>(r.ctx(), ok_cb, err_cb, num_tasks)
             })
         }
 
         #[no_mangle]
-        pub unsafe extern "C" fn $as_task(task: *mut $ty) -> *mut doca_task {
+        pub unsafe extern "C" fn $as_task(task: *mut $ty) -> *mut $crate::task::doca_task {
             // The header is the first field: a cast (NULL stays NULL).
-            guard(ptr::null_mut(), || task.cast::<doca_task>())
+            $crate::ffi::guard(core::ptr::null_mut(), || task.cast::<$crate::task::doca_task>())
         }
     };
 }
+pub(super) use task_entry_points;
 
 task_entry_points!(
     doca_rdma_task_receive,

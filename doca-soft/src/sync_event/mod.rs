@@ -562,6 +562,45 @@ pub unsafe extern "C" fn doca_sync_event_export_to_remote_net(
     })
 }
 
+/// What both imports share: the checks of the arguments, the blob parsed, exported the way
+/// this import takes (`net`: to the remote network, else to PCI; NOT_SUPPORTED with
+/// `wrong_path` in the SDK log otherwise), its segment mapped and its header and key checked.
+/// Returns the device, the segment and the exporter's pid.
+///
+/// # Safety
+/// `data` NULL or `sz` readable bytes (DOCA contract of the import entry points).
+unsafe fn import_blob(
+    dev: *mut doca_dev,
+    data: *const u8,
+    sz: usize,
+    out_is_null: bool,
+    net: bool,
+    wrong_path: &str,
+) -> Result<(DevRef, ShmSegment, u32), doca_error_t> {
+    let dref = dev_ref(dev)?;
+    if data.is_null() || out_is_null || sz == 0 {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: the caller provides `sz` readable bytes at `data` (DOCA contract); the bytes
+    // are only parsed by the bounds-checked blob reader.
+    let bytes = unsafe { core::slice::from_raw_parts(data, sz) };
+    let (pid, fd, len, key, via) = parse_blob(bytes)?;
+    if (via == VIA_NET) != net {
+        return Err(crate::sdk_fail!(DOCA_ERROR_NOT_SUPPORTED, "{wrong_path}"));
+    }
+    let seg = ShmSegment::open_remote(pid, fd, len)?;
+    // SAFETY: the segment maps at least `len == SHARED_LEN` bytes, page-aligned, and
+    // SyncShared is all atomics (any contents are a valid value).
+    let hdr = unsafe { &*seg.as_ptr().cast::<SyncShared>() };
+    if hdr.magic.load(SeqCst) != shared::MAGIC || hdr.version.load(SeqCst) != shared::LAYOUT_VERSION {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    if hdr.key.load(SeqCst) != key {
+        return Err(DOCA_ERROR_NOT_PERMITTED);
+    }
+    Ok((dref, seg, pid))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn doca_sync_event_create_from_export(
     dev: *mut doca_dev,
@@ -570,33 +609,20 @@ pub unsafe extern "C" fn doca_sync_event_create_from_export(
     event: *mut *mut doca_sync_event,
 ) -> doca_error_t {
     guard_err(|| {
-        let dref = dev_ref(dev)?;
-        if data.is_null() || event.is_null() || sz == 0 {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: the caller provides `sz` readable bytes at `data` (DOCA contract); the
-        // bytes are only parsed by the bounds-checked blob reader.
-        let bytes = unsafe { core::slice::from_raw_parts(data, sz) };
-        let (pid, fd, len, key, via) = parse_blob(bytes)?;
-        if via == VIA_NET {
-            // DOCA has two import paths that do not mix: a remote-net export becomes a
-            // doca_sync_event_remote_net (a target of RDMA remote-net tasks), never an event.
-            return Err(crate::sdk_fail!(
-                DOCA_ERROR_NOT_SUPPORTED,
+        // DOCA has two import paths that do not mix: a remote-net export becomes a
+        // doca_sync_event_remote_net (a target of RDMA remote-net tasks), never an event.
+        // SAFETY: forwarded contract.
+        let (dref, seg, _) = unsafe {
+            import_blob(
+                dev,
+                data,
+                sz,
+                event.is_null(),
+                false,
                 "doca_sync_event_create_from_export: this blob was exported to the remote network; open it \
-                 with doca_sync_event_remote_net_create_from_export"
-            ));
-        }
-        let seg = ShmSegment::open_remote(pid, fd, len)?;
-        // SAFETY: the segment maps at least `len == SHARED_LEN` bytes, page-aligned, and
-        // SyncShared is all atomics (any contents are a valid value).
-        let hdr = unsafe { &*seg.as_ptr().cast::<SyncShared>() };
-        if hdr.magic.load(SeqCst) != shared::MAGIC || hdr.version.load(SeqCst) != shared::LAYOUT_VERSION {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        if hdr.key.load(SeqCst) != key {
-            return Err(DOCA_ERROR_NOT_PERMITTED);
-        }
+                 with doca_sync_event_remote_net_create_from_export",
+            )
+        }?;
         let ev = doca_sync_event::new(true, Some(Backing::Shm(seg)));
         ev.devs.borrow_mut().push(dref);
         let raw = ev.into_raw();
@@ -768,30 +794,18 @@ pub unsafe extern "C" fn doca_sync_event_remote_net_create_from_export(
     event: *mut *mut doca_sync_event_remote_net,
 ) -> doca_error_t {
     guard_err(|| {
-        let dref = dev_ref(dev)?;
-        if data.is_null() || event.is_null() || sz == 0 {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: the caller provides `sz` readable bytes at `data` (DOCA contract); they are
-        // only parsed by the bounds-checked blob reader.
-        let bytes = unsafe { core::slice::from_raw_parts(data, sz) };
-        let (pid, fd, len, key, via) = parse_blob(bytes)?;
-        if via != VIA_NET {
-            return Err(crate::sdk_fail!(
-                DOCA_ERROR_NOT_SUPPORTED,
+        // SAFETY: forwarded contract.
+        let (dref, seg, pid) = unsafe {
+            import_blob(
+                dev,
+                data,
+                sz,
+                event.is_null(),
+                true,
                 "doca_sync_event_remote_net_create_from_export: this blob was exported to PCI; open it with \
-                 doca_sync_event_create_from_export"
-            ));
-        }
-        let seg = ShmSegment::open_remote(pid, fd, len)?;
-        // SAFETY: as in doca_sync_event_create_from_export.
-        let hdr = unsafe { &*seg.as_ptr().cast::<SyncShared>() };
-        if hdr.magic.load(SeqCst) != shared::MAGIC || hdr.version.load(SeqCst) != shared::LAYOUT_VERSION {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        if hdr.key.load(SeqCst) != key {
-            return Err(DOCA_ERROR_NOT_PERMITTED);
-        }
+                 doca_sync_event_create_from_export",
+            )
+        }?;
         let h = doca_sync_event_remote_net { magic: REMOTE_NET_MAGIC, seg, pid, _dev: dref };
         let raw = Box::into_raw(Box::new(h));
         // SAFETY: non-NULL out-pointer, writable by the caller's contract.
