@@ -87,7 +87,7 @@ mod common;
 // A crate root's modules resolve next to it (tests/), where urom.rs is another test.
 #[path = "chaos/urom.rs"]
 mod urom;
-use common::chaoskit::{fd_count, leaks, Failures, Rng};
+use common::chaoskit::{leaks, Failures, Rng};
 use common::{hex, unhex};
 
 // ---- shared layout and helpers ----
@@ -591,7 +591,6 @@ fn child_main(spec: &str) {
                 recv: RecvState::default(),
             }));
         }
-        let fds_start = fd_count();
         let urom = Rc::new(urom);
         let ch = Rc::new(Worker {
             me,

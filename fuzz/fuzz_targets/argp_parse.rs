@@ -25,13 +25,20 @@ use libfuzzer_sys::fuzz_target;
 const SHORTS: [&str; 6] = ["a", "b", "c", "h", "l", "x"];
 const LONGS: [&str; 8] = ["alpha", "beta", "gamma", "log-level", "json", "device", "x", "sdk-log-level"];
 const CMDS: [&str; 4] = ["run", "stop", "show", "x"];
-const TYPES: [doca_argp_type; 5] =
-    [DOCA_ARGP_TYPE_UNKNOWN, DOCA_ARGP_TYPE_STRING, DOCA_ARGP_TYPE_INT, DOCA_ARGP_TYPE_BOOLEAN, DOCA_ARGP_TYPE_JSON_OBJ];
+const TYPES: [doca_argp_type; 5] = [
+    DOCA_ARGP_TYPE_UNKNOWN,
+    DOCA_ARGP_TYPE_STRING,
+    DOCA_ARGP_TYPE_INT,
+    DOCA_ARGP_TYPE_BOOLEAN,
+    DOCA_ARGP_TYPE_JSON_OBJ,
+];
 
 /// The JSON file `-j` names: one per fuzzing process, rewritten for each input.
 fn json_path() -> &'static str {
     static PATH: OnceLock<String> = OnceLock::new();
-    PATH.get_or_init(|| std::env::temp_dir().join(format!("argp-fuzz-{}.json", std::process::id())).display().to_string())
+    PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("argp-fuzz-{}.json", std::process::id())).display().to_string()
+    })
 }
 
 fn spec(u: &mut Unstructured) -> Result<Spec> {
@@ -137,7 +144,9 @@ fn json_file(u: &mut Unstructured) -> Result<String> {
         1 => {
             let general = json_object(u, 1)?;
             let program = json_object(u, 1)?;
-            format!("// sectioned\n{{\"doca_general_flags\": {general},\n/* flags */ \"doca_program_flags\": {program}}}")
+            format!(
+                "// sectioned\n{{\"doca_general_flags\": {general},\n/* flags */ \"doca_program_flags\": {program}}}"
+            )
         }
         _ => json_object(u, 0)?,
     })
@@ -150,7 +159,13 @@ fn args(u: &mut Unstructured, specs: &[Spec]) -> Result<Vec<String>> {
             0..=3 if !specs.is_empty() => {
                 let s = u.choose(specs)?;
                 let flag = match (&s.short, &s.long) {
-                    (Some(sh), Some(l)) => if u.arbitrary()? { format!("-{sh}") } else { format!("--{l}") },
+                    (Some(sh), Some(l)) => {
+                        if u.arbitrary()? {
+                            format!("-{sh}")
+                        } else {
+                            format!("--{l}")
+                        }
+                    }
                     (Some(sh), None) => format!("-{sh}"),
                     (None, Some(l)) => format!("--{l}"),
                     (None, None) => "-".into(),

@@ -143,7 +143,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(r, 0, "the server survives every input");
     for rec in &script {
         // SAFETY: the record is readable for its length.
-        unsafe { libc::send(sock.as_raw_fd(), rec.as_ptr().cast(), rec.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        unsafe {
+            libc::send(sock.as_raw_fd(), rec.as_ptr().cast(), rec.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+        };
         progress(s.pe);
     }
     drop(sock);

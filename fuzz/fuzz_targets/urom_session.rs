@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use doca_soft::urom::daemon::{Config, Daemon, LogLevel};
-use doca_soft::urom::proto::{recv_msg, send_msg, Reply, Request, CpuSet, PROTO_VERSION};
+use doca_soft::urom::proto::{recv_msg, send_msg, CpuSet, Reply, Request, PROTO_VERSION};
 use libfuzzer_sys::fuzz_target;
 
 /// The daemon's socket, started once per fuzzing process.
@@ -198,7 +198,8 @@ fuzz_target!(|data: &[u8]| {
     drop(conns);
     // The daemon still serves: a fresh Hello is welcomed.
     let fd = connect();
-    let hello = Request::Hello { req: 7, proto: PROTO_VERSION, pid: std::process::id(), max_workers: 0, max_msg_size: 4096 };
+    let hello =
+        Request::Hello { req: 7, proto: PROTO_VERSION, pid: std::process::id(), max_workers: 0, max_msg_size: 4096 };
     send_msg(fd.as_fd(), &hello.encode(), None).expect("send Hello");
     let mut buf = vec![0u8; 1 << 20];
     let until = Instant::now() + Duration::from_secs(10);
