@@ -258,7 +258,7 @@ fn check(program: &Scope, specs: &[Spec], args: &[String], dpdk: bool) {
 }
 
 /// The usage of every scope, by its path of commands.
-fn usages<'a>(path: &mut Vec<&'a Scope>) {
+fn usages(path: &mut Vec<&Scope>) {
     let text = usage("prog", path);
     assert!(text.starts_with("Usage: prog"), "{text}");
     let here = *path.last().unwrap();
