@@ -137,6 +137,73 @@ mod cross_process {
         .unwrap();
     }
 
+    /// A send waits for a send task (a pool of one, held by a send to a frozen client whose
+    /// socket is full) while its own client leaves. DOCA frees a server's connection once its
+    /// disconnect event returned, so the waiting send must fail with `ConnectionLost` when the
+    /// task comes free, never hand DOCA the freed connection. Found by `chaos_links`: the
+    /// retried allocation read a freed connection (`comch.send: allocate task:
+    /// DOCA_ERROR_INVALID_VALUE`).
+    #[test]
+    fn a_send_waiting_for_a_task_sees_its_client_leave() {
+        let n = name("xw");
+        let mut kid = Reap(None);
+        rt().block_on(async {
+            let dev = Device::open_default()?;
+            let server = Server::builder(&dev, &n).max_msg_size(4096).send_tasks(1).build().await?;
+            let mut c = child("cross_process::echo_client", &n);
+            let pid = c.id() as i32;
+            kid.0 = Some(c);
+            let frozen = bounded(server.accept()).await??;
+            // SAFETY: kill(2) on our own child, which `kid` reaps.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+            // Fill the frozen client's socket until a send stays in flight, holding the task.
+            let filler = spawn_local({
+                let frozen = frozen.clone();
+                async move {
+                    loop {
+                        if frozen.send(vec![7u8; 4096]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+            let mut stuck = false;
+            for _ in 0..1000 {
+                let before = frozen.counters()?.0;
+                async_doca::time::sleep(Duration::from_millis(20)).await;
+                if frozen.counters()?.0 == before {
+                    stuck = true;
+                    break;
+                }
+            }
+            assert!(stuck, "the frozen client's socket never filled");
+
+            let local = spawn_local({
+                let (dev, n) = (dev.clone(), n.clone());
+                async move { Client::builder(&dev, &n).connect().await }
+            });
+            let leaving = bounded(server.accept()).await??;
+            let local = bounded(local).await???;
+            let waiting = spawn_local({
+                let leaving = leaving.clone();
+                async move { leaving.send(b"waits for the task".to_vec()).await }
+            });
+            async_doca::time::sleep(Duration::from_millis(20)).await;
+            drop(local);
+            // The disconnect event is delivered (DOCA may free the connection from now on).
+            assert_eq!(bounded(leaving.recv()).await?, None);
+            // Free the task: the frozen client dies, its stuck send fails.
+            let mut c = kid.0.take().unwrap();
+            c.kill().unwrap();
+            c.wait().unwrap();
+            bounded(filler).await?;
+            let e = bounded(waiting).await??.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionLost, "{e}");
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
     #[test]
     #[ignore = "started by client_killed_mid_conversation as its peer process"]
     fn echo_client() {

@@ -227,32 +227,40 @@ impl Drop for Endpoint {
 }
 
 impl Endpoint {
-    async fn send(&self, conn: *mut sys::doca_comch_connection, msg: Vec<u8>) -> Result<()> {
+    /// Sends `msg` on `conn`. The allocation may be retried after the task pool was
+    /// exhausted (`submit` waits for a freed task), and a server's disconnect event may have
+    /// been delivered in between, after which DOCA frees the connection: every attempt looks
+    /// at `closed` first and never hands DOCA a connection it may have freed.
+    async fn send(&self, conn: &ConnShared, msg: Vec<u8>) -> Result<()> {
         const OP: &str = "comch.send";
         let (p, len) = (msg.as_ptr(), msg.len() as u32);
+        let open = move || if conn.closed.get() { Err(sys::DOCA_ERROR_NOT_CONNECTED) } else { Ok(conn.conn) };
         let fut = match &self.kind {
             Kind::Server(ctx) => {
                 let s = ctx.as_ptr()?;
                 let f = ctx.submit::<SendTask, _>(OP, move |slot| {
+                    let c = open()?;
                     let mut t = std::ptr::null_mut();
-                    // SAFETY: live server and one of its connections; `msg` (owned by the
-                    // future until the completion) holds `len` bytes at `p`.
-                    let rc = unsafe { sys::doca_comch_server_task_send_alloc_init(s, conn, p.cast(), len, &mut t) };
+                    // SAFETY: live server and one of its connections, not freed (its
+                    // disconnect event has not run: `open`); `msg` (owned by the future until
+                    // the completion) holds `len` bytes at `p`.
+                    let rc = unsafe { sys::doca_comch_server_task_send_alloc_init(s, c, p.cast(), len, &mut t) };
                     with_slot(rc, t, slot)
                 });
-                let (r, _msg) = f.traced(Some(conn as usize), len as usize).with_buffers(msg).await;
+                let (r, _msg) = f.traced(Some(conn.conn as usize), len as usize).with_buffers(msg).await;
                 return r.map(drop);
             }
             Kind::Client(ctx) => ctx,
         };
         let c = fut.as_ptr()?;
         let f = fut.submit::<SendTask, _>(OP, move |slot| {
+            let conn = open()?;
             let mut t = std::ptr::null_mut();
             // SAFETY: as above, for the client.
             let rc = unsafe { sys::doca_comch_client_task_send_alloc_init(c, conn, p.cast(), len, &mut t) };
             with_slot(rc, t, slot)
         });
-        let (r, _msg) = f.traced(Some(conn as usize), len as usize).with_buffers(msg).await;
+        let (r, _msg) = f.traced(Some(conn.conn as usize), len as usize).with_buffers(msg).await;
         r.map(drop)
     }
 }
@@ -527,7 +535,7 @@ impl Connection {
             // The connection object may be gone already (see `ConnShared`).
             return Err(Error::new(ErrorKind::ConnectionLost, "comch.send: the connection ended"));
         }
-        self.ep.send(self.shared.conn, msg.into()).await
+        self.ep.send(&self.shared, msg.into()).await
     }
 
     /// The next message, or `None` once the peer is gone and every message that arrived
