@@ -150,7 +150,7 @@ mod cross_process {
         rt().block_on(async {
             let dev = Device::open_default()?;
             let server = Server::builder(&dev, &n).max_msg_size(4096).send_tasks(1).build().await?;
-            let mut c = child("cross_process::echo_client", &n);
+            let c = child("cross_process::echo_client", &n);
             let pid = c.id() as i32;
             kid.0 = Some(c);
             let frozen = bounded(server.accept()).await??;
@@ -196,7 +196,7 @@ mod cross_process {
             let mut c = kid.0.take().unwrap();
             c.kill().unwrap();
             c.wait().unwrap();
-            bounded(filler).await?;
+            bounded(filler).await??;
             let e = bounded(waiting).await??.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::ConnectionLost, "{e}");
             Ok::<_, Error>(())
