@@ -657,3 +657,18 @@ impl futures_lite::Stream for Messages {
         r
     }
 }
+
+/// The largest message the device's Comch supports, in bytes (`doca_comch_cap_get_max_msg_size`):
+/// the upper bound for [`ServerBuilder::max_msg_size`] and [`ClientBuilder::max_msg_size`].
+///
+/// # Errors
+/// The device has no Comch ([`ErrorKind::NotSupported`]).
+pub fn max_msg_size(dev: &Device) -> Result<u32> {
+    let mut n = 0u32;
+    check(
+        // SAFETY: the device is open (`dev` holds it); valid out-pointer.
+        unsafe { sys::doca_comch_cap_get_max_msg_size(sys::doca_dev_as_devinfo(dev.as_ptr()), &mut n) },
+        "comch: max msg size",
+    )?;
+    Ok(n)
+}

@@ -16,10 +16,20 @@ use super::{Mode, Params, PEER_TIMEOUT};
 pub(super) const TEST: &str = "comch_lat";
 
 pub fn run(p: &Params) -> Result<Report> {
-    match p.mode {
-        Mode::Async => {}
-        Mode::Raw => return super::raw_comch::run(p),
-        other => return Err(other.unsupported(TEST)),
+    if !matches!(p.mode, Mode::Async | Mode::Raw) {
+        return Err(p.mode.unsupported(TEST));
+    }
+    // Checked here, not left to the server: a server that cannot start leaves the client
+    // waiting for it, and the error the run reported was the client's time-out.
+    let max = async_doca::comch::max_msg_size(&Device::open_default()?)?;
+    if p.size > max as usize {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{TEST}: {} B messages exceed the device's Comch maximum of {max} B", p.size),
+        ));
+    }
+    if p.mode == Mode::Raw {
+        return super::raw_comch::run(p);
     }
     let (cpu_a, cpu_b) = two_cpus()?;
     let cpus: Vec<usize> = if cpu_a == cpu_b { vec![cpu_a] } else { vec![cpu_a, cpu_b] };

@@ -229,7 +229,8 @@ pub fn run(p: &Params) -> Result<Report> {
         });
     let _ = done_tx.send(()); // the server may have failed and gone already
     let served = server_side.join().map_err(|_| Error::new(ErrorKind::Other, "comch_lat raw: the server panicked"))?;
-    let (samples, elapsed) = result?;
+    // The server's own error first: a server that failed also makes the client's side fail.
     served?;
+    let (samples, elapsed) = result?;
     Ok(Run { test: super::comch::TEST, mode: "raw", size, procs: 1 }.report(samples, 2 * p.iters, elapsed))
 }
