@@ -79,6 +79,22 @@ fn two_clients_messages_stream_and_disconnect() {
     .unwrap();
 }
 
+/// The capability bounds the builders: its value is accepted, one more is refused.
+#[test]
+fn max_msg_size_is_the_builders_bound() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let max = async_doca::comch::max_msg_size(&dev)?;
+        assert!(max > 0);
+        let n = name("cap");
+        let e = Server::builder(&dev, &n).max_msg_size(max + 1).build().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        let _server = Server::builder(&dev, &n).max_msg_size(max).build().await?;
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
 mod cross_process {
     use super::*;
     use crate::common::Reap;
