@@ -763,6 +763,50 @@ fn connect_by_address_accept_reject_disconnect() {
         .unwrap();
 }
 
+/// A server that answers requests from tasks of its own (not at once) meets clients that
+/// left after their request: accepting such a request fails with ConnectionLost (not a bad
+/// state: it is the peer's doing, found by chaos_links), rejecting it succeeds (the client
+/// did not connect, which is what the rejection asked for), and the listener serves the next
+/// client.
+#[test]
+fn answering_a_request_whose_client_left() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let server = Rdma::builder(&dev).max_connections(8).build().await?;
+            let listener = listen_free(&server);
+            let port = listener.port();
+            for answer_with_accept in [true, false, true] {
+                let client = Rdma::builder(&dev).build().await?;
+                let connecting = spawn_local(async move {
+                    let r = client.connect(([127, 0, 0, 1], port).into()).await;
+                    drop(r);
+                });
+                let req = bounded(listener.request()).await??;
+                // The client goes: its context and sockets with it.
+                connecting.cancel();
+                // Let the server's provider see the handshake end before the answer.
+                async_doca::time::sleep(Duration::from_millis(100)).await;
+                if answer_with_accept {
+                    let e = bounded(req.accept(b"late")).await?.unwrap_err();
+                    assert_eq!(e.kind(), ErrorKind::ConnectionLost, "{e}");
+                } else {
+                    req.reject()?;
+                }
+            }
+            // Still serving.
+            let client = Rdma::builder(&dev).build().await?;
+            let c =
+                spawn_local(async move { client.connect(([127, 0, 0, 1], port).into()).await.map(|c| (client, c)) });
+            let conn = bounded(bounded(listener.request()).await??.accept(b"ok")).await??;
+            let (_client, cconn) = bounded(c).await???;
+            assert_eq!(cconn.private_data(), b"ok");
+            drop(conn);
+            Ok::<(), Error>(())
+        })
+        .unwrap();
+}
+
 fn conn_mem(r: &Rdma, n: usize) -> async_doca::Memory {
     r.device().alloc(n, Access::LOCAL_READ_WRITE).unwrap()
 }

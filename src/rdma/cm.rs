@@ -429,7 +429,16 @@ impl ConnectionRequest {
             .map_err(|_| Error::new(ErrorKind::InvalidArgument, "rdma.accept: private data above 255 bytes"))?;
         let ptr = if len == 0 { std::ptr::null_mut() } else { private_data.as_ptr() as *mut _ };
         // SAFETY: a live requested connection; DOCA only reads `len` bytes at `ptr`.
-        check(unsafe { sys::doca_rdma_connection_accept(self.conn, ptr, len) }, "rdma.accept")?;
+        let rc = unsafe { sys::doca_rdma_connection_accept(self.conn, ptr, len) };
+        if rc != sys::DOCA_SUCCESS {
+            // The client may have left between its request and this answer (a CM failure,
+            // CONNECTION_ABORTED); a provider that calls it a bad state has reported the
+            // request's failure already.
+            if rc == sys::DOCA_ERROR_BAD_STATE && rdma.cm.outcome(self.conn) == Some(Outcome::Failed) {
+                return Err(Error::new(ErrorKind::ConnectionLost, "rdma.accept: the client went away"));
+            }
+            check(rc, "rdma.accept")?;
+        }
         let cm = rdma.cm.clone();
         let c = ConnCm { shared: cm.clone(), addr: std::ptr::null_mut(), peer: self.peer, private: Vec::new() };
         match cm.wait_outcome(self.conn).await {
@@ -441,12 +450,20 @@ impl ConnectionRequest {
         }
     }
 
-    /// Rejects the request (the client's connect fails).
+    /// Rejects the request (the client's connect fails). A client that left before the answer
+    /// is not an error: it did not connect, which is what rejecting asks for.
     pub fn reject(mut self) -> Result<()> {
         crate::trace::event!(info, { conn = self.conn as usize }, "rdma: rejecting a connection request");
-        self.rdma.take();
+        let rdma = self.rdma.take();
         // SAFETY: a live requested connection.
-        check(unsafe { sys::doca_rdma_connection_reject(self.conn) }, "rdma.reject")
+        let rc = unsafe { sys::doca_rdma_connection_reject(self.conn) };
+        let gone = rc == sys::DOCA_ERROR_CONNECTION_ABORTED
+            || (rc == sys::DOCA_ERROR_BAD_STATE
+                && rdma.is_some_and(|r| r.cm.outcome(self.conn) == Some(Outcome::Failed)));
+        if gone {
+            return Ok(());
+        }
+        check(rc, "rdma.reject")
     }
 }
 

@@ -873,11 +873,31 @@ pub(crate) fn has_work(r: &doca_rdma) -> bool {
     n > 0
 }
 
+/// Whether the request `c` may still be answered (accepted or rejected).
+///
+/// A request whose handshake failed before the answer (the client left, or the request timed
+/// out) is a CM failure, which DOCA reports as CONNECTION_ABORTED: a server that answers from
+/// a task of its own rather than inside the request callback meets this race in normal
+/// operation and must be able to tell it from a mistake. Answering twice, or a connection
+/// that was never a request, is BAD_STATE.
+fn answerable(c: &doca_rdma_connection, what: &str) -> Result<(), doca_error_t> {
+    match c.cm.phase.get() {
+        Phase::Requested => Ok(()),
+        Phase::Failed => {
+            crate::sdk_log!(
+                DEBUG,
+                "rdma cm: {what} of connection {}: its request ended before the answer (the client left or it timed out)",
+                c.num
+            );
+            Err(DOCA_ERROR_CONNECTION_ABORTED)
+        }
+        _ => Err(DOCA_ERROR_BAD_STATE),
+    }
+}
+
 /// Rejects a requested connection (the user's `connection_reject`, or no request callback).
 fn reject(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
-    if c.cm.phase.get() != Phase::Requested {
-        return Err(DOCA_ERROR_BAD_STATE);
-    }
+    answerable(c, "reject")?;
     let s = {
         let mut v = r.cm.shakes.borrow_mut();
         v.iter().position(|s| ptr::eq(s.conn, c)).map(|i| v.swap_remove(i))
@@ -1191,9 +1211,7 @@ pub unsafe extern "C" fn doca_rdma_connection_accept(
         if private_data.is_null() && private_data_len != 0 {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        if c.cm.phase.get() != Phase::Requested {
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
+        answerable(c, "accept")?;
         let private = if private_data_len == 0 {
             Vec::new()
         } else {
