@@ -36,6 +36,7 @@ pub use doca_sys as sys;
 
 pub mod coll;
 pub mod comch;
+mod cpuset;
 pub mod device;
 pub mod dma;
 pub mod drom;
@@ -50,7 +51,8 @@ pub mod tokio;
 pub mod trace;
 pub mod urom;
 
+pub use cpuset::CpuSet;
 pub use device::{Device, DeviceInfo, Representor, RepresentorInfo};
 pub use error::{DocaCode, Error, ErrorKind, Result};
-pub use executor::{spawn, spawn_local, time, Builder, CpuSet, Handle, IdleMode, JoinHandle, Runtime};
+pub use executor::{spawn, spawn_local, time, Builder, Handle, IdleMode, JoinHandle, Runtime};
 pub use mem::{Access, Buf, Memory, RemoteMemory, RemoteSlice};

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::Duration;
 
-use super::cpuset::CpuSet;
 use super::local;
 use super::runtime::RtInner;
+use crate::cpuset::CpuSet;
 use crate::drom::{self, Flags, Membership, Options, Registry};
 use crate::error::{ErrorKind, Result};
 

@@ -14,14 +14,14 @@
 //!   back-pressure — the bridge between DOCA callbacks and futures.
 //! * [`context`]: [`Context`], ownership of a `doca_ctx` on the current executor.
 //! * [`time`]: `sleep`, `timeout`.
-//! * `cpuset`: [`CpuSet`].
+//! * [`CpuSet`] and [`MAX_CPUS`] are re-exported from `crate::cpuset` (their home since the
+//!   DROM registry needs them too, and DROM must not depend on the executor).
 //!
 //! Threads: every executor (a runtime worker, or the temporary executor of a `block_on`)
 //! owns its PE and everything connected to it, on its own thread. DOCA objects are created
 //! on an executor and stay there (`!Send`). Other threads talk to an executor only through
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
-pub(crate) mod cpuset;
 mod elastic;
 pub(crate) mod local;
 mod park;
@@ -39,8 +39,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
 
+/// Re-exported from the crate root's `cpuset` module (the old path `executor::CpuSet` keeps working).
+pub use crate::cpuset::{CpuSet, MAX_CPUS};
 pub use context::{Context, CtxState};
-pub use cpuset::{CpuSet, MAX_CPUS};
 pub use runtime::{Builder, Handle, IdleMode, Runtime, WorkerInfo};
 pub use task::JoinHandle;
 

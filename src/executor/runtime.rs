@@ -21,9 +21,9 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use super::cpuset::CpuSet;
 use super::local::{self, Config, Core, Enter, Shared, ShutdownGuard};
 use super::task::{self, JoinHandle};
+use crate::cpuset::{CpuSet, MAX_CPUS};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The default spin budget of [`IdleMode::Adaptive`].
@@ -221,7 +221,7 @@ pub(super) struct WorkerList {
 impl WorkerList {
     fn new() -> WorkerList {
         WorkerList {
-            slots: (0..super::cpuset::MAX_CPUS).map(|_| OnceLock::new()).collect(),
+            slots: (0..MAX_CPUS).map(|_| OnceLock::new()).collect(),
             len: AtomicUsize::new(0),
             append: Mutex::new(()),
         }
