@@ -22,7 +22,7 @@
 //! on an executor and stay there (`!Send`). Other threads talk to an executor only through
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
-mod elastic;
+mod follow_drom;
 pub(crate) mod local;
 mod park;
 mod pe;
