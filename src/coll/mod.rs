@@ -194,7 +194,7 @@ macro_rules! forward_collectives {
     };
 }
 
-// Each implementation sits with its type: the offloaded one in `urom::coll`, so this module
+// Each implementation sits with its type: the offloaded one in `urom/domain.rs`, so this module
 // imports nothing from `urom` (which builds on it).
 pub(crate) use forward_collectives;
 forward_collectives!(HostComm);
