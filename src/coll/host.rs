@@ -11,7 +11,7 @@ use doca_coll::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportError, T
 
 use super::typed::{Element, TypedBuf};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::signal::{Notify, ResultCell};
+use crate::executor::local_sync::{ResultCell, WakeFlag};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
 use crate::oob::{drive_allgather, Oob};
@@ -170,7 +170,7 @@ impl HostCommBuilder {
             peer_of,
             send_mem,
             chunk_bytes: self.chunk_bytes,
-            wake: Notify::default(),
+            wake: WakeFlag::default(),
             tasks: RefCell::new(Vec::new()),
             closing: Cell::new(false),
             state: RefCell::new(State {
@@ -352,7 +352,7 @@ struct Shared {
     peer_of: HashMap<ConnId, usize>,
     send_mem: Memory,
     chunk_bytes: usize,
-    wake: Notify,
+    wake: WakeFlag,
     /// The receive tasks (cancelled when the communicator closes).
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// The `HostComm` is gone: only flush the outbox, then stop.

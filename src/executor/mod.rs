@@ -24,9 +24,9 @@
 
 mod follow_drom;
 pub(crate) mod local;
+pub(crate) mod local_sync;
 mod park;
 mod pe;
-pub(crate) mod signal;
 mod slab;
 mod task;
 

@@ -69,7 +69,7 @@ use doca_urom_coll::proto::{self, Cmd, CollSpec, Notif};
 use super::worker::{OwnedCommandOp, Worker};
 use crate::coll::{Element, Kind, ReduceOp, Tuning};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::signal::{Notify, ResultCell};
+use crate::executor::local_sync::{ResultCell, WakeFlag};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
 use crate::rdma::{Connection, Rdma};
@@ -95,10 +95,10 @@ struct Shared {
     _host: (Rdma, Connection),
     state: RefCell<State>,
     /// Something was queued, or the domain is going away.
-    wake: Notify,
+    wake: WakeFlag,
     /// The last collective in flight was answered (nothing queued or running): wakes
     /// [`Offload::finish`], the one waiter.
-    drained: Notify,
+    drained: WakeFlag,
 }
 
 #[derive(Default)]
@@ -172,8 +172,8 @@ impl Offload {
             buffers,
             _host: (rdma, conn),
             state: RefCell::new(State::default()),
-            wake: Notify::default(),
-            drained: Notify::default(),
+            wake: WakeFlag::default(),
+            drained: WakeFlag::default(),
         });
         let driver = spawn_local(drive(shared.clone()));
         Ok(Offload { shared, _driver: driver })
