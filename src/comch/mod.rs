@@ -62,8 +62,8 @@ use std::time::Duration;
 
 use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind};
-use crate::executor::Context;
+use crate::executor::completion::{completion_cb, DocaTask};
+use crate::executor::DocaCtx;
 use crate::sys;
 
 /// Default task-pool size (messages being sent at once).
@@ -74,7 +74,7 @@ pub const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 struct SendTask;
 // SAFETY: `as_task` is the task type's own conversion; send tasks are freed with
 // doca_task_free (the default).
-unsafe impl TaskKind for SendTask {
+unsafe impl DocaTask for SendTask {
     type Task = sys::doca_comch_task_send;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live send task.
@@ -210,8 +210,8 @@ fn with_slot(
 // ---- endpoints ----
 
 enum Kind {
-    Server(Context<sys::doca_comch_server>),
-    Client(Context<sys::doca_comch_client>),
+    Server(DocaCtx<sys::doca_comch_server>),
+    Client(DocaCtx<sys::doca_comch_client>),
 }
 
 struct Endpoint {
@@ -318,9 +318,9 @@ impl ServerBuilder {
         )?;
         // The device and representor outlive the server: released after its destroy.
         let keep = (self.dev.clone(), self.rep.clone());
-        // SAFETY: a fresh, IDLE, unconnected server of this thread, destroyed only by Context.
+        // SAFETY: a fresh, IDLE, unconnected server of this thread, destroyed only by DocaCtx.
         let ctx = unsafe {
-            Context::new("comch_server", s, sys::doca_comch_server_as_ctx(s), move |s| {
+            DocaCtx::new("comch_server", s, sys::doca_comch_server_as_ctx(s), move |s| {
                 let rc = sys::doca_comch_server_destroy(s);
                 drop(keep);
                 rc
@@ -459,7 +459,7 @@ impl ClientBuilder {
         let keep = self.dev.clone();
         // SAFETY: as for the server.
         let ctx = unsafe {
-            Context::new("comch_client", c, sys::doca_comch_client_as_ctx(c), move |c| {
+            DocaCtx::new("comch_client", c, sys::doca_comch_client_as_ctx(c), move |c| {
                 let rc = sys::doca_comch_client_destroy(c);
                 drop(keep);
                 rc

@@ -9,10 +9,10 @@
 //! * `park`: the sleep/notify handshake with other threads (loom-checked).
 //! * `pe`: the executor's `doca_pe` and DOCA's arm/progress/clear protocol.
 //! * `task`: spawning and [`JoinHandle`].
-//! * [`completion`]: completion slots, [`TaskKind`](completion::TaskKind),
+//! * [`completion`]: completion slots, [`DocaTask`](completion::DocaTask),
 //!   [`completion_cb`](completion::completion_cb), [`TaskFuture`](completion::TaskFuture),
 //!   back-pressure — the bridge between DOCA callbacks and futures.
-//! * [`context`]: [`Context`], ownership of a `doca_ctx` on the current executor.
+//! * [`context`]: [`DocaCtx`], ownership of a `doca_ctx` on the current executor.
 //! * [`time`]: `sleep`, `timeout`.
 //! * [`CpuSet`] and [`MAX_CPUS`] are re-exported from `crate::cpuset` (their home since the
 //!   DROM registry needs them too, and DROM must not depend on the executor).
@@ -41,7 +41,7 @@ use std::task::{Context as TaskCx, Poll};
 
 /// Re-exported from the crate root's `cpuset` module (the old path `executor::CpuSet` keeps working).
 pub use crate::cpuset::{CpuSet, MAX_CPUS};
-pub use context::{Context, CtxState};
+pub use context::{CtxState, DocaCtx};
 pub use runtime::{Builder, Handle, IdleMode, Runtime, WorkerInfo};
 pub use task::JoinHandle;
 
@@ -107,7 +107,7 @@ pub fn current_handle() -> Option<Handle> {
 }
 
 /// The progress engine of the current executor, for DOCA calls that need one (such as
-/// `doca_pe_get_num_inflight_tasks`). Contexts are connected to it by [`Context::new`];
+/// `doca_pe_get_num_inflight_tasks`). Contexts are connected to it by [`DocaCtx::new`];
 /// never call `doca_pe_progress`, `doca_pe_connect_ctx` or `doca_pe_destroy` on it yourself.
 /// `None` outside an executor or during its shutdown.
 pub fn current_pe() -> Option<*mut crate::sys::doca_pe> {

@@ -13,7 +13,7 @@ use super::coll::Offload;
 use super::worker::Worker;
 use crate::coll::{Element, Kind, ReduceOp, Tuning, TypedBuf};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::Context;
+use crate::executor::DocaCtx;
 use crate::mem::{Buf, Memory};
 use crate::oob::{drive_allgather, Oob, OobRequest};
 use crate::sys;
@@ -130,15 +130,15 @@ impl DomainBuilder {
         let coll_info = &*oob_state as *const OobState as *mut c_void;
 
         let mut d = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; ownership passes to `Context` below.
+        // SAFETY: valid out-pointer; ownership passes to `DocaCtx` below.
         check(unsafe { sys::doca_urom_domain_create(&mut d) }, "urom.domain: create")?;
         // What the domain object points at (the OOB state, the workers, the memory) must stay
         // alive until it is destroyed, which the executor may do after `Domain` is dropped.
         let keep = (oob_state, self.workers.clone(), descs.clone(), service.clone());
-        // SAFETY: `d` is a live, unstarted domain created on this thread that only the Context
+        // SAFETY: `d` is a live, unstarted domain created on this thread that only the DocaCtx
         // destroys; its ctx is IDLE and unconnected.
         let ctx = unsafe {
-            Context::new("urom.domain", d, sys::doca_urom_domain_as_ctx(d), move |d| {
+            DocaCtx::new("urom.domain", d, sys::doca_urom_domain_as_ctx(d), move |d| {
                 let rc = sys::doca_urom_domain_destroy(d);
                 drop(keep);
                 rc
@@ -219,7 +219,7 @@ impl fmt::Debug for DomainBuilder {
 /// other members' workers, their memory segments). Dropping the domain stops it; the workers
 /// forget it.
 pub struct Domain {
-    ctx: Context<sys::doca_urom_domain>,
+    ctx: DocaCtx<sys::doca_urom_domain>,
     workers: Vec<(Worker, u64)>,
     buffers: Vec<Memory>,
     rank: u32,
