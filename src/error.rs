@@ -7,7 +7,7 @@
 //! `&'static str` unless a caller attaches a formatted detail).
 //!
 //! An error that wraps another one (an operating-system call's [`std::io::Error`], a
-//! collective's [`doca_coll::Error`]) keeps it: [`std::error::Error::source`] returns it, so
+//! collective's [`coll_algorithms::Error`]) keeps it: [`std::error::Error::source`] returns it, so
 //! error reporters (`anyhow`'s chain, `tracing`'s error fields) can walk down to the cause.
 //! The wrapped error's text is also part of this error's message, so printing only the top
 //! of the chain still tells the whole story.

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use doca_coll::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportError, TransportErrorKind, Tuning};
+use coll_algorithms::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportError, TransportErrorKind, Tuning};
 
 use super::typed::{Element, TypedBuf};
 use crate::error::{Error, ErrorKind, Result};
@@ -453,8 +453,8 @@ fn transport_error(peer: Option<usize>, e: &Error) -> TransportError {
 
 /// The engine's errors as the crate's: local argument problems and disagreements between
 /// members are `InvalidArgument`, a lost member is `ConnectionLost`.
-fn map_error(op: &'static str, e: doca_coll::Error, dead: bool) -> Error {
-    use doca_coll::Error as E;
+fn map_error(op: &'static str, e: coll_algorithms::Error, dead: bool) -> Error {
+    use coll_algorithms::Error as E;
     let kind = match &e {
         E::Invalid(_) | E::Mismatch { .. } => ErrorKind::InvalidArgument,
         E::Transport(t) if t.kind == TransportErrorKind::PeerGone => ErrorKind::ConnectionLost,

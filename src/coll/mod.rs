@@ -1,6 +1,6 @@
 //! Collectives (allreduce, allgather, broadcast, barrier, reduce-scatter) as futures.
 //!
-//! The algorithms are those of the [`doca_coll`] engine (recursive doubling, ring, k-nomial,
+//! The algorithms are those of the [`coll_algorithms`] engine (recursive doubling, ring, k-nomial,
 //! dissemination; see its docs for when each is chosen). This module gives them typed buffers
 //! of registered memory ([`TypedBuf`], [`Element`]) and two ways to run them with the same
 //! method shapes:
@@ -92,7 +92,7 @@ use std::future::Future;
 
 use crate::error::Result;
 
-pub use doca_coll::{Algorithm, DataType, Kind, ReduceOp, Tuning};
+pub use coll_algorithms::{Algorithm, DataType, Kind, ReduceOp, Tuning};
 pub use host::{
     HostComm, HostCommBuilder, DEFAULT_CHUNK_BYTES, DEFAULT_RECV_BUFFERS, DEFAULT_SEND_WINDOW, DEFAULT_SETUP_TIMEOUT,
 };

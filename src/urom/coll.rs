@@ -9,7 +9,7 @@
 //! This is the "offload collectives to the DPU" use of UROM. Every process of a parallel
 //! application owns a worker that loaded the `worker_coll` plugin
 //! ([`doca_urom_coll`]); the workers of one domain run allreduce, allgather, broadcast,
-//! barrier and reduce-scatter among themselves (the [`doca_coll`] engine, the same
+//! barrier and reduce-scatter among themselves (the [`coll_algorithms`] engine, the same
 //! algorithms as the host-only [`HostComm`](crate::coll::HostComm)), reading each host's
 //! source and writing its destination directly with RDMA, while the host processes keep
 //! computing and later await the result.
