@@ -231,7 +231,7 @@ pub(crate) fn check(code: sys::doca_error_t, context: &'static str) -> Result<()
 }
 
 /// The tail of every `*_alloc_init` call: the task DOCA allocated, or its error, in the form
-/// [`DocaCtx::submit`](crate::executor::DocaCtx::submit) expects from its allocation closure.
+/// [`DocaCtx::submit`](crate::ext::DocaCtx::submit) expects from its allocation closure.
 #[inline]
 pub(crate) fn allocated<T>(rc: sys::doca_error_t, task: *mut T) -> std::result::Result<*mut T, sys::doca_error_t> {
     if rc == sys::DOCA_SUCCESS {

@@ -42,6 +42,7 @@ pub mod dma;
 pub mod drom;
 pub mod error;
 pub mod executor;
+pub mod ext;
 pub mod mem;
 pub mod oob;
 pub mod rdma;

@@ -12,8 +12,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::task::{Context as TaskCx, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use async_doca::executor::completion::{completion_cb, DocaTask};
-use async_doca::executor::{current_cpu, yield_now, CtxState, DocaCtx};
+use async_doca::executor::{current_cpu, yield_now};
+use async_doca::ext::{completion_cb, DocaTask};
+use async_doca::ext::{CtxState, DocaCtx};
 use async_doca::sys;
 use async_doca::time::{sleep, timeout};
 use async_doca::{CpuSet, ErrorKind, IdleMode, Runtime};

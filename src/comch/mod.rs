@@ -62,8 +62,8 @@ use std::time::Duration;
 
 use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, DocaTask};
-use crate::executor::DocaCtx;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask};
 use crate::sys;
 
 /// Default task-pool size (messages being sent at once).
@@ -197,7 +197,7 @@ unsafe extern "C" fn on_disconnect(
 fn with_slot(
     rc: sys::doca_error_t,
     t: *mut sys::doca_comch_task_send,
-    slot: &crate::executor::completion::TaskSlot,
+    slot: &crate::ext::TaskSlot,
 ) -> std::result::Result<*mut sys::doca_comch_task_send, sys::doca_error_t> {
     if rc != sys::DOCA_SUCCESS {
         return Err(rc);

@@ -75,8 +75,8 @@ use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, DocaTask, TaskSlot};
-use crate::executor::DocaCtx;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask, TaskSlot};
 #[allow(unused_imports)] // for the module docs
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};

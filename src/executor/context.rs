@@ -639,7 +639,7 @@ impl<T> DocaCtx<T> {
     /// NO_MEMORY once a task of this ctx has been freed (back-pressure).
     ///
     /// ```no_run
-    /// # use async_doca::executor::{DocaCtx, completion::DocaTask};
+    /// # use async_doca::ext::{DocaCtx, DocaTask};
     /// # use async_doca::sys;
     /// # struct Get;
     /// # unsafe impl DocaTask for Get {

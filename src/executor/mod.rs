@@ -9,10 +9,13 @@
 //! * `park`: the sleep/notify handshake with other threads (loom-checked).
 //! * `pe`: the executor's `doca_pe` and DOCA's arm/progress/clear protocol.
 //! * `task`: spawning and [`JoinHandle`].
-//! * [`completion`]: completion slots, [`DocaTask`](completion::DocaTask),
-//!   [`completion_cb`](completion::completion_cb), [`TaskFuture`](completion::TaskFuture),
+//! * `completion`: completion slots, [`DocaTask`](crate::ext::DocaTask),
+//!   [`completion_cb`](crate::ext::completion_cb), [`TaskFuture`](crate::ext::TaskFuture),
 //!   back-pressure — the bridge between DOCA callbacks and futures.
-//! * [`context`]: [`DocaCtx`], ownership of a `doca_ctx` on the current executor.
+//! * `context`: [`DocaCtx`](crate::ext::DocaCtx), ownership of a `doca_ctx` on the current executor.
+//!
+//! `completion` and `context` are private: what a wrapper of a DOCA library needs from them is
+//! re-exported, as an unstable API, by [`crate::ext`].
 //! * [`time`]: `sleep`, `timeout`.
 //! * [`CpuSet`] and [`MAX_CPUS`] are re-exported from `crate::cpuset` (their home since the
 //!   DROM registry needs them too, and DROM must not depend on the executor).
@@ -30,8 +33,9 @@ mod pe;
 mod slab;
 mod task;
 
-pub mod completion;
-pub mod context;
+// Private: wrappers of DOCA libraries reach what they need through `crate::ext`.
+pub(crate) mod completion;
+pub(crate) mod context;
 pub mod runtime;
 pub mod time;
 
@@ -41,7 +45,6 @@ use std::task::{Context as TaskCx, Poll};
 
 /// Re-exported from the crate root's `cpuset` module (the old path `executor::CpuSet` keeps working).
 pub use crate::cpuset::{CpuSet, MAX_CPUS};
-pub use context::{CtxState, DocaCtx};
 pub use runtime::{Builder, Handle, IdleMode, Runtime, WorkerInfo};
 pub use task::JoinHandle;
 
@@ -107,7 +110,7 @@ pub fn current_handle() -> Option<Handle> {
 }
 
 /// The progress engine of the current executor, for DOCA calls that need one (such as
-/// `doca_pe_get_num_inflight_tasks`). Contexts are connected to it by [`DocaCtx::new`];
+/// `doca_pe_get_num_inflight_tasks`). Contexts are connected to it by [`DocaCtx::new`](crate::ext::DocaCtx::new);
 /// never call `doca_pe_progress`, `doca_pe_connect_ctx` or `doca_pe_destroy` on it yourself.
 /// `None` outside an executor or during its shutdown.
 pub fn current_pe() -> Option<*mut crate::sys::doca_pe> {

@@ -115,8 +115,8 @@ use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, DocaTask, TaskOutput, TaskSlot};
-use crate::executor::DocaCtx;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;

@@ -27,8 +27,8 @@ use std::fmt;
 
 use crate::device::Device;
 use crate::error::{allocated, check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, DocaTask};
-use crate::executor::DocaCtx;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask};
 use crate::sys;
 
 /// Where a side of the event lives (DOCA's publisher and subscriber locations).

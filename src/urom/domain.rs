@@ -13,7 +13,7 @@ use super::coll::Offload;
 use super::worker::Worker;
 use crate::coll::{Element, Kind, ReduceOp, Tuning, TypedBuf};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::DocaCtx;
+use crate::ext::DocaCtx;
 use crate::mem::{Buf, Memory};
 use crate::oob::{drive_allgather, Oob, OobRequest};
 use crate::sys;

@@ -6,8 +6,9 @@ use std::rc::Rc;
 use super::sink::Sink;
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, DocaTask, TaskOutput};
-use crate::executor::{CpuSet, DocaCtx};
+use crate::executor::CpuSet;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask, TaskOutput};
 use crate::sys;
 
 /// One plugin the service offers (`doca_urom_service_plugin_info`).

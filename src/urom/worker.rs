@@ -10,8 +10,9 @@ use std::task::Poll;
 use super::service::{to_doca_cpuset, Service};
 use super::sink::Sink;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
-use crate::executor::{CpuSet, DocaCtx};
+use crate::executor::CpuSet;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
 use crate::sys;
 
 /// The default number of commands a worker may have in flight.

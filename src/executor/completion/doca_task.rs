@@ -16,7 +16,7 @@ use crate::sys;
 /// release function). [`completion_cb`](super::completion_cb) relies on both.
 ///
 /// ```
-/// use async_doca::executor::completion::DocaTask;
+/// use async_doca::ext::DocaTask;
 /// use async_doca::sys;
 ///
 /// /// `doca_sync_event_task_get`: the counter value is written to the result area by DOCA.
