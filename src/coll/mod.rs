@@ -12,7 +12,9 @@
 //! - **host-only**, the baseline: [`HostComm`], where the host processes run the collective
 //!   themselves over the soft provider's RDMA (documented below).
 //!
-//! `docs/collectives.md` describes the model in more detail.
+//! `docs/collectives.md` describes the model in more detail, and lists the five homes of the
+//! collectives in this workspace (the engine crate, this module, the UROM offload, the worker
+//! plugin library and its shared object) and why each exists.
 //!
 //! # The model
 //!

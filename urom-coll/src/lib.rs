@@ -5,7 +5,8 @@
 //! [`coll_algorithms`] engine, reading their host's source buffer and writing its destination
 //! buffer directly with RDMA while the host computes. [`CollPlugin`] is the plugin (exported
 //! as `libworker_coll.so` by `plugins/worker_coll`); [`proto`] holds the command and
-//! notification formats for plugins and hosts alike.
+//! notification formats for plugins and hosts alike. Where the other collectives layers live
+//! (the engine, the host API, the host side of the offload): `docs/collectives.md`.
 //!
 //! # The model
 //!
