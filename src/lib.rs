@@ -47,6 +47,8 @@ pub mod mem;
 pub mod oob;
 pub mod rdma;
 pub mod sync_event;
+#[cfg(test)]
+pub(crate) mod testkit;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod trace;

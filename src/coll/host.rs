@@ -700,28 +700,7 @@ impl fmt::Debug for HostComm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oob::OobRequest;
-
-    /// Rank 0 of two, whose peer announces a connection blob of 4 GiB.
-    struct Boaster;
-
-    impl Oob for Boaster {
-        fn rank(&self) -> u32 {
-            0
-        }
-        fn size(&self) -> u32 {
-            2
-        }
-        fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
-            Ok(Box::new(Some([data, &u32::MAX.to_le_bytes()].concat())))
-        }
-    }
-
-    impl OobRequest for Option<Vec<u8>> {
-        fn test(&mut self) -> Result<Option<Vec<u8>>> {
-            Ok(self.take())
-        }
-    }
+    use crate::testkit::LyingPeer;
 
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
@@ -730,7 +709,8 @@ mod tests {
         let e = rt
             .block_on(async {
                 let dev = Device::open_default().unwrap();
-                HostComm::builder(&dev, Boaster).build().await
+                // The peer announces a connection blob of 4 GiB.
+                HostComm::builder(&dev, LyingPeer { peer: u32::MAX.to_le_bytes().to_vec() }).build().await
             })
             .expect_err("a 4 GiB blob");
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");

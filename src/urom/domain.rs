@@ -449,43 +449,6 @@ unsafe extern "C" fn oob_req_free(req: *mut c_void) -> sys::doca_error_t {
     .unwrap_or(sys::DOCA_ERROR_UNEXPECTED)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Rank 0 of two, whose peer announces `u64::MAX` workers.
-    struct Boaster;
-
-    impl Oob for Boaster {
-        fn rank(&self) -> u32 {
-            0
-        }
-        fn size(&self) -> u32 {
-            2
-        }
-        fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
-            Ok(Box::new(Done(Some([data, &u64::MAX.to_le_bytes()].concat()))))
-        }
-    }
-
-    struct Done(Option<Vec<u8>>);
-
-    impl OobRequest for Done {
-        fn test(&mut self) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.take())
-        }
-    }
-
-    #[test]
-    #[cfg_attr(miri, ignore = "makes system calls Miri cannot run")]
-    fn an_announced_worker_count_is_bounded() {
-        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let e = rt.block_on(exchange_members(&Boaster, &[7], deadline)).expect_err("u64::MAX workers");
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    }
-}
-
 // -------------------------------------------------------------------------------------------
 // The collectives on `Domain` (the engine behind them is `Offload`, in urom/coll.rs).
 
@@ -612,3 +575,20 @@ impl Domain {
 
 // `Domain` is one of the two implementations of `coll::Collectives` (with `HostComm`).
 crate::coll::forward_collectives!(Domain);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::LyingPeer;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "makes system calls Miri cannot run")]
+    fn an_announced_worker_count_is_bounded() {
+        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The peer announces u64::MAX workers.
+        let oob = LyingPeer { peer: u64::MAX.to_le_bytes().to_vec() };
+        let e = rt.block_on(exchange_members(&oob, &[7], deadline)).expect_err("u64::MAX workers");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    }
+}
