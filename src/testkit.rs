@@ -32,3 +32,21 @@ impl OobRequest for Gathered {
         Ok(self.0.take())
     }
 }
+
+/// Tests every request of one allgather (one per member, all in this process) until all
+/// completed; their results in member order. Panics if they never finish.
+pub(crate) fn drive_all(mut reqs: Vec<Box<dyn OobRequest>>) -> Vec<Vec<u8>> {
+    let mut out: Vec<Option<Vec<u8>>> = reqs.iter().map(|_| None).collect();
+    for _ in 0..100_000 {
+        for (r, o) in reqs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                *o = r.test().unwrap();
+            }
+        }
+        if out.iter().all(|o| o.is_some()) {
+            return out.into_iter().flatten().collect();
+        }
+        std::thread::yield_now();
+    }
+    panic!("allgather did not finish");
+}
