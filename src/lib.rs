@@ -28,6 +28,7 @@
 //! the eight RDMA operations on owned buffers of registered [`Memory`]),
 //! [`sync_event::SyncEvent`], [`Error`] (every failure keeps its DOCA code), and `docs/ARCHITECTURE.md` for the model:
 //! which thread owns what, how a DOCA callback becomes a wake-up, what happens on drop.
+//! To wrap a DOCA library this crate does not cover, see [`ext`] (unstable).
 //!
 //! Observability: with the feature `tracing` (on by default) every DOCA operation is a
 //! `TRACE` span and the runtime's own decisions are events; install any `tracing`

@@ -13,12 +13,16 @@
 //!   [`completion_cb`](crate::ext::completion_cb), [`TaskFuture`](crate::ext::TaskFuture),
 //!   back-pressure — the bridge between DOCA callbacks and futures.
 //! * `context`: [`DocaCtx`](crate::ext::DocaCtx), ownership of a `doca_ctx` on the current executor.
+//! * [`time`]: `sleep`, `timeout`.
+//! * `local_sync`: a wake-up flag and a result cell for driver tasks on one executor (the
+//!   collectives' drivers use them).
+//! * `follow_drom`: the executor's side of following a DROM mask (re-pin, displace, start
+//!   executors); DROM's side, the follower thread, is `crate::drom`'s.
+//! * [`CpuSet`] and [`MAX_CPUS`] are re-exported from `crate::cpuset` (their home since the
+//!   DROM registry needs them too, and DROM must not depend on the executor).
 //!
 //! `completion` and `context` are private: what a wrapper of a DOCA library needs from them is
 //! re-exported, as an unstable API, by [`crate::ext`].
-//! * [`time`]: `sleep`, `timeout`.
-//! * [`CpuSet`] and [`MAX_CPUS`] are re-exported from `crate::cpuset` (their home since the
-//!   DROM registry needs them too, and DROM must not depend on the executor).
 //!
 //! Threads: every executor (a runtime worker, or the temporary executor of a `block_on`)
 //! owns its PE and everything connected to it, on its own thread. DOCA objects are created
