@@ -9,7 +9,7 @@ use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use async_doca::executor::{current_cpu, yield_now};
@@ -566,7 +566,7 @@ fn cross_thread_wake_flood_from_several_threads() {
     let c2 = c.clone();
     let polls = Arc::new(AtomicUsize::new(0));
     let p2 = polls.clone();
-    let task = rt.spawn(std::future::poll_fn(move |cx: &mut TaskCx<'_>| {
+    let task = rt.spawn(std::future::poll_fn(move |cx: &mut Context<'_>| {
         p2.fetch_add(1, Ordering::Relaxed);
         *c2.waker.lock().unwrap() = Some(cx.waker().clone());
         if c2.n.load(Ordering::SeqCst) == THREADS * PER {

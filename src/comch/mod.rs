@@ -57,7 +57,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::device::{Device, Representor};
@@ -558,7 +558,7 @@ impl Connection {
         }
     }
 
-    fn poll_recv(&self, cx: &mut TaskCx<'_>) -> Poll<Option<Vec<u8>>> {
+    fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Vec<u8>>> {
         if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
             return Poll::Ready(Some(m));
         }
@@ -645,7 +645,7 @@ pub struct Messages {
 
 impl futures_lite::Stream for Messages {
     type Item = Vec<u8>;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Option<Vec<u8>>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Vec<u8>>> {
         if self.pending.is_none() {
             let c = self.conn.clone();
             self.pending = Some(Box::pin(async move { c.recv().await }));

@@ -28,7 +28,7 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 use super::completion::{DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
 use super::local::{current_rc, report, with_current, Core};
@@ -744,7 +744,7 @@ struct WaitState<'a, T> {
 impl<T> Future for WaitState<'_, T> {
     type Output = Result<()>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<()>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
         let rec = &this.ctx.rec;
         let state = match this.ctx.state() {
@@ -779,7 +779,7 @@ pub struct TaskFreed<'a> {
 impl Future for TaskFreed<'_> {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         if this.rec.task_waiters.epoch() != this.epoch || !this.rec.alive.get() {
             return Poll::Ready(());

@@ -45,7 +45,7 @@ pub mod time;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 /// Re-exported from the crate root's `cpuset` module (the old path `executor::CpuSet` keeps working).
 pub use crate::cpuset::{CpuSet, MAX_CPUS};
@@ -136,7 +136,7 @@ pub struct YieldNow {
 impl Future for YieldNow {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.yielded {
             return Poll::Ready(());
         }

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::rc::Rc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 use super::slots::{Slot, SlotState};
 use super::waiters::Ticket;
@@ -239,7 +239,7 @@ where
     /// it) and put back: untraced, that moves a `None` (one word) each way. One call of
     /// `poll_op`, so that it is inlined into each future's `poll`.
     #[inline(always)]
-    fn poll_spanned(&mut self, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+    fn poll_spanned(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         let span = self.span.take();
         let r = {
             let _entered = span.enter();
@@ -252,7 +252,7 @@ where
         r
     }
 
-    fn poll_op(&mut self, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+    fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         loop {
             match self.stage {
                 Stage::Finished => {
@@ -367,7 +367,7 @@ where
 {
     type Output = Result<TaskOutput>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         self.get_mut().poll_spanned(cx)
     }
 }
@@ -417,7 +417,7 @@ where
 {
     type Output = (Result<TaskOutput>, B);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.inner.poll_spanned(cx) {
             Poll::Pending => Poll::Pending,
