@@ -7,7 +7,7 @@
 //! `&'static str` unless a caller attaches a formatted detail).
 //!
 //! An error that wraps another one (an operating-system call's [`std::io::Error`], a
-//! collective's [`doca_coll::Error`]) keeps it: [`std::error::Error::source`] returns it, so
+//! collective's [`coll_algorithms::Error`]) keeps it: [`std::error::Error::source`] returns it, so
 //! error reporters (`anyhow`'s chain, `tracing`'s error fields) can walk down to the cause.
 //! The wrapped error's text is also part of this error's message, so printing only the top
 //! of the chain still tells the whole story.
@@ -231,7 +231,7 @@ pub(crate) fn check(code: sys::doca_error_t, context: &'static str) -> Result<()
 }
 
 /// The tail of every `*_alloc_init` call: the task DOCA allocated, or its error, in the form
-/// [`Context::submit`](crate::executor::Context::submit) expects from its allocation closure.
+/// [`DocaCtx::submit`](crate::ext::DocaCtx::submit) expects from its allocation closure.
 #[inline]
 pub(crate) fn allocated<T>(rc: sys::doca_error_t, task: *mut T) -> std::result::Result<*mut T, sys::doca_error_t> {
     if rc == sys::DOCA_SUCCESS {

@@ -28,6 +28,7 @@
 //! the eight RDMA operations on owned buffers of registered [`Memory`]),
 //! [`sync_event::SyncEvent`], [`Error`] (every failure keeps its DOCA code), and `docs/ARCHITECTURE.md` for the model:
 //! which thread owns what, how a DOCA callback becomes a wake-up, what happens on drop.
+//! To wrap a DOCA library this crate does not cover, see [`ext`] (unstable).
 //!
 //! Observability: with the feature `tracing` (on by default) every DOCA operation is a
 //! `TRACE` span and the runtime's own decisions are events; install any `tracing`
@@ -36,21 +37,26 @@ pub use doca_sys as sys;
 
 pub mod coll;
 pub mod comch;
+mod cpuset;
 pub mod device;
 pub mod dma;
 pub mod drom;
 pub mod error;
 pub mod executor;
+pub mod ext;
 pub mod mem;
 pub mod oob;
 pub mod rdma;
 pub mod sync_event;
+#[cfg(test)]
+pub(crate) mod testkit;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod trace;
 pub mod urom;
 
+pub use cpuset::CpuSet;
 pub use device::{Device, DeviceInfo, Representor, RepresentorInfo};
 pub use error::{DocaCode, Error, ErrorKind, Result};
-pub use executor::{spawn, spawn_local, time, Builder, CpuSet, Handle, IdleMode, JoinHandle, Runtime};
+pub use executor::{spawn, spawn_local, time, Builder, Handle, IdleMode, JoinHandle, Runtime};
 pub use mem::{Access, Buf, Memory, RemoteMemory, RemoteSlice};

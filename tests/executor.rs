@@ -9,11 +9,12 @@ use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use async_doca::executor::completion::{completion_cb, TaskKind};
-use async_doca::executor::{current_cpu, yield_now, Context, CtxState};
+use async_doca::executor::{current_cpu, yield_now};
+use async_doca::ext::{completion_cb, DocaTask};
+use async_doca::ext::{CtxState, DocaCtx};
 use async_doca::sys;
 use async_doca::time::{sleep, timeout};
 use async_doca::{CpuSet, ErrorKind, IdleMode, Runtime};
@@ -100,7 +101,7 @@ impl Watch {
 }
 
 // ---------------------------------------------------------------------------------------
-// a minimal sync-event layer over the executor's Context / completion API (what the
+// a minimal sync-event layer over the executor's DocaCtx / completion API (what the
 // sync_event module does, reduced to what the tests need)
 
 macro_rules! kind {
@@ -108,7 +109,7 @@ macro_rules! kind {
         struct $name;
         // SAFETY: `$as_task` is the task type's own conversion; the default free is
         // doca_task_free, correct for sync event tasks.
-        unsafe impl TaskKind for $name {
+        unsafe impl DocaTask for $name {
             type Task = sys::$task;
             unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
                 // SAFETY: forwarded; the caller passes a live task.
@@ -123,7 +124,7 @@ kind!(NotifySet, doca_sync_event_task_notify_set, doca_sync_event_task_notify_se
 kind!(NotifyAdd, doca_sync_event_task_notify_add, doca_sync_event_task_notify_add_as_doca_task);
 kind!(WaitEq, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task);
 
-type Event = Context<sys::doca_sync_event>;
+type Event = DocaCtx<sys::doca_sync_event>;
 
 fn ok(rc: sys::doca_error_t, what: &'static str) -> async_doca::Result<()> {
     if rc == sys::DOCA_SUCCESS {
@@ -140,7 +141,7 @@ fn event(pool: u32) -> async_doca::Result<Event> {
     ok(unsafe { sys::doca_sync_event_create(&mut ev) }, "create")?;
     // SAFETY: `ev` is live and ours; its ctx is IDLE and unconnected; destroy destroys it.
     let ctx = unsafe {
-        Context::new("test_event", ev, sys::doca_sync_event_as_ctx(ev), |e| sys::doca_sync_event_destroy(e))
+        DocaCtx::new("test_event", ev, sys::doca_sync_event_as_ctx(ev), |e| sys::doca_sync_event_destroy(e))
     }?;
     let e = ctx.as_ptr()?;
     // SAFETY: live IDLE event; the callbacks match the task types exactly.
@@ -565,7 +566,7 @@ fn cross_thread_wake_flood_from_several_threads() {
     let c2 = c.clone();
     let polls = Arc::new(AtomicUsize::new(0));
     let p2 = polls.clone();
-    let task = rt.spawn(std::future::poll_fn(move |cx: &mut TaskCx<'_>| {
+    let task = rt.spawn(std::future::poll_fn(move |cx: &mut Context<'_>| {
         p2.fetch_add(1, Ordering::Relaxed);
         *c2.waker.lock().unwrap() = Some(cx.waker().clone());
         if c2.n.load(Ordering::SeqCst) == THREADS * PER {
@@ -1136,7 +1137,7 @@ fn contexts_need_an_executor() {
     let d = destroyed.clone();
     // SAFETY: live event and its ctx; the destroy closure destroys it.
     let r = unsafe {
-        Context::new("outside", ev, sys::doca_sync_event_as_ctx(ev), move |e| {
+        DocaCtx::new("outside", ev, sys::doca_sync_event_as_ctx(ev), move |e| {
             *d.borrow_mut() = true;
             sys::doca_sync_event_destroy(e)
         })

@@ -7,11 +7,11 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use doca_coll::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportError, TransportErrorKind, Tuning};
+use coll_algorithms::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportError, TransportErrorKind, Tuning};
 
 use super::typed::{Element, TypedBuf};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::signal::{Notify, ResultCell};
+use crate::executor::local_sync::{ResultCell, WakeFlag};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
 use crate::oob::{drive_allgather, Oob};
@@ -170,7 +170,7 @@ impl HostCommBuilder {
             peer_of,
             send_mem,
             chunk_bytes: self.chunk_bytes,
-            wake: Notify::default(),
+            wake: WakeFlag::default(),
             tasks: RefCell::new(Vec::new()),
             closing: Cell::new(false),
             state: RefCell::new(State {
@@ -352,7 +352,7 @@ struct Shared {
     peer_of: HashMap<ConnId, usize>,
     send_mem: Memory,
     chunk_bytes: usize,
-    wake: Notify,
+    wake: WakeFlag,
     /// The receive tasks (cancelled when the communicator closes).
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// The `HostComm` is gone: only flush the outbox, then stop.
@@ -453,8 +453,8 @@ fn transport_error(peer: Option<usize>, e: &Error) -> TransportError {
 
 /// The engine's errors as the crate's: local argument problems and disagreements between
 /// members are `InvalidArgument`, a lost member is `ConnectionLost`.
-fn map_error(op: &'static str, e: doca_coll::Error, dead: bool) -> Error {
-    use doca_coll::Error as E;
+fn map_error(op: &'static str, e: coll_algorithms::Error, dead: bool) -> Error {
+    use coll_algorithms::Error as E;
     let kind = match &e {
         E::Invalid(_) | E::Mismatch { .. } => ErrorKind::InvalidArgument,
         E::Transport(t) if t.kind == TransportErrorKind::PeerGone => ErrorKind::ConnectionLost,
@@ -700,28 +700,7 @@ impl fmt::Debug for HostComm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oob::OobRequest;
-
-    /// Rank 0 of two, whose peer announces a connection blob of 4 GiB.
-    struct Boaster;
-
-    impl Oob for Boaster {
-        fn rank(&self) -> u32 {
-            0
-        }
-        fn size(&self) -> u32 {
-            2
-        }
-        fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
-            Ok(Box::new(Some([data, &u32::MAX.to_le_bytes()].concat())))
-        }
-    }
-
-    impl OobRequest for Option<Vec<u8>> {
-        fn test(&mut self) -> Result<Option<Vec<u8>>> {
-            Ok(self.take())
-        }
-    }
+    use crate::testkit::LyingPeer;
 
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
@@ -730,7 +709,8 @@ mod tests {
         let e = rt
             .block_on(async {
                 let dev = Device::open_default().unwrap();
-                HostComm::builder(&dev, Boaster).build().await
+                // The peer announces a connection blob of 4 GiB.
+                HostComm::builder(&dev, LyingPeer { peer: u32::MAX.to_le_bytes().to_vec() }).build().await
             })
             .expect_err("a 4 GiB blob");
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");

@@ -1,6 +1,6 @@
 //! Collectives (allreduce, allgather, broadcast, barrier, reduce-scatter) as futures.
 //!
-//! The algorithms are those of the [`doca_coll`] engine (recursive doubling, ring, k-nomial,
+//! The algorithms are those of the [`coll_algorithms`] engine (recursive doubling, ring, k-nomial,
 //! dissemination; see its docs for when each is chosen). This module gives them typed buffers
 //! of registered memory ([`TypedBuf`], [`Element`]) and two ways to run them with the same
 //! method shapes:
@@ -12,7 +12,9 @@
 //! - **host-only**, the baseline: [`HostComm`], where the host processes run the collective
 //!   themselves over the soft provider's RDMA (documented below).
 //!
-//! `docs/collectives.md` describes the model in more detail.
+//! `docs/collectives.md` describes the model in more detail, and lists the five homes of the
+//! collectives in this workspace (the engine crate, this module, the UROM offload, the worker
+//! plugin library and its shared object) and why each exists.
 //!
 //! # The model
 //!
@@ -92,7 +94,7 @@ use std::future::Future;
 
 use crate::error::Result;
 
-pub use doca_coll::{Algorithm, DataType, Kind, ReduceOp, Tuning};
+pub use coll_algorithms::{Algorithm, DataType, Kind, ReduceOp, Tuning};
 pub use host::{
     HostComm, HostCommBuilder, DEFAULT_CHUNK_BYTES, DEFAULT_RECV_BUFFERS, DEFAULT_SEND_WINDOW, DEFAULT_SETUP_TIMEOUT,
 };
@@ -194,7 +196,7 @@ macro_rules! forward_collectives {
     };
 }
 
-// Each implementation sits with its type: the offloaded one in `urom::coll`, so this module
+// Each implementation sits with its type: the offloaded one in `urom/domain.rs`, so this module
 // imports nothing from `urom` (which builds on it).
 pub(crate) use forward_collectives;
 forward_collectives!(HostComm);

@@ -9,7 +9,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
 
-use doca_coll::DataType;
+use coll_algorithms::DataType;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::mem::{Access, Buf, Memory};

@@ -57,13 +57,13 @@ use std::fmt;
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind};
-use crate::executor::Context;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask};
 use crate::sys;
 
 /// Default task-pool size (messages being sent at once).
@@ -74,7 +74,7 @@ pub const CLIENT_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 struct SendTask;
 // SAFETY: `as_task` is the task type's own conversion; send tasks are freed with
 // doca_task_free (the default).
-unsafe impl TaskKind for SendTask {
+unsafe impl DocaTask for SendTask {
     type Task = sys::doca_comch_task_send;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live send task.
@@ -197,7 +197,7 @@ unsafe extern "C" fn on_disconnect(
 fn with_slot(
     rc: sys::doca_error_t,
     t: *mut sys::doca_comch_task_send,
-    slot: &crate::executor::completion::TaskSlot,
+    slot: &crate::ext::TaskSlot,
 ) -> std::result::Result<*mut sys::doca_comch_task_send, sys::doca_error_t> {
     if rc != sys::DOCA_SUCCESS {
         return Err(rc);
@@ -210,8 +210,8 @@ fn with_slot(
 // ---- endpoints ----
 
 enum Kind {
-    Server(Context<sys::doca_comch_server>),
-    Client(Context<sys::doca_comch_client>),
+    Server(DocaCtx<sys::doca_comch_server>),
+    Client(DocaCtx<sys::doca_comch_client>),
 }
 
 struct Endpoint {
@@ -318,9 +318,9 @@ impl ServerBuilder {
         )?;
         // The device and representor outlive the server: released after its destroy.
         let keep = (self.dev.clone(), self.rep.clone());
-        // SAFETY: a fresh, IDLE, unconnected server of this thread, destroyed only by Context.
+        // SAFETY: a fresh, IDLE, unconnected server of this thread, destroyed only by DocaCtx.
         let ctx = unsafe {
-            Context::new("comch_server", s, sys::doca_comch_server_as_ctx(s), move |s| {
+            DocaCtx::new("comch_server", s, sys::doca_comch_server_as_ctx(s), move |s| {
                 let rc = sys::doca_comch_server_destroy(s);
                 drop(keep);
                 rc
@@ -459,7 +459,7 @@ impl ClientBuilder {
         let keep = self.dev.clone();
         // SAFETY: as for the server.
         let ctx = unsafe {
-            Context::new("comch_client", c, sys::doca_comch_client_as_ctx(c), move |c| {
+            DocaCtx::new("comch_client", c, sys::doca_comch_client_as_ctx(c), move |c| {
                 let rc = sys::doca_comch_client_destroy(c);
                 drop(keep);
                 rc
@@ -558,7 +558,7 @@ impl Connection {
         }
     }
 
-    fn poll_recv(&self, cx: &mut TaskCx<'_>) -> Poll<Option<Vec<u8>>> {
+    fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Vec<u8>>> {
         if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
             return Poll::Ready(Some(m));
         }
@@ -645,7 +645,7 @@ pub struct Messages {
 
 impl futures_lite::Stream for Messages {
     type Item = Vec<u8>;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Option<Vec<u8>>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Vec<u8>>> {
         if self.pending.is_none() {
             let c = self.conn.clone();
             self.pending = Some(Box::pin(async move { c.recv().await }));

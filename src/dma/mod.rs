@@ -75,8 +75,8 @@ use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind, TaskSlot};
-use crate::executor::Context;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask, TaskSlot};
 #[allow(unused_imports)] // for the module docs
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
@@ -89,7 +89,7 @@ pub const DEFAULT_MAX_TASKS: u32 = 256;
 struct Memcpy;
 // SAFETY: `as_task` is the task type's own conversion; memcpy tasks are freed with
 // doca_task_free (the default).
-unsafe impl TaskKind for Memcpy {
+unsafe impl DocaTask for Memcpy {
     type Task = sys::doca_dma_task_memcpy;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live memcpy task.
@@ -182,13 +182,13 @@ impl DmaBuilder {
         )?;
         let descriptors = self.descriptors.unwrap_or(2 * self.max_tasks as usize + 16).max(2);
         let mut dma = std::ptr::null_mut();
-        // SAFETY: the device is open; valid out-pointer. Ownership passes to Context below.
+        // SAFETY: the device is open; valid out-pointer. Ownership passes to DocaCtx below.
         check(unsafe { sys::doca_dma_create(self.dev.as_ptr(), &mut dma) }, "dma: doca_dma_create")?;
         let keep_dev = self.dev.clone();
-        // SAFETY: `dma` is live, fresh, of this thread, destroyed only by the Context; its ctx
+        // SAFETY: `dma` is live, fresh, of this thread, destroyed only by the DocaCtx; its ctx
         // is IDLE and unconnected. The closure keeps the device open until then.
         let ctx = unsafe {
-            Context::new("dma", dma, sys::doca_dma_as_ctx(dma), move |d| {
+            DocaCtx::new("dma", dma, sys::doca_dma_as_ctx(dma), move |d| {
                 let rc = sys::doca_dma_destroy(d);
                 drop(keep_dev);
                 rc
@@ -213,7 +213,7 @@ impl DmaBuilder {
 }
 
 struct DmaInner {
-    ctx: Context<sys::doca_dma>,
+    ctx: DocaCtx<sys::doca_dma>,
     inv: Rc<Inventory>,
     dev: Device,
 }

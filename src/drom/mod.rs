@@ -38,6 +38,7 @@
 //! The error's context says which of them it is ("no registry", "no registered process",
 //! "pending change (dirty)", "already registered", ...).
 
+pub(crate) mod follow;
 mod registry;
 mod shm;
 #[cfg(feature = "soft")]

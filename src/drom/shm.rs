@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::cpuset::WORDS;
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::cpuset::WORDS;
 use crate::CpuSet;
 
 /// `"ADDROM01"`: the segment is ours and of this layout.

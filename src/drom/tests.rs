@@ -129,7 +129,7 @@ fn errors_for_unknown_pids_and_bad_masks() {
     assert_eq!(reg.set_mask(999_999_999, &all, Flags::NONE).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(reg.get_mask(999_999_999, Flags::NONE).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(reg.register(&CpuSet::new(), Flags::NONE).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    let outside = CpuSet::from_cpus([crate::executor::MAX_CPUS - 1]).unwrap();
+    let outside = CpuSet::from_cpus([crate::cpuset::MAX_CPUS - 1]).unwrap();
     assert_eq!(reg.register(&outside, Flags::NONE).unwrap_err().kind(), ErrorKind::InvalidArgument);
     let me = reg.register(&all, Flags::NONE).unwrap();
     assert_eq!(reg.set_mask(1, &all, Flags::SYNC_NOW).unwrap_err().kind(), ErrorKind::InvalidArgument);

@@ -1,7 +1,7 @@
-//! [`Context`]: ownership of one DOCA context (`doca_ctx`) on the current executor.
+//! [`DocaCtx`]: ownership of one DOCA context (`doca_ctx`) on the current executor.
 //!
 //! A DOCA object that is driven by tasks (a sync event, an RDMA endpoint, a UROM worker)
-//! exposes a `doca_ctx`. Wrapping it in a `Context` connects it to the progress engine of
+//! exposes a `doca_ctx`. Wrapping it in a `DocaCtx` connects it to the progress engine of
 //! the executor the caller runs on and registers it there:
 //! * the ctx's user data is the key of a record in the executor's context registry, and the
 //!   state-change callback (`ctx_state_cb`) wakes futures waiting for a state;
@@ -9,13 +9,13 @@
 //!   [`completion`](super::completion)), and free tasks wake back-pressure waiters here;
 //! * the executor's shutdown stops every registered ctx, progresses until they are IDLE
 //!   (flushing in-flight tasks, whose futures complete with the flush error) and destroys
-//!   them before destroying its PE. A `Context` that outlives its executor (returned from
+//!   them before destroying its PE. A `DocaCtx` that outlives its executor (returned from
 //!   `block_on`) then refuses every operation ([`ErrorKind::BadState`]) and its drop does
 //!   nothing.
 //!
-//! A `Context` is `!Send`: a ctx, its PE and its tasks belong to one thread.
+//! A `DocaCtx` is `!Send`: a ctx, its PE and its tasks belong to one thread.
 //!
-//! Dropping a `Context` never blocks: an IDLE ctx is destroyed at once; otherwise it is
+//! Dropping a `DocaCtx` never blocks: an IDLE ctx is destroyed at once; otherwise it is
 //! stopped and handed to the executor's retiring list, which destroys it once the flush is
 //! over and it reports IDLE. When the drop happens inside a DOCA callback (for example a
 //! buffer kept alive by an orphaned operation is released by its completion), even the stop
@@ -28,9 +28,9 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
-use super::completion::{TaskFuture, TaskKind, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
+use super::completion::{DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
 use super::local::{current_rc, report, with_current, Core};
 use super::slab::Slab;
 use crate::error::{check, Error, ErrorKind, Result};
@@ -65,7 +65,7 @@ impl CtxState {
 
 type Destroy = Box<dyn FnOnce() -> sys::doca_error_t>;
 
-/// A completed task kept for reuse (see [`TaskKind::REUSE`]): the task object and the
+/// A completed task kept for reuse (see [`DocaTask::REUSE`]): the task object and the
 /// function that gives it back to DOCA.
 struct Kept {
     task: *mut std::ffi::c_void,
@@ -74,12 +74,12 @@ struct Kept {
 
 /// # Safety
 /// `task` is a live task of kind `K` that DOCA does not own; not used afterwards.
-unsafe fn free_kept<K: TaskKind>(task: *mut std::ffi::c_void) {
+unsafe fn free_kept<K: DocaTask>(task: *mut std::ffi::c_void) {
     // SAFETY: forwarded (the caller's contract); the pointer was a `*mut K::Task`.
     unsafe { K::free(task.cast()) }
 }
 
-/// The executor's record of one ctx (shared by the registry and the `Context` handle).
+/// The executor's record of one ctx (shared by the registry and the `DocaCtx` handle).
 pub(crate) struct CtxRecord {
     name: &'static str,
     key: Cell<u64>,
@@ -95,7 +95,7 @@ pub(crate) struct CtxRecord {
     /// Tasks were submitted without DOCA's flush flag since the last flush: the doorbell is
     /// owed (see `Core::ring_doorbells`).
     unflushed: Cell<bool>,
-    /// Completed tasks kept for reuse, per [`TaskKind::REUSE`] index. Only while `reusing`.
+    /// Completed tasks kept for reuse, per [`DocaTask::REUSE`] index. Only while `reusing`.
     kept: RefCell<[Vec<Kept>; REUSE_KINDS]>,
     /// The ctx is RUNNING (last state change) and no stop was requested: completed tasks
     /// may be kept. Cleared, and the kept tasks freed, when it leaves RUNNING.
@@ -155,7 +155,7 @@ impl CtxRecord {
     /// # Safety
     /// `task` is a live, completed task of kind `K` of this ctx, not used by the caller
     /// afterwards.
-    pub(crate) unsafe fn task_over<K: TaskKind>(&self, task: *mut K::Task, status: sys::doca_error_t) {
+    pub(crate) unsafe fn task_over<K: DocaTask>(&self, task: *mut K::Task, status: sys::doca_error_t) {
         match K::REUSE {
             Some(i) if status == sys::DOCA_SUCCESS && self.reusing.get() && self.alive.get() => {
                 self.kept.borrow_mut()[i].push(Kept { task: task.cast(), free: free_kept::<K> });
@@ -167,7 +167,7 @@ impl CtxRecord {
 
     /// A kept task of kind `K`, now the caller's (counted as allocated when submitted, like a
     /// fresh one). Its fields are stale: re-initialise all of them before submitting it.
-    pub(crate) fn take_kept<K: TaskKind>(&self) -> Option<*mut K::Task> {
+    pub(crate) fn take_kept<K: DocaTask>(&self) -> Option<*mut K::Task> {
         let i = K::REUSE?;
         if !self.reusing.get() {
             return None;
@@ -180,7 +180,7 @@ impl CtxRecord {
     ///
     /// # Safety
     /// As for [`task_over`](CtxRecord::task_over).
-    pub(crate) unsafe fn put_back<K: TaskKind>(&self, task: *mut K::Task) {
+    pub(crate) unsafe fn put_back<K: DocaTask>(&self, task: *mut K::Task) {
         // SAFETY: forwarded.
         unsafe { self.task_over::<K>(task, sys::DOCA_SUCCESS) }
     }
@@ -288,7 +288,7 @@ impl Contexts {
     ///
     /// # Safety
     /// `task` is a live, completed task of kind `K` of the ctx `key`, not used afterwards.
-    pub(crate) unsafe fn task_over<K: TaskKind>(
+    pub(crate) unsafe fn task_over<K: DocaTask>(
         &self,
         key: u64,
         task: *mut K::Task,
@@ -365,7 +365,7 @@ impl Contexts {
         }
     }
 
-    /// Retires `rec` (a dropped `Context`): now if possible, else on the retiring list.
+    /// Retires `rec` (a dropped `DocaCtx`): now if possible, else on the retiring list.
     fn retire(&self, core: &Core, rec: &Rc<CtxRecord>) {
         if core.in_progress() || !self.retire_step(rec) {
             self.retiring.borrow_mut().push(rec.key.get());
@@ -474,20 +474,20 @@ unsafe extern "C" fn ctx_state_cb(
 /// Owner of one DOCA context on the current executor. See the module documentation.
 ///
 /// `T` is the object type that owns the ctx (for example `doca_sync_event`).
-pub struct Context<T> {
+pub struct DocaCtx<T> {
     core: Rc<Core>,
     rec: Rc<CtxRecord>,
     _obj: PhantomData<*mut T>,
 }
 
-impl<T> Context<T> {
+impl<T> DocaCtx<T> {
     /// Takes ownership of `obj`, whose ctx is `ctx`, and connects the ctx to the PE of the
     /// executor running on this thread. `destroy` destroys `obj` (and with it the ctx); it is
     /// called once, when the ctx is IDLE: on drop, at executor shutdown, or right here if
     /// registration fails.
     ///
     /// Configure task types (`*_set_conf`, with [`completion_cb`](super::completion::completion_cb))
-    /// after this and before [`start`](Context::start).
+    /// after this and before [`start`](DocaCtx::start).
     ///
     /// # Safety
     /// `obj` is a live DOCA object created on this thread that nothing else destroys, `ctx`
@@ -496,7 +496,7 @@ impl<T> Context<T> {
     /// # Errors
     /// Outside an async-doca executor, on an executor that is shutting down, or when DOCA
     /// refuses the connection (`obj` is destroyed in every error case).
-    pub unsafe fn new<D>(name: &'static str, obj: *mut T, ctx: *mut sys::doca_ctx, destroy: D) -> Result<Context<T>>
+    pub unsafe fn new<D>(name: &'static str, obj: *mut T, ctx: *mut sys::doca_ctx, destroy: D) -> Result<DocaCtx<T>>
     where
         T: 'static,
         D: FnOnce(*mut T) -> sys::doca_error_t + 'static,
@@ -547,7 +547,7 @@ impl<T> Context<T> {
             return fail(e, destroy);
         }
         rec.destroy.set(Some(Box::new(move || destroy(obj))));
-        Ok(Context { core, rec, _obj: PhantomData })
+        Ok(DocaCtx { core, rec, _obj: PhantomData })
     }
 
     /// The owned object, or an error once the executor destroyed it at shutdown.
@@ -559,7 +559,7 @@ impl<T> Context<T> {
         }
     }
 
-    /// The raw ctx (same rules as [`as_ptr`](Context::as_ptr)).
+    /// The raw ctx (same rules as [`as_ptr`](DocaCtx::as_ptr)).
     pub fn raw_ctx(&self) -> Result<*mut sys::doca_ctx> {
         if self.rec.alive.get() {
             Ok(self.rec.ctx)
@@ -578,7 +578,7 @@ impl<T> Context<T> {
         sys::doca_data::from_u64(self.rec.key.get())
     }
 
-    /// Tasks allocated through [`submit`](Context::submit) and not freed yet.
+    /// Tasks allocated through [`submit`](DocaCtx::submit) and not freed yet.
     pub fn outstanding_tasks(&self) -> usize {
         self.rec.outstanding.get()
     }
@@ -594,7 +594,7 @@ impl<T> Context<T> {
 
     /// Starts the ctx without waiting: `Ok` once `doca_ctx_start` accepted (the ctx is
     /// RUNNING, or STARTING and will be RUNNING through progress). Useful in synchronous
-    /// constructors; [`start`](Context::start) also waits.
+    /// constructors; [`start`](DocaCtx::start) also waits.
     pub fn begin_start(&self) -> Result<CtxState> {
         match self.state()? {
             s @ (CtxState::Running | CtxState::Starting) => Ok(s),
@@ -639,16 +639,16 @@ impl<T> Context<T> {
     /// NO_MEMORY once a task of this ctx has been freed (back-pressure).
     ///
     /// ```no_run
-    /// # use async_doca::executor::{Context, completion::TaskKind};
+    /// # use async_doca::ext::{DocaCtx, DocaTask};
     /// # use async_doca::sys;
     /// # struct Get;
-    /// # unsafe impl TaskKind for Get {
+    /// # unsafe impl DocaTask for Get {
     /// #     type Task = sys::doca_sync_event_task_get;
     /// #     unsafe fn as_task(t: *mut Self::Task) -> *mut sys::doca_task {
     /// #         unsafe { sys::doca_sync_event_task_get_as_doca_task(t) }
     /// #     }
     /// # }
-    /// # async fn get(ctx: &Context<sys::doca_sync_event>) -> async_doca::Result<u64> {
+    /// # async fn get(ctx: &DocaCtx<sys::doca_sync_event>) -> async_doca::Result<u64> {
     /// let ev = ctx.as_ptr()?;
     /// let out = ctx
     ///     .submit::<Get, _>("sync_event.get", |slot| {
@@ -665,50 +665,50 @@ impl<T> Context<T> {
     /// ```
     pub fn submit<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'_, K, A>
     where
-        K: TaskKind,
+        K: DocaTask,
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
-    /// [`submit`](Context::submit) for an operation that may outlive this borrow of the
+    /// [`submit`](DocaCtx::submit) for an operation that may outlive this borrow of the
     /// context: the future keeps the context's record (and the executor core) alive itself,
     /// never touches the DOCA object once the context is destroyed (the allocation stage
     /// checks that it is alive, and a context is stopped, which completes every task in flight,
     /// before it is destroyed), so only `alloc` must not capture anything it could outlive.
     pub(crate) fn submit_owned<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'static, K, A>
     where
-        K: TaskKind,
+        K: DocaTask,
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t> + 'static,
     {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
-    /// A completed task of kind `K` kept for reuse ([`TaskKind::REUSE`]), if any: for an
+    /// A completed task of kind `K` kept for reuse ([`DocaTask::REUSE`]), if any: for an
     /// allocation closure, which must re-initialise every field of it with the task type's
     /// setters and give it `slot.user_data()` (`doca_task_set_user_data`) instead of
-    /// allocating, or give it back with [`put_back`](Context::put_back) if it fails first.
-    pub(crate) fn take_kept<K: TaskKind>(&self) -> Option<*mut K::Task> {
+    /// allocating, or give it back with [`put_back`](DocaCtx::put_back) if it fails first.
+    pub(crate) fn take_kept<K: DocaTask>(&self) -> Option<*mut K::Task> {
         self.rec.take_kept::<K>()
     }
 
-    /// Gives back an unused task from [`take_kept`](Context::take_kept).
+    /// Gives back an unused task from [`take_kept`](DocaCtx::take_kept).
     ///
     /// # Safety
     /// `task` came from `take_kept::<K>` of this context and was neither submitted nor freed.
-    pub(crate) unsafe fn put_back<K: TaskKind>(&self, task: *mut K::Task) {
+    pub(crate) unsafe fn put_back<K: DocaTask>(&self, task: *mut K::Task) {
         // SAFETY: a kept task of this ctx, ours and idle (the caller's contract).
         unsafe { self.rec.put_back::<K>(task) }
     }
 
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).
-    /// For layers with their own allocation loop; [`submit`](Context::submit) already waits.
+    /// For layers with their own allocation loop; [`submit`](DocaCtx::submit) already waits.
     pub fn task_freed(&self) -> TaskFreed<'_> {
         TaskFreed { rec: &self.rec, epoch: self.rec.task_waiters.epoch(), ticket: None }
     }
 }
 
-impl<T> Drop for Context<T> {
+impl<T> Drop for DocaCtx<T> {
     fn drop(&mut self) {
         if !self.rec.alive.get() {
             return;
@@ -717,10 +717,10 @@ impl<T> Drop for Context<T> {
     }
 }
 
-impl<T> fmt::Debug for Context<T> {
+impl<T> fmt::Debug for DocaCtx<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = if self.rec.alive.get() { self.state().ok() } else { None };
-        f.debug_struct("Context")
+        f.debug_struct("DocaCtx")
             .field("name", &self.rec.name)
             .field("alive", &self.rec.alive.get())
             .field("state", &state)
@@ -736,7 +736,7 @@ enum Target {
 }
 
 struct WaitState<'a, T> {
-    ctx: &'a Context<T>,
+    ctx: &'a DocaCtx<T>,
     target: Target,
     ticket: Ticket,
 }
@@ -744,7 +744,7 @@ struct WaitState<'a, T> {
 impl<T> Future for WaitState<'_, T> {
     type Output = Result<()>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<()>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
         let rec = &this.ctx.rec;
         let state = match this.ctx.state() {
@@ -768,7 +768,7 @@ impl<T> Future for WaitState<'_, T> {
     }
 }
 
-/// The future of [`Context::task_freed`].
+/// The future of [`DocaCtx::task_freed`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct TaskFreed<'a> {
     rec: &'a CtxRecord,
@@ -779,7 +779,7 @@ pub struct TaskFreed<'a> {
 impl Future for TaskFreed<'_> {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         if this.rec.task_waiters.epoch() != this.epoch || !this.rec.alive.get() {
             return Poll::Ready(());

@@ -9,38 +9,46 @@
 //! * `park`: the sleep/notify handshake with other threads (loom-checked).
 //! * `pe`: the executor's `doca_pe` and DOCA's arm/progress/clear protocol.
 //! * `task`: spawning and [`JoinHandle`].
-//! * [`completion`]: completion slots, [`TaskKind`](completion::TaskKind),
-//!   [`completion_cb`](completion::completion_cb), [`TaskFuture`](completion::TaskFuture),
+//! * `completion`: completion slots, [`DocaTask`](crate::ext::DocaTask),
+//!   [`completion_cb`](crate::ext::completion_cb), [`TaskFuture`](crate::ext::TaskFuture),
 //!   back-pressure — the bridge between DOCA callbacks and futures.
-//! * [`context`]: [`Context`], ownership of a `doca_ctx` on the current executor.
+//! * `context`: [`DocaCtx`](crate::ext::DocaCtx), ownership of a `doca_ctx` on the current executor.
 //! * [`time`]: `sleep`, `timeout`.
-//! * `cpuset`: [`CpuSet`].
+//! * `local_sync`: a wake-up flag and a result cell for driver tasks on one executor (the
+//!   collectives' drivers use them).
+//! * `follow_drom`: the executor's side of following a DROM mask (re-pin, displace, start
+//!   executors); DROM's side, the follower thread, is `crate::drom`'s.
+//! * [`CpuSet`] and [`MAX_CPUS`] are re-exported from `crate::cpuset` (their home since the
+//!   DROM registry needs them too, and DROM must not depend on the executor).
+//!
+//! `completion` and `context` are private: what a wrapper of a DOCA library needs from them is
+//! re-exported, as an unstable API, by [`crate::ext`].
 //!
 //! Threads: every executor (a runtime worker, or the temporary executor of a `block_on`)
 //! owns its PE and everything connected to it, on its own thread. DOCA objects are created
 //! on an executor and stay there (`!Send`). Other threads talk to an executor only through
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
-pub(crate) mod cpuset;
-mod elastic;
+mod follow_drom;
 pub(crate) mod local;
+pub(crate) mod local_sync;
 mod park;
 mod pe;
-pub(crate) mod signal;
 mod slab;
 mod task;
 
-pub mod completion;
-pub mod context;
+// Private: wrappers of DOCA libraries reach what they need through `crate::ext`.
+pub(crate) mod completion;
+pub(crate) mod context;
 pub mod runtime;
 pub mod time;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
-pub use context::{Context, CtxState};
-pub use cpuset::{CpuSet, MAX_CPUS};
+/// Re-exported from the crate root's `cpuset` module (the old path `executor::CpuSet` keeps working).
+pub use crate::cpuset::{CpuSet, MAX_CPUS};
 pub use runtime::{Builder, Handle, IdleMode, Runtime, WorkerInfo};
 pub use task::JoinHandle;
 
@@ -106,7 +114,7 @@ pub fn current_handle() -> Option<Handle> {
 }
 
 /// The progress engine of the current executor, for DOCA calls that need one (such as
-/// `doca_pe_get_num_inflight_tasks`). Contexts are connected to it by [`Context::new`];
+/// `doca_pe_get_num_inflight_tasks`). Contexts are connected to it by [`DocaCtx::new`](crate::ext::DocaCtx::new);
 /// never call `doca_pe_progress`, `doca_pe_connect_ctx` or `doca_pe_destroy` on it yourself.
 /// `None` outside an executor or during its shutdown.
 pub fn current_pe() -> Option<*mut crate::sys::doca_pe> {
@@ -128,7 +136,7 @@ pub struct YieldNow {
 impl Future for YieldNow {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.yielded {
             return Poll::Ready(());
         }

@@ -13,8 +13,8 @@
 //! * remote side, after publishing work (pushing to a queue, setting a flag):
 //!   `notify()` = `fetch_or(NOTIFIED)`. If the previous value was exactly `SLEEPING`, the
 //!   executor is (or is about to be) blocked in `poll` and nobody has woken it yet: the caller
-//!   must write the eventfd ([`Notify::Wake`]). Otherwise the executor is awake (it will see
-//!   `NOTIFIED` before it sleeps) or someone already woke it ([`Notify::Skip`]).
+//!   must write the eventfd ([`WakeAction::Wake`]). Otherwise the executor is awake (it will see
+//!   `NOTIFIED` before it sleeps) or someone already woke it ([`WakeAction::Skip`]).
 //! * executor, about to block: `try_sleep()` = `compare_exchange(RUNNING -> SLEEPING)`. It
 //!   fails if `NOTIFIED` is set, i.e. if work was published since the executor last consumed
 //!   notifications; this compare is the "re-check the queues after announcing sleep" step.
@@ -23,8 +23,8 @@
 //!   modification order, so the work they published is visible to the queue drain that
 //!   follows.
 //! * executor, shutting down: `close()` sets `CLOSED`. A `notify()` that observes `CLOSED`
-//!   returns [`Notify::Closed`]: the executor may already have drained its queue for the last
-//!   time, so the caller must take back what it pushed ([`Notify::Closed`] never loses work:
+//!   returns [`WakeAction::Closed`]: the executor may already have drained its queue for the last
+//!   time, so the caller must take back what it pushed ([`WakeAction::Closed`] never loses work:
 //!   either the executor's final drain, which follows `close()`, sees the push, or the
 //!   pusher sees `CLOSED`).
 //!
@@ -54,7 +54,7 @@ const CLOSED: u8 = 4;
 
 /// What a notifier must do after [`ParkState::notify`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Notify {
+pub(crate) enum WakeAction {
     /// The executor is awake or already woken: nothing to do.
     Skip,
     /// The executor sleeps and nobody woke it: write its eventfd.
@@ -74,14 +74,14 @@ impl ParkState {
 
     /// Remote side: call after publishing work for the executor.
     #[inline]
-    pub(crate) fn notify(&self) -> Notify {
+    pub(crate) fn notify(&self) -> WakeAction {
         let prev = self.state.fetch_or(NOTIFIED, Ordering::SeqCst);
         if prev & CLOSED != 0 {
-            Notify::Closed
+            WakeAction::Closed
         } else if prev == SLEEPING {
-            Notify::Wake
+            WakeAction::Wake
         } else {
-            Notify::Skip
+            WakeAction::Skip
         }
     }
 
@@ -131,17 +131,17 @@ mod tests {
     #[test]
     fn sequential_protocol() {
         let p = ParkState::new();
-        assert_eq!(p.notify(), Notify::Skip, "awake executor: no syscall");
+        assert_eq!(p.notify(), WakeAction::Skip, "awake executor: no syscall");
         assert!(p.is_notified());
         assert!(!p.try_sleep(), "pending notification blocks sleep");
         assert!(p.wake());
         assert!(p.try_sleep());
-        assert_eq!(p.notify(), Notify::Wake, "first notifier of a sleeper wakes it");
-        assert_eq!(p.notify(), Notify::Skip, "second notifier does not");
+        assert_eq!(p.notify(), WakeAction::Wake, "first notifier of a sleeper wakes it");
+        assert_eq!(p.notify(), WakeAction::Skip, "second notifier does not");
         assert!(p.wake());
         assert!(!p.wake());
         p.close();
-        assert_eq!(p.notify(), Notify::Closed);
+        assert_eq!(p.notify(), WakeAction::Closed);
     }
 }
 
@@ -165,10 +165,10 @@ mod loom_tests {
     fn push(e: &Exec) {
         e.queue.fetch_add(1, Release);
         match e.park.notify() {
-            Notify::Wake => e.eventfd.notify(),
-            Notify::Skip => {}
+            WakeAction::Wake => e.eventfd.notify(),
+            WakeAction::Skip => {}
             // Take back what we pushed: the executor will not drain again.
-            Notify::Closed => {
+            WakeAction::Closed => {
                 e.queue.swap(0, Acquire);
             }
         }

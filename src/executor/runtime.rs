@@ -21,9 +21,9 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use super::cpuset::CpuSet;
 use super::local::{self, Config, Core, Enter, Shared, ShutdownGuard};
 use super::task::{self, JoinHandle};
+use crate::cpuset::{CpuSet, MAX_CPUS};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The default spin budget of [`IdleMode::Adaptive`].
@@ -137,7 +137,7 @@ impl Builder {
         };
         let membership = match &self.drom {
             Some(opts) => {
-                let m = super::elastic::join(opts, &cpus)?;
+                let m = crate::drom::follow::join(opts, &cpus)?;
                 cpus = m.current();
                 Some(m)
             }
@@ -164,7 +164,7 @@ impl Builder {
             }
         }
         if let (None, Some(m)) = (&failure, membership) {
-            if let Err(e) = super::elastic::start(&inner, m, self.drom.as_ref().map(|o| o.check_interval)) {
+            if let Err(e) = super::follow_drom::start(&inner, m, self.drom.as_ref().map(|o| o.check_interval)) {
                 failure = Some(e);
             }
         }
@@ -180,7 +180,7 @@ impl Builder {
 
 fn worker_main(cpu: usize, config: Config, rt: Arc<RtInner>, ready: mpsc::SyncSender<Result<Arc<Shared>>>) {
     // Known as a pinned executor, so that no runtime's DROM follower moves it.
-    let _pinned = super::elastic::ExecutorThread::enter();
+    let _pinned = super::follow_drom::ExecutorThread::enter();
     let started = CpuSet::from_cpus([cpu])
         .and_then(|set| set.pin_current_thread())
         .and_then(|()| Core::new(Some(cpu), config, Some(Handle { inner: rt })));
@@ -221,7 +221,7 @@ pub(super) struct WorkerList {
 impl WorkerList {
     fn new() -> WorkerList {
         WorkerList {
-            slots: (0..super::cpuset::MAX_CPUS).map(|_| OnceLock::new()).collect(),
+            slots: (0..MAX_CPUS).map(|_| OnceLock::new()).collect(),
             len: AtomicUsize::new(0),
             append: Mutex::new(()),
         }
@@ -254,7 +254,7 @@ pub(super) struct RtInner {
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
     next: AtomicUsize,
     closed: AtomicBool,
-    pub(super) drom: OnceLock<super::elastic::Follower>,
+    pub(super) drom: OnceLock<crate::drom::follow::Follower>,
 }
 
 impl RtInner {

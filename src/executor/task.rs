@@ -26,7 +26,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 use async_task::{Builder, FallibleTask};
 use pin_project_lite::pin_project;
@@ -109,7 +109,7 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
 impl<F: Future> Future for Tracked<F> {
     type Output = TaskOutput<F::Output>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let polled = catch_unwind(AssertUnwindSafe(|| {
             let Some(fut) = this.fut.as_mut().as_pin_mut() else {
@@ -168,7 +168,7 @@ where
 {
     type Output = Fut::Output;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Fut::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Fut::Output> {
         if let SpawnOnProj::Factory { factory } = self.as_mut().project() {
             let f = factory.take().expect("spawn_on factory already used");
             self.set(SpawnOn::Running { fut: f() });
@@ -318,7 +318,7 @@ impl<T> JoinHandle<T> {
 impl<T> Future for JoinHandle<T> {
     type Output = Result<T>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<T>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
         if self.runnable != 0 {
             // The first poll of the handle of a local task: if the task is queued (typically
             // not run yet) and is the only task queued on this executor (so the next one it

@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
@@ -332,7 +332,7 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let (deadline, reg, fresh) = (self.deadline, self.reg, std::mem::replace(&mut self.fresh, false));
         let step = with_current(|core| {
             let exec = core.shared.id;
@@ -440,7 +440,7 @@ pin_project! {
 impl<F: Future> Future for Timeout<F> {
     type Output = Result<F::Output, Elapsed>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         // The inner future first: a result that is ready at the deadline still counts.
         if let Poll::Ready(v) = this.fut.poll(cx) {

@@ -19,7 +19,7 @@ use std::ffi::c_void;
 
 use super::{Buf, RemoteSlice};
 use crate::error::{Error, Result};
-use crate::executor::completion::TaskSlot;
+use crate::ext::TaskSlot;
 use crate::sys;
 
 /// A `doca_buf_inventory`, destroyed when the context and every operation using it are gone.

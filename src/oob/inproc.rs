@@ -103,25 +103,9 @@ impl OobRequest for InProcessRequest {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
-
-    /// Tests every request of one allgather (one per member) until all completed.
-    pub(in crate::oob) fn drive(mut reqs: Vec<Box<dyn OobRequest>>) -> Vec<Vec<u8>> {
-        let mut out: Vec<Option<Vec<u8>>> = reqs.iter().map(|_| None).collect();
-        for _ in 0..100_000 {
-            for (r, o) in reqs.iter_mut().zip(out.iter_mut()) {
-                if o.is_none() {
-                    *o = r.test().unwrap();
-                }
-            }
-            if out.iter().all(|o| o.is_some()) {
-                return out.into_iter().flatten().collect();
-            }
-            std::thread::yield_now();
-        }
-        panic!("allgather did not finish");
-    }
+    use crate::testkit::drive_all;
 
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
@@ -129,7 +113,7 @@ pub(super) mod tests {
         let g = InProcessOob::group(3);
         for round in 0..3u8 {
             let reqs = g.iter().map(|m| m.allgather(&[round, m.rank() as u8]).unwrap()).collect();
-            for all in drive(reqs) {
+            for all in drive_all(reqs) {
                 assert_eq!(all, vec![round, 0, round, 1, round, 2]);
             }
         }

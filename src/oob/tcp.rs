@@ -153,8 +153,8 @@ impl Oob for TcpOob {
 
 #[cfg(test)]
 mod tests {
-    use super::super::inproc::tests::drive;
     use super::*;
+    use crate::testkit::drive_all;
     use std::io::Write;
 
     const LIMIT: Duration = Duration::from_secs(20);
@@ -184,7 +184,7 @@ mod tests {
         for len in [0usize, 3, 200_000] {
             let reqs = members.iter().map(|m| m.allgather(&vec![m.rank() as u8 + 1; len]).unwrap()).collect();
             let want: Vec<u8> = (1..=5u8).flat_map(|r| std::iter::repeat_n(r, len)).collect();
-            for all in drive(reqs) {
+            for all in drive_all(reqs) {
                 assert_eq!(all, want);
             }
         }
@@ -194,7 +194,7 @@ mod tests {
     #[cfg_attr(miri, ignore = "makes system calls Miri cannot run")]
     fn a_single_member_gathers_itself() {
         let m = TcpOob::connect("127.0.0.1:0", 0, 1, LIMIT).unwrap();
-        assert_eq!(drive(vec![m.allgather(b"solo").unwrap()]), vec![b"solo".to_vec()]);
+        assert_eq!(drive_all(vec![m.allgather(b"solo").unwrap()]), vec![b"solo".to_vec()]);
     }
 
     #[test]

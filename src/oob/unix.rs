@@ -80,9 +80,9 @@ impl Oob for UnixOob {
 
 #[cfg(test)]
 mod tests {
-    use super::super::inproc::tests::drive;
     use super::*;
     use crate::error::ErrorKind;
+    use crate::testkit::drive_all;
 
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
@@ -101,7 +101,7 @@ mod tests {
         for len in [0usize, 5, 70_000] {
             let reqs = members.iter().map(|m| m.allgather(&vec![m.rank() as u8; len]).unwrap()).collect();
             let want: Vec<u8> = (0..4u8).flat_map(|r| std::iter::repeat_n(r, len)).collect();
-            for all in drive(reqs) {
+            for all in drive_all(reqs) {
                 assert_eq!(all, want);
             }
         }

@@ -115,8 +115,8 @@ use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind, TaskOutput, TaskSlot};
-use crate::executor::Context;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
@@ -137,7 +137,7 @@ macro_rules! task_kind {
         struct $name;
         // SAFETY: `as_task` is the task type's own conversion; RDMA tasks are freed with
         // doca_task_free (the default).
-        unsafe impl TaskKind for $name {
+        unsafe impl DocaTask for $name {
             type Task = sys::$task;
             const REUSE: Option<usize> = $reuse;
             unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
@@ -153,7 +153,7 @@ macro_rules! task_kind {
 }
 
 // The kinds below keep their completed tasks for reuse (distinct indices, see
-// `TaskKind::REUSE`); every operation re-initialises all of a kept task's fields.
+// `DocaTask::REUSE`); every operation re-initialises all of a kept task's fields.
 task_kind!(Send, doca_rdma_task_send, doca_rdma_task_send_as_task, Some(0));
 task_kind!(SendImm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task, Some(1));
 task_kind!(Read, doca_rdma_task_read, doca_rdma_task_read_as_task, Some(2));
@@ -169,7 +169,7 @@ pub use remote_event::{RemoteEvent, RemoteEventOps};
 /// The receive task: its results are copied out of the task before it is freed.
 struct Recv;
 // SAFETY: as in `task_kind!`.
-unsafe impl TaskKind for Recv {
+unsafe impl DocaTask for Recv {
     type Task = sys::doca_rdma_task_receive;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live receive task.
@@ -289,13 +289,13 @@ impl RdmaBuilder {
         let descriptors =
             self.descriptors.unwrap_or_else(|| 2 * (7 * self.max_tasks as usize + recv_tasks as usize) + 64).max(2);
         let mut rdma = std::ptr::null_mut();
-        // SAFETY: the device is open; valid out-pointer. Ownership passes to Context below.
+        // SAFETY: the device is open; valid out-pointer. Ownership passes to DocaCtx below.
         check(unsafe { sys::doca_rdma_create(self.dev.as_ptr(), &mut rdma) }, "rdma: doca_rdma_create")?;
         let keep_dev = self.dev.clone();
-        // SAFETY: `rdma` is live, fresh, of this thread, destroyed only by the Context; its
+        // SAFETY: `rdma` is live, fresh, of this thread, destroyed only by the DocaCtx; its
         // ctx is IDLE and unconnected. The closure keeps the device open until then.
         let ctx = unsafe {
-            Context::new("rdma", rdma, sys::doca_rdma_as_ctx(rdma), move |r| {
+            DocaCtx::new("rdma", rdma, sys::doca_rdma_as_ctx(rdma), move |r| {
                 let rc = sys::doca_rdma_destroy(r);
                 drop(keep_dev);
                 rc
@@ -384,7 +384,7 @@ impl RdmaBuilder {
 }
 
 struct RdmaInner {
-    ctx: Context<sys::doca_rdma>,
+    ctx: DocaCtx<sys::doca_rdma>,
     inv: Rc<Inventory>,
     dev: Device,
     /// Connection-management events (see `cm.rs`).
@@ -406,7 +406,7 @@ impl RdmaInner {
         mut alloc: F,
     ) -> (Result<TaskOutput>, B)
     where
-        K: TaskKind,
+        K: DocaTask,
         B: 'static,
         F: FnMut(*mut sys::doca_rdma, &Descs<'_>, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
@@ -418,7 +418,7 @@ impl RdmaInner {
     }
 
     /// [`run`](RdmaInner::run) for a kind that keeps its completed tasks
-    /// ([`TaskKind::REUSE`]): `alloc` also gets a kept task of kind `K` when there is one,
+    /// ([`DocaTask::REUSE`]): `alloc` also gets a kept task of kind `K` when there is one,
     /// and then re-initialises every field of it with the task type's setters (and
     /// [`reuse`]) instead of allocating. It takes the descriptors first: an error returned
     /// gives the kept task back untouched.
@@ -431,7 +431,7 @@ impl RdmaInner {
         mut alloc: F,
     ) -> (Result<TaskOutput>, B)
     where
-        K: TaskKind,
+        K: DocaTask,
         B: 'static,
         F: FnMut(
             *mut sys::doca_rdma,
@@ -473,7 +473,7 @@ impl RdmaInner {
 ///
 /// # Safety
 /// `task` is a live task of kind `K` that DOCA does not own.
-unsafe fn reuse<K: TaskKind>(task: *mut K::Task, slot: &TaskSlot) -> *mut K::Task {
+unsafe fn reuse<K: DocaTask>(task: *mut K::Task, slot: &TaskSlot) -> *mut K::Task {
     // SAFETY: a live task we own (the caller's contract).
     unsafe { sys::doca_task_set_user_data(K::as_task(task), slot.user_data()) };
     task

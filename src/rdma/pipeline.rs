@@ -65,7 +65,7 @@
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 /// One lane of a [`Pipeline`].
 enum Lane<F: Future> {
@@ -132,7 +132,7 @@ impl<F: Future> Pipeline<F> {
 
     /// Polls lane `i` if it is running; a completed future is dropped in place and its
     /// output kept in the lane.
-    fn poll_lane(&mut self, i: usize, cx: &mut TaskCx<'_>) {
+    fn poll_lane(&mut self, i: usize, cx: &mut Context<'_>) {
         let mut lane = self.lane(i);
         // SAFETY: structural pinning of `Running`'s field: the future is never moved out of
         // the lane (it is only dropped in place, by `set` below), see `lane`.
@@ -161,7 +161,7 @@ impl<F: Future> Pipeline<F> {
         self.len += 1;
         // The first poll submits the operation. With a no-op waker: only the oldest
         // operation's completion needs to wake the task (see the module documentation).
-        self.poll_lane(i, &mut TaskCx::from_waker(Waker::noop()));
+        self.poll_lane(i, &mut Context::from_waker(Waker::noop()));
         Ok(())
     }
 
@@ -176,7 +176,7 @@ impl<F: Future> Pipeline<F> {
     }
 
     /// Polls for the oldest operation's output: `Ready(None)` when the pipeline is empty.
-    pub fn poll_next(&mut self, cx: &mut TaskCx<'_>) -> Poll<Option<F::Output>> {
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
         if self.len == 0 {
             return Poll::Ready(None);
         }

@@ -39,7 +39,7 @@ use std::rc::Rc;
 use super::{ok_or, too_short, Connection, Desc};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::TaskKind;
+use crate::ext::DocaTask;
 use crate::mem::Buf;
 use crate::sys;
 
@@ -60,7 +60,7 @@ task_kind!(
 /// # Safety
 /// `rdma` is live and IDLE.
 pub(super) unsafe fn configure(rdma: *mut sys::doca_rdma, n: u32) -> Result<()> {
-    use crate::executor::completion::completion_cb;
+    use crate::ext::completion_cb;
     // SAFETY: the caller's contract; each callback is the completion callback of its kind.
     unsafe {
         check(
@@ -165,7 +165,7 @@ impl RemoteEventOps<'_> {
     /// event, the scratch's descriptor, user data, out).
     async fn run<K, I>(&self, op: &'static str, scratch: Buf, src: bool, init: I) -> (Result<()>, Buf)
     where
-        K: TaskKind,
+        K: DocaTask,
         I: Fn(
             *mut sys::doca_rdma,
             *mut sys::doca_rdma_connection,

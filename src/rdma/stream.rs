@@ -39,7 +39,7 @@ use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 use super::{ConnId, Connection, Listener, Opcode, Rdma, Received};
 use crate::device::Device;
@@ -608,7 +608,7 @@ impl Shared {
         .detach();
     }
 
-    fn poll_read_raw(self: &Rc<Self>, cx: &mut TaskCx<'_>, dst: &mut [MaybeUninit<u8>]) -> Poll<io::Result<usize>> {
+    fn poll_read_raw(self: &Rc<Self>, cx: &mut Context<'_>, dst: &mut [MaybeUninit<u8>]) -> Poll<io::Result<usize>> {
         if dst.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -650,7 +650,7 @@ impl Shared {
         Poll::Pending
     }
 
-    fn poll_write(self: &Rc<Self>, cx: &mut TaskCx<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(self: &Rc<Self>, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
         let mut st = self.st.borrow_mut();
         if let Some(e) = &st.error {
             return Poll::Ready(Err(io_err(e)));
@@ -686,7 +686,7 @@ impl Shared {
         Poll::Ready(Ok(n))
     }
 
-    fn poll_flush(self: &Rc<Self>, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    fn poll_flush(self: &Rc<Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         {
             let mut st = self.st.borrow_mut();
             if let Some(e) = &st.error {
@@ -703,7 +703,7 @@ impl Shared {
         Poll::Pending
     }
 
-    fn poll_shutdown(self: &Rc<Self>, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    fn poll_shutdown(self: &Rc<Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         {
             let mut st = self.st.borrow_mut();
             if st.fin_done {
@@ -841,7 +841,7 @@ impl RdmaStream {
     }
 
     /// Reads into `buf`; 0 at EOF (the peer shut its side down).
-    pub fn poll_read_bytes(&self, cx: &mut TaskCx<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    pub fn poll_read_bytes(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout, and the reader only
         // writes initialised bytes into it.
         let dst = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
@@ -849,17 +849,17 @@ impl RdmaStream {
     }
 
     /// Accepts up to one chunk of `buf`.
-    pub fn poll_write_bytes(&self, cx: &mut TaskCx<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    pub fn poll_write_bytes(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.shared.poll_write(cx, buf)
     }
 
     /// Completes when everything written so far was delivered to the peer's buffers.
-    pub fn poll_flush_bytes(&self, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_flush_bytes(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.shared.poll_flush(cx)
     }
 
     /// Flushes, then sends the end of the stream; later writes fail.
-    pub fn poll_close_bytes(&self, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_close_bytes(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.shared.poll_shutdown(cx)
     }
 }
@@ -914,26 +914,26 @@ impl fmt::Debug for RdmaStream {
 }
 
 impl futures_io::AsyncRead for RdmaStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut TaskCx<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         self.poll_read_bytes(cx, buf)
     }
 }
 
 impl futures_io::AsyncWrite for RdmaStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut TaskCx<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_write_bytes(cx, buf)
     }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_flush_bytes(cx)
     }
-    fn poll_close(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_close_bytes(cx)
     }
 }
 
 #[cfg(feature = "tokio")]
 impl tokio::io::AsyncRead for RdmaStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut TaskCx<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
         // SAFETY: only initialised bytes are written into the unfilled part, and exactly the
         // `n` bytes written are then marked filled.
         let dst = unsafe { buf.unfilled_mut() };
@@ -952,13 +952,13 @@ impl tokio::io::AsyncRead for RdmaStream {
 
 #[cfg(feature = "tokio")]
 impl tokio::io::AsyncWrite for RdmaStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut TaskCx<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_write_bytes(cx, buf)
     }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_flush_bytes(cx)
     }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<io::Result<()>> {
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_close_bytes(cx)
     }
 }

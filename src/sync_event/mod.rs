@@ -27,8 +27,8 @@ use std::fmt;
 
 use crate::device::Device;
 use crate::error::{allocated, check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind};
-use crate::executor::Context;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask};
 use crate::sys;
 
 /// Where a side of the event lives (DOCA's publisher and subscriber locations).
@@ -105,7 +105,7 @@ impl SyncEventBuilder {
             return Err(Error::new(ErrorKind::InvalidArgument, "sync_event: RemoteNet is not a subscriber location"));
         }
         let mut ev = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; ownership of the new event passes to `Context` below.
+        // SAFETY: valid out-pointer; ownership of the new event passes to `DocaCtx` below.
         check(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event: create")?;
         let dev = self.dev.as_ptr();
         // SAFETY: `ev` is a fresh, unstarted event; `dev` is open for the event's life (the
@@ -161,7 +161,7 @@ enum Origin {
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub struct SyncEvent {
-    ctx: Context<sys::doca_sync_event>,
+    ctx: DocaCtx<sys::doca_sync_event>,
     dev: Device,
     origin: Origin,
 }
@@ -213,14 +213,14 @@ impl SyncEvent {
         Self::adopt(ev, dev.clone(), max_tasks, Origin::Imported).await
     }
 
-    /// Hands `ev` to a [`Context`] on this executor, configures the task pools, starts it.
+    /// Hands `ev` to a [`DocaCtx`] on this executor, configures the task pools, starts it.
     async fn adopt(ev: *mut sys::doca_sync_event, dev: Device, max_tasks: u32, origin: Origin) -> Result<SyncEvent> {
         let keep_dev = dev.clone();
         // SAFETY: `ev` is a live, unstarted event created on this thread that only the
-        // Context destroys; its ctx is IDLE and unconnected. The destroy closure keeps the
+        // DocaCtx destroys; its ctx is IDLE and unconnected. The destroy closure keeps the
         // device open until the event is gone (which may be after this SyncEvent dropped).
         let ctx = unsafe {
-            Context::new("sync_event", ev, sys::doca_sync_event_as_ctx(ev), move |ev| {
+            DocaCtx::new("sync_event", ev, sys::doca_sync_event_as_ctx(ev), move |ev| {
                 let rc = sys::doca_sync_event_destroy(ev);
                 drop(keep_dev);
                 rc
@@ -492,7 +492,7 @@ macro_rules! sync_event_task_kind {
         struct $kind;
         // SAFETY: `as_task` is DOCA's conversion for this task type; freeing with
         // doca_task_free (the default) is how sync event tasks are released.
-        unsafe impl TaskKind for $kind {
+        unsafe impl DocaTask for $kind {
             type Task = sys::$task;
             unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
                 // SAFETY: forwarded; the caller passes a live task of this type.

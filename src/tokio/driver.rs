@@ -26,7 +26,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context as TaskCx, Poll, Wake, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use ::tokio::io::unix::AsyncFd;
@@ -264,7 +264,7 @@ impl State {
         let core = self.core.clone();
         core.set_foreign_waker(&self.driver_waker);
         let waker = self.driver_waker.clone();
-        let mut cx = TaskCx::from_waker(&waker);
+        let mut cx = Context::from_waker(&waker);
         // Come back for another step: `RunLocal::poll` sees the flag, and wakes its task
         // itself if it yields to tokio with the flag still raised.
         let yield_now = || self.driver.raise();
@@ -354,7 +354,7 @@ impl State {
 impl<F: Future> Future for RunLocal<F> {
     type Output = Result<F::Output>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<F::Output>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<F::Output>> {
         // `RunLocal` is Unpin (the user future is boxed).
         let this = self.get_mut();
         if this.failed || this.fut.is_none() {
@@ -383,7 +383,7 @@ impl<F: Future> Future for RunLocal<F> {
             let mut did = false;
             if state.user.take() {
                 did = true;
-                let mut ucx = TaskCx::from_waker(&state.user_waker);
+                let mut ucx = Context::from_waker(&state.user_waker);
                 // The user future may complete operations inline, within the turn's batch.
                 state.core.set_budget(this.config.task_batch);
                 let polled = this.fut.as_mut().expect("checked above").as_mut().poll(&mut ucx);

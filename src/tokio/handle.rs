@@ -420,7 +420,7 @@ impl<S: 'static> Pinned<S> {
 }
 
 #[cfg(test)]
-mod spin_tests {
+mod tests {
     use super::SpinCredit;
 
     #[test]

@@ -1,9 +1,15 @@
-//! Offloaded collectives: the workers of a [`Domain`] run them, the hosts await the result.
+//! Offloaded collectives: the workers of a [`Domain`](super::Domain) run them, the hosts await the result.
+//!
+//! This file is the host-side engine (`Offload`: queue, driver task, the worker's RDMA
+//! connection). The public methods (`Domain::allreduce` and the others) are part of
+//! [`Domain`](super::Domain) and live with it in `urom/domain.rs`, so that this engine never
+//! names the domain and the two files do not import each other. Where every collectives
+//! layer of the workspace lives: `docs/collectives.md`.
 //!
 //! This is the "offload collectives to the DPU" use of UROM. Every process of a parallel
 //! application owns a worker that loaded the `worker_coll` plugin
 //! ([`doca_urom_coll`]); the workers of one domain run allreduce, allgather, broadcast,
-//! barrier and reduce-scatter among themselves (the [`doca_coll`] engine, the same
+//! barrier and reduce-scatter among themselves (the [`coll_algorithms`] engine, the same
 //! algorithms as the host-only [`HostComm`](crate::coll::HostComm)), reading each host's
 //! source and writing its destination directly with RDMA, while the host processes keep
 //! computing and later await the result.
@@ -17,7 +23,7 @@
 //!   domain's member exchange), the host's connection blob and the tuning. The answer carries
 //!   the worker's blob, which the host connects. The workers introduce themselves to each
 //!   other through the domain (their plugin addresses) and connect a full mesh.
-//! * **Buffers.** Sources and destinations are [`TypedBuf`]s inside memory registered with
+//! * **Buffers.** Sources and destinations are [`TypedBuf`](crate::coll::TypedBuf)s inside memory registered with
 //!   the domain ([`DomainBuilder::buffer`](super::DomainBuilder::buffer)) with
 //!   [`Access::RDMA_READ`] (sources) and [`Access::RDMA_WRITE`] (destinations): the worker
 //!   looks the addresses up among the domain's segments and reaches them with that segment's
@@ -60,11 +66,10 @@ use std::time::Instant;
 
 use doca_urom_coll::proto::{self, Cmd, CollSpec, Notif};
 
-use super::domain::Domain;
 use super::worker::{OwnedCommandOp, Worker};
-use crate::coll::{Element, Kind, ReduceOp, Tuning, TypedBuf};
+use crate::coll::{Element, Kind, ReduceOp, Tuning};
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::signal::{Notify, ResultCell};
+use crate::executor::local_sync::{ResultCell, WakeFlag};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
 use crate::rdma::{Connection, Rdma};
@@ -90,10 +95,10 @@ struct Shared {
     _host: (Rdma, Connection),
     state: RefCell<State>,
     /// Something was queued, or the domain is going away.
-    wake: Notify,
+    wake: WakeFlag,
     /// The last collective in flight was answered (nothing queued or running): wakes
     /// [`Offload::finish`], the one waiter.
-    drained: Notify,
+    drained: WakeFlag,
 }
 
 #[derive(Default)]
@@ -167,8 +172,8 @@ impl Offload {
             buffers,
             _host: (rdma, conn),
             state: RefCell::new(State::default()),
-            wake: Notify::default(),
-            drained: Notify::default(),
+            wake: WakeFlag::default(),
+            drained: WakeFlag::default(),
         });
         let driver = spawn_local(drive(shared.clone()));
         Ok(Offload { shared, _driver: driver })
@@ -275,7 +280,7 @@ impl Offload {
     /// stand-in ([`Cmd::Invalid`]) is queued, which the workers fail on every member (the
     /// others get [`ErrorKind::InvalidArgument`] instead of waiting forever), and this
     /// member's caller gets the precise local error at once.
-    fn issue<T: Element>(
+    pub(super) fn issue<T: Element>(
         &self,
         op: &'static str,
         kind: Kind,
@@ -468,130 +473,3 @@ fn finish(shared: &Shared, req: &Request, r: Result<()>) {
         shared.drained.notify();
     }
 }
-
-// -------------------------------------------------------------------------------------------
-// The collectives on `Domain`.
-
-impl Domain {
-    fn offload(&self, op: &str) -> Result<&Offload> {
-        self.coll().ok_or_else(|| {
-            Error::new(
-                ErrorKind::BadState,
-                format!(
-                    "domain.{op}: this member's first worker did not load the {} plugin, so the domain runs no collectives",
-                    proto::PLUGIN_NAME
-                ),
-            )
-        })
-    }
-
-    fn collective<T: Element>(
-        &self,
-        op: &'static str,
-        kind: Kind,
-        red: ReduceOp,
-        root: usize,
-        src: Option<&Buf>,
-        dst: Option<&Buf>,
-    ) -> impl Future<Output = Result<()>> + 'static {
-        let cell = self.offload(op).and_then(|o| o.issue::<T>(op, kind, red, root, src, dst));
-        async move { cell?.wait().await }
-    }
-
-    /// Elementwise reduction of every member's `src` into every member's `dst` (the same
-    /// length as `src`, and the same on every member), run by the workers.
-    ///
-    /// Submitted at once (see the [ordering rule](crate::urom::coll)); the future completes
-    /// when the result is in `dst`. `src` must lie in domain memory with
-    /// [`Access::RDMA_READ`], `dst` in domain memory with [`Access::RDMA_WRITE`].
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidArgument`] for buffers outside the domain's memory, without the
-    /// access, or of lengths that do not fit (reported at once; the other members' same
-    /// collective fails with it), and for members that disagree on the count, type or
-    /// operator (on every member);
-    /// [`ErrorKind::ConnectionLost`] when a member or its worker died;
-    /// [`ErrorKind::BadState`] when the domain runs no collectives.
-    ///
-    /// ```no_run
-    /// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
-    /// use async_doca::coll::{ReduceOp, TypedBuf};
-    /// use async_doca::oob::UnixOob;
-    /// use async_doca::urom::{Domain, Service, Worker};
-    /// use async_doca::Access;
-    /// let dev = async_doca::Device::open_default()?;
-    /// let svc = Service::connect(&dev).await?;
-    /// let worker = Worker::builder(&svc).plugin("worker_coll").start().await?;
-    /// // The workers read sources and write destinations: register the memory with the domain.
-    /// let mem = dev.alloc(2 * 1024 * 8, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
-    /// let oob = UnixOob::from_env(std::time::Duration::from_secs(30))?;
-    /// let domain = Domain::builder(oob).worker(&worker).buffer(&mem).start().await?;
-    /// let mut src = TypedBuf::<f64>::new(&mem, 0..1024)?;
-    /// let mut dst = TypedBuf::<f64>::new(&mem, 1024..2048)?;
-    /// src.write_from(&vec![domain.rank() as f64; 1024])?;
-    /// let sum = domain.allreduce(&src, &mut dst, ReduceOp::Sum); // the workers start now
-    /// // ... compute here while the DPU reduces ...
-    /// sum.await?;
-    /// domain.stop().await?;
-    /// # Ok::<(), async_doca::Error>(()) })?;
-    /// # Ok::<(), async_doca::Error>(())
-    /// ```
-    pub fn allreduce<'a, T: Element>(
-        &'a self,
-        src: &TypedBuf<T>,
-        dst: &'a mut TypedBuf<T>,
-        op: ReduceOp,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        self.collective::<T>("allreduce", Kind::Allreduce, op, 0, Some(src.buf()), Some(dst.buf()))
-    }
-
-    /// Every member's `src` (the same length everywhere), concatenated in rank order into
-    /// every member's `dst` (`size × src.len()` elements). Buffers and errors as for
-    /// [`allreduce`](Domain::allreduce).
-    pub fn allgather<'a, T: Element>(
-        &'a self,
-        src: &TypedBuf<T>,
-        dst: &'a mut TypedBuf<T>,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        self.collective::<T>("allgather", Kind::Allgather, ReduceOp::Sum, 0, Some(src.buf()), Some(dst.buf()))
-    }
-
-    /// `root`'s `buf` copied into every member's `buf` (the same length everywhere). The
-    /// buffer needs [`Access::RDMA_READ`] on the root and [`Access::RDMA_WRITE`] everywhere
-    /// else (give it both). Errors as for [`allreduce`](Domain::allreduce), and
-    /// [`ErrorKind::InvalidArgument`] for a root that is not a member.
-    pub fn broadcast<'a, T: Element>(
-        &'a self,
-        root: usize,
-        buf: &'a mut TypedBuf<T>,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        // The root's worker reads the buffer, and every worker writes the result into its own.
-        let src = (root == self.rank() as usize).then(|| buf.buf());
-        self.collective::<T>("broadcast", Kind::Broadcast, ReduceOp::Sum, root, src, Some(buf.buf()))
-    }
-
-    /// Completes once every member has entered it (run by the workers).
-    pub fn barrier(&self) -> impl Future<Output = Result<()>> + '_ {
-        self.collective::<i32>("barrier", Kind::Barrier, ReduceOp::Sum, 0, None, None)
-    }
-
-    /// Block `rank` of the elementwise reduction of every member's `src`
-    /// (`size × dst.len()` elements) into `dst`. Buffers and errors as for
-    /// [`allreduce`](Domain::allreduce).
-    pub fn reduce_scatter<'a, T: Element>(
-        &'a self,
-        src: &TypedBuf<T>,
-        dst: &'a mut TypedBuf<T>,
-        op: ReduceOp,
-    ) -> impl Future<Output = Result<()>> + 'a {
-        self.collective::<T>("reduce_scatter", Kind::ReduceScatter, op, 0, Some(src.buf()), Some(dst.buf()))
-    }
-
-    /// Collectives issued on this domain and not answered yet.
-    pub fn collectives_in_flight(&self) -> usize {
-        self.coll().map_or(0, Offload::outstanding)
-    }
-}
-
-// `Domain` is one of the two implementations of `coll::Collectives` (with `HostComm`).
-crate::coll::forward_collectives!(Domain);

@@ -2,6 +2,7 @@
 
 use std::ffi::c_void;
 use std::fmt;
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -10,10 +11,10 @@ use doca_urom_coll::proto as coll_proto;
 
 use super::coll::Offload;
 use super::worker::Worker;
-use crate::coll::Tuning;
+use crate::coll::{Element, Kind, ReduceOp, Tuning, TypedBuf};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::Context;
-use crate::mem::Memory;
+use crate::ext::DocaCtx;
+use crate::mem::{Buf, Memory};
 use crate::oob::{drive_allgather, Oob, OobRequest};
 use crate::sys;
 
@@ -129,15 +130,15 @@ impl DomainBuilder {
         let coll_info = &*oob_state as *const OobState as *mut c_void;
 
         let mut d = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; ownership passes to `Context` below.
+        // SAFETY: valid out-pointer; ownership passes to `DocaCtx` below.
         check(unsafe { sys::doca_urom_domain_create(&mut d) }, "urom.domain: create")?;
         // What the domain object points at (the OOB state, the workers, the memory) must stay
         // alive until it is destroyed, which the executor may do after `Domain` is dropped.
         let keep = (oob_state, self.workers.clone(), descs.clone(), service.clone());
-        // SAFETY: `d` is a live, unstarted domain created on this thread that only the Context
+        // SAFETY: `d` is a live, unstarted domain created on this thread that only the DocaCtx
         // destroys; its ctx is IDLE and unconnected.
         let ctx = unsafe {
-            Context::new("urom.domain", d, sys::doca_urom_domain_as_ctx(d), move |d| {
+            DocaCtx::new("urom.domain", d, sys::doca_urom_domain_as_ctx(d), move |d| {
                 let rc = sys::doca_urom_domain_destroy(d);
                 drop(keep);
                 rc
@@ -218,7 +219,7 @@ impl fmt::Debug for DomainBuilder {
 /// other members' workers, their memory segments). Dropping the domain stops it; the workers
 /// forget it.
 pub struct Domain {
-    ctx: Context<sys::doca_urom_domain>,
+    ctx: DocaCtx<sys::doca_urom_domain>,
     workers: Vec<(Worker, u64)>,
     buffers: Vec<Memory>,
     rank: u32,
@@ -448,39 +449,146 @@ unsafe extern "C" fn oob_req_free(req: *mut c_void) -> sys::doca_error_t {
     .unwrap_or(sys::DOCA_ERROR_UNEXPECTED)
 }
 
+// -------------------------------------------------------------------------------------------
+// The collectives on `Domain` (the engine behind them is `Offload`, in urom/coll.rs).
+
+impl Domain {
+    fn offload(&self, op: &str) -> Result<&Offload> {
+        self.coll().ok_or_else(|| {
+            Error::new(
+                ErrorKind::BadState,
+                format!(
+                    "domain.{op}: this member's first worker did not load the {} plugin, so the domain runs no collectives",
+                    coll_proto::PLUGIN_NAME
+                ),
+            )
+        })
+    }
+
+    fn collective<T: Element>(
+        &self,
+        op: &'static str,
+        kind: Kind,
+        red: ReduceOp,
+        root: usize,
+        src: Option<&Buf>,
+        dst: Option<&Buf>,
+    ) -> impl Future<Output = Result<()>> + 'static {
+        let cell = self.offload(op).and_then(|o| o.issue::<T>(op, kind, red, root, src, dst));
+        async move { cell?.wait().await }
+    }
+
+    /// Elementwise reduction of every member's `src` into every member's `dst` (the same
+    /// length as `src`, and the same on every member), run by the workers.
+    ///
+    /// Submitted at once (see the [ordering rule](crate::urom::coll)); the future completes
+    /// when the result is in `dst`. `src` must lie in domain memory with
+    /// [`Access::RDMA_READ`](crate::Access::RDMA_READ), `dst` in domain memory with [`Access::RDMA_WRITE`](crate::Access::RDMA_WRITE).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for buffers outside the domain's memory, without the
+    /// access, or of lengths that do not fit (reported at once; the other members' same
+    /// collective fails with it), and for members that disagree on the count, type or
+    /// operator (on every member);
+    /// [`ErrorKind::ConnectionLost`](crate::ErrorKind::ConnectionLost) when a member or its worker died;
+    /// [`ErrorKind::BadState`](crate::ErrorKind::BadState) when the domain runs no collectives.
+    ///
+    /// ```no_run
+    /// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+    /// use async_doca::coll::{ReduceOp, TypedBuf};
+    /// use async_doca::oob::UnixOob;
+    /// use async_doca::urom::{Domain, Service, Worker};
+    /// use async_doca::Access;
+    /// let dev = async_doca::Device::open_default()?;
+    /// let svc = Service::connect(&dev).await?;
+    /// let worker = Worker::builder(&svc).plugin("worker_coll").start().await?;
+    /// // The workers read sources and write destinations: register the memory with the domain.
+    /// let mem = dev.alloc(2 * 1024 * 8, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
+    /// let oob = UnixOob::from_env(std::time::Duration::from_secs(30))?;
+    /// let domain = Domain::builder(oob).worker(&worker).buffer(&mem).start().await?;
+    /// let mut src = TypedBuf::<f64>::new(&mem, 0..1024)?;
+    /// let mut dst = TypedBuf::<f64>::new(&mem, 1024..2048)?;
+    /// src.write_from(&vec![domain.rank() as f64; 1024])?;
+    /// let sum = domain.allreduce(&src, &mut dst, ReduceOp::Sum); // the workers start now
+    /// // ... compute here while the DPU reduces ...
+    /// sum.await?;
+    /// domain.stop().await?;
+    /// # Ok::<(), async_doca::Error>(()) })?;
+    /// # Ok::<(), async_doca::Error>(())
+    /// ```
+    pub fn allreduce<'a, T: Element>(
+        &'a self,
+        src: &TypedBuf<T>,
+        dst: &'a mut TypedBuf<T>,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        self.collective::<T>("allreduce", Kind::Allreduce, op, 0, Some(src.buf()), Some(dst.buf()))
+    }
+
+    /// Every member's `src` (the same length everywhere), concatenated in rank order into
+    /// every member's `dst` (`size × src.len()` elements). Buffers and errors as for
+    /// [`allreduce`](Domain::allreduce).
+    pub fn allgather<'a, T: Element>(
+        &'a self,
+        src: &TypedBuf<T>,
+        dst: &'a mut TypedBuf<T>,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        self.collective::<T>("allgather", Kind::Allgather, ReduceOp::Sum, 0, Some(src.buf()), Some(dst.buf()))
+    }
+
+    /// `root`'s `buf` copied into every member's `buf` (the same length everywhere). The
+    /// buffer needs [`Access::RDMA_READ`](crate::Access::RDMA_READ) on the root and [`Access::RDMA_WRITE`](crate::Access::RDMA_WRITE) everywhere
+    /// else (give it both). Errors as for [`allreduce`](Domain::allreduce), and
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a root that is not a member.
+    pub fn broadcast<'a, T: Element>(
+        &'a self,
+        root: usize,
+        buf: &'a mut TypedBuf<T>,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        // The root's worker reads the buffer, and every worker writes the result into its own.
+        let src = (root == self.rank() as usize).then(|| buf.buf());
+        self.collective::<T>("broadcast", Kind::Broadcast, ReduceOp::Sum, root, src, Some(buf.buf()))
+    }
+
+    /// Completes once every member has entered it (run by the workers).
+    pub fn barrier(&self) -> impl Future<Output = Result<()>> + '_ {
+        self.collective::<i32>("barrier", Kind::Barrier, ReduceOp::Sum, 0, None, None)
+    }
+
+    /// Block `rank` of the elementwise reduction of every member's `src`
+    /// (`size × dst.len()` elements) into `dst`. Buffers and errors as for
+    /// [`allreduce`](Domain::allreduce).
+    pub fn reduce_scatter<'a, T: Element>(
+        &'a self,
+        src: &TypedBuf<T>,
+        dst: &'a mut TypedBuf<T>,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        self.collective::<T>("reduce_scatter", Kind::ReduceScatter, op, 0, Some(src.buf()), Some(dst.buf()))
+    }
+
+    /// Collectives issued on this domain and not answered yet.
+    pub fn collectives_in_flight(&self) -> usize {
+        self.coll().map_or(0, Offload::outstanding)
+    }
+}
+
+// `Domain` is one of the two implementations of `coll::Collectives` (with `HostComm`).
+crate::coll::forward_collectives!(Domain);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Rank 0 of two, whose peer announces `u64::MAX` workers.
-    struct Boaster;
-
-    impl Oob for Boaster {
-        fn rank(&self) -> u32 {
-            0
-        }
-        fn size(&self) -> u32 {
-            2
-        }
-        fn allgather(&self, data: &[u8]) -> Result<Box<dyn OobRequest>> {
-            Ok(Box::new(Done(Some([data, &u64::MAX.to_le_bytes()].concat()))))
-        }
-    }
-
-    struct Done(Option<Vec<u8>>);
-
-    impl OobRequest for Done {
-        fn test(&mut self) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.take())
-        }
-    }
+    use crate::testkit::LyingPeer;
 
     #[test]
     #[cfg_attr(miri, ignore = "makes system calls Miri cannot run")]
     fn an_announced_worker_count_is_bounded() {
         let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        let e = rt.block_on(exchange_members(&Boaster, &[7], deadline)).expect_err("u64::MAX workers");
+        // The peer announces u64::MAX workers.
+        let oob = LyingPeer { peer: u64::MAX.to_le_bytes().to_vec() };
+        let e = rt.block_on(exchange_members(&oob, &[7], deadline)).expect_err("u64::MAX workers");
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     }
 }

@@ -6,8 +6,9 @@ use std::rc::Rc;
 use super::sink::Sink;
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, TaskKind, TaskOutput};
-use crate::executor::{Context, CpuSet};
+use crate::executor::CpuSet;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, DocaTask, TaskOutput};
 use crate::sys;
 
 /// One plugin the service offers (`doca_urom_service_plugin_info`).
@@ -76,14 +77,14 @@ impl ServiceBuilder {
     /// for this host and device, [`ErrorKind::BadState`] outside an executor.
     pub async fn connect(self) -> Result<Service> {
         let mut svc = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; ownership passes to `Context` below.
+        // SAFETY: valid out-pointer; ownership passes to `DocaCtx` below.
         check(unsafe { sys::doca_urom_service_create(&mut svc) }, "urom.service: create")?;
         let keep_dev = self.dev.clone();
         // SAFETY: `svc` is a live, unstarted service created on this thread that only the
-        // Context destroys; its ctx is IDLE and unconnected. The destroy closure keeps the
+        // DocaCtx destroys; its ctx is IDLE and unconnected. The destroy closure keeps the
         // device open until the service is gone.
         let ctx = unsafe {
-            Context::new("urom.service", svc, sys::doca_urom_service_as_ctx(svc), move |svc| {
+            DocaCtx::new("urom.service", svc, sys::doca_urom_service_as_ctx(svc), move |svc| {
                 let rc = sys::doca_urom_service_destroy(svc);
                 drop(keep_dev);
                 rc
@@ -144,7 +145,7 @@ fn read_service_info(svc: *mut sys::doca_urom_service) -> Result<(Vec<PluginInfo
 }
 
 pub(crate) struct ServiceInner {
-    pub(crate) ctx: Context<sys::doca_urom_service>,
+    pub(crate) ctx: DocaCtx<sys::doca_urom_service>,
     dev: Device,
     plugins: Vec<PluginInfo>,
     cpuset: CpuSet,
@@ -270,7 +271,7 @@ impl fmt::Debug for Service {
 struct ByGid;
 
 // SAFETY: the conversion and the release are the task type's own.
-unsafe impl TaskKind for ByGid {
+unsafe impl DocaTask for ByGid {
     type Task = sys::doca_urom_service_get_workers_by_gid_task;
 
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {

@@ -3,14 +3,14 @@
 //! A completion slot's result area holds four words, enough for counters and lengths but not
 //! for a notification or a list of worker ids. UROM operations therefore hand the task a
 //! [`Sink`]: a heap cell whose address the allocation closure writes into word 0 of the result
-//! area, and into which [`TaskKind::on_complete`](crate::executor::completion::TaskKind) copies
+//! area, and into which [`DocaTask::on_complete`](crate::ext::DocaTask) copies
 //! the result before DOCA frees the task. The operation's future keeps the sink alive through
 //! `with_buffers`, so even a future dropped mid-flight leaves a valid destination behind until
 //! the completion arrives.
 
 use std::cell::UnsafeCell;
 
-use crate::executor::completion::TaskOutput;
+use crate::ext::TaskOutput;
 
 /// Where a completion copies a variable-length result. Used on one executor thread only.
 #[derive(Default)]

@@ -10,8 +10,9 @@ use std::task::Poll;
 use super::service::{to_doca_cpuset, Service};
 use super::sink::Sink;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{completion_cb, BufTaskFuture, TaskKind, TaskOutput, TaskSlot};
-use crate::executor::{Context, CpuSet};
+use crate::executor::CpuSet;
+use crate::ext::DocaCtx;
+use crate::ext::{completion_cb, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
 use crate::sys;
 
 /// The default number of commands a worker may have in flight.
@@ -136,15 +137,15 @@ impl WorkerBuilder {
 
         let svc_ptr = self.service.inner.ctx.as_ptr()?;
         let mut w = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; ownership passes to `Context` below.
+        // SAFETY: valid out-pointer; ownership passes to `DocaCtx` below.
         check(unsafe { sys::doca_urom_worker_create(&mut w) }, "urom.worker: create")?;
         // The worker object refers to the service: keep the service until it is destroyed,
         // which the executor may do after this `Worker` is dropped.
         let keep_service = self.service.clone();
-        // SAFETY: `w` is a live, unstarted worker created on this thread that only the Context
+        // SAFETY: `w` is a live, unstarted worker created on this thread that only the DocaCtx
         // destroys; its ctx is IDLE and unconnected.
         let ctx = unsafe {
-            Context::new("urom.worker", w, sys::doca_urom_worker_as_ctx(w), move |w| {
+            DocaCtx::new("urom.worker", w, sys::doca_urom_worker_as_ctx(w), move |w| {
                 let rc = sys::doca_urom_worker_destroy(w);
                 drop(keep_service);
                 rc
@@ -190,7 +191,7 @@ fn start_error(w: *mut sys::doca_urom_worker, generic: Error) -> Error {
     #[cfg(feature = "soft")]
     {
         let mut code = sys::DOCA_SUCCESS;
-        // SAFETY: live worker (its Context holds it); valid out-pointer.
+        // SAFETY: live worker (its DocaCtx holds it); valid out-pointer.
         let rc = unsafe { sys::doca_soft_urom_worker_get_start_error(w, &mut code) };
         if rc == sys::DOCA_SUCCESS && code != sys::DOCA_SUCCESS {
             let mut reason = std::ptr::null();
@@ -214,7 +215,7 @@ fn start_error(w: *mut sys::doca_urom_worker, generic: Error) -> Error {
 }
 
 struct WorkerInner {
-    ctx: Context<sys::doca_urom_worker>,
+    ctx: DocaCtx<sys::doca_urom_worker>,
     service: Service,
     id: u64,
     gid: u32,
@@ -223,7 +224,7 @@ struct WorkerInner {
 
 impl Drop for WorkerInner {
     fn drop(&mut self) {
-        // The `Context` field is dropped right after this: it stops the worker ctx, and the
+        // The `DocaCtx` field is dropped right after this: it stops the worker ctx, and the
         // service tears the worker process down.
         crate::trace::event!(info, { worker = self.id }, "urom: last worker handle dropped");
     }
@@ -466,7 +467,7 @@ unsafe fn write_payload(task: *mut sys::doca_urom_worker_cmd_task, payload: &[u8
 struct Command;
 
 // SAFETY: the conversion and the release are the task type's own.
-unsafe impl TaskKind for Command {
+unsafe impl DocaTask for Command {
     type Task = sys::doca_urom_worker_cmd_task;
 
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {

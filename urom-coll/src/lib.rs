@@ -2,10 +2,11 @@
 //!
 //! Each process of a parallel application owns one UROM worker; the workers of a domain run
 //! allreduce, allgather, broadcast, barrier and reduce-scatter among themselves with the
-//! [`doca_coll`] engine, reading their host's source buffer and writing its destination
+//! [`coll_algorithms`] engine, reading their host's source buffer and writing its destination
 //! buffer directly with RDMA while the host computes. [`CollPlugin`] is the plugin (exported
 //! as `libworker_coll.so` by `plugins/worker_coll`); [`proto`] holds the command and
-//! notification formats for plugins and hosts alike.
+//! notification formats for plugins and hosts alike. Where the other collectives layers live
+//! (the engine, the host API, the host side of the offload): `docs/collectives.md`.
 //!
 //! # The model
 //!
@@ -30,8 +31,8 @@
 //! * **Messages between workers** are RDMA sends in chunks of at most 64 KiB behind a
 //!   32-byte header (sender rank, magic, tag bits, offset, total); receives are reposted as
 //!   soon as their chunk is copied out, chunks are reassembled per (sender, tag) and whole
-//!   messages filed in a [`doca_coll::Matcher`] for the engine. The engine's sends are queued
-//!   (up to 8 MiB, then [`doca_coll::Sent::Busy`]) and handed to RDMA as send buffers free.
+//!   messages filed in a [`coll_algorithms::Matcher`] for the engine. The engine's sends are queued
+//!   (up to 8 MiB, then [`coll_algorithms::Sent::Busy`]) and handed to RDMA as send buffers free.
 //! * **A collective** ([`proto::Cmd::Coll`]) is checked (lengths per kind, root, the host
 //!   ranges inside one registered segment each: `INVALID_VALUE` / `NOT_FOUND` at once,
 //!   without taking a sequence number), then: RDMA-read `src` from the host into local memory
@@ -46,7 +47,7 @@
 //!   map the host's segment again; the local staging memory is per collective.
 //! * **Failures.** A failed RDMA task puts the ctx in its error state (every connection
 //!   breaks), and so does a peer that dies or closes: the transport then fails every
-//!   operation with [`doca_coll::TransportErrorKind::PeerGone`], which fails every pending and
+//!   operation with [`coll_algorithms::TransportErrorKind::PeerGone`], which fails every pending and
 //!   later collective (`CONNECTION_ABORTED`, body [`proto::Notif::Failed`] with the reason);
 //!   the engine's abort notices fail the peers' side too. A mismatch between members
 //!   (count, type, kind) is `INVALID_VALUE`.

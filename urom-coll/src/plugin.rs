@@ -8,7 +8,9 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use doca_coll::{Comm, Completion, Error, Kind, Matcher, Sent, Tag, Transport, TransportError, TransportErrorKind};
+use coll_algorithms::{
+    Comm, Completion, Error, Kind, Matcher, Sent, Tag, Transport, TransportError, TransportErrorKind,
+};
 use doca_sys as sys;
 use doca_urom_plugin::{Arm, Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
@@ -838,8 +840,8 @@ impl Plugin for CollPlugin {
                 let spec = CollSpec {
                     seq,
                     kind,
-                    dtype: doca_coll::DataType::I32,
-                    op: doca_coll::ReduceOp::Sum,
+                    dtype: coll_algorithms::DataType::I32,
+                    op: coll_algorithms::ReduceOp::Sum,
                     root: 0,
                     count: 0,
                     src_va: 0,

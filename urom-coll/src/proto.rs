@@ -25,7 +25,7 @@
 
 use std::fmt;
 
-use doca_coll::{DataType, Kind, ReduceOp, Tuning};
+use coll_algorithms::{DataType, Kind, ReduceOp, Tuning};
 use doca_urom_plugin::Status;
 
 /// The version `worker_coll` reports.

@@ -10,7 +10,7 @@ use std::ptr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use doca_coll::{DataType, Kind, ReduceOp, Tuning};
+use coll_algorithms::{DataType, Kind, ReduceOp, Tuning};
 use doca_sys as sys;
 use doca_urom_coll::proto::{Cmd, CollSpec, InitTuning, Notif};
 use doca_urom_coll::CollPlugin;
@@ -670,7 +670,7 @@ fn random_collectives_match_a_reference() {
                 let reduced = || {
                     let mut acc = inputs[0].clone();
                     for x in &inputs[1..] {
-                        doca_coll::reduce_into(&mut acc, x, dtype, op);
+                        coll_algorithms::reduce_into(&mut acc, x, dtype, op);
                     }
                     acc
                 };

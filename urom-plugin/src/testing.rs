@@ -7,6 +7,10 @@
 //! Everything here is single-threaded, like a real worker. Domain lookups return pointers into
 //! the [`Domain`]'s tables; the domain can only change between plugin calls (a plugin has no
 //! handle on it), which is what keeps those pointers valid for the call, as in the real worker.
+//!
+//! Public (not a `#[cfg(test)]` testkit) because users need it: plugin authors test their
+//! plugins with it in-process (the sample plugins in `plugins/` and the workspace's integration
+//! tests do).
 
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};

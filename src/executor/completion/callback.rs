@@ -4,7 +4,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::slots::SlotState;
-use super::TaskKind;
+use super::DocaTask;
 use crate::executor::local::{report, with_current};
 use crate::sys;
 
@@ -13,16 +13,16 @@ use crate::sys;
 /// pointer type matches `*_completion_cb_t` exactly, no cast needed).
 ///
 /// It runs inside `doca_pe_progress` on the executor's thread: it reads the status, calls
-/// [`TaskKind::on_complete`], frees the task ([`TaskKind::free`]) or keeps it for reuse
-/// ([`TaskKind::REUSE`]), stores the status in the
+/// [`DocaTask::on_complete`], frees the task ([`DocaTask::free`]) or keeps it for reuse
+/// ([`DocaTask::REUSE`]), stores the status in the
 /// slot named by `task_user_data` and wakes the future, or releases the slot if the future
 /// was dropped. It wakes futures waiting for a free task of the same context (named by
 /// `ctx_user_data`). It never unwinds into C.
 ///
 /// # Safety
 /// Only DOCA calls it, for a task submitted through [`TaskFuture`](super::TaskFuture) (so `task_user_data` is a
-/// slot key and `ctx_user_data` the key set by [`Context`](crate::executor::context::Context)).
-pub unsafe extern "C" fn completion_cb<K: TaskKind>(
+/// slot key and `ctx_user_data` the key set by [`DocaCtx`](crate::executor::context::DocaCtx)).
+pub unsafe extern "C" fn completion_cb<K: DocaTask>(
     task: *mut K::Task,
     task_user_data: sys::doca_data,
     ctx_user_data: sys::doca_data,
@@ -38,7 +38,7 @@ pub unsafe extern "C" fn completion_cb<K: TaskKind>(
 
 /// # Safety
 /// `task` is a live completed task of kind `K` that we own.
-unsafe fn on_completion<K: TaskKind>(task: *mut K::Task, key: u64, ctx_key: u64) {
+unsafe fn on_completion<K: DocaTask>(task: *mut K::Task, key: u64, ctx_key: u64) {
     // SAFETY: live task (caller).
     let status = unsafe { sys::doca_task_get_status(K::as_task(task)) };
     let handled = with_current(|core| {

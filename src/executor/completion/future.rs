@@ -9,11 +9,11 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::rc::Rc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 use super::slots::{Slot, SlotState};
 use super::waiters::Ticket;
-use super::{TaskKind, TaskOutput, OUT_WORDS};
+use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::Core;
@@ -27,7 +27,7 @@ fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
     crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
 }
 
-/// What the allocation closure of [`Context::submit`](crate::executor::context::Context::submit)
+/// What the allocation closure of [`DocaCtx::submit`](crate::executor::context::DocaCtx::submit)
 /// gets: the user data to give the task and the slot's result area.
 #[derive(Clone, Copy, Debug)]
 pub struct TaskSlot {
@@ -84,7 +84,7 @@ enum Stage<T> {
 
 /// The future of one DOCA task: allocate (waiting for a free task if the pool is
 /// exhausted), submit (waiting for room if the queue is full), then wait for the completion
-/// callback. Created by [`Context::submit`](crate::executor::context::Context::submit); resolves to the
+/// callback. Created by [`DocaCtx::submit`](crate::executor::context::DocaCtx::submit); resolves to the
 /// slot's result area, or to an [`Error`] carrying DOCA's status and the operation's name.
 ///
 /// The future is lazy: nothing is allocated or submitted before the first poll. It borrows
@@ -92,7 +92,7 @@ enum Stage<T> {
 /// task (DOCA has no per-task cancel): the result is discarded when it arrives, and memory
 /// the provider may write stays alive until then (see the module documentation).
 #[must_use = "a DOCA operation does nothing unless awaited; once submitted, dropping it discards the result but cannot cancel the task"]
-pub struct TaskFuture<'a, K: TaskKind, A> {
+pub struct TaskFuture<'a, K: DocaTask, A> {
     core: Rc<Core>,
     ctx: Rc<CtxRecord>,
     /// The key of the operation's slot (its task's user data) ...
@@ -111,9 +111,9 @@ pub struct TaskFuture<'a, K: TaskKind, A> {
 
 // No field is structurally pinned (the closure is only called through `&mut`), so the
 // future can be moved freely between polls.
-impl<K: TaskKind, A> Unpin for TaskFuture<'_, K, A> {}
+impl<K: DocaTask, A> Unpin for TaskFuture<'_, K, A> {}
 
-impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
+impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
     pub(crate) fn new(core: Rc<Core>, ctx: Rc<CtxRecord>, op: &'static str, alloc: A) -> Self {
         let (slot, slot_ref) = core.slots.reserve();
         let span = OpSpan::new(op, ctx.name(), ctx.id());
@@ -230,7 +230,7 @@ impl<'a, K: TaskKind, A> TaskFuture<'a, K, A> {
 
 impl<K, A> TaskFuture<'_, K, A>
 where
-    K: TaskKind,
+    K: DocaTask,
     A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
 {
     /// [`poll_op`](Self::poll_op) inside the operation's span, which records how it ended:
@@ -239,7 +239,7 @@ where
     /// it) and put back: untraced, that moves a `None` (one word) each way. One call of
     /// `poll_op`, so that it is inlined into each future's `poll`.
     #[inline(always)]
-    fn poll_spanned(&mut self, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+    fn poll_spanned(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         let span = self.span.take();
         let r = {
             let _entered = span.enter();
@@ -252,7 +252,7 @@ where
         r
     }
 
-    fn poll_op(&mut self, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+    fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         loop {
             match self.stage {
                 Stage::Finished => {
@@ -362,23 +362,23 @@ where
 
 impl<K, A> Future for TaskFuture<'_, K, A>
 where
-    K: TaskKind,
+    K: DocaTask,
     A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
 {
     type Output = Result<TaskOutput>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Result<TaskOutput>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         self.get_mut().poll_spanned(cx)
     }
 }
 
-impl<K: TaskKind, A> Drop for TaskFuture<'_, K, A> {
+impl<K: DocaTask, A> Drop for TaskFuture<'_, K, A> {
     fn drop(&mut self) {
         self.abandon(None);
     }
 }
 
-impl<K: TaskKind, A> fmt::Debug for TaskFuture<'_, K, A> {
+impl<K: DocaTask, A> fmt::Debug for TaskFuture<'_, K, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let stage = match self.stage {
             Stage::Alloc => "alloc",
@@ -393,14 +393,14 @@ impl<K: TaskKind, A> fmt::Debug for TaskFuture<'_, K, A> {
 /// A [`TaskFuture`] that owns the buffers of its task (see [`TaskFuture::with_buffers`]);
 /// resolves to `(result, buffers)`, the pattern of completion-based I/O.
 #[must_use = "a DOCA operation does nothing unless awaited; once submitted, dropping it discards the result but cannot cancel the task"]
-pub struct BufTaskFuture<'a, K: TaskKind, A, B: 'static> {
+pub struct BufTaskFuture<'a, K: DocaTask, A, B: 'static> {
     inner: TaskFuture<'a, K, A>,
     buffers: Option<B>,
 }
 
-impl<K: TaskKind, A, B: 'static> Unpin for BufTaskFuture<'_, K, A, B> {}
+impl<K: DocaTask, A, B: 'static> Unpin for BufTaskFuture<'_, K, A, B> {}
 
-impl<K: TaskKind, A, B: 'static> BufTaskFuture<'_, K, A, B> {
+impl<K: DocaTask, A, B: 'static> BufTaskFuture<'_, K, A, B> {
     /// Whether the task has been handed to DOCA (or the operation is over): from then on its
     /// place in the context's submission order is fixed. Layers that must submit several
     /// operations in a given order poll each until this holds before creating the next.
@@ -411,13 +411,13 @@ impl<K: TaskKind, A, B: 'static> BufTaskFuture<'_, K, A, B> {
 
 impl<K, A, B> Future for BufTaskFuture<'_, K, A, B>
 where
-    K: TaskKind,
+    K: DocaTask,
     A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     B: 'static,
 {
     type Output = (Result<TaskOutput>, B);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.inner.poll_spanned(cx) {
             Poll::Pending => Poll::Pending,
@@ -429,7 +429,7 @@ where
     }
 }
 
-impl<K: TaskKind, A, B: 'static> Drop for BufTaskFuture<'_, K, A, B> {
+impl<K: DocaTask, A, B: 'static> Drop for BufTaskFuture<'_, K, A, B> {
     fn drop(&mut self) {
         let Some(b) = self.buffers.take() else { return };
         if self.inner.in_flight() {
@@ -443,7 +443,7 @@ impl<K: TaskKind, A, B: 'static> Drop for BufTaskFuture<'_, K, A, B> {
     }
 }
 
-impl<K: TaskKind, A, B: 'static> fmt::Debug for BufTaskFuture<'_, K, A, B> {
+impl<K: DocaTask, A, B: 'static> fmt::Debug for BufTaskFuture<'_, K, A, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BufTaskFuture").field("inner", &self.inner).finish_non_exhaustive()
     }

@@ -4,7 +4,7 @@
 //! **slot** in its executor's slot table (`Slots`). The extern "C" callback
 //! [`completion_cb`] (installed as both the success and the error callback of a task type)
 //! runs inside `doca_pe_progress` on the executor's thread; it reads the status, lets the
-//! task kind copy kind-specific results out of the task ([`TaskKind::on_complete`]), frees
+//! task kind copy kind-specific results out of the task ([`DocaTask::on_complete`]), frees
 //! the task, stores the status in the slot and wakes the future ([`TaskFuture`]).
 //!
 //! Ownership and lifetimes:
@@ -22,7 +22,7 @@
 //!   stopping context) arrives; the callback then releases it. The only ways to end an
 //!   in-flight task early are to drop its future (the result is discarded) or to stop its
 //!   context (the task is flushed with an error).
-//! * Task reuse: a kind with [`TaskKind::REUSE`] keeps its successfully completed tasks on
+//! * Task reuse: a kind with [`DocaTask::REUSE`] keeps its successfully completed tasks on
 //!   their ctx instead of freeing them (the completion callback is the moment DOCA hands a
 //!   task back, so a kept task is never one the provider may still touch). The next
 //!   operation of that kind re-initialises one with the setters and submits it: no
@@ -36,7 +36,7 @@
 //!   outstanding, waiting could never end, so the error is returned instead.
 //!
 //! One module per concept:
-//! * `kind`: [`TaskKind`], what the runtime needs to know of a DOCA task type.
+//! * `doca_task`: [`DocaTask`], what the runtime needs to know of a DOCA task type.
 //! * `slots`: the slot table, its states and its ownership rules.
 //! * `callback`: [`completion_cb`], the one C callback of every task type.
 //! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future, and
@@ -44,23 +44,23 @@
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
 
 mod callback;
+mod doca_task;
 mod future;
-mod kind;
 mod slots;
 mod waiters;
 
 pub use callback::completion_cb;
+pub use doca_task::DocaTask;
 pub use future::{BufTaskFuture, TaskFuture, TaskSlot};
-pub use kind::TaskKind;
 pub(crate) use slots::Slots;
 pub(crate) use waiters::{Ticket, WaiterList};
 
-/// How many task kinds of one ctx can keep completed tasks for reuse ([`TaskKind::REUSE`]).
+/// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).
 pub const REUSE_KINDS: usize = 8;
 
 /// Number of 64-bit words in a slot's result area.
 pub const OUT_WORDS: usize = 4;
 
 /// The results of a completed task: the words of the slot's result area (what DOCA wrote
-/// through [`TaskSlot::out_ptr`], and what [`TaskKind::on_complete`] copied out of the task).
+/// through [`TaskSlot::out_ptr`], and what [`DocaTask::on_complete`] copied out of the task).
 pub type TaskOutput = [u64; OUT_WORDS];

@@ -9,7 +9,7 @@ use std::task::Wake;
 use crossbeam_queue::SegQueue;
 
 use super::{report, with_current};
-use crate::executor::park::{Notify, ParkState};
+use crate::executor::park::{ParkState, WakeAction};
 use crate::executor::task::Runnable;
 
 /// The cross-thread face of an executor.
@@ -22,7 +22,7 @@ pub(crate) struct Shared {
     pub(crate) tid: AtomicI32,
     pub(super) inject: SegQueue<Runnable>,
     pub(super) park: ParkState,
-    /// Taken (closing its eventfd) at shutdown; only the `Notify::Wake` path locks it, and
+    /// Taken (closing its eventfd) at shutdown; only the `WakeAction::Wake` path locks it, and
     /// that path is only taken when the executor sleeps, so the lock is off the hot path.
     pub(super) waker: Mutex<Option<mio::Waker>>,
     pub(super) shutdown: AtomicBool,
@@ -41,8 +41,8 @@ impl Shared {
     /// Makes sure the executor looks at its queues and flags again (after publishing work).
     pub(crate) fn unpark(&self) {
         match self.park.notify() {
-            Notify::Skip => {}
-            Notify::Wake => {
+            WakeAction::Skip => {}
+            WakeAction::Wake => {
                 let guard = self.waker.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(w) = guard.as_ref() {
                     if let Err(e) = w.wake() {
@@ -50,7 +50,7 @@ impl Shared {
                     }
                 }
             }
-            Notify::Closed => {
+            WakeAction::Closed => {
                 // The executor is gone or going and may have drained for the last time: take
                 // back what is queued. Only tasks that never ran can be here (every task that
                 // ran was cancelled on the executor's thread before `close`), and a task that

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context as TaskCx, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::{Core, MainWaker, INLINE_PROGRESS, TIMER_CHECK_TURNS};
@@ -90,7 +90,7 @@ impl Core {
         let main = Arc::new(MainWaker { woken: AtomicBool::new(false), shared: self.shared.clone() });
         self.main_woken_local.set(true);
         let waker = Waker::from(main.clone());
-        let mut cx = TaskCx::from_waker(&waker);
+        let mut cx = Context::from_waker(&waker);
         loop {
             if self.take_main_woken(&main) {
                 self.budget.set(self.config.task_batch);

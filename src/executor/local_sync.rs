@@ -1,4 +1,5 @@
-//! Single-thread signals between the tasks of one executor.
+//! Single-thread synchronisation between the tasks of one executor: a wake-up flag and a
+//! result slot (no OS signals involved; the file was `signal.rs` before).
 //!
 //! Layers that run a driver task beside the futures they hand out (the collectives) need two
 //! small things: a way for event sources to tell the driver that something changed, and a
@@ -10,16 +11,16 @@ use std::future::{poll_fn, Future};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-/// A flag with one waiter: [`notify`](Notify::notify) sets it and wakes the waiter;
-/// [`wait`](Notify::wait) resolves once it is set and clears it. Notifications that arrive
+/// A flag with one waiter: [`notify`](WakeFlag::notify) sets it and wakes the waiter;
+/// [`wait`](WakeFlag::wait) resolves once it is set and clears it. Notifications that arrive
 /// while nobody waits are not lost, and several of them fold into one.
 #[derive(Default)]
-pub(crate) struct Notify {
+pub(crate) struct WakeFlag {
     set: Cell<bool>,
     waker: RefCell<Option<Waker>>,
 }
 
-impl Notify {
+impl WakeFlag {
     pub(crate) fn notify(&self) {
         self.set.set(true);
         if let Some(w) = self.waker.borrow_mut().take() {

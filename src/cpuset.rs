@@ -1,4 +1,9 @@
 //! Sets of CPUs, written the way `taskset -c` and `/proc/*/status` write them: `"0-3,6"`.
+//!
+//! At the crate root, not in the executor, because two layers need it and neither should
+//! import the other for it: the executor pins its workers with it, and DROM (`crate::drom`)
+//! stores masks in its shared-memory registry with it. Public as [`crate::CpuSet`] (and, as
+//! before, `executor::CpuSet` / `executor::MAX_CPUS`).
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,8 +6,8 @@
 //! the same bits and the results can be compared exactly. `random_floats_*` uses arbitrary values
 //! and checks that all members agree bit for bit and are within a relative tolerance.
 
-use doca_coll::testing::{LocalNet, Outcome, SplitMix64};
-use doca_coll::{Algorithm, Collective, Comm, DataType, Error, Kind, ReduceOp, TransportErrorKind, Tuning};
+use coll_algorithms::testing::{LocalNet, Outcome, SplitMix64};
+use coll_algorithms::{Algorithm, Collective, Comm, DataType, Error, Kind, ReduceOp, TransportErrorKind, Tuning};
 
 const SIZES: [usize; 7] = [1, 2, 3, 4, 5, 7, 8];
 
@@ -260,7 +260,7 @@ fn barrier_waits_for_everyone() {
             // Everyone but `late` enters and spins; nobody may get through.
             for _ in 0..50 {
                 for r in (0..size).filter(|&r| r != late) {
-                    assert_eq!(colls[r].progress(&mut ts[r]), Ok(doca_coll::Poll::Pending), "size {size}");
+                    assert_eq!(colls[r].progress(&mut ts[r]), Ok(coll_algorithms::Poll::Pending), "size {size}");
                 }
                 net.deliver_all();
             }

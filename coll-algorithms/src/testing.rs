@@ -10,6 +10,10 @@
 //! [`LocalNet::run`] drives one collective per member to the end and tells apart completion,
 //! failure and a stall (nothing can move any more), so tests never hang.
 //!
+//! Public (not a `#[cfg(test)]` testkit) because users need it: whoever writes a
+//! [`Transport`] or drives the engine (the UROM `coll` plugin, the host-only
+//! communicator, this crate's integration tests) checks it against this reference network.
+//!
 //! The net is behind a mutex, so transports may also be moved to threads.
 //!
 //! [`TransportErrorKind::PeerGone`]: crate::TransportErrorKind::PeerGone

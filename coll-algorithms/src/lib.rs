@@ -2,7 +2,9 @@
 //!
 //! This is the engine behind the collectives of async-doca's UROM `coll` plugin (run by the
 //! workers) and of the host-only baseline (run by the host processes): the same algorithms,
-//! whatever moves the bytes. It knows nothing of DOCA.
+//! whatever moves the bytes. It knows nothing of DOCA, which is why the crate is called
+//! `coll-algorithms` and not `doca-*` like the workspace's DOCA crates (it was `doca-coll`).
+//! Where the other collectives layers live: `docs/collectives.md`.
 //!
 //! # The model
 //!
@@ -67,8 +69,8 @@
 //! Four members in one process, over the in-memory transport of [`testing`]:
 //!
 //! ```
-//! use doca_coll::testing::LocalNet;
-//! use doca_coll::{Collective, DataType, ReduceOp, Tuning};
+//! use coll_algorithms::testing::LocalNet;
+//! use coll_algorithms::{Collective, DataType, ReduceOp, Tuning};
 //!
 //! let net = LocalNet::new(4);
 //! let tuning = Tuning::default();
@@ -87,7 +89,7 @@
 //! }
 //!
 //! // Driving by hand, with two collectives in flight on member 0's queue:
-//! use doca_coll::Comm;
+//! use coll_algorithms::Comm;
 //! let net = LocalNet::new(2);
 //! let mut members: Vec<(Comm, _)> = net.transports().into_iter().map(|t| (Comm::new(tuning), t)).collect();
 //! for (rank, (comm, _)) in members.iter_mut().enumerate() {

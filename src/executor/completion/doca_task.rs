@@ -1,9 +1,14 @@
-//! [`TaskKind`]: what the runtime needs to know of one DOCA task type.
+//! [`DocaTask`]: what the runtime needs to know of one DOCA task type.
 
 use super::TaskOutput;
 use crate::sys;
 
-/// A kind of DOCA task (one per task type: sync event get, RDMA write, ...).
+/// One DOCA task type as the runtime sees it (one implementation per task type: sync event
+/// get, RDMA write, ...). The implementing type is a marker (often a unit struct) that names
+/// the task object type and how to convert and free it; it is called a *kind* in the
+/// runtime's comments (`REUSE_KINDS`, "the kinds of one ctx"). Named `DocaTask` rather than
+/// `TaskKind` because doca-soft's `TaskKind` is an unrelated struct (a task type's descriptor
+/// inside the provider).
 ///
 /// # Safety
 /// `as_task` must return the `doca_task` of the given task object, and `free` must give the
@@ -11,14 +16,14 @@ use crate::sys;
 /// release function). [`completion_cb`](super::completion_cb) relies on both.
 ///
 /// ```
-/// use async_doca::executor::completion::TaskKind;
+/// use async_doca::ext::DocaTask;
 /// use async_doca::sys;
 ///
 /// /// `doca_sync_event_task_get`: the counter value is written to the result area by DOCA.
 /// pub struct Get;
 /// // SAFETY: the conversion is the task type's own; sync event tasks are freed with
 /// // doca_task_free (the default).
-/// unsafe impl TaskKind for Get {
+/// unsafe impl DocaTask for Get {
 ///     type Task = sys::doca_sync_event_task_get;
 ///     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
 ///         // SAFETY: forwarded; the caller passes a live task.
@@ -26,7 +31,7 @@ use crate::sys;
 ///     }
 /// }
 /// ```
-pub unsafe trait TaskKind: 'static {
+pub unsafe trait DocaTask: 'static {
     /// The task object type (for example `doca_sync_event_task_get`).
     type Task;
 
@@ -49,8 +54,8 @@ pub unsafe trait TaskKind: 'static {
     /// Where completed tasks of this kind are kept for reuse on their ctx: an index below
     /// [`REUSE_KINDS`](super::REUSE_KINDS), unique among the kinds of one ctx type, or `None`
     /// (the default: a completed task is freed). A kept task is given back to DOCA
-    /// ([`free`](TaskKind::free)) when its ctx leaves RUNNING; whoever takes one (see
-    /// `Context::take_reusable`) must re-initialise every field with the task type's setters
+    /// ([`free`](DocaTask::free)) when its ctx leaves RUNNING; whoever takes one (see
+    /// `DocaCtx::take_reusable`) must re-initialise every field with the task type's setters
     /// and `doca_task_set_user_data` before submitting it.
     const REUSE: Option<usize> = None;
 
