@@ -10,6 +10,7 @@ use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
+use super::addr::*;
 use super::cm::*;
 use super::testutil::*;
 use super::*;

@@ -64,6 +64,7 @@
 //! processes.
 
 mod accessors;
+pub mod addr;
 pub mod cm;
 #[cfg(test)]
 mod cm_tests;

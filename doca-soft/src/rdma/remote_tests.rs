@@ -163,7 +163,7 @@ fn cross_process_remote_add_wakes_the_exporter() {
     }
     a3.destroy();
     // SAFETY: no connection uses it after the ctx stopped.
-    ok(unsafe { super::cm::doca_rdma_addr_destroy(addr) });
+    ok(unsafe { super::addr::doca_rdma_addr_destroy(addr) });
     a2.destroy();
     a.destroy();
 }
