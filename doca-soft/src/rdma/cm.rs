@@ -810,7 +810,6 @@ pub unsafe extern "C" fn doca_rdma_set_connection_state_callbacks(
     })
 }
 
-
 #[no_mangle]
 pub unsafe extern "C" fn doca_rdma_start_listen_to_port(rdma: *mut doca_rdma, port: u16) -> doca_error_t {
     guard_err(|| {

@@ -34,6 +34,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::addr::doca_rdma_addr;
+use super::op::Queued;
 use super::ring::{RxRing, TxRing, RING_SEG_LEN};
 use super::{doca_rdma, PERMISSIONS_ALL};
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
@@ -154,7 +155,7 @@ pub struct doca_rdma_connection {
     pidfd: RefCell<Option<OwnedFd>>,
     pe: Cell<*const doca_pe>,
     /// Submitted send-side tasks in submission order (the head may be partly done).
-    pub(crate) ops: RefCell<VecDeque<*const doca_task>>,
+    pub(crate) ops: RefCell<VecDeque<Queued>>,
     /// The receive being filled by the message at the ring's head, if any.
     pub(crate) incoming: RefCell<Option<Incoming>>,
     /// The peer process was seen dead (pidfd readable) and that is not processed yet.

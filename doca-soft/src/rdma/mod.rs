@@ -70,11 +70,13 @@ pub mod cm;
 mod cm_tests;
 pub mod conn;
 mod engine;
+mod op;
 mod props;
 pub mod remote;
 #[cfg(test)]
 mod remote_tests;
 pub mod ring;
+mod submit;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -162,7 +164,7 @@ pub struct doca_rdma {
     /// Submitted send-side tasks not yet completed.
     sq_inflight: Cell<u32>,
     /// Send-side tasks submitted without FLUSH and not yet flushed: their place in the send
-    /// queue is taken at submit (see `tasks::admit_op`).
+    /// queue is taken at submit (see `submit::admit_op`).
     sq_held: Cell<u32>,
     /// Receives submitted without FLUSH and not yet flushed (their receive-queue place).
     rq_held: Cell<u32>,
@@ -307,9 +309,9 @@ impl doca_rdma {
             self.finish(unsafe { &*inc.task }, code);
         }
         let ops: Vec<_> = c.ops.borrow_mut().drain(..).collect();
-        for t in ops {
+        for q in ops {
             // SAFETY: queued tasks are submitted tasks of this ctx.
-            self.finish(unsafe { &*t }, code);
+            self.finish(unsafe { &*q.task }, code);
         }
         if c.cm.managed() {
             // A connection made by address that ended does not hold its memory until the
