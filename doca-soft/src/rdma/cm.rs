@@ -1147,3 +1147,6 @@ pub unsafe extern "C" fn doca_soft_rdma_connection_get_private_data(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests;

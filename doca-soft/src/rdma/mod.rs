@@ -66,22 +66,16 @@
 mod accessors;
 pub mod addr;
 pub mod cm;
-#[cfg(test)]
-mod cm_tests;
 pub mod conn;
 mod engine;
 mod op;
-mod props;
+pub(crate) mod props;
 pub mod remote;
-#[cfg(test)]
-mod remote_tests;
 pub mod ring;
 mod submit;
-mod tasks;
+pub(crate) mod tasks;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-pub(crate) mod testutil;
 
 use core::cell::{Cell, RefCell};
 use core::ffi::c_void;

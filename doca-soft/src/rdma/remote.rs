@@ -267,3 +267,6 @@ field!(doca_rdma_task_remote_net_sync_event_notify_add, add,
 field!(doca_rdma_task_remote_net_sync_event_notify_add, conn,
     doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(*mut Conn),
     doca_rdma_task_remote_net_sync_event_notify_add_get_rdma_connection -> *const Conn = ptr::null());
+
+#[cfg(test)]
+mod tests;

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use super::accessors::*;
 use super::props::*;
 use super::tasks::*;
-use super::testutil::*;
 use super::*;
 use crate::buf::*;
 use crate::ctx::*;
 use crate::mmap::*;
 use crate::pe::*;
 use crate::task::*;
+use crate::testkit::rdma::*;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -415,7 +415,7 @@ fn violation(
     assert!(run_until(&[a.pe], T, || rec_count() >= 1), "{name}");
     let r = take_recs();
     assert_eq!(r.len(), 1, "{name}");
-    assert_eq!(r[0].status, want, "{name}: {}", super::testutil::name(r[0].status));
+    assert_eq!(r[0].status, want, "{name}: {}", crate::testkit::rdma::name(r[0].status));
     assert!(b.mem().iter().all(|&x| x == 0xEE), "{name}: memory untouched");
     assert_eq!(a.send(ca, ptr::null_mut(), 9), Err(DOCA_ERROR_BAD_STATE), "{name}");
     assert!(

@@ -6,10 +6,10 @@
 use core::ptr;
 use std::time::Duration;
 
-use super::cm_tests as cm;
-use super::testutil::*;
 use super::*;
 use crate::sync_event::*;
+use crate::testkit::rdma::cm;
+use crate::testkit::rdma::*;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -136,7 +136,7 @@ fn cross_process_remote_add_wakes_the_exporter() {
     let a2 = Side::new(3, Cfg::default());
     let (ca, _c2) = connect_pair(&a, &a2);
     let mut child =
-        ChildProc::spawn_path("rdma::remote_tests::cross_process_remote_add_wakes_the_exporter", "rn-child");
+        ChildProc::spawn_path("rdma::remote::tests::cross_process_remote_add_wakes_the_exporter", "rn-child");
     let line = child.recv(T);
     let (port, hexblob) = line.split_once(' ').unwrap();
     let h = open_remote(&a, &unhex(hexblob)).unwrap();
@@ -163,7 +163,7 @@ fn cross_process_remote_add_wakes_the_exporter() {
     }
     a3.destroy();
     // SAFETY: no connection uses it after the ctx stopped.
-    ok(unsafe { super::addr::doca_rdma_addr_destroy(addr) });
+    ok(unsafe { crate::rdma::addr::doca_rdma_addr_destroy(addr) });
     a2.destroy();
     a.destroy();
 }

@@ -1,6 +1,7 @@
 //! Test-only helpers for the RDMA tests: a "side" (PE, RDMA ctx, registered shared memory,
 //! a buffer inventory), connected pairs, task helpers that call the C entry points,
-//! recording callbacks, bounded event loops, and a child-process harness.
+//! recording callbacks, bounded event loops, and a child-process harness. The
+//! connection-management harness is [`cm`].
 
 use core::cell::{Cell, RefCell};
 use core::ffi::c_void;
@@ -10,15 +11,18 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use super::tasks::*;
-use super::*;
 use crate::buf::*;
 use crate::ctx::*;
-use crate::dev::{doca_dev_close, test_open_default};
+use crate::dev::{doca_dev, doca_dev_close, test_open_default};
 use crate::mmap::*;
 use crate::pe::*;
+use crate::rdma::tasks::*;
+use crate::rdma::*;
 use crate::task::*;
 use crate::testkit::{pe_fd, readable};
+use crate::types::*;
+
+pub(crate) mod cm;
 
 /// Panics with the symbolic name of an unexpected status.
 #[track_caller]
@@ -106,9 +110,9 @@ recorder!(cb_write, doca_rdma_task_write, "write");
 recorder!(cb_write_imm, doca_rdma_task_write_imm, "write_imm");
 recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, "cmp_swp");
 recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, "fetch_add");
-recorder!(cb_rn_get, super::remote::doca_rdma_task_remote_net_sync_event_get, "rn_get");
-recorder!(cb_rn_set, super::remote::doca_rdma_task_remote_net_sync_event_notify_set, "rn_set");
-recorder!(cb_rn_add, super::remote::doca_rdma_task_remote_net_sync_event_notify_add, "rn_add");
+recorder!(cb_rn_get, crate::rdma::remote::doca_rdma_task_remote_net_sync_event_get, "rn_get");
+recorder!(cb_rn_set, crate::rdma::remote::doca_rdma_task_remote_net_sync_event_notify_set, "rn_set");
+recorder!(cb_rn_add, crate::rdma::remote::doca_rdma_task_remote_net_sync_event_notify_add, "rn_add");
 
 // ---- sides ----
 
@@ -124,7 +128,7 @@ pub(crate) struct Cfg {
     pub max_conns: u16,
     pub num_tasks: u32,
     pub mem_len: usize,
-    /// Register the recording connection-management callbacks (`cm_tests.rs`).
+    /// Register the recording connection-management callbacks (see [`cm`]).
     pub cm: bool,
     /// `doca_rdma_set_connection_request_timeout` (0: the default).
     pub cm_timeout_ms: u16,
@@ -207,16 +211,16 @@ impl Side {
                 n,
             ));
             if cfg.cm {
-                ok(super::cm::doca_rdma_set_connection_state_callbacks(
+                ok(crate::rdma::cm::doca_rdma_set_connection_state_callbacks(
                     rdma,
-                    Some(super::cm_tests::cb_request),
-                    Some(super::cm_tests::cb_established),
-                    Some(super::cm_tests::cb_failure),
-                    Some(super::cm_tests::cb_disconnect),
+                    Some(cm::cb_request),
+                    Some(cm::cb_established),
+                    Some(cm::cb_failure),
+                    Some(cm::cb_disconnect),
                 ));
             }
             if cfg.cm_timeout_ms != 0 {
-                ok(super::props::doca_rdma_set_connection_request_timeout(rdma, cfg.cm_timeout_ms));
+                ok(crate::rdma::props::doca_rdma_set_connection_request_timeout(rdma, cfg.cm_timeout_ms));
             }
             let ctx = doca_rdma_as_ctx(rdma);
             ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));
@@ -723,11 +727,10 @@ pub(crate) struct ChildProc {
 }
 
 impl ChildProc {
-    /// Spawns this test binary running only `test` in `role`, stdin/stdout piped.
+    /// Spawns this test binary running only `test` of `rdma/tests.rs` in `role`, stdin/stdout
+    /// piped.
     pub(crate) fn spawn(test: &str, role: &str) -> ChildProc {
-        let m = module_path!();
-        let module = m.split_once("::").map_or(m, |x| x.1).trim_end_matches("::testutil");
-        ChildProc::spawn_path(&format!("{module}::tests::{test}"), role)
+        ChildProc::spawn_path(&format!("rdma::tests::{test}"), role)
     }
 
     /// Spawns this test binary running only the test at `full` (its path in the crate).
