@@ -13,31 +13,14 @@ pub use doca_sys::*;
 
 /// The bound of every wait in the suite.
 pub const T: Duration = Duration::from_secs(10);
+/// The bound of every wait for a peer process (see `kit_common.rs`).
+pub const PEER_WAIT: Duration = T;
 
-/// Panics with the symbolic name of an unexpected status.
-#[track_caller]
-pub fn ok(e: doca_error_t) {
-    assert_eq!(e, DOCA_SUCCESS, "{}", name(e));
-}
-
-/// The symbolic name of a status (the provider's own, through `doca_error_get_name`).
-pub fn name(e: doca_error_t) -> String {
-    // SAFETY: doca_error_get_name returns a static NUL-terminated string (or NULL).
-    let p = unsafe { doca_error_get_name(e) };
-    if p.is_null() {
-        return format!("<code {}>", e.0);
-    }
-    // SAFETY: non-NULL, static, NUL-terminated.
-    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-pub fn res(e: doca_error_t) -> Result<(), doca_error_t> {
-    if e == DOCA_SUCCESS {
-        Ok(())
-    } else {
-        Err(e)
-    }
-}
+// The core shared with doca-soft's unit-test kit: checked calls, event loops, peer processes.
+#[allow(dead_code)] // each of the two harnesses uses a subset
+#[path = "kit_common.rs"]
+mod kit_common;
+pub use kit_common::*;
 
 /// Asserts a start or stop answer: done at once, or under way (finished through progress).
 #[track_caller]
@@ -91,57 +74,6 @@ pub fn readable(fd: i32, ms: i32) -> bool {
     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the call.
     unsafe { libc::poll(&mut p, 1, ms) == 1 }
-}
-
-/// Drains every PE until none has work; returns the units of work done.
-pub fn drain(pes: &[*mut doca_pe]) -> usize {
-    let mut total = 0;
-    for _ in 0..10_000_000 {
-        let mut round = 0;
-        for &pe in pes {
-            // SAFETY: live PEs of this thread.
-            while unsafe { doca_pe_progress(pe) } == 1 {
-                round += 1;
-            }
-        }
-        if round == 0 {
-            return total;
-        }
-        total += round;
-    }
-    panic!("progress never settled");
-}
-
-/// Progresses `pes` until `cond` holds or `limit` passes, sleeping on the notification fds
-/// between rounds (drain, arm, drain again, poll, clear): DOCA's event-driven protocol, so a
-/// provider whose fd does not wake makes these loops time out. Spurious wake-ups are fine.
-pub fn run_until(pes: &[*mut doca_pe], limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        drain(pes);
-        if cond() {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        for &pe in pes {
-            // SAFETY: live PE.
-            ok(unsafe { doca_pe_request_notification(pe) });
-        }
-        if drain(pes) == 0 && !cond() {
-            let mut fds: Vec<libc::pollfd> =
-                pes.iter().map(|&pe| libc::pollfd { fd: pe_fd(pe), events: libc::POLLIN, revents: 0 }).collect();
-            let ms = (deadline - now).as_millis().min(100) as i32;
-            // SAFETY: `fds` is a valid array of pollfds for the call.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms.max(1)) };
-        }
-        for &pe in pes {
-            // SAFETY: live PE; the handle argument is unused on Linux.
-            ok(unsafe { doca_pe_clear_notification(pe, pe_fd(pe)) });
-        }
-    }
 }
 
 // ---- memory a peer can reach ----
@@ -726,113 +658,3 @@ pub fn data_len(b: *mut doca_buf) -> usize {
 
 /// The environment variable that tells the re-executed binary which role to play.
 pub const ROLE_ENV: &str = "ASYNC_DOCA_CONFORMANCE_ROLE";
-
-/// Bytes as lower-case hex (blobs cross the pipe as text lines).
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-pub fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
-/// The peer process; killed and reaped on drop.
-pub struct Peer {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Peer {
-    /// Runs the ignored test `test` of this binary in `role`, stdin and stdout piped.
-    pub fn spawn(test: &str, role: &str) -> Peer {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--nocapture", "--test-threads=1", "--include-ignored"])
-            .env(ROLE_ENV, role)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("spawn the peer process");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                // The harness may print its own text before ours on the same line.
-                if let Some(i) = line.find("MSG ") {
-                    if tx.send(line[i + 4..].trim().to_string()).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        Peer { child, stdin, lines: rx }
-    }
-
-    /// The next message from the peer (bounded).
-    pub fn recv(&mut self) -> String {
-        self.lines.recv_timeout(T).unwrap_or_else(|e| panic!("no message from the peer within {T:?}: {e}"))
-    }
-
-    /// The next message, which must start with `tag `; returns the rest.
-    pub fn expect(&mut self, tag: &str) -> String {
-        let m = self.recv();
-        m.strip_prefix(&format!("{tag} ")).unwrap_or_else(|| panic!("expected `{tag}`, got {m:?}")).to_string()
-    }
-
-    pub fn send(&mut self, line: &str) {
-        use std::io::Write;
-        let s = self.stdin.as_mut().expect("stdin open");
-        writeln!(s, "{line}").unwrap();
-        s.flush().unwrap();
-    }
-
-    /// SIGKILL and reap.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Closes stdin and waits (bounded) for a successful exit.
-    pub fn wait_success(&mut self) {
-        self.stdin.take();
-        let deadline = Instant::now() + T;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "the peer failed: {st}");
-                return;
-            }
-            if Instant::now() > deadline {
-                self.kill();
-                panic!("the peer did not exit within {T:?}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            self.kill();
-        }
-    }
-}
-
-/// Peer side: one message line for the parent.
-pub fn tell_parent(msg: &str) {
-    use std::io::Write;
-    println!("MSG {msg}");
-    std::io::stdout().flush().unwrap();
-}
-
-/// Peer side: the next line from the parent, or None at end of input.
-pub fn from_parent() -> Option<String> {
-    let mut s = String::new();
-    match std::io::stdin().read_line(&mut s) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(s.trim().to_string()),
-    }
-}

@@ -877,9 +877,9 @@ fn buffers_of_the_wrong_side_fail_the_submit() {
 
 /// Exchanges connection and memory blobs with the child: returns (a's connection, b's
 /// imported memory, b's base address).
-fn parent_handshake(a: &Side, child: &mut ChildProc) -> (*mut doca_rdma_connection, *mut doca_mmap, usize) {
+fn parent_handshake(a: &Side, child: &mut Peer) -> (*mut doca_rdma_connection, *mut doca_mmap, usize) {
     let (blob, ca) = a.export().unwrap();
-    let line = child.recv(T);
+    let line = child.recv();
     let (conn_hex, mem_hex) = line.split_once(' ').expect("two blobs");
     child.send(&format!("{} {}", hex(&blob), hex(&a.export_mem())));
     a.connect(&unhex(conn_hex), ca).unwrap();
@@ -939,7 +939,7 @@ fn cross_process_send_recv_write_read_fetch_add() {
     take_recs();
     let a = Side::new(1, Cfg::default());
     a.mem()[512..520].copy_from_slice(&100u64.to_ne_bytes());
-    let mut child = ChildProc::spawn("cross_process_send_recv_write_read_fetch_add", "ops-child");
+    let mut child = spawn_test("cross_process_send_recv_write_read_fetch_add", "ops-child");
     let (ca, bm, base) = parent_handshake(&a, &mut child);
     a.recv(a.buf(0, 64, 0), 10).unwrap();
     a.recv(a.buf(64, 64, 0), 11).unwrap();
@@ -972,7 +972,7 @@ fn cross_process_send_recv_write_read_fetch_add() {
     assert_eq!(&a.mem()[600..608], b"from-kid", "the child's write, visible before its message");
     assert_eq!(u64_at(&a, 512), 110, "the child's fetch-add");
     child.send("bye");
-    child.wait_success(T);
+    child.wait_success();
     a.destroy();
 }
 
@@ -1003,12 +1003,12 @@ fn cross_process_peer_killed_mid_stream() {
     }
     take_recs();
     let a = Side::new(1, Cfg::default());
-    let mut child = ChildProc::spawn("cross_process_peer_killed_mid_stream", "stream-child");
+    let mut child = spawn_test("cross_process_peer_killed_mid_stream", "stream-child");
     let (ca, bm, base) = parent_handshake(&a, &mut child);
     for i in 0..16 {
         a.recv(a.buf(i * 1024, 1024, 0), 100 + i as u64).unwrap();
     }
-    assert_eq!(child.recv(T), "sent");
+    assert_eq!(child.recv(), "sent");
     assert!(run_until(&[a.pe], T, || rec_count() >= 8));
     let got = take_recs();
     assert!(got.iter().all(|r| r.status == DOCA_SUCCESS && r.len == 1024));
@@ -1256,7 +1256,7 @@ fn measure_cross_process_latency() {
     }
     take_recs();
     let a = Side::new(1, Cfg::default());
-    let mut child = ChildProc::spawn("measure_cross_process_latency", "echo-child");
+    let mut child = spawn_test("measure_cross_process_latency", "echo-child");
     let (ca, _, _) = parent_handshake(&a, &mut child);
     let iters = 100_000u64;
     child.send(&iters.to_string());
@@ -1286,7 +1286,7 @@ fn measure_cross_process_latency() {
         half(samples[samples.len() * 99 / 100])
     );
     child.send("bye");
-    child.wait_success(T);
+    child.wait_success();
     a.destroy();
 }
 
@@ -1345,14 +1345,14 @@ fn destroy_releases_segments_and_pidfds() {
     }
     take_recs();
     let a = Side::new(1, Cfg::default());
-    let mut child = ChildProc::spawn("destroy_releases_segments_and_pidfds", "leak-child");
+    let mut child = spawn_test("destroy_releases_segments_and_pidfds", "leak-child");
     let (ca, _, _) = parent_handshake(&a, &mut child);
     a.recv(a.buf(0, 8, 0), 1).unwrap();
     a.send(ca, a.buf(64, 8, 8), 2).unwrap();
     assert!(run_until(&[a.pe], T, || rec_count() >= 2));
-    assert_eq!(child.recv(T), "clean");
+    assert_eq!(child.recv(), "clean");
     child.send("bye");
-    child.wait_success(T);
+    child.wait_success();
     take_recs();
     a.destroy();
 }
@@ -1583,11 +1583,11 @@ fn completed_sends_survive_a_sender_that_stops_at_once() {
         Some(_) => return,
         None => {}
     }
-    let mut child = ChildProc::spawn("completed_sends_survive_a_sender_that_stops_at_once", "loss-sender");
+    let mut child = spawn_test("completed_sends_survive_a_sender_that_stops_at_once", "loss-sender");
     for round in 0..LOSS_ROUNDS {
         take_recs();
         let a = Side::new(1, Cfg::default());
-        let theirs = child.recv(T);
+        let theirs = child.recv();
         let mut ours = Vec::new();
         for blob in theirs.split(' ') {
             let (mine, c) = a.export().unwrap();
@@ -1625,14 +1625,14 @@ fn completed_sends_survive_a_sender_that_stops_at_once() {
             LOSS_CONNS,
             "round {round}: {} of {LOSS_CONNS} completed sends arrived, then {}",
             got.len(),
-            failed.map_or("-", name)
+            failed.map_or_else(|| "-".into(), name)
         );
         let mut texts: Vec<String> =
             (0..LOSS_CONNS).map(|i| String::from_utf8_lossy(&a.mem()[64 * i..64 * i + 8]).into_owned()).collect();
         texts.sort();
         let want: Vec<String> = (0..LOSS_CONNS).map(|i| format!("msg{round:02}-{i:02}")).collect();
         assert_eq!(texts, want, "round {round}");
-        let bye = child.recv(T);
+        let bye = child.recv();
         // The sender is gone: the next receive fails with a connection error (at submit when
         // the loss is known already, else at completion), never a hang.
         let status = match a.recv(a.buf(512, 64, 0), 99) {
@@ -1652,7 +1652,7 @@ fn completed_sends_survive_a_sender_that_stops_at_once() {
             break;
         }
     }
-    child.wait_success(T);
+    child.wait_success();
 }
 
 /// A peer that stops in the middle of a message larger than the ring leaves a record it only

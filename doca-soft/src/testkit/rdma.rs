@@ -6,14 +6,12 @@
 use core::cell::{Cell, RefCell};
 use core::ffi::c_void;
 use core::ptr;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use crate::buf::*;
 use crate::ctx::*;
 use crate::dev::{doca_dev, doca_dev_close, test_open_default};
+use crate::errors::doca_error_get_name;
 use crate::mmap::*;
 use crate::pe::*;
 use crate::rdma::tasks::*;
@@ -23,25 +21,6 @@ use crate::testkit::{pe_fd, readable};
 use crate::types::*;
 
 pub(crate) mod cm;
-
-/// Panics with the symbolic name of an unexpected status.
-#[track_caller]
-pub(crate) fn ok(e: doca_error_t) {
-    assert_eq!(e, DOCA_SUCCESS, "{}", name(e));
-}
-
-/// The symbolic name of a status.
-pub(crate) fn name(e: doca_error_t) -> &'static str {
-    usize::try_from(e.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i).copied()).unwrap_or("?")
-}
-
-pub(crate) fn res(e: doca_error_t) -> Result<(), doca_error_t> {
-    if e == DOCA_SUCCESS {
-        Ok(())
-    } else {
-        Err(e)
-    }
-}
 
 // ---- recording callbacks ----
 
@@ -636,57 +615,6 @@ pub(crate) fn connect_pair(a: &Side, b: &Side) -> (*mut doca_rdma_connection, *m
     (ca, cb)
 }
 
-/// One round of progress on every PE until none has work; returns the units of work.
-pub(crate) fn drain(pes: &[*mut doca_pe]) -> usize {
-    let mut total = 0;
-    for _ in 0..10_000_000 {
-        let mut round = 0;
-        for &pe in pes {
-            // SAFETY: live PEs.
-            while unsafe { doca_pe_progress(pe) } == 1 {
-                round += 1;
-            }
-        }
-        if round == 0 {
-            return total;
-        }
-        total += round;
-    }
-    panic!("progress never settled");
-}
-
-/// Progresses `pes` until `cond` holds or `limit` passes. Idle rounds arm the PEs and wait
-/// on their notification fds (DOCA's event protocol), so this also exercises wake-ups.
-pub(crate) fn run_until(pes: &[*mut doca_pe], limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        drain(pes);
-        if cond() {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        // Arm, drain once more, then wait for any fd.
-        for &pe in pes {
-            // SAFETY: live PE.
-            ok(unsafe { doca_pe_request_notification(pe) });
-        }
-        if drain(pes) == 0 && !cond() {
-            let mut fds: Vec<libc::pollfd> =
-                pes.iter().map(|&pe| libc::pollfd { fd: pe_fd(pe), events: libc::POLLIN, revents: 0 }).collect();
-            let ms = (deadline - now).as_millis().min(50) as i32;
-            // SAFETY: `fds` is a valid array of pollfds for the call.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms.max(1)) };
-        }
-        for &pe in pes {
-            // SAFETY: live PE.
-            ok(unsafe { doca_pe_clear_notification(pe, 0) });
-        }
-    }
-}
-
 /// Whether the PE's fd is readable within `ms` (after the caller armed it).
 pub(crate) fn fd_readable(pe: *mut doca_pe, ms: i32) -> bool {
     readable(pe_fd(pe), ms)
@@ -703,14 +631,6 @@ pub(crate) fn arm(pe: *mut doca_pe) -> bool {
 
 // ---- hex and child processes ----
 
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-pub(crate) fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
 /// The environment variable that selects a child role.
 pub(crate) const ROLE_ENV: &str = "DOCA_SOFT_TEST_RDMA_ROLE";
 
@@ -719,114 +639,19 @@ pub(crate) fn role() -> Option<String> {
     std::env::var(ROLE_ENV).ok()
 }
 
-/// A child process running one test of this binary; killed (and reaped) on drop.
-pub(crate) struct ChildProc {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+/// The bound of every wait for a child process (see `kit_common.rs`).
+pub(crate) const PEER_WAIT: Duration = Duration::from_secs(20);
+
+/// Spawns this test binary running only `test` of `rdma/tests.rs` in `role` (a child process
+/// that plays the peer; see [`Peer`]).
+pub(crate) fn spawn_test(test: &str, role: &str) -> Peer {
+    Peer::spawn(&format!("rdma::tests::{test}"), role)
 }
 
-impl ChildProc {
-    /// Spawns this test binary running only `test` of `rdma/tests.rs` in `role`, stdin/stdout
-    /// piped.
-    pub(crate) fn spawn(test: &str, role: &str) -> ChildProc {
-        ChildProc::spawn_path(&format!("rdma::tests::{test}"), role)
-    }
-
-    /// Spawns this test binary running only the test at `full` (its path in the crate).
-    pub(crate) fn spawn_path(full: &str, role: &str) -> ChildProc {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", full, "--nocapture", "--test-threads=1", "--include-ignored"])
-            .env(ROLE_ENV, role)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn child");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                // The harness may print "test name ... " before our output on one line.
-                if let Some(i) = line.find("MSG ") {
-                    if tx.send(line[i + 4..].trim().to_string()).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        ChildProc { child, stdin, lines: rx }
-    }
-
-    /// The child's pid.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Next `MSG ` line from the child, within `limit`.
-    pub(crate) fn recv(&mut self, limit: Duration) -> String {
-        match self.lines.recv_timeout(limit) {
-            Ok(l) => l,
-            Err(e) => panic!("no message from the child within {limit:?}: {e}"),
-        }
-    }
-
-    /// Sends one line to the child's stdin.
-    pub(crate) fn send(&mut self, line: &str) {
-        let s = self.stdin.as_mut().expect("stdin open");
-        writeln!(s, "{line}").unwrap();
-        s.flush().unwrap();
-    }
-
-    /// SIGKILLs the child and reaps it.
-    pub(crate) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Waits (bounded, on a pidfd) for the child to exit and asserts success.
-    pub(crate) fn wait_success(&mut self, limit: Duration) {
-        self.stdin.take();
-        // SAFETY: pidfd_open of our own child; no memory effects.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, self.child.id() as libc::pid_t, 0) };
-        if fd >= 0 {
-            let mut p = libc::pollfd { fd: fd as i32, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd.
-            unsafe { libc::poll(&mut p, 1, limit.as_millis() as i32) };
-            // SAFETY: our descriptor, closed once.
-            unsafe { libc::close(fd as i32) };
-        }
-        match self.child.try_wait().unwrap() {
-            Some(st) => assert!(st.success(), "child failed: {st}"),
-            None => {
-                self.kill();
-                panic!("child did not exit within {limit:?}");
-            }
-        }
-    }
-}
-
-impl Drop for ChildProc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            self.kill();
-        }
-    }
-}
-
-/// Child side: prints a message line for the parent.
-pub(crate) fn tell_parent(msg: &str) {
-    println!("MSG {msg}");
-    std::io::stdout().flush().unwrap();
-}
-
-/// Child side: reads one line from the parent (stdin), or None at EOF.
-pub(crate) fn from_parent() -> Option<String> {
-    let mut s = String::new();
-    match std::io::stdin().read_line(&mut s) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(s.trim().to_string()),
-    }
-}
+// The core shared with the conformance suite's kit (one source): checked calls (`ok`,
+// `name`, `res`), the event loops (`drain`, `run_until`), hex, and the peer-process protocol
+// (`Peer`, `tell_parent`, `from_parent`).
+#[allow(dead_code)] // each of the two harnesses uses a subset
+#[path = "../../../tests/conformance/kit_common.rs"]
+mod kit_common;
+pub(crate) use kit_common::*;

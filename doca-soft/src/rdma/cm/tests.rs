@@ -293,8 +293,7 @@ fn cross_process_connect_by_address_and_peer_death() {
     setup();
     let srv = Side::new(1, cm_cfg());
     let port = listen(&srv);
-    let mut child =
-        ChildProc::spawn_path("rdma::cm::tests::cross_process_connect_by_address_and_peer_death", "cm-child");
+    let mut child = Peer::spawn("rdma::cm::tests::cross_process_connect_by_address_and_peer_death", "cm-child");
     child.send(&port.to_string());
     assert!(run_until(&[srv.pe], T, || count("established") == 1));
     let sc = take_evs().iter().find(|e| e.kind == "established").unwrap().conn as *mut doca_rdma_connection;
@@ -303,7 +302,7 @@ fn cross_process_connect_by_address_and_peer_death() {
     assert_eq!(&srv.mem()[0..5], b"child");
     srv.mem()[100..105].copy_from_slice(b"CHILD");
     srv.send(sc, srv.buf(100, 5, 5), 2).unwrap();
-    assert_eq!(child.recv(T), "echoed");
+    assert_eq!(child.recv(), "echoed");
     assert!(run_until(&[srv.pe], T, || rec_count() >= 2));
     take_recs();
     srv.recv(srv.buf(200, 64, 0), 3).unwrap();
