@@ -44,38 +44,30 @@ fn u64_at(s: &Side, off: usize) -> u64 {
     u64::from_ne_bytes(s.mem()[off..off + 8].try_into().unwrap())
 }
 
+/// The every-opcode test itself (send, send with immediate, write with immediate: results,
+/// immediates, connection, payloads, appending to a partly filled buffer) is in the
+/// conformance suite: tests/conformance.rs, rdma_send_receive_with_every_opcode. What it
+/// leaves to the soft provider: an empty send without a buffer is matched, in order behind a
+/// write with immediate, with a receive without one; the write with immediate leaves its
+/// receive's buffer empty and grows the remote destination's payload.
 #[test]
-fn send_recv_every_opcode() {
+fn empty_sends_need_no_buffer_and_a_write_grows_its_destination() {
     let (a, b, ca, cb) = fresh(Cfg::default(), Cfg::default());
     let (bm, base) = a.import(&b.export_mem());
-    let r1 = b.buf(0, 64, 0);
-    let r2 = b.buf(64, 64, 0);
     let r3 = b.buf(128, 64, 0);
-    b.recv(r1, 10).unwrap();
-    b.recv(r2, 11).unwrap();
     b.recv(r3, 12).unwrap();
     b.recv(ptr::null_mut(), 13).unwrap();
-    a.mem()[0..5].copy_from_slice(b"hello");
-    a.mem()[8..13].copy_from_slice(b"world");
     a.mem()[16..20].copy_from_slice(b"WXYZ");
-    let imm1 = 0x0102_0304u32.to_be();
     let imm2 = 0xAABB_CCDDu32.to_be();
-    a.send(ca, a.buf(0, 5, 5), 1).unwrap();
-    a.send_imm(ca, a.buf(8, 5, 5), imm1, 2).unwrap();
     let wdst = a.rbuf(bm, base + 4096, 16, 0);
     a.write_imm(ca, a.buf(16, 4, 4), wdst, imm2, 3).unwrap();
     a.send(ca, ptr::null_mut(), 4).unwrap();
-    assert!(run_until(&[a.pe, b.pe], T, || rec_count() >= 8));
+    assert!(run_until(&[a.pe, b.pe], T, || rec_count() >= 4));
     let recs = take_recs();
     let sa = recs_of(&recs, 1);
     assert_eq!(
         sa.iter().map(|r| (r.kind, r.ud, r.status)).collect::<Vec<_>>(),
-        vec![
-            ("send", 1, DOCA_SUCCESS),
-            ("send_imm", 2, DOCA_SUCCESS),
-            ("write_imm", 3, DOCA_SUCCESS),
-            ("send", 4, DOCA_SUCCESS)
-        ]
+        vec![("write_imm", 3, DOCA_SUCCESS), ("send", 4, DOCA_SUCCESS)]
     );
     let sb = recs_of(&recs, 2);
     let got: Vec<_> = sb.iter().map(|r| (r.ud, r.status, r.opcode, r.len, r.imm, r.conn)).collect();
@@ -83,24 +75,13 @@ fn send_recv_every_opcode() {
     assert_eq!(
         got,
         vec![
-            (10, DOCA_SUCCESS, DOCA_RDMA_OPCODE_RECV_SEND, 5, 0, c),
-            (11, DOCA_SUCCESS, DOCA_RDMA_OPCODE_RECV_SEND_WITH_IMM, 5, imm1, c),
             (12, DOCA_SUCCESS, DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM, 4, imm2, c),
             (13, DOCA_SUCCESS, DOCA_RDMA_OPCODE_RECV_SEND, 0, 0, c),
         ]
     );
-    assert_eq!(&b.mem()[0..5], b"hello");
-    assert_eq!(&b.mem()[64..69], b"world");
     assert_eq!(&b.mem()[4096..4100], b"WXYZ");
-    assert_eq!((data_len(r1), data_len(r2), data_len(r3)), (5, 5, 0));
+    assert_eq!(data_len(r3), 0);
     assert_eq!(data_len(wdst), 4, "the remote destination's payload grew");
-    // Appending: a second message into the same (partly filled) buffer lands after it.
-    b.recv(r1, 20).unwrap();
-    a.send(ca, a.buf(8, 5, 5), 5).unwrap();
-    assert!(run_until(&[a.pe, b.pe], T, || rec_count() >= 2));
-    take_recs();
-    assert_eq!(&b.mem()[0..10], b"helloworld");
-    assert_eq!(data_len(r1), 10);
     a.destroy();
     b.destroy();
 }
