@@ -5,8 +5,9 @@
 //! and the peer-process protocol (this test binary re-executed in a role, talking in
 //! `MSG` lines).
 //!
-//! It names only C API items, taken from the including module (`use super::*`), plus three
-//! the includer defines: `pe_fd` (the PE's notification fd), `ROLE_ENV` (the variable that
+//! It names only C API items, taken from the including module (`use super::*`), plus four
+//! the includer defines: `Side` (an RDMA endpoint with a public `rdma`), `pe_fd` (the PE's
+//! notification fd), `ROLE_ENV` (the variable that
 //! selects a peer's role) and `PEER_WAIT` (the bound of every wait for a peer). Each harness
 //! uses a subset, hence the includers' `#[allow(dead_code)]`.
 
@@ -205,4 +206,23 @@ pub fn from_parent() -> Option<String> {
         Ok(0) | Err(_) => None,
         Ok(_) => Some(s.trim().to_string()),
     }
+}
+
+// ---- connection management by address ----
+
+/// A free port (bound then released; `listen` retries on the rare race).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts `s` listening on a fresh port; returns it.
+pub fn listen(s: &Side) -> u16 {
+    for _ in 0..20 {
+        let port = free_port();
+        // SAFETY: live rdma.
+        if unsafe { doca_rdma_start_listen_to_port(s.rdma, port) } == DOCA_SUCCESS {
+            return port;
+        }
+    }
+    panic!("no port to listen on");
 }

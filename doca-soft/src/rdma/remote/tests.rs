@@ -105,7 +105,7 @@ fn rn_child() {
     cm::setup();
     let b = Side::new(2, cm::cm_cfg());
     let (ev, blob) = exported_event(&b);
-    let port = cm::listen(&b);
+    let port = listen(&b);
     tell_parent(&format!("{port} {}", hex(&blob)));
     assert!(run_until(&[b.pe], T, || cm::count("established") == 1));
     // Block (no progress, no polling) until the parent's remote add makes the value 42.

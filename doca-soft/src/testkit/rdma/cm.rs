@@ -5,7 +5,6 @@
 use core::cell::RefCell;
 use core::ptr;
 use std::ffi::CString;
-use std::net::TcpListener;
 
 use super::*;
 use crate::rdma::addr::*;
@@ -78,23 +77,6 @@ pub(crate) unsafe extern "C" fn cb_disconnect(c: *mut doca_rdma_connection, ud: 
 
 pub(crate) fn cm_cfg() -> Cfg {
     Cfg { cm: true, cm_timeout_ms: 2000, ..Cfg::default() }
-}
-
-/// A free port (bound then released; the tests retry on the rare race).
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Starts listening on a fresh port.
-pub(crate) fn listen(s: &Side) -> u16 {
-    for _ in 0..20 {
-        let port = free_port();
-        // SAFETY: live rdma.
-        if unsafe { doca_rdma_start_listen_to_port(s.rdma, port) } == DOCA_SUCCESS {
-            return port;
-        }
-    }
-    panic!("no free port");
 }
 
 pub(crate) fn addr(ty: doca_rdma_addr_type, text: &str, port: u16) -> *mut doca_rdma_addr {
