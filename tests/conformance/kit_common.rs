@@ -11,6 +11,8 @@
 //! selects a peer's role) and `PEER_WAIT` (the bound of every wait for a peer). Each harness
 //! uses a subset, hence the includers' `#[allow(dead_code)]`.
 
+use std::cell::{Cell, RefCell};
+use std::ptr;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -206,6 +208,148 @@ pub fn from_parent() -> Option<String> {
         Ok(0) | Err(_) => None,
         Ok(_) => Some(s.trim().to_string()),
     }
+}
+
+// ---- recording RDMA callbacks ----
+
+/// A recorded RDMA completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rec {
+    pub kind: &'static str,
+    /// The ctx user data (which side).
+    pub side: u64,
+    /// The task user data.
+    pub ud: u64,
+    pub status: doca_error_t,
+    pub opcode: doca_rdma_opcode,
+    pub len: u32,
+    pub imm: doca_be32_t,
+    pub conn: usize,
+}
+
+thread_local! {
+    static RECS: RefCell<Vec<Rec>> = const { RefCell::new(Vec::new()) };
+    /// When set, the recording callbacks keep completed tasks (in KEPT) instead of freeing
+    /// them, for tests that re-use a task.
+    static KEEP: Cell<bool> = const { Cell::new(false) };
+    static KEPT: RefCell<Vec<*mut doca_task>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes the recording callbacks of this thread keep (true) or free (false) completed tasks.
+pub fn keep_tasks(keep: bool) {
+    KEEP.with(|k| k.set(keep));
+}
+
+/// The completed tasks kept since the last call, oldest first (ours to re-use or free).
+pub fn take_kept() -> Vec<*mut doca_task> {
+    KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()))
+}
+
+pub fn take_recs() -> Vec<Rec> {
+    RECS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+pub fn rec_count() -> usize {
+    RECS.with(|r| r.borrow().len())
+}
+
+/// The first recorded completion that failed, if any (not taken).
+pub fn failed_rec() -> Option<Rec> {
+    RECS.with(|r| r.borrow().iter().find(|x| x.status != DOCA_SUCCESS).copied())
+}
+
+/// Number of recorded completions of one side, not taken yet.
+pub fn count_of(side: u64) -> usize {
+    RECS.with(|r| r.borrow().iter().filter(|x| x.side == side).count())
+}
+
+pub fn recs_of(recs: &[Rec], side: u64) -> Vec<Rec> {
+    recs.iter().filter(|r| r.side == side).copied().collect()
+}
+
+/// Records a completion (with the receive results for a successful receive) and frees the task.
+unsafe fn record(
+    kind: &'static str,
+    t: *mut doca_task,
+    ud: doca_data,
+    cud: doca_data,
+    rx: *mut doca_rdma_task_receive,
+) {
+    // SAFETY: called by the PE with a live task that is ours inside the callback.
+    let status = unsafe { doca_task_get_status(t) };
+    let (mut opcode, mut len, mut imm, mut conn) = (0, 0, 0, 0usize);
+    if !rx.is_null() && status == DOCA_SUCCESS {
+        // SAFETY: a live receive task that completed.
+        unsafe {
+            opcode = doca_rdma_task_receive_get_result_opcode(rx);
+            len = doca_rdma_task_receive_get_result_len(rx);
+            if opcode != DOCA_RDMA_OPCODE_RECV_SEND {
+                imm = doca_rdma_task_receive_get_result_immediate_data(rx);
+            }
+            conn = doca_rdma_task_receive_get_result_rdma_connection(rx) as usize;
+        }
+    }
+    RECS.with(|r| {
+        r.borrow_mut().push(Rec { kind, side: cud.as_u64(), ud: ud.as_u64(), status, opcode, len, imm, conn })
+    });
+    if KEEP.with(|k| k.get()) {
+        KEPT.with(|k| k.borrow_mut().push(t));
+    } else {
+        // SAFETY: ours to free in the callback.
+        unsafe { doca_task_free(t) };
+    }
+}
+
+macro_rules! recorder {
+    ($cb:ident, $ty:ty, $as_task:ident, $kind:literal, $rx:expr) => {
+        pub unsafe extern "C" fn $cb(t: *mut $ty, ud: doca_data, cud: doca_data) {
+            // SAFETY: forwarded from the PE with a live task of this kind.
+            unsafe { record($kind, $as_task(t), ud, cud, $rx(t)) }
+        }
+    };
+}
+fn no_rx<T>(_: *mut T) -> *mut doca_rdma_task_receive {
+    ptr::null_mut()
+}
+fn rx(t: *mut doca_rdma_task_receive) -> *mut doca_rdma_task_receive {
+    t
+}
+recorder!(cb_receive, doca_rdma_task_receive, doca_rdma_task_receive_as_task, "receive", rx);
+recorder!(cb_send, doca_rdma_task_send, doca_rdma_task_send_as_task, "send", no_rx);
+recorder!(cb_send_imm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task, "send_imm", no_rx);
+recorder!(cb_read, doca_rdma_task_read, doca_rdma_task_read_as_task, "read", no_rx);
+recorder!(cb_write, doca_rdma_task_write, doca_rdma_task_write_as_task, "write", no_rx);
+recorder!(cb_write_imm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task, "write_imm", no_rx);
+recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task, "cmp_swp", no_rx);
+recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetch_add_as_task, "fetch_add", no_rx);
+recorder!(
+    cb_rn_get,
+    doca_rdma_task_remote_net_sync_event_get,
+    doca_rdma_task_remote_net_sync_event_get_as_task,
+    "rn_get",
+    no_rx
+);
+recorder!(
+    cb_rn_set,
+    doca_rdma_task_remote_net_sync_event_notify_set,
+    doca_rdma_task_remote_net_sync_event_notify_set_as_task,
+    "rn_set",
+    no_rx
+);
+recorder!(
+    cb_rn_add,
+    doca_rdma_task_remote_net_sync_event_notify_add,
+    doca_rdma_task_remote_net_sync_event_notify_add_as_task,
+    "rn_add",
+    no_rx
+);
+
+/// The payload length of a buffer.
+pub fn data_len(b: *mut doca_buf) -> usize {
+    let mut n = 0;
+    // SAFETY: a live buffer, valid out-pointer.
+    ok(unsafe { doca_buf_get_data_len(b, &mut n) });
+    n
 }
 
 // ---- connection management by address ----

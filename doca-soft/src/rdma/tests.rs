@@ -19,17 +19,6 @@ use crate::testkit::rdma::*;
 
 const T: Duration = Duration::from_secs(20);
 
-fn data_len(b: *mut doca_buf) -> usize {
-    let mut n = 0;
-    // SAFETY: live buffer, valid out-pointer.
-    ok(unsafe { doca_buf_get_data_len(b, &mut n) });
-    n
-}
-
-fn recs_of(recs: &[Rec], side: u64) -> Vec<Rec> {
-    recs.iter().filter(|r| r.side == side).copied().collect()
-}
-
 /// Two started sides, connected; b's memory imported on a: (a, b, ca, cb, b's mmap on a,
 /// b's base address).
 fn fresh(cfg_a: Cfg, cfg_b: Cfg) -> (Side, Side, *mut doca_rdma_connection, *mut doca_rdma_connection) {

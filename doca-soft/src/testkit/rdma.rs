@@ -15,6 +15,7 @@ use crate::errors::doca_error_get_name;
 use crate::mmap::*;
 use crate::pe::*;
 use crate::rdma::cm::doca_rdma_start_listen_to_port;
+use crate::rdma::remote::*;
 use crate::rdma::tasks::*;
 use crate::rdma::*;
 use crate::task::*;
@@ -22,77 +23,6 @@ use crate::testkit::{pe_fd, readable};
 use crate::types::*;
 
 pub(crate) mod cm;
-
-// ---- recording callbacks ----
-
-/// A recorded completion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Rec {
-    pub kind: &'static str,
-    pub side: u64,
-    pub ud: u64,
-    pub status: doca_error_t,
-    pub opcode: doca_rdma_opcode,
-    pub len: u32,
-    pub imm: doca_be32_t,
-    pub conn: usize,
-}
-
-thread_local! {
-    static RECS: RefCell<Vec<Rec>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Takes the recorded completions (all sides of this thread).
-pub(crate) fn take_recs() -> Vec<Rec> {
-    RECS.with(|r| core::mem::take(&mut *r.borrow_mut()))
-}
-
-/// Number of recorded completions not taken yet.
-pub(crate) fn rec_count() -> usize {
-    RECS.with(|r| r.borrow().len())
-}
-
-/// Records a completion (with the receive results for receives) and frees the task.
-unsafe fn record(kind: &'static str, t: *mut doca_task, ud: doca_data, cud: doca_data) {
-    // SAFETY: called by the PE with a live task that we own in the callback.
-    let status = unsafe { doca_task_get_status(t) };
-    let (mut opcode, mut len, mut imm, mut conn) = (0, 0, 0, 0usize);
-    if kind == "receive" {
-        let r = t.cast::<doca_rdma_task_receive>();
-        // SAFETY: a live receive task.
-        unsafe {
-            opcode = doca_rdma_task_receive_get_result_opcode(r);
-            len = doca_rdma_task_receive_get_result_len(r);
-            imm = doca_rdma_task_receive_get_result_immediate_data(r);
-            conn = doca_rdma_task_receive_get_result_rdma_connection(r) as usize;
-        }
-    }
-    RECS.with(|r| {
-        r.borrow_mut().push(Rec { kind, side: cud.as_u64(), ud: ud.as_u64(), status, opcode, len, imm, conn })
-    });
-    // SAFETY: ours to free in the callback.
-    unsafe { doca_task_free(t) };
-}
-
-macro_rules! recorder {
-    ($cb:ident, $ty:ty, $kind:literal) => {
-        pub(crate) unsafe extern "C" fn $cb(t: *mut $ty, ud: doca_data, cud: doca_data) {
-            // SAFETY: forwarded from the PE.
-            unsafe { record($kind, t.cast(), ud, cud) }
-        }
-    };
-}
-recorder!(cb_receive, doca_rdma_task_receive, "receive");
-recorder!(cb_send, doca_rdma_task_send, "send");
-recorder!(cb_send_imm, doca_rdma_task_send_imm, "send_imm");
-recorder!(cb_read, doca_rdma_task_read, "read");
-recorder!(cb_write, doca_rdma_task_write, "write");
-recorder!(cb_write_imm, doca_rdma_task_write_imm, "write_imm");
-recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, "cmp_swp");
-recorder!(cb_fetch_add, doca_rdma_task_atomic_fetch_add, "fetch_add");
-recorder!(cb_rn_get, crate::rdma::remote::doca_rdma_task_remote_net_sync_event_get, "rn_get");
-recorder!(cb_rn_set, crate::rdma::remote::doca_rdma_task_remote_net_sync_event_notify_set, "rn_set");
-recorder!(cb_rn_add, crate::rdma::remote::doca_rdma_task_remote_net_sync_event_notify_add, "rn_add");
 
 // ---- sides ----
 
@@ -650,8 +580,9 @@ pub(crate) fn spawn_test(test: &str, role: &str) -> Peer {
 }
 
 // The core shared with the conformance suite's kit (one source): checked calls (`ok`,
-// `name`, `res`), the event loops (`drain`, `run_until`), hex, and the peer-process protocol
-// (`Peer`, `tell_parent`, `from_parent`).
+// `name`, `res`), the recording completion callbacks (`Rec`, `take_recs`, `cb_*`), the
+// event loops (`drain`, `run_until`), hex, the peer-process protocol (`Peer`,
+// `tell_parent`, `from_parent`) and `listen`.
 #[allow(dead_code)] // each of the two harnesses uses a subset
 #[path = "../../../tests/conformance/kit_common.rs"]
 mod kit_common;
