@@ -6,7 +6,8 @@
 //! `MSG` lines).
 //!
 //! It names only C API items, taken from the including module (`use super::*`), plus four
-//! the includer defines: `Side` (an RDMA endpoint with a public `rdma`), `pe_fd` (the PE's
+//! the includer defines: `Side` (an RDMA endpoint with public `pe` and `rdma`; its task
+//! helpers are here), `pe_fd` (the PE's
 //! notification fd), `ROLE_ENV` (the variable that
 //! selects a peer's role) and `PEER_WAIT` (the bound of every wait for a peer). Each harness
 //! uses a subset, hence the includers' `#[allow(dead_code)]`.
@@ -350,6 +351,159 @@ pub fn data_len(b: *mut doca_buf) -> usize {
     // SAFETY: a live buffer, valid out-pointer.
     ok(unsafe { doca_buf_get_data_len(b, &mut n) });
     n
+}
+
+// ---- a side's connections and tasks (every allocate + submit frees the task on a submit error) ----
+
+impl Side {
+    pub fn export(&self) -> Result<(Vec<u8>, *mut doca_rdma_connection), doca_error_t> {
+        let (mut p, mut n, mut c) = (ptr::null(), 0usize, ptr::null_mut());
+        // SAFETY: live rdma, valid out-pointers; the blob is copied at once.
+        unsafe {
+            res(doca_rdma_export(self.rdma, &mut p, &mut n, &mut c))?;
+            Ok((std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec(), c))
+        }
+    }
+
+    pub fn connect(&self, blob: &[u8], c: *mut doca_rdma_connection) -> Result<(), doca_error_t> {
+        // SAFETY: live rdma; `blob` readable.
+        res(unsafe { doca_rdma_connect(self.rdma, blob.as_ptr().cast(), blob.len(), c) })
+    }
+
+    /// Submits a freshly allocated task; a failed submit leaves it with us, so it is freed.
+    pub fn submit(&self, t: *mut doca_task) -> Result<(), doca_error_t> {
+        // SAFETY: a freshly allocated task of ours.
+        let r = unsafe { doca_task_submit(t) };
+        if r != DOCA_SUCCESS {
+            // SAFETY: still ours after a failed submit.
+            unsafe { doca_task_free(t) };
+        }
+        res(r)
+    }
+
+    pub fn recv(&self, dst: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_receive_allocate_init(self.rdma, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_receive_as_task(t))
+        }
+    }
+
+    pub fn send(&self, c: *mut doca_rdma_connection, src: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_send_allocate_init(self.rdma, c, src, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_send_as_task(t))
+        }
+    }
+
+    pub fn send_imm(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        imm: u32,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_send_imm_allocate_init(self.rdma, c, src, imm, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_send_imm_as_task(t))
+        }
+    }
+
+    pub fn write(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_write_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_write_as_task(t))
+        }
+    }
+
+    pub fn write_imm(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        imm: u32,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_write_imm_allocate_init(self.rdma, c, src, dst, imm, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_write_imm_as_task(t))
+        }
+    }
+
+    pub fn read(
+        &self,
+        c: *mut doca_rdma_connection,
+        src: *mut doca_buf,
+        dst: *mut doca_buf,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            res(doca_rdma_task_read_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
+            self.submit(doca_rdma_task_read_as_task(t))
+        }
+    }
+
+    pub fn fetch_add(
+        &self,
+        c: *mut doca_rdma_connection,
+        dst: *mut doca_buf,
+        result: *mut doca_buf,
+        add: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            let d = doca_data::from_u64(ud);
+            res(doca_rdma_task_atomic_fetch_add_allocate_init(self.rdma, c, dst, result, add, d, &mut t))?;
+            self.submit(doca_rdma_task_atomic_fetch_add_as_task(t))
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn cmp_swp(
+        &self,
+        c: *mut doca_rdma_connection,
+        dst: *mut doca_buf,
+        result: *mut doca_buf,
+        cmp: u64,
+        swap: u64,
+        ud: u64,
+    ) -> Result<(), doca_error_t> {
+        let mut t = ptr::null_mut();
+        // SAFETY: live objects, valid out-pointer.
+        unsafe {
+            let d = doca_data::from_u64(ud);
+            res(doca_rdma_task_atomic_cmp_swp_allocate_init(self.rdma, c, dst, result, cmp, swap, d, &mut t))?;
+            self.submit(doca_rdma_task_atomic_cmp_swp_as_task(t))
+        }
+    }
+}
+
+/// Exports a connection on each side and connects them crosswise: (conn of a, conn of b).
+pub fn connect_pair(a: &Side, b: &Side) -> (*mut doca_rdma_connection, *mut doca_rdma_connection) {
+    let (ba, ca) = a.export().unwrap();
+    let (bb, cb) = b.export().unwrap();
+    a.connect(&bb, ca).unwrap();
+    b.connect(&ba, cb).unwrap();
+    (ca, cb)
 }
 
 // ---- connection management by address ----

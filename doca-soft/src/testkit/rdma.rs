@@ -261,112 +261,6 @@ impl Side {
         b
     }
 
-    /// Exports a connection: (blob copy, connection).
-    pub(crate) fn export(&self) -> Result<(Vec<u8>, *mut doca_rdma_connection), doca_error_t> {
-        let (mut p, mut n, mut c) = (ptr::null(), 0usize, ptr::null_mut());
-        // SAFETY: live rdma, valid out-pointers; the blob is copied at once.
-        unsafe {
-            res(doca_rdma_export(self.rdma, &mut p, &mut n, &mut c))?;
-            Ok((core::slice::from_raw_parts(p.cast::<u8>(), n).to_vec(), c))
-        }
-    }
-
-    pub(crate) fn connect(&self, blob: &[u8], c: *mut doca_rdma_connection) -> Result<(), doca_error_t> {
-        // SAFETY: live rdma; `blob` readable.
-        res(unsafe { doca_rdma_connect(self.rdma, blob.as_ptr().cast(), blob.len(), c) })
-    }
-
-    // ---- tasks: allocate + submit; on a submit error the task is freed ----
-
-    fn submit(&self, t: *mut doca_task) -> Result<(), doca_error_t> {
-        // SAFETY: a freshly allocated task of ours.
-        let r = unsafe { doca_task_submit(t) };
-        if r != DOCA_SUCCESS {
-            // SAFETY: a failed submit leaves the task with us.
-            unsafe { doca_task_free(t) };
-        }
-        res(r)
-    }
-
-    pub(crate) fn recv(&self, dst: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_receive_allocate_init(self.rdma, dst, doca_data::from_u64(ud), &mut t))?;
-            self.submit(doca_rdma_task_receive_as_task(t))
-        }
-    }
-
-    pub(crate) fn send(&self, c: *mut doca_rdma_connection, src: *mut doca_buf, ud: u64) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_send_allocate_init(self.rdma, c, src, doca_data::from_u64(ud), &mut t))?;
-            self.submit(doca_rdma_task_send_as_task(t))
-        }
-    }
-
-    pub(crate) fn send_imm(
-        &self,
-        c: *mut doca_rdma_connection,
-        src: *mut doca_buf,
-        imm: u32,
-        ud: u64,
-    ) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_send_imm_allocate_init(self.rdma, c, src, imm, doca_data::from_u64(ud), &mut t))?;
-            self.submit(doca_rdma_task_send_imm_as_task(t))
-        }
-    }
-
-    pub(crate) fn write(
-        &self,
-        c: *mut doca_rdma_connection,
-        src: *mut doca_buf,
-        dst: *mut doca_buf,
-        ud: u64,
-    ) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_write_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
-            self.submit(doca_rdma_task_write_as_task(t))
-        }
-    }
-
-    pub(crate) fn write_imm(
-        &self,
-        c: *mut doca_rdma_connection,
-        src: *mut doca_buf,
-        dst: *mut doca_buf,
-        imm: u32,
-        ud: u64,
-    ) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_write_imm_allocate_init(self.rdma, c, src, dst, imm, doca_data::from_u64(ud), &mut t))?;
-            self.submit(doca_rdma_task_write_imm_as_task(t))
-        }
-    }
-
-    pub(crate) fn read(
-        &self,
-        c: *mut doca_rdma_connection,
-        src: *mut doca_buf,
-        dst: *mut doca_buf,
-        ud: u64,
-    ) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_read_allocate_init(self.rdma, c, src, dst, doca_data::from_u64(ud), &mut t))?;
-            self.submit(doca_rdma_task_read_as_task(t))
-        }
-    }
-
     /// Remote-net sync event get into `dst`.
     pub(crate) fn rn_get(
         &self,
@@ -438,57 +332,6 @@ impl Side {
         }
     }
 
-    pub(crate) fn fetch_add(
-        &self,
-        c: *mut doca_rdma_connection,
-        dst: *mut doca_buf,
-        result: *mut doca_buf,
-        add: u64,
-        ud: u64,
-    ) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_atomic_fetch_add_allocate_init(
-                self.rdma,
-                c,
-                dst,
-                result,
-                add,
-                doca_data::from_u64(ud),
-                &mut t,
-            ))?;
-            self.submit(doca_rdma_task_atomic_fetch_add_as_task(t))
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn cmp_swp(
-        &self,
-        c: *mut doca_rdma_connection,
-        dst: *mut doca_buf,
-        result: *mut doca_buf,
-        cmp: u64,
-        swap: u64,
-        ud: u64,
-    ) -> Result<(), doca_error_t> {
-        let mut t = ptr::null_mut();
-        // SAFETY: live objects, valid out-pointer.
-        unsafe {
-            res(doca_rdma_task_atomic_cmp_swp_allocate_init(
-                self.rdma,
-                c,
-                dst,
-                result,
-                cmp,
-                swap,
-                doca_data::from_u64(ud),
-                &mut t,
-            ))?;
-            self.submit(doca_rdma_task_atomic_cmp_swp_as_task(t))
-        }
-    }
-
     /// Stops the ctx and progresses until it is IDLE (the recorders free every task).
     pub(crate) fn stop(&self) {
         // SAFETY: live ctx.
@@ -535,15 +378,6 @@ impl Side {
         }
         free_shared(self.mem).unwrap();
     }
-}
-
-/// Two connections exported and connected crosswise: (conn of a, conn of b).
-pub(crate) fn connect_pair(a: &Side, b: &Side) -> (*mut doca_rdma_connection, *mut doca_rdma_connection) {
-    let (ba, ca) = a.export().unwrap();
-    let (bb, cb) = b.export().unwrap();
-    a.connect(&bb, ca).unwrap();
-    b.connect(&ba, cb).unwrap();
-    (ca, cb)
 }
 
 /// Whether the PE's fd is readable within `ms` (after the caller armed it).
