@@ -175,8 +175,9 @@ fn publish_tx(c: &doca_rdma_connection) {
 }
 
 /// Hands a submitted send-side task (decoded and validated by `submit.rs`) to its
-/// connection (see the module docs).
+/// connection, counting it in flight (see the module docs).
 pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, q: Queued) {
+    r.sq_inflight.set(r.sq_inflight.get() + 1);
     if !c.ops.borrow().is_empty() {
         c.ops.borrow_mut().push_back(q);
         return;
@@ -788,9 +789,18 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
     work
 }
 
+/// Posts a submitted receive (validated by `submit.rs`) behind the others.
+pub(super) fn post_receive(r: &doca_rdma, t: &doca_task) {
+    let was_empty = r.recvs.borrow().is_empty();
+    r.recvs.borrow_mut().push_back(t);
+    if was_empty {
+        receive_posted(r);
+    }
+}
+
 /// The first receive was posted: if a record was already waiting (its producer did not ring
 /// us: no receive could take it), tell an armed PE that progress has work now.
-pub(super) fn receive_posted(r: &doca_rdma) {
+fn receive_posted(r: &doca_rdma) {
     sync_sleep_flags(r);
     let mut i = 0;
     while let Some(c) = r.current(i) {

@@ -48,6 +48,29 @@
 //!   once they are freed. Connection objects stay allocated (refusing use) until
 //!   `doca_rdma_destroy`.
 //!
+//! # Where things are
+//! Each file names only those listed above it (no import circle), except that every file
+//! uses this one's `doca_rdma`:
+//! * `op.rs`, `ring.rs`, `addr.rs`: leaves. The decoded form of an operation, the receive
+//!   ring in shared memory, `doca_rdma_addr`.
+//! * `conn.rs`: the connection object and its state (export, connect, peer liveness, and the
+//!   record connection management keeps on it).
+//! * `tasks.rs` (its re-use setters in `accessors.rs`), `remote.rs` (the remote-net sync
+//!   event tasks): task types. They decode into an `Op` and validate; no state changes.
+//! * `props.rs`: the properties stored and read back.
+//! * `cm.rs`: connection management by address, on top of `conn.rs`.
+//! * `engine.rs`: the data path. Runs `Op`s in connection order, consumes the rings, the
+//!   progress and has-work hooks, liveness.
+//! * `submit.rs`: the task kinds, admission to the queues and the submit hooks: decodes and
+//!   validates once, then hands over to the engine.
+//! * this file: the `doca_rdma` object, its configuration entry points, and the ctx-wide
+//!   transitions (`finish`, `break_conn`, `enter_error`, `peer_lost`) that `engine.rs` and
+//!   `cm.rs` call.
+//!
+//! Tests: `tests.rs` (this module), `cm/tests.rs`, `remote/tests.rs`; their harness is
+//! `crate::testkit::rdma`, whose provider-agnostic core is shared with the conformance suite
+//! (`tests/conformance/kit_common.rs`).
+//!
 //! # Limits and codes (also in `docs/soft-provider.md`)
 //! * Messages and one-sided transfers up to [`MAX_MESSAGE_BYTES`]; larger: the submit fails
 //!   with `DOCA_ERROR_TOO_BIG`. Rings are [`ring::RING_DATA_BYTES`]; larger messages stream.

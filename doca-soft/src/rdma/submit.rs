@@ -137,11 +137,7 @@ unsafe fn submit_receive(t: &doca_task, mode: SubmitMode) -> Result<(), doca_err
         return Err(DOCA_ERROR_NO_MEMORY);
     }
     reset_receive(x);
-    let was_empty = r.recvs.borrow().is_empty();
-    r.recvs.borrow_mut().push_back(t);
-    if was_empty {
-        engine::receive_posted(r);
-    }
+    engine::post_receive(r, t);
     Ok(())
 }
 
@@ -184,7 +180,6 @@ unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t>
         }
         _ => {}
     }
-    r.sq_inflight.set(r.sq_inflight.get() + 1);
     engine::enqueue(r, c, Queued { task: t, op });
     Ok(())
 }
