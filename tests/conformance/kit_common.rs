@@ -6,8 +6,8 @@
 //! `MSG` lines).
 //!
 //! It names only C API items, taken from the including module (`use super::*`), plus four
-//! the includer defines: `Side` (an RDMA endpoint with public `pe` and `rdma`; its task
-//! helpers are here), `pe_fd` (the PE's
+//! the includer defines: `Side` (an RDMA endpoint with public `pe` and `rdma`, `state`,
+//! `stop` and `release_memory`; its task helpers and `destroy` are here), `pe_fd` (the PE's
 //! notification fd), `ROLE_ENV` (the variable that
 //! selects a peer's role) and `PEER_WAIT` (the bound of every wait for a peer). Each harness
 //! uses a subset, hence the includers' `#[allow(dead_code)]`.
@@ -356,6 +356,34 @@ pub fn data_len(b: *mut doca_buf) -> usize {
 // ---- a side's connections and tasks (every allocate + submit frees the task on a submit error) ----
 
 impl Side {
+    /// Stops (if needed) and destroys everything, checking each step.
+    pub fn destroy(&self) {
+        if self.destroyed.replace(true) {
+            return;
+        }
+        if self.state() != DOCA_CTX_STATE_IDLE {
+            self.stop();
+        }
+        // SAFETY: every object is live and no task is allocated any more.
+        unsafe {
+            for b in self.bufs.borrow_mut().drain(..) {
+                ok(doca_buf_dec_refcount(b, ptr::null_mut()));
+            }
+            for m in self.imported.borrow_mut().drain(..) {
+                ok(doca_mmap_destroy(m));
+            }
+            for m in self.extra.borrow_mut().drain(..) {
+                ok(doca_mmap_destroy(m));
+            }
+            ok(doca_buf_inventory_destroy(self.inv));
+            ok(doca_mmap_destroy(self.mmap));
+            ok(doca_rdma_destroy(self.rdma));
+            ok(doca_pe_destroy(self.pe));
+            ok(doca_dev_close(self.dev));
+        }
+        self.release_memory();
+    }
+
     pub fn export(&self) -> Result<(Vec<u8>, *mut doca_rdma_connection), doca_error_t> {
         let (mut p, mut n, mut c) = (ptr::null(), 0usize, ptr::null_mut());
         // SAFETY: live rdma, valid out-pointers; the blob is copied at once.

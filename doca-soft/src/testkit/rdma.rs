@@ -351,31 +351,8 @@ impl Side {
         ok(unsafe { doca_ctx_start(self.ctx()) });
     }
 
-    /// Stops (if needed) and destroys everything, checking each step.
-    pub(crate) fn destroy(&self) {
-        if self.destroyed.replace(true) {
-            return;
-        }
-        if self.state() != DOCA_CTX_STATE_IDLE {
-            self.stop();
-        }
-        // SAFETY: every object is live and no task is allocated any more.
-        unsafe {
-            for b in self.bufs.borrow_mut().drain(..) {
-                ok(doca_buf_dec_refcount(b, ptr::null_mut()));
-            }
-            for m in self.imported.borrow_mut().drain(..) {
-                ok(doca_mmap_destroy(m));
-            }
-            for m in self.extra.borrow_mut().drain(..) {
-                ok(doca_mmap_destroy(m));
-            }
-            ok(doca_buf_inventory_destroy(self.inv));
-            ok(doca_mmap_destroy(self.mmap));
-            ok(doca_rdma_destroy(self.rdma));
-            ok(doca_pe_destroy(self.pe));
-            ok(doca_dev_close(self.dev));
-        }
+    /// Frees the shared memory (the last step of `destroy`, in `kit_common.rs`).
+    fn release_memory(&self) {
         free_shared(self.mem).unwrap();
     }
 }
