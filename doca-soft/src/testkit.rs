@@ -321,3 +321,5 @@ pub(crate) fn readable(fd: RawFd, timeout_ms: i32) -> bool {
     let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     r == 1 && p.revents & libc::POLLIN != 0
 }
+
+pub(crate) mod rdma;

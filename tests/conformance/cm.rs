@@ -87,21 +87,6 @@ fn host() -> String {
     std::env::var("DOCA_CONFORMANCE_CM_ADDR").unwrap_or_else(|_| "127.0.0.1".into())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn listen(s: &Side) -> u16 {
-    for _ in 0..20 {
-        let port = free_port();
-        // SAFETY: live rdma.
-        if unsafe { doca_rdma_start_listen_to_port(s.rdma, port) } == DOCA_SUCCESS {
-            return port;
-        }
-    }
-    panic!("no port to listen on");
-}
-
 fn addr(port: u16) -> *mut doca_rdma_addr {
     let text = CString::new(host()).unwrap();
     let mut a = ptr::null_mut();

@@ -50,24 +50,22 @@
 //! (when the host has IPv6).
 
 use core::cell::{Cell, RefCell};
-use core::ffi::{c_char, c_void};
+use core::ffi::c_void;
 use core::ptr;
 use std::collections::VecDeque;
-use std::ffi::{CStr, CString};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use super::conn::{conn_ref, doca_rdma_connection, ConnState};
+use super::addr::{addr_ref, doca_rdma_addr, is_local};
+use super::conn::{conn_ref, doca_rdma_connection, ConnState, Phase};
 use super::{doca_rdma, rdma_ref};
 use crate::blob::{BlobKind, BlobReader, BlobWriter, HEADER_LEN, TRAILER_LEN};
 use crate::ffi::{guard_err, out};
 use crate::pe::{doca_pe, FdMode};
 use crate::types::*;
 
-/// `"ADDR"`: marks a live address object.
-const ADDR_MAGIC: u32 = 0x4144_4452;
 /// Version of the handshake messages (inside the blob framing's own version).
 pub(crate) const CM_PROTO_VERSION: u16 = 1;
 /// Largest handshake message accepted from the wire (a REQUEST or ACCEPT is ~200 bytes).
@@ -82,151 +80,6 @@ const CONNECT_POLL: Duration = Duration::from_millis(1);
 /// handshake takes longer than that), and a burst is accepted at full speed (the limit only
 /// starts after an `accept` that found nothing).
 const ACCEPT_INTERVAL: Duration = Duration::from_micros(50);
-
-/// Where a connection is in connection management (`Blob` = made by export/connect).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// Not managed: exported and connected with blobs.
-    Blob,
-    /// Client: TCP connect, REQUEST sent or to send, waiting for the answer.
-    Connecting,
-    /// Server: `request_cb` delivered (or queued), waiting for accept/reject.
-    Requested,
-    /// Server: ACCEPT sent, waiting for READY.
-    Accepted,
-    Established,
-    /// The handshake failed (failure_cb reported).
-    Failed,
-    /// This server rejected it.
-    Rejected,
-    /// Disconnected after establishment (by either side).
-    Disconnected,
-}
-
-/// The connection-management part of a connection.
-pub(crate) struct ConnCm {
-    pub phase: Cell<Phase>,
-    pub user_data: Cell<u64>,
-    /// The peer's address: the client's `doca_rdma_addr` (user-owned), or an address object
-    /// this connection owns (server side).
-    addr: Cell<*const doca_rdma_addr>,
-    owned_addr: RefCell<Option<Box<doca_rdma_addr>>>,
-    /// Private data the server sent with its ACCEPT (client side).
-    pub private: RefCell<Vec<u8>>,
-    /// Server: the data path lost the client while we waited for its READY. The client may
-    /// have completed its side and left at once (its READY then is in the handshake socket):
-    /// the handshake decides between "established, then disconnected" and "failed".
-    pub lost_early: Cell<Option<doca_error_t>>,
-}
-
-impl Default for ConnCm {
-    fn default() -> Self {
-        ConnCm {
-            phase: Cell::new(Phase::Blob),
-            user_data: Cell::new(0),
-            addr: Cell::new(ptr::null()),
-            owned_addr: RefCell::new(None),
-            private: RefCell::new(Vec::new()),
-            lost_early: Cell::new(None),
-        }
-    }
-}
-
-impl ConnCm {
-    /// Whether a managed connection is over (failed, rejected or disconnected).
-    pub(crate) fn ended(&self) -> bool {
-        matches!(self.phase.get(), Phase::Failed | Phase::Rejected | Phase::Disconnected)
-    }
-
-    /// Whether the connection was made by connection management.
-    pub(crate) fn managed(&self) -> bool {
-        self.phase.get() != Phase::Blob
-    }
-
-    /// Lets go of the client's address object (it may be destroyed again).
-    pub(crate) fn release_addr(&self) {
-        if self.owned_addr.borrow().is_none() {
-            // SAFETY: a client's addr is user-owned and cannot be destroyed while in_use > 0,
-            // which this connection holds until here.
-            if let Some(a) = unsafe { self.addr.get().as_ref() } {
-                a.in_use.set(a.in_use.get().saturating_sub(1));
-            }
-            self.addr.set(ptr::null());
-        }
-    }
-}
-
-// ---- addresses ----
-
-/// `struct doca_rdma_addr`.
-pub struct doca_rdma_addr {
-    magic: u32,
-    ty: doca_rdma_addr_type,
-    /// The address as given (returned by `get_params`).
-    text: CString,
-    port: u16,
-    ip: IpAddr,
-    /// Connections using it (client side), or 1 for ever when a connection owns it.
-    in_use: Cell<u32>,
-}
-
-/// Parses an address string of `ty`. GIDs are written like IPv6 addresses; an IPv4-mapped
-/// GID (RoCE v2 over IPv4) means that IPv4 address.
-#[allow(non_upper_case_globals)] // DOCA's enumerator names
-fn parse_addr(ty: doca_rdma_addr_type, s: &str) -> Result<IpAddr, doca_error_t> {
-    match ty {
-        DOCA_RDMA_ADDR_TYPE_IPv4 => s.parse::<Ipv4Addr>().map(IpAddr::V4).map_err(|_| DOCA_ERROR_INVALID_VALUE),
-        DOCA_RDMA_ADDR_TYPE_IPv6 => s.parse::<Ipv6Addr>().map(IpAddr::V6).map_err(|_| DOCA_ERROR_INVALID_VALUE),
-        DOCA_RDMA_ADDR_TYPE_GID => {
-            let v6 = s.parse::<Ipv6Addr>().map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
-            Ok(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
-        }
-        _ => Err(DOCA_ERROR_INVALID_VALUE),
-    }
-}
-
-impl doca_rdma_addr {
-    fn new(ty: doca_rdma_addr_type, text: &str, port: u16) -> Result<doca_rdma_addr, doca_error_t> {
-        let ip = parse_addr(ty, text)?;
-        Ok(doca_rdma_addr {
-            magic: ADDR_MAGIC,
-            ty,
-            text: CString::new(text).map_err(|_| DOCA_ERROR_INVALID_VALUE)?,
-            port,
-            ip,
-            in_use: Cell::new(0),
-        })
-    }
-
-    /// An address object describing a peer's socket address (owned by a connection).
-    fn of_peer(sa: SocketAddr) -> doca_rdma_addr {
-        let ty = if sa.is_ipv4() { DOCA_RDMA_ADDR_TYPE_IPv4 } else { DOCA_RDMA_ADDR_TYPE_IPv6 };
-        let text = CString::new(sa.ip().to_string()).unwrap_or_default();
-        doca_rdma_addr { magic: ADDR_MAGIC, ty, text, port: sa.port(), ip: sa.ip(), in_use: Cell::new(1) }
-    }
-
-    pub(crate) fn socket_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.ip, self.port)
-    }
-}
-
-/// Whether `ip` is an address of this host (binding it succeeds only then).
-fn is_local(ip: IpAddr) -> bool {
-    ip.is_loopback() || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
-}
-
-/// Validates an address pointer from C.
-///
-/// # Safety
-/// A non-NULL `p` must point to an address created by this provider and not destroyed.
-unsafe fn addr_ref<'a>(p: *const doca_rdma_addr) -> Result<&'a doca_rdma_addr, doca_error_t> {
-    // SAFETY: per the contract.
-    let a = unsafe { crate::ffi::obj(p) }?;
-    if a.magic != ADDR_MAGIC {
-        return Err(DOCA_ERROR_INVALID_VALUE);
-    }
-    Ok(a)
-}
 
 // ---- the handshake messages ----
 
@@ -978,67 +831,6 @@ pub unsafe extern "C" fn doca_rdma_set_connection_state_callbacks(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn doca_rdma_addr_create(
-    addr_type: doca_rdma_addr_type,
-    address: *const c_char,
-    port: u16,
-    addr: *mut *mut doca_rdma_addr,
-) -> doca_error_t {
-    guard_err(|| {
-        if address.is_null() || addr.is_null() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: non-NULL; the caller passes a NUL-terminated string.
-        let text = unsafe { CStr::from_ptr(address) }.to_str().map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
-        let a = doca_rdma_addr::new(addr_type, text, port)?;
-        let raw = Box::into_raw(Box::new(a));
-        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
-        unsafe { out(addr, raw) }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_rdma_addr_destroy(addr: *mut doca_rdma_addr) -> doca_error_t {
-    guard_err(|| {
-        // SAFETY: forwarded contract.
-        let a = unsafe { addr_ref(addr) }?;
-        if a.in_use.get() > 0 {
-            // Used by a connection (or owned by one: an address from connection_get_addr).
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
-        // SAFETY: created by Box::into_raw in addr_create and not in use.
-        let mut b = unsafe { Box::from_raw(addr) };
-        b.magic = 0;
-        drop(b);
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_rdma_addr_get_params(
-    addr: *mut doca_rdma_addr,
-    addr_type: *mut doca_rdma_addr_type,
-    address: *mut *const c_char,
-    port: *mut u16,
-) -> doca_error_t {
-    guard_err(|| {
-        // SAFETY: forwarded contract.
-        let a = unsafe { addr_ref(addr) }?;
-        if addr_type.is_null() || address.is_null() || port.is_null() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        // SAFETY: the three out-pointers are non-NULL and writable (contract); the string is
-        // owned by the address object.
-        unsafe {
-            addr_type.write(a.ty);
-            address.write(a.text.as_ptr());
-            port.write(a.port);
-        }
-        Ok(())
-    })
-}
-
-#[no_mangle]
 pub unsafe extern "C" fn doca_rdma_start_listen_to_port(rdma: *mut doca_rdma, port: u16) -> doca_error_t {
     guard_err(|| {
         // SAFETY: forwarded contract.
@@ -1373,3 +1165,6 @@ pub unsafe extern "C" fn doca_soft_rdma_connection_get_private_data(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests;

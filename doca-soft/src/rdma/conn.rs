@@ -29,9 +29,12 @@
 //!   use after free.
 
 use core::cell::{Cell, RefCell};
+use core::ptr;
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use super::addr::doca_rdma_addr;
+use super::op::Queued;
 use super::ring::{RxRing, TxRing, RING_SEG_LEN};
 use super::{doca_rdma, PERMISSIONS_ALL};
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
@@ -152,7 +155,7 @@ pub struct doca_rdma_connection {
     pidfd: RefCell<Option<OwnedFd>>,
     pe: Cell<*const doca_pe>,
     /// Submitted send-side tasks in submission order (the head may be partly done).
-    pub(crate) ops: RefCell<VecDeque<*const doca_task>>,
+    pub(crate) ops: RefCell<VecDeque<Queued>>,
     /// The receive being filled by the message at the ring's head, if any.
     pub(crate) incoming: RefCell<Option<Incoming>>,
     /// The peer process was seen dead (pidfd readable) and that is not processed yet.
@@ -164,7 +167,82 @@ pub struct doca_rdma_connection {
     /// Position among the rdma's connections (`doca_rdma_connection_get_id`).
     pub(crate) num: u32,
     /// Connection management by address (`cm.rs`); `Phase::Blob` for export/connect.
-    pub(crate) cm: super::cm::ConnCm,
+    pub(crate) cm: ConnCm,
+}
+
+// ---- the connection-management record (driven by `cm.rs`) ----
+
+/// Where a connection is in connection management (`Blob` = made by export/connect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Not managed: exported and connected with blobs.
+    Blob,
+    /// Client: TCP connect, REQUEST sent or to send, waiting for the answer.
+    Connecting,
+    /// Server: `request_cb` delivered (or queued), waiting for accept/reject.
+    Requested,
+    /// Server: ACCEPT sent, waiting for READY.
+    Accepted,
+    Established,
+    /// The handshake failed (failure_cb reported).
+    Failed,
+    /// This server rejected it.
+    Rejected,
+    /// Disconnected after establishment (by either side).
+    Disconnected,
+}
+
+/// The connection-management part of a connection.
+pub(crate) struct ConnCm {
+    pub phase: Cell<Phase>,
+    pub user_data: Cell<u64>,
+    /// The peer's address: the client's `doca_rdma_addr` (user-owned), or an address object
+    /// this connection owns (server side).
+    pub(super) addr: Cell<*const doca_rdma_addr>,
+    pub(super) owned_addr: RefCell<Option<Box<doca_rdma_addr>>>,
+    /// Private data the server sent with its ACCEPT (client side).
+    pub private: RefCell<Vec<u8>>,
+    /// Server: the data path lost the client while we waited for its READY. The client may
+    /// have completed its side and left at once (its READY then is in the handshake socket):
+    /// the handshake decides between "established, then disconnected" and "failed".
+    pub lost_early: Cell<Option<doca_error_t>>,
+}
+
+impl Default for ConnCm {
+    fn default() -> Self {
+        ConnCm {
+            phase: Cell::new(Phase::Blob),
+            user_data: Cell::new(0),
+            addr: Cell::new(ptr::null()),
+            owned_addr: RefCell::new(None),
+            private: RefCell::new(Vec::new()),
+            lost_early: Cell::new(None),
+        }
+    }
+}
+
+impl ConnCm {
+    /// Whether a managed connection is over (failed, rejected or disconnected).
+    pub(crate) fn ended(&self) -> bool {
+        matches!(self.phase.get(), Phase::Failed | Phase::Rejected | Phase::Disconnected)
+    }
+
+    /// Whether the connection was made by connection management.
+    pub(crate) fn managed(&self) -> bool {
+        self.phase.get() != Phase::Blob
+    }
+
+    /// Lets go of the client's address object (it may be destroyed again).
+    pub(crate) fn release_addr(&self) {
+        if self.owned_addr.borrow().is_none() {
+            // SAFETY: a client's addr is user-owned and cannot be destroyed while in_use > 0,
+            // which this connection holds until here.
+            if let Some(a) = unsafe { self.addr.get().as_ref() } {
+                a.in_use.set(a.in_use.get().saturating_sub(1));
+            }
+            self.addr.set(ptr::null());
+        }
+    }
 }
 
 /// `pidfd_open(pid)`; `None` when the kernel has no pidfds (liveness then uses `kill(pid, 0)`).
@@ -231,7 +309,7 @@ impl doca_rdma_connection {
             draining: Cell::new(None),
             death_seen: Cell::new(false),
             num,
-            cm: super::cm::ConnCm::default(),
+            cm: ConnCm::default(),
         }))
     }
 

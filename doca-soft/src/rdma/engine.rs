@@ -2,7 +2,10 @@
 //! rings, the progress and has-work hooks, and peer liveness.
 //!
 //! # Send side
-//! `enqueue` runs an operation at once when its connection's queue is empty (the fast
+//! Every operation arrives decoded and validated (`submit.rs` turns the task into an
+//! [`Op`] once); the engine runs the `Op` and never reads the task's fields again.
+//! `execute` dispatches to one function per operation family (send, write, read, atomics,
+//! remote-net sync events). `enqueue` runs an operation at once when its connection's queue is empty (the fast
 //! path); otherwise it waits behind the others. `pump_tx` (from progress) runs queued
 //! operations from the head, in order, until one blocks on a full ring. A send streams its
 //! record into the peer's ring as space allows (`progress` counts the record bytes written);
@@ -45,11 +48,15 @@
 
 use std::time::Instant;
 
-use super::conn::{doca_rdma_connection, ConnState, Incoming};
-use super::ring::{record_len, Record, RecordKind, RECORD_HEADER};
-use super::tasks::{self, decode, doca_rdma_task_receive, live_buf, Op};
+use core::cell::Cell;
+
+use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer};
+use super::op::{Op, Queued};
+use super::ring::{record_len, Record, RecordKind, TxRing, RECORD_HEADER};
+use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
+use crate::mmap::RemoteRegion;
 use crate::task::doca_task;
 use crate::types::*;
 
@@ -167,13 +174,17 @@ fn publish_tx(c: &doca_rdma_connection) {
     }
 }
 
-/// Hands a submitted send-side task to its connection (see the module docs).
-pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task) {
+/// Hands a submitted send-side task (decoded and validated by `submit.rs`) to its
+/// connection, counting it in flight (see the module docs).
+pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, q: Queued) {
+    r.sq_inflight.set(r.sq_inflight.get() + 1);
     if !c.ops.borrow().is_empty() {
-        c.ops.borrow_mut().push_back(t);
+        c.ops.borrow_mut().push_back(q);
         return;
     }
-    match execute(c, t) {
+    // SAFETY: a task being submitted is alive (the framework's submit holds it).
+    let t = unsafe { &*q.task };
+    match execute(c, q.op) {
         Exec::Done(status) => {
             r.finish(t, status);
             publish_tx(c);
@@ -182,7 +193,7 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task) {
             }
         }
         Exec::Blocked(_) => {
-            c.ops.borrow_mut().push_back(t);
+            c.ops.borrow_mut().push_back(q);
             if armed(r) {
                 if let Some(tx) = c.tx.borrow().as_ref() {
                     tx.want_space();
@@ -191,7 +202,7 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task) {
             publish_tx(c);
         }
         Exec::PeerFault(code) => {
-            c.ops.borrow_mut().push_back(t);
+            c.ops.borrow_mut().push_back(q);
             r.peer_lost(c, code);
         }
     }
@@ -201,12 +212,12 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task) {
 fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
     let mut did = false;
     let result = loop {
-        let Some(t) = c.ops.borrow().front().copied() else {
+        let Some(q) = c.ops.borrow().front().copied() else {
             break Ok(did);
         };
         // SAFETY: queued tasks are submitted tasks of this ctx.
-        let task = unsafe { &*t };
-        match execute(c, task) {
+        let task = unsafe { &*q.task };
+        match execute(c, q.op) {
             Exec::Done(status) => {
                 c.ops.borrow_mut().pop_front();
                 r.finish(task, status);
@@ -238,11 +249,9 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
     result
 }
 
-/// Runs `t` (the head of `c`'s queue) as far as it can go now.
-fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
-    let Some((_, op)) = decode(t) else {
-        return Exec::Done(DOCA_ERROR_UNEXPECTED);
-    };
+/// Runs `op` (the head of `c`'s queue) as far as it can go now: one function per operation
+/// family below. Only connection-level failures (no peer, no ring) are decided here.
+fn execute(c: &doca_rdma_connection, op: Op) -> Exec {
     let Some(peer) = c.peer() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
@@ -250,187 +259,220 @@ fn execute(c: &doca_rdma_connection, t: &doca_task) -> Exec {
     let Some(tx) = txb.as_ref() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
-    macro_rules! tri {
-        ($e:expr) => {
-            match $e {
-                Ok(v) => v,
-                Err(e) => return Exec::Done(e),
-            }
-        };
+    match op {
+        // SAFETY: `progress` points into the queued task, valid while it is queued (see
+        // `op::Queued`); only this thread touches it.
+        Op::Send { src, imm, progress } => execute_send(tx, src, imm, unsafe { &*progress }),
+        // SAFETY: as for a send.
+        Op::Write { src, dst, imm, progress } => execute_write(tx, &peer, src, dst, imm, unsafe { &*progress }),
+        Op::Read { src, dst } => execute_read(&peer, src, dst),
+        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, op),
+        Op::RemoteGet { .. } | Op::RemoteSet { .. } | Op::RemoteAdd { .. } => execute_remote_event(&peer, op),
     }
-    macro_rules! free {
-        () => {
-            match tx.free() {
-                Ok(f) => f,
-                Err(_) => return Exec::PeerFault(DOCA_ERROR_CONNECTION_RESET),
-            }
-        };
+}
+
+/// The value of a `Result`, or the operation is done with its error.
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Exec::Done(e),
+        }
+    };
+}
+
+/// The free bytes of the peer's ring, or the peer is gone (its ring is closed).
+macro_rules! free {
+    ($tx:expr) => {
+        match $tx.free() {
+            Ok(f) => f,
+            Err(_) => return Exec::PeerFault(DOCA_ERROR_CONNECTION_RESET),
+        }
+    };
+}
+
+/// The imported region behind a remote buffer, checked against the connection: the peer's
+/// ctx must allow `perm`, and the memory must belong to the connected peer.
+fn remote_of<'b>(b: &'b crate::buf::doca_buf, peer: &Peer, perm: u32) -> Result<&'b RemoteRegion, doca_error_t> {
+    if peer.perms & perm == 0 {
+        return Err(DOCA_ERROR_NOT_PERMITTED);
     }
-    /// The imported region behind a remote buffer, checked against the connection: the
-    /// peer's ctx must allow `perm`, and the memory must belong to the connected peer.
-    fn remote_of<'b>(
-        b: &'b crate::buf::doca_buf,
-        peer: &super::conn::Peer,
-        perm: u32,
-    ) -> Result<&'b crate::mmap::RemoteRegion, doca_error_t> {
-        if peer.perms & perm == 0 {
-            return Err(DOCA_ERROR_NOT_PERMITTED);
+    // Borrowed, not cloned: no lock and no reference count per operation.
+    let region = b.mmap().remote_region_ref()?;
+    if region.owner_pid() != peer.pid {
+        return Err(DOCA_ERROR_NOT_PERMITTED);
+    }
+    Ok(region)
+}
+
+/// send / send_imm: streams the record (header, payload, padding) into the peer's ring as
+/// space allows; `progress` counts the record bytes written.
+fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_be32_t>, progress: &Cell<u64>) -> Exec {
+    let payload: &[u8] = if src.is_null() {
+        &[]
+    } else {
+        // SAFETY: the payload is registered local memory the caller keeps untouched
+        // while the task is in flight (DOCA contract); the slice is dropped before
+        // this function returns.
+        tri!(live_buf(src).and_then(|b| unsafe { b.payload_slice() }))
+    };
+    let n = payload.len() as u64;
+    let total = record_len(n);
+    let mut w = progress.get();
+    let mut free = free!(tx);
+    if w == 0 {
+        if free < RECORD_HEADER as u64 {
+            return Exec::Blocked(RECORD_HEADER as u64);
         }
-        // Borrowed, not cloned: no lock and no reference count per operation.
-        let region = b.mmap().remote_region_ref()?;
-        if region.owner_pid() != peer.pid {
-            return Err(DOCA_ERROR_NOT_PERMITTED);
+        let rec = Record {
+            kind: if imm.is_some() { RecordKind::SendImm } else { RecordKind::Send },
+            payload_len: n as u32,
+            report_len: n as u32,
+            imm: imm.unwrap_or(0),
+        };
+        tx.push(&rec.encode());
+        w = RECORD_HEADER as u64;
+        free -= RECORD_HEADER as u64;
+    }
+    while w < total {
+        if free == 0 {
+            progress.set(w);
+            return Exec::Blocked(1);
         }
-        Ok(region)
+        let off = w - RECORD_HEADER as u64;
+        let k = if off < n {
+            let k = free.min(n - off);
+            tx.push(&payload[off as usize..(off + k) as usize]);
+            k
+        } else {
+            let k = free.min(total - w);
+            tx.skip(k);
+            k
+        };
+        w += k;
+        free -= k;
+    }
+    progress.set(w);
+    Exec::Done(DOCA_SUCCESS)
+}
+
+/// write / write_imm: the one-sided write (once), then for write_imm its notification record
+/// when the peer's ring has room (`progress`: 0 before the write, 1 written, 2 notified).
+fn execute_write(
+    tx: &TxRing,
+    peer: &Peer,
+    src: *const crate::buf::doca_buf,
+    dst: *mut crate::buf::doca_buf,
+    imm: Option<doca_be32_t>,
+    progress: &Cell<u64>,
+) -> Exec {
+    let s = tri!(live_buf(src));
+    let n = s.data().1;
+    if progress.get() == 0 {
+        let d = tri!(live_buf(dst));
+        let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
+        let (taddr, room) = d.tail_space();
+        if n > room {
+            return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+        }
+        let off = tri!(region.offset_of(taddr as u64, n));
+        // SAFETY: as for the payload in `execute_send`.
+        let payload = tri!(unsafe { s.payload_slice() });
+        tri!(region.write(off, payload));
+        tri!(d.grow_data_len(n));
+        if imm.is_none() {
+            return Exec::Done(DOCA_SUCCESS);
+        }
+        progress.set(1);
+    }
+    if free!(tx) < RECORD_HEADER as u64 {
+        return Exec::Blocked(RECORD_HEADER as u64);
+    }
+    let rec = Record { kind: RecordKind::WriteImm, payload_len: 0, report_len: n as u32, imm: imm.unwrap_or(0) };
+    tx.push(&rec.encode());
+    progress.set(2);
+    Exec::Done(DOCA_SUCCESS)
+}
+
+/// read: fills the local destination's free space from the peer's memory.
+fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::buf::doca_buf) -> Exec {
+    let s = tri!(live_buf(src));
+    let region = tri!(remote_of(s, peer, DOCA_ACCESS_FLAG_RDMA_READ));
+    let d = tri!(live_buf(dst));
+    let n = d.tail_space().1;
+    let off = tri!(region.offset_of(s.data().0 as u64, n));
+    // SAFETY: the destination is registered local memory the caller does not touch
+    // while the task is in flight (DOCA contract), so the &mut is exclusive.
+    tri!(unsafe { d.append_with(n, |buf| region.read(off, buf)) });
+    Exec::Done(DOCA_SUCCESS)
+}
+
+/// The two atomics on the peer's memory; the previous value goes to the result buffer.
+fn execute_atomic(peer: &Peer, op: Op) -> Exec {
+    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = op else {
+        return Exec::Done(DOCA_ERROR_UNEXPECTED);
+    };
+    let d = tri!(live_buf(dst));
+    let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_ATOMIC));
+    let off = tri!(region.offset_of(d.data().0 as u64, 8));
+    let res = tri!(live_buf(result));
+    if res.tail_space().1 < 8 {
+        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+    }
+    let old = tri!(match op {
+        Op::CmpSwp { cmp, swap, .. } => region.atomic_cas(off, cmp, swap),
+        Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
+        _ => Err(DOCA_ERROR_UNEXPECTED),
+    });
+    tri!(res.append(&old.to_ne_bytes()));
+    Exec::Done(DOCA_SUCCESS)
+}
+
+/// The three remote-net sync event operations (`remote.rs`).
+fn execute_remote_event(peer: &Peer, op: Op) -> Exec {
+    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = op else {
+        return Exec::Done(DOCA_ERROR_UNEXPECTED);
+    };
+    let ev = tri!(event_of(event));
+    // The event must be the connected peer's (an RDMA NIC would hold no key for any
+    // other); in-process peers share our pid.
+    if ev.owner_pid() != peer.pid {
+        return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
     }
     match op {
-        Op::Send { src, imm, progress } => {
-            let payload: &[u8] = if src.is_null() {
-                &[]
-            } else {
-                // SAFETY: the payload is registered local memory the caller keeps untouched
-                // while the task is in flight (DOCA contract); the slice is dropped before
-                // this function returns.
-                tri!(live_buf(src).and_then(|b| unsafe { b.payload_slice() }))
+        Op::RemoteGet { dst, .. } => {
+            let d = tri!(live_buf(dst));
+            tri!(d.append(&ev.get().to_ne_bytes()));
+        }
+        Op::RemoteSet { src, .. } => {
+            let s = tri!(live_buf(src));
+            // SAFETY: as for the payload in `execute_send`.
+            let bytes = tri!(unsafe { s.payload_slice() });
+            let Some(v) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+                return Exec::Done(DOCA_ERROR_INVALID_VALUE);
             };
-            let n = payload.len() as u64;
-            let total = record_len(n);
-            let mut w = progress.get();
-            let mut free = free!();
-            if w == 0 {
-                if free < RECORD_HEADER as u64 {
-                    return Exec::Blocked(RECORD_HEADER as u64);
-                }
-                let rec = Record {
-                    kind: if imm.is_some() { RecordKind::SendImm } else { RecordKind::Send },
-                    payload_len: n as u32,
-                    report_len: n as u32,
-                    imm: imm.unwrap_or(0),
-                };
-                tx.push(&rec.encode());
-                w = RECORD_HEADER as u64;
-                free -= RECORD_HEADER as u64;
-            }
-            while w < total {
-                if free == 0 {
-                    progress.set(w);
-                    return Exec::Blocked(1);
-                }
-                let off = w - RECORD_HEADER as u64;
-                let k = if off < n {
-                    let k = free.min(n - off);
-                    tx.push(&payload[off as usize..(off + k) as usize]);
-                    k
-                } else {
-                    let k = free.min(total - w);
-                    tx.skip(k);
-                    k
-                };
-                w += k;
-                free -= k;
-            }
-            progress.set(w);
-            Exec::Done(DOCA_SUCCESS)
+            ev.set(u64::from_ne_bytes(v));
         }
-        Op::Write { src, dst, imm, progress } => {
-            let s = tri!(live_buf(src));
-            let n = s.data().1;
-            if progress.get() == 0 {
-                let d = tri!(live_buf(dst));
-                let region = tri!(remote_of(d, &peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
-                let (taddr, room) = d.tail_space();
-                if n > room {
-                    return Exec::Done(DOCA_ERROR_INVALID_VALUE);
-                }
-                let off = tri!(region.offset_of(taddr as u64, n));
-                // SAFETY: as for the send payload above.
-                let payload = tri!(unsafe { s.payload_slice() });
-                tri!(region.write(off, payload));
-                tri!(d.grow_data_len(n));
-                if imm.is_none() {
-                    return Exec::Done(DOCA_SUCCESS);
-                }
-                progress.set(1);
-            }
-            if free!() < RECORD_HEADER as u64 {
-                return Exec::Blocked(RECORD_HEADER as u64);
-            }
-            let rec =
-                Record { kind: RecordKind::WriteImm, payload_len: 0, report_len: n as u32, imm: imm.unwrap_or(0) };
-            tx.push(&rec.encode());
-            progress.set(2);
-            Exec::Done(DOCA_SUCCESS)
-        }
-        Op::Read { src, dst } => {
-            let s = tri!(live_buf(src));
-            let region = tri!(remote_of(s, &peer, DOCA_ACCESS_FLAG_RDMA_READ));
-            let d = tri!(live_buf(dst));
-            let n = d.tail_space().1;
-            let off = tri!(region.offset_of(s.data().0 as u64, n));
-            // SAFETY: the destination is registered local memory the caller does not touch
-            // while the task is in flight (DOCA contract), so the &mut is exclusive.
-            tri!(unsafe { d.append_with(n, |buf| region.read(off, buf)) });
-            Exec::Done(DOCA_SUCCESS)
-        }
-        Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. } => {
-            let d = tri!(live_buf(dst));
-            let region = tri!(remote_of(d, &peer, DOCA_ACCESS_FLAG_RDMA_ATOMIC));
-            let off = tri!(region.offset_of(d.data().0 as u64, 8));
+        Op::RemoteAdd { result, add, .. } => {
             let res = tri!(live_buf(result));
             if res.tail_space().1 < 8 {
                 return Exec::Done(DOCA_ERROR_INVALID_VALUE);
             }
-            let old = tri!(match op {
-                Op::CmpSwp { cmp, swap, .. } => region.atomic_cas(off, cmp, swap),
-                Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
-                _ => Err(DOCA_ERROR_UNEXPECTED),
-            });
+            let old = ev.add(add);
             tri!(res.append(&old.to_ne_bytes()));
-            Exec::Done(DOCA_SUCCESS)
         }
-        Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. } => {
-            let ev = tri!(super::remote::event_of(event));
-            // The event must be the connected peer's (an RDMA NIC would hold no key for any
-            // other); in-process peers share our pid.
-            if ev.owner_pid() != peer.pid {
-                return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
-            }
-            match op {
-                Op::RemoteGet { dst, .. } => {
-                    let d = tri!(live_buf(dst));
-                    tri!(d.append(&ev.get().to_ne_bytes()));
-                }
-                Op::RemoteSet { src, .. } => {
-                    let s = tri!(live_buf(src));
-                    // SAFETY: as for the send payload above.
-                    let bytes = tri!(unsafe { s.payload_slice() });
-                    let Some(v) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
-                        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
-                    };
-                    ev.set(u64::from_ne_bytes(v));
-                }
-                Op::RemoteAdd { result, add, .. } => {
-                    let res = tri!(live_buf(result));
-                    if res.tail_space().1 < 8 {
-                        return Exec::Done(DOCA_ERROR_INVALID_VALUE);
-                    }
-                    let old = ev.add(add);
-                    tri!(res.append(&old.to_ne_bytes()));
-                }
-                _ => return Exec::Done(DOCA_ERROR_UNEXPECTED),
-            }
-            Exec::Done(DOCA_SUCCESS)
-        }
+        _ => return Exec::Done(DOCA_ERROR_UNEXPECTED),
     }
+    Exec::Done(DOCA_SUCCESS)
 }
 
 /// The peer of `c` is gone: fail its send side, keep its ring for draining.
 fn start_draining(r: &doca_rdma, c: &doca_rdma_connection, code: doca_error_t) {
     c.start_draining(code);
     let ops: Vec<_> = c.ops.borrow_mut().drain(..).collect();
-    for t in ops {
+    for q in ops {
         // SAFETY: queued tasks are submitted tasks of this ctx.
-        r.finish(unsafe { &*t }, code);
+        r.finish(unsafe { &*q.task }, code);
     }
 }
 
@@ -516,7 +558,7 @@ fn pump_rx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
             let task = unsafe { &*t };
             // SAFETY: only receive tasks are posted.
             let recv = unsafe { task.downcast::<doca_rdma_task_receive>() };
-            match tasks::receive_target(recv.dst.get(), rec.payload_len) {
+            match receive_target(recv.dst.get(), rec.payload_len) {
                 Ok(dst) => {
                     rx.skip(RECORD_HEADER as u64);
                     *c.incoming.borrow_mut() = Some(Incoming { task: t, record: rec, dst, copied: 0 });
@@ -686,7 +728,7 @@ fn drop_partial_record(r: &doca_rdma, c: &doca_rdma_connection) -> bool {
     c.incoming.borrow_mut().take();
     rx.skip(avail);
     // SAFETY: the incoming receive is a submitted receive task of this ctx, not completed.
-    tasks::repost_receive(r, unsafe { &*inc.task });
+    repost_receive(r, unsafe { &*inc.task });
     true
 }
 
@@ -735,8 +777,7 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
         if let Some(&head) = c.ops.borrow().front() {
             if let Some(tx) = c.tx.borrow().as_ref() {
                 tx.want_space();
-                // SAFETY: queued tasks are submitted tasks of this ctx.
-                let need = blocked_need(unsafe { &*head });
+                let need = blocked_need(head.op);
                 match tx.free() {
                     Ok(free) if free >= need => work = true,
                     Ok(_) => {}
@@ -748,9 +789,18 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
     work
 }
 
+/// Posts a submitted receive (validated by `submit.rs`) behind the others.
+pub(super) fn post_receive(r: &doca_rdma, t: &doca_task) {
+    let was_empty = r.recvs.borrow().is_empty();
+    r.recvs.borrow_mut().push_back(t);
+    if was_empty {
+        receive_posted(r);
+    }
+}
+
 /// The first receive was posted: if a record was already waiting (its producer did not ring
 /// us: no receive could take it), tell an armed PE that progress has work now.
-pub(super) fn receive_posted(r: &doca_rdma) {
+fn receive_posted(r: &doca_rdma) {
     sync_sleep_flags(r);
     let mut i = 0;
     while let Some(c) = r.current(i) {
@@ -769,9 +819,18 @@ pub(super) fn receive_posted(r: &doca_rdma) {
 }
 
 /// How many free ring bytes the (blocked) head operation needs to go on.
-fn blocked_need(t: &doca_task) -> u64 {
-    match decode(t) {
-        Some((_, Op::Send { progress, .. })) if progress.get() > 0 => 1,
+fn blocked_need(op: Op) -> u64 {
+    match op {
+        // SAFETY: `progress` points into the queued head task (see `op::Queued`).
+        Op::Send { progress, .. } if unsafe { &*progress }.get() > 0 => 1,
         _ => RECORD_HEADER as u64,
     }
+}
+
+/// Puts back a receive that had been matched with a record that will never complete, at the
+/// head of the posted receives (see [`drop_partial_record`]).
+fn repost_receive(r: &doca_rdma, t: &doca_task) {
+    // SAFETY: only receive tasks are matched with records.
+    reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
+    r.recvs.borrow_mut().push_front(t);
 }

@@ -48,6 +48,29 @@
 //!   once they are freed. Connection objects stay allocated (refusing use) until
 //!   `doca_rdma_destroy`.
 //!
+//! # Where things are
+//! Each file names only those listed above it (no import circle), except that every file
+//! uses this one's `doca_rdma`:
+//! * `op.rs`, `ring.rs`, `addr.rs`: leaves. The decoded form of an operation, the receive
+//!   ring in shared memory, `doca_rdma_addr`.
+//! * `conn.rs`: the connection object and its state (export, connect, peer liveness, and the
+//!   record connection management keeps on it).
+//! * `tasks.rs` (its re-use setters in `accessors.rs`), `remote.rs` (the remote-net sync
+//!   event tasks): task types. They decode into an `Op` and validate; no state changes.
+//! * `props.rs`: the properties stored and read back.
+//! * `cm.rs`: connection management by address, on top of `conn.rs`.
+//! * `engine.rs`: the data path. Runs `Op`s in connection order, consumes the rings, the
+//!   progress and has-work hooks, liveness.
+//! * `submit.rs`: the task kinds, admission to the queues and the submit hooks: decodes and
+//!   validates once, then hands over to the engine.
+//! * this file: the `doca_rdma` object, its configuration entry points, and the ctx-wide
+//!   transitions (`finish`, `break_conn`, `enter_error`, `peer_lost`) that `engine.rs` and
+//!   `cm.rs` call.
+//!
+//! Tests: `tests.rs` (this module), `cm/tests.rs`, `remote/tests.rs`; their harness is
+//! `crate::testkit::rdma`, whose provider-agnostic core is shared with the conformance suite
+//! (`tests/conformance/kit_common.rs`).
+//!
 //! # Limits and codes (also in `docs/soft-provider.md`)
 //! * Messages and one-sided transfers up to [`MAX_MESSAGE_BYTES`]; larger: the submit fails
 //!   with `DOCA_ERROR_TOO_BIG`. Rings are [`ring::RING_DATA_BYTES`]; larger messages stream.
@@ -64,21 +87,18 @@
 //! processes.
 
 mod accessors;
+pub mod addr;
 pub mod cm;
-#[cfg(test)]
-mod cm_tests;
 pub mod conn;
 mod engine;
-mod props;
+mod op;
+pub(crate) mod props;
 pub mod remote;
-#[cfg(test)]
-mod remote_tests;
 pub mod ring;
-mod tasks;
+mod submit;
+pub(crate) mod tasks;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-pub(crate) mod testutil;
 
 use core::cell::{Cell, RefCell};
 use core::ffi::c_void;
@@ -161,7 +181,7 @@ pub struct doca_rdma {
     /// Submitted send-side tasks not yet completed.
     sq_inflight: Cell<u32>,
     /// Send-side tasks submitted without FLUSH and not yet flushed: their place in the send
-    /// queue is taken at submit (see `tasks::admit_op`).
+    /// queue is taken at submit (see `submit::admit_op`).
     sq_held: Cell<u32>,
     /// Receives submitted without FLUSH and not yet flushed (their receive-queue place).
     rq_held: Cell<u32>,
@@ -306,9 +326,9 @@ impl doca_rdma {
             self.finish(unsafe { &*inc.task }, code);
         }
         let ops: Vec<_> = c.ops.borrow_mut().drain(..).collect();
-        for t in ops {
+        for q in ops {
             // SAFETY: queued tasks are submitted tasks of this ctx.
-            self.finish(unsafe { &*t }, code);
+            self.finish(unsafe { &*q.task }, code);
         }
         if c.cm.managed() {
             // A connection made by address that ended does not hold its memory until the

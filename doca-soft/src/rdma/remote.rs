@@ -24,10 +24,11 @@ use core::ptr;
 
 use super::conn::doca_rdma_connection;
 use super::doca_rdma;
-use super::tasks::{alloc_init, nonnull, Op};
+use super::op::Op;
+use super::tasks::{alloc_init, event_of, nonnull};
 use crate::buf::doca_buf;
 use crate::sync_event::doca_sync_event_remote_net;
-use crate::task::{doca_task, task_field as field, TaskKind, TaskType};
+use crate::task::{doca_task, task_field as field};
 use crate::types::*;
 
 /// `struct doca_rdma_task_remote_net_sync_event_get`.
@@ -58,47 +59,24 @@ pub struct doca_rdma_task_remote_net_sync_event_notify_add {
     pub(super) add: Cell<u64>,
 }
 
-static GET_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_get>(
-    "rdma.remote_net_sync_event_get",
-    super::tasks::submit_op,
-    None,
-    None,
-)
-.with_admit(super::tasks::admit_op);
-static SET_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_notify_set>(
-    "rdma.remote_net_sync_event_notify_set",
-    super::tasks::submit_op,
-    None,
-    None,
-)
-.with_admit(super::tasks::admit_op);
-static ADD_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_notify_add>(
-    "rdma.remote_net_sync_event_notify_add",
-    super::tasks::submit_op,
-    None,
-    None,
-)
-.with_admit(super::tasks::admit_op);
-
-// SAFETY: (this and the two below) #[repr(C)] with the doca_task header first; KIND is built
-// with TaskKind::new::<Self>.
-unsafe impl TaskType for doca_rdma_task_remote_net_sync_event_get {
-    const KIND: &'static TaskKind = &GET_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_remote_net_sync_event_get {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self { base, conn: Cell::new(ptr::null()), event: Cell::new(ptr::null()), dst: Cell::new(ptr::null_mut()) }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_remote_net_sync_event_notify_set {
-    const KIND: &'static TaskKind = &SET_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_remote_net_sync_event_notify_set {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self { base, conn: Cell::new(ptr::null()), event: Cell::new(ptr::null_mut()), src: Cell::new(ptr::null()) }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_remote_net_sync_event_notify_add {
-    const KIND: &'static TaskKind = &ADD_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_remote_net_sync_event_notify_add {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             conn: Cell::new(ptr::null()),
@@ -110,7 +88,7 @@ unsafe impl TaskType for doca_rdma_task_remote_net_sync_event_notify_add {
 }
 
 /// The connection and operation of a remote-net task (None for other kinds).
-pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op<'_>)> {
+pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
     // SAFETY: every downcast follows an `is` check of the same kind.
     unsafe {
         if t.is::<doca_rdma_task_remote_net_sync_event_get>() {
@@ -127,16 +105,6 @@ pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op<'
             None
         }
     }
-}
-
-/// The remote-net handle of a task, checked live.
-pub(crate) fn event_of<'a>(
-    p: *const doca_sync_event_remote_net,
-) -> Result<&'a doca_sync_event_remote_net, doca_error_t> {
-    // SAFETY: handles given to allocate_init or the setters come from this provider; the
-    // caller keeps them alive while a task names them (DOCA contract). remote_net_ref
-    // rejects NULL and destroyed handles.
-    unsafe { crate::sync_event::remote_net_ref(p) }
 }
 
 // ---- entry points ----
@@ -299,3 +267,6 @@ field!(doca_rdma_task_remote_net_sync_event_notify_add, add,
 field!(doca_rdma_task_remote_net_sync_event_notify_add, conn,
     doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(*mut Conn),
     doca_rdma_task_remote_net_sync_event_notify_add_get_rdma_connection -> *const Conn = ptr::null());
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,14 @@
-//! The eight RDMA task types, their kinds, submit-time validation and entry points.
+//! The eight RDMA task types: their structs, decoding into the [`Op`] the engine executes,
+//! argument validation, and their entry points (`*_allocate_init`, `*_set_conf`,
+//! `*_as_task`, the receive's result getters; the re-use setters and getters are in
+//! `accessors.rs`).
 //!
 //! Every task is a `#[repr(C)]` struct with the [`doca_task`] header first (see `task.rs`).
-//! Allocation (`*_allocate_init`) stores the arguments; submit validates them (every submit
-//! validates, as `doca_task_try_submit` does in DOCA) and hands the task to the engine:
-//! receives join the ctx's posted-receive queue, everything else its connection's queue.
+//! Allocation stores the arguments; submit (`submit.rs`) decodes and validates them once
+//! (every submit validates, as `doca_task_try_submit` does in DOCA) and hands the task to
+//! the engine: receives join the ctx's posted-receive queue, everything else its
+//! connection's queue. This module knows nothing of queues or connection state: the engine
+//! (`engine.rs`) owns every state transition.
 //!
 //! Submit-time failures (the task stays with the caller, the ctx is unaffected):
 //! * a NULL buffer where one is needed, a buffer of the wrong side (a local buffer as remote
@@ -23,10 +28,12 @@ use core::cell::Cell;
 use core::ptr;
 
 use super::conn::{conn_ref, doca_rdma_connection};
-use super::{doca_rdma, engine, rdma_of, rdma_ref, MAX_MESSAGE_BYTES};
+use super::op::Op;
+use super::{doca_rdma, rdma_ref, MAX_MESSAGE_BYTES};
 use crate::buf::{buf_ref, doca_buf};
 use crate::ffi::{guard, guard_err, out};
-use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
+use crate::sync_event::doca_sync_event_remote_net;
+use crate::task::{self, doca_task, TaskType};
 use crate::types::*;
 
 // ---- task types ----
@@ -114,34 +121,14 @@ pub struct doca_rdma_task_atomic_fetch_add {
     pub(super) add: Cell<u64>,
 }
 
-static RECEIVE_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_receive>("rdma.receive", submit_receive, None, Some(flush_receive))
-        .with_admit(admit_receive);
-static SEND_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_send>("rdma.send", submit_op, None, None).with_admit(admit_op);
-static SEND_IMM_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_send_imm>("rdma.send_imm", submit_op, None, None).with_admit(admit_op);
-static READ_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_read>("rdma.read", submit_op, None, None).with_admit(admit_op);
-static WRITE_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_write>("rdma.write", submit_op, None, None).with_admit(admit_op);
-static WRITE_IMM_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_write_imm>("rdma.write_imm", submit_op, None, None).with_admit(admit_op);
-static CMP_SWP_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_atomic_cmp_swp>("rdma.atomic_cmp_swp", submit_op, None, None).with_admit(admit_op);
-static FETCH_ADD_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_atomic_fetch_add>("rdma.atomic_fetch_add", submit_op, None, None)
-        .with_admit(admit_op);
-
 fn null_conn() -> Cell<*const doca_rdma_connection> {
     Cell::new(ptr::null())
 }
 
-// SAFETY: (this and the impls below) #[repr(C)] with the doca_task header first; KIND is built with
-// TaskKind::new::<Self>.
-unsafe impl TaskType for doca_rdma_task_receive {
-    const KIND: &'static TaskKind = &RECEIVE_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_receive {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             dst: Cell::new(ptr::null_mut()),
@@ -152,24 +139,24 @@ unsafe impl TaskType for doca_rdma_task_receive {
         }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_send {
-    const KIND: &'static TaskKind = &SEND_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_send {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self { base, conn: null_conn(), src: Cell::new(ptr::null()), progress: Cell::new(0) }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_send_imm {
-    const KIND: &'static TaskKind = &SEND_IMM_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_send_imm {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self { base, conn: null_conn(), src: Cell::new(ptr::null()), imm: Cell::new(0), progress: Cell::new(0) }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_read {
-    const KIND: &'static TaskKind = &READ_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_read {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             conn: null_conn(),
@@ -179,10 +166,10 @@ unsafe impl TaskType for doca_rdma_task_read {
         }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_write {
-    const KIND: &'static TaskKind = &WRITE_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_write {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             conn: null_conn(),
@@ -192,10 +179,10 @@ unsafe impl TaskType for doca_rdma_task_write {
         }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_write_imm {
-    const KIND: &'static TaskKind = &WRITE_IMM_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_write_imm {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             conn: null_conn(),
@@ -206,10 +193,10 @@ unsafe impl TaskType for doca_rdma_task_write_imm {
         }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_atomic_cmp_swp {
-    const KIND: &'static TaskKind = &CMP_SWP_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_atomic_cmp_swp {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             conn: null_conn(),
@@ -220,10 +207,10 @@ unsafe impl TaskType for doca_rdma_task_atomic_cmp_swp {
         }
     }
 }
-// SAFETY: as above.
-unsafe impl TaskType for doca_rdma_task_atomic_fetch_add {
-    const KIND: &'static TaskKind = &FETCH_ADD_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_rdma_task_atomic_fetch_add {
+    /// The task's value in a fresh pool slot (every field neutral), for `TaskType::with_header`
+    /// (`submit.rs` binds the type to its kind).
+    pub(super) fn new(base: doca_task) -> Self {
         Self {
             base,
             conn: null_conn(),
@@ -234,74 +221,33 @@ unsafe impl TaskType for doca_rdma_task_atomic_fetch_add {
     }
 }
 
-// ---- the engine's view of a send-side task ----
+// ---- decoding: what the engine executes ----
 
-/// A send-side operation, decoded from its task.
-#[derive(Clone, Copy)]
-pub(crate) enum Op<'a> {
-    /// send / send_imm: stream a record (header + payload) into the peer's ring.
-    Send {
-        src: *const doca_buf,
-        imm: Option<doca_be32_t>,
-        progress: &'a Cell<u64>,
-    },
-    /// write / write_imm: one-sided write, then (imm) a notification record.
-    Write {
-        src: *const doca_buf,
-        dst: *mut doca_buf,
-        imm: Option<doca_be32_t>,
-        progress: &'a Cell<u64>,
-    },
-    Read {
-        src: *const doca_buf,
-        dst: *mut doca_buf,
-    },
-    CmpSwp {
-        dst: *mut doca_buf,
-        result: *mut doca_buf,
-        cmp: u64,
-        swap: u64,
-    },
-    FetchAdd {
-        dst: *mut doca_buf,
-        result: *mut doca_buf,
-        add: u64,
-    },
-    /// Remote-net sync event tasks (`remote.rs`).
-    RemoteGet {
-        event: *const crate::sync_event::doca_sync_event_remote_net,
-        dst: *mut doca_buf,
-    },
-    RemoteSet {
-        event: *const crate::sync_event::doca_sync_event_remote_net,
-        src: *const doca_buf,
-    },
-    RemoteAdd {
-        event: *const crate::sync_event::doca_sync_event_remote_net,
-        result: *mut doca_buf,
-        add: u64,
-    },
-}
-
-/// The connection and operation of a send-side task (None for a receive).
-pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op<'_>)> {
+/// The connection and operation of one of the seven send-side task types of this module
+/// (None for a receive or another kind; `submit::decode` also asks `remote.rs`).
+pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
     // SAFETY: every downcast below follows an `is` check of the same kind.
     unsafe {
         if t.is::<doca_rdma_task_send>() {
             let x = t.downcast::<doca_rdma_task_send>();
-            let op = Op::Send { src: x.src.get(), imm: None, progress: &x.progress };
+            let op = Op::Send { src: x.src.get(), imm: None, progress: ptr::from_ref(&x.progress) };
             Some((x.conn.get(), op))
         } else if t.is::<doca_rdma_task_send_imm>() {
             let x = t.downcast::<doca_rdma_task_send_imm>();
-            let op = Op::Send { src: x.src.get(), imm: Some(x.imm.get()), progress: &x.progress };
+            let op = Op::Send { src: x.src.get(), imm: Some(x.imm.get()), progress: ptr::from_ref(&x.progress) };
             Some((x.conn.get(), op))
         } else if t.is::<doca_rdma_task_write>() {
             let x = t.downcast::<doca_rdma_task_write>();
-            let op = Op::Write { src: x.src.get(), dst: x.dst.get(), imm: None, progress: &x.progress };
+            let op = Op::Write { src: x.src.get(), dst: x.dst.get(), imm: None, progress: ptr::from_ref(&x.progress) };
             Some((x.conn.get(), op))
         } else if t.is::<doca_rdma_task_write_imm>() {
             let x = t.downcast::<doca_rdma_task_write_imm>();
-            let op = Op::Write { src: x.src.get(), dst: x.dst.get(), imm: Some(x.imm.get()), progress: &x.progress };
+            let op = Op::Write {
+                src: x.src.get(),
+                dst: x.dst.get(),
+                imm: Some(x.imm.get()),
+                progress: ptr::from_ref(&x.progress),
+            };
             Some((x.conn.get(), op))
         } else if t.is::<doca_rdma_task_read>() {
             let x = t.downcast::<doca_rdma_task_read>();
@@ -315,7 +261,7 @@ pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op<'
             let op = Op::FetchAdd { dst: x.dst.get(), result: x.result.get(), add: x.add.get() };
             Some((x.conn.get(), op))
         } else {
-            super::remote::decode(t)
+            None
         }
     }
 }
@@ -361,7 +307,7 @@ fn check_len(n: usize) -> Result<(), doca_error_t> {
 }
 
 /// Argument checks of a send-side operation (see the module docs).
-fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
+pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
     match *op {
         Op::Send { src, .. } => {
             if !src.is_null() {
@@ -382,11 +328,11 @@ fn validate(op: &Op<'_>) -> Result<(), doca_error_t> {
             check_room_for_u64(result)?;
         }
         Op::RemoteGet { event, dst: result } | Op::RemoteAdd { event, result, .. } => {
-            super::remote::event_of(event)?;
+            event_of(event)?;
             check_room_for_u64(result)?;
         }
         Op::RemoteSet { event, src } => {
-            super::remote::event_of(event)?;
+            event_of(event)?;
             if check_buf(src, Side::LocalSource)?.data().1 < 8 {
                 return Err(DOCA_ERROR_INVALID_VALUE);
             }
@@ -435,113 +381,22 @@ pub(crate) fn live_buf<'a>(p: *const doca_buf) -> Result<&'a doca_buf, doca_erro
     unsafe { buf_ref(p) }
 }
 
-// ---- submit hooks ----
-
-/// The `admit` hook of receives (`doca_task_submit_ex` without FLUSH): a place in the
-/// receive queue is taken now, as DOCA posts the receive at submit; `NO_MEMORY` when full.
-unsafe fn admit_receive(t: &doca_task) -> Result<(), doca_error_t> {
-    // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
-    let r = unsafe { rdma_of(t.ctx()) };
-    if r.recvs.borrow().len() + r.rq_held.get() as usize >= r.rq_size.get() as usize {
-        return Err(DOCA_ERROR_NO_MEMORY);
-    }
-    r.rq_held.set(r.rq_held.get() + 1);
-    Ok(())
+/// The remote-net handle of a task, checked live.
+pub(crate) fn event_of<'a>(
+    p: *const doca_sync_event_remote_net,
+) -> Result<&'a doca_sync_event_remote_net, doca_error_t> {
+    // SAFETY: handles given to allocate_init or the setters come from this provider; the
+    // caller keeps them alive while a task names them (DOCA contract). remote_net_ref
+    // rejects NULL and destroyed handles.
+    unsafe { crate::sync_event::remote_net_ref(p) }
 }
 
-/// The `admit` hook of the send-side operations: a place in the send queue is taken at
-/// submit (`NO_MEMORY` when full), the doorbell waits for the flush. Only the room is
-/// checked here; the rest of the validation runs when the flush pushes the task (a refusal
-/// then completes it with the error, as a bad work request completes on hardware).
-pub(super) unsafe fn admit_op(t: &doca_task) -> Result<(), doca_error_t> {
-    // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
-    let r = unsafe { rdma_of(t.ctx()) };
-    if r.sq_inflight.get() + r.sq_held.get() >= r.sq_size.get() {
-        return Err(DOCA_ERROR_NO_MEMORY);
-    }
-    r.sq_held.set(r.sq_held.get() + 1);
-    Ok(())
-}
-
-unsafe fn submit_receive(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
-    // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
-    let r = unsafe { rdma_of(t.ctx()) };
-    if mode == SubmitMode::Held {
-        // Its place was reserved at submit (`admit_receive`); it takes it now.
-        r.rq_held.set(r.rq_held.get().saturating_sub(1));
-    }
-    // SAFETY: this hook is only registered for the receive kind.
-    let x = unsafe { t.downcast::<doca_rdma_task_receive>() };
-    r.check_usable(None)?;
-    check_receive_dst(x.dst.get())?;
-    if r.recvs.borrow().len() >= r.rq_size.get() as usize {
-        return Err(DOCA_ERROR_NO_MEMORY);
-    }
-    reset_receive(x);
-    let was_empty = r.recvs.borrow().is_empty();
-    r.recvs.borrow_mut().push_back(t);
-    if was_empty {
-        engine::receive_posted(r);
-    }
-    Ok(())
-}
-
-/// Puts back a receive that had been matched with a record that will never complete, at the
-/// head of the posted receives (see `engine::drop_partial_record`).
-pub(crate) fn repost_receive(r: &doca_rdma, t: &doca_task) {
-    // SAFETY: only receive tasks are matched with records.
-    reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
-    r.recvs.borrow_mut().push_front(t);
-}
-
-fn reset_receive(x: &doca_rdma_task_receive) {
+/// Clears the results of a receive (at allocation, at every posting and when flushed).
+pub(super) fn reset_receive(x: &doca_rdma_task_receive) {
     x.res_opcode.set(DOCA_RDMA_OPCODE_RECV_SEND);
     x.res_len.set(0);
     x.res_imm.set(0);
     x.res_conn.set(ptr::null());
-}
-
-unsafe fn flush_receive(t: &doca_task) {
-    // SAFETY: this hook is only registered for the receive kind.
-    reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
-}
-
-pub(super) unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
-    // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
-    let r = unsafe { rdma_of(t.ctx()) };
-    if mode == SubmitMode::Held {
-        // Its place was reserved at submit (`admit_op`); it takes it now.
-        r.sq_held.set(r.sq_held.get().saturating_sub(1));
-    }
-    let (cp, op) = decode(t).ok_or(DOCA_ERROR_UNEXPECTED)?;
-    // SAFETY: connection pointers come from allocate_init (validated there) or from a
-    // re-use setter (stored as given: DOCA's contract makes it a connection of this provider,
-    // and conn_ref rejects NULL and foreign magic); connection objects live until the rdma
-    // is destroyed, which cannot happen while this task is allocated.
-    let c = unsafe { conn_ref(cp) }?;
-    if !r.owns(c) {
-        return Err(DOCA_ERROR_INVALID_VALUE);
-    }
-    engine::check_peer_on_submit(r, c)?;
-    r.conn_usable(c)?;
-    validate(&op)?;
-    if r.sq_inflight.get() >= r.sq_size.get() {
-        return Err(DOCA_ERROR_NO_MEMORY);
-    }
-    match op {
-        Op::Send { progress, .. } | Op::Write { progress, .. } => progress.set(0),
-        Op::Read { dst, .. } => {
-            // A read fills the destination's free space (validated just above), so its
-            // result length is known now; doca_rdma_task_read_get_result_len reports it.
-            let room = live_buf(dst)?.tail_space().1;
-            // SAFETY: `decode` gave a Read, so the task is a read task.
-            unsafe { t.downcast::<doca_rdma_task_read>() }.res_len.set(room as u32);
-        }
-        _ => {}
-    }
-    r.sq_inflight.set(r.sq_inflight.get() + 1);
-    engine::enqueue(r, c, t);
-    Ok(())
 }
 
 // ---- entry points ----

@@ -20,7 +20,7 @@ use crate::testkit::{destroy_pe, new_pe, pe_fd, readable};
 use crate::types::*;
 
 pub(super) fn ok(e: doca_error_t) {
-    assert_eq!(e, DOCA_SUCCESS, "{}", crate::rdma::testutil::name(e));
+    assert_eq!(e, DOCA_SUCCESS, "{}", crate::testkit::rdma::name(e));
 }
 
 pub(super) fn state(ctx: *mut doca_ctx) -> doca_ctx_states {

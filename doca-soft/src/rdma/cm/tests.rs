@@ -3,121 +3,19 @@
 //! reject, timeout, garbage on the port, a client gone mid-handshake, a second listener on
 //! the same port, max connections, another host), in-process and across processes.
 
-use core::cell::RefCell;
 use core::ptr;
 use std::ffi::{CStr, CString};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use super::cm::*;
-use super::testutil::*;
 use super::*;
 use crate::pe::*;
+use crate::rdma::addr::*;
+use crate::testkit::rdma::cm::*;
+use crate::testkit::rdma::*;
 
 const T: Duration = Duration::from_secs(20);
-
-/// How the recording request callback answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Policy {
-    /// Accept with this private data ("hello"), setting the connection user data to 77.
-    Accept,
-    Reject,
-    /// Do nothing (the test answers later).
-    Hold,
-}
-
-/// A recorded connection-management callback.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Ev {
-    pub kind: &'static str,
-    pub conn: usize,
-    pub ud: u64,
-    pub side: u64,
-}
-
-thread_local! {
-    static EVS: RefCell<Vec<Ev>> = const { RefCell::new(Vec::new()) };
-    static POLICY: core::cell::Cell<Policy> = const { core::cell::Cell::new(Policy::Accept) };
-}
-
-pub(super) fn take_evs() -> Vec<Ev> {
-    EVS.with(|e| core::mem::take(&mut *e.borrow_mut()))
-}
-
-pub(super) fn count(kind: &str) -> usize {
-    EVS.with(|e| e.borrow().iter().filter(|x| x.kind == kind).count())
-}
-
-fn push(kind: &'static str, c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
-    EVS.with(|e| e.borrow_mut().push(Ev { kind, conn: c as usize, ud: ud.as_u64(), side: side.as_u64() }));
-}
-
-const PRIVATE: &[u8] = b"hello";
-
-pub(crate) unsafe extern "C" fn cb_request(c: *mut doca_rdma_connection, side: doca_data) {
-    push("request", c, doca_data::from_u64(0), side);
-    // SAFETY: a live connection handed to the callback.
-    unsafe {
-        match POLICY.with(|p| p.get()) {
-            Policy::Accept => {
-                ok(doca_rdma_connection_set_user_data(c, doca_data::from_u64(77)));
-                ok(doca_rdma_connection_accept(c, PRIVATE.as_ptr() as *mut _, PRIVATE.len() as u8));
-            }
-            Policy::Reject => ok(doca_rdma_connection_reject(c)),
-            Policy::Hold => {}
-        }
-    }
-}
-pub(crate) unsafe extern "C" fn cb_established(c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
-    push("established", c, ud, side);
-}
-pub(crate) unsafe extern "C" fn cb_failure(c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
-    push("failure", c, ud, side);
-}
-pub(crate) unsafe extern "C" fn cb_disconnect(c: *mut doca_rdma_connection, ud: doca_data, side: doca_data) {
-    push("disconnect", c, ud, side);
-}
-
-pub(super) fn cm_cfg() -> Cfg {
-    Cfg { cm: true, cm_timeout_ms: 2000, ..Cfg::default() }
-}
-
-/// A free port (bound then released; the tests retry on the rare race).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Starts listening on a fresh port.
-pub(super) fn listen(s: &Side) -> u16 {
-    for _ in 0..20 {
-        let port = free_port();
-        // SAFETY: live rdma.
-        if unsafe { doca_rdma_start_listen_to_port(s.rdma, port) } == DOCA_SUCCESS {
-            return port;
-        }
-    }
-    panic!("no free port");
-}
-
-pub(super) fn addr(ty: doca_rdma_addr_type, text: &str, port: u16) -> *mut doca_rdma_addr {
-    let mut a = ptr::null_mut();
-    let t = CString::new(text).unwrap();
-    // SAFETY: valid string and out-pointer.
-    ok(unsafe { doca_rdma_addr_create(ty, t.as_ptr(), port, &mut a) });
-    a
-}
-
-pub(super) fn connect(s: &Side, a: *mut doca_rdma_addr, ud: u64) -> Result<(), doca_error_t> {
-    // SAFETY: live objects.
-    res(unsafe { doca_rdma_connect_to_addr(s.rdma, a, doca_data::from_u64(ud)) })
-}
-
-pub(super) fn setup() {
-    take_evs();
-    take_recs();
-    POLICY.with(|p| p.set(Policy::Accept));
-}
 
 #[test]
 fn addresses_parse_report_and_refuse_bad_input() {
@@ -403,8 +301,7 @@ fn cross_process_connect_by_address_and_peer_death() {
     setup();
     let srv = Side::new(1, cm_cfg());
     let port = listen(&srv);
-    let mut child =
-        ChildProc::spawn_path("rdma::cm_tests::cross_process_connect_by_address_and_peer_death", "cm-child");
+    let mut child = Peer::spawn("rdma::cm::tests::cross_process_connect_by_address_and_peer_death", "cm-child");
     child.send(&port.to_string());
     assert!(run_until(&[srv.pe], T, || count("established") == 1));
     let sc = take_evs().iter().find(|e| e.kind == "established").unwrap().conn as *mut doca_rdma_connection;
@@ -413,7 +310,7 @@ fn cross_process_connect_by_address_and_peer_death() {
     assert_eq!(&srv.mem()[0..5], b"child");
     srv.mem()[100..105].copy_from_slice(b"CHILD");
     srv.send(sc, srv.buf(100, 5, 5), 2).unwrap();
-    assert_eq!(child.recv(T), "echoed");
+    assert_eq!(child.recv(), "echoed");
     assert!(run_until(&[srv.pe], T, || rec_count() >= 2));
     take_recs();
     srv.recv(srv.buf(200, 64, 0), 3).unwrap();

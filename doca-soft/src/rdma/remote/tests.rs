@@ -6,10 +6,10 @@
 use core::ptr;
 use std::time::Duration;
 
-use super::cm_tests as cm;
-use super::testutil::*;
 use super::*;
 use crate::sync_event::*;
+use crate::testkit::rdma::cm;
+use crate::testkit::rdma::*;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -105,7 +105,7 @@ fn rn_child() {
     cm::setup();
     let b = Side::new(2, cm::cm_cfg());
     let (ev, blob) = exported_event(&b);
-    let port = cm::listen(&b);
+    let port = listen(&b);
     tell_parent(&format!("{port} {}", hex(&blob)));
     assert!(run_until(&[b.pe], T, || cm::count("established") == 1));
     // Block (no progress, no polling) until the parent's remote add makes the value 42.
@@ -135,9 +135,8 @@ fn cross_process_remote_add_wakes_the_exporter() {
     let a = Side::new(1, cm::cm_cfg());
     let a2 = Side::new(3, Cfg::default());
     let (ca, _c2) = connect_pair(&a, &a2);
-    let mut child =
-        ChildProc::spawn_path("rdma::remote_tests::cross_process_remote_add_wakes_the_exporter", "rn-child");
-    let line = child.recv(T);
+    let mut child = Peer::spawn("rdma::remote::tests::cross_process_remote_add_wakes_the_exporter", "rn-child");
+    let line = child.recv();
     let (port, hexblob) = line.split_once(' ').unwrap();
     let h = open_remote(&a, &unhex(hexblob)).unwrap();
     // The peer of `ca` is this process, not the exporter: refused like a wrong key.
@@ -154,16 +153,16 @@ fn cross_process_remote_add_wakes_the_exporter() {
     assert!(run_until(&[a3.pe], T, || rec_count() >= 1));
     assert_eq!(take_recs()[0].status, DOCA_SUCCESS);
     assert_eq!(u64::from_ne_bytes(a3.mem()[0..8].try_into().unwrap()), 0);
-    assert_eq!(child.recv(T), "woken");
+    assert_eq!(child.recv(), "woken");
     child.send("bye");
-    child.wait_success(T);
+    child.wait_success();
     // SAFETY: live handle and address (its connection ended with the child).
     unsafe {
         ok(doca_sync_event_remote_net_destroy(h));
     }
     a3.destroy();
     // SAFETY: no connection uses it after the ctx stopped.
-    ok(unsafe { super::cm::doca_rdma_addr_destroy(addr) });
+    ok(unsafe { crate::rdma::addr::doca_rdma_addr_destroy(addr) });
     a2.destroy();
     a.destroy();
 }
