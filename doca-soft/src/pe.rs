@@ -1,5 +1,9 @@
 //! The progress engine (`doca_pe_*`): completion queue, progress, and the notification handle.
 //!
+//! The top of the core (task ← ctx ← pe, see "Layers of the core" in
+//! `docs/soft-provider.md`): the PE drives its connected ctxs and delivers their tasks'
+//! completions; the layers below reach it through [`PeLink`], implemented here.
+//!
 //! # Model
 //!
 //! A [`doca_pe`] owns
@@ -56,11 +60,12 @@
 //! locked). The only cross-thread/cross-process entry is ringing its doorbell, which goes
 //! through the kernel.
 
+use core::any::Any;
 use core::cell::{Cell, RefCell};
-use core::ptr;
+use core::ptr::{self, NonNull};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::ctx::{self, ctx_ref, doca_ctx};
+use crate::ctx::{self, ctx_ref, doca_ctx, PeLink};
 use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
 use crate::ffi::{guard, guard_err, out};
 use crate::task::doca_task;
@@ -485,6 +490,37 @@ pub unsafe extern "C" fn doca_pe_get_num_inflight_tasks(
     })
 }
 
+/// The ctx layer reaches its PE through [`PeLink`] (the PE is the layer above it).
+impl PeLink for doca_pe {
+    fn enqueue(&self, task: &doca_task) {
+        doca_pe::enqueue(self, task)
+    }
+    fn notify_work(&self) {
+        doca_pe::notify_work(self)
+    }
+    fn inflight_add(&self, n: usize) {
+        doca_pe::inflight_add(self, n)
+    }
+    fn inflight_sub(&self, n: usize) {
+        doca_pe::inflight_sub(self, n)
+    }
+    fn disconnect(&self, ctx: &doca_ctx) {
+        doca_pe::disconnect(self, ctx)
+    }
+}
+
+impl doca_ctx {
+    /// The PE this ctx is connected to, if any. The PE outlives its connected ctxs
+    /// (`doca_pe_destroy` refuses while any is connected).
+    ///
+    /// Defined here rather than in `ctx.rs` because the ctx layer knows its PE only as a
+    /// [`PeLink`]; the only PE there is, `doca_pe`, is this module's.
+    pub fn pe(&self) -> Option<&doca_pe> {
+        let link: &dyn Any = self.pe_link()?;
+        link.downcast_ref::<doca_pe>()
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ctx) -> doca_error_t {
     guard_err(|| {
@@ -500,7 +536,7 @@ pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ct
             return Err(DOCA_ERROR_IN_USE);
         }
         c.can_connect()?;
-        c.set_pe(pe);
+        c.set_pe(NonNull::from(p));
         p.ctxs.borrow_mut().push(ctx);
         Ok(())
     })

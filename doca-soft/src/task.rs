@@ -28,6 +28,12 @@
 //!   Kinds whose DOCA API sets callbacks per task (UROM worker commands, `get_workers_by_gid`)
 //!   overwrite them with [`set_callbacks`].
 //!
+//! # Layer
+//! The bottom of the core (task ← ctx ← pe, see "Layers of the core" in
+//! `docs/soft-provider.md`): this module does not name the ctx or the PE. A pool and its tasks
+//! reach their ctx through [`TaskOwner`], which the ctx implements; `doca_task::ctx` (the
+//! concrete ctx, for kinds) and `doca_task_get_ctx` are defined in `ctx.rs`.
+//!
 //! # Errors (decisions documented here; see also `docs/soft-provider.md`)
 //! * allocation while the ctx is not RUNNING → `DOCA_ERROR_BAD_STATE`;
 //! * allocation of a kind never configured on this ctx → `DOCA_ERROR_NOT_SUPPORTED`;
@@ -44,13 +50,55 @@
 //! Single-threaded, like DOCA: a task, its ctx and its PE are used from one thread. The types
 //! use `Cell`/`RefCell` and are `!Sync`.
 
+use core::any::Any;
 use core::cell::{Cell, RefCell};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-use crate::ctx::{self, doca_ctx};
 use crate::ffi::{guard, guard_err};
 use crate::types::*;
+
+/// What the task framework needs from the ctx that owns a task's pool: its state, its pools,
+/// its counters, its held tasks and the way to its PE's completion queue.
+///
+/// Tasks are the bottom layer of the provider's core (task ← ctx ← pe): this module does not
+/// name `doca_ctx`. The ctx implements this trait (in `ctx.rs`), and every pool and task header
+/// points at its ctx through it. Kinds get the concrete ctx back with `doca_task::ctx`, which
+/// `ctx.rs` defines.
+///
+/// # Safety
+/// Only `doca_ctx` implements this trait: `doca_task::ctx` turns a task's owner back into the
+/// `doca_ctx` it is.
+pub unsafe trait TaskOwner: Any {
+    /// The ctx state (tasks are configured while IDLE, allocated and submitted while RUNNING).
+    fn state(&self) -> doca_ctx_states;
+    /// The ctx user data, passed to every task callback.
+    fn user_data(&self) -> doca_data;
+    /// The pool of `kind` on this ctx, if configured.
+    fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool>;
+    /// Installs `pool` (replacing a pool of the same kind, kept alive until the ctx goes).
+    fn install_pool(&self, pool: PoolBox) -> &Pool;
+    /// Calls `f` on every pool of this ctx.
+    fn for_each_pool(&self, f: &mut dyn FnMut(&Pool));
+    /// Counts a task allocated from this ctx.
+    fn task_allocated(&self);
+    /// Counts a task freed (the last one lets a STOPPING ctx reach IDLE).
+    fn task_freed(&self);
+    /// The next submission sequence number (flush order).
+    fn next_seq(&self) -> u64;
+    /// Counts `n` more tasks in flight (on the ctx and its PE).
+    fn inflight_add(&self, n: usize);
+    /// Counts `n` fewer tasks in flight.
+    fn inflight_sub(&self, n: usize);
+    /// Holds a task submitted without FLUSH until the next flush.
+    fn hold(&self, task: &doca_task);
+    /// Hands every held task to its kind; true if any was held.
+    fn flush_held(&self) -> bool;
+    /// Forgets the held tasks (stop flushes them with the other submitted ones).
+    fn forget_held(&self);
+    /// Queues a completed task on the ctx's PE.
+    fn enqueue_completion(&self, task: &doca_task);
+}
 
 /// `"TASK"`: marks a live task header (checked on every entry point).
 const TASK_MAGIC: u32 = 0x5441_534b;
@@ -178,7 +226,8 @@ pub struct doca_task {
     state: Cell<TaskState>,
     status: Cell<doca_error_t>,
     kind: &'static TaskKind,
-    ctx: *const doca_ctx,
+    /// The ctx whose pool holds this task.
+    owner: *const dyn TaskOwner,
     pool: *const Pool,
     user_data: Cell<doca_data>,
     ok_cb: Cell<Option<RawCb>>,
@@ -190,14 +239,14 @@ pub struct doca_task {
 }
 
 impl doca_task {
-    fn new(kind: &'static TaskKind, ctx: *const doca_ctx, pool: *const Pool, index: u32) -> doca_task {
+    fn new(kind: &'static TaskKind, owner: *const dyn TaskOwner, pool: *const Pool, index: u32) -> doca_task {
         doca_task {
             magic: TASK_MAGIC,
             index,
             state: Cell::new(TaskState::Free),
             status: Cell::new(DOCA_SUCCESS),
             kind,
-            ctx,
+            owner,
             pool,
             user_data: Cell::new(doca_data::from_u64(0)),
             ok_cb: Cell::new(None),
@@ -222,16 +271,17 @@ impl doca_task {
         self.kind
     }
 
-    /// The ctx the task belongs to (alive as long as the task is reachable).
-    pub fn ctx(&self) -> &doca_ctx {
+    /// The ctx the task belongs to, as the task layer knows it (alive as long as the task is
+    /// reachable). Kinds want the concrete ctx: `doca_task::ctx`, defined in `ctx.rs`.
+    pub fn owner(&self) -> &dyn TaskOwner {
         // SAFETY: pools belong to their ctx and are freed only with it, so a live header's
         // ctx pointer is valid.
-        unsafe { &*self.ctx }
+        unsafe { &*self.owner }
     }
 
-    /// The raw ctx pointer.
-    pub fn ctx_ptr(&self) -> *mut doca_ctx {
-        self.ctx as *mut doca_ctx
+    /// The raw pointer to the owning ctx (see [`doca_task::owner`]).
+    pub fn owner_ptr(&self) -> *const dyn TaskOwner {
+        self.owner
     }
 
     /// The task as its specific type.
@@ -341,10 +391,10 @@ unsafe fn drop_slots_of<T>(base: *mut u8, len: usize) {
 }
 
 /// Owner of a [`Pool`] allocation (`Box::into_raw`'d so task headers can point at it).
-pub(crate) struct PoolBox(NonNull<Pool>);
+pub struct PoolBox(NonNull<Pool>);
 
 impl PoolBox {
-    fn new<T: TaskType>(ctx: *const doca_ctx, num_tasks: u32) -> PoolBox {
+    fn new<T: TaskType>(owner: *const dyn TaskOwner, num_tasks: u32) -> PoolBox {
         let pool = Box::into_raw(Box::new(Pool {
             kind: T::KIND,
             ok_cb: Cell::new(None),
@@ -355,7 +405,7 @@ impl PoolBox {
             free: RefCell::new(Vec::new()),
             drop_slots: drop_slots_of::<T>,
         }));
-        let slots: Box<[T]> = (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, ctx, pool, i))).collect();
+        let slots: Box<[T]> = (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, owner, pool, i))).collect();
         let base = Box::into_raw(slots).cast::<u8>();
         // SAFETY: `pool` was just allocated and is not shared yet (the headers only hold the
         // address); writing the remaining fields through it is exclusive.
@@ -392,7 +442,7 @@ impl Drop for PoolBox {
 /// points require both callbacks ([`set_conf`]); kinds with per-task callbacks may pass
 /// `None` and set them with [`set_callbacks`] before submit.
 pub fn configure<T: TaskType>(
-    ctx: &doca_ctx,
+    ctx: &dyn TaskOwner,
     ok_cb: Option<TypedCb<T>>,
     err_cb: Option<TypedCb<T>>,
     num_tasks: u32,
@@ -406,7 +456,7 @@ pub fn configure<T: TaskType>(
     let pool = ctx.pool_for(T::KIND);
     let pool = match pool {
         Some(p) if p.capacity() == num_tasks => p,
-        _ => ctx.install_pool(PoolBox::new::<T>(ctx as *const doca_ctx, num_tasks)),
+        _ => ctx.install_pool(PoolBox::new::<T>(ctx as *const dyn TaskOwner, num_tasks)),
     };
     pool.ok_cb.set(ok_cb.map(erase_cb::<T>));
     pool.err_cb.set(err_cb.map(erase_cb::<T>));
@@ -415,7 +465,7 @@ pub fn configure<T: TaskType>(
 
 /// [`configure`] with DOCA's argument rules for `*_set_conf`: both callbacks non-NULL.
 pub fn set_conf<T: TaskType>(
-    ctx: &doca_ctx,
+    ctx: &dyn TaskOwner,
     ok_cb: Option<TypedCb<T>>,
     err_cb: Option<TypedCb<T>>,
     num_tasks: u32,
@@ -428,7 +478,7 @@ pub fn set_conf<T: TaskType>(
 
 /// Allocates a `T` from `ctx`'s pool. The caller (the kind's `*_alloc_init`) then fills the
 /// specific fields and writes the pointer out.
-pub fn alloc<T: TaskType>(ctx: &doca_ctx, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
+pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
@@ -468,13 +518,13 @@ pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_tas
 }
 
 /// The generic checks of every submit, then the task is Submitted and counted in flight.
-fn accept(task: &doca_task) -> Result<&doca_ctx, doca_error_t> {
+fn accept(task: &doca_task) -> Result<&dyn TaskOwner, doca_error_t> {
     match task.state.get() {
         TaskState::Allocated => {}
         TaskState::Free => return Err(DOCA_ERROR_INVALID_VALUE),
         TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
     }
-    let ctx = task.ctx();
+    let ctx = task.owner();
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
@@ -563,7 +613,7 @@ pub fn complete(task: &doca_task, status: doca_error_t) {
     }
     task.status.set(status);
     task.state.set(TaskState::Completed);
-    task.ctx().enqueue_completion(task);
+    task.owner().enqueue_completion(task);
 }
 
 /// Delivers a completed task popped from a PE's completion queue: ownership returns to the
@@ -575,7 +625,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     // SAFETY: per the contract, `task` is a live header (its ctx outlives queued tasks).
     let t = unsafe { &*task };
     debug_assert_eq!(t.state.get(), TaskState::Completed);
-    let ctx = t.ctx();
+    let ctx = t.owner();
     t.state.set(TaskState::Allocated);
     t.next.set(ptr::null());
     ctx.inflight_sub(1);
@@ -595,11 +645,11 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
 
 /// Flushes every submitted (not yet completed) task of `ctx`, oldest submission first:
 /// each gets the kind's flush hook, then completes with `status`.
-pub(crate) fn flush_submitted(ctx: &doca_ctx, status: doca_error_t) {
+pub(crate) fn flush_submitted(ctx: &dyn TaskOwner, status: doca_error_t) {
     // Held tasks are Submitted too: they are flushed below with the others.
     ctx.forget_held();
     let mut pending: Vec<(u64, *const doca_task)> = Vec::new();
-    ctx.for_each_pool(|pool| {
+    ctx.for_each_pool(&mut |pool| {
         pool.for_each(|t| {
             if t.state.get() == TaskState::Submitted {
                 pending.push((t.seq.get(), t as *const doca_task));
@@ -652,7 +702,7 @@ fn free(task: &doca_task) {
     let pool = unsafe { &*task.pool };
     pool.free.borrow_mut().push(task.index);
     allocated_shard().fetch_sub(1, Ordering::Relaxed);
-    task.ctx().task_freed();
+    task.owner().task_freed();
 }
 
 /// Tasks allocated and not freed yet, over every ctx of every thread of the process: the
@@ -771,17 +821,6 @@ pub unsafe extern "C" fn doca_task_get_user_data(task: *const doca_task) -> doca
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_ctx {
-    guard(ptr::null_mut(), || {
-        // SAFETY: as in doca_task_submit.
-        match unsafe { task_ref(task) } {
-            Ok(t) => t.ctx_ptr(),
-            Err(_) => ptr::null_mut(),
-        }
-    })
-}
-
 // ---- per-field accessors of specific task types (task re-use) ----
 
 /// The task of type `T` behind a C pointer, if it is one.
@@ -848,13 +887,10 @@ macro_rules! task_field {
 
 pub(crate) use task_field;
 
-/// Re-exported for kinds: the ctx module's flush status.
-pub use ctx::FLUSH_STATUS;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ctx::{doca_ctx_set_user_data, doca_ctx_start, doca_ctx_stop};
+    use crate::ctx::{doca_ctx_set_user_data, doca_ctx_start, doca_ctx_stop, doca_task_get_ctx, FLUSH_STATUS};
     use crate::pe::{doca_pe_connect_ctx, doca_pe_progress};
     use crate::testkit::*;
 

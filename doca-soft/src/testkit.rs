@@ -228,7 +228,7 @@ pub(crate) unsafe fn record(task: *mut doca_task, ok: bool, ud: doca_data, cud: 
         Then::Free => unsafe { task::doca_task_free(task) },
         Then::SubmitAnotherThenFree => {
             // SAFETY: live task; its ctx is a dummy ctx.
-            let ctx = unsafe { task::doca_task_get_ctx(task) };
+            let ctx = unsafe { crate::ctx::doca_task_get_ctx(task) };
             // SAFETY: dummy ctxs are owned by a Dummy.
             let d = unsafe { (*ctx).owner::<Dummy>() } as *const Dummy as *mut Dummy;
             THEN.with(|t| t.set(Then::Free));
