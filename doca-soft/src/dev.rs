@@ -300,6 +300,63 @@ fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_de
     d
 }
 
+// ---- the role (`DOCA_SOFT_ROLE`): which side of the PCI link the devices stand on ----
+//
+// Here, with the rest of the device configuration, because both this module (which refuses a
+// bad value at `doca_devinfo_create_list`) and `rep.rs` (which lists representors only in the
+// DPU role) need it; see `rep.rs` for what the role changes.
+
+/// Name of the environment variable that chooses the role of this process's soft devices.
+pub const ROLE_ENV: &str = "DOCA_SOFT_ROLE";
+
+/// Which side of the PCI link the soft devices of this process stand on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// A host: its devices manage no other functions.
+    Host,
+    /// A DPU: each device manages (and represents) the host PF of the same PCI address.
+    Dpu,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests run in parallel threads of one process, so they choose a role per thread
+    /// instead of changing the process environment.
+    static TEST_ROLE: std::cell::Cell<Option<Role>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sets (or with None clears) this thread's role override (unit tests only).
+#[cfg(test)]
+pub(crate) fn set_test_role(role: Option<Role>) {
+    TEST_ROLE.with(|r| r.set(role));
+}
+
+/// Parses a `DOCA_SOFT_ROLE` value.
+pub(crate) fn parse_role(v: &str) -> Option<Role> {
+    match v.trim() {
+        "" | "host" => Some(Role::Host),
+        "dpu" => Some(Role::Dpu),
+        _ => None,
+    }
+}
+
+/// The role of this process's soft devices (`DOCA_SOFT_ROLE`); BAD_CONFIG, logged, for a
+/// value that is neither `host` nor `dpu`.
+pub fn role() -> Result<Role, doca_error_t> {
+    #[cfg(test)]
+    if let Some(r) = TEST_ROLE.with(|r| r.get()) {
+        return Ok(r);
+    }
+    match std::env::var(ROLE_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(Role::Host),
+        Ok(v) if parse_role(&v).is_some() => Ok(parse_role(&v).unwrap_or(Role::Host)),
+        _ => Err(crate::sdk_fail!(
+            DOCA_ERROR_BAD_CONFIG,
+            "{ROLE_ENV} must be \"host\" or \"dpu\" (unset means host); refusing to guess the side"
+        )),
+    }
+}
+
 /// The devinfos of the configured devices (creating them as needed).
 pub(crate) fn current_devinfos() -> Result<Vec<&'static doca_devinfo>, doca_error_t> {
     Ok(configured_devices()?.into_iter().map(|(a, b, c)| intern_devinfo(a, b, c)).collect())
@@ -316,7 +373,7 @@ pub unsafe extern "C" fn doca_devinfo_create_list(
         }
         // The role is checked here, where a program first meets the soft devices, so a
         // mistyped DOCA_SOFT_ROLE fails loudly instead of silently meaning "host".
-        crate::rep::role()?;
+        role()?;
         let infos = current_devinfos()?;
         let arr = infos.into_iter().map(|d| d as *const doca_devinfo as *mut doca_devinfo).collect();
         // SAFETY: both out-pointers were checked non-NULL; the caller guarantees they are
