@@ -1,6 +1,12 @@
 //! Test-only helpers: a minimal ctx kind ("dummy") that exercises the generic PE, ctx and task
 //! machinery (sync or async start, tasks that complete at submit or are held until released),
 //! plus recording callbacks and small fd utilities.
+//!
+//! This is the crate's one home for test helpers that several modules' tests share (the
+//! workspace convention); a module's own helpers stay in its `tests` module. Sub-modules:
+//! [`fake_daemon`] (an in-process UROM daemon for the host-side tests).
+
+pub(crate) mod fake_daemon;
 
 use core::cell::{Cell, RefCell};
 use core::ptr;
