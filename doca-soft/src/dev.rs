@@ -290,7 +290,7 @@ fn parse_spec(spec: &str) -> Result<Vec<(String, String, String)>, doca_error_t>
 }
 
 /// The process-global devinfo for a triple, created on first use.
-fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_devinfo {
+pub(crate) fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_devinfo {
     let mut all = lock(&DEVINFOS);
     if let Some(d) = all.iter().find(|d| d.ibdev == ibdev && d.pci == pci && d.iface == iface) {
         return d;
@@ -566,33 +566,15 @@ fn cstr(buf: &[c_char]) -> String {
     unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
 }
 
-/// Test helper shared with other modules' tests: opens a device of its own (a devinfo no
-/// other test opens, named `tag`), for tests that count opens or expect `DOCA_ERROR_IN_USE`
-/// from a close (opens are counted per device and tests run in parallel).
+/// The test device helpers live in the crate's testkit; re-exported here, their old path,
+/// which other modules' tests still use.
 #[cfg(test)]
-pub(crate) fn test_open_private(tag: &str) -> *mut doca_dev {
-    let n = lock(&DEVINFOS).len();
-    let info = intern_devinfo(format!("soft-{tag}"), format!("0000:{:02x}:1f.7", 0x80 + n % 0x7f), "sfpriv0".into());
-    let mut dev = ptr::null_mut();
-    // SAFETY: `info` is a registered devinfo and `dev` a valid out-pointer.
-    let r = unsafe { doca_dev_open(info as *const doca_devinfo as *mut doca_devinfo, &mut dev) };
-    assert_eq!(r, DOCA_SUCCESS);
-    dev
-}
+pub(crate) use crate::testkit::dev::{test_open_default, test_open_private};
 
-/// Test helper shared with other modules' tests: opens the first configured device.
+/// The number of interned devinfos (for `testkit::dev`, which names its private devices by it).
 #[cfg(test)]
-pub(crate) fn test_open_default() -> *mut doca_dev {
-    let infos = current_devinfos().expect("device config");
-    let info = infos
-        .first()
-        .copied()
-        .unwrap_or_else(|| intern_devinfo("soft0".into(), "0000:03:00.0".into(), "sfeth0".into()));
-    let mut dev = ptr::null_mut();
-    // SAFETY: `info` is a registered devinfo and `dev` a valid out-pointer.
-    let r = unsafe { doca_dev_open(info as *const doca_devinfo as *mut doca_devinfo, &mut dev) };
-    assert_eq!(r, DOCA_SUCCESS);
-    dev
+pub(crate) fn interned_devinfos() -> usize {
+    lock(&DEVINFOS).len()
 }
 
 #[cfg(test)]

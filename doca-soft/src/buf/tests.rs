@@ -2,9 +2,10 @@
 //! inline test modules).
 
 use super::*;
-use crate::dev::{doca_dev_close, test_open_default};
-use crate::mmap::tests::local_mmap;
+use crate::dev::doca_dev_close;
 use crate::mmap::*;
+use crate::testkit::dev::test_open_default;
+use crate::testkit::mem::local_mmap;
 
 fn get_buf(
     inv: *mut doca_buf_inventory,

@@ -603,4 +603,4 @@ pub unsafe extern "C" fn doca_mmap_create_from_export(
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

@@ -4,7 +4,9 @@
 use super::alloc::{page_size, SEG_NSLOTS};
 use super::*;
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
-use crate::dev::{doca_dev_close, test_open_default};
+use crate::dev::doca_dev_close;
+use crate::testkit::dev::test_open_default;
+use crate::testkit::mem::local_mmap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::ptr;
@@ -15,26 +17,12 @@ const ALL_REMOTE: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
     | DOCA_ACCESS_FLAG_RDMA_WRITE
     | DOCA_ACCESS_FLAG_RDMA_ATOMIC;
 
-pub(crate) fn hex(b: &[u8]) -> String {
+fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-pub(crate) fn unhex(s: &str) -> Vec<u8> {
+fn unhex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
-/// A started mmap over `[p, p+len)` with `perms` and `dev` added.
-pub(crate) fn local_mmap(p: *mut u8, len: usize, perms: u32, dev: *mut doca_dev) -> *mut doca_mmap {
-    let mut m = ptr::null_mut();
-    // SAFETY: valid out-pointer; the memory stays alive for the test's duration.
-    unsafe {
-        assert_eq!(doca_mmap_create(&mut m), DOCA_SUCCESS);
-        assert_eq!(doca_mmap_set_memrange(m, p.cast(), len), DOCA_SUCCESS);
-        assert_eq!(doca_mmap_set_permissions(m, perms), DOCA_SUCCESS);
-        assert_eq!(doca_mmap_add_dev(m, dev), DOCA_SUCCESS);
-        assert_eq!(doca_mmap_start(m), DOCA_SUCCESS);
-    }
-    m
 }
 
 fn export_rdma(m: *mut doca_mmap, dev: *mut doca_dev) -> Vec<u8> {

@@ -260,7 +260,7 @@ fn completion_vectors_and_datapaths() {
     let pe = new_pe();
     let d = Dummy::create(false);
     let ctx = Dummy::ctx(d);
-    let dev = crate::dev::test_open_default();
+    let dev = crate::testkit::dev::test_open_default();
     let mut n = 0u32;
     // SAFETY: live objects; foreign GPU/DPA pointers are never dereferenced.
     unsafe {

@@ -4,9 +4,12 @@
 //!
 //! This is the crate's one home for test helpers that several modules' tests share (the
 //! workspace convention); a module's own helpers stay in its `tests` module. Sub-modules:
-//! [`fake_daemon`] (an in-process UROM daemon for the host-side tests).
+//! [`dev`] (devices to open), [`mem`] (a started mmap), [`fake_daemon`] (an in-process UROM
+//! daemon for the host-side tests).
 
+pub(crate) mod dev;
 pub(crate) mod fake_daemon;
+pub(crate) mod mem;
 
 use core::cell::{Cell, RefCell};
 use core::ptr;

@@ -17,9 +17,6 @@ use super::*;
 use crate::ctx::{doca_ctx_start, doca_ctx_stop};
 use crate::pe::doca_pe_connect_ctx;
 use crate::task::doca_task_submit;
-use crate::urom::host::domain::*;
-use crate::urom::host::gid_task::*;
-use crate::urom::host::service::*;
 
 /// The socket the child daemon listens on.
 const SOCKET_ENV: &str = "DOCA_SOFT_UROM_E2E_SOCKET";

@@ -107,7 +107,7 @@ pub(super) struct Host {
 impl Host {
     pub(super) fn new(path: &std::path::Path) -> Host {
         let pe = new_pe();
-        let dev = crate::dev::test_open_default();
+        let dev = crate::testkit::dev::test_open_default();
         let mut svc = ptr::null_mut();
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: valid out-pointer; live objects.
