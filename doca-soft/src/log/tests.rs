@@ -2,6 +2,7 @@
 //! inline test modules).
 
 use super::*;
+use core::ffi::CStr;
 use std::sync::atomic::AtomicUsize;
 
 // The log state is process-global: these tests use SDK records through a pipe backend
