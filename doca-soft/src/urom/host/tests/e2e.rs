@@ -95,7 +95,7 @@ impl DaemonChild {
     }
 
     fn spawn_with(plugins: &PluginDir, allow_uid: Option<u32>) -> DaemonChild {
-        let path = crate::testkit::fake_daemon::unique_path("e2e");
+        let path = unique_path("e2e");
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         if let Some(uid) = allow_uid {
             cmd.env(ALLOW_UID_ENV, uid.to_string());
