@@ -31,6 +31,12 @@
 //!   stop"). A stopped ctx can be reconfigured and started again.
 //! * The ctx user data is passed to every task callback and to the state-change callback.
 //!
+//! # Layer
+//! The middle of the core (task ← ctx ← pe, see "Layers of the core" in
+//! `docs/soft-provider.md`): a ctx uses the task module (it owns the pools and implements
+//! [`TaskOwner`] for them) and reaches its PE only through [`PeLink`], which the PE
+//! implements. `doca_ctx::pe`, the concrete PE for kinds, is defined in `pe.rs`.
+//!
 //! # Ownership
 //! The kind owns the object (and so the ctx). The ctx owns its task pools; they are freed
 //! with it, which is why a ctx may only be destroyed IDLE (no task can be referenced then).
@@ -39,13 +45,13 @@
 //! # Threads
 //! Single-threaded, like DOCA: a ctx is used on the thread of its PE.
 
+use core::any::Any;
 use core::cell::{Cell, RefCell};
 use core::ffi::c_void;
-use core::ptr;
+use core::ptr::{self, NonNull};
 
-use crate::ffi::{guard_err, out};
-use crate::pe::doca_pe;
-use crate::task::{doca_task, Pool, PoolBox, TaskKind};
+use crate::ffi::{guard, guard_err, out};
+use crate::task::{doca_task, task_ref, Pool, PoolBox, TaskKind, TaskOwner};
 use crate::types::*;
 
 /// `"CTX!"`: marks a live ctx.
@@ -107,6 +113,25 @@ pub struct CtxOps {
     pub stop_via_progress: bool,
 }
 
+/// What a ctx needs from the PE it is connected to.
+///
+/// The PE is the layer above the ctx (it drives its connected ctxs), so the ctx does not name
+/// `doca_pe`: `pe.rs` implements this trait for it and hands the ctx a link when it connects
+/// (`doca_pe_connect_ctx`). Kinds that need the concrete PE (to register fds, for its
+/// doorbell) use `doca_ctx::pe`, which `pe.rs` defines.
+pub trait PeLink: Any {
+    /// Appends a completed task to the PE's completion queue (and wakes an armed PE).
+    fn enqueue(&self, task: &doca_task);
+    /// Makes an armed PE's notification handle readable: progress has work.
+    fn notify_work(&self);
+    /// Counts `n` more tasks in flight on the PE.
+    fn inflight_add(&self, n: usize);
+    /// Counts `n` fewer tasks in flight on the PE.
+    fn inflight_sub(&self, n: usize);
+    /// Forgets `ctx` (it is being destroyed).
+    fn disconnect(&self, ctx: &doca_ctx);
+}
+
 /// `struct doca_ctx`: embedded in every ctx-kind object.
 #[repr(C)]
 pub struct doca_ctx {
@@ -114,7 +139,8 @@ pub struct doca_ctx {
     state: Cell<doca_ctx_states>,
     ops: &'static CtxOps,
     owner: Cell<*const c_void>,
-    pe: Cell<*const doca_pe>,
+    /// The PE this ctx is connected to (see [`PeLink`]); set once by `doca_pe_connect_ctx`.
+    pe: Cell<Option<NonNull<dyn PeLink>>>,
     user_data: Cell<doca_data>,
     state_cb: Cell<doca_ctx_state_changed_callback_t>,
     /// An asynchronous transition waiting to be reported by progress.
@@ -139,7 +165,7 @@ impl doca_ctx {
             state: Cell::new(DOCA_CTX_STATE_IDLE),
             ops,
             owner: Cell::new(ptr::null()),
-            pe: Cell::new(ptr::null()),
+            pe: Cell::new(None),
             user_data: Cell::new(doca_data::from_u64(0)),
             state_cb: Cell::new(None),
             pending: Cell::new(None),
@@ -184,11 +210,14 @@ impl doca_ctx {
         self.user_data.get()
     }
 
-    /// The PE this ctx is connected to, if any. The PE outlives its connected ctxs
+    /// The PE this ctx is connected to, if any, as the ctx layer knows it (the concrete PE is
+    /// `doca_ctx::pe`, defined in `pe.rs`). The PE outlives its connected ctxs
     /// (`doca_pe_destroy` refuses while any is connected).
-    pub fn pe(&self) -> Option<&doca_pe> {
-        // SAFETY: see above; the pointer is cleared when the ctx is torn down.
-        unsafe { self.pe.get().as_ref() }
+    pub fn pe_link(&self) -> Option<&dyn PeLink> {
+        self.pe.get().map(|p| {
+            // SAFETY: see above; the link is cleared when the ctx is torn down.
+            unsafe { p.as_ref() }
+        })
     }
 
     /// Tasks allocated from this ctx and not freed (in any state but Free).
@@ -208,10 +237,10 @@ impl doca_ctx {
         if self.state.get() != DOCA_CTX_STATE_IDLE || self.pending.get().is_some() || self.allocated.get() != 0 {
             return Err(DOCA_ERROR_BAD_STATE);
         }
-        if let Some(pe) = self.pe() {
+        if let Some(pe) = self.pe_link() {
             pe.disconnect(self);
         }
-        self.pe.set(ptr::null());
+        self.pe.set(None);
         Ok(())
     }
 
@@ -257,7 +286,7 @@ impl doca_ctx {
         self.allocated.set(n);
         if n == 0 && self.state.get() == DOCA_CTX_STATE_STOPPING {
             // STOPPING → IDLE is now due; progress reports it.
-            if let Some(pe) = self.pe() {
+            if let Some(pe) = self.pe_link() {
                 pe.notify_work();
             }
         }
@@ -268,7 +297,7 @@ impl doca_ctx {
     pub(crate) fn hold(&self, task: &doca_task) {
         self.held.borrow_mut().push(task);
         // An armed PE must wake up to push it (progress flushes held tasks).
-        if let Some(pe) = self.pe() {
+        if let Some(pe) = self.pe_link() {
             pe.notify_work();
         }
     }
@@ -311,20 +340,20 @@ impl doca_ctx {
 
     pub(crate) fn inflight_add(&self, n: usize) {
         self.inflight.set(self.inflight.get() + n);
-        if let Some(pe) = self.pe() {
+        if let Some(pe) = self.pe_link() {
             pe.inflight_add(n);
         }
     }
 
     pub(crate) fn inflight_sub(&self, n: usize) {
         self.inflight.set(self.inflight.get().saturating_sub(n));
-        if let Some(pe) = self.pe() {
+        if let Some(pe) = self.pe_link() {
             pe.inflight_sub(n);
         }
     }
 
     pub(crate) fn enqueue_completion(&self, task: &doca_task) {
-        match self.pe() {
+        match self.pe_link() {
             Some(pe) => pe.enqueue(task),
             None => crate::sdk_internal_error!("completion on a ctx without a PE"),
         }
@@ -332,8 +361,8 @@ impl doca_ctx {
 
     // ---- used by pe.rs ----
 
-    pub(crate) fn set_pe(&self, pe: *const doca_pe) {
-        self.pe.set(pe);
+    pub(crate) fn set_pe(&self, pe: NonNull<dyn PeLink>) {
+        self.pe.set(Some(pe));
     }
 
     /// True when an asynchronous transition is due (progress will report it).
@@ -403,6 +432,82 @@ unsafe fn change_state(ctx: *const doca_ctx, next: doca_ctx_states) {
     }
 }
 
+// SAFETY: doca_ctx is the only TaskOwner (the trait's contract): `doca_task::ctx` below
+// relies on it.
+unsafe impl TaskOwner for doca_ctx {
+    fn state(&self) -> doca_ctx_states {
+        doca_ctx::state(self)
+    }
+    fn user_data(&self) -> doca_data {
+        doca_ctx::user_data(self)
+    }
+    fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
+        doca_ctx::pool_for(self, kind)
+    }
+    fn install_pool(&self, pool: PoolBox) -> &Pool {
+        doca_ctx::install_pool(self, pool)
+    }
+    fn for_each_pool(&self, f: &mut dyn FnMut(&Pool)) {
+        doca_ctx::for_each_pool(self, f)
+    }
+    fn task_allocated(&self) {
+        doca_ctx::task_allocated(self)
+    }
+    fn task_freed(&self) {
+        doca_ctx::task_freed(self)
+    }
+    fn next_seq(&self) -> u64 {
+        doca_ctx::next_seq(self)
+    }
+    fn inflight_add(&self, n: usize) {
+        doca_ctx::inflight_add(self, n)
+    }
+    fn inflight_sub(&self, n: usize) {
+        doca_ctx::inflight_sub(self, n)
+    }
+    fn hold(&self, task: &doca_task) {
+        doca_ctx::hold(self, task)
+    }
+    fn flush_held(&self) -> bool {
+        doca_ctx::flush_held(self)
+    }
+    fn forget_held(&self) {
+        doca_ctx::forget_held(self)
+    }
+    fn enqueue_completion(&self, task: &doca_task) {
+        doca_ctx::enqueue_completion(self, task)
+    }
+}
+
+/// A task's ctx. Defined here rather than in `task.rs` because the task layer knows its ctx
+/// only as a [`TaskOwner`] (tasks are the layer below ctxs).
+impl doca_task {
+    /// The ctx the task belongs to (alive as long as the task is reachable).
+    pub fn ctx(&self) -> &doca_ctx {
+        let owner: &dyn Any = self.owner();
+        debug_assert!(owner.is::<doca_ctx>());
+        // SAFETY: doca_ctx is the only TaskOwner (the trait's contract), so the owner's data
+        // pointer is a live doca_ctx (see `doca_task::owner`).
+        unsafe { &*(owner as *const dyn Any).cast::<doca_ctx>() }
+    }
+
+    /// The raw ctx pointer.
+    pub fn ctx_ptr(&self) -> *mut doca_ctx {
+        self.owner_ptr().cast::<doca_ctx>().cast_mut()
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_ctx {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as in doca_task_submit.
+        match unsafe { task_ref(task) } {
+            Ok(t) => t.ctx_ptr(),
+            Err(_) => ptr::null_mut(),
+        }
+    })
+}
+
 /// Reports one due asynchronous transition of `ctx`, if any (from `doca_pe_progress`).
 /// Returns true if one was reported. The ctx may have been destroyed by the callback when
 /// this returns true.
@@ -428,7 +533,7 @@ pub(crate) unsafe fn report_due_transition(ctx: *const doca_ctx) -> bool {
 pub fn mark_started(ctx: &doca_ctx) {
     if ctx.state.get() == DOCA_CTX_STATE_STARTING {
         ctx.pending.set(Some(DOCA_CTX_STATE_RUNNING));
-        if let Some(pe) = ctx.pe() {
+        if let Some(pe) = ctx.pe_link() {
             pe.notify_work();
         }
     }
@@ -438,7 +543,7 @@ pub fn mark_started(ctx: &doca_ctx) {
 pub fn mark_start_failed(ctx: &doca_ctx) {
     if ctx.state.get() == DOCA_CTX_STATE_STARTING {
         ctx.pending.set(Some(DOCA_CTX_STATE_IDLE));
-        if let Some(pe) = ctx.pe() {
+        if let Some(pe) = ctx.pe_link() {
             pe.notify_work();
         }
     }
@@ -467,7 +572,7 @@ pub unsafe extern "C" fn doca_ctx_start(ctx: *mut doca_ctx) -> doca_error_t {
         if c.state.get() != DOCA_CTX_STATE_IDLE || c.pending.get().is_some() {
             return Err(DOCA_ERROR_BAD_STATE);
         }
-        if c.pe.get().is_null() {
+        if c.pe.get().is_none() {
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
         // SAFETY: the kind's start hook is called with an IDLE, connected ctx of its kind.
@@ -500,7 +605,7 @@ pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
             DOCA_CTX_STATE_STOPPING => return Err(DOCA_ERROR_IN_PROGRESS),
             _ => {}
         }
-        if c.pe.get().is_null() {
+        if c.pe.get().is_none() {
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
         c.pending.set(None);
@@ -517,7 +622,7 @@ pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
             if c.allocated.get() == 0 {
                 // Nothing to wait for: the IDLE report is due at the next progress (and an
                 // armed PE's notification handle must say so).
-                if let Some(pe) = c.pe() {
+                if let Some(pe) = c.pe_link() {
                     pe.notify_work();
                 }
             }
@@ -684,173 +789,4 @@ pub unsafe extern "C" fn doca_ctx_set_datapath_on_dpa(ctx: *mut doca_ctx, dpa_de
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pe::{doca_pe_connect_ctx, doca_pe_destroy, doca_pe_get_num_inflight_tasks};
-    use crate::task::{doca_task_free, doca_task_submit};
-    use crate::testkit::*;
-
-    fn state(ctx: *mut doca_ctx) -> doca_ctx_states {
-        let mut s = 99;
-        // SAFETY: live ctx, valid out-pointer.
-        assert_eq!(unsafe { doca_ctx_get_state(ctx, &mut s) }, DOCA_SUCCESS);
-        s
-    }
-
-    fn inflight(ctx: *mut doca_ctx) -> usize {
-        let mut n = 99;
-        // SAFETY: live ctx, valid out-pointer.
-        let r = unsafe { doca_ctx_get_num_inflight_tasks(ctx, &mut n) };
-        assert_eq!(r, DOCA_SUCCESS);
-        n
-    }
-
-    #[test]
-    fn sync_start_stop_restart() {
-        reset();
-        let pe = new_pe();
-        let d = Dummy::create(false);
-        let c = Dummy::ctx(d);
-        // SAFETY: live objects throughout.
-        unsafe {
-            assert_eq!(doca_ctx_set_state_changed_cb(c, Some(rec_state)), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_start(c), DOCA_ERROR_NOT_CONNECTED);
-            assert_eq!(doca_ctx_stop(c), DOCA_SUCCESS, "stopping an IDLE ctx is a no-op");
-            assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_SUCCESS);
-            assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_ERROR_IN_USE);
-            let pe2 = new_pe();
-            assert_eq!(doca_pe_connect_ctx(pe2, c), DOCA_ERROR_IN_USE);
-            destroy_pe(pe2);
-            for round in 0..2 {
-                assert_eq!(doca_ctx_start(c), DOCA_SUCCESS, "round {round}");
-                assert_eq!(state(c), DOCA_CTX_STATE_RUNNING);
-                assert_eq!(take_states(), vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING)]);
-                assert_eq!(doca_ctx_start(c), DOCA_ERROR_BAD_STATE);
-                assert_eq!(Dummy::destroy(d), Err(DOCA_ERROR_BAD_STATE));
-                assert_eq!(doca_pe_destroy(pe), DOCA_ERROR_IN_USE);
-                assert_eq!(doca_ctx_stop(c), DOCA_SUCCESS);
-                assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
-                assert_eq!(take_states(), vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]);
-                assert_eq!(drain(pe), 0);
-            }
-        }
-        // PE destroy waits for its ctxs to be destroyed.
-        // SAFETY: live PE.
-        assert_eq!(unsafe { doca_pe_destroy(pe) }, DOCA_ERROR_IN_USE);
-        Dummy::destroy(d).unwrap();
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn async_start_reports_from_progress() {
-        reset();
-        let pe = new_pe();
-        let d = Dummy::create(true);
-        let c = Dummy::ctx(d);
-        // SAFETY: live objects throughout.
-        unsafe {
-            doca_ctx_set_state_changed_cb(c, Some(rec_state));
-            assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_start(c), DOCA_ERROR_IN_PROGRESS);
-        }
-        assert_eq!(state(c), DOCA_CTX_STATE_STARTING);
-        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING)]);
-        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
-        assert_eq!(drain(pe), 0, "not ready: nothing to do");
-        Dummy::get(d).ready.set(true);
-        assert!(drain(pe) >= 1);
-        assert_eq!(state(c), DOCA_CTX_STATE_RUNNING);
-        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_RUNNING)]);
-        // SAFETY: live ctx.
-        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_SUCCESS);
-        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_IDLE)]);
-
-        // A failed async start goes back to IDLE through progress.
-        Dummy::get(d).fail_start.set(true);
-        // SAFETY: live ctx.
-        assert_eq!(unsafe { doca_ctx_start(c) }, DOCA_ERROR_IN_PROGRESS);
-        Dummy::get(d).ready.set(true);
-        drain(pe);
-        assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
-        assert_eq!(
-            take_states(),
-            vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING), (DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_IDLE)]
-        );
-        Dummy::destroy(d).unwrap();
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn stop_flushes_in_flight_tasks_and_waits_for_frees() {
-        reset();
-        let pe = new_pe();
-        let d = Dummy::create(false);
-        let c = Dummy::ctx(d);
-        Dummy::set_conf(d, 4).unwrap();
-        // SAFETY: live objects.
-        unsafe {
-            doca_ctx_set_state_changed_cb(c, Some(rec_state));
-            doca_pe_connect_ctx(pe, c);
-            assert_eq!(doca_ctx_start(c), DOCA_SUCCESS);
-        }
-        take_states();
-        Dummy::get(d).hold.set(true);
-        let a = Dummy::alloc(d, 1).unwrap();
-        let b = Dummy::alloc(d, 2).unwrap();
-        let idle = Dummy::alloc(d, 3).unwrap(); // allocated, never submitted
-                                                // SAFETY: live tasks.
-        unsafe {
-            assert_eq!(doca_task_submit(a), DOCA_SUCCESS);
-            assert_eq!(doca_task_submit(b), DOCA_SUCCESS);
-        }
-        assert_eq!(inflight(c), 2);
-        let mut n = 0;
-        // SAFETY: live PE.
-        let r = unsafe { doca_pe_get_num_inflight_tasks(pe, &mut n) };
-        assert_eq!(r, DOCA_SUCCESS);
-        assert_eq!(n, 2);
-
-        // SAFETY: live ctx.
-        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
-        assert_eq!(state(c), DOCA_CTX_STATE_STOPPING);
-        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING)]);
-        // SAFETY: live ctx.
-        assert_eq!(unsafe { doca_ctx_stop(c) }, DOCA_ERROR_IN_PROGRESS);
-        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
-        assert!(take_done().is_empty(), "flush callbacks run from progress");
-
-        THEN.with(|t| t.set(Then::Free));
-        assert_eq!(drain(pe), 2);
-        let done = take_done();
-        assert_eq!(done.len(), 2);
-        for (x, ud) in done.iter().zip([1, 2]) {
-            assert_eq!((x.ud, x.ok, x.status), (ud, false, FLUSH_STATUS));
-        }
-        assert_eq!(inflight(c), 0);
-        // One task is still allocated: the ctx cannot reach IDLE.
-        assert_eq!(state(c), DOCA_CTX_STATE_STOPPING);
-        assert_eq!(Dummy::destroy(d), Err(DOCA_ERROR_BAD_STATE));
-        // SAFETY: owned task.
-        unsafe { doca_task_free(idle) };
-        assert_eq!(state(c), DOCA_CTX_STATE_STOPPING, "IDLE is reported by progress");
-        assert_eq!(drain(pe), 1);
-        assert_eq!(state(c), DOCA_CTX_STATE_IDLE);
-        assert_eq!(take_states(), vec![(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE)]);
-        Dummy::destroy(d).unwrap();
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn user_data_round_trip() {
-        let d = Dummy::create(false);
-        let c = Dummy::ctx(d);
-        let mut ud = doca_data::from_u64(0);
-        // SAFETY: live ctx, valid out-pointers.
-        unsafe {
-            assert_eq!(doca_ctx_set_user_data(c, doca_data::from_u64(42)), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_get_user_data(c, &mut ud), DOCA_SUCCESS);
-        }
-        assert_eq!(ud.as_u64(), 42);
-        Dummy::destroy(d).unwrap();
-    }
-}
+mod tests;

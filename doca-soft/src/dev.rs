@@ -290,7 +290,7 @@ fn parse_spec(spec: &str) -> Result<Vec<(String, String, String)>, doca_error_t>
 }
 
 /// The process-global devinfo for a triple, created on first use.
-fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_devinfo {
+pub(crate) fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_devinfo {
     let mut all = lock(&DEVINFOS);
     if let Some(d) = all.iter().find(|d| d.ibdev == ibdev && d.pci == pci && d.iface == iface) {
         return d;
@@ -298,6 +298,63 @@ fn intern_devinfo(ibdev: String, pci: String, iface: String) -> &'static doca_de
     let d: &'static doca_devinfo = Box::leak(Box::new(doca_devinfo { ibdev, pci, iface }));
     all.push(d);
     d
+}
+
+// ---- the role (`DOCA_SOFT_ROLE`): which side of the PCI link the devices stand on ----
+//
+// Here, with the rest of the device configuration, because both this module (which refuses a
+// bad value at `doca_devinfo_create_list`) and `rep.rs` (which lists representors only in the
+// DPU role) need it; see `rep.rs` for what the role changes.
+
+/// Name of the environment variable that chooses the role of this process's soft devices.
+pub const ROLE_ENV: &str = "DOCA_SOFT_ROLE";
+
+/// Which side of the PCI link the soft devices of this process stand on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// A host: its devices manage no other functions.
+    Host,
+    /// A DPU: each device manages (and represents) the host PF of the same PCI address.
+    Dpu,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests run in parallel threads of one process, so they choose a role per thread
+    /// instead of changing the process environment.
+    static TEST_ROLE: std::cell::Cell<Option<Role>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sets (or with None clears) this thread's role override (unit tests only).
+#[cfg(test)]
+pub(crate) fn set_test_role(role: Option<Role>) {
+    TEST_ROLE.with(|r| r.set(role));
+}
+
+/// Parses a `DOCA_SOFT_ROLE` value.
+pub(crate) fn parse_role(v: &str) -> Option<Role> {
+    match v.trim() {
+        "" | "host" => Some(Role::Host),
+        "dpu" => Some(Role::Dpu),
+        _ => None,
+    }
+}
+
+/// The role of this process's soft devices (`DOCA_SOFT_ROLE`); BAD_CONFIG, logged, for a
+/// value that is neither `host` nor `dpu`.
+pub fn role() -> Result<Role, doca_error_t> {
+    #[cfg(test)]
+    if let Some(r) = TEST_ROLE.with(|r| r.get()) {
+        return Ok(r);
+    }
+    match std::env::var(ROLE_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(Role::Host),
+        Ok(v) if parse_role(&v).is_some() => Ok(parse_role(&v).unwrap_or(Role::Host)),
+        _ => Err(crate::sdk_fail!(
+            DOCA_ERROR_BAD_CONFIG,
+            "{ROLE_ENV} must be \"host\" or \"dpu\" (unset means host); refusing to guess the side"
+        )),
+    }
 }
 
 /// The devinfos of the configured devices (creating them as needed).
@@ -316,7 +373,7 @@ pub unsafe extern "C" fn doca_devinfo_create_list(
         }
         // The role is checked here, where a program first meets the soft devices, so a
         // mistyped DOCA_SOFT_ROLE fails loudly instead of silently meaning "host".
-        crate::rep::role()?;
+        role()?;
         let infos = current_devinfos()?;
         let arr = infos.into_iter().map(|d| d as *const doca_devinfo as *mut doca_devinfo).collect();
         // SAFETY: both out-pointers were checked non-NULL; the caller guarantees they are
@@ -509,214 +566,16 @@ fn cstr(buf: &[c_char]) -> String {
     unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
 }
 
-/// Test helper shared with other modules' tests: opens a device of its own (a devinfo no
-/// other test opens, named `tag`), for tests that count opens or expect `DOCA_ERROR_IN_USE`
-/// from a close (opens are counted per device and tests run in parallel).
+/// The test device helpers live in the crate's testkit; re-exported here, their old path,
+/// which other modules' tests still use.
 #[cfg(test)]
-pub(crate) fn test_open_private(tag: &str) -> *mut doca_dev {
-    let n = lock(&DEVINFOS).len();
-    let info = intern_devinfo(format!("soft-{tag}"), format!("0000:{:02x}:1f.7", 0x80 + n % 0x7f), "sfpriv0".into());
-    let mut dev = ptr::null_mut();
-    // SAFETY: `info` is a registered devinfo and `dev` a valid out-pointer.
-    let r = unsafe { doca_dev_open(info as *const doca_devinfo as *mut doca_devinfo, &mut dev) };
-    assert_eq!(r, DOCA_SUCCESS);
-    dev
-}
+pub(crate) use crate::testkit::dev::{test_open_default, test_open_private};
 
-/// Test helper shared with other modules' tests: opens the first configured device.
+/// The number of interned devinfos (for `testkit::dev`, which names its private devices by it).
 #[cfg(test)]
-pub(crate) fn test_open_default() -> *mut doca_dev {
-    let infos = current_devinfos().expect("device config");
-    let info = infos
-        .first()
-        .copied()
-        .unwrap_or_else(|| intern_devinfo("soft0".into(), "0000:03:00.0".into(), "sfeth0".into()));
-    let mut dev = ptr::null_mut();
-    // SAFETY: `info` is a registered devinfo and `dev` a valid out-pointer.
-    let r = unsafe { doca_dev_open(info as *const doca_devinfo as *mut doca_devinfo, &mut dev) };
-    assert_eq!(r, DOCA_SUCCESS);
-    dev
+pub(crate) fn interned_devinfos() -> usize {
+    lock(&DEVINFOS).len()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Tests never set DOCA_SOFT_DEVICES in this process (the environment is shared by the
-    // parallel tests); the parser is tested directly, and a child process checks the env.
-
-    #[test]
-    fn pci_parsing() {
-        assert_eq!(parse_pci("0000:03:00.0").as_deref(), Some("0000:03:00.0"));
-        assert_eq!(parse_pci("03:00.0").as_deref(), Some("0000:03:00.0"));
-        assert_eq!(parse_pci("0000:AF:1F.7").as_deref(), Some("0000:af:1f.7"));
-        for bad in ["", "03:00", "0000:03:00.8", "00000:03:00.0", "0000:03:20.0", "x:03:00.0", "0:0:0:0.0", "03:00.0.1"]
-        {
-            assert!(parse_pci(bad).is_none(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn list_open_close() {
-        let mut list = ptr::null_mut();
-        let mut n = 0u32;
-        // SAFETY: valid out-pointers.
-        unsafe {
-            assert_eq!(doca_devinfo_create_list(&mut list, &mut n), DOCA_SUCCESS);
-        }
-        if std::env::var_os(DEVICES_ENV).is_some() {
-            return; // configured by the environment: the defaults below do not apply
-        }
-        assert_eq!(n, 1);
-        // SAFETY: the list has n + 1 entries.
-        let info = unsafe { *list };
-        assert!(!info.is_null());
-        // SAFETY: list has a NULL terminator at index n.
-        assert!(unsafe { *list.add(1) }.is_null());
-        let mut pci = [0 as c_char; DOCA_DEVINFO_PCI_ADDR_SIZE];
-        let mut name = [0 as c_char; DOCA_DEVINFO_IBDEV_NAME_SIZE];
-        let mut iface = [0 as c_char; DOCA_DEVINFO_IFACE_NAME_SIZE];
-        let mut eq = 9u8;
-        let mut dev = ptr::null_mut();
-        // SAFETY: all buffers are valid for the sizes passed; `info` is from the list.
-        unsafe {
-            assert_eq!(doca_devinfo_get_pci_addr_str(info, pci.as_mut_ptr()), DOCA_SUCCESS);
-            assert_eq!(cstr(&pci), "0000:03:00.0");
-            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), name.len() as u32), DOCA_SUCCESS);
-            assert_eq!(cstr(&name), "soft0");
-            assert_eq!(doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), iface.len() as u32), DOCA_SUCCESS);
-            assert_eq!(cstr(&iface), "sfeth0");
-            // Exactly fitting and one byte short.
-            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 6), DOCA_SUCCESS);
-            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 5), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_get_iface_name(info, iface.as_mut_ptr(), 0), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), &mut eq), DOCA_SUCCESS);
-            assert_eq!(eq, 1);
-            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"0000:03:00.0".as_ptr(), &mut eq), DOCA_SUCCESS);
-            assert_eq!(eq, 1);
-            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"0000:04:00.0".as_ptr(), &mut eq), DOCA_SUCCESS);
-            assert_eq!(eq, 0);
-            assert_eq!(doca_devinfo_is_equal_pci_addr(info, c"garbage".as_ptr(), &mut eq), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, c"0000:03:00.0000000000000000000000000000000".as_ptr(), &mut eq),
-                DOCA_ERROR_INVALID_VALUE
-            );
-
-            assert_eq!(doca_dev_open(info, &mut dev), DOCA_SUCCESS);
-            // The devinfo stays valid after the list is destroyed.
-            assert_eq!(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
-            assert_eq!(doca_devinfo_destroy_list(list), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_dev_as_devinfo(dev), info);
-            assert_eq!(doca_devinfo_get_ibdev_name(info, name.as_mut_ptr(), 64), DOCA_SUCCESS);
-
-            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
-
-            // A device of this test only (other tests open the default one in parallel).
-            let dev = test_open_private("list-open-close");
-            let info = doca_dev_as_devinfo(dev);
-            // Opens are counted per device: the same object, released by the last close.
-            let mut again = ptr::null_mut();
-            assert_eq!(doca_dev_open(info, &mut again), DOCA_SUCCESS);
-            assert_eq!(again, dev);
-            // In use while referenced, at the last close only.
-            let r = dev_ref(dev).unwrap();
-            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS, "not the last close");
-            assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE);
-            let r2 = r.clone();
-            drop(r);
-            assert_eq!(doca_dev_close(dev), DOCA_ERROR_IN_USE);
-            drop(r2);
-            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
-            assert_eq!(doca_dev_close(dev), DOCA_ERROR_INVALID_VALUE);
-            assert!(doca_dev_as_devinfo(dev).is_null());
-            // Opened again after the last close: a new device.
-            assert_eq!(doca_dev_open(info, &mut again), DOCA_SUCCESS);
-            assert_eq!(doca_dev_close(again), DOCA_SUCCESS);
-        }
-    }
-
-    #[test]
-    fn null_and_foreign_pointers() {
-        let mut x = [0 as c_char; 64];
-        let mut n = 0u32;
-        let mut list = ptr::null_mut();
-        let fake = 0x1000 as *mut doca_devinfo;
-        // SAFETY: every call gets NULL or a foreign pointer that the provider must refuse
-        // without dereferencing.
-        unsafe {
-            assert_eq!(doca_devinfo_create_list(ptr::null_mut(), &mut n), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_create_list(&mut list, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_destroy_list(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_destroy_list(0x1000 as *mut _), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_dev_open(ptr::null_mut(), &mut ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_dev_open(fake, &mut ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_dev_close(ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_dev_close(0x1000 as *mut _), DOCA_ERROR_INVALID_VALUE);
-            assert!(doca_dev_as_devinfo(ptr::null()).is_null());
-            assert_eq!(doca_devinfo_get_pci_addr_str(fake, x.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_get_ibdev_name(fake, x.as_mut_ptr(), 64), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_get_iface_name(ptr::null(), x.as_mut_ptr(), 64), DOCA_ERROR_INVALID_VALUE);
-            let mut eq = 0;
-            assert_eq!(doca_devinfo_is_equal_pci_addr(fake, c"03:00.0".as_ptr(), &mut eq), DOCA_ERROR_INVALID_VALUE);
-            // A valid devinfo with NULL buffers.
-            let dev = test_open_default();
-            let info = doca_dev_as_devinfo(dev);
-            assert_eq!(doca_devinfo_get_pci_addr_str(info, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_get_ibdev_name(info, ptr::null_mut(), 64), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_devinfo_is_equal_pci_addr(info, ptr::null(), &mut eq), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(
-                doca_devinfo_is_equal_pci_addr(info, c"03:00.0".as_ptr(), ptr::null_mut()),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(doca_dev_open(info, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
-        }
-    }
-
-    /// Runs in a child process with DOCA_SOFT_DEVICES set (the environment of this process
-    /// is left alone).
-    #[test]
-    fn env_configured_devices() {
-        const ROLE: &str = "DOCA_SOFT_TEST_DEV_ENV_CHILD";
-        if std::env::var_os(ROLE).is_some() {
-            let mut list = ptr::null_mut();
-            let mut n = 0u32;
-            let mut buf = [0 as c_char; 64];
-            // SAFETY: valid out-pointers and buffers.
-            unsafe {
-                assert_eq!(doca_devinfo_create_list(&mut list, &mut n), DOCA_SUCCESS);
-                assert_eq!(n, 2);
-                assert_eq!(doca_devinfo_get_ibdev_name(*list.add(1), buf.as_mut_ptr(), 64), DOCA_SUCCESS);
-                assert_eq!(cstr(&buf), "mlx5_1");
-                assert_eq!(doca_devinfo_get_pci_addr_str(*list.add(1), buf.as_mut_ptr()), DOCA_SUCCESS);
-                assert_eq!(cstr(&buf), "0000:04:00.1");
-                assert_eq!(doca_devinfo_get_iface_name(*list.add(1), buf.as_mut_ptr(), 64), DOCA_SUCCESS);
-                assert_eq!(cstr(&buf), "p1");
-                assert_eq!(doca_devinfo_get_iface_name(*list, buf.as_mut_ptr(), 64), DOCA_SUCCESS);
-                assert_eq!(cstr(&buf), "sfeth0");
-                assert_eq!(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
-            }
-            return;
-        }
-        let name = format!("{}::env_configured_devices", module_path!().split_once("::").map_or("", |x| x.1));
-        let run = |spec: &str| {
-            let st = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", &name, "--nocapture", "--test-threads=1"])
-                .env(ROLE, "1")
-                .env(DEVICES_ENV, spec)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            st.success()
-        };
-        assert!(run("soft0@0000:03:00.0, mlx5_1@04:00.1@p1"));
-        // Bad configurations make create_list fail (BAD_CONFIG), so the child's assert fails.
-        assert!(!run("soft0"));
-        assert!(!run("soft0@zz:00.0"));
-        // Parser checks in-process.
-        assert!(parse_spec("a@03:00.0,a@04:00.0").is_err());
-        assert!(parse_spec("a@03:00.0@toolonginterface0").is_err());
-        assert_eq!(parse_spec("").unwrap().len(), 0);
-    }
-}
+mod tests;

@@ -296,8 +296,9 @@ pub unsafe extern "C" fn doca_dev_accelerate_resource_reclaim(dev: *mut doca_dev
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dev::{doca_dev_as_devinfo, doca_dev_close, test_open_default};
+    use crate::dev::{doca_dev_as_devinfo, doca_dev_close};
     use crate::rep::*;
+    use crate::testkit::dev::test_open_default;
 
     #[test]
     fn hw_addr_parsing() {

@@ -1,5 +1,9 @@
 //! The progress engine (`doca_pe_*`): completion queue, progress, and the notification handle.
 //!
+//! The top of the core (task ← ctx ← pe, see "Layers of the core" in
+//! `docs/soft-provider.md`): the PE drives its connected ctxs and delivers their tasks'
+//! completions; the layers below reach it through [`PeLink`], implemented here.
+//!
 //! # Model
 //!
 //! A [`doca_pe`] owns
@@ -56,11 +60,12 @@
 //! locked). The only cross-thread/cross-process entry is ringing its doorbell, which goes
 //! through the kernel.
 
+use core::any::Any;
 use core::cell::{Cell, RefCell};
-use core::ptr;
+use core::ptr::{self, NonNull};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::ctx::{self, ctx_ref, doca_ctx};
+use crate::ctx::{self, ctx_ref, doca_ctx, PeLink};
 use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
 use crate::ffi::{guard, guard_err, out};
 use crate::task::doca_task;
@@ -485,6 +490,37 @@ pub unsafe extern "C" fn doca_pe_get_num_inflight_tasks(
     })
 }
 
+/// The ctx layer reaches its PE through [`PeLink`] (the PE is the layer above it).
+impl PeLink for doca_pe {
+    fn enqueue(&self, task: &doca_task) {
+        doca_pe::enqueue(self, task)
+    }
+    fn notify_work(&self) {
+        doca_pe::notify_work(self)
+    }
+    fn inflight_add(&self, n: usize) {
+        doca_pe::inflight_add(self, n)
+    }
+    fn inflight_sub(&self, n: usize) {
+        doca_pe::inflight_sub(self, n)
+    }
+    fn disconnect(&self, ctx: &doca_ctx) {
+        doca_pe::disconnect(self, ctx)
+    }
+}
+
+impl doca_ctx {
+    /// The PE this ctx is connected to, if any. The PE outlives its connected ctxs
+    /// (`doca_pe_destroy` refuses while any is connected).
+    ///
+    /// Defined here rather than in `ctx.rs` because the ctx layer knows its PE only as a
+    /// [`PeLink`]; the only PE there is, `doca_pe`, is this module's.
+    pub fn pe(&self) -> Option<&doca_pe> {
+        let link: &dyn Any = self.pe_link()?;
+        link.downcast_ref::<doca_pe>()
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ctx) -> doca_error_t {
     guard_err(|| {
@@ -500,7 +536,7 @@ pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ct
             return Err(DOCA_ERROR_IN_USE);
         }
         c.can_connect()?;
-        c.set_pe(pe);
+        c.set_pe(NonNull::from(p));
         p.ctxs.borrow_mut().push(ctx);
         Ok(())
     })
@@ -532,181 +568,4 @@ impl doca_pe {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ctx::{doca_ctx_start, doca_ctx_stop};
-    use crate::task::{doca_task_free, doca_task_submit};
-    use crate::testkit::*;
-
-    fn arm(pe: *mut doca_pe) {
-        // SAFETY: live PE.
-        assert_eq!(unsafe { doca_pe_request_notification(pe) }, DOCA_SUCCESS);
-    }
-
-    fn clear(pe: *mut doca_pe) {
-        // SAFETY: live PE.
-        assert_eq!(unsafe { doca_pe_clear_notification(pe, -1) }, DOCA_SUCCESS);
-    }
-
-    fn started_dummy(pe: *mut doca_pe, n: u32) -> *mut Dummy {
-        let d = Dummy::create(false);
-        Dummy::set_conf(d, n).unwrap();
-        // SAFETY: live objects.
-        unsafe {
-            assert_eq!(doca_pe_connect_ctx(pe, Dummy::ctx(d)), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_start(Dummy::ctx(d)), DOCA_SUCCESS);
-        }
-        d
-    }
-
-    #[test]
-    fn handle_is_stable_and_readable_exactly_with_work() {
-        reset();
-        let pe = new_pe();
-        let fd = pe_fd(pe);
-        assert!(fd >= 0);
-        assert_eq!(pe_fd(pe), fd, "the handle never changes");
-        let d = started_dummy(pe, 4);
-        THEN.with(|t| t.set(Then::Free));
-
-        // Idle and armed: not readable.
-        drain(pe);
-        arm(pe);
-        assert!(!readable(fd, 0));
-
-        // A completion queued while armed makes it readable.
-        let t = Dummy::alloc(d, 1).unwrap();
-        // SAFETY: live task.
-        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_SUCCESS);
-        assert!(readable(fd, 0));
-        clear(pe);
-        assert_eq!(drain(pe), 1);
-        assert!(!readable(fd, 0), "cleared and drained: quiet");
-
-        // Not armed: queuing a completion does not touch the eventfd...
-        let t = Dummy::alloc(d, 2).unwrap();
-        // SAFETY: live task.
-        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_SUCCESS);
-        assert!(!readable(fd, 0));
-        // ...but arming with work already pending makes it readable at once.
-        arm(pe);
-        assert!(readable(fd, 0));
-        clear(pe);
-        assert_eq!(drain(pe), 1);
-        arm(pe);
-        assert!(!readable(fd, 0));
-        clear(pe);
-
-        // SAFETY: live ctx.
-        unsafe { doca_ctx_stop(Dummy::ctx(d)) };
-        Dummy::destroy(d).unwrap();
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn due_transition_wakes_an_armed_pe() {
-        reset();
-        let pe = new_pe();
-        let fd = pe_fd(pe);
-        let d = started_dummy(pe, 1);
-        let t = Dummy::alloc(d, 1).unwrap();
-        // SAFETY: live ctx.
-        let r = unsafe { doca_ctx_stop(Dummy::ctx(d)) };
-        assert_eq!(r, DOCA_ERROR_IN_PROGRESS);
-        drain(pe);
-        arm(pe);
-        assert!(!readable(fd, 0));
-        // Freeing the last task (outside progress) makes STOPPING → IDLE due.
-        // SAFETY: owned task.
-        unsafe { doca_task_free(t) };
-        assert!(readable(fd, 0));
-        clear(pe);
-        assert_eq!(drain(pe), 1);
-        Dummy::destroy(d).unwrap();
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn doorbell_rung_by_another_thread() {
-        let pe = new_pe();
-        let fd = pe_fd(pe);
-        arm(pe);
-        assert!(!readable(fd, 0));
-        // SAFETY: live PE (read-only access to its doorbell address).
-        let addr = unsafe { &*pe }.doorbell_address();
-        std::thread::spawn(move || crate::doorbell::ring(addr).unwrap()).join().unwrap();
-        assert!(readable(fd, 1000));
-        clear(pe);
-        assert!(!readable(fd, 0));
-        // Rung while not armed: the next arm drains it (nothing to do → quiet).
-        crate::doorbell::ring(addr).unwrap();
-        arm(pe);
-        assert!(!readable(fd, 0));
-        clear(pe);
-        destroy_pe(pe);
-        // The PE is gone: its doorbell reports NOT_FOUND to ringers. Not always at once: a
-        // process that another test forks at this moment holds a copy of every socket until
-        // it execs (CLOEXEC closes it then), so the name can stay bound for a moment.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            match crate::doorbell::ring(addr) {
-                Err(DOCA_ERROR_NOT_FOUND) => break,
-                Ok(()) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(1))
-                }
-                other => panic!("ringing a destroyed PE gave {other:?}, not NOT_FOUND"),
-            }
-        }
-    }
-
-    #[test]
-    fn registered_fds_in_both_modes() {
-        let pe = new_pe();
-        let fd = pe_fd(pe);
-        // SAFETY: live PE.
-        let p = unsafe { &*pe };
-        // SAFETY: eventfd with constant flags.
-        let drain_ev = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)) };
-        // SAFETY: as above.
-        let level_ev = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)) };
-        p.register_fd(drain_ev.as_raw_fd(), FdMode::Drain).unwrap();
-        p.register_fd(level_ev.as_raw_fd(), FdMode::Level).unwrap();
-        assert_eq!(p.register_fd(level_ev.as_raw_fd(), FdMode::Level), Err(DOCA_ERROR_ALREADY_EXIST));
-        let one = 1u64;
-        arm(pe);
-        // SAFETY: 8-byte write to our eventfd.
-        unsafe { libc::write(drain_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
-        assert!(readable(fd, 0));
-        clear(pe);
-        assert!(!readable(fd, 0), "drain-mode fd was drained");
-        // SAFETY: as above.
-        unsafe { libc::write(level_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
-        assert!(readable(fd, 0));
-        clear(pe);
-        assert!(readable(fd, 0), "level-mode fd is left for its ctx to consume");
-        drain_fd(level_ev.as_raw_fd());
-        assert!(!readable(fd, 0));
-        p.unregister_fd(level_ev.as_raw_fd());
-        p.unregister_fd(drain_ev.as_raw_fd());
-        // SAFETY: as above.
-        unsafe { libc::write(level_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
-        assert!(!readable(fd, 0), "unregistered");
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn event_mode_and_counters() {
-        let pe = new_pe();
-        // SAFETY: live PE, valid out-pointer.
-        unsafe {
-            assert_eq!(doca_pe_set_event_mode(pe, DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE), DOCA_SUCCESS);
-            assert_eq!((*pe).event_mode(), DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE);
-            assert_eq!(doca_pe_set_event_mode(pe, 7), DOCA_ERROR_INVALID_VALUE);
-            let mut n = 5;
-            assert_eq!(doca_pe_get_num_inflight_tasks(pe, &mut n), DOCA_SUCCESS);
-            assert_eq!(n, 0);
-            assert_eq!(doca_pe_progress(pe), 0);
-        }
-        destroy_pe(pe);
-    }
-}
+mod tests;

@@ -1,11 +1,13 @@
-//! Representors, and the role that decides whether a soft device has any.
+//! Representors: what a DPU-role soft device lists for the host function it manages.
 //!
 //! On a BlueField, the DPU's own device manages the PCI functions the host sees: from an open
 //! DPU-side device, `doca_devinfo_rep_create_list` lists a *representor* for each of them, and
 //! DPU programs (a Comch server, the sync-event PCI samples) pick the host function they serve
 //! by its PCI address or VUID. On the host the same call answers `DOCA_ERROR_NOT_SUPPORTED`.
 //!
-//! One machine running doca-soft plays both sides, so the side is a setting of the process:
+//! One machine running doca-soft plays both sides, so the side is a setting of the process,
+//! read by `dev.rs` (which owns the soft devices' configuration, `DOCA_SOFT_DEVICES` and
+//! `DOCA_SOFT_ROLE` alike; `doca_devinfo_create_list` refuses a bad role):
 //!
 //! | `DOCA_SOFT_ROLE` | meaning |
 //! |---|---|
@@ -32,61 +34,11 @@ use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::dev::{
-    current_devinfos, dev_ref, devinfo_ref, doca_dev, doca_devinfo, read_pci_arg, write_cstr, ListRegistry,
+    current_devinfos, dev_ref, devinfo_ref, doca_dev, doca_devinfo, read_pci_arg, role, write_cstr, ListRegistry, Role,
+    ROLE_ENV,
 };
 use crate::ffi::{guard, guard_err, out};
 use crate::types::*;
-
-/// Name of the environment variable that chooses the role of this process's soft devices.
-pub const ROLE_ENV: &str = "DOCA_SOFT_ROLE";
-
-/// Which side of the PCI link the soft devices of this process stand on.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Role {
-    /// A host: its devices manage no other functions.
-    Host,
-    /// A DPU: each device manages (and represents) the host PF of the same PCI address.
-    Dpu,
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Unit tests run in parallel threads of one process, so they choose a role per thread
-    /// instead of changing the process environment.
-    static TEST_ROLE: std::cell::Cell<Option<Role>> = const { std::cell::Cell::new(None) };
-}
-
-/// Sets (or with None clears) this thread's role override (unit tests only).
-#[cfg(test)]
-pub(crate) fn set_test_role(role: Option<Role>) {
-    TEST_ROLE.with(|r| r.set(role));
-}
-
-/// Parses a `DOCA_SOFT_ROLE` value.
-fn parse_role(v: &str) -> Option<Role> {
-    match v.trim() {
-        "" | "host" => Some(Role::Host),
-        "dpu" => Some(Role::Dpu),
-        _ => None,
-    }
-}
-
-/// The role of this process's soft devices (`DOCA_SOFT_ROLE`); BAD_CONFIG, logged, for a
-/// value that is neither `host` nor `dpu`.
-pub fn role() -> Result<Role, doca_error_t> {
-    #[cfg(test)]
-    if let Some(r) = TEST_ROLE.with(|r| r.get()) {
-        return Ok(r);
-    }
-    match std::env::var(ROLE_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(Role::Host),
-        Ok(v) if parse_role(&v).is_some() => Ok(parse_role(&v).unwrap_or(Role::Host)),
-        _ => Err(crate::sdk_fail!(
-            DOCA_ERROR_BAD_CONFIG,
-            "{ROLE_ENV} must be \"host\" or \"dpu\" (unset means host); refusing to guess the side"
-        )),
-    }
-}
 
 /// `struct doca_devinfo_rep`: one function a DPU-side soft device represents.
 #[derive(Debug)]

@@ -28,6 +28,12 @@
 //!   Kinds whose DOCA API sets callbacks per task (UROM worker commands, `get_workers_by_gid`)
 //!   overwrite them with [`set_callbacks`].
 //!
+//! # Layer
+//! The bottom of the core (task ← ctx ← pe, see "Layers of the core" in
+//! `docs/soft-provider.md`): this module does not name the ctx or the PE. A pool and its tasks
+//! reach their ctx through [`TaskOwner`], which the ctx implements; `doca_task::ctx` (the
+//! concrete ctx, for kinds) and `doca_task_get_ctx` are defined in `ctx.rs`.
+//!
 //! # Errors (decisions documented here; see also `docs/soft-provider.md`)
 //! * allocation while the ctx is not RUNNING → `DOCA_ERROR_BAD_STATE`;
 //! * allocation of a kind never configured on this ctx → `DOCA_ERROR_NOT_SUPPORTED`;
@@ -44,13 +50,55 @@
 //! Single-threaded, like DOCA: a task, its ctx and its PE are used from one thread. The types
 //! use `Cell`/`RefCell` and are `!Sync`.
 
+use core::any::Any;
 use core::cell::{Cell, RefCell};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-use crate::ctx::{self, doca_ctx};
 use crate::ffi::{guard, guard_err};
 use crate::types::*;
+
+/// What the task framework needs from the ctx that owns a task's pool: its state, its pools,
+/// its counters, its held tasks and the way to its PE's completion queue.
+///
+/// Tasks are the bottom layer of the provider's core (task ← ctx ← pe): this module does not
+/// name `doca_ctx`. The ctx implements this trait (in `ctx.rs`), and every pool and task header
+/// points at its ctx through it. Kinds get the concrete ctx back with `doca_task::ctx`, which
+/// `ctx.rs` defines.
+///
+/// # Safety
+/// Only `doca_ctx` implements this trait: `doca_task::ctx` turns a task's owner back into the
+/// `doca_ctx` it is.
+pub unsafe trait TaskOwner: Any {
+    /// The ctx state (tasks are configured while IDLE, allocated and submitted while RUNNING).
+    fn state(&self) -> doca_ctx_states;
+    /// The ctx user data, passed to every task callback.
+    fn user_data(&self) -> doca_data;
+    /// The pool of `kind` on this ctx, if configured.
+    fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool>;
+    /// Installs `pool` (replacing a pool of the same kind, kept alive until the ctx goes).
+    fn install_pool(&self, pool: PoolBox) -> &Pool;
+    /// Calls `f` on every pool of this ctx.
+    fn for_each_pool(&self, f: &mut dyn FnMut(&Pool));
+    /// Counts a task allocated from this ctx.
+    fn task_allocated(&self);
+    /// Counts a task freed (the last one lets a STOPPING ctx reach IDLE).
+    fn task_freed(&self);
+    /// The next submission sequence number (flush order).
+    fn next_seq(&self) -> u64;
+    /// Counts `n` more tasks in flight (on the ctx and its PE).
+    fn inflight_add(&self, n: usize);
+    /// Counts `n` fewer tasks in flight.
+    fn inflight_sub(&self, n: usize);
+    /// Holds a task submitted without FLUSH until the next flush.
+    fn hold(&self, task: &doca_task);
+    /// Hands every held task to its kind; true if any was held.
+    fn flush_held(&self) -> bool;
+    /// Forgets the held tasks (stop flushes them with the other submitted ones).
+    fn forget_held(&self);
+    /// Queues a completed task on the ctx's PE.
+    fn enqueue_completion(&self, task: &doca_task);
+}
 
 /// `"TASK"`: marks a live task header (checked on every entry point).
 const TASK_MAGIC: u32 = 0x5441_534b;
@@ -178,7 +226,8 @@ pub struct doca_task {
     state: Cell<TaskState>,
     status: Cell<doca_error_t>,
     kind: &'static TaskKind,
-    ctx: *const doca_ctx,
+    /// The ctx whose pool holds this task.
+    owner: *const dyn TaskOwner,
     pool: *const Pool,
     user_data: Cell<doca_data>,
     ok_cb: Cell<Option<RawCb>>,
@@ -190,14 +239,14 @@ pub struct doca_task {
 }
 
 impl doca_task {
-    fn new(kind: &'static TaskKind, ctx: *const doca_ctx, pool: *const Pool, index: u32) -> doca_task {
+    fn new(kind: &'static TaskKind, owner: *const dyn TaskOwner, pool: *const Pool, index: u32) -> doca_task {
         doca_task {
             magic: TASK_MAGIC,
             index,
             state: Cell::new(TaskState::Free),
             status: Cell::new(DOCA_SUCCESS),
             kind,
-            ctx,
+            owner,
             pool,
             user_data: Cell::new(doca_data::from_u64(0)),
             ok_cb: Cell::new(None),
@@ -222,16 +271,17 @@ impl doca_task {
         self.kind
     }
 
-    /// The ctx the task belongs to (alive as long as the task is reachable).
-    pub fn ctx(&self) -> &doca_ctx {
+    /// The ctx the task belongs to, as the task layer knows it (alive as long as the task is
+    /// reachable). Kinds want the concrete ctx: `doca_task::ctx`, defined in `ctx.rs`.
+    pub fn owner(&self) -> &dyn TaskOwner {
         // SAFETY: pools belong to their ctx and are freed only with it, so a live header's
         // ctx pointer is valid.
-        unsafe { &*self.ctx }
+        unsafe { &*self.owner }
     }
 
-    /// The raw ctx pointer.
-    pub fn ctx_ptr(&self) -> *mut doca_ctx {
-        self.ctx as *mut doca_ctx
+    /// The raw pointer to the owning ctx (see [`doca_task::owner`]).
+    pub fn owner_ptr(&self) -> *const dyn TaskOwner {
+        self.owner
     }
 
     /// The task as its specific type.
@@ -341,10 +391,10 @@ unsafe fn drop_slots_of<T>(base: *mut u8, len: usize) {
 }
 
 /// Owner of a [`Pool`] allocation (`Box::into_raw`'d so task headers can point at it).
-pub(crate) struct PoolBox(NonNull<Pool>);
+pub struct PoolBox(NonNull<Pool>);
 
 impl PoolBox {
-    fn new<T: TaskType>(ctx: *const doca_ctx, num_tasks: u32) -> PoolBox {
+    fn new<T: TaskType>(owner: *const dyn TaskOwner, num_tasks: u32) -> PoolBox {
         let pool = Box::into_raw(Box::new(Pool {
             kind: T::KIND,
             ok_cb: Cell::new(None),
@@ -355,7 +405,7 @@ impl PoolBox {
             free: RefCell::new(Vec::new()),
             drop_slots: drop_slots_of::<T>,
         }));
-        let slots: Box<[T]> = (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, ctx, pool, i))).collect();
+        let slots: Box<[T]> = (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, owner, pool, i))).collect();
         let base = Box::into_raw(slots).cast::<u8>();
         // SAFETY: `pool` was just allocated and is not shared yet (the headers only hold the
         // address); writing the remaining fields through it is exclusive.
@@ -392,7 +442,7 @@ impl Drop for PoolBox {
 /// points require both callbacks ([`set_conf`]); kinds with per-task callbacks may pass
 /// `None` and set them with [`set_callbacks`] before submit.
 pub fn configure<T: TaskType>(
-    ctx: &doca_ctx,
+    ctx: &dyn TaskOwner,
     ok_cb: Option<TypedCb<T>>,
     err_cb: Option<TypedCb<T>>,
     num_tasks: u32,
@@ -406,7 +456,7 @@ pub fn configure<T: TaskType>(
     let pool = ctx.pool_for(T::KIND);
     let pool = match pool {
         Some(p) if p.capacity() == num_tasks => p,
-        _ => ctx.install_pool(PoolBox::new::<T>(ctx as *const doca_ctx, num_tasks)),
+        _ => ctx.install_pool(PoolBox::new::<T>(ctx as *const dyn TaskOwner, num_tasks)),
     };
     pool.ok_cb.set(ok_cb.map(erase_cb::<T>));
     pool.err_cb.set(err_cb.map(erase_cb::<T>));
@@ -415,7 +465,7 @@ pub fn configure<T: TaskType>(
 
 /// [`configure`] with DOCA's argument rules for `*_set_conf`: both callbacks non-NULL.
 pub fn set_conf<T: TaskType>(
-    ctx: &doca_ctx,
+    ctx: &dyn TaskOwner,
     ok_cb: Option<TypedCb<T>>,
     err_cb: Option<TypedCb<T>>,
     num_tasks: u32,
@@ -428,7 +478,7 @@ pub fn set_conf<T: TaskType>(
 
 /// Allocates a `T` from `ctx`'s pool. The caller (the kind's `*_alloc_init`) then fills the
 /// specific fields and writes the pointer out.
-pub fn alloc<T: TaskType>(ctx: &doca_ctx, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
+pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
@@ -468,13 +518,13 @@ pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_tas
 }
 
 /// The generic checks of every submit, then the task is Submitted and counted in flight.
-fn accept(task: &doca_task) -> Result<&doca_ctx, doca_error_t> {
+fn accept(task: &doca_task) -> Result<&dyn TaskOwner, doca_error_t> {
     match task.state.get() {
         TaskState::Allocated => {}
         TaskState::Free => return Err(DOCA_ERROR_INVALID_VALUE),
         TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
     }
-    let ctx = task.ctx();
+    let ctx = task.owner();
     if ctx.state() != DOCA_CTX_STATE_RUNNING {
         return Err(DOCA_ERROR_BAD_STATE);
     }
@@ -563,7 +613,7 @@ pub fn complete(task: &doca_task, status: doca_error_t) {
     }
     task.status.set(status);
     task.state.set(TaskState::Completed);
-    task.ctx().enqueue_completion(task);
+    task.owner().enqueue_completion(task);
 }
 
 /// Delivers a completed task popped from a PE's completion queue: ownership returns to the
@@ -575,7 +625,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     // SAFETY: per the contract, `task` is a live header (its ctx outlives queued tasks).
     let t = unsafe { &*task };
     debug_assert_eq!(t.state.get(), TaskState::Completed);
-    let ctx = t.ctx();
+    let ctx = t.owner();
     t.state.set(TaskState::Allocated);
     t.next.set(ptr::null());
     ctx.inflight_sub(1);
@@ -595,11 +645,11 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
 
 /// Flushes every submitted (not yet completed) task of `ctx`, oldest submission first:
 /// each gets the kind's flush hook, then completes with `status`.
-pub(crate) fn flush_submitted(ctx: &doca_ctx, status: doca_error_t) {
+pub(crate) fn flush_submitted(ctx: &dyn TaskOwner, status: doca_error_t) {
     // Held tasks are Submitted too: they are flushed below with the others.
     ctx.forget_held();
     let mut pending: Vec<(u64, *const doca_task)> = Vec::new();
-    ctx.for_each_pool(|pool| {
+    ctx.for_each_pool(&mut |pool| {
         pool.for_each(|t| {
             if t.state.get() == TaskState::Submitted {
                 pending.push((t.seq.get(), t as *const doca_task));
@@ -652,7 +702,7 @@ fn free(task: &doca_task) {
     let pool = unsafe { &*task.pool };
     pool.free.borrow_mut().push(task.index);
     allocated_shard().fetch_sub(1, Ordering::Relaxed);
-    task.ctx().task_freed();
+    task.owner().task_freed();
 }
 
 /// Tasks allocated and not freed yet, over every ctx of every thread of the process: the
@@ -771,17 +821,6 @@ pub unsafe extern "C" fn doca_task_get_user_data(task: *const doca_task) -> doca
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn doca_task_get_ctx(task: *const doca_task) -> *mut doca_ctx {
-    guard(ptr::null_mut(), || {
-        // SAFETY: as in doca_task_submit.
-        match unsafe { task_ref(task) } {
-            Ok(t) => t.ctx_ptr(),
-            Err(_) => ptr::null_mut(),
-        }
-    })
-}
-
 // ---- per-field accessors of specific task types (task re-use) ----
 
 /// The task of type `T` behind a C pointer, if it is one.
@@ -848,297 +887,5 @@ macro_rules! task_field {
 
 pub(crate) use task_field;
 
-/// Re-exported for kinds: the ctx module's flush status.
-pub use ctx::FLUSH_STATUS;
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ctx::{doca_ctx_set_user_data, doca_ctx_start, doca_ctx_stop};
-    use crate::pe::{doca_pe_connect_ctx, doca_pe_progress};
-    use crate::testkit::*;
-
-    /// A started dummy ctx on a new PE with a pool of `n` tasks.
-    fn setup(n: u32) -> (*mut crate::pe::doca_pe, *mut Dummy) {
-        reset();
-        let pe = new_pe();
-        let d = Dummy::create(false);
-        Dummy::set_conf(d, n).unwrap();
-        // SAFETY: live PE and ctx.
-        unsafe {
-            assert_eq!(doca_pe_connect_ctx(pe, Dummy::ctx(d)), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_start(Dummy::ctx(d)), DOCA_SUCCESS);
-        }
-        (pe, d)
-    }
-
-    fn teardown(pe: *mut crate::pe::doca_pe, d: *mut Dummy) {
-        // SAFETY: live ctx.
-        let r = unsafe { doca_ctx_stop(Dummy::ctx(d)) };
-        assert!(r == DOCA_SUCCESS || r == DOCA_ERROR_BAD_STATE, "{r:?}");
-        drain(pe);
-        Dummy::destroy(d).unwrap();
-        destroy_pe(pe);
-    }
-
-    #[test]
-    fn pool_exhaustion_and_reuse() {
-        let (pe, d) = setup(2);
-        let a = Dummy::alloc(d, 1).unwrap();
-        let b = Dummy::alloc(d, 2).unwrap();
-        assert_ne!(a, b);
-        assert_eq!(Dummy::alloc(d, 3), Err(DOCA_ERROR_NO_MEMORY));
-        // SAFETY: `a` is an allocated task we own.
-        unsafe { doca_task_free(a) };
-        let c = Dummy::alloc(d, 4).unwrap();
-        assert_eq!(c, a, "the freed slot is reused (stable addresses)");
-        assert_eq!(Dummy::alloc(d, 5), Err(DOCA_ERROR_NO_MEMORY));
-        // SAFETY: owned tasks.
-        unsafe {
-            doca_task_free(b);
-            doca_task_free(c);
-        }
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn configuration_rules() {
-        reset();
-        let pe = new_pe();
-        let d = Dummy::create(false);
-        // SAFETY: `d` is live.
-        let ctx = unsafe { &*Dummy::ctx(d) };
-        assert_eq!(Dummy::set_conf(d, 0), Err(DOCA_ERROR_INVALID_VALUE));
-        assert_eq!(set_conf::<crate::testkit::DummyTask>(ctx, None, Some(rec_err), 4), Err(DOCA_ERROR_INVALID_VALUE));
-        assert_eq!(set_conf::<crate::testkit::DummyTask>(ctx, Some(rec_ok), None, 4), Err(DOCA_ERROR_INVALID_VALUE));
-        // Not configured, not started: BAD_STATE comes first (ctx not running).
-        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_BAD_STATE));
-        // SAFETY: live PE and ctx.
-        unsafe {
-            assert_eq!(doca_pe_connect_ctx(pe, Dummy::ctx(d)), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_start(Dummy::ctx(d)), DOCA_SUCCESS);
-        }
-        // Running, kind never configured: NOT_SUPPORTED.
-        assert_eq!(Dummy::alloc(d, 0), Err(DOCA_ERROR_NOT_SUPPORTED));
-        // set_conf only while IDLE.
-        assert_eq!(Dummy::set_conf(d, 4), Err(DOCA_ERROR_NOT_PERMITTED));
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn submit_rules_and_bad_frees() {
-        let (pe, d) = setup(4);
-        Dummy::get(d).hold.set(true);
-        let t = Dummy::alloc(d, 7).unwrap();
-        // SAFETY: `t` is a live task of this test; every call below is on it.
-        unsafe {
-            assert_eq!(doca_task_submit(t), DOCA_SUCCESS);
-            assert_eq!(doca_task_submit(t), DOCA_ERROR_BAD_STATE);
-            assert_eq!(doca_task_try_submit(t), DOCA_ERROR_BAD_STATE);
-            // Freeing an in-flight task is ignored.
-            doca_task_free(t);
-            assert_eq!((*t).state(), TaskState::Submitted);
-        }
-        Dummy::release_all(d);
-        // Completed but not delivered: still owned by the library.
-        // SAFETY: live task.
-        unsafe { doca_task_free(t) };
-        assert_eq!(drain(pe), 1);
-        let done = take_done();
-        assert_eq!(done.len(), 1);
-        assert_eq!(done[0].ud, 7);
-        // SAFETY: live task, owned by us again.
-        unsafe {
-            assert_eq!((*t).state(), TaskState::Allocated);
-            doca_task_free(t);
-            // Double free ignored; submit of a free task refused.
-            doca_task_free(t);
-            assert_eq!(doca_task_submit(t), DOCA_ERROR_INVALID_VALUE);
-        }
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn callbacks_run_only_inside_progress_with_user_data() {
-        let (pe, d) = setup(4);
-        // SAFETY: live ctx.
-        unsafe { doca_ctx_set_user_data(Dummy::ctx(d), doca_data::from_u64(0xC7)) };
-        let ok = Dummy::alloc(d, 1).unwrap();
-        let bad = Dummy::alloc(d, 2).unwrap();
-        set_fail(bad, true);
-        // SAFETY: live tasks.
-        unsafe {
-            doca_task_set_user_data(ok, doca_data::from_u64(11));
-            assert_eq!(doca_task_get_user_data(ok).as_u64(), 11);
-            assert_eq!(doca_task_get_ctx(ok), Dummy::ctx(d));
-            assert_eq!(doca_task_submit(ok), DOCA_SUCCESS);
-            assert_eq!(doca_task_try_submit(bad), DOCA_SUCCESS);
-        }
-        assert!(take_done().is_empty(), "no callback inside submit");
-        THEN.with(|t| t.set(Then::Free));
-        assert_eq!(drain(pe), 2);
-        let done = take_done();
-        assert_eq!(done.len(), 2);
-        assert_eq!((done[0].ud, done[0].ok, done[0].status, done[0].ctx_ud), (11, true, DOCA_SUCCESS, 0xC7));
-        assert_eq!((done[1].ud, done[1].ok, done[1].status), (2, false, DOCA_ERROR_IO_FAILED));
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn callback_can_submit_a_new_task_but_not_progress() {
-        let (pe, d) = setup(2);
-        PE_FOR_NESTED.with(|p| p.set(pe));
-        THEN.with(|t| t.set(Then::SubmitAnotherThenFree));
-        let t = Dummy::alloc(d, 1).unwrap();
-        // SAFETY: live task.
-        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_SUCCESS);
-        assert_eq!(drain(pe), 2);
-        let done = take_done();
-        assert_eq!(done.iter().map(|x| x.ud).collect::<Vec<_>>(), vec![1, 1001]);
-        assert_eq!(NESTED_PROGRESS.with(|n| n.get()), Some(0), "nested progress does nothing");
-        // Both freed: the pool is full again.
-        let a = Dummy::alloc(d, 0).unwrap();
-        let b = Dummy::alloc(d, 0).unwrap();
-        // SAFETY: owned tasks.
-        unsafe {
-            doca_task_free(a);
-            doca_task_free(b);
-        }
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn stale_pointer_after_reconfiguration_is_refused() {
-        let (pe, d) = setup(2);
-        let t = Dummy::alloc(d, 1).unwrap();
-        // SAFETY: owned task; live ctx.
-        unsafe {
-            doca_task_free(t);
-            assert_eq!(doca_ctx_stop(Dummy::ctx(d)), DOCA_SUCCESS);
-        }
-        Dummy::set_conf(d, 3).unwrap();
-        // SAFETY: live ctx.
-        assert_eq!(unsafe { doca_ctx_start(Dummy::ctx(d)) }, DOCA_SUCCESS);
-        // The old slot memory is retired but still allocated: a stale submit is refused.
-        // SAFETY: the retired pool is kept alive by the ctx.
-        assert_eq!(unsafe { doca_task_submit(t) }, DOCA_ERROR_INVALID_VALUE);
-        let n: Vec<_> = (0..3).map(|i| Dummy::alloc(d, i).unwrap()).collect();
-        assert_eq!(Dummy::alloc(d, 9), Err(DOCA_ERROR_NO_MEMORY));
-        for t in n {
-            // SAFETY: owned tasks.
-            unsafe { doca_task_free(t) };
-        }
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn submit_ex_holds_unflushed_tasks_until_a_flush_in_submission_order() {
-        let (pe, d) = setup(8);
-        Dummy::get(d).hold.set(true);
-        let t: Vec<_> = (1..=8).map(|i| Dummy::alloc(d, i).unwrap()).collect();
-        let ctx = Dummy::ctx(d);
-        // SAFETY: live tasks and ctx of this test.
-        unsafe {
-            // Unknown flag bits: refused, the task stays with the caller.
-            assert_eq!(doca_task_submit_ex(t[0], 1 << 5), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!((*t[0]).state(), TaskState::Allocated);
-            assert_eq!(doca_task_submit_ex(t[0], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert_eq!(doca_task_submit_ex(t[1], DOCA_TASK_SUBMIT_FLAG_OPTIMIZE_REPORTS), DOCA_SUCCESS);
-            // Accepted (owned by the library, in flight) but not handed to the kind yet.
-            assert_eq!((*t[0]).state(), TaskState::Submitted);
-            assert!(Dummy::pending_uds(d).is_empty());
-            assert_eq!((*ctx).inflight_tasks(), 2);
-            crate::ctx::doca_ctx_flush_tasks(ctx);
-            assert_eq!(Dummy::pending_uds(d), [1, 2]);
-            // A task the library owns cannot be submitted again.
-            assert_eq!(doca_task_submit_ex(t[0], DOCA_TASK_SUBMIT_FLAG_FLUSH), DOCA_ERROR_BAD_STATE);
-            // A flushed submit pushes the held ones first.
-            assert_eq!(doca_task_submit_ex(t[2], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert_eq!(doca_task_submit_ex(t[3], DOCA_TASK_SUBMIT_FLAG_FLUSH), DOCA_SUCCESS);
-            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4]);
-            // Progress pushes them too: unflushed tasks always complete.
-            assert_eq!(doca_task_submit_ex(t[4], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert_eq!(doca_pe_progress(pe), 1);
-            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4, 5]);
-            // doca_task_submit is a flushed submit: a held task goes first.
-            assert_eq!(doca_task_submit_ex(t[6], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert_eq!(doca_task_submit(t[7]), DOCA_SUCCESS);
-            assert_eq!(Dummy::pending_uds(d), [1, 2, 3, 4, 5, 7, 8]);
-        }
-        Dummy::release_all(d);
-        THEN.with(|x| x.set(Then::Free));
-        assert_eq!(drain(pe), 7);
-        assert_eq!(
-            take_done().iter().map(|x| (x.ud, x.ok)).collect::<Vec<_>>(),
-            [1, 2, 3, 4, 5, 7, 8].map(|u| (u, true))
-        );
-        // An armed PE wakes up for a held task.
-        Dummy::get(d).hold.set(false);
-        // SAFETY: live PE and task.
-        unsafe {
-            assert_eq!(crate::pe::doca_pe_request_notification(pe), DOCA_SUCCESS);
-            assert!(!readable(pe_fd(pe), 0));
-            assert_eq!(doca_task_submit_ex(t[5], DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert!(readable(pe_fd(pe), 1000), "a held task makes an armed PE's handle readable");
-            assert_eq!(crate::pe::doca_pe_clear_notification(pe, pe_fd(pe)), DOCA_SUCCESS);
-        }
-        assert_eq!(drain(pe), 1);
-        assert_eq!(take_done().iter().map(|x| x.ud).collect::<Vec<_>>(), [6]);
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn a_held_task_refused_at_flush_fails_through_its_callback_and_stop_flushes_held_tasks() {
-        let (pe, d) = setup(4);
-        let bad = Dummy::alloc(d, 1).unwrap();
-        let held = Dummy::alloc(d, 2).unwrap();
-        set_fail(bad, true);
-        THEN.with(|x| x.set(Then::Free));
-        // SAFETY: live tasks and ctx.
-        unsafe {
-            assert_eq!(doca_task_submit_ex(bad, DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert_eq!(drain(pe), 1);
-            assert_eq!(take_done().iter().map(|x| (x.ud, x.status)).collect::<Vec<_>>(), [(1, DOCA_ERROR_IO_FAILED)]);
-            // Held, then the ctx stops: the task comes back through its error callback.
-            assert_eq!(doca_task_submit_ex(held, DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_stop(Dummy::ctx(d)), DOCA_ERROR_IN_PROGRESS);
-        }
-        drain(pe);
-        assert_eq!(take_done().iter().map(|x| (x.ud, x.status)).collect::<Vec<_>>(), [(2, FLUSH_STATUS)]);
-        assert!(Dummy::pending_uds(d).is_empty(), "a stopped ctx never hands a held task to its kind");
-        teardown(pe, d);
-    }
-
-    #[test]
-    fn completion_vectors_and_datapaths() {
-        reset();
-        let pe = new_pe();
-        let d = Dummy::create(false);
-        let ctx = Dummy::ctx(d);
-        let dev = crate::dev::test_open_default();
-        let mut n = 0u32;
-        // SAFETY: live objects; foreign GPU/DPA pointers are never dereferenced.
-        unsafe {
-            let info = crate::dev::doca_dev_as_devinfo(dev);
-            assert_eq!(crate::ctx::doca_ctx_cap_get_num_completion_vectors(info, &mut n), DOCA_SUCCESS);
-            assert_eq!(n, 1);
-            assert_eq!(
-                crate::ctx::doca_ctx_cap_get_num_completion_vectors(ptr::null(), &mut n),
-                DOCA_ERROR_INVALID_VALUE
-            );
-            assert_eq!(crate::ctx::doca_ctx_set_completion_vector(ctx, 0), DOCA_SUCCESS);
-            assert_eq!(crate::ctx::doca_ctx_set_completion_vector(ctx, 1), DOCA_ERROR_INVALID_VALUE);
-            let gpu = 0x1000 as *mut crate::ctx::doca_gpu;
-            let dpa = 0x1000 as *mut crate::ctx::doca_dpa;
-            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_gpu(ctx, gpu), DOCA_ERROR_NOT_SUPPORTED);
-            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_dpa(ctx, dpa), DOCA_ERROR_NOT_SUPPORTED);
-            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_gpu(ctx, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
-            assert_eq!(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
-            assert_eq!(doca_ctx_start(ctx), DOCA_SUCCESS);
-            assert_eq!(crate::ctx::doca_ctx_set_completion_vector(ctx, 0), DOCA_ERROR_BAD_STATE);
-            assert_eq!(crate::ctx::doca_ctx_set_datapath_on_dpa(ctx, dpa), DOCA_ERROR_BAD_STATE);
-            assert_eq!(crate::dev::doca_dev_close(dev), DOCA_SUCCESS);
-        }
-        teardown(pe, d);
-    }
-}
+mod tests;

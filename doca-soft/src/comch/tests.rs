@@ -9,9 +9,10 @@ use core::ptr;
 use super::chan::*;
 use super::*;
 use crate::ctx::{doca_ctx_get_state, doca_ctx_start, doca_ctx_stop};
-use crate::dev::{doca_dev, doca_dev_close, test_open_default};
+use crate::dev::{doca_dev, doca_dev_close};
 use crate::pe::{doca_pe, doca_pe_connect_ctx, doca_pe_progress, doca_pe_request_notification};
 use crate::task::{doca_task_free, doca_task_get_status, doca_task_submit};
+use crate::testkit::dev::test_open_default;
 use crate::testkit::{destroy_pe, new_pe, pe_fd, readable};
 use crate::types::*;
 

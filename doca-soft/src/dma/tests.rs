@@ -9,10 +9,11 @@ use core::ptr;
 use super::*;
 use crate::buf::*;
 use crate::ctx::{doca_ctx_start, doca_ctx_stop};
-use crate::dev::{doca_dev_as_devinfo, doca_dev_close, test_open_default};
+use crate::dev::{doca_dev_as_devinfo, doca_dev_close};
 use crate::mmap::*;
 use crate::pe::{doca_pe, doca_pe_connect_ctx};
 use crate::task::doca_task_free;
+use crate::testkit::dev::test_open_default;
 use crate::testkit::{destroy_pe, drain, new_pe};
 
 thread_local! {

@@ -4,7 +4,8 @@
 use std::ffi::{CStr, CString};
 
 use super::*;
-use crate::dev::{doca_dev_as_devinfo, doca_dev_close, test_open_private};
+use crate::dev::{doca_dev_as_devinfo, doca_dev_close, parse_role, set_test_role};
+use crate::testkit::dev::test_open_private;
 
 /// Sets this thread's role for the test's duration and clears it on the way out.
 struct RoleGuard;

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use super::tasks::*;
 use super::*;
 use crate::ctx::*;
-use crate::dev::{doca_dev_close, test_open_default};
+use crate::dev::doca_dev_close;
 use crate::pe::*;
 use crate::task::*;
+use crate::testkit::dev::test_open_default;
 use crate::testkit::{self, drain, new_pe, pe_fd, readable, take_done, Then, THEN};
 
 // ---- helpers ----
@@ -248,7 +249,7 @@ fn modes_are_exclusive() {
 #[test]
 fn configuration_rules() {
     // A device of its own: the IN_USE check below needs the last open.
-    let dev = crate::dev::test_open_private("se-config");
+    let dev = crate::testkit::dev::test_open_private("se-config");
     let e = create();
     let mut x = 0u64;
     // SAFETY: live objects and valid pointers throughout.

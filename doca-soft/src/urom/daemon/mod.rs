@@ -16,23 +16,26 @@
 //! Shutdown (signal, or dropping a [`Daemon`]): `Exit` to every worker, close every client,
 //! wait up to a second, `SIGKILL` the rest, reap, unlink the socket if it is still ours.
 //!
-//! The worker table ([`Workers`]) is kept apart from the client protocol so another front
-//! end (a future `drom` module) can register and look up workers the same way.
+//! The worker table ([`Workers`], `worker_table.rs`) is kept apart from the client protocol so
+//! another front end (a future `drom` module) can register and look up workers the same way.
+//! The signal self-pipe is `signals.rs`; the rest of the files: `auth.rs` (who may connect),
+//! `plugins.rs` (the plugin directory), `spawn.rs` (forking a worker), `worker.rs` (the worker
+//! process itself), `log.rs` (the daemon's log).
 
 mod auth;
 mod log;
 mod plugins;
+mod signals;
 mod spawn;
 #[cfg(test)]
 mod tests;
 mod worker;
+mod worker_table;
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 pub use self::log::{LogLevel, LogSink};
@@ -43,11 +46,14 @@ pub use crate::urom::proto::default_socket_path;
 use self::auth::Access;
 use self::log::{log_at, Log};
 use self::plugins::err_name;
+use self::signals::Signals;
 use self::spawn::{fork_worker, SpawnArgs};
+use self::worker_table::{Attachment, WState};
+pub use self::worker_table::{WorkerEntry, Workers};
 use crate::types::*;
 use crate::urom::proto::{
-    self, cpuset_is_empty, cpuset_is_subset, max_packet, CpuSet, DaemonToWorker, PeerCred, PluginAddr, Reply, Request,
-    WorkerToDaemon, PROTO_VERSION, WORKER_ID_ANY, WORKER_ID_FIRST,
+    self, cpuset_is_empty, cpuset_is_subset, max_packet, CpuSet, DaemonToWorker, PeerCred, Reply, Request,
+    WorkerToDaemon, PROTO_VERSION, WORKER_ID_ANY,
 };
 
 /// How long a worker told to exit (or whose control socket hung up) has before `SIGKILL`.
@@ -175,184 +181,6 @@ pub fn run(config: Config) -> Result<(), String> {
         out.flush().map_err(|e| format!("stdout: {e}"))?;
     }
     daemon.serve_with(signals)
-}
-
-// ----------------------------------------------------------------------------------------------
-// Signals: a self-pipe, so the poll loop sees them whichever thread the kernel delivers to.
-
-/// Write end of the self-pipe, -1 when no daemon runs in this process.
-static SIG_PIPE: AtomicI32 = AtomicI32::new(-1);
-/// One daemon per process: the signal handlers are process-wide.
-static RUNNING: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Async-signal-safe only: an atomic load, write(2), and errno saved around it.
-    // SAFETY: __errno_location returns this thread's errno slot.
-    let saved = unsafe { *libc::__errno_location() };
-    let fd = SIG_PIPE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let b = sig as u8;
-        // SAFETY: writing one byte from a live stack variable; a full pipe drops the byte,
-        // which is fine: a pending byte already wakes the loop, which then checks everything.
-        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
-    }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = saved };
-}
-
-/// The installed handlers; restores the previous ones on drop.
-struct Signals {
-    read: OwnedFd,
-    _write: OwnedFd,
-    old: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGCHLD];
-
-impl Signals {
-    fn install() -> Result<Signals, String> {
-        if RUNNING.swap(true, Ordering::AcqRel) {
-            return Err("a UROM daemon already runs in this process".into());
-        }
-        let mut p = [-1; 2];
-        // SAFETY: `p` is a valid array of two ints for pipe2 to fill.
-        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            RUNNING.store(false, Ordering::Release);
-            return Err(format!("pipe: {}", io::Error::last_os_error()));
-        }
-        // SAFETY: both fds were just created and are owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
-        SIG_PIPE.store(write.as_raw_fd(), Ordering::Release);
-        let mut s = Signals { read, _write: write, old: Vec::new() };
-        for sig in SIGNALS {
-            // SAFETY: sigaction is plain old data; we fill handler, mask and flags.
-            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            act.sa_flags = libc::SA_RESTART | if sig == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
-            // SAFETY: as above.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: valid sigaction structs; the handler is async-signal-safe.
-            if unsafe { libc::sigemptyset(&mut act.sa_mask) } != 0
-                // SAFETY: as above.
-                || unsafe { libc::sigaction(sig, &act, &mut old) } != 0
-            {
-                return Err(format!("sigaction: {}", io::Error::last_os_error()));
-            }
-            s.old.push((sig, old));
-        }
-        Ok(s)
-    }
-
-    /// Empties the pipe; whether SIGTERM or SIGINT was among the bytes.
-    fn drain(&self) -> bool {
-        let mut stop = false;
-        let mut buf = [0u8; 64];
-        loop {
-            // SAFETY: reading into a live stack buffer of the given size.
-            let n = unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                return stop;
-            }
-            stop |= buf[..n as usize].iter().any(|b| *b as i32 == libc::SIGTERM || *b as i32 == libc::SIGINT);
-        }
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        for (sig, old) in self.old.drain(..) {
-            // SAFETY: restoring the handler sigaction returned at install.
-            unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
-        }
-        SIG_PIPE.store(-1, Ordering::Release);
-        RUNNING.store(false, Ordering::Release);
-    }
-}
-
-// ----------------------------------------------------------------------------------------------
-// The worker table
-
-/// Where a worker is in its life.
-#[derive(Debug)]
-enum WState {
-    /// Forked; its plugins are opening. Spawns wait as pending attachments.
-    Starting,
-    /// Serving; the addresses its plugins reported.
-    Ready(Vec<PluginAddr>),
-    /// Told to exit (or its control socket hung up): reaped soon, `SIGKILL` at the deadline.
-    Exiting { deadline: Instant, killed: bool },
-}
-
-/// One client connection attached to a worker: the spawn, or a reconnect.
-#[derive(Debug)]
-struct Attachment {
-    client: u64,
-    /// The worker-side id of the data connection.
-    conn: u64,
-    /// Before the worker is ready: the request to answer and the host's end of the data
-    /// connection to pass with `Spawned`.
-    pending: Option<(u64, OwnedFd)>,
-}
-
-/// One worker process.
-#[derive(Debug)]
-pub struct WorkerEntry {
-    pub id: u64,
-    pub gid: u32,
-    pub pid: libc::pid_t,
-    /// The plugin ids it was spawned with.
-    pub plugins: u64,
-    /// The pid of the host process that spawned it (for the host's `max_workers`).
-    pub owner: u32,
-    ctl: Option<OwnedFd>,
-    state: WState,
-    attached: Vec<Attachment>,
-    next_conn: u64,
-}
-
-impl WorkerEntry {
-    /// Whether it still serves (not exiting).
-    pub fn live(&self) -> bool {
-        !matches!(self.state, WState::Exiting { .. })
-    }
-}
-
-/// The daemon's workers by id.
-#[derive(Debug, Default)]
-pub struct Workers {
-    map: BTreeMap<u64, WorkerEntry>,
-    next_any: u64,
-}
-
-impl Workers {
-    fn new() -> Self {
-        Workers { map: BTreeMap::new(), next_any: WORKER_ID_FIRST }
-    }
-
-    /// Workers not exiting.
-    pub fn live_count(&self) -> usize {
-        self.map.values().filter(|w| w.live()).count()
-    }
-
-    /// Ids of live workers in group `gid`, ascending.
-    pub fn by_gid(&self, gid: u32) -> Vec<u64> {
-        self.map.values().filter(|w| w.live() && w.gid == gid).map(|w| w.id).collect()
-    }
-
-    /// A free id for `WORKER_ID_ANY`: the next from `1 << 63` not in use (and not ANY).
-    fn allocate(&mut self) -> u64 {
-        loop {
-            let id = self.next_any;
-            self.next_any = self.next_any.wrapping_add(1).max(WORKER_ID_FIRST);
-            if id != WORKER_ID_ANY && !self.map.contains_key(&id) {
-                return id;
-            }
-        }
-    }
-
-    pub fn get(&self, id: u64) -> Option<&WorkerEntry> {
-        self.map.get(&id)
-    }
 }
 
 // ----------------------------------------------------------------------------------------------

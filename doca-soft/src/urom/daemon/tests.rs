@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::urom::proto::{Domain, HostToWorker, Member, PluginInfo, Seg, WorkerToHost};
+use crate::urom::proto::{Domain, HostToWorker, Member, PluginAddr, PluginInfo, Seg, WorkerToHost, WORKER_ID_FIRST};
 
 /// What the C plugins below share: the headers they include and the UROM plugin ABI's
 /// structures they declare (a literal, for `concat!`).

@@ -20,24 +20,28 @@
 //!   effective message size. The command is sent at once, or queued behind earlier packets if
 //!   the socket is momentarily full (never dropped, never blocking).
 //! * `release` returns an allocated task to the pool (`IN_PROGRESS` while it is in flight).
+//!
+//! Layering: this module is the task type, its buffer memory and the per-task entry points
+//! (decode and validate). The worker (`worker.rs`), the layer above, owns what moves a
+//! command: the task kind's submit and release hooks and the `..._allocate` entry points
+//! (which take a worker), so this module never names the worker.
 
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_void;
 use core::ptr;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
-use super::worker::{worker_of, worker_ref};
 use super::CMD_USER_DATA_BYTES;
 use crate::buf::{doca_buf, doca_buf_dec_refcount, doca_buf_get_data, doca_buf_get_data_len, doca_buf_inventory};
 use crate::buf::{
     doca_buf_inventory_buf_get_by_args, doca_buf_inventory_create, doca_buf_inventory_destroy,
     doca_buf_inventory_start, doca_buf_inventory_stop, doca_buf_set_data,
 };
-use crate::ffi::{guard, guard_err, out};
+use crate::ffi::{guard, guard_err};
 use crate::mmap::{
     doca_mmap, doca_mmap_create, doca_mmap_destroy, doca_mmap_set_memrange, doca_mmap_start, doca_mmap_stop,
 };
-use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskState, TaskType};
+use crate::task::{self, doca_task, TaskState};
 use crate::types::*;
 
 /// `struct doca_urom_worker_cmd_task`.
@@ -54,13 +58,9 @@ pub struct doca_urom_worker_cmd_task {
     user_data: UnsafeCell<[u64; CMD_USER_DATA_BYTES / 8]>,
 }
 
-static CMD_KIND: TaskKind =
-    TaskKind::new::<doca_urom_worker_cmd_task>("urom.worker_cmd", submit_hook, Some(release_hook), None);
-
-// SAFETY: #[repr(C)] with the doca_task header first; KIND is built with TaskKind::new::<Self>.
-unsafe impl TaskType for doca_urom_worker_cmd_task {
-    const KIND: &'static TaskKind = &CMD_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_urom_worker_cmd_task {
+    /// A task as it sits free in the pool: no plugin, no buffers (the pool's `with_header`).
+    pub(super) fn idle(base: doca_task) -> Self {
         Self {
             base,
             plugin: Cell::new(0),
@@ -71,9 +71,33 @@ unsafe impl TaskType for doca_urom_worker_cmd_task {
             user_data: UnsafeCell::new([0; CMD_USER_DATA_BYTES / 8]),
         }
     }
-}
 
-impl doca_urom_worker_cmd_task {
+    /// Gives a freshly allocated task its buffer pair (`pair`: payload `payload`, response
+    /// `response`) and its plugin, and clears its key and inline user data.
+    ///
+    /// # Safety
+    /// The task was just allocated and is not handed out yet: no other reference to its user
+    /// data exists.
+    pub(super) unsafe fn assign(&self, pair: u32, payload: *mut doca_buf, response: *mut doca_buf, plugin: u64) {
+        self.pair.set(pair);
+        self.payload.set(payload);
+        self.response.set(response);
+        self.plugin.set(plugin);
+        self.key.set(0);
+        // SAFETY: the task is ours (allocated, not handed out yet): no other reference to its
+        // user data exists (the caller's contract).
+        unsafe { *self.user_data.get() = [0; CMD_USER_DATA_BYTES / 8] };
+    }
+
+    /// Takes the task's buffer pair away (it is being freed): the pair index, or `u32::MAX`
+    /// when it had none.
+    pub(super) fn detach_pair(&self) -> u32 {
+        let pair = self.pair.replace(u32::MAX);
+        self.payload.set(ptr::null_mut());
+        self.response.set(ptr::null_mut());
+        pair
+    }
+
     /// The command's plugin.
     pub(crate) fn plugin(&self) -> u64 {
         self.plugin.get()
@@ -124,23 +148,6 @@ impl doca_urom_worker_cmd_task {
         } else {
             Err(st)
         }
-    }
-}
-
-unsafe fn submit_hook(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
-    // SAFETY: this hook is only called for command tasks, whose ctx is a worker ctx.
-    let (c, w) = unsafe { (t.downcast::<doca_urom_worker_cmd_task>(), worker_of(t.ctx())) };
-    w.submit_cmd(t, c)
-}
-
-unsafe fn release_hook(t: &doca_task) {
-    // SAFETY: only called for command tasks, whose ctx is a worker ctx.
-    let (c, w) = unsafe { (t.downcast::<doca_urom_worker_cmd_task>(), worker_of(t.ctx())) };
-    let pair = c.pair.replace(u32::MAX);
-    c.payload.set(ptr::null_mut());
-    c.response.set(ptr::null_mut());
-    if pair != u32::MAX {
-        w.return_pair(pair);
     }
 }
 
@@ -280,54 +287,6 @@ unsafe fn cmd_ref<'a>(p: *const doca_urom_worker_cmd_task) -> Result<&'a doca_ur
 }
 
 // ---- entry points ----
-
-/// `doca_urom_worker_cmd_task_allocate`: a task with no plugin yet (set it with
-/// `doca_urom_worker_cmd_task_set_plugin` before submitting; a submit without one is
-/// `DOCA_ERROR_INVALID_VALUE`).
-#[no_mangle]
-pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate(
-    worker: *mut doca_urom_worker,
-    task: *mut *mut doca_urom_worker_cmd_task,
-) -> doca_error_t {
-    // SAFETY: forwarded; the caller's contract is the same.
-    unsafe { doca_urom_worker_cmd_task_allocate_init(worker, 0, task) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate_init(
-    worker: *mut doca_urom_worker,
-    plugin: u64,
-    task: *mut *mut doca_urom_worker_cmd_task,
-) -> doca_error_t {
-    guard_err(|| {
-        // SAFETY: non-NULL worker pointers come from doca_urom_worker_create (contract).
-        let w = unsafe { worker_ref(worker) }?;
-        if task.is_null() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        let t = task::alloc::<doca_urom_worker_cmd_task>(w.ctx(), doca_data::from_u64(0))?;
-        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
-        let c = unsafe { t.as_ref() };
-        let Some((pair, p, r)) = w.take_pair() else {
-            // Cannot happen (one pair per pool slot); give the slot back rather than hand out
-            // a task without buffers.
-            // SAFETY: the task was allocated just above and is ours.
-            unsafe { crate::task::doca_task_free(t.as_ptr().cast()) };
-            return Err(DOCA_ERROR_NO_MEMORY);
-        };
-        c.pair.set(pair);
-        c.payload.set(p);
-        c.response.set(r);
-        c.plugin.set(plugin);
-        c.key.set(0);
-        // SAFETY: the task is ours (allocated, not handed out yet): no other reference to its
-        // user data exists.
-        unsafe { *c.user_data.get() = [0; CMD_USER_DATA_BYTES / 8] };
-        task::set_callbacks(c, None, None);
-        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
-        unsafe { out(task, t.as_ptr()) }
-    })
-}
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_urom_worker_cmd_task_release(task: *mut doca_urom_worker_cmd_task) -> doca_error_t {

@@ -4,13 +4,17 @@
 //! `NO_MEMORY`). The callback is given at allocation and used for success and failure alike
 //! (`doca_task_get_status` tells them apart). The result (count and ids) belongs to the task
 //! and stays valid until the task is released or submitted again.
+//!
+//! Layering: this module is the task type and its per-task entry points (decode and
+//! validate). The service (`service.rs`), the layer above, owns what moves a request: the task
+//! kind's hooks and the `..._allocate` entry points (which take a service), so this module
+//! never names the service.
 
 use core::cell::{Cell, RefCell};
 use core::ptr;
 
-use super::service::{service_of, service_ref};
-use crate::ffi::{guard, guard_err, out};
-use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskState, TaskType};
+use crate::ffi::{guard, guard_err};
+use crate::task::{self, doca_task, TaskState};
 use crate::types::*;
 
 /// `struct doca_urom_service_get_workers_by_gid_task`.
@@ -21,38 +25,36 @@ pub struct doca_urom_service_get_workers_by_gid_task {
     ids: RefCell<Vec<u64>>,
 }
 
-static GID_KIND: TaskKind = TaskKind::new::<doca_urom_service_get_workers_by_gid_task>(
-    "urom.get_workers_by_gid",
-    submit_hook,
-    Some(release_hook),
-    Some(release_hook),
-);
-
-// SAFETY: #[repr(C)] with the doca_task header first; KIND is built with TaskKind::new::<Self>.
-unsafe impl TaskType for doca_urom_service_get_workers_by_gid_task {
-    const KIND: &'static TaskKind = &GID_KIND;
-    fn with_header(base: doca_task) -> Self {
+impl doca_urom_service_get_workers_by_gid_task {
+    /// A task as it sits free in the pool (the pool's `with_header`).
+    pub(super) fn idle(base: doca_task) -> Self {
         Self { base, gid: Cell::new(0), ids: RefCell::new(Vec::new()) }
     }
-}
 
-impl doca_urom_service_get_workers_by_gid_task {
+    /// The group id the task asks about.
+    pub(super) fn gid(&self) -> u32 {
+        self.gid.get()
+    }
+
+    /// Prepares a freshly allocated task: it asks about `gid` and has no result.
+    pub(super) fn reset(&self, gid: u32) {
+        self.gid.set(gid);
+        self.ids.borrow_mut().clear();
+    }
+
+    /// Forgets the previous result (a new submit), keeping the allocation.
+    pub(super) fn clear_result(&self) {
+        self.ids.borrow_mut().clear();
+    }
+
+    /// Frees the result's memory (the task is released or flushed).
+    pub(super) fn free_result(&self) {
+        *self.ids.borrow_mut() = Vec::new();
+    }
+
     pub(crate) fn set_result(&self, ids: Vec<u64>) {
         *self.ids.borrow_mut() = ids;
     }
-}
-
-unsafe fn submit_hook(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
-    // SAFETY: this hook is only called for gid tasks, whose ctx is a service ctx.
-    let (g, s) = unsafe { (t.downcast::<doca_urom_service_get_workers_by_gid_task>(), service_of(t.ctx())) };
-    g.ids.borrow_mut().clear();
-    s.submit_gid(t, g.gid.get())
-}
-
-unsafe fn release_hook(t: &doca_task) {
-    // SAFETY: only called for gid tasks.
-    let g = unsafe { t.downcast::<doca_urom_service_get_workers_by_gid_task>() };
-    *g.ids.borrow_mut() = Vec::new();
 }
 
 /// Validates a gid task pointer from C (a live, allocated-or-in-flight task of this kind).
@@ -69,57 +71,6 @@ unsafe fn gid_ref<'a>(
     }
     // SAFETY: kind checked just above.
     Ok(unsafe { h.downcast::<doca_urom_service_get_workers_by_gid_task>() })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate_init(
-    service: *mut doca_urom_service,
-    gid: u32,
-    cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
-    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
-) -> doca_error_t {
-    // SAFETY: forwarded; the caller's contract is the same.
-    unsafe { allocate(service, gid, cb, task, true) }
-}
-
-/// The split form of `allocate_init`: a task with gid 0 and no callback; set them with
-/// `doca_urom_service_get_workers_by_gid_task_set_gid` / `_set_cb` before submitting (a submit
-/// without a callback is `DOCA_ERROR_INVALID_VALUE`: its result could never be delivered).
-#[no_mangle]
-pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate(
-    service: *mut doca_urom_service,
-    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
-) -> doca_error_t {
-    // SAFETY: forwarded; the caller's contract is the same.
-    unsafe { allocate(service, 0, None, task, false) }
-}
-
-/// Both allocation forms: `allocate_init` requires the callback, `allocate` leaves it unset.
-///
-/// # Safety
-/// As `doca_urom_service_get_workers_by_gid_task_allocate_init`.
-unsafe fn allocate(
-    service: *mut doca_urom_service,
-    gid: u32,
-    cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
-    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
-    cb_required: bool,
-) -> doca_error_t {
-    guard_err(|| {
-        // SAFETY: non-NULL service pointers come from doca_urom_service_create (contract).
-        let s = unsafe { service_ref(service) }?;
-        if task.is_null() || (cb_required && cb.is_none()) {
-            return Err(DOCA_ERROR_INVALID_VALUE);
-        }
-        let t = task::alloc::<doca_urom_service_get_workers_by_gid_task>(s.ctx(), doca_data::from_u64(0))?;
-        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
-        let g = unsafe { t.as_ref() };
-        g.gid.set(gid);
-        g.ids.borrow_mut().clear();
-        task::set_callbacks(g, cb, cb);
-        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
-        unsafe { out(task, t.as_ptr()) }
-    })
 }
 
 /// Sets the group id an allocated (not submitted) task asks about; ignored otherwise.

@@ -44,10 +44,6 @@ mod wire;
 pub mod worker;
 
 #[cfg(test)]
-mod e2e;
-#[cfg(test)]
-mod fake_daemon;
-#[cfg(test)]
 mod tests;
 
 use std::time::Duration;

@@ -14,6 +14,9 @@
 //!   (workers watch their own connections). After a hang-up the socket is unregistered and
 //!   closed; the ctx stays RUNNING until stopped.
 //! * Stop closes the connection; the framework flushes submitted gid tasks.
+//! * The get-workers-by-gid task kind (its hooks and the `..._allocate` entry points) lives
+//!   here, with the connection that carries the requests; `gid_task.rs` is the task type and
+//!   its per-task accessors (the layer below, which never names the service).
 
 use core::cell::{Cell, RefCell};
 use core::ffi::{c_char, CStr};
@@ -31,7 +34,7 @@ use crate::ctx::{doca_ctx, CtxOps, StartMode};
 use crate::dev::{dev_ref, doca_dev, DevRef};
 use crate::ffi::{guard, guard_err, out};
 use crate::pe::FdMode;
-use crate::task::{self, doca_task};
+use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
 /// `"UROS"`: marks a live service.
@@ -376,7 +379,88 @@ unsafe fn configure(
     f(s)
 }
 
+// ---- the get-workers-by-gid task kind: the service owns how a request moves (gid_task.rs is
+// the type) ----
+
+static GID_KIND: TaskKind = TaskKind::new::<doca_urom_service_get_workers_by_gid_task>(
+    "urom.get_workers_by_gid",
+    gid_submit_hook,
+    Some(gid_release_hook),
+    Some(gid_release_hook),
+);
+
+// SAFETY: #[repr(C)] with the doca_task header first; KIND is built with TaskKind::new::<Self>.
+unsafe impl TaskType for doca_urom_service_get_workers_by_gid_task {
+    const KIND: &'static TaskKind = &GID_KIND;
+    fn with_header(base: doca_task) -> Self {
+        doca_urom_service_get_workers_by_gid_task::idle(base)
+    }
+}
+
+unsafe fn gid_submit_hook(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+    // SAFETY: this hook is only called for gid tasks, whose ctx is a service ctx.
+    let (g, s) = unsafe { (t.downcast::<doca_urom_service_get_workers_by_gid_task>(), service_of(t.ctx())) };
+    g.clear_result();
+    s.submit_gid(t, g.gid())
+}
+
+unsafe fn gid_release_hook(t: &doca_task) {
+    // SAFETY: only called for gid tasks.
+    let g = unsafe { t.downcast::<doca_urom_service_get_workers_by_gid_task>() };
+    g.free_result();
+}
+
 // ---- entry points ----
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate_init(
+    service: *mut doca_urom_service,
+    gid: u32,
+    cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
+    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
+) -> doca_error_t {
+    // SAFETY: forwarded; the caller's contract is the same.
+    unsafe { allocate(service, gid, cb, task, true) }
+}
+
+/// The split form of `allocate_init`: a task with gid 0 and no callback; set them with
+/// `doca_urom_service_get_workers_by_gid_task_set_gid` / `_set_cb` before submitting (a submit
+/// without a callback is `DOCA_ERROR_INVALID_VALUE`: its result could never be delivered).
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_service_get_workers_by_gid_task_allocate(
+    service: *mut doca_urom_service,
+    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
+) -> doca_error_t {
+    // SAFETY: forwarded; the caller's contract is the same.
+    unsafe { allocate(service, 0, None, task, false) }
+}
+
+/// Both allocation forms: `allocate_init` requires the callback, `allocate` leaves it unset.
+///
+/// # Safety
+/// As `doca_urom_service_get_workers_by_gid_task_allocate_init`.
+unsafe fn allocate(
+    service: *mut doca_urom_service,
+    gid: u32,
+    cb: doca_urom_service_get_workers_by_gid_task_completion_cb_t,
+    task: *mut *mut doca_urom_service_get_workers_by_gid_task,
+    cb_required: bool,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL service pointers come from doca_urom_service_create (contract).
+        let s = unsafe { service_ref(service) }?;
+        if task.is_null() || (cb_required && cb.is_none()) {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let t = task::alloc::<doca_urom_service_get_workers_by_gid_task>(s.ctx(), doca_data::from_u64(0))?;
+        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
+        let g = unsafe { t.as_ref() };
+        g.reset(gid);
+        task::set_callbacks(g, cb, cb);
+        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+        unsafe { out(task, t.as_ptr()) }
+    })
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_urom_service_create(service: *mut *mut doca_urom_service) -> doca_error_t {

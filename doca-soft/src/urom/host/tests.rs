@@ -1,4 +1,4 @@
-//! Host-side tests through the C ABI against the in-process fake daemon ([`super::fake_daemon`]).
+//! Host-side tests through the C ABI against the in-process fake daemon ([`crate::testkit::fake_daemon`]).
 
 use core::cell::RefCell;
 use core::ffi::{c_char, c_void, CStr};
@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::cmd_task::*;
 use super::domain::*;
-use super::fake_daemon::{unique_path, FakeDaemon, Opts};
 use super::gid_task::*;
 use super::service::*;
 use super::worker::*;
@@ -16,8 +15,13 @@ use crate::ctx::{doca_ctx, doca_ctx_get_state, doca_ctx_start, doca_ctx_stop};
 use crate::dev::doca_dev;
 use crate::pe::{doca_pe, doca_pe_connect_ctx, doca_pe_progress, doca_pe_request_notification};
 use crate::task::{doca_task_get_status, doca_task_submit};
+use crate::testkit::fake_daemon::{unique_path, FakeDaemon, Opts};
 use crate::testkit::{destroy_pe, new_pe, pe_fd, readable};
 use crate::types::*;
+
+/// End-to-end tests against the real daemon in a child process (this module: against the
+/// in-process fake daemon).
+mod e2e;
 
 pub(super) fn ok(e: doca_error_t) {
     assert_eq!(e, DOCA_SUCCESS, "{}", crate::testkit::rdma::name(e));
@@ -103,7 +107,7 @@ pub(super) struct Host {
 impl Host {
     pub(super) fn new(path: &std::path::Path) -> Host {
         let pe = new_pe();
-        let dev = crate::dev::test_open_default();
+        let dev = crate::testkit::dev::test_open_default();
         let mut svc = ptr::null_mut();
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: valid out-pointer; live objects.

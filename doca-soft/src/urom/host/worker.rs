@@ -17,6 +17,10 @@
 //! * Stop sends `Stop` if it can (best effort) and closes both connections at once, so the ctx
 //!   reaches IDLE (once the user has freed its tasks) whether or not the daemon is still there;
 //!   closing also detaches from the worker on the daemon's side.
+//! * The command task kind (its submit and release hooks and the `..._allocate` entry points)
+//!   lives here, with the connection that carries the commands; `cmd_task.rs` is the task
+//!   type, its buffer memory and its per-task accessors (the layer below, which never names
+//!   the worker).
 
 use core::cell::{Cell, RefCell};
 use core::ffi::{c_char, CStr};
@@ -33,7 +37,7 @@ use super::{DEFAULT_MAX_INFLIGHT, MAX_INFLIGHT_LIMIT, PACKET_SLACK};
 use crate::ctx::{self, doca_ctx, CtxOps, StartMode};
 use crate::ffi::{guard, guard_err, out};
 use crate::pe::{doca_pe, FdMode};
-use crate::task::{self, doca_task};
+use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
 /// `"UROW"`: marks a live worker.
@@ -566,7 +570,78 @@ unsafe fn configure(
     f(w)
 }
 
+// ---- the command task kind: the worker owns how a command moves (cmd_task.rs is the type) ----
+
+static CMD_KIND: TaskKind =
+    TaskKind::new::<doca_urom_worker_cmd_task>("urom.worker_cmd", cmd_submit_hook, Some(cmd_release_hook), None);
+
+// SAFETY: #[repr(C)] with the doca_task header first; KIND is built with TaskKind::new::<Self>.
+unsafe impl TaskType for doca_urom_worker_cmd_task {
+    const KIND: &'static TaskKind = &CMD_KIND;
+    fn with_header(base: doca_task) -> Self {
+        doca_urom_worker_cmd_task::idle(base)
+    }
+}
+
+unsafe fn cmd_submit_hook(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+    // SAFETY: this hook is only called for command tasks, whose ctx is a worker ctx.
+    let (c, w) = unsafe { (t.downcast::<doca_urom_worker_cmd_task>(), worker_of(t.ctx())) };
+    w.submit_cmd(t, c)
+}
+
+unsafe fn cmd_release_hook(t: &doca_task) {
+    // SAFETY: only called for command tasks, whose ctx is a worker ctx.
+    let (c, w) = unsafe { (t.downcast::<doca_urom_worker_cmd_task>(), worker_of(t.ctx())) };
+    let pair = c.detach_pair();
+    if pair != u32::MAX {
+        w.return_pair(pair);
+    }
+}
+
 // ---- entry points ----
+
+/// `doca_urom_worker_cmd_task_allocate`: a task with no plugin yet (set it with
+/// `doca_urom_worker_cmd_task_set_plugin` before submitting; a submit without one is
+/// `DOCA_ERROR_INVALID_VALUE`).
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate(
+    worker: *mut doca_urom_worker,
+    task: *mut *mut doca_urom_worker_cmd_task,
+) -> doca_error_t {
+    // SAFETY: forwarded; the caller's contract is the same.
+    unsafe { doca_urom_worker_cmd_task_allocate_init(worker, 0, task) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_urom_worker_cmd_task_allocate_init(
+    worker: *mut doca_urom_worker,
+    plugin: u64,
+    task: *mut *mut doca_urom_worker_cmd_task,
+) -> doca_error_t {
+    guard_err(|| {
+        // SAFETY: non-NULL worker pointers come from doca_urom_worker_create (contract).
+        let w = unsafe { worker_ref(worker) }?;
+        if task.is_null() {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let t = task::alloc::<doca_urom_worker_cmd_task>(w.ctx(), doca_data::from_u64(0))?;
+        // SAFETY: a freshly allocated slot of this pool, owned by us until written out.
+        let c = unsafe { t.as_ref() };
+        let Some((pair, p, r)) = w.take_pair() else {
+            // Cannot happen (one pair per pool slot); give the slot back rather than hand out
+            // a task without buffers.
+            // SAFETY: the task was allocated just above and is ours.
+            unsafe { crate::task::doca_task_free(t.as_ptr().cast()) };
+            return Err(DOCA_ERROR_NO_MEMORY);
+        };
+        // SAFETY: the task is ours (allocated, not handed out yet): no other reference to its
+        // user data exists.
+        unsafe { c.assign(pair, p, r, plugin) };
+        task::set_callbacks(c, None, None);
+        // SAFETY: non-NULL out-pointer, writable by the caller's contract.
+        unsafe { out(task, t.as_ptr()) }
+    })
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn doca_urom_worker_create(worker: *mut *mut doca_urom_worker) -> doca_error_t {

@@ -13,15 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::domain::*;
-use super::gid_task::*;
-use super::service::*;
-use super::tests::*;
-use super::worker::*;
+use super::*;
 use crate::ctx::{doca_ctx_start, doca_ctx_stop};
 use crate::pe::doca_pe_connect_ctx;
 use crate::task::doca_task_submit;
-use crate::types::*;
 
 /// The socket the child daemon listens on.
 const SOCKET_ENV: &str = "DOCA_SOFT_UROM_E2E_SOCKET";
@@ -100,13 +95,19 @@ impl DaemonChild {
     }
 
     fn spawn_with(plugins: &PluginDir, allow_uid: Option<u32>) -> DaemonChild {
-        let path = super::fake_daemon::unique_path("e2e");
+        let path = unique_path("e2e");
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         if let Some(uid) = allow_uid {
             cmd.env(ALLOW_UID_ENV, uid.to_string());
         }
         let mut child = cmd
-            .args(["--exact", "urom::host::e2e::e2e_daemon_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "urom::host::tests::e2e::e2e_daemon_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(SOCKET_ENV, &path)
             .env(PLUGINS_ENV, &plugins.0)
             .stdout(Stdio::piped())

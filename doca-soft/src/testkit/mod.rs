@@ -1,6 +1,15 @@
 //! Test-only helpers: a minimal ctx kind ("dummy") that exercises the generic PE, ctx and task
 //! machinery (sync or async start, tasks that complete at submit or are held until released),
 //! plus recording callbacks and small fd utilities.
+//!
+//! This is the crate's one home for test helpers that several modules' tests share (the
+//! workspace convention); a module's own helpers stay in its `tests` module. Sub-modules:
+//! [`dev`] (devices to open), [`mem`] (a started mmap), [`fake_daemon`] (an in-process UROM
+//! daemon for the host-side tests).
+
+pub(crate) mod dev;
+pub(crate) mod fake_daemon;
+pub(crate) mod mem;
 
 use core::cell::{Cell, RefCell};
 use core::ptr;
@@ -228,7 +237,7 @@ pub(crate) unsafe fn record(task: *mut doca_task, ok: bool, ud: doca_data, cud: 
         Then::Free => unsafe { task::doca_task_free(task) },
         Then::SubmitAnotherThenFree => {
             // SAFETY: live task; its ctx is a dummy ctx.
-            let ctx = unsafe { task::doca_task_get_ctx(task) };
+            let ctx = unsafe { crate::ctx::doca_task_get_ctx(task) };
             // SAFETY: dummy ctxs are owned by a Dummy.
             let d = unsafe { (*ctx).owner::<Dummy>() } as *const Dummy as *mut Dummy;
             THEN.with(|t| t.set(Then::Free));
