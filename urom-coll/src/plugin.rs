@@ -1,17 +1,16 @@
 //! [`CollPlugin`]: the worker side of `worker_coll` (see the crate docs for the model).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use coll_algorithms::{
     Comm, Completion, Error, Kind, Matcher, Sent, Tag, Transport, TransportError, TransportErrorKind,
 };
 use doca_sys as sys;
+use doca_urom_plugin::wire::bind_unique_datagram;
 use doca_urom_plugin::{Arm, Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 use crate::proto::{Cmd, CollSpec, Notif, MAX_MEMBERS, VERSION};
@@ -30,28 +29,6 @@ const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"DCH1");
 const HELLO_HDR: usize = 24;
 /// Largest control datagram accepted (blobs are a few hundred bytes).
 const MAX_HELLO: usize = 64 * 1024;
-
-static INSTANCE: AtomicU64 = AtomicU64::new(0);
-
-fn bind_unique() -> Result<(UnixDatagram, Vec<u8>), Status> {
-    let pid = std::process::id();
-    let mut last = Status::UNEXPECTED;
-    for _ in 0..8 {
-        let n = INSTANCE.fetch_add(1, Ordering::Relaxed);
-        let random = RandomState::new().hash_one((pid, n, std::time::SystemTime::now()));
-        let name = format!("async-doca-urom-coll-{pid}-{n}-{random:016x}").into_bytes();
-        let addr = SocketAddr::from_abstract_name(&name).map_err(|e| Status::from_io(&e))?;
-        match UnixDatagram::bind_addr(&addr) {
-            Ok(sock) => {
-                sock.set_nonblocking(true).map_err(|e| Status::from_io(&e))?;
-                return Ok((sock, name));
-            }
-            Err(e) if e.kind() == ErrorKind::AddrInUse => last = Status::ALREADY_EXIST,
-            Err(e) => return Err(Status::from_io(&e)),
-        }
-    }
-    Err(last)
-}
 
 /// The engine's view of the network: whole messages in, whole messages out. The plugin moves
 /// the bytes ([`Group::pump`], [`CollPlugin::on_recv`]).
@@ -796,7 +773,7 @@ impl Plugin for CollPlugin {
     const VERSION: u64 = VERSION;
 
     fn open(_: &WorkerCtx) -> Result<Self, Status> {
-        let (sock, name) = bind_unique()?;
+        let (sock, name) = bind_unique_datagram("async-doca-urom-coll")?;
         let net = Rdma::open()?;
         let wake = Wake::new(net.notification_fd()?)?;
         Ok(CollPlugin { state: State::Idle, early: HashMap::new(), sock, name, buf: vec![0; MAX_HELLO + 1], wake, net })

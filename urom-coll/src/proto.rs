@@ -23,10 +23,7 @@
 //! status and a body that is either empty (a command rejected on arrival) or a
 //! [`Notif::Failed`] (a collective that failed while running; `seq` is the command's).
 
-use std::fmt;
-
 use coll_algorithms::{DataType, Kind, ReduceOp, Tuning};
-use doca_urom_plugin::Status;
 
 /// The version `worker_coll` reports.
 pub const VERSION: u64 = 1;
@@ -40,103 +37,9 @@ pub const MAX_MEMBERS: usize = 255;
 /// Collective kinds in wire-code order.
 pub const KINDS: [Kind; 5] = [Kind::Allreduce, Kind::Allgather, Kind::Broadcast, Kind::Barrier, Kind::ReduceScatter];
 
-/// A message that does not decode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError {
-    /// What was being decoded.
-    pub what: &'static str,
-    /// What is wrong with it.
-    pub why: &'static str,
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed {}: {}", self.what, self.why)
-    }
-}
-
-impl std::error::Error for DecodeError {}
-
-impl From<DecodeError> for Status {
-    fn from(_: DecodeError) -> Status {
-        Status::INVALID_VALUE
-    }
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    fn err(&self, why: &'static str) -> DecodeError {
-        DecodeError { what: self.what, why }
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(self.err("truncated"));
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
-    fn u64s(&mut self) -> Result<Vec<u64>, DecodeError> {
-        let n = self.u32()? as usize;
-        // Checked against what is left before allocating, so a forged count cannot make the
-        // decoder reserve gigabytes.
-        if n > self.buf.len() / 8 {
-            return Err(self.err("truncated"));
-        }
-        (0..n).map(|_| self.u64()).collect()
-    }
-    fn finish(self) -> Result<(), DecodeError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(self.err("trailing bytes"))
-        }
-    }
-}
-
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(mut self, v: u8) -> Self {
-        self.0.push(v);
-        self
-    }
-    fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn bytes(self, b: &[u8]) -> Self {
-        let n = u32::try_from(b.len()).expect("a field of at most 4 GiB");
-        let mut w = self.u32(n);
-        w.0.extend_from_slice(b);
-        w
-    }
-    fn done(self) -> Vec<u8> {
-        self.0
-    }
-}
+/// A message that does not decode (the SDK's, shared by every plugin's codec).
+pub use doca_urom_plugin::wire::DecodeError;
+use doca_urom_plugin::wire::{Reader, Writer};
 
 /// The group-wide algorithm choices carried by [`Cmd::Init`] (every member must send the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,7 +228,7 @@ impl Cmd {
 
     /// Parses a packed command.
     pub fn decode(buf: &[u8]) -> Result<Cmd, DecodeError> {
-        let mut r = Reader { buf, what: "worker_coll command" };
+        let mut r = Reader::new(buf, "worker_coll command");
         let cmd = match r.u32()? {
             1 => Cmd::Init {
                 rank: r.u32()?,
@@ -339,11 +242,11 @@ impl Cmd {
             },
             2 => {
                 let seq = r.u32()?;
-                let kind = *KINDS.get(r.u8()? as usize).ok_or(r.err("unknown kind"))?;
-                let dtype = *DataType::ALL.get(r.u8()? as usize).ok_or(r.err("unknown data type"))?;
-                let op = *ReduceOp::ALL.get(r.u8()? as usize).ok_or(r.err("unknown operator"))?;
+                let kind = *KINDS.get(r.u8()? as usize).ok_or(r.invalid("unknown kind"))?;
+                let dtype = *DataType::ALL.get(r.u8()? as usize).ok_or(r.invalid("unknown data type"))?;
+                let op = *ReduceOp::ALL.get(r.u8()? as usize).ok_or(r.invalid("unknown operator"))?;
                 if r.u8()? != 0 {
-                    return Err(r.err("non-zero padding"));
+                    return Err(r.invalid("non-zero padding"));
                 }
                 Cmd::Coll(CollSpec {
                     seq,
@@ -361,10 +264,10 @@ impl Cmd {
             3 => Cmd::Fini,
             4 => {
                 let seq = r.u32()?;
-                let kind = *KINDS.get(r.u8()? as usize).ok_or(r.err("unknown kind"))?;
+                let kind = *KINDS.get(r.u8()? as usize).ok_or(r.invalid("unknown kind"))?;
                 Cmd::Invalid { seq, kind }
             }
-            _ => return Err(r.err("unknown tag")),
+            _ => return Err(r.invalid("unknown tag")),
         };
         r.finish()?;
         Ok(cmd)
@@ -384,17 +287,17 @@ impl Notif {
 
     /// Parses a notification body.
     pub fn decode(buf: &[u8]) -> Result<Notif, DecodeError> {
-        let mut r = Reader { buf, what: "worker_coll notification" };
+        let mut r = Reader::new(buf, "worker_coll notification");
         let n = match r.u32()? {
             1 => Notif::InitDone { worker_blob: r.bytes()?.to_vec() },
             2 => Notif::CollDone { seq: r.u32()? },
             3 => Notif::FiniDone,
             4 => {
                 let seq = r.u32()?;
-                let reason = std::str::from_utf8(r.bytes()?).map_err(|_| r.err("reason is not UTF-8"))?;
+                let reason = std::str::from_utf8(r.bytes()?).map_err(|_| r.invalid("reason is not UTF-8"))?;
                 Notif::Failed { seq, reason: reason.to_owned() }
             }
-            _ => return Err(r.err("unknown tag")),
+            _ => return Err(r.invalid("unknown tag")),
         };
         r.finish()?;
         Ok(n)

@@ -68,7 +68,8 @@
 //!   [`export_plugin!`] exports it as `urom_plugin_soft_arm`, an extension of this project
 //!   that NVIDIA's worker never looks up.
 //!
-//! [`samples`] defines the command and notification formats of the two sample plugins
+//! [`wire`] is the little-endian message codec and the worker-to-worker datagram socket that
+//! plugins share; [`samples`] defines the command and notification formats of the two sample plugins
 //! (`plugins/worker_graph`, `plugins/worker_sandbox`) for plugins and hosts alike, and
 //! [`testing`] drives plugins in-process (fake worker with a fake domain, loading `.so` files,
 //! building the C test plugin).
@@ -81,6 +82,7 @@ pub mod samples;
 #[allow(dead_code, non_camel_case_types, missing_docs, clippy::all)]
 mod sys;
 pub mod testing;
+pub mod wire;
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -23,24 +23,19 @@
 //! * **Trust.** Abstract socket names carry no permissions: any process in the same network
 //!   namespace that learns the name (they are listed in `/proc/net/unix`) can send to it.
 //!   This is a sample: it accepts such messages like any other and queues them without bound.
-use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
-use std::hash::BuildHasher;
 use std::io::ErrorKind;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{ucs, Cmd, Notif, MAX_DATA, VERSION};
+use crate::wire::bind_unique_datagram;
 use crate::{Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 /// Datagram header: the tag.
 const TAG_LEN: usize = 8;
 /// Datagrams handled per `progress` call, so one call never runs unbounded.
 const DRAIN_PER_PROGRESS: usize = 256;
-
-/// Distinguishes instances within one process (tests open several).
-static INSTANCE: AtomicU64 = AtomicU64::new(0);
 
 /// A message waiting for room in its receiver's queue.
 struct PendingSend {
@@ -97,28 +92,6 @@ pub struct Sandbox {
     recvs: VecDeque<PendingRecv>,
     unexpected: VecDeque<(u64, Vec<u8>)>,
     buf: Vec<u8>,
-}
-
-fn bind_unique() -> Result<(UnixDatagram, Vec<u8>), Status> {
-    let pid = std::process::id();
-    let mut last = Status::UNEXPECTED;
-    // A clash needs the same pid, counter and 64 random bits; retry a few times anyway
-    // rather than fail on a freak collision.
-    for _ in 0..8 {
-        let n = INSTANCE.fetch_add(1, Ordering::Relaxed);
-        let random = RandomState::new().hash_one((pid, n, std::time::SystemTime::now()));
-        let name = format!("async-doca-urom-sandbox-{pid}-{n}-{random:016x}").into_bytes();
-        let addr = SocketAddr::from_abstract_name(&name).map_err(|e| Status::from_io(&e))?;
-        match UnixDatagram::bind_addr(&addr) {
-            Ok(sock) => {
-                sock.set_nonblocking(true).map_err(|e| Status::from_io(&e))?;
-                return Ok((sock, name));
-            }
-            Err(e) if e.kind() == ErrorKind::AddrInUse => last = Status::ALREADY_EXIST,
-            Err(e) => return Err(Status::from_io(&e)),
-        }
-    }
-    Err(last)
 }
 
 impl Sandbox {
@@ -214,7 +187,7 @@ impl Plugin for Sandbox {
     const VERSION: u64 = VERSION;
 
     fn open(_: &WorkerCtx) -> Result<Self, Status> {
-        let (sock, name) = bind_unique()?;
+        let (sock, name) = bind_unique_datagram("async-doca-urom-sandbox")?;
         Ok(Sandbox {
             sock,
             name,
