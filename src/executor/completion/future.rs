@@ -114,6 +114,7 @@ pub struct TaskFuture<'a, K: DocaTask, A> {
 impl<K: DocaTask, A> Unpin for TaskFuture<'_, K, A> {}
 
 impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
+    #[inline(always)]
     pub(crate) fn new(core: Rc<Core>, ctx: Rc<CtxRecord>, op: &'static str, alloc: A) -> Self {
         let (slot, slot_ref) = core.slots.reserve();
         let span = OpSpan::new(op, ctx.name(), ctx.id());
@@ -133,6 +134,9 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
 
     /// Names, in the operation's span, the connection it runs on (`conn`, an RDMA
     /// connection id) and its size in bytes.
+    // Inlined so the future is built in place: a call returning it by value costs a copy of
+    // the whole future (allocation closure included) per operation.
+    #[inline(always)]
     pub fn traced(self, conn: Option<usize>, size: usize) -> Self {
         self.span.set_target(conn, size);
         self
@@ -170,6 +174,7 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
     /// Hands `buffers` (memory the task reads or writes) to the operation: they stay alive
     /// while DOCA may touch them, even if the future is dropped mid-flight, and are given
     /// back with the result.
+    #[inline(always)]
     pub fn with_buffers<B: 'static>(self, buffers: B) -> BufTaskFuture<'a, K, A, B> {
         BufTaskFuture { inner: self, buffers: Some(buffers) }
     }
