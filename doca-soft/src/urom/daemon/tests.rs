@@ -266,12 +266,11 @@ fn cpu_lists_parse_and_format() {
     assert_eq!(parse_plugin_path(";/a;;/b;"), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
 }
 
+/// A socket path unique in this process: the testkit's one counter, shared with the host's
+/// end-to-end tests (two counters made `urom-e2e-<pid>-<n>.sock` twice when both reached the
+/// same `n`, and one daemon found the other's socket).
 fn sock_path(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "urom-{tag}-{}-{}.sock",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ))
+    crate::testkit::fake_daemon::unique_path(tag)
 }
 
 #[test]
