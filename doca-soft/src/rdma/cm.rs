@@ -31,8 +31,12 @@
 //! Everything runs inside `doca_pe_progress` on the ctx's thread: the listening sockets, the
 //! handshake sockets and a timerfd for the deadlines are registered in the PE's notification
 //! set, so an armed (sleeping) PE wakes on a connection request, an answer, or a timeout.
-//! Callbacks run from the progress hook with no internal borrow held, so they may call any
-//! connection-management function (accept or reject inside `request_cb`, as the samples do).
+//! Each callback travels as an internal *event task* of the ctx ([`CmEventTask`]) that
+//! completes at once: the PE delivers it from its completion queue, in order with the tasks'
+//! completions (an established connection's callback comes before the completions of data
+//! received on it), with no internal borrow held and nothing of the provider walking the
+//! ctx after it returns. So a callback may call any connection-management function (accept
+//! or reject inside `request_cb`, as the samples do), stop the ctx, and even destroy it.
 //!
 //! # After establishment
 //! Either side's `connection_disconnect` closes its rings; the peer's progress notices it
@@ -64,6 +68,7 @@ use super::{doca_rdma, rdma_ref};
 use crate::blob::{BlobKind, BlobReader, BlobWriter, HEADER_LEN, TRAILER_LEN};
 use crate::ffi::{guard_err, out};
 use crate::pe::{doca_pe, FdMode};
+use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
 /// Version of the handshake messages (inside the blob framing's own version).
@@ -211,7 +216,8 @@ struct Shake {
     client_blob: Vec<u8>,
 }
 
-/// A callback to deliver.
+/// A callback to deliver (connections are kept until the rdma is destroyed, so the pointers
+/// stay valid while an event waits).
 #[derive(Clone, Copy, Debug)]
 enum Event {
     Request(*const doca_rdma_connection),
@@ -436,8 +442,10 @@ enum Next {
 
 /// One step of handshake `s` (taken out of the list, so user-visible state can change).
 fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
-    // SAFETY: connections of this rdma are boxed and live until it is destroyed.
-    let conn = unsafe { s.conn.as_ref() };
+    // SAFETY: connections of this rdma are boxed and live until it is destroyed. Updated when
+    // a REQUEST makes the connection: the same step may then meet the end of the stream (a
+    // client that sent its REQUEST and left), which must fail that connection, not drop it.
+    let mut conn = unsafe { s.conn.as_ref() };
     if s.stage == Stage::TcpConnecting {
         match s.stream.take_error() {
             Ok(None) => {}
@@ -504,6 +512,7 @@ fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
                 let a: *const doca_rdma_addr = c.cm.owned_addr.borrow().as_deref().map_or(ptr::null(), |a| a);
                 c.cm.addr.set(a);
                 s.conn = c;
+                conn = Some(c);
                 s.client_blob = blob;
                 s.stage = Stage::Requested;
                 s.deadline = None;
@@ -650,44 +659,111 @@ pub(crate) fn progress(r: &doca_rdma) -> bool {
         }
     }
     r.cm.rearm();
-    did | deliver(r)
+    did | flush_events(r)
 }
 
-/// Delivers the queued callbacks, holding no borrow while user code runs.
-fn deliver(r: &doca_rdma) -> bool {
+/// How many connection-management events may wait in the PE's completion queue at once
+/// (more wait in [`Cm::events`] until some are delivered).
+pub(crate) const CM_EVENT_SLOTS: u32 = 32;
+
+/// The internal task that carries one connection-management event to the user's callback
+/// from `doca_pe_progress` (see the module docs). Never handed to the user.
+#[repr(C)]
+pub struct CmEventTask {
+    base: doca_task,
+    event: Cell<Option<Event>>,
+}
+
+static CM_EVENT_KIND: TaskKind = TaskKind::new::<CmEventTask>("rdma.cm_event", submit_cm_event, None, None);
+
+// SAFETY: #[repr(C)] with the header first; KIND is built for this type.
+unsafe impl TaskType for CmEventTask {
+    const KIND: &'static TaskKind = &CM_EVENT_KIND;
+    fn with_header(base: doca_task) -> Self {
+        CmEventTask { base, event: Cell::new(None) }
+    }
+}
+
+/// An event task completes as it is submitted: the PE delivers it in queue order.
+unsafe fn submit_cm_event(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
+    task::complete(t, DOCA_SUCCESS);
+    Ok(())
+}
+
+/// Configures the event tasks (from the rdma's start hook, while the ctx is still IDLE).
+pub(crate) fn configure_events(r: &doca_rdma) -> Result<(), doca_error_t> {
+    task::configure::<CmEventTask>(&r.ctx, Some(deliver_event), Some(deliver_event), CM_EVENT_SLOTS)
+}
+
+/// Moves queued events into event tasks while the pool has room.
+fn flush_events(r: &doca_rdma) -> bool {
     let mut did = false;
     loop {
-        let Some(e) = r.cm.events.borrow_mut().pop_front() else {
+        let Some(e) = r.cm.events.borrow().front().copied() else { return did };
+        let Ok(t) = task::alloc::<CmEventTask>(&r.ctx, doca_data::from_u64(0)) else { return did };
+        r.cm.events.borrow_mut().pop_front();
+        // SAFETY: a freshly allocated slot of this ctx's pool.
+        let t = unsafe { t.as_ref() };
+        t.event.set(Some(e));
+        if task::submit(task::header(t), SubmitMode::Submit).is_err() {
+            // Not RUNNING any more: a stop drops the events that were not delivered.
+            // SAFETY: our own allocated task, never submitted.
+            unsafe { task::doca_task_free(task::header(t).raw()) };
             return did;
-        };
-        did = true;
-        let cbs = r.cm.cbs.get();
-        let ctx_ud = r.ctx().user_data();
-        let (c, f) = match e {
-            Event::Request(c) => {
-                match cbs.request {
-                    // SAFETY: a user callback with a live connection of this rdma; no
-                    // internal borrow is held, so it may call back into the provider.
-                    Some(f) => unsafe { f(c as *mut _, ctx_ud) },
-                    None => {
-                        // No request callback (a pure client): nobody can accept, so refuse.
-                        crate::sdk_log!(WARNING, "rdma cm: request refused: no connection request callback");
-                        // SAFETY: a live connection of this rdma.
-                        let _ = reject(r, unsafe { &*c });
-                    }
-                }
-                continue;
-            }
-            Event::Established(c) => (c, cbs.established),
-            Event::Failure(c) => (c, cbs.failure),
-            Event::Disconnect(c) => (c, cbs.disconnect),
-        };
-        // SAFETY: a live connection of this rdma.
-        let ud = doca_data::from_u64(unsafe { &*c }.cm.user_data.get());
-        if let Some(f) = f {
-            // SAFETY: as above.
-            unsafe { f(c as *mut _, ud, ctx_ud) };
         }
+        did = true;
+    }
+}
+
+/// Delivers one event task to the user's callback (from `doca_pe_progress`, and with an
+/// error status when a stop flushes it: then no callback runs, as a stop reports nothing).
+unsafe extern "C" fn deliver_event(task: *mut CmEventTask, _ud: doca_data, _cud: doca_data) {
+    crate::ffi::guard((), || {
+        // SAFETY: the framework passes a live event task back to us (its own callback).
+        let t = unsafe { &*task };
+        let ev = t.event.take();
+        // SAFETY: event tasks are allocated only from a `doca_rdma`'s ctx.
+        let r = unsafe { super::rdma_of(task::header(t).ctx()) };
+        // The task goes back to the pool before the callback, which may stop or destroy the
+        // ctx; nothing below touches `r` after the callback.
+        // SAFETY: our own task, delivered, not used afterwards.
+        unsafe { task::doca_task_free(task::header(t).raw()) };
+        if let Some(e) = ev {
+            if r.ctx.state() == DOCA_CTX_STATE_RUNNING {
+                deliver(r, e);
+            }
+        }
+    })
+}
+
+/// Calls the user's callback for `e`, holding no borrow while user code runs. Nothing uses
+/// `r` after the callback (it may have destroyed it).
+fn deliver(r: &doca_rdma, e: Event) {
+    let cbs = r.cm.cbs.get();
+    let ctx_ud = r.ctx().user_data();
+    let (c, f) = match e {
+        Event::Request(c) => {
+            match cbs.request {
+                // SAFETY: a user callback with a live connection of this rdma.
+                Some(f) => unsafe { f(c as *mut _, ctx_ud) },
+                None => {
+                    // No request callback (a pure client): nobody can accept, so refuse.
+                    crate::sdk_log!(WARNING, "rdma cm: request refused: no connection request callback");
+                    // SAFETY: a live connection of this rdma.
+                    let _ = reject(r, unsafe { &*c });
+                }
+            }
+            return;
+        }
+        Event::Established(c) => (c, cbs.established),
+        Event::Failure(c) => (c, cbs.failure),
+        Event::Disconnect(c) => (c, cbs.disconnect),
+    };
+    // SAFETY: a live connection of this rdma.
+    let ud = doca_data::from_u64(unsafe { &*c }.cm.user_data.get());
+    if let Some(f) = f {
+        // SAFETY: as above.
+        unsafe { f(c as *mut _, ud, ctx_ud) };
     }
 }
 

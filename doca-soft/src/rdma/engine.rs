@@ -638,12 +638,11 @@ fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> 
 pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract (called with an RDMA ctx).
     let r = unsafe { rdma_of(ctx) };
-    let did = data_progress(ctx, r);
-    // Connection management last: its callbacks run user code, which may stop the ctx.
-    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
-        return did;
-    }
-    super::cm::progress(r) | did
+    // Connection management first, so that a connection's established event is queued
+    // before the completions of data received on it (the PE delivers both in queue order).
+    // Neither part runs user code: CM callbacks travel as event tasks (`cm.rs`).
+    let cm = ctx.state() == DOCA_CTX_STATE_RUNNING && r.error.get().is_none() && super::cm::progress(r);
+    data_progress(ctx, r) | cm
 }
 
 /// The data path part of the progress hook.

@@ -404,6 +404,7 @@ unsafe fn rdma_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     r.rq_held.set(0);
     r.recvs.borrow_mut().clear();
     r.last_liveness.set(Instant::now());
+    cm::configure_events(r)?;
     Ok(StartMode::Sync)
 }
 

@@ -367,3 +367,104 @@ fn clients_coming_and_going_never_exhaust_max_connections() {
     }
     srv.destroy();
 }
+
+use crate::ctx::{doca_ctx_start, doca_ctx_stop};
+use crate::rdma::{doca_rdma_as_ctx, doca_rdma_create, doca_rdma_destroy};
+use crate::testkit::dev::test_open_default;
+
+thread_local! {
+    /// The rdma the destroying callback tears down, and what its stop and destroy returned.
+    static DOOMED: core::cell::Cell<(*mut doca_rdma, Option<(doca_error_t, doca_error_t)>, u32)> =
+        const { core::cell::Cell::new((ptr::null_mut(), None, 0)) };
+}
+
+/// A failure callback that stops and destroys its own rdma, as a C program tearing down on
+/// the first failure may do.
+unsafe extern "C" fn cb_failure_destroys(_c: *mut doca_rdma_connection, _ud: doca_data, _side: doca_data) {
+    let (rdma, done, calls) = DOOMED.with(|d| d.get());
+    let done = done.or_else(|| {
+        // SAFETY: the rdma this test created, live until this call destroys it.
+        Some(unsafe { (doca_ctx_stop(doca_rdma_as_ctx(rdma)), doca_rdma_destroy(rdma)) })
+    });
+    DOOMED.with(|d| d.set((rdma, done, calls + 1)));
+}
+
+/// A connection callback may stop and destroy its own `doca_rdma`: callbacks are delivered
+/// as event tasks from the PE's completion queue, so nothing of the provider touches the
+/// rdma after the callback returns (before, the callback ran inside the rdma's progress hook,
+/// whose loop went on reading the destroyed rdma: a use after free). With nothing else in
+/// flight the stop completes at once (the event's own task was freed before the callback),
+/// so the destroy succeeds inside the callback.
+#[test]
+fn a_callback_may_stop_and_destroy_its_rdma() {
+    let dev = test_open_default();
+    let (mut pe, mut rdma) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: valid out-pointers; the objects are live until destroyed below (the rdma by
+    // the callback).
+    unsafe {
+        ok(doca_pe_create(&mut pe));
+        ok(doca_rdma_create(dev, &mut rdma));
+        ok(doca_rdma_set_connection_state_callbacks(
+            rdma,
+            Some(cb_request),
+            Some(cb_established),
+            Some(cb_failure_destroys),
+            Some(cb_disconnect),
+        ));
+        ok(doca_pe_connect_ctx(pe, doca_rdma_as_ctx(rdma)));
+        ok(doca_ctx_start(doca_rdma_as_ctx(rdma)));
+    }
+    DOOMED.with(|d| d.set((rdma, None, 0)));
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", refused);
+    // SAFETY: live rdma and address.
+    ok(unsafe { doca_rdma_connect_to_addr(rdma, a, doca_data::from_u64(1)) });
+    let deadline = std::time::Instant::now() + T;
+    while DOOMED.with(|d| d.get().1.is_none()) {
+        // SAFETY: live PE.
+        unsafe { doca_pe_progress(pe) };
+        assert!(std::time::Instant::now() < deadline, "no failure callback");
+    }
+    // The PE goes on without the rdma (its queue must not name it any more).
+    for _ in 0..100 {
+        // SAFETY: live PE.
+        unsafe { doca_pe_progress(pe) };
+    }
+    let (_, done, calls) = DOOMED.with(|d| d.get());
+    assert_eq!(done, Some((DOCA_SUCCESS, DOCA_SUCCESS)), "stop and destroy from the callback");
+    assert_eq!(calls, 1);
+    // SAFETY: the address's connection is gone with its rdma; the PE has no ctx left.
+    unsafe {
+        ok(doca_rdma_addr_destroy(a));
+        ok(doca_pe_destroy(pe));
+        ok(crate::dev::doca_dev_close(dev));
+    }
+}
+
+/// A client that sends its REQUEST and is gone before the server reads it (both arrive in one
+/// read: the request, then the end of the stream). The server reports the request, then its
+/// failure, and answering it is a CM failure (CONNECTION_ABORTED). Found by chaos_links:
+/// the handshake was dropped silently with its connection left in the requested state, so
+/// the later accept failed with BAD_STATE and no failure callback ever came.
+#[test]
+fn a_request_whose_client_left_before_it_was_read_fails() {
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let port = listen(&srv);
+    let other = Side::new(3, cm_cfg());
+    POLICY.with(|p| p.set(Policy::Hold));
+    let (blob, _c) = other.export().unwrap();
+    {
+        let mut raw = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        raw.write_all(&Msg::Request { blob }.encode()).unwrap();
+    }
+    assert!(run_until(&[srv.pe], T, || count("failure") == 1));
+    let evs = take_evs();
+    assert_eq!(evs.iter().map(|e| e.kind).collect::<Vec<_>>(), ["request", "failure"]);
+    assert_eq!(evs[0].conn, evs[1].conn);
+    let req = evs[0].conn as *mut doca_rdma_connection;
+    // SAFETY: live connection; its handshake is over.
+    assert_eq!(unsafe { doca_rdma_connection_accept(req, ptr::null_mut(), 0) }, DOCA_ERROR_CONNECTION_ABORTED);
+    other.destroy();
+    srv.destroy();
+}
