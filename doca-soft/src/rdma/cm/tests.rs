@@ -372,10 +372,12 @@ use crate::ctx::{doca_ctx_start, doca_ctx_stop};
 use crate::rdma::{doca_rdma_as_ctx, doca_rdma_create, doca_rdma_destroy};
 use crate::testkit::dev::test_open_default;
 
+/// The rdma the destroying callback tears down, what its stop and destroy returned, and how
+/// many times the callback ran.
+type Doomed = (*mut doca_rdma, Option<(doca_error_t, doca_error_t)>, u32);
+
 thread_local! {
-    /// The rdma the destroying callback tears down, and what its stop and destroy returned.
-    static DOOMED: core::cell::Cell<(*mut doca_rdma, Option<(doca_error_t, doca_error_t)>, u32)> =
-        const { core::cell::Cell::new((ptr::null_mut(), None, 0)) };
+    static DOOMED: core::cell::Cell<Doomed> = const { core::cell::Cell::new((ptr::null_mut(), None, 0)) };
 }
 
 /// A failure callback that stops and destroys its own rdma, as a C program tearing down on
