@@ -385,6 +385,58 @@ impl Drop for Reservation {
     }
 }
 
+// ---- sequence order ----
+
+/// Puts one stream's messages back in sequence order. Receives complete in the order the
+/// peer's sends were *submitted*, and a send that waited for room (a task pool shared by the
+/// context's streams) may be submitted after a later one: so a message may come early, and
+/// waits here until its turn. The sequence numbers are 16 bits and wrap; at most `window`
+/// messages can be in flight (the credits), so "early" is well defined: a message at most
+/// `window - 1` ahead of the next expected one. Anything else (a repeated number, or further
+/// ahead than the credits allow) is a peer breaking the protocol.
+#[derive(Debug)]
+struct Reorder<T> {
+    next: u16,
+    window: u16,
+    early: HashMap<u16, T>,
+}
+
+impl<T> Reorder<T> {
+    fn new(window: u16) -> Self {
+        Reorder { next: 0, window: window.max(1), early: HashMap::new() }
+    }
+
+    /// Message `seq` arrived: returns it if it is the next one (the usual case: no map is
+    /// touched), keeps it if it came early, gives it back as `Err` if it is outside the window.
+    fn arrive(&mut self, seq: u16, item: T) -> std::result::Result<Option<T>, T> {
+        let ahead = seq.wrapping_sub(self.next);
+        if ahead == 0 {
+            self.next = self.next.wrapping_add(1);
+            return Ok(Some(item));
+        }
+        if ahead >= self.window || self.early.contains_key(&seq) {
+            return Err(item);
+        }
+        self.early.insert(seq, item);
+        Ok(None)
+    }
+
+    /// The message whose turn it is now, if it came early.
+    fn next_ready(&mut self) -> Option<T> {
+        if self.early.is_empty() {
+            return None;
+        }
+        let item = self.early.remove(&self.next)?;
+        self.next = self.next.wrapping_add(1);
+        Some(item)
+    }
+
+    /// The messages still waiting (the stream goes away).
+    fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.early.drain().map(|(_, item)| item)
+    }
+}
+
 // ---- one stream ----
 
 /// What the peer announced in its HELLO.
@@ -395,9 +447,8 @@ struct PeerParams {
 
 struct State {
     // Receive side.
-    /// Messages received out of order (keyed by sequence number), until their turn.
-    reorder: HashMap<u16, (Received, Buf)>,
-    next_rx_seq: u16,
+    /// The peer's messages back in sequence order.
+    reorder: Reorder<(Received, Buf)>,
     /// Data in order, with the read position in the front buffer.
     rx: VecDeque<(Buf, usize)>,
     rx_pos: usize,
@@ -473,23 +524,22 @@ impl Shared {
         let seq = Imm::decode(imm).seq;
         let mut st = self.st.borrow_mut();
         // The usual case, the message whose turn it is, goes straight in; only one that
-        // came early waits in `reorder` (and a message in order may release those).
-        let mut next = if seq == st.next_rx_seq {
-            Some((m, buf))
-        } else {
-            st.reorder.insert(seq, (m, buf));
-            None
+        // came early waits (and a message in order may release those).
+        let mut next = match st.reorder.arrive(seq, (m, buf)) {
+            Ok(next) => next,
+            Err((_, buf)) => {
+                drop(st);
+                self.hub.give_back(buf);
+                self.fail(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "rdma.stream: a message outside the stream's window (a repeated sequence number, or more \
+                     messages than the credits allow)",
+                ));
+                return;
+            }
         };
         let mut to_give_back = Vec::new();
-        while let Some((m, buf)) = next.take().or_else(|| {
-            let s = st.next_rx_seq;
-            if st.reorder.is_empty() {
-                None
-            } else {
-                st.reorder.remove(&s)
-            }
-        }) {
-            st.next_rx_seq = st.next_rx_seq.wrapping_add(1);
+        while let Some((m, buf)) = next.take().or_else(|| st.reorder.next_ready()) {
             let imm = Imm::decode(m.imm.unwrap_or(0));
             st.credits += imm.credits;
             if imm.hello {
@@ -775,8 +825,8 @@ impl RdmaStream {
         let send_mem = hub.rdma.device().alloc(n * cfg.chunk_size, Access::LOCAL_READ_WRITE)?;
         let shared = Rc::new(Shared {
             st: RefCell::new(State {
-                reorder: HashMap::new(),
-                next_rx_seq: 0,
+                // One more than the credits we give: the peer's HELLO took a buffer of its own.
+                reorder: Reorder::new(cfg.recv_buffers.saturating_add(1)),
                 rx: VecDeque::new(),
                 rx_pos: 0,
                 fin_received: false,
@@ -886,7 +936,7 @@ impl Drop for RdmaStream {
         s.hub.streams.borrow_mut().remove(&s.conn.id());
         let rx: Vec<Buf> = {
             let mut st = s.st.borrow_mut();
-            let mut v: Vec<Buf> = st.reorder.drain().map(|(_, (_, b))| b).collect();
+            let mut v: Vec<Buf> = st.reorder.drain().map(|(_, b)| b).collect();
             v.extend(st.rx.drain(..).map(|(b, _)| b));
             v
         };
@@ -1055,6 +1105,58 @@ pub mod fuzzing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Everything `Reorder` hands out, in order, for arrivals in `order` starting at `first`.
+    fn replay(first: u16, window: u16, order: &[u16]) -> Vec<u16> {
+        let mut r = Reorder::new(window);
+        r.next = first;
+        let mut out = Vec::new();
+        for &seq in order {
+            let mut next = r.arrive(seq, seq).expect("inside the window");
+            while let Some(s) = next.take().or_else(|| r.next_ready()) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn messages_come_back_in_sequence_order_across_the_wrap() {
+        // In order: straight through.
+        assert_eq!(replay(0, 16, &[0, 1, 2, 3]), [0, 1, 2, 3]);
+        // Early ones wait for the gap, across the 16-bit wrap, in every order a window of 4
+        // allows (permutations of four consecutive numbers).
+        let first = u16::MAX - 1;
+        let seqs: Vec<u16> = (0..4).map(|i| first.wrapping_add(i)).collect();
+        let mut orders = 0;
+        for code in 0..4u32.pow(4) {
+            let pos: Vec<usize> = (0..4).map(|k| (code / 4u32.pow(k)) as usize % 4).collect();
+            if (0..4).any(|i| !pos.contains(&i)) {
+                continue; // not a permutation
+            }
+            let order: Vec<u16> = pos.iter().map(|&k| seqs[k]).collect();
+            assert_eq!(replay(first, 4, &order), seqs, "arrival order {order:?}");
+            orders += 1;
+        }
+        assert_eq!(orders, 24);
+    }
+
+    #[test]
+    fn outside_the_window_and_repeats_are_refused() {
+        let mut r = Reorder::new(4);
+        assert_eq!(r.arrive(0, 'a'), Ok(Some('a')));
+        assert_eq!(r.arrive(3, 'd'), Ok(None), "3 ahead of 1 is inside a window of 4");
+        assert_eq!(r.arrive(5, 'x'), Err('x'), "4 ahead: more than the credits allow");
+        assert_eq!(r.arrive(3, 'y'), Err('y'), "a repeated sequence number");
+        assert_eq!(r.arrive(0, 'z'), Err('z'), "one already delivered (65535 ahead)");
+        assert_eq!(r.next_ready(), None, "1 has not come");
+        assert_eq!(r.arrive(1, 'b'), Ok(Some('b')));
+        assert_eq!(r.next_ready(), None);
+        assert_eq!(r.arrive(2, 'c'), Ok(Some('c')));
+        assert_eq!(r.next_ready(), Some('d'));
+        assert_eq!(r.arrive(6, 'g'), Ok(None));
+        assert_eq!(r.drain().collect::<Vec<_>>(), ['g'], "what waits is handed back when the stream goes");
+    }
 
     #[test]
     fn immediates_round_trip_every_flag_combination() {
