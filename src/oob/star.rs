@@ -249,7 +249,7 @@ impl Frame {
                 }
                 Err(e) if e.kind() == IoKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(Error::os(e, "oob: read")),
+                Err(e) => return Err(io_error(e, "oob: read")),
             }
         }
         Ok(true)
@@ -273,6 +273,22 @@ struct StarRequest<S> {
     sent: Vec<usize>,
 }
 
+/// A failed read or write on a member's stream. A member that went away is
+/// [`ErrorKind::ConnectionLost`] whichever side notices first: a read sees the end of the
+/// stream (or a reset), a write a broken pipe; other failures are the system's ([`ErrorKind::Os`]).
+fn io_error(e: io::Error, context: &str) -> Error {
+    match e.kind() {
+        IoKind::BrokenPipe
+        | IoKind::ConnectionReset
+        | IoKind::ConnectionAborted
+        | IoKind::NotConnected
+        | IoKind::UnexpectedEof => {
+            Error::with_source(ErrorKind::ConnectionLost, format!("{context}: a member disconnected ({e})"), e)
+        }
+        _ => Error::os(e, context),
+    }
+}
+
 /// Writes what the sockets take of `out`; true once every peer has all of it.
 fn flush<S: Stream>(peers: &mut [S], out: &[u8], sent: &mut [usize]) -> Result<bool> {
     let mut all = true;
@@ -282,7 +298,7 @@ fn flush<S: Stream>(peers: &mut [S], out: &[u8], sent: &mut [usize]) -> Result<b
                 Ok(k) => *sent += k,
                 Err(e) if e.kind() == IoKind::WouldBlock => break,
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(Error::os(e, "oob: write")),
+                Err(e) => return Err(io_error(e, "oob: write")),
             }
         }
         all &= *sent == out.len();
@@ -373,6 +389,26 @@ mod tests {
             }
         };
         assert_eq!(e.kind(), ErrorKind::ConnectionLost);
+    }
+
+    /// A member that went away is ConnectionLost on the write side too (found by the chaos
+    /// soak: a UROM domain's stop failed with `oob: write: Broken pipe` as an OS error after a
+    /// member was killed, which the caller could not tell from a local failure).
+    #[test]
+    fn a_member_gone_is_connection_lost_when_writing() {
+        let (mine, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        drop(theirs);
+        let star = Star::new(1, 2, vec![mine]).unwrap();
+        let mut req = star.allgather(b"contribution").unwrap();
+        let e = loop {
+            match req.test() {
+                Ok(None) => continue,
+                Ok(Some(_)) => panic!("an exchange with a member that is gone"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(e.kind(), ErrorKind::ConnectionLost, "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the io::Error is kept");
     }
 
     #[test]
