@@ -122,6 +122,14 @@ impl CmShared {
         self.outcome(c)
     }
 
+    /// Whether answering request `c` failed with `rc` because its client left before the
+    /// answer: a CM failure (CONNECTION_ABORTED), or, from a provider that calls it a bad
+    /// state, a BAD_STATE after the request's failure was reported.
+    fn request_gone(&self, c: RawConn, rc: sys::doca_error_t) -> bool {
+        rc == sys::DOCA_ERROR_CONNECTION_ABORTED
+            || (rc == sys::DOCA_ERROR_BAD_STATE && self.outcome(c) == Some(Outcome::Failed))
+    }
+
     /// Forgets what was recorded about `c`: DOCA may give its address to a later connection.
     fn forget(&self, c: RawConn) {
         self.outcomes.borrow_mut().remove(&(c as usize));
@@ -431,10 +439,7 @@ impl ConnectionRequest {
         // SAFETY: a live requested connection; DOCA only reads `len` bytes at `ptr`.
         let rc = unsafe { sys::doca_rdma_connection_accept(self.conn, ptr, len) };
         if rc != sys::DOCA_SUCCESS {
-            // The client may have left between its request and this answer (a CM failure,
-            // CONNECTION_ABORTED); a provider that calls it a bad state has reported the
-            // request's failure already.
-            if rc == sys::DOCA_ERROR_BAD_STATE && rdma.cm.outcome(self.conn) == Some(Outcome::Failed) {
+            if rdma.cm.request_gone(self.conn, rc) {
                 return Err(Error::new(ErrorKind::ConnectionLost, "rdma.accept: the client went away"));
             }
             check(rc, "rdma.accept")?;
@@ -457,10 +462,7 @@ impl ConnectionRequest {
         let rdma = self.rdma.take();
         // SAFETY: a live requested connection.
         let rc = unsafe { sys::doca_rdma_connection_reject(self.conn) };
-        let gone = rc == sys::DOCA_ERROR_CONNECTION_ABORTED
-            || (rc == sys::DOCA_ERROR_BAD_STATE
-                && rdma.is_some_and(|r| r.cm.outcome(self.conn) == Some(Outcome::Failed)));
-        if gone {
+        if rdma.is_some_and(|r| r.cm.request_gone(self.conn, rc)) {
             return Ok(());
         }
         check(rc, "rdma.reject")
