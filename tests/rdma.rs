@@ -940,3 +940,112 @@ fn reused_tasks_carry_nothing_stale() {
         })
         .unwrap();
 }
+
+/// Descriptors are kept per registration and lent again to the next operation on the same
+/// bytes (`mem::descriptors`): what one task left in a descriptor must not leak into the
+/// next. A receive leaves a short payload, a read a full one, and the same bytes then serve
+/// as a source, a destination and an atomic's result.
+#[test]
+fn descriptors_lent_again_carry_nothing_stale() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (a, b, ab, ba) = pair(&dev).await?;
+            let target = dev.alloc(4096, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+            let peer = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+            for round in 0..3u8 {
+                // A 3-byte message into these 64 bytes: the receive's payload is 3 bytes.
+                let r = spawn_local({
+                    let (b, buf) = (b.clone(), peer.slice(0..64));
+                    async move { b.recv(buf).await }
+                });
+                let mut msg = local.slice(100..103);
+                msg.write(0, b"abc");
+                bounded(ab.send(msg)).await?.0?;
+                let (got, _) = bounded(r).await??;
+                assert_eq!(got?.len, 3, "round {round}");
+                // The same 64 bytes as a source: all 64 go, not the 3 of the receive.
+                let mut all = peer.slice(0..64);
+                all.write(0, &pattern(64, round));
+                let r = spawn_local({
+                    let buf = local.slice(0..4096);
+                    let a = a.clone();
+                    async move { a.recv(buf).await }
+                });
+                bounded(ba.send(all)).await?.0?;
+                let (got, buf) = bounded(r).await??;
+                assert_eq!(got?.len, 64, "a source lent after a receive is whole again (round {round})");
+                assert_eq!(buf.to_vec()[..64], pattern(64, round)[..]);
+
+                // Read twice into the same bytes: the second read starts from an empty payload.
+                for k in 0..2u8 {
+                    target.slice(0..64).write(0, &pattern(64, round ^ k ^ 0x40));
+                    let (res, dst) = bounded(ab.read(remote.slice(0..64), local.slice(1024..1088))).await?;
+                    res?;
+                    assert_eq!(dst.to_vec(), pattern(64, round ^ k ^ 0x40), "read {k} of round {round}");
+                }
+                // Those bytes as a write's source, then as an atomic's result (first 8).
+                let (res, _) = bounded(ab.write(local.slice(1024..1088), remote.slice(2048..2112))).await?;
+                res?;
+                assert_eq!(target.slice(2048..2112).to_vec(), pattern(64, round ^ 1 ^ 0x40));
+                target.slice(8..16).write_u64(0, 10 * round as u64);
+                let (old, res) = bounded(ab.fetch_add(remote.slice(8..16), 1, local.slice(1024..1032))).await?;
+                assert_eq!((old?, res.read_u64(0)), (10 * round as u64, 10 * round as u64));
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+/// Operations on the same bytes in flight together each get a descriptor of their own (a
+/// cache entry each while their set has one, then from the context's inventory), and more
+/// distinct slices than the cache holds evict each other without harm.
+#[test]
+fn the_same_bytes_in_flight_together_and_more_slices_than_the_cache() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, _b, ab, _ba) = pair(&dev).await?;
+            let target = dev.alloc(1 << 16, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(1 << 16, Access::LOCAL_READ_WRITE)?;
+            local.slice(0..8).write_u64(0, 0xfeed);
+            let mut pipe = Pipeline::new(16);
+            for k in 0..16 {
+                // Sixteen writes from the same 8 bytes at once.
+                if let Some((res, _)) = pipe.push(ab.write(local.slice(0..8), remote.slice(k * 8..k * 8 + 8))).await {
+                    res?;
+                }
+            }
+            while let Some((res, _)) = pipe.next().await {
+                res?;
+            }
+            for k in 0..16 {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 0xfeed, "write {k}");
+            }
+            // 300 distinct slices (the cache holds 128 per registration), 64 in flight, twice.
+            let mut pipe = Pipeline::new(64);
+            for pass in 0..2u64 {
+                for k in 0..300usize {
+                    let mut src = local.slice(64 + k * 16..64 + k * 16 + 16);
+                    src.write_u64(0, pass * 1000 + k as u64);
+                    src.write_u64(8, !(pass * 1000 + k as u64));
+                    let dst = remote.slice(8192 + k * 16..8192 + k * 16 + 16);
+                    if let Some((res, _)) = pipe.push(ab.write(src, dst)).await {
+                        res?;
+                    }
+                }
+                while let Some((res, _)) = pipe.next().await {
+                    res?;
+                }
+                for k in 0..300usize {
+                    let t = target.slice(8192 + k * 16..8192 + k * 16 + 16);
+                    assert_eq!((t.read_u64(0), t.read_u64(8)), (pass * 1000 + k as u64, !(pass * 1000 + k as u64)));
+                }
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}

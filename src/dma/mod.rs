@@ -159,7 +159,9 @@ impl DmaBuilder {
     }
 
     /// How many `doca_buf` descriptors the context keeps (default: two per task plus a
-    /// margin). A copy needs two; when none is free it waits like for a task.
+    /// margin). A copy needs two, and first borrows them from its memory's own cache (see
+    /// [`crate::mem`]); the context's serve copies whose cache has none to lend. When none
+    /// is free the copy waits like for a task.
     pub fn descriptors(mut self, n: usize) -> Self {
         self.descriptors = Some(n);
         self

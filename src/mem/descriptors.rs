@@ -14,7 +14,13 @@
 //!   descriptor: an exhausted inventory) are woken. Always before the memory they describe
 //!   can go: the slot releases them before it drops the operation's kept buffers. No side
 //!   table and no allocation per operation.
+//! * [`DescCache`]: each registration ([`Memory`](super::Memory), [`RemoteMemory`]
+//!   (super::RemoteMemory)) keeps the descriptors of the slices its operations used, so an
+//!   operation on the same bytes as an earlier one (the common case: a buffer reused for
+//!   every message, a fixed remote target) re-points a kept descriptor instead of getting
+//!   and dropping one. See its documentation for the rules.
 
+use std::cell::{Cell, OnceCell};
 use std::ffi::c_void;
 
 use super::{Buf, RemoteSlice};
@@ -60,21 +66,32 @@ impl Drop for Inventory {
     }
 }
 
-/// What a `doca_buf` is made over (see the module docs).
+/// What a `doca_buf` is made over (see the module docs), and the cache of the registration
+/// it belongs to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Desc {
     pub(crate) mmap: *mut sys::doca_mmap,
     pub(crate) addr: *mut c_void,
     pub(crate) len: usize,
+    /// The registration's cache: valid while the memory is, which the operation keeps
+    /// alive (the `Buf` or `RemoteSlice` it was made from is among its kept buffers).
+    cache: *const DescCache,
 }
 
 impl Desc {
     pub(crate) fn local(b: &Buf) -> Desc {
-        Desc { mmap: b.memory().raw_mmap(), addr: b.as_ptr().cast(), len: b.len() }
+        let mem = b.memory();
+        Desc { mmap: mem.raw_mmap(), addr: b.as_ptr().cast(), len: b.len(), cache: mem.desc_cache() }
     }
 
     pub(crate) fn remote(r: &RemoteSlice) -> Desc {
-        Desc { mmap: r.raw_mmap(), addr: r.raw_addr() as *mut c_void, len: r.len() }
+        Desc { mmap: r.raw_mmap(), addr: r.raw_addr() as *mut c_void, len: r.len(), cache: r.desc_cache() }
+    }
+
+    /// The first `len` bytes of it.
+    pub(crate) fn prefix(self, len: usize) -> Desc {
+        assert!(len <= self.len, "a prefix of {len} bytes of a {}-byte slice", self.len);
+        Desc { len, ..self }
     }
 }
 
@@ -92,13 +109,20 @@ impl<'a> Descs<'a> {
         Descs { inv, slot }
     }
 
-    /// Descriptor `i` (0 or 1) over `d` with `data_len` bytes of data.
+    /// Descriptor `i` (0 or 1) over `d` with `data_len` bytes of data: lent by the
+    /// registration's cache when it can, otherwise taken from the context's inventory.
     pub(crate) fn get(
         &self,
         i: usize,
         d: Desc,
         data_len: usize,
     ) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
+        // SAFETY: the memory `d` was made from is alive (the operation keeps it), and with it
+        // its cache.
+        if let Some((b, lent)) = unsafe { &*d.cache }.lend(d, data_len) {
+            self.slot.hold_lent(i, lent);
+            return Ok(b);
+        }
         let mut b = std::ptr::null_mut();
         // SAFETY: live inventory and mmap of this thread (held by the operation and by the
         // memory it owns); the range lies inside the mmap (slices are bounds-checked).
@@ -127,4 +151,296 @@ impl<'a> Descs<'a> {
         }
         self.get(i, d, 0)
     }
+}
+
+/// How many descriptors one registration keeps, in sets of `WAYS` entries: a window of 64
+/// operations on distinct slices (perftest's default depth) finds its descriptors again for
+/// every layout we simulated (equal slices at strides of 8 B to 1 MiB, odd strides, padded
+/// ones), where 64 direct-mapped entries kept 55–65% of them.
+const CACHED: usize = 128;
+/// Entries of one set: a slice may use any entry of the set its hash picks.
+const WAYS: usize = 8;
+
+/// The descriptors a registration keeps for the slices its operations used (see the module
+/// docs). A cache belongs to one [`Memory`](super::Memory) or
+/// [`RemoteMemory`](super::RemoteMemory) and is used on its thread only.
+///
+/// * **Exact slices.** An entry is found by the slice's address and length, and a
+///   descriptor is lent only for exactly those bytes: a descriptor bounds what DOCA may
+///   touch (a receive or read never writes past it), so one made over a wider range and
+///   re-pointed would let a task overrun its slice.
+/// * **One task at a time.** An entry is lent to one operation until that operation's
+///   slot gives it back (its task is over); a second operation on the same bytes meanwhile
+///   gets another entry. DOCA writes a destination descriptor's data length, so a
+///   descriptor is never shared by two tasks.
+/// * **Re-pointed on loan.** A destination is lent with an empty payload (`doca_buf_set_data`
+///   to the slice's start, length 0), whatever a previous task left in it; a source with the
+///   whole slice as payload, set again only when the entry last served as a destination.
+/// * **Set-associative, evicting.** `CACHED` entries in sets of `WAYS`; a hash of address and
+///   length picks the set. A slice takes an idle entry of its own bytes in the set, else an
+///   empty one, else replaces an idle entry of other bytes (dropping that descriptor); when
+///   every entry of the set is lent, the operation uses its context's inventory. Memory
+///   held is bounded: `CACHED` descriptors per registration, from an inventory of its own,
+///   made at the first operation.
+/// * **Never outlives its memory.** The cache is a field of the registration and is
+///   emptied (every descriptor dropped, then its inventory destroyed) in the registration's
+///   `Drop`, before the mmap is stopped and destroyed; DOCA refuses to destroy an mmap that
+///   descriptors still reference. No entry is lent then: every operation keeps the memory
+///   alive until its slot has given its descriptors back.
+pub(crate) struct DescCache {
+    /// Made at the first loan; `None` when the inventory could not be made (operations
+    /// then use their contexts' inventories).
+    store: OnceCell<Option<Box<Store>>>,
+}
+
+struct Store {
+    entries: [Entry; CACHED],
+    inv: Inventory,
+}
+
+struct Entry {
+    /// The slice the descriptor is made over (`buf` null: the entry is empty).
+    addr: Cell<usize>,
+    len: Cell<usize>,
+    buf: Cell<*mut sys::doca_buf>,
+    /// Lent to an operation; cleared by its slot when its task is over.
+    lent: Cell<bool>,
+    /// The payload is the whole slice, as a source needs it, and no task changed it since
+    /// (only a destination's payload is written by DOCA).
+    source_ready: Cell<bool>,
+}
+
+impl DescCache {
+    pub(crate) fn new() -> DescCache {
+        DescCache { store: OnceCell::new() }
+    }
+
+    /// Lends a descriptor over exactly `d` with `data_len` bytes of data (all of `d` for a
+    /// source, 0 for a destination), and the flag the slot clears to give it back; `None`
+    /// when the entry is lent to another operation (or the cache has no inventory).
+    fn lend(&self, d: Desc, data_len: usize) -> Option<(*mut sys::doca_buf, *const Cell<bool>)> {
+        let store = self.store.get_or_init(Store::new).as_deref()?;
+        let (addr, len) = (d.addr as usize, d.len);
+        let set = &store.entries[set_of(addr, len)..][..WAYS];
+        let mine = |e: &&Entry| !e.lent.get() && !e.buf.get().is_null() && e.addr.get() == addr && e.len.get() == len;
+        let e = if let Some(e) = set.iter().find(mine) {
+            let source = data_len == len;
+            if !(source && e.source_ready.get()) {
+                // SAFETY: a live descriptor of this cache, not lent, so no task references it;
+                // the range is the slice it was made over.
+                if unsafe { sys::doca_buf_set_data(e.buf.get(), d.addr, data_len) } != sys::DOCA_SUCCESS {
+                    return None;
+                }
+            }
+            e.source_ready.set(source);
+            e
+        } else {
+            let e = set.iter().find(|e| e.buf.get().is_null()).or_else(|| set.iter().find(|e| !e.lent.get()))?;
+            let old = e.buf.replace(std::ptr::null_mut());
+            if !old.is_null() {
+                // SAFETY: an idle descriptor of this cache (not lent: no task references it),
+                // dropped once (the entry was cleared above).
+                unsafe { sys::doca_buf_dec_refcount(old, std::ptr::null_mut()) };
+            }
+            let mut b = std::ptr::null_mut();
+            // SAFETY: live inventory; the mmap is the registration's, alive with its cache;
+            // the range lies inside it (slices are bounds-checked).
+            let rc = unsafe {
+                sys::doca_buf_inventory_buf_get_by_args(store.inv.0, d.mmap, d.addr, len, d.addr, data_len, &mut b)
+            };
+            if rc != sys::DOCA_SUCCESS {
+                return None;
+            }
+            e.addr.set(addr);
+            e.len.set(len);
+            e.buf.set(b);
+            e.source_ready.set(data_len == len);
+            e
+        };
+        e.lent.set(true);
+        Some((e.buf.get(), &e.lent))
+    }
+
+    /// Drops every descriptor and the inventory: the registration's `Drop` calls it before
+    /// destroying the mmap they reference.
+    pub(crate) fn clear(&mut self) {
+        drop(self.store.take());
+    }
+
+    /// How many descriptors the cache holds (lent or idle).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.store
+            .get()
+            .and_then(|s| s.as_deref())
+            .map_or(0, |s| s.entries.iter().filter(|e| !e.buf.get().is_null()).count())
+    }
+}
+
+impl Store {
+    fn new() -> Option<Box<Store>> {
+        let inv = match Inventory::new(CACHED, "descriptor cache") {
+            Ok(inv) => inv,
+            Err(e) => {
+                crate::trace::report!("{e}; operations on this memory take descriptors from their contexts");
+                return None;
+            }
+        };
+        let entries = std::array::from_fn(|_| Entry {
+            addr: Cell::new(0),
+            len: Cell::new(0),
+            buf: Cell::new(std::ptr::null_mut()),
+            lent: Cell::new(false),
+            source_ready: Cell::new(false),
+        });
+        Some(Box::new(Store { entries, inv }))
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        for e in &self.entries {
+            let b = e.buf.replace(std::ptr::null_mut());
+            if b.is_null() {
+                continue;
+            }
+            debug_assert!(!e.lent.get(), "a descriptor cache dropped while lent");
+            // SAFETY: a descriptor of this cache's inventory (dropped after this loop, as
+            // the field `inv`); no task references it (nothing is lent: every operation
+            // keeps the registration alive until its descriptors are given back); once.
+            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+        }
+    }
+}
+
+impl std::fmt::Debug for DescCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DescCache").finish_non_exhaustive()
+    }
+}
+
+/// The first entry of the set of the slice at `addr` of `len` bytes: a 64-bit finalizer
+/// (murmur3's), so that no regular layout of slices crowds into a few sets.
+fn set_of(addr: usize, len: usize) -> usize {
+    let mut h = addr as u64 ^ (len as u64).rotate_left(40);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    (h as usize % (CACHED / WAYS)) * WAYS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Access, Device};
+
+    fn give_back(lent: *const Cell<bool>) {
+        // SAFETY: a flag of a cache alive in the calling test.
+        unsafe { (*lent).set(false) };
+    }
+
+    fn data_of(b: *mut sys::doca_buf) -> (usize, usize) {
+        let (mut p, mut n) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: a live descriptor; valid out-pointers.
+        unsafe {
+            assert_eq!(sys::doca_buf_get_data(b, &mut p), sys::DOCA_SUCCESS);
+            assert_eq!(sys::doca_buf_get_data_len(b, &mut n), sys::DOCA_SUCCESS);
+        }
+        (p as usize, n)
+    }
+
+    #[test]
+    fn the_same_bytes_get_the_same_descriptor_once_given_back() {
+        let dev = Device::open_default().unwrap();
+        let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE).unwrap();
+        let cache = mem.desc_cache();
+        let d = Desc::local(&mem.slice(64..72));
+        let (b1, lent) = cache.lend(d, 8).expect("an empty cache lends");
+        assert_eq!(data_of(b1), (d.addr as usize, 8), "a source's payload is the slice");
+        // The same bytes for a second task meanwhile: a descriptor of its own.
+        let (other, other_lent) = cache.lend(d, 8).expect("an empty entry");
+        assert_ne!(other, b1, "a lent descriptor serves one task at a time");
+        give_back(lent);
+        let (b2, lent) = cache.lend(d, 0).unwrap();
+        assert_eq!(b1, b2, "the same bytes reuse the descriptor");
+        assert_eq!(data_of(b2), (d.addr as usize, 0), "a destination's payload is empty");
+        // A task wrote part of the destination (DOCA grows the data length).
+        // SAFETY: live descriptor, within its bounds.
+        assert_eq!(unsafe { sys::doca_buf_set_data_len(b2, 3) }, sys::DOCA_SUCCESS);
+        give_back(lent);
+        let (b3, lent) = cache.lend(d, 8).unwrap();
+        assert_eq!((b3, data_of(b3)), (b1, (d.addr as usize, 8)), "a source after a destination is whole again");
+        give_back(lent);
+        give_back(other_lent);
+        assert_eq!(cache.held(), 2);
+    }
+
+    #[test]
+    fn a_prefix_is_other_bytes_and_a_full_set_evicts_or_refuses() {
+        let dev = Device::open_default().unwrap();
+        let mem = dev.alloc(1 << 20, Access::LOCAL_READ_WRITE).unwrap();
+        let cache = mem.desc_cache();
+        let whole = Desc::local(&mem.slice(0..64));
+        let (bw, lw) = cache.lend(whole, 64).unwrap();
+        let (bp, lp) = cache.lend(whole.prefix(8), 8).expect("a prefix has an entry of its own");
+        assert_ne!(bp, bw, "a prefix is not the whole slice: its own descriptor");
+        assert_eq!(data_of(bp), (whole.addr as usize, 8));
+        give_back(lp);
+        give_back(lw);
+        // WAYS other slices of the whole slice's set, all lent at once: they take the empty
+        // entries, then replace the idle ones (the whole slice's among them).
+        let set = set_of(whole.addr as usize, 64);
+        let others: Vec<Desc> = (1..16384)
+            .map(|k| Desc::local(&mem.slice(k * 64..k * 64 + 64)))
+            .filter(|d| set_of(d.addr as usize, 64) == set)
+            .take(WAYS)
+            .collect();
+        assert_eq!(others.len(), WAYS, "16384 slices fill a set of {WAYS}");
+        let lent: Vec<_> = others
+            .iter()
+            .map(|d| {
+                let (b, l) = cache.lend(*d, 64).expect("an empty or idle entry");
+                assert_eq!(data_of(b), (d.addr as usize, 64));
+                l
+            })
+            .collect();
+        assert!(cache.held() <= CACHED);
+        // Every entry of the set is lent: no loan (the context's inventory serves it).
+        assert!(cache.lend(whole, 64).is_none());
+        lent.into_iter().for_each(give_back);
+        let (b, l) = cache.lend(whole, 64).expect("an idle entry is replaced");
+        assert_eq!(data_of(b), (whole.addr as usize, 64));
+        give_back(l);
+    }
+
+    #[test]
+    fn a_registration_with_cached_descriptors_is_destroyed_cleanly() {
+        let dev = Device::open_default().unwrap();
+        let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE | Access::RDMA_ALL).unwrap();
+        let remote = dev.import(&mem.export_rdma().unwrap()).unwrap();
+        for k in 0..8 {
+            let (_, l) = mem.desc_cache().lend(Desc::local(&mem.slice(k * 8..k * 8 + 8)), 0).unwrap();
+            give_back(l);
+            let (_, l) = remote
+                .slice(k * 8..k * 8 + 8)
+                .desc_cache()
+                .lend(Desc::remote(&remote.slice(k * 8..k * 8 + 8)), 0)
+                .unwrap();
+            give_back(l);
+        }
+        assert!(mem.desc_cache().held() > 0 && remote.slice(..).desc_cache().held() > 0);
+        let before = DESTROY_FAILURES.with(Cell::get);
+        drop(remote);
+        drop(mem);
+        assert_eq!(DESTROY_FAILURES.with(Cell::get), before, "an mmap was destroyed with descriptors left");
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// mmaps whose destruction failed on this thread (descriptors left over): what a
+    /// registration's `Drop` can only report, counted for the tests.
+    pub(crate) static DESTROY_FAILURES: Cell<usize> = const { Cell::new(0) };
 }

@@ -18,6 +18,14 @@
 //! a handle (or an operation's future) while DOCA may still access the memory never frees it
 //! early. [`RemoteMemory`] works the same way for the imported `doca_mmap`.
 //!
+//! # Descriptors
+//! DOCA tasks name memory through `doca_buf` descriptors. Each registration keeps the
+//! descriptors of the exact slices its operations used (up to 128, made at the first
+//! operation), and an operation on the same bytes as an earlier one borrows that descriptor
+//! instead of making one: reusing a [`Buf`] or a target slice for every message is the
+//! cheap pattern. A descriptor serves one task at a time and is dropped with its
+//! registration. (Details and rules: `docs/ARCHITECTURE.md`, "Owned buffers".)
+//!
 //! # Threads
 //! `Memory`, `Buf`, `RemoteMemory` and `RemoteSlice` are `!Send`: DOCA objects and the
 //! buffers over them belong to one thread (the executor that uses them). Export blobs are
@@ -41,6 +49,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::sys;
+use descriptors::DescCache;
 
 /// Access rights of registered memory and of an RDMA context (`enum doca_access_flag`).
 ///
@@ -223,6 +232,8 @@ impl Drop for Alloc {
 
 struct MemInner {
     mmap: *mut sys::doca_mmap,
+    /// Descriptors of recently used slices, emptied before the mmap is destroyed.
+    descs: DescCache,
     /// Freed in `Drop` only after the mmap is destroyed (leaked if destroying fails).
     alloc: std::mem::ManuallyDrop<Alloc>,
     access: Access,
@@ -232,7 +243,9 @@ struct MemInner {
 impl Drop for MemInner {
     fn drop(&mut self) {
         // Nothing references the mmap any more: every Buf and every operation holds this
-        // inner, and the doca_bufs of operations are released before their Rc.
+        // inner, the doca_bufs of operations are released before their Rc, and the cache's
+        // go now.
+        self.descs.clear();
         // SAFETY: a started local mmap of this thread, stopped and destroyed once, here; the
         // allocation is dropped once, only after the mmap over it is gone.
         unsafe {
@@ -245,6 +258,8 @@ impl Drop for MemInner {
                 // Destroying failed: the memory may still be referenced; leak it rather than
                 // free memory DOCA might touch.
                 crate::trace::report!("doca_mmap_destroy failed: {:?}; leaking the memory", crate::DocaCode(rc));
+                #[cfg(test)]
+                descriptors::DESTROY_FAILURES.with(|n| n.set(n.get() + 1));
                 return;
             }
             // Registration gone: nothing can reach the memory through DOCA any more.
@@ -306,7 +321,13 @@ impl Device {
             return Err(e);
         }
         Ok(Memory {
-            inner: Rc::new(MemInner { mmap, alloc: std::mem::ManuallyDrop::new(alloc), access, dev: self.clone() }),
+            inner: Rc::new(MemInner {
+                mmap,
+                descs: DescCache::new(),
+                alloc: std::mem::ManuallyDrop::new(alloc),
+                access,
+                dev: self.clone(),
+            }),
         })
     }
 
@@ -343,7 +364,9 @@ impl Device {
             unsafe { sys::doca_mmap_destroy(mmap) };
             return Err(Error::from_doca(rc, "mem.import: doca_mmap_get_memrange"));
         }
-        Ok(RemoteMemory { inner: Rc::new(RemoteInner { mmap, addr: addr as usize, len, _dev: self.clone() }) })
+        Ok(RemoteMemory {
+            inner: Rc::new(RemoteInner { mmap, descs: DescCache::new(), addr: addr as usize, len, _dev: self.clone() }),
+        })
     }
 }
 
@@ -434,6 +457,10 @@ impl Memory {
 
     pub(crate) fn raw_mmap(&self) -> *mut sys::doca_mmap {
         self.inner.mmap
+    }
+
+    pub(crate) fn desc_cache(&self) -> &DescCache {
+        &self.inner.descs
     }
 }
 
@@ -571,6 +598,8 @@ impl fmt::Debug for Buf {
 
 struct RemoteInner {
     mmap: *mut sys::doca_mmap,
+    /// Descriptors of recently targeted slices, emptied before the mmap is destroyed.
+    descs: DescCache,
     /// The exported range, in the exporter's address space.
     addr: usize,
     len: usize,
@@ -579,12 +608,16 @@ struct RemoteInner {
 
 impl Drop for RemoteInner {
     fn drop(&mut self) {
+        // The cache's descriptors first: DOCA does not destroy an mmap they reference.
+        self.descs.clear();
         // SAFETY: an imported mmap of this thread with no buffers left (every RemoteSlice in
-        // an operation holds this inner, and operations release their doca_bufs first);
-        // destroyed once.
+        // an operation holds this inner, operations release their doca_bufs first, and the
+        // cache's are gone); destroyed once.
         let rc = unsafe { sys::doca_mmap_destroy(self.mmap) };
         if rc != sys::DOCA_SUCCESS {
             crate::trace::report!("destroying an imported mmap failed: {:?}", crate::DocaCode(rc));
+            #[cfg(test)]
+            descriptors::DESTROY_FAILURES.with(|n| n.set(n.get() + 1));
         }
     }
 }
@@ -681,6 +714,10 @@ impl RemoteSlice {
 
     pub(crate) fn raw_mmap(&self) -> *mut sys::doca_mmap {
         self.mem.inner.mmap
+    }
+
+    pub(crate) fn desc_cache(&self) -> &DescCache {
+        &self.mem.inner.descs
     }
 
     /// The start address in the exporter's address space.

@@ -269,8 +269,11 @@ impl RdmaBuilder {
     }
 
     /// How many `doca_buf` descriptors the context keeps for its operations (default: two
-    /// per task of every pool, plus a margin). An operation needs one or two; when none is
-    /// free it waits like for a task.
+    /// per task of every pool, plus a margin). An operation needs one or two, and first
+    /// borrows them from its memory's own cache (the descriptors of the slices it was
+    /// used with, see [`crate::mem`]); the context's are for operations whose cache has
+    /// none to lend (many operations on the same bytes at once). When none is free the
+    /// operation waits like for a task.
     pub fn descriptors(mut self, n: usize) -> Self {
         self.descriptors = Some(n);
         self

@@ -181,7 +181,7 @@ impl RemoteEventOps<'_> {
         let (conn, ev) = (self.conn.inner.conn, self.ev.h.ptr);
         // A source of exactly the value; a destination over all of the scratch.
         let d = Desc::local(&scratch);
-        let d = if src { Desc { len: 8, ..d } } else { d };
+        let d = if src { d.prefix(8) } else { d };
         let keep = (scratch, self.ev.h.clone());
         let (r, (scratch, _)) = self
             .conn

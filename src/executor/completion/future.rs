@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::slots::{Slot, SlotState};
+use super::slots::{HeldDesc, Slot, SlotState};
 use super::waiters::Ticket;
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::error::{Error, ErrorKind, Result};
@@ -33,7 +33,7 @@ fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
 pub struct TaskSlot {
     user_data: sys::doca_data,
     out: *mut u64,
-    descs: *const Cell<[*mut sys::doca_buf; 2]>,
+    descs: *const Cell<[HeldDesc; 2]>,
 }
 
 impl TaskSlot {
@@ -59,15 +59,27 @@ impl TaskSlot {
     /// which gives it back when the task is over (see `Slot::descs`). The caller keeps the
     /// inventory alive until the operation's slot is released (its kept buffers).
     pub(crate) fn hold_desc(&self, i: usize, buf: *mut sys::doca_buf) {
+        self.hold(i, HeldDesc::Owned(buf));
+    }
+
+    /// Records that descriptor `i` (< 2) of this task is lent by a cache whose "lent" flag
+    /// is `lent`: the slot clears the flag when the task is over (see `Slot::descs`). The
+    /// caller keeps the cache alive until the operation's slot is released (its kept
+    /// buffers hold the memory the cache belongs to).
+    pub(crate) fn hold_lent(&self, i: usize, lent: *const Cell<bool>) {
+        self.hold(i, HeldDesc::Lent(lent));
+    }
+
+    fn hold(&self, i: usize, d: HeldDesc) {
         assert!(i < 2, "hold_desc({i}): a task holds at most two descriptors");
         // SAFETY: `descs` points into the slot of this operation, which is reserved (and at a
         // stable address) while its allocation closure runs, the only place a TaskSlot is
         // seen; slots are only used through shared references (cells).
         let cell = unsafe { &*self.descs };
-        let mut d = cell.get();
-        debug_assert!(d[i].is_null(), "descriptor {i} taken twice");
-        d[i] = buf;
-        cell.set(d);
+        let mut all = cell.get();
+        debug_assert!(matches!(all[i], HeldDesc::None), "descriptor {i} taken twice");
+        all[i] = d;
+        cell.set(all);
     }
 }
 

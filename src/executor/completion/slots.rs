@@ -33,13 +33,13 @@ pub(super) struct Slot {
     pub(super) out: UnsafeCell<TaskOutput>,
     pub(super) waker: Cell<Option<Waker>>,
     pub(super) keepalive: Cell<Option<Box<dyn Any>>>,
-    /// The `doca_buf` descriptors of the slot's task (at most two, null when unused), taken
-    /// by the allocation closure ([`TaskSlot::hold_desc`](super::TaskSlot::hold_desc)) and
-    /// given back as soon as the task is over: by the completion callback right after it
-    /// freed the task, or when the slot is released (a failed or abandoned operation). The
-    /// slot holding them replaces a side table: nothing per operation is allocated or
-    /// looked up to find them again.
-    pub(super) descs: Cell<[*mut sys::doca_buf; 2]>,
+    /// The `doca_buf` descriptors of the slot's task (at most two), taken by the allocation
+    /// closure ([`TaskSlot::hold_desc`](super::TaskSlot::hold_desc),
+    /// [`TaskSlot::hold_lent`](super::TaskSlot::hold_lent)) and given back as soon as the
+    /// task is over: by the completion callback right after it freed the task, or when the
+    /// slot is released (a failed or abandoned operation). The slot holding them replaces a
+    /// side table: nothing per operation is allocated or looked up to find them again.
+    pub(super) descs: Cell<[HeldDesc; 2]>,
     pub(super) next_free: Cell<u32>,
 }
 
@@ -52,7 +52,7 @@ impl Slot {
             out: UnsafeCell::new([0; OUT_WORDS]),
             waker: Cell::new(None),
             keepalive: Cell::new(None),
-            descs: Cell::new([std::ptr::null_mut(); 2]),
+            descs: Cell::new([HeldDesc::None; 2]),
             next_free: Cell::new(NONE),
         }
     }
@@ -61,21 +61,42 @@ impl Slot {
         self.out.get().cast::<u64>()
     }
 
-    /// Gives the task's descriptors back to their inventory; returns whether there were any.
-    /// Only once DOCA no longer owns the task (completed, never submitted, or freed).
+    /// Gives the task's descriptors back (to their inventory, or to the cache that lent
+    /// them); returns whether there were any. Only once DOCA no longer owns the task
+    /// (completed, never submitted, or freed).
     pub(super) fn release_descs(&self) -> bool {
-        let descs = self.descs.replace([std::ptr::null_mut(); 2]);
+        let descs = self.descs.replace([HeldDesc::None; 2]);
         let mut any = false;
-        for b in descs.into_iter().filter(|b| !b.is_null()) {
-            // SAFETY: a descriptor the allocation closure took from a live inventory (the
-            // operation keeps the inventory alive until its slot is released, and releases
-            // come first); DOCA no longer owns the task that referenced it (the caller's
-            // contract); its reference is dropped once (the cell was cleared above).
-            unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+        for d in descs {
+            match d {
+                HeldDesc::None => continue,
+                // SAFETY: a descriptor the allocation closure took from a live inventory (the
+                // operation keeps the inventory alive until its slot is released, and releases
+                // come first); DOCA no longer owns the task that referenced it (the caller's
+                // contract); its reference is dropped once (the cell was cleared above).
+                HeldDesc::Owned(b) => unsafe {
+                    sys::doca_buf_dec_refcount(b, std::ptr::null_mut());
+                },
+                // SAFETY: the flag lives in the descriptor cache of memory the operation keeps
+                // alive among its buffers, which are dropped only after this release.
+                HeldDesc::Lent(flag) => unsafe { (*flag).set(false) },
+            }
             any = true;
         }
         any
     }
+}
+
+/// A descriptor a slot gives back when its task is over.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HeldDesc {
+    None,
+    /// A reference taken from an inventory for this task: dropped (`doca_buf_dec_refcount`).
+    Owned(*mut sys::doca_buf),
+    /// A descriptor lent by a registration's cache (`mem::descriptors`): the slot clears its
+    /// "lent" flag, and the cache keeps the descriptor for the next operation on the same
+    /// bytes.
+    Lent(*const Cell<bool>),
 }
 
 type Chunk = [Slot; CHUNK];
