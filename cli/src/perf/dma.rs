@@ -6,15 +6,19 @@
 //! * `dma_bw`: [`WINDOW`] copies in flight; ops/s and MB/s, per-copy completion latency.
 //!
 //! `raw` drives doca-sys as a C program would (tasks allocated once, re-submitted from the
-//! loop after each completion); `async` goes through `async_doca::dma::Dma`. `memcpy_bw`
+//! loop after each completion); `async` goes through `async_doca::dma::Dma`, `dma_bw` with
+//! its copies in one task's `rdma::Pipeline`. Both walk the window's slots in the same order
+//! and start the clock when the last warm-up copy completes. `memcpy_bw`
 //! (in `rdma.rs`) is the reference row: what one CPU copies with `memcpy`.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 use std::time::{Duration, Instant};
 
 use async_doca::dma::Dma;
+use async_doca::rdma::Pipeline;
 use async_doca::sys;
 use async_doca::{Access, Device, Result};
 
@@ -88,39 +92,58 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
         .await?;
         return Ok(run.report(samples, p.iters, elapsed).with_bandwidth());
     }
-    // Each of `window` workers copies its own slot in a loop; together they keep `window`
-    // copies in flight.
-    let per = (p.iters as usize).div_ceil(window).max(1) as u64;
-    let warm = (p.warmup as usize).div_ceil(window) as u64;
-    let mut workers = Vec::new();
-    for w in 0..window {
-        let (dma, s, d) = (dma.clone(), remote.slice(w * size..(w + 1) * size), local.slice(w * size..(w + 1) * size));
-        workers.push(async_doca::spawn_local(async move {
-            let (mut s, mut d) = (s, d);
-            let mut samples = Vec::with_capacity(per as usize);
-            for i in 0..warm + per {
-                let t0 = Instant::now();
-                let (r, s2, d2) = dma.memcpy(s, d).await;
-                r?;
-                (s, d) = (s2, d2);
-                if i >= warm {
-                    samples.push(t0.elapsed());
-                }
-            }
-            Ok::<_, async_doca::Error>(samples)
-        }));
-    }
-    let t = Instant::now();
-    let mut all = Samples::default();
-    for w in workers {
-        for d in w.await?? {
-            all.push(d, 1.0);
+    // `window` copies in flight in one task through a Pipeline (the path a user takes for
+    // rate), slot `i % window` for copy `i`: the same order over the same slots as the raw
+    // loop, so both copy the same bytes and meet the same caches, and timed the same way.
+    let total = p.warmup + p.iters;
+    let mut pipe = Pipeline::new(window);
+    let mut clock = Clock { warmup: p.warmup, ..Clock::default() };
+    for i in 0..total {
+        if let Some((r, _, _)) = if pipe.is_full() { pipe.next().await } else { None } {
+            clock.done(r)?;
+        }
+        let w = i as usize % window;
+        clock.stamps.push_back(Instant::now());
+        let copy = dma.memcpy(remote.slice(w * size..(w + 1) * size), local.slice(w * size..(w + 1) * size));
+        if pipe.try_push(copy).is_err() {
+            unreachable!("a lane is free");
         }
     }
-    // The warm-up rounds ran inside the same interval: scale the elapsed time to the timed
-    // share of the copies (all workers run the same number of rounds, interleaved).
-    let elapsed = t.elapsed().mul_f64(per as f64 / (warm + per) as f64);
-    Ok(run.report(all, per * window as u64, elapsed).with_bandwidth())
+    while let Some((r, _, _)) = pipe.next().await {
+        clock.done(r)?;
+    }
+    let elapsed = clock.start.map_or(Duration::ZERO, |t| t.elapsed());
+    Ok(run.report(clock.samples, p.iters, elapsed).with_bandwidth())
+}
+
+/// The bookkeeping of the async `dma_bw` loop, as the raw loop keeps it: the interval starts
+/// when the last warm-up copy completes (at once without warm-up), and every later copy
+/// is a sample from its submission to its completion.
+#[derive(Default)]
+struct Clock {
+    warmup: u64,
+    /// Submission times of the copies in flight, oldest first (completions come in order).
+    stamps: VecDeque<Instant>,
+    finished: u64,
+    start: Option<Instant>,
+    samples: Samples,
+}
+
+impl Clock {
+    fn done(&mut self, r: Result<()>) -> Result<()> {
+        r?;
+        let t0 = self.stamps.pop_front().expect("a stamp per copy");
+        self.finished += 1;
+        if self.warmup == 0 && self.start.is_none() {
+            self.start = Some(t0);
+        }
+        if self.finished == self.warmup {
+            self.start = Some(Instant::now());
+        } else if self.finished > self.warmup {
+            self.samples.push(t0.elapsed(), 1.0);
+        }
+        Ok(())
+    }
 }
 
 // ---- raw ----
