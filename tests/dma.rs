@@ -136,6 +136,53 @@ fn many_copies_in_flight_with_a_small_pool_and_a_dropped_future() {
 }
 
 /// Polls a future once (dropping it afterwards is the caller's business).
+/// Completed memcpy tasks are kept and re-initialised for the next copy (source,
+/// destination, user data), and descriptors are lent again by the memory: whatever one copy
+/// left must not leak into the next. Sizes, offsets, directions and contexts alternate; a
+/// failed copy in between is not kept.
+#[test]
+fn reused_copies_carry_nothing_stale() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let dmas = [Dma::builder(&dev).build().await?, Dma::builder(&dev).build().await?];
+        let host = dev.alloc(1 << 16, HOST)?;
+        let remote = dev.import(&host.export_pci()?)?;
+        let local = dev.alloc(1 << 16, Access::LOCAL_READ_WRITE)?;
+        for i in 0..40usize {
+            let dma = &dmas[i % 2];
+            let len = [8, 1000, 1, 4096, 300][i % 5];
+            let (from, to) = ([0, 64, 8][i % 3], 8192 + [0, 4096, 512][i % 3]);
+            let seed = i as u8;
+            // A destination longer than the copy, filled with a marker: only `len` bytes change.
+            if i % 2 == 0 {
+                host.slice(from..from + len).write(0, &pattern(len, seed));
+                local.slice(to..to + len + 16).fill(0xee);
+                let (r, _, dst) =
+                    bounded(dma.memcpy(remote.slice(from..from + len), local.slice(to..to + len + 16))).await?;
+                r?;
+                assert_eq!(dst.to_vec()[..len], pattern(len, seed)[..], "copy {i}");
+                assert_eq!(dst.to_vec()[len..], [0xee; 16], "copy {i}: past the source");
+            } else {
+                local.slice(from..from + len).write(0, &pattern(len, seed));
+                host.slice(to..to + len + 16).fill(0xee);
+                let (r, _, _) =
+                    bounded(dma.memcpy(local.slice(from..from + len), remote.slice(to..to + len + 16))).await?;
+                r?;
+                assert_eq!(host.slice(to..to + len).to_vec(), pattern(len, seed), "copy {i}");
+                assert_eq!(host.slice(to + len..to + len + 16).to_vec(), [0xee; 16], "copy {i}: past the source");
+            }
+            if i % 7 == 3 {
+                // A copy into memory without LOCAL_READ_WRITE fails, and its task is not kept.
+                let ro = dev.alloc(64, Access::PCI_READ_ONLY)?;
+                let (r, _, _) = bounded(dma.memcpy(local.slice(0..8), ro.slice(0..8))).await?;
+                assert!(r.is_err(), "copy {i}: a read-only destination");
+            }
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
 async fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
     std::future::poll_fn(move |cx| match std::pin::Pin::new(&mut f).poll(cx) {
         std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),

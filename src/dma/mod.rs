@@ -22,10 +22,14 @@
 //! flush) arrives.
 //!
 //! # Pipelining and back-pressure
-//! Any number of copies may be in flight (spawn them, or poll several futures at once). The
-//! task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
+//! Any number of copies may be in flight: keep many in one task with an
+//! [`rdma::Pipeline`](crate::rdma::Pipeline) (the cheap way), spawn them, or poll several
+//! futures at once. The task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
 //! ([`DmaBuilder::descriptors`]) bound them; when either is exhausted the next copy waits for
-//! a completion instead of failing.
+//! a completion instead of failing. A completed task is kept for the next copy and
+//! re-initialised rather than freed, and the descriptors of slices copied before are lent
+//! again by their memory (see [`crate::mem`]): copying from and into the same slices again
+//! allocates nothing.
 //!
 //! # Errors
 //! Failures are [`Error`]s named `"dma.memcpy"` with DOCA's code. Checked here before
@@ -85,12 +89,14 @@ use crate::sys;
 /// Default task-pool size (copies in flight at once).
 pub const DEFAULT_MAX_TASKS: u32 = 256;
 
-/// The memcpy task.
+/// The memcpy task. Completed ones are kept on their context for the next copy (see
+/// [`DocaTask::REUSE`]), which re-initialises every field: source, destination, user data.
 struct Memcpy;
 // SAFETY: `as_task` is the task type's own conversion; memcpy tasks are freed with
 // doca_task_free (the default).
 unsafe impl DocaTask for Memcpy {
     type Task = sys::doca_dma_task_memcpy;
+    const REUSE: Option<usize> = Some(0);
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live memcpy task.
         unsafe { sys::doca_dma_task_memcpy_as_task(task) }
@@ -278,11 +284,18 @@ impl Dma {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(OP)), src, dst),
         };
-        let inv = &*self.inner.inv;
-        let fut = self
-            .inner
-            .ctx
-            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| alloc(dma, &Descs::new(inv, slot), slot, s, d))
+        let (inv, ctx) = (&*self.inner.inv, &self.inner.ctx);
+        let fut = ctx
+            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| {
+                let kept = ctx.take_kept::<Memcpy>();
+                let r = alloc(dma, &Descs::new(inv, slot), slot, s, d, kept);
+                if let (Err(_), Some(task)) = (r, kept) {
+                    // SAFETY: taken just above from this ctx; `alloc` failed before using it,
+                    // so it is neither submitted nor freed.
+                    unsafe { ctx.put_back::<Memcpy>(task) };
+                }
+                r
+            })
             .traced(None, s.len)
             // The inventory is kept with the regions: a future dropped mid-flight leaves them
             // to its slot, which gives the descriptors back (right after DOCA is done with the
@@ -294,16 +307,28 @@ impl Dma {
 }
 
 /// Takes the two descriptors (source with its whole payload, destination empty) and
-/// allocates the task.
+/// re-initialises `kept` (a completed task of this ctx) with them, or allocates a task.
+/// Fails before touching `kept`.
 fn alloc(
     dma: *mut sys::doca_dma,
     set: &Descs<'_>,
     slot: &TaskSlot,
     s: Desc,
     d: Desc,
+    kept: Option<*mut sys::doca_dma_task_memcpy>,
 ) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
     let src = set.get(0, s, s.len)?;
     let dst = set.get(1, d, 0)?;
+    if let Some(task) = kept {
+        // SAFETY: a kept memcpy task of this ctx, ours (completed, not submitted); every
+        // field is set.
+        unsafe {
+            sys::doca_dma_task_memcpy_set_src(task, src);
+            sys::doca_dma_task_memcpy_set_dst(task, dst);
+            sys::doca_task_set_user_data(Memcpy::as_task(task), slot.user_data());
+        }
+        return Ok(task);
+    }
     let mut task = std::ptr::null_mut();
     // SAFETY: live context; the buffers describe memory the operation owns until the task is
     // done.
