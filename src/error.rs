@@ -152,9 +152,20 @@ impl Error {
     }
 
     /// An operating-system error, keeping the OS message and the [`std::io::Error`] itself
-    /// (as [`source()`](std::error::Error::source)).
+    /// (as [`source()`](std::error::Error::source)). A peer that went away is
+    /// [`ErrorKind::ConnectionLost`], whichever side noticed it first: a read meets the end of
+    /// the stream or a reset, a write a broken pipe (also aborted and not connected
+    /// sockets). Anything else is [`ErrorKind::Os`].
+    ///
+    /// ```
+    /// use async_doca::{Error, ErrorKind};
+    /// use std::io::ErrorKind as Io;
+    /// assert_eq!(Error::os(Io::BrokenPipe.into(), "oob: write").kind(), ErrorKind::ConnectionLost);
+    /// assert_eq!(Error::os(Io::UnexpectedEof.into(), "oob: read").kind(), ErrorKind::ConnectionLost);
+    /// assert_eq!(Error::os(Io::AddrInUse.into(), "oob: bind").kind(), ErrorKind::Os);
+    /// ```
     pub fn os(err: std::io::Error, context: &str) -> Error {
-        Error::with_source(ErrorKind::Os, format!("{context}: {err}"), err)
+        Error::with_source(os_kind(&err), format!("{context}: {err}"), err)
     }
 
     /// What kind of failure this is.
@@ -211,9 +222,22 @@ impl std::error::Error for Error {
 }
 
 impl From<std::io::Error> for Error {
-    /// An operating-system error with no more context than its own message.
+    /// An operating-system error with no more context than its own message, of the kind
+    /// [`Error::os`] gives it.
     fn from(err: std::io::Error) -> Error {
-        Error::with_source(ErrorKind::Os, err.to_string(), err)
+        Error::with_source(os_kind(&err), err.to_string(), err)
+    }
+}
+
+/// The kind of an operating-system error (see [`Error::os`]): one home for "the peer is gone",
+/// so that every socket path of the runtime reports it alike.
+fn os_kind(err: &std::io::Error) -> ErrorKind {
+    use std::io::ErrorKind as Io;
+    match err.kind() {
+        Io::BrokenPipe | Io::ConnectionReset | Io::ConnectionAborted | Io::NotConnected | Io::UnexpectedEof => {
+            ErrorKind::ConnectionLost
+        }
+        _ => ErrorKind::Os,
     }
 }
 

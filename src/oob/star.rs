@@ -249,7 +249,7 @@ impl Frame {
                 }
                 Err(e) if e.kind() == IoKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(io_error(e, "oob: read")),
+                Err(e) => return Err(Error::os(e, "oob: read")),
             }
         }
         Ok(true)
@@ -273,22 +273,6 @@ struct StarRequest<S> {
     sent: Vec<usize>,
 }
 
-/// A failed read or write on a member's stream. A member that went away is
-/// [`ErrorKind::ConnectionLost`] whichever side notices first: a read sees the end of the
-/// stream (or a reset), a write a broken pipe; other failures are the system's ([`ErrorKind::Os`]).
-fn io_error(e: io::Error, context: &str) -> Error {
-    match e.kind() {
-        IoKind::BrokenPipe
-        | IoKind::ConnectionReset
-        | IoKind::ConnectionAborted
-        | IoKind::NotConnected
-        | IoKind::UnexpectedEof => {
-            Error::with_source(ErrorKind::ConnectionLost, format!("{context}: a member disconnected ({e})"), e)
-        }
-        _ => Error::os(e, context),
-    }
-}
-
 /// Writes what the sockets take of `out`; true once every peer has all of it.
 fn flush<S: Stream>(peers: &mut [S], out: &[u8], sent: &mut [usize]) -> Result<bool> {
     let mut all = true;
@@ -298,7 +282,7 @@ fn flush<S: Stream>(peers: &mut [S], out: &[u8], sent: &mut [usize]) -> Result<b
                 Ok(k) => *sent += k,
                 Err(e) if e.kind() == IoKind::WouldBlock => break,
                 Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(e) => return Err(io_error(e, "oob: write")),
+                Err(e) => return Err(Error::os(e, "oob: write")),
             }
         }
         all &= *sent == out.len();
