@@ -588,6 +588,21 @@ pub(crate) fn push_held(task: &doca_task) {
 pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     let ctx = accept(task)?;
     ctx.flush_held();
+    submit_accepted(task, ctx, mode)
+}
+
+/// Submits a task the provider made for itself (an event carried as a task to the PE's
+/// completion queue, as Comch and RDMA connection management do) without flushing the
+/// user's held tasks: in DOCA an event is not a task and rings no doorbell. (These run from
+/// the ctx's progress hook, after the progress pushed the held tasks anyway, see
+/// `docs/soft-provider.md`; the point is that an internal event is not a user submit.)
+pub(crate) fn submit_internal(task: &doca_task) -> Result<(), doca_error_t> {
+    let ctx = accept(task)?;
+    submit_accepted(task, ctx, SubmitMode::Submit)
+}
+
+/// The kind's submit of a task `accept` took for `ctx`.
+fn submit_accepted(task: &doca_task, ctx: &dyn TaskOwner, mode: SubmitMode) -> Result<(), doca_error_t> {
     // SAFETY: the kind's submit hook is called with a task of its kind in state Submitted on
     // a RUNNING ctx, as its contract requires.
     let r = unsafe { (task.kind.submit)(task, mode) };

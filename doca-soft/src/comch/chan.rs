@@ -490,7 +490,7 @@ impl Endpoint {
             // SAFETY: a freshly allocated slot of this ctx's pool.
             let t = unsafe { t.as_ref() };
             *t.event.borrow_mut() = self.events.borrow_mut().pop_front();
-            if task::submit(task::header(t), SubmitMode::Submit).is_err() {
+            if task::submit_internal(task::header(t)).is_err() {
                 // Not RUNNING any more: the event is dropped (by the release hook).
                 // SAFETY: our own allocated task.
                 unsafe { task::doca_task_free(task::header(t).raw()) };

@@ -705,7 +705,7 @@ fn flush_events(r: &doca_rdma) -> bool {
         // SAFETY: a freshly allocated slot of this ctx's pool.
         let t = unsafe { t.as_ref() };
         t.event.set(Some(e));
-        if task::submit(task::header(t), SubmitMode::Submit).is_err() {
+        if task::submit_internal(task::header(t)).is_err() {
             // Not RUNNING any more: a stop drops the events that were not delivered.
             // SAFETY: our own allocated task, never submitted.
             unsafe { task::doca_task_free(task::header(t).raw()) };
