@@ -530,6 +530,7 @@ impl Rdma {
     /// Posted receives are consumed in posting order. A message larger than `buf` fails
     /// with [`ErrorKind::InvalidArgument`] and puts the context in the error state.
     /// An empty `buf` takes only empty messages.
+    #[inline]
     pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
         const OP: &str = "rdma.recv";
         let inner = &*self.inner;
@@ -694,11 +695,13 @@ impl Connection {
     }
 
     /// Sends `src` as one message; it completes a receive posted on the peer's context.
+    #[inline]
     pub fn send(&self, src: Buf) -> SendFuture<'_> {
         SendFuture(self.send_op("rdma.send", src, None))
     }
 
     /// Sends `src` with 32-bit immediate data (the peer's [`Received::imm`]).
+    #[inline]
     pub fn send_imm(&self, src: Buf, imm: u32) -> SendFuture<'_> {
         SendFuture(self.send_op("rdma.send_imm", src, Some(imm)))
     }
@@ -741,6 +744,7 @@ impl Connection {
     /// # Errors
     /// `src` longer than `dst`: [`ErrorKind::InvalidArgument`] (nothing submitted); the peer's
     /// memory or context without [`Access::RDMA_WRITE`]: [`ErrorKind::PermissionDenied`].
+    #[inline]
     pub fn write(&self, src: Buf, dst: RemoteSlice) -> WriteFuture<'_> {
         WriteFuture(self.write_op("rdma.write", src, dst, None))
     }
@@ -748,6 +752,7 @@ impl Connection {
     /// Writes like [`write`](Connection::write), then delivers `imm` to a receive posted on
     /// the peer's context ([`Opcode::WriteImm`]); the data is visible when that receive
     /// completes.
+    #[inline]
     pub fn write_imm(&self, src: Buf, dst: RemoteSlice, imm: u32) -> WriteFuture<'_> {
         WriteFuture(self.write_op("rdma.write_imm", src, dst, Some(imm)))
     }
@@ -781,6 +786,7 @@ impl Connection {
     /// # Errors
     /// `dst` longer than `src`: [`ErrorKind::InvalidArgument`] (nothing submitted); no
     /// [`Access::RDMA_READ`] on the peer's side: [`ErrorKind::PermissionDenied`].
+    #[inline]
     pub fn read(&self, src: RemoteSlice, dst: Buf) -> ReadFuture<'_> {
         const OP: &str = "rdma.read";
         if dst.len() > src.len() {
@@ -804,12 +810,14 @@ impl Connection {
     /// `dst` or `result` shorter than 8 bytes: [`ErrorKind::InvalidArgument`] (nothing
     /// submitted); a misaligned target: [`ErrorKind::InvalidArgument`]; no
     /// [`Access::RDMA_ATOMIC`]: [`ErrorKind::PermissionDenied`].
+    #[inline]
     pub fn compare_swap(&self, dst: RemoteSlice, compare: u64, swap: u64, result: Buf) -> AtomicFuture<'_> {
         AtomicFuture(self.atomic("rdma.compare_swap", dst, result, Some((compare, swap)), 0))
     }
 
     /// Atomically adds `add` to the 8-byte value at the start of `dst`; returns the value
     /// it had. `result` as for [`compare_swap`](Connection::compare_swap).
+    #[inline]
     pub fn fetch_add(&self, dst: RemoteSlice, add: u64, result: Buf) -> AtomicFuture<'_> {
         AtomicFuture(self.atomic("rdma.fetch_add", dst, result, None, add))
     }
