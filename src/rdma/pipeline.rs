@@ -157,7 +157,13 @@ impl<F: Future> Pipeline<F> {
             return Err(op);
         }
         let i = (self.head + self.len) % self.lanes.len();
-        self.lane(i).set(Lane::Running(op));
+        let lane: *mut Lane<F> = &mut self.lanes[i];
+        debug_assert!(matches!(self.lanes[i], Lane::Empty), "the lane after the last one is free");
+        // SAFETY: the lane is `Empty` (the pipeline is not full and lanes past the last
+        // operation are emptied by `poll_next`), so overwriting it drops nothing. A plain write
+        // rather than `Pin::set`, which assigns (drop the old value, then move the new one in)
+        // and so first builds the lane in a temporary: the future would be copied twice.
+        unsafe { lane.write(Lane::Running(op)) };
         self.len += 1;
         // The first poll submits the operation. With a no-op waker: only the oldest
         // operation's completion needs to wake the task (see the module documentation).
@@ -182,15 +188,16 @@ impl<F: Future> Pipeline<F> {
         }
         let h = self.head;
         self.poll_lane(h, cx);
-        let mut lane = self.lane(h);
-        if !matches!(*lane, Lane::Done(_)) {
-            return Poll::Pending;
-        }
-        // SAFETY: the lane holds no future (`Done`), so nothing pinned is moved by taking
-        // its output out.
-        let out = match std::mem::replace(unsafe { lane.as_mut().get_unchecked_mut() }, Lane::Empty) {
-            Lane::Done(out) => out,
-            _ => unreachable!("checked above"),
+        let lane: *mut Lane<F> = &mut self.lanes[h];
+        // SAFETY: `lane` points to a live lane. When it is `Done` it holds no future (nothing
+        // pinned is moved): the output is read out and the lane overwritten with `Empty`
+        // without dropping it (its only content was the output, now ours). Done by hand
+        // because `mem::replace` would copy the whole lane, a future's size, per operation.
+        let out = unsafe {
+            let Lane::Done(out) = &*lane else { return Poll::Pending };
+            let out = std::ptr::read(out);
+            lane.write(Lane::Empty);
+            out
         };
         self.head = (h + 1) % self.lanes.len();
         self.len -= 1;
