@@ -110,6 +110,8 @@ pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
 pub use pipeline::Pipeline;
 pub mod stream;
+#[cfg(test)]
+mod tests;
 pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
 
 use std::fmt;
