@@ -36,6 +36,9 @@
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
 //! Operation futures are lazy: the first poll submits. A [`Pipeline`] keeps many of them in
 //! flight from one task, without a task per operation (the path for message rate).
+//! Each operation returns a named, `Unpin` future ([`WriteFuture`], [`ReadFuture`],
+//! [`SendFuture`], [`AtomicFuture`], [`RecvFuture`]), so a struct can hold one, or a
+//! `Pipeline<WriteFuture<'a>>`, without boxing; it borrows its [`Connection`] (or [`Rdma`]).
 //! Each operation kind has a task pool ([`RdmaBuilder::max_tasks`]) and the send queue a
 //! depth ([`RdmaBuilder::send_queue_size`]); when either is full the next operation waits
 //! for a completion instead of failing.

@@ -29,6 +29,10 @@
 //! their completion slots until DOCA is done (see the [RDMA module](super)), as any dropped
 //! operation future does.
 //!
+//! The operations have named types ([`WriteFuture`](super::WriteFuture), ...), so a pipeline
+//! can live in a struct: `Pipeline<WriteFuture<'a>>` holds writes on a connection borrowed
+//! for `'a` (second example). To mix kinds in one pipeline, wrap them in an enum of your own.
+//!
 //! ```
 //! use async_doca::rdma::{Pipeline, Rdma};
 //! use async_doca::{Access, Device, Runtime};
@@ -57,6 +61,58 @@
 //!         res?;
 //!     }
 //!     assert_eq!(target.buf().read_u64(999 % 64 * 8), 999);
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+//!
+//! A pipeline in a struct, with the operation type named:
+//!
+//! ```
+//! use async_doca::rdma::{Connection, Pipeline, Rdma, WriteFuture};
+//! use async_doca::{Access, Buf, Device, RemoteSlice, Result, Runtime};
+//!
+//! /// Streams writes to one peer, up to 16 in flight.
+//! struct Writer<'a> {
+//!     conn: &'a Connection,
+//!     pipe: Pipeline<WriteFuture<'a>>,
+//! }
+//!
+//! impl Writer<'_> {
+//!     async fn put(&mut self, src: Buf, dst: RemoteSlice) -> Result<()> {
+//!         let op = self.conn.write(src, dst);
+//!         match self.pipe.push(op).await {
+//!             Some((res, _buf)) => res, // the oldest write, completed
+//!             None => Ok(()),
+//!         }
+//!     }
+//!
+//!     async fn flush(&mut self) -> Result<()> {
+//!         while let Some((res, _buf)) = self.pipe.next().await {
+//!             res?;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let a = Rdma::builder(&dev).build().await?;
+//!     let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+//!     let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+//!     let (conn, _peer) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+//!     let target = dev.alloc(64 * 8, Access::RDMA_ALL)?;
+//!     let remote = dev.import(&target.export_rdma()?)?;
+//!     let src = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+//!
+//!     let mut w = Writer { conn: &conn, pipe: Pipeline::new(16) };
+//!     for k in 0..64usize {
+//!         let mut buf = src.slice(k * 8..k * 8 + 8);
+//!         buf.write_u64(0, k as u64);
+//!         w.put(buf, remote.slice(k * 8..k * 8 + 8)).await?;
+//!     }
+//!     w.flush().await?;
+//!     assert_eq!(target.buf().read_u64(63 * 8), 63);
 //!     Ok::<(), async_doca::Error>(())
 //! })?;
 //! # Ok::<(), async_doca::Error>(())
