@@ -111,7 +111,7 @@ mod ops;
 pub use ops::{AtomicFuture, ReadFuture, RecvFuture, SendFuture, WriteFuture};
 pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, Push};
 pub mod stream;
 #[cfg(test)]
 mod tests;
