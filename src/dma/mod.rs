@@ -22,7 +22,9 @@
 //! flush) arrives.
 //!
 //! # Pipelining and back-pressure
-//! Any number of copies may be in flight (spawn them, or poll several futures at once). The
+//! Any number of copies may be in flight (spawn them, or poll several futures at once: the
+//! copy future, [`MemcpyFuture`], is a named `Unpin` type, so a struct or an
+//! [`rdma::Pipeline`](crate::rdma::Pipeline) can hold it). The
 //! task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
 //! ([`DmaBuilder::descriptors`]) bound them; when either is exhausted the next copy waits for
 //! a completion instead of failing.
@@ -71,13 +73,15 @@
 //! ```
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{ready, Context, Poll};
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, DocaTask, TaskSlot};
-#[allow(unused_imports)] // for the module docs
+use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -259,7 +263,9 @@ impl Dma {
     /// `dst` must be at least as long as `src` (else [`ErrorKind::InvalidArgument`], and
     /// nothing is submitted). An empty `src` completes at once. See the
     /// [module documentation](self) for the errors DOCA reports and for cancellation.
-    pub async fn memcpy<S: Region, D: Region>(&self, src: S, dst: D) -> (Result<()>, S, D) {
+    // Inlined so the future is built in the caller's frame (see `TaskFuture::traced`).
+    #[inline]
+    pub fn memcpy<S: Region, D: Region>(&self, src: S, dst: D) -> MemcpyFuture<'_, S, D> {
         const OP: &str = "dma.memcpy";
         let (s, d) = (src.desc(), dst.desc());
         if d.len < s.len {
@@ -267,49 +273,104 @@ impl Dma {
                 ErrorKind::InvalidArgument,
                 format!("{OP}: destination of {} bytes is shorter than the source ({} bytes)", d.len, s.len),
             );
-            return (Err(e), src, dst);
+            return MemcpyFuture(Copy::Ready(Some((Err(e), src, dst))));
         }
         if s.len == 0 {
-            return (Ok(()), src, dst);
+            return MemcpyFuture(Copy::Ready(Some((Ok(()), src, dst))));
         }
         let dma = match self.inner.ctx.as_ptr() {
             Ok(p) => p,
-            Err(e) => return (Err(e.context_prefix(OP)), src, dst),
+            Err(e) => return MemcpyFuture(Copy::Ready(Some((Err(e.context_prefix(OP)), src, dst)))),
         };
-        let inv = &*self.inner.inv;
+        let req = MemcpyReq { dma, inv: &self.inner.inv, s, d };
         let fut = self
             .inner
             .ctx
-            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| alloc(dma, &Descs::new(inv, slot), slot, s, d))
+            .submit_with::<Memcpy, _>(OP, req)
             .traced(None, s.len)
             // The inventory is kept with the regions: a future dropped mid-flight leaves them
             // to its slot, which gives the descriptors back (right after DOCA is done with the
             // task) before it drops them.
             .with_buffers((self.inner.inv.clone(), src, dst));
-        let (r, (_inv, src, dst)) = fut.await;
-        (r.map(|_| ()), src, dst)
+        MemcpyFuture(Copy::Running(fut))
     }
 }
 
-/// Takes the two descriptors (source with its whole payload, destination empty) and
-/// allocates the task.
-fn alloc(
+/// What a copy's task is made of: the context, its inventory and the two regions'
+/// descriptions (the operation owns the regions themselves).
+struct MemcpyReq<'a> {
     dma: *mut sys::doca_dma,
-    set: &Descs<'_>,
-    slot: &TaskSlot,
+    inv: &'a Inventory,
     s: Desc,
     d: Desc,
-) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
-    let src = set.get(0, s, s.len)?;
-    let dst = set.get(1, d, 0)?;
-    let mut task = std::ptr::null_mut();
-    // SAFETY: live context; the buffers describe memory the operation owns until the task is
-    // done.
-    let rc = unsafe { sys::doca_dma_task_memcpy_alloc_init(dma, src, dst, slot.user_data(), &mut task) };
-    if rc != sys::DOCA_SUCCESS {
-        return Err(rc);
+}
+
+impl AllocTask<Memcpy> for MemcpyReq<'_> {
+    /// Takes the two descriptors (source with its whole payload, destination empty) and
+    /// allocates the task.
+    fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
+        let set = Descs::new(self.inv, slot);
+        let src = set.get(0, self.s, self.s.len)?;
+        let dst = set.get(1, self.d, 0)?;
+        let mut task = std::ptr::null_mut();
+        // SAFETY: live context; the buffers describe memory the operation owns until the task
+        // is done.
+        let rc = unsafe { sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), &mut task) };
+        if rc != sys::DOCA_SUCCESS {
+            return Err(rc);
+        }
+        Ok(task)
     }
-    Ok(task)
+}
+
+enum Copy<'a, S: Region, D: Region> {
+    /// Decided before anything was submitted (a failed check, or an empty source):
+    /// resolves at the first poll.
+    Ready(Option<(Result<()>, S, D)>),
+    Running(BufTaskFuture<'a, Memcpy, MemcpyReq<'a>, (Rc<Inventory>, S, D)>),
+}
+
+/// The future of [`Dma::memcpy`]: resolves to `(Result<()>, src, dst)`.
+///
+/// The future is lazy: nothing is allocated or submitted before its first poll. A check that
+/// fails before submission resolves at the first poll, with both regions given back and
+/// nothing submitted. Dropping the future before it is polled drops the regions; dropping
+/// it while the copy is in flight does not cancel it (DOCA has no per-task cancel): the
+/// result is discarded, and the memory DOCA may touch (both regions, their registrations and
+/// the `doca_buf` descriptors) stays alive until DOCA is done with it.
+///
+/// A named, `Unpin` type (it can be stored in a struct and polled with `Pin::new`); it
+/// borrows the [`Dma`] it was created from.
+#[must_use = "a DOCA operation does nothing unless awaited; once submitted, dropping it discards the result but cannot cancel the task"]
+pub struct MemcpyFuture<'a, S: Region, D: Region>(Copy<'a, S, D>);
+
+// Nothing in it is structurally pinned: the regions are only moved in and out (and both
+// region types are `Unpin` anyway), and the task future is `Unpin`.
+impl<S: Region, D: Region> Unpin for MemcpyFuture<'_, S, D> {}
+
+impl<S: Region, D: Region> Future for MemcpyFuture<'_, S, D> {
+    type Output = (Result<()>, S, D);
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            Copy::Ready(r) => Poll::Ready(r.take().expect("MemcpyFuture polled after completion")),
+            Copy::Running(f) => {
+                let (r, (_inv, src, dst)) = ready!(Pin::new(f).poll(cx));
+                Poll::Ready((r.map(drop), src, dst))
+            }
+        }
+    }
+}
+
+impl<S: Region, D: Region> fmt::Debug for MemcpyFuture<'_, S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Copy::Ready(Some((r, _, _))) => f.debug_tuple("MemcpyFuture").field(r).finish(),
+            Copy::Ready(None) => f.write_str("MemcpyFuture(finished)"),
+            Copy::Running(t) => f.debug_tuple("MemcpyFuture").field(t).finish(),
+        }
+    }
 }
 
 impl fmt::Debug for Dma {
