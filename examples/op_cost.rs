@@ -9,11 +9,14 @@
 //! ```
 //! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
 //! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
-//! one task's `rdma::Pipeline`), `spawned` (writes, 64 in flight as a task each).
+//! one task's `rdma::Pipeline`), `spawned` (writes, 64 in flight as a task each), `memcpy`
+//! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
+//! created after the clock starts, a fixed cost that `memcpy 0` includes too).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use async_doca::dma::Dma;
 use async_doca::rdma::{Pipeline, Rdma};
 use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
 
@@ -77,7 +80,16 @@ fn main() -> Result<()> {
                     h.await??;
                 }
             }
-            other => panic!("unknown kind {other} (write, fadd, pipeline, spawned)"),
+            "memcpy" => {
+                let dma = Dma::builder(&dev).build().await?;
+                let (mut src, mut dst) = (local.slice(0..8), local.slice(8..16));
+                for _ in 0..n {
+                    let (r, s, d) = dma.memcpy(src, dst).await;
+                    r?;
+                    (src, dst) = (s, d);
+                }
+            }
+            other => panic!("unknown kind {other} (write, fadd, pipeline, spawned, memcpy)"),
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
     })?;

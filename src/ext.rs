@@ -26,7 +26,9 @@
 //!   [`out_ptr`](TaskSlot::out_ptr)), submits it and returns a [`TaskFuture`] that resolves
 //!   with the [`TaskOutput`] when the callback runs. Back-pressure (pool or queue full) waits
 //!   instead of failing; [`TaskFuture::with_buffers`] keeps buffers alive while the task may
-//!   touch them, even if the future is dropped ([`BufTaskFuture`]).
+//!   touch them, even if the future is dropped ([`BufTaskFuture`]). To give the future a
+//!   type users can name (a closure's type has no name), implement [`AllocTask`] on a
+//!   request struct and submit it with [`DocaCtx::submit_with`].
 //! * [`current_pe`]: the executor's `doca_pe`, for the few DOCA calls that need one.
 //!
 //! Rules every wrapper follows: create and use the object on one executor (`DocaCtx` is
@@ -146,7 +148,7 @@
 //! ```
 
 pub use crate::executor::completion::{
-    completion_cb, BufTaskFuture, DocaTask, TaskFuture, TaskOutput, TaskSlot, OUT_WORDS, REUSE_KINDS,
+    completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskOutput, TaskSlot, OUT_WORDS, REUSE_KINDS,
 };
 pub use crate::executor::context::{CtxState, DocaCtx, TaskFreed};
 pub use crate::executor::current_pe;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use async_doca::dma::Dma;
+use async_doca::dma::{Dma, MemcpyFuture};
 use async_doca::time::timeout;
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
 
@@ -98,6 +98,50 @@ fn error_kinds() {
         // The context keeps working after failures.
         let (r, _, _) = bounded(dma.memcpy(local.slice(0..8), local.slice(8..16))).await?;
         r?;
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
+// The copy future is a named type that is `Unpin` and `Debug` (fails to compile otherwise).
+const _: fn() = || {
+    fn named<T: std::future::Future + Unpin + std::fmt::Debug>() {}
+    named::<MemcpyFuture<'static, async_doca::Buf, async_doca::RemoteSlice>>();
+    named::<MemcpyFuture<'static, async_doca::RemoteSlice, async_doca::Buf>>();
+};
+
+/// A check that fails before submission (or an empty copy) resolves at the first poll, with
+/// both regions; a future dropped unpolled copies nothing.
+#[test]
+fn copies_decided_before_submission_resolve_at_the_first_poll() {
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+    fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+        Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
+    }
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let dma = Dma::builder(&dev).build().await?;
+        let mem = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+        mem.slice(0..8).write_u64(0, 7);
+
+        let mut f = dma.memcpy(mem.slice(0..16), mem.slice(16..24));
+        match poll_once(&mut f) {
+            Poll::Ready((Err(e), s, d)) => {
+                assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+                assert_eq!((s.len(), d.len()), (16, 8), "both regions come back");
+            }
+            other => panic!("expected an error at once, got {:?}", other.map(|(r, _, _)| r)),
+        }
+        let mut f = dma.memcpy(mem.slice(0..0), mem.slice(8..16));
+        assert!(matches!(poll_once(&mut f), Poll::Ready((Ok(()), _, _))), "an empty copy is done at once");
+
+        // Dropped unpolled: nothing copied; a later copy works.
+        drop(dma.memcpy(mem.slice(0..8), mem.slice(32..40)));
+        let (r, _, _) = bounded(dma.memcpy(mem.slice(0..8), mem.slice(48..56))).await?;
+        r?;
+        assert_eq!(mem.slice(32..40).read_u64(0), 0, "the dropped copy ran");
+        assert_eq!(mem.slice(48..56).read_u64(0), 7);
         Ok::<_, Error>(())
     })
     .unwrap();

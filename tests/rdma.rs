@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use async_doca::rdma::{Connection, Opcode, Pipeline, Rdma, RdmaBuilder};
+use async_doca::rdma::{
+    AtomicFuture, Connection, Opcode, Pipeline, Rdma, RdmaBuilder, ReadFuture, RecvFuture, SendFuture, WriteFuture,
+};
 use async_doca::time::timeout;
-use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, RemoteMemory, Result, Runtime};
 
 mod common;
 
@@ -532,6 +534,66 @@ fn dropping_a_pipeline_mid_flight_keeps_its_memory_alive() {
             let (res, _) = bounded(ab.send(m.buf())).await?;
             res?;
             assert_eq!(bounded(r).await??.0?.len, 8);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+// Every operation future is a named type that is `Unpin` (it can be polled through
+// `Pin::new` and stored anywhere) and `Debug`; a change that breaks either fails to compile.
+const _: fn() = || {
+    fn named<T: std::future::Future + Unpin + std::fmt::Debug>() {}
+    named::<WriteFuture<'static>>();
+    named::<ReadFuture<'static>>();
+    named::<SendFuture<'static>>();
+    named::<AtomicFuture<'static>>();
+    named::<RecvFuture<'static>>();
+};
+
+/// A writer keeping its operations in a pipeline of a named future type, in a struct field.
+struct Writer<'a> {
+    conn: &'a Connection,
+    remote: RemoteMemory,
+    pipe: Pipeline<WriteFuture<'a>>,
+}
+
+impl Writer<'_> {
+    /// Writes `value` at word `k` of the remote memory; returns a completed write's error.
+    async fn put(&mut self, k: usize, value: u64, mut buf: async_doca::Buf) -> Result<()> {
+        buf.write_u64(0, value);
+        let op = self.conn.write(buf, self.remote.slice(k * 8..k * 8 + 8));
+        match self.pipe.push(op).await {
+            Some((r, _)) => r,
+            None => Ok(()),
+        }
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        while let Some((r, _)) = self.pipe.next().await {
+            r?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_pipeline_of_named_futures_in_a_struct() {
+    rt("0")
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, _b, ab, _ba) = pair(&dev).await?;
+            let target = dev.alloc(64 * 8, Access::RDMA_ALL)?;
+            let src = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+            let mut w = Writer { conn: &ab, remote: dev.import(&target.export_rdma()?)?, pipe: Pipeline::new(8) };
+            for i in 0..200usize {
+                let k = i % 64;
+                bounded(w.put(k, i as u64, src.slice(k * 8..k * 8 + 8))).await??;
+            }
+            bounded(w.flush()).await??;
+            for k in 0..64 {
+                let last = (0..200u64).rev().find(|i| *i as usize % 64 == k).unwrap();
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), last, "word {k}");
+            }
             Ok::<_, Error>(())
         })
         .unwrap();

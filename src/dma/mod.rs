@@ -23,8 +23,9 @@
 //!
 //! # Pipelining and back-pressure
 //! Any number of copies may be in flight: keep many in one task with an
-//! [`rdma::Pipeline`](crate::rdma::Pipeline) (the cheap way), spawn them, or poll several
-//! futures at once. The task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
+//! [`rdma::Pipeline`](crate::rdma::Pipeline) (the cheap way; the copy future,
+//! [`MemcpyFuture`], is a named `Unpin` type, so a struct can hold it too), spawn them, or
+//! poll several futures at once. The task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
 //! ([`DmaBuilder::descriptors`]) bound them; when either is exhausted the next copy waits for
 //! a completion instead of failing. A completed task is kept for the next copy and
 //! re-initialised rather than freed, and the descriptors of slices copied before are lent
@@ -75,13 +76,15 @@
 //! ```
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{ready, Context, Poll};
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, DocaTask, TaskSlot};
-#[allow(unused_imports)] // for the module docs
+use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -267,7 +270,9 @@ impl Dma {
     /// `dst` must be at least as long as `src` (else [`ErrorKind::InvalidArgument`], and
     /// nothing is submitted). An empty `src` completes at once. See the
     /// [module documentation](self) for the errors DOCA reports and for cancellation.
-    pub async fn memcpy<S: Region, D: Region>(&self, src: S, dst: D) -> (Result<()>, S, D) {
+    // Inlined so the future is built in the caller's frame (see `TaskFuture::traced`).
+    #[inline]
+    pub fn memcpy<S: Region, D: Region>(&self, src: S, dst: D) -> MemcpyFuture<'_, S, D> {
         const OP: &str = "dma.memcpy";
         let (s, d) = (src.desc(), dst.desc());
         if d.len < s.len {
@@ -275,68 +280,134 @@ impl Dma {
                 ErrorKind::InvalidArgument,
                 format!("{OP}: destination of {} bytes is shorter than the source ({} bytes)", d.len, s.len),
             );
-            return (Err(e), src, dst);
+            return MemcpyFuture(Copy::Ready(Some((Err(e), src, dst))));
         }
         if s.len == 0 {
-            return (Ok(()), src, dst);
+            return MemcpyFuture(Copy::Ready(Some((Ok(()), src, dst))));
         }
         let dma = match self.inner.ctx.as_ptr() {
             Ok(p) => p,
-            Err(e) => return (Err(e.context_prefix(OP)), src, dst),
+            Err(e) => return MemcpyFuture(Copy::Ready(Some((Err(e.context_prefix(OP)), src, dst)))),
         };
-        let (inv, ctx) = (&*self.inner.inv, &self.inner.ctx);
-        let fut = ctx
-            .submit::<Memcpy, _>(OP, move |slot: &TaskSlot| {
-                let kept = ctx.take_kept::<Memcpy>();
-                let r = alloc(dma, &Descs::new(inv, slot), slot, s, d, kept);
-                if let (Err(_), Some(task)) = (r, kept) {
-                    // SAFETY: taken just above from this ctx; `alloc` failed before using it,
-                    // so it is neither submitted nor freed.
-                    unsafe { ctx.put_back::<Memcpy>(task) };
-                }
-                r
-            })
+        let req = MemcpyReq { dma, ctx: &self.inner.ctx, inv: &self.inner.inv, s, d };
+        let fut = self
+            .inner
+            .ctx
+            .submit_with::<Memcpy, _>(OP, req)
             .traced(None, s.len)
             // The inventory is kept with the regions: a future dropped mid-flight leaves them
             // to its slot, which gives the descriptors back (right after DOCA is done with the
             // task) before it drops them.
             .with_buffers((self.inner.inv.clone(), src, dst));
-        let (r, (_inv, src, dst)) = fut.await;
-        (r.map(|_| ()), src, dst)
+        MemcpyFuture(Copy::Running(fut))
     }
 }
 
-/// Takes the two descriptors (source with its whole payload, destination empty) and
-/// re-initialises `kept` (a completed task of this ctx) with them, or allocates a task.
-/// Fails before touching `kept`.
-fn alloc(
+/// What a copy's task is made of: the context (its kept tasks), its DOCA object, its
+/// inventory and the two regions' descriptions (the operation owns the regions themselves).
+struct MemcpyReq<'a> {
     dma: *mut sys::doca_dma,
-    set: &Descs<'_>,
-    slot: &TaskSlot,
+    ctx: &'a DocaCtx<sys::doca_dma>,
+    inv: &'a Inventory,
     s: Desc,
     d: Desc,
-    kept: Option<*mut sys::doca_dma_task_memcpy>,
-) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
-    let src = set.get(0, s, s.len)?;
-    let dst = set.get(1, d, 0)?;
-    if let Some(task) = kept {
-        // SAFETY: a kept memcpy task of this ctx, ours (completed, not submitted); every
-        // field is set.
-        unsafe {
-            sys::doca_dma_task_memcpy_set_src(task, src);
-            sys::doca_dma_task_memcpy_set_dst(task, dst);
-            sys::doca_task_set_user_data(Memcpy::as_task(task), slot.user_data());
+}
+
+impl AllocTask<Memcpy> for MemcpyReq<'_> {
+    /// Takes the two descriptors (source with its whole payload, destination empty), then
+    /// re-initialises a task kept for reuse with them, or allocates one. A failure gives the
+    /// kept task back untouched (the descriptors are taken first).
+    fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
+        let kept = self.ctx.take_kept::<Memcpy>();
+        let r = self.init(slot, kept);
+        if let (Err(_), Some(task)) = (r, kept) {
+            // SAFETY: taken just above from this ctx; `init` failed before using it, so it is
+            // neither submitted nor freed.
+            unsafe { self.ctx.put_back::<Memcpy>(task) };
         }
-        return Ok(task);
+        r
     }
-    let mut task = std::ptr::null_mut();
-    // SAFETY: live context; the buffers describe memory the operation owns until the task is
-    // done.
-    let rc = unsafe { sys::doca_dma_task_memcpy_alloc_init(dma, src, dst, slot.user_data(), &mut task) };
-    if rc != sys::DOCA_SUCCESS {
-        return Err(rc);
+}
+
+impl MemcpyReq<'_> {
+    #[inline(always)]
+    fn init(
+        &self,
+        slot: &TaskSlot,
+        kept: Option<*mut sys::doca_dma_task_memcpy>,
+    ) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
+        let set = Descs::new(self.inv, slot);
+        let src = set.get(0, self.s, self.s.len)?;
+        let dst = set.get(1, self.d, 0)?;
+        if let Some(task) = kept {
+            // SAFETY: a kept memcpy task of this ctx, ours (completed, not submitted); every
+            // field is set.
+            unsafe {
+                sys::doca_dma_task_memcpy_set_src(task, src);
+                sys::doca_dma_task_memcpy_set_dst(task, dst);
+                sys::doca_task_set_user_data(Memcpy::as_task(task), slot.user_data());
+            }
+            return Ok(task);
+        }
+        let mut task = std::ptr::null_mut();
+        // SAFETY: live context; the buffers describe memory the operation owns until the task
+        // is done.
+        let rc = unsafe { sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), &mut task) };
+        if rc != sys::DOCA_SUCCESS {
+            return Err(rc);
+        }
+        Ok(task)
     }
-    Ok(task)
+}
+
+enum Copy<'a, S: Region, D: Region> {
+    /// Decided before anything was submitted (a failed check, or an empty source):
+    /// resolves at the first poll.
+    Ready(Option<(Result<()>, S, D)>),
+    Running(BufTaskFuture<'a, Memcpy, MemcpyReq<'a>, (Rc<Inventory>, S, D)>),
+}
+
+/// The future of [`Dma::memcpy`]: resolves to `(Result<()>, src, dst)`.
+///
+/// The future is lazy: nothing is allocated or submitted before its first poll. A check that
+/// fails before submission resolves at the first poll, with both regions given back and
+/// nothing submitted. Dropping the future before it is polled drops the regions; dropping
+/// it while the copy is in flight does not cancel it (DOCA has no per-task cancel): the
+/// result is discarded, and the memory DOCA may touch (both regions, their registrations and
+/// the `doca_buf` descriptors) stays alive until DOCA is done with it.
+///
+/// A named, `Unpin` type (it can be stored in a struct and polled with `Pin::new`); it
+/// borrows the [`Dma`] it was created from.
+#[must_use = "a DOCA operation does nothing unless awaited; once submitted, dropping it discards the result but cannot cancel the task"]
+pub struct MemcpyFuture<'a, S: Region, D: Region>(Copy<'a, S, D>);
+
+// Nothing in it is structurally pinned: the regions are only moved in and out (and both
+// region types are `Unpin` anyway), and the task future is `Unpin`.
+impl<S: Region, D: Region> Unpin for MemcpyFuture<'_, S, D> {}
+
+impl<S: Region, D: Region> Future for MemcpyFuture<'_, S, D> {
+    type Output = (Result<()>, S, D);
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            Copy::Ready(r) => Poll::Ready(r.take().expect("MemcpyFuture polled after completion")),
+            Copy::Running(f) => {
+                let (r, (_inv, src, dst)) = ready!(Pin::new(f).poll(cx));
+                Poll::Ready((r.map(drop), src, dst))
+            }
+        }
+    }
+}
+
+impl<S: Region, D: Region> fmt::Debug for MemcpyFuture<'_, S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Copy::Ready(Some((r, _, _))) => f.debug_tuple("MemcpyFuture").field(r).finish(),
+            Copy::Ready(None) => f.write_str("MemcpyFuture(finished)"),
+            Copy::Running(t) => f.debug_tuple("MemcpyFuture").field(t).finish(),
+        }
+    }
 }
 
 impl fmt::Debug for Dma {

@@ -30,7 +30,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::completion::{DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
+use super::completion::{AllocTask, DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
 use super::local::{current_rc, report, with_current, Core};
 use super::slab::Slab;
 use crate::error::{check, Error, ErrorKind, Result};
@@ -667,6 +667,20 @@ impl<T> DocaCtx<T> {
     where
         K: DocaTask,
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    {
+        TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+    }
+
+    /// [`submit`](DocaCtx::submit) with any [`AllocTask`], not only a closure: a named
+    /// request type makes the future's type nameable (`TaskFuture<'_, K, MyRequest>`), so a
+    /// wrapper can return it (or wrap it in a named future of its own) instead of an opaque
+    /// `impl Future`. Same contract as `submit`'s closure.
+    // Inlined so the future is built in place in the caller's (see `TaskFuture::traced`).
+    #[inline(always)]
+    pub fn submit_with<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'_, K, A>
+    where
+        K: DocaTask,
+        A: AllocTask<K>,
     {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }

@@ -289,6 +289,15 @@ pub struct Memory {
     inner: Rc<MemInner>,
 }
 
+impl Memory {
+    /// How many handles share this memory (`Memory`s and `Buf`s, including those operations
+    /// hold): for tests that check an operation gave its buffers back.
+    #[cfg(test)]
+    pub(crate) fn handles(&self) -> usize {
+        Rc::strong_count(&self.inner)
+    }
+}
+
 impl Device {
     /// Allocates `len` zeroed bytes and registers them with this device with `access`
     /// (see [`Memory`]). Give [`Access::LOCAL_READ_WRITE`] to memory that receives data

@@ -36,6 +36,9 @@
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
 //! Operation futures are lazy: the first poll submits. A [`Pipeline`] keeps many of them in
 //! flight from one task, without a task per operation (the path for message rate).
+//! Each operation returns a named, `Unpin` future ([`WriteFuture`], [`ReadFuture`],
+//! [`SendFuture`], [`AtomicFuture`], [`RecvFuture`]), so a struct can hold one, or a
+//! `Pipeline<WriteFuture<'a>>`, without boxing; it borrows its [`Connection`] (or [`Rdma`]).
 //! Each operation kind has a task pool ([`RdmaBuilder::max_tasks`]) and the send queue a
 //! depth ([`RdmaBuilder::send_queue_size`]); when either is full the next operation waits
 //! for a completion instead of failing.
@@ -104,10 +107,14 @@
 //! ```
 
 mod cm;
+mod ops;
+pub use ops::{AtomicFuture, ReadFuture, RecvFuture, SendFuture, WriteFuture};
 pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, Push};
 pub mod stream;
+#[cfg(test)]
+mod tests;
 pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
 
 use std::fmt;
@@ -116,7 +123,7 @@ use std::rc::Rc;
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, DocaTask, TaskOutput, TaskSlot};
+use crate::ext::{completion_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
@@ -395,11 +402,39 @@ struct RdmaInner {
 }
 
 impl RdmaInner {
-    /// Runs one operation of kind `K`: `alloc` takes the operation's doca_bufs (they go to
-    /// the operation's completion slot, which gives them back when the task is over) and
-    /// allocates the task; `keep` (the caller's buffers) is owned by the operation until
-    /// DOCA is done and then returned. `conn` and `size` name the connection (none for a
-    /// receive) and the bytes moved, in the operation's trace span.
+    /// The task future of one operation of kind `K`: `req` takes the operation's doca_bufs
+    /// (they go to the operation's completion slot, which gives them back when the task is
+    /// over) and allocates or re-initialises the task; `keep` (the caller's buffers) is
+    /// owned by the operation until DOCA is done and then returned. `conn` and `size` name
+    /// the connection (none for a receive) and the bytes moved, in the operation's trace
+    /// span.
+    // Inlined so the future is built in place (see `TaskFuture::traced`).
+    #[inline(always)]
+    fn op<K, R, B>(
+        &self,
+        op: &'static str,
+        conn: Option<usize>,
+        size: usize,
+        req: R,
+        keep: B,
+    ) -> ops::TaskOp<'_, K, R, B>
+    where
+        K: DocaTask,
+        R: AllocTask<K>,
+        B: 'static,
+    {
+        self.ctx
+            .submit_with::<K, R>(op, req)
+            .traced(conn, size)
+            // The inventory is kept with the buffers: a future dropped mid-flight leaves both
+            // to its slot, which gives the descriptors back before it drops them.
+            .with_buffers((self.inv.clone(), keep))
+    }
+
+    /// Runs one operation of kind `K` (no task reuse) with an allocation closure: `alloc`
+    /// takes the operation's doca_bufs and allocates the task; otherwise as
+    /// [`op`](RdmaInner::op). For the less frequent operations (remote events), whose
+    /// futures need no name.
     async fn run<K, F, B>(
         &self,
         op: &'static str,
@@ -413,60 +448,14 @@ impl RdmaInner {
         B: 'static,
         F: FnMut(*mut sys::doca_rdma, &Descs<'_>, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
-        self.run_reusing::<K, _, B>(op, conn, size, keep, move |rdma, set, slot, kept| {
-            debug_assert!(kept.is_none(), "a kind that keeps tasks must use run_reusing");
-            alloc(rdma, set, slot)
-        })
-        .await
-    }
-
-    /// [`run`](RdmaInner::run) for a kind that keeps its completed tasks
-    /// ([`DocaTask::REUSE`]): `alloc` also gets a kept task of kind `K` when there is one,
-    /// and then re-initialises every field of it with the task type's setters (and
-    /// [`reuse`]) instead of allocating. It takes the descriptors first: an error returned
-    /// gives the kept task back untouched.
-    async fn run_reusing<K, F, B>(
-        &self,
-        op: &'static str,
-        conn: Option<ConnId>,
-        size: usize,
-        keep: B,
-        mut alloc: F,
-    ) -> (Result<TaskOutput>, B)
-    where
-        K: DocaTask,
-        B: 'static,
-        F: FnMut(
-            *mut sys::doca_rdma,
-            &Descs<'_>,
-            &TaskSlot,
-            Option<*mut K::Task>,
-        ) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
-    {
+        debug_assert!(K::REUSE.is_none(), "a kind that keeps tasks needs a request that reuses them");
         let rdma = match self.ctx.as_ptr() {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(op)), keep),
         };
-        // One reference to `self` rather than one per field: the closure lives in the
-        // operation's future, which stays small enough to be moved without a memcpy call.
-        let this = self;
-        let fut = self
-            .ctx
-            .submit::<K, _>(op, move |slot| {
-                let kept = this.ctx.take_kept::<K>();
-                let r = alloc(rdma, &Descs::new(&this.inv, slot), slot, kept);
-                if let (Err(_), Some(task)) = (r, kept) {
-                    // SAFETY: taken just above from this ctx; `alloc` failed before using it
-                    // (its contract), so it is neither submitted nor freed.
-                    unsafe { this.ctx.put_back::<K>(task) };
-                }
-                r
-            })
-            .traced(conn.map(|c| c.0), size)
-            // The inventory is kept with the buffers: a future dropped mid-flight leaves both
-            // to its slot, which gives the descriptors back before it drops them.
-            .with_buffers((self.inv.clone(), keep));
-        let (r, (_inv, keep)) = fut.await;
+        let inv = &self.inv;
+        let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot), slot);
+        let (r, (_inv, keep)) = self.op::<K, _, B>(op, conn.map(|c| c.0), size, req, keep).await;
         (r, keep)
     }
 }
@@ -549,20 +538,16 @@ impl Rdma {
     /// Posted receives are consumed in posting order. A message larger than `buf` fails
     /// with [`ErrorKind::InvalidArgument`] and puts the context in the error state.
     /// An empty `buf` takes only empty messages.
-    pub async fn recv(&self, buf: Buf) -> (Result<Received>, Buf) {
-        let d = Desc::local(&buf);
-        let (r, buf) = self
-            .inner
-            .run::<Recv, _, _>("rdma.recv", None, buf.len(), buf, |rdma, set, slot| {
-                let dst = set.dst(0, d)?;
-                let mut task = std::ptr::null_mut();
-                // SAFETY: live context; `dst` describes memory the operation owns until the
-                // task is done.
-                ok_or(unsafe { sys::doca_rdma_task_receive_allocate_init(rdma, dst, slot.user_data(), &mut task) })?;
-                Ok(task)
-            })
-            .await;
-        (r.map(Received::from_output), buf)
+    #[inline]
+    pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
+        const OP: &str = "rdma.recv";
+        let inner = &*self.inner;
+        let rdma = match inner.ctx.as_ptr() {
+            Ok(p) => p,
+            Err(e) => return RecvFuture(ops::Op::failed(e.context_prefix(OP), buf)),
+        };
+        let req = ops::RecvReq { t: ops::Target { inner, rdma, conn: std::ptr::null_mut() }, dst: Desc::local(&buf) };
+        RecvFuture(ops::Op::First(inner.op::<Recv, _, _>(OP, None, buf.len(), req, buf)))
     }
 
     /// Stops the context (every operation in flight fails with [`ErrorKind::Cancelled`] or
@@ -718,56 +703,48 @@ impl Connection {
     }
 
     /// Sends `src` as one message; it completes a receive posted on the peer's context.
-    pub async fn send(&self, src: Buf) -> (Result<()>, Buf) {
-        let (conn, d) = (self.inner.conn, Desc::local(&src));
-        let (r, src) = self
-            .inner
-            .rdma
-            .run_reusing::<Send, _, _>("rdma.send", Some(self.id()), src.len(), src, |rdma, set, slot, kept| {
-                let s = set.src(0, d)?;
-                if let Some(t) = kept {
-                    // SAFETY: a kept send task of this ctx, ours; every field is set.
-                    return Ok(unsafe {
-                        sys::doca_rdma_task_send_set_src_buf(t, s);
-                        sys::doca_rdma_task_send_set_rdma_connection(t, conn);
-                        reuse::<Send>(t, slot)
-                    });
-                }
-                let mut task = std::ptr::null_mut();
-                // SAFETY: live context and connection; `s` describes memory the operation owns.
-                ok_or(unsafe { sys::doca_rdma_task_send_allocate_init(rdma, conn, s, slot.user_data(), &mut task) })?;
-                Ok(task)
-            })
-            .await;
-        (r.map(drop), src)
+    #[inline]
+    pub fn send(&self, src: Buf) -> SendFuture<'_> {
+        SendFuture(self.send_op("rdma.send", src, None))
     }
 
     /// Sends `src` with 32-bit immediate data (the peer's [`Received::imm`]).
-    pub async fn send_imm(&self, src: Buf, imm: u32) -> (Result<()>, Buf) {
-        let (conn, d) = (self.inner.conn, Desc::local(&src));
-        let (r, src) = self
-            .inner
-            .rdma
-            .run_reusing::<SendImm, _, _>("rdma.send_imm", Some(self.id()), src.len(), src, |rdma, set, slot, kept| {
-                let s = set.src(0, d)?;
-                if let Some(t) = kept {
-                    // SAFETY: as in `send`.
-                    return Ok(unsafe {
-                        sys::doca_rdma_task_send_imm_set_src_buf(t, s);
-                        sys::doca_rdma_task_send_imm_set_immediate_data(t, imm.to_be());
-                        sys::doca_rdma_task_send_imm_set_rdma_connection(t, conn);
-                        reuse::<SendImm>(t, slot)
-                    });
-                }
-                let mut task = std::ptr::null_mut();
-                // SAFETY: as in `send`.
-                ok_or(unsafe {
-                    sys::doca_rdma_task_send_imm_allocate_init(rdma, conn, s, imm.to_be(), slot.user_data(), &mut task)
-                })?;
-                Ok(task)
-            })
-            .await;
-        (r.map(drop), src)
+    #[inline]
+    pub fn send_imm(&self, src: Buf, imm: u32) -> SendFuture<'_> {
+        SendFuture(self.send_op("rdma.send_imm", src, Some(imm)))
+    }
+
+    /// The request of an operation on this connection, or the error that fails it before
+    /// anything is submitted (the context is gone).
+    #[inline(always)]
+    fn target(&self, op: &'static str) -> Result<ops::Target<'_>> {
+        let inner = &*self.inner.rdma;
+        match inner.ctx.as_ptr() {
+            Ok(rdma) => Ok(ops::Target { inner, rdma, conn: self.inner.conn }),
+            Err(e) => Err(e.context_prefix(op)),
+        }
+    }
+
+    // The operations below are inlined into their public methods, and those into their
+    // callers (small, generic-free): the future is then built where the caller keeps it
+    // instead of being returned through layers by copy.
+    #[inline(always)]
+    fn send_op(
+        &self,
+        op: &'static str,
+        src: Buf,
+        imm: Option<u32>,
+    ) -> ops::Op<'_, Send, SendImm, ops::SendReq<'_>, Buf> {
+        let t = match self.target(op) {
+            Ok(t) => t,
+            Err(e) => return ops::Op::failed(e, src),
+        };
+        let (conn, size) = (Some(self.id().0), src.len());
+        let req = ops::SendReq { t, src: Desc::local(&src), imm: imm.unwrap_or(0) };
+        match imm {
+            None => ops::Op::First(t.inner.op::<Send, _, _>(op, conn, size, req, src)),
+            Some(_) => ops::Op::Second(t.inner.op::<SendImm, _, _>(op, conn, size, req, src)),
+        }
     }
 
     /// Writes all of `src` to the start of `dst` (one-sided: the peer's CPU is not involved).
@@ -775,82 +752,41 @@ impl Connection {
     /// # Errors
     /// `src` longer than `dst`: [`ErrorKind::InvalidArgument`] (nothing submitted); the peer's
     /// memory or context without [`Access::RDMA_WRITE`]: [`ErrorKind::PermissionDenied`].
-    pub async fn write(&self, src: Buf, dst: RemoteSlice) -> (Result<()>, Buf) {
-        self.write_inner("rdma.write", src, dst, None).await
+    #[inline]
+    pub fn write(&self, src: Buf, dst: RemoteSlice) -> WriteFuture<'_> {
+        WriteFuture(self.write_op("rdma.write", src, dst, None))
     }
 
     /// Writes like [`write`](Connection::write), then delivers `imm` to a receive posted on
     /// the peer's context ([`Opcode::WriteImm`]); the data is visible when that receive
     /// completes.
-    pub async fn write_imm(&self, src: Buf, dst: RemoteSlice, imm: u32) -> (Result<()>, Buf) {
-        self.write_inner("rdma.write_imm", src, dst, Some(imm)).await
+    #[inline]
+    pub fn write_imm(&self, src: Buf, dst: RemoteSlice, imm: u32) -> WriteFuture<'_> {
+        WriteFuture(self.write_op("rdma.write_imm", src, dst, Some(imm)))
     }
 
-    async fn write_inner(&self, op: &'static str, src: Buf, dst: RemoteSlice, imm: Option<u32>) -> (Result<()>, Buf) {
+    #[inline(always)]
+    fn write_op(
+        &self,
+        op: &'static str,
+        src: Buf,
+        dst: RemoteSlice,
+        imm: Option<u32>,
+    ) -> ops::Op<'_, Write, WriteImm, ops::WriteReq<'_>, (Buf, RemoteSlice)> {
         if src.len() > dst.len() {
             let e = too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len()));
-            return (Err(e), src);
+            return ops::Op::failed(e, (src, dst));
         }
-        let (conn, s, d, size) = (self.inner.conn, Desc::local(&src), Desc::remote(&dst), src.len());
-        let (r, (src, _dst)) = match imm {
-            None => {
-                self.inner
-                    .rdma
-                    .run_reusing::<Write, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot, kept| {
-                        let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
-                        if let Some(t) = kept {
-                            // SAFETY: a kept write task of this ctx, ours; every field is set.
-                            return Ok(unsafe {
-                                sys::doca_rdma_task_write_set_src_buf(t, sb);
-                                sys::doca_rdma_task_write_set_dst_buf(t, db);
-                                sys::doca_rdma_task_write_set_rdma_connection(t, conn);
-                                reuse::<Write>(t, slot)
-                            });
-                        }
-                        let mut task = std::ptr::null_mut();
-                        // SAFETY: live context and connection; both buffers describe memory
-                        // the operation owns (the source Buf, the remote slice's import).
-                        ok_or(unsafe {
-                            sys::doca_rdma_task_write_allocate_init(rdma, conn, sb, db, slot.user_data(), &mut task)
-                        })?;
-                        Ok(task)
-                    })
-                    .await
-            }
-            Some(imm) => {
-                self.inner
-                    .rdma
-                    .run_reusing::<WriteImm, _, _>(op, Some(self.id()), size, (src, dst), |rdma, set, slot, kept| {
-                        let (sb, db) = (set.src(0, s)?, set.dst(1, d)?);
-                        if let Some(t) = kept {
-                            // SAFETY: as above.
-                            return Ok(unsafe {
-                                sys::doca_rdma_task_write_imm_set_src_buf(t, sb);
-                                sys::doca_rdma_task_write_imm_set_dst_buf(t, db);
-                                sys::doca_rdma_task_write_imm_set_immediate_data(t, imm.to_be());
-                                sys::doca_rdma_task_write_imm_set_rdma_connection(t, conn);
-                                reuse::<WriteImm>(t, slot)
-                            });
-                        }
-                        let mut task = std::ptr::null_mut();
-                        // SAFETY: as above.
-                        ok_or(unsafe {
-                            sys::doca_rdma_task_write_imm_allocate_init(
-                                rdma,
-                                conn,
-                                sb,
-                                db,
-                                imm.to_be(),
-                                slot.user_data(),
-                                &mut task,
-                            )
-                        })?;
-                        Ok(task)
-                    })
-                    .await
-            }
+        let t = match self.target(op) {
+            Ok(t) => t,
+            Err(e) => return ops::Op::failed(e, (src, dst)),
         };
-        (r.map(drop), src)
+        let (conn, size) = (Some(self.id().0), src.len());
+        let req = ops::WriteReq { t, src: Desc::local(&src), dst: Desc::remote(&dst), imm: imm.unwrap_or(0) };
+        match imm {
+            None => ops::Op::First(t.inner.op::<Write, _, _>(op, conn, size, req, (src, dst))),
+            Some(_) => ops::Op::Second(t.inner.op::<WriteImm, _, _>(op, conn, size, req, (src, dst))),
+        }
     }
 
     /// Reads `dst.len()` bytes from the start of `src` into `dst` (one-sided).
@@ -858,39 +794,20 @@ impl Connection {
     /// # Errors
     /// `dst` longer than `src`: [`ErrorKind::InvalidArgument`] (nothing submitted); no
     /// [`Access::RDMA_READ`] on the peer's side: [`ErrorKind::PermissionDenied`].
-    pub async fn read(&self, src: RemoteSlice, dst: Buf) -> (Result<()>, Buf) {
+    #[inline]
+    pub fn read(&self, src: RemoteSlice, dst: Buf) -> ReadFuture<'_> {
+        const OP: &str = "rdma.read";
         if dst.len() > src.len() {
-            let e = too_short(
-                "rdma.read",
-                &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()),
-            );
-            return (Err(e), dst);
+            let e = too_short(OP, &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()));
+            return ReadFuture(ops::Op::failed(e, (dst, src)));
         }
-        let (conn, s, d) = (self.inner.conn, Desc::remote(&src), Desc::local(&dst));
-        let (r, (dst, _src)) = self
-            .inner
-            .rdma
-            .run_reusing::<Read, _, _>("rdma.read", Some(self.id()), dst.len(), (dst, src), |rdma, set, slot, kept| {
-                let (sb, db) = (set.dst(0, s)?, set.dst(1, d)?);
-                if let Some(t) = kept {
-                    // SAFETY: a kept read task of this ctx, ours; every field is set.
-                    return Ok(unsafe {
-                        sys::doca_rdma_task_read_set_src_buf(t, sb);
-                        sys::doca_rdma_task_read_set_dst_buf(t, db);
-                        sys::doca_rdma_task_read_set_rdma_connection(t, conn);
-                        reuse::<Read>(t, slot)
-                    });
-                }
-                let mut task = std::ptr::null_mut();
-                // SAFETY: live context and connection; both buffers describe memory the
-                // operation owns.
-                ok_or(unsafe {
-                    sys::doca_rdma_task_read_allocate_init(rdma, conn, sb, db, slot.user_data(), &mut task)
-                })?;
-                Ok(task)
-            })
-            .await;
-        (r.map(drop), dst)
+        let t = match self.target(OP) {
+            Ok(t) => t,
+            Err(e) => return ReadFuture(ops::Op::failed(e, (dst, src))),
+        };
+        let (conn, size) = (Some(self.id().0), dst.len());
+        let req = ops::ReadReq { t, src: Desc::remote(&src), dst: Desc::local(&dst) };
+        ReadFuture(ops::Op::First(t.inner.op::<Read, _, _>(OP, conn, size, req, (dst, src))))
     }
 
     /// Atomically replaces the 8-byte value at the start of `dst` with `swap` if it equals
@@ -901,103 +818,46 @@ impl Connection {
     /// `dst` or `result` shorter than 8 bytes: [`ErrorKind::InvalidArgument`] (nothing
     /// submitted); a misaligned target: [`ErrorKind::InvalidArgument`]; no
     /// [`Access::RDMA_ATOMIC`]: [`ErrorKind::PermissionDenied`].
-    pub async fn compare_swap(&self, dst: RemoteSlice, compare: u64, swap: u64, result: Buf) -> (Result<u64>, Buf) {
-        self.atomic("rdma.compare_swap", dst, result, Some((compare, swap)), 0).await
+    #[inline]
+    pub fn compare_swap(&self, dst: RemoteSlice, compare: u64, swap: u64, result: Buf) -> AtomicFuture<'_> {
+        AtomicFuture(self.atomic("rdma.compare_swap", dst, result, Some((compare, swap)), 0))
     }
 
     /// Atomically adds `add` to the 8-byte value at the start of `dst`; returns the value
     /// it had. `result` as for [`compare_swap`](Connection::compare_swap).
-    pub async fn fetch_add(&self, dst: RemoteSlice, add: u64, result: Buf) -> (Result<u64>, Buf) {
-        self.atomic("rdma.fetch_add", dst, result, None, add).await
+    #[inline]
+    pub fn fetch_add(&self, dst: RemoteSlice, add: u64, result: Buf) -> AtomicFuture<'_> {
+        AtomicFuture(self.atomic("rdma.fetch_add", dst, result, None, add))
     }
 
-    async fn atomic(
+    #[inline(always)]
+    fn atomic(
         &self,
         op: &'static str,
         dst: RemoteSlice,
         result: Buf,
         cas: Option<(u64, u64)>,
         add: u64,
-    ) -> (Result<u64>, Buf) {
+    ) -> ops::Op<'_, CmpSwp, FetchAdd, ops::AtomicReq<'_>, (Buf, RemoteSlice)> {
         if dst.len() < 8 || result.len() < 8 {
-            return (Err(too_short(op, "the target and the result buffer need 8 bytes")), result);
+            return ops::Op::failed(too_short(op, "the target and the result buffer need 8 bytes"), (result, dst));
         }
-        let (conn, d, res) = (self.inner.conn, Desc::remote(&dst), Desc::local(&result));
-        let keep = (result, dst);
-        let (r, (result, _dst)) = match cas {
-            Some((cmp, swap)) => {
-                self.inner
-                    .rdma
-                    .run_reusing::<CmpSwp, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot, kept| {
-                        let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
-                        if let Some(t) = kept {
-                            // SAFETY: a kept compare-swap task of this ctx, ours; every field
-                            // is set.
-                            return Ok(unsafe {
-                                sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(t, db);
-                                sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(t, rb);
-                                sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, cmp);
-                                sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, swap);
-                                sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(t, conn);
-                                reuse::<CmpSwp>(t, slot)
-                            });
-                        }
-                        let mut task = std::ptr::null_mut();
-                        // SAFETY: live context and connection; both buffers describe memory
-                        // the operation owns.
-                        ok_or(unsafe {
-                            sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
-                                rdma,
-                                conn,
-                                db,
-                                rb,
-                                cmp,
-                                swap,
-                                slot.user_data(),
-                                &mut task,
-                            )
-                        })?;
-                        Ok(task)
-                    })
-                    .await
+        let t = match self.target(op) {
+            Ok(t) => t,
+            Err(e) => return ops::Op::failed(e, (result, dst)),
+        };
+        let (d, res) = (Desc::remote(&dst), Desc::local(&result));
+        let conn = Some(self.id().0);
+        match cas {
+            Some((a, b)) => {
+                let req = ops::AtomicReq { t, dst: d, result: res, a, b };
+                ops::Op::First(t.inner.op::<CmpSwp, _, _>(op, conn, 8, req, (result, dst)))
             }
             None => {
-                self.inner
-                    .rdma
-                    .run_reusing::<FetchAdd, _, _>(op, Some(self.id()), 8, keep, |rdma, set, slot, kept| {
-                        let (db, rb) = (set.dst(0, d)?, set.dst(1, res)?);
-                        if let Some(t) = kept {
-                            // SAFETY: a kept fetch-add task of this ctx, ours; every field is
-                            // set.
-                            return Ok(unsafe {
-                                sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(t, db);
-                                sys::doca_rdma_task_atomic_fetch_add_set_result_buf(t, rb);
-                                sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, add);
-                                sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(t, conn);
-                                reuse::<FetchAdd>(t, slot)
-                            });
-                        }
-                        let mut task = std::ptr::null_mut();
-                        // SAFETY: as above.
-                        ok_or(unsafe {
-                            sys::doca_rdma_task_atomic_fetch_add_allocate_init(
-                                rdma,
-                                conn,
-                                db,
-                                rb,
-                                add,
-                                slot.user_data(),
-                                &mut task,
-                            )
-                        })?;
-                        Ok(task)
-                    })
-                    .await
+                let req = ops::AtomicReq { t, dst: d, result: res, a: add, b: 0 };
+                ops::Op::Second(t.inner.op::<FetchAdd, _, _>(op, conn, 8, req, (result, dst)))
             }
-        };
-        // The old value was placed at the start of the result buffer (native byte order).
-        let r = r.map(|_| result.read_u64(0));
-        (r, result)
+        }
     }
 }
 

@@ -83,6 +83,40 @@ impl TaskSlot {
     }
 }
 
+/// How an operation allocates (or re-initialises) its task: what [`TaskFuture`] calls at its
+/// first poll, and again after each wait for a free task (back-pressure), until it returns
+/// a task or fails.
+///
+/// Every `FnMut(&TaskSlot) -> Result<*mut K::Task, doca_error_t>` closure is one (the
+/// allocation closure of [`DocaCtx::submit`](crate::executor::context::DocaCtx::submit)).
+/// A named type implementing it gives the operation's future a name: the crate's RDMA
+/// operations return named futures (for example
+/// [`rdma::WriteFuture`](crate::rdma::WriteFuture)) whose request structs implement this
+/// trait, where a closure would make the future's type unnameable.
+///
+/// `alloc` gives the task the slot's [`user_data`](TaskSlot::user_data) (and, if DOCA
+/// writes results through a pointer, the slot's [`out_ptr`](TaskSlot::out_ptr)) and returns
+/// it, not submitted; an error returns DOCA's code: `DOCA_ERROR_NO_MEMORY` while tasks of
+/// the context are outstanding means "wait for a free task and call again".
+pub trait AllocTask<K: DocaTask> {
+    /// Allocates the task of the operation of `slot` (see the trait documentation).
+    ///
+    /// # Errors
+    /// DOCA's code when no task could be allocated.
+    fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>;
+}
+
+impl<K, F> AllocTask<K> for F
+where
+    K: DocaTask,
+    F: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+{
+    #[inline(always)]
+    fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
+        self(slot)
+    }
+}
+
 enum Stage<T> {
     /// Not allocated yet (or waiting for a free task).
     Alloc,
@@ -248,7 +282,7 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
 impl<K, A> TaskFuture<'_, K, A>
 where
     K: DocaTask,
-    A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    A: AllocTask<K>,
 {
     /// [`poll_op`](Self::poll_op) inside the operation's span, which records how it ended:
     /// the one poll of both [`TaskFuture`] and [`BufTaskFuture`]. The span is taken out of
@@ -285,7 +319,7 @@ where
                     }
                     let slot = self.task_slot();
                     let alloc = self.alloc.as_mut().expect("allocation closure present until allocated");
-                    let r = alloc(&slot);
+                    let r = alloc.alloc(&slot);
                     if r.is_err() {
                         // Nothing allocated: give back the descriptors the closure took
                         // before waiting or failing.
@@ -380,7 +414,7 @@ where
 impl<K, A> Future for TaskFuture<'_, K, A>
 where
     K: DocaTask,
-    A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    A: AllocTask<K>,
 {
     type Output = Result<TaskOutput>;
 
@@ -429,7 +463,7 @@ impl<K: DocaTask, A, B: 'static> BufTaskFuture<'_, K, A, B> {
 impl<K, A, B> Future for BufTaskFuture<'_, K, A, B>
 where
     K: DocaTask,
-    A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    A: AllocTask<K>,
     B: 'static,
 {
     type Output = (Result<TaskOutput>, B);

@@ -39,8 +39,9 @@
 //! * `doca_task`: [`DocaTask`], what the runtime needs to know of a DOCA task type.
 //! * `slots`: the slot table, its states and its ownership rules.
 //! * `callback`: [`completion_cb`], the one C callback of every task type.
-//! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future, and
-//!   [`TaskSlot`], what an allocation closure sees of its slot.
+//! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future,
+//!   [`AllocTask`], how it allocates its task (a closure, or a named request type), and
+//!   [`TaskSlot`], what an allocation sees of its slot.
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
 
 mod callback;
@@ -51,7 +52,7 @@ mod waiters;
 
 pub use callback::completion_cb;
 pub use doca_task::DocaTask;
-pub use future::{BufTaskFuture, TaskFuture, TaskSlot};
+pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use slots::Slots;
 pub(crate) use waiters::{Ticket, WaiterList};
 

@@ -1,0 +1,439 @@
+//! The RDMA operations as named futures: one request type per operation family (what the
+//! operation's task is made of) and one future type per family, built in place.
+//!
+//! Why named types rather than `async fn`s: an `async fn` operation is a state machine that
+//! moves the next layer's future into its own state, and its type cannot be written down.
+//! Here an operation is one [`BufTaskFuture`] whose allocation is a small request struct
+//! ([`AllocTask`]) instead of a closure, wrapped in an enum that also holds a check that
+//! failed before anything was submitted. Creating the future builds it where the caller
+//! puts it (everything on the way is inlined), polling it polls the task future directly,
+//! and users can name the type (`Pipeline<WriteFuture<'a>>` in a struct field).
+//!
+//! Each request does what an operation's allocation closure did: take the operation's
+//! descriptors ([`Descs`], handed to its completion slot), then re-initialise a task kept
+//! for reuse with the task type's setters, or allocate one; a failure gives a kept task
+//! back untouched.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+
+use super::{ok_or, reuse, CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
+use super::{Send as SendTask, SendImm};
+use crate::error::{Error, Result};
+use crate::ext::{AllocTask, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
+use crate::mem::descriptors::{Desc, Descs, Inventory};
+use crate::mem::{Buf, RemoteSlice};
+use crate::sys;
+
+type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
+
+/// What every request holds: the context (its kept tasks and its inventory), its DOCA
+/// object and the connection (null for a receive, which is posted on the context).
+#[derive(Clone, Copy)]
+pub(super) struct Target<'a> {
+    pub(super) inner: &'a RdmaInner,
+    pub(super) rdma: *mut sys::doca_rdma,
+    pub(super) conn: *mut sys::doca_rdma_connection,
+}
+
+impl Target<'_> {
+    /// Runs `init` with the operation's descriptors and a kept task of kind `K` if there is
+    /// one; `init` takes the descriptors first, so an error it returns leaves a kept task
+    /// untouched, and it is given back here.
+    #[inline(always)]
+    fn alloc<K: DocaTask>(
+        &self,
+        slot: &TaskSlot,
+        init: impl FnOnce(&Descs<'_>, Option<*mut K::Task>) -> Alloc<K>,
+    ) -> Alloc<K> {
+        let kept = self.inner.ctx.take_kept::<K>();
+        let r = init(&Descs::new(&self.inner.inv, slot), kept);
+        if let (Err(_), Some(task)) = (r, kept) {
+            // SAFETY: taken just above from this ctx; `init` failed before using it (it takes
+            // the descriptors first), so it is neither submitted nor freed.
+            unsafe { self.inner.ctx.put_back::<K>(task) };
+        }
+        r
+    }
+}
+
+/// `send` and `send_imm` (`imm` only for the latter).
+pub(super) struct SendReq<'a> {
+    pub(super) t: Target<'a>,
+    pub(super) src: Desc,
+    pub(super) imm: u32,
+}
+
+impl AllocTask<SendTask> for SendReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<SendTask> {
+        let Self { t, src, .. } = *self;
+        t.alloc::<SendTask>(slot, |set, kept| {
+            let s = set.src(0, src)?;
+            if let Some(k) = kept {
+                // SAFETY: a kept send task of this ctx, ours; every field is set.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_send_set_src_buf(k, s);
+                    sys::doca_rdma_task_send_set_rdma_connection(k, t.conn);
+                    reuse::<SendTask>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: live context and connection; `s` describes memory the operation owns.
+            ok_or(unsafe { sys::doca_rdma_task_send_allocate_init(t.rdma, t.conn, s, slot.user_data(), &mut task) })?;
+            Ok(task)
+        })
+    }
+}
+
+impl AllocTask<SendImm> for SendReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<SendImm> {
+        let Self { t, src, imm } = *self;
+        t.alloc::<SendImm>(slot, |set, kept| {
+            let s = set.src(0, src)?;
+            if let Some(k) = kept {
+                // SAFETY: as in `send`.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_send_imm_set_src_buf(k, s);
+                    sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
+                    sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn);
+                    reuse::<SendImm>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: as in `send`.
+            ok_or(unsafe {
+                sys::doca_rdma_task_send_imm_allocate_init(t.rdma, t.conn, s, imm.to_be(), slot.user_data(), &mut task)
+            })?;
+            Ok(task)
+        })
+    }
+}
+
+/// `write` and `write_imm` (`imm` only for the latter).
+pub(super) struct WriteReq<'a> {
+    pub(super) t: Target<'a>,
+    pub(super) src: Desc,
+    pub(super) dst: Desc,
+    pub(super) imm: u32,
+}
+
+impl AllocTask<Write> for WriteReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Write> {
+        let Self { t, src, dst, .. } = *self;
+        t.alloc::<Write>(slot, |set, kept| {
+            let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+            if let Some(k) = kept {
+                // SAFETY: a kept write task of this ctx, ours; every field is set.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_write_set_src_buf(k, sb);
+                    sys::doca_rdma_task_write_set_dst_buf(k, db);
+                    sys::doca_rdma_task_write_set_rdma_connection(k, t.conn);
+                    reuse::<Write>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: live context and connection; both buffers describe memory the
+            // operation owns (the source Buf, the remote slice's import).
+            ok_or(unsafe {
+                sys::doca_rdma_task_write_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), &mut task)
+            })?;
+            Ok(task)
+        })
+    }
+}
+
+impl AllocTask<WriteImm> for WriteReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<WriteImm> {
+        let Self { t, src, dst, imm } = *self;
+        t.alloc::<WriteImm>(slot, |set, kept| {
+            let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+            if let Some(k) = kept {
+                // SAFETY: as in `write`.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_write_imm_set_src_buf(k, sb);
+                    sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
+                    sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
+                    sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn);
+                    reuse::<WriteImm>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: as in `write`.
+            ok_or(unsafe {
+                sys::doca_rdma_task_write_imm_allocate_init(
+                    t.rdma,
+                    t.conn,
+                    sb,
+                    db,
+                    imm.to_be(),
+                    slot.user_data(),
+                    &mut task,
+                )
+            })?;
+            Ok(task)
+        })
+    }
+}
+
+/// `read`: `src` is the remote memory, `dst` the local buffer.
+pub(super) struct ReadReq<'a> {
+    pub(super) t: Target<'a>,
+    pub(super) src: Desc,
+    pub(super) dst: Desc,
+}
+
+impl AllocTask<Read> for ReadReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Read> {
+        let Self { t, src, dst } = *self;
+        t.alloc::<Read>(slot, |set, kept| {
+            let (sb, db) = (set.dst(0, src)?, set.dst(1, dst)?);
+            if let Some(k) = kept {
+                // SAFETY: a kept read task of this ctx, ours; every field is set.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_read_set_src_buf(k, sb);
+                    sys::doca_rdma_task_read_set_dst_buf(k, db);
+                    sys::doca_rdma_task_read_set_rdma_connection(k, t.conn);
+                    reuse::<Read>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: live context and connection; both buffers describe memory the
+            // operation owns.
+            ok_or(unsafe {
+                sys::doca_rdma_task_read_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), &mut task)
+            })?;
+            Ok(task)
+        })
+    }
+}
+
+/// `compare_swap` (`a` compare, `b` swap) and `fetch_add` (`a` the addend): `dst` the
+/// remote target, `result` the local 8 bytes receiving the old value.
+pub(super) struct AtomicReq<'a> {
+    pub(super) t: Target<'a>,
+    pub(super) dst: Desc,
+    pub(super) result: Desc,
+    pub(super) a: u64,
+    pub(super) b: u64,
+}
+
+impl AllocTask<CmpSwp> for AtomicReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<CmpSwp> {
+        let Self { t, dst, result, a: cmp, b: swap } = *self;
+        t.alloc::<CmpSwp>(slot, |set, kept| {
+            let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
+            if let Some(k) = kept {
+                // SAFETY: a kept compare-swap task of this ctx, ours; every field is set.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(k, db);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(k, rb);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(k, cmp);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(k, swap);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn);
+                    reuse::<CmpSwp>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: live context and connection; both buffers describe memory the
+            // operation owns.
+            ok_or(unsafe {
+                sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
+                    t.rdma,
+                    t.conn,
+                    db,
+                    rb,
+                    cmp,
+                    swap,
+                    slot.user_data(),
+                    &mut task,
+                )
+            })?;
+            Ok(task)
+        })
+    }
+}
+
+impl AllocTask<FetchAdd> for AtomicReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<FetchAdd> {
+        let Self { t, dst, result, a: add, .. } = *self;
+        t.alloc::<FetchAdd>(slot, |set, kept| {
+            let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
+            if let Some(k) = kept {
+                // SAFETY: a kept fetch-add task of this ctx, ours; every field is set.
+                return Ok(unsafe {
+                    sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(k, db);
+                    sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
+                    sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
+                    sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn);
+                    reuse::<FetchAdd>(k, slot)
+                });
+            }
+            let mut task = std::ptr::null_mut();
+            // SAFETY: as in `compare_swap`.
+            ok_or(unsafe {
+                sys::doca_rdma_task_atomic_fetch_add_allocate_init(
+                    t.rdma,
+                    t.conn,
+                    db,
+                    rb,
+                    add,
+                    slot.user_data(),
+                    &mut task,
+                )
+            })?;
+            Ok(task)
+        })
+    }
+}
+
+/// `recv` (receive tasks are not kept for reuse: their results are read before the free).
+pub(super) struct RecvReq<'a> {
+    pub(super) t: Target<'a>,
+    pub(super) dst: Desc,
+}
+
+impl AllocTask<Recv> for RecvReq<'_> {
+    fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Recv> {
+        let Self { t, dst } = *self;
+        let set = Descs::new(&t.inner.inv, slot);
+        let d = set.dst(0, dst)?;
+        let mut task = std::ptr::null_mut();
+        // SAFETY: live context; `d` describes memory the operation owns until the task is
+        // done.
+        ok_or(unsafe { sys::doca_rdma_task_receive_allocate_init(t.rdma, d, slot.user_data(), &mut task) })?;
+        Ok(task)
+    }
+}
+
+/// The task future of one operation of kind `K` with request `R`; it owns the context's
+/// inventory with the caller's buffers `B`: a future dropped mid-flight leaves both to its
+/// completion slot, which gives the descriptors back before it drops them.
+pub(super) type TaskOp<'a, K, R, B> = BufTaskFuture<'a, K, R, (Rc<Inventory>, B)>;
+
+/// One RDMA operation of one of two task kinds (`K1` or `K2`: `write` or `write_imm`, ...;
+/// a family of one kind uses `K2 = K1` and never builds `Second`), or a check that failed
+/// before anything was submitted.
+pub(super) enum Op<'a, K1: DocaTask, K2: DocaTask, R, B: 'static> {
+    /// Resolves to the error, with the buffers, at the first poll; nothing was submitted.
+    Failed(Option<(Error, B)>),
+    First(TaskOp<'a, K1, R, B>),
+    Second(TaskOp<'a, K2, R, B>),
+}
+
+impl<K1: DocaTask, K2: DocaTask, R, B: 'static> Op<'_, K1, K2, R, B> {
+    /// The operation failing at its first poll with `e`, giving back `keep`.
+    pub(super) fn failed(e: Error, keep: B) -> Self {
+        Op::Failed(Some((e, keep)))
+    }
+}
+
+impl<K1, K2, R, B> Op<'_, K1, K2, R, B>
+where
+    K1: DocaTask,
+    K2: DocaTask,
+    R: AllocTask<K1> + AllocTask<K2>,
+    B: 'static,
+{
+    #[inline(always)]
+    fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<(Result<TaskOutput>, B)> {
+        let (r, (_inv, keep)) = match self {
+            Op::Failed(f) => {
+                let (e, keep) = f.take().expect("RDMA operation future polled after completion");
+                return Poll::Ready((Err(e), keep));
+            }
+            Op::First(f) => ready!(Pin::new(f).poll(cx)),
+            Op::Second(f) => ready!(Pin::new(f).poll(cx)),
+        };
+        Poll::Ready((r, keep))
+    }
+}
+
+impl<K1: DocaTask, K2: DocaTask, R, B: 'static> fmt::Debug for Op<'_, K1, K2, R, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Failed(Some((e, _))) => f.debug_tuple("Failed").field(e).finish(),
+            Op::Failed(None) => f.write_str("Finished"),
+            Op::First(t) => t.fmt(f),
+            Op::Second(t) => t.fmt(f),
+        }
+    }
+}
+
+/// Defines a public operation future around an [`Op`]: `Unpin` (every part is), `#[must_use]`,
+/// `Debug`; its output is `$map` applied to the task's result and the kept buffers.
+macro_rules! op_future {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $k1:ty, $k2:ty, $req:ident, $keep:ty => $out:ty, $map:expr
+    ) => {
+        $(#[$doc])*
+        ///
+        /// The future is lazy: nothing is allocated or submitted before its first poll. A
+        /// check that fails before submission (see the method's errors) resolves at the first
+        /// poll, with the buffer given back and nothing submitted. Dropping the future before
+        /// it is polled drops the buffer; dropping it while the task is in flight does not
+        /// cancel the task (DOCA has no per-task cancel): the result is discarded, and the
+        /// memory the provider may touch (the buffer, its registration, the remote slice and
+        /// the `doca_buf` descriptors) stays alive until DOCA is done with it.
+        ///
+        /// A named, `Unpin` type: it can be stored in a struct (`Pipeline<WriteFuture<'a>>`)
+        /// and polled with `Pin::new(&mut fut)`. It borrows the connection (or context) it
+        /// was created from.
+        #[must_use = "a DOCA operation does nothing unless awaited; once submitted, dropping it discards the result but cannot cancel the task"]
+        pub struct $name<'a>(pub(super) Op<'a, $k1, $k2, $req<'a>, $keep>);
+
+        impl Future for $name<'_> {
+            type Output = ($out, Buf);
+
+            #[inline]
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+                let (r, keep) = ready!(self.get_mut().0.poll_op(cx));
+                let map: fn(Result<TaskOutput>, $keep) -> Self::Output = $map;
+                Poll::Ready(map(r, keep))
+            }
+        }
+
+        impl fmt::Debug for $name<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.0).finish()
+            }
+        }
+    };
+}
+
+op_future!(
+    /// The future of [`Connection::send`](super::Connection::send) and
+    /// [`Connection::send_imm`](super::Connection::send_imm): resolves to `(Result<()>, src)`.
+    SendFuture, SendTask, SendImm, SendReq, Buf => Result<()>, |r, src| (r.map(drop), src)
+);
+
+op_future!(
+    /// The future of [`Connection::write`](super::Connection::write) and
+    /// [`Connection::write_imm`](super::Connection::write_imm): resolves to
+    /// `(Result<()>, src)`.
+    WriteFuture, Write, WriteImm, WriteReq, (Buf, RemoteSlice) => Result<()>, |r, (src, _dst)| (r.map(drop), src)
+);
+
+op_future!(
+    /// The future of [`Connection::read`](super::Connection::read): resolves to
+    /// `(Result<()>, dst)`.
+    ReadFuture, Read, Read, ReadReq, (Buf, RemoteSlice) => Result<()>, |r, (dst, _src)| (r.map(drop), dst)
+);
+
+op_future!(
+    /// The future of [`Connection::compare_swap`](super::Connection::compare_swap) and
+    /// [`Connection::fetch_add`](super::Connection::fetch_add): resolves to
+    /// `(Result<u64>, result)`, the value the target had.
+    AtomicFuture, CmpSwp, FetchAdd, AtomicReq, (Buf, RemoteSlice) => Result<u64>,
+    // The old value was placed at the start of the result buffer (native byte order).
+    |r, (result, _dst)| (r.map(|_| result.read_u64(0)), result)
+);
+
+op_future!(
+    /// The future of [`Rdma::recv`](super::Rdma::recv): resolves to
+    /// `(Result<Received>, buf)`.
+    RecvFuture, Recv, Recv, RecvReq, Buf => Result<Received>, |r, buf| (r.map(Received::from_output), buf)
+);

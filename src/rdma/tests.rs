@@ -1,0 +1,168 @@
+//! The rules of the named operation futures (`ops.rs`) that the public API cannot observe:
+//! nothing is submitted before the first poll, a future dropped unpolled gives every buffer
+//! back, and a check that fails before submission resolves at the first poll.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use super::{Connection, Rdma};
+use crate::{Access, Device, ErrorKind, Memory, Result, Runtime};
+
+/// Two connected contexts on the current executor: (a, b, a's connection to b, b's to a).
+async fn pair(dev: &Device) -> Result<(Rdma, Rdma, Connection, Connection)> {
+    let a = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await?;
+    let b = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await?;
+    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+    let ab = pa.connect(&blob_b).await?;
+    let ba = pb.connect(&blob_a).await?;
+    Ok((a, b, ab, ba))
+}
+
+/// Polls `f` once, with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+    Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn a_future_dropped_before_its_first_poll_submits_nothing_and_keeps_nothing() {
+    Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .build()
+        .unwrap()
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (a, _b, ab, _ba) = pair(&dev).await?;
+            let target = dev.alloc(64, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            local.slice(0..8).write_u64(0, 0x5555);
+            let handles = local.handles();
+            let ctx = &a.inner.ctx;
+
+            // Each operation kind: created (it holds its buffer), then dropped unpolled.
+            let check = |what: &str, held: usize, mem: &Memory| {
+                assert_eq!(ctx.outstanding_tasks(), 0, "{what}: nothing allocated before the first poll");
+                assert_eq!(mem.handles(), held, "{what}: the buffers are held exactly while the future lives");
+            };
+            let f = ab.write(local.slice(0..8), remote.slice(0..8));
+            check("write", handles + 1, &local);
+            drop(f);
+            check("write", handles, &local);
+            let f = ab.write_imm(local.slice(0..8), remote.slice(8..16), 3);
+            check("write_imm", handles + 1, &local);
+            drop(f);
+            let f = ab.read(remote.slice(16..24), local.slice(8..16));
+            check("read", handles + 1, &local);
+            drop(f);
+            let f = ab.send(local.slice(0..8));
+            check("send", handles + 1, &local);
+            drop(f);
+            let f = ab.send_imm(local.slice(0..8), 1);
+            check("send_imm", handles + 1, &local);
+            drop(f);
+            let f = ab.fetch_add(remote.slice(24..32), 1, local.slice(16..24));
+            check("fetch_add", handles + 1, &local);
+            drop(f);
+            let f = ab.compare_swap(remote.slice(24..32), 0, 9, local.slice(16..24));
+            check("compare_swap", handles + 1, &local);
+            drop(f);
+            let f = a.recv(local.slice(32..64));
+            check("recv", handles + 1, &local);
+            drop(f);
+            check("all", handles, &local);
+
+            // Nothing reached the peer: the connection still works and the target is
+            // untouched where the dropped operations aimed.
+            let (r, _) = ab.write(local.slice(0..8), remote.slice(56..64)).await;
+            r?;
+            assert_eq!(target.slice(56..64).read_u64(0), 0x5555);
+            assert!(target.slice(0..32).to_vec().iter().all(|&b| b == 0), "no dropped write or atomic ran");
+            assert_eq!(local.slice(8..16).read_u64(0), 0, "the dropped read ran");
+            assert_eq!(ctx.outstanding_tasks(), 0);
+            check("after", handles, &local);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_failed_check_resolves_at_the_first_poll_with_the_buffer() {
+    Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .build()
+        .unwrap()
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (a, _b, ab, _ba) = pair(&dev).await?;
+            let target = dev.alloc(64, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let handles = local.handles();
+            let ctx = &a.inner.ctx;
+
+            let expect = |what: &str, p: Poll<(Result<()>, crate::Buf)>, len: usize| match p {
+                Poll::Ready((Err(e), buf)) => {
+                    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}: {e}");
+                    assert!(e.to_string().contains(what), "{what}: the error names the operation: {e}");
+                    assert_eq!(buf.len(), len, "{what}: the caller's buffer comes back");
+                    assert_eq!(ctx.outstanding_tasks(), 0, "{what}: nothing submitted");
+                }
+                other => panic!("{what}: expected an error at once, got {:?}", other.map(|(r, _)| r)),
+            };
+            let mut f = ab.write(local.slice(0..16), remote.slice(0..8));
+            expect("rdma.write", poll_once(&mut f), 16);
+            drop(f);
+            let mut f = ab.write_imm(local.slice(0..16), remote.slice(0..8), 1);
+            expect("rdma.write_imm", poll_once(&mut f), 16);
+            drop(f);
+            let mut f = ab.read(remote.slice(0..8), local.slice(0..9));
+            expect("rdma.read", poll_once(&mut f), 9);
+            drop(f);
+            let mut f = ab.fetch_add(remote.slice(0..8), 1, local.slice(0..4));
+            let p = poll_once(&mut f).map(|(r, b)| (r.map(drop), b));
+            expect("rdma.fetch_add", p, 4);
+            drop(f);
+            let mut f = ab.compare_swap(remote.slice(0..7), 0, 1, local.slice(0..8));
+            let p = poll_once(&mut f).map(|(r, b)| (r.map(drop), b));
+            expect("rdma.compare_swap", p, 8);
+            drop(f);
+            assert_eq!(local.handles(), handles, "every buffer given back");
+            assert!(target.slice(..).to_vec().iter().all(|&b| b == 0));
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn an_operation_on_a_destroyed_context_fails_at_the_first_poll_with_the_buffer() {
+    // The contexts belong to `block_on`'s executor and are destroyed when it returns.
+    let (a, ab, local, remote, _keep) = Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .build()
+        .unwrap()
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let (a, b, ab, ba) = pair(&dev).await?;
+            let target = dev.alloc(64, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            Ok::<_, crate::Error>((a, ab, local, remote, (b, ba, target)))
+        })
+        .unwrap();
+    let handles = local.handles();
+    let mut f = ab.write(local.slice(0..8), remote.slice(0..8));
+    match poll_once(&mut f) {
+        Poll::Ready((Err(e), buf)) => {
+            assert_eq!(e.kind(), ErrorKind::BadState, "{e}");
+            assert!(e.to_string().starts_with("rdma.write"), "{e}");
+            assert_eq!(buf.len(), 8);
+        }
+        other => panic!("expected an error at once, got {:?}", other.map(|(r, _)| r)),
+    }
+    drop(f);
+    let mut f = a.recv(local.slice(0..8));
+    assert!(matches!(poll_once(&mut f), Poll::Ready((Err(ref e), _)) if e.kind() == ErrorKind::BadState));
+    drop(f);
+    assert_eq!(local.handles(), handles, "every buffer given back");
+}
