@@ -65,6 +65,12 @@ enum Outcome {
 pub(super) struct CmShared {
     key: u64,
     requests: RefCell<VecDeque<RawConn>>,
+    /// Connections someone may still ask about: a request from its callback until it is
+    /// answered and over, a client connection from its first event until it is closed. Only
+    /// their events are recorded. Any other event (a late one for a connection this side
+    /// already ended) would sit in the maps below forever: nothing reads or forgets it, and
+    /// a long-running server would grow by an entry per client.
+    tracked: RefCell<HashSet<usize>>,
     outcomes: RefCell<HashMap<usize, Outcome>>,
     /// Connections that were established, even if they ended since: the handshake
     /// succeeded, which is what `accept` and `connect` report (a connection that is
@@ -72,6 +78,8 @@ pub(super) struct CmShared {
     established: RefCell<HashSet<usize>>,
     /// Client connections by the token passed as their user data to `connect_to_addr`.
     by_token: RefCell<HashMap<u64, usize>>,
+    /// Tokens of the `connect` calls waiting for their connection's first event.
+    connecting: RefCell<HashSet<u64>>,
     next_token: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
 }
@@ -87,9 +95,11 @@ impl CmShared {
         let cm = Rc::new(CmShared {
             key,
             requests: RefCell::new(VecDeque::new()),
+            tracked: RefCell::new(HashSet::new()),
             outcomes: RefCell::new(HashMap::new()),
             established: RefCell::new(HashSet::new()),
             by_token: RefCell::new(HashMap::new()),
+            connecting: RefCell::new(HashSet::new()),
             next_token: Cell::new(1),
             wakers: RefCell::new(Vec::new()),
         });
@@ -130,10 +140,25 @@ impl CmShared {
             || (rc == sys::DOCA_ERROR_BAD_STATE && self.outcome(c) == Some(Outcome::Failed))
     }
 
-    /// Forgets what was recorded about `c`: DOCA may give its address to a later connection.
+    /// Stops tracking `c` and forgets what was recorded about it: nobody will ask again, and
+    /// DOCA may give its address to a later connection. Called on every path that ends a
+    /// connection or a request for this side: closed, rejected (or dropped unanswered),
+    /// refused by `accept`, or failed.
     fn forget(&self, c: RawConn) {
+        self.tracked.borrow_mut().remove(&(c as usize));
         self.outcomes.borrow_mut().remove(&(c as usize));
         self.established.borrow_mut().remove(&(c as usize));
+    }
+
+    /// Entries held for connections and requests, all maps together (for the tests: a
+    /// context that ended every connection holds none).
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> usize {
+        self.tracked.borrow().len()
+            + self.outcomes.borrow().len()
+            + self.established.borrow().len()
+            + self.by_token.borrow().len()
+            + self.connecting.borrow().len()
     }
 
     /// Waits until `c`'s handshake ended (see [`settled`](Self::settled)).
@@ -172,6 +197,7 @@ unsafe extern "C" fn on_request(c: RawConn, ctx_ud: sys::doca_data) {
     with_cm(ctx_ud, |cm| {
         // A new connection: whatever was recorded at this address belonged to an old one.
         cm.forget(c);
+        cm.tracked.borrow_mut().insert(c as usize);
         cm.requests.borrow_mut().push_back(c);
     });
 }
@@ -188,13 +214,18 @@ fn record(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data, o: Outcome) {
         }
     );
     with_cm(ctx_ud, |cm| {
-        cm.outcomes.borrow_mut().insert(c as usize, o);
-        if o == Outcome::Established {
-            cm.established.borrow_mut().insert(c as usize);
+        let (key, token) = (c as usize, ud.as_u64());
+        if o != Outcome::Disconnected && cm.connecting.borrow().contains(&token) {
+            // A client connection's first event: its `connect` is waiting for it.
+            cm.tracked.borrow_mut().insert(key);
+            cm.by_token.borrow_mut().insert(token, key);
         }
-        let token = ud.as_u64();
-        if token != 0 && o != Outcome::Disconnected {
-            cm.by_token.borrow_mut().insert(token, c as usize);
+        if !cm.tracked.borrow().contains(&key) {
+            return;
+        }
+        cm.outcomes.borrow_mut().insert(key, o);
+        if o == Outcome::Established {
+            cm.established.borrow_mut().insert(key);
         }
     });
 }
@@ -330,6 +361,8 @@ impl Rdma {
         check(unsafe { sys::doca_rdma_addr_create(ty, text.as_ptr(), addr.port(), &mut a) }, "rdma.connect")?;
         let token = cm.next_token.get();
         cm.next_token.set(token + 1);
+        let waiting = Connecting { cm: &cm, token, addr: a };
+        cm.connecting.borrow_mut().insert(token);
         // SAFETY: live context and address; the address lives until the connection ends.
         let rc = unsafe { sys::doca_rdma_connect_to_addr(rdma, a, sys::doca_data::from_u64(token)) };
         if rc != sys::DOCA_SUCCESS {
@@ -346,6 +379,7 @@ impl Rdma {
         })
         .await;
         cm.by_token.borrow_mut().remove(&token);
+        drop(waiting);
         let c = ConnCm { shared: cm.clone(), addr: a, peer: Some(addr), private: Vec::new() };
         match cm.settled(conn) {
             Some(Outcome::Established) => {
@@ -359,6 +393,34 @@ impl Rdma {
                     format!("rdma.connect: {addr}: refused, rejected or timed out"),
                 ))
             }
+        }
+    }
+}
+
+/// A `connect` waiting for its connection's first event; its token stops being waited for
+/// when it is dropped. A connect cancelled after that event (its connection is in
+/// `by_token`, nobody took it) ends the connection as `ConnCm::close` would. Cancelled
+/// before it, the attempt stays with DOCA (there is no call to cancel it), with its address
+/// (DOCA may still use it), and the attempt's events are not recorded.
+struct Connecting<'a> {
+    cm: &'a CmShared,
+    token: u64,
+    addr: *mut sys::doca_rdma_addr,
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        self.cm.connecting.borrow_mut().remove(&self.token);
+        let orphan = self.cm.by_token.borrow_mut().remove(&self.token);
+        if let Some(c) = orphan {
+            let c = c as RawConn;
+            // SAFETY: a connection of this live context (the cancelled connect borrowed it)
+            // that nobody owns; ended once, then its address (no longer used) is freed.
+            unsafe {
+                let _ = sys::doca_rdma_connection_disconnect(c);
+                let _ = sys::doca_rdma_addr_destroy(self.addr);
+            }
+            self.cm.forget(c);
         }
     }
 }
@@ -439,7 +501,9 @@ impl ConnectionRequest {
         // SAFETY: a live requested connection; DOCA only reads `len` bytes at `ptr`.
         let rc = unsafe { sys::doca_rdma_connection_accept(self.conn, ptr, len) };
         if rc != sys::DOCA_SUCCESS {
-            if rdma.cm.request_gone(self.conn, rc) {
+            let gone = rdma.cm.request_gone(self.conn, rc);
+            rdma.cm.forget(self.conn);
+            if gone {
                 return Err(Error::new(ErrorKind::ConnectionLost, "rdma.accept: the client went away"));
             }
             check(rc, "rdma.accept")?;
@@ -462,7 +526,11 @@ impl ConnectionRequest {
         let rdma = self.rdma.take();
         // SAFETY: a live requested connection.
         let rc = unsafe { sys::doca_rdma_connection_reject(self.conn) };
-        if rdma.is_some_and(|r| r.cm.request_gone(self.conn, rc)) {
+        let gone = rdma.as_ref().is_some_and(|r| r.cm.request_gone(self.conn, rc));
+        if let Some(r) = &rdma {
+            r.cm.forget(self.conn);
+        }
+        if gone {
             return Ok(());
         }
         check(rc, "rdma.reject")
@@ -471,9 +539,10 @@ impl ConnectionRequest {
 
 impl Drop for ConnectionRequest {
     fn drop(&mut self) {
-        if self.rdma.take().is_some() {
+        if let Some(rdma) = self.rdma.take() {
             // SAFETY: a live requested connection, not answered.
             let _ = unsafe { sys::doca_rdma_connection_reject(self.conn) };
+            rdma.cm.forget(self.conn);
         }
     }
 }
@@ -522,5 +591,71 @@ impl Connection {
         }
         // SAFETY: a live connection of a live context.
         check(unsafe { sys::doca_rdma_connection_disconnect(self.inner.conn) }, "rdma.disconnect")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::Rdma;
+    use crate::{Device, ErrorKind, Result, Runtime};
+
+    /// A server and its clients keep no record of a connection or request once it is over,
+    /// whichever way it ended: closed by either side, rejected, dropped unanswered, or a
+    /// connect cancelled; late events (DOCA may report a connection again after this side
+    /// ended it) are not recorded. Before, each rejected or refused request and each late
+    /// event left an entry behind: a long-running server grew by one per client.
+    #[test]
+    fn nothing_is_kept_for_connections_and_requests_that_ended() {
+        Runtime::builder()
+            .cpus("0".parse().unwrap())
+            .build()
+            .unwrap()
+            .block_on(async {
+                let dev = Device::open_default()?;
+                let server = Rdma::builder(&dev).max_connections(4).build().await?;
+                let client = Rdma::builder(&dev).build().await?;
+                let listener = (0..20)
+                    .find_map(|_| {
+                        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+                        server.listen(port).ok()
+                    })
+                    .expect("a free port");
+                let addr = ([127, 0, 0, 1], listener.port()).into();
+                for round in 0..3 {
+                    // Established, then closed by the client; the server sees it and drops its end.
+                    let connecting = crate::spawn_local({
+                        let c = client.clone();
+                        async move { c.connect(addr).await }
+                    });
+                    let at_server = listener.request().await?.accept(&[]).await?;
+                    let conn = connecting.await??;
+                    conn.disconnect()?;
+                    at_server.closed().await;
+                    drop((conn, at_server));
+                    // Rejected, then dropped unanswered: the client's connect fails both times.
+                    for reject in [true, false] {
+                        let connecting = crate::spawn_local({
+                            let c = client.clone();
+                            async move { c.connect(addr).await.map(drop) }
+                        });
+                        let req = listener.request().await?;
+                        if reject {
+                            req.reject()?;
+                        } else {
+                            drop(req);
+                        }
+                        let e = connecting.await?.expect_err("refused");
+                        assert_eq!(e.kind(), ErrorKind::ConnectionLost, "round {round}: {e}");
+                    }
+                }
+                // Late events have time to arrive (and must not be recorded).
+                crate::time::sleep(Duration::from_millis(50)).await;
+                assert_eq!(server.inner.cm.entries(), 0, "the server keeps records of ended connections");
+                assert_eq!(client.inner.cm.entries(), 0, "the client keeps records of ended connections");
+                Ok::<_, crate::Error>(())
+            })
+            .unwrap();
     }
 }
