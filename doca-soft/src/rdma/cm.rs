@@ -243,6 +243,9 @@ pub(crate) struct Cm {
     /// Before this instant progress does not call `accept(2)` on the listeners (None: call
     /// it at the next progress); see [`ACCEPT_INTERVAL`].
     accept_after: Cell<Option<Instant>>,
+    /// `has_work`'s poll set, kept between calls: the PE asks at every arm, and a server
+    /// with a listener would otherwise allocate it each time.
+    poll_fds: Cell<Vec<libc::pollfd>>,
 }
 
 impl Cm {
@@ -776,7 +779,15 @@ pub(crate) fn has_work(r: &doca_rdma) -> bool {
         return true;
     }
     let now = Instant::now();
-    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut fds = r.cm.poll_fds.take();
+    fds.clear();
+    let work = poll_ready(r, now, &mut fds);
+    r.cm.poll_fds.set(fds);
+    work
+}
+
+/// [`has_work`]'s check of the sockets and deadlines, with `fds` as the poll set.
+fn poll_ready(r: &doca_rdma, now: Instant, fds: &mut Vec<libc::pollfd>) -> bool {
     for l in r.cm.listeners.borrow().iter() {
         for s in &l.socks {
             fds.push(libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 });
