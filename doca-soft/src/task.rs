@@ -508,6 +508,7 @@ pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<N
 ///
 /// # Safety
 /// A non-NULL `task` must point to memory handed out by this provider (a task of a live ctx).
+#[inline]
 pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_task, doca_error_t> {
     // SAFETY: per the contract, non-NULL pointers are task headers of live ctxs.
     let t = unsafe { crate::ffi::obj(task) }?;
@@ -842,6 +843,7 @@ pub unsafe extern "C" fn doca_task_get_user_data(task: *const doca_task) -> doca
 ///
 /// # Safety
 /// A non-NULL `task` must point to a task handed out by this provider (a task of a live ctx).
+#[inline]
 pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
     // SAFETY: per the contract; task_ref checks NULL and the header's magic.
     let h = unsafe { task_ref(task.cast::<doca_task>()) }.ok()?;
@@ -856,20 +858,32 @@ pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
 ///
 /// # Safety
 /// As [`typed`].
+// Inlined with the diagnostics out of line: every setter of a re-used task runs this (three
+// to five per RDMA operation), and the logging made it a call with a full frame each time.
+#[inline]
 pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Option<&'a T> {
     // SAFETY: forwarded contract.
-    let Some(t) = (unsafe { typed(task) }) else {
-        crate::sdk_log!(ERROR, "{setter}: {task:p} is not a task of this type (ignored)");
-        return None;
-    };
-    if header(t).state() != TaskState::Allocated {
+    match unsafe { typed(task) } {
+        Some(t) if header(t).state() == TaskState::Allocated => Some(t),
+        found => {
+            not_owned(task.cast(), found.is_some(), setter);
+            None
+        }
+    }
+}
+
+/// The diagnostic of a setter refused by [`owned`].
+#[cold]
+#[inline(never)]
+fn not_owned(task: *const std::ffi::c_void, of_this_type: bool, setter: &str) {
+    if of_this_type {
         crate::sdk_log!(
             ERROR,
             "{setter}: task {task:p} is owned by the library until its completion callback (ignored)"
         );
-        return None;
+    } else {
+        crate::sdk_log!(ERROR, "{setter}: {task:p} is not a task of this type (ignored)");
     }
-    Some(t)
 }
 
 /// Defines the `doca_*_set_F` / `doca_*_get_F` pair of one field of one task type (the
