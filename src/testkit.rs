@@ -3,7 +3,12 @@
 //! their own helpers in `tests/common/`.
 
 use crate::oob::{Oob, OobRequest};
-use crate::Result;
+use crate::{Result, Runtime};
+
+/// A runtime with one executor, on CPU 0: what most unit tests run their futures on.
+pub(crate) fn runtime() -> Runtime {
+    Runtime::builder().cpus("0".parse().expect("a CPU list")).build().expect("a runtime on CPU 0")
+}
 
 /// A two-member out-of-band group seen from rank 0, whose peer contributes `peer` to every
 /// allgather: for tests of what a member does with a hostile or corrupt announcement (an

@@ -705,7 +705,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn an_announced_blob_length_is_bounded() {
-        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+        let rt = crate::testkit::runtime();
         let e = rt
             .block_on(async {
                 let dev = Device::open_default().unwrap();

@@ -599,7 +599,7 @@ mod tests {
     use std::time::Duration;
 
     use super::super::Rdma;
-    use crate::{Device, ErrorKind, Result, Runtime};
+    use crate::{Device, ErrorKind};
 
     /// A server and its clients keep no record of a connection or request once it is over,
     /// whichever way it ended: closed by either side, rejected, dropped unanswered, or a
@@ -608,10 +608,7 @@ mod tests {
     /// event left an entry behind: a long-running server grew by one per client.
     #[test]
     fn nothing_is_kept_for_connections_and_requests_that_ended() {
-        Runtime::builder()
-            .cpus("0".parse().unwrap())
-            .build()
-            .unwrap()
+        crate::testkit::runtime()
             .block_on(async {
                 let dev = Device::open_default()?;
                 let server = Rdma::builder(&dev).max_connections(4).build().await?;

@@ -7,16 +7,34 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use super::{Connection, Rdma};
-use crate::{Access, Device, ErrorKind, Memory, Result, Runtime};
+use crate::{Access, Device, ErrorKind, Memory, RemoteMemory, Result};
 
-/// Two connected contexts on the current executor: (a, b, a's connection to b, b's to a).
-async fn pair(dev: &Device) -> Result<(Rdma, Rdma, Connection, Connection)> {
-    let a = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await?;
-    let b = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await?;
+/// Two connected contexts on the current executor and 64 bytes on each side.
+struct Loopback {
+    a: Rdma,
+    /// `a`'s connection to `b`.
+    ab: Connection,
+    /// `b`'s memory ...
+    target: Memory,
+    /// ... as `a` imported it.
+    remote: RemoteMemory,
+    /// `a`'s memory.
+    local: Memory,
+    /// What must outlive the test: `b` and its connection to `a`.
+    _b: (Rdma, Connection),
+}
+
+async fn loopback() -> Result<Loopback> {
+    let dev = Device::open_default()?;
+    let a = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+    let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
     let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
     let ab = pa.connect(&blob_b).await?;
     let ba = pb.connect(&blob_a).await?;
-    Ok((a, b, ab, ba))
+    let target = dev.alloc(64, Access::RDMA_ALL)?;
+    let remote = dev.import(&target.export_rdma()?)?;
+    let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+    Ok(Loopback { a, ab, target, remote, local, _b: (b, ba) })
 }
 
 /// Polls `f` once, with a waker that does nothing.
@@ -26,16 +44,9 @@ fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
 
 #[test]
 fn a_future_dropped_before_its_first_poll_submits_nothing_and_keeps_nothing() {
-    Runtime::builder()
-        .cpus("0".parse().unwrap())
-        .build()
-        .unwrap()
+    crate::testkit::runtime()
         .block_on(async {
-            let dev = Device::open_default()?;
-            let (a, _b, ab, _ba) = pair(&dev).await?;
-            let target = dev.alloc(64, Access::RDMA_ALL)?;
-            let remote = dev.import(&target.export_rdma()?)?;
-            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let Loopback { a, ab, target, remote, local, _b } = loopback().await?;
             local.slice(0..8).write_u64(0, 0x5555);
             let handles = local.handles();
             let ctx = &a.inner.ctx;
@@ -88,16 +99,9 @@ fn a_future_dropped_before_its_first_poll_submits_nothing_and_keeps_nothing() {
 
 #[test]
 fn a_failed_check_resolves_at_the_first_poll_with_the_buffer() {
-    Runtime::builder()
-        .cpus("0".parse().unwrap())
-        .build()
-        .unwrap()
+    crate::testkit::runtime()
         .block_on(async {
-            let dev = Device::open_default()?;
-            let (a, _b, ab, _ba) = pair(&dev).await?;
-            let target = dev.alloc(64, Access::RDMA_ALL)?;
-            let remote = dev.import(&target.export_rdma()?)?;
-            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let Loopback { a, ab, target, remote, local, _b } = loopback().await?;
             let handles = local.handles();
             let ctx = &a.inner.ctx;
 
@@ -137,19 +141,8 @@ fn a_failed_check_resolves_at_the_first_poll_with_the_buffer() {
 #[test]
 fn an_operation_on_a_destroyed_context_fails_at_the_first_poll_with_the_buffer() {
     // The contexts belong to `block_on`'s executor and are destroyed when it returns.
-    let (a, ab, local, remote, _keep) = Runtime::builder()
-        .cpus("0".parse().unwrap())
-        .build()
-        .unwrap()
-        .block_on(async {
-            let dev = Device::open_default()?;
-            let (a, b, ab, ba) = pair(&dev).await?;
-            let target = dev.alloc(64, Access::RDMA_ALL)?;
-            let remote = dev.import(&target.export_rdma()?)?;
-            let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
-            Ok::<_, crate::Error>((a, ab, local, remote, (b, ba, target)))
-        })
-        .unwrap();
+    let Loopback { a, ab, remote, local, target: _target, _b } =
+        crate::testkit::runtime().block_on(loopback()).unwrap();
     let handles = local.handles();
     let mut f = ab.write(local.slice(0..8), remote.slice(0..8));
     match poll_once(&mut f) {

@@ -584,7 +584,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "makes system calls Miri cannot run")]
     fn an_announced_worker_count_is_bounded() {
-        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+        let rt = crate::testkit::runtime();
         let deadline = Instant::now() + Duration::from_secs(10);
         // The peer announces u64::MAX workers.
         let oob = LyingPeer { peer: u64::MAX.to_le_bytes().to_vec() };
