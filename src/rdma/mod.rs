@@ -29,8 +29,11 @@
 //! it: dropping the future of an operation in flight does not cancel it (DOCA has no
 //! per-task cancel) and does not free anything; the buffer, its registration and the
 //! `doca_buf` descriptors stay alive until the completion (or the context's flush) arrives.
-//! The `doca_buf` descriptors are taken from the context's inventory for each operation,
-//! held by its completion slot and given back as soon as DOCA completes the task.
+//! The `doca_buf` descriptors are lent by the memory they describe (each registration keeps
+//! those of the slices it was used with, see [`crate::mem`]; the context's inventory serves
+//! when none is free), held by the operation's completion slot and given back as soon as
+//! DOCA completes the task. So the cheap pattern is to reuse the same buffers and targets:
+//! the next operation on the same bytes finds its descriptors ready.
 //!
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
