@@ -1,6 +1,7 @@
 //! [`HostComm`]: the collectives run by the host processes themselves over RDMA.
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -228,6 +229,24 @@ struct Partial {
     got: usize,
 }
 
+/// A zeroed buffer of `n` bytes, or `None` when the allocator refuses. Zeroed pages are
+/// mapped lazily, so a message being reassembled costs the memory of the chunks that
+/// arrived, not of the length its header announced.
+fn try_zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: a layout of non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: allocated just above by the global allocator with this layout (alignment 1,
+    // `n` bytes: the capacity), and every byte is initialised (zeroed).
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 /// The engine's [`Transport`]: an outbox on the send side, a reassembly map and the
 /// [`Matcher`] on the receive side. It never touches RDMA itself (the driver and the
 /// receive tasks do), so the engine's calls never wait.
@@ -282,7 +301,16 @@ impl Net {
             self.matcher.push(sender, Tag::from_bits(tag), v);
             return Ok(());
         }
-        let p = self.partial.entry((sender, tag)).or_insert_with(|| Partial { data: vec![0; total], got: 0 });
+        let p = match self.partial.entry((sender, tag)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                // The length is the sender's word: an absurd one (a corrupt or hostile
+                // header) fails the connection here instead of aborting the process.
+                let data = try_zeroed(total)
+                    .ok_or_else(|| format!("cannot hold a {total}-byte message member {sender} announced"))?;
+                e.insert(Partial { data, got: 0 })
+            }
+        };
         if p.data.len() != total {
             return Err(format!("chunks of one message disagree on its length ({} vs {total})", p.data.len()));
         }
@@ -701,6 +729,52 @@ impl fmt::Debug for HostComm {
 mod tests {
     use super::*;
     use crate::testkit::LyingPeer;
+
+    /// A chunk whose header announces an absurd message length (corrupt, or a hostile
+    /// member) fails its connection with a message; before, reassembly allocated the
+    /// announced length at once and the allocation failure aborted the process.
+    #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+    fn an_absurd_announced_message_length_fails_the_chunk_not_the_process() {
+        let mut net = Net {
+            rank: 0,
+            size: 2,
+            matcher: Matcher::new(),
+            partial: HashMap::new(),
+            outbox: VecDeque::new(),
+            outbox_bytes: 0,
+            max_outbox_bytes: 1 << 20,
+            refused: false,
+            dead: None,
+        };
+        crate::testkit::runtime().block_on(async {
+            let dev = Device::open_default().unwrap();
+            let mem = dev.alloc(CHUNK_HEADER + 16, Access::LOCAL_READ_WRITE).unwrap();
+            let mut buf = mem.buf();
+            let header = |total: u64, off: u64| {
+                let mut h = [0u8; CHUNK_HEADER];
+                h[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+                h[4..8].copy_from_slice(&1u32.to_le_bytes());
+                h[8..16].copy_from_slice(&7u64.to_le_bytes());
+                h[16..24].copy_from_slice(&total.to_le_bytes());
+                h[24..32].copy_from_slice(&off.to_le_bytes());
+                h
+            };
+            // 2^62 bytes: no allocator gives that.
+            buf.write(0, &header(1 << 62, 0));
+            let e = net.on_chunk(Some(1), &buf, CHUNK_HEADER + 16).expect_err("an impossible length");
+            assert!(e.contains("4611686018427387904"), "{e}");
+            assert!(net.partial.is_empty());
+            // A plausible one is reassembled as before.
+            buf.write(0, &header(32, 0));
+            buf.write(CHUNK_HEADER, &[1; 16]);
+            net.on_chunk(Some(1), &buf, CHUNK_HEADER + 16).unwrap();
+            buf.write(0, &header(32, 16));
+            buf.write(CHUNK_HEADER, &[2; 16]);
+            net.on_chunk(Some(1), &buf, CHUNK_HEADER + 16).unwrap();
+            assert!(net.partial.is_empty(), "complete");
+        });
+    }
 
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
