@@ -57,7 +57,7 @@ pub fn run(test: Test, p: &Params) -> Result<Report> {
     let (cpu, _) = two_cpus()?;
     let report = match p.mode {
         Mode::Raw => {
-            super::cpu::pin(cpu)?;
+            let _pinned = super::cpu::pinned(cpu)?;
             raw(test, p)?
         }
         Mode::Async => {

@@ -224,7 +224,7 @@ pub fn run(p: &Params) -> Result<Report> {
         .recv_timeout(PEER_TIMEOUT)
         .map_err(|_| Error::new(ErrorKind::TimedOut, "comch_lat raw: the server did not start"))
         .and_then(|()| {
-            super::cpu::pin(cpu_a)?;
+            let _pinned = super::cpu::pinned(cpu_a)?;
             client(dev, name, p)
         });
     let _ = done_tx.send(()); // the server may have failed and gone already
