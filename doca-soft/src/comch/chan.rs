@@ -18,6 +18,14 @@ use crate::pe::FdMode;
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
+/// A server whose `accept(2)` found no new client does not call it again for this long,
+/// unless `has_work` (asked when the PE is armed) saw the listener readable. Each failing
+/// `accept4` costs the kernel a socket allocated and freed; a busy-polling server made one
+/// per progress, three per message of a ping-pong. A client connecting to a busy-polling
+/// server waits at most this much longer; a burst is accepted at full speed (the limit starts
+/// after an `accept` that found nothing). As for RDMA connection management.
+const ACCEPT_INTERVAL: std::time::Duration = std::time::Duration::from_micros(50);
+
 const SERVER_MAGIC: u32 = 0x434d_5353; // "CMSS"
 const CLIENT_MAGIC: u32 = 0x434d_5343; // "CMSC"
 const CONN_MAGIC: u32 = 0x434d_434e; // "CMCN"
@@ -282,6 +290,9 @@ pub struct Endpoint {
     events: RefCell<VecDeque<Event>>,
     /// Client: retrying the connection until this instant.
     connect_deadline: Cell<Option<Instant>>,
+    /// Server: before this instant progress does not call `accept(2)` (None: call it at the
+    /// next progress); see [`ACCEPT_INTERVAL`].
+    accept_after: Cell<Option<Instant>>,
     cycle: Cell<u64>,
 }
 
@@ -405,6 +416,7 @@ impl Endpoint {
             listener: RefCell::new(None),
             events: RefCell::new(VecDeque::new()),
             connect_deadline: Cell::new(None),
+            accept_after: Cell::new(None),
             cycle: Cell::new(0),
         })
     }
@@ -765,23 +777,29 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
             }
         }
     }
-    // New clients.
+    // New clients (rate-limited: ACCEPT_INTERVAL).
     let lfd = ep.listener.borrow().as_ref().map(|l| l.as_raw_fd());
     if let Some(lfd) = lfd {
-        loop {
-            // SAFETY: a listening socket; no address wanted.
-            let fd = unsafe {
-                libc::accept4(lfd, ptr::null_mut(), ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-            };
-            if fd < 0 {
-                break;
+        let now = Instant::now();
+        if ep.accept_after.get().is_none_or(|t| now >= t) {
+            let mut accepted = false;
+            loop {
+                // SAFETY: a listening socket; no address wanted.
+                let fd = unsafe {
+                    libc::accept4(lfd, ptr::null_mut(), ptr::null_mut(), libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+                };
+                if fd < 0 {
+                    break;
+                }
+                // SAFETY: a fresh descriptor we own.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                accepted = true;
+                if ep.push_conn(fd).is_err() {
+                    break;
+                }
             }
-            // SAFETY: a fresh descriptor we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            did = true;
-            if ep.push_conn(fd).is_err() {
-                break;
-            }
+            did |= accepted;
+            ep.accept_after.set(if accepted { None } else { Some(now + ACCEPT_INTERVAL) });
         }
     }
     let mut buf = ep.rec_buf();
@@ -800,7 +818,20 @@ unsafe fn ep_has_work(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let ep = unsafe { ep_of(ctx) };
     // Retrying a connection has no descriptor to wait on: keep the PE awake meanwhile.
-    ep.connect_deadline.get().is_some() || !ep.events.borrow().is_empty()
+    if ep.connect_deadline.get().is_some() || !ep.events.borrow().is_empty() {
+        return true;
+    }
+    // A client waiting on the listener: the next progress accepts it, interval or not
+    // (the PE would otherwise wake on the readable listener and find nothing to do).
+    let lfd = ep.listener.borrow().as_ref().map(|l| l.as_raw_fd());
+    let Some(lfd) = lfd else { return false };
+    let mut p = libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd; zero timeout.
+    let readable = unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents != 0;
+    if readable {
+        ep.accept_after.set(None);
+    }
+    readable
 }
 
 /// Delivers one event task to the user's callback (from `doca_pe_progress`).
