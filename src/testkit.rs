@@ -3,11 +3,23 @@
 //! their own helpers in `tests/common/`.
 
 use crate::oob::{Oob, OobRequest};
-use crate::{Result, Runtime};
+use crate::rdma::{Connection, Rdma};
+use crate::{Access, Device, Result, Runtime};
 
 /// A runtime with one executor, on CPU 0: what most unit tests run their futures on.
 pub(crate) fn runtime() -> Runtime {
     Runtime::builder().cpus("0".parse().expect("a CPU list")).build().expect("a runtime on CPU 0")
+}
+
+/// Two RDMA contexts on the current executor allowing every access, connected with blobs:
+/// (a, b, a's connection to b, b's connection to a).
+pub(crate) async fn rdma_pair(dev: &Device) -> Result<(Rdma, Rdma, Connection, Connection)> {
+    let a = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await?;
+    let b = Rdma::builder(dev).permissions(Access::RDMA_ALL).build().await?;
+    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+    let ab = pa.connect(&blob_b).await?;
+    let ba = pb.connect(&blob_a).await?;
+    Ok((a, b, ab, ba))
 }
 
 /// A two-member out-of-band group seen from rank 0, whose peer contributes `peer` to every

@@ -26,11 +26,7 @@ struct Loopback {
 
 async fn loopback() -> Result<Loopback> {
     let dev = Device::open_default()?;
-    let a = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-    let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
-    let ab = pa.connect(&blob_b).await?;
-    let ba = pb.connect(&blob_a).await?;
+    let (a, b, ab, ba) = crate::testkit::rdma_pair(&dev).await?;
     let target = dev.alloc(64, Access::RDMA_ALL)?;
     let remote = dev.import(&target.export_rdma()?)?;
     let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;

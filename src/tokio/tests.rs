@@ -52,11 +52,7 @@ const MEM: usize = 64 * 1024;
 
 async fn pair() -> Result<Pair> {
     let dev = Device::open_default()?;
-    let a = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-    let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
-    let ab = pa.connect(&blob_b).await?;
-    let ba = pb.connect(&blob_a).await?;
+    let (a, b, ab, ba) = crate::testkit::rdma_pair(&dev).await?;
     let local = dev.alloc(MEM, Access::LOCAL_READ_WRITE)?;
     let target = dev.alloc(MEM, Access::RDMA_ALL)?;
     let remote = dev.import(&target.export_rdma()?)?;
