@@ -64,6 +64,7 @@ mod objects {
     };
 }
 
+mod accept_pace;
 pub mod argp;
 pub mod blob;
 pub mod buf;

@@ -11,20 +11,13 @@ use std::time::Instant;
 
 use super::wire::{self, Control};
 use super::*;
+use crate::accept_pace::AcceptPace;
 use crate::ctx::{doca_ctx, mark_start_failed, mark_started, CtxOps, StartMode};
 use crate::dev::{dev_ref, devinfo_ref, doca_dev, doca_devinfo, DevRef};
 use crate::ffi::{guard, guard_err, obj, out};
 use crate::pe::FdMode;
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
-
-/// A server whose `accept(2)` found no new client does not call it again for this long,
-/// unless `has_work` (asked when the PE is armed) saw the listener readable. Each failing
-/// `accept4` costs the kernel a socket allocated and freed; a busy-polling server made one
-/// per progress, three per message of a ping-pong. A client connecting to a busy-polling
-/// server waits at most this much longer; a burst is accepted at full speed (the limit starts
-/// after an `accept` that found nothing). As for RDMA connection management.
-const ACCEPT_INTERVAL: std::time::Duration = std::time::Duration::from_micros(50);
 
 const SERVER_MAGIC: u32 = 0x434d_5353; // "CMSS"
 const CLIENT_MAGIC: u32 = 0x434d_5343; // "CMSC"
@@ -290,9 +283,8 @@ pub struct Endpoint {
     events: RefCell<VecDeque<Event>>,
     /// Client: retrying the connection until this instant.
     connect_deadline: Cell<Option<Instant>>,
-    /// Server: before this instant progress does not call `accept(2)` (None: call it at the
-    /// next progress); see [`ACCEPT_INTERVAL`].
-    accept_after: Cell<Option<Instant>>,
+    /// Server: when progress calls `accept(2)` on the listener.
+    accept: AcceptPace,
     cycle: Cell<u64>,
 }
 
@@ -416,7 +408,7 @@ impl Endpoint {
             listener: RefCell::new(None),
             events: RefCell::new(VecDeque::new()),
             connect_deadline: Cell::new(None),
-            accept_after: Cell::new(None),
+            accept: AcceptPace::default(),
             cycle: Cell::new(0),
         })
     }
@@ -777,11 +769,11 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
             }
         }
     }
-    // New clients (rate-limited: ACCEPT_INTERVAL).
+    // New clients (paced: AcceptPace).
     let lfd = ep.listener.borrow().as_ref().map(|l| l.as_raw_fd());
     if let Some(lfd) = lfd {
         let now = Instant::now();
-        if ep.accept_after.get().is_none_or(|t| now >= t) {
+        if ep.accept.due(now) {
             let mut accepted = false;
             loop {
                 // SAFETY: a listening socket; no address wanted.
@@ -799,7 +791,7 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
                 }
             }
             did |= accepted;
-            ep.accept_after.set(if accepted { None } else { Some(now + ACCEPT_INTERVAL) });
+            ep.accept.tried(now, accepted);
         }
     }
     let mut buf = ep.rec_buf();
@@ -829,7 +821,7 @@ unsafe fn ep_has_work(ctx: &doca_ctx) -> bool {
     // SAFETY: one valid pollfd; zero timeout.
     let readable = unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents != 0;
     if readable {
-        ep.accept_after.set(None);
+        ep.accept.readable();
     }
     readable
 }

@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 use super::addr::{addr_ref, doca_rdma_addr, is_local};
 use super::conn::{conn_ref, doca_rdma_connection, ConnState, Phase};
 use super::{doca_rdma, rdma_ref};
+use crate::accept_pace::AcceptPace;
 use crate::blob::{BlobKind, BlobReader, BlobWriter, HEADER_LEN, TRAILER_LEN};
 use crate::ffi::{guard_err, out};
 use crate::pe::{doca_pe, FdMode};
@@ -78,13 +79,6 @@ pub(crate) const MAX_MESSAGE: usize = 4096;
 /// How often a TCP connect still in progress is re-checked (it completes in microseconds on
 /// this host; a refused one wakes the PE by itself).
 const CONNECT_POLL: Duration = Duration::from_millis(1);
-/// A listening ctx that found no pending connection does not try `accept(2)` again for this
-/// long, unless `has_work` (asked when the PE is armed) saw a listener readable: without the
-/// limit every busy-polling progress of a server made one system call per listening socket.
-/// A connection request waits at most this much longer in a busy-polling loop (a TCP
-/// handshake takes longer than that), and a burst is accepted at full speed (the limit only
-/// starts after an `accept` that found nothing).
-const ACCEPT_INTERVAL: Duration = Duration::from_micros(50);
 
 // ---- the handshake messages ----
 
@@ -240,9 +234,8 @@ pub(crate) struct Cm {
     /// When the timer is set to fire (None: disarmed), so that a progress with nothing new
     /// to time costs no system call.
     timer_due: Cell<Option<Instant>>,
-    /// Before this instant progress does not call `accept(2)` on the listeners (None: call
-    /// it at the next progress); see [`ACCEPT_INTERVAL`].
-    accept_after: Cell<Option<Instant>>,
+    /// When progress calls `accept(2)` on the listeners.
+    accept: AcceptPace,
     /// `has_work`'s poll set, kept between calls: the PE asks at every arm, and a server
     /// with a listener would otherwise allocate it each time.
     poll_fds: Cell<Vec<libc::pollfd>>,
@@ -561,9 +554,9 @@ fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
     Next::Keep
 }
 
-/// Accepts pending TCP connections on every listener (rate-limited: [`ACCEPT_INTERVAL`]).
+/// Accepts pending TCP connections on every listener (paced: [`AcceptPace`]).
 fn accept_new(r: &doca_rdma, now: Instant) -> bool {
-    if r.cm.accept_after.get().is_some_and(|t| now < t) || r.cm.listeners.borrow().is_empty() {
+    if !r.cm.accept.due(now) || r.cm.listeners.borrow().is_empty() {
         return false;
     }
     let timeout = Duration::from_millis(u64::from(r.conn_request_timeout_ms.get()));
@@ -580,7 +573,7 @@ fn accept_new(r: &doca_rdma, now: Instant) -> bool {
         }
     }
     let did = !fresh.is_empty();
-    r.cm.accept_after.set(if did { None } else { Some(now + ACCEPT_INTERVAL) });
+    r.cm.accept.tried(now, did);
     for (stream, peer) in fresh {
         if stream.set_nonblocking(true).is_err() || r.cm.watch(stream.as_raw_fd()).is_err() {
             continue;
@@ -808,7 +801,7 @@ fn poll_ready(r: &doca_rdma, now: Instant, fds: &mut Vec<libc::pollfd>) -> bool 
     // SAFETY: `fds` is a valid array for the call; zero timeout.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
     if fds[..listening].iter().any(|f| f.revents != 0) {
-        r.cm.accept_after.set(None); // a request is waiting: the next progress accepts it
+        r.cm.accept.readable(); // a request is waiting: the next progress accepts it
     }
     n > 0
 }
