@@ -318,14 +318,9 @@ impl AllocTask<Memcpy> for MemcpyReq<'_> {
     /// re-initialises a task kept for reuse with them, or allocates one. A failure gives the
     /// kept task back untouched (the descriptors are taken first).
     fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
-        let kept = self.ctx.take_kept::<Memcpy>();
-        let r = self.init(slot, kept);
-        if let (Err(_), Some(task)) = (r, kept) {
-            // SAFETY: taken just above from this ctx; `init` failed before using it, so it is
-            // neither submitted nor freed.
-            unsafe { self.ctx.put_back::<Memcpy>(task) };
-        }
-        r
+        // SAFETY: `init` takes both descriptors before it touches a kept task, and nothing
+        // after that fails: a failure leaves the kept task untouched.
+        unsafe { self.ctx.alloc_reusing::<Memcpy>(|kept| self.init(slot, kept)) }
     }
 }
 

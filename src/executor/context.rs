@@ -698,21 +698,28 @@ impl<T> DocaCtx<T> {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
-    /// A completed task of kind `K` kept for reuse ([`DocaTask::REUSE`]), if any: for an
-    /// allocation closure, which must re-initialise every field of it with the task type's
-    /// setters and give it `slot.user_data()` (`doca_task_set_user_data`) instead of
-    /// allocating, or give it back with [`put_back`](DocaCtx::put_back) if it fails first.
-    pub(crate) fn take_kept<K: DocaTask>(&self) -> Option<*mut K::Task> {
-        self.rec.take_kept::<K>()
-    }
-
-    /// Gives back an unused task from [`take_kept`](DocaCtx::take_kept).
+    /// Allocation with task reuse, for the allocation step of an operation of a kind that keeps
+    /// its completed tasks ([`DocaTask::REUSE`]): runs `init` with a kept task of kind `K`
+    /// when there is one, which `init` must re-initialise entirely (every field with the task
+    /// type's setters, and `doca_task_set_user_data` with the slot's user data) instead of
+    /// allocating. When `init` fails, the kept task goes back to the context.
     ///
     /// # Safety
-    /// `task` came from `take_kept::<K>` of this context and was neither submitted nor freed.
-    pub(crate) unsafe fn put_back<K: DocaTask>(&self, task: *mut K::Task) {
-        // SAFETY: a kept task of this ctx, ours and idle (the caller's contract).
-        unsafe { self.rec.put_back::<K>(task) }
+    /// When `init` returns an error it has neither submitted nor freed the kept task (take
+    /// everything that can fail, such as descriptors, before touching it).
+    #[inline(always)]
+    pub(crate) unsafe fn alloc_reusing<K: DocaTask>(
+        &self,
+        init: impl FnOnce(Option<*mut K::Task>) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+    ) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
+        let kept = self.rec.take_kept::<K>();
+        let r = init(kept);
+        if let (Err(_), Some(task)) = (r, kept) {
+            // SAFETY: taken just above from this ctx; `init` failed without submitting or
+            // freeing it (the caller's contract), so it is ours and idle.
+            unsafe { self.rec.put_back::<K>(task) };
+        }
+        r
     }
 
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).

@@ -49,14 +49,9 @@ impl Target<'_> {
         slot: &TaskSlot,
         init: impl FnOnce(&Descs<'_>, Option<*mut K::Task>) -> Alloc<K>,
     ) -> Alloc<K> {
-        let kept = self.inner.ctx.take_kept::<K>();
-        let r = init(&Descs::new(&self.inner.inv, slot), kept);
-        if let (Err(_), Some(task)) = (r, kept) {
-            // SAFETY: taken just above from this ctx; `init` failed before using it (it takes
-            // the descriptors first), so it is neither submitted nor freed.
-            unsafe { self.inner.ctx.put_back::<K>(task) };
-        }
-        r
+        // SAFETY: `init` takes the descriptors first, the only step that fails after it was
+        // given a kept task: a failure leaves that task untouched.
+        unsafe { self.inner.ctx.alloc_reusing::<K>(|kept| init(&Descs::new(&self.inner.inv, slot), kept)) }
     }
 }
 
