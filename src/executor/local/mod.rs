@@ -380,21 +380,16 @@ impl Core {
     }
 
     /// Rings every owed doorbell (see `doorbells`). Cheap when none is owed.
+    ///
+    /// Pops one context at a time rather than taking the list: the borrow is not held
+    /// across the FFI call, nothing is moved or re-appended, and the list keeps its
+    /// allocation. The order among contexts does not matter (DOCA orders tasks within a
+    /// context, and each context's tasks are flushed in submit order by its own call).
     #[inline]
     pub(crate) fn ring_doorbells(&self) {
-        if self.doorbells.borrow().is_empty() {
-            return;
-        }
-        // Not borrowed across the FFI calls; the list's allocation is kept.
-        let mut owed = std::mem::take(&mut *self.doorbells.borrow_mut());
-        for rec in owed.drain(..) {
+        loop {
+            let Some(rec) = self.doorbells.borrow_mut().pop() else { return };
             rec.flush_doorbell();
-        }
-        let mut list = self.doorbells.borrow_mut();
-        if list.is_empty() {
-            *list = owed;
-        } else {
-            list.append(&mut owed);
         }
     }
 
