@@ -111,6 +111,7 @@ impl<'a> Descs<'a> {
 
     /// Descriptor `i` (0 or 1) over `d` with `data_len` bytes of data: lent by the
     /// registration's cache when it can, otherwise taken from the context's inventory.
+    #[inline(always)]
     pub(crate) fn get(
         &self,
         i: usize,
@@ -195,6 +196,8 @@ pub(crate) struct DescCache {
 
 struct Store {
     entries: [Entry; CACHED],
+    /// The index of the entry lent last (see `lend`).
+    last: Cell<usize>,
     inv: Inventory,
 }
 
@@ -218,45 +221,33 @@ impl DescCache {
     /// Lends a descriptor over exactly `d` with `data_len` bytes of data (all of `d` for a
     /// source, 0 for a destination), and the flag the slot clears to give it back; `None`
     /// when the entry is lent to another operation (or the cache has no inventory).
+    #[inline(always)]
     fn lend(&self, d: Desc, data_len: usize) -> Option<(*mut sys::doca_buf, *const Cell<bool>)> {
         let store = self.store.get_or_init(Store::new).as_deref()?;
         let (addr, len) = (d.addr as usize, d.len);
-        let set = &store.entries[set_of(addr, len)..][..WAYS];
-        let mine = |e: &&Entry| !e.lent.get() && !e.buf.get().is_null() && e.addr.get() == addr && e.len.get() == len;
-        let e = if let Some(e) = set.iter().find(mine) {
-            let source = data_len == len;
-            if !(source && e.source_ready.get()) {
-                // SAFETY: a live descriptor of this cache, not lent, so no task references it;
-                // the range is the slice it was made over.
-                if unsafe { sys::doca_buf_set_data(e.buf.get(), d.addr, data_len) } != sys::DOCA_SUCCESS {
-                    return None;
-                }
-            }
-            e.source_ready.set(source);
-            e
+        // The entry lent last first: an operation that reuses one buffer or target (the
+        // common loop) finds it without hashing and searching its set.
+        let last = &store.entries[store.last.get() % CACHED];
+        let (i, e) = if last.idle_over(addr, len) {
+            (store.last.get() % CACHED, last)
         } else {
-            let e = set.iter().find(|e| e.buf.get().is_null()).or_else(|| set.iter().find(|e| !e.lent.get()))?;
-            let old = e.buf.replace(std::ptr::null_mut());
-            if !old.is_null() {
-                // SAFETY: an idle descriptor of this cache (not lent: no task references it),
-                // dropped once (the entry was cleared above).
-                unsafe { sys::doca_buf_dec_refcount(old, std::ptr::null_mut()) };
+            let first = set_of(addr, len);
+            let set = &store.entries[first..][..WAYS];
+            match set.iter().position(|e| e.idle_over(addr, len)) {
+                Some(k) => (first + k, &set[k]),
+                None => return store.fill(first, d, data_len),
             }
-            let mut b = std::ptr::null_mut();
-            // SAFETY: live inventory; the mmap is the registration's, alive with its cache;
-            // the range lies inside it (slices are bounds-checked).
-            let rc = unsafe {
-                sys::doca_buf_inventory_buf_get_by_args(store.inv.0, d.mmap, d.addr, len, d.addr, data_len, &mut b)
-            };
-            if rc != sys::DOCA_SUCCESS {
+        };
+        let source = data_len == len;
+        if !(source && e.source_ready.get()) {
+            // SAFETY: a live descriptor of this cache, not lent, so no task references it;
+            // the range is the slice it was made over.
+            if unsafe { sys::doca_buf_set_data(e.buf.get(), d.addr, data_len) } != sys::DOCA_SUCCESS {
                 return None;
             }
-            e.addr.set(addr);
-            e.len.set(len);
-            e.buf.set(b);
-            e.source_ready.set(data_len == len);
-            e
-        };
+        }
+        e.source_ready.set(source);
+        store.last.set(i);
         e.lent.set(true);
         Some((e.buf.get(), &e.lent))
     }
@@ -293,7 +284,48 @@ impl Store {
             lent: Cell::new(false),
             source_ready: Cell::new(false),
         });
-        Some(Box::new(Store { entries, inv }))
+        Some(Box::new(Store { entries, last: Cell::new(0), inv }))
+    }
+
+    /// Lends a new descriptor over exactly `d` from the set starting at `first`, which has
+    /// no idle entry over those bytes: an empty entry, else an idle one of other bytes
+    /// (whose descriptor is dropped); `None` when every entry of the set is lent.
+    #[cold]
+    fn fill(&self, first: usize, d: Desc, data_len: usize) -> Option<(*mut sys::doca_buf, *const Cell<bool>)> {
+        let set = &self.entries[first..][..WAYS];
+        let k = set.iter().position(|e| e.buf.get().is_null()).or_else(|| set.iter().position(|e| !e.lent.get()))?;
+        let e = &set[k];
+        let old = e.buf.replace(std::ptr::null_mut());
+        if !old.is_null() {
+            // SAFETY: an idle descriptor of this cache (not lent: no task references it),
+            // dropped once (the entry was cleared above).
+            unsafe { sys::doca_buf_dec_refcount(old, std::ptr::null_mut()) };
+        }
+        let mut b = std::ptr::null_mut();
+        // SAFETY: live inventory; the mmap is the registration's, alive with its cache; the
+        // range lies inside it (slices are bounds-checked).
+        let rc = unsafe {
+            sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
+        };
+        if rc != sys::DOCA_SUCCESS {
+            return None;
+        }
+        e.addr.set(d.addr as usize);
+        e.len.set(d.len);
+        e.buf.set(b);
+        e.source_ready.set(data_len == d.len);
+        self.last.set(first + k);
+        e.lent.set(true);
+        Some((b, &e.lent))
+    }
+}
+
+impl Entry {
+    /// Whether the entry holds a descriptor over exactly `len` bytes at `addr` that no
+    /// operation has on loan.
+    #[inline(always)]
+    fn idle_over(&self, addr: usize, len: usize) -> bool {
+        !self.lent.get() && self.addr.get() == addr && self.len.get() == len && !self.buf.get().is_null()
     }
 }
 

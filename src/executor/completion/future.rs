@@ -33,7 +33,7 @@ fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
 pub struct TaskSlot {
     user_data: sys::doca_data,
     out: *mut u64,
-    descs: *const Cell<[HeldDesc; 2]>,
+    descs: *const [Cell<HeldDesc>; 2],
 }
 
 impl TaskSlot {
@@ -75,11 +75,9 @@ impl TaskSlot {
         // SAFETY: `descs` points into the slot of this operation, which is reserved (and at a
         // stable address) while its allocation closure runs, the only place a TaskSlot is
         // seen; slots are only used through shared references (cells).
-        let cell = unsafe { &*self.descs };
-        let mut all = cell.get();
-        debug_assert!(matches!(all[i], HeldDesc::None), "descriptor {i} taken twice");
-        all[i] = d;
-        cell.set(all);
+        let cell = unsafe { &(*self.descs)[i] };
+        debug_assert!(matches!(cell.get(), HeldDesc::None), "descriptor {i} taken twice");
+        cell.set(d);
     }
 }
 

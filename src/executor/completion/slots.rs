@@ -39,7 +39,7 @@ pub(super) struct Slot {
     /// task is over: by the completion callback right after it freed the task, or when the
     /// slot is released (a failed or abandoned operation). The slot holding them replaces a
     /// side table: nothing per operation is allocated or looked up to find them again.
-    pub(super) descs: Cell<[HeldDesc; 2]>,
+    pub(super) descs: [Cell<HeldDesc>; 2],
     pub(super) next_free: Cell<u32>,
 }
 
@@ -52,7 +52,7 @@ impl Slot {
             out: UnsafeCell::new([0; OUT_WORDS]),
             waker: Cell::new(None),
             keepalive: Cell::new(None),
-            descs: Cell::new([HeldDesc::None; 2]),
+            descs: [Cell::new(HeldDesc::None), Cell::new(HeldDesc::None)],
             next_free: Cell::new(NONE),
         }
     }
@@ -65,15 +65,14 @@ impl Slot {
     /// them); returns whether there were any. Only once DOCA no longer owns the task
     /// (completed, never submitted, or freed).
     pub(super) fn release_descs(&self) -> bool {
-        let descs = self.descs.replace([HeldDesc::None; 2]);
         let mut any = false;
-        for d in descs {
-            match d {
+        for d in &self.descs {
+            match d.replace(HeldDesc::None) {
                 HeldDesc::None => continue,
                 // SAFETY: a descriptor the allocation closure took from a live inventory (the
                 // operation keeps the inventory alive until its slot is released, and releases
                 // come first); DOCA no longer owns the task that referenced it (the caller's
-                // contract); its reference is dropped once (the cell was cleared above).
+                // contract); its reference is dropped once (the cell was emptied by the `replace`).
                 HeldDesc::Owned(b) => unsafe {
                     sys::doca_buf_dec_refcount(b, std::ptr::null_mut());
                 },
