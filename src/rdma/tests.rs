@@ -155,3 +155,50 @@ fn an_operation_on_a_destroyed_context_fails_at_the_first_poll_with_the_buffer()
     drop(f);
     assert_eq!(local.handles(), handles, "every buffer given back");
 }
+
+/// An operation submits with its doorbell when its poll may progress the PE inline, and
+/// defers the doorbell otherwise (the poll's budget spent, see `Core::take_inline_progress`).
+/// With a budget of 4 operations per poll, a pipeline of sends takes both paths in turn:
+/// the messages must still arrive in submission order, each once.
+#[test]
+fn sends_submitted_with_and_without_their_doorbell_arrive_in_order() {
+    use super::Pipeline;
+    const N: u32 = 600;
+    let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).task_batch(4).build().unwrap();
+    rt.block_on(async {
+        let Loopback { ab, local, _b, .. } = loopback().await?;
+        let b = &_b.0;
+        let inbox = Device::open_default()?.alloc(32 * 8, Access::LOCAL_READ_WRITE)?;
+        // Receives first, so that every message finds one posted.
+        let mut recvs = Pipeline::new(32);
+        for k in 0..32 {
+            assert!(recvs.try_push(b.recv(inbox.slice(k * 8..k * 8 + 8))).is_ok());
+        }
+        let sender = async {
+            let mut sends = Pipeline::new(16);
+            for i in 0..N {
+                let k = (i % 8) as usize;
+                if let Some((r, _)) = sends.push(ab.send_imm(local.slice(k * 8..k * 8 + 8), i)).await {
+                    r?;
+                }
+            }
+            while let Some((r, _)) = sends.next().await {
+                r?;
+            }
+            Ok::<_, crate::Error>(())
+        };
+        let receiver = async {
+            for i in 0..N {
+                let (r, buf) = recvs.next().await.expect("a receive is always posted");
+                assert_eq!(r?.imm, Some(i), "message {i} out of order");
+                if i + 32 < N {
+                    assert!(recvs.try_push(b.recv(buf)).is_ok());
+                }
+            }
+            Ok::<_, crate::Error>(())
+        };
+        let (s, r) = futures_lite::future::zip(sender, receiver).await;
+        s.and(r)
+    })
+    .unwrap();
+}

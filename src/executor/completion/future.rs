@@ -350,20 +350,32 @@ where
                     // delivered from inside submit (DOCA delivers them from progress, but a
                     // provider that did otherwise) still finds it.
                     self.slot().state.set(SlotState::InFlight);
+                    // The fast path: many tasks complete at once (the completion is queued
+                    // at submit and delivered by the next progress); when this poll may
+                    // progress the PE, it collects the completion now rather than return
+                    // Pending and be woken and polled again, and then the doorbell is rung
+                    // with the submit. Otherwise the doorbell is deferred to the next
+                    // progress, which rings all the turn's doorbells at once.
+                    let inline = self.core.take_inline_progress();
                     // SAFETY: `task` is a live task of kind K of this ctx that we allocated and
-                    // still own. The doorbell is rung before the PE is next progressed.
-                    let rc = unsafe { self.core.submit_deferred(&self.ctx, K::as_task(task)) };
+                    // still own. A deferred doorbell is rung before the PE is next progressed.
+                    let rc = unsafe {
+                        if inline {
+                            self.core.submit_now(K::as_task(task))
+                        } else {
+                            self.core.submit_deferred(&self.ctx, K::as_task(task))
+                        }
+                    };
                     match rc {
                         sys::DOCA_SUCCESS => {
                             // DOCA owns the task now; the slot receives its completion.
                             self.stage = Stage::InFlight;
-                            // The fast path: many tasks complete at once (the completion is
-                            // queued at submit and delivered by the next progress); collect it
-                            // now rather than return Pending and be woken and polled again.
-                            // The slot's waker is not set yet, so the callback wakes nobody.
-                            // Either way the InFlight stage below decides.
-                            let slot = self.slot();
-                            self.core.progress_inline(|| slot.state.get() == SlotState::Done);
+                            if inline {
+                                // The slot's waker is not set yet, so the callback wakes
+                                // nobody. Either way the InFlight stage below decides.
+                                let slot = self.slot();
+                                self.core.progress_inline_taken(|| slot.state.get() == SlotState::Done);
+                            }
                         }
                         rc => {
                             // Not submitted: the task is still ours, the slot is not in flight.

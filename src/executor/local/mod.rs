@@ -379,6 +379,19 @@ impl Core {
         rc
     }
 
+    /// Submits `task` with its doorbell (`doca_task_submit`): for an operation whose inline
+    /// progress follows at once, which would ring a deferred doorbell first thing anyway.
+    /// DOCA's flush also hands over the context's earlier deferred tasks, ahead of this
+    /// one, so the submission order stays the order of the submits.
+    ///
+    /// # Safety
+    /// `task` is a live, allocated task of a context of this executor, owned by the caller.
+    #[inline]
+    pub(crate) unsafe fn submit_now(&self, task: *mut crate::sys::doca_task) -> crate::sys::doca_error_t {
+        // SAFETY: the caller's contract.
+        unsafe { crate::sys::doca_task_submit(task) }
+    }
+
     /// Rings every owed doorbell (see `doorbells`). Cheap when none is owed.
     ///
     /// Pops one context at a time rather than taking the list: the borrow is not held

@@ -32,14 +32,34 @@ impl Core {
     ///   complete at once then goes `Pending` every `task_batch` operations, like a task
     ///   that yields, so it cannot starve the other tasks, the PE or the timers.
     pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
+        if !self.take_inline_progress() {
+            return false;
+        }
+        self.progress_inline_taken(done)
+    }
+
+    /// Whether an operation may progress the PE inline from its poll now (see
+    /// [`progress_inline`](Core::progress_inline) for when not); if so, takes one unit of the
+    /// poll's budget for it, and the caller must then call
+    /// [`progress_inline_taken`](Core::progress_inline_taken). An operation asks before it
+    /// submits: when progress follows at once, it submits with the doorbell (one call to
+    /// DOCA) rather than deferring it to that progress.
+    #[inline]
+    pub(crate) fn take_inline_progress(&self) -> bool {
         let budget = self.budget.get();
         if budget == 0 || self.in_progress.get() || self.closing.get() || !self.pe_alive.get() || !self.is_current() {
             return false;
         }
         self.budget.set(budget - 1);
+        true
+    }
+
+    /// [`progress_inline`](Core::progress_inline) once
+    /// [`take_inline_progress`](Core::take_inline_progress) said yes.
+    pub(crate) fn progress_inline_taken(&self, done: impl Fn() -> bool) -> bool {
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
-        // The operation's own doorbell (and those owed by earlier submits).
+        // The doorbells owed by earlier submits (of this context or others).
         self.ring_doorbells();
         let pe = self.pe.borrow();
         let mut complete = false;
