@@ -374,7 +374,7 @@ where
                                 // The slot's waker is not set yet, so the callback wakes
                                 // nobody. Either way the InFlight stage below decides.
                                 let slot = self.slot();
-                                self.core.progress_inline_taken(|| slot.state.get() == SlotState::Done);
+                                self.core.progress_inline(|| slot.state.get() == SlotState::Done);
                             }
                         }
                         rc => {

@@ -15,35 +15,19 @@ use crate::executor::runtime::IdleMode;
 use crate::executor::task::Runnable;
 
 impl Core {
-    /// The inline completion fast path: called by an operation right after a successful
-    /// `doca_task_submit`, from its future's poll. Progresses the PE up to
-    /// [`INLINE_PROGRESS`] times while it has work, until `done()` (the operation's slot is
-    /// complete); returns whether it is. The future then returns `Ready` at once instead of
-    /// `Pending`, a trip round the loop and a re-poll.
+    /// The inline completion fast path, first half: whether an operation may progress the
+    /// PE from its own poll now; if so, one unit of the poll's budget is taken for it and
+    /// the operation calls [`progress_inline`](Core::progress_inline) right after its
+    /// submit. It asks before it submits: when progress follows at once, it submits with
+    /// the doorbell (one call to DOCA) rather than deferring the doorbell to that progress.
     ///
-    /// Completions of other operations delivered meanwhile wake their tasks as usual (their
-    /// callbacks run no user code: they store results and wake wakers; slots released
-    /// here drop their kept buffers later, from the loop). Refused when not allowed or not
-    /// useful:
+    /// Refused when not allowed or not useful:
     /// * inside `doca_pe_progress` or a DOCA callback (DOCA forbids progress from there);
     /// * when this core is not the executor running on this thread (the callbacks would
     ///   look for their slots in another executor's table), or it is shutting down;
     /// * when the poll's `budget` is spent: a task that keeps submitting operations that
     ///   complete at once then goes `Pending` every `task_batch` operations, like a task
     ///   that yields, so it cannot starve the other tasks, the PE or the timers.
-    pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
-        if !self.take_inline_progress() {
-            return false;
-        }
-        self.progress_inline_taken(done)
-    }
-
-    /// Whether an operation may progress the PE inline from its poll now (see
-    /// [`progress_inline`](Core::progress_inline) for when not); if so, takes one unit of the
-    /// poll's budget for it, and the caller must then call
-    /// [`progress_inline_taken`](Core::progress_inline_taken). An operation asks before it
-    /// submits: when progress follows at once, it submits with the doorbell (one call to
-    /// DOCA) rather than deferring it to that progress.
     #[inline]
     pub(crate) fn take_inline_progress(&self) -> bool {
         let budget = self.budget.get();
@@ -54,9 +38,17 @@ impl Core {
         true
     }
 
-    /// [`progress_inline`](Core::progress_inline) once
-    /// [`take_inline_progress`](Core::take_inline_progress) said yes.
-    pub(crate) fn progress_inline_taken(&self, done: impl Fn() -> bool) -> bool {
+    /// The inline completion fast path, second half, once
+    /// [`take_inline_progress`](Core::take_inline_progress) said yes and the operation's task
+    /// is submitted: progresses the PE up to [`INLINE_PROGRESS`] times while it has work,
+    /// until `done()` (the operation's slot is complete); returns whether it is. The future
+    /// then returns `Ready` at once instead of `Pending`, a trip round the loop and a
+    /// re-poll.
+    ///
+    /// Completions of other operations delivered meanwhile wake their tasks as usual (their
+    /// callbacks run no user code: they store results and wake wakers; slots released
+    /// here drop their kept buffers later, from the loop).
+    pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
         // The doorbells owed by earlier submits (of this context or others).
