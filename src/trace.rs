@@ -164,10 +164,19 @@ impl OpSpan {
         let _ = (conn, size);
     }
 
-    /// Whether a subscriber records this span (if not, there is nothing to enter or record).
-    #[cfg(all(test, feature = "tracing"))]
-    pub(crate) fn is_enabled(&self) -> bool {
-        self.0.is_some()
+
+    /// Whether a subscriber records this span: a disabled one has nothing to enter, record
+    /// or finish, and the poll of its operation skips it altogether.
+    #[inline(always)]
+    pub(crate) fn is_recorded(&self) -> bool {
+        #[cfg(feature = "tracing")]
+        {
+            self.0.is_some()
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            false
+        }
     }
 
     /// Moves the span out, leaving a disabled one.
@@ -283,7 +292,7 @@ mod tests {
     fn a_span_without_subscriber_is_disabled() {
         // No subscriber in this thread: nothing is built, every call is a no-op.
         let s = OpSpan::new("test.op", "test", 1);
-        assert!(!s.is_enabled());
+        assert!(!s.is_recorded());
         assert_eq!(std::mem::size_of::<OpSpan>(), std::mem::size_of::<usize>());
         s.set_target(Some(7), 64);
         let _g = s.enter();

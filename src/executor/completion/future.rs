@@ -289,6 +289,10 @@ where
     /// `poll_op`, so that it is inlined into each future's `poll`.
     #[inline(always)]
     fn poll_spanned(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
+        if !self.span.is_recorded() {
+            // Nobody traces (the common case): no span to move out, enter and put back.
+            return self.poll_op(cx);
+        }
         let span = self.span.take();
         let r = {
             let _entered = span.enter();
