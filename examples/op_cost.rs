@@ -11,12 +11,14 @@
 //! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
 //! one task's `rdma::Pipeline`), `spawned` (writes, 64 in flight as a task each), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
-//! created after the clock starts, a fixed cost that `memcpy 0` includes too).
+//! created after the clock starts, a fixed cost that `memcpy 0` includes too), `yield` (one
+//! `yield_now` per operation: a trip round the executor's loop).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use async_doca::dma::Dma;
+use async_doca::executor::yield_now;
 use async_doca::rdma::{Pipeline, Rdma};
 use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
 
@@ -89,7 +91,15 @@ fn main() -> Result<()> {
                     (src, dst) = (s, d);
                 }
             }
-            other => panic!("unknown kind {other} (write, fadd, pipeline, spawned, memcpy)"),
+            "yield" => {
+                // One trip round the executor's loop per iteration (wake, run queue, a turn
+                // with its PE drain, the poll): what a task that polls memory for a peer's
+                // write pays per look, as perf's write_lat does.
+                for _ in 0..n {
+                    yield_now().await;
+                }
+            }
+            other => panic!("unknown kind {other} (write, fadd, pipeline, spawned, memcpy, yield)"),
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
     })?;

@@ -164,7 +164,6 @@ impl OpSpan {
         let _ = (conn, size);
     }
 
-
     /// Whether a subscriber records this span: a disabled one has nothing to enter, record
     /// or finish, and the poll of its operation skips it altogether.
     #[inline(always)]
