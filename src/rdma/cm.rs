@@ -80,6 +80,9 @@ pub(super) struct CmShared {
     by_token: RefCell<HashMap<u64, usize>>,
     /// Tokens of the `connect` calls waiting for their connection's first event.
     connecting: RefCell<HashSet<u64>>,
+    /// `connect` calls cancelled before their connection's first event, by token, with the
+    /// address the attempt uses: that event ends the attempt (see `Connecting`).
+    abandoned: RefCell<HashMap<u64, *mut sys::doca_rdma_addr>>,
     next_token: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
 }
@@ -100,6 +103,7 @@ impl CmShared {
             established: RefCell::new(HashSet::new()),
             by_token: RefCell::new(HashMap::new()),
             connecting: RefCell::new(HashSet::new()),
+            abandoned: RefCell::new(HashMap::new()),
             next_token: Cell::new(1),
             wakers: RefCell::new(Vec::new()),
         });
@@ -159,6 +163,7 @@ impl CmShared {
             + self.established.borrow().len()
             + self.by_token.borrow().len()
             + self.connecting.borrow().len()
+            + self.abandoned.borrow().len()
     }
 
     /// Waits until `c`'s handshake ended (see [`settled`](Self::settled)).
@@ -215,6 +220,24 @@ fn record(c: RawConn, ud: sys::doca_data, ctx_ud: sys::doca_data, o: Outcome) {
     );
     with_cm(ctx_ud, |cm| {
         let (key, token) = (c as usize, ud.as_u64());
+        if o != Outcome::Disconnected {
+            let abandoned = cm.abandoned.borrow_mut().remove(&token);
+            if let Some(addr) = abandoned {
+                // The first event of a connect cancelled before it: nobody will own this
+                // connection. Established, it is ended at once (the peer sees it close, as
+                // the samples end a connection from a callback); failed, the attempt is
+                // over. Either way its address is no longer used.
+                // SAFETY: a connection of this live context, reported by its callback; the
+                // address is the attempt's, freed once (it left `abandoned` above).
+                unsafe {
+                    if o == Outcome::Established {
+                        let _ = sys::doca_rdma_connection_disconnect(c);
+                    }
+                    let _ = sys::doca_rdma_addr_destroy(addr);
+                }
+                return;
+            }
+        }
         if o != Outcome::Disconnected && cm.connecting.borrow().contains(&token) {
             // A client connection's first event: its `connect` is waiting for it.
             cm.tracked.borrow_mut().insert(key);
@@ -342,6 +365,8 @@ impl Rdma {
     }
 
     /// Connects to a listening peer at `addr`. Completes once both sides are established.
+    /// Dropping the future before that gives up the attempt: a connection it still makes is
+    /// ended at once, so the server sees it close.
     ///
     /// # Errors
     /// Nobody listening, a rejection or the request timeout ([`ErrorKind::ConnectionLost`]),
@@ -361,8 +386,6 @@ impl Rdma {
         check(unsafe { sys::doca_rdma_addr_create(ty, text.as_ptr(), addr.port(), &mut a) }, "rdma.connect")?;
         let token = cm.next_token.get();
         cm.next_token.set(token + 1);
-        let waiting = Connecting { cm: &cm, token, addr: a };
-        cm.connecting.borrow_mut().insert(token);
         // SAFETY: live context and address; the address lives until the connection ends.
         let rc = unsafe { sys::doca_rdma_connect_to_addr(rdma, a, sys::doca_data::from_u64(token)) };
         if rc != sys::DOCA_SUCCESS {
@@ -370,6 +393,10 @@ impl Rdma {
             unsafe { sys::doca_rdma_addr_destroy(a) };
             return Err(Error::from_doca(rc, "rdma.connect"));
         }
+        // No callback runs before the next progress, so the attempt's first event cannot
+        // come before this.
+        let waiting = Connecting { cm: &cm, token, addr: a };
+        cm.connecting.borrow_mut().insert(token);
         let conn = poll_fn(|cx| match cm.by_token.borrow().get(&token) {
             Some(&c) => Poll::Ready(c as RawConn),
             None => {
@@ -378,8 +405,7 @@ impl Rdma {
             }
         })
         .await;
-        cm.by_token.borrow_mut().remove(&token);
-        drop(waiting);
+        waiting.done();
         let c = ConnCm { shared: cm.clone(), addr: a, peer: Some(addr), private: Vec::new() };
         match cm.settled(conn) {
             Some(Outcome::Established) => {
@@ -401,16 +427,27 @@ impl Rdma {
 /// when it is dropped. A connect cancelled after that event (its connection is in
 /// `by_token`, nobody took it) ends the connection as `ConnCm::close` would. Cancelled
 /// before it, the attempt stays with DOCA (there is no call to cancel it), with its address
-/// (DOCA may still use it), and the attempt's events are not recorded.
+/// (DOCA may still use it): the token goes to `abandoned`, and the attempt's first event
+/// ends the connection if it was established and frees the address (`record`).
 struct Connecting<'a> {
     cm: &'a CmShared,
     token: u64,
     addr: *mut sys::doca_rdma_addr,
 }
 
+impl Connecting<'_> {
+    /// The first event came and `connect` took its connection: nothing to clean up.
+    fn done(self) {
+        self.cm.connecting.borrow_mut().remove(&self.token);
+        self.cm.by_token.borrow_mut().remove(&self.token);
+    }
+}
+
 impl Drop for Connecting<'_> {
     fn drop(&mut self) {
-        self.cm.connecting.borrow_mut().remove(&self.token);
+        if !self.cm.connecting.borrow_mut().remove(&self.token) {
+            return; // `done`
+        }
         let orphan = self.cm.by_token.borrow_mut().remove(&self.token);
         if let Some(c) = orphan {
             let c = c as RawConn;
@@ -421,6 +458,8 @@ impl Drop for Connecting<'_> {
                 let _ = sys::doca_rdma_addr_destroy(self.addr);
             }
             self.cm.forget(c);
+        } else {
+            self.cm.abandoned.borrow_mut().insert(self.token, self.addr);
         }
     }
 }
@@ -488,7 +527,8 @@ impl ConnectionRequest {
     }
 
     /// Accepts, sending `private_data` (at most 255 bytes) to the client; completes once the
-    /// connection is established.
+    /// connection is established. Dropping the future before that ends the connection (the
+    /// client's connect fails, or its connection closes).
     ///
     /// # Errors
     /// More than 255 bytes ([`ErrorKind::InvalidArgument`]); the client vanished meanwhile
@@ -509,8 +549,16 @@ impl ConnectionRequest {
             check(rc, "rdma.accept")?;
         }
         let cm = rdma.cm.clone();
-        let c = ConnCm { shared: cm.clone(), addr: std::ptr::null_mut(), peer: self.peer, private: Vec::new() };
-        match cm.wait_outcome(self.conn).await {
+        // Accepted: the connection is ours until the handshake ends. Cancelled meanwhile (the
+        // future dropped), the guard ends it as a failed handshake is ended: otherwise it
+        // would be established with nobody to own, use or close it.
+        let mut accepted = Accepted {
+            conn: self.conn,
+            cm: Some(ConnCm { shared: cm.clone(), addr: std::ptr::null_mut(), peer: self.peer, private: Vec::new() }),
+        };
+        let outcome = cm.wait_outcome(self.conn).await;
+        let c = accepted.cm.take().expect("taken once, here");
+        match outcome {
             Outcome::Established => Ok(managed(rdma, self.conn, c)),
             _ => {
                 c.close(self.conn);
@@ -534,6 +582,20 @@ impl ConnectionRequest {
             return Ok(());
         }
         check(rc, "rdma.reject")
+    }
+}
+
+/// A connection `accept` answered whose handshake has not ended (see `accept`).
+struct Accepted {
+    conn: RawConn,
+    cm: Option<ConnCm>,
+}
+
+impl Drop for Accepted {
+    fn drop(&mut self) {
+        if let Some(c) = self.cm.take() {
+            c.close(self.conn);
+        }
     }
 }
 
@@ -648,6 +710,78 @@ mod tests {
                     }
                 }
                 // Late events have time to arrive (and must not be recorded).
+                crate::time::sleep(Duration::from_millis(50)).await;
+                assert_eq!(server.inner.cm.entries(), 0, "the server keeps records of ended connections");
+                assert_eq!(client.inner.cm.entries(), 0, "the client keeps records of ended connections");
+                Ok::<_, crate::Error>(())
+            })
+            .unwrap();
+    }
+
+    /// Polls `f` once with a waker that does nothing.
+    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+        f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
+    /// An `accept` or a `connect` cancelled in the middle of its handshake (the future
+    /// dropped after DOCA took the answer or the attempt) leaves no connection behind: the
+    /// other side's connection ends (or never establishes), and neither side keeps a record.
+    /// Before, the accepted connection was established with nobody to own or close it, and
+    /// so was the connection of a connect cancelled before its first event: the peer's
+    /// `closed` never completed.
+    #[test]
+    fn a_cancelled_accept_or_connect_leaves_no_connection_behind() {
+        crate::testkit::runtime()
+            .block_on(async {
+                let within = |what: &'static str| {
+                    move |r: std::result::Result<(), crate::time::Elapsed>| {
+                        r.unwrap_or_else(|_| panic!("{what}: the other side's connection stayed open"))
+                    }
+                };
+                let dev = Device::open_default()?;
+                let server = Rdma::builder(&dev).max_connections(4).build().await?;
+                let client = Rdma::builder(&dev).build().await?;
+                let listener = (0..20)
+                    .find_map(|_| {
+                        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+                        server.listen(port).ok()
+                    })
+                    .expect("a free port");
+                let addr = ([127, 0, 0, 1], listener.port()).into();
+                for _ in 0..3 {
+                    // The server accepts, then gives up before the handshake ends.
+                    let connecting = crate::spawn_local({
+                        let c = client.clone();
+                        async move { c.connect(addr).await }
+                    });
+                    let req = listener.request().await?;
+                    let mut accept = Box::pin(req.accept(&[]));
+                    assert!(poll_once(accept.as_mut()).is_pending(), "the handshake takes a progress");
+                    drop(accept);
+                    if let Ok(conn) = connecting.await? {
+                        within("accept cancelled")(crate::time::timeout(Duration::from_secs(10), conn.closed()).await);
+                    }
+
+                    // The client gives up before its attempt's first event.
+                    let mut connect = Box::pin(client.connect(addr));
+                    assert!(poll_once(connect.as_mut()).is_pending(), "the attempt takes a progress");
+                    drop(connect);
+                    if let Ok(at_server) = listener.request().await?.accept(&[]).await {
+                        within("connect cancelled")(
+                            crate::time::timeout(Duration::from_secs(10), at_server.closed()).await,
+                        );
+                    }
+                }
+                // Still serving.
+                let connecting = crate::spawn_local({
+                    let c = client.clone();
+                    async move { c.connect(addr).await }
+                });
+                let at_server = listener.request().await?.accept(&[]).await?;
+                let conn = connecting.await??;
+                conn.disconnect()?;
+                at_server.closed().await;
+                drop((conn, at_server));
                 crate::time::sleep(Duration::from_millis(50)).await;
                 assert_eq!(server.inner.cm.entries(), 0, "the server keeps records of ended connections");
                 assert_eq!(client.inner.cm.entries(), 0, "the client keeps records of ended connections");
