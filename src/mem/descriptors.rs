@@ -1,8 +1,9 @@
 //! The `doca_buf` descriptors an operation needs for the memory it owns: one home for what
 //! RDMA and DMA do alike.
 //!
-//! * [`Inventory`]: a context's `doca_buf_inventory`, destroyed when the context and every
-//!   operation using it are gone (each operation holds it until its slot is released).
+//! * [`Inventory`]: a `doca_buf_inventory` (a context's, or a [`DescCache`]'s), destroyed
+//!   when its owner and every operation using it are gone (each operation holds its
+//!   context's until its slot is released).
 //! * [`Desc`]: what a descriptor is made over (mmap, address, length), captured from a
 //!   [`Buf`] or a [`RemoteSlice`] before the operation takes ownership of it (the operation
 //!   keeps it alive, so a `Desc` stays valid).
@@ -95,8 +96,9 @@ impl Desc {
     }
 }
 
-/// Takes the (at most two) descriptors of one operation from a context's inventory and
-/// hands them to the operation's completion slot (see the module docs).
+/// Takes the (at most two) descriptors of one operation, lent by the memory's [`DescCache`]
+/// or else from the context's inventory, and hands them to the operation's completion slot
+/// (see the module docs).
 pub(crate) struct Descs<'a> {
     inv: &'a Inventory,
     slot: &'a TaskSlot,
@@ -240,7 +242,9 @@ impl DescCache {
         };
         let source = data_len == len;
         if !(source && e.source_ready.get()) {
-            // SAFETY: a live descriptor of this cache, not lent, so no task references it;
+            // SAFETY: a live descriptor of this cache, not lent, so no task in flight uses it
+            // (a task kept for reuse may still hold its pointer, but every reuse sets all of
+            // a task's buffers again before submitting it, and freeing a task reads none);
             // the range is the slice it was made over.
             if unsafe { sys::doca_buf_set_data(e.buf.get(), d.addr, data_len) } != sys::DOCA_SUCCESS {
                 return None;
@@ -297,7 +301,9 @@ impl Store {
         let e = &set[k];
         let old = e.buf.replace(std::ptr::null_mut());
         if !old.is_null() {
-            // SAFETY: an idle descriptor of this cache (not lent: no task references it),
+            // SAFETY: an idle descriptor of this cache (not lent: no task in flight uses it;
+            // a task kept for reuse may still hold the pointer, but it is set anew before
+            // that task is submitted again, and freeing a task reads none of its buffers),
             // dropped once (the entry was cleared above).
             unsafe { sys::doca_buf_dec_refcount(old, std::ptr::null_mut()) };
         }
@@ -338,8 +344,10 @@ impl Drop for Store {
             }
             debug_assert!(!e.lent.get(), "a descriptor cache dropped while lent");
             // SAFETY: a descriptor of this cache's inventory (dropped after this loop, as
-            // the field `inv`); no task references it (nothing is lent: every operation
-            // keeps the registration alive until its descriptors are given back); once.
+            // the field `inv`); no task in flight uses it (nothing is lent: every operation
+            // keeps the registration alive until its descriptors are given back; a task kept
+            // for reuse that still holds the pointer gets new buffers before it is submitted
+            // again, and freeing it reads none); once.
             unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
         }
     }

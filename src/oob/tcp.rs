@@ -75,7 +75,8 @@ impl TcpRendezvous {
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for `size == 0`, for a connection that is not a member
     /// of our protocol, or for a member that disagrees on the size; [`ErrorKind::TimedOut`]
-    /// when not everybody arrived; [`ErrorKind::Os`] for socket failures.
+    /// when not everybody arrived; [`ErrorKind::ConnectionLost`] when a member's connection
+    /// ended (end of file, reset, broken pipe); [`ErrorKind::Os`] for other socket failures.
     pub fn accept(self, size: u32, timeout: Duration) -> Result<TcpOob> {
         check_rank(0, size)?;
         let deadline = Instant::now() + timeout;
@@ -91,7 +92,8 @@ impl TcpOob {
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for `rank >= size`, an address that does not resolve,
     /// or a member that disagrees on the size; [`ErrorKind::TimedOut`] when the members did
-    /// not all arrive; [`ErrorKind::Os`] for socket failures.
+    /// not all arrive; [`ErrorKind::ConnectionLost`] when the connection ended (end of file,
+    /// reset, broken pipe); [`ErrorKind::Os`] for other socket failures.
     pub fn connect(addr: impl ToSocketAddrs, rank: u32, size: u32, timeout: Duration) -> Result<TcpOob> {
         check_rank(rank, size)?;
         if rank == 0 {

@@ -29,8 +29,10 @@ impl UnixOob {
     /// # Errors
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for `rank >= size` or
     /// a member that disagrees on the size, [`ErrorKind::TimedOut`](crate::ErrorKind::TimedOut)
-    /// when the members did not all arrive, [`ErrorKind::Os`](crate::ErrorKind::Os) for socket
-    /// failures.
+    /// when the members did not all arrive,
+    /// [`ErrorKind::ConnectionLost`](crate::ErrorKind::ConnectionLost) when a connection ended
+    /// (end of file, reset, broken pipe), [`ErrorKind::Os`](crate::ErrorKind::Os) for other
+    /// socket failures.
     pub fn connect(path: impl AsRef<Path>, rank: u32, size: u32, timeout: Duration) -> Result<UnixOob> {
         let path = path.as_ref();
         check_rank(rank, size)?;

@@ -73,8 +73,10 @@ impl TaskSlot {
     fn hold(&self, i: usize, d: HeldDesc) {
         assert!(i < 2, "hold_desc({i}): a task holds at most two descriptors");
         // SAFETY: `descs` points into the slot of this operation, which is reserved (and at a
-        // stable address) while its allocation closure runs, the only place a TaskSlot is
-        // seen; slots are only used through shared references (cells).
+        // stable address) while its allocation closure runs. A `TaskSlot` is `Copy` and an
+        // implementor of the public `AllocTask` may keep one, but this is `pub(crate)`: only
+        // the crate's own allocations call it, from inside the allocation step. Slots are
+        // only used through shared references (cells).
         let cell = unsafe { &(*self.descs)[i] };
         debug_assert!(matches!(cell.get(), HeldDesc::None), "descriptor {i} taken twice");
         cell.set(d);
