@@ -819,7 +819,9 @@ unsafe fn ep_has_work(ctx: &doca_ctx) -> bool {
     let Some(lfd) = lfd else { return false };
     let mut p = libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd; zero timeout.
-    let readable = unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents != 0;
+    // Readable only: an error on the listener is nothing accept(2) would take, and counting
+    // it as work would keep an event-mode PE spinning.
+    let readable = unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents & libc::POLLIN != 0;
     if readable {
         ep.accept.readable();
     }

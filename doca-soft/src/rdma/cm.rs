@@ -800,10 +800,17 @@ fn poll_ready(r: &doca_rdma, now: Instant, fds: &mut Vec<libc::pollfd>) -> bool 
     }
     // SAFETY: `fds` is a valid array for the call; zero timeout.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
-    if fds[..listening].iter().any(|f| f.revents != 0) {
+    if n <= 0 {
+        return false;
+    }
+    // Only a readable listener has a request for the next progress: an error on one is
+    // nothing accept(2) would take, and counting it would keep an event-mode PE spinning.
+    // A handshake socket's error or hang-up is work (the next progress reads the end).
+    let request = fds[..listening].iter().any(|f| f.revents & libc::POLLIN != 0);
+    if request {
         r.cm.accept.readable(); // a request is waiting: the next progress accepts it
     }
-    n > 0
+    request || fds[listening..].iter().any(|f| f.revents != 0)
 }
 
 /// Whether the request `c` may still be answered (accepted or rejected).
