@@ -52,7 +52,7 @@ use core::cell::Cell;
 
 use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer};
 use super::op::{Op, Queued};
-use super::ring::{record_len, Record, RecordKind, TxRing, RECORD_HEADER};
+use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER, RING_DATA_BYTES};
 use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
@@ -95,8 +95,20 @@ fn armed(r: &doca_rdma) -> bool {
 /// Sets `consumer_sleeping` exactly on the receive rings whose next record could complete
 /// something (a receive is posted, or one is half-filled) while the PE is armed, and clears
 /// it everywhere else (see the module docs).
+#[inline]
 pub(super) fn sync_sleep_flags(r: &doca_rdma) {
     let on = armed(r);
+    if !on && !r.sleep_flags_set.get() {
+        // Every flag is clear already and none is to be set: the walk would change nothing,
+        // and this is every progress of a polling PE. Only this test is inlined.
+        return;
+    }
+    sync_sleep_flags_walk(r, on);
+}
+
+/// [`sync_sleep_flags`]' walk over the connections.
+#[inline(never)]
+fn sync_sleep_flags_walk(r: &doca_rdma, on: bool) {
     let recv_posted = !r.recvs.borrow().is_empty();
     let mut i = 0;
     while let Some(c) = r.current(i) {
@@ -105,9 +117,23 @@ pub(super) fn sync_sleep_flags(r: &doca_rdma) {
             continue;
         }
         if let Some(rx) = c.rx.borrow().as_ref() {
-            rx.set_sleeping(on && (recv_posted || c.incoming.borrow().is_some()));
+            set_sleeping(r, rx, on && (recv_posted || c.incoming.borrow().is_some()));
         }
     }
+    if !on {
+        // Cleared on every connected ring; a ring that is not connected is never looked at
+        // again (its connection cannot become connected), so its flag no longer matters.
+        r.sleep_flags_set.set(false);
+    }
+}
+
+/// Sets a receive ring's `consumer_sleeping`, remembering that one may be set. Every write of
+/// the flag to true goes through here, so `sleep_flags_set` false proves them all clear.
+fn set_sleeping(r: &doca_rdma, rx: &RxRing, on: bool) {
+    if on {
+        r.sleep_flags_set.set(true);
+    }
+    rx.set_sleeping(on);
 }
 
 /// Unforced liveness polls read the clock only once per this many calls: a clock read
@@ -117,16 +143,28 @@ pub(super) fn sync_sleep_flags(r: &doca_rdma) {
 /// calls progress rarely (a PE that sleeps) is covered by the forced poll at every arm.
 const LIVENESS_CLOCK_EVERY: u32 = 64;
 
+/// Counts an unforced liveness poll; true for the one in LIVENESS_CLOCK_EVERY that looks.
+#[inline]
+fn liveness_due(r: &doca_rdma) -> bool {
+    let n = r.liveness_calls.get().wrapping_add(1);
+    r.liveness_calls.set(n);
+    n % LIVENESS_CLOCK_EVERY == 0
+}
+
 /// Polls the liveness of every connected remote peer, at most every LIVENESS_INTERVAL
-/// (or now with `force`).
+/// (or now with `force`). Not inlined, so the submit path keeps its shape; progress
+/// inlines the counter instead (see `data_progress`).
+#[inline(never)]
 fn poll_liveness(r: &doca_rdma, force: bool) {
-    if !force {
-        let n = r.liveness_calls.get().wrapping_add(1);
-        r.liveness_calls.set(n);
-        if n % LIVENESS_CLOCK_EVERY != 0 {
-            return;
-        }
+    if !force && !liveness_due(r) {
+        return;
     }
+    poll_liveness_now(r, force);
+}
+
+/// [`poll_liveness`] past its call counter.
+#[inline(never)]
+fn poll_liveness_now(r: &doca_rdma, force: bool) {
     let mut i = 0;
     let mut any_remote = false;
     while let Some(c) = r.current(i) {
@@ -153,6 +191,7 @@ fn poll_liveness(r: &doca_rdma, force: bool) {
 /// Submit-time peer check: a peer already known to be gone (closed rings, or a dead
 /// process, polled at most every LIVENESS_INTERVAL) refuses the submit with its code; the
 /// next progress breaks the connection after draining what the peer had sent.
+#[inline]
 pub(super) fn check_peer_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
     if c.state() != ConnState::Connected {
         return Ok(()); // conn_usable reports it
@@ -645,13 +684,19 @@ pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
     data_progress(ctx, r) | cm
 }
 
-/// The data path part of the progress hook.
+/// The data path part of the progress hook: one walk over the connections, in which a
+/// connection with nothing to do costs a look at its flags and cursors (`rx_quiet`,
+/// `tx_quiet`) instead of its pumps.
 fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
     }
-    poll_liveness(r, false);
+    // The counter inline: it is all that most progress calls pay for liveness.
+    if liveness_due(r) {
+        poll_liveness_now(r, false);
+    }
     let mut did = false;
+    let mut draining = false;
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;
@@ -661,11 +706,13 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
         // Observed before the ring is read, so everything the peer published before it
         // closed is seen.
         let gone = if c.draining.get().is_some() { None } else { c.peer_gone() };
-        match pump_rx(r, c) {
-            Ok(d) => did |= d,
-            Err(f) => {
-                apply(r, c, f);
-                return true;
+        if !rx_quiet(r, c) {
+            match pump_rx(r, c) {
+                Ok(d) => did |= d,
+                Err(f) => {
+                    apply(r, c, f);
+                    return true;
+                }
             }
         }
         if let Some(code) = gone {
@@ -673,6 +720,12 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
             did = true;
         }
         if c.draining.get().is_some() {
+            draining = true;
+            // After this connection's pump: what is left of a partial record never comes.
+            did |= drop_partial_record(r, c);
+            continue;
+        }
+        if tx_quiet(c) {
             continue;
         }
         match pump_tx(r, c) {
@@ -683,19 +736,41 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
             }
         }
     }
-    let mut i = 0;
-    while let Some(c) = r.current(i) {
-        i += 1;
-        if c.state() == ConnState::Connected {
-            did |= drop_partial_record(r, c);
+    // Only a draining connection has a loss to report.
+    if draining {
+        if let Some((c, code)) = loss_to_report(r) {
+            r.peer_lost(c, code);
+            return true;
         }
-    }
-    if let Some((c, code)) = loss_to_report(r) {
-        r.peer_lost(c, code);
-        return true;
     }
     sync_sleep_flags(r);
     did
+}
+
+/// Whether `pump_rx(r, c)` would do nothing now: no receive ring; or nothing to publish and
+/// fewer bytes waiting than could be taken (one for a half-filled receive, a record header
+/// with a receive posted, and otherwise none, though a corrupt cursor is still caught). The
+/// same cursor and the same thresholds as `pump_rx`, read once.
+#[inline]
+fn rx_quiet(r: &doca_rdma, c: &doca_rdma_connection) -> bool {
+    let rxb = c.rx.borrow();
+    let Some(rx) = rxb.as_ref() else {
+        return true;
+    };
+    let min = if c.incoming.borrow().is_some() {
+        1
+    } else if !r.recvs.borrow().is_empty() {
+        RECORD_HEADER as u64
+    } else {
+        RING_DATA_BYTES as u64 + 1
+    };
+    rx.quiet(min)
+}
+
+/// Whether `pump_tx(c)` would do nothing now: no queued operation and no unpublished tail.
+#[inline]
+fn tx_quiet(c: &doca_rdma_connection) -> bool {
+    c.ops.borrow().is_empty() && !c.tx.borrow().as_ref().is_some_and(|t| t.unpublished())
 }
 
 /// A draining connection's peer is gone, so a record it had only partly published when it
@@ -760,7 +835,7 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
             // Only a record that a posted (or half-filled) receive can take is worth a
             // wake-up; without one, new records just wait in the ring.
             let busy = c.incoming.borrow().is_some();
-            rx.set_sleeping(armed(r) && (busy || recv_posted));
+            set_sleeping(r, rx, armed(r) && (busy || recv_posted));
             match rx.available() {
                 Ok(avail) => {
                     if (busy && avail > 0) || (!busy && recv_posted && avail >= RECORD_HEADER as u64) {

@@ -189,6 +189,10 @@ pub struct doca_rdma {
     last_liveness: Cell<Instant>,
     /// Unforced liveness polls so far (see `engine::LIVENESS_CLOCK_EVERY`).
     liveness_calls: Cell<u32>,
+    /// False only when no receive ring of a current connection has `consumer_sleeping` set,
+    /// so a progress of a PE that is not armed has no flag to clear (see
+    /// `engine::sync_sleep_flags`).
+    sleep_flags_set: Cell<bool>,
     /// Connection management by address (listeners, handshakes, callbacks).
     cm: cm::Cm,
 }
@@ -222,6 +226,7 @@ impl doca_rdma {
             rq_held: Cell::new(0),
             last_liveness: Cell::new(Instant::now()),
             liveness_calls: Cell::new(0),
+            sleep_flags_set: Cell::new(false),
             cm: cm::Cm::default(),
         }
     }

@@ -314,6 +314,16 @@ impl RxRing {
         Ok(n)
     }
 
+    /// Whether [`RxRing::available`] is `Ok(n)` with `n < min` and every consumed byte is
+    /// published: the test by which progress skips a ring with nothing to do. `min` is at
+    /// most `RING_DATA_BYTES + 1`, so a corrupt cursor is never quiet.
+    #[inline]
+    pub(crate) fn quiet(&self, min: u64) -> bool {
+        debug_assert!(min <= RING_DATA_BYTES as u64 + 1);
+        let head = self.head.get();
+        head == self.published.get() && self.map.hdr().tail().load(Acquire).wrapping_sub(head) < min
+    }
+
     /// Reads the record header at the head (needs `available() >= RECORD_HEADER`).
     pub(crate) fn peek_header(&self) -> [u8; RECORD_HEADER] {
         let mut b = [0u8; RECORD_HEADER];
@@ -450,6 +460,12 @@ impl TxRing {
         h.consumer_sleeping().load(SeqCst) != 0
     }
 
+    /// Whether bytes were pushed since the last [`TxRing::publish`].
+    #[inline]
+    pub(crate) fn unpublished(&self) -> bool {
+        self.tail.get() != self.published.get()
+    }
+
     /// Asks the consumer to ring us when it frees space (then re-check [`TxRing::free`]).
     pub(crate) fn want_space(&self) {
         // Only on the slow path (a full ring), so always the full SeqCst store.
@@ -464,6 +480,19 @@ impl TxRing {
     /// Closes the producer side.
     pub(crate) fn close(&self) {
         self.map.hdr().producer_closed().store(1, SeqCst);
+    }
+}
+
+#[cfg(test)]
+impl RxRing {
+    /// The shared `consumer_sleeping` flag, as the producer reads it.
+    pub(crate) fn sleeping_in_header(&self) -> bool {
+        self.map.hdr().consumer_sleeping().load(SeqCst) != 0
+    }
+
+    /// Stores `tail` as a (hostile) producer would.
+    pub(crate) fn store_tail(&self, tail: u64) {
+        self.map.hdr().tail().store(tail, SeqCst);
     }
 }
 

@@ -225,6 +225,7 @@ impl doca_rdma_task_atomic_fetch_add {
 
 /// The connection and operation of one of the seven send-side task types of this module
 /// (None for a receive or another kind; `submit::decode` also asks `remote.rs`).
+#[inline]
 pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
     // SAFETY: every downcast below follows an `is` check of the same kind.
     unsafe {
@@ -307,6 +308,7 @@ fn check_len(n: usize) -> Result<(), doca_error_t> {
 }
 
 /// Argument checks of a send-side operation (see the module docs).
+#[inline]
 pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
     match *op {
         Op::Send { src, .. } => {

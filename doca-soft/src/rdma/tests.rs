@@ -7,7 +7,9 @@ use core::ptr;
 use std::time::{Duration, Instant};
 
 use super::accessors::*;
+use super::conn::ConnState;
 use super::props::*;
+use super::ring::RING_DATA_BYTES;
 use super::tasks::*;
 use super::*;
 use crate::buf::*;
@@ -1730,6 +1732,96 @@ fn deferred_submits_take_their_queue_place_at_submit() {
     for r in recs.iter().filter(|r| r.side == a._id) {
         assert_eq!(r.status, DOCA_SUCCESS, "{} {} failed at the flush: {}", r.kind, r.ud, name(r.status));
     }
+    a.destroy();
+    b.destroy();
+}
+
+/// Whether the shared `consumer_sleeping` flag of `c`'s receive ring is set.
+fn sleep_flag(c: *mut doca_rdma_connection) -> bool {
+    // SAFETY: a connection of a live rdma of this test.
+    unsafe { &*c }.rx.borrow().as_ref().is_some_and(|rx| rx.sleeping_in_header())
+}
+
+fn progress_n(pe: *mut doca_pe, n: usize) {
+    for _ in 0..n {
+        // SAFETY: live PE.
+        unsafe { doca_pe_progress(pe) };
+    }
+}
+
+/// A progress of a PE that is not armed skips the walk over the sleeping flags once they are
+/// all clear (issue 14). The flag must still follow "armed, and a receive posted or filling":
+/// set by an arm after a receive posted while polling, by a receive posted while armed with
+/// nothing to do, and by the first progress after a connection made while armed; cleared by
+/// the first progress after the disarm. A flag left clear is a receiver that sleeps through a
+/// send (a hang), which each wake-up below would catch.
+#[test]
+fn sleep_flags_follow_arm_and_disarm_after_idle_progress() {
+    let (a, b, ca, cb) = fresh(Cfg::default(), Cfg::default());
+    // Polling with no receive, past a liveness poll: nothing is announced.
+    progress_n(b.pe, 200);
+    assert!(!sleep_flag(cb));
+    // A receive posted while polling: still nothing (a polling PE is never rung) until the arm.
+    b.recv(b.buf(0, 64, 0), 1).unwrap();
+    progress_n(b.pe, 10);
+    assert!(!sleep_flag(cb), "a polling receiver is never rung");
+    assert!(arm(b.pe), "nothing to do yet");
+    assert!(sleep_flag(cb), "the arm announces sleep: a receive is posted");
+    a.send(ca, a.buf(0, 4, 4), 2).unwrap();
+    assert!(fd_readable(b.pe, 5000), "the send rang the armed receiver");
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_clear_notification(b.pe, 0) });
+    progress_n(b.pe, 1);
+    assert!(!sleep_flag(cb), "the first progress after the disarm clears the flag");
+    drain(&[b.pe, a.pe]);
+    assert_eq!(take_recs().len(), 2);
+    // Armed with nothing posted (every flag clear), then a receive posted while armed, as from
+    // a callback in the drain after the arm.
+    progress_n(b.pe, 200);
+    assert!(arm(b.pe), "nothing to do");
+    assert!(!sleep_flag(cb), "no receive: records just wait in the ring");
+    b.recv(b.buf(0, 64, 0), 3).unwrap();
+    assert!(sleep_flag(cb), "a receive posted while armed announces sleep");
+    progress_n(b.pe, 3);
+    assert!(sleep_flag(cb), "progress while armed keeps it");
+    a.send(ca, a.buf(0, 4, 4), 4).unwrap();
+    assert!(fd_readable(b.pe, 5000), "the send rang the armed receiver");
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_clear_notification(b.pe, 0) });
+    drain(&[b.pe, a.pe]);
+    assert_eq!(take_recs().len(), 2);
+    // A connection made while armed, with a receive posted and no flag set anywhere: the next
+    // progress (the drain after the arm) announces sleep on its ring.
+    let c = Side::new(3, Cfg::default());
+    c.recv(c.buf(0, 64, 0), 5).unwrap();
+    assert!(arm(c.pe), "no connection: nothing to do");
+    let (ac, cc) = connect_pair(&a, &c);
+    assert_eq!(drain(&[c.pe]), 0);
+    assert!(sleep_flag(cc), "the progress after the connect announces sleep");
+    a.send(ac, a.buf(0, 4, 4), 6).unwrap();
+    assert!(fd_readable(c.pe, 5000), "the send rang the armed receiver");
+    // SAFETY: live PE.
+    ok(unsafe { doca_pe_clear_notification(c.pe, 0) });
+    assert!(run_until(&[a.pe, c.pe], T, || rec_count() >= 2));
+    assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+    a.destroy();
+    b.destroy();
+    c.destroy();
+}
+
+/// Progress skips a receive ring with nothing to take (issue 14), but a corrupt producer
+/// cursor is still a broken connection, also when no receive is posted.
+#[test]
+fn a_corrupt_ring_breaks_its_connection_with_no_receive_posted() {
+    let (a, b, _ca, cb) = fresh(Cfg::default(), Cfg::default());
+    progress_n(b.pe, 10);
+    assert_eq!(b.state(), DOCA_CTX_STATE_RUNNING);
+    // SAFETY: a connection of b, alive until b is destroyed.
+    unsafe { &*cb }.rx.borrow().as_ref().unwrap().store_tail(RING_DATA_BYTES as u64 + 1);
+    progress_n(b.pe, 1);
+    // SAFETY: as above.
+    assert_ne!(unsafe { &*cb }.state(), ConnState::Connected, "the corrupt ring broke the connection");
+    assert_eq!(b.recv(b.buf(0, 64, 0), 1), Err(DOCA_ERROR_CONNECTION_RESET));
     a.destroy();
     b.destroy();
 }
