@@ -163,12 +163,15 @@ impl doca_buf {
 
     /// Local-memory checks for direct access: a local (not imported) mmap, and for writes
     /// the LOCAL_READ_WRITE permission.
+    // Both answers are read without the mmap's lock (`doca_mmap::info` would take it): this
+    // runs for every source and result buffer of every RDMA and DMA operation.
+    #[inline]
     fn check_local(&self, write: bool) -> Result<(), doca_error_t> {
-        let info = self.mmap().info();
-        if info.imported {
+        let m = self.mmap();
+        if m.is_imported() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        if write && info.perms & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 {
+        if write && m.perms_of_started() & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 {
             return Err(DOCA_ERROR_NOT_PERMITTED);
         }
         Ok(())
