@@ -152,7 +152,11 @@ pub struct doca_ctx {
     seq: Cell<u64>,
     /// Tasks submitted without `DOCA_TASK_SUBMIT_FLAG_FLUSH`, in submission order: accepted
     /// (state Submitted) but not yet handed to the kind. See [`doca_ctx::flush_held`].
-    held: RefCell<Vec<*const doca_task>>,
+    /// A FIFO linked through the task headers (`held_next`): a runtime that defers every
+    /// doorbell holds and flushes one task per operation, and the list then costs two
+    /// pointer stores each way, with no allocation, borrow flag or drain.
+    held_head: Cell<*const doca_task>,
+    held_tail: Cell<*const doca_task>,
     /// `doca_ctx_set_completion_vector` (the soft device has one vector, so only 0).
     comp_vector: Cell<u32>,
 }
@@ -174,7 +178,8 @@ impl doca_ctx {
             allocated: Cell::new(0),
             inflight: Cell::new(0),
             seq: Cell::new(0),
-            held: RefCell::new(Vec::new()),
+            held_head: Cell::new(ptr::null()),
+            held_tail: Cell::new(ptr::null()),
             comp_vector: Cell::new(0),
         }
     }
@@ -295,7 +300,17 @@ impl doca_ctx {
     /// Holds a task submitted without FLUSH (already in state Submitted and counted in flight)
     /// until the next flush: a flushed submit, `doca_ctx_flush_tasks` or a progress of the PE.
     pub(crate) fn hold(&self, task: &doca_task) {
-        self.held.borrow_mut().push(task);
+        let t: *const doca_task = task;
+        task.held_next().set(ptr::null());
+        let tail = self.held_tail.get();
+        if tail.is_null() {
+            self.held_head.set(t);
+        } else {
+            // SAFETY: held tasks are live tasks of this ctx's pools (they stay allocated
+            // while Submitted, and stop empties the list before completing them).
+            unsafe { (*tail).held_next().set(t) };
+        }
+        self.held_tail.set(t);
         // An armed PE must wake up to push it (progress flushes held tasks).
         if let Some(pe) = self.pe_link() {
             pe.notify_work();
@@ -307,29 +322,34 @@ impl doca_ctx {
     /// submit already succeeded, so the caller learns it from the completion, as from a work
     /// request that fails on hardware. Returns true if any task was held.
     pub(crate) fn flush_held(&self) -> bool {
-        if self.held.borrow().is_empty() {
+        let mut t = self.held_head.get();
+        if t.is_null() {
             return false;
         }
-        // Taken out so that no borrow is held while the kinds run; the list's allocation is
-        // put back afterwards (a runtime that defers every doorbell holds a task per
-        // operation: without this, each hold would allocate again).
-        let mut held = core::mem::take(&mut *self.held.borrow_mut());
-        for &t in &held {
+        // The whole list is taken first: a kind's submit never holds tasks, but the list is
+        // consistent (empty) whatever it calls.
+        self.held_head.set(ptr::null());
+        self.held_tail.set(ptr::null());
+        while !t.is_null() {
             // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
-            // empties the list before flushing submitted tasks).
-            crate::task::push_held(unsafe { &*t });
-        }
-        held.clear();
-        let mut list = self.held.borrow_mut();
-        if list.is_empty() {
-            *list = held;
+            // empties the list before flushing submitted tasks). The link is read before the
+            // task goes to its kind, which may complete it at once.
+            let task = unsafe { &*t };
+            t = task.held_next().get();
+            crate::task::push_held(task);
         }
         true
     }
 
+    /// Whether any task is held.
+    fn has_held(&self) -> bool {
+        !self.held_head.get().is_null()
+    }
+
     /// Forgets the held tasks (stop flushes them with every other submitted task).
     pub(crate) fn forget_held(&self) {
-        self.held.borrow_mut().clear();
+        self.held_head.set(ptr::null());
+        self.held_tail.set(ptr::null());
     }
 
     pub(crate) fn next_seq(&self) -> u64 {
@@ -386,7 +406,7 @@ impl doca_ctx {
 
     /// Whether progress has work for this ctx now (transition due or the kind says so).
     pub(crate) fn has_work(&self) -> bool {
-        if self.transition_due() || !self.held.borrow().is_empty() {
+        if self.transition_due() || self.has_held() {
             return true;
         }
         if self.state.get() == DOCA_CTX_STATE_IDLE {

@@ -234,6 +234,9 @@ pub struct doca_task {
     err_cb: Cell<Option<RawCb>>,
     /// Link in the PE completion queue (only meaningful in state `Completed`).
     next: Cell<*const doca_task>,
+    /// Link in the ctx's list of held tasks (only meaningful while held: `Submitted` by
+    /// `doca_task_submit_ex` without FLUSH and not yet pushed).
+    held_next: Cell<*const doca_task>,
     /// Submission sequence number (flush order).
     seq: Cell<u64>,
 }
@@ -252,6 +255,7 @@ impl doca_task {
             ok_cb: Cell::new(None),
             err_cb: Cell::new(None),
             next: Cell::new(ptr::null()),
+            held_next: Cell::new(ptr::null()),
             seq: Cell::new(0),
         }
     }
@@ -315,6 +319,10 @@ impl doca_task {
 
     pub(crate) fn next(&self) -> &Cell<*const doca_task> {
         &self.next
+    }
+
+    pub(crate) fn held_next(&self) -> &Cell<*const doca_task> {
+        &self.held_next
     }
 }
 
