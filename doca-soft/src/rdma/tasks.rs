@@ -223,46 +223,63 @@ impl doca_rdma_task_atomic_fetch_add {
 
 // ---- decoding: what the engine executes ----
 
-/// The connection and operation of one of the seven send-side task types of this module
-/// (None for a receive or another kind; `submit::decode` also asks `remote.rs`).
-pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
-    // SAFETY: every downcast below follows an `is` check of the same kind.
-    unsafe {
-        if t.is::<doca_rdma_task_send>() {
-            let x = t.downcast::<doca_rdma_task_send>();
-            let op = Op::Send { src: x.src.get(), imm: None, progress: ptr::from_ref(&x.progress) };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_send_imm>() {
-            let x = t.downcast::<doca_rdma_task_send_imm>();
-            let op = Op::Send { src: x.src.get(), imm: Some(x.imm.get()), progress: ptr::from_ref(&x.progress) };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_write>() {
-            let x = t.downcast::<doca_rdma_task_write>();
-            let op = Op::Write { src: x.src.get(), dst: x.dst.get(), imm: None, progress: ptr::from_ref(&x.progress) };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_write_imm>() {
-            let x = t.downcast::<doca_rdma_task_write_imm>();
-            let op = Op::Write {
-                src: x.src.get(),
-                dst: x.dst.get(),
-                imm: Some(x.imm.get()),
-                progress: ptr::from_ref(&x.progress),
-            };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_read>() {
-            let x = t.downcast::<doca_rdma_task_read>();
-            Some((x.conn.get(), Op::Read { src: x.src.get(), dst: x.dst.get() }))
-        } else if t.is::<doca_rdma_task_atomic_cmp_swp>() {
-            let x = t.downcast::<doca_rdma_task_atomic_cmp_swp>();
-            let op = Op::CmpSwp { dst: x.dst.get(), result: x.result.get(), cmp: x.cmp.get(), swap: x.swap.get() };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_atomic_fetch_add>() {
-            let x = t.downcast::<doca_rdma_task_atomic_fetch_add>();
-            let op = Op::FetchAdd { dst: x.dst.get(), result: x.result.get(), add: x.add.get() };
-            Some((x.conn.get(), op))
-        } else {
-            None
-        }
+/// A send-side task type, decoded once at submit into its connection and the [`Op`] the
+/// engine executes. The submit hook is generic over it (`submit.rs`), so a submit reads the
+/// fields of its own type without asking which type the task is.
+pub(crate) trait SendTask: TaskType {
+    fn decode(&self) -> (*const doca_rdma_connection, Op);
+}
+
+impl SendTask for doca_rdma_task_send {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::Send { src: self.src.get(), imm: None, progress: ptr::from_ref(&self.progress) })
+    }
+}
+
+impl SendTask for doca_rdma_task_send_imm {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op = Op::Send { src: self.src.get(), imm: Some(self.imm.get()), progress: ptr::from_ref(&self.progress) };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_write {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op =
+            Op::Write { src: self.src.get(), dst: self.dst.get(), imm: None, progress: ptr::from_ref(&self.progress) };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_write_imm {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op = Op::Write {
+            src: self.src.get(),
+            dst: self.dst.get(),
+            imm: Some(self.imm.get()),
+            progress: ptr::from_ref(&self.progress),
+        };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_read {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::Read { src: self.src.get(), dst: self.dst.get() })
+    }
+}
+
+impl SendTask for doca_rdma_task_atomic_cmp_swp {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op =
+            Op::CmpSwp { dst: self.dst.get(), result: self.result.get(), cmp: self.cmp.get(), swap: self.swap.get() };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_atomic_fetch_add {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::FetchAdd { dst: self.dst.get(), result: self.result.get(), add: self.add.get() })
     }
 }
 
