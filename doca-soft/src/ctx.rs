@@ -124,10 +124,6 @@ pub trait PeLink: Any {
     fn enqueue(&self, task: &doca_task);
     /// Makes an armed PE's notification handle readable: progress has work.
     fn notify_work(&self);
-    /// Counts `n` more tasks in flight on the PE.
-    fn inflight_add(&self, n: usize);
-    /// Counts `n` fewer tasks in flight on the PE.
-    fn inflight_sub(&self, n: usize);
     /// Forgets `ctx` (it is being destroyed).
     fn disconnect(&self, ctx: &doca_ctx);
 }
@@ -358,18 +354,14 @@ impl doca_ctx {
         s
     }
 
+    // The PE keeps no count of its own: it sums its ctxs' counts when asked
+    // (`doca_pe_get_num_inflight_tasks`), so a submit and a delivery update one counter.
     pub(crate) fn inflight_add(&self, n: usize) {
         self.inflight.set(self.inflight.get() + n);
-        if let Some(pe) = self.pe_link() {
-            pe.inflight_add(n);
-        }
     }
 
     pub(crate) fn inflight_sub(&self, n: usize) {
         self.inflight.set(self.inflight.get().saturating_sub(n));
-        if let Some(pe) = self.pe_link() {
-            pe.inflight_sub(n);
-        }
     }
 
     pub(crate) fn enqueue_completion(&self, task: &doca_task) {
