@@ -751,9 +751,16 @@ struct AllocShard(AtomicIsize);
 fn allocated_shard() -> &'static AtomicIsize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % ALLOC_SHARDS;
+        // Const-initialised (no lazy-initialisation state to check on every access, which a
+        // task allocation and free each paid); `ALLOC_SHARDS` means "not taken yet".
+        static SHARD: Cell<usize> = const { Cell::new(ALLOC_SHARDS) };
     }
-    &ALLOCATED[SHARD.with(|s| *s)].0
+    let mut s = SHARD.get();
+    if s == ALLOC_SHARDS {
+        s = NEXT.fetch_add(1, Ordering::Relaxed) % ALLOC_SHARDS;
+        SHARD.set(s);
+    }
+    &ALLOCATED[s].0
 }
 
 /// Soft-provider extension (not part of NVIDIA's DOCA): the number of tasks of any kind that
