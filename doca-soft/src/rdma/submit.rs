@@ -9,7 +9,7 @@
 
 use super::conn::conn_ref;
 use super::engine;
-use super::op::{Op, Queued};
+use super::op::Op;
 use super::rdma_of;
 use super::remote::{
     doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_notify_add,
@@ -196,6 +196,6 @@ unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), 
         }
         _ => {}
     }
-    engine::enqueue(r, c, Queued { task: t, op });
+    engine::enqueue(r, c, t, &op);
     Ok(())
 }
