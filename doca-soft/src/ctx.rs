@@ -348,18 +348,18 @@ impl doca_ctx {
         self.held_tail.set(ptr::null());
     }
 
-    pub(crate) fn next_seq(&self) -> u64 {
+    pub(crate) fn begin_submit(&self) -> Result<u64, doca_error_t> {
+        if self.state.get() != DOCA_CTX_STATE_RUNNING {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
         let s = self.seq.get().wrapping_add(1);
         self.seq.set(s);
-        s
+        self.inflight.set(self.inflight.get() + 1);
+        Ok(s)
     }
 
     // The PE keeps no count of its own: it sums its ctxs' counts when asked
     // (`doca_pe_get_num_inflight_tasks`), so a submit and a delivery update one counter.
-    pub(crate) fn inflight_add(&self, n: usize) {
-        self.inflight.set(self.inflight.get() + n);
-    }
-
     pub(crate) fn inflight_sub(&self, n: usize) {
         self.inflight.set(self.inflight.get().saturating_sub(n));
     }
@@ -468,11 +468,8 @@ unsafe impl TaskOwner for doca_ctx {
     fn task_freed(&self) {
         doca_ctx::task_freed(self)
     }
-    fn next_seq(&self) -> u64 {
-        doca_ctx::next_seq(self)
-    }
-    fn inflight_add(&self, n: usize) {
-        doca_ctx::inflight_add(self, n)
+    fn begin_submit(&self) -> Result<u64, doca_error_t> {
+        doca_ctx::begin_submit(self)
     }
     fn inflight_sub(&self, n: usize) {
         doca_ctx::inflight_sub(self, n)

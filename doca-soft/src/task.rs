@@ -84,10 +84,10 @@ pub unsafe trait TaskOwner: Any {
     fn task_allocated(&self);
     /// Counts a task freed (the last one lets a STOPPING ctx reach IDLE).
     fn task_freed(&self);
-    /// The next submission sequence number (flush order).
-    fn next_seq(&self) -> u64;
-    /// Counts `n` more tasks in flight (on the ctx and its PE).
-    fn inflight_add(&self, n: usize);
+    /// Starts a submit: `DOCA_ERROR_BAD_STATE` unless RUNNING, else counts one more task in
+    /// flight and returns its submission sequence number (flush order). One call where
+    /// there were three: every submit of every task makes it.
+    fn begin_submit(&self) -> Result<u64, doca_error_t>;
     /// Counts `n` fewer tasks in flight.
     fn inflight_sub(&self, n: usize);
     /// Holds a task submitted without FLUSH until the next flush.
@@ -534,17 +534,19 @@ fn accept(task: &doca_task) -> Result<&dyn TaskOwner, doca_error_t> {
         TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
     }
     let ctx = task.owner();
-    if ctx.state() != DOCA_CTX_STATE_RUNNING {
-        return Err(DOCA_ERROR_BAD_STATE);
-    }
     if task.ok_cb.get().is_none() || task.err_cb.get().is_none() {
-        // Only possible for kinds with per-task callbacks that were never set.
-        return Err(DOCA_ERROR_INVALID_VALUE);
+        // Only possible for kinds with per-task callbacks that were never set. A ctx that is
+        // not RUNNING is reported first, as it always was.
+        return Err(if ctx.state() != DOCA_CTX_STATE_RUNNING {
+            DOCA_ERROR_BAD_STATE
+        } else {
+            DOCA_ERROR_INVALID_VALUE
+        });
     }
+    let seq = ctx.begin_submit()?;
     task.state.set(TaskState::Submitted);
     task.status.set(DOCA_SUCCESS);
-    task.seq.set(ctx.next_seq());
-    ctx.inflight_add(1);
+    task.seq.set(seq);
     Ok(ctx)
 }
 
