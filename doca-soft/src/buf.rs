@@ -213,6 +213,23 @@ impl doca_buf {
         self.grow_data_len(src.len())
     }
 
+    /// [`append`](doca_buf::append) of a u64 in native byte order (an atomic's or a sync
+    /// event's old value), with the same checks and errors: one unaligned store where the
+    /// general append calls memmove.
+    pub(crate) fn append_u64(&self, v: u64) -> Result<(), doca_error_t> {
+        self.check_local(true)?;
+        let (dst, room) = self.tail_space();
+        if room < 8 {
+            return Err(DOCA_ERROR_TOO_BIG);
+        }
+        // SAFETY: [dst, dst+8) lies inside the buffer's head range, inside the mmap's
+        // memrange: live, writable user memory of this process (LOCAL_READ_WRITE checked).
+        // The store is unaligned-tolerant.
+        unsafe { ptr::write_unaligned(dst as *mut u64, v) };
+        self.data_len.set(self.data_len.get() + 8);
+        Ok(())
+    }
+
     /// Appends `n` bytes produced by `fill` (e.g. a remote read) after the payload of a buffer
     /// over local memory; data_len grows only if `fill` succeeds. Errors as [`Self::append`].
     ///

@@ -18,11 +18,7 @@ impl RemoteRegion {
         self.permit(Op::Atomic)?;
         self.bounds(offset, 8)?;
         let RemotePath::Shm { writable, .. } = &self.mem.path else {
-            return Err(crate::sdk_fail!(
-                DOCA_ERROR_NOT_SUPPORTED,
-                "RDMA atomic on memory the peer reaches through process_vm_readv/writev: the soft \
-                 provider can only do atomics on shared memory (allocate it with doca_soft_alloc_shared)"
-            ));
+            return Err(not_shared_memory());
         };
         let p = self.local(offset).ok_or(DOCA_ERROR_UNEXPECTED)?;
         if p as usize % 8 != 0 {
@@ -52,4 +48,16 @@ impl RemoteRegion {
             Ok(v) | Err(v) => v,
         })
     }
+}
+
+/// The refusal of an atomic on the process_vm path, out of line: the formatting machinery
+/// of the diagnostic made every atomic save registers it never needs.
+#[cold]
+#[inline(never)]
+fn not_shared_memory() -> doca_error_t {
+    crate::sdk_fail!(
+        DOCA_ERROR_NOT_SUPPORTED,
+        "RDMA atomic on memory the peer reaches through process_vm_readv/writev: the soft \
+         provider can only do atomics on shared memory (allocate it with doca_soft_alloc_shared)"
+    )
 }

@@ -426,7 +426,7 @@ fn execute_atomic(peer: &Peer, op: &Op) -> Exec {
         Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
         _ => Err(DOCA_ERROR_UNEXPECTED),
     });
-    tri!(res.append(&old.to_ne_bytes()));
+    tri!(res.append_u64(old));
     Exec::Done(DOCA_SUCCESS)
 }
 
@@ -444,7 +444,7 @@ fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
     match *op {
         Op::RemoteGet { dst, .. } => {
             let d = tri!(live_buf(dst));
-            tri!(d.append(&ev.get().to_ne_bytes()));
+            tri!(d.append_u64(ev.get()));
         }
         Op::RemoteSet { src, .. } => {
             let s = tri!(live_buf(src));
@@ -461,7 +461,7 @@ fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
                 return Exec::Done(DOCA_ERROR_INVALID_VALUE);
             }
             let old = ev.add(add);
-            tri!(res.append(&old.to_ne_bytes()));
+            tri!(res.append_u64(old));
         }
         _ => return Exec::Done(DOCA_ERROR_UNEXPECTED),
     }
