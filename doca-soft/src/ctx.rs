@@ -474,6 +474,10 @@ unsafe impl TaskOwner for doca_ctx {
     fn inflight_sub(&self, n: usize) {
         doca_ctx::inflight_sub(self, n)
     }
+    fn delivered(&self) -> doca_data {
+        doca_ctx::inflight_sub(self, 1);
+        self.user_data.get()
+    }
     fn hold(&self, task: &doca_task) {
         doca_ctx::hold(self, task)
     }

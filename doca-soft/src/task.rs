@@ -90,6 +90,9 @@ pub unsafe trait TaskOwner: Any {
     fn begin_submit(&self) -> Result<u64, doca_error_t>;
     /// Counts `n` fewer tasks in flight.
     fn inflight_sub(&self, n: usize);
+    /// Counts a delivered task out of flight and returns the ctx user data for its callback
+    /// (one call per delivery where there were two).
+    fn delivered(&self) -> doca_data;
     /// Holds a task submitted without FLUSH until the next flush.
     fn hold(&self, task: &doca_task);
     /// Hands every held task to its kind; true if any was held.
@@ -646,7 +649,8 @@ pub fn complete(task: &doca_task, status: doca_error_t) {
 /// user and the matching callback runs. Called only by `doca_pe_progress`.
 ///
 /// # Safety
-/// `task` must be a completed task just removed from the completion queue of its ctx's PE.
+/// `task` must be a completed task just removed from the completion queue of its ctx's PE,
+/// as the queue holds it: the [`doca_task::raw`] pointer, with the whole slot's provenance.
 pub(crate) unsafe fn deliver(task: *const doca_task) {
     // SAFETY: per the contract, `task` is a live header (its ctx outlives queued tasks).
     let t = unsafe { &*task };
@@ -654,17 +658,19 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     let ctx = t.owner();
     t.state.set(TaskState::Allocated);
     t.next.set(ptr::null());
-    ctx.inflight_sub(1);
+    let cud = ctx.delivered();
     let cb = if t.status.get() == DOCA_SUCCESS { t.ok_cb.get() } else { t.err_cb.get() };
     let ud = t.user_data.get();
-    let cud = ctx.user_data();
     let dispatch = t.kind.dispatch;
+    // The queue holds `raw()` pointers (see the PE's enqueue), so `task` already covers the
+    // whole slot: no need to derive it again from the pool.
+    let slot = task.cast_mut();
     match cb {
         // SAFETY: `cb` was erased from the kind's typed callback (erase_cb::<T>) and the
-        // dispatch is dispatch_as::<T> for the same T; `t.raw()` covers the whole slot. The
+        // dispatch is dispatch_as::<T> for the same T; `slot` covers the whole slot. The
         // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
         // afterwards.
-        Some(cb) => unsafe { dispatch(cb, t.raw(), ud, cud) },
+        Some(cb) => unsafe { dispatch(cb, slot, ud, cud) },
         None => crate::sdk_log!(ERROR, "{} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
