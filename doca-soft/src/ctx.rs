@@ -142,6 +142,9 @@ pub struct doca_ctx {
     /// An asynchronous transition waiting to be reported by progress.
     pending: Cell<Option<doca_ctx_states>>,
     pools: RefCell<Vec<PoolBox>>,
+    /// The pool `pool_for` found last (NULL or one of `pools`): allocations on a ctx are
+    /// mostly of one kind at a time, and this spares them the borrow and the search.
+    last_pool: Cell<*const Pool>,
     retired: RefCell<Vec<PoolBox>>,
     allocated: Cell<usize>,
     inflight: Cell<usize>,
@@ -170,6 +173,7 @@ impl doca_ctx {
             state_cb: Cell::new(None),
             pending: Cell::new(None),
             pools: RefCell::new(Vec::new()),
+            last_pool: Cell::new(ptr::null()),
             retired: RefCell::new(Vec::new()),
             allocated: Cell::new(0),
             inflight: Cell::new(0),
@@ -248,9 +252,17 @@ impl doca_ctx {
     // ---- used by task.rs ----
 
     pub(crate) fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
+        let last = self.last_pool.get();
+        // SAFETY: `last_pool` is NULL or a pool of `pools` (install_pool resets it when it
+        // replaces one); pools live as long as the ctx (see below).
+        if !last.is_null() && ptr::eq(unsafe { &*last }.kind(), kind) {
+            // SAFETY: as just above.
+            return Some(unsafe { &*last });
+        }
         let pools = self.pools.borrow();
         let p = pools.iter().find(|p| ptr::eq(p.get().kind(), kind))?;
         let p: *const Pool = p.get();
+        self.last_pool.set(p);
         // SAFETY: pools are heap allocations owned by this ctx and freed only when the ctx is
         // dropped (replaced ones are kept in `retired`), so the reference outlives the borrow.
         Some(unsafe { &*p })
@@ -261,6 +273,8 @@ impl doca_ctx {
         // SAFETY: `p` is a pool kept alive by this ctx until it is dropped (see pool_for).
         let kind = unsafe { &*p }.kind();
         let mut pools = self.pools.borrow_mut();
+        // The cached look-up may name the pool being replaced.
+        self.last_pool.set(ptr::null());
         if let Some(i) = pools.iter().position(|q| ptr::eq(q.get().kind(), kind)) {
             let old = core::mem::replace(&mut pools[i], pool);
             self.retired.borrow_mut().push(old);
@@ -317,11 +331,20 @@ impl doca_ctx {
     /// the kind refuses completes with the refusal's status through its error callback: its
     /// submit already succeeded, so the caller learns it from the completion, as from a work
     /// request that fails on hardware. Returns true if any task was held.
+    #[inline]
     pub(crate) fn flush_held(&self) -> bool {
-        let mut t = self.held_head.get();
-        if t.is_null() {
+        if self.held_head.get().is_null() {
             return false;
         }
+        self.push_held_list()
+    }
+
+    /// The body of [`flush_held`](doca_ctx::flush_held) once there is a held task: out of
+    /// line, so that the check every flushed submit makes (usually: nothing held) needs no
+    /// frame.
+    #[inline(never)]
+    fn push_held_list(&self) -> bool {
+        let mut t = self.held_head.get();
         // The whole list is taken first: a kind's submit never holds tasks, but the list is
         // consistent (empty) whatever it calls.
         self.held_head.set(ptr::null());
