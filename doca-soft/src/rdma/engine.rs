@@ -189,7 +189,11 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
     match execute(c, op) {
         Exec::Done(status) => {
             r.finish(t, status);
-            publish_tx(c);
+            // Every pump publishes what it pushed, so with an empty queue there is nothing
+            // to publish unless this operation pushed something.
+            if op.uses_ring() {
+                publish_tx(c);
+            }
             if status != DOCA_SUCCESS {
                 r.enter_error(DOCA_ERROR_BAD_STATE);
             }
