@@ -339,10 +339,23 @@ impl doca_ctx {
         self.push_held_list()
     }
 
-    /// The body of [`flush_held`](doca_ctx::flush_held) once there is a held task: out of
-    /// line, so that the check every flushed submit makes (usually: nothing held) needs no
-    /// frame.
+    /// [`flush_held`](doca_ctx::flush_held) for a flushed submit (through [`TaskOwner`]):
+    /// the list walk out of line, so that the check such a submit makes (usually: nothing
+    /// held) needs no frame. `doca_ctx_flush_tasks`, which usually has work, keeps it inline.
+    fn flush_held_for_submit(&self) -> bool {
+        if self.held_head.get().is_null() {
+            return false;
+        }
+        self.push_held_list_out_of_line()
+    }
+
     #[inline(never)]
+    fn push_held_list_out_of_line(&self) -> bool {
+        self.push_held_list()
+    }
+
+    /// The body of [`flush_held`](doca_ctx::flush_held) once there is a held task.
+    #[inline(always)]
     fn push_held_list(&self) -> bool {
         let mut t = self.held_head.get();
         // The whole list is taken first: a kind's submit never holds tasks, but the list is
@@ -505,7 +518,7 @@ unsafe impl TaskOwner for doca_ctx {
         doca_ctx::hold(self, task)
     }
     fn flush_held(&self) -> bool {
-        doca_ctx::flush_held(self)
+        doca_ctx::flush_held_for_submit(self)
     }
     fn forget_held(&self) {
         doca_ctx::forget_held(self)
