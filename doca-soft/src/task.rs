@@ -562,6 +562,7 @@ const SUBMIT_FLAGS_ALL: u32 = DOCA_TASK_SUBMIT_FLAG_FLUSH | DOCA_TASK_SUBMIT_FLA
 /// submit, `doca_ctx_flush_tasks` or a progress of the PE. `OPTIMIZE_REPORTS` is a hint about
 /// completion reporting that DOCA 3.0 does not define further; every completion is reported
 /// individually here, so it changes nothing. Unknown flag bits: `DOCA_ERROR_INVALID_VALUE`.
+#[inline]
 pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
     if flags & !SUBMIT_FLAGS_ALL != 0 {
         return Err(DOCA_ERROR_INVALID_VALUE);
@@ -585,6 +586,7 @@ pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
 
 /// Hands a held task (Submitted, counted in flight) to its kind; a refusal completes it
 /// with the refusal's status (see [`doca_ctx::flush_held`]).
+#[inline]
 pub(crate) fn push_held(task: &doca_task) {
     if task.state.get() != TaskState::Submitted {
         return;
@@ -599,6 +601,7 @@ pub(crate) fn push_held(task: &doca_task) {
 /// Submits an allocated task (`doca_task_submit`, `doca_task_try_submit`, and
 /// `doca_task_submit_ex` with FLUSH): a flushed submit, so the ctx's held tasks go to their
 /// kind first (submission order is kept).
+#[inline]
 pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     let ctx = accept(task)?;
     ctx.flush_held();

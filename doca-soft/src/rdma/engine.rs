@@ -153,6 +153,7 @@ fn poll_liveness(r: &doca_rdma, force: bool) {
 /// Submit-time peer check: a peer already known to be gone (closed rings, or a dead
 /// process, polled at most every LIVENESS_INTERVAL) refuses the submit with its code; the
 /// next progress breaks the connection after draining what the peer had sent.
+#[inline]
 pub(super) fn check_peer_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
     if c.state() != ConnState::Connected {
         return Ok(()); // conn_usable reports it

@@ -324,6 +324,9 @@ fn check_len(n: usize) -> Result<(), doca_error_t> {
 }
 
 /// Argument checks of a send-side operation (see the module docs).
+// Always inlined: `submit_op::<T>` is one instance per task type, whose decoded `Op` is of
+// one known variant, so each instance keeps only its own arm of the match.
+#[inline(always)]
 pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
     match *op {
         Op::Send { src, .. } => {
