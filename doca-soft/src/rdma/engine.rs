@@ -180,6 +180,10 @@ fn publish_tx(c: &doca_rdma_connection) {
 ///
 /// The operation is borrowed, and copied into the queue only when it has to wait there: the
 /// fast path (an empty queue, an operation that finishes at once) copies it nowhere.
+// Always inlined, with `execute` and the one-sided families, into `submit_op::<T>` (one
+// instance per task type): the decoded `Op` is of one known variant there, so each
+// instance keeps only its own arm.
+#[inline(always)]
 pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op: &Op) {
     r.sq_inflight.set(r.sq_inflight.get() + 1);
     let q = || Queued { task: t, op: *op };
@@ -258,6 +262,7 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
 
 /// Runs `op` (the head of `c`'s queue) as far as it can go now: one function per operation
 /// family below. Only connection-level failures (no peer, no ring) are decided here.
+#[inline(always)]
 fn execute(c: &doca_rdma_connection, op: &Op) -> Exec {
     let Some(peer) = c.peer() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
@@ -365,6 +370,7 @@ fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_
 
 /// write / write_imm: the one-sided write (once), then for write_imm its notification record
 /// when the peer's ring has room (`progress`: 0 before the write, 1 written, 2 notified).
+#[inline(always)]
 fn execute_write(
     tx: &TxRing,
     peer: &Peer,
@@ -402,6 +408,7 @@ fn execute_write(
 }
 
 /// read: fills the local destination's free space from the peer's memory.
+#[inline(always)]
 fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::buf::doca_buf) -> Exec {
     let s = tri!(live_buf(src));
     let region = tri!(remote_of(s, peer, DOCA_ACCESS_FLAG_RDMA_READ));
@@ -415,6 +422,7 @@ fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::
 }
 
 /// The two atomics on the peer's memory; the previous value goes to the result buffer.
+#[inline(always)]
 fn execute_atomic(peer: &Peer, op: &Op) -> Exec {
     let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = *op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
