@@ -216,6 +216,7 @@ impl doca_buf {
     /// [`append`](doca_buf::append) of a u64 in native byte order (an atomic's or a sync
     /// event's old value), with the same checks and errors: one unaligned store where the
     /// general append calls memmove.
+    #[inline(always)]
     pub(crate) fn append_u64(&self, v: u64) -> Result<(), doca_error_t> {
         self.check_local(true)?;
         let (dst, room) = self.tail_space();

@@ -14,7 +14,7 @@ use crate::types::*;
 #[allow(dead_code)] // API for the RDMA engine
 impl RemoteRegion {
     /// The 8-byte remote word at `offset` as an atomic, after all checks.
-    #[inline]
+    #[inline(always)]
     fn atomic_at(&self, offset: usize) -> Result<&AtomicU64, doca_error_t> {
         self.permit(Op::Atomic)?;
         self.bounds(offset, 8)?;
@@ -37,14 +37,14 @@ impl RemoteRegion {
     }
 
     /// Atomically adds `add` to the native-endian u64 at `offset`; returns the old value.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn atomic_fetch_add(&self, offset: usize, add: u64) -> Result<u64, doca_error_t> {
         Ok(self.atomic_at(offset)?.fetch_add(add, Ordering::AcqRel))
     }
 
     /// Atomically replaces the u64 at `offset` with `swap` if it equals `cmp`; returns the
     /// old value (equal to `cmp` when the swap happened).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn atomic_cas(&self, offset: usize, cmp: u64, swap: u64) -> Result<u64, doca_error_t> {
         let a = self.atomic_at(offset)?;
         Ok(match a.compare_exchange(cmp, swap, Ordering::AcqRel, Ordering::Acquire) {

@@ -297,6 +297,7 @@ enum Side {
 }
 
 /// Checks a buffer argument: live, on the right side, writable when written locally.
+#[inline(always)]
 fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_error_t> {
     // SAFETY: buffer pointers given to allocate_init come from this provider's inventories,
     // which the caller keeps alive while the task exists (DOCA contract); buf_ref rejects
@@ -315,6 +316,7 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
     }
 }
 
+#[inline(always)]
 fn check_len(n: usize) -> Result<(), doca_error_t> {
     if n > MAX_MESSAGE_BYTES {
         Err(DOCA_ERROR_TOO_BIG)
@@ -362,6 +364,7 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
 }
 
 /// A local result buffer that must take a 64-bit value (atomics, remote-net get and add).
+#[inline(always)]
 fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
     if check_buf(p, Side::LocalDest)?.tail_space().1 < 8 {
         return Err(DOCA_ERROR_INVALID_VALUE);
