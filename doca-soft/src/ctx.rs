@@ -492,6 +492,12 @@ unsafe impl TaskOwner for doca_ctx {
     fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
         doca_ctx::pool_for(self, kind)
     }
+    fn pool_to_alloc(&self, kind: &'static TaskKind) -> Result<Option<&Pool>, doca_error_t> {
+        if self.state.get() != DOCA_CTX_STATE_RUNNING {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        Ok(doca_ctx::pool_for(self, kind))
+    }
     fn install_pool(&self, pool: PoolBox) -> &Pool {
         doca_ctx::install_pool(self, pool)
     }

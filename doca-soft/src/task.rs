@@ -76,6 +76,10 @@ pub unsafe trait TaskOwner: Any {
     fn user_data(&self) -> doca_data;
     /// The pool of `kind` on this ctx, if configured.
     fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool>;
+    /// The pool to allocate a `kind` task from: `DOCA_ERROR_BAD_STATE` unless the ctx is
+    /// RUNNING, `None` if the kind was never configured (one call per allocation where there
+    /// were two).
+    fn pool_to_alloc(&self, kind: &'static TaskKind) -> Result<Option<&Pool>, doca_error_t>;
     /// Installs `pool` (replacing a pool of the same kind, kept alive until the ctx goes).
     fn install_pool(&self, pool: PoolBox) -> &Pool;
     /// Calls `f` on every pool of this ctx.
@@ -489,15 +493,10 @@ pub fn set_conf<T: TaskType>(
 
 /// Allocates a `T` from `ctx`'s pool. The caller (the kind's `*_alloc_init`) then fills the
 /// specific fields and writes the pointer out.
+#[inline]
 pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
-    if ctx.state() != DOCA_CTX_STATE_RUNNING {
-        return Err(DOCA_ERROR_BAD_STATE);
-    }
-    let Some(pool) = ctx.pool_for(T::KIND) else {
-        return Err(crate::sdk_fail!(
-            DOCA_ERROR_NOT_SUPPORTED,
-            "task allocation: this task kind was never configured on the context (call its *_set_conf before start)"
-        ));
+    let Some(pool) = ctx.pool_to_alloc(T::KIND)? else {
+        return Err(never_configured());
     };
     let i = pool.free.borrow_mut().pop().ok_or(DOCA_ERROR_NO_MEMORY)?;
     let h = pool.slot(i);
@@ -513,6 +512,17 @@ pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<N
     // SAFETY: the slot is a `T` (pool of T::KIND) with the header first; slot pointers are
     // never NULL.
     Ok(unsafe { NonNull::new_unchecked(pool.slot_ptr(i).cast::<T>()) })
+}
+
+/// The refusal of an allocation of a kind the ctx was never configured for (out of line:
+/// [`alloc`] is inlined into every `*_allocate_init`).
+#[cold]
+#[inline(never)]
+fn never_configured() -> doca_error_t {
+    crate::sdk_fail!(
+        DOCA_ERROR_NOT_SUPPORTED,
+        "task allocation: this task kind was never configured on the context (call its *_set_conf before start)"
+    )
 }
 
 /// Validates a task pointer from C: non-NULL, a live header.
@@ -705,27 +715,9 @@ pub(crate) fn flush_submitted(ctx: &dyn TaskOwner, status: doca_error_t) {
 
 /// Returns an allocated task to its pool (the body of `doca_task_free`).
 fn free(task: &doca_task) {
-    match task.state.get() {
-        TaskState::Allocated => {}
-        TaskState::Free => {
-            crate::sdk_log!(
-                ERROR,
-                "doca_task_free: {} task {:p} is already free (double free ignored)",
-                task.kind.name,
-                task
-            );
-            return;
-        }
-        TaskState::Submitted | TaskState::Completed => {
-            crate::sdk_log!(
-                ERROR,
-                "doca_task_free: {} task {:p} is in flight and owned by the library; \
-                 free it from its completion callback (ignored)",
-                task.kind.name,
-                task
-            );
-            return;
-        }
+    if task.state.get() != TaskState::Allocated {
+        bad_free(task);
+        return;
     }
     if let Some(f) = task.kind.release {
         // SAFETY: the hook is called with an allocated task of its own kind.
@@ -738,6 +730,29 @@ fn free(task: &doca_task) {
     pool.free.borrow_mut().push(task.index);
     allocated_shard().fetch_sub(1, Ordering::Relaxed);
     task.owner().task_freed();
+}
+
+/// The diagnostic of a `doca_task_free` of a task the user does not own (ignored), out of
+/// line so that a free's fast path sets up no logging frame.
+#[cold]
+#[inline(never)]
+fn bad_free(task: &doca_task) {
+    if task.state.get() == TaskState::Free {
+        crate::sdk_log!(
+            ERROR,
+            "doca_task_free: {} task {:p} is already free (double free ignored)",
+            task.kind.name,
+            task
+        );
+    } else {
+        crate::sdk_log!(
+            ERROR,
+            "doca_task_free: {} task {:p} is in flight and owned by the library; \
+             free it from its completion callback (ignored)",
+            task.kind.name,
+            task
+        );
+    }
 }
 
 /// Tasks allocated and not freed yet, over every ctx of every thread of the process: the
