@@ -163,12 +163,15 @@ impl doca_buf {
 
     /// Local-memory checks for direct access: a local (not imported) mmap, and for writes
     /// the LOCAL_READ_WRITE permission.
+    // Both answers are read without the mmap's lock (`doca_mmap::info` would take it): this
+    // runs for every source and result buffer of every RDMA and DMA operation.
+    #[inline]
     fn check_local(&self, write: bool) -> Result<(), doca_error_t> {
-        let info = self.mmap().info();
-        if info.imported {
+        let m = self.mmap();
+        if m.is_imported() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        if write && info.perms & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 {
+        if write && m.perms_of_started() & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 {
             return Err(DOCA_ERROR_NOT_PERMITTED);
         }
         Ok(())
@@ -208,6 +211,24 @@ impl doca_buf {
             unsafe { ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) };
         }
         self.grow_data_len(src.len())
+    }
+
+    /// [`append`](doca_buf::append) of a u64 in native byte order (an atomic's or a sync
+    /// event's old value), with the same checks and errors: one unaligned store where the
+    /// general append calls memmove.
+    #[inline(always)]
+    pub(crate) fn append_u64(&self, v: u64) -> Result<(), doca_error_t> {
+        self.check_local(true)?;
+        let (dst, room) = self.tail_space();
+        if room < 8 {
+            return Err(DOCA_ERROR_TOO_BIG);
+        }
+        // SAFETY: [dst, dst+8) lies inside the buffer's head range, inside the mmap's
+        // memrange: live, writable user memory of this process (LOCAL_READ_WRITE checked).
+        // The store is unaligned-tolerant.
+        unsafe { ptr::write_unaligned(dst as *mut u64, v) };
+        self.data_len.set(self.data_len.get() + 8);
+        Ok(())
     }
 
     /// Appends `n` bytes produced by `fill` (e.g. a remote read) after the payload of a buffer

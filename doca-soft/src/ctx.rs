@@ -124,10 +124,6 @@ pub trait PeLink: Any {
     fn enqueue(&self, task: &doca_task);
     /// Makes an armed PE's notification handle readable: progress has work.
     fn notify_work(&self);
-    /// Counts `n` more tasks in flight on the PE.
-    fn inflight_add(&self, n: usize);
-    /// Counts `n` fewer tasks in flight on the PE.
-    fn inflight_sub(&self, n: usize);
     /// Forgets `ctx` (it is being destroyed).
     fn disconnect(&self, ctx: &doca_ctx);
 }
@@ -146,13 +142,20 @@ pub struct doca_ctx {
     /// An asynchronous transition waiting to be reported by progress.
     pending: Cell<Option<doca_ctx_states>>,
     pools: RefCell<Vec<PoolBox>>,
+    /// The pool `pool_for` found last (NULL or one of `pools`): allocations on a ctx are
+    /// mostly of one kind at a time, and this spares them the borrow and the search.
+    last_pool: Cell<*const Pool>,
     retired: RefCell<Vec<PoolBox>>,
     allocated: Cell<usize>,
     inflight: Cell<usize>,
     seq: Cell<u64>,
     /// Tasks submitted without `DOCA_TASK_SUBMIT_FLAG_FLUSH`, in submission order: accepted
     /// (state Submitted) but not yet handed to the kind. See [`doca_ctx::flush_held`].
-    held: RefCell<Vec<*const doca_task>>,
+    /// A FIFO linked through the task headers (`held_next`): a runtime that defers every
+    /// doorbell holds and flushes one task per operation, and the list then costs two
+    /// pointer stores each way, with no allocation, borrow flag or drain.
+    held_head: Cell<*const doca_task>,
+    held_tail: Cell<*const doca_task>,
     /// `doca_ctx_set_completion_vector` (the soft device has one vector, so only 0).
     comp_vector: Cell<u32>,
 }
@@ -170,11 +173,13 @@ impl doca_ctx {
             state_cb: Cell::new(None),
             pending: Cell::new(None),
             pools: RefCell::new(Vec::new()),
+            last_pool: Cell::new(ptr::null()),
             retired: RefCell::new(Vec::new()),
             allocated: Cell::new(0),
             inflight: Cell::new(0),
             seq: Cell::new(0),
-            held: RefCell::new(Vec::new()),
+            held_head: Cell::new(ptr::null()),
+            held_tail: Cell::new(ptr::null()),
             comp_vector: Cell::new(0),
         }
     }
@@ -247,9 +252,17 @@ impl doca_ctx {
     // ---- used by task.rs ----
 
     pub(crate) fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
+        let last = self.last_pool.get();
+        // SAFETY: `last_pool` is NULL or a pool of `pools` (install_pool resets it when it
+        // replaces one); pools live as long as the ctx (see below).
+        if !last.is_null() && ptr::eq(unsafe { &*last }.kind(), kind) {
+            // SAFETY: as just above.
+            return Some(unsafe { &*last });
+        }
         let pools = self.pools.borrow();
         let p = pools.iter().find(|p| ptr::eq(p.get().kind(), kind))?;
         let p: *const Pool = p.get();
+        self.last_pool.set(p);
         // SAFETY: pools are heap allocations owned by this ctx and freed only when the ctx is
         // dropped (replaced ones are kept in `retired`), so the reference outlives the borrow.
         Some(unsafe { &*p })
@@ -260,6 +273,8 @@ impl doca_ctx {
         // SAFETY: `p` is a pool kept alive by this ctx until it is dropped (see pool_for).
         let kind = unsafe { &*p }.kind();
         let mut pools = self.pools.borrow_mut();
+        // The cached look-up may name the pool being replaced.
+        self.last_pool.set(ptr::null());
         if let Some(i) = pools.iter().position(|q| ptr::eq(q.get().kind(), kind)) {
             let old = core::mem::replace(&mut pools[i], pool);
             self.retired.borrow_mut().push(old);
@@ -295,7 +310,17 @@ impl doca_ctx {
     /// Holds a task submitted without FLUSH (already in state Submitted and counted in flight)
     /// until the next flush: a flushed submit, `doca_ctx_flush_tasks` or a progress of the PE.
     pub(crate) fn hold(&self, task: &doca_task) {
-        self.held.borrow_mut().push(task);
+        let t: *const doca_task = task;
+        task.held_next().set(ptr::null());
+        let tail = self.held_tail.get();
+        if tail.is_null() {
+            self.held_head.set(t);
+        } else {
+            // SAFETY: held tasks are live tasks of this ctx's pools (they stay allocated
+            // while Submitted, and stop empties the list before completing them).
+            unsafe { (*tail).held_next().set(t) };
+        }
+        self.held_tail.set(t);
         // An armed PE must wake up to push it (progress flushes held tasks).
         if let Some(pe) = self.pe_link() {
             pe.notify_work();
@@ -306,50 +331,73 @@ impl doca_ctx {
     /// the kind refuses completes with the refusal's status through its error callback: its
     /// submit already succeeded, so the caller learns it from the completion, as from a work
     /// request that fails on hardware. Returns true if any task was held.
+    #[inline]
     pub(crate) fn flush_held(&self) -> bool {
-        if self.held.borrow().is_empty() {
+        if self.held_head.get().is_null() {
             return false;
         }
-        // Taken out so that no borrow is held while the kinds run; the list's allocation is
-        // put back afterwards (a runtime that defers every doorbell holds a task per
-        // operation: without this, each hold would allocate again).
-        let mut held = core::mem::take(&mut *self.held.borrow_mut());
-        for &t in &held {
-            // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
-            // empties the list before flushing submitted tasks).
-            crate::task::push_held(unsafe { &*t });
+        self.push_held_list()
+    }
+
+    /// [`flush_held`](doca_ctx::flush_held) for a flushed submit (through [`TaskOwner`]):
+    /// the list walk out of line, so that the check such a submit makes (usually: nothing
+    /// held) needs no frame. `doca_ctx_flush_tasks`, which usually has work, keeps it inline.
+    fn flush_held_for_submit(&self) -> bool {
+        if self.held_head.get().is_null() {
+            return false;
         }
-        held.clear();
-        let mut list = self.held.borrow_mut();
-        if list.is_empty() {
-            *list = held;
+        self.push_held_list_out_of_line()
+    }
+
+    #[inline(never)]
+    fn push_held_list_out_of_line(&self) -> bool {
+        self.push_held_list()
+    }
+
+    /// The body of [`flush_held`](doca_ctx::flush_held) once there is a held task.
+    #[inline(always)]
+    fn push_held_list(&self) -> bool {
+        let mut t = self.held_head.get();
+        // The whole list is taken first: a kind's submit never holds tasks, but the list is
+        // consistent (empty) whatever it calls.
+        self.held_head.set(ptr::null());
+        self.held_tail.set(ptr::null());
+        while !t.is_null() {
+            // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
+            // empties the list before flushing submitted tasks). The link is read before the
+            // task goes to its kind, which may complete it at once.
+            let task = unsafe { &*t };
+            t = task.held_next().get();
+            crate::task::push_held(task);
         }
         true
     }
 
+    /// Whether any task is held.
+    fn has_held(&self) -> bool {
+        !self.held_head.get().is_null()
+    }
+
     /// Forgets the held tasks (stop flushes them with every other submitted task).
     pub(crate) fn forget_held(&self) {
-        self.held.borrow_mut().clear();
+        self.held_head.set(ptr::null());
+        self.held_tail.set(ptr::null());
     }
 
-    pub(crate) fn next_seq(&self) -> u64 {
+    pub(crate) fn begin_submit(&self) -> Result<u64, doca_error_t> {
+        if self.state.get() != DOCA_CTX_STATE_RUNNING {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
         let s = self.seq.get().wrapping_add(1);
         self.seq.set(s);
-        s
+        self.inflight.set(self.inflight.get() + 1);
+        Ok(s)
     }
 
-    pub(crate) fn inflight_add(&self, n: usize) {
-        self.inflight.set(self.inflight.get() + n);
-        if let Some(pe) = self.pe_link() {
-            pe.inflight_add(n);
-        }
-    }
-
+    // The PE keeps no count of its own: it sums its ctxs' counts when asked
+    // (`doca_pe_get_num_inflight_tasks`), so a submit and a delivery update one counter.
     pub(crate) fn inflight_sub(&self, n: usize) {
         self.inflight.set(self.inflight.get().saturating_sub(n));
-        if let Some(pe) = self.pe_link() {
-            pe.inflight_sub(n);
-        }
     }
 
     pub(crate) fn enqueue_completion(&self, task: &doca_task) {
@@ -386,7 +434,7 @@ impl doca_ctx {
 
     /// Whether progress has work for this ctx now (transition due or the kind says so).
     pub(crate) fn has_work(&self) -> bool {
-        if self.transition_due() || !self.held.borrow().is_empty() {
+        if self.transition_due() || self.has_held() {
             return true;
         }
         if self.state.get() == DOCA_CTX_STATE_IDLE {
@@ -444,6 +492,12 @@ unsafe impl TaskOwner for doca_ctx {
     fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
         doca_ctx::pool_for(self, kind)
     }
+    fn pool_to_alloc(&self, kind: &'static TaskKind) -> Result<Option<&Pool>, doca_error_t> {
+        if self.state.get() != DOCA_CTX_STATE_RUNNING {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        Ok(doca_ctx::pool_for(self, kind))
+    }
     fn install_pool(&self, pool: PoolBox) -> &Pool {
         doca_ctx::install_pool(self, pool)
     }
@@ -456,20 +510,21 @@ unsafe impl TaskOwner for doca_ctx {
     fn task_freed(&self) {
         doca_ctx::task_freed(self)
     }
-    fn next_seq(&self) -> u64 {
-        doca_ctx::next_seq(self)
-    }
-    fn inflight_add(&self, n: usize) {
-        doca_ctx::inflight_add(self, n)
+    fn begin_submit(&self) -> Result<u64, doca_error_t> {
+        doca_ctx::begin_submit(self)
     }
     fn inflight_sub(&self, n: usize) {
         doca_ctx::inflight_sub(self, n)
+    }
+    fn delivered(&self) -> doca_data {
+        doca_ctx::inflight_sub(self, 1);
+        self.user_data.get()
     }
     fn hold(&self, task: &doca_task) {
         doca_ctx::hold(self, task)
     }
     fn flush_held(&self) -> bool {
-        doca_ctx::flush_held(self)
+        doca_ctx::flush_held_for_submit(self)
     }
     fn forget_held(&self) {
         doca_ctx::forget_held(self)

@@ -105,7 +105,6 @@ pub struct doca_pe {
     ctxs: RefCell<Vec<*const doca_ctx>>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
     in_progress: Cell<bool>,
-    inflight: Cell<usize>,
     event_mode: Cell<doca_pe_event_mode>,
 }
 
@@ -162,7 +161,6 @@ impl doca_pe {
             ctxs: RefCell::new(Vec::new()),
             fds: RefCell::new(Vec::new()),
             in_progress: Cell::new(false),
-            inflight: Cell::new(0),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
         })
     }
@@ -244,12 +242,18 @@ impl doca_pe {
         Some(h)
     }
 
-    pub(crate) fn inflight_add(&self, n: usize) {
-        self.inflight.set(self.inflight.get() + n);
-    }
-
-    pub(crate) fn inflight_sub(&self, n: usize) {
-        self.inflight.set(self.inflight.get().saturating_sub(n));
+    /// Tasks submitted to the connected ctxs and not yet delivered. Summed when asked rather
+    /// than counted on every submit and delivery: a ctx's tasks can be in flight only while
+    /// it is connected (it disconnects at destroy, IDLE with no task allocated).
+    fn inflight(&self) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while let Some(c) = self.ctx_at(i) {
+            // SAFETY: connected ctxs are live (they disconnect in teardown before being freed).
+            n += unsafe { &*c }.inflight_tasks();
+            i += 1;
+        }
+        n
     }
 
     pub(crate) fn disconnect(&self, ctx: &doca_ctx) {
@@ -486,7 +490,7 @@ pub unsafe extern "C" fn doca_pe_get_num_inflight_tasks(
         // SAFETY: as in doca_pe_destroy.
         let p = unsafe { pe_ref(pe) }?;
         // SAFETY: as in doca_pe_get_notification_handle.
-        unsafe { out(num_inflight_tasks, p.inflight.get()) }
+        unsafe { out(num_inflight_tasks, p.inflight()) }
     })
 }
 
@@ -497,12 +501,6 @@ impl PeLink for doca_pe {
     }
     fn notify_work(&self) {
         doca_pe::notify_work(self)
-    }
-    fn inflight_add(&self, n: usize) {
-        doca_pe::inflight_add(self, n)
-    }
-    fn inflight_sub(&self, n: usize) {
-        doca_pe::inflight_sub(self, n)
     }
     fn disconnect(&self, ctx: &doca_ctx) {
         doca_pe::disconnect(self, ctx)

@@ -76,6 +76,10 @@ pub unsafe trait TaskOwner: Any {
     fn user_data(&self) -> doca_data;
     /// The pool of `kind` on this ctx, if configured.
     fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool>;
+    /// The pool to allocate a `kind` task from: `DOCA_ERROR_BAD_STATE` unless the ctx is
+    /// RUNNING, `None` if the kind was never configured (one call per allocation where there
+    /// were two).
+    fn pool_to_alloc(&self, kind: &'static TaskKind) -> Result<Option<&Pool>, doca_error_t>;
     /// Installs `pool` (replacing a pool of the same kind, kept alive until the ctx goes).
     fn install_pool(&self, pool: PoolBox) -> &Pool;
     /// Calls `f` on every pool of this ctx.
@@ -84,12 +88,15 @@ pub unsafe trait TaskOwner: Any {
     fn task_allocated(&self);
     /// Counts a task freed (the last one lets a STOPPING ctx reach IDLE).
     fn task_freed(&self);
-    /// The next submission sequence number (flush order).
-    fn next_seq(&self) -> u64;
-    /// Counts `n` more tasks in flight (on the ctx and its PE).
-    fn inflight_add(&self, n: usize);
+    /// Starts a submit: `DOCA_ERROR_BAD_STATE` unless RUNNING, else counts one more task in
+    /// flight and returns its submission sequence number (flush order). One call where
+    /// there were three: every submit of every task makes it.
+    fn begin_submit(&self) -> Result<u64, doca_error_t>;
     /// Counts `n` fewer tasks in flight.
     fn inflight_sub(&self, n: usize);
+    /// Counts a delivered task out of flight and returns the ctx user data for its callback
+    /// (one call per delivery where there were two).
+    fn delivered(&self) -> doca_data;
     /// Holds a task submitted without FLUSH until the next flush.
     fn hold(&self, task: &doca_task);
     /// Hands every held task to its kind; true if any was held.
@@ -234,6 +241,9 @@ pub struct doca_task {
     err_cb: Cell<Option<RawCb>>,
     /// Link in the PE completion queue (only meaningful in state `Completed`).
     next: Cell<*const doca_task>,
+    /// Link in the ctx's list of held tasks (only meaningful while held: `Submitted` by
+    /// `doca_task_submit_ex` without FLUSH and not yet pushed).
+    held_next: Cell<*const doca_task>,
     /// Submission sequence number (flush order).
     seq: Cell<u64>,
 }
@@ -252,6 +262,7 @@ impl doca_task {
             ok_cb: Cell::new(None),
             err_cb: Cell::new(None),
             next: Cell::new(ptr::null()),
+            held_next: Cell::new(ptr::null()),
             seq: Cell::new(0),
         }
     }
@@ -315,6 +326,10 @@ impl doca_task {
 
     pub(crate) fn next(&self) -> &Cell<*const doca_task> {
         &self.next
+    }
+
+    pub(crate) fn held_next(&self) -> &Cell<*const doca_task> {
+        &self.held_next
     }
 }
 
@@ -478,15 +493,10 @@ pub fn set_conf<T: TaskType>(
 
 /// Allocates a `T` from `ctx`'s pool. The caller (the kind's `*_alloc_init`) then fills the
 /// specific fields and writes the pointer out.
+#[inline]
 pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<NonNull<T>, doca_error_t> {
-    if ctx.state() != DOCA_CTX_STATE_RUNNING {
-        return Err(DOCA_ERROR_BAD_STATE);
-    }
-    let Some(pool) = ctx.pool_for(T::KIND) else {
-        return Err(crate::sdk_fail!(
-            DOCA_ERROR_NOT_SUPPORTED,
-            "task allocation: this task kind was never configured on the context (call its *_set_conf before start)"
-        ));
+    let Some(pool) = ctx.pool_to_alloc(T::KIND)? else {
+        return Err(never_configured());
     };
     let i = pool.free.borrow_mut().pop().ok_or(DOCA_ERROR_NO_MEMORY)?;
     let h = pool.slot(i);
@@ -502,6 +512,17 @@ pub fn alloc<T: TaskType>(ctx: &dyn TaskOwner, user_data: doca_data) -> Result<N
     // SAFETY: the slot is a `T` (pool of T::KIND) with the header first; slot pointers are
     // never NULL.
     Ok(unsafe { NonNull::new_unchecked(pool.slot_ptr(i).cast::<T>()) })
+}
+
+/// The refusal of an allocation of a kind the ctx was never configured for (out of line:
+/// [`alloc`] is inlined into every `*_allocate_init`).
+#[cold]
+#[inline(never)]
+fn never_configured() -> doca_error_t {
+    crate::sdk_fail!(
+        DOCA_ERROR_NOT_SUPPORTED,
+        "task allocation: this task kind was never configured on the context (call its *_set_conf before start)"
+    )
 }
 
 /// Validates a task pointer from C: non-NULL, a live header.
@@ -526,17 +547,19 @@ fn accept(task: &doca_task) -> Result<&dyn TaskOwner, doca_error_t> {
         TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
     }
     let ctx = task.owner();
-    if ctx.state() != DOCA_CTX_STATE_RUNNING {
-        return Err(DOCA_ERROR_BAD_STATE);
-    }
     if task.ok_cb.get().is_none() || task.err_cb.get().is_none() {
-        // Only possible for kinds with per-task callbacks that were never set.
-        return Err(DOCA_ERROR_INVALID_VALUE);
+        // Only possible for kinds with per-task callbacks that were never set. A ctx that is
+        // not RUNNING is reported first, as it always was.
+        return Err(if ctx.state() != DOCA_CTX_STATE_RUNNING {
+            DOCA_ERROR_BAD_STATE
+        } else {
+            DOCA_ERROR_INVALID_VALUE
+        });
     }
+    let seq = ctx.begin_submit()?;
     task.state.set(TaskState::Submitted);
     task.status.set(DOCA_SUCCESS);
-    task.seq.set(ctx.next_seq());
-    ctx.inflight_add(1);
+    task.seq.set(seq);
     Ok(ctx)
 }
 
@@ -549,6 +572,7 @@ const SUBMIT_FLAGS_ALL: u32 = DOCA_TASK_SUBMIT_FLAG_FLUSH | DOCA_TASK_SUBMIT_FLA
 /// submit, `doca_ctx_flush_tasks` or a progress of the PE. `OPTIMIZE_REPORTS` is a hint about
 /// completion reporting that DOCA 3.0 does not define further; every completion is reported
 /// individually here, so it changes nothing. Unknown flag bits: `DOCA_ERROR_INVALID_VALUE`.
+#[inline]
 pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
     if flags & !SUBMIT_FLAGS_ALL != 0 {
         return Err(DOCA_ERROR_INVALID_VALUE);
@@ -572,6 +596,7 @@ pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
 
 /// Hands a held task (Submitted, counted in flight) to its kind; a refusal completes it
 /// with the refusal's status (see [`doca_ctx::flush_held`]).
+#[inline]
 pub(crate) fn push_held(task: &doca_task) {
     if task.state.get() != TaskState::Submitted {
         return;
@@ -586,6 +611,7 @@ pub(crate) fn push_held(task: &doca_task) {
 /// Submits an allocated task (`doca_task_submit`, `doca_task_try_submit`, and
 /// `doca_task_submit_ex` with FLUSH): a flushed submit, so the ctx's held tasks go to their
 /// kind first (submission order is kept).
+#[inline]
 pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     let ctx = accept(task)?;
     ctx.flush_held();
@@ -636,7 +662,8 @@ pub fn complete(task: &doca_task, status: doca_error_t) {
 /// user and the matching callback runs. Called only by `doca_pe_progress`.
 ///
 /// # Safety
-/// `task` must be a completed task just removed from the completion queue of its ctx's PE.
+/// `task` must be a completed task just removed from the completion queue of its ctx's PE,
+/// as the queue holds it: the [`doca_task::raw`] pointer, with the whole slot's provenance.
 pub(crate) unsafe fn deliver(task: *const doca_task) {
     // SAFETY: per the contract, `task` is a live header (its ctx outlives queued tasks).
     let t = unsafe { &*task };
@@ -644,17 +671,19 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     let ctx = t.owner();
     t.state.set(TaskState::Allocated);
     t.next.set(ptr::null());
-    ctx.inflight_sub(1);
+    let cud = ctx.delivered();
     let cb = if t.status.get() == DOCA_SUCCESS { t.ok_cb.get() } else { t.err_cb.get() };
     let ud = t.user_data.get();
-    let cud = ctx.user_data();
     let dispatch = t.kind.dispatch;
+    // The queue holds `raw()` pointers (see the PE's enqueue), so `task` already covers the
+    // whole slot: no need to derive it again from the pool.
+    let slot = task.cast_mut();
     match cb {
         // SAFETY: `cb` was erased from the kind's typed callback (erase_cb::<T>) and the
-        // dispatch is dispatch_as::<T> for the same T; `t.raw()` covers the whole slot. The
+        // dispatch is dispatch_as::<T> for the same T; `slot` covers the whole slot. The
         // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
         // afterwards.
-        Some(cb) => unsafe { dispatch(cb, t.raw(), ud, cud) },
+        Some(cb) => unsafe { dispatch(cb, slot, ud, cud) },
         None => crate::sdk_log!(ERROR, "{} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
@@ -686,27 +715,9 @@ pub(crate) fn flush_submitted(ctx: &dyn TaskOwner, status: doca_error_t) {
 
 /// Returns an allocated task to its pool (the body of `doca_task_free`).
 fn free(task: &doca_task) {
-    match task.state.get() {
-        TaskState::Allocated => {}
-        TaskState::Free => {
-            crate::sdk_log!(
-                ERROR,
-                "doca_task_free: {} task {:p} is already free (double free ignored)",
-                task.kind.name,
-                task
-            );
-            return;
-        }
-        TaskState::Submitted | TaskState::Completed => {
-            crate::sdk_log!(
-                ERROR,
-                "doca_task_free: {} task {:p} is in flight and owned by the library; \
-                 free it from its completion callback (ignored)",
-                task.kind.name,
-                task
-            );
-            return;
-        }
+    if task.state.get() != TaskState::Allocated {
+        bad_free(task);
+        return;
     }
     if let Some(f) = task.kind.release {
         // SAFETY: the hook is called with an allocated task of its own kind.
@@ -719,6 +730,29 @@ fn free(task: &doca_task) {
     pool.free.borrow_mut().push(task.index);
     allocated_shard().fetch_sub(1, Ordering::Relaxed);
     task.owner().task_freed();
+}
+
+/// The diagnostic of a `doca_task_free` of a task the user does not own (ignored), out of
+/// line so that a free's fast path sets up no logging frame.
+#[cold]
+#[inline(never)]
+fn bad_free(task: &doca_task) {
+    if task.state.get() == TaskState::Free {
+        crate::sdk_log!(
+            ERROR,
+            "doca_task_free: {} task {:p} is already free (double free ignored)",
+            task.kind.name,
+            task
+        );
+    } else {
+        crate::sdk_log!(
+            ERROR,
+            "doca_task_free: {} task {:p} is in flight and owned by the library; \
+             free it from its completion callback (ignored)",
+            task.kind.name,
+            task
+        );
+    }
 }
 
 /// Tasks allocated and not freed yet, over every ctx of every thread of the process: the
@@ -743,9 +777,16 @@ struct AllocShard(AtomicIsize);
 fn allocated_shard() -> &'static AtomicIsize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % ALLOC_SHARDS;
+        // Const-initialised (no lazy-initialisation state to check on every access, which a
+        // task allocation and free each paid); `ALLOC_SHARDS` means "not taken yet".
+        static SHARD: Cell<usize> = const { Cell::new(ALLOC_SHARDS) };
     }
-    &ALLOCATED[SHARD.with(|s| *s)].0
+    let mut s = SHARD.get();
+    if s == ALLOC_SHARDS {
+        s = NEXT.fetch_add(1, Ordering::Relaxed) % ALLOC_SHARDS;
+        SHARD.set(s);
+    }
+    &ALLOCATED[s].0
 }
 
 /// Soft-provider extension (not part of NVIDIA's DOCA): the number of tasks of any kind that
@@ -850,8 +891,10 @@ pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
     if !h.is::<T>() {
         return None;
     }
-    // SAFETY: the kind was checked just above.
-    Some(unsafe { h.downcast::<T>() })
+    // SAFETY: the kind was checked just above, so `task` is a `T` slot. The pointer itself is
+    // the one `alloc` handed out, with the provenance of the whole slot: using it directly
+    // spares the pool look-up of `downcast` (every setter and getter runs this).
+    Some(unsafe { &*task })
 }
 
 /// The task of type `T` for a setter: only while the user owns it (allocated, not submitted).
@@ -861,7 +904,7 @@ pub(crate) unsafe fn typed<'a, T: TaskType>(task: *const T) -> Option<&'a T> {
 // Inlined with the diagnostics out of line: every setter of a re-used task runs this (three
 // to five per RDMA operation), and the logging made it a call with a full frame each time.
 #[inline]
-pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Option<&'a T> {
+pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &'static str) -> Option<&'a T> {
     // SAFETY: forwarded contract.
     match unsafe { typed(task) } {
         Some(t) if header(t).state() == TaskState::Allocated => Some(t),
@@ -873,17 +916,24 @@ pub(crate) unsafe fn owned<'a, T: TaskType>(task: *const T, setter: &str) -> Opt
 }
 
 /// The diagnostic of a setter refused by [`owned`].
+///
+/// `extern "C"` (which cannot unwind: a panic escaping it aborts) with its own guard, so
+/// that a setter's body calls nothing that unwinds and its `ffi::guard` compiles to no
+/// landing pad: the setter's fast path is then a few loads and compares, without a frame.
 #[cold]
 #[inline(never)]
-fn not_owned(task: *const std::ffi::c_void, of_this_type: bool, setter: &str) {
-    if of_this_type {
-        crate::sdk_log!(
-            ERROR,
-            "{setter}: task {task:p} is owned by the library until its completion callback (ignored)"
-        );
-    } else {
-        crate::sdk_log!(ERROR, "{setter}: {task:p} is not a task of this type (ignored)");
-    }
+#[allow(improper_ctypes_definitions)] // called from Rust only, never exported
+extern "C" fn not_owned(task: *const std::ffi::c_void, of_this_type: bool, setter: &'static str) {
+    guard((), || {
+        if of_this_type {
+            crate::sdk_log!(
+                ERROR,
+                "{setter}: task {task:p} is owned by the library until its completion callback (ignored)"
+            );
+        } else {
+            crate::sdk_log!(ERROR, "{setter}: {task:p} is not a task of this type (ignored)");
+        }
+    })
 }
 
 /// Defines the `doca_*_set_F` / `doca_*_get_F` pair of one field of one task type (the

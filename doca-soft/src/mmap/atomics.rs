@@ -14,15 +14,12 @@ use crate::types::*;
 #[allow(dead_code)] // API for the RDMA engine
 impl RemoteRegion {
     /// The 8-byte remote word at `offset` as an atomic, after all checks.
+    #[inline(always)]
     fn atomic_at(&self, offset: usize) -> Result<&AtomicU64, doca_error_t> {
         self.permit(Op::Atomic)?;
         self.bounds(offset, 8)?;
         let RemotePath::Shm { writable, .. } = &self.mem.path else {
-            return Err(crate::sdk_fail!(
-                DOCA_ERROR_NOT_SUPPORTED,
-                "RDMA atomic on memory the peer reaches through process_vm_readv/writev: the soft \
-                 provider can only do atomics on shared memory (allocate it with doca_soft_alloc_shared)"
-            ));
+            return Err(not_shared_memory());
         };
         let p = self.local(offset).ok_or(DOCA_ERROR_UNEXPECTED)?;
         if p as usize % 8 != 0 {
@@ -40,16 +37,30 @@ impl RemoteRegion {
     }
 
     /// Atomically adds `add` to the native-endian u64 at `offset`; returns the old value.
+    #[inline(always)]
     pub(crate) fn atomic_fetch_add(&self, offset: usize, add: u64) -> Result<u64, doca_error_t> {
         Ok(self.atomic_at(offset)?.fetch_add(add, Ordering::AcqRel))
     }
 
     /// Atomically replaces the u64 at `offset` with `swap` if it equals `cmp`; returns the
     /// old value (equal to `cmp` when the swap happened).
+    #[inline(always)]
     pub(crate) fn atomic_cas(&self, offset: usize, cmp: u64, swap: u64) -> Result<u64, doca_error_t> {
         let a = self.atomic_at(offset)?;
         Ok(match a.compare_exchange(cmp, swap, Ordering::AcqRel, Ordering::Acquire) {
             Ok(v) | Err(v) => v,
         })
     }
+}
+
+/// The refusal of an atomic on the process_vm path, out of line: the formatting machinery
+/// of the diagnostic made every atomic save registers it never needs.
+#[cold]
+#[inline(never)]
+fn not_shared_memory() -> doca_error_t {
+    crate::sdk_fail!(
+        DOCA_ERROR_NOT_SUPPORTED,
+        "RDMA atomic on memory the peer reaches through process_vm_readv/writev: the soft \
+         provider can only do atomics on shared memory (allocate it with doca_soft_alloc_shared)"
+    )
 }

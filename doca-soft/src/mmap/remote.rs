@@ -163,20 +163,26 @@ impl RemoteRegion {
     }
 
     /// Checks that the export is still live (the key cell holds our key).
+    #[inline(always)]
     pub(crate) fn check_key(&self) -> Result<(), doca_error_t> {
         let current = match &self.mem.path {
             RemotePath::Shm { seg, slot, .. } => slot_of(seg, *slot).load(Ordering::Acquire),
-            RemotePath::ProcessVm { key_cell } => {
-                let mut k = [0u8; 8];
-                pvm_read(self.mem.desc.pid, *key_cell, &mut k)?;
-                u64::from_ne_bytes(k)
-            }
+            RemotePath::ProcessVm { key_cell } => self.read_key_cell(*key_cell)?,
         };
         if current == self.mem.desc.key {
             Ok(())
         } else {
             Err(DOCA_ERROR_NOT_PERMITTED)
         }
+    }
+
+    /// The key cell on the process_vm path (a system call), out of line so that the check
+    /// on the shared-memory path stays small enough to inline into every access.
+    #[inline(never)]
+    fn read_key_cell(&self, key_cell: u64) -> Result<u64, doca_error_t> {
+        let mut k = [0u8; 8];
+        pvm_read(self.mem.desc.pid, key_cell, &mut k)?;
+        Ok(u64::from_ne_bytes(k))
     }
 
     /// Local address of `offset` on the shared-memory path.
@@ -220,6 +226,7 @@ impl RemoteRegion {
     }
 
     /// Copies `src` to `offset` of the remote range.
+    #[inline(always)]
     pub(crate) fn write(&self, offset: usize, src: &[u8]) -> Result<(), doca_error_t> {
         self.permit(Op::Write)?;
         self.bounds(offset, src.len())?;

@@ -215,24 +215,34 @@ fn publish_tx(c: &doca_rdma_connection) {
 
 /// Hands a submitted send-side task (decoded and validated by `submit.rs`) to its
 /// connection, counting it in flight (see the module docs).
-pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, q: Queued) {
+///
+/// The operation is borrowed, and copied into the queue only when it has to wait there: the
+/// fast path (an empty queue, an operation that finishes at once) copies it nowhere.
+// Always inlined, with `execute` and the one-sided families, into `submit_op::<T>` (one
+// instance per task type): the decoded `Op` is of one known variant there, so each
+// instance keeps only its own arm.
+#[inline(always)]
+pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op: &Op) {
     r.sq_inflight.set(r.sq_inflight.get() + 1);
+    let q = || Queued { task: t, op: *op };
     if !c.ops.borrow().is_empty() {
-        c.ops.borrow_mut().push_back(q);
+        c.ops.borrow_mut().push_back(q());
         return;
     }
-    // SAFETY: a task being submitted is alive (the framework's submit holds it).
-    let t = unsafe { &*q.task };
-    match execute(c, q.op) {
+    match execute(c, op) {
         Exec::Done(status) => {
             r.finish(t, status);
-            publish_tx(c);
+            // Every pump publishes what it pushed, so with an empty queue there is nothing
+            // to publish unless this operation pushed something.
+            if op.uses_ring() {
+                publish_tx(c);
+            }
             if status != DOCA_SUCCESS {
                 r.enter_error(DOCA_ERROR_BAD_STATE);
             }
         }
         Exec::Blocked(_) => {
-            c.ops.borrow_mut().push_back(q);
+            c.ops.borrow_mut().push_back(q());
             if armed(r) {
                 if let Some(tx) = c.tx.borrow().as_ref() {
                     tx.want_space();
@@ -241,7 +251,7 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, q: Queued) {
             publish_tx(c);
         }
         Exec::PeerFault(code) => {
-            c.ops.borrow_mut().push_back(q);
+            c.ops.borrow_mut().push_back(q());
             r.peer_lost(c, code);
         }
     }
@@ -256,7 +266,7 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
         };
         // SAFETY: queued tasks are submitted tasks of this ctx.
         let task = unsafe { &*q.task };
-        match execute(c, q.op) {
+        match execute(c, &q.op) {
             Exec::Done(status) => {
                 c.ops.borrow_mut().pop_front();
                 r.finish(task, status);
@@ -290,7 +300,8 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
 
 /// Runs `op` (the head of `c`'s queue) as far as it can go now: one function per operation
 /// family below. Only connection-level failures (no peer, no ring) are decided here.
-fn execute(c: &doca_rdma_connection, op: Op) -> Exec {
+#[inline(always)]
+fn execute(c: &doca_rdma_connection, op: &Op) -> Exec {
     let Some(peer) = c.peer() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
@@ -298,7 +309,7 @@ fn execute(c: &doca_rdma_connection, op: Op) -> Exec {
     let Some(tx) = txb.as_ref() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
-    match op {
+    match *op {
         // SAFETY: `progress` points into the queued task, valid while it is queued (see
         // `op::Queued`); only this thread touches it.
         Op::Send { src, imm, progress } => execute_send(tx, src, imm, unsafe { &*progress }),
@@ -397,6 +408,7 @@ fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_
 
 /// write / write_imm: the one-sided write (once), then for write_imm its notification record
 /// when the peer's ring has room (`progress`: 0 before the write, 1 written, 2 notified).
+#[inline(always)]
 fn execute_write(
     tx: &TxRing,
     peer: &Peer,
@@ -434,6 +446,7 @@ fn execute_write(
 }
 
 /// read: fills the local destination's free space from the peer's memory.
+#[inline(always)]
 fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::buf::doca_buf) -> Exec {
     let s = tri!(live_buf(src));
     let region = tri!(remote_of(s, peer, DOCA_ACCESS_FLAG_RDMA_READ));
@@ -447,8 +460,9 @@ fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::
 }
 
 /// The two atomics on the peer's memory; the previous value goes to the result buffer.
-fn execute_atomic(peer: &Peer, op: Op) -> Exec {
-    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = op else {
+#[inline(always)]
+fn execute_atomic(peer: &Peer, op: &Op) -> Exec {
+    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = *op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
     let d = tri!(live_buf(dst));
@@ -458,18 +472,18 @@ fn execute_atomic(peer: &Peer, op: Op) -> Exec {
     if res.tail_space().1 < 8 {
         return Exec::Done(DOCA_ERROR_INVALID_VALUE);
     }
-    let old = tri!(match op {
+    let old = tri!(match *op {
         Op::CmpSwp { cmp, swap, .. } => region.atomic_cas(off, cmp, swap),
         Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
         _ => Err(DOCA_ERROR_UNEXPECTED),
     });
-    tri!(res.append(&old.to_ne_bytes()));
+    tri!(res.append_u64(old));
     Exec::Done(DOCA_SUCCESS)
 }
 
 /// The three remote-net sync event operations (`remote.rs`).
-fn execute_remote_event(peer: &Peer, op: Op) -> Exec {
-    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = op else {
+fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
+    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = *op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
     let ev = tri!(event_of(event));
@@ -478,10 +492,10 @@ fn execute_remote_event(peer: &Peer, op: Op) -> Exec {
     if ev.owner_pid() != peer.pid {
         return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
     }
-    match op {
+    match *op {
         Op::RemoteGet { dst, .. } => {
             let d = tri!(live_buf(dst));
-            tri!(d.append(&ev.get().to_ne_bytes()));
+            tri!(d.append_u64(ev.get()));
         }
         Op::RemoteSet { src, .. } => {
             let s = tri!(live_buf(src));
@@ -498,7 +512,7 @@ fn execute_remote_event(peer: &Peer, op: Op) -> Exec {
                 return Exec::Done(DOCA_ERROR_INVALID_VALUE);
             }
             let old = ev.add(add);
-            tri!(res.append(&old.to_ne_bytes()));
+            tri!(res.append_u64(old));
         }
         _ => return Exec::Done(DOCA_ERROR_UNEXPECTED),
     }

@@ -66,6 +66,14 @@ pub(crate) enum Op {
     },
 }
 
+impl Op {
+    /// Whether running it may push bytes into the peer's ring (a send's record, a write with
+    /// immediate's notification); the other operations only touch memory.
+    pub(crate) fn uses_ring(&self) -> bool {
+        matches!(self, Op::Send { .. } | Op::Write { imm: Some(_), .. })
+    }
+}
+
 /// A submitted send-side task in its connection's queue, with its decoded operation.
 ///
 /// `task` (and the `progress` cell an [`Op`] points into) stay valid while the entry is

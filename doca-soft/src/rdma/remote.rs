@@ -25,7 +25,7 @@ use core::ptr;
 use super::conn::doca_rdma_connection;
 use super::doca_rdma;
 use super::op::Op;
-use super::tasks::{alloc_init, event_of, nonnull};
+use super::tasks::{alloc_init, event_of, nonnull, SendTask};
 use crate::buf::doca_buf;
 use crate::sync_event::doca_sync_event_remote_net;
 use crate::task::{doca_task, task_field as field};
@@ -87,23 +87,21 @@ impl doca_rdma_task_remote_net_sync_event_notify_add {
     }
 }
 
-/// The connection and operation of a remote-net task (None for other kinds).
-pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
-    // SAFETY: every downcast follows an `is` check of the same kind.
-    unsafe {
-        if t.is::<doca_rdma_task_remote_net_sync_event_get>() {
-            let x = t.downcast::<doca_rdma_task_remote_net_sync_event_get>();
-            Some((x.conn.get(), Op::RemoteGet { event: x.event.get(), dst: x.dst.get() }))
-        } else if t.is::<doca_rdma_task_remote_net_sync_event_notify_set>() {
-            let x = t.downcast::<doca_rdma_task_remote_net_sync_event_notify_set>();
-            Some((x.conn.get(), Op::RemoteSet { event: x.event.get(), src: x.src.get() }))
-        } else if t.is::<doca_rdma_task_remote_net_sync_event_notify_add>() {
-            let x = t.downcast::<doca_rdma_task_remote_net_sync_event_notify_add>();
-            let op = Op::RemoteAdd { event: x.event.get(), result: x.result.get(), add: x.add.get() };
-            Some((x.conn.get(), op))
-        } else {
-            None
-        }
+impl SendTask for doca_rdma_task_remote_net_sync_event_get {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::RemoteGet { event: self.event.get(), dst: self.dst.get() })
+    }
+}
+
+impl SendTask for doca_rdma_task_remote_net_sync_event_notify_set {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::RemoteSet { event: self.event.get(), src: self.src.get() })
+    }
+}
+
+impl SendTask for doca_rdma_task_remote_net_sync_event_notify_add {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::RemoteAdd { event: self.event.get(), result: self.result.get(), add: self.add.get() })
     }
 }
 

@@ -7,9 +7,9 @@
 //!
 //! This module sits on top: it names the task types and the engine; neither names it.
 
-use super::conn::{conn_ref, doca_rdma_connection};
+use super::conn::conn_ref;
 use super::engine;
-use super::op::{Op, Queued};
+use super::op::Op;
 use super::rdma_of;
 use super::remote::{
     doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_notify_add,
@@ -18,7 +18,7 @@ use super::remote::{
 use super::tasks::{
     check_receive_dst, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read,
     doca_rdma_task_receive, doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write,
-    doca_rdma_task_write_imm, live_buf, reset_receive, validate,
+    doca_rdma_task_write_imm, live_buf, reset_receive, validate, SendTask,
 };
 use crate::task::{doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
@@ -29,33 +29,51 @@ static RECEIVE_KIND: TaskKind =
     TaskKind::new::<doca_rdma_task_receive>("rdma.receive", submit_receive, None, Some(flush_receive))
         .with_admit(admit_receive);
 static SEND_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_send>("rdma.send", submit_op, None, None).with_admit(admit_op);
+    TaskKind::new::<doca_rdma_task_send>("rdma.send", submit_op::<doca_rdma_task_send>, None, None)
+        .with_admit(admit_op);
 static SEND_IMM_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_send_imm>("rdma.send_imm", submit_op, None, None).with_admit(admit_op);
+    TaskKind::new::<doca_rdma_task_send_imm>("rdma.send_imm", submit_op::<doca_rdma_task_send_imm>, None, None)
+        .with_admit(admit_op);
 static READ_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_read>("rdma.read", submit_op, None, None).with_admit(admit_op);
+    TaskKind::new::<doca_rdma_task_read>("rdma.read", submit_op::<doca_rdma_task_read>, None, None)
+        .with_admit(admit_op);
 static WRITE_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_write>("rdma.write", submit_op, None, None).with_admit(admit_op);
+    TaskKind::new::<doca_rdma_task_write>("rdma.write", submit_op::<doca_rdma_task_write>, None, None)
+        .with_admit(admit_op);
 static WRITE_IMM_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_write_imm>("rdma.write_imm", submit_op, None, None).with_admit(admit_op);
-static CMP_SWP_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_atomic_cmp_swp>("rdma.atomic_cmp_swp", submit_op, None, None).with_admit(admit_op);
-static FETCH_ADD_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_atomic_fetch_add>("rdma.atomic_fetch_add", submit_op, None, None)
+    TaskKind::new::<doca_rdma_task_write_imm>("rdma.write_imm", submit_op::<doca_rdma_task_write_imm>, None, None)
         .with_admit(admit_op);
-static GET_KIND: TaskKind =
-    TaskKind::new::<doca_rdma_task_remote_net_sync_event_get>("rdma.remote_net_sync_event_get", submit_op, None, None)
-        .with_admit(admit_op);
+static CMP_SWP_KIND: TaskKind = TaskKind::new::<doca_rdma_task_atomic_cmp_swp>(
+    "rdma.atomic_cmp_swp",
+    submit_op::<doca_rdma_task_atomic_cmp_swp>,
+    None,
+    None,
+)
+.with_admit(admit_op);
+static FETCH_ADD_KIND: TaskKind = TaskKind::new::<doca_rdma_task_atomic_fetch_add>(
+    "rdma.atomic_fetch_add",
+    submit_op::<doca_rdma_task_atomic_fetch_add>,
+    None,
+    None,
+)
+.with_admit(admit_op);
+static GET_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_get>(
+    "rdma.remote_net_sync_event_get",
+    submit_op::<doca_rdma_task_remote_net_sync_event_get>,
+    None,
+    None,
+)
+.with_admit(admit_op);
 static SET_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_notify_set>(
     "rdma.remote_net_sync_event_notify_set",
-    submit_op,
+    submit_op::<doca_rdma_task_remote_net_sync_event_notify_set>,
     None,
     None,
 )
 .with_admit(admit_op);
 static ADD_KIND: TaskKind = TaskKind::new::<doca_rdma_task_remote_net_sync_event_notify_add>(
     "rdma.remote_net_sync_event_notify_add",
-    submit_op,
+    submit_op::<doca_rdma_task_remote_net_sync_event_notify_add>,
     None,
     None,
 )
@@ -88,11 +106,6 @@ bind_kind!(
     doca_rdma_task_remote_net_sync_event_notify_set => SET_KIND,
     doca_rdma_task_remote_net_sync_event_notify_add => ADD_KIND,
 );
-
-/// The connection and operation of any send-side task (None for a receive).
-fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
-    super::tasks::decode(t).or_else(|| super::remote::decode(t))
-}
 
 // ---- admission and submit hooks ----
 
@@ -146,14 +159,17 @@ unsafe fn flush_receive(t: &doca_task) {
     reset_receive(unsafe { t.downcast::<doca_rdma_task_receive>() });
 }
 
-unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
+/// The submit hook of the send-side kinds, one instance per task type `T` (the hook of
+/// `T`'s kind is `submit_op::<T>`, so `t` is a `T`).
+unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
     if mode == SubmitMode::Held {
         // Its place was reserved at submit (`admit_op`); it takes it now.
         r.sq_held.set(r.sq_held.get().saturating_sub(1));
     }
-    let (cp, op) = decode(t).ok_or(DOCA_ERROR_UNEXPECTED)?;
+    // SAFETY: this hook is registered only for T's kind.
+    let (cp, op) = unsafe { t.downcast::<T>() }.decode();
     // SAFETY: connection pointers come from allocate_init (validated there) or from a
     // re-use setter (stored as given: DOCA's contract makes it a connection of this provider,
     // and conn_ref rejects NULL and foreign magic); connection objects live until the rdma
@@ -180,6 +196,6 @@ unsafe fn submit_op(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t>
         }
         _ => {}
     }
-    engine::enqueue(r, c, Queued { task: t, op });
+    engine::enqueue(r, c, t, &op);
     Ok(())
 }

@@ -223,47 +223,63 @@ impl doca_rdma_task_atomic_fetch_add {
 
 // ---- decoding: what the engine executes ----
 
-/// The connection and operation of one of the seven send-side task types of this module
-/// (None for a receive or another kind; `submit::decode` also asks `remote.rs`).
-#[inline]
-pub(crate) fn decode(t: &doca_task) -> Option<(*const doca_rdma_connection, Op)> {
-    // SAFETY: every downcast below follows an `is` check of the same kind.
-    unsafe {
-        if t.is::<doca_rdma_task_send>() {
-            let x = t.downcast::<doca_rdma_task_send>();
-            let op = Op::Send { src: x.src.get(), imm: None, progress: ptr::from_ref(&x.progress) };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_send_imm>() {
-            let x = t.downcast::<doca_rdma_task_send_imm>();
-            let op = Op::Send { src: x.src.get(), imm: Some(x.imm.get()), progress: ptr::from_ref(&x.progress) };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_write>() {
-            let x = t.downcast::<doca_rdma_task_write>();
-            let op = Op::Write { src: x.src.get(), dst: x.dst.get(), imm: None, progress: ptr::from_ref(&x.progress) };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_write_imm>() {
-            let x = t.downcast::<doca_rdma_task_write_imm>();
-            let op = Op::Write {
-                src: x.src.get(),
-                dst: x.dst.get(),
-                imm: Some(x.imm.get()),
-                progress: ptr::from_ref(&x.progress),
-            };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_read>() {
-            let x = t.downcast::<doca_rdma_task_read>();
-            Some((x.conn.get(), Op::Read { src: x.src.get(), dst: x.dst.get() }))
-        } else if t.is::<doca_rdma_task_atomic_cmp_swp>() {
-            let x = t.downcast::<doca_rdma_task_atomic_cmp_swp>();
-            let op = Op::CmpSwp { dst: x.dst.get(), result: x.result.get(), cmp: x.cmp.get(), swap: x.swap.get() };
-            Some((x.conn.get(), op))
-        } else if t.is::<doca_rdma_task_atomic_fetch_add>() {
-            let x = t.downcast::<doca_rdma_task_atomic_fetch_add>();
-            let op = Op::FetchAdd { dst: x.dst.get(), result: x.result.get(), add: x.add.get() };
-            Some((x.conn.get(), op))
-        } else {
-            None
-        }
+/// A send-side task type, decoded once at submit into its connection and the [`Op`] the
+/// engine executes. The submit hook is generic over it (`submit.rs`), so a submit reads the
+/// fields of its own type without asking which type the task is.
+pub(crate) trait SendTask: TaskType {
+    fn decode(&self) -> (*const doca_rdma_connection, Op);
+}
+
+impl SendTask for doca_rdma_task_send {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::Send { src: self.src.get(), imm: None, progress: ptr::from_ref(&self.progress) })
+    }
+}
+
+impl SendTask for doca_rdma_task_send_imm {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op = Op::Send { src: self.src.get(), imm: Some(self.imm.get()), progress: ptr::from_ref(&self.progress) };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_write {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op =
+            Op::Write { src: self.src.get(), dst: self.dst.get(), imm: None, progress: ptr::from_ref(&self.progress) };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_write_imm {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op = Op::Write {
+            src: self.src.get(),
+            dst: self.dst.get(),
+            imm: Some(self.imm.get()),
+            progress: ptr::from_ref(&self.progress),
+        };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_read {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::Read { src: self.src.get(), dst: self.dst.get() })
+    }
+}
+
+impl SendTask for doca_rdma_task_atomic_cmp_swp {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        let op =
+            Op::CmpSwp { dst: self.dst.get(), result: self.result.get(), cmp: self.cmp.get(), swap: self.swap.get() };
+        (self.conn.get(), op)
+    }
+}
+
+impl SendTask for doca_rdma_task_atomic_fetch_add {
+    fn decode(&self) -> (*const doca_rdma_connection, Op) {
+        (self.conn.get(), Op::FetchAdd { dst: self.dst.get(), result: self.result.get(), add: self.add.get() })
     }
 }
 
@@ -281,6 +297,7 @@ enum Side {
 }
 
 /// Checks a buffer argument: live, on the right side, writable when written locally.
+#[inline(always)]
 fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_error_t> {
     // SAFETY: buffer pointers given to allocate_init come from this provider's inventories,
     // which the caller keeps alive while the task exists (DOCA contract); buf_ref rejects
@@ -299,6 +316,7 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
     }
 }
 
+#[inline(always)]
 fn check_len(n: usize) -> Result<(), doca_error_t> {
     if n > MAX_MESSAGE_BYTES {
         Err(DOCA_ERROR_TOO_BIG)
@@ -308,7 +326,9 @@ fn check_len(n: usize) -> Result<(), doca_error_t> {
 }
 
 /// Argument checks of a send-side operation (see the module docs).
-#[inline]
+// Always inlined: `submit_op::<T>` is one instance per task type, whose decoded `Op` is of
+// one known variant, so each instance keeps only its own arm of the match.
+#[inline(always)]
 pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
     match *op {
         Op::Send { src, .. } => {
@@ -344,6 +364,7 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
 }
 
 /// A local result buffer that must take a 64-bit value (atomics, remote-net get and add).
+#[inline(always)]
 fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
     if check_buf(p, Side::LocalDest)?.tail_space().1 < 8 {
         return Err(DOCA_ERROR_INVALID_VALUE);

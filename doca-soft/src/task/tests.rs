@@ -232,6 +232,30 @@ fn submit_ex_holds_unflushed_tasks_until_a_flush_in_submission_order() {
     teardown(pe, d);
 }
 
+/// What Comch and RDMA CM use to queue their event tasks (`flush_events`): an internal event
+/// is not a user submit, so it must not ring the user's deferred doorbell (push the ctx's
+/// held tasks). Through `task::submit` (a flushed submit) the held task went first.
+#[test]
+fn an_internal_event_submit_leaves_the_users_held_tasks_held() {
+    let (pe, d) = setup(4);
+    Dummy::get(d).hold.set(true);
+    let user = Dummy::alloc(d, 1).unwrap();
+    let event = Dummy::alloc(d, 2).unwrap();
+    // SAFETY: live tasks and ctx of this test.
+    unsafe {
+        assert_eq!(doca_task_submit_ex(user, DOCA_TASK_SUBMIT_FLAG_NONE), DOCA_SUCCESS);
+        assert_eq!(submit_internal(&*event.cast_const()), Ok(()));
+        assert_eq!(Dummy::pending_uds(d), [2], "the event reached its kind, the held user task did not");
+        assert_eq!((*user).state(), TaskState::Submitted);
+        crate::ctx::doca_ctx_flush_tasks(Dummy::ctx(d));
+        assert_eq!(Dummy::pending_uds(d), [2, 1]);
+    }
+    Dummy::release_all(d);
+    THEN.with(|x| x.set(Then::Free));
+    assert_eq!(drain(pe), 2);
+    teardown(pe, d);
+}
+
 #[test]
 fn a_held_task_refused_at_flush_fails_through_its_callback_and_stop_flushes_held_tasks() {
     let (pe, d) = setup(4);
