@@ -661,7 +661,24 @@ mod tests {
     use std::time::Duration;
 
     use super::super::Rdma;
+    use super::Listener;
     use crate::{Device, ErrorKind};
+
+    /// A server for 4 clients listening on a free loopback port, a client, the listener and
+    /// its address.
+    async fn server_and_client() -> crate::Result<(Rdma, Rdma, Listener, std::net::SocketAddr)> {
+        let dev = Device::open_default()?;
+        let server = Rdma::builder(&dev).max_connections(4).build().await?;
+        let client = Rdma::builder(&dev).build().await?;
+        let listener = (0..20)
+            .find_map(|_| {
+                let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+                server.listen(port).ok()
+            })
+            .expect("a free port");
+        let addr = ([127, 0, 0, 1], listener.port()).into();
+        Ok((server, client, listener, addr))
+    }
 
     /// A server and its clients keep no record of a connection or request once it is over,
     /// whichever way it ended: closed by either side, rejected, dropped unanswered, or a
@@ -672,16 +689,7 @@ mod tests {
     fn nothing_is_kept_for_connections_and_requests_that_ended() {
         crate::testkit::runtime()
             .block_on(async {
-                let dev = Device::open_default()?;
-                let server = Rdma::builder(&dev).max_connections(4).build().await?;
-                let client = Rdma::builder(&dev).build().await?;
-                let listener = (0..20)
-                    .find_map(|_| {
-                        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-                        server.listen(port).ok()
-                    })
-                    .expect("a free port");
-                let addr = ([127, 0, 0, 1], listener.port()).into();
+                let (server, client, listener, addr) = server_and_client().await?;
                 for round in 0..3 {
                     // Established, then closed by the client; the server sees it and drops its end.
                     let connecting = crate::spawn_local({
@@ -738,16 +746,7 @@ mod tests {
                         r.unwrap_or_else(|_| panic!("{what}: the other side's connection stayed open"))
                     }
                 };
-                let dev = Device::open_default()?;
-                let server = Rdma::builder(&dev).max_connections(4).build().await?;
-                let client = Rdma::builder(&dev).build().await?;
-                let listener = (0..20)
-                    .find_map(|_| {
-                        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-                        server.listen(port).ok()
-                    })
-                    .expect("a free port");
-                let addr = ([127, 0, 0, 1], listener.port()).into();
+                let (server, client, listener, addr) = server_and_client().await?;
                 for _ in 0..3 {
                     // The server accepts, then gives up before the handshake ends.
                     let connecting = crate::spawn_local({
