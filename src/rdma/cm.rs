@@ -680,6 +680,25 @@ mod tests {
         Ok((server, client, listener, addr))
     }
 
+    /// `client` connects to `addr` in a task of its own (so the server can answer meanwhile).
+    fn connect_in_task(
+        client: &Rdma,
+        addr: std::net::SocketAddr,
+    ) -> crate::JoinHandle<crate::Result<super::Connection>> {
+        let c = client.clone();
+        crate::spawn_local(async move { c.connect(addr).await })
+    }
+
+    /// A connection established, then closed by the client; the server sees it close.
+    async fn connect_and_close(client: &Rdma, listener: &Listener, addr: std::net::SocketAddr) -> crate::Result<()> {
+        let connecting = connect_in_task(client, addr);
+        let at_server = listener.request().await?.accept(&[]).await?;
+        let conn = connecting.await??;
+        conn.disconnect()?;
+        at_server.closed().await;
+        Ok(())
+    }
+
     /// A server and its clients keep no record of a connection or request once it is over,
     /// whichever way it ended: closed by either side, rejected, dropped unanswered, or a
     /// connect cancelled; late events (DOCA may report a connection again after this side
@@ -691,22 +710,10 @@ mod tests {
             .block_on(async {
                 let (server, client, listener, addr) = server_and_client().await?;
                 for round in 0..3 {
-                    // Established, then closed by the client; the server sees it and drops its end.
-                    let connecting = crate::spawn_local({
-                        let c = client.clone();
-                        async move { c.connect(addr).await }
-                    });
-                    let at_server = listener.request().await?.accept(&[]).await?;
-                    let conn = connecting.await??;
-                    conn.disconnect()?;
-                    at_server.closed().await;
-                    drop((conn, at_server));
+                    connect_and_close(&client, &listener, addr).await?;
                     // Rejected, then dropped unanswered: the client's connect fails both times.
                     for reject in [true, false] {
-                        let connecting = crate::spawn_local({
-                            let c = client.clone();
-                            async move { c.connect(addr).await.map(drop) }
-                        });
+                        let connecting = connect_in_task(&client, addr);
                         let req = listener.request().await?;
                         if reject {
                             req.reject()?;
@@ -749,10 +756,7 @@ mod tests {
                 let (server, client, listener, addr) = server_and_client().await?;
                 for _ in 0..3 {
                     // The server accepts, then gives up before the handshake ends.
-                    let connecting = crate::spawn_local({
-                        let c = client.clone();
-                        async move { c.connect(addr).await }
-                    });
+                    let connecting = connect_in_task(&client, addr);
                     let req = listener.request().await?;
                     let mut accept = Box::pin(req.accept(&[]));
                     assert!(poll_once(accept.as_mut()).is_pending(), "the handshake takes a progress");
@@ -772,15 +776,7 @@ mod tests {
                     }
                 }
                 // Still serving.
-                let connecting = crate::spawn_local({
-                    let c = client.clone();
-                    async move { c.connect(addr).await }
-                });
-                let at_server = listener.request().await?.accept(&[]).await?;
-                let conn = connecting.await??;
-                conn.disconnect()?;
-                at_server.closed().await;
-                drop((conn, at_server));
+                connect_and_close(&client, &listener, addr).await?;
                 crate::time::sleep(Duration::from_millis(50)).await;
                 assert_eq!(server.inner.cm.entries(), 0, "the server keeps records of ended connections");
                 assert_eq!(client.inner.cm.entries(), 0, "the client keeps records of ended connections");
