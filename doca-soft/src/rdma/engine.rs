@@ -241,11 +241,21 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
                 r.enter_error(DOCA_ERROR_BAD_STATE);
             }
         }
-        Exec::Blocked(_) => {
+        Exec::Blocked(need) => {
             c.ops.borrow_mut().push_back(q());
             if armed(r) {
                 if let Some(tx) = c.tx.borrow().as_ref() {
                     tx.want_space();
+                    // Re-check after asking, as `pump_tx` does: the consumer may have made
+                    // room between `execute`'s look and the request, seen no request and
+                    // rung nobody. Then the armed PE must wake by itself to push the queue
+                    // (a submit while armed: a foreign reactor's task, or a C program that
+                    // submits between arm and wait), or it sleeps on a send that fits.
+                    if tx.free().map_or(true, |free| free >= need) {
+                        if let Some(pe) = r.ctx().pe() {
+                            pe.notify_work();
+                        }
+                    }
                 }
             }
             publish_tx(c);

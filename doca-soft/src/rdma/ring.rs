@@ -56,7 +56,8 @@
 //!   includes Release); the consumer loads `tail` (Acquire) before reading the bytes. The
 //!   consumer stores `head` (SeqCst) after it has copied the bytes out; the producer loads
 //!   `head` (Acquire) before overwriting them.
-//! * Wake-ups are two Dekker pairs, every access SeqCst:
+//! * Wake-ups are two Dekker pairs, every store and every flag read SeqCst, and a SeqCst fence
+//!   between the sleeper's flag store and its re-read (an Acquire load):
 //!   - consumer: `consumer_sleeping = 1`, then re-read `tail`; producer: store `tail`, then
 //!     read `consumer_sleeping` and ring the consumer's PE doorbell if set. Either the
 //!     producer sees the flag or the consumer sees the data.
@@ -74,7 +75,7 @@
 
 use core::cell::Cell;
 use core::ptr;
-use core::sync::atomic::{AtomicU64, Ordering::*};
+use core::sync::atomic::{fence, AtomicU64, Ordering::*};
 
 use crate::shm::ShmSegment;
 use crate::types::*;
@@ -371,6 +372,13 @@ impl RxRing {
         if self.sleeping.get() != on {
             self.sleeping.set(on);
             self.map.hdr().consumer_sleeping().store(u64::from(on), SeqCst);
+            if on {
+                // The caller re-reads `tail` next (`available`, an Acquire load): the fence
+                // keeps that load after the flag's store, as the Dekker pair needs (a SeqCst
+                // store does not order a later Acquire load of another address, and on CPUs
+                // with weaker acquire loads, Arm's `ldapr`, it may move ahead).
+                fence(SeqCst);
+            }
         }
     }
 
@@ -468,8 +476,11 @@ impl TxRing {
 
     /// Asks the consumer to ring us when it frees space (then re-check [`TxRing::free`]).
     pub(crate) fn want_space(&self) {
-        // Only on the slow path (a full ring), so always the full SeqCst store.
+        // Only on the slow path (a full ring), so always the full SeqCst store, and a fence
+        // that keeps the caller's re-read of `head` (`free`, an Acquire load) after it (see
+        // `RxRing::set_sleeping`).
         self.map.hdr().space_wanted().store(1, SeqCst);
+        fence(SeqCst);
     }
 
     /// Whether the consumer closed its side.
