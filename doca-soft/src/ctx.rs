@@ -51,7 +51,7 @@ use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
 use crate::ffi::{guard, guard_err, out};
-use crate::task::{doca_task, task_ref, Pool, PoolBox, TaskKind, TaskOwner};
+use crate::task::{doca_task, task_ref, Pool, PoolBox, TaskKind, TaskOwner, TaskQueue};
 use crate::types::*;
 
 /// `"CTX!"`: marks a live ctx.
@@ -154,8 +154,7 @@ pub struct doca_ctx {
     /// A FIFO linked through the task headers (`held_next`): a runtime that defers every
     /// doorbell holds and flushes one task per operation, and the list then costs two
     /// pointer stores each way, with no allocation, borrow flag or drain.
-    held_head: Cell<*const doca_task>,
-    held_tail: Cell<*const doca_task>,
+    held: TaskQueue,
     /// `doca_ctx_set_completion_vector` (the soft device has one vector, so only 0).
     comp_vector: Cell<u32>,
 }
@@ -178,8 +177,7 @@ impl doca_ctx {
             allocated: Cell::new(0),
             inflight: Cell::new(0),
             seq: Cell::new(0),
-            held_head: Cell::new(ptr::null()),
-            held_tail: Cell::new(ptr::null()),
+            held: TaskQueue::new(),
             comp_vector: Cell::new(0),
         }
     }
@@ -310,17 +308,9 @@ impl doca_ctx {
     /// Holds a task submitted without FLUSH (already in state Submitted and counted in flight)
     /// until the next flush: a flushed submit, `doca_ctx_flush_tasks` or a progress of the PE.
     pub(crate) fn hold(&self, task: &doca_task) {
-        let t: *const doca_task = task;
-        task.held_next().set(ptr::null());
-        let tail = self.held_tail.get();
-        if tail.is_null() {
-            self.held_head.set(t);
-        } else {
-            // SAFETY: held tasks are live tasks of this ctx's pools (they stay allocated
-            // while Submitted, and stop empties the list before completing them).
-            unsafe { (*tail).held_next().set(t) };
-        }
-        self.held_tail.set(t);
+        // SAFETY: a live task of this ctx's pools, Submitted and not held yet; held tasks stay
+        // allocated while Submitted, and stop empties the list before completing them.
+        unsafe { self.held.push(task, doca_task::held_next) };
         // An armed PE must wake up to push it (progress flushes held tasks).
         if let Some(pe) = self.pe_link() {
             pe.notify_work();
@@ -333,7 +323,7 @@ impl doca_ctx {
     /// request that fails on hardware. Returns true if any task was held.
     #[inline]
     pub(crate) fn flush_held(&self) -> bool {
-        if self.held_head.get().is_null() {
+        if self.held.is_empty() {
             return false;
         }
         self.push_held_list()
@@ -343,7 +333,7 @@ impl doca_ctx {
     /// the list walk out of line, so that the check such a submit makes (usually: nothing
     /// held) needs no frame. `doca_ctx_flush_tasks`, which usually has work, keeps it inline.
     fn flush_held_for_submit(&self) -> bool {
-        if self.held_head.get().is_null() {
+        if self.held.is_empty() {
             return false;
         }
         self.push_held_list_out_of_line()
@@ -357,11 +347,9 @@ impl doca_ctx {
     /// The body of [`flush_held`](doca_ctx::flush_held) once there is a held task.
     #[inline(always)]
     fn push_held_list(&self) -> bool {
-        let mut t = self.held_head.get();
         // The whole list is taken first: a kind's submit never holds tasks, but the list is
         // consistent (empty) whatever it calls.
-        self.held_head.set(ptr::null());
-        self.held_tail.set(ptr::null());
+        let mut t = self.held.take_all();
         while !t.is_null() {
             // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
             // empties the list before flushing submitted tasks). The link is read before the
@@ -375,13 +363,12 @@ impl doca_ctx {
 
     /// Whether any task is held.
     fn has_held(&self) -> bool {
-        !self.held_head.get().is_null()
+        !self.held.is_empty()
     }
 
     /// Forgets the held tasks (stop flushes them with every other submitted task).
     pub(crate) fn forget_held(&self) {
-        self.held_head.set(ptr::null());
-        self.held_tail.set(ptr::null());
+        self.held.clear();
     }
 
     pub(crate) fn begin_submit(&self) -> Result<u64, doca_error_t> {

@@ -68,7 +68,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use crate::ctx::{self, ctx_ref, doca_ctx, PeLink};
 use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
 use crate::ffi::{guard, guard_err, out};
-use crate::task::doca_task;
+use crate::task::{doca_task, TaskQueue};
 use crate::types::*;
 
 /// `"PE!!"`: marks a live PE.
@@ -99,9 +99,8 @@ pub struct doca_pe {
     armed: Cell<bool>,
     /// The eventfd has been written since the last drain.
     signalled: Cell<bool>,
-    cq_head: Cell<*const doca_task>,
-    cq_tail: Cell<*const doca_task>,
-    cq_len: Cell<usize>,
+    /// Completed tasks waiting for delivery, linked through [`doca_task::next`].
+    cq: TaskQueue,
     ctxs: RefCell<Vec<*const doca_ctx>>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
     in_progress: Cell<bool>,
@@ -155,9 +154,7 @@ impl doca_pe {
             doorbell,
             armed: Cell::new(false),
             signalled: Cell::new(false),
-            cq_head: Cell::new(ptr::null()),
-            cq_tail: Cell::new(ptr::null()),
-            cq_len: Cell::new(0),
+            cq: TaskQueue::new(),
             ctxs: RefCell::new(Vec::new()),
             fds: RefCell::new(Vec::new()),
             in_progress: Cell::new(false),
@@ -212,34 +209,15 @@ impl doca_pe {
 
     /// Appends a completed task to the completion queue.
     pub(crate) fn enqueue(&self, task: &doca_task) {
-        let t = task.raw() as *const doca_task;
-        task.next().set(ptr::null());
-        let tail = self.cq_tail.get();
-        if tail.is_null() {
-            self.cq_head.set(t);
-        } else {
-            // SAFETY: queued tasks are live (their ctx cannot be destroyed while they are
-            // allocated).
-            unsafe { (*tail).next().set(t) };
-        }
-        self.cq_tail.set(t);
-        self.cq_len.set(self.cq_len.get() + 1);
+        // SAFETY: a live completed task, queued once (its state is Completed until delivery
+        // pops it); queued tasks stay live (their ctx cannot be destroyed while they are
+        // allocated). The queue keeps `raw()`, the pointer with the whole slot's provenance.
+        unsafe { self.cq.push(task.raw() as *const doca_task, doca_task::next) };
         self.notify_work();
     }
 
     fn pop(&self) -> Option<*const doca_task> {
-        let h = self.cq_head.get();
-        if h.is_null() {
-            return None;
-        }
-        // SAFETY: queued tasks are live (see enqueue).
-        let next = unsafe { (*h).next().get() };
-        self.cq_head.set(next);
-        if next.is_null() {
-            self.cq_tail.set(ptr::null());
-        }
-        self.cq_len.set(self.cq_len.get() - 1);
-        Some(h)
+        self.cq.pop(doca_task::next)
     }
 
     /// Tasks submitted to the connected ctxs and not yet delivered. Summed when asked rather
@@ -276,7 +254,7 @@ impl doca_pe {
 
     /// Work that progress would do now.
     fn has_work(&self) -> bool {
-        if !self.cq_head.get().is_null() {
+        if !self.cq.is_empty() {
             return true;
         }
         let mut i = 0;
@@ -557,11 +535,6 @@ impl doca_pe {
     /// The stored event mode (behaviour does not depend on it; see the module docs).
     pub fn event_mode(&self) -> doca_pe_event_mode {
         self.event_mode.get()
-    }
-
-    /// Completions queued and not yet delivered.
-    pub fn queued_completions(&self) -> usize {
-        self.cq_len.get()
     }
 }
 

@@ -333,6 +333,80 @@ impl doca_task {
     }
 }
 
+/// The link cell of a task that a [`TaskQueue`] threads its tasks through.
+pub(crate) type Link = fn(&doca_task) -> &Cell<*const doca_task>;
+
+/// A FIFO of tasks linked through one of their own link cells ([`doca_task::next`] for the
+/// PE's completion queue, [`doca_task::held_next`] for a ctx's held tasks): no allocation, no
+/// borrow flag, two pointer stores to push and one load to pop.
+///
+/// Every task in a queue is live (allocated in a pool of its ctx) until it is popped, taken
+/// with [`take_all`](TaskQueue::take_all) or the queue is cleared: the owners uphold that
+/// (queued tasks stay allocated; a ctx clears its held list before a stop completes them).
+pub(crate) struct TaskQueue {
+    head: Cell<*const doca_task>,
+    tail: Cell<*const doca_task>,
+}
+
+impl TaskQueue {
+    pub(crate) const fn new() -> TaskQueue {
+        TaskQueue { head: Cell::new(ptr::null()), tail: Cell::new(ptr::null()) }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.get().is_null()
+    }
+
+    /// Appends `t` through its `link`.
+    ///
+    /// # Safety
+    /// `t` is a live task in no queue that uses `link`, and stays live while queued.
+    #[inline]
+    pub(crate) unsafe fn push(&self, t: *const doca_task, link: Link) {
+        // SAFETY: the caller's contract.
+        link(unsafe { &*t }).set(ptr::null());
+        let tail = self.tail.get();
+        if tail.is_null() {
+            self.head.set(t);
+        } else {
+            // SAFETY: queued tasks are live (the type's invariant).
+            link(unsafe { &*tail }).set(t);
+        }
+        self.tail.set(t);
+    }
+
+    /// Removes the first task.
+    #[inline]
+    pub(crate) fn pop(&self, link: Link) -> Option<*const doca_task> {
+        let h = self.head.get();
+        if h.is_null() {
+            return None;
+        }
+        // SAFETY: queued tasks are live (the type's invariant).
+        let next = link(unsafe { &*h }).get();
+        self.head.set(next);
+        if next.is_null() {
+            self.tail.set(ptr::null());
+        }
+        Some(h)
+    }
+
+    /// Empties the queue and returns its first task (NULL if it was empty): the caller walks
+    /// the chain through the same link, reading each task's link before handing the task on.
+    #[inline]
+    pub(crate) fn take_all(&self) -> *const doca_task {
+        let h = self.head.replace(ptr::null());
+        self.tail.set(ptr::null());
+        h
+    }
+
+    /// Forgets every queued task.
+    pub(crate) fn clear(&self) {
+        self.take_all();
+    }
+}
+
 /// Overrides the callbacks of an allocated task (for kinds whose DOCA API sets the callback
 /// per task, like UROM worker commands).
 pub fn set_callbacks<T: TaskType>(task: &T, ok_cb: Option<TypedCb<T>>, err_cb: Option<TypedCb<T>>) {
