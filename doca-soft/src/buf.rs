@@ -195,22 +195,35 @@ impl doca_buf {
         Ok(unsafe { std::slice::from_raw_parts(p as *const u8, n) })
     }
 
+    /// The one body of the appends below: the local-memory checks, room for `n` bytes after
+    /// the payload, then `fill` writes them at the pointer it gets (only when `n > 0`) and
+    /// data_len grows by `n` if it succeeded.
+    #[inline(always)]
+    fn append_raw(&self, n: usize, fill: impl FnOnce(*mut u8) -> Result<(), doca_error_t>) -> Result<(), doca_error_t> {
+        self.check_local(true)?;
+        let (dst, room) = self.tail_space();
+        if n > room {
+            return Err(DOCA_ERROR_TOO_BIG);
+        }
+        if n > 0 {
+            fill(dst as *mut u8)?;
+        }
+        self.data_len.set(self.data_len.get() + n);
+        Ok(())
+    }
+
     /// Appends `src` after the payload of a buffer over local memory (a destination write):
     /// INVALID_VALUE for an imported mmap, NOT_PERMITTED without LOCAL_READ_WRITE, TOO_BIG
     /// when it does not fit.
     pub(crate) fn append(&self, src: &[u8]) -> Result<(), doca_error_t> {
-        self.check_local(true)?;
-        let (dst, room) = self.tail_space();
-        if src.len() > room {
-            return Err(DOCA_ERROR_TOO_BIG);
-        }
-        if !src.is_empty() {
-            // SAFETY: [dst, dst+len) lies inside the buffer's head range, inside the mmap's
-            // memrange: live, writable user memory of this process (LOCAL_READ_WRITE checked).
-            // `ptr::copy` tolerates overlap with `src` (a source buffer over the same memory).
-            unsafe { ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) };
-        }
-        self.grow_data_len(src.len())
+        self.append_raw(src.len(), |dst| {
+            // SAFETY: [dst, dst+len) lies inside the buffer's head range (room checked), inside
+            // the mmap's memrange: live, writable user memory of this process
+            // (LOCAL_READ_WRITE checked). `ptr::copy` tolerates overlap with `src` (a source
+            // buffer over the same memory).
+            unsafe { ptr::copy(src.as_ptr(), dst, src.len()) };
+            Ok(())
+        })
     }
 
     /// [`append`](doca_buf::append) of a u64 in native byte order (an atomic's or a sync
@@ -218,17 +231,13 @@ impl doca_buf {
     /// general append calls memmove.
     #[inline(always)]
     pub(crate) fn append_u64(&self, v: u64) -> Result<(), doca_error_t> {
-        self.check_local(true)?;
-        let (dst, room) = self.tail_space();
-        if room < 8 {
-            return Err(DOCA_ERROR_TOO_BIG);
-        }
-        // SAFETY: [dst, dst+8) lies inside the buffer's head range, inside the mmap's
-        // memrange: live, writable user memory of this process (LOCAL_READ_WRITE checked).
-        // The store is unaligned-tolerant.
-        unsafe { ptr::write_unaligned(dst as *mut u64, v) };
-        self.data_len.set(self.data_len.get() + 8);
-        Ok(())
+        self.append_raw(8, |dst| {
+            // SAFETY: [dst, dst+8) lies inside the buffer's head range (room checked), live
+            // writable user memory of this process (LOCAL_READ_WRITE checked); the store is
+            // unaligned-tolerant.
+            unsafe { ptr::write_unaligned(dst.cast::<u64>(), v) };
+            Ok(())
+        })
     }
 
     /// Appends `n` bytes produced by `fill` (e.g. a remote read) after the payload of a buffer
@@ -242,17 +251,11 @@ impl doca_buf {
         n: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(), doca_error_t>,
     ) -> Result<(), doca_error_t> {
-        self.check_local(true)?;
-        let (dst, room) = self.tail_space();
-        if n > room {
-            return Err(DOCA_ERROR_TOO_BIG);
-        }
-        if n > 0 {
+        self.append_raw(n, |dst| {
             // SAFETY: [dst, dst+n) is inside the buffer's region (room checked), live writable
             // user memory of this process; exclusivity is the caller's contract.
-            fill(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, n) })?;
-        }
-        self.grow_data_len(n)
+            fill(unsafe { std::slice::from_raw_parts_mut(dst, n) })
+        })
     }
 
     /// For a buffer over an imported mmap: the remote region and the (offset, len) of the
