@@ -81,7 +81,9 @@ pub(super) struct CmShared {
     /// Tokens of the `connect` calls waiting for their connection's first event.
     connecting: RefCell<HashSet<u64>>,
     /// `connect` calls cancelled before their connection's first event, by token, with the
-    /// address the attempt uses: that event ends the attempt (see `Connecting`).
+    /// address the attempt uses: that event ends the attempt (see `Connecting`). A context
+    /// destroyed before the event leaves the address object behind (DOCA may use it until
+    /// the context is gone, after this record), a small bounded leak per such attempt.
     abandoned: RefCell<HashMap<u64, *mut sys::doca_rdma_addr>>,
     next_token: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
