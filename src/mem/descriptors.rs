@@ -213,6 +213,9 @@ struct Entry {
     /// The payload is the whole slice, as a source needs it, and no task changed it since
     /// (only a destination's payload is written by DOCA).
     source_ready: Cell<bool>,
+    /// The entry lent right after this one, the last time this one was the last lent: a
+    /// hint `lend` tries second (see there).
+    next: Cell<usize>,
 }
 
 impl DescCache {
@@ -228,10 +231,16 @@ impl DescCache {
         let store = self.store.get_or_init(Store::new).as_deref()?;
         let (addr, len) = (d.addr as usize, d.len);
         // The entry lent last first: an operation that reuses one buffer or target (the
-        // common loop) finds it without hashing and searching its set.
-        let last = &store.entries[store.last.get() % CACHED];
+        // common loop) finds it without hashing and searching its set. Then the entry lent
+        // after it the previous time: a window of operations cycling over distinct slices
+        // (lane k on slice k) finds each one there.
+        let last_i = store.last.get() % CACHED;
+        let last = &store.entries[last_i];
+        let next_i = last.next.get() % CACHED;
         let (i, e) = if last.idle_over(addr, len) {
-            (store.last.get() % CACHED, last)
+            (last_i, last)
+        } else if store.entries[next_i].idle_over(addr, len) {
+            (next_i, &store.entries[next_i])
         } else {
             let first = set_of(addr, len);
             let set = &store.entries[first..][..WAYS];
@@ -240,6 +249,7 @@ impl DescCache {
                 None => return store.fill(first, d, data_len),
             }
         };
+        last.next.set(i);
         let source = data_len == len;
         if !(source && e.source_ready.get()) {
             // SAFETY: a live descriptor of this cache, not lent, so no task in flight uses it
@@ -287,6 +297,7 @@ impl Store {
             buf: Cell::new(std::ptr::null_mut()),
             lent: Cell::new(false),
             source_ready: Cell::new(false),
+            next: Cell::new(0),
         });
         Some(Box::new(Store { entries, last: Cell::new(0), inv }))
     }
@@ -320,6 +331,7 @@ impl Store {
         e.len.set(d.len);
         e.buf.set(b);
         e.source_ready.set(data_len == d.len);
+        self.entries[self.last.get() % CACHED].next.set(first + k);
         self.last.set(first + k);
         e.lent.set(true);
         Some((b, &e.lent))
