@@ -7,11 +7,11 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::ptr::NonNull;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::slots::{HeldDesc, Slot, SlotState};
+use super::slots::HeldDesc;
+use super::submission::Submission;
 use super::waiters::Ticket;
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::error::{Error, ErrorKind, Result};
@@ -19,13 +19,6 @@ use crate::executor::context::CtxRecord;
 use crate::executor::local::Core;
 use crate::sys;
 use crate::trace::OpSpan;
-
-/// A `DEBUG` event: operation `op` waits for a task of its context to be freed (see the
-/// module documentation on back-pressure).
-#[cold]
-fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
-    crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
-}
 
 /// What the allocation closure of [`DocaCtx::submit`](crate::executor::context::DocaCtx::submit)
 /// gets: the user data to give the task and the slot's result area.
@@ -37,6 +30,12 @@ pub struct TaskSlot {
 }
 
 impl TaskSlot {
+    /// A slot's view for an allocation: `out` its result area, `descs` its descriptor cells
+    /// (both null for an operation that has no slot any more).
+    pub(super) fn new(user_data: sys::doca_data, out: *mut u64, descs: *const [Cell<HeldDesc>; 2]) -> TaskSlot {
+        TaskSlot { user_data, out, descs }
+    }
+
     /// The `doca_data` to pass as the task's user data (`*_alloc_init(..., user_data, ...)`).
     pub fn user_data(&self) -> sys::doca_data {
         self.user_data
@@ -117,17 +116,6 @@ where
     }
 }
 
-enum Stage<T> {
-    /// Not allocated yet (or waiting for a free task).
-    Alloc,
-    /// Allocated, not submitted (waiting for room in the submit queue).
-    Submit(*mut T),
-    /// Submitted; the slot says whether it completed.
-    InFlight,
-    /// The result was returned (or the future was abandoned).
-    Finished,
-}
-
 /// The future of one DOCA task: allocate (waiting for a free task if the pool is
 /// exhausted), submit (waiting for room if the queue is full), then wait for the completion
 /// callback. Created by [`DocaCtx::submit`](crate::executor::context::DocaCtx::submit); resolves to the
@@ -141,13 +129,10 @@ enum Stage<T> {
 pub struct TaskFuture<'a, K: DocaTask, A> {
     core: Rc<Core>,
     ctx: Rc<CtxRecord>,
-    /// The key of the operation's slot (its task's user data) ...
-    slot: u64,
-    /// ... and the slot itself, ours until `finish` or `abandon` release it (see
-    /// `Slots::reserve`); `core` keeps the table alive.
-    slot_ref: NonNull<Slot>,
+    /// The operation's way to DOCA and its slot; `None` once the result was returned (or
+    /// the operation failed) and the slot released.
+    sub: Option<Submission<K>>,
     op: &'static str,
-    stage: Stage<K::Task>,
     alloc: Option<A>,
     ticket: Ticket,
     /// The operation's `TRACE` span (see [`crate::trace`]): disabled, a `None` test.
@@ -162,20 +147,9 @@ impl<K: DocaTask, A> Unpin for TaskFuture<'_, K, A> {}
 impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
     #[inline(always)]
     pub(crate) fn new(core: Rc<Core>, ctx: Rc<CtxRecord>, op: &'static str, alloc: A) -> Self {
-        let (slot, slot_ref) = core.slots.reserve();
+        let sub = Some(Submission::reserve(&core));
         let span = OpSpan::new(op, ctx.name(), ctx.id());
-        TaskFuture {
-            core,
-            ctx,
-            slot,
-            slot_ref,
-            op,
-            stage: Stage::Alloc,
-            alloc: Some(alloc),
-            ticket: None,
-            span,
-            _ctx: PhantomData,
-        }
+        TaskFuture { core, ctx, sub, op, alloc: Some(alloc), ticket: None, span, _ctx: PhantomData }
     }
 
     /// Names, in the operation's span, the connection it runs on (`conn`, an RDMA
@@ -188,28 +162,16 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
         self
     }
 
-    /// The operation's slot. Only called before the slot is released (every stage but
-    /// `Finished`).
-    fn slot(&self) -> &Slot {
-        debug_assert!(!matches!(self.stage, Stage::Finished));
-        // SAFETY: `slot_ref` came from `Slots::reserve` of `self.core`'s table, which `core`
-        // keeps alive and which never moves or frees a chunk while alive; the slot is ours
-        // until `finish` or `abandon` releases it, and both leave the `Finished` stage, in
-        // which this is not called. Slots are only used through shared references.
-        unsafe { self.slot_ref.as_ref() }
-    }
-
     fn task_slot(&self) -> TaskSlot {
-        let (out, descs) = match self.stage {
-            Stage::Finished => (std::ptr::null_mut(), std::ptr::null()),
-            _ => (self.slot().out_ptr(), &self.slot().descs as *const _),
-        };
-        TaskSlot { user_data: sys::doca_data::from_u64(self.slot), out, descs }
+        match &self.sub {
+            Some(s) => s.slot().task_slot(),
+            None => TaskSlot::new(sys::doca_data::from_u64(0), std::ptr::null_mut(), std::ptr::null()),
+        }
     }
 
     /// The user data this operation's task carries (its slot key).
     pub fn user_data(&self) -> sys::doca_data {
-        sys::doca_data::from_u64(self.slot)
+        self.task_slot().user_data()
     }
 
     /// See [`TaskSlot::out_ptr`].
@@ -225,22 +187,19 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
         BufTaskFuture { inner: self, buffers: Some(buffers) }
     }
 
-    fn finish(&mut self, r: Result<TaskOutput>) -> Poll<Result<TaskOutput>> {
-        if !matches!(self.stage, Stage::Finished) {
-            self.core.slots.release_slot(self.slot, self.slot());
+    /// Ends a failed operation: releases its slot (freeing an allocated, unsubmitted task).
+    #[cold]
+    fn fail(&mut self, e: Error) -> Poll<Result<TaskOutput>> {
+        if let Some(sub) = self.sub.take() {
+            sub.into_slot(&self.ctx).release(&self.core);
         }
-        self.stage = Stage::Finished;
         self.alloc = None;
-        Poll::Ready(r)
-    }
-
-    fn err(&self, code: sys::doca_error_t, what: &str) -> Error {
-        Error::from_doca(code, format!("{}: {what}", self.op))
+        Poll::Ready(Err(e))
     }
 
     /// Whether DOCA owns the task right now (submitted and not completed).
     fn in_flight(&self) -> bool {
-        matches!(self.stage, Stage::InFlight) && self.slot().state.get() == SlotState::InFlight
+        self.sub.as_ref().is_some_and(|s| s.submitted() && s.slot().in_flight())
     }
 
     /// Gives up the operation (the future is being dropped). In flight: the slot becomes
@@ -248,34 +207,10 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
     /// released now, an allocated but unsubmitted task first (before `keep`, which may hold
     /// memory the task references).
     fn abandon(&mut self, keep: Option<Box<dyn Any>>) {
-        if matches!(self.stage, Stage::Finished) {
-            drop(keep);
-            return;
+        match self.sub.take() {
+            Some(sub) => sub.into_slot(&self.ctx).abandon(&self.core, keep),
+            None => drop(keep),
         }
-        // SAFETY: as in `slot` (not `Finished`); the reference is not used after the slot
-        // is released or handed to the callback (orphaned).
-        let slot = unsafe { self.slot_ref.as_ref() };
-        match std::mem::replace(&mut self.stage, Stage::Finished) {
-            Stage::Finished => {}
-            Stage::Alloc => self.core.slots.release_slot(self.slot, slot),
-            Stage::Submit(task) => {
-                // SAFETY: allocated, never submitted: still ours, and not used afterwards.
-                unsafe { K::free(task) };
-                self.ctx.task_freed();
-                self.core.slots.release_slot(self.slot, slot);
-            }
-            Stage::InFlight => {
-                if slot.state.get() == SlotState::InFlight {
-                    slot.state.set(SlotState::Orphaned);
-                    drop(slot.waker.take());
-                    slot.keepalive.set(keep);
-                    return;
-                }
-                // Completed but not polled: DOCA is done with everything.
-                self.core.slots.release_slot(self.slot, slot);
-            }
-        }
-        drop(keep);
     }
 }
 
@@ -308,122 +243,38 @@ where
     }
 
     fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
-        loop {
-            match self.stage {
-                Stage::Finished => {
-                    return Poll::Ready(Err(Error::new(
-                        ErrorKind::BadState,
-                        format!("{}: operation future polled after completion", self.op),
-                    )))
-                }
-                Stage::Alloc => {
-                    if !self.ctx.is_alive() {
-                        let e = Error::new(ErrorKind::BadState, format!("{}: context destroyed", self.op));
-                        return self.finish(Err(e));
+        let Some(sub) = self.sub.as_mut() else {
+            return Poll::Ready(Err(Error::new(
+                ErrorKind::BadState,
+                format!("{}: operation future polled after completion", self.op),
+            )));
+        };
+        if !sub.submitted() {
+            let alloc = self.alloc.as_mut().expect("allocation present until submitted");
+            // The fast path: many tasks complete at once (the completion is queued at
+            // submit and delivered by the next progress); when this poll may progress the
+            // PE, it collects the completion now rather than return Pending and be woken
+            // and polled again, and then the doorbell is rung with the submit. Otherwise
+            // the doorbell is deferred to the next progress, which rings all the turn's
+            // doorbells at once.
+            match sub.poll_submit(&self.core, &self.ctx, self.op, alloc, &mut self.ticket, cx, true) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return self.fail(e),
+                Poll::Ready(Ok(inline)) => {
+                    self.alloc = None;
+                    if inline {
+                        // The slot's waker is not set yet, so the callback wakes nobody.
+                        let slot = sub.slot();
+                        self.core.progress_inline(|| slot.is_done());
                     }
-                    let slot = self.task_slot();
-                    let alloc = self.alloc.as_mut().expect("allocation closure present until allocated");
-                    let r = alloc.alloc(&slot);
-                    if r.is_err() {
-                        // Nothing allocated: give back the descriptors the closure took
-                        // before waiting or failing.
-                        self.slot().release_descs();
-                    }
-                    match r {
-                        Ok(task) if !task.is_null() => {
-                            self.ctx.task_allocated();
-                            self.alloc = None;
-                            self.stage = Stage::Submit(task);
-                        }
-                        Ok(_) => {
-                            let e = self.err(sys::DOCA_ERROR_UNEXPECTED, "allocate: null task");
-                            return self.finish(Err(e));
-                        }
-                        Err(sys::DOCA_ERROR_NO_MEMORY) if self.ctx.outstanding() > 0 => {
-                            // Pool exhausted by tasks that will be freed: wait for one.
-                            back_pressure(self.op, &self.ctx, "task pool exhausted");
-                            self.ctx.task_waiters.register(&mut self.ticket, cx.waker());
-                            return Poll::Pending;
-                        }
-                        Err(rc) => {
-                            let e = self.err(rc, "allocate task");
-                            return self.finish(Err(e));
-                        }
-                    }
-                }
-                Stage::Submit(task) => {
-                    // The slot is marked in flight before the call, so that a completion
-                    // delivered from inside submit (DOCA delivers them from progress, but a
-                    // provider that did otherwise) still finds it.
-                    self.slot().state.set(SlotState::InFlight);
-                    // The fast path: many tasks complete at once (the completion is queued
-                    // at submit and delivered by the next progress); when this poll may
-                    // progress the PE, it collects the completion now rather than return
-                    // Pending and be woken and polled again, and then the doorbell is rung
-                    // with the submit. Otherwise the doorbell is deferred to the next
-                    // progress, which rings all the turn's doorbells at once.
-                    let inline = self.core.take_inline_progress();
-                    // SAFETY: `task` is a live task of kind K of this ctx that we allocated and
-                    // still own. A deferred doorbell is rung before the PE is next progressed.
-                    let rc = unsafe {
-                        if inline {
-                            self.core.submit_now(K::as_task(task))
-                        } else {
-                            self.core.submit_deferred(&self.ctx, K::as_task(task))
-                        }
-                    };
-                    match rc {
-                        sys::DOCA_SUCCESS => {
-                            // DOCA owns the task now; the slot receives its completion.
-                            self.stage = Stage::InFlight;
-                            if inline {
-                                // The slot's waker is not set yet, so the callback wakes
-                                // nobody. Either way the InFlight stage below decides.
-                                let slot = self.slot();
-                                self.core.progress_inline(|| slot.state.get() == SlotState::Done);
-                            }
-                        }
-                        rc => {
-                            // Not submitted: the task is still ours, the slot is not in flight.
-                            self.slot().state.set(SlotState::Reserved);
-                            if matches!(rc, sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY)
-                                && self.ctx.outstanding() > 1
-                            {
-                                // Queue full of other tasks that will complete: wait for one.
-                                back_pressure(self.op, &self.ctx, "submit queue full");
-                                self.ctx.task_waiters.register(&mut self.ticket, cx.waker());
-                                return Poll::Pending;
-                            }
-                            // A failed submit leaves the task with us: free it.
-                            // SAFETY: we own the unsubmitted task; not used afterwards.
-                            unsafe { K::free(task) };
-                            // The task is gone, the slot is still ours (released by `finish`).
-                            self.stage = Stage::Alloc;
-                            self.ctx.task_freed();
-                            let e = self.err(rc, "submit");
-                            return self.finish(Err(e));
-                        }
-                    }
-                }
-                Stage::InFlight => {
-                    let slot = self.slot();
-                    if slot.state.get() == SlotState::Done {
-                        let status = slot.status.get();
-                        // SAFETY: `Done`: DOCA no longer writes the area.
-                        let out = unsafe { *slot.out.get() };
-                        let r =
-                            if status == sys::DOCA_SUCCESS { Ok(out) } else { Err(Error::from_doca(status, self.op)) };
-                        return self.finish(r);
-                    }
-                    let stale = slot.waker.take();
-                    match stale {
-                        Some(w) if w.will_wake(cx.waker()) => slot.waker.set(Some(w)),
-                        _ => slot.waker.set(Some(cx.waker().clone())),
-                    }
-                    return Poll::Pending;
                 }
             }
         }
+        if sub.slot().poll_done(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let sub = self.sub.take().expect("checked above");
+        Poll::Ready(sub.into_slot(&self.ctx).take_output(&self.core, self.op))
     }
 }
 
@@ -447,13 +298,13 @@ impl<K: DocaTask, A> Drop for TaskFuture<'_, K, A> {
 
 impl<K: DocaTask, A> fmt::Debug for TaskFuture<'_, K, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let stage = match self.stage {
-            Stage::Alloc => "alloc",
-            Stage::Submit(_) => "submit",
-            Stage::InFlight => "in flight",
-            Stage::Finished => "finished",
+        let stage = match &self.sub {
+            None => "finished",
+            Some(s) if s.submitted() => "submitted",
+            Some(_) => "not submitted",
         };
-        f.debug_struct("TaskFuture").field("op", &self.op).field("slot", &self.slot).field("stage", &stage).finish()
+        let slot = self.sub.as_ref().map(|s| s.slot().key());
+        f.debug_struct("TaskFuture").field("op", &self.op).field("slot", &slot).field("stage", &stage).finish()
     }
 }
 
@@ -472,7 +323,7 @@ impl<K: DocaTask, A, B: 'static> BufTaskFuture<'_, K, A, B> {
     /// place in the context's submission order is fixed. Layers that must submit several
     /// operations in a given order poll each until this holds before creating the next.
     pub(crate) fn submitted(&self) -> bool {
-        matches!(self.inner.stage, Stage::InFlight | Stage::Finished)
+        self.inner.sub.as_ref().is_none_or(Submission::submitted)
     }
 }
 

@@ -42,18 +42,23 @@
 //! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future,
 //!   [`AllocTask`], how it allocates its task (a closure, or a named request type), and
 //!   [`TaskSlot`], what an allocation sees of its slot.
+//! * `submission`: [`Submission`], the steps of one operation (reserve a slot, allocate,
+//!   submit, collect or abandon) without a future around them: what [`TaskFuture`] and
+//!   [`rdma::Window`](crate::rdma::Window) share.
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
 
 mod callback;
 mod doca_task;
 mod future;
 mod slots;
+mod submission;
 mod waiters;
 
 pub use callback::completion_cb;
 pub use doca_task::DocaTask;
 pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use slots::Slots;
+pub(crate) use submission::{SlotRef, Submission};
 pub(crate) use waiters::{Ticket, WaiterList};
 
 /// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).

@@ -1,0 +1,282 @@
+//! [`Submission`]: one operation's task on its way to DOCA and back, without a future around
+//! it. The one home of the steps every operation takes, whoever drives them:
+//! [`TaskFuture`](super::TaskFuture) runs one per future, [`rdma::Window`](crate::rdma::Window)
+//! one per operation it submits and then keeps only the [`SlotRef`] in a lane.
+//!
+//! 1. **Reserve** a completion slot ([`Submission::reserve`]): its key is the task's user
+//!    data, its result area has a stable address.
+//! 2. **Allocate** the task with an [`AllocTask`] (a kept one re-initialised, or a fresh one).
+//!    An exhausted pool while tasks of the context are outstanding waits for one of them to
+//!    be freed (the context's task waiters); otherwise the error is returned.
+//! 3. **Submit** it, with its doorbell when the caller progresses the PE right after, else
+//!    with the doorbell deferred to the executor's next progress. A full queue waits as in
+//!    step 2, keeping the allocated task.
+//! 4. **Collect** the completion from the slot ([`SlotRef::poll_done`],
+//!    [`SlotRef::take_output`]), or **abandon** it ([`SlotRef::abandon`]): a slot whose task
+//!    is in flight becomes orphaned and keeps the operation's buffers until DOCA is done.
+
+use std::any::Any;
+use std::ptr::NonNull;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use super::slots::{Slot, SlotState};
+use super::waiters::Ticket;
+use super::{AllocTask, DocaTask, TaskOutput, TaskSlot};
+use crate::error::{Error, Result};
+use crate::executor::context::CtxRecord;
+use crate::executor::local::Core;
+use crate::sys;
+
+/// A `DEBUG` event: operation `op` waits for a task of its context to be freed (see the
+/// module documentation on back-pressure).
+#[cold]
+fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
+    crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
+}
+
+/// A reserved completion slot of the current executor: its key (the task's user data) and
+/// its address. Owned: whoever holds it releases it exactly once ([`take_output`],
+/// [`release`], [`abandon`], which consume it), unless it is forgotten at shutdown.
+///
+/// [`take_output`]: SlotRef::take_output
+/// [`release`]: SlotRef::release
+/// [`abandon`]: SlotRef::abandon
+#[derive(Debug)]
+pub(crate) struct SlotRef {
+    key: u64,
+    slot: NonNull<Slot>,
+}
+
+impl SlotRef {
+    /// The slot. Valid until this handle is consumed.
+    #[inline(always)]
+    pub(super) fn get(&self) -> &Slot {
+        // SAFETY: `slot` came from `Slots::reserve` of the current executor's table, which
+        // outlives every operation of the executor (operations hold the core, or borrow
+        // something that does) and never moves or frees a chunk while alive; the slot is
+        // ours until this handle is consumed. Slots are only used through shared references.
+        unsafe { self.slot.as_ref() }
+    }
+
+    /// The key: the user data its task carries.
+    pub(crate) fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// What an allocation sees of the slot.
+    #[inline(always)]
+    pub(crate) fn task_slot(&self) -> TaskSlot {
+        let slot = self.get();
+        TaskSlot::new(sys::doca_data::from_u64(self.key), slot.out_ptr(), &slot.descs)
+    }
+
+    /// Whether the task's completion arrived.
+    #[inline(always)]
+    pub(crate) fn is_done(&self) -> bool {
+        self.get().state.get() == SlotState::Done
+    }
+
+    /// Whether DOCA owns the task (submitted, not completed).
+    pub(crate) fn in_flight(&self) -> bool {
+        self.get().state.get() == SlotState::InFlight
+    }
+
+    /// Ready once the completion arrived; otherwise the completion will wake `cx`'s waker
+    /// (replacing the one a previous poll left, unless it wakes the same task).
+    #[inline(always)]
+    pub(crate) fn poll_done(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let slot = self.get();
+        if slot.state.get() == SlotState::Done {
+            return Poll::Ready(());
+        }
+        let stale = slot.waker.take();
+        match stale {
+            Some(w) if w.will_wake(cx.waker()) => slot.waker.set(Some(w)),
+            _ => slot.waker.set(Some(cx.waker().clone())),
+        }
+        Poll::Pending
+    }
+
+    /// The completed task's result (`op` names the operation in an error), releasing the
+    /// slot. Only once [`is_done`](SlotRef::is_done).
+    #[inline(always)]
+    pub(crate) fn take_output(self, core: &Core, op: &'static str) -> Result<TaskOutput> {
+        let slot = self.get();
+        debug_assert!(slot.state.get() == SlotState::Done);
+        let status = slot.status.get();
+        // SAFETY: `Done`: DOCA no longer writes the area.
+        let out = unsafe { *slot.out.get() };
+        self.release(core);
+        if status == sys::DOCA_SUCCESS {
+            Ok(out)
+        } else {
+            Err(Error::from_doca(status, op))
+        }
+    }
+
+    /// Returns the slot to the table. Only when DOCA does not own its task (never
+    /// submitted, or completed).
+    #[inline(always)]
+    pub(crate) fn release(self, core: &Core) {
+        core.slots.release_slot(self.key, self.get());
+    }
+
+    /// Gives the operation up: a task in flight leaves its slot orphaned, keeping `keep`
+    /// (the memory DOCA may touch) until the completion callback releases it; otherwise the
+    /// slot is released now and `keep` dropped after it.
+    pub(crate) fn abandon(self, core: &Core, keep: Option<Box<dyn Any>>) {
+        let slot = self.get();
+        if slot.state.get() == SlotState::InFlight {
+            slot.state.set(SlotState::Orphaned);
+            drop(slot.waker.take());
+            slot.keepalive.set(keep);
+            return;
+        }
+        self.release(core);
+        drop(keep);
+    }
+}
+
+/// Where a [`Submission`] is.
+enum Stage<T> {
+    /// Not allocated yet (or waiting for a free task).
+    Alloc,
+    /// Allocated, not submitted (waiting for room in the submit queue).
+    Submit(*mut T),
+    /// Submitted: DOCA owns the task and the slot receives its completion.
+    InFlight,
+}
+
+/// One operation of kind `K` from its reserved slot to DOCA (see the module documentation).
+pub(crate) struct Submission<K: DocaTask> {
+    slot: SlotRef,
+    stage: Stage<K::Task>,
+}
+
+impl<K: DocaTask> Submission<K> {
+    /// Reserves a slot of `core`'s table for a new operation.
+    #[inline(always)]
+    pub(crate) fn reserve(core: &Core) -> Submission<K> {
+        let (key, slot) = core.slots.reserve();
+        Submission { slot: SlotRef { key, slot }, stage: Stage::Alloc }
+    }
+
+    /// The operation's slot.
+    #[inline(always)]
+    pub(crate) fn slot(&self) -> &SlotRef {
+        &self.slot
+    }
+
+    /// Whether DOCA has the task (or had it: completed).
+    #[inline(always)]
+    pub(crate) fn submitted(&self) -> bool {
+        matches!(self.stage, Stage::InFlight)
+    }
+
+    /// Steps 2 and 3 (see the module documentation): allocates the task with `alloc` and
+    /// submits it. `Ready(Ok(inline))` once DOCA owns it; `inline` says the caller must now
+    /// call [`Core::progress_inline`] (the task went with its doorbell because
+    /// `may_progress` asked and [`Core::take_inline_progress`] agreed), otherwise the
+    /// doorbell is deferred. `Pending` while waiting for a free task or for room (`ticket`
+    /// is the caller's place among the context's waiters). `Ready(Err)` when the operation
+    /// failed: the caller releases the slot ([`into_slot`](Submission::into_slot)).
+    #[inline(always)]
+    // Each argument is borrowed from a different owner (the executor, the context, the
+    // caller's future or window), so there is no struct to pass instead.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn poll_submit<A: AllocTask<K>>(
+        &mut self,
+        core: &Core,
+        ctx: &Rc<CtxRecord>,
+        op: &'static str,
+        alloc: &mut A,
+        ticket: &mut Ticket,
+        cx: &mut Context<'_>,
+        may_progress: bool,
+    ) -> Poll<Result<bool>> {
+        let err = |code, what: &str| Error::from_doca(code, format!("{op}: {what}"));
+        loop {
+            match self.stage {
+                Stage::InFlight => return Poll::Ready(Ok(false)),
+                Stage::Alloc => {
+                    if !ctx.is_alive() {
+                        return Poll::Ready(Err(Error::new(
+                            crate::error::ErrorKind::BadState,
+                            format!("{op}: context destroyed"),
+                        )));
+                    }
+                    let r = alloc.alloc(&self.slot.task_slot());
+                    if r.is_err() {
+                        // Nothing allocated: give back the descriptors the allocation took
+                        // before waiting or failing.
+                        self.slot.get().release_descs();
+                    }
+                    match r {
+                        Ok(task) if !task.is_null() => {
+                            ctx.task_allocated();
+                            self.stage = Stage::Submit(task);
+                        }
+                        Ok(_) => return Poll::Ready(Err(err(sys::DOCA_ERROR_UNEXPECTED, "allocate: null task"))),
+                        Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.outstanding() > 0 => {
+                            // Pool exhausted by tasks that will be freed: wait for one.
+                            back_pressure(op, ctx, "task pool exhausted");
+                            ctx.task_waiters.register(ticket, cx.waker());
+                            return Poll::Pending;
+                        }
+                        Err(rc) => return Poll::Ready(Err(err(rc, "allocate task"))),
+                    }
+                }
+                Stage::Submit(task) => {
+                    // The slot is marked in flight before the call, so that a completion
+                    // delivered from inside submit (DOCA delivers them from progress, but a
+                    // provider that did otherwise) still finds it.
+                    let slot = self.slot.get();
+                    slot.state.set(SlotState::InFlight);
+                    let inline = may_progress && core.take_inline_progress();
+                    // SAFETY: `task` is a live task of kind K of this ctx that we allocated
+                    // and still own. A deferred doorbell is rung before the PE is next
+                    // progressed.
+                    let rc = unsafe {
+                        if inline {
+                            core.submit_now(K::as_task(task))
+                        } else {
+                            core.submit_deferred(ctx, K::as_task(task))
+                        }
+                    };
+                    if rc == sys::DOCA_SUCCESS {
+                        self.stage = Stage::InFlight;
+                        return Poll::Ready(Ok(inline));
+                    }
+                    // Not submitted: the task is still ours, the slot is not in flight.
+                    slot.state.set(SlotState::Reserved);
+                    if matches!(rc, sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY) && ctx.outstanding() > 1 {
+                        // Queue full of other tasks that will complete: wait for one.
+                        back_pressure(op, ctx, "submit queue full");
+                        ctx.task_waiters.register(ticket, cx.waker());
+                        return Poll::Pending;
+                    }
+                    // A failed submit leaves the task with us: free it.
+                    // SAFETY: we own the unsubmitted task; not used afterwards.
+                    unsafe { K::free(task) };
+                    self.stage = Stage::Alloc;
+                    ctx.task_freed();
+                    return Poll::Ready(Err(err(rc, "submit")));
+                }
+            }
+        }
+    }
+
+    /// The slot, for collecting the completion of a submitted task, or for releasing the
+    /// slot of an operation that failed. An allocated task that was never submitted is
+    /// freed first (it may reference the memory the caller keeps).
+    #[inline(always)]
+    pub(crate) fn into_slot(self, ctx: &CtxRecord) -> SlotRef {
+        if let Stage::Submit(task) = self.stage {
+            // SAFETY: allocated, never submitted: still ours, and not used afterwards.
+            unsafe { K::free(task) };
+            ctx.task_freed();
+        }
+        self.slot
+    }
+}
