@@ -9,7 +9,7 @@
 //! ```
 //! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
 //! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
-//! one task's `rdma::Pipeline`), `spawned` (writes, 64 in flight as a task each), `memcpy`
+//! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `spawned` (writes, 64 in flight as a task each), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
 //! created after the clock starts, a fixed cost that `memcpy 0` includes too), `yield` (one
 //! `yield_now` per operation: a trip round the executor's loop).
@@ -68,6 +68,20 @@ fn main() -> Result<()> {
                     r?;
                 }
             }
+            "window" => {
+                let mut window = ab.window(64);
+                for i in 0..n {
+                    let k = i % 64;
+                    if let Some((r, _)) =
+                        window.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await
+                    {
+                        r?;
+                    }
+                }
+                while let Some((r, _)) = window.next().await {
+                    r?;
+                }
+            }
             "spawned" => {
                 let mut window: VecDeque<JoinHandle<Result<()>>> = VecDeque::with_capacity(64);
                 for i in 0..n {
@@ -99,7 +113,7 @@ fn main() -> Result<()> {
                     yield_now().await;
                 }
             }
-            other => panic!("unknown kind {other} (write, fadd, pipeline, spawned, memcpy, yield)"),
+            other => panic!("unknown kind {other} (write, fadd, pipeline, window, spawned, memcpy, yield)"),
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
     })?;

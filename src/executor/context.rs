@@ -550,6 +550,17 @@ impl<T> DocaCtx<T> {
         Ok(DocaCtx { core, rec, _obj: PhantomData })
     }
 
+    /// The executor this context belongs to (for layers that drive
+    /// [`Submission`](crate::executor::completion::Submission)s themselves).
+    pub(crate) fn core(&self) -> &Rc<Core> {
+        &self.core
+    }
+
+    /// The executor's record of this context.
+    pub(crate) fn record(&self) -> &Rc<CtxRecord> {
+        &self.rec
+    }
+
     /// The owned object, or an error once the executor destroyed it at shutdown.
     pub fn as_ptr(&self) -> Result<*mut T> {
         if self.rec.alive.get() {

@@ -116,6 +116,8 @@ pub mod pipeline;
 pub use cm::{ConnectionRequest, Listener};
 pub use pipeline::{Pipeline, Push};
 pub mod stream;
+pub mod window;
+pub use window::{Window, WindowPush};
 #[cfg(test)]
 mod tests;
 pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
@@ -705,6 +707,15 @@ impl Connection {
         ConnId(self.inner.conn as usize)
     }
 
+    /// A [`Window`] of up to `depth` operations in flight on this connection, without a
+    /// future per operation: the path for message rate (see [`window`]).
+    ///
+    /// # Panics
+    /// If `depth` is 0.
+    pub fn window(&self, depth: usize) -> Window<'_> {
+        Window::new(self, depth)
+    }
+
     /// Sends `src` as one message; it completes a receive posted on the peer's context.
     #[inline(always)]
     pub fn send(&self, src: Buf) -> SendFuture<'_> {
@@ -740,16 +751,22 @@ impl Connection {
         src: Buf,
         imm: Option<u32>,
     ) -> ops::Op<'_, Send, SendImm, ops::SendReq<'_>, Buf> {
-        let t = match self.target(op) {
-            Ok(t) => t,
+        let req = match self.send_req(op, &src, imm.unwrap_or(0)) {
+            Ok(r) => r,
             Err(e) => return ops::Op::failed(e, src),
         };
-        let (conn, size) = (Some(self.id().0), src.len());
-        let req = ops::SendReq { t, src: Desc::local(&src), imm: imm.unwrap_or(0) };
+        let (conn, size, inner) = (Some(self.id().0), src.len(), req.t.inner);
         match imm {
-            None => ops::Op::First(t.inner.op::<Send, _, _>(op, conn, size, req, src)),
-            Some(_) => ops::Op::Second(t.inner.op::<SendImm, _, _>(op, conn, size, req, src)),
+            None => ops::Op::First(inner.op::<Send, _, _>(op, conn, size, req, src)),
+            Some(_) => ops::Op::Second(inner.op::<SendImm, _, _>(op, conn, size, req, src)),
         }
+    }
+
+    /// The request of a send of `src` (the checks before anything is submitted). One home
+    /// for the futures and the [`Window`].
+    #[inline(always)]
+    fn send_req(&self, op: &'static str, src: &Buf, imm: u32) -> Result<ops::SendReq<'_>> {
+        Ok(ops::SendReq { t: self.target(op)?, src: Desc::local(src), imm })
     }
 
     /// Writes all of `src` to the start of `dst` (one-sided: the peer's CPU is not involved).
@@ -778,20 +795,24 @@ impl Connection {
         dst: RemoteSlice,
         imm: Option<u32>,
     ) -> ops::Op<'_, Write, WriteImm, ops::WriteReq<'_>, (Buf, RemoteSlice)> {
-        if src.len() > dst.len() {
-            let e = too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len()));
-            return ops::Op::failed(e, (src, dst));
-        }
-        let t = match self.target(op) {
-            Ok(t) => t,
+        let req = match self.write_req(op, &src, &dst, imm.unwrap_or(0)) {
+            Ok(r) => r,
             Err(e) => return ops::Op::failed(e, (src, dst)),
         };
-        let (conn, size) = (Some(self.id().0), src.len());
-        let req = ops::WriteReq { t, src: Desc::local(&src), dst: Desc::remote(&dst), imm: imm.unwrap_or(0) };
+        let (conn, size, inner) = (Some(self.id().0), src.len(), req.t.inner);
         match imm {
-            None => ops::Op::First(t.inner.op::<Write, _, _>(op, conn, size, req, (src, dst))),
-            Some(_) => ops::Op::Second(t.inner.op::<WriteImm, _, _>(op, conn, size, req, (src, dst))),
+            None => ops::Op::First(inner.op::<Write, _, _>(op, conn, size, req, (src, dst))),
+            Some(_) => ops::Op::Second(inner.op::<WriteImm, _, _>(op, conn, size, req, (src, dst))),
         }
+    }
+
+    /// The request of a write of `src` to `dst` (the checks before anything is submitted).
+    #[inline(always)]
+    fn write_req(&self, op: &'static str, src: &Buf, dst: &RemoteSlice, imm: u32) -> Result<ops::WriteReq<'_>> {
+        if src.len() > dst.len() {
+            return Err(too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len())));
+        }
+        Ok(ops::WriteReq { t: self.target(op)?, src: Desc::local(src), dst: Desc::remote(dst), imm })
     }
 
     /// Reads `dst.len()` bytes from the start of `src` into `dst` (one-sided).
@@ -802,17 +823,24 @@ impl Connection {
     #[inline(always)]
     pub fn read(&self, src: RemoteSlice, dst: Buf) -> ReadFuture<'_> {
         const OP: &str = "rdma.read";
-        if dst.len() > src.len() {
-            let e = too_short(OP, &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()));
-            return ReadFuture(ops::Op::failed(e, (dst, src)));
-        }
-        let t = match self.target(OP) {
-            Ok(t) => t,
+        let req = match self.read_req(OP, &src, &dst) {
+            Ok(r) => r,
             Err(e) => return ReadFuture(ops::Op::failed(e, (dst, src))),
         };
         let (conn, size) = (Some(self.id().0), dst.len());
-        let req = ops::ReadReq { t, src: Desc::remote(&src), dst: Desc::local(&dst) };
-        ReadFuture(ops::Op::First(t.inner.op::<Read, _, _>(OP, conn, size, req, (dst, src))))
+        ReadFuture(ops::Op::First(req.t.inner.op::<Read, _, _>(OP, conn, size, req, (dst, src))))
+    }
+
+    /// The request of a read of `src` into `dst` (the checks before anything is submitted).
+    #[inline(always)]
+    fn read_req(&self, op: &'static str, src: &RemoteSlice, dst: &Buf) -> Result<ops::ReadReq<'_>> {
+        if dst.len() > src.len() {
+            return Err(too_short(
+                op,
+                &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()),
+            ));
+        }
+        Ok(ops::ReadReq { t: self.target(op)?, src: Desc::remote(src), dst: Desc::local(dst) })
     }
 
     /// Atomically replaces the 8-byte value at the start of `dst` with `swap` if it equals

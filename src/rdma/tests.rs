@@ -1,6 +1,9 @@
 //! The rules of the named operation futures (`ops.rs`) that the public API cannot observe:
 //! nothing is submitted before the first poll, a future dropped unpolled gives every buffer
-//! back, and a check that fails before submission resolves at the first poll.
+//! back, and a check that fails before submission resolves at the first poll. And the rules
+//! of a [`Window`](super::Window): results in push order (failed checks included), waiting
+//! instead of failing when the task pool is smaller than the window, and memory kept until
+//! DOCA is done when a window or a push is dropped.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -199,6 +202,141 @@ fn sends_submitted_with_and_without_their_doorbell_arrive_in_order() {
         };
         let (s, r) = futures_lite::future::zip(sender, receiver).await;
         s.and(r)
+    })
+    .unwrap();
+}
+
+/// Completion slots in use on the current executor.
+fn slots_in_use() -> usize {
+    crate::executor::local::with_current(|core| core.slots.in_use()).expect("inside the runtime")
+}
+
+#[test]
+fn a_window_returns_every_result_in_push_order_failed_checks_included() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, target, remote, local, _b, .. } = loopback().await?;
+            let b = &_b.0;
+            let handles = local.handles();
+            let inbox = Device::open_default()?.alloc(16, Access::LOCAL_READ_WRITE)?;
+            let recv = crate::spawn_local({
+                let (b, buf) = (b.clone(), inbox.slice(0..16));
+                async move { b.recv(buf).await.0 }
+            });
+            let mut w = ab.window(3);
+            let mut results = Vec::new();
+            let mut take = |r: Option<(Result<()>, crate::Buf)>| {
+                if let Some((r, buf)) = r {
+                    results.push((r.map_err(|e| e.kind()), buf.len()));
+                }
+            };
+            for i in 0..4u64 {
+                let mut src = local.slice(i as usize * 8..i as usize * 8 + 8);
+                src.write_u64(0, 100 + i);
+                take(w.write(src, remote.slice(i as usize * 8..i as usize * 8 + 8)).await);
+            }
+            // A source longer than its target fails its check, in its turn.
+            take(w.write(local.slice(0..16), remote.slice(0..8)).await);
+            target.slice(40..48).write_u64(0, 7);
+            take(w.read(remote.slice(40..48), local.slice(48..56)).await);
+            take(w.send_imm(local.slice(0..8), 9).await);
+            while let Some(r) = w.next().await {
+                take(Some(r));
+            }
+            let ok = Ok(());
+            let want = [(ok, 8), (ok, 8), (ok, 8), (ok, 8), (Err(ErrorKind::InvalidArgument), 16), (ok, 8), (ok, 8)];
+            assert_eq!(results, want, "one result per push, in push order");
+            for i in 0..4 {
+                assert_eq!(target.slice(i * 8..i * 8 + 8).read_u64(0), 100 + i as u64);
+            }
+            assert_eq!(local.slice(48..56).read_u64(0), 7, "the read landed");
+            let msg = recv.await??;
+            assert_eq!((msg.len, msg.imm), (8, Some(9)));
+            assert_eq!(local.handles(), handles, "every buffer came back");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_window_deeper_than_the_task_pool_waits_instead_of_failing() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let a = Rdma::builder(&dev).max_tasks(4).build().await?;
+            let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+            let (ab, _ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+            let target = dev.alloc(64 * 8, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+            let mut w = ab.window(16);
+            let mut done = 0u64;
+            for i in 0..300u64 {
+                let k = (i % 64) as usize;
+                let mut src = local.slice(k * 8..k * 8 + 8);
+                src.write_u64(0, i);
+                // The slot's earlier value must have landed before it is rewritten: the
+                // window holds fewer than 64 operations.
+                if let Some((r, _)) = w.write(src, remote.slice(k * 8..k * 8 + 8)).await {
+                    r?;
+                    done += 1;
+                }
+                assert!(a.inner.ctx.outstanding_tasks() <= 4, "never more tasks than the pool");
+            }
+            while let Some((r, _)) = w.next().await {
+                r?;
+                done += 1;
+            }
+            assert_eq!(done, 300);
+            for k in 0..64u64 {
+                let last = 300 - 1 - (300 - 1 - k) % 64;
+                assert_eq!(target.slice(k as usize * 8..k as usize * 8 + 8).read_u64(0), last);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
+    let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async {
+        let dev = Device::open_default()?;
+        let a = Rdma::builder(&dev).max_tasks(2).build().await?;
+        let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+        let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+        let (ab, _ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+        let target = dev.alloc(64, Access::RDMA_ALL)?;
+        let remote = dev.import(&target.export_rdma()?)?;
+        let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+        local.slice(0..8).write_u64(0, 0xabc);
+        let (handles, slots) = (local.handles(), slots_in_use());
+
+        let mut w = ab.window(4);
+        for k in 0..2 {
+            assert!(poll_once(&mut w.write(local.slice(0..8), remote.slice(k * 8..k * 8 + 8))).is_ready());
+        }
+        // The pool (2 tasks) is spent: the third push waits, and dropping it takes nothing
+        // out of the window and gives its buffer back.
+        let mut third = w.write(local.slice(0..8), remote.slice(16..24));
+        assert!(poll_once(&mut third).is_pending());
+        drop(third);
+        assert_eq!((w.len(), local.handles(), slots_in_use()), (2, handles + 2, slots + 2));
+        // Dropped with both writes in flight (submitted, doorbell not yet rung): their
+        // slots keep the buffers until the completions arrive.
+        drop(w);
+        assert_eq!(local.handles(), handles + 2, "in-flight memory is kept");
+        for _ in 0..100 {
+            if slots_in_use() == slots {
+                break;
+            }
+            crate::executor::yield_now().await;
+        }
+        assert_eq!((local.handles(), slots_in_use()), (handles, slots), "released once DOCA was done");
+        assert_eq!(target.slice(0..16).to_vec(), [0xabc_u64.to_ne_bytes(), 0xabc_u64.to_ne_bytes()].concat());
+        assert_eq!(target.slice(16..24).read_u64(0), 0, "the dropped push submitted nothing");
+        Ok::<_, crate::Error>(())
     })
     .unwrap();
 }

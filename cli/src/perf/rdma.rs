@@ -19,7 +19,6 @@
 //! (which resets the connection) while the other still uses it.
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -434,30 +433,15 @@ impl End {
     }
 
     /// Side A of a bandwidth test: `total` operations, `window` of them in flight in one
-    /// task through a [`Pipeline`] (the path a user takes for message rate).
+    /// task through an [`rdma::Window`](async_doca::rdma::Window) (the path a user takes for
+    /// message rate: no future per operation, doorbells rung once per batch); each sample is
+    /// one operation's submit-to-result time.
     async fn stream(&self, test: Test, p: &Params) -> Result<Measured> {
-        let window = window(test, self.size);
-        let conn = &self.conn;
-        match test {
-            Test::WriteBw => self.pipelined(window, p, |k| conn.write(self.buf(k), self.dst(k))).await,
-            Test::ReadBw => self.pipelined(window, p, |k| conn.read(self.dst(k), self.buf(k))).await,
-            Test::SendBw => self.pipelined(window, p, |k| conn.send(self.buf(k))).await,
-            _ => unreachable!("not a bandwidth test"),
-        }
-    }
-
-    /// Runs `warmup + iters` operations made by `op(lane)`, `window` in flight; each sample
-    /// is one operation's submit-to-result time.
-    async fn pipelined<F: Future<Output = (Result<()>, Buf)>>(
-        &self,
-        window: usize,
-        p: &Params,
-        mut op: impl FnMut(usize) -> F,
-    ) -> Result<Measured> {
+        let depth = window(test, self.size);
+        let mut win = self.conn.window(depth);
         let total = p.warmup + p.iters;
         let mut samples = Samples::default();
-        let mut pipe = Pipeline::new(window);
-        let mut stamps = VecDeque::with_capacity(window);
+        let mut stamps = VecDeque::with_capacity(depth);
         let mut take = |r: (Result<()>, Buf), stamps: &mut VecDeque<(Instant, bool)>| {
             let (t0, timed) = stamps.pop_front().expect("a stamp per operation");
             if timed {
@@ -470,15 +454,20 @@ impl End {
             if i == p.warmup {
                 start = Instant::now();
             }
-            if pipe.is_full() {
-                take(pipe.next().await.expect("full"), &mut stamps)?;
+            if win.is_full() {
+                take(win.next().await.expect("full"), &mut stamps)?;
             }
             stamps.push_back((Instant::now(), i >= p.warmup));
-            if pipe.try_push(op(i as usize % window)).is_err() {
-                unreachable!("a lane is free");
-            }
+            let k = i as usize % depth;
+            let oldest = match test {
+                Test::WriteBw => win.write(self.buf(k), self.dst(k)).await,
+                Test::ReadBw => win.read(self.dst(k), self.buf(k)).await,
+                Test::SendBw => win.send(self.buf(k)).await,
+                _ => unreachable!("not a bandwidth test"),
+            };
+            assert!(oldest.is_none(), "a lane was free");
         }
-        while let Some(r) = pipe.next().await {
+        while let Some(r) = win.next().await {
             take(r, &mut stamps)?;
         }
         Ok(Measured { samples, elapsed: start.elapsed() })
