@@ -232,12 +232,25 @@ fn rdma(c: &mut Criterion) {
                         r.expect("write");
                     }
                 }
+                "write_window64" => {
+                    let mut window = ab.window(64);
+                    for i in 0..iters as usize {
+                        let k = i % 64;
+                        if let Some((r, _)) = window.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await
+                        {
+                            r.expect("write");
+                        }
+                    }
+                    while let Some((r, _)) = window.next().await {
+                        r.expect("write");
+                    }
+                }
                 other => unreachable!("{other}"),
             }
             start.elapsed()
         })
     };
-    for which in ["write", "fadd", "send", "write_window64_spawned", "write_window64_pipeline"] {
+    for which in ["write", "fadd", "send", "write_window64_spawned", "write_window64_pipeline", "write_window64"] {
         g.bench_function(which, |b| b.iter_custom(|iters| run(iters, which)));
     }
     g.finish();

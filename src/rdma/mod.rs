@@ -38,7 +38,10 @@
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
 //! Operation futures are lazy: the first poll submits. A [`Pipeline`] keeps many of them in
-//! flight from one task, without a task per operation (the path for message rate).
+//! flight from one task, without a task per operation. A [`Window`]
+//! ([`Connection::window`]) keeps many writes, reads and sends in flight on one connection
+//! without even a future per operation, and rings their doorbells once per batch: the
+//! path for message rate.
 //! Each operation returns a named, `Unpin` future ([`WriteFuture`], [`ReadFuture`],
 //! [`SendFuture`], [`AtomicFuture`], [`RecvFuture`]), so a struct can hold one, or a
 //! `Pipeline<WriteFuture<'a>>`, without boxing; it borrows its [`Connection`] (or [`Rdma`]).

@@ -29,6 +29,11 @@
 //! their completion slots until DOCA is done (see the [RDMA module](super)), as any dropped
 //! operation future does.
 //!
+//! For writes, reads and sends on one connection, a [`Window`](super::Window) does the same
+//! without a future per operation (each lane keeps only the completion slot and the
+//! memory) and with one doorbell per batch: cheaper per operation. A `Pipeline` holds any
+//! future: receives, atomics, operations of several connections or contexts.
+//!
 //! The operations have named types ([`WriteFuture`](super::WriteFuture), ...), so a pipeline
 //! can live in a struct: `Pipeline<WriteFuture<'a>>` holds writes on a connection borrowed
 //! for `'a` (second example). To mix kinds in one pipeline, wrap them in an enum of your own.

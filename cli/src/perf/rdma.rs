@@ -10,8 +10,9 @@
 //!   that arrives first in the ring until the receive is posted).
 //! * `read_lat`, `fadd_lat`, `cswap_lat`: A alone issues one-sided operations; each is a
 //!   round trip by itself, and its full completion time is reported (as perftest does).
-//! * `write_bw`, `read_bw`, `send_bw`: A keeps a window of operations in flight; ops/s and
-//!   MB/s over the run, p50/p99 of the per-operation completion latency (submit to completion).
+//! * `write_bw`, `read_bw`, `send_bw`: A keeps a window of operations in flight (async: an
+//!   `rdma::Window`; B's receives for `send_bw` in an `rdma::Pipeline`); ops/s and MB/s over
+//!   the run, p50/p99 of the per-operation completion latency (submit to completion).
 //! * `memcpy_bw`: a reference row: `memcpy` of the same size in one thread, in the same run.
 //!
 //! The two sides exchange their connection and memory blobs over a [`Link`], and end with a
