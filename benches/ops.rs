@@ -236,7 +236,8 @@ fn rdma(c: &mut Criterion) {
                     let mut window = ab.window(64);
                     for i in 0..iters as usize {
                         let k = i % 64;
-                        if let Some((r, _)) = window.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await
+                        if let Some((r, _)) =
+                            window.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await
                         {
                             r.expect("write");
                         }

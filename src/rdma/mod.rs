@@ -120,7 +120,7 @@ pub use cm::{ConnectionRequest, Listener};
 pub use pipeline::{Pipeline, Push};
 pub mod stream;
 pub mod window;
-pub use window::{Window, WindowPush};
+pub use window::{RecvWindow, Window, WindowPush};
 #[cfg(test)]
 mod tests;
 pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
@@ -410,6 +410,14 @@ struct RdmaInner {
 }
 
 impl RdmaInner {
+    /// The request of a receive into `dst` (the context must be alive). One home for the
+    /// future and the [`RecvWindow`].
+    #[inline(always)]
+    fn recv_req(&self, op: &'static str, dst: &Buf) -> Result<ops::RecvReq<'_>> {
+        let rdma = self.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
+        Ok(ops::RecvReq { t: ops::Target { inner: self, rdma, conn: std::ptr::null_mut() }, dst: Desc::local(dst) })
+    }
+
     /// The task future of one operation of kind `K`: `req` takes the operation's doca_bufs
     /// (they go to the operation's completion slot, which gives them back when the task is
     /// over) and allocates or re-initialises the task; `keep` (the caller's buffers) is
@@ -550,12 +558,20 @@ impl Rdma {
     pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
         const OP: &str = "rdma.recv";
         let inner = &*self.inner;
-        let rdma = match inner.ctx.as_ptr() {
-            Ok(p) => p,
-            Err(e) => return RecvFuture(ops::Op::failed(e.context_prefix(OP), buf)),
+        let req = match inner.recv_req(OP, &buf) {
+            Ok(r) => r,
+            Err(e) => return RecvFuture(ops::Op::failed(e, buf)),
         };
-        let req = ops::RecvReq { t: ops::Target { inner, rdma, conn: std::ptr::null_mut() }, dst: Desc::local(&buf) };
         RecvFuture(ops::Op::First(inner.op::<Recv, _, _>(OP, None, buf.len(), req, buf)))
+    }
+
+    /// A [`RecvWindow`] of up to `depth` receives posted on this context, without a future
+    /// per receive: the receiving side of message rate (see [`window`]).
+    ///
+    /// # Panics
+    /// If `depth` is 0.
+    pub fn recv_window(&self, depth: usize) -> RecvWindow<'_> {
+        RecvWindow::new(self, depth)
     }
 
     /// Stops the context (every operation in flight fails with [`ErrorKind::Cancelled`] or

@@ -340,3 +340,33 @@ fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_dropped_receive_window_keeps_its_buffers_posted_until_the_context_flushes_them() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, local, _b, .. } = loopback().await?;
+            let b = &_b.0;
+            let inbox = Device::open_default()?.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let (handles, slots) = (inbox.handles(), slots_in_use());
+            let mut posted = b.recv_window(4);
+            for k in 0..4 {
+                assert!(posted.recv(inbox.slice(k * 16..k * 16 + 16)).await.is_none());
+            }
+            // One message completes the oldest receive; the other three stay posted.
+            local.slice(0..8).write_u64(0, 42);
+            let (r, _) = ab.send_imm(local.slice(0..8), 5).await;
+            r?;
+            let (msg, buf) = posted.next().await.expect("four posted");
+            assert_eq!((msg?.imm, buf.read_u64(0)), (Some(5), 42));
+            drop(buf);
+            drop(posted);
+            assert_eq!(inbox.handles(), handles + 3, "posted receives keep their buffers");
+            assert_eq!(slots_in_use(), slots + 3);
+            // A restart flushes them (their results are discarded): everything comes back.
+            b.restart().await?;
+            assert_eq!((inbox.handles(), slots_in_use()), (handles, slots));
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}

@@ -11,7 +11,7 @@
 //! * `read_lat`, `fadd_lat`, `cswap_lat`: A alone issues one-sided operations; each is a
 //!   round trip by itself, and its full completion time is reported (as perftest does).
 //! * `write_bw`, `read_bw`, `send_bw`: A keeps a window of operations in flight (async: an
-//!   `rdma::Window`; B's receives for `send_bw` in an `rdma::Pipeline`); ops/s and MB/s over
+//!   `rdma::Window`; B's receives for `send_bw` in an `rdma::RecvWindow`); ops/s and MB/s over
 //!   the run, p50/p99 of the per-operation completion latency (submit to completion).
 //! * `memcpy_bw`: a reference row: `memcpy` of the same size in one thread, in the same run.
 //!
@@ -24,7 +24,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use async_doca::executor::yield_now;
-use async_doca::rdma::{Connection, Pipeline, Rdma};
+use async_doca::rdma::{Connection, Rdma};
 use async_doca::{Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
 use super::cpu::{joined, runtime, two_cpus};
@@ -474,13 +474,13 @@ impl End {
         Ok(Measured { samples, elapsed: start.elapsed() })
     }
 
-    /// Side B of `send_bw`: keeps `window` receives posted (one task, a [`Pipeline`]) until
-    /// `total` arrived.
+    /// Side B of `send_bw`: keeps `window` receives posted (one task, an
+    /// [`rdma::RecvWindow`](async_doca::rdma::RecvWindow)) until `total` arrived.
     async fn sink(&self, total: u64) -> Result<()> {
-        let window = window(Test::SendBw, self.size);
-        let mut posted = Pipeline::new(window);
+        let depth = window(Test::SendBw, self.size);
+        let mut posted = self.rdma.recv_window(depth);
         for i in 0..total {
-            if let Some((r, _)) = posted.push(self.rdma.recv(self.buf(i as usize % window))).await {
+            if let Some((r, _)) = posted.recv(self.buf(i as usize % depth)).await {
                 r?;
             }
         }

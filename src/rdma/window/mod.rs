@@ -1,0 +1,300 @@
+//! [`Window`] and [`RecvWindow`]: many operations in flight on one connection (receives:
+//! on one context), without a future per operation.
+//!
+//! Message rate is what is left of a DOCA operation once the runtime's cost per operation
+//! is paid. A [`Pipeline`](super::Pipeline) keeps whole operation futures in its lanes; a
+//! `Window` keeps only what an operation in flight needs: its completion slot and the
+//! memory DOCA may touch. Pushing an operation allocates (or re-initialises a kept) task,
+//! submits it with its doorbell deferred, and puts it in the next lane; no future is built,
+//! moved or dropped, and the doorbells of every operation pushed since the executor last
+//! progressed the PE are rung together (`doca_task_submit_ex` without the flush flag, one
+//! `doca_ctx_flush_tasks`).
+//!
+//! | method | what it submits | gives back |
+//! | --- | --- | --- |
+//! | [`write`](Window::write), [`write_imm`](Window::write_imm) | as [`Connection::write`] | the source |
+//! | [`read`](Window::read) | as [`Connection::read`] | the destination |
+//! | [`send`](Window::send), [`send_imm`](Window::send_imm) | as [`Connection::send`] | the source |
+//! | [`RecvWindow::recv`] ([`Rdma::recv_window`]) | as [`Rdma::recv`] | the destination, with [`Received`] |
+//!
+//! * **Results in push order.** Each pushed operation yields exactly one result,
+//!   `(Result<()>, Buf)` (a receive: `(Result<Received>, Buf)`), from [`next`](Window::next), or from a push that found the window
+//!   full (it returns the oldest operation's result to make room). A check that fails before
+//!   anything is submitted (a source longer than its target, a destroyed context) takes its
+//!   lane like any operation and yields its error in turn: nothing is reported out of order,
+//!   nothing is lost.
+//! * **Submission in push order**, as long as the context's task pool
+//!   ([`RdmaBuilder::max_tasks`](super::RdmaBuilder::max_tasks)) and send queue have room for
+//!   the window's depth: a push waits (it does not fail) while either is full, and a push
+//!   waits only for its own operation, never reorders it. DOCA completes the operations of
+//!   one connection in order.
+//! * **Waiting.** A push into a full window, and [`next`](Window::next), wait for the oldest
+//!   operation. When the task may progress the PE, they collect completions inline (no trip
+//!   round the executor's loop); otherwise the oldest operation's completion wakes the task.
+//! * **Dropping.** A push dropped before it resolved leaves the window as it was (the
+//!   operation is not submitted, its buffer dropped). Dropping the window discards the
+//!   results of the operations in it; those in flight keep their buffers, remote slices and
+//!   descriptors alive in their completion slots until DOCA is done, as a dropped operation
+//!   future does.
+//! * **Costs.** Per operation: a completion slot, a task (kept ones are reused), the two
+//!   descriptors lent by the memory's cache; no allocation in the steady state.
+//!   `examples/op_cost window` measures it against a `Pipeline` (`pipeline`) and a single
+//!   write (`write`); `docs/cost.md` has the figures.
+//!
+//! Modules: `ring` (the lanes and what each holds), `push` (an operation on its way into
+//! its lane).
+//!
+//! ```
+//! use async_doca::rdma::Rdma;
+//! use async_doca::{Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let a = Rdma::builder(&dev).build().await?;
+//!     let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+//!     let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+//!     let (conn, _peer) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+//!     let target = dev.alloc(64 * 8, Access::RDMA_ALL)?;
+//!     let remote = dev.import(&target.export_rdma()?)?;
+//!     let src = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+//!
+//!     // 1000 writes, 32 in flight, one task, no future per write.
+//!     let mut window = conn.window(32);
+//!     for i in 0..1000usize {
+//!         let k = i % 64;
+//!         let mut buf = src.slice(k * 8..k * 8 + 8);
+//!         buf.write_u64(0, i as u64);
+//!         if let Some((res, _buf)) = window.write(buf, remote.slice(k * 8..k * 8 + 8)).await {
+//!             res?; // the oldest write
+//!         }
+//!     }
+//!     while let Some((res, _buf)) = window.next().await {
+//!         res?;
+//!     }
+//!     assert_eq!(target.buf().read_u64(999 % 64 * 8), 999);
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::fmt;
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+
+mod push;
+mod ring;
+
+pub use push::WindowPush;
+use push::{Kind, Op};
+use ring::Ring;
+
+use super::{Connection, Rdma, Received};
+use crate::error::Result;
+use crate::mem::{Buf, RemoteSlice};
+
+/// What a pushed write, read or send gives back: its result and its local buffer.
+pub type Completed = (Result<()>, Buf);
+
+/// Up to `depth` operations in flight on one [`Connection`], results in push order, with
+/// no future per operation. Made by [`Connection::window`]; see the
+/// [module documentation](self).
+pub struct Window<'a> {
+    conn: &'a Connection,
+    ring: Ring<'a>,
+}
+
+impl<'a> Window<'a> {
+    /// A window of `depth` lanes on `conn`.
+    ///
+    /// # Panics
+    /// If `depth` is 0.
+    pub(in crate::rdma) fn new(conn: &'a Connection, depth: usize) -> Window<'a> {
+        Window { conn, ring: Ring::new(&conn.inner.rdma, depth) }
+    }
+
+    /// How many operations it holds at most.
+    pub fn depth(&self) -> usize {
+        self.ring.depth()
+    }
+
+    /// Operations in the window (in flight, or completed and not yet returned).
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Whether it holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ring.len() == 0
+    }
+
+    /// Whether every lane is taken (the next push first returns the oldest result).
+    pub fn is_full(&self) -> bool {
+        self.ring.is_full()
+    }
+
+    /// Writes all of `src` to the start of `dst`, as [`Connection::write`]. Resolves once
+    /// the write is submitted (or has failed a check and taken its lane), to the oldest
+    /// operation's result if the window was full, else `None`.
+    #[inline]
+    pub fn write(&mut self, src: Buf, dst: RemoteSlice) -> WindowPush<'_, 'a> {
+        self.push(Kind::Write, 0, src, Some(dst))
+    }
+
+    /// Writes with immediate data, as [`Connection::write_imm`]; otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn write_imm(&mut self, src: Buf, dst: RemoteSlice, imm: u32) -> WindowPush<'_, 'a> {
+        self.push(Kind::WriteImm, imm, src, Some(dst))
+    }
+
+    /// Reads `dst.len()` bytes from the start of `src` into `dst`, as
+    /// [`Connection::read`]; the result comes with `dst`. Otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn read(&mut self, src: RemoteSlice, dst: Buf) -> WindowPush<'_, 'a> {
+        self.push(Kind::Read, 0, dst, Some(src))
+    }
+
+    /// Sends `src` as one message, as [`Connection::send`]; otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn send(&mut self, src: Buf) -> WindowPush<'_, 'a> {
+        self.push(Kind::Send, 0, src, None)
+    }
+
+    /// Sends `src` with immediate data, as [`Connection::send_imm`]; otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn send_imm(&mut self, src: Buf, imm: u32) -> WindowPush<'_, 'a> {
+        self.push(Kind::SendImm, imm, src, None)
+    }
+
+    /// Waits for the oldest operation and returns its result; `None` when the window is
+    /// empty.
+    pub async fn next(&mut self) -> Option<Completed> {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the oldest operation's result: `Ready(None)` when the window is empty.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Completed>> {
+        self.ring.poll_next(cx).map(|o| o.map(|(r, buf)| (r.map(drop), buf)))
+    }
+
+    #[inline(always)]
+    fn push(&mut self, kind: Kind, imm: u32, buf: Buf, remote: Option<RemoteSlice>) -> WindowPush<'_, 'a> {
+        WindowPush::new(&mut self.ring, Some(self.conn), Op { kind, imm, buf, remote })
+    }
+}
+
+impl fmt::Debug for Window<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Window")
+            .field("conn", &self.conn.id())
+            .field("depth", &self.depth())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Up to `depth` receives posted on one [`Rdma`] context, results in post order (the order
+/// in which DOCA completes them: any connection's next message completes the oldest), with
+/// no future per receive. Made by [`Rdma::recv_window`]; otherwise as a [`Window`] (see the
+/// [module documentation](self)).
+///
+/// ```
+/// use async_doca::rdma::Rdma;
+/// use async_doca::{Access, Device, Runtime};
+///
+/// Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+///     let dev = Device::open_default()?;
+///     let a = Rdma::builder(&dev).build().await?;
+///     let b = Rdma::builder(&dev).build().await?;
+///     let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+///     let (to_b, _to_a) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+///     let (out, inbox) = (dev.alloc(8, Access::LOCAL_READ_WRITE)?, dev.alloc(16 * 8, Access::LOCAL_READ_WRITE)?);
+///
+///     // b keeps 16 receives posted; a sends 100 messages, 16 in flight.
+///     let mut posted = b.recv_window(16);
+///     for k in 0..16 {
+///         assert!(posted.recv(inbox.slice(k * 8..k * 8 + 8)).await.is_none());
+///     }
+///     let mut sends = to_b.window(16);
+///     for i in 0..100u32 {
+///         if let Some((res, _)) = sends.send_imm(out.slice(0..8), i).await {
+///             res?;
+///         }
+///         // Take the oldest message and post its buffer again.
+///         let (msg, buf) = posted.next().await.expect("16 posted");
+///         assert_eq!(msg?.imm, Some(i));
+///         assert!(posted.recv(buf).await.is_none());
+///     }
+///     while let Some((res, _)) = sends.next().await {
+///         res?;
+///     }
+///     Ok::<(), async_doca::Error>(())
+/// })?;
+/// # Ok::<(), async_doca::Error>(())
+/// ```
+pub struct RecvWindow<'a> {
+    rdma: &'a Rdma,
+    ring: Ring<'a>,
+}
+
+impl<'a> RecvWindow<'a> {
+    /// A window of `depth` lanes on `rdma`.
+    ///
+    /// # Panics
+    /// If `depth` is 0.
+    pub(in crate::rdma) fn new(rdma: &'a Rdma, depth: usize) -> RecvWindow<'a> {
+        RecvWindow { rdma, ring: Ring::new(&rdma.inner, depth) }
+    }
+
+    /// How many receives it holds at most.
+    pub fn depth(&self) -> usize {
+        self.ring.depth()
+    }
+
+    /// Receives in the window (posted, or completed and not yet returned).
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Whether it holds no receive.
+    pub fn is_empty(&self) -> bool {
+        self.ring.len() == 0
+    }
+
+    /// Whether every lane is taken (the next `recv` first returns the oldest result).
+    pub fn is_full(&self) -> bool {
+        self.ring.is_full()
+    }
+
+    /// Posts a receive into `buf`, as [`Rdma::recv`]. Resolves once it is posted (or has
+    /// failed and taken its lane), to the oldest receive's result if the window was full,
+    /// else `None`.
+    #[inline]
+    pub fn recv(&mut self, buf: Buf) -> WindowPush<'_, 'a, Received> {
+        WindowPush::new(&mut self.ring, None, Op { kind: Kind::Recv, imm: 0, buf, remote: None })
+    }
+
+    /// Waits for the oldest receive and returns its result; `None` when the window is
+    /// empty.
+    pub async fn next(&mut self) -> Option<(Result<Received>, Buf)> {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the oldest receive's result: `Ready(None)` when the window is empty.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<Received>, Buf)>> {
+        self.ring.poll_next(cx).map(|o| o.map(|(r, buf)| (r.map(Received::from_output), buf)))
+    }
+}
+
+impl fmt::Debug for RecvWindow<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvWindow")
+            .field("rdma", &self.rdma)
+            .field("depth", &self.depth())
+            .field("len", &self.len())
+            .finish()
+    }
+}
