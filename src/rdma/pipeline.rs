@@ -183,6 +183,17 @@ impl<F: Future> Pipeline<F> {
         self.len == self.lanes.len()
     }
 
+    /// `i` (< twice the depth) as a lane index: a compare, not a division (`%` by a depth
+    /// known only at run time is a `div`, tens of cycles, twice per operation).
+    #[inline(always)]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.lanes.len() {
+            i - self.lanes.len()
+        } else {
+            i
+        }
+    }
+
     /// The lane `i`, pinned.
     fn lane(&mut self, i: usize) -> Pin<&mut Lane<F>> {
         // SAFETY: the lanes live in a boxed slice that is never moved, resized or
@@ -233,7 +244,7 @@ impl<F: Future> Pipeline<F> {
     /// [`submit`]: Pipeline::submit
     #[inline(always)]
     unsafe fn place(&mut self, op: *const F) -> usize {
-        let i = (self.head + self.len) % self.lanes.len();
+        let i = self.wrap(self.head + self.len);
         let lane: *mut Lane<F> = &mut self.lanes[i];
         debug_assert!(matches!(self.lanes[i], Lane::Empty), "the lane after the last one is free");
         // SAFETY: the lane is `Empty` (the pipeline is not full and lanes past the last
@@ -282,7 +293,7 @@ impl<F: Future> Pipeline<F> {
             lane.write(Lane::Empty);
             out
         };
-        self.head = (h + 1) % self.lanes.len();
+        self.head = self.wrap(h + 1);
         self.len -= 1;
         Poll::Ready(Some(out))
     }

@@ -115,6 +115,22 @@ impl SlotRef {
         }
     }
 
+    /// The completed task's status only (`op` names the operation in an error), releasing
+    /// the slot: [`take_output`](SlotRef::take_output) for an operation whose result area
+    /// holds nothing (a write, a send), without copying it. Only once
+    /// [`is_done`](SlotRef::is_done).
+    #[inline(always)]
+    pub(crate) fn take_status(self, core: &Core, op: &'static str) -> Result<()> {
+        let status = self.get().status.get();
+        debug_assert!(self.get().state.get() == SlotState::Done);
+        self.release(core);
+        if status == sys::DOCA_SUCCESS {
+            Ok(())
+        } else {
+            Err(Error::from_doca(status, op))
+        }
+    }
+
     /// Returns the slot to the table. Only when DOCA does not own its task (never
     /// submitted, or completed).
     #[inline(always)]

@@ -177,7 +177,7 @@ impl<'a> Window<'a> {
 
     /// Polls for the oldest operation's result: `Ready(None)` when the window is empty.
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Completed>> {
-        self.ring.poll_next(cx).map(|o| o.map(|(r, buf)| (r.map(drop), buf)))
+        self.ring.poll_next(cx)
     }
 
     #[inline(always)]
@@ -285,7 +285,7 @@ impl<'a> RecvWindow<'a> {
 
     /// Polls for the oldest receive's result: `Ready(None)` when the window is empty.
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<Received>, Buf)>> {
-        self.ring.poll_next(cx).map(|o| o.map(|(r, buf)| (r.map(Received::from_output), buf)))
+        self.ring.poll_next(cx)
     }
 }
 

@@ -62,6 +62,32 @@ pub(super) enum Waiting<'a> {
     Recv(Submission<Recv>, RecvReq<'a>),
 }
 
+/// What an operation of a window yields, made from its completed task's result area: `()`
+/// for writes, reads and sends (the status alone), [`Received`] for receives. Sealed: the
+/// trait is public (it bounds [`WindowPush`]'s `Future` impl) in a private module.
+pub trait Outcome: Sized {
+    /// Whether the result area is read (otherwise only the status, without copying it).
+    #[doc(hidden)]
+    const READS_OUTPUT: bool;
+    /// The value, from the result area (all zeros when `READS_OUTPUT` is false).
+    #[doc(hidden)]
+    fn from_output(out: TaskOutput) -> Self;
+}
+
+impl Outcome for () {
+    const READS_OUTPUT: bool = false;
+    #[inline(always)]
+    fn from_output(_: TaskOutput) {}
+}
+
+impl Outcome for Received {
+    const READS_OUTPUT: bool = true;
+    #[inline(always)]
+    fn from_output(out: TaskOutput) -> Received {
+        Received::from_output(out)
+    }
+}
+
 /// Where one attempt to submit a pushed operation got.
 enum Step {
     /// DOCA has the task; the slot receives its completion.
@@ -184,10 +210,12 @@ impl<'w, 'a, T> WindowPush<'w, 'a, T> {
     pub(super) fn new(ring: &'w mut Ring<'a>, conn: Option<&'a Connection>, op: Op) -> Self {
         WindowPush { ring, conn, op: Some(op), _out: PhantomData }
     }
+}
 
+impl<T: Outcome> WindowPush<'_, '_, T> {
     /// The poll of every push, whatever its output type.
     #[inline(always)]
-    fn poll_push(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<TaskOutput>, Buf)>> {
+    fn poll_push(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<T>, Buf)>> {
         let ring = &mut *self.ring;
         // Room first: the oldest operation leaves (below) only once this one is submitted,
         // so a push dropped while it waits takes nothing out of the window.
@@ -218,19 +246,11 @@ impl<'w, 'a, T> WindowPush<'w, 'a, T> {
 
 impl<T> Unpin for WindowPush<'_, '_, T> {}
 
-impl Future for WindowPush<'_, '_, ()> {
-    type Output = Option<(Result<()>, Buf)>;
+impl<T: Outcome> Future for WindowPush<'_, '_, T> {
+    type Output = Option<(Result<T>, Buf)>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut().poll_push(cx).map(|o| o.map(|(r, buf)| (r.map(drop), buf)))
-    }
-}
-
-impl Future for WindowPush<'_, '_, Received> {
-    type Output = Option<(Result<Received>, Buf)>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut().poll_push(cx).map(|o| o.map(|(r, buf)| (r.map(Received::from_output), buf)))
+        self.get_mut().poll_push(cx)
     }
 }
 

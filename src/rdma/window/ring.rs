@@ -4,10 +4,10 @@
 
 use std::task::{Context, Poll};
 
-use super::push::{Kind, Waiting};
+use super::push::{Kind, Outcome, Waiting};
 use crate::error::{Error, Result};
 use crate::executor::completion::{SlotRef, Ticket};
-use crate::ext::TaskOutput;
+use crate::ext::OUT_WORDS;
 use crate::mem::{Buf, RemoteSlice};
 use crate::rdma::RdmaInner;
 
@@ -76,7 +76,7 @@ impl<'a> Ring<'a> {
     }
 
     /// Polls for the oldest operation's result: `Ready(None)` when the ring is empty.
-    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<TaskOutput>, Buf)>> {
+    pub(super) fn poll_next<T: Outcome>(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<T>, Buf)>> {
         if self.len == 0 {
             return Poll::Ready(None);
         }
@@ -87,13 +87,18 @@ impl<'a> Ring<'a> {
     }
 
     /// Takes the oldest operation's result out (it is there: `poll_oldest` said so).
-    pub(super) fn pop(&mut self) -> (Result<TaskOutput>, Buf) {
+    pub(super) fn pop<T: Outcome>(&mut self) -> (Result<T>, Buf) {
         let lane = std::mem::replace(&mut self.lanes[self.head], Lane::Empty);
-        self.head = (self.head + 1) % self.lanes.len();
+        self.head = self.wrap(self.head + 1);
         self.len -= 1;
         match lane {
             Lane::InFlight { slot, kind, buf, remote } => {
-                let r = slot.take_output(self.inner.ctx.core(), kind.name());
+                let core = self.inner.ctx.core();
+                let r = if T::READS_OUTPUT {
+                    slot.take_output(core, kind.name()).map(T::from_output)
+                } else {
+                    slot.take_status(core, kind.name()).map(|()| T::from_output([0; OUT_WORDS]))
+                };
                 // Only now: the slot gave the descriptors over this memory back.
                 drop(remote);
                 (r, buf)
@@ -103,11 +108,22 @@ impl<'a> Ring<'a> {
         }
     }
 
+    /// `i` (< twice the depth) as a lane index: a compare, not a division (`%` by a depth
+    /// known only at run time is a `div`, tens of cycles, twice per operation).
+    #[inline(always)]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.lanes.len() {
+            i - self.lanes.len()
+        } else {
+            i
+        }
+    }
+
     /// Puts `lane` after the newest operation (there is room).
     #[inline(always)]
     pub(super) fn place(&mut self, lane: Lane) {
         debug_assert!(!self.is_full());
-        let i = (self.head + self.len) % self.lanes.len();
+        let i = self.wrap(self.head + self.len);
         let free = &mut self.lanes[i];
         debug_assert!(matches!(free, Lane::Empty), "the lane after the newest operation is free");
         // Overwritten without dropping: an `Empty` lane owns nothing (a plain assignment
