@@ -370,3 +370,39 @@ fn a_dropped_receive_window_keeps_its_buffers_posted_until_the_context_flushes_t
         })
         .unwrap();
 }
+
+#[test]
+fn a_restart_under_a_window_ends_every_operation_and_gives_every_buffer_back() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = loopback().await?;
+            let (handles, slots) = (local.handles(), slots_in_use());
+            let mut w = ab.window(8);
+            for k in 0..3 {
+                assert!(w.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await.is_none());
+            }
+            // The writes are submitted, their doorbell still owed: the stop rings it and
+            // flushes what did not run (DOCA may also complete some before the stop).
+            a.restart().await?;
+            for k in 0..3 {
+                let (r, buf) = w.next().await.expect("three pushed");
+                let flushed = r.as_ref().err().map(|e| e.kind());
+                assert!(
+                    matches!(flushed, None | Some(ErrorKind::Cancelled | ErrorKind::ConnectionLost)),
+                    "write {k}: {r:?}"
+                );
+                assert_eq!(buf.len(), 8);
+            }
+            // The connection did not survive the restart: a push fails in its turn.
+            assert!(w.write(local.slice(0..8), remote.slice(0..8)).await.is_none());
+            let (r, _) = w.next().await.expect("one pushed");
+            let kind = r.expect_err("a closed connection").kind();
+            assert!(matches!(kind, ErrorKind::ConnectionLost | ErrorKind::BadState), "{kind:?}");
+            assert!(w.is_empty());
+            drop(w);
+            assert_eq!((local.handles(), slots_in_use()), (handles, slots));
+            drop(target);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
