@@ -571,7 +571,7 @@ impl Rdma {
     /// # Panics
     /// If `depth` is 0.
     pub fn recv_window(&self, depth: usize) -> RecvWindow<'_> {
-        RecvWindow::new(self, depth)
+        RecvWindow::new_recv(self, depth)
     }
 
     /// Stops the context (every operation in flight fails with [`ErrorKind::Cancelled`] or

@@ -36,6 +36,20 @@ async fn loopback() -> Result<Loopback> {
     Ok(Loopback { a, ab, target, remote, local, _b: (b, ba) })
 }
 
+/// A [`Loopback`] whose `a` has a task pool of `max_tasks` per kind, with `bytes` of memory
+/// on each side.
+async fn small_pool_loopback(max_tasks: u32, bytes: usize) -> Result<Loopback> {
+    let dev = Device::open_default()?;
+    let a = Rdma::builder(&dev).max_tasks(max_tasks).build().await?;
+    let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+    let (ab, ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+    let target = dev.alloc(bytes, Access::RDMA_ALL)?;
+    let remote = dev.import(&target.export_rdma()?)?;
+    let local = dev.alloc(bytes, Access::LOCAL_READ_WRITE)?;
+    Ok(Loopback { a, ab, target, remote, local, _b: (b, ba) })
+}
+
 /// Polls `f` once, with a waker that does nothing.
 fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
@@ -262,14 +276,7 @@ fn a_window_returns_every_result_in_push_order_failed_checks_included() {
 fn a_window_deeper_than_the_task_pool_waits_instead_of_failing() {
     crate::testkit::runtime()
         .block_on(async {
-            let dev = Device::open_default()?;
-            let a = Rdma::builder(&dev).max_tasks(4).build().await?;
-            let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-            let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
-            let (ab, _ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
-            let target = dev.alloc(64 * 8, Access::RDMA_ALL)?;
-            let remote = dev.import(&target.export_rdma()?)?;
-            let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+            let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(4, 64 * 8).await?;
             let mut w = ab.window(16);
             let mut done = 0u64;
             for i in 0..300u64 {
@@ -302,14 +309,7 @@ fn a_window_deeper_than_the_task_pool_waits_instead_of_failing() {
 fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
     let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
     rt.block_on(async {
-        let dev = Device::open_default()?;
-        let a = Rdma::builder(&dev).max_tasks(2).build().await?;
-        let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-        let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
-        let (ab, _ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
-        let target = dev.alloc(64, Access::RDMA_ALL)?;
-        let remote = dev.import(&target.export_rdma()?)?;
-        let local = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+        let Loopback { ab, target, remote, local, _b, .. } = small_pool_loopback(2, 64).await?;
         local.slice(0..8).write_u64(0, 0xabc);
         let (handles, slots) = (local.handles(), slots_in_use());
 

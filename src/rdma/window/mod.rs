@@ -79,11 +79,13 @@
 
 use std::fmt;
 use std::future::poll_fn;
+use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
 mod push;
 mod ring;
 
+use push::Outcome;
 pub use push::WindowPush;
 use push::{Kind, Op};
 use ring::Ring;
@@ -95,105 +97,17 @@ use crate::mem::{Buf, RemoteSlice};
 /// What a pushed write, read or send gives back: its result and its local buffer.
 pub type Completed = (Result<()>, Buf);
 
-/// Up to `depth` operations in flight on one [`Connection`], results in push order, with
-/// no future per operation. Made by [`Connection::window`]; see the
+/// Up to `depth` operations in flight, results in push order, with no future per
+/// operation: writes, reads and sends on one [`Connection`] (`Window<'a>`, made by
+/// [`Connection::window`]), or receives posted on one [`Rdma`] context
+/// ([`RecvWindow<'a>`](RecvWindow), made by [`Rdma::recv_window`]). `T` is what each
+/// operation yields besides its buffer: `()`, or [`Received`]. See the
 /// [module documentation](self).
-pub struct Window<'a> {
-    conn: &'a Connection,
+pub struct Window<'a, T = ()> {
+    /// The connection of a connection's window (none for receives).
+    conn: Option<&'a Connection>,
     ring: Ring<'a>,
-}
-
-impl<'a> Window<'a> {
-    /// A window of `depth` lanes on `conn`.
-    ///
-    /// # Panics
-    /// If `depth` is 0.
-    pub(in crate::rdma) fn new(conn: &'a Connection, depth: usize) -> Window<'a> {
-        Window { conn, ring: Ring::new(&conn.inner.rdma, depth) }
-    }
-
-    /// How many operations it holds at most.
-    pub fn depth(&self) -> usize {
-        self.ring.depth()
-    }
-
-    /// Operations in the window (in flight, or completed and not yet returned).
-    pub fn len(&self) -> usize {
-        self.ring.len()
-    }
-
-    /// Whether it holds no operation.
-    pub fn is_empty(&self) -> bool {
-        self.ring.len() == 0
-    }
-
-    /// Whether every lane is taken (the next push first returns the oldest result).
-    pub fn is_full(&self) -> bool {
-        self.ring.is_full()
-    }
-
-    /// Writes all of `src` to the start of `dst`, as [`Connection::write`]. Resolves once
-    /// the write is submitted (or has failed a check and taken its lane), to the oldest
-    /// operation's result if the window was full, else `None`.
-    #[inline]
-    pub fn write(&mut self, src: Buf, dst: RemoteSlice) -> WindowPush<'_, 'a> {
-        self.push(Kind::Write, 0, src, Some(dst))
-    }
-
-    /// Writes with immediate data, as [`Connection::write_imm`]; otherwise as
-    /// [`write`](Window::write).
-    #[inline]
-    pub fn write_imm(&mut self, src: Buf, dst: RemoteSlice, imm: u32) -> WindowPush<'_, 'a> {
-        self.push(Kind::WriteImm, imm, src, Some(dst))
-    }
-
-    /// Reads `dst.len()` bytes from the start of `src` into `dst`, as
-    /// [`Connection::read`]; the result comes with `dst`. Otherwise as
-    /// [`write`](Window::write).
-    #[inline]
-    pub fn read(&mut self, src: RemoteSlice, dst: Buf) -> WindowPush<'_, 'a> {
-        self.push(Kind::Read, 0, dst, Some(src))
-    }
-
-    /// Sends `src` as one message, as [`Connection::send`]; otherwise as
-    /// [`write`](Window::write).
-    #[inline]
-    pub fn send(&mut self, src: Buf) -> WindowPush<'_, 'a> {
-        self.push(Kind::Send, 0, src, None)
-    }
-
-    /// Sends `src` with immediate data, as [`Connection::send_imm`]; otherwise as
-    /// [`write`](Window::write).
-    #[inline]
-    pub fn send_imm(&mut self, src: Buf, imm: u32) -> WindowPush<'_, 'a> {
-        self.push(Kind::SendImm, imm, src, None)
-    }
-
-    /// Waits for the oldest operation and returns its result; `None` when the window is
-    /// empty.
-    pub async fn next(&mut self) -> Option<Completed> {
-        poll_fn(|cx| self.poll_next(cx)).await
-    }
-
-    /// Polls for the oldest operation's result: `Ready(None)` when the window is empty.
-    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Completed>> {
-        self.ring.poll_next(cx)
-    }
-
-    #[inline(always)]
-    fn push(&mut self, kind: Kind, imm: u32, buf: Buf, remote: Option<RemoteSlice>) -> WindowPush<'_, 'a> {
-        WindowPush::new(&mut self.ring, Some(self.conn), Op { kind, imm, buf, remote })
-    }
-}
-
-impl fmt::Debug for Window<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Window")
-            .field("conn", &self.conn.id())
-            .field("depth", &self.depth())
-            .field("len", &self.len())
-            .finish()
-    }
+    _out: PhantomData<fn() -> T>,
 }
 
 /// Up to `depth` receives posted on one [`Rdma`] context, results in post order (the order
@@ -235,38 +149,100 @@ impl fmt::Debug for Window<'_> {
 /// })?;
 /// # Ok::<(), async_doca::Error>(())
 /// ```
-pub struct RecvWindow<'a> {
-    rdma: &'a Rdma,
-    ring: Ring<'a>,
-}
+pub type RecvWindow<'a> = Window<'a, Received>;
 
-impl<'a> RecvWindow<'a> {
-    /// A window of `depth` lanes on `rdma`.
-    ///
-    /// # Panics
-    /// If `depth` is 0.
-    pub(in crate::rdma) fn new(rdma: &'a Rdma, depth: usize) -> RecvWindow<'a> {
-        RecvWindow { rdma, ring: Ring::new(&rdma.inner, depth) }
-    }
-
-    /// How many receives it holds at most.
+impl<T: Outcome> Window<'_, T> {
+    /// How many operations it holds at most.
     pub fn depth(&self) -> usize {
         self.ring.depth()
     }
 
-    /// Receives in the window (posted, or completed and not yet returned).
+    /// Operations in the window (in flight, or completed and not yet returned).
     pub fn len(&self) -> usize {
         self.ring.len()
     }
 
-    /// Whether it holds no receive.
+    /// Whether it holds no operation.
     pub fn is_empty(&self) -> bool {
         self.ring.len() == 0
     }
 
-    /// Whether every lane is taken (the next `recv` first returns the oldest result).
+    /// Whether every lane is taken (the next push first returns the oldest result).
     pub fn is_full(&self) -> bool {
         self.ring.is_full()
+    }
+
+    /// Waits for the oldest operation and returns its result; `None` when the window is
+    /// empty.
+    pub async fn next(&mut self) -> Option<(Result<T>, Buf)> {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the oldest operation's result: `Ready(None)` when the window is empty.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<T>, Buf)>> {
+        self.ring.poll_next(cx)
+    }
+}
+
+impl<'a> Window<'a> {
+    /// A window of `depth` lanes on `conn`.
+    ///
+    /// # Panics
+    /// If `depth` is 0.
+    pub(in crate::rdma) fn new(conn: &'a Connection, depth: usize) -> Window<'a> {
+        Window { conn: Some(conn), ring: Ring::new(&conn.inner.rdma, depth), _out: PhantomData }
+    }
+
+    /// Writes all of `src` to the start of `dst`, as [`Connection::write`]. Resolves once
+    /// the write is submitted (or has failed a check and taken its lane), to the oldest
+    /// operation's result if the window was full, else `None`.
+    #[inline]
+    pub fn write(&mut self, src: Buf, dst: RemoteSlice) -> WindowPush<'_, 'a> {
+        self.push(Kind::Write, 0, src, Some(dst))
+    }
+
+    /// Writes with immediate data, as [`Connection::write_imm`]; otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn write_imm(&mut self, src: Buf, dst: RemoteSlice, imm: u32) -> WindowPush<'_, 'a> {
+        self.push(Kind::WriteImm, imm, src, Some(dst))
+    }
+
+    /// Reads `dst.len()` bytes from the start of `src` into `dst`, as
+    /// [`Connection::read`]; the result comes with `dst`. Otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn read(&mut self, src: RemoteSlice, dst: Buf) -> WindowPush<'_, 'a> {
+        self.push(Kind::Read, 0, dst, Some(src))
+    }
+
+    /// Sends `src` as one message, as [`Connection::send`]; otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn send(&mut self, src: Buf) -> WindowPush<'_, 'a> {
+        self.push(Kind::Send, 0, src, None)
+    }
+
+    /// Sends `src` with immediate data, as [`Connection::send_imm`]; otherwise as
+    /// [`write`](Window::write).
+    #[inline]
+    pub fn send_imm(&mut self, src: Buf, imm: u32) -> WindowPush<'_, 'a> {
+        self.push(Kind::SendImm, imm, src, None)
+    }
+
+    #[inline(always)]
+    fn push(&mut self, kind: Kind, imm: u32, buf: Buf, remote: Option<RemoteSlice>) -> WindowPush<'_, 'a> {
+        WindowPush::new(&mut self.ring, self.conn, Op { kind, imm, buf, remote })
+    }
+}
+
+impl<'a> Window<'a, Received> {
+    /// A window of `depth` lanes for receives posted on `rdma`.
+    ///
+    /// # Panics
+    /// If `depth` is 0.
+    pub(in crate::rdma) fn new_recv(rdma: &'a Rdma, depth: usize) -> RecvWindow<'a> {
+        Window { conn: None, ring: Ring::new(&rdma.inner, depth), _out: PhantomData }
     }
 
     /// Posts a receive into `buf`, as [`Rdma::recv`]. Resolves once it is posted (or has
@@ -276,25 +252,14 @@ impl<'a> RecvWindow<'a> {
     pub fn recv(&mut self, buf: Buf) -> WindowPush<'_, 'a, Received> {
         WindowPush::new(&mut self.ring, None, Op { kind: Kind::Recv, imm: 0, buf, remote: None })
     }
-
-    /// Waits for the oldest receive and returns its result; `None` when the window is
-    /// empty.
-    pub async fn next(&mut self) -> Option<(Result<Received>, Buf)> {
-        poll_fn(|cx| self.poll_next(cx)).await
-    }
-
-    /// Polls for the oldest receive's result: `Ready(None)` when the window is empty.
-    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Result<Received>, Buf)>> {
-        self.ring.poll_next(cx)
-    }
 }
 
-impl fmt::Debug for RecvWindow<'_> {
+impl<T> fmt::Debug for Window<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RecvWindow")
-            .field("rdma", &self.rdma)
-            .field("depth", &self.depth())
-            .field("len", &self.len())
+        f.debug_struct(if self.conn.is_some() { "Window" } else { "RecvWindow" })
+            .field("conn", &self.conn.map(Connection::id))
+            .field("depth", &self.ring.depth())
+            .field("len", &self.ring.len())
             .finish()
     }
 }
