@@ -41,7 +41,8 @@
 //! # Progress
 //! One unit of work per call, returning 1, else 0:
 //! 1. deliver the oldest queued completion (its callback runs here, on this thread);
-//! 2. else report one due ctx state transition (STARTING→RUNNING, STOPPING→IDLE…);
+//! 2. else report one due ctx state transition (STARTING→RUNNING, STOPPING→IDLE…); the ctxs
+//!    tell the PE when one may have become due, so with none due this costs no walk;
 //! 3. else run every connected ctx's progress hook (sync event: check pending waits; later
 //!    RDMA: poll rings), then deliver a completion or transition they produced, or return 1
 //!    if a hook reported other work.
@@ -102,6 +103,10 @@ pub struct doca_pe {
     /// Completed tasks waiting for delivery, linked through [`doca_task::next`].
     cq: TaskQueue,
     ctxs: RefCell<Vec<*const doca_ctx>>,
+    /// False only when no connected ctx has an asynchronous transition due: set by every
+    /// change that can make one due ([`PeLink::transition_may_be_due`]), cleared when a look
+    /// for one finds none. While it is false, progress does not walk the ctxs for one.
+    transitions: Cell<bool>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
     in_progress: Cell<bool>,
     event_mode: Cell<doca_pe_event_mode>,
@@ -156,6 +161,7 @@ impl doca_pe {
             signalled: Cell::new(false),
             cq: TaskQueue::new(),
             ctxs: RefCell::new(Vec::new()),
+            transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
             in_progress: Cell::new(false),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
@@ -205,6 +211,12 @@ impl doca_pe {
             unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
             self.signalled.set(true);
         }
+    }
+
+    /// A ctx's transition may have become due (see [`PeLink::transition_may_be_due`]).
+    fn transition_may_be_due(&self) {
+        self.transitions.set(true);
+        self.notify_work();
     }
 
     /// Appends a completed task to the completion queue.
@@ -351,7 +363,19 @@ impl doca_pe {
         }
     }
 
+    /// Reports the first due transition of the connected ctxs, if any. The walk is skipped
+    /// while `transitions` says none can be due, and a walk that finds none clears it (the
+    /// walk runs no user code, so nothing can become due during it). After a report it stays
+    /// set: another ctx may have one due too, and the callback may have made one due.
     fn report_one_transition(&self) -> bool {
+        if !self.transitions.get() {
+            debug_assert!(
+                // SAFETY: connected ctxs are live.
+                !self.ctxs.borrow().iter().any(|&c| unsafe { &*c }.transition_due()),
+                "a ctx has a transition due that the PE was not told about"
+            );
+            return false;
+        }
         let mut i = 0;
         while let Some(c) = self.ctx_at(i) {
             // SAFETY: connected ctxs are live.
@@ -361,6 +385,7 @@ impl doca_pe {
             }
             i += 1;
         }
+        self.transitions.set(false);
         false
     }
 }
@@ -479,6 +504,9 @@ impl PeLink for doca_pe {
     }
     fn notify_work(&self) {
         doca_pe::notify_work(self)
+    }
+    fn transition_may_be_due(&self) {
+        doca_pe::transition_may_be_due(self)
     }
     fn disconnect(&self, ctx: &doca_ctx) {
         doca_pe::disconnect(self, ctx)
