@@ -141,7 +141,8 @@ pub struct doca_ctx {
     state: Cell<doca_ctx_states>,
     ops: &'static CtxOps,
     owner: Cell<*const c_void>,
-    /// The PE this ctx is connected to (see [`PeLink`]); set once by `doca_pe_connect_ctx`.
+    /// The PE this ctx is connected to (see [`PeLink`]); set once by `doca_pe_connect_ctx`,
+    /// always to a `doca_pe` (`set_pe`'s contract).
     pe: Cell<Option<NonNull<dyn PeLink>>>,
     user_data: Cell<doca_data>,
     state_cb: Cell<doca_ctx_state_changed_callback_t>,
@@ -402,7 +403,12 @@ impl doca_ctx {
 
     // ---- used by pe.rs ----
 
-    pub(crate) fn set_pe(&self, pe: NonNull<dyn PeLink>) {
+    /// Connects the ctx to its PE (once, from `doca_pe_connect_ctx`).
+    ///
+    /// # Safety
+    /// `pe` must point to a `crate::pe::doca_pe`: `doca_ctx::pe` (in `pe.rs`) reads the link
+    /// as one without asking its type.
+    pub(crate) unsafe fn set_pe(&self, pe: NonNull<dyn PeLink>) {
         self.pe.set(Some(pe));
     }
 
