@@ -709,8 +709,9 @@ pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
 }
 
 /// The data path part of the progress hook: one walk over the connections, in which a
-/// connection with nothing to do costs a look at its flags and cursors (`rx_quiet`,
-/// `tx_quiet`) instead of its pumps.
+/// connection with nothing to do costs one look at its flags and cursors (`conn_quiet`)
+/// instead of its pumps (`conn_progress`, out of line).
+#[inline]
 fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
@@ -721,44 +722,23 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     }
     let mut did = false;
     let mut draining = false;
+    // Read once for the quiet connections, which change no receive; again after a
+    // connection's turn, which may have taken or given back receives.
+    let mut min = rx_quiet_min(r);
     let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;
-        if c.state() != ConnState::Connected {
+        if c.state() != ConnState::Connected || conn_quiet(c, min) {
             continue;
         }
-        // Observed before the ring is read, so everything the peer published before it
-        // closed is seen.
-        let gone = if c.draining.get().is_some() { None } else { c.peer_gone() };
-        if !rx_quiet(r, c) {
-            match pump_rx(r, c) {
-                Ok(d) => did |= d,
-                Err(f) => {
-                    apply(r, c, f);
-                    return true;
-                }
+        match conn_progress(r, c) {
+            Some(turn) => {
+                did |= turn.did;
+                draining |= turn.draining;
             }
+            None => return true,
         }
-        if let Some(code) = gone {
-            start_draining(r, c, code);
-            did = true;
-        }
-        if c.draining.get().is_some() {
-            draining = true;
-            // After this connection's pump: what is left of a partial record never comes.
-            did |= drop_partial_record(r, c);
-            continue;
-        }
-        if tx_quiet(c) {
-            continue;
-        }
-        match pump_tx(r, c) {
-            Ok(d) => did |= d,
-            Err(f) => {
-                apply(r, c, f);
-                return true;
-            }
-        }
+        min = rx_quiet_min(r);
     }
     // Only a draining connection has a loss to report.
     if draining {
@@ -771,23 +751,94 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     did
 }
 
+/// What a connection's turn in [`data_progress`] did.
+struct ConnTurn {
+    /// Anything (a receive matched or filled, an operation run, the draining started).
+    did: bool,
+    /// The connection is draining (its loss may be reported after the walk).
+    draining: bool,
+}
+
+/// Whether `conn_progress(r, c)` would do nothing now, `c` being connected: its peer is not
+/// seen gone and it is not draining, and both pumps would do nothing (`rx_quiet`,
+/// `tx_quiet`). `min` is `rx_quiet_min(r)`. Shared memory is read as `conn_progress` reads
+/// it: the peer's closed flags (`peer_gone`) before the receive ring's tail. A ring that is
+/// missing is left to `conn_progress`.
+#[inline]
+fn conn_quiet(c: &doca_rdma_connection, min: u64) -> bool {
+    if c.draining.get().is_some() || c.death_seen.get() || !c.ops.borrow().is_empty() {
+        return false;
+    }
+    let (rxb, txb) = (c.rx.borrow(), c.tx.borrow());
+    let (Some(rx), Some(tx)) = (rxb.as_ref(), txb.as_ref()) else {
+        return false;
+    };
+    let min = if c.incoming.borrow().is_some() { 1 } else { min };
+    !tx.unpublished() && !rx.producer_closed() && !tx.consumer_closed() && rx.quiet(min)
+}
+
+/// A connected connection's turn in [`data_progress`]: the peer's liveness, the receive
+/// pump, the draining, the send pump. `None` when the connection broke or a task failed
+/// (the fault is applied: the progress did something, and the walk ends).
+#[inline(never)]
+fn conn_progress(r: &doca_rdma, c: &doca_rdma_connection) -> Option<ConnTurn> {
+    let mut did = false;
+    // Observed before the ring is read, so everything the peer published before it
+    // closed is seen.
+    let gone = if c.draining.get().is_some() { None } else { c.peer_gone() };
+    if !rx_quiet(r, c) {
+        match pump_rx(r, c) {
+            Ok(d) => did |= d,
+            Err(f) => {
+                apply(r, c, f);
+                return None;
+            }
+        }
+    }
+    if let Some(code) = gone {
+        start_draining(r, c, code);
+        did = true;
+    }
+    if c.draining.get().is_some() {
+        // After this connection's pump: what is left of a partial record never comes.
+        did |= drop_partial_record(r, c);
+        return Some(ConnTurn { did, draining: true });
+    }
+    if !tx_quiet(c) {
+        match pump_tx(r, c) {
+            Ok(d) => did |= d,
+            Err(f) => {
+                apply(r, c, f);
+                return None;
+            }
+        }
+    }
+    Some(ConnTurn { did, draining: false })
+}
+
+/// The fewest bytes waiting in a receive ring that `pump_rx` could take when no receive is
+/// half-filled from it: a record header with a receive posted, and otherwise none
+/// (`RING_DATA_BYTES + 1`: no cursor is that far ahead, though a corrupt one is still
+/// caught).
+#[inline]
+fn rx_quiet_min(r: &doca_rdma) -> u64 {
+    if r.recvs.borrow().is_empty() {
+        RING_DATA_BYTES as u64 + 1
+    } else {
+        RECORD_HEADER as u64
+    }
+}
+
 /// Whether `pump_rx(r, c)` would do nothing now: no receive ring; or nothing to publish and
-/// fewer bytes waiting than could be taken (one for a half-filled receive, a record header
-/// with a receive posted, and otherwise none, though a corrupt cursor is still caught). The
-/// same cursor and the same thresholds as `pump_rx`, read once.
+/// fewer bytes waiting than could be taken (one for a half-filled receive, and otherwise
+/// `rx_quiet_min`). The same cursor and the same thresholds as `pump_rx`, read once.
 #[inline]
 fn rx_quiet(r: &doca_rdma, c: &doca_rdma_connection) -> bool {
     let rxb = c.rx.borrow();
     let Some(rx) = rxb.as_ref() else {
         return true;
     };
-    let min = if c.incoming.borrow().is_some() {
-        1
-    } else if !r.recvs.borrow().is_empty() {
-        RECORD_HEADER as u64
-    } else {
-        RING_DATA_BYTES as u64 + 1
-    };
+    let min = if c.incoming.borrow().is_some() { 1 } else { rx_quiet_min(r) };
     rx.quiet(min)
 }
 
