@@ -153,7 +153,7 @@ fn liveness_due(r: &doca_rdma) -> bool {
 
 /// Polls the liveness of every connected remote peer, at most every LIVENESS_INTERVAL
 /// (or now with `force`). Not inlined, so the submit path keeps its shape; progress
-/// inlines the counter instead (see `data_progress`).
+/// inlines the counter instead (see `progress_hook`).
 #[inline(never)]
 fn poll_liveness(r: &doca_rdma, force: bool) {
     if !force && !liveness_due(r) {
@@ -701,31 +701,93 @@ fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> 
 pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract (called with an RDMA ctx).
     let r = unsafe { rdma_of(ctx) };
+    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return false; // neither part has anything to do
+    }
+    if super::cm::busy(r) {
+        return progress_with_cm(ctx, r);
+    }
+    // `cm::progress` would do nothing: the data path alone, as `data_progress` runs it. The
+    // liveness counter inline (it is all that most progress calls pay for liveness), and
+    // the walk, whose idle part calls nothing, so that the idle hook needs almost no frame.
+    if liveness_due(r) {
+        return polled_data_walk(r);
+    }
+    data_walk(r)
+}
+
+/// The progress hook with connection management to do.
+#[inline(never)]
+fn progress_with_cm(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     // Connection management first, so that a connection's established event is queued
     // before the completions of data received on it (the PE delivers both in queue order).
     // Neither part runs user code: CM callbacks travel as event tasks (`cm.rs`).
-    let cm = ctx.state() == DOCA_CTX_STATE_RUNNING && r.error.get().is_none() && super::cm::progress(r);
+    let cm = super::cm::progress(r);
     data_progress(ctx, r) | cm
 }
 
-/// The data path part of the progress hook: one walk over the connections, in which a
-/// connection with nothing to do costs one look at its flags and cursors (`conn_quiet`)
-/// instead of its pumps (`conn_progress`, out of line).
+/// The data path part of the progress hook: a liveness poll when one is due, then
+/// [`data_walk`].
 #[inline]
 fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
     }
-    // The counter inline: it is all that most progress calls pay for liveness.
     if liveness_due(r) {
-        poll_liveness_now(r, false);
+        return polled_data_walk(r);
     }
+    data_walk(r)
+}
+
+/// [`data_walk`] after a liveness poll (its counter said one is due).
+#[inline(never)]
+fn polled_data_walk(r: &doca_rdma) -> bool {
+    poll_liveness_now(r, false);
+    data_walk(r)
+}
+
+/// One walk over the connections, in which a connection with nothing to do costs one look
+/// at its flags and cursors (`conn_quiet`) instead of its pumps (`conn_progress`). The walk
+/// up to the first connection with something to do (all of it, in an idle progress) is
+/// `first_busy`, which calls nothing; the rest is `data_progress_from`, out of line.
+#[inline(always)]
+fn data_walk(r: &doca_rdma) -> bool {
+    match first_busy(r) {
+        Some(i) => data_progress_from(r, i),
+        None => {
+            sync_sleep_flags(r);
+            false
+        }
+    }
+}
+
+/// The index (as for [`doca_rdma::current`]) of the first connected connection that is not
+/// quiet (`conn_quiet`), if any: the idle part of [`data_walk`], under one borrow
+/// of the list, and changing nothing. Always inlined, as `conn_quiet`: the idle progress
+/// then makes no call of its own.
+#[inline(always)]
+fn first_busy(r: &doca_rdma) -> Option<usize> {
+    let min = rx_quiet_min(r);
+    let conns = r.conns.borrow();
+    let current = conns.get(r.first_current.get()..).unwrap_or_default();
+    // A plain loop: `Iterator::position` was left out of line.
+    for (i, c) in current.iter().enumerate() {
+        if c.state() == ConnState::Connected && !conn_quiet(c, min) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// [`data_walk`] from connection `i` on (the first that is not quiet), then the
+/// report of a loss and the sleep flags.
+#[inline(never)]
+fn data_progress_from(r: &doca_rdma, mut i: usize) -> bool {
     let mut did = false;
     let mut draining = false;
     // Read once for the quiet connections, which change no receive; again after a
     // connection's turn, which may have taken or given back receives.
     let mut min = rx_quiet_min(r);
-    let mut i = 0;
     while let Some(c) = r.current(i) {
         i += 1;
         if c.state() != ConnState::Connected || conn_quiet(c, min) {
@@ -751,7 +813,7 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     did
 }
 
-/// What a connection's turn in [`data_progress`] did.
+/// What a connection's turn in [`data_walk`] did.
 struct ConnTurn {
     /// Anything (a receive matched or filled, an operation run, the draining started).
     did: bool,
@@ -763,8 +825,9 @@ struct ConnTurn {
 /// seen gone and it is not draining, and both pumps would do nothing (`rx_quiet`,
 /// `tx_quiet`). `min` is `rx_quiet_min(r)`. Shared memory is read as `conn_progress` reads
 /// it: the peer's closed flags (`peer_gone`) before the receive ring's tail. A ring that is
-/// missing is left to `conn_progress`.
-#[inline]
+/// missing is left to `conn_progress`. Always inlined: in `first_busy`, the idle walk, it
+/// keeps that walk free of calls.
+#[inline(always)]
 fn conn_quiet(c: &doca_rdma_connection, min: u64) -> bool {
     if c.draining.get().is_some() || c.death_seen.get() || !c.ops.borrow().is_empty() {
         return false;
@@ -777,7 +840,7 @@ fn conn_quiet(c: &doca_rdma_connection, min: u64) -> bool {
     !tx.unpublished() && !rx.producer_closed() && !tx.consumer_closed() && rx.quiet(min)
 }
 
-/// A connected connection's turn in [`data_progress`]: the peer's liveness, the receive
+/// A connected connection's turn in [`data_walk`]: the peer's liveness, the receive
 /// pump, the draining, the send pump. `None` when the connection broke or a task failed
 /// (the fault is applied: the progress did something, and the walk ends).
 #[inline(never)]
