@@ -340,11 +340,12 @@ impl doca_pe {
             return 1;
         }
         let mut did = false;
-        let mut i = 0;
-        while let Some(c) = self.ctx_at(i) {
+        // One borrow of the list for the whole loop: hooks run no user code, so no ctx is
+        // connected or torn down while they run (a hook that did would panic here, at the
+        // C boundary's guard, rather than find the list changed under it).
+        for &c in self.ctxs.borrow().iter() {
             // SAFETY: connected ctxs are live; hooks do not call user code.
             did |= unsafe { &*c }.run_progress_hook();
-            i += 1;
         }
         if self.deliver_one() || self.report_one_transition() {
             return 1;
