@@ -768,13 +768,24 @@ fn data_walk(r: &doca_rdma) -> bool {
 #[inline(always)]
 fn first_busy(r: &doca_rdma) -> Option<usize> {
     let min = rx_quiet_min(r);
-    let conns = r.conns.borrow();
-    let current = conns.get(r.first_current.get()..).unwrap_or_default();
-    // A plain loop: `Iterator::position` was left out of line.
-    for (i, c) in current.iter().enumerate() {
+    // The list is read without a borrow guard, as the rings in `conn_quiet`: it only grows
+    // under `borrow_mut` (a connection made), and nothing here can get there. A list
+    // borrowed mutably now (it never is while progress runs) is left to
+    // `data_progress_from`, whose borrow reports it.
+    // SAFETY: the reference lives until this function returns, and it takes no
+    // `borrow_mut` of the list meanwhile (it calls nothing that could).
+    let Ok(conns) = (unsafe { r.conns.try_borrow_unguarded() }) else {
+        return Some(0);
+    };
+    // The current connections, as `doca_rdma::current` indexes them, in a plain loop
+    // (`Iterator::position` was left out of line).
+    let first = r.first_current.get();
+    let mut i = first;
+    while let Some(c) = conns.get(i) {
         if c.state() == ConnState::Connected && !conn_quiet(c, min) {
-            return Some(i);
+            return Some(i - first);
         }
+        i += 1;
     }
     None
 }
@@ -832,8 +843,14 @@ fn conn_quiet(c: &doca_rdma_connection, min: u64) -> bool {
     if c.draining.get().is_some() || c.death_seen.get() || !c.ops.borrow().is_empty() {
         return false;
     }
-    let (rxb, txb) = (c.rx.borrow(), c.tx.borrow());
-    let (Some(rx), Some(tx)) = (rxb.as_ref(), txb.as_ref()) else {
+    // The rings are read without a borrow guard (which costs a store and a decrement each):
+    // a ring is only replaced or released under `borrow_mut` (connect, break, release), and
+    // nothing here can get there: this function only reads. A ring borrowed mutably now (it
+    // never is while progress runs) is left to `conn_progress`.
+    // SAFETY: the references live until this function returns, and it takes no `borrow_mut`
+    // of either ring meanwhile (it calls nothing that could).
+    let (Ok(Some(rx)), Ok(Some(tx))) = (unsafe { c.rx.try_borrow_unguarded() }, unsafe { c.tx.try_borrow_unguarded() })
+    else {
         return false;
     };
     let min = if c.incoming.borrow().is_some() { 1 } else { min };
