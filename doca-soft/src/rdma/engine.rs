@@ -762,9 +762,9 @@ fn data_walk(r: &doca_rdma) -> bool {
 }
 
 /// The index (as for [`doca_rdma::current`]) of the first connected connection that is not
-/// quiet (`conn_quiet`), if any: the idle part of [`data_walk`], under one borrow
-/// of the list, and changing nothing. Always inlined, as `conn_quiet`: the idle progress
-/// then makes no call of its own.
+/// quiet (`conn_quiet`), if any: the idle part of [`data_walk`], reading the list once and
+/// changing nothing. Always inlined, as `conn_quiet`: the idle progress then makes no call
+/// of its own.
 #[inline(always)]
 fn first_busy(r: &doca_rdma) -> Option<usize> {
     let min = rx_quiet_min(r);
