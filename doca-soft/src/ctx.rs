@@ -124,6 +124,12 @@ pub trait PeLink: Any {
     fn enqueue(&self, task: &doca_task);
     /// Makes an armed PE's notification handle readable: progress has work.
     fn notify_work(&self);
+    /// An asynchronous transition of a ctx of this PE may have become due: progress must look
+    /// for one again, and an armed PE wakes up ([`PeLink::notify_work`]). The ctx layer calls
+    /// it at every change that can make `doca_ctx::transition_due` true (a start finished
+    /// or failed, a STOPPING ctx with no task left), so that while it has not been called
+    /// since progress last found none due, progress need not walk its ctxs to look.
+    fn transition_may_be_due(&self);
     /// Forgets `ctx` (it is being destroyed).
     fn disconnect(&self, ctx: &doca_ctx);
 }
@@ -135,7 +141,8 @@ pub struct doca_ctx {
     state: Cell<doca_ctx_states>,
     ops: &'static CtxOps,
     owner: Cell<*const c_void>,
-    /// The PE this ctx is connected to (see [`PeLink`]); set once by `doca_pe_connect_ctx`.
+    /// The PE this ctx is connected to (see [`PeLink`]); set once by `doca_pe_connect_ctx`,
+    /// always to a `doca_pe` (`set_pe`'s contract).
     pe: Cell<Option<NonNull<dyn PeLink>>>,
     user_data: Cell<doca_data>,
     state_cb: Cell<doca_ctx_state_changed_callback_t>,
@@ -300,7 +307,7 @@ impl doca_ctx {
         if n == 0 && self.state.get() == DOCA_CTX_STATE_STOPPING {
             // STOPPING → IDLE is now due; progress reports it.
             if let Some(pe) = self.pe_link() {
-                pe.notify_work();
+                pe.transition_may_be_due();
             }
         }
     }
@@ -396,11 +403,17 @@ impl doca_ctx {
 
     // ---- used by pe.rs ----
 
-    pub(crate) fn set_pe(&self, pe: NonNull<dyn PeLink>) {
+    /// Connects the ctx to its PE (once, from `doca_pe_connect_ctx`).
+    ///
+    /// # Safety
+    /// `pe` must point to a `crate::pe::doca_pe`: `doca_ctx::pe` (in `pe.rs`) reads the link
+    /// as one without asking its type.
+    pub(crate) unsafe fn set_pe(&self, pe: NonNull<dyn PeLink>) {
         self.pe.set(Some(pe));
     }
 
-    /// True when an asynchronous transition is due (progress will report it).
+    /// True when an asynchronous transition is due (progress will report it). Every change
+    /// that can make it true tells the PE ([`PeLink::transition_may_be_due`]).
     pub(crate) fn transition_due(&self) -> bool {
         self.pending.get().is_some() || (self.state.get() == DOCA_CTX_STATE_STOPPING && self.allocated.get() == 0)
     }
@@ -576,7 +589,7 @@ pub fn mark_started(ctx: &doca_ctx) {
     if ctx.state.get() == DOCA_CTX_STATE_STARTING {
         ctx.pending.set(Some(DOCA_CTX_STATE_RUNNING));
         if let Some(pe) = ctx.pe_link() {
-            pe.notify_work();
+            pe.transition_may_be_due();
         }
     }
 }
@@ -586,7 +599,7 @@ pub fn mark_start_failed(ctx: &doca_ctx) {
     if ctx.state.get() == DOCA_CTX_STATE_STARTING {
         ctx.pending.set(Some(DOCA_CTX_STATE_IDLE));
         if let Some(pe) = ctx.pe_link() {
-            pe.notify_work();
+            pe.transition_may_be_due();
         }
     }
 }
@@ -665,7 +678,7 @@ pub unsafe extern "C" fn doca_ctx_stop(ctx: *mut doca_ctx) -> doca_error_t {
                 // Nothing to wait for: the IDLE report is due at the next progress (and an
                 // armed PE's notification handle must say so).
                 if let Some(pe) = c.pe_link() {
-                    pe.notify_work();
+                    pe.transition_may_be_due();
                 }
             }
             Err(DOCA_ERROR_IN_PROGRESS)

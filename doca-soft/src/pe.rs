@@ -41,7 +41,8 @@
 //! # Progress
 //! One unit of work per call, returning 1, else 0:
 //! 1. deliver the oldest queued completion (its callback runs here, on this thread);
-//! 2. else report one due ctx state transition (STARTING→RUNNING, STOPPING→IDLE…);
+//! 2. else report one due ctx state transition (STARTING→RUNNING, STOPPING→IDLE…); the ctxs
+//!    tell the PE when one may have become due, so with none due this costs no walk;
 //! 3. else run every connected ctx's progress hook (sync event: check pending waits; later
 //!    RDMA: poll rings), then deliver a completion or transition they produced, or return 1
 //!    if a hook reported other work.
@@ -102,6 +103,10 @@ pub struct doca_pe {
     /// Completed tasks waiting for delivery, linked through [`doca_task::next`].
     cq: TaskQueue,
     ctxs: RefCell<Vec<*const doca_ctx>>,
+    /// False only when no connected ctx has an asynchronous transition due: set by every
+    /// change that can make one due ([`PeLink::transition_may_be_due`]), cleared when a look
+    /// for one finds none. While it is false, progress does not walk the ctxs for one.
+    transitions: Cell<bool>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
     in_progress: Cell<bool>,
     event_mode: Cell<doca_pe_event_mode>,
@@ -156,6 +161,7 @@ impl doca_pe {
             signalled: Cell::new(false),
             cq: TaskQueue::new(),
             ctxs: RefCell::new(Vec::new()),
+            transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
             in_progress: Cell::new(false),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
@@ -205,6 +211,12 @@ impl doca_pe {
             unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
             self.signalled.set(true);
         }
+    }
+
+    /// A ctx's transition may have become due (see [`PeLink::transition_may_be_due`]).
+    fn transition_may_be_due(&self) {
+        self.transitions.set(true);
+        self.notify_work();
     }
 
     /// Appends a completed task to the completion queue.
@@ -328,11 +340,12 @@ impl doca_pe {
             return 1;
         }
         let mut did = false;
-        let mut i = 0;
-        while let Some(c) = self.ctx_at(i) {
+        // One borrow of the list for the whole loop: hooks run no user code, so no ctx is
+        // connected or torn down while they run (a hook that did would panic here, at the
+        // C boundary's guard, rather than find the list changed under it).
+        for &c in self.ctxs.borrow().iter() {
             // SAFETY: connected ctxs are live; hooks do not call user code.
             did |= unsafe { &*c }.run_progress_hook();
-            i += 1;
         }
         if self.deliver_one() || self.report_one_transition() {
             return 1;
@@ -351,7 +364,19 @@ impl doca_pe {
         }
     }
 
+    /// Reports the first due transition of the connected ctxs, if any. The walk is skipped
+    /// while `transitions` says none can be due, and a walk that finds none clears it (the
+    /// walk runs no user code, so nothing can become due during it). After a report it stays
+    /// set: another ctx may have one due too, and the callback may have made one due.
     fn report_one_transition(&self) -> bool {
+        if !self.transitions.get() {
+            debug_assert!(
+                // SAFETY: connected ctxs are live.
+                !self.ctxs.borrow().iter().any(|&c| unsafe { &*c }.transition_due()),
+                "a ctx has a transition due that the PE was not told about"
+            );
+            return false;
+        }
         let mut i = 0;
         while let Some(c) = self.ctx_at(i) {
             // SAFETY: connected ctxs are live.
@@ -361,6 +386,7 @@ impl doca_pe {
             }
             i += 1;
         }
+        self.transitions.set(false);
         false
     }
 }
@@ -480,6 +506,9 @@ impl PeLink for doca_pe {
     fn notify_work(&self) {
         doca_pe::notify_work(self)
     }
+    fn transition_may_be_due(&self) {
+        doca_pe::transition_may_be_due(self)
+    }
     fn disconnect(&self, ctx: &doca_ctx) {
         doca_pe::disconnect(self, ctx)
     }
@@ -491,9 +520,18 @@ impl doca_ctx {
     ///
     /// Defined here rather than in `ctx.rs` because the ctx layer knows its PE only as a
     /// [`PeLink`]; the only PE there is, `doca_pe`, is this module's.
+    ///
+    /// The link is read as a `doca_pe` without asking its type (an `Any` downcast, a virtual
+    /// call and a 128-bit compare, was a tenth of an idle RDMA progress, which asks whether
+    /// the PE is armed): it only ever is one.
+    #[inline]
     pub fn pe(&self) -> Option<&doca_pe> {
-        let link: &dyn Any = self.pe_link()?;
-        link.downcast_ref::<doca_pe>()
+        let link = self.pe_link()?;
+        debug_assert!((link as &dyn Any).is::<doca_pe>());
+        // SAFETY: a ctx's link is set only by `set_pe`, whose contract is that it points to a
+        // doca_pe (its one caller, doca_pe_connect_ctx, passes one); the data pointer of the
+        // `dyn PeLink` is that PE's address, alive while the ctx is connected (see above).
+        Some(unsafe { &*(link as *const dyn PeLink).cast::<doca_pe>() })
     }
 }
 
@@ -512,7 +550,8 @@ pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ct
             return Err(DOCA_ERROR_IN_USE);
         }
         c.can_connect()?;
-        c.set_pe(NonNull::from(p));
+        // SAFETY: the link points to a doca_pe, as set_pe requires.
+        unsafe { c.set_pe(NonNull::from(p)) };
         p.ctxs.borrow_mut().push(ctx);
         Ok(())
     })

@@ -2,7 +2,7 @@
 //! inline test modules).
 
 use super::*;
-use crate::ctx::{doca_ctx_start, doca_ctx_stop};
+use crate::ctx::{doca_ctx_set_state_changed_cb, doca_ctx_start, doca_ctx_stop};
 use crate::task::{doca_task_free, doca_task_submit};
 use crate::testkit::*;
 
@@ -173,5 +173,96 @@ fn event_mode_and_counters() {
         assert_eq!(n, 0);
         assert_eq!(doca_pe_progress(pe), 0);
     }
+    destroy_pe(pe);
+}
+
+/// Whether the PE may skip its look for a due transition (see `doca_pe::transitions`).
+fn no_transition_to_look_for(pe: *mut doca_pe) -> bool {
+    // SAFETY: live PE, used on this thread only.
+    !unsafe { &*pe }.transitions.get()
+}
+
+#[test]
+fn transitions_made_due_after_an_idle_look_are_reported() {
+    reset();
+    let pe = new_pe();
+    let (a, b) = (Dummy::create(false), Dummy::create(true));
+    let (ca, cb) = (Dummy::ctx(a), Dummy::ctx(b));
+    Dummy::set_conf(a, 2).unwrap();
+    Dummy::set_conf(b, 2).unwrap();
+    // SAFETY: live objects throughout.
+    unsafe {
+        doca_ctx_set_state_changed_cb(ca, Some(rec_state));
+        doca_ctx_set_state_changed_cb(cb, Some(rec_state));
+        assert_eq!(doca_pe_connect_ctx(pe, ca), DOCA_SUCCESS);
+        assert_eq!(doca_pe_connect_ctx(pe, cb), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(ca), DOCA_SUCCESS);
+        assert_eq!(doca_ctx_start(cb), DOCA_ERROR_IN_PROGRESS);
+    }
+    take_states();
+    assert_eq!(drain(pe), 0, "b's start is not finished: nothing to do");
+    assert!(no_transition_to_look_for(pe), "an idle progress found none due and says so");
+
+    // An async start finished by a progress hook: reported by that same progress call.
+    Dummy::get(b).ready.set(true);
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_progress(pe) }, 1);
+    assert_eq!(take_states(), vec![(DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_RUNNING)]);
+    assert_eq!(drain(pe), 0);
+    assert!(no_transition_to_look_for(pe));
+
+    // Both stopped with a task allocated: STOPPING, nothing due until the tasks are freed,
+    // which happens outside progress, after a look that found none due.
+    let (ta, tb) = (Dummy::alloc(a, 1).unwrap(), Dummy::alloc(b, 2).unwrap());
+    // SAFETY: live ctxs.
+    unsafe {
+        assert_eq!(doca_ctx_stop(ca), DOCA_ERROR_IN_PROGRESS);
+        assert_eq!(doca_ctx_stop(cb), DOCA_ERROR_IN_PROGRESS);
+    }
+    assert_eq!(drain(pe), 0);
+    assert!(no_transition_to_look_for(pe));
+    // SAFETY: owned tasks.
+    unsafe {
+        doca_task_free(ta);
+        assert!(!no_transition_to_look_for(pe), "freeing the last task of a STOPPING ctx tells the PE");
+        doca_task_free(tb);
+    }
+    // Two due at once: one report per progress call, and the look goes on after the first.
+    // SAFETY: live PE.
+    unsafe {
+        assert_eq!(doca_pe_progress(pe), 1);
+        assert!(!no_transition_to_look_for(pe), "a report leaves the look on");
+        assert_eq!(doca_pe_progress(pe), 1);
+        assert_eq!(doca_pe_progress(pe), 0);
+    }
+    assert!(no_transition_to_look_for(pe));
+    assert_eq!(
+        take_states(),
+        vec![
+            (DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING),
+            (DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING),
+            (DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE),
+            (DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE),
+        ]
+    );
+
+    // A failed async start, finished by a progress hook after an idle look.
+    Dummy::get(b).fail_start.set(true);
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_start(cb) }, DOCA_ERROR_IN_PROGRESS);
+    assert_eq!(drain(pe), 0);
+    assert!(no_transition_to_look_for(pe));
+    Dummy::get(b).ready.set(true);
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_progress(pe) }, 1);
+    assert_eq!(
+        take_states(),
+        vec![(DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_STARTING), (DOCA_CTX_STATE_STARTING, DOCA_CTX_STATE_IDLE)]
+    );
+    assert_eq!(drain(pe), 0);
+    assert!(no_transition_to_look_for(pe));
+
+    Dummy::destroy(a).unwrap();
+    Dummy::destroy(b).unwrap();
     destroy_pe(pe);
 }

@@ -598,10 +598,16 @@ pub(crate) fn progress(r: &doca_rdma) -> bool {
     // Called by every progress of the ctx once connection management was used, so the
     // idle case (established connections, no listener) must cost no system call, and is
     // inlined into the caller.
-    if r.cm.pe.get().is_null() || r.cm.idle() {
+    if !busy(r) {
         return false;
     }
     progress_busy(r)
+}
+
+/// Whether [`progress`] has anything to do: connection management was used and is not idle.
+#[inline]
+pub(crate) fn busy(r: &doca_rdma) -> bool {
+    !r.cm.pe.get().is_null() && !r.cm.idle()
 }
 
 /// [`progress`] with something to accept, step, time or report.

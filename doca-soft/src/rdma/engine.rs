@@ -153,7 +153,7 @@ fn liveness_due(r: &doca_rdma) -> bool {
 
 /// Polls the liveness of every connected remote peer, at most every LIVENESS_INTERVAL
 /// (or now with `force`). Not inlined, so the submit path keeps its shape; progress
-/// inlines the counter instead (see `data_progress`).
+/// inlines the counter instead (see `progress_hook`).
 #[inline(never)]
 fn poll_liveness(r: &doca_rdma, force: bool) {
     if !force && !liveness_due(r) {
@@ -701,64 +701,117 @@ fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> 
 pub(super) unsafe fn progress_hook(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract (called with an RDMA ctx).
     let r = unsafe { rdma_of(ctx) };
+    if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
+        return false; // neither part has anything to do
+    }
+    if super::cm::busy(r) {
+        return progress_with_cm(ctx, r);
+    }
+    // `cm::progress` would do nothing: the data path alone, as `data_progress` runs it. The
+    // liveness counter inline (it is all that most progress calls pay for liveness), and
+    // the walk, whose idle part calls nothing, so that the idle hook needs almost no frame.
+    if liveness_due(r) {
+        return polled_data_walk(r);
+    }
+    data_walk(r)
+}
+
+/// The progress hook with connection management to do.
+#[inline(never)]
+fn progress_with_cm(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     // Connection management first, so that a connection's established event is queued
     // before the completions of data received on it (the PE delivers both in queue order).
     // Neither part runs user code: CM callbacks travel as event tasks (`cm.rs`).
-    let cm = ctx.state() == DOCA_CTX_STATE_RUNNING && r.error.get().is_none() && super::cm::progress(r);
+    let cm = super::cm::progress(r);
     data_progress(ctx, r) | cm
 }
 
-/// The data path part of the progress hook: one walk over the connections, in which a
-/// connection with nothing to do costs a look at its flags and cursors (`rx_quiet`,
-/// `tx_quiet`) instead of its pumps.
+/// The data path part of the progress hook: a liveness poll when one is due, then
+/// [`data_walk`].
+#[inline]
 fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
     }
-    // The counter inline: it is all that most progress calls pay for liveness.
     if liveness_due(r) {
-        poll_liveness_now(r, false);
+        return polled_data_walk(r);
     }
+    data_walk(r)
+}
+
+/// [`data_walk`] after a liveness poll (its counter said one is due).
+#[inline(never)]
+fn polled_data_walk(r: &doca_rdma) -> bool {
+    poll_liveness_now(r, false);
+    data_walk(r)
+}
+
+/// One walk over the connections, in which a connection with nothing to do costs one look
+/// at its flags and cursors (`conn_quiet`) instead of its pumps (`conn_progress`). The walk
+/// up to the first connection with something to do (all of it, in an idle progress) is
+/// `first_busy`, which calls nothing; the rest is `data_progress_from`, out of line.
+#[inline(always)]
+fn data_walk(r: &doca_rdma) -> bool {
+    match first_busy(r) {
+        Some(i) => data_progress_from(r, i),
+        None => {
+            sync_sleep_flags(r);
+            false
+        }
+    }
+}
+
+/// The index (as for [`doca_rdma::current`]) of the first connected connection that is not
+/// quiet (`conn_quiet`), if any: the idle part of [`data_walk`], reading the list once and
+/// changing nothing. Always inlined, as `conn_quiet`: the idle progress then makes no call
+/// of its own.
+#[inline(always)]
+fn first_busy(r: &doca_rdma) -> Option<usize> {
+    let min = rx_quiet_min(r);
+    // The list is read without a borrow guard, as the rings in `conn_quiet`: it only grows
+    // under `borrow_mut` (a connection made), and nothing here can get there. A list
+    // borrowed mutably now (it never is while progress runs) is left to
+    // `data_progress_from`, whose borrow reports it.
+    // SAFETY: the reference lives until this function returns, and it takes no
+    // `borrow_mut` of the list meanwhile (it calls nothing that could).
+    let Ok(conns) = (unsafe { r.conns.try_borrow_unguarded() }) else {
+        return Some(0);
+    };
+    // The current connections, as `doca_rdma::current` indexes them, in a plain loop
+    // (`Iterator::position` was left out of line).
+    let first = r.first_current.get();
+    let mut i = first;
+    while let Some(c) = conns.get(i) {
+        if c.state() == ConnState::Connected && !conn_quiet(c, min) {
+            return Some(i - first);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// [`data_walk`] from connection `i` on (the first that is not quiet), then the
+/// report of a loss and the sleep flags.
+#[inline(never)]
+fn data_progress_from(r: &doca_rdma, mut i: usize) -> bool {
     let mut did = false;
     let mut draining = false;
-    let mut i = 0;
+    // Read once for the quiet connections, which change no receive; again after a
+    // connection's turn, which may have taken or given back receives.
+    let mut min = rx_quiet_min(r);
     while let Some(c) = r.current(i) {
         i += 1;
-        if c.state() != ConnState::Connected {
+        if c.state() != ConnState::Connected || conn_quiet(c, min) {
             continue;
         }
-        // Observed before the ring is read, so everything the peer published before it
-        // closed is seen.
-        let gone = if c.draining.get().is_some() { None } else { c.peer_gone() };
-        if !rx_quiet(r, c) {
-            match pump_rx(r, c) {
-                Ok(d) => did |= d,
-                Err(f) => {
-                    apply(r, c, f);
-                    return true;
-                }
+        match conn_progress(r, c) {
+            Some(turn) => {
+                did |= turn.did;
+                draining |= turn.draining;
             }
+            None => return true,
         }
-        if let Some(code) = gone {
-            start_draining(r, c, code);
-            did = true;
-        }
-        if c.draining.get().is_some() {
-            draining = true;
-            // After this connection's pump: what is left of a partial record never comes.
-            did |= drop_partial_record(r, c);
-            continue;
-        }
-        if tx_quiet(c) {
-            continue;
-        }
-        match pump_tx(r, c) {
-            Ok(d) => did |= d,
-            Err(f) => {
-                apply(r, c, f);
-                return true;
-            }
-        }
+        min = rx_quiet_min(r);
     }
     // Only a draining connection has a loss to report.
     if draining {
@@ -771,23 +824,101 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
     did
 }
 
+/// What a connection's turn in [`data_walk`] did.
+struct ConnTurn {
+    /// Anything (a receive matched or filled, an operation run, the draining started).
+    did: bool,
+    /// The connection is draining (its loss may be reported after the walk).
+    draining: bool,
+}
+
+/// Whether `conn_progress(r, c)` would do nothing now, `c` being connected: its peer is not
+/// seen gone and it is not draining, and both pumps would do nothing (`rx_quiet`,
+/// `tx_quiet`). `min` is `rx_quiet_min(r)`. Shared memory is read as `conn_progress` reads
+/// it: the peer's closed flags (`peer_gone`) before the receive ring's tail. A ring that is
+/// missing is left to `conn_progress`. Always inlined: in `first_busy`, the idle walk, it
+/// keeps that walk free of calls.
+#[inline(always)]
+fn conn_quiet(c: &doca_rdma_connection, min: u64) -> bool {
+    if c.draining.get().is_some() || c.death_seen.get() || !c.ops.borrow().is_empty() {
+        return false;
+    }
+    // The rings are read without a borrow guard (which costs a store and a decrement each):
+    // a ring is only replaced or released under `borrow_mut` (connect, break, release), and
+    // nothing here can get there: this function only reads. A ring borrowed mutably now (it
+    // never is while progress runs) is left to `conn_progress`.
+    // SAFETY: the references live until this function returns, and it takes no `borrow_mut`
+    // of either ring meanwhile (it calls nothing that could).
+    let (Ok(Some(rx)), Ok(Some(tx))) = (unsafe { c.rx.try_borrow_unguarded() }, unsafe { c.tx.try_borrow_unguarded() })
+    else {
+        return false;
+    };
+    let min = if c.incoming.borrow().is_some() { 1 } else { min };
+    !tx.unpublished() && !rx.producer_closed() && !tx.consumer_closed() && rx.quiet(min)
+}
+
+/// A connected connection's turn in [`data_walk`]: the peer's liveness, the receive
+/// pump, the draining, the send pump. `None` when the connection broke or a task failed
+/// (the fault is applied: the progress did something, and the walk ends).
+#[inline(never)]
+fn conn_progress(r: &doca_rdma, c: &doca_rdma_connection) -> Option<ConnTurn> {
+    let mut did = false;
+    // Observed before the ring is read, so everything the peer published before it
+    // closed is seen.
+    let gone = if c.draining.get().is_some() { None } else { c.peer_gone() };
+    if !rx_quiet(r, c) {
+        match pump_rx(r, c) {
+            Ok(d) => did |= d,
+            Err(f) => {
+                apply(r, c, f);
+                return None;
+            }
+        }
+    }
+    if let Some(code) = gone {
+        start_draining(r, c, code);
+        did = true;
+    }
+    if c.draining.get().is_some() {
+        // After this connection's pump: what is left of a partial record never comes.
+        did |= drop_partial_record(r, c);
+        return Some(ConnTurn { did, draining: true });
+    }
+    if !tx_quiet(c) {
+        match pump_tx(r, c) {
+            Ok(d) => did |= d,
+            Err(f) => {
+                apply(r, c, f);
+                return None;
+            }
+        }
+    }
+    Some(ConnTurn { did, draining: false })
+}
+
+/// The fewest bytes waiting in a receive ring that `pump_rx` could take when no receive is
+/// half-filled from it: a record header with a receive posted, and otherwise none
+/// (`RING_DATA_BYTES + 1`: no cursor is that far ahead, though a corrupt one is still
+/// caught).
+#[inline]
+fn rx_quiet_min(r: &doca_rdma) -> u64 {
+    if r.recvs.borrow().is_empty() {
+        RING_DATA_BYTES as u64 + 1
+    } else {
+        RECORD_HEADER as u64
+    }
+}
+
 /// Whether `pump_rx(r, c)` would do nothing now: no receive ring; or nothing to publish and
-/// fewer bytes waiting than could be taken (one for a half-filled receive, a record header
-/// with a receive posted, and otherwise none, though a corrupt cursor is still caught). The
-/// same cursor and the same thresholds as `pump_rx`, read once.
+/// fewer bytes waiting than could be taken (one for a half-filled receive, and otherwise
+/// `rx_quiet_min`). The same cursor and the same thresholds as `pump_rx`, read once.
 #[inline]
 fn rx_quiet(r: &doca_rdma, c: &doca_rdma_connection) -> bool {
     let rxb = c.rx.borrow();
     let Some(rx) = rxb.as_ref() else {
         return true;
     };
-    let min = if c.incoming.borrow().is_some() {
-        1
-    } else if !r.recvs.borrow().is_empty() {
-        RECORD_HEADER as u64
-    } else {
-        RING_DATA_BYTES as u64 + 1
-    };
+    let min = if c.incoming.borrow().is_some() { 1 } else { rx_quiet_min(r) };
     rx.quiet(min)
 }
 

@@ -1825,3 +1825,47 @@ fn a_corrupt_ring_breaks_its_connection_with_no_receive_posted() {
     a.destroy();
     b.destroy();
 }
+
+/// The idle walk skips a connection whose ring holds a record while no receive is posted,
+/// but a receive that an earlier connection's turn gives back in the same walk (a record its
+/// stopped peer only partly published) makes the next connection's waiting record
+/// takeable at once: one progress call delivers it. Pins the re-read of the receive
+/// threshold after each connection's turn (`rx_quiet_min` in `data_progress_from`).
+#[test]
+fn a_receive_given_back_in_a_walk_takes_a_later_connections_record_in_that_walk() {
+    take_recs();
+    let big = 3 * RING_DATA_BYTES;
+    let cfg = Cfg { mem_len: 2 * big, ..Cfg::default() };
+    let (a, b, c) = (Side::new(1, cfg), Side::new(2, cfg), Side::new(3, cfg));
+    // a's connection 0 goes to b, connection 1 to c: the walk visits b's first.
+    let (_a0, b0) = connect_pair(&a, &b);
+    let (a1, c1) = connect_pair(&a, &c);
+    // b streams a message three rings long: one ring's worth is published, and a's only
+    // receive starts taking it.
+    b.send(b0, b.buf(0, big, big), 1).unwrap();
+    drain(&[b.pe]);
+    a.recv(a.buf(0, big, 0), 10).unwrap();
+    drain(&[a.pe]);
+    // c's small message waits in a's other ring: the receive is busy with b's record.
+    c.mem()[..8].copy_from_slice(b"complete");
+    c.send(c1, c.buf(0, 8, 8), 2).unwrap();
+    drain(&[c.pe]);
+    drain(&[a.pe]);
+    assert_eq!(rec_count(), 1, "only c's send completed");
+    take_recs();
+    // b stops mid-message: one progress of a gives the receive back (connection 0's turn)
+    // and takes c's record with it (connection 1, in the same walk).
+    b.stop();
+    // b's flushed send.
+    take_recs();
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_progress(a.pe) }, 1);
+    let recs = take_recs();
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let r = recs[0];
+    assert_eq!((r.ud, r.status, r.len, r.conn), (10, DOCA_SUCCESS, 8, a1 as usize), "{r:?}");
+    assert_eq!(&a.mem()[..8], b"complete");
+    b.destroy();
+    c.destroy();
+    a.destroy();
+}
