@@ -229,9 +229,10 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
         c.ops.borrow_mut().push_back(q());
         return;
     }
-    match execute(c, op) {
+    // Fresh: `submit_op` validated the operation just now (see `execute`).
+    match execute(c, op, true) {
         Exec::Done(status) => {
-            r.finish(t, status);
+            r.finish_send(t, status);
             // Every pump publishes what it pushed, so with an empty queue there is nothing
             // to publish unless this operation pushed something.
             if op.uses_ring() {
@@ -276,10 +277,10 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
         };
         // SAFETY: queued tasks are submitted tasks of this ctx.
         let task = unsafe { &*q.task };
-        match execute(c, &q.op) {
+        match execute(c, &q.op, false) {
             Exec::Done(status) => {
                 c.ops.borrow_mut().pop_front();
-                r.finish(task, status);
+                r.finish_send(task, status);
                 did = true;
                 if status != DOCA_SUCCESS {
                     break Err(Fault::Task);
@@ -310,24 +311,47 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
 
 /// Runs `op` (the head of `c`'s queue) as far as it can go now: one function per operation
 /// family below. Only connection-level failures (no peer, no ring) are decided here.
+///
+/// `fresh`: `tasks::validate` accepted the operation in this very submit and nothing has run
+/// since, so its buffers are known to be live, on their side of the wire, writable where
+/// written and, for a result, with room for its value: the families skip those checks. A
+/// queued operation (`fresh` false) checks them again, as the user may have released or
+/// re-used a buffer meanwhile.
 #[inline(always)]
-fn execute(c: &doca_rdma_connection, op: &Op) -> Exec {
+fn execute(c: &doca_rdma_connection, op: &Op, fresh: bool) -> Exec {
     let Some(peer) = c.peer() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
-    let txb = c.tx.borrow();
-    let Some(tx) = txb.as_ref() else {
+    // SAFETY: the families below push to the ring and read its cursors; none of them
+    // replaces or releases a connection's rings.
+    let Some(tx) = (unsafe { c.tx_unguarded() }) else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
     match *op {
         // SAFETY: `progress` points into the queued task, valid while it is queued (see
         // `op::Queued`); only this thread touches it.
         Op::Send { src, imm, progress } => execute_send(tx, src, imm, unsafe { &*progress }),
-        // SAFETY: as for a send.
-        Op::Write { src, dst, imm, progress } => execute_write(tx, &peer, src, dst, imm, unsafe { &*progress }),
+        Op::Write { src, dst, imm, progress } => {
+            // SAFETY: as for a send.
+            execute_write(tx, &peer, src, dst, imm, unsafe { &*progress }, fresh)
+        }
         Op::Read { src, dst } => execute_read(&peer, src, dst),
-        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, op),
+        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, op, fresh),
         Op::RemoteGet { .. } | Op::RemoteSet { .. } | Op::RemoteAdd { .. } => execute_remote_event(&peer, op),
+    }
+}
+
+/// A buffer of the operation `execute` runs: checked live, or taken as it is when `fresh`
+/// (see `execute`).
+#[inline(always)]
+fn op_buf<'a>(p: *const crate::buf::doca_buf, fresh: bool) -> Result<&'a crate::buf::doca_buf, doca_error_t> {
+    if fresh {
+        // SAFETY: `validate` resolved this pointer with `buf_ref` in this very submit (not
+        // NULL, a live buffer of this provider), and nothing that could release it has run
+        // since.
+        Ok(unsafe { &*p })
+    } else {
+        live_buf(p)
     }
 }
 
@@ -426,21 +450,29 @@ fn execute_write(
     dst: *mut crate::buf::doca_buf,
     imm: Option<doca_be32_t>,
     progress: &Cell<u64>,
+    fresh: bool,
 ) -> Exec {
-    let s = tri!(live_buf(src));
+    let s = tri!(op_buf(src, fresh));
     let n = s.data().1;
     if progress.get() == 0 {
-        let d = tri!(live_buf(dst));
+        let d = tri!(op_buf(dst, fresh));
         let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
         let (taddr, room) = d.tail_space();
         if n > room {
             return Exec::Done(DOCA_ERROR_INVALID_VALUE);
         }
         let off = tri!(region.offset_of(taddr as u64, n));
-        // SAFETY: as for the payload in `execute_send`.
-        let payload = tri!(unsafe { s.payload_slice() });
+        let payload = if fresh {
+            // SAFETY: as for the payload in `execute_send`; `validate` found the source
+            // over local memory in this submit (see `execute`).
+            unsafe { s.local_payload() }
+        } else {
+            // SAFETY: as for the payload in `execute_send`.
+            tri!(unsafe { s.payload_slice() })
+        };
         tri!(region.write(off, payload));
-        tri!(d.grow_data_len(n));
+        // `n` fits the room checked above, which writing the peer's memory did not change.
+        d.appended(n);
         if imm.is_none() {
             return Exec::Done(DOCA_SUCCESS);
         }
@@ -471,15 +503,16 @@ fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::
 
 /// The two atomics on the peer's memory; the previous value goes to the result buffer.
 #[inline(always)]
-fn execute_atomic(peer: &Peer, op: &Op) -> Exec {
+fn execute_atomic(peer: &Peer, op: &Op, fresh: bool) -> Exec {
     let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = *op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
-    let d = tri!(live_buf(dst));
+    let d = tri!(op_buf(dst, fresh));
     let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_ATOMIC));
     let off = tri!(region.offset_of(d.data().0 as u64, 8));
-    let res = tri!(live_buf(result));
-    if res.tail_space().1 < 8 {
+    let res = tri!(op_buf(result, fresh));
+    // A fresh operation's result buffer has the room: `validate` checked it.
+    if !fresh && res.tail_space().1 < 8 {
         return Exec::Done(DOCA_ERROR_INVALID_VALUE);
     }
     let old = tri!(match *op {
@@ -487,7 +520,16 @@ fn execute_atomic(peer: &Peer, op: &Op) -> Exec {
         Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
         _ => Err(DOCA_ERROR_UNEXPECTED),
     });
-    tri!(res.append_u64(old));
+    // The local-memory checks of the result come after the atomic, as they always did (a
+    // queued operation whose result buffer was re-used over other memory fails here); a
+    // fresh one passed them in `validate`.
+    if !fresh {
+        tri!(res.check_local(true));
+    }
+    // SAFETY: local memory with LOCAL_READ_WRITE (checked just above, or by `validate` in
+    // this submit) and room for 8 bytes (checked above, or by `validate`), which the atomic
+    // on the peer's memory did not change.
+    unsafe { res.append_u64_checked(old) };
     Exec::Done(DOCA_SUCCESS)
 }
 

@@ -288,10 +288,13 @@ impl doca_rdma {
         if c.cycle != self.cycle.get() {
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
-        match c.state() {
-            ConnState::Connected => {}
-            ConnState::Broken(code) => return Err(code),
-            ConnState::Exported | ConnState::Closed => return Err(DOCA_ERROR_NOT_CONNECTED),
+        let state = c.state();
+        // Connected first, by itself: the submit path's case costs one compare.
+        if state != ConnState::Connected {
+            return Err(match state {
+                ConnState::Broken(code) => code,
+                _ => DOCA_ERROR_NOT_CONNECTED,
+            });
         }
         match self.error.get() {
             Some(e) => Err(e),
@@ -319,6 +322,15 @@ impl doca_rdma {
         if !t.is::<doca_rdma_task_receive>() {
             self.sq_inflight.set(self.sq_inflight.get().saturating_sub(1));
         }
+        crate::task::complete(t, status);
+    }
+
+    /// [`finish`](doca_rdma::finish) of a send-side task (the engine's queues hold no
+    /// receives), without asking the task its kind.
+    #[inline]
+    pub(crate) fn finish_send(&self, t: &doca_task, status: doca_error_t) {
+        debug_assert!(!t.is::<doca_rdma_task_receive>());
+        self.sq_inflight.set(self.sq_inflight.get().saturating_sub(1));
         crate::task::complete(t, status);
     }
 
