@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::alloc::{
-    hdr_u64, slot_of, H_HDR_LEN, H_MAGIC, H_SEG_LEN, H_VERSION, SEG_KEY_AREA, SEG_LAYOUT_VERSION, SEG_MAGIC, SEG_NSLOTS,
+    hdr_u64, slot_of, slot_of_unchecked, H_HDR_LEN, H_MAGIC, H_SEG_LEN, H_VERSION, SEG_KEY_AREA, SEG_LAYOUT_VERSION,
+    SEG_MAGIC, SEG_NSLOTS,
 };
 use super::export::{ExportDesc, ExportType, Transport};
 use super::liveness::OwnerLiveness;
@@ -21,6 +22,8 @@ use super::REMOTE_WRITE_BITS;
 use crate::shm::ShmSegment;
 use crate::types::*;
 
+/// How an import reaches the memory. Built only by [`RemoteMemory::connect`], which checks
+/// what the accessors then rely on (the key slot is in range of the mapping).
 #[derive(Debug)]
 pub(super) enum RemotePath {
     Shm { seg: ShmSegment, offset: usize, slot: usize, writable: bool },
@@ -166,7 +169,9 @@ impl RemoteRegion {
     #[inline(always)]
     pub(crate) fn check_key(&self) -> Result<(), doca_error_t> {
         let current = match &self.mem.path {
-            RemotePath::Shm { seg, slot, .. } => slot_of(seg, *slot).load(Ordering::Acquire),
+            // SAFETY: a Shm path is built only by `RemoteMemory::connect`, which looked at this
+            // slot of this mapping with `slot_of` (so both are in range); neither changes.
+            RemotePath::Shm { seg, slot, .. } => unsafe { slot_of_unchecked(seg, *slot) }.load(Ordering::Acquire),
             RemotePath::ProcessVm { key_cell } => self.read_key_cell(*key_cell)?,
         };
         if current == self.mem.desc.key {
