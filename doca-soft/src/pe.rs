@@ -68,7 +68,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use crate::ctx::{self, ctx_ref, doca_ctx, PeLink};
 use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
 use crate::ffi::{guard, guard_err, out};
-use crate::task::{doca_task, TaskQueue};
+use crate::task::{doca_task, CompletionQueue};
 use crate::types::*;
 
 /// `"PE!!"`: marks a live PE.
@@ -96,11 +96,11 @@ pub struct doca_pe {
     epfd: OwnedFd,
     evfd: OwnedFd,
     doorbell: Doorbell,
-    armed: Cell<bool>,
     /// The eventfd has been written since the last drain.
     signalled: Cell<bool>,
-    /// Completed tasks waiting for delivery, linked through [`doca_task::next`].
-    cq: TaskQueue,
+    /// Completed tasks waiting for delivery (connected ctxs queue them here directly), and
+    /// whether the PE is armed.
+    cq: CompletionQueue,
     ctxs: RefCell<Vec<*const doca_ctx>>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
     in_progress: Cell<bool>,
@@ -152,9 +152,8 @@ impl doca_pe {
             epfd,
             evfd,
             doorbell,
-            armed: Cell::new(false),
             signalled: Cell::new(false),
-            cq: TaskQueue::new(),
+            cq: CompletionQueue::new(),
             ctxs: RefCell::new(Vec::new()),
             fds: RefCell::new(Vec::new()),
             in_progress: Cell::new(false),
@@ -198,7 +197,7 @@ impl doca_pe {
     /// Tells the PE that work became available (a completion, a due transition, a kind's
     /// internal event on this thread): if armed, the notification handle becomes readable.
     pub fn notify_work(&self) {
-        if self.armed.get() && !self.signalled.get() {
+        if self.cq.armed() && !self.signalled.get() {
             let one: u64 = 1;
             // SAFETY: writes 8 bytes from a valid u64 to our own eventfd. A failure (counter
             // overflow, impossible with writes of 1 between drains) is ignored.
@@ -207,17 +206,8 @@ impl doca_pe {
         }
     }
 
-    /// Appends a completed task to the completion queue.
-    pub(crate) fn enqueue(&self, task: &doca_task) {
-        // SAFETY: a live completed task, queued once (its state is Completed until delivery
-        // pops it); queued tasks stay live (their ctx cannot be destroyed while they are
-        // allocated). The queue keeps `raw()`, the pointer with the whole slot's provenance.
-        unsafe { self.cq.push(task.raw() as *const doca_task, doca_task::next) };
-        self.notify_work();
-    }
-
     fn pop(&self) -> Option<*const doca_task> {
-        self.cq.pop(doca_task::next)
+        self.cq.pop()
     }
 
     /// Tasks submitted to the connected ctxs and not yet delivered. Summed when asked rather
@@ -249,7 +239,7 @@ impl doca_pe {
     /// Whether the PE is armed (between `doca_pe_request_notification` and
     /// `doca_pe_clear_notification`): only then does anyone need to ring its doorbell.
     pub(crate) fn is_armed(&self) -> bool {
-        self.armed.get()
+        self.cq.armed()
     }
 
     /// Work that progress would do now.
@@ -437,7 +427,7 @@ pub unsafe extern "C" fn doca_pe_request_notification(pe: *mut doca_pe) -> doca_
         // SAFETY: as in doca_pe_destroy.
         let p = unsafe { pe_ref(pe) }?;
         p.sweep();
-        p.armed.set(true);
+        p.cq.set_armed(true);
         if p.has_work() {
             p.notify_work();
         }
@@ -454,7 +444,7 @@ pub unsafe extern "C" fn doca_pe_clear_notification(
         // SAFETY: as in doca_pe_destroy.
         let p = unsafe { pe_ref(pe) }?;
         p.sweep();
-        p.armed.set(false);
+        p.cq.set_armed(false);
         Ok(())
     })
 }
@@ -474,8 +464,8 @@ pub unsafe extern "C" fn doca_pe_get_num_inflight_tasks(
 
 /// The ctx layer reaches its PE through [`PeLink`] (the PE is the layer above it).
 impl PeLink for doca_pe {
-    fn enqueue(&self, task: &doca_task) {
-        doca_pe::enqueue(self, task)
+    fn completions(&self) -> &CompletionQueue {
+        &self.cq
     }
     fn notify_work(&self) {
         doca_pe::notify_work(self)

@@ -336,8 +336,10 @@ fn execute(c: &doca_rdma_connection, op: &Op, fresh: bool) -> Exec {
             execute_write(tx, &peer, src, dst, imm, unsafe { &*progress }, fresh)
         }
         Op::Read { src, dst } => execute_read(&peer, src, dst),
-        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, op, fresh),
-        Op::RemoteGet { .. } | Op::RemoteSet { .. } | Op::RemoteAdd { .. } => execute_remote_event(&peer, op),
+        // By value: a family that is not inlined must not take the operation's address, or
+        // the decoded operation of every submit lives in memory instead of in registers.
+        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, *op, fresh),
+        Op::RemoteGet { .. } | Op::RemoteSet { .. } | Op::RemoteAdd { .. } => execute_remote_event(&peer, *op),
     }
 }
 
@@ -503,8 +505,8 @@ fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::
 
 /// The two atomics on the peer's memory; the previous value goes to the result buffer.
 #[inline(always)]
-fn execute_atomic(peer: &Peer, op: &Op, fresh: bool) -> Exec {
-    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = *op else {
+fn execute_atomic(peer: &Peer, op: Op, fresh: bool) -> Exec {
+    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
     let d = tri!(op_buf(dst, fresh));
@@ -515,7 +517,7 @@ fn execute_atomic(peer: &Peer, op: &Op, fresh: bool) -> Exec {
     if !fresh && res.tail_space().1 < 8 {
         return Exec::Done(DOCA_ERROR_INVALID_VALUE);
     }
-    let old = tri!(match *op {
+    let old = tri!(match op {
         Op::CmpSwp { cmp, swap, .. } => region.atomic_cas(off, cmp, swap),
         Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
         _ => Err(DOCA_ERROR_UNEXPECTED),
@@ -534,8 +536,8 @@ fn execute_atomic(peer: &Peer, op: &Op, fresh: bool) -> Exec {
 }
 
 /// The three remote-net sync event operations (`remote.rs`).
-fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
-    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = *op else {
+fn execute_remote_event(peer: &Peer, op: Op) -> Exec {
+    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
     let ev = tri!(event_of(event));
@@ -544,7 +546,7 @@ fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
     if ev.owner_pid() != peer.pid {
         return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
     }
-    match *op {
+    match op {
         Op::RemoteGet { dst, .. } => {
             let d = tri!(live_buf(dst));
             tri!(d.append_u64(ev.get()));

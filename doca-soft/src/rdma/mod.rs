@@ -331,7 +331,7 @@ impl doca_rdma {
     pub(crate) fn finish_send(&self, t: &doca_task, status: doca_error_t) {
         debug_assert!(!t.is::<doca_rdma_task_receive>());
         self.sq_inflight.set(self.sq_inflight.get().saturating_sub(1));
-        crate::task::complete(t, status);
+        crate::task::complete_inlined(t, status);
     }
 
     /// Breaks `c` with `code` and fails its tasks with it.
