@@ -461,6 +461,9 @@ pub struct doca_task {
     /// That ctx's [`CtxTasks`] (what submit, completion and delivery work on).
     tasks: *const CtxTasks,
     pool: *const Pool,
+    /// This slot in the pool's array: what [`doca_task::raw`] returns (set once, when the
+    /// pool is made).
+    slot: *mut doca_task,
     user_data: Cell<doca_data>,
     ok_cb: Cell<Option<RawCb>>,
     err_cb: Cell<Option<RawCb>>,
@@ -490,6 +493,7 @@ impl doca_task {
             owner,
             tasks,
             pool,
+            slot: ptr::null_mut(),
             user_data: Cell::new(doca_data::from_u64(0)),
             ok_cb: Cell::new(None),
             err_cb: Cell::new(None),
@@ -547,10 +551,17 @@ impl doca_task {
 
     /// A pointer to the whole slot (header and specific fields), with the provenance of the
     /// pool's allocation. This is what is handed to C and to callbacks.
+    // Kept in the header rather than computed from the pool (a load where there were four
+    // and a multiplication): submit, completion and delivery use it.
+    #[inline]
     pub fn raw(&self) -> *mut doca_task {
-        // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx), and
-        // `index` is this slot's index in it.
-        unsafe { (*self.pool).slot_ptr(self.index) }
+        if cfg!(debug_assertions) {
+            // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx),
+            // and `index` is this slot's index in it.
+            let computed = unsafe { (*self.pool).slot_ptr(self.index) };
+            debug_assert!(ptr::eq(self.slot, computed));
+        }
+        self.slot
     }
 
     /// True when the task is a `T`.
@@ -745,6 +756,15 @@ impl PoolBox {
             (*pool).len = num_tasks;
             // Pop from the end: hand out low indices first.
             (*pool).free = RefCell::new((0..num_tasks).rev().collect());
+        }
+        for i in 0..num_tasks {
+            // SAFETY: `pool` is complete now, and no reference to the slots exists yet (they
+            // were just moved into the array): each header's `slot` is written once, through
+            // the pointer derived from the array (the whole slot's provenance).
+            unsafe {
+                let p = (*pool).slot_ptr(i);
+                ptr::addr_of_mut!((*p).slot).write(p);
+            }
         }
         // SAFETY: Box::into_raw never returns NULL.
         PoolBox(unsafe { NonNull::new_unchecked(pool) })
