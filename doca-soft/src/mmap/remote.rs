@@ -38,6 +38,9 @@ pub(super) struct RemoteMemory {
     pub(super) path: RemotePath,
     /// The owner process, for liveness checks.
     pub(super) owner: OwnerLiveness,
+    /// The accesses `desc` allows, one bit per [`Op`] ([`Op::allowed`], decided once at
+    /// connect: the export's type and permissions never change).
+    allowed: u8,
 }
 
 /// Kind of remote access, for permission checks.
@@ -46,6 +49,26 @@ pub(super) enum Op {
     Read,
     Write,
     Atomic,
+}
+
+impl Op {
+    /// This access's bit in [`RemoteMemory::allowed`].
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
+    /// Whether an export of `export_type` with permissions `perms` allows this access.
+    fn allowed(self, export_type: ExportType, perms: u32) -> bool {
+        let p = perms;
+        match (export_type, self) {
+            (ExportType::Rdma, Op::Read) => p & DOCA_ACCESS_FLAG_RDMA_READ != 0,
+            (ExportType::Rdma, Op::Write) => p & DOCA_ACCESS_FLAG_RDMA_WRITE != 0,
+            (ExportType::Rdma, Op::Atomic) => p & DOCA_ACCESS_FLAG_RDMA_ATOMIC != 0,
+            (ExportType::Pci, Op::Read) => p & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE) != 0,
+            (ExportType::Pci, Op::Write) => p & DOCA_ACCESS_FLAG_PCI_READ_WRITE != 0,
+            (ExportType::Pci, Op::Atomic) => false,
+        }
+    }
 }
 
 impl RemoteMemory {
@@ -83,7 +106,11 @@ impl RemoteMemory {
                 RemotePath::ProcessVm { key_cell }
             }
         };
-        Ok(RemoteMemory { desc, path, owner })
+        let allowed = [Op::Read, Op::Write, Op::Atomic]
+            .into_iter()
+            .filter(|op| op.allowed(desc.export_type, desc.perms))
+            .fold(0, |bits, op| bits | op.bit());
+        Ok(RemoteMemory { desc, path, owner, allowed })
     }
 }
 
@@ -141,17 +168,9 @@ impl RemoteRegion {
         self.mem.owner.alive()
     }
 
+    #[inline(always)]
     pub(super) fn permit(&self, op: Op) -> Result<(), doca_error_t> {
-        let p = self.mem.desc.perms;
-        let ok = match (self.mem.desc.export_type, op) {
-            (ExportType::Rdma, Op::Read) => p & DOCA_ACCESS_FLAG_RDMA_READ != 0,
-            (ExportType::Rdma, Op::Write) => p & DOCA_ACCESS_FLAG_RDMA_WRITE != 0,
-            (ExportType::Rdma, Op::Atomic) => p & DOCA_ACCESS_FLAG_RDMA_ATOMIC != 0,
-            (ExportType::Pci, Op::Read) => p & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE) != 0,
-            (ExportType::Pci, Op::Write) => p & DOCA_ACCESS_FLAG_PCI_READ_WRITE != 0,
-            (ExportType::Pci, Op::Atomic) => false,
-        };
-        if ok {
+        if self.mem.allowed & op.bit() != 0 {
             Ok(())
         } else {
             Err(DOCA_ERROR_NOT_PERMITTED)
@@ -169,11 +188,15 @@ impl RemoteRegion {
     #[inline(always)]
     pub(crate) fn check_key(&self) -> Result<(), doca_error_t> {
         let current = match &self.mem.path {
-            // SAFETY: a Shm path is built only by `RemoteMemory::connect`, which looked at this
-            // slot of this mapping with `slot_of` (so both are in range); neither changes.
-            RemotePath::Shm { seg, slot, .. } => unsafe { slot_of_unchecked(seg, *slot) }.load(Ordering::Acquire),
+            RemotePath::Shm { seg, slot, .. } => shm_key(seg, *slot),
             RemotePath::ProcessVm { key_cell } => self.read_key_cell(*key_cell)?,
         };
+        self.key_is(current)
+    }
+
+    /// [`check_key`](RemoteRegion::check_key) with the key cell's current value.
+    #[inline(always)]
+    pub(super) fn key_is(&self, current: u64) -> Result<(), doca_error_t> {
         if current == self.mem.desc.key {
             Ok(())
         } else {
@@ -231,23 +254,36 @@ impl RemoteRegion {
     }
 
     /// Copies `src` to `offset` of the remote range.
+    // The path is matched once: the key check (`check_key`) is written out in each arm.
     #[inline(always)]
     pub(crate) fn write(&self, offset: usize, src: &[u8]) -> Result<(), doca_error_t> {
         self.permit(Op::Write)?;
         self.bounds(offset, src.len())?;
-        self.check_key()?;
         match &self.mem.path {
-            RemotePath::Shm { writable, .. } => {
+            RemotePath::Shm { seg, offset: base, slot, writable } => {
+                self.key_is(shm_key(seg, *slot))?;
                 if !*writable {
                     return Err(DOCA_ERROR_NOT_PERMITTED);
                 }
-                let dst = self.local(offset).ok_or(DOCA_ERROR_UNEXPECTED)?;
+                // In bounds of the mapping (see `local`).
+                let dst = seg.as_ptr().wrapping_add(base + offset);
                 // SAFETY: `[dst, dst+len)` is inside the live mapping (bounds checked), which
                 // is mapped writable (checked just above); `src` is a distinct Rust buffer.
                 unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
                 Ok(())
             }
-            RemotePath::ProcessVm { .. } => pvm_write(self.mem.desc.pid, self.addr() + offset as u64, src),
+            RemotePath::ProcessVm { key_cell } => {
+                self.key_is(self.read_key_cell(*key_cell)?)?;
+                pvm_write(self.mem.desc.pid, self.addr() + offset as u64, src)
+            }
         }
     }
+}
+
+/// The key cell of an import on the shared-memory path.
+#[inline(always)]
+pub(super) fn shm_key(seg: &ShmSegment, slot: usize) -> u64 {
+    // SAFETY: a Shm path is built only by `RemoteMemory::connect`, which looked at this slot
+    // of this mapping with `slot_of` (so both are in range); neither changes.
+    unsafe { slot_of_unchecked(seg, slot) }.load(Ordering::Acquire)
 }

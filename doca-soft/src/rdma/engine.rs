@@ -188,21 +188,23 @@ fn poll_liveness_now(r: &doca_rdma, force: bool) {
     }
 }
 
-/// Submit-time peer check: a peer already known to be gone (closed rings, or a dead
-/// process, polled at most every LIVENESS_INTERVAL) refuses the submit with its code; the
-/// next progress breaks the connection after draining what the peer had sent.
+/// Submit-time connection checks. First the peer: a peer already known to be gone (closed
+/// rings, or a dead process, polled at most every LIVENESS_INTERVAL) refuses the submit with
+/// its code; the next progress breaks the connection after draining what the peer had sent.
+/// Then the connection's state for the data path ([`doca_rdma::conn_usable`]).
 #[inline]
-pub(super) fn check_peer_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
-    if c.state() != ConnState::Connected {
-        return Ok(()); // conn_usable reports it
+pub(super) fn check_conn_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
+    // Read once: the liveness poll and the look at the rings change only `death_seen`.
+    let state = c.state();
+    if state == ConnState::Connected {
+        if c.peer().is_some_and(|p| p.remote) {
+            poll_liveness(r, false);
+        }
+        if let Some(code) = c.peer_gone() {
+            return Err(code);
+        }
     }
-    if c.peer().is_some_and(|p| p.remote) {
-        poll_liveness(r, false);
-    }
-    match c.peer_gone() {
-        Some(code) => Err(code),
-        None => Ok(()),
-    }
+    r.conn_usable(c, state)
 }
 
 /// Publishes the producer tail of `c` and rings the peer if it may sleep.

@@ -284,11 +284,13 @@ impl doca_rdma {
     }
 
     /// The state of `c` for the data path: Err with the code a task on it fails with.
-    pub(crate) fn conn_usable(&self, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
+    /// `state` is `c.state()`, read by the caller.
+    #[inline]
+    pub(crate) fn conn_usable(&self, c: &doca_rdma_connection, state: ConnState) -> Result<(), doca_error_t> {
+        debug_assert_eq!(state, c.state());
         if c.cycle != self.cycle.get() {
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
-        let state = c.state();
         // Connected first, by itself: the submit path's case costs one compare.
         if state != ConnState::Connected {
             return Err(match state {

@@ -178,8 +178,7 @@ unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), 
     if !r.owns(c) {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
-    engine::check_peer_on_submit(r, c)?;
-    r.conn_usable(c)?;
+    engine::check_conn_on_submit(r, c)?;
     validate(&op)?;
     if r.sq_inflight.get() >= r.sq_size.get() {
         return Err(DOCA_ERROR_NO_MEMORY);
