@@ -300,6 +300,23 @@ impl doca_pe {
         self.signalled.set(false);
     }
 
+    /// What [`progress`](doca_pe::progress) does when a completion is queued (and no
+    /// progress is running): deliver the oldest one. `None` otherwise, for `progress`.
+    ///
+    /// The call that delivers an operation's completion is the busy case; on its own, it
+    /// saves only the registers it uses instead of those of the progress hooks' walk.
+    #[inline(always)]
+    fn progress_delivering(&self) -> Option<u8> {
+        if self.in_progress.get() || self.cq.is_empty() {
+            return None;
+        }
+        self.in_progress.set(true);
+        let _reset = ProgressReset(&self.in_progress);
+        self.deliver_one();
+        Some(1)
+    }
+
+    #[inline(never)]
     fn progress(&self) -> u8 {
         if self.in_progress.get() {
             // A callback called progress: not allowed by DOCA; do nothing.
@@ -355,6 +372,15 @@ impl doca_pe {
     }
 }
 
+/// Clears `in_progress` when a delivery ends, even by a panic (caught at the C boundary).
+struct ProgressReset<'a>(&'a Cell<bool>);
+
+impl Drop for ProgressReset<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
 /// Validates a PE pointer from C.
 ///
 /// # Safety
@@ -402,7 +428,7 @@ pub unsafe extern "C" fn doca_pe_progress(pe: *mut doca_pe) -> u8 {
     guard(0, || {
         // SAFETY: as in doca_pe_destroy.
         match unsafe { pe_ref(pe) } {
-            Ok(p) => p.progress(),
+            Ok(p) => p.progress_delivering().unwrap_or_else(|| p.progress()),
             Err(_) => 0,
         }
     })
