@@ -21,9 +21,8 @@
 //!   returns to the user, who frees or re-submits it).
 //! * **Completion.** A kind never calls user callbacks itself: it calls [`complete`], which
 //!   stores the status and appends the task to its PE's FIFO completion queue. `doca_pe_progress`
-//!   pops one task per call and invokes the kind's dispatch, which calls the task's success or
-//!   error callback with the *specific* task pointer type. So no callback ever runs inside
-//!   `doca_task_submit`.
+//!   pops one task per call and calls the task's success or error callback with the address of
+//!   the *specific* task (see [`RawCb`]). So no callback ever runs inside `doca_task_submit`.
 //! * **Callbacks** are stored per task (copied from the pool's configuration at allocation).
 //!   Kinds whose DOCA API sets callbacks per task (UROM worker commands, `get_workers_by_gid`)
 //!   overwrite them with [`set_callbacks`].
@@ -333,8 +332,12 @@ impl CompletionQueue {
 /// `"TASK"`: marks a live task header (checked on every entry point).
 const TASK_MAGIC: u32 = 0x5441_534b;
 
-/// A completion callback with its argument types erased. Never called through this type:
-/// [`TaskKind`]'s dispatch transmutes it back to the exact type it was created from.
+/// A completion callback with its argument types erased ([`erase_cb`]). Never called through
+/// this type: delivery calls it as a [`TypedCb<doca_task>`](TypedCb) with the address of the
+/// whole task, which calls the [`TypedCb<T>`](TypedCb) it was made from correctly: `*mut T`
+/// and `*mut doca_task` are ABI-compatible (pointers to sized types; see "ABI compatibility"
+/// in the documentation of `fn`), and a `T`'s header is at its address (`#[repr(C)]`, header
+/// first: [`TaskType`]).
 pub type RawCb = unsafe extern "C" fn();
 
 /// Where a task is in its life. See the module docs.
@@ -388,21 +391,20 @@ pub struct TaskKind {
     /// with [`SubmitMode::Held`], which takes the reservation back. An `Err` fails the submit
     /// as `submit` does.
     pub admit: Option<AdmitFn>,
-    dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
 
 /// A [`TaskKind::admit`] hook: checks and reserves the room a submit needs.
 pub type AdmitFn = unsafe fn(task: &doca_task) -> Result<(), doca_error_t>;
 
 impl TaskKind {
-    /// The descriptor of the task type `T`.
+    /// The descriptor of the task type `T` (whose `KIND` it is to be).
     pub const fn new<T: TaskType>(
         name: &'static str,
         submit: unsafe fn(&doca_task, SubmitMode) -> Result<(), doca_error_t>,
         release: Option<unsafe fn(&doca_task)>,
         flush: Option<unsafe fn(&doca_task)>,
     ) -> TaskKind {
-        TaskKind { name, submit, release, flush, admit: None, dispatch: dispatch_as::<T> }
+        TaskKind { name, submit, release, flush, admit: None }
     }
 
     /// The same kind with an [`admit`](TaskKind::admit) hook.
@@ -415,24 +417,11 @@ impl TaskKind {
 /// The callback type of a task type `T` (all DOCA task callbacks have this shape).
 pub type TypedCb<T> = unsafe extern "C" fn(task: *mut T, task_user_data: doca_data, ctx_user_data: doca_data);
 
-/// Erases a typed callback for storage.
+/// Erases a typed callback for storage (see [`RawCb`] for how it is called).
 pub fn erase_cb<T: TaskType>(cb: TypedCb<T>) -> RawCb {
     // SAFETY: all function pointers have the same size and representation; the result is only
-    // ever turned back into `TypedCb<T>` by `dispatch_as::<T>` before being called.
+    // ever called as a `TypedCb<doca_task>` with a `T`'s address (see `RawCb`).
     unsafe { core::mem::transmute::<TypedCb<T>, RawCb>(cb) }
-}
-
-/// Calls `cb` (erased from a `TypedCb<T>`) with `task` as a `*mut T`.
-///
-/// # Safety
-/// `cb` must have been produced by [`erase_cb::<T>`] and `task` must be the header of a live
-/// `T` (guaranteed by the pool, which only hands out `T`s for `T::KIND`).
-unsafe fn dispatch_as<T: TaskType>(cb: RawCb, task: *mut doca_task, ud: doca_data, cud: doca_data) {
-    // SAFETY: per the contract above, `cb` really has type `TypedCb<T>`.
-    let f = unsafe { core::mem::transmute::<RawCb, TypedCb<T>>(cb) };
-    // SAFETY: the header is the first field of the #[repr(C)] `T`, so the cast gives the
-    // address of the whole `T`. Calling the user's callback is the purpose of this function.
-    unsafe { f(task.cast::<T>(), ud, cud) }
 }
 
 /// A specific task type (`doca_sync_event_task_get`, later `doca_rdma_task_write`...).
@@ -1021,16 +1010,20 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     let cud = t.tasks().delivered();
     let cb = if t.status.get() == DOCA_SUCCESS { t.ok_cb.get() } else { t.err_cb.get() };
     let ud = t.user_data.get();
-    let dispatch = t.kind.dispatch;
     // The queue holds `raw()` pointers (see the PE's enqueue), so `task` already covers the
     // whole slot: no need to derive it again from the pool.
     let slot = task.cast_mut();
     match cb {
-        // SAFETY: `cb` was erased from the kind's typed callback (erase_cb::<T>) and the
-        // dispatch is dispatch_as::<T> for the same T; `slot` covers the whole slot. The
-        // callback may free, re-submit or allocate tasks; nothing here touches `t` or its ctx
-        // afterwards.
-        Some(cb) => unsafe { dispatch(cb, slot, ud, cud) },
+        Some(cb) => {
+            // SAFETY: `cb` was erased from the kind's `TypedCb<T>` (erase_cb::<T>), which may be
+            // called as a `TypedCb<doca_task>` with the `T`'s address (see `RawCb`).
+            let f = unsafe { core::mem::transmute::<RawCb, TypedCb<doca_task>>(cb) };
+            // SAFETY: `slot` is the address of the whole live `T` (the pool only hands out
+            // `T`s for `T::KIND`); calling the user's callback is the point of delivery. The
+            // callback may free, re-submit or allocate tasks; nothing here touches `t` or its
+            // ctx afterwards.
+            unsafe { f(slot, ud, cud) }
+        }
         None => crate::sdk_log!(ERROR, "{} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
