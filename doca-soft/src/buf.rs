@@ -39,7 +39,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::ffi::{guard_err, out};
+use crate::ffi::{guard_err, out, refused};
 use crate::mmap::{doca_mmap, mmap_ref, RemoteRegion};
 use crate::types::*;
 
@@ -122,6 +122,24 @@ pub(crate) unsafe fn buf_ref<'a>(p: *const doca_buf) -> Result<&'a doca_buf, doc
     let b = unsafe { p.as_ref() }.ok_or(DOCA_ERROR_INVALID_VALUE)?;
     if b.refcount.get() == 0 {
         return Err(DOCA_ERROR_BAD_STATE);
+    }
+    Ok(b)
+}
+
+/// [`buf_ref`] for the RDMA submit path: the same checks and codes, with the refusals out
+/// of line ([`refused`]). (`buf_ref` itself stays without a call, which would give the
+/// entry points that use it a frame.)
+///
+/// # Safety
+/// As [`buf_ref`].
+#[inline(always)]
+pub(crate) unsafe fn buf_ref_on_submit<'a>(p: *const doca_buf) -> Result<&'a doca_buf, doca_error_t> {
+    // SAFETY: the caller's contract.
+    let Some(b) = (unsafe { p.as_ref() }) else {
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
+    };
+    if b.refcount.get() == 0 {
+        return Err(refused(DOCA_ERROR_BAD_STATE));
     }
     Ok(b)
 }

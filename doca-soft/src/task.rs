@@ -56,7 +56,7 @@ use core::cell::{Cell, RefCell};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-use crate::ffi::{guard, guard_err};
+use crate::ffi::{guard, guard_err, refused};
 use crate::types::*;
 
 /// What the task framework needs from the ctx that owns a task's pool: its state, its pools,
@@ -167,7 +167,7 @@ impl CtxTasks {
     #[inline]
     fn begin_submit(&self) -> Result<u64, doca_error_t> {
         if !self.running.get() {
-            return Err(DOCA_ERROR_BAD_STATE);
+            return Err(refused(DOCA_ERROR_BAD_STATE));
         }
         let s = self.seq.get().wrapping_add(1);
         self.seq.set(s);
@@ -869,8 +869,8 @@ pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_tas
 fn accept(task: &doca_task) -> Result<&CtxTasks, doca_error_t> {
     match task.state.get() {
         TaskState::Allocated => {}
-        TaskState::Free => return Err(DOCA_ERROR_INVALID_VALUE),
-        TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
+        TaskState::Free => return Err(refused(DOCA_ERROR_INVALID_VALUE)),
+        TaskState::Submitted | TaskState::Completed => return Err(refused(DOCA_ERROR_BAD_STATE)),
     }
     if task.ok_cb.get().is_none() || task.err_cb.get().is_none() {
         // Only possible for kinds with per-task callbacks that were never set. A ctx that is
@@ -937,7 +937,8 @@ pub(crate) fn push_held(task: &doca_task) {
 /// Submits an allocated task (`doca_task_submit`, `doca_task_try_submit`, and
 /// `doca_task_submit_ex` with FLUSH): a flushed submit, so the ctx's held tasks go to their
 /// kind first (submission order is kept).
-#[inline]
+// Always inlined: the entry points are its frame.
+#[inline(always)]
 pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
     let tasks = accept(task)?;
     tasks.flush_held_for_submit();

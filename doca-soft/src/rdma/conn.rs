@@ -39,6 +39,7 @@ use super::ring::{RxRing, TxRing, RING_SEG_LEN};
 use super::{doca_rdma, PERMISSIONS_ALL};
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
 use crate::doorbell::{ring, DoorbellAddr};
+use crate::ffi::refused;
 use crate::pe::{doca_pe, FdMode};
 use crate::shm::{errno_to_doca, own_pid};
 use crate::task::doca_task;
@@ -521,11 +522,10 @@ impl doca_rdma_connection {
 /// A non-NULL `p` must point to a connection of a live `doca_rdma` of this provider.
 pub(crate) unsafe fn conn_ref<'a>(p: *const doca_rdma_connection) -> Result<&'a doca_rdma_connection, doca_error_t> {
     // SAFETY: per the contract.
-    let c = unsafe { crate::ffi::obj(p) }?;
-    if c.magic != CONN_MAGIC {
-        return Err(DOCA_ERROR_INVALID_VALUE);
+    match unsafe { p.as_ref() } {
+        Some(c) if c.magic == CONN_MAGIC => Ok(c),
+        _ => Err(refused(DOCA_ERROR_INVALID_VALUE)),
     }
-    Ok(c)
 }
 
 #[cfg(test)]

@@ -56,6 +56,7 @@ use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER,
 use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
+use crate::ffi::refused;
 use crate::mmap::RemoteRegion;
 use crate::task::doca_task;
 use crate::types::*;
@@ -201,7 +202,7 @@ pub(super) fn check_conn_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> R
             poll_liveness(r, false);
         }
         if let Some(code) = c.peer_gone() {
-            return Err(code);
+            return Err(refused(code));
         }
     }
     r.conn_usable(c, state)

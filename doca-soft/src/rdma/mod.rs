@@ -108,7 +108,7 @@ use std::time::{Duration, Instant};
 
 use crate::ctx::{doca_ctx, CtxOps, StartMode};
 use crate::dev::{dev_ref, doca_dev, DevRef};
-use crate::ffi::{guard, guard_err, out};
+use crate::ffi::{guard, guard_err, out, refused};
 use crate::task::doca_task;
 use crate::types::*;
 use conn::ConnState;
@@ -289,17 +289,17 @@ impl doca_rdma {
     pub(crate) fn conn_usable(&self, c: &doca_rdma_connection, state: ConnState) -> Result<(), doca_error_t> {
         debug_assert_eq!(state, c.state());
         if c.cycle != self.cycle.get() {
-            return Err(DOCA_ERROR_NOT_CONNECTED);
+            return Err(refused(DOCA_ERROR_NOT_CONNECTED));
         }
         // Connected first, by itself: the submit path's case costs one compare.
         if state != ConnState::Connected {
-            return Err(match state {
+            return Err(refused(match state {
                 ConnState::Broken(code) => code,
                 _ => DOCA_ERROR_NOT_CONNECTED,
-            });
+            }));
         }
         match self.error.get() {
-            Some(e) => Err(e),
+            Some(e) => Err(refused(e)),
             None => Ok(()),
         }
     }
