@@ -171,12 +171,13 @@ pub struct doca_rdma_connection {
     pub(crate) cm: ConnCm,
 }
 
-/// A ring looked at while it is borrowed mutably, which never happens (rings are replaced
-/// only by connect, stop and release, none of which looks at them through the unguarded
-/// accessors): the plain borrow then panics as it always did, with the same message.
+/// A ring or the operation queue looked at while it is borrowed mutably, which never
+/// happens (rings are replaced only by connect, stop and release, and the queue is changed
+/// only in short borrows, none of which looks at them through the unguarded accessors): the
+/// plain borrow then panics as it always did, with the same message.
 #[cold]
 #[inline(never)]
-fn ring_borrowed_mutably<T>(cell: &RefCell<T>) -> ! {
+fn borrowed_mutably<T>(cell: &RefCell<T>) -> ! {
     let _panics = cell.borrow();
     unreachable!("a RefCell that refused an unguarded borrow lent a guarded one")
 }
@@ -351,7 +352,7 @@ impl doca_rdma_connection {
         // and `try_borrow_unguarded` refuses if one is alive now.
         match unsafe { self.rx.try_borrow_unguarded() } {
             Ok(rx) => rx.as_ref(),
-            Err(_) => ring_borrowed_mutably(&self.rx),
+            Err(_) => borrowed_mutably(&self.rx),
         }
     }
 
@@ -364,7 +365,18 @@ impl doca_rdma_connection {
         // SAFETY: as in `rx_unguarded`.
         match unsafe { self.tx.try_borrow_unguarded() } {
             Ok(tx) => tx.as_ref(),
-            Err(_) => ring_borrowed_mutably(&self.tx),
+            Err(_) => borrowed_mutably(&self.tx),
+        }
+    }
+
+    /// Whether send-side operations are queued (`ops` is not empty), looked at without
+    /// touching the borrow count (see [`rx_unguarded`](Self::rx_unguarded)).
+    #[inline(always)]
+    pub(crate) fn ops_queued(&self) -> bool {
+        // SAFETY: only the length is read, and the reference does not outlive this call.
+        match unsafe { self.ops.try_borrow_unguarded() } {
+            Ok(ops) => !ops.is_empty(),
+            Err(_) => borrowed_mutably(&self.ops),
         }
     }
 

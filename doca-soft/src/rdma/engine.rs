@@ -197,13 +197,15 @@ fn poll_liveness_now(r: &doca_rdma, force: bool) {
 pub(super) fn check_conn_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
     // Read once: the liveness poll and the look at the rings change only `death_seen`.
     let state = c.state();
-    if state == ConnState::Connected {
-        if c.peer().is_some_and(|p| p.remote) {
-            poll_liveness(r, false);
-        }
-        if let Some(code) = c.peer_gone() {
-            return Err(refused(code));
-        }
+    if state != ConnState::Connected {
+        // The peer is looked at only on a connected connection; conn_usable refuses this one.
+        return r.conn_usable(c, state);
+    }
+    if c.peer().is_some_and(|p| p.remote) {
+        poll_liveness(r, false);
+    }
+    if let Some(code) = c.peer_gone() {
+        return Err(refused(code));
     }
     r.conn_usable(c, state)
 }
@@ -217,25 +219,26 @@ fn publish_tx(c: &doca_rdma_connection) {
 }
 
 /// Hands a submitted send-side task (decoded and validated by `submit.rs`) to its
-/// connection, counting it in flight (see the module docs).
+/// connection, counting it in flight while it is queued (see the module docs).
 ///
 /// The operation is borrowed, and copied into the queue only when it has to wait there: the
-/// fast path (an empty queue, an operation that finishes at once) copies it nowhere.
+/// fast path (an empty queue, an operation that finishes at once) copies it nowhere, and does
+/// not count it in flight either: it would be counted in and out again with nothing reading
+/// the count in between.
 // Always inlined, with `execute` and the one-sided families, into `submit_op::<T>` (one
 // instance per task type): the decoded `Op` is of one known variant there, so each
 // instance keeps only its own arm.
 #[inline(always)]
 pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op: &Op) {
-    r.sq_inflight.set(r.sq_inflight.get() + 1);
-    let q = || Queued { task: t, op: *op };
-    if !c.ops.borrow().is_empty() {
-        c.ops.borrow_mut().push_back(q());
+    if c.ops_queued() {
+        queue(r, c, t, *op);
         return;
     }
     // Fresh: `submit_op` validated the operation just now (see `execute`).
     match execute(c, op, true) {
         Exec::Done(status) => {
-            r.finish_send(t, status);
+            // `finish_send` without its count: this one was never counted (see above).
+            crate::task::complete_inlined(t, status);
             // Every pump publishes what it pushed, so with an empty queue there is nothing
             // to publish unless this operation pushed something.
             if op.uses_ring() {
@@ -246,7 +249,7 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
             }
         }
         Exec::Blocked(need) => {
-            c.ops.borrow_mut().push_back(q());
+            queue(r, c, t, *op);
             if armed(r) {
                 if let Some(tx) = c.tx.borrow().as_ref() {
                     tx.want_space();
@@ -265,10 +268,19 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
             publish_tx(c);
         }
         Exec::PeerFault(code) => {
-            c.ops.borrow_mut().push_back(q());
+            queue(r, c, t, *op);
             r.peer_lost(c, code);
         }
     }
+}
+
+/// Queues a submitted operation behind the others, counted in flight until it completes.
+// Out of line, with the operation by value: `enqueue` is inlined into every submit, where
+// the decoded operation must not have its address taken (it would live in memory).
+#[inline(never)]
+fn queue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op: Op) {
+    r.sq_inflight.set(r.sq_inflight.get() + 1);
+    c.ops.borrow_mut().push_back(Queued { task: t, op });
 }
 
 /// Runs queued operations of `c` in order until one blocks.
