@@ -9,6 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::remote::{shm_key, Op, RemotePath, RemoteRegion};
+use crate::ffi::refused;
 use crate::types::*;
 
 #[allow(dead_code)] // API for the RDMA engine
@@ -25,10 +26,10 @@ impl RemoteRegion {
         // In bounds of the mapping (see `RemoteRegion::local`).
         let p = seg.as_ptr().wrapping_add(base + offset);
         if p as usize % 8 != 0 {
-            return Err(DOCA_ERROR_INVALID_VALUE);
+            return Err(refused(DOCA_ERROR_INVALID_VALUE));
         }
         if !*writable {
-            return Err(DOCA_ERROR_NOT_PERMITTED);
+            return Err(refused(DOCA_ERROR_NOT_PERMITTED));
         }
         self.key_is(shm_key(seg, *slot))?;
         // SAFETY: `p` is 8-aligned, inside the live writable mapping (bounds checked), and the

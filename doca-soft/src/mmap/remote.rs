@@ -19,6 +19,7 @@ use super::export::{ExportDesc, ExportType, Transport};
 use super::liveness::OwnerLiveness;
 use super::vm::{pvm_read, pvm_write};
 use super::REMOTE_WRITE_BITS;
+use crate::ffi::refused;
 use crate::shm::ShmSegment;
 use crate::types::*;
 
@@ -158,8 +159,9 @@ impl RemoteRegion {
     /// The offset of `[addr, addr+len)` (owner addresses) in the region, or INVALID_VALUE
     /// when it is not inside.
     pub(crate) fn offset_of(&self, addr: u64, len: usize) -> Result<usize, doca_error_t> {
-        let off = addr.checked_sub(self.addr()).ok_or(DOCA_ERROR_INVALID_VALUE)?;
-        let off = usize::try_from(off).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+        let Some(off) = addr.checked_sub(self.addr()).and_then(|off| usize::try_from(off).ok()) else {
+            return Err(refused(DOCA_ERROR_INVALID_VALUE));
+        };
         self.bounds(off, len)?;
         Ok(off)
     }
@@ -173,14 +175,14 @@ impl RemoteRegion {
         if self.mem.allowed & op.bit() != 0 {
             Ok(())
         } else {
-            Err(DOCA_ERROR_NOT_PERMITTED)
+            Err(refused(DOCA_ERROR_NOT_PERMITTED))
         }
     }
 
     pub(super) fn bounds(&self, offset: usize, n: usize) -> Result<(), doca_error_t> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len() => Ok(()),
-            _ => Err(DOCA_ERROR_INVALID_VALUE),
+            _ => Err(refused(DOCA_ERROR_INVALID_VALUE)),
         }
     }
 
@@ -200,7 +202,7 @@ impl RemoteRegion {
         if current == self.mem.desc.key {
             Ok(())
         } else {
-            Err(DOCA_ERROR_NOT_PERMITTED)
+            Err(refused(DOCA_ERROR_NOT_PERMITTED))
         }
     }
 
@@ -263,7 +265,7 @@ impl RemoteRegion {
             RemotePath::Shm { seg, offset: base, slot, writable } => {
                 self.key_is(shm_key(seg, *slot))?;
                 if !*writable {
-                    return Err(DOCA_ERROR_NOT_PERMITTED);
+                    return Err(refused(DOCA_ERROR_NOT_PERMITTED));
                 }
                 // In bounds of the mapping (see `local`).
                 let dst = seg.as_ptr().wrapping_add(base + offset);

@@ -396,12 +396,14 @@ macro_rules! free {
 /// ctx must allow `perm`, and the memory must belong to the connected peer.
 fn remote_of<'b>(b: &'b crate::buf::doca_buf, peer: &Peer, perm: u32) -> Result<&'b RemoteRegion, doca_error_t> {
     if peer.perms & perm == 0 {
-        return Err(DOCA_ERROR_NOT_PERMITTED);
+        return Err(refused(DOCA_ERROR_NOT_PERMITTED));
     }
     // Borrowed, not cloned: no lock and no reference count per operation.
-    let region = b.mmap().remote_region_ref()?;
+    let Ok(region) = b.mmap().remote_region_ref() else {
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
+    };
     if region.owner_pid() != peer.pid {
-        return Err(DOCA_ERROR_NOT_PERMITTED);
+        return Err(refused(DOCA_ERROR_NOT_PERMITTED));
     }
     Ok(region)
 }
@@ -476,7 +478,7 @@ fn execute_write(
         let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
         let (taddr, room) = d.tail_space();
         if n > room {
-            return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+            return Exec::Done(refused(DOCA_ERROR_INVALID_VALUE));
         }
         let off = tri!(region.offset_of(taddr as u64, n));
         let payload = if fresh {

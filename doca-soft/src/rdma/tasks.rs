@@ -367,7 +367,7 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
 #[inline(always)]
 fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
     if check_buf(p, Side::LocalDest)?.tail_space().1 < 8 {
-        return Err(DOCA_ERROR_INVALID_VALUE);
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
     }
     Ok(())
 }
