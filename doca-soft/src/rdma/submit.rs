@@ -116,7 +116,7 @@ unsafe fn admit_receive(t: &doca_task) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
     if r.recvs.borrow().len() + r.rq_held.get() as usize >= r.rq_size.get() as usize {
-        return Err(DOCA_ERROR_NO_MEMORY);
+        return Err(refused(DOCA_ERROR_NO_MEMORY));
     }
     r.rq_held.set(r.rq_held.get() + 1);
     Ok(())
@@ -130,7 +130,7 @@ unsafe fn admit_op(t: &doca_task) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
     if r.sq_inflight.get() + r.sq_held.get() >= r.sq_size.get() {
-        return Err(DOCA_ERROR_NO_MEMORY);
+        return Err(refused(DOCA_ERROR_NO_MEMORY));
     }
     r.sq_held.set(r.sq_held.get() + 1);
     Ok(())
