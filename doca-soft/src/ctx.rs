@@ -327,6 +327,8 @@ impl doca_ctx {
     }
 
     /// Runs the kind's progress hook (not for IDLE ctxs).
+    // Inlined into the PE's walk over its ctxs (an idle progress makes it per ctx).
+    #[inline]
     pub(crate) fn run_progress_hook(&self) -> bool {
         if self.state.get() == DOCA_CTX_STATE_IDLE {
             return false;

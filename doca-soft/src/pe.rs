@@ -307,7 +307,8 @@ impl doca_pe {
     /// saves only the registers it uses instead of those of the progress hooks' walk.
     #[inline(always)]
     fn progress_delivering(&self) -> Option<u8> {
-        if self.in_progress.get() || self.cq.is_empty() {
+        // The queue first: an idle progress (nothing queued) pays one look before `progress`.
+        if self.cq.is_empty() || self.in_progress.get() {
             return None;
         }
         self.in_progress.set(true);
