@@ -39,7 +39,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::ffi::{guard_err, out};
+use crate::ffi::{guard_err, out, refused};
 use crate::mmap::{doca_mmap, mmap_ref, RemoteRegion};
 use crate::types::*;
 
@@ -126,6 +126,24 @@ pub(crate) unsafe fn buf_ref<'a>(p: *const doca_buf) -> Result<&'a doca_buf, doc
     Ok(b)
 }
 
+/// [`buf_ref`] for the RDMA submit path: the same checks and codes, with the refusals out
+/// of line ([`refused`]). (`buf_ref` itself stays without a call, which would give the
+/// entry points that use it a frame.)
+///
+/// # Safety
+/// As [`buf_ref`].
+#[inline(always)]
+pub(crate) unsafe fn buf_ref_on_submit<'a>(p: *const doca_buf) -> Result<&'a doca_buf, doca_error_t> {
+    // SAFETY: the caller's contract.
+    let Some(b) = (unsafe { p.as_ref() }) else {
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
+    };
+    if b.refcount.get() == 0 {
+        return Err(refused(DOCA_ERROR_BAD_STATE));
+    }
+    Ok(b)
+}
+
 #[allow(dead_code)] // accessors for the RDMA engine and other modules
 impl doca_buf {
     /// The mmap this buffer was taken over.
@@ -166,7 +184,7 @@ impl doca_buf {
     // Both answers are read without the mmap's lock (`doca_mmap::info` would take it): this
     // runs for every source and result buffer of every RDMA and DMA operation.
     #[inline]
-    fn check_local(&self, write: bool) -> Result<(), doca_error_t> {
+    pub(crate) fn check_local(&self, write: bool) -> Result<(), doca_error_t> {
         let m = self.mmap();
         if m.is_imported() {
             return Err(DOCA_ERROR_INVALID_VALUE);
@@ -185,14 +203,36 @@ impl doca_buf {
     /// concurrently (the DOCA contract: the user does not touch memory a task is using).
     pub(crate) unsafe fn payload_slice(&self) -> Result<&[u8], doca_error_t> {
         self.check_local(false)?;
+        // SAFETY: local memory (checked just above); the rest is the caller's contract.
+        Ok(unsafe { self.local_payload() })
+    }
+
+    /// [`payload_slice`](doca_buf::payload_slice) of a buffer whose local-memory check
+    /// already passed (the RDMA engine on the submit that validated the buffer).
+    ///
+    /// # Safety
+    /// As [`payload_slice`](doca_buf::payload_slice), and the buffer is over local memory
+    /// (`check_local(false)` passed for it, and it was not released since).
+    #[inline(always)]
+    pub(crate) unsafe fn local_payload(&self) -> &[u8] {
         let (p, n) = self.data();
         if n == 0 {
-            return Ok(&[]);
+            return &[];
         }
         // SAFETY: [p, p+n) lies inside the mmap's memrange (checked at buffer creation and on
         // every set_data/set_data_len), which the user registered as live memory of this
-        // process; lifetime and aliasing are the caller's contract above.
-        Ok(unsafe { std::slice::from_raw_parts(p as *const u8, n) })
+        // process (a local mmap: the caller's contract); lifetime and aliasing are the
+        // caller's contract above.
+        unsafe { std::slice::from_raw_parts(p as *const u8, n) }
+    }
+
+    /// Grows data_len by `n` bytes the caller wrote after the payload, within the room it
+    /// checked before writing ([`grow_data_len`](doca_buf::grow_data_len) without checking
+    /// the room a second time).
+    #[inline(always)]
+    pub(crate) fn appended(&self, n: usize) {
+        debug_assert!(n <= self.tail_space().1);
+        self.data_len.set(self.data_len.get() + n);
     }
 
     /// The one body of the appends below: the local-memory checks, room for `n` bytes after
@@ -238,6 +278,22 @@ impl doca_buf {
             unsafe { ptr::write_unaligned(dst.cast::<u64>(), v) };
             Ok(())
         })
+    }
+
+    /// [`append_u64`](doca_buf::append_u64) of a buffer whose checks already passed: one
+    /// store after the payload and data_len grows by 8.
+    ///
+    /// # Safety
+    /// The buffer is over local memory with LOCAL_READ_WRITE (`check_local(true)` passed
+    /// for it) and has room for 8 bytes after the payload, and neither changed since the
+    /// checks.
+    #[inline(always)]
+    pub(crate) unsafe fn append_u64_checked(&self, v: u64) {
+        let (dst, room) = self.tail_space();
+        debug_assert!(room >= 8);
+        // SAFETY: as in `append_u64`: the room and the memory were checked (the contract).
+        unsafe { ptr::write_unaligned(dst as *mut u64, v) };
+        self.data_len.set(self.data_len.get() + 8);
     }
 
     /// Appends `n` bytes produced by `fill` (e.g. a remote read) after the payload of a buffer

@@ -51,7 +51,7 @@ use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
 use crate::ffi::{guard, guard_err, out};
-use crate::task::{doca_task, task_ref, Pool, PoolBox, TaskKind, TaskOwner, TaskQueue};
+use crate::task::{doca_task, task_ref, CompletionQueue, CtxTasks, Pool, PoolBox, TaskKind, TaskOwner};
 use crate::types::*;
 
 /// `"CTX!"`: marks a live ctx.
@@ -120,8 +120,9 @@ pub struct CtxOps {
 /// (`doca_pe_connect_ctx`). Kinds that need the concrete PE (to register fds, for its
 /// doorbell) use `doca_ctx::pe`, which `pe.rs` defines.
 pub trait PeLink: Any {
-    /// Appends a completed task to the PE's completion queue (and wakes an armed PE).
-    fn enqueue(&self, task: &doca_task);
+    /// The PE's completion queue (the ctx's tasks queue their completions there directly,
+    /// through [`CtxTasks`]).
+    fn completions(&self) -> &CompletionQueue;
     /// Makes an armed PE's notification handle readable: progress has work.
     fn notify_work(&self);
     /// An asynchronous transition of a ctx of this PE may have become due: progress must look
@@ -144,7 +145,6 @@ pub struct doca_ctx {
     /// The PE this ctx is connected to (see [`PeLink`]); set once by `doca_pe_connect_ctx`,
     /// always to a `doca_pe` (`set_pe`'s contract).
     pe: Cell<Option<NonNull<dyn PeLink>>>,
-    user_data: Cell<doca_data>,
     state_cb: Cell<doca_ctx_state_changed_callback_t>,
     /// An asynchronous transition waiting to be reported by progress.
     pending: Cell<Option<doca_ctx_states>>,
@@ -154,14 +154,11 @@ pub struct doca_ctx {
     last_pool: Cell<*const Pool>,
     retired: RefCell<Vec<PoolBox>>,
     allocated: Cell<usize>,
-    inflight: Cell<usize>,
-    seq: Cell<u64>,
-    /// Tasks submitted without `DOCA_TASK_SUBMIT_FLAG_FLUSH`, in submission order: accepted
-    /// (state Submitted) but not yet handed to the kind. See [`doca_ctx::flush_held`].
-    /// A FIFO linked through the task headers (`held_next`): a runtime that defers every
-    /// doorbell holds and flushes one task per operation, and the list then costs two
-    /// pointer stores each way, with no allocation, borrow flag or drain.
-    held: TaskQueue,
+    /// The in-flight count, the held tasks (submitted without
+    /// `DOCA_TASK_SUBMIT_FLAG_FLUSH`, see [`CtxTasks::flush_held`]), the user data and the
+    /// PE's completion queue: what every submit and delivery works on, kept by the task
+    /// layer (every task header points at it).
+    tasks: CtxTasks,
     /// `doca_ctx_set_completion_vector` (the soft device has one vector, so only 0).
     comp_vector: Cell<u32>,
 }
@@ -175,16 +172,13 @@ impl doca_ctx {
             ops,
             owner: Cell::new(ptr::null()),
             pe: Cell::new(None),
-            user_data: Cell::new(doca_data::from_u64(0)),
             state_cb: Cell::new(None),
             pending: Cell::new(None),
             pools: RefCell::new(Vec::new()),
             last_pool: Cell::new(ptr::null()),
             retired: RefCell::new(Vec::new()),
             allocated: Cell::new(0),
-            inflight: Cell::new(0),
-            seq: Cell::new(0),
-            held: TaskQueue::new(),
+            tasks: CtxTasks::new(),
             comp_vector: Cell::new(0),
         }
     }
@@ -217,7 +211,7 @@ impl doca_ctx {
 
     /// The ctx user data.
     pub fn user_data(&self) -> doca_data {
-        self.user_data.get()
+        self.tasks.user_data()
     }
 
     /// The PE this ctx is connected to, if any, as the ctx layer knows it (the concrete PE is
@@ -237,7 +231,7 @@ impl doca_ctx {
 
     /// Tasks submitted and not yet delivered.
     pub fn inflight_tasks(&self) -> usize {
-        self.inflight.get()
+        self.tasks.inflight()
     }
 
     /// Checks that the ctx may be destroyed and disconnects it from its PE. Call from the
@@ -251,6 +245,7 @@ impl doca_ctx {
             pe.disconnect(self);
         }
         self.pe.set(None);
+        self.tasks.set_completion_queue(None);
         Ok(())
     }
 
@@ -312,93 +307,16 @@ impl doca_ctx {
         }
     }
 
-    /// Holds a task submitted without FLUSH (already in state Submitted and counted in flight)
-    /// until the next flush: a flushed submit, `doca_ctx_flush_tasks` or a progress of the PE.
-    pub(crate) fn hold(&self, task: &doca_task) {
-        // SAFETY: a live task of this ctx's pools, Submitted and not held yet; held tasks stay
-        // allocated while Submitted, and stop empties the list before completing them.
-        unsafe { self.held.push(task, doca_task::held_next) };
-        // An armed PE must wake up to push it (progress flushes held tasks).
-        if let Some(pe) = self.pe_link() {
-            pe.notify_work();
-        }
-    }
-
-    /// Hands every held task to its kind, in submission order (the deferred doorbell). A task
-    /// the kind refuses completes with the refusal's status through its error callback: its
-    /// submit already succeeded, so the caller learns it from the completion, as from a work
-    /// request that fails on hardware. Returns true if any task was held.
+    /// Hands every held task to its kind, in submission order (the deferred doorbell; see
+    /// [`CtxTasks::flush_held`]). Returns true if any task was held.
     #[inline]
     pub(crate) fn flush_held(&self) -> bool {
-        if self.held.is_empty() {
-            return false;
-        }
-        self.push_held_list()
-    }
-
-    /// [`flush_held`](doca_ctx::flush_held) for a flushed submit (through [`TaskOwner`]):
-    /// the list walk out of line, so that the check such a submit makes (usually: nothing
-    /// held) needs no frame. `doca_ctx_flush_tasks`, which usually has work, keeps it inline.
-    fn flush_held_for_submit(&self) -> bool {
-        if self.held.is_empty() {
-            return false;
-        }
-        self.push_held_list_out_of_line()
-    }
-
-    #[inline(never)]
-    fn push_held_list_out_of_line(&self) -> bool {
-        self.push_held_list()
-    }
-
-    /// The body of [`flush_held`](doca_ctx::flush_held) once there is a held task.
-    #[inline(always)]
-    fn push_held_list(&self) -> bool {
-        // The whole list is taken first: a kind's submit never holds tasks, but the list is
-        // consistent (empty) whatever it calls.
-        let mut t = self.held.take_all();
-        while !t.is_null() {
-            // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
-            // empties the list before flushing submitted tasks). The link is read before the
-            // task goes to its kind, which may complete it at once.
-            let task = unsafe { &*t };
-            t = task.held_next().get();
-            crate::task::push_held(task);
-        }
-        true
+        self.tasks.flush_held()
     }
 
     /// Whether any task is held.
     fn has_held(&self) -> bool {
-        !self.held.is_empty()
-    }
-
-    /// Forgets the held tasks (stop flushes them with every other submitted task).
-    pub(crate) fn forget_held(&self) {
-        self.held.clear();
-    }
-
-    pub(crate) fn begin_submit(&self) -> Result<u64, doca_error_t> {
-        if self.state.get() != DOCA_CTX_STATE_RUNNING {
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
-        let s = self.seq.get().wrapping_add(1);
-        self.seq.set(s);
-        self.inflight.set(self.inflight.get() + 1);
-        Ok(s)
-    }
-
-    // The PE keeps no count of its own: it sums its ctxs' counts when asked
-    // (`doca_pe_get_num_inflight_tasks`), so a submit and a delivery update one counter.
-    pub(crate) fn inflight_sub(&self, n: usize) {
-        self.inflight.set(self.inflight.get().saturating_sub(n));
-    }
-
-    pub(crate) fn enqueue_completion(&self, task: &doca_task) {
-        match self.pe_link() {
-            Some(pe) => pe.enqueue(task),
-            None => crate::sdk_internal_error!("completion on a ctx without a PE"),
-        }
+        self.tasks.has_held()
     }
 
     // ---- used by pe.rs ----
@@ -410,6 +328,9 @@ impl doca_ctx {
     /// as one without asking its type.
     pub(crate) unsafe fn set_pe(&self, pe: NonNull<dyn PeLink>) {
         self.pe.set(Some(pe));
+        // SAFETY: the PE outlives its connected ctxs (`doca_pe_destroy` refuses while any is
+        // connected, and teardown forgets the queue with the link).
+        self.tasks.set_completion_queue(Some(unsafe { pe.as_ref() }.completions()));
     }
 
     /// True when an asynchronous transition is due (progress will report it). Every change
@@ -419,6 +340,8 @@ impl doca_ctx {
     }
 
     /// Runs the kind's progress hook (not for IDLE ctxs).
+    // Inlined into the PE's walk over its ctxs (an idle progress makes it per ctx).
+    #[inline]
     pub(crate) fn run_progress_hook(&self) -> bool {
         if self.state.get() == DOCA_CTX_STATE_IDLE {
             return false;
@@ -466,6 +389,7 @@ unsafe fn change_state(ctx: *const doca_ctx, next: doca_ctx_states) {
     // SAFETY: per the contract.
     let c = unsafe { &*ctx };
     let prev = c.state.replace(next);
+    c.tasks.set_running(next == DOCA_CTX_STATE_RUNNING);
     if next == DOCA_CTX_STATE_IDLE {
         if let Some(f) = c.ops.stopped {
             // SAFETY: the hook is called with a ctx of its own kind.
@@ -473,7 +397,7 @@ unsafe fn change_state(ctx: *const doca_ctx, next: doca_ctx_states) {
         }
     }
     let cb = c.state_cb.get();
-    let ud = c.user_data.get();
+    let ud = c.tasks.user_data();
     if let Some(cb) = cb {
         // SAFETY: calling the user's registered callback with the documented arguments.
         unsafe { cb(ud, ctx as *mut doca_ctx, prev, next) };
@@ -486,8 +410,8 @@ unsafe impl TaskOwner for doca_ctx {
     fn state(&self) -> doca_ctx_states {
         doca_ctx::state(self)
     }
-    fn user_data(&self) -> doca_data {
-        doca_ctx::user_data(self)
+    fn tasks(&self) -> &CtxTasks {
+        &self.tasks
     }
     fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool> {
         doca_ctx::pool_for(self, kind)
@@ -510,27 +434,10 @@ unsafe impl TaskOwner for doca_ctx {
     fn task_freed(&self) {
         doca_ctx::task_freed(self)
     }
-    fn begin_submit(&self) -> Result<u64, doca_error_t> {
-        doca_ctx::begin_submit(self)
-    }
-    fn inflight_sub(&self, n: usize) {
-        doca_ctx::inflight_sub(self, n)
-    }
-    fn delivered(&self) -> doca_data {
-        doca_ctx::inflight_sub(self, 1);
-        self.user_data.get()
-    }
-    fn hold(&self, task: &doca_task) {
-        doca_ctx::hold(self, task)
-    }
-    fn flush_held(&self) -> bool {
-        doca_ctx::flush_held_for_submit(self)
-    }
-    fn forget_held(&self) {
-        doca_ctx::forget_held(self)
-    }
-    fn enqueue_completion(&self, task: &doca_task) {
-        doca_ctx::enqueue_completion(self, task)
+    fn notify_pe(&self) {
+        if let Some(pe) = self.pe_link() {
+            pe.notify_work();
+        }
     }
 }
 
@@ -717,7 +624,7 @@ pub unsafe extern "C" fn doca_ctx_set_user_data(ctx: *mut doca_ctx, user_data: d
     guard_err(|| {
         // SAFETY: as in doca_ctx_start.
         let c = unsafe { ctx_ref(ctx) }?;
-        c.user_data.set(user_data);
+        c.tasks.set_user_data(user_data);
         Ok(())
     })
 }
@@ -728,7 +635,7 @@ pub unsafe extern "C" fn doca_ctx_get_user_data(ctx: *const doca_ctx, user_data:
         // SAFETY: as in doca_ctx_start.
         let c = unsafe { ctx_ref(ctx) }?;
         // SAFETY: as in doca_ctx_get_state.
-        unsafe { out(user_data, c.user_data.get()) }
+        unsafe { out(user_data, c.tasks.user_data()) }
     })
 }
 
@@ -741,7 +648,7 @@ pub unsafe extern "C" fn doca_ctx_get_num_inflight_tasks(
         // SAFETY: as in doca_ctx_start.
         let c = unsafe { ctx_ref(ctx) }?;
         // SAFETY: as in doca_ctx_get_state.
-        unsafe { out(num_inflight_tasks, c.inflight.get()) }
+        unsafe { out(num_inflight_tasks, c.tasks.inflight()) }
     })
 }
 

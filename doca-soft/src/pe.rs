@@ -69,7 +69,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use crate::ctx::{self, ctx_ref, doca_ctx, PeLink};
 use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
 use crate::ffi::{guard, guard_err, out};
-use crate::task::{doca_task, TaskQueue};
+use crate::task::{doca_task, CompletionQueue};
 use crate::types::*;
 
 /// `"PE!!"`: marks a live PE.
@@ -97,11 +97,11 @@ pub struct doca_pe {
     epfd: OwnedFd,
     evfd: OwnedFd,
     doorbell: Doorbell,
-    armed: Cell<bool>,
     /// The eventfd has been written since the last drain.
     signalled: Cell<bool>,
-    /// Completed tasks waiting for delivery, linked through [`doca_task::next`].
-    cq: TaskQueue,
+    /// Completed tasks waiting for delivery (connected ctxs queue them here directly), and
+    /// whether the PE is armed.
+    cq: CompletionQueue,
     ctxs: RefCell<Vec<*const doca_ctx>>,
     /// False only when no connected ctx has an asynchronous transition due: set by every
     /// change that can make one due ([`PeLink::transition_may_be_due`]), cleared when a look
@@ -157,9 +157,8 @@ impl doca_pe {
             epfd,
             evfd,
             doorbell,
-            armed: Cell::new(false),
             signalled: Cell::new(false),
-            cq: TaskQueue::new(),
+            cq: CompletionQueue::new(),
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
@@ -204,7 +203,7 @@ impl doca_pe {
     /// Tells the PE that work became available (a completion, a due transition, a kind's
     /// internal event on this thread): if armed, the notification handle becomes readable.
     pub fn notify_work(&self) {
-        if self.armed.get() && !self.signalled.get() {
+        if self.cq.armed() && !self.signalled.get() {
             let one: u64 = 1;
             // SAFETY: writes 8 bytes from a valid u64 to our own eventfd. A failure (counter
             // overflow, impossible with writes of 1 between drains) is ignored.
@@ -219,17 +218,8 @@ impl doca_pe {
         self.notify_work();
     }
 
-    /// Appends a completed task to the completion queue.
-    pub(crate) fn enqueue(&self, task: &doca_task) {
-        // SAFETY: a live completed task, queued once (its state is Completed until delivery
-        // pops it); queued tasks stay live (their ctx cannot be destroyed while they are
-        // allocated). The queue keeps `raw()`, the pointer with the whole slot's provenance.
-        unsafe { self.cq.push(task.raw() as *const doca_task, doca_task::next) };
-        self.notify_work();
-    }
-
     fn pop(&self) -> Option<*const doca_task> {
-        self.cq.pop(doca_task::next)
+        self.cq.pop()
     }
 
     /// Tasks submitted to the connected ctxs and not yet delivered. Summed when asked rather
@@ -261,7 +251,7 @@ impl doca_pe {
     /// Whether the PE is armed (between `doca_pe_request_notification` and
     /// `doca_pe_clear_notification`): only then does anyone need to ring its doorbell.
     pub(crate) fn is_armed(&self) -> bool {
-        self.armed.get()
+        self.cq.armed()
     }
 
     /// Work that progress would do now.
@@ -322,6 +312,24 @@ impl doca_pe {
         self.signalled.set(false);
     }
 
+    /// What [`progress`](doca_pe::progress) does when a completion is queued (and no
+    /// progress is running): deliver the oldest one. `None` otherwise, for `progress`.
+    ///
+    /// The call that delivers an operation's completion is the busy case; on its own, it
+    /// saves only the registers it uses instead of those of the progress hooks' walk.
+    #[inline(always)]
+    fn progress_delivering(&self) -> Option<u8> {
+        // The queue first: an idle progress (nothing queued) pays one look before `progress`.
+        if self.cq.is_empty() || self.in_progress.get() {
+            return None;
+        }
+        self.in_progress.set(true);
+        let _reset = ProgressReset(&self.in_progress);
+        self.deliver_one();
+        Some(1)
+    }
+
+    #[inline(never)]
     fn progress(&self) -> u8 {
         if self.in_progress.get() {
             // A callback called progress: not allowed by DOCA; do nothing.
@@ -391,6 +399,15 @@ impl doca_pe {
     }
 }
 
+/// Clears `in_progress` when a delivery ends, even by a panic (caught at the C boundary).
+struct ProgressReset<'a>(&'a Cell<bool>);
+
+impl Drop for ProgressReset<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
 /// Validates a PE pointer from C.
 ///
 /// # Safety
@@ -438,7 +455,7 @@ pub unsafe extern "C" fn doca_pe_progress(pe: *mut doca_pe) -> u8 {
     guard(0, || {
         // SAFETY: as in doca_pe_destroy.
         match unsafe { pe_ref(pe) } {
-            Ok(p) => p.progress(),
+            Ok(p) => p.progress_delivering().unwrap_or_else(|| p.progress()),
             Err(_) => 0,
         }
     })
@@ -463,7 +480,7 @@ pub unsafe extern "C" fn doca_pe_request_notification(pe: *mut doca_pe) -> doca_
         // SAFETY: as in doca_pe_destroy.
         let p = unsafe { pe_ref(pe) }?;
         p.sweep();
-        p.armed.set(true);
+        p.cq.set_armed(true);
         if p.has_work() {
             p.notify_work();
         }
@@ -480,7 +497,7 @@ pub unsafe extern "C" fn doca_pe_clear_notification(
         // SAFETY: as in doca_pe_destroy.
         let p = unsafe { pe_ref(pe) }?;
         p.sweep();
-        p.armed.set(false);
+        p.cq.set_armed(false);
         Ok(())
     })
 }
@@ -500,8 +517,8 @@ pub unsafe extern "C" fn doca_pe_get_num_inflight_tasks(
 
 /// The ctx layer reaches its PE through [`PeLink`] (the PE is the layer above it).
 impl PeLink for doca_pe {
-    fn enqueue(&self, task: &doca_task) {
-        doca_pe::enqueue(self, task)
+    fn completions(&self) -> &CompletionQueue {
+        &self.cq
     }
     fn notify_work(&self) {
         doca_pe::notify_work(self)

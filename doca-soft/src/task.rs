@@ -21,9 +21,8 @@
 //!   returns to the user, who frees or re-submits it).
 //! * **Completion.** A kind never calls user callbacks itself: it calls [`complete`], which
 //!   stores the status and appends the task to its PE's FIFO completion queue. `doca_pe_progress`
-//!   pops one task per call and invokes the kind's dispatch, which calls the task's success or
-//!   error callback with the *specific* task pointer type. So no callback ever runs inside
-//!   `doca_task_submit`.
+//!   pops one task per call and calls the task's success or error callback with the address of
+//!   the *specific* task (see [`RawCb`]). So no callback ever runs inside `doca_task_submit`.
 //! * **Callbacks** are stored per task (copied from the pool's configuration at allocation).
 //!   Kinds whose DOCA API sets callbacks per task (UROM worker commands, `get_workers_by_gid`)
 //!   overwrite them with [`set_callbacks`].
@@ -31,7 +30,9 @@
 //! # Layer
 //! The bottom of the core (task ← ctx ← pe, see "Layers of the core" in
 //! `docs/soft-provider.md`): this module does not name the ctx or the PE. A pool and its tasks
-//! reach their ctx through [`TaskOwner`], which the ctx implements; `doca_task::ctx` (the
+//! reach their ctx through [`TaskOwner`], which the ctx implements, and the part of it that
+//! every submit, completion and delivery works on through [`CtxTasks`], which this module
+//! defines and the ctx embeds (with the PE's [`CompletionQueue`]); `doca_task::ctx` (the
 //! concrete ctx, for kinds) and `doca_task_get_ctx` are defined in `ctx.rs`.
 //!
 //! # Errors (decisions documented here; see also `docs/soft-provider.md`)
@@ -55,11 +56,12 @@ use core::cell::{Cell, RefCell};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-use crate::ffi::{guard, guard_err};
+use crate::ffi::{guard, guard_err, refused};
 use crate::types::*;
 
 /// What the task framework needs from the ctx that owns a task's pool: its state, its pools,
-/// its counters, its held tasks and the way to its PE's completion queue.
+/// its allocation count and its [`CtxTasks`] (what submits, completions and deliveries
+/// work on).
 ///
 /// Tasks are the bottom layer of the provider's core (task ← ctx ← pe): this module does not
 /// name `doca_ctx`. The ctx implements this trait (in `ctx.rs`), and every pool and task header
@@ -72,8 +74,9 @@ use crate::types::*;
 pub unsafe trait TaskOwner: Any {
     /// The ctx state (tasks are configured while IDLE, allocated and submitted while RUNNING).
     fn state(&self) -> doca_ctx_states;
-    /// The ctx user data, passed to every task callback.
-    fn user_data(&self) -> doca_data;
+    /// The ctx's submit and delivery counters, held tasks and completion queue. Task headers
+    /// keep its address (it lives as long as the ctx, at a fixed place in it).
+    fn tasks(&self) -> &CtxTasks;
     /// The pool of `kind` on this ctx, if configured.
     fn pool_for(&self, kind: &'static TaskKind) -> Option<&Pool>;
     /// The pool to allocate a `kind` task from: `DOCA_ERROR_BAD_STATE` unless the ctx is
@@ -88,30 +91,253 @@ pub unsafe trait TaskOwner: Any {
     fn task_allocated(&self);
     /// Counts a task freed (the last one lets a STOPPING ctx reach IDLE).
     fn task_freed(&self);
+    /// Tells the ctx's PE, which is armed, that progress has work (a completion was queued or
+    /// a task held): its notification handle becomes readable.
+    fn notify_pe(&self);
+}
+
+/// The part of a ctx that every submit, completion and delivery works on, kept here in the
+/// task layer: the ctx embeds one ([`TaskOwner::tasks`]) and every task header points at it,
+/// so those paths reach their counters, the held tasks and the PE's completion queue without
+/// a call through [`TaskOwner`] (an operation made five: start a submit, look for held tasks,
+/// queue the completion, and the PE's enqueue behind it, count the delivery).
+///
+/// The ctx keeps `running` equal to "the ctx is RUNNING" (it sets it with every state
+/// change) and connects the completion queue when it is connected to its PE.
+pub struct CtxTasks {
+    /// Whether the ctx is RUNNING (the only state in which tasks are submitted).
+    running: Cell<bool>,
+    /// Tasks submitted and not yet delivered.
+    inflight: Cell<usize>,
+    /// The last submission sequence number (flush order).
+    seq: Cell<u64>,
+    /// Tasks submitted without `DOCA_TASK_SUBMIT_FLAG_FLUSH`, in submission order: accepted
+    /// (state Submitted) but not yet handed to the kind. See [`CtxTasks::flush_held`].
+    /// A FIFO linked through the task headers (`held_next`): a runtime that defers every
+    /// doorbell holds and flushes one task per operation, and the list then costs two
+    /// pointer stores each way, with no allocation, borrow flag or drain.
+    held: TaskQueue,
+    /// The ctx user data, passed to every task callback.
+    user_data: Cell<doca_data>,
+    /// The completion queue of the ctx's PE; NULL until the ctx is connected to one.
+    cq: Cell<*const CompletionQueue>,
+}
+
+impl CtxTasks {
+    pub(crate) const fn new() -> CtxTasks {
+        CtxTasks {
+            running: Cell::new(false),
+            inflight: Cell::new(0),
+            seq: Cell::new(0),
+            held: TaskQueue::new(),
+            user_data: Cell::new(doca_data::from_u64(0)),
+            cq: Cell::new(ptr::null()),
+        }
+    }
+
+    /// Records whether the ctx is RUNNING (the ctx calls this with every state change).
+    pub(crate) fn set_running(&self, running: bool) {
+        self.running.set(running);
+    }
+
+    /// The ctx user data.
+    #[inline]
+    pub(crate) fn user_data(&self) -> doca_data {
+        self.user_data.get()
+    }
+
+    pub(crate) fn set_user_data(&self, user_data: doca_data) {
+        self.user_data.set(user_data);
+    }
+
+    /// Tasks submitted and not yet delivered.
+    pub(crate) fn inflight(&self) -> usize {
+        self.inflight.get()
+    }
+
+    /// Connects the completion queue of the ctx's PE (the PE outlives its connected ctxs:
+    /// `doca_pe_destroy` refuses while any is connected), or forgets it with `None` (the ctx
+    /// is torn down).
+    pub(crate) fn set_completion_queue(&self, cq: Option<&CompletionQueue>) {
+        self.cq.set(cq.map_or(ptr::null(), ptr::from_ref));
+    }
+
     /// Starts a submit: `DOCA_ERROR_BAD_STATE` unless RUNNING, else counts one more task in
-    /// flight and returns its submission sequence number (flush order). One call where
-    /// there were three: every submit of every task makes it.
-    fn begin_submit(&self) -> Result<u64, doca_error_t>;
-    /// Counts `n` fewer tasks in flight.
-    fn inflight_sub(&self, n: usize);
-    /// Counts a delivered task out of flight and returns the ctx user data for its callback
-    /// (one call per delivery where there were two).
-    fn delivered(&self) -> doca_data;
-    /// Holds a task submitted without FLUSH until the next flush.
-    fn hold(&self, task: &doca_task);
-    /// Hands every held task to its kind; true if any was held.
-    fn flush_held(&self) -> bool;
-    /// Forgets the held tasks (stop flushes them with the other submitted ones).
-    fn forget_held(&self);
-    /// Queues a completed task on the ctx's PE.
-    fn enqueue_completion(&self, task: &doca_task);
+    /// flight and returns its submission sequence number (flush order).
+    #[inline]
+    fn begin_submit(&self) -> Result<u64, doca_error_t> {
+        if !self.running.get() {
+            return Err(refused(DOCA_ERROR_BAD_STATE));
+        }
+        let s = self.seq.get().wrapping_add(1);
+        self.seq.set(s);
+        self.inflight.set(self.inflight.get() + 1);
+        Ok(s)
+    }
+
+    // The PE keeps no count of its own: it sums its ctxs' counts when asked
+    // (`doca_pe_get_num_inflight_tasks`), so a submit and a delivery update one counter.
+    #[inline]
+    fn inflight_sub(&self, n: usize) {
+        self.inflight.set(self.inflight.get().saturating_sub(n));
+    }
+
+    /// Holds a task submitted without FLUSH (already in state Submitted and counted in flight)
+    /// until the next flush: a flushed submit, `doca_ctx_flush_tasks` or a progress of the PE.
+    #[inline]
+    fn hold(&self, task: &doca_task) {
+        // SAFETY: a live task of this ctx's pools, Submitted and not held yet; held tasks stay
+        // allocated while Submitted, and stop empties the list before completing them.
+        unsafe { self.held.push(task, doca_task::held_next) };
+        // An armed PE must wake up to push it (progress flushes held tasks).
+        if self.pe_armed() {
+            task.owner().notify_pe();
+        }
+    }
+
+    /// Whether the ctx's PE is armed (only then does it need telling about new work).
+    #[inline]
+    fn pe_armed(&self) -> bool {
+        // SAFETY: NULL or the queue of the PE the ctx is connected to, which outlives it
+        // (see `set_completion_queue`).
+        unsafe { self.cq.get().as_ref() }.is_some_and(|cq| cq.armed.get())
+    }
+
+    /// Whether any task is held.
+    #[inline]
+    pub(crate) fn has_held(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Forgets the held tasks (stop flushes them with every other submitted task).
+    pub(crate) fn forget_held(&self) {
+        self.held.clear();
+    }
+
+    /// Hands every held task to its kind, in submission order (the deferred doorbell). A task
+    /// the kind refuses completes with the refusal's status through its error callback: its
+    /// submit already succeeded, so the caller learns it from the completion, as from a work
+    /// request that fails on hardware. Returns true if any task was held.
+    #[inline]
+    pub(crate) fn flush_held(&self) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        self.push_held_list()
+    }
+
+    /// [`flush_held`](CtxTasks::flush_held) for a flushed submit: the list walk out of line,
+    /// so that the check such a submit makes (usually: nothing held) needs no frame.
+    /// `doca_ctx_flush_tasks`, which usually has work, keeps it inline.
+    #[inline]
+    fn flush_held_for_submit(&self) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        self.push_held_list_out_of_line()
+    }
+
+    #[inline(never)]
+    fn push_held_list_out_of_line(&self) -> bool {
+        self.push_held_list()
+    }
+
+    /// The body of [`flush_held`](CtxTasks::flush_held) once there is a held task.
+    #[inline(always)]
+    fn push_held_list(&self) -> bool {
+        // The whole list is taken first: a kind's submit never holds tasks, but the list is
+        // consistent (empty) whatever it calls.
+        let mut t = self.held.take_all();
+        while !t.is_null() {
+            // SAFETY: held tasks are live tasks of this ctx's pools in state Submitted (stop
+            // empties the list before flushing submitted tasks). The link is read before the
+            // task goes to its kind, which may complete it at once.
+            let task = unsafe { &*t };
+            t = task.held_next().get();
+            push_held(task);
+        }
+        true
+    }
+
+    /// Queues a completed task on the ctx's PE (and tells the PE if it is armed).
+    #[inline(always)]
+    fn enqueue_completion(&self, task: &doca_task) {
+        // SAFETY: as in `pe_armed`.
+        let Some(cq) = (unsafe { self.cq.get().as_ref() }) else {
+            completion_without_pe();
+            return;
+        };
+        // SAFETY: a live completed task, queued once (its state is Completed until delivery
+        // pops it); queued tasks stay live (their ctx cannot be destroyed while they are
+        // allocated). The queue keeps `raw()`, the pointer with the whole slot's provenance.
+        unsafe { cq.queue.push(task.raw(), doca_task::next) };
+        if cq.armed.get() {
+            task.owner().notify_pe();
+        }
+    }
+
+    /// Counts a delivered task out of flight and returns the ctx user data for its callback.
+    #[inline]
+    fn delivered(&self) -> doca_data {
+        self.inflight_sub(1);
+        self.user_data.get()
+    }
+}
+
+/// The diagnostic of a completion on a ctx without a PE (never: tasks are allocated only on
+/// a RUNNING ctx, which is connected), out of line.
+#[cold]
+#[inline(never)]
+fn completion_without_pe() {
+    crate::sdk_internal_error!("completion on a ctx without a PE");
+}
+
+/// A PE's completion queue: completed tasks waiting for delivery, linked through
+/// the task headers, and whether the PE is armed (then a new completion must wake it).
+/// Owned by the PE (the layer above); each connected ctx's [`CtxTasks`] points at it.
+pub struct CompletionQueue {
+    queue: TaskQueue,
+    /// Whether the PE is armed (between `doca_pe_request_notification` and
+    /// `doca_pe_clear_notification`); the PE keeps it.
+    armed: Cell<bool>,
+}
+
+impl CompletionQueue {
+    pub(crate) const fn new() -> CompletionQueue {
+        CompletionQueue { queue: TaskQueue::new(), armed: Cell::new(false) }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Removes the oldest completed task.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<*const doca_task> {
+        self.queue.pop(doca_task::next)
+    }
+
+    /// Whether the PE is armed.
+    #[inline]
+    pub(crate) fn armed(&self) -> bool {
+        self.armed.get()
+    }
+
+    pub(crate) fn set_armed(&self, armed: bool) {
+        self.armed.set(armed);
+    }
 }
 
 /// `"TASK"`: marks a live task header (checked on every entry point).
 const TASK_MAGIC: u32 = 0x5441_534b;
 
-/// A completion callback with its argument types erased. Never called through this type:
-/// [`TaskKind`]'s dispatch transmutes it back to the exact type it was created from.
+/// A completion callback with its argument types erased ([`erase_cb`]). Never called through
+/// this type: delivery calls it as a [`TypedCb<doca_task>`](TypedCb) with the address of the
+/// whole task, which calls the [`TypedCb<T>`](TypedCb) it was made from correctly: `*mut T`
+/// and `*mut doca_task` are ABI-compatible (pointers to sized types; see "ABI compatibility"
+/// in the documentation of `fn`), and a `T`'s header is at its address (`#[repr(C)]`, header
+/// first: [`TaskType`]).
 pub type RawCb = unsafe extern "C" fn();
 
 /// Where a task is in its life. See the module docs.
@@ -165,21 +391,20 @@ pub struct TaskKind {
     /// with [`SubmitMode::Held`], which takes the reservation back. An `Err` fails the submit
     /// as `submit` does.
     pub admit: Option<AdmitFn>,
-    dispatch: unsafe fn(cb: RawCb, task: *mut doca_task, user_data: doca_data, ctx_user_data: doca_data),
 }
 
 /// A [`TaskKind::admit`] hook: checks and reserves the room a submit needs.
 pub type AdmitFn = unsafe fn(task: &doca_task) -> Result<(), doca_error_t>;
 
 impl TaskKind {
-    /// The descriptor of the task type `T`.
+    /// The descriptor of the task type `T` (whose `KIND` it is to be).
     pub const fn new<T: TaskType>(
         name: &'static str,
         submit: unsafe fn(&doca_task, SubmitMode) -> Result<(), doca_error_t>,
         release: Option<unsafe fn(&doca_task)>,
         flush: Option<unsafe fn(&doca_task)>,
     ) -> TaskKind {
-        TaskKind { name, submit, release, flush, admit: None, dispatch: dispatch_as::<T> }
+        TaskKind { name, submit, release, flush, admit: None }
     }
 
     /// The same kind with an [`admit`](TaskKind::admit) hook.
@@ -192,24 +417,11 @@ impl TaskKind {
 /// The callback type of a task type `T` (all DOCA task callbacks have this shape).
 pub type TypedCb<T> = unsafe extern "C" fn(task: *mut T, task_user_data: doca_data, ctx_user_data: doca_data);
 
-/// Erases a typed callback for storage.
+/// Erases a typed callback for storage (see [`RawCb`] for how it is called).
 pub fn erase_cb<T: TaskType>(cb: TypedCb<T>) -> RawCb {
     // SAFETY: all function pointers have the same size and representation; the result is only
-    // ever turned back into `TypedCb<T>` by `dispatch_as::<T>` before being called.
+    // ever called as a `TypedCb<doca_task>` with a `T`'s address (see `RawCb`).
     unsafe { core::mem::transmute::<TypedCb<T>, RawCb>(cb) }
-}
-
-/// Calls `cb` (erased from a `TypedCb<T>`) with `task` as a `*mut T`.
-///
-/// # Safety
-/// `cb` must have been produced by [`erase_cb::<T>`] and `task` must be the header of a live
-/// `T` (guaranteed by the pool, which only hands out `T`s for `T::KIND`).
-unsafe fn dispatch_as<T: TaskType>(cb: RawCb, task: *mut doca_task, ud: doca_data, cud: doca_data) {
-    // SAFETY: per the contract above, `cb` really has type `TypedCb<T>`.
-    let f = unsafe { core::mem::transmute::<RawCb, TypedCb<T>>(cb) };
-    // SAFETY: the header is the first field of the #[repr(C)] `T`, so the cast gives the
-    // address of the whole `T`. Calling the user's callback is the purpose of this function.
-    unsafe { f(task.cast::<T>(), ud, cud) }
 }
 
 /// A specific task type (`doca_sync_event_task_get`, later `doca_rdma_task_write`...).
@@ -235,7 +447,12 @@ pub struct doca_task {
     kind: &'static TaskKind,
     /// The ctx whose pool holds this task.
     owner: *const dyn TaskOwner,
+    /// That ctx's [`CtxTasks`] (what submit, completion and delivery work on).
+    tasks: *const CtxTasks,
     pool: *const Pool,
+    /// This slot in the pool's array: what [`doca_task::raw`] returns (set once, when the
+    /// pool is made).
+    slot: *mut doca_task,
     user_data: Cell<doca_data>,
     ok_cb: Cell<Option<RawCb>>,
     err_cb: Cell<Option<RawCb>>,
@@ -249,7 +466,13 @@ pub struct doca_task {
 }
 
 impl doca_task {
-    fn new(kind: &'static TaskKind, owner: *const dyn TaskOwner, pool: *const Pool, index: u32) -> doca_task {
+    fn new(
+        kind: &'static TaskKind,
+        owner: *const dyn TaskOwner,
+        tasks: *const CtxTasks,
+        pool: *const Pool,
+        index: u32,
+    ) -> doca_task {
         doca_task {
             magic: TASK_MAGIC,
             index,
@@ -257,7 +480,9 @@ impl doca_task {
             status: Cell::new(DOCA_SUCCESS),
             kind,
             owner,
+            tasks,
             pool,
+            slot: ptr::null_mut(),
             user_data: Cell::new(doca_data::from_u64(0)),
             ok_cb: Cell::new(None),
             err_cb: Cell::new(None),
@@ -290,6 +515,13 @@ impl doca_task {
         unsafe { &*self.owner }
     }
 
+    /// The owning ctx's [`CtxTasks`].
+    #[inline]
+    fn tasks(&self) -> &CtxTasks {
+        // SAFETY: the ctx's CtxTasks, which lives as long as the ctx (see `doca_task::owner`).
+        unsafe { &*self.tasks }
+    }
+
     /// The raw pointer to the owning ctx (see [`doca_task::owner`]).
     pub fn owner_ptr(&self) -> *const dyn TaskOwner {
         self.owner
@@ -308,10 +540,17 @@ impl doca_task {
 
     /// A pointer to the whole slot (header and specific fields), with the provenance of the
     /// pool's allocation. This is what is handed to C and to callbacks.
+    // Kept in the header rather than computed from the pool (a load where there were four
+    // and a multiplication): submit, completion and delivery use it.
+    #[inline]
     pub fn raw(&self) -> *mut doca_task {
-        // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx), and
-        // `index` is this slot's index in it.
-        unsafe { (*self.pool).slot_ptr(self.index) }
+        if cfg!(debug_assertions) {
+            // SAFETY: a live header's pool pointer is valid (pools live as long as their ctx),
+            // and `index` is this slot's index in it.
+            let computed = unsafe { (*self.pool).slot_ptr(self.index) };
+            debug_assert!(ptr::eq(self.slot, computed));
+        }
+        self.slot
     }
 
     /// True when the task is a `T`.
@@ -483,7 +722,9 @@ unsafe fn drop_slots_of<T>(base: *mut u8, len: usize) {
 pub struct PoolBox(NonNull<Pool>);
 
 impl PoolBox {
-    fn new<T: TaskType>(owner: *const dyn TaskOwner, num_tasks: u32) -> PoolBox {
+    fn new<T: TaskType>(owner: &dyn TaskOwner, num_tasks: u32) -> PoolBox {
+        let tasks: *const CtxTasks = owner.tasks();
+        let owner: *const dyn TaskOwner = owner;
         let pool = Box::into_raw(Box::new(Pool {
             kind: T::KIND,
             ok_cb: Cell::new(None),
@@ -494,7 +735,8 @@ impl PoolBox {
             free: RefCell::new(Vec::new()),
             drop_slots: drop_slots_of::<T>,
         }));
-        let slots: Box<[T]> = (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, owner, pool, i))).collect();
+        let slots: Box<[T]> =
+            (0..num_tasks).map(|i| T::with_header(doca_task::new(T::KIND, owner, tasks, pool, i))).collect();
         let base = Box::into_raw(slots).cast::<u8>();
         // SAFETY: `pool` was just allocated and is not shared yet (the headers only hold the
         // address); writing the remaining fields through it is exclusive.
@@ -503,6 +745,15 @@ impl PoolBox {
             (*pool).len = num_tasks;
             // Pop from the end: hand out low indices first.
             (*pool).free = RefCell::new((0..num_tasks).rev().collect());
+        }
+        for i in 0..num_tasks {
+            // SAFETY: `pool` is complete now, and no reference to the slots exists yet (they
+            // were just moved into the array): each header's `slot` is written once, through
+            // the pointer derived from the array (the whole slot's provenance).
+            unsafe {
+                let p = (*pool).slot_ptr(i);
+                ptr::addr_of_mut!((*p).slot).write(p);
+            }
         }
         // SAFETY: Box::into_raw never returns NULL.
         PoolBox(unsafe { NonNull::new_unchecked(pool) })
@@ -545,7 +796,7 @@ pub fn configure<T: TaskType>(
     let pool = ctx.pool_for(T::KIND);
     let pool = match pool {
         Some(p) if p.capacity() == num_tasks => p,
-        _ => ctx.install_pool(PoolBox::new::<T>(ctx as *const dyn TaskOwner, num_tasks)),
+        _ => ctx.install_pool(PoolBox::new::<T>(ctx, num_tasks)),
     };
     pool.ok_cb.set(ok_cb.map(erase_cb::<T>));
     pool.err_cb.set(err_cb.map(erase_cb::<T>));
@@ -614,27 +865,28 @@ pub(crate) unsafe fn task_ref<'a>(task: *const doca_task) -> Result<&'a doca_tas
 }
 
 /// The generic checks of every submit, then the task is Submitted and counted in flight.
-fn accept(task: &doca_task) -> Result<&dyn TaskOwner, doca_error_t> {
+#[inline]
+fn accept(task: &doca_task) -> Result<&CtxTasks, doca_error_t> {
     match task.state.get() {
         TaskState::Allocated => {}
-        TaskState::Free => return Err(DOCA_ERROR_INVALID_VALUE),
-        TaskState::Submitted | TaskState::Completed => return Err(DOCA_ERROR_BAD_STATE),
+        TaskState::Free => return Err(refused(DOCA_ERROR_INVALID_VALUE)),
+        TaskState::Submitted | TaskState::Completed => return Err(refused(DOCA_ERROR_BAD_STATE)),
     }
-    let ctx = task.owner();
     if task.ok_cb.get().is_none() || task.err_cb.get().is_none() {
         // Only possible for kinds with per-task callbacks that were never set. A ctx that is
         // not RUNNING is reported first, as it always was.
-        return Err(if ctx.state() != DOCA_CTX_STATE_RUNNING {
+        return Err(if task.owner().state() != DOCA_CTX_STATE_RUNNING {
             DOCA_ERROR_BAD_STATE
         } else {
             DOCA_ERROR_INVALID_VALUE
         });
     }
-    let seq = ctx.begin_submit()?;
+    let tasks = task.tasks();
+    let seq = tasks.begin_submit()?;
     task.state.set(TaskState::Submitted);
     task.status.set(DOCA_SUCCESS);
     task.seq.set(seq);
-    Ok(ctx)
+    Ok(tasks)
 }
 
 /// Every `doca_task_submit_ex` flag this provider knows.
@@ -654,22 +906,22 @@ pub fn submit_ex(task: &doca_task, flags: u32) -> Result<(), doca_error_t> {
     if flags & DOCA_TASK_SUBMIT_FLAG_FLUSH != 0 {
         return submit(task, SubmitMode::Submit);
     }
-    let ctx = accept(task)?;
+    let tasks = accept(task)?;
     if let Some(admit) = task.kind.admit {
         // SAFETY: the hook gets a task of its kind in state Submitted on a RUNNING ctx.
         if let Err(e) = unsafe { admit(task) } {
             // Refused at submit, as `submit` refuses: the task stays the caller's.
             task.state.set(TaskState::Allocated);
-            ctx.inflight_sub(1);
+            tasks.inflight_sub(1);
             return Err(e);
         }
     }
-    ctx.hold(task);
+    tasks.hold(task);
     Ok(())
 }
 
 /// Hands a held task (Submitted, counted in flight) to its kind; a refusal completes it
-/// with the refusal's status (see [`doca_ctx::flush_held`]).
+/// with the refusal's status (see [`CtxTasks::flush_held`]).
 #[inline]
 pub(crate) fn push_held(task: &doca_task) {
     if task.state.get() != TaskState::Submitted {
@@ -685,11 +937,12 @@ pub(crate) fn push_held(task: &doca_task) {
 /// Submits an allocated task (`doca_task_submit`, `doca_task_try_submit`, and
 /// `doca_task_submit_ex` with FLUSH): a flushed submit, so the ctx's held tasks go to their
 /// kind first (submission order is kept).
-#[inline]
+// Always inlined: the entry points are its frame.
+#[inline(always)]
 pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
-    let ctx = accept(task)?;
-    ctx.flush_held();
-    submit_accepted(task, ctx, mode)
+    let tasks = accept(task)?;
+    tasks.flush_held_for_submit();
+    submit_accepted(task, tasks, mode)
 }
 
 /// Submits a task the provider made for itself (an event carried as a task to the PE's
@@ -698,12 +951,13 @@ pub fn submit(task: &doca_task, mode: SubmitMode) -> Result<(), doca_error_t> {
 /// the ctx's progress hook, after the progress pushed the held tasks anyway, see
 /// `docs/soft-provider.md`; the point is that an internal event is not a user submit.)
 pub(crate) fn submit_internal(task: &doca_task) -> Result<(), doca_error_t> {
-    let ctx = accept(task)?;
-    submit_accepted(task, ctx, SubmitMode::Submit)
+    let tasks = accept(task)?;
+    submit_accepted(task, tasks, SubmitMode::Submit)
 }
 
-/// The kind's submit of a task `accept` took for `ctx`.
-fn submit_accepted(task: &doca_task, ctx: &dyn TaskOwner, mode: SubmitMode) -> Result<(), doca_error_t> {
+/// The kind's submit of a task `accept` took for its ctx (whose `tasks` it returned).
+#[inline]
+fn submit_accepted(task: &doca_task, tasks: &CtxTasks, mode: SubmitMode) -> Result<(), doca_error_t> {
     // SAFETY: the kind's submit hook is called with a task of its kind in state Submitted on
     // a RUNNING ctx, as its contract requires.
     let r = unsafe { (task.kind.submit)(task, mode) };
@@ -711,7 +965,7 @@ fn submit_accepted(task: &doca_task, ctx: &dyn TaskOwner, mode: SubmitMode) -> R
         // The kind kept no reference (its contract); ownership stays with the caller.
         debug_assert_eq!(task.state.get(), TaskState::Submitted);
         task.state.set(TaskState::Allocated);
-        ctx.inflight_sub(1);
+        tasks.inflight_sub(1);
     }
     r
 }
@@ -719,17 +973,27 @@ fn submit_accepted(task: &doca_task, ctx: &dyn TaskOwner, mode: SubmitMode) -> R
 /// Completes a submitted task with `status`: the callback is delivered by a later
 /// `doca_pe_progress` of the ctx's PE (never from inside this call).
 pub fn complete(task: &doca_task, status: doca_error_t) {
+    complete_inlined(task, status);
+}
+
+/// [`complete`], always inlined (the diagnostic stays out of line): for the RDMA engine,
+/// which completes most operations in the submit that started them.
+#[inline(always)]
+pub(crate) fn complete_inlined(task: &doca_task, status: doca_error_t) {
     if task.state.get() != TaskState::Submitted {
-        crate::sdk_internal_error!(
-            "completing a {} task that is not submitted ({:?})",
-            task.kind.name,
-            task.state.get()
-        );
+        completing_unsubmitted(task);
         return;
     }
     task.status.set(status);
     task.state.set(TaskState::Completed);
-    task.owner().enqueue_completion(task);
+    task.tasks().enqueue_completion(task);
+}
+
+/// The diagnostic of a [`complete`] of a task that is not submitted (a provider bug).
+#[cold]
+#[inline(never)]
+fn completing_unsubmitted(task: &doca_task) {
+    crate::sdk_internal_error!("completing a {} task that is not submitted ({:?})", task.kind.name, task.state.get());
 }
 
 /// Delivers a completed task popped from a PE's completion queue: ownership returns to the
@@ -742,22 +1006,25 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
     // SAFETY: per the contract, `task` is a live header (its ctx outlives queued tasks).
     let t = unsafe { &*task };
     debug_assert_eq!(t.state.get(), TaskState::Completed);
-    let ctx = t.owner();
     t.state.set(TaskState::Allocated);
     t.next.set(ptr::null());
-    let cud = ctx.delivered();
+    let cud = t.tasks().delivered();
     let cb = if t.status.get() == DOCA_SUCCESS { t.ok_cb.get() } else { t.err_cb.get() };
     let ud = t.user_data.get();
-    let dispatch = t.kind.dispatch;
     // The queue holds `raw()` pointers (see the PE's enqueue), so `task` already covers the
     // whole slot: no need to derive it again from the pool.
     let slot = task.cast_mut();
     match cb {
-        // SAFETY: `cb` was erased from the kind's typed callback (erase_cb::<T>) and the
-        // dispatch is dispatch_as::<T> for the same T; `slot` covers the whole slot. The
-        // callback may free, re-submit or allocate tasks; nothing here touches `t` or `ctx`
-        // afterwards.
-        Some(cb) => unsafe { dispatch(cb, slot, ud, cud) },
+        Some(cb) => {
+            // SAFETY: `cb` was erased from the kind's `TypedCb<T>` (erase_cb::<T>), which may be
+            // called as a `TypedCb<doca_task>` with the `T`'s address (see `RawCb`).
+            let f = unsafe { core::mem::transmute::<RawCb, TypedCb<doca_task>>(cb) };
+            // SAFETY: `slot` is the address of the whole live `T` (the pool only hands out
+            // `T`s for `T::KIND`); calling the user's callback is the point of delivery. The
+            // callback may free, re-submit or allocate tasks; nothing here touches `t` or its
+            // ctx afterwards.
+            unsafe { f(slot, ud, cud) }
+        }
         None => crate::sdk_log!(ERROR, "{} task completed without a callback; it stays allocated", t.kind.name),
     }
 }
@@ -766,7 +1033,7 @@ pub(crate) unsafe fn deliver(task: *const doca_task) {
 /// each gets the kind's flush hook, then completes with `status`.
 pub(crate) fn flush_submitted(ctx: &dyn TaskOwner, status: doca_error_t) {
     // Held tasks are Submitted too: they are flushed below with the others.
-    ctx.forget_held();
+    ctx.tasks().forget_held();
     let mut pending: Vec<(u64, *const doca_task)> = Vec::new();
     ctx.for_each_pool(&mut |pool| {
         pool.for_each(|t| {

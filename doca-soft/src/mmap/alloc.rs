@@ -84,6 +84,19 @@ pub(super) fn slot_of(seg: &ShmSegment, i: usize) -> &AtomicU64 {
     unsafe { AtomicU64::from_ptr(seg.as_ptr().add(SEG_FIXED + 8 * i).cast::<u64>()) }
 }
 
+/// [`slot_of`] without its assert, for a slot and a mapping it accepted before (an imported
+/// segment's key slot, checked when the import connected): every remote access checks the
+/// key, and the assert was a third of that check.
+///
+/// # Safety
+/// `i < SEG_NSLOTS` and `seg.len() >= SEG_KEY_AREA` (what `slot_of` asserts).
+#[inline(always)]
+pub(super) unsafe fn slot_of_unchecked(seg: &ShmSegment, i: usize) -> &AtomicU64 {
+    debug_assert!(i < SEG_NSLOTS && seg.len() >= SEG_KEY_AREA);
+    // SAFETY: as in `slot_of`, whose assert is the caller's contract here.
+    unsafe { AtomicU64::from_ptr(seg.as_ptr().add(SEG_FIXED + 8 * i).cast::<u64>()) }
+}
+
 /// Reads a header field of a mapped segment (fixed fields are written once, before the
 /// segment is shared, so plain reads through atomics are fine).
 pub(super) fn hdr_u64(seg: &ShmSegment, off: usize) -> u64 {

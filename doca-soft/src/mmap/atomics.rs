@@ -8,7 +8,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::remote::{Op, RemotePath, RemoteRegion};
+use super::remote::{shm_key, Op, RemotePath, RemoteRegion};
+use crate::ffi::refused;
 use crate::types::*;
 
 #[allow(dead_code)] // API for the RDMA engine
@@ -18,17 +19,19 @@ impl RemoteRegion {
     fn atomic_at(&self, offset: usize) -> Result<&AtomicU64, doca_error_t> {
         self.permit(Op::Atomic)?;
         self.bounds(offset, 8)?;
-        let RemotePath::Shm { writable, .. } = &self.mem.path else {
+        // The path is matched once: `local` and `check_key` are written out below.
+        let RemotePath::Shm { seg, offset: base, slot, writable } = &self.mem.path else {
             return Err(not_shared_memory());
         };
-        let p = self.local(offset).ok_or(DOCA_ERROR_UNEXPECTED)?;
+        // In bounds of the mapping (see `RemoteRegion::local`).
+        let p = seg.as_ptr().wrapping_add(base + offset);
         if p as usize % 8 != 0 {
-            return Err(DOCA_ERROR_INVALID_VALUE);
+            return Err(refused(DOCA_ERROR_INVALID_VALUE));
         }
         if !*writable {
-            return Err(DOCA_ERROR_NOT_PERMITTED);
+            return Err(refused(DOCA_ERROR_NOT_PERMITTED));
         }
-        self.check_key()?;
+        self.key_is(shm_key(seg, *slot))?;
         // SAFETY: `p` is 8-aligned, inside the live writable mapping (bounds checked), and the
         // returned reference borrows `self`, which keeps the mapping alive. Other parties may
         // access the word non-atomically (an RDMA write over it); that is the same hazard as

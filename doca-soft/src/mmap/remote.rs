@@ -12,15 +12,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::alloc::{
-    hdr_u64, slot_of, H_HDR_LEN, H_MAGIC, H_SEG_LEN, H_VERSION, SEG_KEY_AREA, SEG_LAYOUT_VERSION, SEG_MAGIC, SEG_NSLOTS,
+    hdr_u64, slot_of, slot_of_unchecked, H_HDR_LEN, H_MAGIC, H_SEG_LEN, H_VERSION, SEG_KEY_AREA, SEG_LAYOUT_VERSION,
+    SEG_MAGIC, SEG_NSLOTS,
 };
 use super::export::{ExportDesc, ExportType, Transport};
 use super::liveness::OwnerLiveness;
 use super::vm::{pvm_read, pvm_write};
 use super::REMOTE_WRITE_BITS;
+use crate::ffi::refused;
 use crate::shm::ShmSegment;
 use crate::types::*;
 
+/// How an import reaches the memory. Built only by [`RemoteMemory::connect`], which checks
+/// what the accessors then rely on (the key slot is in range of the mapping).
 #[derive(Debug)]
 pub(super) enum RemotePath {
     Shm { seg: ShmSegment, offset: usize, slot: usize, writable: bool },
@@ -35,6 +39,9 @@ pub(super) struct RemoteMemory {
     pub(super) path: RemotePath,
     /// The owner process, for liveness checks.
     pub(super) owner: OwnerLiveness,
+    /// The accesses `desc` allows, one bit per [`Op`] ([`Op::allowed`], decided once at
+    /// connect: the export's type and permissions never change).
+    allowed: u8,
 }
 
 /// Kind of remote access, for permission checks.
@@ -43,6 +50,26 @@ pub(super) enum Op {
     Read,
     Write,
     Atomic,
+}
+
+impl Op {
+    /// This access's bit in [`RemoteMemory::allowed`].
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
+    /// Whether an export of `export_type` with permissions `perms` allows this access.
+    fn allowed(self, export_type: ExportType, perms: u32) -> bool {
+        let p = perms;
+        match (export_type, self) {
+            (ExportType::Rdma, Op::Read) => p & DOCA_ACCESS_FLAG_RDMA_READ != 0,
+            (ExportType::Rdma, Op::Write) => p & DOCA_ACCESS_FLAG_RDMA_WRITE != 0,
+            (ExportType::Rdma, Op::Atomic) => p & DOCA_ACCESS_FLAG_RDMA_ATOMIC != 0,
+            (ExportType::Pci, Op::Read) => p & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE) != 0,
+            (ExportType::Pci, Op::Write) => p & DOCA_ACCESS_FLAG_PCI_READ_WRITE != 0,
+            (ExportType::Pci, Op::Atomic) => false,
+        }
+    }
 }
 
 impl RemoteMemory {
@@ -80,7 +107,11 @@ impl RemoteMemory {
                 RemotePath::ProcessVm { key_cell }
             }
         };
-        Ok(RemoteMemory { desc, path, owner })
+        let allowed = [Op::Read, Op::Write, Op::Atomic]
+            .into_iter()
+            .filter(|op| op.allowed(desc.export_type, desc.perms))
+            .fold(0, |bits, op| bits | op.bit());
+        Ok(RemoteMemory { desc, path, owner, allowed })
     }
 }
 
@@ -128,8 +159,9 @@ impl RemoteRegion {
     /// The offset of `[addr, addr+len)` (owner addresses) in the region, or INVALID_VALUE
     /// when it is not inside.
     pub(crate) fn offset_of(&self, addr: u64, len: usize) -> Result<usize, doca_error_t> {
-        let off = addr.checked_sub(self.addr()).ok_or(DOCA_ERROR_INVALID_VALUE)?;
-        let off = usize::try_from(off).map_err(|_| DOCA_ERROR_INVALID_VALUE)?;
+        let Some(off) = addr.checked_sub(self.addr()).and_then(|off| usize::try_from(off).ok()) else {
+            return Err(refused(DOCA_ERROR_INVALID_VALUE));
+        };
         self.bounds(off, len)?;
         Ok(off)
     }
@@ -138,27 +170,19 @@ impl RemoteRegion {
         self.mem.owner.alive()
     }
 
+    #[inline(always)]
     pub(super) fn permit(&self, op: Op) -> Result<(), doca_error_t> {
-        let p = self.mem.desc.perms;
-        let ok = match (self.mem.desc.export_type, op) {
-            (ExportType::Rdma, Op::Read) => p & DOCA_ACCESS_FLAG_RDMA_READ != 0,
-            (ExportType::Rdma, Op::Write) => p & DOCA_ACCESS_FLAG_RDMA_WRITE != 0,
-            (ExportType::Rdma, Op::Atomic) => p & DOCA_ACCESS_FLAG_RDMA_ATOMIC != 0,
-            (ExportType::Pci, Op::Read) => p & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE) != 0,
-            (ExportType::Pci, Op::Write) => p & DOCA_ACCESS_FLAG_PCI_READ_WRITE != 0,
-            (ExportType::Pci, Op::Atomic) => false,
-        };
-        if ok {
+        if self.mem.allowed & op.bit() != 0 {
             Ok(())
         } else {
-            Err(DOCA_ERROR_NOT_PERMITTED)
+            Err(refused(DOCA_ERROR_NOT_PERMITTED))
         }
     }
 
     pub(super) fn bounds(&self, offset: usize, n: usize) -> Result<(), doca_error_t> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len() => Ok(()),
-            _ => Err(DOCA_ERROR_INVALID_VALUE),
+            _ => Err(refused(DOCA_ERROR_INVALID_VALUE)),
         }
     }
 
@@ -166,13 +190,19 @@ impl RemoteRegion {
     #[inline(always)]
     pub(crate) fn check_key(&self) -> Result<(), doca_error_t> {
         let current = match &self.mem.path {
-            RemotePath::Shm { seg, slot, .. } => slot_of(seg, *slot).load(Ordering::Acquire),
+            RemotePath::Shm { seg, slot, .. } => shm_key(seg, *slot),
             RemotePath::ProcessVm { key_cell } => self.read_key_cell(*key_cell)?,
         };
+        self.key_is(current)
+    }
+
+    /// [`check_key`](RemoteRegion::check_key) with the key cell's current value.
+    #[inline(always)]
+    pub(super) fn key_is(&self, current: u64) -> Result<(), doca_error_t> {
         if current == self.mem.desc.key {
             Ok(())
         } else {
-            Err(DOCA_ERROR_NOT_PERMITTED)
+            Err(refused(DOCA_ERROR_NOT_PERMITTED))
         }
     }
 
@@ -226,23 +256,36 @@ impl RemoteRegion {
     }
 
     /// Copies `src` to `offset` of the remote range.
+    // The path is matched once: the key check (`check_key`) is written out in each arm.
     #[inline(always)]
     pub(crate) fn write(&self, offset: usize, src: &[u8]) -> Result<(), doca_error_t> {
         self.permit(Op::Write)?;
         self.bounds(offset, src.len())?;
-        self.check_key()?;
         match &self.mem.path {
-            RemotePath::Shm { writable, .. } => {
+            RemotePath::Shm { seg, offset: base, slot, writable } => {
+                self.key_is(shm_key(seg, *slot))?;
                 if !*writable {
-                    return Err(DOCA_ERROR_NOT_PERMITTED);
+                    return Err(refused(DOCA_ERROR_NOT_PERMITTED));
                 }
-                let dst = self.local(offset).ok_or(DOCA_ERROR_UNEXPECTED)?;
+                // In bounds of the mapping (see `local`).
+                let dst = seg.as_ptr().wrapping_add(base + offset);
                 // SAFETY: `[dst, dst+len)` is inside the live mapping (bounds checked), which
                 // is mapped writable (checked just above); `src` is a distinct Rust buffer.
                 unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
                 Ok(())
             }
-            RemotePath::ProcessVm { .. } => pvm_write(self.mem.desc.pid, self.addr() + offset as u64, src),
+            RemotePath::ProcessVm { key_cell } => {
+                self.key_is(self.read_key_cell(*key_cell)?)?;
+                pvm_write(self.mem.desc.pid, self.addr() + offset as u64, src)
+            }
         }
     }
+}
+
+/// The key cell of an import on the shared-memory path.
+#[inline(always)]
+pub(super) fn shm_key(seg: &ShmSegment, slot: usize) -> u64 {
+    // SAFETY: a Shm path is built only by `RemoteMemory::connect`, which looked at this slot
+    // of this mapping with `slot_of` (so both are in range); neither changes.
+    unsafe { slot_of_unchecked(seg, slot) }.load(Ordering::Acquire)
 }

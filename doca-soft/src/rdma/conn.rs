@@ -39,6 +39,7 @@ use super::ring::{RxRing, TxRing, RING_SEG_LEN};
 use super::{doca_rdma, PERMISSIONS_ALL};
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
 use crate::doorbell::{ring, DoorbellAddr};
+use crate::ffi::refused;
 use crate::pe::{doca_pe, FdMode};
 use crate::shm::{errno_to_doca, own_pid};
 use crate::task::doca_task;
@@ -168,6 +169,17 @@ pub struct doca_rdma_connection {
     pub(crate) num: u32,
     /// Connection management by address (`cm.rs`); `Phase::Blob` for export/connect.
     pub(crate) cm: ConnCm,
+}
+
+/// A ring or the operation queue looked at while it is borrowed mutably, which never
+/// happens (rings are replaced only by connect, stop and release, and the queue is changed
+/// only in short borrows, none of which looks at them through the unguarded accessors): the
+/// plain borrow then panics as it always did, with the same message.
+#[cold]
+#[inline(never)]
+fn borrowed_mutably<T>(cell: &RefCell<T>) -> ! {
+    let _panics = cell.borrow();
+    unreachable!("a RefCell that refused an unguarded borrow lent a guarded one")
 }
 
 // ---- the connection-management record (driven by `cm.rs`) ----
@@ -326,6 +338,48 @@ impl doca_rdma_connection {
         self.peer.get()
     }
 
+    /// The receive ring, borrowed without touching the `RefCell`'s borrow count (its
+    /// increment and decrement, with the overflow check, were a tenth of a submit's own
+    /// checks: every submit looks at both rings).
+    ///
+    /// # Safety
+    /// Nothing may replace or release the rings (`connect`, `shut`, `release_rings`) while
+    /// the reference lives: the caller only reads through it and calls nothing that changes
+    /// connections.
+    #[inline(always)]
+    pub(crate) unsafe fn rx_unguarded(&self) -> Option<&RxRing> {
+        // SAFETY: no mutable borrow is taken while the reference lives (the contract above),
+        // and `try_borrow_unguarded` refuses if one is alive now.
+        match unsafe { self.rx.try_borrow_unguarded() } {
+            Ok(rx) => rx.as_ref(),
+            Err(_) => borrowed_mutably(&self.rx),
+        }
+    }
+
+    /// The send ring, as [`rx_unguarded`](Self::rx_unguarded).
+    ///
+    /// # Safety
+    /// As [`rx_unguarded`](Self::rx_unguarded).
+    #[inline(always)]
+    pub(crate) unsafe fn tx_unguarded(&self) -> Option<&TxRing> {
+        // SAFETY: as in `rx_unguarded`.
+        match unsafe { self.tx.try_borrow_unguarded() } {
+            Ok(tx) => tx.as_ref(),
+            Err(_) => borrowed_mutably(&self.tx),
+        }
+    }
+
+    /// Whether send-side operations are queued (`ops` is not empty), looked at without
+    /// touching the borrow count (see [`rx_unguarded`](Self::rx_unguarded)).
+    #[inline(always)]
+    pub(crate) fn ops_queued(&self) -> bool {
+        // SAFETY: only the length is read, and the reference does not outlive this call.
+        match unsafe { self.ops.try_borrow_unguarded() } {
+            Ok(ops) => !ops.is_empty(),
+            Err(_) => borrowed_mutably(&self.ops),
+        }
+    }
+
     /// Connects to the peer described by `bytes` (see the module docs for the errors).
     /// On failure nothing changes.
     pub(crate) fn connect(&self, bytes: &[u8], pe: &doca_pe) -> Result<(), doca_error_t> {
@@ -381,8 +435,10 @@ impl doca_rdma_connection {
     /// Why the connected peer is gone, if it is: it closed its side (RESET) or its process
     /// was seen dead (ABORTED).
     pub(crate) fn peer_gone(&self) -> Option<doca_error_t> {
-        let closed = self.rx.borrow().as_ref().is_some_and(|r| r.producer_closed())
-            || self.tx.borrow().as_ref().is_some_and(|t| t.consumer_closed());
+        // SAFETY: only the two flags are read; nothing here changes the connection.
+        let closed = unsafe { self.rx_unguarded() }.is_some_and(|r| r.producer_closed())
+            // SAFETY: as just above.
+            || unsafe { self.tx_unguarded() }.is_some_and(|t| t.consumer_closed());
         if closed {
             Some(DOCA_ERROR_CONNECTION_RESET)
         } else if self.death_seen.get() {
@@ -478,11 +534,10 @@ impl doca_rdma_connection {
 /// A non-NULL `p` must point to a connection of a live `doca_rdma` of this provider.
 pub(crate) unsafe fn conn_ref<'a>(p: *const doca_rdma_connection) -> Result<&'a doca_rdma_connection, doca_error_t> {
     // SAFETY: per the contract.
-    let c = unsafe { crate::ffi::obj(p) }?;
-    if c.magic != CONN_MAGIC {
-        return Err(DOCA_ERROR_INVALID_VALUE);
+    match unsafe { p.as_ref() } {
+        Some(c) if c.magic == CONN_MAGIC => Ok(c),
+        _ => Err(refused(DOCA_ERROR_INVALID_VALUE)),
     }
-    Ok(c)
 }
 
 #[cfg(test)]

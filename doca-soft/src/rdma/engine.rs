@@ -56,6 +56,7 @@ use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER,
 use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
+use crate::ffi::refused;
 use crate::mmap::RemoteRegion;
 use crate::task::doca_task;
 use crate::types::*;
@@ -188,21 +189,25 @@ fn poll_liveness_now(r: &doca_rdma, force: bool) {
     }
 }
 
-/// Submit-time peer check: a peer already known to be gone (closed rings, or a dead
-/// process, polled at most every LIVENESS_INTERVAL) refuses the submit with its code; the
-/// next progress breaks the connection after draining what the peer had sent.
+/// Submit-time connection checks. First the peer: a peer already known to be gone (closed
+/// rings, or a dead process, polled at most every LIVENESS_INTERVAL) refuses the submit with
+/// its code; the next progress breaks the connection after draining what the peer had sent.
+/// Then the connection's state for the data path ([`doca_rdma::conn_usable`]).
 #[inline]
-pub(super) fn check_peer_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
-    if c.state() != ConnState::Connected {
-        return Ok(()); // conn_usable reports it
+pub(super) fn check_conn_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> Result<(), doca_error_t> {
+    // Read once: the liveness poll and the look at the rings change only `death_seen`.
+    let state = c.state();
+    if state != ConnState::Connected {
+        // The peer is looked at only on a connected connection; conn_usable refuses this one.
+        return r.conn_usable(c, state);
     }
     if c.peer().is_some_and(|p| p.remote) {
         poll_liveness(r, false);
     }
-    match c.peer_gone() {
-        Some(code) => Err(code),
-        None => Ok(()),
+    if let Some(code) = c.peer_gone() {
+        return Err(refused(code));
     }
+    r.conn_usable(c, state)
 }
 
 /// Publishes the producer tail of `c` and rings the peer if it may sleep.
@@ -214,24 +219,26 @@ fn publish_tx(c: &doca_rdma_connection) {
 }
 
 /// Hands a submitted send-side task (decoded and validated by `submit.rs`) to its
-/// connection, counting it in flight (see the module docs).
+/// connection, counting it in flight while it is queued (see the module docs).
 ///
 /// The operation is borrowed, and copied into the queue only when it has to wait there: the
-/// fast path (an empty queue, an operation that finishes at once) copies it nowhere.
+/// fast path (an empty queue, an operation that finishes at once) copies it nowhere, and does
+/// not count it in flight either: it would be counted in and out again with nothing reading
+/// the count in between.
 // Always inlined, with `execute` and the one-sided families, into `submit_op::<T>` (one
 // instance per task type): the decoded `Op` is of one known variant there, so each
 // instance keeps only its own arm.
 #[inline(always)]
 pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op: &Op) {
-    r.sq_inflight.set(r.sq_inflight.get() + 1);
-    let q = || Queued { task: t, op: *op };
-    if !c.ops.borrow().is_empty() {
-        c.ops.borrow_mut().push_back(q());
+    if c.ops_queued() {
+        queue(r, c, t, *op);
         return;
     }
-    match execute(c, op) {
+    // Fresh: `submit_op` validated the operation just now (see `execute`).
+    match execute(c, op, true) {
         Exec::Done(status) => {
-            r.finish(t, status);
+            // `finish_send` without its count: this one was never counted (see above).
+            crate::task::complete_inlined(t, status);
             // Every pump publishes what it pushed, so with an empty queue there is nothing
             // to publish unless this operation pushed something.
             if op.uses_ring() {
@@ -242,7 +249,7 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
             }
         }
         Exec::Blocked(need) => {
-            c.ops.borrow_mut().push_back(q());
+            queue(r, c, t, *op);
             if armed(r) {
                 if let Some(tx) = c.tx.borrow().as_ref() {
                     tx.want_space();
@@ -261,10 +268,19 @@ pub(super) fn enqueue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op
             publish_tx(c);
         }
         Exec::PeerFault(code) => {
-            c.ops.borrow_mut().push_back(q());
+            queue(r, c, t, *op);
             r.peer_lost(c, code);
         }
     }
+}
+
+/// Queues a submitted operation behind the others, counted in flight until it completes.
+// Out of line, with the operation by value: `enqueue` is inlined into every submit, where
+// the decoded operation must not have its address taken (it would live in memory).
+#[inline(never)]
+fn queue(r: &doca_rdma, c: &doca_rdma_connection, t: &doca_task, op: Op) {
+    r.sq_inflight.set(r.sq_inflight.get() + 1);
+    c.ops.borrow_mut().push_back(Queued { task: t, op });
 }
 
 /// Runs queued operations of `c` in order until one blocks.
@@ -276,10 +292,10 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
         };
         // SAFETY: queued tasks are submitted tasks of this ctx.
         let task = unsafe { &*q.task };
-        match execute(c, &q.op) {
+        match execute(c, &q.op, false) {
             Exec::Done(status) => {
                 c.ops.borrow_mut().pop_front();
-                r.finish(task, status);
+                r.finish_send(task, status);
                 did = true;
                 if status != DOCA_SUCCESS {
                     break Err(Fault::Task);
@@ -310,24 +326,49 @@ fn pump_tx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
 
 /// Runs `op` (the head of `c`'s queue) as far as it can go now: one function per operation
 /// family below. Only connection-level failures (no peer, no ring) are decided here.
+///
+/// `fresh`: `tasks::validate` accepted the operation in this very submit and nothing has run
+/// since, so its buffers are known to be live, on their side of the wire, writable where
+/// written and, for a result, with room for its value: the families skip those checks. A
+/// queued operation (`fresh` false) checks them again, as the user may have released or
+/// re-used a buffer meanwhile.
 #[inline(always)]
-fn execute(c: &doca_rdma_connection, op: &Op) -> Exec {
+fn execute(c: &doca_rdma_connection, op: &Op, fresh: bool) -> Exec {
     let Some(peer) = c.peer() else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
-    let txb = c.tx.borrow();
-    let Some(tx) = txb.as_ref() else {
+    // SAFETY: the families below push to the ring and read its cursors; none of them
+    // replaces or releases a connection's rings.
+    let Some(tx) = (unsafe { c.tx_unguarded() }) else {
         return Exec::PeerFault(DOCA_ERROR_NOT_CONNECTED);
     };
     match *op {
         // SAFETY: `progress` points into the queued task, valid while it is queued (see
         // `op::Queued`); only this thread touches it.
         Op::Send { src, imm, progress } => execute_send(tx, src, imm, unsafe { &*progress }),
-        // SAFETY: as for a send.
-        Op::Write { src, dst, imm, progress } => execute_write(tx, &peer, src, dst, imm, unsafe { &*progress }),
+        Op::Write { src, dst, imm, progress } => {
+            // SAFETY: as for a send.
+            execute_write(tx, &peer, src, dst, imm, unsafe { &*progress }, fresh)
+        }
         Op::Read { src, dst } => execute_read(&peer, src, dst),
-        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, op),
-        Op::RemoteGet { .. } | Op::RemoteSet { .. } | Op::RemoteAdd { .. } => execute_remote_event(&peer, op),
+        // By value: a family that is not inlined must not take the operation's address, or
+        // the decoded operation of every submit lives in memory instead of in registers.
+        Op::CmpSwp { .. } | Op::FetchAdd { .. } => execute_atomic(&peer, *op, fresh),
+        Op::RemoteGet { .. } | Op::RemoteSet { .. } | Op::RemoteAdd { .. } => execute_remote_event(&peer, *op),
+    }
+}
+
+/// A buffer of the operation `execute` runs: checked live, or taken as it is when `fresh`
+/// (see `execute`).
+#[inline(always)]
+fn op_buf<'a>(p: *const crate::buf::doca_buf, fresh: bool) -> Result<&'a crate::buf::doca_buf, doca_error_t> {
+    if fresh {
+        // SAFETY: `validate` resolved this pointer with `buf_ref` in this very submit (not
+        // NULL, a live buffer of this provider), and nothing that could release it has run
+        // since.
+        Ok(unsafe { &*p })
+    } else {
+        live_buf(p)
     }
 }
 
@@ -355,12 +396,14 @@ macro_rules! free {
 /// ctx must allow `perm`, and the memory must belong to the connected peer.
 fn remote_of<'b>(b: &'b crate::buf::doca_buf, peer: &Peer, perm: u32) -> Result<&'b RemoteRegion, doca_error_t> {
     if peer.perms & perm == 0 {
-        return Err(DOCA_ERROR_NOT_PERMITTED);
+        return Err(refused(DOCA_ERROR_NOT_PERMITTED));
     }
     // Borrowed, not cloned: no lock and no reference count per operation.
-    let region = b.mmap().remote_region_ref()?;
+    let Ok(region) = b.mmap().remote_region_ref() else {
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
+    };
     if region.owner_pid() != peer.pid {
-        return Err(DOCA_ERROR_NOT_PERMITTED);
+        return Err(refused(DOCA_ERROR_NOT_PERMITTED));
     }
     Ok(region)
 }
@@ -426,21 +469,29 @@ fn execute_write(
     dst: *mut crate::buf::doca_buf,
     imm: Option<doca_be32_t>,
     progress: &Cell<u64>,
+    fresh: bool,
 ) -> Exec {
-    let s = tri!(live_buf(src));
+    let s = tri!(op_buf(src, fresh));
     let n = s.data().1;
     if progress.get() == 0 {
-        let d = tri!(live_buf(dst));
+        let d = tri!(op_buf(dst, fresh));
         let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
         let (taddr, room) = d.tail_space();
         if n > room {
-            return Exec::Done(DOCA_ERROR_INVALID_VALUE);
+            return Exec::Done(refused(DOCA_ERROR_INVALID_VALUE));
         }
         let off = tri!(region.offset_of(taddr as u64, n));
-        // SAFETY: as for the payload in `execute_send`.
-        let payload = tri!(unsafe { s.payload_slice() });
+        let payload = if fresh {
+            // SAFETY: as for the payload in `execute_send`; `validate` found the source
+            // over local memory in this submit (see `execute`).
+            unsafe { s.local_payload() }
+        } else {
+            // SAFETY: as for the payload in `execute_send`.
+            tri!(unsafe { s.payload_slice() })
+        };
         tri!(region.write(off, payload));
-        tri!(d.grow_data_len(n));
+        // `n` fits the room checked above, which writing the peer's memory did not change.
+        d.appended(n);
         if imm.is_none() {
             return Exec::Done(DOCA_SUCCESS);
         }
@@ -471,29 +522,39 @@ fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::
 
 /// The two atomics on the peer's memory; the previous value goes to the result buffer.
 #[inline(always)]
-fn execute_atomic(peer: &Peer, op: &Op) -> Exec {
-    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = *op else {
+fn execute_atomic(peer: &Peer, op: Op, fresh: bool) -> Exec {
+    let (Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. }) = op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
-    let d = tri!(live_buf(dst));
+    let d = tri!(op_buf(dst, fresh));
     let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_ATOMIC));
     let off = tri!(region.offset_of(d.data().0 as u64, 8));
-    let res = tri!(live_buf(result));
-    if res.tail_space().1 < 8 {
+    let res = tri!(op_buf(result, fresh));
+    // A fresh operation's result buffer has the room: `validate` checked it.
+    if !fresh && res.tail_space().1 < 8 {
         return Exec::Done(DOCA_ERROR_INVALID_VALUE);
     }
-    let old = tri!(match *op {
+    let old = tri!(match op {
         Op::CmpSwp { cmp, swap, .. } => region.atomic_cas(off, cmp, swap),
         Op::FetchAdd { add, .. } => region.atomic_fetch_add(off, add),
         _ => Err(DOCA_ERROR_UNEXPECTED),
     });
-    tri!(res.append_u64(old));
+    // The local-memory checks of the result come after the atomic, as they always did (a
+    // queued operation whose result buffer was re-used over other memory fails here); a
+    // fresh one passed them in `validate`.
+    if !fresh {
+        tri!(res.check_local(true));
+    }
+    // SAFETY: local memory with LOCAL_READ_WRITE (checked just above, or by `validate` in
+    // this submit) and room for 8 bytes (checked above, or by `validate`), which the atomic
+    // on the peer's memory did not change.
+    unsafe { res.append_u64_checked(old) };
     Exec::Done(DOCA_SUCCESS)
 }
 
 /// The three remote-net sync event operations (`remote.rs`).
-fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
-    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = *op else {
+fn execute_remote_event(peer: &Peer, op: Op) -> Exec {
+    let (Op::RemoteGet { event, .. } | Op::RemoteSet { event, .. } | Op::RemoteAdd { event, .. }) = op else {
         return Exec::Done(DOCA_ERROR_UNEXPECTED);
     };
     let ev = tri!(event_of(event));
@@ -502,7 +563,7 @@ fn execute_remote_event(peer: &Peer, op: &Op) -> Exec {
     if ev.owner_pid() != peer.pid {
         return Exec::Done(DOCA_ERROR_NOT_PERMITTED);
     }
-    match *op {
+    match op {
         Op::RemoteGet { dst, .. } => {
             let d = tri!(live_buf(dst));
             tri!(d.append_u64(ev.get()));

@@ -20,6 +20,7 @@ use super::tasks::{
     doca_rdma_task_receive, doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write,
     doca_rdma_task_write_imm, live_buf, reset_receive, validate, SendTask,
 };
+use crate::ffi::refused;
 use crate::task::{doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
@@ -115,7 +116,7 @@ unsafe fn admit_receive(t: &doca_task) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
     if r.recvs.borrow().len() + r.rq_held.get() as usize >= r.rq_size.get() as usize {
-        return Err(DOCA_ERROR_NO_MEMORY);
+        return Err(refused(DOCA_ERROR_NO_MEMORY));
     }
     r.rq_held.set(r.rq_held.get() + 1);
     Ok(())
@@ -129,7 +130,7 @@ unsafe fn admit_op(t: &doca_task) -> Result<(), doca_error_t> {
     // SAFETY: RDMA task kinds only live in pools of RDMA ctxs.
     let r = unsafe { rdma_of(t.ctx()) };
     if r.sq_inflight.get() + r.sq_held.get() >= r.sq_size.get() {
-        return Err(DOCA_ERROR_NO_MEMORY);
+        return Err(refused(DOCA_ERROR_NO_MEMORY));
     }
     r.sq_held.set(r.sq_held.get() + 1);
     Ok(())
@@ -176,13 +177,12 @@ unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), 
     // is destroyed, which cannot happen while this task is allocated.
     let c = unsafe { conn_ref(cp) }?;
     if !r.owns(c) {
-        return Err(DOCA_ERROR_INVALID_VALUE);
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
     }
-    engine::check_peer_on_submit(r, c)?;
-    r.conn_usable(c)?;
+    engine::check_conn_on_submit(r, c)?;
     validate(&op)?;
     if r.sq_inflight.get() >= r.sq_size.get() {
-        return Err(DOCA_ERROR_NO_MEMORY);
+        return Err(refused(DOCA_ERROR_NO_MEMORY));
     }
     match op {
         // SAFETY: `decode` just pointed `progress` into `t`, which is alive.

@@ -30,8 +30,8 @@ use core::ptr;
 use super::conn::{conn_ref, doca_rdma_connection};
 use super::op::Op;
 use super::{doca_rdma, rdma_ref, MAX_MESSAGE_BYTES};
-use crate::buf::{buf_ref, doca_buf};
-use crate::ffi::{guard, guard_err, out};
+use crate::buf::{buf_ref, buf_ref_on_submit, doca_buf};
+use crate::ffi::{guard, guard_err, out, refused};
 use crate::sync_event::doca_sync_event_remote_net;
 use crate::task::{self, doca_task, TaskType};
 use crate::types::*;
@@ -302,15 +302,15 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
     // SAFETY: buffer pointers given to allocate_init come from this provider's inventories,
     // which the caller keeps alive while the task exists (DOCA contract); buf_ref rejects
     // NULL and returned buffers.
-    let b = unsafe { buf_ref(p) }?;
+    let b = unsafe { buf_ref_on_submit(p) }?;
     // Lock-free reads: a live buffer keeps its mmap started and unchangeable (mmap.rs).
     let m = b.mmap();
     let imported = m.is_imported();
     match side {
-        Side::Remote if !imported => Err(DOCA_ERROR_INVALID_VALUE),
-        Side::LocalSource | Side::LocalDest if imported => Err(DOCA_ERROR_INVALID_VALUE),
+        Side::Remote if !imported => Err(refused(DOCA_ERROR_INVALID_VALUE)),
+        Side::LocalSource | Side::LocalDest if imported => Err(refused(DOCA_ERROR_INVALID_VALUE)),
         Side::LocalDest if m.perms_of_started() & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 => {
-            Err(DOCA_ERROR_NOT_PERMITTED)
+            Err(refused(DOCA_ERROR_NOT_PERMITTED))
         }
         _ => Ok(b),
     }
@@ -319,7 +319,7 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
 #[inline(always)]
 fn check_len(n: usize) -> Result<(), doca_error_t> {
     if n > MAX_MESSAGE_BYTES {
-        Err(DOCA_ERROR_TOO_BIG)
+        Err(refused(DOCA_ERROR_TOO_BIG))
     } else {
         Ok(())
     }
@@ -367,7 +367,7 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
 #[inline(always)]
 fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
     if check_buf(p, Side::LocalDest)?.tail_space().1 < 8 {
-        return Err(DOCA_ERROR_INVALID_VALUE);
+        return Err(refused(DOCA_ERROR_INVALID_VALUE));
     }
     Ok(())
 }
