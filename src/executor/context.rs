@@ -373,10 +373,18 @@ impl Contexts {
     }
 
     /// Advances the retiring contexts. Called after every drain of the PE.
+    #[inline]
     pub(crate) fn maintain(&self, core: &Core) {
         if core.in_progress() || self.retiring.borrow().is_empty() {
             return;
         }
+        self.retire_due();
+    }
+
+    /// The body of [`maintain`](Contexts::maintain) when contexts are retiring (rare: out of
+    /// line, so that the check at every progress of the loop needs no call).
+    #[cold]
+    fn retire_due(&self) {
         let keys = std::mem::take(&mut *self.retiring.borrow_mut());
         for key in keys {
             if let Some(rec) = self.get(key) {

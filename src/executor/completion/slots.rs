@@ -156,11 +156,18 @@ impl Slots {
         !self.deferred.borrow().is_empty()
     }
 
-    /// Drops the buffers whose drop was deferred (see `defer`).
+    /// Drops the buffers whose drop was deferred (see `defer`). Inlined for its common case,
+    /// called at every progress of the loop: nothing deferred.
+    #[inline]
     pub(crate) fn drop_deferred(&self) {
         if self.defer.get() || self.deferred.borrow().is_empty() {
             return;
         }
+        self.drop_deferred_now();
+    }
+
+    #[cold]
+    fn drop_deferred_now(&self) {
         let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
         // Outside the borrow: a destructor may release more slots.
         drop(deferred);
