@@ -18,16 +18,16 @@
 //! | [`RecvWindow::recv`] ([`Rdma::recv_window`]) | as [`Rdma::recv`] | the destination, with [`Received`] |
 //!
 //! * **Results in push order.** Each pushed operation yields exactly one result,
-//!   `(Result<()>, Buf)` (a receive: `(Result<Received>, Buf)`), from [`next`](Window::next), or from a push that found the window
-//!   full (it returns the oldest operation's result to make room). A check that fails before
-//!   anything is submitted (a source longer than its target, a destroyed context) takes its
-//!   lane like any operation and yields its error in turn: nothing is reported out of order,
-//!   nothing is lost.
-//! * **Submission in push order**, as long as the context's task pool
-//!   ([`RdmaBuilder::max_tasks`](super::RdmaBuilder::max_tasks)) and send queue have room for
-//!   the window's depth: a push waits (it does not fail) while either is full, and a push
-//!   waits only for its own operation, never reorders it. DOCA completes the operations of
-//!   one connection in order.
+//!   `(Result<()>, Buf)` (a receive: `(Result<Received>, Buf)`), from
+//!   [`next`](Window::next), or from a push that found the window full (it returns the
+//!   oldest operation's result to make room). A check that fails before anything is
+//!   submitted (a source longer than its target, a destroyed context) takes its lane like
+//!   any operation and yields its error in turn: nothing is reported out of order, nothing
+//!   is lost.
+//! * **Submission in push order**, always: only one push is in progress at a time (it
+//!   borrows the window), and a push that finds the context's task pool
+//!   ([`RdmaBuilder::max_tasks`](super::RdmaBuilder::max_tasks)) or send queue full waits
+//!   for room; it does not fail. DOCA completes the operations of one connection in order.
 //! * **Waiting.** A push into a full window, and [`next`](Window::next), wait for the oldest
 //!   operation. When the task may progress the PE, they collect completions inline (no trip
 //!   round the executor's loop); otherwise the oldest operation's completion wakes the task.
@@ -40,6 +40,14 @@
 //!   descriptors lent by the memory's cache; no allocation in the steady state.
 //!   `examples/op_cost window` measures it against a `Pipeline` (`pipeline`) and a single
 //!   write (`write`); `docs/cost.md` has the figures.
+//!
+//! **Errors** are those of the operation's future ([`Connection::write`], ... and the RDMA
+//! module's [errors and recovery](super#errors-and-recovery)): a failed check, DOCA's
+//! status at completion (a task that fails moves the context to the error state, and the
+//! operations after it fail too), `Cancelled` or `ConnectionLost` for what a stop flushed.
+//!
+//! **Threads.** A window borrows its [`Connection`] (or [`Rdma`]), so it is `!Send` and lives
+//! on the executor that owns the context, like the connection.
 //!
 //! Modules: `ring` (the lanes and what each holds), `push` (an operation on its way into
 //! its lane).
