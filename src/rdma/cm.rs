@@ -81,12 +81,42 @@ pub(super) struct CmShared {
     /// Tokens of the `connect` calls waiting for their connection's first event.
     connecting: RefCell<HashSet<u64>>,
     /// `connect` calls cancelled before their connection's first event, by token, with the
-    /// address the attempt uses: that event ends the attempt (see `Connecting`). A context
-    /// destroyed before the event leaves the address object behind (DOCA may use it until
-    /// the context is gone, after this record), a small bounded leak per such attempt.
-    abandoned: RefCell<HashMap<u64, *mut sys::doca_rdma_addr>>,
+    /// address the attempt uses: that event ends the attempt (see `Connecting`). Shared
+    /// with the context's destroy step, which frees the addresses of attempts whose event
+    /// never came once the context is gone (DOCA may use them until then, possibly after
+    /// this record is dropped).
+    abandoned: Abandoned,
     next_token: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
+}
+
+/// The addresses of `connect` attempts cancelled before their first event (see
+/// `CmShared::abandoned`), shared by a context's record and its destroy step.
+#[derive(Clone, Default)]
+pub(super) struct Abandoned(Rc<RefCell<HashMap<u64, *mut sys::doca_rdma_addr>>>);
+
+impl Abandoned {
+    #[cfg(test)]
+    fn borrow(&self) -> std::cell::Ref<'_, HashMap<u64, *mut sys::doca_rdma_addr>> {
+        self.0.borrow()
+    }
+
+    fn borrow_mut(&self) -> std::cell::RefMut<'_, HashMap<u64, *mut sys::doca_rdma_addr>> {
+        self.0.borrow_mut()
+    }
+
+    /// Frees the addresses whose attempt never reported its first event.
+    ///
+    /// # Safety
+    /// The context these attempts belong to is destroyed (`doca_rdma_destroy` succeeded):
+    /// nothing can use the addresses any more.
+    pub(super) unsafe fn free_after_destroy(&self) {
+        for (_, addr) in self.0.borrow_mut().drain() {
+            // SAFETY: an address created by `connect` and left by its cancelled attempt,
+            // whose context is gone (the caller's contract); freed once (drained).
+            let _ = unsafe { sys::doca_rdma_addr_destroy(addr) };
+        }
+    }
 }
 
 thread_local! {
@@ -96,7 +126,7 @@ thread_local! {
 
 impl CmShared {
     /// Registers the record of the context whose callbacks receive `key` as ctx user data.
-    pub(super) fn register(key: u64) -> Rc<CmShared> {
+    pub(super) fn register(key: u64, abandoned: Abandoned) -> Rc<CmShared> {
         let cm = Rc::new(CmShared {
             key,
             requests: RefCell::new(VecDeque::new()),
@@ -105,7 +135,7 @@ impl CmShared {
             established: RefCell::new(HashSet::new()),
             by_token: RefCell::new(HashMap::new()),
             connecting: RefCell::new(HashSet::new()),
-            abandoned: RefCell::new(HashMap::new()),
+            abandoned,
             next_token: Cell::new(1),
             wakers: RefCell::new(Vec::new()),
         });
@@ -430,7 +460,8 @@ impl Rdma {
 /// `by_token`, nobody took it) ends the connection as `ConnCm::close` would. Cancelled
 /// before it, the attempt stays with DOCA (there is no call to cancel it), with its address
 /// (DOCA may still use it): the token goes to `abandoned`, and the attempt's first event
-/// ends the connection if it was established and frees the address (`record`).
+/// ends the connection if it was established and frees the address (`record`); if the
+/// context is destroyed first, its destroy step frees the address (`Abandoned`).
 struct Connecting<'a> {
     cm: &'a CmShared,
     token: u64,

@@ -310,11 +310,19 @@ impl RdmaBuilder {
         // SAFETY: the device is open; valid out-pointer. Ownership passes to DocaCtx below.
         check(unsafe { sys::doca_rdma_create(self.dev.as_ptr(), &mut rdma) }, "rdma: doca_rdma_create")?;
         let keep_dev = self.dev.clone();
+        // The addresses of cancelled connect attempts: the context's record parks them, its
+        // destroy step frees what is left once DOCA can no longer use them.
+        let abandoned = cm::Abandoned::default();
+        let abandoned_after = abandoned.clone();
         // SAFETY: `rdma` is live, fresh, of this thread, destroyed only by the DocaCtx; its
         // ctx is IDLE and unconnected. The closure keeps the device open until then.
         let ctx = unsafe {
             DocaCtx::new("rdma", rdma, sys::doca_rdma_as_ctx(rdma), move |r| {
                 let rc = sys::doca_rdma_destroy(r);
+                if rc == sys::DOCA_SUCCESS {
+                    // SAFETY: the context is destroyed: its connect attempts are over.
+                    abandoned_after.free_after_destroy();
+                }
                 drop(keep_dev);
                 rc
             })
@@ -324,7 +332,7 @@ impl RdmaBuilder {
         unsafe { cm::install(rdma) }?;
         // SAFETY: as above.
         unsafe { remote_event::configure(rdma, self.max_tasks) }?;
-        let cm = cm::CmShared::register(ctx.user_data().as_u64());
+        let cm = cm::CmShared::register(ctx.user_data().as_u64(), abandoned);
         // SAFETY: `rdma` is live and IDLE; each callback is the completion callback of the
         // matching kind, with the exact C signature.
         unsafe {
