@@ -102,17 +102,10 @@ impl SlotRef {
     /// slot. Only once [`is_done`](SlotRef::is_done).
     #[inline(always)]
     pub(crate) fn take_output(self, core: &Core, op: &'static str) -> Result<TaskOutput> {
-        let slot = self.get();
-        debug_assert!(slot.state.get() == SlotState::Done);
-        let status = slot.status.get();
+        debug_assert!(self.get().state.get() == SlotState::Done);
         // SAFETY: `Done`: DOCA no longer writes the area.
-        let out = unsafe { *slot.out.get() };
-        self.release(core);
-        if status == sys::DOCA_SUCCESS {
-            Ok(out)
-        } else {
-            Err(Error::from_doca(status, op))
-        }
+        let out = unsafe { *self.get().out.get() };
+        self.take_status(core, op).map(|()| out)
     }
 
     /// The completed task's status only (`op` names the operation in an error), releasing
