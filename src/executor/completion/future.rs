@@ -16,7 +16,7 @@ use super::waiters::Ticket;
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::context::CtxRecord;
-use crate::executor::local::Core;
+use crate::executor::local::{Core, INLINE_PROGRESS};
 use crate::sys;
 use crate::trace::OpSpan;
 
@@ -265,7 +265,7 @@ where
                     if inline {
                         // The slot's waker is not set yet, so the callback wakes nobody.
                         let slot = sub.slot();
-                        self.core.progress_inline(|| slot.is_done());
+                        self.core.progress_inline(INLINE_PROGRESS, || slot.is_done());
                     }
                 }
             }

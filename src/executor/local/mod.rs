@@ -79,7 +79,7 @@ pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
 /// How many `doca_pe_progress` calls an operation may make inline, right after its submit
 /// (see [`Core::progress_inline`]). Small: its completion is normally the first (or only)
 /// one queued; if others are ahead of it, the operation takes the normal path.
-const INLINE_PROGRESS: usize = 4;
+pub(crate) const INLINE_PROGRESS: usize = 4;
 
 /// A turn looks at the timers only every this many turns: a look costs a clock read (~25 ns
 /// on a VM), which would otherwise be paid twice per wake-up (the turn that runs the woken

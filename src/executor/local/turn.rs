@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::{Core, MainWaker, INLINE_PROGRESS, TIMER_CHECK_TURNS};
+use super::{Core, MainWaker, TIMER_CHECK_TURNS};
 use crate::executor::runtime::IdleMode;
 use crate::executor::task::Runnable;
 
@@ -40,22 +40,28 @@ impl Core {
 
     /// The inline completion fast path, second half, once
     /// [`take_inline_progress`](Core::take_inline_progress) said yes and the operation's task
-    /// is submitted: progresses the PE up to [`INLINE_PROGRESS`] times while it has work,
-    /// until `done()` (the operation's slot is complete); returns whether it is. The future
-    /// then returns `Ready` at once instead of `Pending`, a trip round the loop and a
-    /// re-poll.
+    /// is submitted: progresses the PE up to `calls` times while it has work, until `done()`
+    /// (the operation's slot is complete); returns whether it is. The future then returns
+    /// `Ready` at once instead of `Pending`, a trip round the loop and a re-poll.
+    ///
+    /// A single operation passes [`INLINE_PROGRESS`](super::INLINE_PROGRESS): its completion is normally the first
+    /// one queued. A window passes the number of its operations in flight and `done` only
+    /// asks whether the PE still has work (see `rdma::window::ring`): each
+    /// `doca_pe_progress` delivers one completion, so stopping at the oldest would come back
+    /// here for every other result, paying this call's fixed cost and a doorbell flush for
+    /// one or two operations each time instead of once per batch.
     ///
     /// Completions of other operations delivered meanwhile wake their tasks as usual (their
     /// callbacks run no user code: they store results and wake wakers; slots released
     /// here drop their kept buffers later, from the loop).
-    pub(crate) fn progress_inline(&self, done: impl Fn() -> bool) -> bool {
+    pub(crate) fn progress_inline(&self, calls: usize, done: impl Fn() -> bool) -> bool {
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
         // The doorbells owed by earlier submits (of this context or others).
         self.ring_doorbells();
         let pe = self.pe.borrow();
         let mut complete = false;
-        for _ in 0..INLINE_PROGRESS {
+        for _ in 0..calls {
             if !pe.progress() {
                 break;
             }
