@@ -84,7 +84,7 @@ use std::task::{ready, Context, Poll};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
+use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -270,7 +270,8 @@ impl Dma {
     /// `dst` must be at least as long as `src` (else [`ErrorKind::InvalidArgument`], and
     /// nothing is submitted). An empty `src` completes at once. See the
     /// [module documentation](self) for the errors DOCA reports and for cancellation.
-    // Inlined so the future is built in the caller's frame (see `TaskFuture::traced`).
+    // Inlined so the future is built in the caller's frame (see
+    // `TaskFuture::with_buffers_traced`).
     #[inline]
     pub fn memcpy<S: Region, D: Region>(&self, src: S, dst: D) -> MemcpyFuture<'_, S, D> {
         const OP: &str = "dma.memcpy";
@@ -290,15 +291,12 @@ impl Dma {
             Err(e) => return MemcpyFuture(Copy::Ready(Some((Err(e.context_prefix(OP)), src, dst)))),
         };
         let req = MemcpyReq { dma, ctx: &self.inner.ctx, inv: &self.inner.inv, s, d };
-        let fut = self
-            .inner
-            .ctx
-            .submit_with::<Memcpy, _>(OP, req)
-            .traced(None, s.len)
-            // The inventory is kept with the regions: a future dropped mid-flight leaves them
-            // to its slot, which gives the descriptors back (right after DOCA is done with the
-            // task) before it drops them.
-            .with_buffers((self.inner.inv.clone(), src, dst));
+        // The inventory is kept with the regions: a future dropped mid-flight leaves them to
+        // its slot, which gives the descriptors back (right after DOCA is done with the task)
+        // before it drops them.
+        let keep = (self.inner.inv.clone(), src, dst);
+        let (core, rec) = (self.inner.ctx.core().clone(), self.inner.ctx.record().clone());
+        let fut = TaskFuture::with_buffers_traced(core, rec, OP, req, None, s.len, keep);
         MemcpyFuture(Copy::Running(fut))
     }
 }

@@ -694,7 +694,8 @@ impl<T> DocaCtx<T> {
     /// request type makes the future's type nameable (`TaskFuture<'_, K, MyRequest>`), so a
     /// wrapper can return it (or wrap it in a named future of its own) instead of an opaque
     /// `impl Future`. Same contract as `submit`'s closure.
-    // Inlined so the future is built in place in the caller's (see `TaskFuture::traced`).
+    // Inlined so the future is built in place in the caller's (see
+    // `TaskFuture::with_buffers_traced`).
     #[inline(always)]
     pub fn submit_with<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'_, K, A>
     where

@@ -131,7 +131,7 @@ use std::rc::Rc;
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
+use crate::ext::{completion_cb, AllocTask, DocaTask, TaskFuture, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
@@ -432,7 +432,7 @@ impl RdmaInner {
     /// owned by the operation until DOCA is done and then returned. `conn` and `size` name
     /// the connection (none for a receive) and the bytes moved, in the operation's trace
     /// span.
-    // Inlined so the future is built in place (see `TaskFuture::traced`).
+    // Inlined so the future is built in place (see `TaskFuture::with_buffers_traced`).
     #[inline(always)]
     fn op<K, R, B>(
         &self,
@@ -447,12 +447,11 @@ impl RdmaInner {
         R: AllocTask<K>,
         B: 'static,
     {
-        self.ctx
-            .submit_with::<K, R>(op, req)
-            .traced(conn, size)
-            // The inventory is kept with the buffers: a future dropped mid-flight leaves both
-            // to its slot, which gives the descriptors back before it drops them.
-            .with_buffers((self.inv.clone(), keep))
+        // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
+        // its slot, which gives the descriptors back before it drops them.
+        let keep = (self.inv.clone(), keep);
+        let (core, rec) = (self.ctx.core().clone(), self.ctx.record().clone());
+        TaskFuture::with_buffers_traced(core, rec, op, req, conn, size, keep)
     }
 
     /// Runs one operation of kind `K` (no task reuse) with an allocation closure: `alloc`

@@ -152,6 +152,29 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
         TaskFuture { core, ctx, sub, op, alloc: Some(alloc), ticket: None, span, _ctx: PhantomData }
     }
 
+    /// [`new`](TaskFuture::new), [`traced`](TaskFuture::traced) and
+    /// [`with_buffers`](TaskFuture::with_buffers) in one: the future built in one struct
+    /// expression, in place in the caller's frame. Chained, each step returned the future
+    /// by value and the caller copied it (200-odd bytes) at every step.
+    #[inline(always)]
+    pub(crate) fn with_buffers_traced<B: 'static>(
+        core: Rc<Core>,
+        ctx: Rc<CtxRecord>,
+        op: &'static str,
+        alloc: A,
+        conn: Option<usize>,
+        size: usize,
+        buffers: B,
+    ) -> BufTaskFuture<'a, K, A, B> {
+        let sub = Some(Submission::reserve(&core));
+        let span = OpSpan::new(op, ctx.name(), ctx.id());
+        span.set_target(conn, size);
+        BufTaskFuture {
+            inner: TaskFuture { core, ctx, sub, op, alloc: Some(alloc), ticket: None, span, _ctx: PhantomData },
+            buffers: Some(buffers),
+        }
+    }
+
     /// Names, in the operation's span, the connection it runs on (`conn`, an RDMA
     /// connection id) and its size in bytes.
     // Inlined so the future is built in place: a call returning it by value costs a copy of
