@@ -73,11 +73,12 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let mut fut = Some(fut);
-    match local::with_current(|core| task::spawn_local_in(core, fut.take().expect("called once"))) {
-        Some(h) => h,
-        None => panic!("async_doca::spawn_local called outside an async-doca executor"),
-    }
+    // The executor first, then the future moved once, into its task: moved into a lookup
+    // closure instead, it was copied twice more on the way (a memcpy of the whole future each).
+    let Some(core) = local::current_rc() else {
+        panic!("async_doca::spawn_local called outside an async-doca executor")
+    };
+    task::spawn_local_in(&core, fut)
 }
 
 /// Spawns a `Send` future on one of the current runtime's workers.
