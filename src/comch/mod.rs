@@ -63,7 +63,7 @@ use std::time::Duration;
 use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, DocaTask};
+use crate::ext::{completion_cb, DocaTask, TaskSlot};
 use crate::sys;
 
 /// Default task-pool size (messages being sent at once).
@@ -238,7 +238,7 @@ impl Endpoint {
         let fut = match &self.kind {
             Kind::Server(ctx) => {
                 let s = ctx.as_ptr()?;
-                let f = ctx.submit::<SendTask, _>(OP, move |slot| {
+                let alloc = move |slot: &TaskSlot| {
                     let c = open()?;
                     let mut t = std::ptr::null_mut();
                     // SAFETY: live server and one of its connections, not freed (its
@@ -246,22 +246,22 @@ impl Endpoint {
                     // the completion) holds `len` bytes at `p`.
                     let rc = unsafe { sys::doca_comch_server_task_send_alloc_init(s, c, p.cast(), len, &mut t) };
                     with_slot(rc, t, slot)
-                });
-                let (r, _msg) = f.traced(Some(conn.conn as usize), len as usize).with_buffers(msg).await;
-                return r.map(drop);
+                };
+                let f = ctx.submit_keeping::<SendTask, _, _>(OP, alloc, Some(conn.conn as usize), len as usize, msg);
+                return f.await.0.map(drop);
             }
             Kind::Client(ctx) => ctx,
         };
         let c = fut.as_ptr()?;
-        let f = fut.submit::<SendTask, _>(OP, move |slot| {
+        let alloc = move |slot: &TaskSlot| {
             let conn = open()?;
             let mut t = std::ptr::null_mut();
             // SAFETY: as above, for the client.
             let rc = unsafe { sys::doca_comch_client_task_send_alloc_init(c, conn, p.cast(), len, &mut t) };
             with_slot(rc, t, slot)
-        });
-        let (r, _msg) = f.traced(Some(conn.conn as usize), len as usize).with_buffers(msg).await;
-        r.map(drop)
+        };
+        let f = fut.submit_keeping::<SendTask, _, _>(OP, alloc, Some(conn.conn as usize), len as usize, msg);
+        f.await.0.map(drop)
     }
 }
 

@@ -84,7 +84,7 @@ use std::task::{ready, Context, Poll};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskSlot};
+use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -295,8 +295,7 @@ impl Dma {
         // its slot, which gives the descriptors back (right after DOCA is done with the task)
         // before it drops them.
         let keep = (self.inner.inv.clone(), src, dst);
-        let (core, rec) = (self.inner.ctx.core().clone(), self.inner.ctx.record().clone());
-        let fut = TaskFuture::with_buffers_traced(core, rec, OP, req, None, s.len, keep);
+        let fut = self.inner.ctx.submit_keeping::<Memcpy, _, _>(OP, req, None, s.len, keep);
         MemcpyFuture(Copy::Running(fut))
     }
 }

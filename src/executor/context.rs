@@ -30,7 +30,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::completion::{AllocTask, DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
+use super::completion::{AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
 use super::local::{current_rc, report, with_current, Core};
 use super::slab::Slab;
 use crate::error::{check, Error, ErrorKind, Result};
@@ -703,6 +703,26 @@ impl<T> DocaCtx<T> {
         A: AllocTask<K>,
     {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+    }
+
+    /// [`submit_with`](DocaCtx::submit_with), [`traced`](TaskFuture::traced) and
+    /// [`with_buffers`](TaskFuture::with_buffers) in one, the way the crate's own operations
+    /// build their futures: in place (see [`TaskFuture::with_buffers_traced`]).
+    #[inline(always)]
+    pub(crate) fn submit_keeping<K, A, B>(
+        &self,
+        op: &'static str,
+        alloc: A,
+        conn: Option<usize>,
+        size: usize,
+        buffers: B,
+    ) -> BufTaskFuture<'_, K, A, B>
+    where
+        K: DocaTask,
+        A: AllocTask<K>,
+        B: 'static,
+    {
+        TaskFuture::with_buffers_traced(self.core.clone(), self.rec.clone(), op, alloc, conn, size, buffers)
     }
 
     /// [`submit`](DocaCtx::submit) for an operation that may outlive this borrow of the

@@ -131,7 +131,7 @@ use std::rc::Rc;
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, AllocTask, DocaTask, TaskFuture, TaskOutput, TaskSlot};
+use crate::ext::{completion_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
@@ -449,9 +449,7 @@ impl RdmaInner {
     {
         // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
         // its slot, which gives the descriptors back before it drops them.
-        let keep = (self.inv.clone(), keep);
-        let (core, rec) = (self.ctx.core().clone(), self.ctx.record().clone());
-        TaskFuture::with_buffers_traced(core, rec, op, req, conn, size, keep)
+        self.ctx.submit_keeping::<K, R, _>(op, req, conn, size, (self.inv.clone(), keep))
     }
 
     /// Runs one operation of kind `K` (no task reuse) with an allocation closure: `alloc`

@@ -309,8 +309,15 @@ impl Worker {
     pub async fn command(&self, plugin: u64, payload: &[u8]) -> Result<Vec<u8>> {
         let sink = Box::new(Sink::<u8>::default());
         let alloc = self.command_alloc(plugin, payload, &sink)?;
-        let fut = self.inner.ctx.submit::<Command, _>("urom.worker.command", alloc).traced(None, payload.len());
-        let op = CommandOp { fut: fut.with_buffers(sink) };
+        let op = CommandOp {
+            fut: self.inner.ctx.submit_keeping::<Command, _, _>(
+                "urom.worker.command",
+                alloc,
+                None,
+                payload.len(),
+                sink,
+            ),
+        };
         let (status, notification) = op.await;
         status.map(|()| notification)
     }
