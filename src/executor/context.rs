@@ -144,8 +144,18 @@ impl CtxRecord {
 
     /// A task of this ctx was freed: wake the futures waiting for one.
     pub(crate) fn task_freed(&self) {
+        self.count_freed();
+        if self.task_waiters.has_waiters() {
+            self.task_waiters.wake_waiting();
+        }
+    }
+
+    /// [`task_freed`](CtxRecord::task_freed) without the wake-up: one task fewer
+    /// outstanding, and a new epoch of the task waiters (the event happened, whether or not
+    /// anyone waits; see `WaiterList::epoch`). The caller wakes the waiters.
+    fn count_freed(&self) {
         self.outstanding.set(self.outstanding.get().saturating_sub(1));
-        self.task_waiters.wake_all();
+        self.task_waiters.new_epoch();
     }
 
     /// A task of kind `K` of this ctx completed with `status` and is ours again (inside its
@@ -295,18 +305,28 @@ impl Contexts {
         status: sys::doca_error_t,
         released: impl FnOnce(),
     ) {
-        match self.get(key) {
+        // The record is borrowed in the slab, not cloned out of it (an `Rc` count up and down
+        // per completion): nothing below runs code that could add or remove a context (the
+        // provider's free and the descriptors' release call no callback). Only the waking of
+        // waiters does (wakers are anyone's code), so in the rare case that futures wait for
+        // a free task, the record is cloned and they are woken after the borrow.
+        let to_wake = match self.slab.borrow().get(key) {
             Some(rec) => {
                 // SAFETY: forwarded (the caller's contract).
                 unsafe { rec.task_over::<K>(task, status) };
                 released();
-                rec.task_freed();
+                rec.count_freed();
+                rec.task_waiters.has_waiters().then(|| rec.clone())
             }
             None => {
                 // SAFETY: forwarded; a ctx without a record keeps nothing.
                 unsafe { K::free(task) };
                 released();
+                None
             }
+        };
+        if let Some(rec) = to_wake {
+            rec.task_waiters.wake_waiting();
         }
     }
 

@@ -39,15 +39,29 @@ impl WaiterList {
     /// every completion: nobody waits, and it costs one epoch store and one length test.
     #[inline]
     pub(crate) fn wake_all(&self) {
-        // A new epoch even when nobody waits: `TaskFreed` compares epochs to see events.
-        self.epoch.set(self.epoch.get().wrapping_add(1));
-        if !self.wakers.borrow().is_empty() {
+        self.new_epoch();
+        if self.has_waiters() {
             self.wake_waiting();
         }
     }
 
+    /// The first half of [`wake_all`](WaiterList::wake_all): a new epoch, even when nobody
+    /// waits (`TaskFreed` compares epochs to see events).
+    #[inline]
+    pub(crate) fn new_epoch(&self) {
+        self.epoch.set(self.epoch.get().wrapping_add(1));
+    }
+
+    /// Whether any future waits.
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        !self.wakers.borrow().is_empty()
+    }
+
+    /// The second half of [`wake_all`](WaiterList::wake_all), after
+    /// [`new_epoch`](WaiterList::new_epoch): wakes every waiter.
     #[cold]
-    fn wake_waiting(&self) {
+    pub(crate) fn wake_waiting(&self) {
         // Not borrowed while waking (a waker may register again); the list's allocation
         // is kept, so that a context under back-pressure (a wake-up at every completion,
         // a registration at every retry) does not free and allocate it each time.
