@@ -9,7 +9,10 @@
 //! ```
 //! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
 //! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
-//! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `spawned` (writes, 64 in flight as a task each), `memcpy`
+//! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `spawned` (writes, 64 in flight as a task each),
+//! `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
+//! every other write is completed by the executor's turn and its task woken, the path every
+//! operation takes on hardware; that path costs twice the average minus `write`), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
 //! created after the clock starts, a fixed cost that `memcpy 0` includes too), `yield` (one
 //! `yield_now` per operation: a trip round the executor's loop).
@@ -26,7 +29,14 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let kind = args.next().unwrap_or_else(|| "write".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let rt = Runtime::builder().cpus("0".parse()?).idle(IdleMode::Event).build()?;
+    let mut builder = Runtime::builder().cpus("0".parse()?).idle(IdleMode::Event);
+    if kind == "write_woken" {
+        // One inline progress per poll: every other write finds its budget spent, returns
+        // `Pending` and is completed by the executor's turn, as every operation is on hardware,
+        // where the completion comes microseconds after the submit.
+        builder = builder.task_batch(1);
+    }
+    let rt = builder.build()?;
     let per_op = rt.block_on(async move {
         let dev = Device::open_default()?;
         let a = Rdma::builder(&dev).build().await?;
@@ -39,7 +49,7 @@ fn main() -> Result<()> {
         let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
         let start = Instant::now();
         match kind.as_str() {
-            "write" => {
+            "write" | "write_woken" => {
                 let mut buf = local.slice(0..8);
                 for _ in 0..n {
                     let (r, back) = ab.write(buf, remote.slice(0..8)).await;
@@ -113,7 +123,9 @@ fn main() -> Result<()> {
                     yield_now().await;
                 }
             }
-            other => panic!("unknown kind {other} (write, fadd, pipeline, window, spawned, memcpy, yield)"),
+            other => {
+                panic!("unknown kind {other} (write, write_woken, fadd, pipeline, window, spawned, memcpy, yield)")
+            }
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
     })?;
