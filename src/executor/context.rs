@@ -100,6 +100,10 @@ pub(crate) struct CtxRecord {
     /// The ctx is RUNNING (last state change) and no stop was requested: completed tasks
     /// may be kept. Cleared, and the kept tasks freed, when it leaves RUNNING.
     reusing: Cell<bool>,
+    /// How many times a doorbell was rung (`doca_ctx_flush_tasks` called), for tests of
+    /// doorbell batching.
+    #[cfg(test)]
+    pub(crate) doorbells: Cell<usize>,
 }
 
 impl CtxRecord {
@@ -133,6 +137,8 @@ impl CtxRecord {
     /// stop rings first (`request_stop`).
     pub(crate) fn flush_doorbell(&self) {
         if self.unflushed.replace(false) && self.alive.get() {
+            #[cfg(test)]
+            self.doorbells.set(self.doorbells.get() + 1);
             // SAFETY: alive ctx (not destroyed) on its executor's thread, not IDLE (see above).
             unsafe { sys::doca_ctx_flush_tasks(self.ctx) };
         }
@@ -557,6 +563,8 @@ impl<T> DocaCtx<T> {
             unflushed: Cell::new(false),
             kept: RefCell::new(Default::default()),
             reusing: Cell::new(false),
+            #[cfg(test)]
+            doorbells: Cell::new(0),
         });
         let key = core.ctxs.slab.borrow_mut().insert(rec.clone());
         rec.key.set(key);

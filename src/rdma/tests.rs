@@ -306,6 +306,47 @@ fn a_window_deeper_than_the_task_pool_waits_instead_of_failing() {
 }
 
 #[test]
+fn a_full_window_rings_its_deferred_doorbells_once_per_batch() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(64, 16 * 8).await?;
+            let rec = a.inner.ctx.record();
+            let (depth, n) = (16usize, 640u64);
+            let mut w = ab.window(depth);
+            let before = rec.doorbells.get();
+            let mut done = 0u64;
+            for i in 0..n {
+                let k = (i % depth as u64) as usize;
+                let mut src = local.slice(k * 8..k * 8 + 8);
+                src.write_u64(0, i);
+                if let Some((r, _)) = w.write(src, remote.slice(k * 8..k * 8 + 8)).await {
+                    r?;
+                    done += 1;
+                }
+            }
+            while let Some((r, _)) = w.next().await {
+                r?;
+                done += 1;
+            }
+            assert_eq!(done, n);
+            // A window that waits for its oldest result collects every completion there is,
+            // so its next `depth` pushes find theirs done and defer their doorbells to one
+            // flush. Stopping at the oldest result rang a doorbell every one or two pushes.
+            let rung = rec.doorbells.get() - before;
+            assert!(rung >= 1, "the deferred doorbells were rung");
+            assert!(
+                rung <= n as usize / depth + 2,
+                "{rung} doorbells for {n} writes in a window of {depth}: not batched"
+            );
+            for k in 0..depth as u64 {
+                assert_eq!(target.slice(k as usize * 8..k as usize * 8 + 8).read_u64(0), n - depth as u64 + k);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
 fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
     let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
     rt.block_on(async {
