@@ -151,7 +151,9 @@ impl Core {
             }
             IdleMode::Event => self.park(main),
             IdleMode::Adaptive(budget) => {
-                if budget.is_zero() || !self.spin(main, Some(budget)) {
+                // No spin while only operations no spin catches are in flight (see
+                // `DocaTask::SPIN`): offloaded commands whose answer needs another processor.
+                if budget.is_zero() || self.slots.only_no_spin() || !self.spin(main, Some(budget)) {
                     self.park(main);
                 }
             }
