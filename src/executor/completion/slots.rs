@@ -268,7 +268,8 @@ impl Slots {
         slot.next_free.set(self.free_head.get());
         self.free_head.set(index);
         self.in_use.set(self.in_use.get() - 1);
-        if slot.no_spin.replace(false) {
+        if slot.no_spin.get() {
+            slot.no_spin.set(false);
             self.no_spin.set(self.no_spin.get() - 1);
         }
         // Arbitrary destructors run last, when the table is consistent again.

@@ -302,14 +302,20 @@ impl Core {
             }
             i = i.wrapping_add(1);
             // The clock, for the timers and for the budget (not when there is neither):
-            // after rounds 1, 2, 4 and 8, then every 16. A round is cheap when the PE polls
-            // memory, but costs microseconds when a ctx's progress makes system calls (a UROM
-            // worker's sockets: ~3 µs); reading the clock only every 16 rounds then stretched
-            // the 5 µs adaptive budget to ~46 µs, which on a machine whose CPUs the awaited
-            // process shares (the soft UROM worker) delayed the answer by as much. The early
-            // reads bound the overshoot to about one round or 2× the budget; they cost four
-            // clock reads (~20 ns each) per spin.
-            if (i % 16 == 0 || (i < 16 && i.is_power_of_two())) && (start.is_some() || !self.timers.is_empty()) {
+            // every 16 rounds, and with a budget also after rounds 1, 2, 4 and 8. A round is
+            // cheap when the PE polls memory, but costs microseconds when a ctx's progress
+            // makes system calls (a UROM worker's sockets: ~3 µs); reading the clock only
+            // every 16 rounds then stretched the 5 µs adaptive budget to ~46 µs, which on a
+            // machine whose CPUs the awaited process shares (the soft UROM worker) delayed the
+            // answer by as much. The early reads bound the overshoot to about one round or 2×
+            // the budget, for four clock reads (~20 ns each) per spin; a polling spin (no
+            // budget) only looks at the timers, every 16 rounds as before.
+            let look = if start.is_some() {
+                i % 16 == 0 || (i < 16 && i.is_power_of_two())
+            } else {
+                i % 16 == 0 && !self.timers.is_empty()
+            };
+            if look {
                 let now = Instant::now();
                 if self.timers.is_due(now) {
                     self.timers_need_check();
