@@ -69,7 +69,8 @@ pub unsafe trait DocaTask: 'static {
     /// delays the answer, since the worker may be waiting for the very CPU the spin holds.
     /// While every operation in flight on an executor is of such kinds, its adaptive idle
     /// sleeps at once instead of spinning; one operation of another kind in flight restores
-    /// the spin.
+    /// the spin. [`IdleMode::Polling`](crate::IdleMode::Polling) still polls: a program that
+    /// gives its executor a CPU of its own and wants the lowest latency chooses it.
     const SPIN: bool = true;
 
     /// Gives the task back to DOCA. The default is `doca_task_free`.
