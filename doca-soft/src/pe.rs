@@ -91,6 +91,22 @@ pub enum FdMode {
     Level,
 }
 
+/// The readiness of the level-mode descriptors during one walk over the progress hooks (see
+/// [`doca_pe::fd_ready`]).
+enum Scan {
+    /// Not inside a walk: every descriptor may be ready.
+    Outside,
+    /// Inside a walk, not looked yet.
+    NotYet,
+    /// Looked once: the first `n` entries are the registered descriptors that were ready.
+    /// `n` is `usize::MAX` when the look may have missed some (it returned as many sources
+    /// as it could take, or failed): then every descriptor may be ready.
+    Done { ready: [RawFd; SCAN_EVENTS], n: usize },
+}
+
+/// The most events one look collects (see [`doca_pe::fd_ready`]).
+const SCAN_EVENTS: usize = 32;
+
 /// `struct doca_pe`.
 pub struct doca_pe {
     magic: u32,
@@ -108,6 +124,8 @@ pub struct doca_pe {
     /// for one finds none. While it is false, progress does not walk the ctxs for one.
     transitions: Cell<bool>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
+    /// What [`doca_pe::fd_ready`] found during the current walk over the progress hooks.
+    scan: RefCell<Scan>,
     in_progress: Cell<bool>,
     event_mode: Cell<doca_pe_event_mode>,
 }
@@ -162,6 +180,7 @@ impl doca_pe {
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
+            scan: RefCell::new(Scan::Outside),
             in_progress: Cell::new(false),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
         })
@@ -197,6 +216,42 @@ impl doca_pe {
             fds.swap_remove(i);
             // SAFETY: EPOLL_CTL_DEL ignores the event argument (NULL allowed since 2.6.9).
             unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, ptr::null_mut()) };
+        }
+    }
+
+    /// Whether the level-mode descriptor `fd` may be readable now: its ctx's progress hook
+    /// asks before reading it, so that a PE whose ctxs own several sockets (a UROM worker's
+    /// data and control connections and its service's) pays one `epoll_wait` per progress
+    /// call, the first time a hook asks, instead of one `recvmsg` per socket (each ~1 µs on a
+    /// VM; idle progress of a UROM host was nearly all of them). The look is the PE's own
+    /// epoll set, level-triggered, so a descriptor with data, a hang-up or an error is in it
+    /// until the hook consumes that. True outside a walk over the hooks, for a descriptor not
+    /// registered in level mode, and when the look was full (it may have missed some).
+    pub fn fd_ready(&self, fd: RawFd) -> bool {
+        let mut scan = self.scan.borrow_mut();
+        if matches!(*scan, Scan::Outside) || !self.fds.borrow().iter().any(|&(f, m)| f == fd && m == FdMode::Level) {
+            return true;
+        }
+        if matches!(*scan, Scan::NotYet) {
+            let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SCAN_EVENTS];
+            // SAFETY: `evs` is valid for SCAN_EVENTS entries; zero timeout never blocks.
+            let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), SCAN_EVENTS as i32, 0) };
+            let mut ready = [-1; SCAN_EVENTS];
+            let mut k = 0;
+            if n < 0 || n as usize >= SCAN_EVENTS {
+                // An error (no EINTR without a timeout), or maybe more than one look holds.
+                k = usize::MAX;
+            } else {
+                for e in evs[..n as usize].iter().filter(|e| e.u64 >= FD_TAG_BASE) {
+                    ready[k] = (e.u64 - FD_TAG_BASE) as RawFd;
+                    k += 1;
+                }
+            }
+            *scan = Scan::Done { ready, n: k };
+        }
+        match &*scan {
+            Scan::Done { ready, n } => *n == usize::MAX || ready[..*n].contains(&fd),
+            _ => true,
         }
     }
 
@@ -348,6 +403,15 @@ impl doca_pe {
             return 1;
         }
         let mut did = false;
+        // Hooks that ask `fd_ready` share one look at the epoll set per walk.
+        *self.scan.borrow_mut() = Scan::NotYet;
+        struct EndScan<'a>(&'a RefCell<Scan>);
+        impl Drop for EndScan<'_> {
+            fn drop(&mut self) {
+                *self.0.borrow_mut() = Scan::Outside;
+            }
+        }
+        let end_scan = EndScan(&self.scan);
         // One borrow of the list for the whole loop: hooks run no user code, so no ctx is
         // connected or torn down while they run (a hook that did would panic here, at the
         // C boundary's guard, rather than find the list changed under it).
@@ -355,6 +419,7 @@ impl doca_pe {
             // SAFETY: connected ctxs are live; hooks do not call user code.
             did |= unsafe { &*c }.run_progress_hook();
         }
+        drop(end_scan);
         if self.deliver_one() || self.report_one_transition() {
             return 1;
         }

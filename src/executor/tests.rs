@@ -57,6 +57,29 @@ fn slot_keys_are_generational() {
 }
 
 #[test]
+fn only_operations_no_spin_catches_are_counted_as_such() {
+    let slots = Slots::new();
+    assert!(!slots.only_no_spin(), "nothing in flight: an idle executor may spin");
+    let a = slots.reserve_kind_for_test(false);
+    let b = slots.reserve_kind_for_test(false);
+    assert!(slots.only_no_spin(), "two offloaded commands and nothing else: no spin");
+    let c = slots.reserve_kind_for_test(true);
+    assert!(!slots.only_no_spin(), "an operation a spin may catch restores the spin");
+    slots.release_for_test(c);
+    assert!(slots.only_no_spin());
+    slots.release_for_test(a);
+    // The slot of `a` is reused by an ordinary operation: its mark went with the release.
+    let d = slots.reserve_kind_for_test(true);
+    assert_eq!(d & 0xffff_ffff, a & 0xffff_ffff, "same slot reused");
+    assert!(!slots.only_no_spin());
+    slots.release_for_test(d);
+    assert!(slots.only_no_spin());
+    slots.release_for_test(b);
+    assert!(!slots.only_no_spin());
+    assert_eq!(slots.in_use(), 0);
+}
+
+#[test]
 fn waiter_tickets_do_not_duplicate_wakers() {
     let list = WaiterList::new();
     let (count, waker) = counting_waker();

@@ -282,6 +282,9 @@ impl State {
                     self.phase = match self.idle {
                         IdleMode::Event => self.go_idle(),
                         IdleMode::Adaptive(b) if b.is_zero() => self.go_idle(),
+                        // As the executor's own loop: no spin while only offloaded commands
+                        // are in flight (`DocaTask::SPIN`).
+                        IdleMode::Adaptive(_) if core.slots.only_no_spin() => self.go_idle(),
                         _ => Phase::Spin(Instant::now()),
                     };
                 }

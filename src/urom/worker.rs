@@ -475,6 +475,9 @@ struct Command;
 
 // SAFETY: the conversion and the release are the task type's own.
 unsafe impl DocaTask for Command {
+    // An answer comes from another process (a worker, the service): no spin catches it.
+    const SPIN: bool = false;
+
     type Task = sys::doca_urom_worker_cmd_task;
 
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {

@@ -160,6 +160,69 @@ fn registered_fds_in_both_modes() {
     destroy_pe(pe);
 }
 
+/// A connected pair of non-blocking datagram sockets.
+fn socket_pair() -> (OwnedFd, OwnedFd) {
+    let mut sv = [-1; 2];
+    // SAFETY: `sv` has room for the two descriptors.
+    let r = unsafe {
+        libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr())
+    };
+    assert_eq!(r, 0);
+    // SAFETY: fresh descriptors owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) }
+}
+
+#[test]
+fn hooks_see_which_level_fds_are_ready() {
+    reset();
+    let pe = new_pe();
+    // SAFETY: live PE.
+    let p = unsafe { &*pe };
+    let d = started_dummy(pe, 4);
+    let (ready_rx, ready_tx) = socket_pair();
+    let (quiet_rx, _quiet_tx) = socket_pair();
+    let (unregistered_rx, _unregistered_tx) = socket_pair();
+    p.register_fd(ready_rx.as_raw_fd(), FdMode::Level).unwrap();
+    p.register_fd(quiet_rx.as_raw_fd(), FdMode::Level).unwrap();
+    // SAFETY: one byte from a valid buffer to our socket.
+    assert_eq!(unsafe { libc::send(ready_tx.as_raw_fd(), b"x".as_ptr().cast(), 1, 0) }, 1);
+    let dummy = Dummy::get(d);
+    *dummy.probe.borrow_mut() = vec![ready_rx.as_raw_fd(), quiet_rx.as_raw_fd(), unregistered_rx.as_raw_fd()];
+    drain(pe);
+    assert_eq!(
+        *dummy.probed.borrow(),
+        [true, false, true],
+        "readable: ready; registered and quiet: not; not registered: may be (the hook reads it)"
+    );
+    // Outside a walk over the hooks nothing is known: every descriptor may be ready.
+    assert!(p.fd_ready(quiet_rx.as_raw_fd()));
+    // Each progress call looks again: consumed data is no longer ready, new data is.
+    let mut b = [0u8; 4];
+    // SAFETY: `b` has room for the byte.
+    assert_eq!(unsafe { libc::recv(ready_rx.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) }, 1);
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [false, false, true]);
+
+    // More ready sources than one look returns: every registered one may be ready.
+    let many: Vec<_> = (0..SCAN_EVENTS).map(|_| socket_pair()).collect();
+    for (rx, tx) in &many {
+        p.register_fd(rx.as_raw_fd(), FdMode::Level).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::send(tx.as_raw_fd(), b"x".as_ptr().cast(), 1, 0) }, 1);
+    }
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [true, true, true], "a full look cannot say which are quiet");
+    for (rx, _) in &many {
+        p.unregister_fd(rx.as_raw_fd());
+    }
+    p.unregister_fd(ready_rx.as_raw_fd());
+    p.unregister_fd(quiet_rx.as_raw_fd());
+    // SAFETY: live ctx.
+    unsafe { doca_ctx_stop(Dummy::ctx(d)) };
+    Dummy::destroy(d).unwrap();
+    destroy_pe(pe);
+}
+
 #[test]
 fn event_mode_and_counters() {
     let pe = new_pe();

@@ -32,6 +32,10 @@ pub(crate) struct Dummy {
     /// Submitted tasks are held (not completed) until `release_all`.
     pub hold: Cell<bool>,
     pending: RefCell<Vec<*const doca_task>>,
+    /// Descriptors whose `doca_pe::fd_ready` the progress hook records, each call, into
+    /// `probed` (what a ctx reading sockets asks before each read).
+    pub probe: RefCell<Vec<std::os::fd::RawFd>>,
+    pub probed: RefCell<Vec<bool>>,
 }
 
 /// A dummy task: `fail` makes it complete with DOCA_ERROR_IO_FAILED.
@@ -81,6 +85,12 @@ unsafe fn dummy_stop(ctx: &doca_ctx) {
 unsafe fn dummy_progress(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let d = unsafe { me(ctx) };
+    if let Some(pe) = ctx.pe() {
+        let seen: Vec<bool> = d.probe.borrow().iter().map(|&fd| pe.fd_ready(fd)).collect();
+        if !seen.is_empty() {
+            *d.probed.borrow_mut() = seen;
+        }
+    }
     if ctx.state() == DOCA_CTX_STATE_STARTING && d.ready.get() {
         d.ready.set(false);
         if d.fail_start.get() {
@@ -121,6 +131,8 @@ impl Dummy {
             fail_start: Cell::new(false),
             hold: Cell::new(false),
             pending: RefCell::new(Vec::new()),
+            probe: RefCell::new(Vec::new()),
+            probed: RefCell::new(Vec::new()),
         }));
         // SAFETY: fresh allocation.
         unsafe { (*raw).ctx.bind_owner(raw) };

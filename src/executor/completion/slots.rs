@@ -41,6 +41,9 @@ pub(super) struct Slot {
     /// side table: nothing per operation is allocated or looked up to find them again.
     pub(super) descs: [Cell<HeldDesc>; 2],
     pub(super) next_free: Cell<u32>,
+    /// Reserved for a kind whose completion an idle spin does not wait for
+    /// ([`DocaTask::SPIN`](super::DocaTask::SPIN) false): counted in `Slots::no_spin`.
+    no_spin: Cell<bool>,
 }
 
 impl Slot {
@@ -54,6 +57,7 @@ impl Slot {
             keepalive: Cell::new(None),
             descs: [Cell::new(HeldDesc::None), Cell::new(HeldDesc::None)],
             next_free: Cell::new(NONE),
+            no_spin: Cell::new(false),
         }
     }
 
@@ -106,6 +110,8 @@ pub(crate) struct Slots {
     chunks: RefCell<Vec<NonNull<Chunk>>>,
     free_head: Cell<u32>,
     in_use: Cell<usize>,
+    /// Slots in use for kinds an idle spin does not wait for (see [`Slots::only_no_spin`]).
+    no_spin: Cell<usize>,
     /// Set when slots were leaked at shutdown: DOCA may still write them, so the chunks must
     /// never be freed.
     leaked: Cell<bool>,
@@ -139,6 +145,7 @@ impl Slots {
             chunks: RefCell::new(Vec::new()),
             free_head: Cell::new(NONE),
             in_use: Cell::new(0),
+            no_spin: Cell::new(0),
             leaked: Cell::new(false),
             defer: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
@@ -220,6 +227,29 @@ impl Slots {
         (slot_key(index, slot.generation.get()), NonNull::from(slot))
     }
 
+    /// [`reserve`](Slots::reserve) for an operation of a kind whose `DocaTask::SPIN` is
+    /// `spin` (a constant at every call site, so the common kinds pay nothing).
+    #[inline(always)]
+    pub(super) fn reserve_kind(&self, spin: bool) -> (u64, NonNull<Slot>) {
+        let (key, slot) = self.reserve();
+        if !spin {
+            if let Some(s) = self.get(key) {
+                s.no_spin.set(true);
+                self.no_spin.set(self.no_spin.get() + 1);
+            }
+        }
+        (key, slot)
+    }
+
+    /// Whether operations are in flight (or done and not collected yet) and every one of
+    /// them is of a kind an idle spin does not wait for: then an adaptive idle sleeps at once
+    /// (see `Core::turn`).
+    #[inline]
+    pub(crate) fn only_no_spin(&self) -> bool {
+        let n = self.no_spin.get();
+        n > 0 && n == self.in_use.get()
+    }
+
     /// Returns the slot of `key` (`slot`, the live slot of that key, already looked up) to
     /// the free list, dropping its waker and keep-alive afterwards.
     pub(super) fn release_slot(&self, key: u64, slot: &Slot) {
@@ -238,6 +268,10 @@ impl Slots {
         slot.next_free.set(self.free_head.get());
         self.free_head.set(index);
         self.in_use.set(self.in_use.get() - 1);
+        if slot.no_spin.get() {
+            slot.no_spin.set(false);
+            self.no_spin.set(self.no_spin.get() - 1);
+        }
         // Arbitrary destructors run last, when the table is consistent again.
         drop(waker);
         match keep {
@@ -277,6 +311,11 @@ impl Slots {
     #[cfg(test)]
     pub(crate) fn reserve_for_test(&self) -> u64 {
         self.reserve().0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn reserve_kind_for_test(&self, spin: bool) -> u64 {
+        self.reserve_kind(spin).0
     }
 
     #[cfg(test)]

@@ -167,7 +167,7 @@ impl<K: DocaTask> Submission<K> {
     /// Reserves a slot of `core`'s table for a new operation.
     #[inline(always)]
     pub(crate) fn reserve(core: &Core) -> Submission<K> {
-        let (key, slot) = core.slots.reserve();
+        let (key, slot) = core.slots.reserve_kind(K::SPIN);
         Submission { slot: SlotRef { key, slot }, stage: Stage::Alloc }
     }
 

@@ -157,7 +157,9 @@ impl Core {
             }
             IdleMode::Event => self.park(main),
             IdleMode::Adaptive(budget) => {
-                if budget.is_zero() || !self.spin(main, Some(budget)) {
+                // No spin while only operations no spin catches are in flight (see
+                // `DocaTask::SPIN`): offloaded commands whose answer needs another processor.
+                if budget.is_zero() || self.slots.only_no_spin() || !self.spin(main, Some(budget)) {
                     self.park(main);
                 }
             }
@@ -305,9 +307,21 @@ impl Core {
                 return true;
             }
             i = i.wrapping_add(1);
-            // Every 16 rounds, the clock: for the timers, and for the budget. Not when
-            // there is neither.
-            if i % 16 == 0 && (start.is_some() || !self.timers.is_empty()) {
+            // The clock, for the timers and for the budget (not when there is neither):
+            // every 16 rounds, and with a budget also after rounds 1, 2, 4 and 8. A round is
+            // cheap when the PE polls memory, but costs microseconds when a ctx's progress
+            // makes system calls (a UROM worker's sockets: ~3 µs); reading the clock only
+            // every 16 rounds then stretched the 5 µs adaptive budget to ~46 µs, which on a
+            // machine whose CPUs the awaited process shares (the soft UROM worker) delayed the
+            // answer by as much. The early reads bound the overshoot to about one round or 2×
+            // the budget, for four clock reads (~20 ns each) per spin; a polling spin (no
+            // budget) only looks at the timers, every 16 rounds as before.
+            let look = if start.is_some() {
+                i % 16 == 0 || (i < 16 && i.is_power_of_two())
+            } else {
+                i % 16 == 0 && !self.timers.is_empty()
+            };
+            if look {
                 let now = Instant::now();
                 if self.timers.is_due(now) {
                     self.timers_need_check();

@@ -374,14 +374,19 @@ impl doca_urom_worker {
         }
     }
 
-    /// Reads up to `budget` packets from the control connection.
-    fn pump_ctrl(&self, budget: usize) -> bool {
+    /// Reads up to `budget` packets from the control connection (only if `pe` says it may
+    /// be readable: see [`doca_pe::fd_ready`]).
+    fn pump_ctrl(&self, pe: Option<&doca_pe>, budget: usize) -> bool {
         let mut did = false;
         for _ in 0..budget {
             let mut ctrl = self.ctrl.borrow_mut();
             let Some(conn) = ctrl.as_mut() else { return did };
             let flushed = conn.flush();
-            let r = if flushed.is_err() { Recv::HangUp } else { conn.recv() };
+            let r = match flushed {
+                Err(_) => Recv::HangUp,
+                Ok(_) if !pe.is_none_or(|pe| pe.fd_ready(conn.fd())) => Recv::Empty,
+                Ok(_) => conn.recv(),
+            };
             did |= matches!(flushed, Ok(true));
             match r {
                 Recv::Empty => return did,
@@ -407,14 +412,18 @@ impl doca_urom_worker {
         did
     }
 
-    /// Reads up to `budget` packets from the data connection.
-    fn pump_data(&self, budget: usize) -> bool {
+    /// Reads up to `budget` packets from the data connection (as [`Self::pump_ctrl`]).
+    fn pump_data(&self, pe: Option<&doca_pe>, budget: usize) -> bool {
         let mut did = false;
         for _ in 0..budget {
             let mut data = self.data.borrow_mut();
             let Some(conn) = data.as_mut() else { return did };
             let flushed = conn.flush();
-            let r = if flushed.is_err() { Recv::HangUp } else { conn.recv() };
+            let r = match flushed {
+                Err(_) => Recv::HangUp,
+                Ok(_) if !pe.is_none_or(|pe| pe.fd_ready(conn.fd())) => Recv::Empty,
+                Ok(_) => conn.recv(),
+            };
             did |= matches!(flushed, Ok(true));
             match r {
                 Recv::Empty => return did,
@@ -528,8 +537,9 @@ unsafe fn worker_progress(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let w = unsafe { worker_of(ctx) };
     // Bounded so one busy worker cannot starve the other ctxs of this PE.
-    let a = w.pump_ctrl(16);
-    let b = w.pump_data(64);
+    let pe = ctx.pe();
+    let a = w.pump_ctrl(pe, 16);
+    let b = w.pump_data(pe, 64);
     a || b
 }
 
