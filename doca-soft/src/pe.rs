@@ -91,17 +91,16 @@ pub enum FdMode {
     Level,
 }
 
-/// The readiness of the level-mode descriptors during one walk over the progress hooks (see
-/// [`doca_pe::fd_ready`]).
-enum Scan {
-    /// Not inside a walk: every descriptor may be ready.
-    Outside,
-    /// Inside a walk, not looked yet.
-    NotYet,
-    /// Looked once: the first `n` entries are the registered descriptors that were ready.
-    /// `n` is `usize::MAX` when the look may have missed some (it returned as many sources
-    /// as it could take, or failed): then every descriptor may be ready.
-    Done { ready: [RawFd; SCAN_EVENTS], n: usize },
+/// The readiness of the level-mode descriptors, as one look during a walk over the progress
+/// hooks found it (see [`doca_pe::fd_ready`]).
+struct Scan {
+    /// The walk of the look (`doca_pe::walk`): a look of an earlier walk is stale.
+    walk: u64,
+    /// The first `n` entries are the registered descriptors that were ready. `n` is
+    /// `usize::MAX` when the look may have missed some (it returned as many sources as it
+    /// could take, or failed): then every descriptor may be ready.
+    ready: [RawFd; SCAN_EVENTS],
+    n: usize,
 }
 
 /// The most events one look collects (see [`doca_pe::fd_ready`]).
@@ -124,8 +123,12 @@ pub struct doca_pe {
     /// for one finds none. While it is false, progress does not walk the ctxs for one.
     transitions: Cell<bool>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
-    /// What [`doca_pe::fd_ready`] found during the current walk over the progress hooks.
+    /// What [`doca_pe::fd_ready`] found during a walk over the progress hooks.
     scan: RefCell<Scan>,
+    /// Counts the walks over the progress hooks (one per hook-running progress call): the
+    /// scan of an earlier walk is stale. A counter, not a state set before and reset after
+    /// each walk, so that a progress whose hooks never ask pays one increment.
+    walk: Cell<u64>,
     in_progress: Cell<bool>,
     event_mode: Cell<doca_pe_event_mode>,
 }
@@ -180,7 +183,8 @@ impl doca_pe {
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
-            scan: RefCell::new(Scan::Outside),
+            scan: RefCell::new(Scan { walk: 0, ready: [-1; SCAN_EVENTS], n: 0 }),
+            walk: Cell::new(0),
             in_progress: Cell::new(false),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
         })
@@ -228,11 +232,15 @@ impl doca_pe {
     /// until the hook consumes that. True outside a walk over the hooks, for a descriptor not
     /// registered in level mode, and when the look was full (it may have missed some).
     pub fn fd_ready(&self, fd: RawFd) -> bool {
-        let mut scan = self.scan.borrow_mut();
-        if matches!(*scan, Scan::Outside) || !self.fds.borrow().iter().any(|&(f, m)| f == fd && m == FdMode::Level) {
+        // Hooks run only inside progress; its walk count names the current walk (0: none yet).
+        if !self.in_progress.get() || self.walk.get() == 0 {
             return true;
         }
-        if matches!(*scan, Scan::NotYet) {
+        if !self.fds.borrow().iter().any(|&(f, m)| f == fd && m == FdMode::Level) {
+            return true;
+        }
+        let mut scan = self.scan.borrow_mut();
+        if scan.walk != self.walk.get() {
             let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SCAN_EVENTS];
             // SAFETY: `evs` is valid for SCAN_EVENTS entries; zero timeout never blocks.
             let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), SCAN_EVENTS as i32, 0) };
@@ -247,12 +255,9 @@ impl doca_pe {
                     k += 1;
                 }
             }
-            *scan = Scan::Done { ready, n: k };
+            *scan = Scan { walk: self.walk.get(), ready, n: k };
         }
-        match &*scan {
-            Scan::Done { ready, n } => *n == usize::MAX || ready[..*n].contains(&fd),
-            _ => true,
-        }
+        scan.n == usize::MAX || scan.ready[..scan.n].contains(&fd)
     }
 
     /// Tells the PE that work became available (a completion, a due transition, a kind's
@@ -404,14 +409,7 @@ impl doca_pe {
         }
         let mut did = false;
         // Hooks that ask `fd_ready` share one look at the epoll set per walk.
-        *self.scan.borrow_mut() = Scan::NotYet;
-        struct EndScan<'a>(&'a RefCell<Scan>);
-        impl Drop for EndScan<'_> {
-            fn drop(&mut self) {
-                *self.0.borrow_mut() = Scan::Outside;
-            }
-        }
-        let end_scan = EndScan(&self.scan);
+        self.walk.set(self.walk.get().wrapping_add(1).max(1));
         // One borrow of the list for the whole loop: hooks run no user code, so no ctx is
         // connected or torn down while they run (a hook that did would panic here, at the
         // C boundary's guard, rather than find the list changed under it).
@@ -419,7 +417,6 @@ impl doca_pe {
             // SAFETY: connected ctxs are live; hooks do not call user code.
             did |= unsafe { &*c }.run_progress_hook();
         }
-        drop(end_scan);
         if self.deliver_one() || self.report_one_transition() {
             return 1;
         }
