@@ -1157,6 +1157,47 @@ fn rss_growth(samples: &[u64]) -> Option<String> {
         .then(|| format!("VmRSS grew at every sample, {first} to {last} KiB: {samples:?}"))
 }
 
+/// What a sanitizer's report starts with (`WARNING: ThreadSanitizer: data race`, `ERROR:
+/// AddressSanitizer: heap-use-after-free`, `ERROR: LeakSanitizer: detected memory leaks`).
+const SANITIZER_REPORTS: [&str; 3] = ["ThreadSanitizer:", "AddressSanitizer:", "LeakSanitizer:"];
+
+/// Sanitizer reports in a round's stderr files: the children's (`err-N`) and those of the UROM
+/// daemon and its forked workers (`daemon.N`, one per start). `scripts/sanitize.sh` runs this
+/// test, its children and the daemon instrumented; a child or daemon that exits reports through
+/// its status, but one the schedule kills (SIGKILL) cannot, so its report is looked for here.
+/// Without a sanitizer nothing writes these lines.
+fn sanitizer_reports(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("err-") || name.starts_with("daemon.")) {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(e.path()).unwrap_or_default()).into_owned();
+        if let Some(line) = text.lines().find(|l| SANITIZER_REPORTS.iter().any(|r| l.contains(r))) {
+            found.push(format!("{name}: a sanitizer report: {}", line.trim()));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn sanitizer_reports_are_found_in_children_and_daemon_output() {
+    let dir = std::env::temp_dir().join(format!("async-doca-chaos-sanreports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("err-0"), "CHAOS READY\nplain stderr\n").unwrap();
+    assert!(sanitizer_reports(&dir).is_empty(), "{:?}", sanitizer_reports(&dir));
+    std::fs::write(dir.join("err-1"), "x\n==7==WARNING: ThreadSanitizer: data race (pid=7)\n").unwrap();
+    std::fs::write(dir.join("daemon.1"), "==8==ERROR: AddressSanitizer: heap-use-after-free\n").unwrap();
+    std::fs::write(dir.join("log-0"), "ThreadSanitizer: in a log that is not stderr\n").unwrap();
+    let found = sanitizer_reports(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("daemon.1: ") && found[0].contains("AddressSanitizer"), "{found:?}");
+    assert!(found[1].starts_with("err-1: ") && found[1].contains("data race"), "{found:?}");
+}
+
 /// Checks the kept logs of a round again: `ASYNC_DOCA_CHAOS_RECHECK=DIR` (the processes
 /// killed in it are those that left no sync-event value).
 #[test]
@@ -1435,6 +1476,7 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
     }
     drop(procs);
     errs.extend(daemon.stop());
+    errs.extend(sanitizer_reports(&dir));
     for l in &logs {
         t.urom_commands += l.urom_done;
         t.collectives += l.colls_done;
