@@ -60,7 +60,8 @@
 //! * after the round: no child process left, no abstract socket of a child left, nothing in
 //!   `/dev/shm` named after a child, the controller's fd count flat, no task left allocated
 //!   in a child once its contexts are gone (doca-soft's count), each child's resident memory
-//!   steady over its traffic, the UROM daemon stopped cleanly with no worker left.
+//!   steady over its traffic (not under AddressSanitizer, whose quarantine grows it; see
+//!   `check_round`), the UROM daemon stopped cleanly with no worker left.
 //!
 //! Default mode: a few rounds, well under two minutes. `ASYNC_DOCA_CHAOS_MINUTES=M` with the
 //! ignored test `chaos_soak` (`scripts/soak.sh M`) runs rounds for M minutes.
@@ -1138,10 +1139,20 @@ fn check_round(dir: &Path, killed: &[bool], t: &mut Totals) -> (Vec<ChildLog>, V
         if l.tasks_left != Some(0) {
             errs.push(format!("{o}: {:?} tasks left allocated after every context was gone", l.tasks_left));
         }
-        if let Some(e) = rss_growth(&l.rss) {
-            errs.push(format!("{o}: {e}"));
+        // Not under AddressSanitizer (scripts/sanitize.sh builds it with
+        // `--cfg async_doca_sanitizer="address"`): its allocator parks every freed block in a
+        // quarantine (256 MiB by default) to catch uses after free, and shadows what it
+        // hands out, so resident memory climbs with allocation churn, leak or not. Measured
+        // there: a child's RSS grew by 9 MiB over a round's traffic at the median, 14 MiB at
+        // most, and 17 MiB once (over the bound, a failed round); with the quarantine off, 4
+        // and 8 MiB. There LeakSanitizer checks every child that exits instead.
+        if cfg!(not(async_doca_sanitizer = "address")) {
+            if let Some(e) = rss_growth(&l.rss) {
+                errs.push(format!("{o}: {e}"));
+            }
+            t.checks += 1;
         }
-        t.checks += 3 + l.urom_done + l.colls_done;
+        t.checks += 2 + l.urom_done + l.colls_done;
     }
     (logs, errs)
 }
