@@ -1332,7 +1332,14 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
+                let line = match line {
+                    Ok(line) => line,
+                    Err(e) => {
+                        // Not an end of file: say so (the controller sees the child as gone).
+                        eprintln!("chaos: reading child {i}'s stdout: {e}");
+                        break;
+                    }
+                };
                 if let Some(at) = line.find(TAG) {
                     if tx.send((i, Some(line[at + TAG.len()..].to_string()))).is_err() {
                         return;
@@ -1439,10 +1446,21 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
             Ok((_, Some(_))) => {}
             Ok((i, None)) if procs[i].killed => {}
             Ok((i, None)) => {
+                // How it ended tells a crash (a signal, an exit code) from a stdout closed
+                // under a child that still runs.
+                let until = Instant::now() + Duration::from_secs(5);
+                let ended = loop {
+                    match procs[i].child.try_wait() {
+                        Ok(Some(st)) => break format!("{st}"),
+                        Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
+                        Ok(None) => break "still running 5 s after its stdout ended".to_string(),
+                        Err(e) => break format!("wait: {e}"),
+                    }
+                };
                 let logs: Vec<ChildLog> = (0..n).map(|i| parse_log(&dir.join(format!("log-{i}")))).collect();
                 let v: Vec<&String> = logs.iter().flat_map(|l| &l.violations).collect();
                 return Err(format!(
-                    "{}: child {i} failed: {v:?}\n{}\nlogs kept in {}",
+                    "{}: child {i} failed ({ended}): {v:?}\n{}\nlogs kept in {}",
                     describe(&logs),
                     err_of(i),
                     dir.display()
