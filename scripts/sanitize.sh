@@ -10,7 +10,7 @@
 #         runtime and the RDMA, sync-event, executor and chaos integration tests, the
 #         standard library rebuilt instrumented (-Zbuild-std).
 #   tsan  ThreadSanitizer over the same tests (the runtime's cross-thread wake-ups, the
-#         provider's threads, doorbells and sync events). It sees one process at a time, and
+#         provider's threads and doorbells). It sees one process at a time, and
 #         not the rings and memory doca-soft shares through memfd segments: even in one
 #         process the importer maps a segment at an address of its own, so accesses through
 #         the two mappings are not compared (a blind spot, not a source of false reports).
@@ -21,7 +21,8 @@
 # for the one check a sanitizer distorts (chaos' resident-memory check, off under ASan).
 # What the runs found: docs/reliability.md, "Sanitizers and Miri". Each uses its own target
 # directory under target/. Not in .ci/run: the sanitizer builds rebuild the standard library
-# and take longer than CI allows (10-25 minutes each on 2 shared cores); `miri` alone fits.
+# and take longer than CI allows (5-8 minutes each from a cold target directory on 2 shared
+# cores, build and tests, much longer under load); `miri` alone fits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
