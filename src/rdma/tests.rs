@@ -56,7 +56,6 @@ fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_future_dropped_before_its_first_poll_submits_nothing_and_keeps_nothing() {
     crate::testkit::runtime()
         .block_on(async {
@@ -112,7 +111,6 @@ fn a_future_dropped_before_its_first_poll_submits_nothing_and_keeps_nothing() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_failed_check_resolves_at_the_first_poll_with_the_buffer() {
     crate::testkit::runtime()
         .block_on(async {
@@ -154,7 +152,6 @@ fn a_failed_check_resolves_at_the_first_poll_with_the_buffer() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn an_operation_on_a_destroyed_context_fails_at_the_first_poll_with_the_buffer() {
     // The contexts belong to `block_on`'s executor and are destroyed when it returns.
     let Loopback { a, ab, remote, local, target: _target, _b } =
@@ -181,7 +178,6 @@ fn an_operation_on_a_destroyed_context_fails_at_the_first_poll_with_the_buffer()
 /// With a budget of 4 operations per poll, a pipeline of sends takes both paths in turn:
 /// the messages must still arrive in submission order, each once.
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn sends_submitted_with_and_without_their_doorbell_arrive_in_order() {
     use super::Pipeline;
     const N: u32 = 600;
@@ -230,7 +226,6 @@ fn slots_in_use() -> usize {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_window_returns_every_result_in_push_order_failed_checks_included() {
     crate::testkit::runtime()
         .block_on(async {
@@ -278,7 +273,6 @@ fn a_window_returns_every_result_in_push_order_failed_checks_included() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_window_deeper_than_the_task_pool_waits_instead_of_failing() {
     crate::testkit::runtime()
         .block_on(async {
@@ -312,7 +306,6 @@ fn a_window_deeper_than_the_task_pool_waits_instead_of_failing() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
     let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
     rt.block_on(async {
@@ -349,7 +342,6 @@ fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_dropped_receive_window_keeps_its_buffers_posted_until_the_context_flushes_them() {
     crate::testkit::runtime()
         .block_on(async {
@@ -380,7 +372,6 @@ fn a_dropped_receive_window_keeps_its_buffers_posted_until_the_context_flushes_t
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_restart_under_a_window_ends_every_operation_and_gives_every_buffer_back() {
     crate::testkit::runtime()
         .block_on(async {
