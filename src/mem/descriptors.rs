@@ -404,6 +404,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn the_same_bytes_get_the_same_descriptor_once_given_back() {
         let dev = Device::open_default().unwrap();
         let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE).unwrap();
@@ -430,6 +431,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn a_prefix_is_other_bytes_and_a_full_set_evicts_or_refuses() {
         let dev = Device::open_default().unwrap();
         let mem = dev.alloc(1 << 20, Access::LOCAL_READ_WRITE).unwrap();
@@ -468,6 +470,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn a_registration_with_cached_descriptors_is_destroyed_cleanly() {
         let dev = Device::open_default().unwrap();
         let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE | Access::RDMA_ALL).unwrap();

@@ -121,7 +121,10 @@ pub use pipeline::{Pipeline, Push};
 pub mod stream;
 pub mod window;
 pub use window::{RecvWindow, Window, WindowPush};
-#[cfg(test)]
+// Not under Miri: every test there runs RDMA over the provider (shared memory from
+// `memfd_create`, doorbell sockets, a PE's epoll), which Miri does not model; gating the
+// module keeps a new test there from stopping the Miri run (scripts/sanitize.sh miri).
+#[cfg(all(test, not(miri)))]
 mod tests;
 pub use stream::{RdmaStream, RdmaStreamListener, StreamConfig};
 

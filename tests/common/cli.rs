@@ -9,7 +9,8 @@
 //! built with the cargo running the test into a target directory of its own, never into the
 //! running one: a `-p async-doca-cli` build resolves features for that package alone and would
 //! rewrite doca-soft's unhashed rlib and `libdoca_soft.so` under tests that use them (see
-//! `urom-coll/tests/plugin.rs`).
+//! `urom-coll/tests/plugin.rs`). Not in a sanitizer build (`scripts/sanitize.sh`, which
+//! builds the binary itself before the tests): there it is an error to be missing.
 //!
 //! Included by `tests/common/mod.rs` and, with `#[path]`, by `tests/conformance.rs`.
 
@@ -33,6 +34,19 @@ fn find_or_build() -> Result<PathBuf, String> {
     if std::env::var_os("CARGO").is_none() {
         return Err(format!(
             "{} is missing and CARGO is not set: run `cargo build -p async-doca-cli`",
+            built.display()
+        ));
+    }
+    // A sanitizer build (scripts/sanitize.sh) cannot be repeated by a nested `cargo build`: it
+    // would inherit RUSTFLAGS=-Zsanitizer=... without the outer build's -Zbuild-std and
+    // --target, so the sanitizer flags would reach the proc macros (serde_derive), which rustc
+    // then cannot load. The script builds the binary first, the same way; say so instead of
+    // failing deep inside cargo.
+    if std::env::var("RUSTFLAGS").is_ok_and(|f| f.contains("-Zsanitizer")) {
+        return Err(format!(
+            "{} is missing in a sanitizer build: build it first with the same RUSTFLAGS, \
+             -Zbuild-std and --target (`cargo +nightly build -Zbuild-std --target HOST -p \
+             async-doca-cli --bin async-doca`, as scripts/sanitize.sh does)",
             built.display()
         ));
     }
