@@ -44,12 +44,13 @@ impl Core {
     /// (the operation's slot is complete); returns whether it is. The future then returns
     /// `Ready` at once instead of `Pending`, a trip round the loop and a re-poll.
     ///
-    /// A single operation passes [`INLINE_PROGRESS`](super::INLINE_PROGRESS): its completion is normally the first
-    /// one queued. A window passes the number of its operations in flight and `done` only
-    /// asks whether the PE still has work (see `rdma::window::ring`): each
-    /// `doca_pe_progress` delivers one completion, so stopping at the oldest would come back
-    /// here for every other result, paying this call's fixed cost and a doorbell flush for
-    /// one or two operations each time instead of once per batch.
+    /// A single operation passes [`INLINE_PROGRESS`](super::INLINE_PROGRESS): its completion
+    /// is normally the first one queued. A window passes the number of its operations in
+    /// flight and a `done` that is never true, so that the loop ends when the PE has nothing
+    /// more (see `rdma::window::ring`): each `doca_pe_progress` delivers one completion, and
+    /// stopping at the oldest would come back here for every other result, paying this call's
+    /// fixed cost and a doorbell flush for one or two operations each time instead of once per
+    /// batch.
     ///
     /// Completions of other operations delivered meanwhile wake their tasks as usual (their
     /// callbacks run no user code: they store results and wake wakers; slots released
