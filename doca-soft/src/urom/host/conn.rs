@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::time::Instant;
 
+use crate::pe::doca_pe;
 use crate::types::*;
 use crate::urom::proto;
 
@@ -112,6 +113,16 @@ impl Conn {
             did = true;
         }
         Ok(did)
+    }
+
+    /// [`recv`](Conn::recv), unless `pe` (the PE the socket is registered with, in level
+    /// mode) says it is quiet: the one look per progress that `doca_pe::fd_ready` takes for
+    /// all of a PE's sockets, instead of a `recvmsg` on each.
+    pub(crate) fn recv_if_ready(&mut self, pe: Option<&doca_pe>) -> Recv {
+        if !pe.is_none_or(|pe| pe.fd_ready(self.fd())) {
+            return Recv::Empty;
+        }
+        self.recv()
     }
 
     /// Receives one packet without blocking.

@@ -314,11 +314,7 @@ unsafe fn service_progress(ctx: &doca_ctx) -> bool {
                 return true;
             }
         }
-        // One look at the PE's epoll set for all its sockets (see `doca_pe::fd_ready`).
-        if !ctx.pe().is_none_or(|pe| pe.fd_ready(conn.fd())) {
-            return did;
-        }
-        let (n, _fd) = match conn.recv() {
+        let (n, _fd) = match conn.recv_if_ready(ctx.pe()) {
             Recv::Empty => return did,
             Recv::HangUp => {
                 drop(link);

@@ -382,11 +382,7 @@ impl doca_urom_worker {
             let mut ctrl = self.ctrl.borrow_mut();
             let Some(conn) = ctrl.as_mut() else { return did };
             let flushed = conn.flush();
-            let r = match flushed {
-                Err(_) => Recv::HangUp,
-                Ok(_) if !pe.is_none_or(|pe| pe.fd_ready(conn.fd())) => Recv::Empty,
-                Ok(_) => conn.recv(),
-            };
+            let r = if flushed.is_err() { Recv::HangUp } else { conn.recv_if_ready(pe) };
             did |= matches!(flushed, Ok(true));
             match r {
                 Recv::Empty => return did,
@@ -419,11 +415,7 @@ impl doca_urom_worker {
             let mut data = self.data.borrow_mut();
             let Some(conn) = data.as_mut() else { return did };
             let flushed = conn.flush();
-            let r = match flushed {
-                Err(_) => Recv::HangUp,
-                Ok(_) if !pe.is_none_or(|pe| pe.fd_ready(conn.fd())) => Recv::Empty,
-                Ok(_) => conn.recv(),
-            };
+            let r = if flushed.is_err() { Recv::HangUp } else { conn.recv_if_ready(pe) };
             did |= matches!(flushed, Ok(true));
             match r {
                 Recv::Empty => return did,
