@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use async_doca::dma::Dma;
 use async_doca::executor::yield_now;
-use async_doca::rdma::{Pipeline, Rdma};
+use async_doca::rdma::{LaneOp, Pipeline, Rdma};
 use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
 
 fn main() -> Result<()> {
@@ -89,6 +89,19 @@ fn main() -> Result<()> {
                     }
                 }
                 while let Some((r, _)) = window.next().await {
+                    r?;
+                }
+            }
+            "lanes" => {
+                let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64)?;
+                for _ in 0..n {
+                    let (prev, lane) = lanes.lane().await;
+                    if let Some(r) = prev {
+                        r?;
+                    }
+                    lane.submit();
+                }
+                while let Some((r, _)) = lanes.next().await {
                     r?;
                 }
             }

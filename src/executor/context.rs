@@ -27,10 +27,12 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll};
 
-use super::completion::{AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS};
+use super::completion::{
+    AllocTask, BufTaskFuture, DocaTask, HeldGroup, TaskFuture, TaskSlot, Ticket, WaiterList, REUSE_KINDS,
+};
 use super::local::{current_rc, report, with_current, Core};
 use super::slab::Slab;
 use crate::error::{check, Error, ErrorKind, Result};
@@ -100,6 +102,9 @@ pub(crate) struct CtxRecord {
     /// The ctx is RUNNING (last state change) and no stop was requested: completed tasks
     /// may be kept. Cleared, and the kept tasks freed, when it leaves RUNNING.
     reusing: Cell<bool>,
+    /// Groups of held tasks on this ctx (`completion::held`): their idle tasks are given
+    /// back with the kept ones.
+    held: RefCell<Vec<Weak<HeldGroup>>>,
     /// How many times a doorbell was rung (`doca_ctx_flush_tasks` called), for tests of
     /// doorbell batching.
     #[cfg(test)]
@@ -201,8 +206,24 @@ impl CtxRecord {
         unsafe { self.task_over::<K>(task, sys::DOCA_SUCCESS) }
     }
 
-    /// Stops keeping tasks and gives every kept one back to DOCA: the ctx is leaving
-    /// RUNNING (a stop cannot reach IDLE while tasks are allocated) or is destroyed.
+    /// Whether a completed task may be kept rather than freed: the ctx is RUNNING, no stop
+    /// was requested, and it is not destroyed.
+    #[inline(always)]
+    pub(crate) fn keeps_tasks(&self) -> bool {
+        self.reusing.get() && self.alive.get()
+    }
+
+    /// Registers a group of held tasks, whose idle tasks [`free_kept`](CtxRecord::free_kept)
+    /// gives back with the kept ones.
+    pub(crate) fn hold(&self, group: &Rc<HeldGroup>) {
+        let mut held = self.held.borrow_mut();
+        held.retain(|g| g.strong_count() > 0);
+        held.push(Rc::downgrade(group));
+    }
+
+    /// Stops keeping tasks and gives every kept one, and every idle held one, back to DOCA:
+    /// the ctx is leaving RUNNING (a stop cannot reach IDLE while tasks are allocated) or
+    /// is destroyed.
     fn free_kept(&self) {
         self.reusing.set(false);
         let kept = std::mem::take(&mut *self.kept.borrow_mut());
@@ -211,6 +232,11 @@ impl CtxRecord {
             // never submitted since (taken ones left the list); freed once, the list is
             // emptied above; `free` is the kind's own.
             unsafe { (k.free)(k.task) };
+        }
+        // Upgraded first, freed outside the borrow (freeing calls into DOCA).
+        let groups: Vec<Rc<HeldGroup>> = self.held.borrow().iter().filter_map(Weak::upgrade).collect();
+        for g in groups {
+            g.give_back_idle();
         }
     }
 
@@ -563,6 +589,7 @@ impl<T> DocaCtx<T> {
             unflushed: Cell::new(false),
             kept: RefCell::new(Default::default()),
             reusing: Cell::new(false),
+            held: RefCell::new(Vec::new()),
             #[cfg(test)]
             doorbells: Cell::new(0),
         });

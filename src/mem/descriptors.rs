@@ -50,6 +50,27 @@ impl Inventory {
         }
         Ok(inv)
     }
+
+    /// A descriptor over `d` with `data_len` bytes of data, whose reference the caller owns
+    /// (given back with `doca_buf_dec_refcount` once no task uses it, while this inventory
+    /// and the memory of `d` live).
+    #[inline(always)]
+    pub(crate) fn buf_over(
+        &self,
+        d: Desc,
+        data_len: usize,
+    ) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
+        let mut b = std::ptr::null_mut();
+        // SAFETY: live inventory and mmap of this thread (the caller keeps both alive); the
+        // range lies inside the mmap (slices are bounds-checked).
+        let rc =
+            unsafe { sys::doca_buf_inventory_buf_get_by_args(self.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b) };
+        if rc == sys::DOCA_SUCCESS {
+            Ok(b)
+        } else {
+            Err(rc)
+        }
+    }
 }
 
 impl Drop for Inventory {
@@ -126,15 +147,8 @@ impl<'a> Descs<'a> {
             self.slot.hold_lent(i, lent);
             return Ok(b);
         }
-        let mut b = std::ptr::null_mut();
-        // SAFETY: live inventory and mmap of this thread (held by the operation and by the
-        // memory it owns); the range lies inside the mmap (slices are bounds-checked).
-        let rc = unsafe {
-            sys::doca_buf_inventory_buf_get_by_args(self.inv.0, d.mmap, d.addr, d.len, d.addr, data_len, &mut b)
-        };
-        if rc != sys::DOCA_SUCCESS {
-            return Err(rc);
-        }
+        // The inventory and the memory are held by the operation.
+        let b = self.inv.buf_over(d, data_len)?;
         self.slot.hold_desc(i, b);
         Ok(b)
     }

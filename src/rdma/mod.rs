@@ -113,6 +113,8 @@
 //! ```
 
 mod cm;
+mod lanes;
+pub use lanes::{LaneMut, LaneOp, Lanes};
 mod ops;
 pub use ops::{AtomicFuture, ReadFuture, RecvFuture, SendFuture, WriteFuture};
 pub mod pipeline;
@@ -582,6 +584,16 @@ impl Rdma {
         RecvWindow::new_recv(self, depth)
     }
 
+    /// `depth` receives kept posted into fixed memory: `local` cut into `depth` equal lanes,
+    /// each with its own receive task, posted again as it is. See [`Lanes`].
+    ///
+    /// # Errors
+    /// As in [`Lanes`]' module documentation (the buffer does not make `depth` equal lanes,
+    /// a destroyed context, no descriptor left).
+    pub fn recv_lanes(&self, local: Buf, depth: usize) -> Result<Lanes<'_, Received>> {
+        Lanes::on_rdma(self, local, depth)
+    }
+
     /// Stops the context (every operation in flight fails with [`ErrorKind::Cancelled`] or
     /// the error of the state it was in) and starts it again: the way out of the error
     /// state. Existing [`Connection`]s are closed for good (their operations fail with
@@ -741,6 +753,18 @@ impl Connection {
     /// If `depth` is 0.
     pub fn window(&self, depth: usize) -> Window<'_> {
         Window::new(self, depth)
+    }
+
+    /// `depth` operations of `op` in flight on fixed memory: `local` (and the remote slice
+    /// of a write or read) cut into `depth` equal lanes, each with its own task, submitted
+    /// again as it is. The path for message rate when the memory is known up front. See
+    /// [`Lanes`].
+    ///
+    /// # Errors
+    /// As in [`Lanes`]' module documentation (the buffer does not make `depth` equal lanes,
+    /// a remote slice shorter than it, a destroyed context, no descriptor left).
+    pub fn lanes(&self, op: LaneOp, local: Buf, depth: usize) -> Result<Lanes<'_>> {
+        Lanes::on_conn(self, op, local, depth)
     }
 
     /// Sends `src` as one message; it completes a receive posted on the peer's context.

@@ -13,21 +13,21 @@ use super::{Connection, Rdma};
 use crate::{Access, Device, ErrorKind, Memory, RemoteMemory, Result};
 
 /// Two connected contexts on the current executor and 64 bytes on each side.
-struct Loopback {
-    a: Rdma,
+pub(in crate::rdma) struct Loopback {
+    pub(in crate::rdma) a: Rdma,
     /// `a`'s connection to `b`.
-    ab: Connection,
+    pub(in crate::rdma) ab: Connection,
     /// `b`'s memory ...
-    target: Memory,
+    pub(in crate::rdma) target: Memory,
     /// ... as `a` imported it.
-    remote: RemoteMemory,
+    pub(in crate::rdma) remote: RemoteMemory,
     /// `a`'s memory.
-    local: Memory,
+    pub(in crate::rdma) local: Memory,
     /// What must outlive the test: `b` and its connection to `a`.
-    _b: (Rdma, Connection),
+    pub(in crate::rdma) _b: (Rdma, Connection),
 }
 
-async fn loopback() -> Result<Loopback> {
+pub(in crate::rdma) async fn loopback() -> Result<Loopback> {
     let dev = Device::open_default()?;
     let (a, b, ab, ba) = crate::testkit::rdma_pair(&dev).await?;
     let target = dev.alloc(64, Access::RDMA_ALL)?;
@@ -38,7 +38,7 @@ async fn loopback() -> Result<Loopback> {
 
 /// A [`Loopback`] whose `a` has a task pool of `max_tasks` per kind, with `bytes` of memory
 /// on each side.
-async fn small_pool_loopback(max_tasks: u32, bytes: usize) -> Result<Loopback> {
+pub(in crate::rdma) async fn small_pool_loopback(max_tasks: u32, bytes: usize) -> Result<Loopback> {
     let dev = Device::open_default()?;
     let a = Rdma::builder(&dev).max_tasks(max_tasks).build().await?;
     let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
@@ -51,7 +51,7 @@ async fn small_pool_loopback(max_tasks: u32, bytes: usize) -> Result<Loopback> {
 }
 
 /// Polls `f` once, with a waker that does nothing.
-fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+pub(in crate::rdma) fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
 }
 

@@ -3,6 +3,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::held::{on_held_completion, HELD_TAG};
 use super::slots::SlotState;
 use super::DocaTask;
 use crate::executor::local::{report, with_current};
@@ -21,15 +22,24 @@ use crate::sys;
 ///
 /// # Safety
 /// Only DOCA calls it, for a task submitted through [`TaskFuture`](super::TaskFuture) (so `task_user_data` is a
-/// slot key and `ctx_user_data` the key set by [`DocaCtx`](crate::executor::context::DocaCtx)).
+/// slot key and `ctx_user_data` the key set by [`DocaCtx`](crate::executor::context::DocaCtx)),
+/// or a held task (`task_user_data` is its record's tagged address, see the `held` module).
 pub unsafe extern "C" fn completion_cb<K: DocaTask>(
     task: *mut K::Task,
     task_user_data: sys::doca_data,
     ctx_user_data: sys::doca_data,
 ) {
     let r = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: DOCA passes the live, completed task of this kind, owned by us again.
-        unsafe { on_completion::<K>(task, task_user_data.as_u64(), ctx_user_data.as_u64()) }
+        let key = task_user_data.as_u64();
+        if key & HELD_TAG != 0 {
+            // SAFETY: DOCA passes the live, completed task of this kind; its user data is a
+            // held record's (only `HeldGroup::user_data` sets the tag), and a group with a
+            // task in flight is alive.
+            unsafe { on_held_completion::<K>(task, key) }
+        } else {
+            // SAFETY: DOCA passes the live, completed task of this kind, owned by us again.
+            unsafe { on_completion::<K>(task, key, ctx_user_data.as_u64()) }
+        }
     }));
     if r.is_err() {
         report("a panic in a DOCA completion callback was contained");

@@ -46,10 +46,13 @@
 //!   submit, collect or abandon) without a future around them: what [`TaskFuture`] and
 //!   [`rdma::Window`](crate::rdma::Window) share.
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
+//! * `held`: tasks one owner keeps and resubmits as they are, each with its own completion
+//!   record instead of a slot ([`rdma::Lanes`](crate::rdma::Lanes)).
 
 mod callback;
 mod doca_task;
 mod future;
+mod held;
 mod slots;
 mod submission;
 mod waiters;
@@ -57,6 +60,7 @@ mod waiters;
 pub use callback::completion_cb;
 pub use doca_task::DocaTask;
 pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
+pub(crate) use held::{HeldGroup, HeldState};
 pub(crate) use slots::Slots;
 pub(crate) use submission::{SlotRef, Submission};
 pub(crate) use waiters::{Ticket, WaiterList};

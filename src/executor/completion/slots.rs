@@ -11,6 +11,9 @@ use crate::sys;
 
 const CHUNK: usize = 64;
 const NONE: u32 = u32::MAX;
+/// Generations wrap at 31 bits, so that a slot key (generation above the index) never has
+/// the bit that marks a held task's user data (`held::HELD_TAG`).
+const GENERATION_MASK: u32 = 0x7fff_ffff;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum SlotState {
@@ -259,7 +262,8 @@ impl Slots {
         let waker = slot.waker.take();
         let keep = slot.keepalive.take();
         slot.state.set(SlotState::Free);
-        let next_gen = match slot.generation.get().wrapping_add(1) {
+        // 31 bits: a key never has `HELD_TAG` (bit 63) set.
+        let next_gen = match slot.generation.get().wrapping_add(1) & GENERATION_MASK {
             0 => 1,
             g => g,
         };
@@ -274,9 +278,18 @@ impl Slots {
         }
         // Arbitrary destructors run last, when the table is consistent again.
         drop(waker);
-        match keep {
-            Some(k) if self.defer.get() => self.deferred.borrow_mut().push(k),
-            keep => drop(keep),
+        if let Some(k) = keep {
+            self.drop_or_defer(k);
+        }
+    }
+
+    /// Drops `keep` (memory an operation kept alive until DOCA was done), or defers its drop
+    /// while an inline progress runs (see `defer`).
+    pub(crate) fn drop_or_defer(&self, keep: Box<dyn Any>) {
+        if self.defer.get() {
+            self.deferred.borrow_mut().push(keep);
+        } else {
+            drop(keep);
         }
     }
 

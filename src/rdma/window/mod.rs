@@ -93,7 +93,7 @@ use std::task::{Context, Poll};
 mod push;
 mod ring;
 
-use push::Outcome;
+pub(in crate::rdma) use push::Outcome;
 pub use push::WindowPush;
 use push::{Kind, Op};
 use ring::Ring;

@@ -1,0 +1,698 @@
+//! [`Lanes`]: operations in flight on fixed memory, each lane with its own task, kept and
+//! submitted again as it is. The path for message rate when the memory is known up front,
+//! as in perftest (`ib_write_bw`) or an `io_uring` with registered buffers.
+//!
+//! A [`Window`](super::Window) takes any buffer and any remote slice per operation, so each
+//! operation pays for a completion slot, descriptors over its memory and a task
+//! re-initialised with DOCA's setters. `Lanes` are made over one local buffer (and, for
+//! writes and reads, one remote slice) cut into `depth` equal lanes: lane *k* is bytes
+//! `k * len .. (k + 1) * len` of both. Each lane allocates its task once, with its
+//! descriptors, and then only submits it again (a destination's data length reset, an
+//! immediate set): the completion goes straight into the lane's record. A write costs
+//! about what it costs a C program that does the same with DOCA (`docs/cost.md`).
+//!
+//! | made by | each lane | result |
+//! | --- | --- | --- |
+//! | [`Connection::lanes`] with [`LaneOp::Write`] / [`LaneOp::WriteImm`] | writes its bytes to its remote slice (with an immediate) | `()` |
+//! | [`Connection::lanes`] with [`LaneOp::Read`] | reads its remote slice into its bytes | `()` |
+//! | [`Connection::lanes`] with [`LaneOp::Send`] / [`LaneOp::SendImm`] | sends its bytes (with an immediate) | `()` |
+//! | [`Rdma::recv_lanes`] | receives a message into its bytes | [`Received`] |
+//!
+//! * **Taking a lane.** [`lane`](Lanes::lane) gives a [`LaneMut`]: an idle lane at once, or,
+//!   when every lane has an operation, the oldest one once it completed, with its result.
+//!   Fill its [`buf_mut`](LaneMut::buf_mut) (or read what a read or receive brought) and
+//!   [`submit`](LaneMut::submit) it. [`next`](Lanes::next) waits for the oldest operation
+//!   and gives its result and lane: to drain, or to read what arrived and post again.
+//!   Dropping a `LaneMut` without submitting leaves the lane idle.
+//! * **Results in submission order**, exactly one per submitted operation. An operation
+//!   DOCA refused (a context that does not run, a connection closed) takes its place and
+//!   yields the refusal in turn. DOCA completes one connection's operations in order (and a
+//!   context's receives in posting order).
+//! * **Back-pressure.** A lane that finds the send queue or the task pool full is not
+//!   refused: it waits, in order, and the next [`lane`](Lanes::lane) or
+//!   [`next`](Lanes::next) submits it once a task of the context completes. Lanes deeper
+//!   than the task pool share the tasks they could get: a lane without one takes that of a
+//!   lane with no operation in flight.
+//! * **Doorbells** are deferred: the submissions of a batch are handed to DOCA together when
+//!   the executor (or an inline progress of `lane`/`next`) next progresses the PE.
+//! * **Tasks.** The lanes take up to `depth` tasks of their kind from the context's pool
+//!   ([`RdmaBuilder::max_tasks`](super::RdmaBuilder::max_tasks)) for their whole life, and
+//!   `depth` descriptors (two per lane for writes and reads) from its inventory
+//!   ([`RdmaBuilder::max_descriptors`](super::RdmaBuilder::max_descriptors)). When the
+//!   context leaves RUNNING (a [`restart`](Rdma::restart), an error, shutdown), the idle
+//!   tasks are given back so that it can stop, and lanes allocate again at their next use.
+//! * **Dropping** the `Lanes` with operations in flight discards their results; the memory
+//!   and descriptors stay alive until DOCA completes them (or a stop flushes them).
+//!
+//! **Errors** are those of the matching operation ([`Connection::write`], ...; see the
+//! module's [errors and recovery](super#errors-and-recovery)). Making lanes fails with
+//! [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `depth` is 0, the
+//! buffer is empty or not a multiple of `depth` bytes, or the remote slice is shorter than
+//! the buffer; with [`ErrorKind::BadState`](crate::ErrorKind::BadState) on a destroyed
+//! context; with DOCA's code when the inventory has no descriptor left.
+//!
+//! **Threads.** `Lanes` borrow their [`Connection`] (or [`Rdma`]): `!Send`, on the
+//! executor that owns the context.
+//!
+//! ```
+//! use async_doca::rdma::{LaneOp, Rdma};
+//! use async_doca::{Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let a = Rdma::builder(&dev).build().await?;
+//!     let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+//!     let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+//!     let (conn, _peer) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+//!     let target = dev.alloc(32 * 8, Access::RDMA_ALL)?;
+//!     let remote = dev.import(&target.export_rdma()?)?;
+//!     let src = dev.alloc(32 * 8, Access::LOCAL_READ_WRITE)?;
+//!
+//!     // 1000 writes of 8 bytes, 32 lanes: lane k writes to target bytes 8k..8k+8.
+//!     let mut lanes = conn.lanes(LaneOp::Write(remote.slice(..)), src.buf(), 32)?;
+//!     for i in 0..1000u64 {
+//!         let (prev, mut lane) = lanes.lane().await;
+//!         if let Some(res) = prev {
+//!             res?; // the write this lane carried before
+//!         }
+//!         lane.buf_mut().write_u64(0, i);
+//!         lane.submit();
+//!     }
+//!     while let Some((res, _lane)) = lanes.next().await {
+//!         res?;
+//!     }
+//!     // Write 999 went out of lane 999 % 32 = 7 (lanes are taken in turn).
+//!     assert_eq!(target.buf().read_u64(7 * 8), 999);
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::fmt;
+use std::future::poll_fn;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use super::window::Outcome;
+use super::{Connection, Rdma, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
+use crate::error::{Error, ErrorKind, Result};
+use crate::executor::completion::{HeldGroup, HeldState, Ticket};
+use crate::ext::DocaTask;
+use crate::mem::descriptors::{Desc, Inventory};
+use crate::mem::{Buf, RemoteSlice};
+use crate::sys;
+
+/// What the lanes of a [`Connection::lanes`] do, and the remote memory of writes and reads
+/// (cut into lanes like the local buffer; it may be longer).
+#[derive(Clone, Debug)]
+pub enum LaneOp {
+    /// Each lane writes its bytes to its slice of the remote memory ([`Connection::write`]).
+    Write(RemoteSlice),
+    /// As `Write`, with the immediate given to [`LaneMut::submit_imm`]
+    /// ([`Connection::write_imm`]).
+    WriteImm(RemoteSlice),
+    /// Each lane reads its slice of the remote memory into its bytes ([`Connection::read`]).
+    Read(RemoteSlice),
+    /// Each lane sends its bytes as one message ([`Connection::send`]).
+    Send,
+    /// As `Send`, with the immediate given to [`LaneMut::submit_imm`]
+    /// ([`Connection::send_imm`]).
+    SendImm,
+}
+
+/// Which task the lanes hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Write,
+    WriteImm,
+    Read,
+    Send,
+    SendImm,
+    Recv,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Write => "rdma.write",
+            Kind::WriteImm => "rdma.write_imm",
+            Kind::Read => "rdma.read",
+            Kind::Send => "rdma.send",
+            Kind::SendImm => "rdma.send_imm",
+            Kind::Recv => "rdma.recv",
+        }
+    }
+
+    fn has_imm(self) -> bool {
+        matches!(self, Kind::WriteImm | Kind::SendImm)
+    }
+}
+
+/// The memory the lanes' tasks touch, and their descriptors. Moved to the held group when
+/// the lanes are dropped with operations in flight; dropped only once no task uses it.
+struct LaneMem {
+    /// Lane `k`'s descriptors: `[local, remote]` (remote null for sends and receives). Given
+    /// back in `Drop`, before the inventory and the memory (fields drop after it).
+    descs: Box<[[*mut sys::doca_buf; 2]]>,
+    bufs: Box<[Buf]>,
+    /// The remote memory of writes and reads (its registration keeps the mmap alive).
+    _remote: Option<RemoteSlice>,
+    _inv: Rc<Inventory>,
+}
+
+impl Drop for LaneMem {
+    fn drop(&mut self) {
+        for d in self.descs.iter().flatten().filter(|d| !d.is_null()) {
+            // SAFETY: a reference taken by `Lanes::new` from the inventory this struct holds,
+            // over memory it holds; no task uses it any more (the lanes drop this only after
+            // their tasks were freed: `HeldGroup::abandon`); dropped once.
+            unsafe { sys::doca_buf_dec_refcount(*d, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// What one attempt to submit a lane did.
+enum Try {
+    Submitted,
+    /// The queue or the task pool is full of tasks that will complete: wait, in order.
+    Wait,
+    /// DOCA refused it (its code): the lane yields the refusal in its turn.
+    Refused(sys::doca_error_t),
+}
+
+/// `depth` operations in flight on fixed memory, one task per lane submitted again and
+/// again, results in submission order. `T` is what an operation yields: `()`, or
+/// [`Received`] for receive lanes. See the [module documentation](self).
+pub struct Lanes<'a, T = ()> {
+    inner: &'a RdmaInner,
+    /// The connection (null for receives).
+    conn: *mut sys::doca_rdma_connection,
+    kind: Kind,
+    group: Rc<HeldGroup>,
+    /// `Some` until dropped.
+    mem: Option<Box<LaneMem>>,
+    /// Lanes with an operation, oldest first: `order[head..head + len]` (modulo the depth).
+    order: Box<[u32]>,
+    head: usize,
+    len: usize,
+    /// The newest `unsubmitted` of them wait for room (see [`Try::Wait`]).
+    unsubmitted: usize,
+    /// Lanes without an operation (the most recently used on top: its memory is warm).
+    idle: Vec<u32>,
+    /// The immediate of each lane's next operation (immediate kinds).
+    imm: Box<[u32]>,
+    /// The place among the context's waiters while lanes wait for room.
+    ticket: Ticket,
+    _out: PhantomData<fn() -> T>,
+}
+
+impl<'a, T> Lanes<'a, T> {
+    fn new(
+        inner: &'a RdmaInner,
+        conn: *mut sys::doca_rdma_connection,
+        kind: Kind,
+        local: Buf,
+        remote: Option<RemoteSlice>,
+        depth: usize,
+    ) -> Result<Self> {
+        let op = kind.name();
+        let bad = |what: String| Error::new(ErrorKind::InvalidArgument, format!("{op}: lanes: {what}"));
+        if depth == 0 || local.is_empty() || local.len() % depth != 0 {
+            return Err(bad(format!("a {}-byte buffer does not make {depth} equal lanes", local.len())));
+        }
+        if depth > u32::MAX as usize {
+            return Err(bad(format!("{depth} lanes")));
+        }
+        let len = local.len() / depth;
+        if let Some(r) = &remote {
+            if r.len() < local.len() {
+                return Err(bad(format!("a {}-byte remote slice for a {}-byte buffer", r.len(), local.len())));
+            }
+        }
+        inner.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
+        let bufs: Box<[Buf]> = (0..depth)
+            .map(|k| local.memory().slice(local.offset() + k * len..local.offset() + (k + 1) * len))
+            .collect();
+        // Sources carry all their bytes; destinations start empty (results are appended).
+        let local_data = if matches!(kind, Kind::Read | Kind::Recv) { 0 } else { len };
+        let mut mem = Box::new(LaneMem {
+            descs: vec![[std::ptr::null_mut(); 2]; depth].into_boxed_slice(),
+            bufs,
+            _remote: remote,
+            _inv: inner.inv.clone(),
+        });
+        for k in 0..depth {
+            let l = inner.inv.buf_over(Desc::local(&mem.bufs[k]), local_data);
+            mem.descs[k][0] = l.map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
+            if let Some(r) = &mem._remote {
+                let lane = r.memory().slice(r.offset() + k * len..r.offset() + (k + 1) * len);
+                mem.descs[k][1] = inner
+                    .inv
+                    .buf_over(Desc::remote(&lane), 0)
+                    .map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
+            }
+        }
+        let rec = inner.ctx.record();
+        let group = match kind {
+            Kind::Write => HeldGroup::new::<Write>(rec, depth),
+            Kind::WriteImm => HeldGroup::new::<WriteImm>(rec, depth),
+            Kind::Read => HeldGroup::new::<Read>(rec, depth),
+            Kind::Send => HeldGroup::new::<SendTask>(rec, depth),
+            Kind::SendImm => HeldGroup::new::<SendImm>(rec, depth),
+            Kind::Recv => HeldGroup::new::<Recv>(rec, depth),
+        };
+        Ok(Lanes {
+            inner,
+            conn,
+            kind,
+            group,
+            mem: Some(mem),
+            order: vec![0; depth].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            unsubmitted: 0,
+            // Lane 0 on top: lanes are first taken in order.
+            idle: (0..depth as u32).rev().collect(),
+            imm: vec![0; depth].into_boxed_slice(),
+            ticket: None,
+            _out: PhantomData,
+        })
+    }
+
+    /// How many lanes.
+    pub fn depth(&self) -> usize {
+        self.order.len()
+    }
+
+    /// How many bytes each lane has.
+    pub fn lane_len(&self) -> usize {
+        self.mem().bufs[0].len()
+    }
+
+    /// Operations submitted (or waiting for room) whose results were not taken yet.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no lane has an operation.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn mem(&self) -> &LaneMem {
+        self.mem.as_deref().expect("lanes' memory is there until they are dropped")
+    }
+
+    /// `i` (< twice the depth) as an index of `order`, by a compare (see `window::ring`).
+    #[inline(always)]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.order.len() {
+            i - self.order.len()
+        } else {
+            i
+        }
+    }
+
+    /// Submits lane `i`'s operation (allocating its task at its first use), or says why not.
+    #[inline(always)]
+    fn try_submit(&self, i: usize) -> Try {
+        match self.kind {
+            Kind::Write => self.try_submit_kind::<Write>(i),
+            Kind::WriteImm => self.try_submit_kind::<WriteImm>(i),
+            Kind::Read => self.try_submit_kind::<Read>(i),
+            Kind::Send => self.try_submit_kind::<SendTask>(i),
+            Kind::SendImm => self.try_submit_kind::<SendImm>(i),
+            Kind::Recv => self.try_submit_kind::<Recv>(i),
+        }
+    }
+
+    #[inline(always)]
+    fn try_submit_kind<K: DocaTask>(&self, i: usize) -> Try {
+        let group = &*self.group;
+        let ctx = group.ctx();
+        if !ctx.is_alive() {
+            return Try::Refused(sys::DOCA_ERROR_BAD_STATE);
+        }
+        let task = group.task::<K>(i);
+        if task.is_null() {
+            match self.alloc(i) {
+                sys::DOCA_SUCCESS => {}
+                // The pool is spent: take the task of a lane that has no operation in flight
+                // (lanes deeper than the pool share its tasks), else wait for one.
+                sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
+                    Some(from) => {
+                        group.move_task(from, i);
+                        self.repoint(i, group.task::<K>(i).cast());
+                    }
+                    None if ctx.outstanding() > 0 => return Try::Wait,
+                    None => return Try::Refused(sys::DOCA_ERROR_NO_MEMORY),
+                },
+                rc => return Try::Refused(rc),
+            }
+        } else {
+            self.prepare(i, task.cast());
+        }
+        // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
+        // of kind K (the group's), ready for its next operation.
+        match unsafe { group.submit::<K>(self.inner.ctx.core(), i) } {
+            sys::DOCA_SUCCESS => Try::Submitted,
+            sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
+            rc => Try::Refused(rc),
+        }
+    }
+
+    /// Allocates lane `i`'s task over its descriptors, with its record's user data.
+    fn alloc(&self, i: usize) -> sys::doca_error_t {
+        let rdma = match self.inner.ctx.as_ptr() {
+            Ok(p) => p,
+            Err(_) => return sys::DOCA_ERROR_BAD_STATE,
+        };
+        let [l, r] = self.mem().descs[i];
+        let (conn, ud, imm, g) = (self.conn, self.group.user_data(i), self.imm[i].to_be(), &*self.group);
+        // SAFETY: (each call) a live context (checked above) and connection (borrowed by the
+        // lanes); the descriptors describe memory the lanes keep until no task uses it; `t`
+        // is a fresh task of the group's kind, given to lane `i`'s record, which has none.
+        unsafe {
+            macro_rules! alloc {
+                ($k:ty, |$t:ident| $call:expr) => {{
+                    let mut $t: *mut <$k as DocaTask>::Task = std::ptr::null_mut();
+                    let rc = $call;
+                    if rc == sys::DOCA_SUCCESS {
+                        g.set_task::<$k>(i, $t);
+                    }
+                    rc
+                }};
+            }
+            match self.kind {
+                Kind::Write => alloc!(Write, |t| sys::doca_rdma_task_write_allocate_init(rdma, conn, l, r, ud, &mut t)),
+                Kind::WriteImm => {
+                    alloc!(WriteImm, |t| sys::doca_rdma_task_write_imm_allocate_init(rdma, conn, l, r, imm, ud, &mut t))
+                }
+                Kind::Read => alloc!(Read, |t| sys::doca_rdma_task_read_allocate_init(rdma, conn, r, l, ud, &mut t)),
+                Kind::Send => alloc!(SendTask, |t| sys::doca_rdma_task_send_allocate_init(rdma, conn, l, ud, &mut t)),
+                Kind::SendImm => {
+                    alloc!(SendImm, |t| sys::doca_rdma_task_send_imm_allocate_init(rdma, conn, l, imm, ud, &mut t))
+                }
+                Kind::Recv => alloc!(Recv, |t| sys::doca_rdma_task_receive_allocate_init(rdma, l, ud, &mut t)),
+            }
+        }
+    }
+
+    /// Points a task taken from another lane at lane `i`'s descriptors, and readies it.
+    fn repoint(&self, i: usize, task: *mut std::ffi::c_void) {
+        let [l, r] = self.mem().descs[i];
+        // SAFETY: (each call) a task of the lanes' kind that no one else owns and DOCA does
+        // not (it moved between idle lanes); lane `i`'s descriptors, which no task in flight
+        // uses.
+        unsafe {
+            match self.kind {
+                Kind::Write => {
+                    sys::doca_rdma_task_write_set_src_buf(task.cast(), l);
+                    sys::doca_rdma_task_write_set_dst_buf(task.cast(), r);
+                }
+                Kind::WriteImm => {
+                    sys::doca_rdma_task_write_imm_set_src_buf(task.cast(), l);
+                    sys::doca_rdma_task_write_imm_set_dst_buf(task.cast(), r);
+                }
+                Kind::Read => {
+                    sys::doca_rdma_task_read_set_src_buf(task.cast(), r);
+                    sys::doca_rdma_task_read_set_dst_buf(task.cast(), l);
+                }
+                Kind::Send => sys::doca_rdma_task_send_set_src_buf(task.cast(), l),
+                Kind::SendImm => sys::doca_rdma_task_send_imm_set_src_buf(task.cast(), l),
+                Kind::Recv => sys::doca_rdma_task_receive_set_dst_buf(task.cast(), l),
+            }
+        }
+        self.prepare(i, task);
+    }
+
+    /// Readies lane `i`'s completed task for its next operation: every parameter stays, but
+    /// results are appended after a destination's data, so the destination is emptied; an
+    /// immediate is set.
+    #[inline(always)]
+    fn prepare(&self, i: usize, task: *mut std::ffi::c_void) {
+        let [l, r] = self.mem().descs[i];
+        // SAFETY: (each call) lane `i`'s own task, of the lanes' kind, not in flight, and its
+        // own descriptors, which no task in flight uses.
+        unsafe {
+            match self.kind {
+                Kind::Write => {
+                    sys::doca_buf_reset_data_len(r);
+                }
+                Kind::WriteImm => {
+                    sys::doca_buf_reset_data_len(r);
+                    sys::doca_rdma_task_write_imm_set_immediate_data(task.cast(), self.imm[i].to_be());
+                }
+                Kind::Read | Kind::Recv => {
+                    sys::doca_buf_reset_data_len(l);
+                }
+                Kind::Send => {}
+                Kind::SendImm => sys::doca_rdma_task_send_imm_set_immediate_data(task.cast(), self.imm[i].to_be()),
+            }
+        }
+    }
+
+    /// Puts lane `i` after the newest operation and submits it, unless earlier lanes wait
+    /// for room (then it waits behind them).
+    #[inline(always)]
+    fn submit_lane(&mut self, i: u32) {
+        let pos = self.wrap(self.head + self.len);
+        self.order[pos] = i;
+        self.len += 1;
+        if self.unsubmitted > 0 {
+            self.unsubmitted += 1;
+            return;
+        }
+        match self.try_submit(i as usize) {
+            Try::Submitted => {}
+            Try::Wait => self.unsubmitted = 1,
+            Try::Refused(rc) => self.group.refuse(i as usize, rc),
+        }
+    }
+
+    /// Submits the lanes that wait for room, in order; `Pending` (registered among the
+    /// context's waiters) while the first of them still cannot go.
+    fn poll_unsubmitted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        while self.unsubmitted > 0 {
+            let i = self.order[self.wrap(self.head + self.len - self.unsubmitted)] as usize;
+            match self.try_submit(i) {
+                Try::Submitted => {}
+                Try::Refused(rc) => self.group.refuse(i, rc),
+                Try::Wait => {
+                    self.group.ctx().task_waiters.register(&mut self.ticket, cx.waker());
+                    return Poll::Pending;
+                }
+            }
+            self.unsubmitted -= 1;
+        }
+        Poll::Ready(())
+    }
+
+    /// Ready once the oldest operation is done (there is one). When this poll may progress
+    /// the PE, it first collects completions inline, as a window does.
+    #[inline]
+    fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.unsubmitted > 0 {
+            // Registered as a waiter when it stays pending; the oldest may be done anyway.
+            let _ = self.poll_unsubmitted(cx);
+        }
+        let i = self.order[self.head] as usize;
+        match self.group.state(i) {
+            HeldState::Done => return Poll::Ready(()),
+            // Waiting for room: the context's waiters wake this task.
+            HeldState::Idle => return Poll::Pending,
+            HeldState::InFlight => {}
+        }
+        let core = self.inner.ctx.core();
+        if core.take_inline_progress() {
+            let group = &*self.group;
+            if core.progress_inline(self.len, || group.state(i) == HeldState::Done) {
+                return Poll::Ready(());
+            }
+        }
+        self.group.poll_done(i, cx)
+    }
+
+    /// Takes the oldest operation out of the order (it is done).
+    #[inline(always)]
+    fn pop(&mut self) -> (Result<T>, u32)
+    where
+        T: Outcome,
+    {
+        let i = self.order[self.head];
+        self.head = self.wrap(self.head + 1);
+        self.len -= 1;
+        let (status, out) = self.group.take(i as usize);
+        let r = if status == sys::DOCA_SUCCESS {
+            Ok(T::from_output(out))
+        } else {
+            Err(Error::from_doca(status, self.kind.name()))
+        };
+        (r, i)
+    }
+
+    /// A lane to fill and submit: an idle one at once (`None`), or, when every lane has an
+    /// operation, the oldest once it completed, with that operation's result.
+    pub async fn lane(&mut self) -> (Option<Result<T>>, LaneMut<'_, 'a, T>)
+    where
+        T: Outcome,
+    {
+        // Wait in a closure that returns nothing, then take the lane: a `LaneMut` (a borrow of
+        // `self`) cannot come out of a closure that borrows `self` at every call.
+        poll_fn(|cx| self.poll_ready(cx)).await;
+        if let Some(i) = self.idle.pop() {
+            return (None, LaneMut { lanes: self, index: i, submitted: false });
+        }
+        let (r, i) = self.pop();
+        (Some(r), LaneMut { lanes: self, index: i, submitted: false })
+    }
+
+    /// Ready once a lane is idle or the oldest operation is done.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.idle.is_empty() {
+            return Poll::Ready(());
+        }
+        self.poll_oldest(cx)
+    }
+
+    /// Waits for the oldest operation and gives its result with its lane (submit it again,
+    /// or drop it to leave the lane idle); `None` when no lane has an operation.
+    pub async fn next(&mut self) -> Option<(Result<T>, LaneMut<'_, 'a, T>)>
+    where
+        T: Outcome,
+    {
+        if self.len == 0 {
+            return None;
+        }
+        poll_fn(|cx| self.poll_oldest(cx)).await;
+        let (r, i) = self.pop();
+        Some((r, LaneMut { lanes: self, index: i, submitted: false }))
+    }
+}
+
+impl<'a> Lanes<'a> {
+    /// Lanes of `op` on `conn` over `local`, cut into `depth` lanes.
+    pub(in crate::rdma) fn on_conn(conn: &'a Connection, op: LaneOp, local: Buf, depth: usize) -> Result<Lanes<'a>> {
+        let (kind, remote) = match op {
+            LaneOp::Write(r) => (Kind::Write, Some(r)),
+            LaneOp::WriteImm(r) => (Kind::WriteImm, Some(r)),
+            LaneOp::Read(r) => (Kind::Read, Some(r)),
+            LaneOp::Send => (Kind::Send, None),
+            LaneOp::SendImm => (Kind::SendImm, None),
+        };
+        Lanes::new(&conn.inner.rdma, conn.inner.conn, kind, local, remote, depth)
+    }
+}
+
+impl<'a> Lanes<'a, Received> {
+    /// Receive lanes on `rdma` over `local`, cut into `depth` lanes.
+    pub(in crate::rdma) fn on_rdma(rdma: &'a Rdma, local: Buf, depth: usize) -> Result<Lanes<'a, Received>> {
+        Lanes::new(&rdma.inner, std::ptr::null_mut(), Kind::Recv, local, None, depth)
+    }
+}
+
+impl<T> Drop for Lanes<'_, T> {
+    fn drop(&mut self) {
+        if let Some(mem) = self.mem.take() {
+            // Idle tasks (and those waiting for room) are freed now; those in flight leave
+            // the memory to their completions.
+            self.group.clone().abandon(mem);
+        }
+    }
+}
+
+impl<T> fmt::Debug for Lanes<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lanes")
+            .field("op", &self.kind.name())
+            .field("depth", &self.depth())
+            .field("lane_len", &self.lane_len())
+            .field("len", &self.len)
+            .field("in_flight", &self.group.in_flight())
+            .field("waiting_for_room", &self.unsubmitted)
+            .finish()
+    }
+}
+
+/// One lane of [`Lanes`], not in flight: fill it (or read what arrived) and
+/// [`submit`](LaneMut::submit) it. Dropped without submitting, the lane stays idle.
+#[must_use = "a lane does nothing unless submitted"]
+pub struct LaneMut<'l, 'a, T = ()> {
+    lanes: &'l mut Lanes<'a, T>,
+    index: u32,
+    /// Set by a submit: the lane is in the order, not idle.
+    submitted: bool,
+}
+
+impl<T> LaneMut<'_, '_, T> {
+    /// The lane's number, `0..depth`: its bytes are `index * lane_len ..` of the buffer (and
+    /// of the remote slice).
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+
+    /// The lane's bytes: what a write or send carries, what a read or receive brought.
+    pub fn buf(&self) -> &Buf {
+        &self.lanes.mem().bufs[self.index as usize]
+    }
+
+    /// The lane's bytes, to fill before [`submit`](LaneMut::submit).
+    pub fn buf_mut(&mut self) -> &mut Buf {
+        let i = self.index as usize;
+        &mut self.lanes.mem.as_deref_mut().expect("lanes' memory is there until they are dropped").bufs[i]
+    }
+
+    /// Submits the lane's operation (its doorbell deferred to the next progress). It yields
+    /// its result from a later [`lane`](Lanes::lane) or [`next`](Lanes::next), in order.
+    ///
+    /// # Panics
+    /// On lanes of [`LaneOp::WriteImm`] or [`LaneOp::SendImm`]: use
+    /// [`submit_imm`](LaneMut::submit_imm).
+    #[inline]
+    pub fn submit(self) {
+        assert!(
+            !self.lanes.kind.has_imm(),
+            "{}: lanes with an immediate are submitted with submit_imm",
+            self.lanes.kind.name()
+        );
+        self.go();
+    }
+
+    /// Submits the lane's operation with immediate data `imm`; otherwise as
+    /// [`submit`](LaneMut::submit).
+    ///
+    /// # Panics
+    /// Unless the lanes are of [`LaneOp::WriteImm`] or [`LaneOp::SendImm`].
+    #[inline]
+    pub fn submit_imm(self, imm: u32) {
+        assert!(self.lanes.kind.has_imm(), "{}: only lanes with an immediate take one", self.lanes.kind.name());
+        self.lanes.imm[self.index as usize] = imm;
+        self.go();
+    }
+
+    #[inline(always)]
+    fn go(mut self) {
+        self.submitted = true;
+        self.lanes.submit_lane(self.index);
+    }
+}
+
+impl<T> Drop for LaneMut<'_, '_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.submitted {
+            self.lanes.idle.push(self.index);
+        }
+    }
+}
+
+impl<T> fmt::Debug for LaneMut<'_, '_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LaneMut").field("op", &self.lanes.kind.name()).field("index", &self.index).finish()
+    }
+}
+
+// Not under Miri: RDMA over the provider (see `rdma::tests`).
+#[cfg(all(test, not(miri)))]
+mod tests;

@@ -1,0 +1,231 @@
+//! The rules of [`Lanes`](super::Lanes): results in submission order with every operation
+//! kind, refusals in turn, lanes deeper than the task pool, and the lifecycle the held tasks
+//! carry: memory kept until DOCA is done when the lanes are dropped, idle tasks given back
+//! when the context stops (so that it can), and tasks allocated again after a restart.
+
+use std::time::Duration;
+
+use super::LaneOp;
+use crate::executor::time::timeout;
+use crate::rdma::tests::{small_pool_loopback, Loopback};
+use crate::{Access, Device, ErrorKind, Result};
+
+/// Long enough for anything these tests wait for; a hang fails instead of blocking CI.
+const LIMIT: Duration = Duration::from_secs(20);
+
+#[test]
+fn writes_reads_and_messages_through_lanes_land_in_order() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, target, remote, local, _b, .. } = small_pool_loopback(64, 512).await?;
+            let b = &_b.0;
+            // 20 writes through 4 lanes of 8 bytes: write i goes out of lane i % 4.
+            let mut lanes = ab.lanes(LaneOp::Write(remote.slice(0..32)), local.slice(0..32), 4)?;
+            let (mut results, mut seen) = (0, Vec::new());
+            for i in 0..20u64 {
+                let (prev, mut lane) = lanes.lane().await;
+                if let Some(r) = prev {
+                    r?;
+                    results += 1;
+                }
+                assert_eq!(lane.index(), i as usize % 4, "lanes are taken in turn");
+                seen.push(lane.index());
+                lane.buf_mut().write_u64(0, 100 + i);
+                lane.submit();
+            }
+            while let Some((r, lane)) = lanes.next().await {
+                r?;
+                results += 1;
+                drop(lane);
+            }
+            assert_eq!(results, 20, "one result per submitted write");
+            for k in 0..4 {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 116 + k as u64);
+            }
+            drop(lanes);
+
+            // Reads bring the target's words back into the lanes.
+            for k in 0..4u64 {
+                target.slice(64 + k as usize * 8..72 + k as usize * 8).write_u64(0, 7 * k);
+            }
+            let mut reads = ab.lanes(LaneOp::Read(remote.slice(64..96)), local.slice(64..96), 4)?;
+            for _ in 0..4 {
+                let (prev, lane) = reads.lane().await;
+                assert!(prev.is_none(), "four idle lanes");
+                lane.submit();
+            }
+            let mut got = Vec::new();
+            while let Some((r, lane)) = reads.next().await {
+                r?;
+                got.push(lane.buf().read_u64(0));
+            }
+            assert_eq!(got, [0, 7, 14, 21]);
+
+            // Messages with immediates, from send lanes into receive lanes on b.
+            let inbox = Device::open_default()?.alloc(4 * 16, Access::LOCAL_READ_WRITE)?;
+            let mut posted = b.recv_lanes(inbox.buf(), 4)?;
+            for _ in 0..4 {
+                posted.lane().await.1.submit();
+            }
+            let mut sends = ab.lanes(LaneOp::SendImm, local.slice(128..160), 4)?;
+            let mut received = Vec::new();
+            for i in 0..10u32 {
+                let (prev, mut lane) = sends.lane().await;
+                if let Some(r) = prev {
+                    r?;
+                }
+                lane.buf_mut().write_u64(0, u64::from(i) * 3);
+                lane.submit_imm(i);
+                // The oldest message, its bytes, and its lane posted again.
+                let (msg, lane) = posted.next().await.expect("four posted");
+                let msg = msg?;
+                received.push((msg.imm, msg.len, lane.buf().read_u64(0)));
+                lane.submit();
+            }
+            while let Some((r, _)) = sends.next().await {
+                r?;
+            }
+            let want: Vec<_> = (0..10u32).map(|i| (Some(i), 8, u64::from(i) * 3)).collect();
+            assert_eq!(received, want, "messages in order, with their immediates and bytes");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn lanes_check_their_memory_when_made() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, remote, local, _b, .. } = small_pool_loopback(16, 64).await?;
+            let kind = |r: Result<super::Lanes<'_>>| r.map(drop).map_err(|e| e.kind());
+            let invalid = Err(ErrorKind::InvalidArgument);
+            assert_eq!(kind(ab.lanes(LaneOp::Send, local.slice(0..24), 0)), invalid, "no lanes");
+            assert_eq!(kind(ab.lanes(LaneOp::Send, local.slice(0..24), 5)), invalid, "24 bytes, 5 lanes");
+            assert_eq!(kind(ab.lanes(LaneOp::Send, local.slice(0..0), 1)), invalid, "empty lanes");
+            let short = LaneOp::Write(remote.slice(0..16));
+            assert_eq!(kind(ab.lanes(short, local.slice(0..32), 4)), invalid, "a remote slice shorter than the buffer");
+            let longer = LaneOp::Read(remote.slice(0..64));
+            assert_eq!(kind(ab.lanes(longer, local.slice(0..32), 4)), Ok(()), "a longer one is fine");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+#[should_panic(expected = "submitted with submit_imm")]
+fn lanes_with_an_immediate_refuse_a_plain_submit() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, local, _b, .. } = small_pool_loopback(16, 64).await?;
+            let mut lanes = ab.lanes(LaneOp::SendImm, local.slice(0..8), 1)?;
+            lanes.lane().await.1.submit();
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn lanes_deeper_than_the_task_pool_share_its_tasks_instead_of_failing() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(4, 16 * 8).await?;
+            let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..)), local.buf(), 16)?;
+            let mut done = 0;
+            for i in 0..300u64 {
+                let (prev, mut lane) = lanes.lane().await;
+                if let Some(r) = prev {
+                    r?;
+                    done += 1;
+                }
+                lane.buf_mut().write_u64(0, i);
+                lane.submit();
+                assert!(a.inner.ctx.outstanding_tasks() <= 4, "never more tasks than the pool");
+            }
+            while let Some((r, _)) = lanes.next().await {
+                r?;
+                done += 1;
+            }
+            assert_eq!(done, 300);
+            for k in 0..16u64 {
+                let last = 299 - (299 - k) % 16;
+                assert_eq!(target.slice(k as usize * 8..k as usize * 8 + 8).read_u64(0), last);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn dropped_lanes_keep_their_memory_until_doca_is_done_and_let_the_context_stop() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(16, 64).await?;
+            let handles = local.handles();
+            let mut lanes = ab.lanes(LaneOp::Write(remote.slice(0..32)), local.slice(0..32), 4)?;
+            let in_lanes = local.handles();
+            for k in 0..2u64 {
+                let (_, mut lane) = lanes.lane().await;
+                lane.buf_mut().write_u64(0, 0xab0 + k);
+                lane.submit();
+            }
+            // Dropped with both writes submitted (their doorbell not yet rung): the memory
+            // stays until the completions.
+            drop(lanes);
+            assert_eq!(local.handles(), in_lanes, "in-flight memory is kept");
+            for _ in 0..100 {
+                if local.handles() == handles {
+                    break;
+                }
+                crate::executor::yield_now().await;
+            }
+            assert_eq!(local.handles(), handles, "released once DOCA was done");
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            assert_eq!(target.slice(0..8).read_u64(0), 0xab0);
+            assert_eq!(target.slice(8..16).read_u64(0), 0xab1);
+            // No task of theirs is left allocated: the context can stop.
+            timeout(LIMIT, a.restart()).await.expect("the context stopped and started")?;
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_restart_under_lanes_flushes_them_and_refuses_later_operations_in_turn() {
+    crate::testkit::runtime()
+        .block_on(async {
+            // `target` is kept: b's memory gone, a write would be refused for that.
+            let Loopback { a, ab, remote, local, _b, target } = small_pool_loopback(16, 64).await?;
+            let mut lanes = ab.lanes(LaneOp::Write(remote.slice(0..32)), local.slice(0..32), 4)?;
+            // Four writes; the first one's result taken (its lane idle, its task held), the
+            // others in flight or completed, their results not taken: every task allocated.
+            for _ in 0..4 {
+                lanes.lane().await.1.submit();
+            }
+            lanes.next().await.expect("four submitted").0?;
+            // The stop must reach IDLE although the lanes hold tasks: it takes the idle ones
+            // back and flushes the others.
+            timeout(LIMIT, a.restart()).await.expect("the context stopped and started")?;
+            for k in 0..3 {
+                let (r, _) = lanes.next().await.expect("three submitted");
+                let flushed = r.as_ref().err().map(|e| e.kind());
+                assert!(
+                    matches!(flushed, None | Some(ErrorKind::Cancelled | ErrorKind::ConnectionLost)),
+                    "write {k}: {r:?}"
+                );
+            }
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            // The connection did not survive the restart: the next write allocates a task
+            // again and is refused, in its turn.
+            lanes.lane().await.1.submit();
+            let (r, _) = lanes.next().await.expect("one submitted");
+            let kind = r.expect_err("a closed connection").kind();
+            assert!(
+                matches!(kind, ErrorKind::ConnectionLost | ErrorKind::BadState | ErrorKind::InvalidArgument),
+                "{kind:?}"
+            );
+            assert!(lanes.is_empty());
+            drop((lanes, target));
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
