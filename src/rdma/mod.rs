@@ -113,7 +113,7 @@
 //! ```
 
 mod cm;
-mod lanes;
+pub mod lanes;
 pub use lanes::{LaneMut, LaneOp, Lanes};
 mod ops;
 pub use ops::{AtomicFuture, ReadFuture, RecvFuture, SendFuture, WriteFuture};

@@ -30,6 +30,10 @@ pub(super) fn ok(code: sys::doca_error_t, what: &'static str) -> Result<()> {
 pub(super) struct Done {
     pub(super) finished: Cell<bool>,
     pub(super) status: Cell<i32>,
+    /// Set when the loop submits its completed tasks again (a bandwidth test, as perftest
+    /// does): the callback keeps a successful task in `kept` instead of freeing it.
+    pub(super) keep: Cell<bool>,
+    pub(super) kept: Cell<Option<std::ptr::NonNull<sys::doca_task>>>,
 }
 
 unsafe extern "C" fn add_done(

@@ -32,9 +32,14 @@ macro_rules! done_cb {
             unsafe {
                 let t = $as_task(task);
                 let done = &*(ud.ptr as *const Done);
-                done.status.set(sys::doca_task_get_status(t).0);
+                let status = sys::doca_task_get_status(t);
+                done.status.set(status.0);
                 done.finished.set(true);
-                sys::doca_task_free(t);
+                if done.keep.get() && status == sys::DOCA_SUCCESS {
+                    done.kept.set(std::ptr::NonNull::new(t));
+                } else {
+                    sys::doca_task_free(t);
+                }
             }
         }
     };
@@ -110,6 +115,8 @@ struct Side {
     /// destination (empty), remote source (payload `size`).
     bufs: Vec<[*mut sys::doca_buf; 4]>,
     done: Box<[Done]>,
+    /// Tasks were submitted again without their doorbell since the last flush.
+    unflushed: bool,
     _dev: Device,
 }
 
@@ -126,6 +133,10 @@ impl Side {
             _ => p.size.max(8),
         };
         let (slot, window) = (slot(size), window(test, size));
+        // Bandwidth tests keep each slot's task and submit it again, their doorbells rung
+        // once per wait, as perftest posts work requests (and as `rdma::Lanes` do): the best
+        // a C program does with DOCA for message rate.
+        let reuse = matches!(test, Test::WriteBw | Test::ReadBw | Test::SendBw);
         let mut me = Side {
             test,
             window,
@@ -139,7 +150,14 @@ impl Side {
             remote_mmap: ptr::null_mut(),
             inv: ptr::null_mut(),
             bufs: Vec::new(),
-            done: (0..window).map(|_| Done::default()).collect(),
+            done: (0..window)
+                .map(|_| {
+                    let d = Done::default();
+                    d.keep.set(reuse);
+                    d
+                })
+                .collect(),
+            unflushed: false,
             _dev: dev.clone(),
         };
         let n = window as u32;
@@ -245,6 +263,17 @@ impl Side {
         // SAFETY: the buffers, the `Done` and the memory outlive the task (see `done_cb`);
         // destinations are reset so the operation has room; one thread uses all of it.
         unsafe {
+            if let Some(t) = done.kept.take() {
+                // This slot's completed task, kept by its callback with every parameter:
+                // only the destination is emptied (results are appended after its data).
+                match (recv, self.test) {
+                    (true, _) | (false, Test::ReadBw) => sys::doca_buf_reset_data_len(b[DST]),
+                    (false, Test::WriteBw) => sys::doca_buf_reset_data_len(b[RDST]),
+                    _ => sys::DOCA_SUCCESS,
+                };
+                self.unflushed = true;
+                return ok(sys::doca_task_submit_ex(t.as_ptr(), sys::DOCA_TASK_SUBMIT_FLAG_NONE), "resubmit");
+            }
             if recv {
                 sys::doca_buf_reset_data_len(b[DST]);
                 let mut t = ptr::null_mut();
@@ -308,6 +337,10 @@ impl Side {
     /// Progresses until slot `k`'s task completed. Bounded: after [`PEER_TIMEOUT`] the ctx
     /// is stopped, which flushes every task through its callback.
     fn wait(&mut self, k: usize) -> Result<()> {
+        if std::mem::take(&mut self.unflushed) {
+            // SAFETY: our running ctx, on this thread.
+            unsafe { sys::doca_ctx_flush_tasks(sys::doca_rdma_as_ctx(self.rdma)) };
+        }
         let mut spins = 0u32;
         let mut deadline = None;
         while !self.done[k].finished.get() {
@@ -461,9 +494,20 @@ impl Drop for Side {
         // still in flight through its callback, while the `Done`s and buffers still exist),
         // then the buffers, the inventory, the mmaps (before their memory), the ctx, the PE.
         unsafe {
+            // Kept tasks are allocated: a stop cannot reach IDLE before they are freed, nor
+            // while completions are kept.
+            for d in self.done.iter() {
+                d.keep.set(false);
+                if let Some(t) = d.kept.take() {
+                    sys::doca_task_free(t.as_ptr());
+                }
+            }
             if !self.rdma.is_null() {
                 let ctx = sys::doca_rdma_as_ctx(self.rdma);
                 if !self.pe.is_null() {
+                    if std::mem::take(&mut self.unflushed) {
+                        sys::doca_ctx_flush_tasks(ctx);
+                    }
                     sys::doca_ctx_stop(ctx);
                     let mut state = sys::DOCA_CTX_STATE_RUNNING;
                     for _ in 0..100_000 {

@@ -24,8 +24,8 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use async_doca::executor::yield_now;
-use async_doca::rdma::{Connection, Rdma};
-use async_doca::{Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
+use async_doca::rdma::{Connection, LaneOp, Rdma};
+use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
 use super::cpu::{joined, runtime, two_cpus};
 use super::peer::{spawn_linked_peer, timed_out, Link};
@@ -434,58 +434,62 @@ impl End {
     }
 
     /// Side A of a bandwidth test: `total` operations, `window` of them in flight in one
-    /// task through an [`rdma::Window`](async_doca::rdma::Window) (the path a user takes for
-    /// message rate: no future per operation, doorbells rung once per batch); each sample is
-    /// one operation's submit-to-result time.
+    /// task through [`rdma::Lanes`](async_doca::rdma::Lanes) (the path a user takes for
+    /// message rate on fixed memory: each lane keeps its task and submits it again,
+    /// doorbells rung once per batch; the raw loop does the same); each sample is one
+    /// operation's submit-to-result time.
     async fn stream(&self, test: Test, p: &Params) -> Result<Measured> {
         let depth = window(test, self.size);
-        let mut win = self.conn.window(depth);
+        let (local, remote) = (self.local.slice(0..depth * self.size), self.remote.slice(0..depth * self.size));
+        let op = match test {
+            Test::WriteBw => LaneOp::Write(remote),
+            Test::ReadBw => LaneOp::Read(remote),
+            Test::SendBw => LaneOp::Send,
+            _ => unreachable!("not a bandwidth test"),
+        };
+        let mut lanes = self.conn.lanes(op, local, depth)?;
         let total = p.warmup + p.iters;
         let mut samples = Samples::default();
         let mut stamps = VecDeque::with_capacity(depth);
-        let mut take = |r: (Result<()>, Buf), stamps: &mut VecDeque<(Instant, bool)>| {
+        let mut take = |r: Result<()>, stamps: &mut VecDeque<(Instant, bool)>| {
             let (t0, timed) = stamps.pop_front().expect("a stamp per operation");
             if timed {
                 samples.push(t0.elapsed(), 1.0);
             }
-            r.0
+            r
         };
         let mut start = Instant::now();
         for i in 0..total {
             if i == p.warmup {
                 start = Instant::now();
             }
-            if win.is_full() {
-                take(win.next().await.expect("full"), &mut stamps)?;
+            let (oldest, lane) = lanes.lane().await;
+            if let Some(r) = oldest {
+                take(r, &mut stamps)?;
             }
             stamps.push_back((Instant::now(), i >= p.warmup));
-            let k = i as usize % depth;
-            let oldest = match test {
-                Test::WriteBw => win.write(self.buf(k), self.dst(k)).await,
-                Test::ReadBw => win.read(self.dst(k), self.buf(k)).await,
-                Test::SendBw => win.send(self.buf(k)).await,
-                _ => unreachable!("not a bandwidth test"),
-            };
-            assert!(oldest.is_none(), "a lane was free");
+            lane.submit();
         }
-        while let Some(r) = win.next().await {
+        while let Some((r, _)) = lanes.next().await {
             take(r, &mut stamps)?;
         }
         Ok(Measured { samples, elapsed: start.elapsed() })
     }
 
-    /// Side B of `send_bw`: keeps `window` receives posted (one task, an
-    /// [`rdma::RecvWindow`](async_doca::rdma::RecvWindow)) until `total` arrived.
+    /// Side B of `send_bw`: keeps `window` receives posted (one task, receive
+    /// [`rdma::Lanes`](async_doca::rdma::Lanes)) until `total` arrived.
     async fn sink(&self, total: u64) -> Result<()> {
         let depth = window(Test::SendBw, self.size);
-        let mut posted = self.rdma.recv_window(depth);
-        for i in 0..total {
-            if let Some((r, _)) = posted.recv(self.buf(i as usize % depth)).await {
-                r?;
-            }
+        let mut posted = self.rdma.recv_lanes(self.local.slice(0..depth * self.size), depth)?;
+        for _ in 0..depth.min(total as usize) {
+            posted.lane().await.1.submit();
         }
-        while let Some((r, _)) = posted.next().await {
+        for i in 0..total {
+            let (r, lane) = posted.next().await.expect("receives posted");
             r?;
+            if i + (depth as u64) < total {
+                lane.submit();
+            }
         }
         Ok(())
     }
