@@ -8,7 +8,12 @@
 //!   contexts of one executor), `op.await` in a loop: submit → complete → resume;
 //! * `rdma/write_window64_{spawned,pipeline}`: 8-byte writes with 64 in flight, as a task
 //!   per operation (a window of `JoinHandle`s) or through one task's [`Pipeline`]: the
-//!   per-operation cost of the message-rate path (time per operation).
+//!   per-operation cost of the message-rate path (time per operation);
+//! * `rdma/write_window64`, `rdma/write_lanes64`: the same through an `rdma::Window` (any
+//!   buffer per write) and through `rdma::Lanes` (fixed memory, each lane's task submitted
+//!   again as it is);
+//! * `rdma/write_lane1`: one write at a time through a single lane: the fixed-memory path's
+//!   submit → complete → resume, against `rdma/write`.
 //!
 //! The soft provider completes an add at submit time (the callback comes with the next
 //! progress), so nothing here waits for another thread: the difference between the two
@@ -20,7 +25,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::time::{Duration, Instant};
 
-use async_doca::rdma::{Connection, Pipeline, Rdma};
+use async_doca::rdma::{Connection, LaneOp, Pipeline, Rdma};
 use async_doca::sync_event::SyncEvent;
 use async_doca::{spawn_local, sys, Access, CpuSet, Device, IdleMode, Runtime};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -246,12 +251,42 @@ fn rdma(c: &mut Criterion) {
                         r.expect("write");
                     }
                 }
+                "write_lanes64" => {
+                    let mut lanes =
+                        ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64).expect("lanes");
+                    for _ in 0..iters {
+                        let (prev, lane) = lanes.lane().await;
+                        if let Some(r) = prev {
+                            r.expect("write");
+                        }
+                        lane.submit();
+                    }
+                    while let Some((r, _)) = lanes.next().await {
+                        r.expect("write");
+                    }
+                }
+                "write_lane1" => {
+                    let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..8)), local.slice(..8), 1).expect("lanes");
+                    for _ in 0..iters {
+                        lanes.lane().await.1.submit();
+                        lanes.next().await.expect("one submitted").0.expect("write");
+                    }
+                }
                 other => unreachable!("{other}"),
             }
             start.elapsed()
         })
     };
-    for which in ["write", "fadd", "send", "write_window64_spawned", "write_window64_pipeline", "write_window64"] {
+    for which in [
+        "write",
+        "write_lane1",
+        "fadd",
+        "send",
+        "write_window64_spawned",
+        "write_window64_pipeline",
+        "write_window64",
+        "write_lanes64",
+    ] {
         g.bench_function(which, |b| b.iter_custom(|iters| run(iters, which)));
     }
     g.finish();

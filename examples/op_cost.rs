@@ -105,6 +105,14 @@ fn main() -> Result<()> {
                     r?;
                 }
             }
+            "lane" => {
+                // One write at a time through one lane: the fixed-memory path's latency.
+                let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..8)), local.slice(..8), 1)?;
+                for _ in 0..n {
+                    lanes.lane().await.1.submit();
+                    lanes.next().await.expect("one submitted").0?;
+                }
+            }
             "spawned" => {
                 let mut window: VecDeque<JoinHandle<Result<()>>> = VecDeque::with_capacity(64);
                 for i in 0..n {
