@@ -41,7 +41,10 @@
 //! flight from one task, without a task per operation. A [`Window`]
 //! ([`Connection::window`]) keeps many writes, reads and sends in flight on one connection
 //! without even a future per operation, and rings their doorbells once per batch: the
-//! path for message rate.
+//! path for message rate with any buffers. [`Lanes`] ([`Connection::lanes`],
+//! [`Rdma::recv_lanes`]) do it on fixed memory, each lane keeping its own task and
+//! submitting it again as it is: the path for message rate when the memory is known up
+//! front, at about the cost of a C program's loop on DOCA.
 //! Each operation returns a named, `Unpin` future ([`WriteFuture`], [`ReadFuture`],
 //! [`SendFuture`], [`AtomicFuture`], [`RecvFuture`]), so a struct can hold one, or a
 //! `Pipeline<WriteFuture<'a>>`, without boxing; it borrows its [`Connection`] (or [`Rdma`]).

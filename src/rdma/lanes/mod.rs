@@ -38,7 +38,7 @@
 //! * **Tasks.** The lanes take up to `depth` tasks of their kind from the context's pool
 //!   ([`RdmaBuilder::max_tasks`](super::RdmaBuilder::max_tasks)) for their whole life, and
 //!   `depth` descriptors (two per lane for writes and reads) from its inventory
-//!   ([`RdmaBuilder::max_descriptors`](super::RdmaBuilder::max_descriptors)). When the
+//!   ([`RdmaBuilder::descriptors`](super::RdmaBuilder::descriptors)). When the
 //!   context leaves RUNNING (a [`restart`](Rdma::restart), an error, shutdown), the idle
 //!   tasks are given back so that it can stop, and lanes allocate again at their next use.
 //! * **Dropping** the `Lanes` with operations in flight discards their results; the memory
@@ -46,9 +46,9 @@
 //!
 //! **Errors** are those of the matching operation ([`Connection::write`], ...; see the
 //! module's [errors and recovery](super#errors-and-recovery)). Making lanes fails with
-//! [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `depth` is 0, the
+//! [`ErrorKind::InvalidArgument`] when `depth` is 0, the
 //! buffer is empty or not a multiple of `depth` bytes, or the remote slice is shorter than
-//! the buffer; with [`ErrorKind::BadState`](crate::ErrorKind::BadState) on a destroyed
+//! the buffer; with [`ErrorKind::BadState`] on a destroyed
 //! context; with DOCA's code when the inventory has no descriptor left.
 //!
 //! **Threads.** `Lanes` borrow their [`Connection`] (or [`Rdma`]): `!Send`, on the
