@@ -505,9 +505,12 @@ impl<'a, T> Lanes<'a, T> {
             HeldState::InFlight => {}
         }
         let core = self.inner.ctx.core();
+        // Every completion the PE has, up to one per operation in flight, not just the
+        // oldest: one call (and one flush of the deferred doorbells) per batch of results
+        // (see `window::ring`).
         if core.take_inline_progress() {
-            let group = &*self.group;
-            if core.progress_inline(self.len, || group.state(i) == HeldState::Done) {
+            core.progress_inline(self.len, || false);
+            if self.group.state(i) == HeldState::Done {
                 return Poll::Ready(());
             }
         }
