@@ -30,6 +30,36 @@ use crate::sys;
 
 type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
 
+/// Which operation a window's push or a lane submits (the kinds with a local buffer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Write,
+    WriteImm,
+    Read,
+    Send,
+    SendImm,
+    Recv,
+}
+
+impl Kind {
+    /// The operation's name, in its errors.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Write => "rdma.write",
+            Kind::WriteImm => "rdma.write_imm",
+            Kind::Read => "rdma.read",
+            Kind::Send => "rdma.send",
+            Kind::SendImm => "rdma.send_imm",
+            Kind::Recv => "rdma.recv",
+        }
+    }
+
+    /// Whether it carries immediate data.
+    pub(super) fn has_imm(self) -> bool {
+        matches!(self, Kind::WriteImm | Kind::SendImm)
+    }
+}
+
 /// What every request holds: the context (its kept tasks and its inventory), its DOCA
 /// object and the connection (null for a receive, which is posted on the context).
 #[derive(Clone, Copy)]

@@ -41,6 +41,7 @@ use std::ffi::c_void;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use super::waiters::keep_waker;
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::{with_current, Core};
@@ -232,11 +233,7 @@ impl HeldGroup {
         if self.records[i].state.get() == HeldState::Done {
             return Poll::Ready(());
         }
-        let stale = self.waker.take();
-        match stale {
-            Some(w) if w.will_wake(cx.waker()) => self.waker.set(Some(w)),
-            _ => self.waker.set(Some(cx.waker().clone())),
-        }
+        keep_waker(&self.waker, cx.waker());
         Poll::Pending
     }
 

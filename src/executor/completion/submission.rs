@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use super::slots::{Slot, SlotState};
-use super::waiters::Ticket;
+use super::waiters::{keep_waker, Ticket};
 use super::{AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::error::{Error, Result};
 use crate::executor::context::CtxRecord;
@@ -90,11 +90,7 @@ impl SlotRef {
         if slot.state.get() == SlotState::Done {
             return Poll::Ready(());
         }
-        let stale = slot.waker.take();
-        match stale {
-            Some(w) if w.will_wake(cx.waker()) => slot.waker.set(Some(w)),
-            _ => slot.waker.set(Some(cx.waker().clone())),
-        }
+        keep_waker(&slot.waker, cx.waker());
         Poll::Pending
     }
 

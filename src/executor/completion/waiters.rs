@@ -3,6 +3,18 @@
 use std::cell::{Cell, RefCell};
 use std::task::Waker;
 
+/// Keeps `waker` in `cell` for a completion to wake: the waker already there if it wakes the
+/// same task (no clone per poll), else a clone. The one home of "the single waiter of a
+/// completion slot or of a held group".
+#[inline(always)]
+pub(crate) fn keep_waker(cell: &Cell<Option<Waker>>, waker: &Waker) {
+    let stale = cell.take();
+    match stale {
+        Some(w) if w.will_wake(waker) => cell.set(Some(w)),
+        _ => cell.set(Some(waker.clone())),
+    }
+}
+
 /// Waiters on a context event (task freed, state changed). Each future keeps a ticket so
 /// that re-polling replaces its waker instead of queueing duplicates; every wake-up drains
 /// the list and opens a new epoch.

@@ -94,6 +94,8 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use super::ops::Kind;
+use super::window::ring::wrap;
 use super::window::Outcome;
 use super::{Connection, Rdma, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
 use crate::error::{Error, ErrorKind, Result};
@@ -119,34 +121,6 @@ pub enum LaneOp {
     /// As `Send`, with the immediate given to [`LaneMut::submit_imm`]
     /// ([`Connection::send_imm`]).
     SendImm,
-}
-
-/// Which task the lanes hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Write,
-    WriteImm,
-    Read,
-    Send,
-    SendImm,
-    Recv,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Write => "rdma.write",
-            Kind::WriteImm => "rdma.write_imm",
-            Kind::Read => "rdma.read",
-            Kind::Send => "rdma.send",
-            Kind::SendImm => "rdma.send_imm",
-            Kind::Recv => "rdma.recv",
-        }
-    }
-
-    fn has_imm(self) -> bool {
-        matches!(self, Kind::WriteImm | Kind::SendImm)
-    }
 }
 
 /// The memory the lanes' tasks touch, and their descriptors. Moved to the held group when
@@ -304,14 +278,10 @@ impl<'a, T> Lanes<'a, T> {
         self.mem.as_deref().expect("lanes' memory is there until they are dropped")
     }
 
-    /// `i` (< twice the depth) as an index of `order`, by a compare (see `window::ring`).
+    /// `i` (< twice the depth) as an index of `order`.
     #[inline(always)]
     fn wrap(&self, i: usize) -> usize {
-        if i >= self.order.len() {
-            i - self.order.len()
-        } else {
-            i
-        }
+        wrap(i, self.order.len())
     }
 
     /// Submits lane `i`'s operation (allocating its task at its first use), or says why not.

@@ -91,11 +91,12 @@ use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
 mod push;
-mod ring;
+pub(in crate::rdma) mod ring;
 
+use super::ops::Kind;
+use push::Op;
 pub(in crate::rdma) use push::Outcome;
 pub use push::WindowPush;
-use push::{Kind, Op};
 use ring::Ring;
 
 use super::{Connection, Rdma, Received};

@@ -13,33 +13,8 @@ use crate::error::{Error, Result};
 use crate::executor::completion::{SlotRef, Submission, Ticket};
 use crate::ext::{AllocTask, DocaTask, TaskOutput};
 use crate::mem::{Buf, RemoteSlice};
-use crate::rdma::ops::{ReadReq, RecvReq, SendReq, WriteReq};
+use crate::rdma::ops::{Kind, ReadReq, RecvReq, SendReq, WriteReq};
 use crate::rdma::{Connection, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
-
-/// Which operation a push submits.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Kind {
-    Write,
-    WriteImm,
-    Read,
-    Send,
-    SendImm,
-    Recv,
-}
-
-impl Kind {
-    /// The operation's name, in its errors.
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Kind::Write => "rdma.write",
-            Kind::WriteImm => "rdma.write_imm",
-            Kind::Read => "rdma.read",
-            Kind::Send => "rdma.send",
-            Kind::SendImm => "rdma.send_imm",
-            Kind::Recv => "rdma.recv",
-        }
-    }
-}
 
 /// An operation not yet in its lane: what the caller gave.
 pub(super) struct Op {

@@ -4,12 +4,24 @@
 
 use std::task::{Context, Poll};
 
-use super::push::{Kind, Outcome, Waiting};
+use super::push::{Outcome, Waiting};
 use crate::error::{Error, Result};
 use crate::executor::completion::{SlotRef, Ticket};
 use crate::ext::OUT_WORDS;
 use crate::mem::{Buf, RemoteSlice};
+use crate::rdma::ops::Kind;
 use crate::rdma::RdmaInner;
+
+/// `i` (< twice `n`) modulo `n`: a compare, not a division (`%` by a depth known only at run
+/// time is a `div`, tens of cycles, twice per operation). The lane index of a ring of `n`.
+#[inline(always)]
+pub(in crate::rdma) fn wrap(i: usize, n: usize) -> usize {
+    if i >= n {
+        i - n
+    } else {
+        i
+    }
+}
 
 /// One lane.
 pub(super) enum Lane {
@@ -115,15 +127,9 @@ impl<'a> Ring<'a> {
         }
     }
 
-    /// `i` (< twice the depth) as a lane index: a compare, not a division (`%` by a depth
-    /// known only at run time is a `div`, tens of cycles, twice per operation).
     #[inline(always)]
     fn wrap(&self, i: usize) -> usize {
-        if i >= self.lanes.len() {
-            i - self.lanes.len()
-        } else {
-            i
-        }
+        wrap(i, self.lanes.len())
     }
 
     /// Puts `lane` after the newest operation (there is room).
