@@ -300,6 +300,9 @@ impl Drop for HeldGroup {
 /// `task` is the live, completed task of kind `K` whose user data is `key`, set by
 /// [`HeldGroup::user_data`] for a record of a live group (a group with a task in flight is
 /// alive: its owner holds it, or it holds itself, see [`HeldGroup::abandon`]).
+// Inlined into `completion_cb`: one frame per completion instead of two (15 instructions of
+// a held write's ~620, `examples/op_cost lanes`).
+#[inline(always)]
 pub(super) unsafe fn on_held_completion<K: DocaTask>(task: *mut K::Task, key: u64) {
     // SAFETY: the caller's contract: a record of a live group, which never moves.
     let rec = unsafe { &*((key & !HELD_TAG) as *const HeldRecord) };

@@ -166,6 +166,9 @@ pub struct Lanes<'a, T = ()> {
     group: Rc<HeldGroup>,
     /// `Some` until dropped.
     mem: Option<Box<LaneMem>>,
+    /// A copy of `mem`'s descriptors, read at every submission without going through the
+    /// `Option` and the box (they live as long as `mem`, which owns and releases them).
+    descs: Box<[[*mut sys::doca_buf; 2]]>,
     /// Lanes with an operation, oldest first: `order[head..head + len]` (modulo the depth).
     order: Box<[u32]>,
     head: usize,
@@ -241,6 +244,7 @@ impl<'a, T> Lanes<'a, T> {
             conn,
             kind,
             group,
+            descs: mem.descs.clone(),
             mem: Some(mem),
             order: vec![0; depth].into_boxed_slice(),
             head: 0,
@@ -338,7 +342,7 @@ impl<'a, T> Lanes<'a, T> {
             Ok(p) => p,
             Err(_) => return sys::DOCA_ERROR_BAD_STATE,
         };
-        let [l, r] = self.mem().descs[i];
+        let [l, r] = self.descs[i];
         let (conn, ud, imm, g) = (self.conn, self.group.user_data(i), self.imm[i].to_be(), &*self.group);
         // SAFETY: (each call) a live context (checked above) and connection (borrowed by the
         // lanes); the descriptors describe memory the lanes keep until no task uses it; `t`
@@ -371,7 +375,7 @@ impl<'a, T> Lanes<'a, T> {
 
     /// Points a task taken from another lane at lane `i`'s descriptors, and readies it.
     fn repoint(&self, i: usize, task: *mut std::ffi::c_void) {
-        let [l, r] = self.mem().descs[i];
+        let [l, r] = self.descs[i];
         // SAFETY: (each call) a task of the lanes' kind that no one else owns and DOCA does
         // not (it moved between idle lanes); lane `i`'s descriptors, which no task in flight
         // uses.
@@ -402,7 +406,7 @@ impl<'a, T> Lanes<'a, T> {
     /// immediate is set.
     #[inline(always)]
     fn prepare(&self, i: usize, task: *mut std::ffi::c_void) {
-        let [l, r] = self.mem().descs[i];
+        let [l, r] = self.descs[i];
         // SAFETY: (each call) lane `i`'s own task, of the lanes' kind, not in flight, and its
         // own descriptors, which no task in flight uses.
         unsafe {
@@ -521,9 +525,12 @@ impl<'a, T> Lanes<'a, T> {
         (Some(r), LaneMut { lanes: self, index: i, submitted: false })
     }
 
-    /// Ready once a lane is idle or the oldest operation is done.
+    /// Ready once a lane is idle or the oldest operation is done. Those two checks inline
+    /// (the steady state of a full set of lanes finds the oldest done), the wait out of line.
+    #[inline(always)]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.idle.is_empty() {
+        // With no idle lane every lane is in the order, so `head` names one.
+        if !self.idle.is_empty() || self.group.state(self.order[self.head] as usize) == HeldState::Done {
             return Poll::Ready(());
         }
         self.poll_oldest(cx)
