@@ -23,6 +23,7 @@
 //! | a context stopped mid-flight (`Rdma::restart` with operations in flight) | the child |
 //! | futures dropped in flight (zero timeout) and timeouts firing (short timeouts) | the child |
 //! | task-pool exhaustion (bursts far deeper than tiny pools) | the child |
+//! | bursts through `rdma::Lanes` (tasks held and resubmitted), dropped in flight too | the child |
 //! | the UROM daemon crashed (SIGKILL) and restarted on its socket | the controller |
 //! | a UROM worker killed (SIGKILL) | the controller |
 //! | UROM commands dropped in flight, bursts beyond a worker's in-flight limit | the child |
@@ -79,7 +80,7 @@ use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use async_doca::rdma::{Connection, Opcode, Rdma};
+use async_doca::rdma::{Connection, LaneOp, Opcode, Rdma};
 use async_doca::sync_event::SyncEvent;
 use async_doca::time::{sleep, timeout};
 use async_doca::{spawn_local, Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Runtime};
@@ -385,6 +386,113 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+impl Worker {
+    /// A burst through `rdma::Lanes` on connection `c` of peer `p`: messages (each lane sent
+    /// again and again) or writes (each lane once, to consecutive fresh slots), `depth` in
+    /// flight, every operation logged as any other (`SS`/`SD`, `WS`/`WD`). `drop_after`: the
+    /// lanes are dropped after this long, with operations in flight (their memory stays
+    /// with the completions); those operations' outcomes stay unknown, as a dropped future's.
+    async fn lanes_burst(&self, p: &Peer, c: usize, rng: &mut Rng, drop_after: Option<Duration>) {
+        let conn = &p.conns[c];
+        let depth = rng.range(2, 16) as usize;
+        let burst = async {
+            if rng.chance(500) {
+                // Messages: n sends through depth lanes of len bytes.
+                let len = rng.range(HDR as u64, (MAX_MSG / 4) as u64) as usize;
+                let n = rng.range(depth as u64, 4 * depth as u64);
+                let mem = self.dev.alloc(depth * len, Access::LOCAL_READ_WRITE).expect("alloc");
+                let mut lanes = match conn.lanes(LaneOp::Send, mem.buf(), depth) {
+                    Ok(l) => l,
+                    Err(e) => violation(&self.log, format!("send lanes to {}: {e}", p.id)),
+                };
+                let mut seqs = std::collections::VecDeque::new();
+                // The result of the oldest send: logged done, or the burst ends (`false`).
+                let done = |r: async_doca::Result<()>, seqs: &mut std::collections::VecDeque<u64>| {
+                    let seq = seqs.pop_front().expect("a sequence number per send");
+                    match r {
+                        Ok(()) => {
+                            self.log.line(format!("SD {} {seq}", p.id));
+                            true
+                        }
+                        Err(e) if explained(&e) => {
+                            self.log.line(format!("ERR {} lanes send {:?}", p.id, e.kind()));
+                            p.broken.set(true);
+                            false
+                        }
+                        Err(e) => violation(&self.log, format!("a send through lanes to {} failed: {e}", p.id)),
+                    }
+                };
+                for _ in 0..n {
+                    let (prev, mut lane) = bound(&self.log, p, lanes.lane()).await;
+                    if let Some(r) = prev {
+                        if !done(r, &mut seqs) {
+                            return;
+                        }
+                    }
+                    let seq = p.next_seq.get();
+                    p.next_seq.set(seq + 1);
+                    lane.buf_mut().write(0, &message(self.me, seq, len));
+                    self.log.line(format!("SS {} {seq}", p.id));
+                    seqs.push_back(seq);
+                    lane.submit();
+                }
+                while let Some((r, _)) = bound(&self.log, p, lanes.next()).await {
+                    if !done(r, &mut seqs) {
+                        return;
+                    }
+                }
+            } else {
+                // Writes: one per lane, to `depth` fresh consecutive slots, whole slots.
+                let first = p.next_slot.get();
+                if first + depth > SLOTS {
+                    return;
+                }
+                p.next_slot.set(first + depth);
+                let mem = self.dev.alloc(depth * SLOT, Access::LOCAL_READ_WRITE).expect("alloc");
+                let dst = p.remote.slice(SLOTS_AT + first * SLOT..SLOTS_AT + (first + depth) * SLOT);
+                let mut lanes = match conn.lanes(LaneOp::Write(dst), mem.buf(), depth) {
+                    Ok(l) => l,
+                    Err(e) => violation(&self.log, format!("write lanes to {}: {e}", p.id)),
+                };
+                for _ in 0..depth {
+                    let (prev, mut lane) = bound(&self.log, p, lanes.lane()).await;
+                    assert!(prev.is_none(), "each lane is written once");
+                    let slot = first + lane.index();
+                    let data: Vec<u8> = (0..SLOT).map(|t| slot_byte(self.me, p.id, slot, t)).collect();
+                    lane.buf_mut().write(0, &data);
+                    self.log.line(format!("WS {} {slot} {SLOT} 0", p.id));
+                    lane.submit();
+                }
+                while let Some((r, lane)) = bound(&self.log, p, lanes.next()).await {
+                    match r {
+                        Ok(()) => self.log.line(format!("WD {} {}", p.id, first + lane.index())),
+                        Err(e) if explained(&e) => {
+                            self.log.line(format!("ERR {} lanes write {:?}", p.id, e.kind()));
+                            p.broken.set(true);
+                            return;
+                        }
+                        Err(e) => violation(&self.log, format!("a write through lanes to {} failed: {e}", p.id)),
+                    }
+                }
+            }
+        };
+        match drop_after {
+            None => burst.await,
+            Some(d) => {
+                let _ = timeout(d, burst).await;
+            }
+        }
+    }
+}
+
+/// `f`, bounded by `OP_LIMIT`: a wait of lanes that does not end is a violation.
+async fn bound<T>(log: &Log, p: &Peer, f: impl std::future::Future<Output = T>) -> T {
+    match timeout(OP_LIMIT, f).await {
+        Ok(v) => v,
+        Err(_) => violation(log, format!("lanes to {} did not resolve within {OP_LIMIT:?}", p.id)),
     }
 }
 
@@ -704,7 +812,12 @@ fn child_main(spec: &str) {
                                 3..=5 => Some(Duration::from_micros(rng.below(3000))),
                                 _ => None,
                             };
-                            ch.one_op(&p, c, &mut rng, &scratch, drop_after).await;
+                            if rng.chance(20) {
+                                // Operations on fixed memory, their tasks held and resubmitted.
+                                ch.lanes_burst(&p, c, &mut rng, drop_after).await;
+                            } else {
+                                ch.one_op(&p, c, &mut rng, &scratch, drop_after).await;
+                            }
                             ops += 1;
                         }
                         ops

@@ -226,18 +226,41 @@ impl CtxRecord {
     /// is destroyed.
     fn free_kept(&self) {
         self.reusing.set(false);
+        self.free_idle_tasks();
+    }
+
+    /// An allocation found a task pool of this ctx spent: frees the tasks kept for reuse and
+    /// the held tasks not in flight (they are a cache; their owners allocate again), so that
+    /// it can succeed. Returns whether any task was freed (then the caller allocates again).
+    pub(crate) fn reclaim_idle(&self) -> bool {
+        let freed = self.free_idle_tasks();
+        if freed > 0 {
+            crate::trace::event!(
+                debug,
+                { ctx = self.name, ctx_id = self.id(), freed = freed },
+                "task pool spent: kept and idle held tasks given back"
+            );
+        }
+        freed > 0
+    }
+
+    /// Frees every kept task and every held task not in flight; returns how many.
+    fn free_idle_tasks(&self) -> usize {
         let kept = std::mem::take(&mut *self.kept.borrow_mut());
+        let mut n = 0;
         for k in kept.into_iter().flatten() {
             // SAFETY: a completed task of this ctx handed back by its callback and kept,
             // never submitted since (taken ones left the list); freed once, the list is
             // emptied above; `free` is the kind's own.
             unsafe { (k.free)(k.task) };
+            n += 1;
         }
         // Upgraded first, freed outside the borrow (freeing calls into DOCA).
         let groups: Vec<Rc<HeldGroup>> = self.held.borrow().iter().filter_map(Weak::upgrade).collect();
         for g in groups {
-            g.give_back_idle();
+            n += g.give_back_idle();
         }
+        n
     }
 
     fn query_state(&self) -> Result<CtxState> {

@@ -249,14 +249,18 @@ impl HeldGroup {
     }
 
     /// Frees every task that is not in flight (DOCA does not own it): the context leaves
-    /// RUNNING, or the owner goes. A record without a task allocates again at its next use.
-    pub(crate) fn give_back_idle(&self) {
+    /// RUNNING, its pool is spent (`CtxRecord::reclaim_idle`), or the owner goes. A record
+    /// without a task allocates again at its next use.
+    /// Returns how many it freed.
+    pub(crate) fn give_back_idle(&self) -> usize {
+        let mut n = 0;
         for r in self.records.iter() {
             let task = r.task.get();
             if task.is_null() || r.state.get() == HeldState::InFlight {
                 continue;
             }
             r.task.set(std::ptr::null_mut());
+            n += 1;
             if self.ctx.is_alive() {
                 // SAFETY: a task of the group's kind that DOCA does not own (not in flight),
                 // taken out of its record above, so freed once. A destroyed context freed its
@@ -265,6 +269,7 @@ impl HeldGroup {
                 unsafe { (self.free)(task) };
             }
         }
+        n
     }
 
     /// The owner goes: idle tasks are given back now; while tasks are in flight, the group
@@ -274,7 +279,7 @@ impl HeldGroup {
     pub(crate) fn abandon(self: Rc<Self>, keep: Box<dyn Any>) {
         drop(self.waker.take());
         self.abandoned.set(true);
-        self.give_back_idle();
+        let _ = self.give_back_idle();
         if self.in_flight.get() == 0 {
             drop(keep);
             return;
@@ -289,7 +294,7 @@ impl Drop for HeldGroup {
         // An owner gives its tasks back before it lets the group go (`abandon`); this is for
         // a group dropped otherwise, with nothing in flight (an in-flight task holds the
         // group alive through `keep`, or was leaked at shutdown with it).
-        self.give_back_idle();
+        let _ = self.give_back_idle();
     }
 }
 

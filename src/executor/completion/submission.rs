@@ -223,6 +223,9 @@ impl<K: DocaTask> Submission<K> {
                             self.stage = Stage::Submit(task);
                         }
                         Ok(_) => return Poll::Ready(Err(err(sys::DOCA_ERROR_UNEXPECTED, "allocate: null task"))),
+                        // Pool spent by tasks kept idle (for reuse, or held by lanes): they are
+                        // given back, and the allocation tried again.
+                        Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.reclaim_idle() => {}
                         Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.outstanding() > 0 => {
                             // Pool exhausted by tasks that will be freed: wait for one.
                             back_pressure(op, ctx, "task pool exhausted");

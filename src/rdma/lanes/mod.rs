@@ -308,25 +308,16 @@ impl<'a, T> Lanes<'a, T> {
         if !ctx.is_alive() {
             return Try::Refused(sys::DOCA_ERROR_BAD_STATE);
         }
-        let task = group.task::<K>(i);
+        let mut task = group.task::<K>(i);
         if task.is_null() {
-            match self.alloc(i) {
-                sys::DOCA_SUCCESS => {}
-                // The pool is spent: take the task of a lane that has no operation in flight
-                // (lanes deeper than the pool share its tasks), else wait for one.
-                sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
-                    Some(from) => {
-                        group.move_task(from, i);
-                        self.repoint(i, group.task::<K>(i).cast());
-                    }
-                    None if ctx.outstanding() > 0 => return Try::Wait,
-                    None => return Try::Refused(sys::DOCA_ERROR_NO_MEMORY),
-                },
-                rc => return Try::Refused(rc),
+            if let Err(t) = self.obtain_task::<K>(i) {
+                return t;
             }
-        } else {
-            self.prepare(i, task.cast());
+            task = group.task::<K>(i);
         }
+        // Fresh, moved or kept, the task's destination may hold the data of the lane's
+        // earlier operation (the descriptors are the lane's for its whole life).
+        self.prepare(i, task.cast());
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
         // of kind K (the group's), ready for its next operation.
         match unsafe { group.submit::<K>(self.inner.ctx.core(), i) } {
@@ -334,6 +325,37 @@ impl<'a, T> Lanes<'a, T> {
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
             rc => Try::Refused(rc),
         }
+    }
+
+    /// Gives lane `i` a task (its first use, or its task was given back): a fresh one, an
+    /// idle lane's, or one the context had kept idle. Off the fast path.
+    #[cold]
+    #[inline(never)]
+    fn obtain_task<K: DocaTask>(&self, i: usize) -> std::result::Result<(), Try> {
+        let group = &*self.group;
+        let ctx = group.ctx();
+        match self.alloc(i) {
+            sys::DOCA_SUCCESS => {}
+            // The pool is spent: take the task of a lane that has no operation in flight
+            // (lanes deeper than the pool share its tasks); else have the context give
+            // back the tasks it keeps idle (for reuse, or held by other lanes) and
+            // allocate again; else wait for a task to complete.
+            sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
+                Some(from) => {
+                    group.move_task(from, i);
+                    self.repoint(i, group.task::<K>(i).cast());
+                }
+                None if ctx.reclaim_idle() => match self.alloc(i) {
+                    sys::DOCA_SUCCESS => {}
+                    sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => return Err(Try::Wait),
+                    rc => return Err(Try::Refused(rc)),
+                },
+                None if ctx.outstanding() > 0 => return Err(Try::Wait),
+                None => return Err(Try::Refused(sys::DOCA_ERROR_NO_MEMORY)),
+            },
+            rc => return Err(Try::Refused(rc)),
+        }
+        Ok(())
     }
 
     /// Allocates lane `i`'s task over its descriptors, with its record's user data.
@@ -373,7 +395,7 @@ impl<'a, T> Lanes<'a, T> {
         }
     }
 
-    /// Points a task taken from another lane at lane `i`'s descriptors, and readies it.
+    /// Points a task taken from another lane at lane `i`'s descriptors.
     fn repoint(&self, i: usize, task: *mut std::ffi::c_void) {
         let [l, r] = self.descs[i];
         // SAFETY: (each call) a task of the lanes' kind that no one else owns and DOCA does
@@ -398,12 +420,11 @@ impl<'a, T> Lanes<'a, T> {
                 Kind::Recv => sys::doca_rdma_task_receive_set_dst_buf(task.cast(), l),
             }
         }
-        self.prepare(i, task);
     }
 
-    /// Readies lane `i`'s completed task for its next operation: every parameter stays, but
-    /// results are appended after a destination's data, so the destination is emptied; an
-    /// immediate is set.
+    /// Readies lane `i`'s task for its next operation: every parameter stays, but results
+    /// are appended after a destination's data, so the destination is emptied; an immediate
+    /// is set.
     #[inline(always)]
     fn prepare(&self, i: usize, task: *mut std::ffi::c_void) {
         let [l, r] = self.descs[i];

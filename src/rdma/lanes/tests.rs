@@ -156,6 +156,45 @@ fn lanes_deeper_than_the_task_pool_share_its_tasks_instead_of_failing() {
 }
 
 #[test]
+fn tasks_held_idle_by_lanes_go_back_to_whoever_needs_them() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, target, remote, local, _b, .. } = small_pool_loopback(4, 64).await?;
+            // Four lanes take the whole pool of four write tasks, and keep them idle.
+            let mut first = ab.lanes(LaneOp::Write(remote.slice(0..32)), local.slice(0..32), 4)?;
+            for _ in 0..4 {
+                first.lane().await.1.submit();
+            }
+            while let Some((r, _)) = first.next().await {
+                r?;
+            }
+            // An operation future, and other lanes, get tasks all the same: the idle ones are
+            // given back to the pool instead of the allocation failing.
+            let mut src = local.slice(32..40);
+            src.write_u64(0, 77);
+            let (r, _) = timeout(LIMIT, ab.write(src, remote.slice(32..40))).await.expect("not stuck");
+            r?;
+            assert_eq!(target.slice(32..40).read_u64(0), 77);
+            let mut second = ab.lanes(LaneOp::Write(remote.slice(40..64)), local.slice(40..64), 3)?;
+            for _ in 0..9 {
+                let (prev, lane) = timeout(LIMIT, second.lane()).await.expect("not stuck");
+                if let Some(r) = prev {
+                    r?;
+                }
+                lane.submit();
+            }
+            while let Some((r, _)) = second.next().await {
+                r?;
+            }
+            // And the first lanes allocate again.
+            first.lane().await.1.submit();
+            first.next().await.expect("one submitted").0?;
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
 fn dropped_lanes_keep_their_memory_until_doca_is_done_and_let_the_context_stop() {
     crate::testkit::runtime()
         .block_on(async {
