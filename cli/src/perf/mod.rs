@@ -69,6 +69,9 @@ use report::Report;
 pub enum Mode {
     Raw,
     Async,
+    /// The async runtime through `rdma::Lanes` of one lane (fixed memory, the task held and
+    /// submitted again): write, read, send and write-with-immediate latency.
+    Lanes,
     /// Side A awaits from tokio, with the PE driven inside tokio (`async_doca::tokio::run_local`).
     #[cfg(feature = "tokio")]
     Tokio,
@@ -90,6 +93,7 @@ impl Mode {
         match self {
             Mode::Raw => "raw",
             Mode::Async => "async",
+            Mode::Lanes => "lanes",
             #[cfg(feature = "tokio")]
             Mode::Tokio => "tokio",
             #[cfg(feature = "tokio")]
@@ -242,6 +246,11 @@ const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
 const LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Tokio, Mode::TokioHandle];
 #[cfg(not(feature = "tokio"))]
 const LAT_MODES: &[Mode] = RDMA_MODES;
+/// The RDMA latency tests an operation of `rdma::Lanes` can run (not the atomics).
+#[cfg(feature = "tokio")]
+const LANE_LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Lanes, Mode::Tokio, Mode::TokioHandle];
+#[cfg(not(feature = "tokio"))]
+const LANE_LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Lanes];
 const RDMA_PROCS: &[u32] = &[1, 2];
 #[cfg(feature = "soft")]
 const COLL_MODES: &[Mode] = &[Mode::Offload, Mode::Host];
@@ -274,7 +283,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "write_lat",
-        modes: LAT_MODES,
+        modes: LANE_LAT_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,
@@ -284,7 +293,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "read_lat",
-        modes: LAT_MODES,
+        modes: LANE_LAT_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,
@@ -294,7 +303,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "send_lat",
-        modes: LAT_MODES,
+        modes: LANE_LAT_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,
@@ -326,7 +335,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "write_imm_lat",
-        modes: RDMA_MODES,
+        modes: &[Mode::Raw, Mode::Async, Mode::Lanes],
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,

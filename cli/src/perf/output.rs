@@ -57,6 +57,7 @@ pub fn print_table(reports: &[Report]) {
     // anchor (`perf --anchor ucx`) against both of ours.
     for (mode, base) in [
         ("async", "raw"),
+        ("lanes", "raw"),
         ("tokio", "async"),
         ("tokio-handle", "async"),
         ("traced", "async"),

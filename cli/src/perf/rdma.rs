@@ -19,12 +19,13 @@
 //! `done` each way (A's first, B's once it took everything): neither side stops its context
 //! (which resets the connection) while the other still uses it.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use async_doca::executor::yield_now;
-use async_doca::rdma::{Connection, LaneOp, Rdma};
+use async_doca::rdma::{Connection, LaneOp, Lanes, Rdma, Received};
 use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
 use super::cpu::{joined, runtime, two_cpus};
@@ -138,6 +139,7 @@ fn sides(test: Test, mode: Mode) -> Result<(SideA, SideB)> {
     match mode {
         Mode::Raw => Ok((super::raw_rdma::side_a, super::raw_rdma::side_b)),
         Mode::Async => Ok((async_side_a, async_side_b)),
+        Mode::Lanes => Ok((lanes_side_a, lanes_side_b)),
         // The bridge measures side A; its peer is the async side.
         #[cfg(feature = "tokio")]
         Mode::Tokio => Ok((super::tokio::rdma_side_a, async_side_b)),
@@ -252,6 +254,7 @@ fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
         // The tokio bridge's side B is the async side, so a server built without the
         // `tokio` feature serves those runs too.
         "async" | "tokio" | "tokio-handle" => Mode::Async,
+        "lanes" => Mode::Lanes,
         _ => return Err(bad()),
     };
     let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
@@ -585,6 +588,144 @@ fn async_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measur
 fn async_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
     let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
     let h = rt.spawn_on(cpu, move || async_b(test, p, link))?;
+    rt.block_on(h)?
+}
+
+/// One side of a latency test through `rdma::Lanes` of one lane each (mode `lanes`): the
+/// same memory as the async side's futures, each operation's task held and submitted again.
+struct LaneEnd<'a> {
+    end: &'a End,
+    /// The operation of the test, over slot 0 (and the peer's slot 0).
+    op: RefCell<Lanes<'a>>,
+    /// A receive kept posted into slot 1 (`send_lat`, `write_imm_lat`).
+    recv: Option<RefCell<Lanes<'a, Received>>>,
+}
+
+impl<'a> LaneEnd<'a> {
+    async fn new(end: &'a End, test: Test) -> Result<LaneEnd<'a>> {
+        let op = match test {
+            Test::WriteLat => LaneOp::Write(end.dst(0)),
+            Test::WriteImmLat => LaneOp::WriteImm(end.dst(0)),
+            Test::ReadLat => LaneOp::Read(end.dst(0)),
+            Test::SendLat => LaneOp::Send,
+            _ => return Err(Mode::Lanes.unsupported(test.name())),
+        };
+        let op = RefCell::new(end.conn.lanes(op, end.buf(0), 1)?);
+        let recv = if matches!(test, Test::SendLat | Test::WriteImmLat) {
+            let mut posted = end.rdma.recv_lanes(end.buf(1), 1)?;
+            posted.lane().await.1.submit();
+            Some(RefCell::new(posted))
+        } else {
+            None
+        };
+        Ok(LaneEnd { end, op, recv })
+    }
+
+    /// The lane's operation once, carrying `v` (and `imm`), to its result.
+    // The borrow is held across the awaits on purpose: one task runs the iterations one after
+    // the other (`timed_async` awaits each before it starts the next), so no other borrow can
+    // be attempted meanwhile; the cell only lets a `Fn` closure reach the lanes.
+    #[allow(clippy::await_holding_refcell_ref)]
+    async fn op(&self, v: u64, imm: Option<u32>) -> Result<()> {
+        let mut lanes = self.op.borrow_mut();
+        let (_, mut lane) = lanes.lane().await;
+        lane.buf_mut().write_u64(0, v);
+        match imm {
+            Some(imm) => lane.submit_imm(imm),
+            None => lane.submit(),
+        }
+        let (r, _lane) = lanes.next().await.expect("one submitted");
+        r
+    }
+
+    /// The next message (checked against `v` when it has an immediate); its lane is posted
+    /// again at once.
+    // As in `op`.
+    #[allow(clippy::await_holding_refcell_ref)]
+    async fn recv(&self, v: u64) -> Result<()> {
+        let mut posted = self.recv.as_ref().expect("receive lanes for this test").borrow_mut();
+        let (msg, lane) = posted.next().await.expect("one posted");
+        lane.submit();
+        if let Some(imm) = msg?.imm {
+            check(u64::from(imm), v)?;
+        }
+        Ok(())
+    }
+
+    async fn ping(&self, test: Test, i: u64) -> Result<()> {
+        let v = i + 1;
+        match test {
+            Test::WriteLat => {
+                self.op(v, None).await?;
+                self.end.wait_word(v).await
+            }
+            Test::SendLat => {
+                self.op(v, None).await?;
+                self.recv(v).await
+            }
+            Test::WriteImmLat => {
+                self.op(v, Some(v as u32)).await?;
+                self.recv(v).await
+            }
+            Test::ReadLat => self.op(v, None).await,
+            _ => Err(Mode::Lanes.unsupported(test.name())),
+        }
+    }
+
+    async fn pong(&self, test: Test, i: u64) -> Result<()> {
+        let v = i + 1;
+        match test {
+            Test::WriteLat => {
+                self.end.wait_word(v).await?;
+                self.op(v, None).await
+            }
+            Test::SendLat => {
+                self.recv(v).await?;
+                self.op(v, None).await
+            }
+            Test::WriteImmLat => {
+                self.recv(v).await?;
+                self.op(v, Some(v as u32)).await
+            }
+            _ => Err(Mode::Lanes.unsupported(test.name())),
+        }
+    }
+}
+
+/// Side A, mode `lanes`.
+async fn lanes_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
+    let end = End::connect(test, &p, &mut link).await?;
+    let lanes = LaneEnd::new(&end, test).await?;
+    let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
+    let lanes = &lanes;
+    let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| lanes.ping(test, i)).await?;
+    link.send(b"done")?;
+    link.recv().await?;
+    Ok(Measured { samples, elapsed })
+}
+
+/// Side B, mode `lanes`.
+async fn lanes_b(test: Test, p: Params, mut link: Link) -> Result<()> {
+    let end = End::connect(test, &p, &mut link).await?;
+    let lanes = LaneEnd::new(&end, test).await?;
+    if test.is_pingpong() {
+        for i in 0..p.warmup + p.iters {
+            lanes.pong(test, i).await?;
+        }
+    }
+    link.recv().await?;
+    link.send(b"done")
+}
+
+fn lanes_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measured> {
+    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let h = rt.spawn_on(cpu, move || lanes_a(test, p, link))?;
+    rt.block_on(h)?
+}
+
+fn lanes_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
+    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let h = rt.spawn_on(cpu, move || lanes_b(test, p, link))?;
     rt.block_on(h)?
 }
 
