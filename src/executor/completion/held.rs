@@ -194,7 +194,8 @@ impl HeldGroup {
         t.task.set(task);
     }
 
-    /// Submits record `i`'s task with its doorbell deferred to the executor's next progress
+    /// Submits record `i`'s task: with its doorbell when `doorbell` is set
+    /// (`Core::submit_now`), else with the doorbell deferred to the executor's next progress
     /// (`Core::submit_deferred`). On success the record is in flight; otherwise the task is
     /// still the owner's and the record idle, and DOCA's code is returned.
     ///
@@ -202,13 +203,20 @@ impl HeldGroup {
     /// Record `i` is idle and has a task of kind `K`, re-initialised as its next operation
     /// needs.
     #[inline(always)]
-    pub(crate) unsafe fn submit<K: DocaTask>(&self, core: &Core, i: usize) -> sys::doca_error_t {
+    pub(crate) unsafe fn submit<K: DocaTask>(&self, core: &Core, i: usize, doorbell: bool) -> sys::doca_error_t {
         let r = &self.records[i];
         debug_assert!(r.state.get() == HeldState::Idle && !r.task.get().is_null());
         // In flight before the call: a provider that completed inside submit would find it.
         r.state.set(HeldState::InFlight);
         // SAFETY: a live task of kind K of this context, owned by the caller (the contract).
-        let rc = unsafe { core.submit_deferred(&self.ctx, K::as_task(r.task.get().cast())) };
+        let rc = unsafe {
+            let task = K::as_task(r.task.get().cast());
+            if doorbell {
+                core.submit_now(task)
+            } else {
+                core.submit_deferred(&self.ctx, task)
+            }
+        };
         if rc == sys::DOCA_SUCCESS {
             self.in_flight.set(self.in_flight.get() + 1);
             self.ctx.task_allocated();

@@ -318,9 +318,14 @@ impl<'a, T> Lanes<'a, T> {
         // Fresh, moved or kept, the task's destination may hold the data of the lane's
         // earlier operation (the descriptors are the lane's for its whole life).
         self.prepare(i, task.cast());
+        // The doorbell: rung at once for an operation alone in the lanes (nothing to batch it
+        // with, and its wait comes next: the latency case), deferred to the next progress
+        // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
+        // context's earlier deferred tasks first, so the order stays the submission order.
+        let doorbell = self.len == 1;
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
         // of kind K (the group's), ready for its next operation.
-        match unsafe { group.submit::<K>(self.inner.ctx.core(), i) } {
+        match unsafe { group.submit::<K>(self.inner.ctx.core(), i, doorbell) } {
             sys::DOCA_SUCCESS => Try::Submitted,
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
             rc => Try::Refused(rc),
