@@ -34,7 +34,9 @@
 //!   than the task pool share the tasks they could get: a lane without one takes that of a
 //!   lane with no operation in flight.
 //! * **Doorbells** are deferred: the submissions of a batch are handed to DOCA together when
-//!   the executor (or an inline progress of `lane`/`next`) next progresses the PE.
+//!   the executor (or an inline progress of `lane`/`next`) next progresses the PE. An
+//!   operation submitted while no other is in the lanes rings its doorbell at once: there is
+//!   nothing to batch it with, and its wait usually comes next (one lane used for latency).
 //! * **Tasks.** The lanes take up to `depth` tasks of their kind from the context's pool
 //!   ([`RdmaBuilder::max_tasks`](super::RdmaBuilder::max_tasks)) for their whole life, and
 //!   `depth` descriptors (two per lane for writes and reads) from its inventory
