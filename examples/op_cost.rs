@@ -9,7 +9,9 @@
 //! ```
 //! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
 //! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
-//! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `spawned` (writes, 64 in flight as a task each),
+//! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
+//! (the same writes through 64 `rdma::Lanes`, each holding its task), `lane` (one write at a
+//! time through a single lane), `spawned` (writes, 64 in flight as a task each),
 //! `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`), `memcpy`
