@@ -10,6 +10,10 @@
 //! progressed the PE are rung together (`doca_task_submit_ex` without the flush flag, one
 //! `doca_ctx_flush_tasks`).
 //!
+//! When every operation uses the same memory over and over (lane *k* always on the same
+//! bytes), [`Lanes`](super::Lanes) do the same for about half the cost per operation: each
+//! lane keeps its task and descriptors and submits them again as they are.
+//!
 //! | method | what it submits | gives back |
 //! | --- | --- | --- |
 //! | [`write`](Window::write), [`write_imm`](Window::write_imm) | as [`Connection::write`] | the source |
