@@ -30,7 +30,7 @@ use crate::sys;
 
 type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
 
-/// Which operation a window's push or a lane submits (the kinds with a local buffer).
+/// Which operation a window's push or a lane submits (the atomics only through lanes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
     Write,
@@ -39,6 +39,8 @@ pub(super) enum Kind {
     Send,
     SendImm,
     Recv,
+    FetchAdd,
+    CmpSwp,
 }
 
 impl Kind {
@@ -51,7 +53,14 @@ impl Kind {
             Kind::Send => "rdma.send",
             Kind::SendImm => "rdma.send_imm",
             Kind::Recv => "rdma.recv",
+            Kind::FetchAdd => "rdma.fetch_add",
+            Kind::CmpSwp => "rdma.compare_swap",
         }
+    }
+
+    /// Whether it is an atomic (its target is 8 bytes, its local buffer the old value).
+    pub(super) fn is_atomic(self) -> bool {
+        matches!(self, Kind::FetchAdd | Kind::CmpSwp)
     }
 
     /// Whether it carries immediate data.

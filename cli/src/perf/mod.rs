@@ -70,7 +70,7 @@ pub enum Mode {
     Raw,
     Async,
     /// The async runtime through `rdma::Lanes` of one lane (fixed memory, the task held and
-    /// submitted again): write, read, send and write-with-immediate latency.
+    /// submitted again): the latency of every point-to-point RDMA test.
     Lanes,
     /// Side A awaits from tokio, with the PE driven inside tokio (`async_doca::tokio::run_local`).
     #[cfg(feature = "tokio")]
@@ -246,7 +246,9 @@ const RDMA_MODES: &[Mode] = &[Mode::Raw, Mode::Async];
 const LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Tokio, Mode::TokioHandle];
 #[cfg(not(feature = "tokio"))]
 const LAT_MODES: &[Mode] = RDMA_MODES;
-/// The RDMA latency tests an operation of `rdma::Lanes` can run (not the atomics).
+/// The RDMA latency tests that also run through `rdma::Lanes` (mode `lanes`).
+const LANE_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Lanes];
+/// The same, for the tests that also run through the tokio bridge.
 #[cfg(feature = "tokio")]
 const LANE_LAT_MODES: &[Mode] = &[Mode::Raw, Mode::Async, Mode::Lanes, Mode::Tokio, Mode::TokioHandle];
 #[cfg(not(feature = "tokio"))]
@@ -335,7 +337,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "write_imm_lat",
-        modes: &[Mode::Raw, Mode::Async, Mode::Lanes],
+        modes: LANE_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: true,
@@ -345,7 +347,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "fadd_lat",
-        modes: RDMA_MODES,
+        modes: LANE_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: false,
@@ -355,7 +357,7 @@ const TESTS: &[TestDef] = &[
     },
     TestDef {
         name: "cswap_lat",
-        modes: RDMA_MODES,
+        modes: LANE_MODES,
         procs: RDMA_PROCS,
         sizes: &[8],
         sized: false,

@@ -591,6 +591,15 @@ fn async_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
     rt.block_on(h)?
 }
 
+/// What a lane's operation is submitted with.
+#[derive(Clone, Copy)]
+enum Operand {
+    None,
+    Imm(u32),
+    Add(u64),
+    CompareSwap(u64, u64),
+}
+
 /// One side of a latency test through `rdma::Lanes` of one lane each (mode `lanes`): the
 /// same memory as the async side's futures, each operation's task held and submitted again.
 struct LaneEnd<'a> {
@@ -608,6 +617,8 @@ impl<'a> LaneEnd<'a> {
             Test::WriteImmLat => LaneOp::WriteImm(end.dst(0)),
             Test::ReadLat => LaneOp::Read(end.dst(0)),
             Test::SendLat => LaneOp::Send,
+            Test::FaddLat => LaneOp::FetchAdd(end.remote.slice(0..8)),
+            Test::CswapLat => LaneOp::CompareSwap(end.remote.slice(0..8)),
             _ => return Err(Mode::Lanes.unsupported(test.name())),
         };
         let op = RefCell::new(end.conn.lanes(op, end.buf(0), 1)?);
@@ -621,21 +632,24 @@ impl<'a> LaneEnd<'a> {
         Ok(LaneEnd { end, op, recv })
     }
 
-    /// The lane's operation once, carrying `v` (and `imm`), to its result.
+    /// The lane's operation once, carrying `v` (and its operand), to its result: the lane's
+    /// first 8 bytes after it (an atomic's old value).
     // The borrow is held across the awaits on purpose: one task runs the iterations one after
     // the other (`timed_async` awaits each before it starts the next), so no other borrow can
     // be attempted meanwhile; the cell only lets a `Fn` closure reach the lanes.
     #[allow(clippy::await_holding_refcell_ref)]
-    async fn op(&self, v: u64, imm: Option<u32>) -> Result<()> {
+    async fn op(&self, v: u64, operand: Operand) -> Result<u64> {
         let mut lanes = self.op.borrow_mut();
         let (_, mut lane) = lanes.lane().await;
         lane.buf_mut().write_u64(0, v);
-        match imm {
-            Some(imm) => lane.submit_imm(imm),
-            None => lane.submit(),
+        match operand {
+            Operand::None => lane.submit(),
+            Operand::Imm(imm) => lane.submit_imm(imm),
+            Operand::Add(add) => lane.submit_fetch_add(add),
+            Operand::CompareSwap(compare, swap) => lane.submit_compare_swap(compare, swap),
         }
-        let (r, _lane) = lanes.next().await.expect("one submitted");
-        r
+        let (r, lane) = lanes.next().await.expect("one submitted");
+        r.map(|()| lane.buf().read_u64(0))
     }
 
     /// The next message (checked against `v` when it has an immediate); its lane is posted
@@ -656,39 +670,42 @@ impl<'a> LaneEnd<'a> {
         let v = i + 1;
         match test {
             Test::WriteLat => {
-                self.op(v, None).await?;
+                self.op(v, Operand::None).await?;
                 self.end.wait_word(v).await
             }
             Test::SendLat => {
-                self.op(v, None).await?;
+                self.op(v, Operand::None).await?;
                 self.recv(v).await
             }
             Test::WriteImmLat => {
-                self.op(v, Some(v as u32)).await?;
+                self.op(v, Operand::Imm(v as u32)).await?;
                 self.recv(v).await
             }
-            Test::ReadLat => self.op(v, None).await,
+            Test::ReadLat => self.op(v, Operand::None).await.map(drop),
+            Test::FaddLat => check(self.op(v, Operand::Add(1)).await?, i),
+            Test::CswapLat => check(self.op(v, Operand::CompareSwap(i, v)).await?, i),
             _ => Err(Mode::Lanes.unsupported(test.name())),
         }
     }
 
     async fn pong(&self, test: Test, i: u64) -> Result<()> {
         let v = i + 1;
-        match test {
+        let answered = match test {
             Test::WriteLat => {
                 self.end.wait_word(v).await?;
-                self.op(v, None).await
+                self.op(v, Operand::None).await
             }
             Test::SendLat => {
                 self.recv(v).await?;
-                self.op(v, None).await
+                self.op(v, Operand::None).await
             }
             Test::WriteImmLat => {
                 self.recv(v).await?;
-                self.op(v, Some(v as u32)).await
+                self.op(v, Operand::Imm(v as u32)).await
             }
             _ => Err(Mode::Lanes.unsupported(test.name())),
-        }
+        };
+        answered.map(drop)
     }
 }
 

@@ -17,6 +17,7 @@
 //! | [`Connection::lanes`] with [`LaneOp::Read`] | reads its remote slice into its bytes | `()` |
 //! | [`Connection::lanes`] with [`LaneOp::Send`] / [`LaneOp::SendImm`] | sends its bytes (with an immediate) | `()` |
 //! | [`Rdma::recv_lanes`] | receives a message into its bytes | [`Received`] |
+//! | [`Connection::lanes`] with [`LaneOp::FetchAdd`] / [`LaneOp::CompareSwap`] | updates the 8-byte target all lanes share; the old value lands in its first 8 bytes | `()` |
 //!
 //! * **Taking a lane.** [`lane`](Lanes::lane) gives a [`LaneMut`]: an idle lane at once, or,
 //!   when every lane has an operation, the oldest one once it completed, with its result.
@@ -50,7 +51,7 @@
 //! module's [errors and recovery](super#errors-and-recovery)). Making lanes fails with
 //! [`ErrorKind::InvalidArgument`] when `depth` is 0, the
 //! buffer is empty or not a multiple of `depth` bytes, or the remote slice is shorter than
-//! the buffer; with [`ErrorKind::BadState`] on a destroyed
+//! the buffer (for atomics: a target under 8 bytes, or lanes under 8 bytes); with [`ErrorKind::BadState`] on a destroyed
 //! context; with DOCA's code when the inventory has no descriptor left.
 //!
 //! **Threads.** `Lanes` borrow their [`Connection`] (or [`Rdma`]): `!Send`, on the
@@ -99,7 +100,9 @@ use std::task::{Context, Poll};
 use super::ops::Kind;
 use super::window::ring::wrap;
 use super::window::Outcome;
-use super::{Connection, Rdma, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
+use super::{
+    CmpSwp, Connection, FetchAdd, Rdma, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::completion::{HeldGroup, HeldState, Ticket};
 use crate::ext::DocaTask;
@@ -123,6 +126,13 @@ pub enum LaneOp {
     /// As `Send`, with the immediate given to [`LaneMut::submit_imm`]
     /// ([`Connection::send_imm`]).
     SendImm,
+    /// Each lane adds the value given to [`LaneMut::submit_fetch_add`] to the 8 bytes at the
+    /// start of the remote slice (the same target for every lane), and receives the value
+    /// it had in its first 8 bytes ([`Connection::fetch_add`]).
+    FetchAdd(RemoteSlice),
+    /// As `FetchAdd`, a compare-and-swap given to [`LaneMut::submit_compare_swap`]
+    /// ([`Connection::compare_swap`]).
+    CompareSwap(RemoteSlice),
 }
 
 /// The memory the lanes' tasks touch, and their descriptors. Moved to the held group when
@@ -179,8 +189,9 @@ pub struct Lanes<'a, T = ()> {
     unsubmitted: usize,
     /// Lanes without an operation (the most recently used on top: its memory is warm).
     idle: Vec<u32>,
-    /// The immediate of each lane's next operation (immediate kinds).
-    imm: Box<[u32]>,
+    /// The operands of each lane's next operation: the immediate, the addend, or the compare
+    /// and swap values.
+    operands: Box<[[u64; 2]]>,
     /// The place among the context's waiters while lanes wait for room.
     ticket: Ticket,
     _out: PhantomData<fn() -> T>,
@@ -204,17 +215,25 @@ impl<'a, T> Lanes<'a, T> {
             return Err(bad(format!("{depth} lanes")));
         }
         let len = local.len() / depth;
-        if let Some(r) = &remote {
-            if r.len() < local.len() {
+        match &remote {
+            Some(r) if kind.is_atomic() && (r.len() < 8 || len < 8) => {
+                return Err(bad(format!(
+                    "an atomic needs an 8-byte target and 8 bytes per lane, not {} and {len}",
+                    r.len()
+                )));
+            }
+            Some(r) if !kind.is_atomic() && r.len() < local.len() => {
                 return Err(bad(format!("a {}-byte remote slice for a {}-byte buffer", r.len(), local.len())));
             }
+            _ => {}
         }
         inner.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
         let bufs: Box<[Buf]> = (0..depth)
             .map(|k| local.memory().slice(local.offset() + k * len..local.offset() + (k + 1) * len))
             .collect();
-        // Sources carry all their bytes; destinations start empty (results are appended).
-        let local_data = if matches!(kind, Kind::Read | Kind::Recv) { 0 } else { len };
+        // Sources carry all their bytes; destinations (an atomic's result too) start empty
+        // (results are appended).
+        let local_data = if matches!(kind, Kind::Read | Kind::Recv) || kind.is_atomic() { 0 } else { len };
         let mut mem = Box::new(LaneMem {
             descs: vec![[std::ptr::null_mut(); 2]; depth].into_boxed_slice(),
             bufs,
@@ -225,7 +244,9 @@ impl<'a, T> Lanes<'a, T> {
             let l = inner.inv.buf_over(Desc::local(&mem.bufs[k]), local_data);
             mem.descs[k][0] = l.map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
             if let Some(r) = &mem._remote {
-                let lane = r.memory().slice(r.offset() + k * len..r.offset() + (k + 1) * len);
+                // An atomic's lanes share their target; the others cut the remote slice too.
+                let (at, n) = if kind.is_atomic() { (0, 8) } else { (k * len, len) };
+                let lane = r.memory().slice(r.offset() + at..r.offset() + at + n);
                 mem.descs[k][1] = inner
                     .inv
                     .buf_over(Desc::remote(&lane), 0)
@@ -240,6 +261,8 @@ impl<'a, T> Lanes<'a, T> {
             Kind::Send => HeldGroup::new::<SendTask>(rec, depth),
             Kind::SendImm => HeldGroup::new::<SendImm>(rec, depth),
             Kind::Recv => HeldGroup::new::<Recv>(rec, depth),
+            Kind::FetchAdd => HeldGroup::new::<FetchAdd>(rec, depth),
+            Kind::CmpSwp => HeldGroup::new::<CmpSwp>(rec, depth),
         };
         Ok(Lanes {
             inner,
@@ -254,7 +277,7 @@ impl<'a, T> Lanes<'a, T> {
             unsubmitted: 0,
             // Lane 0 on top: lanes are first taken in order.
             idle: (0..depth as u32).rev().collect(),
-            imm: vec![0; depth].into_boxed_slice(),
+            operands: vec![[0; 2]; depth].into_boxed_slice(),
             ticket: None,
             _out: PhantomData,
         })
@@ -300,6 +323,8 @@ impl<'a, T> Lanes<'a, T> {
             Kind::Send => self.try_submit_kind::<SendTask>(i),
             Kind::SendImm => self.try_submit_kind::<SendImm>(i),
             Kind::Recv => self.try_submit_kind::<Recv>(i),
+            Kind::FetchAdd => self.try_submit_kind::<FetchAdd>(i),
+            Kind::CmpSwp => self.try_submit_kind::<CmpSwp>(i),
         }
     }
 
@@ -372,7 +397,8 @@ impl<'a, T> Lanes<'a, T> {
             Err(_) => return sys::DOCA_ERROR_BAD_STATE,
         };
         let [l, r] = self.descs[i];
-        let (conn, ud, imm, g) = (self.conn, self.group.user_data(i), self.imm[i].to_be(), &*self.group);
+        let [a, b] = self.operands[i];
+        let (conn, ud, imm, g) = (self.conn, self.group.user_data(i), (a as u32).to_be(), &*self.group);
         // SAFETY: (each call) a live context (checked above) and connection (borrowed by the
         // lanes); the descriptors describe memory the lanes keep until no task uses it; `t`
         // is a fresh task of the group's kind, given to lane `i`'s record, which has none.
@@ -398,6 +424,14 @@ impl<'a, T> Lanes<'a, T> {
                     alloc!(SendImm, |t| sys::doca_rdma_task_send_imm_allocate_init(rdma, conn, l, imm, ud, &mut t))
                 }
                 Kind::Recv => alloc!(Recv, |t| sys::doca_rdma_task_receive_allocate_init(rdma, l, ud, &mut t)),
+                Kind::FetchAdd => {
+                    alloc!(FetchAdd, |t| sys::doca_rdma_task_atomic_fetch_add_allocate_init(
+                        rdma, conn, r, l, a, ud, &mut t
+                    ))
+                }
+                Kind::CmpSwp => alloc!(CmpSwp, |t| sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
+                    rdma, conn, r, l, a, b, ud, &mut t
+                )),
             }
         }
     }
@@ -425,6 +459,14 @@ impl<'a, T> Lanes<'a, T> {
                 Kind::Send => sys::doca_rdma_task_send_set_src_buf(task.cast(), l),
                 Kind::SendImm => sys::doca_rdma_task_send_imm_set_src_buf(task.cast(), l),
                 Kind::Recv => sys::doca_rdma_task_receive_set_dst_buf(task.cast(), l),
+                Kind::FetchAdd => {
+                    sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(task.cast(), r);
+                    sys::doca_rdma_task_atomic_fetch_add_set_result_buf(task.cast(), l);
+                }
+                Kind::CmpSwp => {
+                    sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(task.cast(), r);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(task.cast(), l);
+                }
             }
         }
     }
@@ -435,6 +477,7 @@ impl<'a, T> Lanes<'a, T> {
     #[inline(always)]
     fn prepare(&self, i: usize, task: *mut std::ffi::c_void) {
         let [l, r] = self.descs[i];
+        let [a, b] = self.operands[i];
         // SAFETY: (each call) lane `i`'s own task, of the lanes' kind, not in flight, and its
         // own descriptors, which no task in flight uses.
         unsafe {
@@ -444,13 +487,24 @@ impl<'a, T> Lanes<'a, T> {
                 }
                 Kind::WriteImm => {
                     sys::doca_buf_reset_data_len(r);
-                    sys::doca_rdma_task_write_imm_set_immediate_data(task.cast(), self.imm[i].to_be());
+                    sys::doca_rdma_task_write_imm_set_immediate_data(task.cast(), (a as u32).to_be());
                 }
                 Kind::Read | Kind::Recv => {
                     sys::doca_buf_reset_data_len(l);
                 }
                 Kind::Send => {}
-                Kind::SendImm => sys::doca_rdma_task_send_imm_set_immediate_data(task.cast(), self.imm[i].to_be()),
+                Kind::SendImm => sys::doca_rdma_task_send_imm_set_immediate_data(task.cast(), (a as u32).to_be()),
+                Kind::FetchAdd => {
+                    sys::doca_buf_reset_data_len(l);
+                    sys::doca_buf_reset_data_len(r);
+                    sys::doca_rdma_task_atomic_fetch_add_set_add_data(task.cast(), a);
+                }
+                Kind::CmpSwp => {
+                    sys::doca_buf_reset_data_len(l);
+                    sys::doca_buf_reset_data_len(r);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(task.cast(), a);
+                    sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(task.cast(), b);
+                }
             }
         }
     }
@@ -588,6 +642,8 @@ impl<'a> Lanes<'a> {
             LaneOp::Read(r) => (Kind::Read, Some(r)),
             LaneOp::Send => (Kind::Send, None),
             LaneOp::SendImm => (Kind::SendImm, None),
+            LaneOp::FetchAdd(r) => (Kind::FetchAdd, Some(r)),
+            LaneOp::CompareSwap(r) => (Kind::CmpSwp, Some(r)),
         };
         Lanes::new(&conn.inner.rdma, conn.inner.conn, kind, local, remote, depth)
     }
@@ -655,15 +711,11 @@ impl<T> LaneMut<'_, '_, T> {
     /// its result from a later [`lane`](Lanes::lane) or [`next`](Lanes::next), in order.
     ///
     /// # Panics
-    /// On lanes of [`LaneOp::WriteImm`] or [`LaneOp::SendImm`]: use
-    /// [`submit_imm`](LaneMut::submit_imm).
+    /// On lanes whose operation takes an operand ([`LaneOp::WriteImm`], [`LaneOp::SendImm`],
+    /// [`LaneOp::FetchAdd`], [`LaneOp::CompareSwap`]): use the method that gives it.
     #[inline]
     pub fn submit(self) {
-        assert!(
-            !self.lanes.kind.has_imm(),
-            "{}: lanes with an immediate are submitted with submit_imm",
-            self.lanes.kind.name()
-        );
+        self.expect(!self.lanes.kind.has_imm() && !self.lanes.kind.is_atomic(), "submit");
         self.go();
     }
 
@@ -674,9 +726,56 @@ impl<T> LaneMut<'_, '_, T> {
     /// Unless the lanes are of [`LaneOp::WriteImm`] or [`LaneOp::SendImm`].
     #[inline]
     pub fn submit_imm(self, imm: u32) {
-        assert!(self.lanes.kind.has_imm(), "{}: only lanes with an immediate take one", self.lanes.kind.name());
-        self.lanes.imm[self.index as usize] = imm;
+        self.expect(self.lanes.kind.has_imm(), "submit_imm");
+        self.lanes.operands[self.index as usize] = [u64::from(imm), 0];
         self.go();
+    }
+
+    /// Submits the lane's fetch-and-add of `add`; the target's old value lands in the lane's
+    /// first 8 bytes (read them from the lane its result comes with). Otherwise as
+    /// [`submit`](LaneMut::submit).
+    ///
+    /// # Panics
+    /// Unless the lanes are of [`LaneOp::FetchAdd`].
+    #[inline]
+    pub fn submit_fetch_add(self, add: u64) {
+        self.expect(self.lanes.kind == Kind::FetchAdd, "submit_fetch_add");
+        self.lanes.operands[self.index as usize] = [add, 0];
+        self.go();
+    }
+
+    /// Submits the lane's compare-and-swap: `swap` replaces the target if it equals
+    /// `compare`; its old value lands in the lane's first 8 bytes. Otherwise as
+    /// [`submit`](LaneMut::submit).
+    ///
+    /// # Panics
+    /// Unless the lanes are of [`LaneOp::CompareSwap`].
+    #[inline]
+    pub fn submit_compare_swap(self, compare: u64, swap: u64) {
+        self.expect(self.lanes.kind == Kind::CmpSwp, "submit_compare_swap");
+        self.lanes.operands[self.index as usize] = [compare, swap];
+        self.go();
+    }
+
+    /// Panics with the method that submits these lanes unless `ok`.
+    #[inline(always)]
+    fn expect(&self, ok: bool, called: &str) {
+        if !ok {
+            self.wrong_submit(called);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wrong_submit(&self, called: &str) -> ! {
+        let kind = self.lanes.kind;
+        let right = match kind {
+            Kind::WriteImm | Kind::SendImm => "submit_imm",
+            Kind::FetchAdd => "submit_fetch_add",
+            Kind::CmpSwp => "submit_compare_swap",
+            _ => "submit",
+        };
+        panic!("{}: these lanes are submitted with {right}, not {called}", kind.name());
     }
 
     #[inline(always)]

@@ -1,5 +1,5 @@
 //! The rules of [`Lanes`](super::Lanes): results in submission order with every operation
-//! kind, refusals in turn, lanes deeper than the task pool, and the lifecycle the held tasks
+//! kind (atomics on a shared target), refusals in turn, lanes deeper than the task pool, and the lifecycle the held tasks
 //! carry: memory kept until DOCA is done when the lanes are dropped, idle tasks given back
 //! when the context stops (so that it can), and tasks allocated again after a restart.
 
@@ -93,6 +93,48 @@ fn writes_reads_and_messages_through_lanes_land_in_order() {
 }
 
 #[test]
+fn atomics_through_lanes_update_one_target_and_return_each_old_value() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, target, remote, local, _b, .. } = small_pool_loopback(64, 64).await?;
+            // 100 fetch-adds of 1 through 4 lanes, all on the target's first 8 bytes.
+            let mut adds = ab.lanes(LaneOp::FetchAdd(remote.slice(0..8)), local.slice(0..32), 4)?;
+            let mut olds = Vec::new();
+            for _ in 0..100 {
+                let (prev, lane) = adds.lane().await;
+                if let Some(r) = prev {
+                    r?;
+                    olds.push(lane.buf().read_u64(0));
+                }
+                lane.submit_fetch_add(1);
+            }
+            while let Some((r, lane)) = adds.next().await {
+                r?;
+                olds.push(lane.buf().read_u64(0));
+            }
+            olds.sort_unstable();
+            assert_eq!(olds, (0..100).collect::<Vec<u64>>(), "each add saw the value before it");
+            assert_eq!(target.slice(0..8).read_u64(0), 100);
+
+            // A chain of compare-and-swaps through one lane: 100 -> 110.
+            let mut cas = ab.lanes(LaneOp::CompareSwap(remote.slice(0..8)), local.slice(32..40), 1)?;
+            for v in 100..110u64 {
+                cas.lane().await.1.submit_compare_swap(v, v + 1);
+                let (r, lane) = cas.next().await.expect("one submitted");
+                r?;
+                assert_eq!(lane.buf().read_u64(0), v, "the old value");
+            }
+            // One that does not match changes nothing and returns the value.
+            cas.lane().await.1.submit_compare_swap(7, 8);
+            let (r, lane) = cas.next().await.expect("one submitted");
+            r?;
+            assert_eq!((lane.buf().read_u64(0), target.slice(0..8).read_u64(0)), (110, 110));
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
 fn lanes_check_their_memory_when_made() {
     crate::testkit::runtime()
         .block_on(async {
@@ -106,13 +148,19 @@ fn lanes_check_their_memory_when_made() {
             assert_eq!(kind(ab.lanes(short, local.slice(0..32), 4)), invalid, "a remote slice shorter than the buffer");
             let longer = LaneOp::Read(remote.slice(0..64));
             assert_eq!(kind(ab.lanes(longer, local.slice(0..32), 4)), Ok(()), "a longer one is fine");
+            let small = LaneOp::FetchAdd(remote.slice(0..4));
+            assert_eq!(kind(ab.lanes(small, local.slice(0..32), 4)), invalid, "an atomic's target is 8 bytes");
+            let narrow = LaneOp::CompareSwap(remote.slice(0..8));
+            assert_eq!(kind(ab.lanes(narrow, local.slice(0..16), 4)), invalid, "an atomic's lane is 8 bytes");
+            let shared = LaneOp::FetchAdd(remote.slice(0..8));
+            assert_eq!(kind(ab.lanes(shared, local.slice(0..32), 4)), Ok(()), "every lane on one target");
             Ok::<_, crate::Error>(())
         })
         .unwrap();
 }
 
 #[test]
-#[should_panic(expected = "submitted with submit_imm")]
+#[should_panic(expected = "submitted with submit_imm, not submit")]
 fn lanes_with_an_immediate_refuse_a_plain_submit() {
     crate::testkit::runtime()
         .block_on(async {

@@ -129,6 +129,7 @@ impl Op {
             Kind::Send => go!(conn().send_req(name, &self.buf, 0), Waiting::Send),
             Kind::SendImm => go!(conn().send_req(name, &self.buf, self.imm), Waiting::SendImm),
             Kind::Recv => go!(inner.recv_req(name, &self.buf), Waiting::Recv),
+            Kind::FetchAdd | Kind::CmpSwp => unreachable!("a window's methods push no atomics"),
         }
     }
 }
