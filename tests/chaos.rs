@@ -391,8 +391,9 @@ impl Worker {
 
 impl Worker {
     /// A burst through `rdma::Lanes` on connection `c` of peer `p`: messages (each lane sent
-    /// again and again) or writes (each lane once, to consecutive fresh slots), `depth` in
-    /// flight, every operation logged as any other (`SS`/`SD`, `WS`/`WD`). `drop_after`: the
+    /// again and again), fetch-and-adds on the peer's counter (every lane on it), or writes
+    /// (each lane once, to consecutive fresh slots), `depth` in flight, every operation
+    /// logged as any other (`SS`/`SD`, `FS`/`FD`, `WS`/`WD`). `drop_after`: the
     /// lanes are dropped after this long, with operations in flight (their memory stays
     /// with the completions); those operations' outcomes stay unknown, as a dropped future's.
     async fn lanes_burst(&self, p: &Peer, c: usize, rng: &mut Rng, drop_after: Option<Duration>) {
@@ -441,6 +442,43 @@ impl Worker {
                 }
                 while let Some((r, _)) = bound(&self.log, p, lanes.next()).await {
                     if !done(r, &mut seqs) {
+                        return;
+                    }
+                }
+            } else if rng.chance(400) {
+                // Fetch-and-adds of 1 on the peer's counter, every lane on the same target,
+                // each logged as any other (`FS` before, `FD` with the old value after).
+                let n = rng.range(depth as u64, 4 * depth as u64);
+                let mem = self.dev.alloc(depth * 8, Access::LOCAL_READ_WRITE).expect("alloc");
+                let mut lanes = match conn.lanes(LaneOp::FetchAdd(p.remote.slice(0..8)), mem.buf(), depth) {
+                    Ok(l) => l,
+                    Err(e) => violation(&self.log, format!("fetch-add lanes to {}: {e}", p.id)),
+                };
+                // The result of an add whose old value is in `lane`: logged, or the burst ends.
+                let done = |r: async_doca::Result<()>, old: u64| match r {
+                    Ok(()) => {
+                        self.log.line(format!("FD {} {old}", p.id));
+                        true
+                    }
+                    Err(e) if explained(&e) => {
+                        self.log.line(format!("ERR {} lanes fetch_add {:?}", p.id, e.kind()));
+                        p.broken.set(true);
+                        false
+                    }
+                    Err(e) => violation(&self.log, format!("a fetch-add through lanes to {} failed: {e}", p.id)),
+                };
+                for _ in 0..n {
+                    let (prev, lane) = bound(&self.log, p, lanes.lane()).await;
+                    if let Some(r) = prev {
+                        if !done(r, lane.buf().read_u64(0)) {
+                            return;
+                        }
+                    }
+                    self.log.line(format!("FS {}", p.id));
+                    lane.submit_fetch_add(1);
+                }
+                while let Some((r, lane)) = bound(&self.log, p, lanes.next()).await {
+                    if !done(r, lane.buf().read_u64(0)) {
                         return;
                     }
                 }
