@@ -35,6 +35,24 @@ fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
     crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
 }
 
+/// Operation `op` found a task pool of `ctx` spent: when the context gives back tasks it kept
+/// idle (for reuse, or held by lanes), `allocate` tries again; its result either way. Off
+/// the fast path: out of line, so that the inlined submission stays as small as it was.
+#[cold]
+#[inline(never)]
+fn pool_spent<T>(
+    op: &'static str,
+    ctx: &CtxRecord,
+    allocate: impl FnOnce() -> std::result::Result<T, sys::doca_error_t>,
+) -> std::result::Result<T, sys::doca_error_t> {
+    if ctx.reclaim_idle() {
+        crate::trace::event!(debug, { op = op, ctx = ctx.name() }, "task pool spent: allocating again");
+        allocate()
+    } else {
+        Err(sys::DOCA_ERROR_NO_MEMORY)
+    }
+}
+
 /// A reserved completion slot of the current executor: its key (the task's user data) and
 /// its address. Owned: whoever holds it releases it exactly once ([`take_output`],
 /// [`release`], [`abandon`], which consume it), unless it is forgotten at shutdown.
@@ -211,11 +229,19 @@ impl<K: DocaTask> Submission<K> {
                             format!("{op}: context destroyed"),
                         )));
                     }
-                    let r = alloc.alloc(&self.slot.task_slot());
-                    if r.is_err() {
-                        // Nothing allocated: give back the descriptors the allocation took
-                        // before waiting or failing.
-                        self.slot.get().release_descs();
+                    let slot = &self.slot;
+                    let mut allocate = || {
+                        let r = alloc.alloc(&slot.task_slot());
+                        if r.is_err() {
+                            // Nothing allocated: give back the descriptors the allocation
+                            // took before waiting, failing or trying again.
+                            slot.get().release_descs();
+                        }
+                        r
+                    };
+                    let mut r = allocate();
+                    if r == Err(sys::DOCA_ERROR_NO_MEMORY) {
+                        r = pool_spent(op, ctx, allocate);
                     }
                     match r {
                         Ok(task) if !task.is_null() => {
@@ -223,9 +249,6 @@ impl<K: DocaTask> Submission<K> {
                             self.stage = Stage::Submit(task);
                         }
                         Ok(_) => return Poll::Ready(Err(err(sys::DOCA_ERROR_UNEXPECTED, "allocate: null task"))),
-                        // Pool spent by tasks kept idle (for reuse, or held by lanes): they are
-                        // given back, and the allocation tried again.
-                        Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.reclaim_idle() => {}
                         Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.outstanding() > 0 => {
                             // Pool exhausted by tasks that will be freed: wait for one.
                             back_pressure(op, ctx, "task pool exhausted");
