@@ -158,6 +158,234 @@ impl Drop for LaneMem {
     }
 }
 
+/// Where a lane's task is made: the context, the connection (null for a receive), the
+/// lane's descriptors `[local, remote]` and its operands.
+struct At {
+    rdma: *mut sys::doca_rdma,
+    conn: *mut sys::doca_rdma_connection,
+    bufs: [*mut sys::doca_buf; 2],
+    operands: [u64; 2],
+}
+
+/// What a lane does with a task of one kind: make it, point it at another lane's
+/// descriptors, and ready it for its next operation. One implementation per kind, so that
+/// the submission path, once dispatched on the kind, has no other branch on it.
+///
+/// # Safety
+/// Each function is called on a task of this kind that DOCA does not own, with descriptors
+/// that outlive every task using them.
+unsafe trait LaneTask: DocaTask {
+    /// `*_allocate_init` over `at` with user data `ud`.
+    ///
+    /// # Safety
+    /// `at` names a live context and connection and the lane's live descriptors.
+    unsafe fn alloc(at: &At, ud: sys::doca_data, task: &mut *mut Self::Task) -> sys::doca_error_t;
+
+    /// Points `task` at descriptors `l` (local) and `r` (remote, null for none).
+    ///
+    /// # Safety
+    /// `task` is a live task of this kind that DOCA does not own.
+    unsafe fn repoint(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf);
+
+    /// Readies `task` for its next operation: every parameter stays, but results are
+    /// appended after a destination's data, so each destination is emptied; the operands
+    /// are set.
+    ///
+    /// # Safety
+    /// As for [`repoint`](LaneTask::repoint); `l` and `r` are the task's own descriptors.
+    unsafe fn prepare(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf, operands: [u64; 2]);
+}
+
+/// Implements [`LaneTask`] for one kind: its allocation, its setters, its reset.
+macro_rules! lane_task {
+    ($kind:ty, |$at:ident, $ud:ident, $t:ident| $alloc:expr,
+     repoint |$rt:ident, $rl:ident, $rr:ident| $repoint:block,
+     prepare |$pt:ident, $pl:ident, $pr:ident, $ops:ident| $prepare:block) => {
+        // SAFETY: the calls are the kind's own `allocate_init` and setters, made on a task of
+        // this kind as the trait's contract requires.
+        unsafe impl LaneTask for $kind {
+            #[inline(always)]
+            unsafe fn alloc($at: &At, $ud: sys::doca_data, $t: &mut *mut Self::Task) -> sys::doca_error_t {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { $alloc }
+            }
+            #[inline(always)]
+            unsafe fn repoint($rt: *mut Self::Task, $rl: *mut sys::doca_buf, $rr: *mut sys::doca_buf) {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { $repoint }
+            }
+            #[inline(always)]
+            unsafe fn prepare($pt: *mut Self::Task, $pl: *mut sys::doca_buf, $pr: *mut sys::doca_buf, $ops: [u64; 2]) {
+                // SAFETY: forwarded (the caller's contract). (A send has nothing to ready.)
+                #[allow(unused_unsafe)]
+                unsafe {
+                    $prepare
+                }
+            }
+        }
+    };
+}
+
+/// The immediate among a lane's operands, as DOCA takes it (big-endian).
+fn imm(ops: [u64; 2]) -> u32 {
+    (ops[0] as u32).to_be()
+}
+
+lane_task!(
+    Write,
+    |a, ud, t| sys::doca_rdma_task_write_allocate_init(a.rdma, a.conn, a.bufs[0], a.bufs[1], ud, t),
+    repoint | t,
+    l,
+    r | {
+        sys::doca_rdma_task_write_set_src_buf(t, l);
+        sys::doca_rdma_task_write_set_dst_buf(t, r);
+    },
+    prepare | _t,
+    _l,
+    r,
+    _o | {
+        sys::doca_buf_reset_data_len(r);
+    }
+);
+lane_task!(
+    WriteImm,
+    |a, ud, t| sys::doca_rdma_task_write_imm_allocate_init(
+        a.rdma,
+        a.conn,
+        a.bufs[0],
+        a.bufs[1],
+        imm(a.operands),
+        ud,
+        t
+    ),
+    repoint | t,
+    l,
+    r | {
+        sys::doca_rdma_task_write_imm_set_src_buf(t, l);
+        sys::doca_rdma_task_write_imm_set_dst_buf(t, r);
+    },
+    prepare | t,
+    _l,
+    r,
+    o | {
+        sys::doca_buf_reset_data_len(r);
+        sys::doca_rdma_task_write_imm_set_immediate_data(t, imm(o));
+    }
+);
+lane_task!(
+    Read,
+    |a, ud, t| sys::doca_rdma_task_read_allocate_init(a.rdma, a.conn, a.bufs[1], a.bufs[0], ud, t),
+    repoint | t,
+    l,
+    r | {
+        sys::doca_rdma_task_read_set_src_buf(t, r);
+        sys::doca_rdma_task_read_set_dst_buf(t, l);
+    },
+    prepare | _t,
+    l,
+    _r,
+    _o | {
+        sys::doca_buf_reset_data_len(l);
+    }
+);
+lane_task!(
+    SendTask,
+    |a, ud, t| sys::doca_rdma_task_send_allocate_init(a.rdma, a.conn, a.bufs[0], ud, t),
+    repoint | t,
+    l,
+    _r | {
+        sys::doca_rdma_task_send_set_src_buf(t, l);
+    },
+    prepare | _t,
+    _l,
+    _r,
+    _o | {}
+);
+lane_task!(
+    SendImm,
+    |a, ud, t| sys::doca_rdma_task_send_imm_allocate_init(a.rdma, a.conn, a.bufs[0], imm(a.operands), ud, t),
+    repoint | t,
+    l,
+    _r | {
+        sys::doca_rdma_task_send_imm_set_src_buf(t, l);
+    },
+    prepare | t,
+    _l,
+    _r,
+    o | {
+        sys::doca_rdma_task_send_imm_set_immediate_data(t, imm(o));
+    }
+);
+lane_task!(
+    Recv,
+    |a, ud, t| sys::doca_rdma_task_receive_allocate_init(a.rdma, a.bufs[0], ud, t),
+    repoint | t,
+    l,
+    _r | {
+        sys::doca_rdma_task_receive_set_dst_buf(t, l);
+    },
+    prepare | _t,
+    l,
+    _r,
+    _o | {
+        sys::doca_buf_reset_data_len(l);
+    }
+);
+lane_task!(
+    FetchAdd,
+    |a, ud, t| sys::doca_rdma_task_atomic_fetch_add_allocate_init(
+        a.rdma,
+        a.conn,
+        a.bufs[1],
+        a.bufs[0],
+        a.operands[0],
+        ud,
+        t
+    ),
+    repoint | t,
+    l,
+    r | {
+        sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(t, r);
+        sys::doca_rdma_task_atomic_fetch_add_set_result_buf(t, l);
+    },
+    prepare | t,
+    l,
+    r,
+    o | {
+        sys::doca_buf_reset_data_len(l);
+        sys::doca_buf_reset_data_len(r);
+        sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, o[0]);
+    }
+);
+lane_task!(
+    CmpSwp,
+    |a, ud, t| sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
+        a.rdma,
+        a.conn,
+        a.bufs[1],
+        a.bufs[0],
+        a.operands[0],
+        a.operands[1],
+        ud,
+        t
+    ),
+    repoint | t,
+    l,
+    r | {
+        sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(t, r);
+        sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(t, l);
+    },
+    prepare | t,
+    l,
+    r,
+    o | {
+        sys::doca_buf_reset_data_len(l);
+        sys::doca_buf_reset_data_len(r);
+        sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, o[0]);
+        sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, o[1]);
+    }
+);
+
 /// What one attempt to submit a lane did.
 enum Try {
     Submitted,
@@ -329,7 +557,7 @@ impl<'a, T> Lanes<'a, T> {
     }
 
     #[inline(always)]
-    fn try_submit_kind<K: DocaTask>(&self, i: usize) -> Try {
+    fn try_submit_kind<K: LaneTask>(&self, i: usize) -> Try {
         let group = &*self.group;
         let ctx = group.ctx();
         if !ctx.is_alive() {
@@ -344,7 +572,10 @@ impl<'a, T> Lanes<'a, T> {
         }
         // Fresh, moved or kept, the task's destination may hold the data of the lane's
         // earlier operation (the descriptors are the lane's for its whole life).
-        self.prepare(i, task.cast());
+        let [l, r] = self.descs[i];
+        // SAFETY: lane `i`'s own task, not in flight, and its own descriptors, which no task
+        // in flight uses.
+        unsafe { K::prepare(task, l, r, self.operands[i]) };
         // The doorbell: rung at once for an operation alone in the lanes (nothing to batch it
         // with, and its wait comes next: the latency case), deferred to the next progress
         // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
@@ -363,10 +594,10 @@ impl<'a, T> Lanes<'a, T> {
     /// idle lane's, or one the context had kept idle. Off the fast path.
     #[cold]
     #[inline(never)]
-    fn obtain_task<K: DocaTask>(&self, i: usize) -> std::result::Result<(), Try> {
+    fn obtain_task<K: LaneTask>(&self, i: usize) -> std::result::Result<(), Try> {
         let group = &*self.group;
         let ctx = group.ctx();
-        match self.alloc(i) {
+        match self.alloc::<K>(i) {
             sys::DOCA_SUCCESS => {}
             // The pool is spent: take the task of a lane that has no operation in flight
             // (lanes deeper than the pool share its tasks); else have the context give
@@ -375,9 +606,12 @@ impl<'a, T> Lanes<'a, T> {
             sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
                 Some(from) => {
                     group.move_task(from, i);
-                    self.repoint(i, group.task::<K>(i).cast());
+                    let [l, r] = self.descs[i];
+                    // SAFETY: a task of the lanes' kind that DOCA does not own (it moved
+                    // between idle lanes) and is lane `i`'s now; lane `i`'s descriptors.
+                    unsafe { K::repoint(group.task::<K>(i), l, r) };
                 }
-                None if ctx.reclaim_idle() => match self.alloc(i) {
+                None if ctx.reclaim_idle() => match self.alloc::<K>(i) {
                     sys::DOCA_SUCCESS => {}
                     sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => return Err(Try::Wait),
                     rc => return Err(Try::Refused(rc)),
@@ -390,123 +624,20 @@ impl<'a, T> Lanes<'a, T> {
         Ok(())
     }
 
-    /// Allocates lane `i`'s task over its descriptors, with its record's user data.
-    fn alloc(&self, i: usize) -> sys::doca_error_t {
-        let rdma = match self.inner.ctx.as_ptr() {
-            Ok(p) => p,
-            Err(_) => return sys::DOCA_ERROR_BAD_STATE,
-        };
-        let [l, r] = self.descs[i];
-        let [a, b] = self.operands[i];
-        let (conn, ud, imm, g) = (self.conn, self.group.user_data(i), (a as u32).to_be(), &*self.group);
-        // SAFETY: (each call) a live context (checked above) and connection (borrowed by the
-        // lanes); the descriptors describe memory the lanes keep until no task uses it; `t`
-        // is a fresh task of the group's kind, given to lane `i`'s record, which has none.
-        unsafe {
-            macro_rules! alloc {
-                ($k:ty, |$t:ident| $call:expr) => {{
-                    let mut $t: *mut <$k as DocaTask>::Task = std::ptr::null_mut();
-                    let rc = $call;
-                    if rc == sys::DOCA_SUCCESS {
-                        g.set_task::<$k>(i, $t);
-                    }
-                    rc
-                }};
-            }
-            match self.kind {
-                Kind::Write => alloc!(Write, |t| sys::doca_rdma_task_write_allocate_init(rdma, conn, l, r, ud, &mut t)),
-                Kind::WriteImm => {
-                    alloc!(WriteImm, |t| sys::doca_rdma_task_write_imm_allocate_init(rdma, conn, l, r, imm, ud, &mut t))
-                }
-                Kind::Read => alloc!(Read, |t| sys::doca_rdma_task_read_allocate_init(rdma, conn, r, l, ud, &mut t)),
-                Kind::Send => alloc!(SendTask, |t| sys::doca_rdma_task_send_allocate_init(rdma, conn, l, ud, &mut t)),
-                Kind::SendImm => {
-                    alloc!(SendImm, |t| sys::doca_rdma_task_send_imm_allocate_init(rdma, conn, l, imm, ud, &mut t))
-                }
-                Kind::Recv => alloc!(Recv, |t| sys::doca_rdma_task_receive_allocate_init(rdma, l, ud, &mut t)),
-                Kind::FetchAdd => {
-                    alloc!(FetchAdd, |t| sys::doca_rdma_task_atomic_fetch_add_allocate_init(
-                        rdma, conn, r, l, a, ud, &mut t
-                    ))
-                }
-                Kind::CmpSwp => alloc!(CmpSwp, |t| sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
-                    rdma, conn, r, l, a, b, ud, &mut t
-                )),
-            }
+    /// Allocates lane `i`'s task of kind `K` over its descriptors, with its record's user
+    /// data, and gives it to the lane's record.
+    fn alloc<K: LaneTask>(&self, i: usize) -> sys::doca_error_t {
+        let Ok(rdma) = self.inner.ctx.as_ptr() else { return sys::DOCA_ERROR_BAD_STATE };
+        let at = At { rdma, conn: self.conn, bufs: self.descs[i], operands: self.operands[i] };
+        let mut task = std::ptr::null_mut();
+        // SAFETY: a live context (checked above) and connection (borrowed by the lanes); the
+        // descriptors describe memory the lanes keep until no task uses it.
+        let rc = unsafe { K::alloc(&at, self.group.user_data(i), &mut task) };
+        if rc == sys::DOCA_SUCCESS {
+            // SAFETY: a fresh task of the group's kind, nobody else's; the lane had none.
+            unsafe { self.group.set_task::<K>(i, task) };
         }
-    }
-
-    /// Points a task taken from another lane at lane `i`'s descriptors.
-    fn repoint(&self, i: usize, task: *mut std::ffi::c_void) {
-        let [l, r] = self.descs[i];
-        // SAFETY: (each call) a task of the lanes' kind that no one else owns and DOCA does
-        // not (it moved between idle lanes); lane `i`'s descriptors, which no task in flight
-        // uses.
-        unsafe {
-            match self.kind {
-                Kind::Write => {
-                    sys::doca_rdma_task_write_set_src_buf(task.cast(), l);
-                    sys::doca_rdma_task_write_set_dst_buf(task.cast(), r);
-                }
-                Kind::WriteImm => {
-                    sys::doca_rdma_task_write_imm_set_src_buf(task.cast(), l);
-                    sys::doca_rdma_task_write_imm_set_dst_buf(task.cast(), r);
-                }
-                Kind::Read => {
-                    sys::doca_rdma_task_read_set_src_buf(task.cast(), r);
-                    sys::doca_rdma_task_read_set_dst_buf(task.cast(), l);
-                }
-                Kind::Send => sys::doca_rdma_task_send_set_src_buf(task.cast(), l),
-                Kind::SendImm => sys::doca_rdma_task_send_imm_set_src_buf(task.cast(), l),
-                Kind::Recv => sys::doca_rdma_task_receive_set_dst_buf(task.cast(), l),
-                Kind::FetchAdd => {
-                    sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(task.cast(), r);
-                    sys::doca_rdma_task_atomic_fetch_add_set_result_buf(task.cast(), l);
-                }
-                Kind::CmpSwp => {
-                    sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(task.cast(), r);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(task.cast(), l);
-                }
-            }
-        }
-    }
-
-    /// Readies lane `i`'s task for its next operation: every parameter stays, but results
-    /// are appended after a destination's data, so the destination is emptied; an immediate
-    /// is set.
-    #[inline(always)]
-    fn prepare(&self, i: usize, task: *mut std::ffi::c_void) {
-        let [l, r] = self.descs[i];
-        let [a, b] = self.operands[i];
-        // SAFETY: (each call) lane `i`'s own task, of the lanes' kind, not in flight, and its
-        // own descriptors, which no task in flight uses.
-        unsafe {
-            match self.kind {
-                Kind::Write => {
-                    sys::doca_buf_reset_data_len(r);
-                }
-                Kind::WriteImm => {
-                    sys::doca_buf_reset_data_len(r);
-                    sys::doca_rdma_task_write_imm_set_immediate_data(task.cast(), (a as u32).to_be());
-                }
-                Kind::Read | Kind::Recv => {
-                    sys::doca_buf_reset_data_len(l);
-                }
-                Kind::Send => {}
-                Kind::SendImm => sys::doca_rdma_task_send_imm_set_immediate_data(task.cast(), (a as u32).to_be()),
-                Kind::FetchAdd => {
-                    sys::doca_buf_reset_data_len(l);
-                    sys::doca_buf_reset_data_len(r);
-                    sys::doca_rdma_task_atomic_fetch_add_set_add_data(task.cast(), a);
-                }
-                Kind::CmpSwp => {
-                    sys::doca_buf_reset_data_len(l);
-                    sys::doca_buf_reset_data_len(r);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(task.cast(), a);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(task.cast(), b);
-                }
-            }
-        }
+        rc
     }
 
     /// Puts lane `i` after the newest operation and submits it, unless earlier lanes wait
