@@ -139,7 +139,8 @@ fn sides(test: Test, mode: Mode) -> Result<(SideA, SideB)> {
     match mode {
         Mode::Raw => Ok((super::raw_rdma::side_a, super::raw_rdma::side_b)),
         Mode::Async => Ok((async_side_a, async_side_b)),
-        Mode::Lanes => Ok((lanes_side_a, lanes_side_b)),
+        // The same sides, their operations through `rdma::Lanes` (see `LaneEnd`).
+        Mode::Lanes => Ok((async_side_a, async_side_b)),
         // The bridge measures side A; its peer is the async side.
         #[cfg(feature = "tokio")]
         Mode::Tokio => Ok((super::tokio::rdma_side_a, async_side_b)),
@@ -549,12 +550,16 @@ impl LatencyA {
 /// Side A, async: connect, run the iterations, tell B it is done.
 pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
     let end = End::connect(test, &p, &mut link).await?;
+    // Half the round trip of a ping-pong; a one-sided read or atomic is a round trip by
+    // itself and its whole completion latency is reported (as perftest does).
+    let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
     let measured = if test.is_bw() {
         end.stream(test, &p).await?
+    } else if p.mode == Mode::Lanes {
+        let lanes = &LaneEnd::new(&end, test).await?;
+        let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| lanes.ping(test, i)).await?;
+        Measured { samples, elapsed }
     } else {
-        // Half the round trip of a ping-pong; a one-sided read or atomic is a round trip by
-        // itself and its whole completion latency is reported (as perftest does).
-        let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
         let end = &end;
         let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| end.ping(test, i)).await?;
         Measured { samples, elapsed }
@@ -568,7 +573,12 @@ pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Mea
 async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
     let end = End::connect(test, &p, &mut link).await?;
     let total = p.warmup + p.iters;
-    if test.is_pingpong() {
+    if test.is_pingpong() && p.mode == Mode::Lanes {
+        let lanes = LaneEnd::new(&end, test).await?;
+        for i in 0..total {
+            lanes.pong(test, i).await?;
+        }
+    } else if test.is_pingpong() {
         for i in 0..total {
             end.pong(test, i).await?;
         }
@@ -707,43 +717,6 @@ impl<'a> LaneEnd<'a> {
         };
         answered.map(drop)
     }
-}
-
-/// Side A, mode `lanes`.
-async fn lanes_a(test: Test, p: Params, mut link: Link) -> Result<Measured> {
-    let end = End::connect(test, &p, &mut link).await?;
-    let lanes = LaneEnd::new(&end, test).await?;
-    let divisor = if test.is_pingpong() { 2.0 } else { 1.0 };
-    let lanes = &lanes;
-    let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| lanes.ping(test, i)).await?;
-    link.send(b"done")?;
-    link.recv().await?;
-    Ok(Measured { samples, elapsed })
-}
-
-/// Side B, mode `lanes`.
-async fn lanes_b(test: Test, p: Params, mut link: Link) -> Result<()> {
-    let end = End::connect(test, &p, &mut link).await?;
-    let lanes = LaneEnd::new(&end, test).await?;
-    if test.is_pingpong() {
-        for i in 0..p.warmup + p.iters {
-            lanes.pong(test, i).await?;
-        }
-    }
-    link.recv().await?;
-    link.send(b"done")
-}
-
-fn lanes_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measured> {
-    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
-    let h = rt.spawn_on(cpu, move || lanes_a(test, p, link))?;
-    rt.block_on(h)?
-}
-
-fn lanes_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
-    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
-    let h = rt.spawn_on(cpu, move || lanes_b(test, p, link))?;
-    rt.block_on(h)?
 }
 
 /// `memcpy_bw`: copies of `size` bytes between two buffers, timed in batches.
