@@ -383,11 +383,7 @@ impl End {
     /// Receives one message (into slot 1) and checks it is the expected one.
     async fn recv(&self, v: u64) -> Result<()> {
         let (msg, _) = self.rdma.recv(self.buf(1)).await;
-        let msg = msg?;
-        if let Some(imm) = msg.imm {
-            check(u64::from(imm), v)?;
-        }
-        Ok(())
+        check_message(msg, v)
     }
 
     /// Side A's operation of latency iteration `i` (for ping-pongs: until the answer came).
@@ -496,6 +492,14 @@ impl End {
             }
         }
         Ok(())
+    }
+}
+
+/// A received message: its immediate, when it has one, is iteration `v`'s.
+fn check_message(msg: Result<Received>, v: u64) -> Result<()> {
+    match msg?.imm {
+        Some(imm) => check(u64::from(imm), v),
+        None => Ok(()),
     }
 }
 
@@ -670,10 +674,7 @@ impl<'a> LaneEnd<'a> {
         let mut posted = self.recv.as_ref().expect("receive lanes for this test").borrow_mut();
         let (msg, lane) = posted.next().await.expect("one posted");
         lane.submit();
-        if let Some(imm) = msg?.imm {
-            check(u64::from(imm), v)?;
-        }
-        Ok(())
+        check_message(msg, v)
     }
 
     async fn ping(&self, test: Test, i: u64) -> Result<()> {
