@@ -435,7 +435,7 @@ impl Worker {
                     }
                     let seq = p.next_seq.get();
                     p.next_seq.set(seq + 1);
-                    lane.buf_mut().write(0, &message(self.me, seq, len));
+                    lane.write(0, &message(self.me, seq, len));
                     self.log.line(format!("SS {} {seq}", p.id));
                     seqs.push_back(seq);
                     lane.submit();
@@ -500,7 +500,7 @@ impl Worker {
                     assert!(prev.is_none(), "each lane is written once");
                     let slot = first + lane.index();
                     let data: Vec<u8> = (0..SLOT).map(|t| slot_byte(self.me, p.id, slot, t)).collect();
-                    lane.buf_mut().write(0, &data);
+                    lane.write(0, &data);
                     self.log.line(format!("WS {} {slot} {SLOT} 0", p.id));
                     lane.submit();
                 }

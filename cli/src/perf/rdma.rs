@@ -655,7 +655,7 @@ impl<'a> LaneEnd<'a> {
     async fn op(&self, v: u64, operand: Operand) -> Result<u64> {
         let mut lanes = self.op.borrow_mut();
         let (_, mut lane) = lanes.lane().await;
-        lane.buf_mut().write_u64(0, v);
+        lane.write_u64(0, v);
         match operand {
             Operand::None => lane.submit(),
             Operand::Imm(imm) => lane.submit_imm(imm),

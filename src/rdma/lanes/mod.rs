@@ -21,7 +21,8 @@
 //!
 //! * **Taking a lane.** [`lane`](Lanes::lane) gives a [`LaneMut`]: an idle lane at once, or,
 //!   when every lane has an operation, the oldest one once it completed, with its result.
-//!   Fill its [`buf_mut`](LaneMut::buf_mut) (or read what a read or receive brought) and
+//!   Fill it ([`write`](LaneMut::write), [`write_u64`](LaneMut::write_u64)), or read what a
+//!   read or receive brought ([`buf`](LaneMut::buf)), and
 //!   [`submit`](LaneMut::submit) it. [`next`](Lanes::next) waits for the oldest operation
 //!   and gives its result and lane: to drain, or to read what arrived and post again.
 //!   Dropping a `LaneMut` without submitting leaves the lane idle.
@@ -78,7 +79,7 @@
 //!         if let Some(res) = prev {
 //!             res?; // the write this lane carried before
 //!         }
-//!         lane.buf_mut().write_u64(0, i);
+//!         lane.write_u64(0, i);
 //!         lane.submit();
 //!     }
 //!     while let Some((res, _lane)) = lanes.next().await {
@@ -827,15 +828,35 @@ impl<T> LaneMut<'_, '_, T> {
         self.index as usize
     }
 
-    /// The lane's bytes: what a write or send carries, what a read or receive brought.
+    /// The lane's bytes, to read: what a read or receive brought, an atomic's old value, or
+    /// what a write or send carries.
     pub fn buf(&self) -> &Buf {
         &self.lanes.mem().bufs[self.index as usize]
     }
 
-    /// The lane's bytes, to fill before [`submit`](LaneMut::submit).
-    pub fn buf_mut(&mut self) -> &mut Buf {
+    /// The lane's bytes to fill before [`submit`](LaneMut::submit), through its writers
+    /// ([`write`](LaneMut::write), [`write_u64`](LaneMut::write_u64),
+    /// [`fill`](LaneMut::fill)): the lane hands out no `&mut Buf`, which could be swapped
+    /// for other memory while the lane's task and descriptors stay on this one.
+    fn bytes(&mut self) -> &mut Buf {
         let i = self.index as usize;
         &mut self.lanes.mem.as_deref_mut().expect("lanes' memory is there until they are dropped").bufs[i]
+    }
+
+    /// Copies `data` into the lane's bytes at `at`, as [`Buf::write`] (panics when out of
+    /// bounds).
+    pub fn write(&mut self, at: usize, data: &[u8]) {
+        self.bytes().write(at, data);
+    }
+
+    /// Writes `v` at `at` (native byte order), as [`Buf::write_u64`].
+    pub fn write_u64(&mut self, at: usize, v: u64) {
+        self.bytes().write_u64(at, v);
+    }
+
+    /// Sets every byte of the lane to `byte`, as [`Buf::fill`].
+    pub fn fill(&mut self, byte: u8) {
+        self.bytes().fill(byte);
     }
 
     /// Submits the lane's operation (its doorbell deferred to the next progress). It yields

@@ -30,7 +30,7 @@ fn writes_reads_and_messages_through_lanes_land_in_order() {
                 }
                 assert_eq!(lane.index(), i as usize % 4, "lanes are taken in turn");
                 seen.push(lane.index());
-                lane.buf_mut().write_u64(0, 100 + i);
+                lane.write_u64(0, 100 + i);
                 lane.submit();
             }
             while let Some((r, lane)) = lanes.next().await {
@@ -74,7 +74,7 @@ fn writes_reads_and_messages_through_lanes_land_in_order() {
                 if let Some(r) = prev {
                     r?;
                 }
-                lane.buf_mut().write_u64(0, u64::from(i) * 3);
+                lane.write_u64(0, u64::from(i) * 3);
                 lane.submit_imm(i);
                 // The oldest message, its bytes, and its lane posted again.
                 let (msg, lane) = posted.next().await.expect("four posted");
@@ -185,7 +185,7 @@ fn lanes_deeper_than_the_task_pool_share_its_tasks_instead_of_failing() {
                     r?;
                     done += 1;
                 }
-                lane.buf_mut().write_u64(0, i);
+                lane.write_u64(0, i);
                 lane.submit();
                 assert!(a.inner.ctx.outstanding_tasks() <= 4, "never more tasks than the pool");
             }
@@ -252,7 +252,7 @@ fn dropped_lanes_keep_their_memory_until_doca_is_done_and_let_the_context_stop()
             let in_lanes = local.handles();
             for k in 0..2u64 {
                 let (_, mut lane) = lanes.lane().await;
-                lane.buf_mut().write_u64(0, 0xab0 + k);
+                lane.write_u64(0, 0xab0 + k);
                 lane.submit();
             }
             // Dropped with both writes submitted (their doorbell not yet rung): the memory
