@@ -95,6 +95,7 @@
 use std::fmt;
 use std::future::poll_fn;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
@@ -405,11 +406,8 @@ pub struct Lanes<'a, T = ()> {
     conn: *mut sys::doca_rdma_connection,
     kind: Kind,
     group: Rc<HeldGroup>,
-    /// `Some` until dropped.
-    mem: Option<Box<LaneMem>>,
-    /// A copy of `mem`'s descriptors, read at every submission without going through the
-    /// `Option` and the box (they live as long as `mem`, which owns and releases them).
-    descs: Box<[[*mut sys::doca_buf; 2]]>,
+    /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
+    mem: ManuallyDrop<Box<LaneMem>>,
     /// Lanes with an operation, oldest first: `order[head..head + len]` (modulo the depth).
     order: Box<[u32]>,
     head: usize,
@@ -498,8 +496,7 @@ impl<'a, T> Lanes<'a, T> {
             conn,
             kind,
             group,
-            descs: mem.descs.clone(),
-            mem: Some(mem),
+            mem: ManuallyDrop::new(mem),
             order: vec![0; depth].into_boxed_slice(),
             head: 0,
             len: 0,
@@ -519,7 +516,7 @@ impl<'a, T> Lanes<'a, T> {
 
     /// How many bytes each lane has.
     pub fn lane_len(&self) -> usize {
-        self.mem().bufs[0].len()
+        self.mem.bufs[0].len()
     }
 
     /// Operations submitted (or waiting for room) whose results were not taken yet.
@@ -530,10 +527,6 @@ impl<'a, T> Lanes<'a, T> {
     /// Whether no lane has an operation.
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    fn mem(&self) -> &LaneMem {
-        self.mem.as_deref().expect("lanes' memory is there until they are dropped")
     }
 
     /// `i` (< twice the depth) as an index of `order`.
@@ -573,7 +566,7 @@ impl<'a, T> Lanes<'a, T> {
         }
         // Fresh, moved or kept, the task's destination may hold the data of the lane's
         // earlier operation (the descriptors are the lane's for its whole life).
-        let [l, r] = self.descs[i];
+        let [l, r] = self.mem.descs[i];
         // SAFETY: lane `i`'s own task, not in flight, and its own descriptors, which no task
         // in flight uses.
         unsafe { K::prepare(task, l, r, self.operands[i]) };
@@ -607,7 +600,7 @@ impl<'a, T> Lanes<'a, T> {
             sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
                 Some(from) => {
                     group.move_task(from, i);
-                    let [l, r] = self.descs[i];
+                    let [l, r] = self.mem.descs[i];
                     // SAFETY: a task of the lanes' kind that DOCA does not own (it moved
                     // between idle lanes) and is lane `i`'s now; lane `i`'s descriptors.
                     unsafe { K::repoint(group.task::<K>(i), l, r) };
@@ -629,7 +622,7 @@ impl<'a, T> Lanes<'a, T> {
     /// data, and gives it to the lane's record.
     fn alloc<K: LaneTask>(&self, i: usize) -> sys::doca_error_t {
         let Ok(rdma) = self.inner.ctx.as_ptr() else { return sys::DOCA_ERROR_BAD_STATE };
-        let at = At { rdma, conn: self.conn, bufs: self.descs[i], operands: self.operands[i] };
+        let at = At { rdma, conn: self.conn, bufs: self.mem.descs[i], operands: self.operands[i] };
         let mut task = std::ptr::null_mut();
         // SAFETY: a live context (checked above) and connection (borrowed by the lanes); the
         // descriptors describe memory the lanes keep until no task uses it.
@@ -790,11 +783,11 @@ impl<'a> Lanes<'a, Received> {
 
 impl<T> Drop for Lanes<'_, T> {
     fn drop(&mut self) {
-        if let Some(mem) = self.mem.take() {
-            // Idle tasks (and those waiting for room) are freed now; those in flight leave
-            // the memory to their completions.
-            self.group.clone().abandon(mem);
-        }
+        // SAFETY: taken once, here; `self.mem` is not used again (the lanes are going).
+        let mem = unsafe { ManuallyDrop::take(&mut self.mem) };
+        // Idle tasks (and those waiting for room) are freed now; those in flight leave the
+        // memory to their completions.
+        self.group.clone().abandon(mem);
     }
 }
 
@@ -831,7 +824,7 @@ impl<T> LaneMut<'_, '_, T> {
     /// The lane's bytes, to read: what a read or receive brought, an atomic's old value, or
     /// what a write or send carries.
     pub fn buf(&self) -> &Buf {
-        &self.lanes.mem().bufs[self.index as usize]
+        &self.lanes.mem.bufs[self.index as usize]
     }
 
     /// The lane's bytes to fill before [`submit`](LaneMut::submit), through its writers
@@ -840,7 +833,7 @@ impl<T> LaneMut<'_, '_, T> {
     /// for other memory while the lane's task and descriptors stay on this one.
     fn bytes(&mut self) -> &mut Buf {
         let i = self.index as usize;
-        &mut self.lanes.mem.as_deref_mut().expect("lanes' memory is there until they are dropped").bufs[i]
+        &mut self.lanes.mem.bufs[i]
     }
 
     /// Copies `data` into the lane's bytes at `at`, as [`Buf::write`] (panics when out of
