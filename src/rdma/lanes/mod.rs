@@ -200,9 +200,11 @@ unsafe trait LaneTask: DocaTask {
 
 /// Implements [`LaneTask`] for one kind: its allocation, its setters, its reset.
 macro_rules! lane_task {
+    // Three closures in order: allocate, repoint, prepare (closure syntax, so that rustfmt
+    // formats the invocations).
     ($kind:ty, |$at:ident, $ud:ident, $t:ident| $alloc:expr,
-     repoint |$rt:ident, $rl:ident, $rr:ident| $repoint:block,
-     prepare |$pt:ident, $pl:ident, $pr:ident, $ops:ident| $prepare:block) => {
+     |$rt:ident, $rl:ident, $rr:ident| $repoint:block,
+     |$pt:ident, $pl:ident, $pr:ident, $ops:ident| $prepare:block $(,)?) => {
         // SAFETY: the calls are the kind's own `allocate_init` and setters, made on a task of
         // this kind as the trait's contract requires.
         unsafe impl LaneTask for $kind {
@@ -236,16 +238,11 @@ fn imm(ops: [u64; 2]) -> u32 {
 lane_task!(
     Write,
     |a, ud, t| sys::doca_rdma_task_write_allocate_init(a.rdma, a.conn, a.bufs[0], a.bufs[1], ud, t),
-    repoint | t,
-    l,
-    r | {
+    |t, l, r| {
         sys::doca_rdma_task_write_set_src_buf(t, l);
         sys::doca_rdma_task_write_set_dst_buf(t, r);
     },
-    prepare | _t,
-    _l,
-    r,
-    _o | {
+    |_t, _l, r, _o| {
         sys::doca_buf_reset_data_len(r);
     }
 );
@@ -260,16 +257,11 @@ lane_task!(
         ud,
         t
     ),
-    repoint | t,
-    l,
-    r | {
+    |t, l, r| {
         sys::doca_rdma_task_write_imm_set_src_buf(t, l);
         sys::doca_rdma_task_write_imm_set_dst_buf(t, r);
     },
-    prepare | t,
-    _l,
-    r,
-    o | {
+    |t, _l, r, o| {
         sys::doca_buf_reset_data_len(r);
         sys::doca_rdma_task_write_imm_set_immediate_data(t, imm(o));
     }
@@ -277,59 +269,39 @@ lane_task!(
 lane_task!(
     Read,
     |a, ud, t| sys::doca_rdma_task_read_allocate_init(a.rdma, a.conn, a.bufs[1], a.bufs[0], ud, t),
-    repoint | t,
-    l,
-    r | {
+    |t, l, r| {
         sys::doca_rdma_task_read_set_src_buf(t, r);
         sys::doca_rdma_task_read_set_dst_buf(t, l);
     },
-    prepare | _t,
-    l,
-    _r,
-    _o | {
+    |_t, l, _r, _o| {
         sys::doca_buf_reset_data_len(l);
     }
 );
 lane_task!(
     SendTask,
     |a, ud, t| sys::doca_rdma_task_send_allocate_init(a.rdma, a.conn, a.bufs[0], ud, t),
-    repoint | t,
-    l,
-    _r | {
+    |t, l, _r| {
         sys::doca_rdma_task_send_set_src_buf(t, l);
     },
-    prepare | _t,
-    _l,
-    _r,
-    _o | {}
+    |_t, _l, _r, _o| {}
 );
 lane_task!(
     SendImm,
     |a, ud, t| sys::doca_rdma_task_send_imm_allocate_init(a.rdma, a.conn, a.bufs[0], imm(a.operands), ud, t),
-    repoint | t,
-    l,
-    _r | {
+    |t, l, _r| {
         sys::doca_rdma_task_send_imm_set_src_buf(t, l);
     },
-    prepare | t,
-    _l,
-    _r,
-    o | {
+    |t, _l, _r, o| {
         sys::doca_rdma_task_send_imm_set_immediate_data(t, imm(o));
     }
 );
 lane_task!(
     Recv,
     |a, ud, t| sys::doca_rdma_task_receive_allocate_init(a.rdma, a.bufs[0], ud, t),
-    repoint | t,
-    l,
-    _r | {
+    |t, l, _r| {
         sys::doca_rdma_task_receive_set_dst_buf(t, l);
     },
-    prepare | _t,
-    l,
-    _r,
-    _o | {
+    |_t, l, _r, _o| {
         sys::doca_buf_reset_data_len(l);
     }
 );
@@ -344,16 +316,11 @@ lane_task!(
         ud,
         t
     ),
-    repoint | t,
-    l,
-    r | {
+    |t, l, r| {
         sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(t, r);
         sys::doca_rdma_task_atomic_fetch_add_set_result_buf(t, l);
     },
-    prepare | t,
-    l,
-    r,
-    o | {
+    |t, l, r, o| {
         sys::doca_buf_reset_data_len(l);
         sys::doca_buf_reset_data_len(r);
         sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, o[0]);
@@ -371,16 +338,11 @@ lane_task!(
         ud,
         t
     ),
-    repoint | t,
-    l,
-    r | {
+    |t, l, r| {
         sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(t, r);
         sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(t, l);
     },
-    prepare | t,
-    l,
-    r,
-    o | {
+    |t, l, r, o| {
         sys::doca_buf_reset_data_len(l);
         sys::doca_buf_reset_data_len(r);
         sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, o[0]);
