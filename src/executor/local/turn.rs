@@ -45,12 +45,12 @@ impl Core {
     /// `Ready` at once instead of `Pending`, a trip round the loop and a re-poll.
     ///
     /// A single operation passes [`INLINE_PROGRESS`](super::INLINE_PROGRESS): its completion
-    /// is normally the first one queued. A window passes the number of its operations in
-    /// flight and a `done` that is never true, so that the loop ends when the PE has nothing
-    /// more (see `rdma::window::ring`): each `doca_pe_progress` delivers one completion, and
-    /// stopping at the oldest would come back here for every other result, paying this call's
-    /// fixed cost and a doorbell flush for one or two operations each time instead of once per
-    /// batch.
+    /// is normally the first one queued. A batch goes through
+    /// [`progress_batch_inline`](Core::progress_batch_inline): the number of its operations
+    /// in flight and a `done` that is never true, so that the loop ends when the PE has
+    /// nothing more: each `doca_pe_progress` delivers one completion, and stopping at the
+    /// oldest would come back here for every other result, paying this call's fixed cost and
+    /// a doorbell flush for one or two operations each time instead of once per batch.
     ///
     /// Completions of other operations delivered meanwhile wake their tasks as usual (their
     /// callbacks run no user code: they store results and wake wakers; slots released
@@ -77,6 +77,21 @@ impl Core {
             self.wake_foreign();
         }
         complete
+    }
+
+    /// The inline progress of a batch of operations (a window's, the lanes'), waiting for its
+    /// oldest: when this poll may progress the PE ([`take_inline_progress`](Core::take_inline_progress)),
+    /// collects every completion the PE has, up to one call per operation in flight, not
+    /// just the oldest: one call (and one flush of the doorbells the batch deferred) per
+    /// batch of results rather than per one or two, and a poll bounded like a single
+    /// operation's. Returns whether it progressed (the caller then looks at its oldest).
+    #[inline]
+    pub(crate) fn progress_batch_inline(&self, in_flight: usize) -> bool {
+        if !self.take_inline_progress() {
+            return false;
+        }
+        self.progress_inline(in_flight, || false);
+        true
     }
 
     pub(super) fn main_woken(&self, main: &MainWaker) -> bool {

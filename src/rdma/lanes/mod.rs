@@ -633,7 +633,8 @@ impl<'a, T> Lanes<'a, T> {
     }
 
     /// Ready once the oldest operation is done (there is one). When this poll may progress
-    /// the PE, it first collects completions inline, as a window does.
+    /// the PE, it first collects the batch's completions inline
+    /// (`Core::progress_batch_inline`).
     #[inline]
     fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.unsubmitted > 0 {
@@ -647,15 +648,8 @@ impl<'a, T> Lanes<'a, T> {
             HeldState::Idle => return Poll::Pending,
             HeldState::InFlight => {}
         }
-        let core = self.inner.ctx.core();
-        // Every completion the PE has, up to one per operation in flight, not just the
-        // oldest: one call (and one flush of the deferred doorbells) per batch of results
-        // (see `window::ring`).
-        if core.take_inline_progress() {
-            core.progress_inline(self.len, || false);
-            if self.group.state(i) == HeldState::Done {
-                return Poll::Ready(());
-            }
+        if self.inner.ctx.core().progress_batch_inline(self.len) && self.group.state(i) == HeldState::Done {
+            return Poll::Ready(());
         }
         self.group.poll_done(i, cx)
     }

@@ -80,16 +80,8 @@ impl<'a> Ring<'a> {
         if slot.is_done() {
             return Poll::Ready(());
         }
-        let core = self.inner.ctx.core();
-        // Every completion the PE has now, not just the oldest: one call (and one flush of
-        // the doorbells the pushes deferred) per batch of results rather than per one or two
-        // (see `Core::progress_inline`). At most one progress call per operation in flight,
-        // so a window's poll stays bounded like a single operation's.
-        if core.take_inline_progress() {
-            core.progress_inline(self.len, || false);
-            if slot.is_done() {
-                return Poll::Ready(());
-            }
+        if self.inner.ctx.core().progress_batch_inline(self.len) && slot.is_done() {
+            return Poll::Ready(());
         }
         slot.poll_done(cx)
     }
