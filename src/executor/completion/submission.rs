@@ -35,18 +35,17 @@ fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
     crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
 }
 
-/// Operation `op` found a task pool of `ctx` spent: when the context gives back tasks it kept
-/// idle (for reuse, or held by lanes), `allocate` tries again; its result either way. Off
-/// the fast path: out of line, so that the inlined submission stays as small as it was.
+/// An allocation found a task pool of `ctx` spent: when the context gives back tasks it kept
+/// idle (for reuse, or held by lanes; `CtxRecord::reclaim_idle` traces it), `allocate` tries
+/// again; its result either way. Off the fast path: out of line, so that the inlined
+/// submission stays as small as it was.
 #[cold]
 #[inline(never)]
 fn pool_spent<T>(
-    op: &'static str,
     ctx: &CtxRecord,
     allocate: impl FnOnce() -> std::result::Result<T, sys::doca_error_t>,
 ) -> std::result::Result<T, sys::doca_error_t> {
     if ctx.reclaim_idle() {
-        crate::trace::event!(debug, { op = op, ctx = ctx.name() }, "task pool spent: allocating again");
         allocate()
     } else {
         Err(sys::DOCA_ERROR_NO_MEMORY)
@@ -241,7 +240,7 @@ impl<K: DocaTask> Submission<K> {
                     };
                     let mut r = allocate();
                     if r == Err(sys::DOCA_ERROR_NO_MEMORY) {
-                        r = pool_spent(op, ctx, allocate);
+                        r = pool_spent(ctx, allocate);
                     }
                     match r {
                         Ok(task) if !task.is_null() => {
