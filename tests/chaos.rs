@@ -80,7 +80,7 @@ use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use async_doca::rdma::{Connection, LaneOp, Opcode, Rdma};
+use async_doca::rdma::{Connection, LaneOp, Lanes, Opcode, Rdma};
 use async_doca::sync_event::SyncEvent;
 use async_doca::time::{sleep, timeout};
 use async_doca::{spawn_local, Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Runtime};
@@ -397,7 +397,6 @@ impl Worker {
     /// lanes are dropped after this long, with operations in flight (their memory stays
     /// with the completions); those operations' outcomes stay unknown, as a dropped future's.
     async fn lanes_burst(&self, p: &Peer, c: usize, rng: &mut Rng, drop_after: Option<Duration>) {
-        let conn = &p.conns[c];
         let depth = rng.range(2, 16) as usize;
         let burst = async {
             if rng.chance(500) {
@@ -405,26 +404,12 @@ impl Worker {
                 let len = rng.range(HDR as u64, (MAX_MSG / 4) as u64) as usize;
                 let n = rng.range(depth as u64, 4 * depth as u64);
                 let mem = self.dev.alloc(depth * len, Access::LOCAL_READ_WRITE).expect("alloc");
-                let mut lanes = match conn.lanes(LaneOp::Send, mem.buf(), depth) {
-                    Ok(l) => l,
-                    Err(e) => violation(&self.log, format!("send lanes to {}: {e}", p.id)),
-                };
+                let mut lanes = self.lanes(p, c, LaneOp::Send, mem.buf(), depth);
                 let mut seqs = std::collections::VecDeque::new();
-                // The result of the oldest send: logged done, or the burst ends (`false`).
-                let done = |r: async_doca::Result<()>, seqs: &mut std::collections::VecDeque<u64>| {
+                // The result of the oldest send (in submission order, as its sequence number).
+                let done = |r, seqs: &mut std::collections::VecDeque<u64>| {
                     let seq = seqs.pop_front().expect("a sequence number per send");
-                    match r {
-                        Ok(()) => {
-                            self.log.line(format!("SD {} {seq}", p.id));
-                            true
-                        }
-                        Err(e) if explained(&e) => {
-                            self.log.line(format!("ERR {} lanes send {:?}", p.id, e.kind()));
-                            p.broken.set(true);
-                            false
-                        }
-                        Err(e) => violation(&self.log, format!("a send through lanes to {} failed: {e}", p.id)),
-                    }
+                    self.lane_done(p, "send", r, || format!("SD {} {seq}", p.id))
                 };
                 for _ in 0..n {
                     let (prev, mut lane) = bound(&self.log, p, lanes.lane()).await;
@@ -450,23 +435,9 @@ impl Worker {
                 // each logged as any other (`FS` before, `FD` with the old value after).
                 let n = rng.range(depth as u64, 4 * depth as u64);
                 let mem = self.dev.alloc(depth * 8, Access::LOCAL_READ_WRITE).expect("alloc");
-                let mut lanes = match conn.lanes(LaneOp::FetchAdd(p.remote.slice(0..8)), mem.buf(), depth) {
-                    Ok(l) => l,
-                    Err(e) => violation(&self.log, format!("fetch-add lanes to {}: {e}", p.id)),
-                };
-                // The result of an add whose old value is in `lane`: logged, or the burst ends.
-                let done = |r: async_doca::Result<()>, old: u64| match r {
-                    Ok(()) => {
-                        self.log.line(format!("FD {} {old}", p.id));
-                        true
-                    }
-                    Err(e) if explained(&e) => {
-                        self.log.line(format!("ERR {} lanes fetch_add {:?}", p.id, e.kind()));
-                        p.broken.set(true);
-                        false
-                    }
-                    Err(e) => violation(&self.log, format!("a fetch-add through lanes to {} failed: {e}", p.id)),
-                };
+                let mut lanes = self.lanes(p, c, LaneOp::FetchAdd(p.remote.slice(0..8)), mem.buf(), depth);
+                // The result of an add whose old value is `old`.
+                let done = |r, old: u64| self.lane_done(p, "fetch_add", r, || format!("FD {} {old}", p.id));
                 for _ in 0..n {
                     let (prev, lane) = bound(&self.log, p, lanes.lane()).await;
                     if let Some(r) = prev {
@@ -491,10 +462,7 @@ impl Worker {
                 p.next_slot.set(first + depth);
                 let mem = self.dev.alloc(depth * SLOT, Access::LOCAL_READ_WRITE).expect("alloc");
                 let dst = p.remote.slice(SLOTS_AT + first * SLOT..SLOTS_AT + (first + depth) * SLOT);
-                let mut lanes = match conn.lanes(LaneOp::Write(dst), mem.buf(), depth) {
-                    Ok(l) => l,
-                    Err(e) => violation(&self.log, format!("write lanes to {}: {e}", p.id)),
-                };
+                let mut lanes = self.lanes(p, c, LaneOp::Write(dst), mem.buf(), depth);
                 for _ in 0..depth {
                     let (prev, mut lane) = bound(&self.log, p, lanes.lane()).await;
                     assert!(prev.is_none(), "each lane is written once");
@@ -505,14 +473,8 @@ impl Worker {
                     lane.submit();
                 }
                 while let Some((r, lane)) = bound(&self.log, p, lanes.next()).await {
-                    match r {
-                        Ok(()) => self.log.line(format!("WD {} {}", p.id, first + lane.index())),
-                        Err(e) if explained(&e) => {
-                            self.log.line(format!("ERR {} lanes write {:?}", p.id, e.kind()));
-                            p.broken.set(true);
-                            return;
-                        }
-                        Err(e) => violation(&self.log, format!("a write through lanes to {} failed: {e}", p.id)),
+                    if !self.lane_done(p, "write", r, || format!("WD {} {}", p.id, first + lane.index())) {
+                        return;
                     }
                 }
             }
@@ -522,6 +484,32 @@ impl Worker {
             Some(d) => {
                 let _ = timeout(d, burst).await;
             }
+        }
+    }
+}
+
+impl Worker {
+    /// Lanes of `op` on connection `c` of peer `p` over `local`; failing to make them is a
+    /// violation.
+    fn lanes<'p>(&self, p: &'p Peer, c: usize, op: LaneOp, local: Buf, depth: usize) -> Lanes<'p> {
+        p.conns[c].lanes(op, local, depth).unwrap_or_else(|e| violation(&self.log, format!("lanes to {}: {e}", p.id)))
+    }
+
+    /// The result of one operation `what` through lanes: done (the line `done` makes is
+    /// logged; `true`), an error a fault explains (logged, the peer marked broken: the burst
+    /// ends; `false`), or a violation.
+    fn lane_done(&self, p: &Peer, what: &str, r: async_doca::Result<()>, done: impl FnOnce() -> String) -> bool {
+        match r {
+            Ok(()) => {
+                self.log.line(done());
+                true
+            }
+            Err(e) if explained(&e) => {
+                self.log.line(format!("ERR {} lanes {what} {:?}", p.id, e.kind()));
+                p.broken.set(true);
+                false
+            }
+            Err(e) => violation(&self.log, format!("a {what} through lanes to {} failed: {e}", p.id)),
         }
     }
 }
