@@ -150,13 +150,7 @@ impl Side {
             remote_mmap: ptr::null_mut(),
             inv: ptr::null_mut(),
             bufs: Vec::new(),
-            done: (0..window)
-                .map(|_| {
-                    let d = Done::default();
-                    d.keep.set(reuse);
-                    d
-                })
-                .collect(),
+            done: (0..window).map(|_| Done { keep: std::cell::Cell::new(reuse), ..Done::default() }).collect(),
             unflushed: false,
             _dev: dev.clone(),
         };
