@@ -92,23 +92,19 @@
 //! # Ok::<(), async_doca::Error>(())
 //! ```
 
+mod ring;
+mod task;
+
 use std::fmt;
 use std::future::poll_fn;
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
-use std::rc::Rc;
-use std::task::{Context, Poll};
 
+use self::ring::LaneRing;
 use super::ops::Kind;
-use super::window::ring::wrap;
 use super::window::Outcome;
-use super::{
-    CmpSwp, Connection, FetchAdd, Rdma, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm,
-};
-use crate::error::{Error, ErrorKind, Result};
-use crate::executor::completion::{HeldGroup, HeldState, Ticket};
-use crate::ext::DocaTask;
-use crate::mem::descriptors::{Desc, Inventory};
+use super::{Connection, Rdma, Received};
+use crate::error::{Error, Result};
+use crate::executor::completion::TaskOutput;
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
 
@@ -137,539 +133,47 @@ pub enum LaneOp {
     CompareSwap(RemoteSlice),
 }
 
-/// The memory the lanes' tasks touch, and their descriptors. Moved to the held group when
-/// the lanes are dropped with operations in flight; dropped only once no task uses it.
-struct LaneMem {
-    /// Lane `k`'s descriptors: `[local, remote]` (remote null for sends and receives). Given
-    /// back in `Drop`, before the inventory and the memory (fields drop after it).
-    descs: Box<[[*mut sys::doca_buf; 2]]>,
-    bufs: Box<[Buf]>,
-    /// The remote memory of writes and reads (its registration keeps the mmap alive).
-    _remote: Option<RemoteSlice>,
-    _inv: Rc<Inventory>,
-}
-
-impl Drop for LaneMem {
-    fn drop(&mut self) {
-        for d in self.descs.iter().flatten().filter(|d| !d.is_null()) {
-            // SAFETY: a reference taken by `Lanes::new` from the inventory this struct holds,
-            // over memory it holds; no task uses it any more (the lanes drop this only after
-            // their tasks were freed: `HeldGroup::abandon`); dropped once.
-            unsafe { sys::doca_buf_dec_refcount(*d, std::ptr::null_mut()) };
-        }
-    }
-}
-
-/// Where a lane's task is made: the context, the connection (null for a receive), the
-/// lane's descriptors `[local, remote]` and its operands.
-struct At {
-    rdma: *mut sys::doca_rdma,
-    conn: *mut sys::doca_rdma_connection,
-    bufs: [*mut sys::doca_buf; 2],
-    operands: [u64; 2],
-}
-
-/// What a lane does with a task of one kind: make it, point it at another lane's
-/// descriptors, and ready it for its next operation. One implementation per kind, so that
-/// the submission path, once dispatched on the kind, has no other branch on it.
-///
-/// # Safety
-/// Each function is called on a task of this kind that DOCA does not own, with descriptors
-/// that outlive every task using them.
-unsafe trait LaneTask: DocaTask {
-    /// `*_allocate_init` over `at` with user data `ud`.
-    ///
-    /// # Safety
-    /// `at` names a live context and connection and the lane's live descriptors.
-    unsafe fn alloc(at: &At, ud: sys::doca_data, task: &mut *mut Self::Task) -> sys::doca_error_t;
-
-    /// Points `task` at descriptors `l` (local) and `r` (remote, null for none).
-    ///
-    /// # Safety
-    /// `task` is a live task of this kind that DOCA does not own.
-    unsafe fn repoint(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf);
-
-    /// Readies `task` for its next operation: every parameter stays, but results are
-    /// appended after a destination's data, so each destination is emptied; the operands
-    /// are set.
-    ///
-    /// # Safety
-    /// As for [`repoint`](LaneTask::repoint); `l` and `r` are the task's own descriptors.
-    unsafe fn prepare(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf, operands: [u64; 2]);
-}
-
-/// Implements [`LaneTask`] for one kind: its allocation, its setters, its reset.
-macro_rules! lane_task {
-    // Three closures in order: allocate, repoint, prepare (closure syntax, so that rustfmt
-    // formats the invocations).
-    ($kind:ty, |$at:ident, $ud:ident, $t:ident| $alloc:expr,
-     |$rt:ident, $rl:ident, $rr:ident| $repoint:block,
-     |$pt:ident, $pl:ident, $pr:ident, $ops:ident| $prepare:block $(,)?) => {
-        // SAFETY: the calls are the kind's own `allocate_init` and setters, made on a task of
-        // this kind as the trait's contract requires.
-        unsafe impl LaneTask for $kind {
-            #[inline(always)]
-            unsafe fn alloc($at: &At, $ud: sys::doca_data, $t: &mut *mut Self::Task) -> sys::doca_error_t {
-                // SAFETY: forwarded (the caller's contract).
-                unsafe { $alloc }
-            }
-            #[inline(always)]
-            unsafe fn repoint($rt: *mut Self::Task, $rl: *mut sys::doca_buf, $rr: *mut sys::doca_buf) {
-                // SAFETY: forwarded (the caller's contract).
-                unsafe { $repoint }
-            }
-            #[inline(always)]
-            unsafe fn prepare($pt: *mut Self::Task, $pl: *mut sys::doca_buf, $pr: *mut sys::doca_buf, $ops: [u64; 2]) {
-                // SAFETY: forwarded (the caller's contract). (A send has nothing to ready.)
-                #[allow(unused_unsafe)]
-                unsafe {
-                    $prepare
-                }
-            }
-        }
-    };
-}
-
-/// The immediate among a lane's operands, as DOCA takes it (big-endian).
-fn imm(ops: [u64; 2]) -> u32 {
-    (ops[0] as u32).to_be()
-}
-
-lane_task!(
-    Write,
-    |a, ud, t| sys::doca_rdma_task_write_allocate_init(a.rdma, a.conn, a.bufs[0], a.bufs[1], ud, t),
-    |t, l, r| {
-        sys::doca_rdma_task_write_set_src_buf(t, l);
-        sys::doca_rdma_task_write_set_dst_buf(t, r);
-    },
-    |_t, _l, r, _o| {
-        sys::doca_buf_reset_data_len(r);
-    }
-);
-lane_task!(
-    WriteImm,
-    |a, ud, t| sys::doca_rdma_task_write_imm_allocate_init(
-        a.rdma,
-        a.conn,
-        a.bufs[0],
-        a.bufs[1],
-        imm(a.operands),
-        ud,
-        t
-    ),
-    |t, l, r| {
-        sys::doca_rdma_task_write_imm_set_src_buf(t, l);
-        sys::doca_rdma_task_write_imm_set_dst_buf(t, r);
-    },
-    |t, _l, r, o| {
-        sys::doca_buf_reset_data_len(r);
-        sys::doca_rdma_task_write_imm_set_immediate_data(t, imm(o));
-    }
-);
-lane_task!(
-    Read,
-    |a, ud, t| sys::doca_rdma_task_read_allocate_init(a.rdma, a.conn, a.bufs[1], a.bufs[0], ud, t),
-    |t, l, r| {
-        sys::doca_rdma_task_read_set_src_buf(t, r);
-        sys::doca_rdma_task_read_set_dst_buf(t, l);
-    },
-    |_t, l, _r, _o| {
-        sys::doca_buf_reset_data_len(l);
-    }
-);
-lane_task!(
-    SendTask,
-    |a, ud, t| sys::doca_rdma_task_send_allocate_init(a.rdma, a.conn, a.bufs[0], ud, t),
-    |t, l, _r| {
-        sys::doca_rdma_task_send_set_src_buf(t, l);
-    },
-    |_t, _l, _r, _o| {}
-);
-lane_task!(
-    SendImm,
-    |a, ud, t| sys::doca_rdma_task_send_imm_allocate_init(a.rdma, a.conn, a.bufs[0], imm(a.operands), ud, t),
-    |t, l, _r| {
-        sys::doca_rdma_task_send_imm_set_src_buf(t, l);
-    },
-    |t, _l, _r, o| {
-        sys::doca_rdma_task_send_imm_set_immediate_data(t, imm(o));
-    }
-);
-lane_task!(
-    Recv,
-    |a, ud, t| sys::doca_rdma_task_receive_allocate_init(a.rdma, a.bufs[0], ud, t),
-    |t, l, _r| {
-        sys::doca_rdma_task_receive_set_dst_buf(t, l);
-    },
-    |_t, l, _r, _o| {
-        sys::doca_buf_reset_data_len(l);
-    }
-);
-lane_task!(
-    FetchAdd,
-    |a, ud, t| sys::doca_rdma_task_atomic_fetch_add_allocate_init(
-        a.rdma,
-        a.conn,
-        a.bufs[1],
-        a.bufs[0],
-        a.operands[0],
-        ud,
-        t
-    ),
-    |t, l, r| {
-        sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(t, r);
-        sys::doca_rdma_task_atomic_fetch_add_set_result_buf(t, l);
-    },
-    |t, l, r, o| {
-        sys::doca_buf_reset_data_len(l);
-        sys::doca_buf_reset_data_len(r);
-        sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, o[0]);
-    }
-);
-lane_task!(
-    CmpSwp,
-    |a, ud, t| sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
-        a.rdma,
-        a.conn,
-        a.bufs[1],
-        a.bufs[0],
-        a.operands[0],
-        a.operands[1],
-        ud,
-        t
-    ),
-    |t, l, r| {
-        sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(t, r);
-        sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(t, l);
-    },
-    |t, l, r, o| {
-        sys::doca_buf_reset_data_len(l);
-        sys::doca_buf_reset_data_len(r);
-        sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, o[0]);
-        sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, o[1]);
-    }
-);
-
-/// What one attempt to submit a lane did.
-enum Try {
-    Submitted,
-    /// The queue or the task pool is full of tasks that will complete: wait, in order.
-    Wait,
-    /// DOCA refused it (its code): the lane yields the refusal in its turn.
-    Refused(sys::doca_error_t),
-}
-
 /// `depth` operations in flight on fixed memory, one task per lane submitted again and
 /// again, results in submission order. `T` is what an operation yields: `()`, or
 /// [`Received`] for receive lanes. See the [module documentation](self).
 pub struct Lanes<'a, T = ()> {
-    inner: &'a RdmaInner,
-    /// The connection (null for receives).
-    conn: *mut sys::doca_rdma_connection,
-    kind: Kind,
-    group: Rc<HeldGroup>,
-    /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
-    mem: ManuallyDrop<Box<LaneMem>>,
-    /// Lanes with an operation, oldest first: `order[head..head + len]` (modulo the depth).
-    order: Box<[u32]>,
-    head: usize,
-    len: usize,
-    /// The newest `unsubmitted` of them wait for room (see [`Try::Wait`]).
-    unsubmitted: usize,
-    /// Lanes without an operation (the most recently used on top: its memory is warm).
-    idle: Vec<u32>,
-    /// The operands of each lane's next operation: the immediate, the addend, or the compare
-    /// and swap values.
-    operands: Box<[[u64; 2]]>,
-    /// The place among the context's waiters while lanes wait for room.
-    ticket: Ticket,
+    ring: LaneRing<'a>,
     _out: PhantomData<fn() -> T>,
 }
 
+/// An operation's status and result area as what the lanes yield.
+#[inline(always)]
+fn outcome<T: Outcome>(kind: Kind, (status, out): (sys::doca_error_t, TaskOutput)) -> Result<T> {
+    if status == sys::DOCA_SUCCESS {
+        Ok(T::from_output(out))
+    } else {
+        Err(Error::from_doca(status, kind.name()))
+    }
+}
+
 impl<'a, T> Lanes<'a, T> {
-    fn new(
-        inner: &'a RdmaInner,
-        conn: *mut sys::doca_rdma_connection,
-        kind: Kind,
-        local: Buf,
-        remote: Option<RemoteSlice>,
-        depth: usize,
-    ) -> Result<Self> {
-        let op = kind.name();
-        let bad = |what: String| Error::new(ErrorKind::InvalidArgument, format!("{op}: lanes: {what}"));
-        if depth == 0 || local.is_empty() || local.len() % depth != 0 {
-            return Err(bad(format!("a {}-byte buffer does not make {depth} equal lanes", local.len())));
-        }
-        if depth > u32::MAX as usize {
-            return Err(bad(format!("{depth} lanes")));
-        }
-        let len = local.len() / depth;
-        match &remote {
-            Some(r) if kind.is_atomic() && (r.len() < 8 || len < 8) => {
-                return Err(bad(format!(
-                    "an atomic needs an 8-byte target and 8 bytes per lane, not {} and {len}",
-                    r.len()
-                )));
-            }
-            Some(r) if !kind.is_atomic() && r.len() < local.len() => {
-                return Err(bad(format!("a {}-byte remote slice for a {}-byte buffer", r.len(), local.len())));
-            }
-            _ => {}
-        }
-        inner.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
-        let bufs: Box<[Buf]> = (0..depth)
-            .map(|k| local.memory().slice(local.offset() + k * len..local.offset() + (k + 1) * len))
-            .collect();
-        // Sources carry all their bytes; destinations (an atomic's result too) start empty
-        // (results are appended).
-        let local_data = if matches!(kind, Kind::Read | Kind::Recv) || kind.is_atomic() { 0 } else { len };
-        let mut mem = Box::new(LaneMem {
-            descs: vec![[std::ptr::null_mut(); 2]; depth].into_boxed_slice(),
-            bufs,
-            _remote: remote,
-            _inv: inner.inv.clone(),
-        });
-        for k in 0..depth {
-            let l = inner.inv.buf_over(Desc::local(&mem.bufs[k]), local_data);
-            mem.descs[k][0] = l.map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
-            if let Some(r) = &mem._remote {
-                // An atomic's lanes share their target; the others cut the remote slice too.
-                let (at, n) = if kind.is_atomic() { (0, 8) } else { (k * len, len) };
-                let lane = r.memory().slice(r.offset() + at..r.offset() + at + n);
-                mem.descs[k][1] = inner
-                    .inv
-                    .buf_over(Desc::remote(&lane), 0)
-                    .map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
-            }
-        }
-        let rec = inner.ctx.record();
-        let group = match kind {
-            Kind::Write => HeldGroup::new::<Write>(rec, depth),
-            Kind::WriteImm => HeldGroup::new::<WriteImm>(rec, depth),
-            Kind::Read => HeldGroup::new::<Read>(rec, depth),
-            Kind::Send => HeldGroup::new::<SendTask>(rec, depth),
-            Kind::SendImm => HeldGroup::new::<SendImm>(rec, depth),
-            Kind::Recv => HeldGroup::new::<Recv>(rec, depth),
-            Kind::FetchAdd => HeldGroup::new::<FetchAdd>(rec, depth),
-            Kind::CmpSwp => HeldGroup::new::<CmpSwp>(rec, depth),
-        };
-        Ok(Lanes {
-            inner,
-            conn,
-            kind,
-            group,
-            mem: ManuallyDrop::new(mem),
-            order: vec![0; depth].into_boxed_slice(),
-            head: 0,
-            len: 0,
-            unsubmitted: 0,
-            // Lane 0 on top: lanes are first taken in order.
-            idle: (0..depth as u32).rev().collect(),
-            operands: vec![[0; 2]; depth].into_boxed_slice(),
-            ticket: None,
-            _out: PhantomData,
-        })
+    fn new(ring: LaneRing<'a>) -> Self {
+        Lanes { ring, _out: PhantomData }
     }
 
     /// How many lanes.
     pub fn depth(&self) -> usize {
-        self.order.len()
+        self.ring.depth()
     }
 
     /// How many bytes each lane has.
     pub fn lane_len(&self) -> usize {
-        self.mem.bufs[0].len()
+        self.ring.lane_len()
     }
 
     /// Operations submitted (or waiting for room) whose results were not taken yet.
     pub fn len(&self) -> usize {
-        self.len
+        self.ring.len()
     }
 
     /// Whether no lane has an operation.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// `i` (< twice the depth) as an index of `order`.
-    #[inline(always)]
-    fn wrap(&self, i: usize) -> usize {
-        wrap(i, self.order.len())
-    }
-
-    /// Submits lane `i`'s operation (allocating its task at its first use), or says why not.
-    #[inline(always)]
-    fn try_submit(&self, i: usize) -> Try {
-        match self.kind {
-            Kind::Write => self.try_submit_kind::<Write>(i),
-            Kind::WriteImm => self.try_submit_kind::<WriteImm>(i),
-            Kind::Read => self.try_submit_kind::<Read>(i),
-            Kind::Send => self.try_submit_kind::<SendTask>(i),
-            Kind::SendImm => self.try_submit_kind::<SendImm>(i),
-            Kind::Recv => self.try_submit_kind::<Recv>(i),
-            Kind::FetchAdd => self.try_submit_kind::<FetchAdd>(i),
-            Kind::CmpSwp => self.try_submit_kind::<CmpSwp>(i),
-        }
-    }
-
-    #[inline(always)]
-    fn try_submit_kind<K: LaneTask>(&self, i: usize) -> Try {
-        let group = &*self.group;
-        let ctx = group.ctx();
-        if !ctx.is_alive() {
-            return Try::Refused(sys::DOCA_ERROR_BAD_STATE);
-        }
-        let mut task = group.task::<K>(i);
-        if task.is_null() {
-            if let Err(t) = self.obtain_task::<K>(i) {
-                return t;
-            }
-            task = group.task::<K>(i);
-        }
-        // Fresh, moved or kept, the task's destination may hold the data of the lane's
-        // earlier operation (the descriptors are the lane's for its whole life).
-        let [l, r] = self.mem.descs[i];
-        // SAFETY: lane `i`'s own task, not in flight, and its own descriptors, which no task
-        // in flight uses.
-        unsafe { K::prepare(task, l, r, self.operands[i]) };
-        // The doorbell: rung at once for an operation alone in the lanes (nothing to batch it
-        // with, and its wait comes next: the latency case), deferred to the next progress
-        // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
-        // context's earlier deferred tasks first, so the order stays the submission order.
-        let doorbell = self.len == 1;
-        // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
-        // of kind K (the group's), ready for its next operation.
-        match unsafe { group.submit::<K>(self.inner.ctx.core(), i, doorbell) } {
-            sys::DOCA_SUCCESS => Try::Submitted,
-            sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
-            rc => Try::Refused(rc),
-        }
-    }
-
-    /// Gives lane `i` a task (its first use, or its task was given back): a fresh one, an
-    /// idle lane's, or one the context had kept idle. Off the fast path.
-    #[cold]
-    #[inline(never)]
-    fn obtain_task<K: LaneTask>(&self, i: usize) -> std::result::Result<(), Try> {
-        let group = &*self.group;
-        let ctx = group.ctx();
-        match self.alloc::<K>(i) {
-            sys::DOCA_SUCCESS => {}
-            // The pool is spent: take the task of a lane that has no operation in flight
-            // (lanes deeper than the pool share its tasks); else have the context give
-            // back the tasks it keeps idle (for reuse, or held by other lanes) and
-            // allocate again; else wait for a task to complete.
-            sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
-                Some(from) => {
-                    group.move_task(from, i);
-                    let [l, r] = self.mem.descs[i];
-                    // SAFETY: a task of the lanes' kind that DOCA does not own (it moved
-                    // between idle lanes) and is lane `i`'s now; lane `i`'s descriptors.
-                    unsafe { K::repoint(group.task::<K>(i), l, r) };
-                }
-                None if ctx.reclaim_idle() => match self.alloc::<K>(i) {
-                    sys::DOCA_SUCCESS => {}
-                    sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => return Err(Try::Wait),
-                    rc => return Err(Try::Refused(rc)),
-                },
-                None if ctx.outstanding() > 0 => return Err(Try::Wait),
-                None => return Err(Try::Refused(sys::DOCA_ERROR_NO_MEMORY)),
-            },
-            rc => return Err(Try::Refused(rc)),
-        }
-        Ok(())
-    }
-
-    /// Allocates lane `i`'s task of kind `K` over its descriptors, with its record's user
-    /// data, and gives it to the lane's record.
-    fn alloc<K: LaneTask>(&self, i: usize) -> sys::doca_error_t {
-        let Ok(rdma) = self.inner.ctx.as_ptr() else { return sys::DOCA_ERROR_BAD_STATE };
-        let at = At { rdma, conn: self.conn, bufs: self.mem.descs[i], operands: self.operands[i] };
-        let mut task = std::ptr::null_mut();
-        // SAFETY: a live context (checked above) and connection (borrowed by the lanes); the
-        // descriptors describe memory the lanes keep until no task uses it.
-        let rc = unsafe { K::alloc(&at, self.group.user_data(i), &mut task) };
-        if rc == sys::DOCA_SUCCESS {
-            // SAFETY: a fresh task of the group's kind, nobody else's; the lane had none.
-            unsafe { self.group.set_task::<K>(i, task) };
-        }
-        rc
-    }
-
-    /// Puts lane `i` after the newest operation and submits it, unless earlier lanes wait
-    /// for room (then it waits behind them).
-    #[inline(always)]
-    fn submit_lane(&mut self, i: u32) {
-        let pos = self.wrap(self.head + self.len);
-        self.order[pos] = i;
-        self.len += 1;
-        if self.unsubmitted > 0 {
-            self.unsubmitted += 1;
-            return;
-        }
-        match self.try_submit(i as usize) {
-            Try::Submitted => {}
-            Try::Wait => self.unsubmitted = 1,
-            Try::Refused(rc) => self.group.refuse(i as usize, rc),
-        }
-    }
-
-    /// Submits the lanes that wait for room, in order; `Pending` (registered among the
-    /// context's waiters) while the first of them still cannot go.
-    fn poll_unsubmitted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        while self.unsubmitted > 0 {
-            let i = self.order[self.wrap(self.head + self.len - self.unsubmitted)] as usize;
-            match self.try_submit(i) {
-                Try::Submitted => {}
-                Try::Refused(rc) => self.group.refuse(i, rc),
-                Try::Wait => {
-                    self.group.ctx().task_waiters.register(&mut self.ticket, cx.waker());
-                    return Poll::Pending;
-                }
-            }
-            self.unsubmitted -= 1;
-        }
-        Poll::Ready(())
-    }
-
-    /// Ready once the oldest operation is done (there is one). When this poll may progress
-    /// the PE, it first collects the batch's completions inline
-    /// (`Core::progress_batch_inline`).
-    #[inline]
-    fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.unsubmitted > 0 {
-            // Registered as a waiter when it stays pending; the oldest may be done anyway.
-            let _ = self.poll_unsubmitted(cx);
-        }
-        let i = self.order[self.head] as usize;
-        match self.group.state(i) {
-            HeldState::Done => return Poll::Ready(()),
-            // Waiting for room: the context's waiters wake this task.
-            HeldState::Idle => return Poll::Pending,
-            HeldState::InFlight => {}
-        }
-        if self.inner.ctx.core().progress_batch_inline(self.len) && self.group.state(i) == HeldState::Done {
-            return Poll::Ready(());
-        }
-        self.group.poll_done(i, cx)
-    }
-
-    /// Takes the oldest operation out of the order (it is done).
-    #[inline(always)]
-    fn pop(&mut self) -> (Result<T>, u32)
-    where
-        T: Outcome,
-    {
-        let i = self.order[self.head];
-        self.head = self.wrap(self.head + 1);
-        self.len -= 1;
-        let (status, out) = self.group.take(i as usize);
-        let r = if status == sys::DOCA_SUCCESS {
-            Ok(T::from_output(out))
-        } else {
-            Err(Error::from_doca(status, self.kind.name()))
-        };
-        (r, i)
+        self.ring.is_empty()
     }
 
     /// A lane to fill and submit: an idle one at once (`None`), or, when every lane has an
@@ -678,25 +182,9 @@ impl<'a, T> Lanes<'a, T> {
     where
         T: Outcome,
     {
-        // Wait in a closure that returns nothing, then take the lane: a `LaneMut` (a borrow of
-        // `self`) cannot come out of a closure that borrows `self` at every call.
-        poll_fn(|cx| self.poll_ready(cx)).await;
-        if let Some(i) = self.idle.pop() {
-            return (None, LaneMut { lanes: self, index: i, submitted: false });
-        }
-        let (r, i) = self.pop();
-        (Some(r), LaneMut { lanes: self, index: i, submitted: false })
-    }
-
-    /// Ready once a lane is idle or the oldest operation is done. Those two checks inline
-    /// (the steady state of a full set of lanes finds the oldest done), the wait out of line.
-    #[inline(always)]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        // With no idle lane every lane is in the order, so `head` names one.
-        if !self.idle.is_empty() || self.group.state(self.order[self.head] as usize) == HeldState::Done {
-            return Poll::Ready(());
-        }
-        self.poll_oldest(cx)
+        let taken = poll_fn(|cx| self.ring.poll_lane(cx)).await;
+        let kind = self.ring.kind;
+        (taken.done.map(|d| outcome(kind, d)), LaneMut::new(&mut self.ring, taken.index))
     }
 
     /// Waits for the oldest operation and gives its result with its lane (submit it again,
@@ -705,12 +193,12 @@ impl<'a, T> Lanes<'a, T> {
     where
         T: Outcome,
     {
-        if self.len == 0 {
+        if self.ring.is_empty() {
             return None;
         }
-        poll_fn(|cx| self.poll_oldest(cx)).await;
-        let (r, i) = self.pop();
-        Some((r, LaneMut { lanes: self, index: i, submitted: false }))
+        let taken = poll_fn(|cx| self.ring.poll_next(cx)).await;
+        let done = taken.done.expect("the oldest operation is done");
+        Some((outcome(self.ring.kind, done), LaneMut::new(&mut self.ring, taken.index)))
     }
 }
 
@@ -726,37 +214,20 @@ impl<'a> Lanes<'a> {
             LaneOp::FetchAdd(r) => (Kind::FetchAdd, Some(r)),
             LaneOp::CompareSwap(r) => (Kind::CmpSwp, Some(r)),
         };
-        Lanes::new(&conn.inner.rdma, conn.inner.conn, kind, local, remote, depth)
+        LaneRing::new(&conn.inner.rdma, conn.inner.conn, kind, local, remote, depth).map(Lanes::new)
     }
 }
 
 impl<'a> Lanes<'a, Received> {
     /// Receive lanes on `rdma` over `local`, cut into `depth` lanes.
     pub(in crate::rdma) fn on_rdma(rdma: &'a Rdma, local: Buf, depth: usize) -> Result<Lanes<'a, Received>> {
-        Lanes::new(&rdma.inner, std::ptr::null_mut(), Kind::Recv, local, None, depth)
-    }
-}
-
-impl<T> Drop for Lanes<'_, T> {
-    fn drop(&mut self) {
-        // SAFETY: taken once, here; `self.mem` is not used again (the lanes are going).
-        let mem = unsafe { ManuallyDrop::take(&mut self.mem) };
-        // Idle tasks (and those waiting for room) are freed now; those in flight leave the
-        // memory to their completions.
-        self.group.clone().abandon(mem);
+        LaneRing::new(&rdma.inner, std::ptr::null_mut(), Kind::Recv, local, None, depth).map(Lanes::new)
     }
 }
 
 impl<T> fmt::Debug for Lanes<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lanes")
-            .field("op", &self.kind.name())
-            .field("depth", &self.depth())
-            .field("lane_len", &self.lane_len())
-            .field("len", &self.len)
-            .field("in_flight", &self.group.in_flight())
-            .field("waiting_for_room", &self.unsubmitted)
-            .finish()
+        self.ring.fmt(f)
     }
 }
 
@@ -764,13 +235,19 @@ impl<T> fmt::Debug for Lanes<'_, T> {
 /// [`submit`](LaneMut::submit) it. Dropped without submitting, the lane stays idle.
 #[must_use = "a lane does nothing unless submitted"]
 pub struct LaneMut<'l, 'a, T = ()> {
-    lanes: &'l mut Lanes<'a, T>,
+    lanes: &'l mut LaneRing<'a>,
     index: u32,
     /// Set by a submit: the lane is in the order, not idle.
     submitted: bool,
+    _out: PhantomData<fn() -> T>,
 }
 
-impl<T> LaneMut<'_, '_, T> {
+impl<'l, 'a, T> LaneMut<'l, 'a, T> {
+    #[inline(always)]
+    fn new(lanes: &'l mut LaneRing<'a>, index: u32) -> Self {
+        LaneMut { lanes, index, submitted: false, _out: PhantomData }
+    }
+
     /// The lane's number, `0..depth`: its bytes are `index * lane_len ..` of the buffer (and
     /// of the remote slice).
     pub fn index(&self) -> usize {
@@ -780,7 +257,7 @@ impl<T> LaneMut<'_, '_, T> {
     /// The lane's bytes, to read: what a read or receive brought, an atomic's old value, or
     /// what a write or send carries.
     pub fn buf(&self) -> &Buf {
-        &self.lanes.mem.bufs[self.index as usize]
+        self.lanes.buf(self.index)
     }
 
     /// The lane's bytes to fill before [`submit`](LaneMut::submit), through its writers
@@ -788,8 +265,7 @@ impl<T> LaneMut<'_, '_, T> {
     /// [`fill`](LaneMut::fill)): the lane hands out no `&mut Buf`, which could be swapped
     /// for other memory while the lane's task and descriptors stay on this one.
     fn bytes(&mut self) -> &mut Buf {
-        let i = self.index as usize;
-        &mut self.lanes.mem.bufs[i]
+        self.lanes.buf_mut(self.index)
     }
 
     /// Copies `data` into the lane's bytes at `at`, as [`Buf::write`] (panics when out of

@@ -1,0 +1,425 @@
+//! The lanes' engine: the order of operations, the idle lanes, submission with back-pressure,
+//! and the wait for the oldest result. [`Lanes`](super::Lanes) and [`LaneMut`](super::LaneMut)
+//! are thin typed handles over it.
+//!
+//! **Why it is not generic.** `Lanes<T>` is generic over its result, so everything in its
+//! `impl` is compiled into the crate that uses it, where any unrelated change to that crate
+//! moves the hot loop's code (and its branches' alignment): `perf`'s message rate through the
+//! lanes moved by ~10% with a commit that changed only its command line (`docs/cost.md`). The
+//! engine is one non-generic type whose entry points are never inlined, so it is compiled once,
+//! here, whatever crate calls it; the typed layer only turns a status into a `Result<T>`.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use super::super::ops::Kind;
+use super::super::window::ring::wrap;
+use super::super::{CmpSwp, FetchAdd, RdmaInner, Read, Recv, Send as SendTask, SendImm, Write, WriteImm};
+use super::task::{At, LaneTask};
+use crate::error::{Error, ErrorKind, Result};
+use crate::executor::completion::{HeldGroup, HeldState, TaskOutput, Ticket};
+use crate::mem::descriptors::{Desc, Inventory};
+use crate::mem::{Buf, RemoteSlice};
+use crate::sys;
+
+/// The memory the lanes' tasks touch, and their descriptors. Moved to the held group when
+/// the lanes are dropped with operations in flight; dropped only once no task uses it.
+struct LaneMem {
+    /// Lane `k`'s descriptors: `[local, remote]` (remote null for sends and receives). Given
+    /// back in `Drop`, before the inventory and the memory (fields drop after it).
+    descs: Box<[[*mut sys::doca_buf; 2]]>,
+    bufs: Box<[Buf]>,
+    /// The remote memory of writes and reads (its registration keeps the mmap alive).
+    _remote: Option<RemoteSlice>,
+    _inv: Rc<Inventory>,
+}
+
+impl Drop for LaneMem {
+    fn drop(&mut self) {
+        for d in self.descs.iter().flatten().filter(|d| !d.is_null()) {
+            // SAFETY: a reference taken by `Lanes::new` from the inventory this struct holds,
+            // over memory it holds; no task uses it any more (the lanes drop this only after
+            // their tasks were freed: `HeldGroup::abandon`); dropped once.
+            unsafe { sys::doca_buf_dec_refcount(*d, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// What one attempt to submit a lane did.
+enum Try {
+    Submitted,
+    /// The queue or the task pool is full of tasks that will complete: wait, in order.
+    Wait,
+    /// DOCA refused it (its code): the lane yields the refusal in its turn.
+    Refused(sys::doca_error_t),
+}
+
+/// The engine of [`Lanes`](super::Lanes): `depth` lanes over fixed memory, each with its own
+/// task, and the order of their operations.
+pub(super) struct LaneRing<'a> {
+    inner: &'a RdmaInner,
+    /// The connection (null for receives).
+    conn: *mut sys::doca_rdma_connection,
+    pub(super) kind: Kind,
+    group: Rc<HeldGroup>,
+    /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
+    mem: ManuallyDrop<Box<LaneMem>>,
+    /// Lanes with an operation, oldest first: `order[head..head + len]` (modulo the depth).
+    order: Box<[u32]>,
+    head: usize,
+    len: usize,
+    /// The newest `unsubmitted` of them wait for room (see [`Try::Wait`]).
+    unsubmitted: usize,
+    /// Lanes without an operation (the most recently used on top: its memory is warm).
+    pub(super) idle: Vec<u32>,
+    /// The operands of each lane's next operation: the immediate, the addend, or the compare
+    /// and swap values.
+    pub(super) operands: Box<[[u64; 2]]>,
+    /// The place among the context's waiters while lanes wait for room.
+    ticket: Ticket,
+}
+
+/// A lane handed out by [`LaneRing::poll_lane`] or [`LaneRing::poll_next`]: its index, and
+/// the status and result area of the operation it carried, if any.
+pub(super) struct Taken {
+    pub(super) index: u32,
+    pub(super) done: Option<(sys::doca_error_t, TaskOutput)>,
+}
+
+impl<'a> LaneRing<'a> {
+    pub(super) fn new(
+        inner: &'a RdmaInner,
+        conn: *mut sys::doca_rdma_connection,
+        kind: Kind,
+        local: Buf,
+        remote: Option<RemoteSlice>,
+        depth: usize,
+    ) -> Result<Self> {
+        let op = kind.name();
+        let bad = |what: String| Error::new(ErrorKind::InvalidArgument, format!("{op}: lanes: {what}"));
+        if depth == 0 || local.is_empty() || local.len() % depth != 0 {
+            return Err(bad(format!("a {}-byte buffer does not make {depth} equal lanes", local.len())));
+        }
+        if depth > u32::MAX as usize {
+            return Err(bad(format!("{depth} lanes")));
+        }
+        let len = local.len() / depth;
+        match &remote {
+            Some(r) if kind.is_atomic() && (r.len() < 8 || len < 8) => {
+                return Err(bad(format!(
+                    "an atomic needs an 8-byte target and 8 bytes per lane, not {} and {len}",
+                    r.len()
+                )));
+            }
+            Some(r) if !kind.is_atomic() && r.len() < local.len() => {
+                return Err(bad(format!("a {}-byte remote slice for a {}-byte buffer", r.len(), local.len())));
+            }
+            _ => {}
+        }
+        inner.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
+        let bufs: Box<[Buf]> = (0..depth)
+            .map(|k| local.memory().slice(local.offset() + k * len..local.offset() + (k + 1) * len))
+            .collect();
+        // Sources carry all their bytes; destinations (an atomic's result too) start empty
+        // (results are appended).
+        let local_data = if matches!(kind, Kind::Read | Kind::Recv) || kind.is_atomic() { 0 } else { len };
+        let mut mem = Box::new(LaneMem {
+            descs: vec![[std::ptr::null_mut(); 2]; depth].into_boxed_slice(),
+            bufs,
+            _remote: remote,
+            _inv: inner.inv.clone(),
+        });
+        for k in 0..depth {
+            let l = inner.inv.buf_over(Desc::local(&mem.bufs[k]), local_data);
+            mem.descs[k][0] = l.map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
+            if let Some(r) = &mem._remote {
+                // An atomic's lanes share their target; the others cut the remote slice too.
+                let (at, n) = if kind.is_atomic() { (0, 8) } else { (k * len, len) };
+                let lane = r.memory().slice(r.offset() + at..r.offset() + at + n);
+                mem.descs[k][1] = inner
+                    .inv
+                    .buf_over(Desc::remote(&lane), 0)
+                    .map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
+            }
+        }
+        let rec = inner.ctx.record();
+        let group = match kind {
+            Kind::Write => HeldGroup::new::<Write>(rec, depth),
+            Kind::WriteImm => HeldGroup::new::<WriteImm>(rec, depth),
+            Kind::Read => HeldGroup::new::<Read>(rec, depth),
+            Kind::Send => HeldGroup::new::<SendTask>(rec, depth),
+            Kind::SendImm => HeldGroup::new::<SendImm>(rec, depth),
+            Kind::Recv => HeldGroup::new::<Recv>(rec, depth),
+            Kind::FetchAdd => HeldGroup::new::<FetchAdd>(rec, depth),
+            Kind::CmpSwp => HeldGroup::new::<CmpSwp>(rec, depth),
+        };
+        Ok(LaneRing {
+            inner,
+            conn,
+            kind,
+            group,
+            mem: ManuallyDrop::new(mem),
+            order: vec![0; depth].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            unsubmitted: 0,
+            // Lane 0 on top: lanes are first taken in order.
+            idle: (0..depth as u32).rev().collect(),
+            operands: vec![[0; 2]; depth].into_boxed_slice(),
+            ticket: None,
+        })
+    }
+
+    /// How many lanes.
+    pub(super) fn depth(&self) -> usize {
+        self.order.len()
+    }
+
+    /// How many bytes each lane has.
+    pub(super) fn lane_len(&self) -> usize {
+        self.mem.bufs[0].len()
+    }
+
+    /// Operations submitted (or waiting for room) whose results were not taken yet.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no lane has an operation.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `i` (< twice the depth) as an index of `order`.
+    #[inline(always)]
+    fn wrap(&self, i: usize) -> usize {
+        wrap(i, self.order.len())
+    }
+
+    /// Submits lane `i`'s operation (allocating its task at its first use), or says why not.
+    #[inline(always)]
+    fn try_submit(&self, i: usize) -> Try {
+        match self.kind {
+            Kind::Write => self.try_submit_kind::<Write>(i),
+            Kind::WriteImm => self.try_submit_kind::<WriteImm>(i),
+            Kind::Read => self.try_submit_kind::<Read>(i),
+            Kind::Send => self.try_submit_kind::<SendTask>(i),
+            Kind::SendImm => self.try_submit_kind::<SendImm>(i),
+            Kind::Recv => self.try_submit_kind::<Recv>(i),
+            Kind::FetchAdd => self.try_submit_kind::<FetchAdd>(i),
+            Kind::CmpSwp => self.try_submit_kind::<CmpSwp>(i),
+        }
+    }
+
+    #[inline(always)]
+    fn try_submit_kind<K: LaneTask>(&self, i: usize) -> Try {
+        let group = &*self.group;
+        let ctx = group.ctx();
+        if !ctx.is_alive() {
+            return Try::Refused(sys::DOCA_ERROR_BAD_STATE);
+        }
+        let mut task = group.task::<K>(i);
+        if task.is_null() {
+            if let Err(t) = self.obtain_task::<K>(i) {
+                return t;
+            }
+            task = group.task::<K>(i);
+        }
+        // Fresh, moved or kept, the task's destination may hold the data of the lane's
+        // earlier operation (the descriptors are the lane's for its whole life).
+        let [l, r] = self.mem.descs[i];
+        // SAFETY: lane `i`'s own task, not in flight, and its own descriptors, which no task
+        // in flight uses.
+        unsafe { K::prepare(task, l, r, self.operands[i]) };
+        // The doorbell: rung at once for an operation alone in the lanes (nothing to batch it
+        // with, and its wait comes next: the latency case), deferred to the next progress
+        // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
+        // context's earlier deferred tasks first, so the order stays the submission order.
+        let doorbell = self.len == 1;
+        // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
+        // of kind K (the group's), ready for its next operation.
+        match unsafe { group.submit::<K>(self.inner.ctx.core(), i, doorbell) } {
+            sys::DOCA_SUCCESS => Try::Submitted,
+            sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
+            rc => Try::Refused(rc),
+        }
+    }
+
+    /// Gives lane `i` a task (its first use, or its task was given back): a fresh one, an
+    /// idle lane's, or one the context had kept idle. Off the fast path.
+    #[cold]
+    #[inline(never)]
+    fn obtain_task<K: LaneTask>(&self, i: usize) -> std::result::Result<(), Try> {
+        let group = &*self.group;
+        let ctx = group.ctx();
+        match self.alloc::<K>(i) {
+            sys::DOCA_SUCCESS => {}
+            // The pool is spent: take the task of a lane that has no operation in flight
+            // (lanes deeper than the pool share its tasks); else have the context give
+            // back the tasks it keeps idle (for reuse, or held by other lanes) and
+            // allocate again; else wait for a task to complete.
+            sys::DOCA_ERROR_NO_MEMORY => match group.idle_task(i, &self.idle) {
+                Some(from) => {
+                    group.move_task(from, i);
+                    let [l, r] = self.mem.descs[i];
+                    // SAFETY: a task of the lanes' kind that DOCA does not own (it moved
+                    // between idle lanes) and is lane `i`'s now; lane `i`'s descriptors.
+                    unsafe { K::repoint(group.task::<K>(i), l, r) };
+                }
+                None if ctx.reclaim_idle() => match self.alloc::<K>(i) {
+                    sys::DOCA_SUCCESS => {}
+                    sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => return Err(Try::Wait),
+                    rc => return Err(Try::Refused(rc)),
+                },
+                None if ctx.outstanding() > 0 => return Err(Try::Wait),
+                None => return Err(Try::Refused(sys::DOCA_ERROR_NO_MEMORY)),
+            },
+            rc => return Err(Try::Refused(rc)),
+        }
+        Ok(())
+    }
+
+    /// Allocates lane `i`'s task of kind `K` over its descriptors, with its record's user
+    /// data, and gives it to the lane's record.
+    fn alloc<K: LaneTask>(&self, i: usize) -> sys::doca_error_t {
+        let Ok(rdma) = self.inner.ctx.as_ptr() else { return sys::DOCA_ERROR_BAD_STATE };
+        let at = At { rdma, conn: self.conn, bufs: self.mem.descs[i], operands: self.operands[i] };
+        let mut task = std::ptr::null_mut();
+        // SAFETY: a live context (checked above) and connection (borrowed by the lanes); the
+        // descriptors describe memory the lanes keep until no task uses it.
+        let rc = unsafe { K::alloc(&at, self.group.user_data(i), &mut task) };
+        if rc == sys::DOCA_SUCCESS {
+            // SAFETY: a fresh task of the group's kind, nobody else's; the lane had none.
+            unsafe { self.group.set_task::<K>(i, task) };
+        }
+        rc
+    }
+
+    /// Puts lane `i` after the newest operation and submits it, unless earlier lanes wait
+    /// for room (then it waits behind them).
+    #[inline(never)]
+    pub(super) fn submit_lane(&mut self, i: u32) {
+        let pos = self.wrap(self.head + self.len);
+        self.order[pos] = i;
+        self.len += 1;
+        if self.unsubmitted > 0 {
+            self.unsubmitted += 1;
+            return;
+        }
+        match self.try_submit(i as usize) {
+            Try::Submitted => {}
+            Try::Wait => self.unsubmitted = 1,
+            Try::Refused(rc) => self.group.refuse(i as usize, rc),
+        }
+    }
+
+    /// Submits the lanes that wait for room, in order; `Pending` (registered among the
+    /// context's waiters) while the first of them still cannot go.
+    fn poll_unsubmitted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        while self.unsubmitted > 0 {
+            let i = self.order[self.wrap(self.head + self.len - self.unsubmitted)] as usize;
+            match self.try_submit(i) {
+                Try::Submitted => {}
+                Try::Refused(rc) => self.group.refuse(i, rc),
+                Try::Wait => {
+                    self.group.ctx().task_waiters.register(&mut self.ticket, cx.waker());
+                    return Poll::Pending;
+                }
+            }
+            self.unsubmitted -= 1;
+        }
+        Poll::Ready(())
+    }
+
+    /// Ready once the oldest operation is done (there is one). When this poll may progress
+    /// the PE, it first collects the batch's completions inline
+    /// (`Core::progress_batch_inline`).
+    #[inline(always)]
+    fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.unsubmitted > 0 {
+            // Registered as a waiter when it stays pending; the oldest may be done anyway.
+            let _ = self.poll_unsubmitted(cx);
+        }
+        let i = self.order[self.head] as usize;
+        match self.group.state(i) {
+            HeldState::Done => return Poll::Ready(()),
+            // Waiting for room: the context's waiters wake this task.
+            HeldState::Idle => return Poll::Pending,
+            HeldState::InFlight => {}
+        }
+        if self.inner.ctx.core().progress_batch_inline(self.len) && self.group.state(i) == HeldState::Done {
+            return Poll::Ready(());
+        }
+        self.group.poll_done(i, cx)
+    }
+
+    /// Lane `i`'s bytes.
+    pub(super) fn buf(&self, i: u32) -> &Buf {
+        &self.mem.bufs[i as usize]
+    }
+
+    /// Lane `i`'s bytes, to fill (never handed out of the lanes: see `LaneMut`).
+    pub(super) fn buf_mut(&mut self, i: u32) -> &mut Buf {
+        &mut self.mem.bufs[i as usize]
+    }
+
+    /// Takes the oldest operation out of the order (it is done).
+    #[inline(always)]
+    fn pop(&mut self) -> Taken {
+        let i = self.order[self.head];
+        self.head = self.wrap(self.head + 1);
+        self.len -= 1;
+        Taken { index: i, done: Some(self.group.take(i as usize)) }
+    }
+
+    /// Ready with a lane to fill: an idle one, or, when every lane has an operation, the
+    /// oldest once it is done (with its result). The steady state of a full set of lanes
+    /// finds the oldest done at once.
+    #[inline(never)]
+    pub(super) fn poll_lane(&mut self, cx: &mut Context<'_>) -> Poll<Taken> {
+        if let Some(i) = self.idle.pop() {
+            return Poll::Ready(Taken { index: i, done: None });
+        }
+        // With no idle lane every lane is in the order, so `head` names one.
+        if self.group.state(self.order[self.head] as usize) != HeldState::Done && self.poll_oldest(cx).is_pending() {
+            return Poll::Pending;
+        }
+        Poll::Ready(self.pop())
+    }
+
+    /// Ready with the oldest operation's lane and result once it is done; the order must not
+    /// be empty.
+    #[inline(never)]
+    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Taken> {
+        debug_assert!(self.len > 0);
+        if self.poll_oldest(cx).is_pending() {
+            return Poll::Pending;
+        }
+        Poll::Ready(self.pop())
+    }
+}
+
+impl Drop for LaneRing<'_> {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.mem` is not used again (the lanes are going).
+        let mem = unsafe { ManuallyDrop::take(&mut self.mem) };
+        // Idle tasks (and those waiting for room) are freed now; those in flight leave the
+        // memory to their completions.
+        self.group.clone().abandon(mem);
+    }
+}
+
+impl fmt::Debug for LaneRing<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lanes")
+            .field("op", &self.kind.name())
+            .field("depth", &self.depth())
+            .field("lane_len", &self.lane_len())
+            .field("len", &self.len)
+            .field("in_flight", &self.group.in_flight())
+            .field("waiting_for_room", &self.unsubmitted)
+            .finish()
+    }
+}
