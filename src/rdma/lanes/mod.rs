@@ -50,9 +50,9 @@
 //!
 //! **Errors** are those of the matching operation ([`Connection::write`], ...; see the
 //! module's [errors and recovery](super#errors-and-recovery)). Making lanes fails with
-//! [`ErrorKind::InvalidArgument`] when `depth` is 0, the
+//! [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `depth` is 0, the
 //! buffer is empty or not a multiple of `depth` bytes, or the remote slice is shorter than
-//! the buffer (for atomics: a target under 8 bytes, or lanes under 8 bytes); with [`ErrorKind::BadState`] on a destroyed
+//! the buffer (for atomics: a target under 8 bytes, or lanes under 8 bytes); with [`ErrorKind::BadState`](crate::ErrorKind::BadState) on a destroyed
 //! context; with DOCA's code when the inventory has no descriptor left.
 //!
 //! **Threads.** `Lanes` borrow their [`Connection`] (or [`Rdma`]): `!Send`, on the
