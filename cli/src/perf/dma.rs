@@ -15,13 +15,14 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_doca::dma::Dma;
 use async_doca::rdma::Pipeline;
 use async_doca::sys;
 use async_doca::{Access, Device, Result};
 
+use super::clock::Stamp;
 use super::cpu::runtime;
 use super::cpu::two_cpus;
 use super::raw::ok;
@@ -103,7 +104,7 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
             clock.done(r)?;
         }
         let w = i as usize % window;
-        clock.stamps.push_back(Instant::now());
+        clock.stamps.push_back(Stamp::now());
         let copy = dma.memcpy(remote.slice(w * size..(w + 1) * size), local.slice(w * size..(w + 1) * size));
         if pipe.try_push(copy).is_err() {
             unreachable!("a lane is free");
@@ -123,9 +124,9 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
 struct Clock {
     warmup: u64,
     /// Submission times of the copies in flight, oldest first (completions come in order).
-    stamps: VecDeque<Instant>,
+    stamps: VecDeque<Stamp>,
     finished: u64,
-    start: Option<Instant>,
+    start: Option<Stamp>,
     samples: Samples,
 }
 
@@ -138,9 +139,9 @@ impl Clock {
             self.start = Some(t0);
         }
         if self.finished == self.warmup {
-            self.start = Some(Instant::now());
+            self.start = Some(Stamp::now());
         } else if self.finished > self.warmup {
-            self.samples.push(t0.elapsed(), 1.0);
+            self.samples.push_ns(t0.elapsed_ns());
         }
         Ok(())
     }
@@ -275,14 +276,14 @@ fn raw(test: Test, p: &Params) -> Result<Report> {
                 });
             }
             // Keep `window` copies in flight: re-submit each one as it completes.
-            let mut started = vec![Instant::now(); window];
+            let mut started = vec![Stamp::now(); window];
             let total = p.warmup + p.iters;
             let mut samples = Samples::default();
             let mut begun = 0u64;
             let mut finished = 0u64;
-            let mut start = Instant::now();
+            let mut start = Stamp::now();
             for (w, s) in started.iter_mut().enumerate().take(total.min(window as u64) as usize) {
-                *s = Instant::now();
+                *s = Stamp::now();
                 submit(w)?;
                 begun += 1;
             }
@@ -290,13 +291,13 @@ fn raw(test: Test, p: &Params) -> Result<Report> {
                 let w = wait_one()?;
                 finished += 1;
                 if finished == p.warmup {
-                    start = Instant::now();
+                    start = Stamp::now();
                 }
                 if finished > p.warmup {
-                    samples.push(started[w].elapsed(), 1.0);
+                    samples.push_ns(started[w].elapsed_ns());
                 }
                 if begun < total {
-                    started[w] = Instant::now();
+                    started[w] = Stamp::now();
                     submit(w)?;
                     begun += 1;
                 }

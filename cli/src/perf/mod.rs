@@ -33,6 +33,7 @@ use async_doca::{Error, ErrorKind, Result};
 use clap::{Args, ValueEnum};
 
 // The harness: one module per concept.
+mod clock; // the stamps: the invariant TSC, or the monotonic clock
 mod cm_link; // perf --server/--client: the control connection by address (RDMA CM)
 mod cpu; // CPUs, pinned threads, runtimes
 mod output; // the table, the ratio lines, JSON lines
@@ -590,6 +591,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
     progress.finish();
     if !args.json {
         output::print_table(&reports);
+        println!("\nstamps: {}", clock::describe());
     }
     if let Some(dir) = &args.plot {
         let files = plot::write(dir, &reports)?;

@@ -15,6 +15,7 @@ use std::time::Instant;
 use async_doca::sys;
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result};
 
+use super::clock::Stamp;
 use super::peer::{timed_out, Link};
 use super::raw::{ok, Done};
 use super::rdma::{check, slot, window, Measured, Test};
@@ -414,23 +415,23 @@ impl Side {
     /// Side A of a bandwidth test: `window` operations in flight, completions in order.
     fn stream(&mut self, p: &Params) -> Result<Measured> {
         let mut samples = Samples::default();
-        let mut submitted = vec![Instant::now(); self.window];
+        let mut submitted = vec![Stamp::now(); self.window];
         let total = p.warmup + p.iters;
-        let mut start = Instant::now();
+        let mut start = Stamp::now();
         for i in 0..total + self.window as u64 {
             let k = i as usize % self.window;
             if i >= self.window as u64 {
                 let j = i - self.window as u64;
                 self.wait(k)?;
                 if j >= p.warmup {
-                    samples.push(submitted[k].elapsed(), 1.0);
+                    samples.push_ns(submitted[k].elapsed_ns());
                 }
             }
             if i == p.warmup {
-                start = Instant::now();
+                start = Stamp::now();
             }
             if i < total {
-                submitted[k] = Instant::now();
+                submitted[k] = Stamp::now();
                 self.submit(false, k, i)?;
             }
         }

@@ -28,6 +28,7 @@ use async_doca::executor::yield_now;
 use async_doca::rdma::{Connection, LaneOp, Lanes, Rdma, Received};
 use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result};
 
+use super::clock::Stamp;
 use super::cpu::{joined, runtime, two_cpus};
 use super::peer::{spawn_linked_peer, timed_out, Link};
 use super::stats::{timed, timed_async, Report, Run, Samples};
@@ -453,23 +454,23 @@ impl End {
         let total = p.warmup + p.iters;
         let mut samples = Samples::default();
         let mut stamps = VecDeque::with_capacity(depth);
-        let mut take = |r: Result<()>, stamps: &mut VecDeque<(Instant, bool)>| {
+        let mut take = |r: Result<()>, stamps: &mut VecDeque<(Stamp, bool)>| {
             let (t0, timed) = stamps.pop_front().expect("a stamp per operation");
             if timed {
-                samples.push(t0.elapsed(), 1.0);
+                samples.push_ns(t0.elapsed_ns());
             }
             r
         };
-        let mut start = Instant::now();
+        let mut start = Stamp::now();
         for i in 0..total {
             if i == p.warmup {
-                start = Instant::now();
+                start = Stamp::now();
             }
             let (oldest, lane) = lanes.lane().await;
             if let Some(r) = oldest {
                 take(r, &mut stamps)?;
             }
-            stamps.push_back((Instant::now(), i >= p.warmup));
+            stamps.push_back((Stamp::now(), i >= p.warmup));
             lane.submit();
         }
         while let Some((r, _)) = lanes.next().await {

@@ -6,10 +6,12 @@
 //! [`hdrhistogram`] (see [`Samples`]); [`Run::report`] turns them into a [`Report`].
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_doca::Result;
 use hdrhistogram::Histogram;
+
+use super::clock::Stamp;
 
 // Re-exported: every test module builds its rows with `stats::{Run, Report}`.
 pub use super::report::Report;
@@ -29,20 +31,20 @@ pub fn timed(
     mut step: impl FnMut(u64) -> Result<()>,
 ) -> Result<(Samples, Duration)> {
     let mut samples = Samples::default();
-    let mut last = Instant::now();
+    let mut last = Stamp::now();
     let mut start = last;
     for i in 0..warmup + iters {
         if i == warmup {
             start = last;
         }
         step(i)?;
-        let now = Instant::now();
+        let now = Stamp::now();
         if i >= warmup {
-            samples.push(now - last, divisor);
+            samples.push_ns(now.ns_since(last) / divisor);
         }
         last = now;
     }
-    Ok((samples, last - start))
+    Ok((samples, last.since(start)))
 }
 
 /// [`timed`] for asynchronous steps.
@@ -53,20 +55,20 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     mut step: impl FnMut(u64) -> F,
 ) -> Result<(Samples, Duration)> {
     let mut samples = Samples::default();
-    let mut last = Instant::now();
+    let mut last = Stamp::now();
     let mut start = last;
     for i in 0..warmup + iters {
         if i == warmup {
             start = last;
         }
         step(i).await?;
-        let now = Instant::now();
+        let now = Stamp::now();
         if i >= warmup {
-            samples.push(now - last, divisor);
+            samples.push_ns(now.ns_since(last) / divisor);
         }
         last = now;
     }
-    Ok((samples, last - start))
+    Ok((samples, last.since(start)))
 }
 
 /// Per-operation latency samples in nanoseconds, kept in an HDR histogram: three

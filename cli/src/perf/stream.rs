@@ -13,13 +13,14 @@
 //! loopback both stay inside this host, so the figures compare software paths: on a
 //! BlueField host `async` goes over the NIC.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_doca::rdma::{RdmaStream, RdmaStreamListener};
 use async_doca::time::timeout;
 use async_doca::{Device, Error, ErrorKind, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::clock::Stamp;
 use super::cpu::{joined, pin, runtime, two_cpus};
 use super::stats::{Report, Run, Samples};
 use super::{Mode, Params, PEER_TIMEOUT};
@@ -51,18 +52,18 @@ async fn side_a<S: AsyncRead + AsyncWrite + Unpin>(test: Test, p: Params, mut s:
     // stream to the future it returns.
     let divisor = if test == Test::Lat { 2.0 } else { 1.0 };
     let mut samples = Samples::default();
-    let mut start = Instant::now();
+    let mut start = Stamp::now();
     for i in 0..p.warmup + p.iters {
         if i == p.warmup {
-            start = Instant::now();
+            start = Stamp::now();
         }
-        let t0 = Instant::now();
+        let t0 = Stamp::now();
         s.write_all(&buf).await.map_err(io("perf: stream write"))?;
         if test == Test::Lat {
             s.read_exact(&mut buf).await.map_err(io("perf: stream read"))?;
         }
         if i >= p.warmup {
-            samples.push(t0.elapsed(), divisor);
+            samples.push_ns(t0.elapsed_ns() / divisor);
         }
     }
     // Bandwidth counts delivered bytes: the run ends when B has read everything (shutdown,
