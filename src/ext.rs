@@ -148,7 +148,8 @@
 //! ```
 
 pub use crate::executor::completion::{
-    completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskOutput, TaskSlot, OUT_WORDS, REUSE_KINDS,
+    completion_cb, success_cb, AllocTask, BufTaskFuture, DocaTask, TaskFuture, TaskOutput, TaskSlot, OUT_WORDS,
+    REUSE_KINDS,
 };
 pub use crate::executor::context::{CtxState, DocaCtx, TaskFreed};
 pub use crate::executor::current_pe;

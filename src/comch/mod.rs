@@ -63,7 +63,7 @@ use std::time::Duration;
 use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, DocaTask, TaskSlot};
+use crate::ext::{completion_cb, success_cb, DocaTask, TaskSlot};
 use crate::sys;
 
 /// Default task-pool size (messages being sent at once).
@@ -337,7 +337,7 @@ impl ServerBuilder {
             check(
                 sys::doca_comch_server_task_send_set_conf(
                     s,
-                    Some(completion_cb::<SendTask>),
+                    Some(success_cb::<SendTask>),
                     Some(completion_cb::<SendTask>),
                     self.send_tasks,
                 ),
@@ -476,7 +476,7 @@ impl ClientBuilder {
             check(
                 sys::doca_comch_client_task_send_set_conf(
                     c,
-                    Some(completion_cb::<SendTask>),
+                    Some(success_cb::<SendTask>),
                     Some(completion_cb::<SendTask>),
                     self.send_tasks,
                 ),

@@ -84,7 +84,7 @@ use std::task::{ready, Context, Poll};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
+use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -210,7 +210,7 @@ impl DmaBuilder {
             unsafe {
                 sys::doca_dma_task_memcpy_set_conf(
                     dma,
-                    Some(completion_cb::<Memcpy>),
+                    Some(success_cb::<Memcpy>),
                     Some(completion_cb::<Memcpy>),
                     self.max_tasks,
                 )

@@ -139,7 +139,7 @@ use std::rc::Rc;
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
+use crate::ext::{completion_cb, success_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
@@ -356,37 +356,37 @@ impl RdmaBuilder {
             check(
                 sys::doca_rdma_task_receive_set_conf(
                     rdma,
-                    Some(completion_cb::<Recv>),
+                    Some(success_cb::<Recv>),
                     Some(completion_cb::<Recv>),
                     recv_tasks,
                 ),
                 "rdma: configure receive tasks",
             )?;
             check(
-                sys::doca_rdma_task_send_set_conf(rdma, Some(completion_cb::<Send>), Some(completion_cb::<Send>), n),
+                sys::doca_rdma_task_send_set_conf(rdma, Some(success_cb::<Send>), Some(completion_cb::<Send>), n),
                 "rdma: configure send tasks",
             )?;
             check(
                 sys::doca_rdma_task_send_imm_set_conf(
                     rdma,
-                    Some(completion_cb::<SendImm>),
+                    Some(success_cb::<SendImm>),
                     Some(completion_cb::<SendImm>),
                     n,
                 ),
                 "rdma: configure send_imm tasks",
             )?;
             check(
-                sys::doca_rdma_task_read_set_conf(rdma, Some(completion_cb::<Read>), Some(completion_cb::<Read>), n),
+                sys::doca_rdma_task_read_set_conf(rdma, Some(success_cb::<Read>), Some(completion_cb::<Read>), n),
                 "rdma: configure read tasks",
             )?;
             check(
-                sys::doca_rdma_task_write_set_conf(rdma, Some(completion_cb::<Write>), Some(completion_cb::<Write>), n),
+                sys::doca_rdma_task_write_set_conf(rdma, Some(success_cb::<Write>), Some(completion_cb::<Write>), n),
                 "rdma: configure write tasks",
             )?;
             check(
                 sys::doca_rdma_task_write_imm_set_conf(
                     rdma,
-                    Some(completion_cb::<WriteImm>),
+                    Some(success_cb::<WriteImm>),
                     Some(completion_cb::<WriteImm>),
                     n,
                 ),
@@ -395,7 +395,7 @@ impl RdmaBuilder {
             check(
                 sys::doca_rdma_task_atomic_cmp_swp_set_conf(
                     rdma,
-                    Some(completion_cb::<CmpSwp>),
+                    Some(success_cb::<CmpSwp>),
                     Some(completion_cb::<CmpSwp>),
                     n,
                 ),
@@ -404,7 +404,7 @@ impl RdmaBuilder {
             check(
                 sys::doca_rdma_task_atomic_fetch_add_set_conf(
                     rdma,
-                    Some(completion_cb::<FetchAdd>),
+                    Some(success_cb::<FetchAdd>),
                     Some(completion_cb::<FetchAdd>),
                     n,
                 ),

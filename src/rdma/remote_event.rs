@@ -60,13 +60,13 @@ task_kind!(
 /// # Safety
 /// `rdma` is live and IDLE.
 pub(super) unsafe fn configure(rdma: *mut sys::doca_rdma, n: u32) -> Result<()> {
-    use crate::ext::completion_cb;
+    use crate::ext::{completion_cb, success_cb};
     // SAFETY: the caller's contract; each callback is the completion callback of its kind.
     unsafe {
         check(
             sys::doca_rdma_task_remote_net_sync_event_get_set_conf(
                 rdma,
-                Some(completion_cb::<RnGet>),
+                Some(success_cb::<RnGet>),
                 Some(completion_cb::<RnGet>),
                 n,
             ),
@@ -75,7 +75,7 @@ pub(super) unsafe fn configure(rdma: *mut sys::doca_rdma, n: u32) -> Result<()> 
         check(
             sys::doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
                 rdma,
-                Some(completion_cb::<RnSet>),
+                Some(success_cb::<RnSet>),
                 Some(completion_cb::<RnSet>),
                 n,
             ),
@@ -84,7 +84,7 @@ pub(super) unsafe fn configure(rdma: *mut sys::doca_rdma, n: u32) -> Result<()> 
         check(
             sys::doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
                 rdma,
-                Some(completion_cb::<RnAdd>),
+                Some(success_cb::<RnAdd>),
                 Some(completion_cb::<RnAdd>),
                 n,
             ),

@@ -28,7 +28,7 @@ use std::fmt;
 use crate::device::Device;
 use crate::error::{allocated, check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, DocaTask};
+use crate::ext::{completion_cb, success_cb, DocaTask};
 use crate::sys;
 
 /// Where a side of the event lives (DOCA's publisher and subscriber locations).
@@ -232,7 +232,7 @@ impl SyncEvent {
             check(
                 sys::doca_sync_event_task_get_set_conf(
                     ev,
-                    Some(completion_cb::<Get>),
+                    Some(success_cb::<Get>),
                     Some(completion_cb::<Get>),
                     max_tasks,
                 ),
@@ -241,7 +241,7 @@ impl SyncEvent {
             check(
                 sys::doca_sync_event_task_notify_set_set_conf(
                     ev,
-                    Some(completion_cb::<NotifySet>),
+                    Some(success_cb::<NotifySet>),
                     Some(completion_cb::<NotifySet>),
                     max_tasks,
                 ),
@@ -250,7 +250,7 @@ impl SyncEvent {
             check(
                 sys::doca_sync_event_task_notify_add_set_conf(
                     ev,
-                    Some(completion_cb::<NotifyAdd>),
+                    Some(success_cb::<NotifyAdd>),
                     Some(completion_cb::<NotifyAdd>),
                     max_tasks,
                 ),
@@ -259,7 +259,7 @@ impl SyncEvent {
             check(
                 sys::doca_sync_event_task_wait_eq_set_conf(
                     ev,
-                    Some(completion_cb::<WaitEq>),
+                    Some(success_cb::<WaitEq>),
                     Some(completion_cb::<WaitEq>),
                     max_tasks,
                 ),
@@ -268,7 +268,7 @@ impl SyncEvent {
             check(
                 sys::doca_sync_event_task_wait_neq_set_conf(
                     ev,
-                    Some(completion_cb::<WaitNeq>),
+                    Some(success_cb::<WaitNeq>),
                     Some(completion_cb::<WaitNeq>),
                     max_tasks,
                 ),

@@ -1,5 +1,5 @@
-//! [`completion_cb`]: the C callback of every task type, which moves a completion into its
-//! slot and wakes the operation's future.
+//! [`completion_cb`] and [`success_cb`]: the C callbacks of every task type, which move a
+//! completion into its slot (or held record) and wake the operation's future.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -10,8 +10,10 @@ use crate::executor::local::{report, with_current};
 use crate::sys;
 
 /// The completion callback of every task of kind `K`: pass `Some(completion_cb::<K>)` as
-/// both the success and the error callback of the task type's `*_set_conf` (the function
-/// pointer type matches `*_completion_cb_t` exactly, no cast needed).
+/// the error callback of the task type's `*_set_conf` (and as its success callback, or
+/// [`success_cb`] there, which skips asking for the status), or as the one callback of a task
+/// type that has one (the function pointer type matches `*_completion_cb_t` exactly, no cast
+/// needed).
 ///
 /// It runs inside `doca_pe_progress` on the executor's thread: it reads the status, calls
 /// [`DocaTask::on_complete`], frees the task ([`DocaTask::free`]) or keeps it for reuse
@@ -29,16 +31,49 @@ pub unsafe extern "C" fn completion_cb<K: DocaTask>(
     task_user_data: sys::doca_data,
     ctx_user_data: sys::doca_data,
 ) {
+    // SAFETY: DOCA passes the live, completed task of this kind.
+    let status = unsafe { sys::doca_task_get_status(K::as_task(task)) };
+    // SAFETY: the caller's contract, and `status` is the task's.
+    unsafe { deliver::<K>(task, task_user_data, ctx_user_data, status) }
+}
+
+/// [`completion_cb`] for a task type's success callback: DOCA calls the success callback
+/// only for a task that completed with `DOCA_SUCCESS` (its error callback for the others),
+/// so the status is not asked for (a call into the provider per operation saved). Install
+/// it as the success callback and [`completion_cb`] as the error callback.
+///
+/// # Safety
+/// As for [`completion_cb`], and only as a success callback.
+pub unsafe extern "C" fn success_cb<K: DocaTask>(
+    task: *mut K::Task,
+    task_user_data: sys::doca_data,
+    ctx_user_data: sys::doca_data,
+) {
+    // SAFETY: the caller's contract; a success callback's task succeeded.
+    unsafe { deliver::<K>(task, task_user_data, ctx_user_data, sys::DOCA_SUCCESS) }
+}
+
+/// Both callbacks' work once the status is known. Never unwinds.
+///
+/// # Safety
+/// As for [`completion_cb`]; `status` is the task's.
+#[inline]
+unsafe fn deliver<K: DocaTask>(
+    task: *mut K::Task,
+    task_user_data: sys::doca_data,
+    ctx_user_data: sys::doca_data,
+    status: sys::doca_error_t,
+) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         let key = task_user_data.as_u64();
         if key & HELD_TAG != 0 {
             // SAFETY: DOCA passes the live, completed task of this kind; its user data is a
             // held record's (only `HeldGroup::user_data` sets the tag), and a group with a
             // task in flight is alive.
-            unsafe { on_held_completion::<K>(task, key) }
+            unsafe { on_held_completion::<K>(task, key, status) }
         } else {
             // SAFETY: DOCA passes the live, completed task of this kind, owned by us again.
-            unsafe { on_completion::<K>(task, key, ctx_user_data.as_u64()) }
+            unsafe { on_completion::<K>(task, key, ctx_user_data.as_u64(), status) }
         }
     }));
     if r.is_err() {
@@ -47,10 +82,8 @@ pub unsafe extern "C" fn completion_cb<K: DocaTask>(
 }
 
 /// # Safety
-/// `task` is a live completed task of kind `K` that we own.
-unsafe fn on_completion<K: DocaTask>(task: *mut K::Task, key: u64, ctx_key: u64) {
-    // SAFETY: live task (caller).
-    let status = unsafe { sys::doca_task_get_status(K::as_task(task)) };
+/// `task` is a live completed task of kind `K` that we own, `status` its status.
+unsafe fn on_completion<K: DocaTask>(task: *mut K::Task, key: u64, ctx_key: u64, status: sys::doca_error_t) {
     let handled = with_current(|core| {
         match core.slots.get(key) {
             Some(slot) if matches!(slot.state.get(), SlotState::InFlight | SlotState::Orphaned) => {

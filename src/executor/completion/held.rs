@@ -316,13 +316,11 @@ impl Drop for HeldGroup {
 // Inlined into `completion_cb`: one frame per completion instead of two (15 instructions of
 // a held write's ~620, `examples/op_cost lanes`).
 #[inline(always)]
-pub(super) unsafe fn on_held_completion<K: DocaTask>(task: *mut K::Task, key: u64) {
+pub(super) unsafe fn on_held_completion<K: DocaTask>(task: *mut K::Task, key: u64, status: sys::doca_error_t) {
     // SAFETY: the caller's contract: a record of a live group, which never moves.
     let rec = unsafe { &*((key & !HELD_TAG) as *const HeldRecord) };
     // SAFETY: set at the group's creation, and the group is alive.
     let group = unsafe { &*rec.group.get() };
-    // SAFETY: live completed task (the contract).
-    let status = unsafe { sys::doca_task_get_status(K::as_task(task)) };
     // SAFETY: the task completed, so DOCA no longer writes the area; the owner reads it only
     // once the record is done, which it is not yet.
     unsafe { K::on_complete(task, status, &mut *rec.out.get()) };

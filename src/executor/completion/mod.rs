@@ -57,7 +57,7 @@ mod slots;
 mod submission;
 mod waiters;
 
-pub use callback::completion_cb;
+pub use callback::{completion_cb, success_cb};
 pub use doca_task::DocaTask;
 pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use held::{HeldGroup, HeldState};
