@@ -96,8 +96,10 @@ mod ring;
 mod task;
 
 use std::fmt;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use self::ring::LaneRing;
 use super::ops::Kind;
@@ -178,13 +180,8 @@ impl<'a, T> Lanes<'a, T> {
 
     /// A lane to fill and submit: an idle one at once (`None`), or, when every lane has an
     /// operation, the oldest once it completed, with that operation's result.
-    pub async fn lane(&mut self) -> (Option<Result<T>>, LaneMut<'_, 'a, T>)
-    where
-        T: Outcome,
-    {
-        let taken = poll_fn(|cx| self.ring.poll_lane(cx)).await;
-        let kind = self.ring.kind;
-        (taken.done.map(|d| outcome(kind, d)), LaneMut::new(&mut self.ring, taken.index))
+    pub fn lane(&mut self) -> LaneFuture<'_, 'a, T> {
+        LaneFuture { ring: Some(&mut self.ring), _out: PhantomData }
     }
 
     /// Waits for the oldest operation and gives its result with its lane (submit it again,
@@ -199,6 +196,35 @@ impl<'a, T> Lanes<'a, T> {
         let taken = poll_fn(|cx| self.ring.poll_next(cx)).await;
         let done = taken.done.expect("the oldest operation is done");
         Some((outcome(self.ring.kind, done), LaneMut::new(&mut self.ring, taken.index)))
+    }
+}
+
+/// The future of [`Lanes::lane`]: a lane to fill, with the result of the operation it carried.
+// A named future rather than an `async fn`: the state machine of an `async fn` around the
+// ring's poll cost the lanes' hot loop ~10 instructions per operation.
+#[must_use = "futures do nothing unless awaited"]
+pub struct LaneFuture<'l, 'a, T> {
+    /// Taken when ready: the lane handed out borrows the lanes for as long.
+    ring: Option<&'l mut LaneRing<'a>>,
+    _out: PhantomData<fn() -> T>,
+}
+
+impl<'l, 'a, T: Outcome> Future for LaneFuture<'l, 'a, T> {
+    type Output = (Option<Result<T>>, LaneMut<'l, 'a, T>);
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(ring) = self.ring.as_mut() else { panic!("Lanes::lane polled after it was ready") };
+        let Poll::Ready(taken) = ring.poll_lane(cx) else { return Poll::Pending };
+        let ring = self.ring.take().expect("checked above");
+        let kind = ring.kind;
+        Poll::Ready((taken.done.map(|d| outcome(kind, d)), LaneMut::new(ring, taken.index)))
+    }
+}
+
+impl<T> fmt::Debug for LaneFuture<'_, '_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LaneFuture").field("ready", &self.ring.is_none()).finish()
     }
 }
 
