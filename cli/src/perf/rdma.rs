@@ -20,7 +20,6 @@
 //! (which resets the connection) while the other still uses it.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -453,28 +452,31 @@ impl End {
         let mut lanes = self.conn.lanes(op, local, depth)?;
         let total = p.warmup + p.iters;
         let mut samples = Samples::default();
-        let mut stamps = VecDeque::with_capacity(depth);
-        let mut take = |r: Result<()>, stamps: &mut VecDeque<(Stamp, bool)>| {
-            let (t0, timed) = stamps.pop_front().expect("a stamp per operation");
-            if timed {
-                samples.push_ns(t0.elapsed_ns());
-            }
-            r
-        };
+        // Each lane's submit stamp and whether it is timed, kept by lane as the raw loop
+        // keeps its slots': a result comes back with its own lane.
+        let mut stamps = vec![(Stamp::now(), false); depth];
         let mut start = Stamp::now();
         for i in 0..total {
             if i == p.warmup {
                 start = Stamp::now();
             }
             let (oldest, lane) = lanes.lane().await;
+            let k = lane.index();
             if let Some(r) = oldest {
-                take(r, &mut stamps)?;
+                r?;
+                if stamps[k].1 {
+                    samples.push_ns(stamps[k].0.elapsed_ns());
+                }
             }
-            stamps.push_back((Stamp::now(), i >= p.warmup));
+            stamps[k] = (Stamp::now(), i >= p.warmup);
             lane.submit();
         }
-        while let Some((r, _)) = lanes.next().await {
-            take(r, &mut stamps)?;
+        while let Some((r, lane)) = lanes.next().await {
+            r?;
+            let (t0, timed) = stamps[lane.index()];
+            if timed {
+                samples.push_ns(t0.elapsed_ns());
+            }
         }
         Ok(Measured { samples, elapsed: start.elapsed() })
     }
