@@ -19,8 +19,9 @@
 //! * [`DocaTask`]: one implementation (on a marker type) per DOCA task type: the task object
 //!   type, its `*_as_doca_task` conversion, optionally how to copy results out of the task
 //!   ([`DocaTask::on_complete`] into a [`TaskOutput`]) and how to free it.
-//! * [`completion_cb`]: the one `extern "C"` callback to install, monomorphised per task type,
-//!   as both the success and the error callback in the task type's `*_set_conf`.
+//! * [`completion_cb`]: the `extern "C"` callback to install, monomorphised per task type, as
+//!   the error callback in the task type's `*_set_conf` (and as its success callback, or
+//!   [`success_cb`], which knows the status is `DOCA_SUCCESS` and saves asking for it).
 //! * [`DocaCtx::submit`]: allocates a task (your closure calls `*_alloc_init` with the
 //!   [`TaskSlot`]'s user data and, if DOCA writes results through a pointer, its
 //!   [`out_ptr`](TaskSlot::out_ptr)), submits it and returns a [`TaskFuture`] that resolves

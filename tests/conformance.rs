@@ -108,6 +108,11 @@ se_recorder!(se_set, doca_sync_event_task_notify_set, doca_sync_event_task_notif
 se_recorder!(se_add, doca_sync_event_task_notify_add, doca_sync_event_task_notify_add_as_doca_task, "add");
 se_recorder!(se_eq, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task, "wait_eq");
 se_recorder!(se_neq, doca_sync_event_task_wait_neq, doca_sync_event_task_wait_neq_as_doca_task, "wait_neq");
+// Separate success and error callbacks, to see which one DOCA calls.
+se_recorder!(set_ok, doca_sync_event_task_notify_set, doca_sync_event_task_notify_set_as_doca_task, "set_ok");
+se_recorder!(set_err, doca_sync_event_task_notify_set, doca_sync_event_task_notify_set_as_doca_task, "set_err");
+se_recorder!(eq_ok, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task, "wait_eq_ok");
+se_recorder!(eq_err, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task, "wait_eq_err");
 
 fn take_se() -> Vec<(&'static str, u64, u64, doca_error_t)> {
     SE.with(|s| std::mem::take(&mut *s.borrow_mut()))
@@ -320,6 +325,37 @@ fn stop_flushes_in_flight_tasks_through_their_error_callbacks() {
     // SAFETY: live ctx, valid out-pointer.
     ok(unsafe { doca_ctx_get_num_inflight_tasks(e.ctx(), &mut n) });
     assert_eq!(n, 0);
+    e.destroy();
+}
+
+/// The runtime installs a success callback that does not ask for the status (`success_cb`):
+/// that holds only if DOCA calls a task type's success callback for successful tasks alone,
+/// and its error callback for every other.
+#[test]
+fn the_success_callback_sees_only_successes_and_the_error_callback_the_rest() {
+    let e = Event::configured(4, 8);
+    // SAFETY: live, IDLE ctx (configuring again replaces the callbacks).
+    unsafe {
+        ok(doca_sync_event_task_notify_set_set_conf(e.ev, Some(set_ok), Some(set_err), 8));
+        ok(doca_sync_event_task_wait_eq_set_conf(e.ev, Some(eq_ok), Some(eq_err), 8));
+        ok(doca_pe_connect_ctx(e.pe, e.ctx()));
+        ok_or_in_progress(doca_ctx_start(e.ctx()));
+    }
+    progress_to(e.pe, e.ctx(), DOCA_CTX_STATE_RUNNING);
+    e.submit_set(7, 1);
+    e.submit_wait_eq(7, u64::MAX, 2).unwrap();
+    // Never reached: flushed by the stop.
+    e.submit_wait_eq(1000, u64::MAX, 3).unwrap();
+    drain(&[e.pe]);
+    e.stop();
+    let mut recs = take_se();
+    recs.sort_by_key(|r| r.1);
+    let seen: Vec<(&str, u64, bool)> = recs.iter().map(|r| (r.0, r.1, r.3 == DOCA_SUCCESS)).collect();
+    assert_eq!(
+        seen,
+        [("set_ok", 1, true), ("wait_eq_ok", 2, true), ("wait_eq_err", 3, false)],
+        "each task through the callback of its outcome: {recs:?}"
+    );
     e.destroy();
 }
 

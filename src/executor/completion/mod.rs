@@ -2,7 +2,8 @@
 //!
 //! Every DOCA task the runtime submits carries, as its `doca_data` user data, the key of a
 //! **slot** in its executor's slot table (`Slots`). The extern "C" callback
-//! [`completion_cb`] (installed as both the success and the error callback of a task type)
+//! [`completion_cb`] (installed as the error callback of a task type, and [`success_cb`], the
+//! same without asking for the status, as its success callback)
 //! runs inside `doca_pe_progress` on the executor's thread; it reads the status, lets the
 //! task kind copy kind-specific results out of the task ([`DocaTask::on_complete`]), frees
 //! the task, stores the status in the slot and wakes the future ([`TaskFuture`]).
@@ -38,7 +39,7 @@
 //! One module per concept:
 //! * `doca_task`: [`DocaTask`], what the runtime needs to know of a DOCA task type.
 //! * `slots`: the slot table, its states and its ownership rules.
-//! * `callback`: [`completion_cb`], the one C callback of every task type.
+//! * `callback`: [`completion_cb`] and [`success_cb`], the C callbacks of every task type.
 //! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future,
 //!   [`AllocTask`], how it allocates its task (a closure, or a named request type), and
 //!   [`TaskSlot`], what an allocation sees of its slot.
