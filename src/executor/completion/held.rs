@@ -245,15 +245,25 @@ impl HeldGroup {
         Poll::Pending
     }
 
-    /// Takes done record `i`'s status and result area; the record is idle again.
+    /// Takes done record `i`'s status; the record is idle again, its result area readable
+    /// ([`output`](HeldGroup::output)) until its next submit.
     #[inline(always)]
-    pub(crate) fn take(&self, i: usize) -> (sys::doca_error_t, TaskOutput) {
+    pub(crate) fn take(&self, i: usize) -> sys::doca_error_t {
         let r = &self.records[i];
         debug_assert!(r.state.get() == HeldState::Done);
         r.state.set(HeldState::Idle);
-        // SAFETY: done: DOCA no longer owns the task, and the callback (the only writer) is
-        // not running.
-        (r.status.get(), unsafe { *r.out.get() })
+        r.status.get()
+    }
+
+    /// Record `i`'s result area, as its last completion left it. Only for an idle record: one
+    /// in flight may be written by its callback.
+    #[inline(always)]
+    pub(crate) fn output(&self, i: usize) -> TaskOutput {
+        let r = &self.records[i];
+        debug_assert!(r.state.get() == HeldState::Idle);
+        // SAFETY: idle: DOCA does not own the task, and the callback (the only writer) runs
+        // only for a task in flight.
+        unsafe { *r.out.get() }
     }
 
     /// Frees every task that is not in flight (DOCA does not own it): the context leaves

@@ -82,10 +82,12 @@ pub(super) struct LaneRing<'a> {
 }
 
 /// A lane handed out by [`LaneRing::poll_lane`] or [`LaneRing::poll_next`]: its index, and
-/// the status and result area of the operation it carried, if any.
+/// the status of the operation it carried, if any (its result area is read with
+/// [`LaneRing::output`], only by lanes whose results carry one). Small enough to come back
+/// in registers.
 pub(super) struct Taken {
     pub(super) index: u32,
-    pub(super) done: Option<(sys::doca_error_t, TaskOutput)>,
+    pub(super) status: Option<sys::doca_error_t>,
 }
 
 impl<'a> LaneRing<'a> {
@@ -355,6 +357,12 @@ impl<'a> LaneRing<'a> {
         self.group.poll_done(i, cx)
     }
 
+    /// The result area of lane `i`'s last operation (a receive's length and immediate), once
+    /// taken.
+    pub(super) fn output(&self, i: u32) -> TaskOutput {
+        self.group.output(i as usize)
+    }
+
     /// Lane `i`'s bytes.
     pub(super) fn buf(&self, i: u32) -> &Buf {
         &self.mem.bufs[i as usize]
@@ -371,7 +379,7 @@ impl<'a> LaneRing<'a> {
         let i = self.order[self.head];
         self.head = self.wrap(self.head + 1);
         self.len -= 1;
-        Taken { index: i, done: Some(self.group.take(i as usize)) }
+        Taken { index: i, status: Some(self.group.take(i as usize)) }
     }
 
     /// Ready with a lane to fill: an idle one, or, when every lane has an operation, the
@@ -380,7 +388,7 @@ impl<'a> LaneRing<'a> {
     #[inline(never)]
     pub(super) fn poll_lane(&mut self, cx: &mut Context<'_>) -> Poll<Taken> {
         if let Some(i) = self.idle.pop() {
-            return Poll::Ready(Taken { index: i, done: None });
+            return Poll::Ready(Taken { index: i, status: None });
         }
         // With no idle lane every lane is in the order, so `head` names one.
         if self.group.state(self.order[self.head] as usize) != HeldState::Done && self.poll_oldest(cx).is_pending() {
