@@ -70,6 +70,9 @@ pub(crate) struct HeldRecord {
     /// The task (a `*mut K::Task` of the group's kind), or null: not allocated yet, or given
     /// back.
     task: Cell<*mut c_void>,
+    /// `task` as a `doca_task` (its `*_as_task`, which is a call into the provider), set with
+    /// it; meaningful only while `task` is not null.
+    base: Cell<*mut sys::doca_task>,
     state: Cell<HeldState>,
     status: Cell<sys::doca_error_t>,
     /// What [`DocaTask::on_complete`] copied out of the task. Written only by the callback,
@@ -113,6 +116,7 @@ impl HeldGroup {
             .map(|_| HeldRecord {
                 group: Cell::new(std::ptr::null()),
                 task: Cell::new(std::ptr::null_mut()),
+                base: Cell::new(std::ptr::null_mut()),
                 state: Cell::new(HeldState::Idle),
                 status: Cell::new(sys::DOCA_SUCCESS),
                 out: UnsafeCell::new([0; OUT_WORDS]),
@@ -169,8 +173,11 @@ impl HeldGroup {
     /// `task` is a live task of the group's kind on its context, that nobody else owns;
     /// the record has none.
     pub(crate) unsafe fn set_task<K: DocaTask>(&self, i: usize, task: *mut K::Task) {
-        debug_assert!(self.records[i].task.get().is_null());
-        self.records[i].task.set(task.cast());
+        let r = &self.records[i];
+        debug_assert!(r.task.get().is_null());
+        r.task.set(task.cast());
+        // SAFETY: a live task of kind K (the contract).
+        r.base.set(unsafe { K::as_task(task) });
     }
 
     /// A record other than `i` whose task is not in flight (the owner's to give away), if
@@ -190,8 +197,9 @@ impl HeldGroup {
         let task = f.task.replace(std::ptr::null_mut());
         // SAFETY: a live task of the group that DOCA does not own (not in flight); only its
         // user data changes.
-        unsafe { sys::doca_task_set_user_data(task.cast(), self.user_data(to)) };
+        unsafe { sys::doca_task_set_user_data(f.base.get(), self.user_data(to)) };
         t.task.set(task);
+        t.base.set(f.base.get());
     }
 
     /// Submits record `i`'s task: with its doorbell when `doorbell` is set
@@ -208,9 +216,10 @@ impl HeldGroup {
         debug_assert!(r.state.get() == HeldState::Idle && !r.task.get().is_null());
         // In flight before the call: a provider that completed inside submit would find it.
         r.state.set(HeldState::InFlight);
-        // SAFETY: a live task of kind K of this context, owned by the caller (the contract).
+        // SAFETY: a live task of kind K of this context, owned by the caller (the contract);
+        // `base` was set with it.
         let rc = unsafe {
-            let task = K::as_task(r.task.get().cast());
+            let task = r.base.get();
             if doorbell {
                 core.submit_now(task)
             } else {
