@@ -8,7 +8,7 @@
 //! valgrind --tool=callgrind target/release/examples/op_cost write 0   # the fixed cost
 //! ```
 //! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
-//! then shows where they go). Kinds: `write`, `fadd`, `pipeline` (writes, 64 in flight in
+//! then shows where they go). Kinds: `write`, `read`, `fadd`, `pipeline` (writes, 64 in flight in
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
 //! (the same writes through 64 `rdma::Lanes`, each holding its task), `lane` (one write at a
 //! time through a single lane), `spawned` (writes, 64 in flight as a task each),
@@ -55,6 +55,14 @@ fn main() -> Result<()> {
                 let mut buf = local.slice(0..8);
                 for _ in 0..n {
                     let (r, back) = ab.write(buf, remote.slice(0..8)).await;
+                    r?;
+                    buf = back;
+                }
+            }
+            "read" => {
+                let mut buf = local.slice(0..8);
+                for _ in 0..n {
+                    let (r, back) = ab.read(remote.slice(0..8), buf).await;
                     r?;
                     buf = back;
                 }
