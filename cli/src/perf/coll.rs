@@ -32,6 +32,7 @@ use async_doca::oob::{UnixOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result};
 
+use super::clock::Stamp;
 use super::cpu::runtime;
 use super::peer::{peer_command, PeerChild};
 use super::stats::{Report, Run, Samples};
@@ -251,15 +252,15 @@ async fn latency(
     }
     // One clock read per round, as in `timed_async`.
     let mut samples = Samples::default();
-    let start = Instant::now();
+    let start = Stamp::now();
     let mut last = start;
     for _ in 0..p.iters {
         once(test, c, b).await?;
-        let now = Instant::now();
-        samples.push(now - last, 1.0);
+        let now = Stamp::now();
+        samples.push_ns(now.ns_since(last));
         last = now;
     }
-    Ok((samples, last - start, None))
+    Ok((samples, last.since(start), None))
 }
 
 /// A fixed amount of work that never yields to the executor: `units` rounds of an LCG.
@@ -324,7 +325,7 @@ async fn overlap(
         black_box(compute(units));
         bounded(fut).await?;
         let d = t0.elapsed();
-        samples.push(d, 1.0);
+        samples.push_ns(d.as_nanos() as f64);
         total.push(d);
     }
     let elapsed = start.elapsed();

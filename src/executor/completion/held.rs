@@ -208,10 +208,10 @@ impl HeldGroup {
     /// still the owner's and the record idle, and DOCA's code is returned.
     ///
     /// # Safety
-    /// Record `i` is idle and has a task of kind `K`, re-initialised as its next operation
-    /// needs.
+    /// Record `i` is idle and has a task (of the group's kind), re-initialised as its next
+    /// operation needs.
     #[inline(always)]
-    pub(crate) unsafe fn submit<K: DocaTask>(&self, core: &Core, i: usize, doorbell: bool) -> sys::doca_error_t {
+    pub(crate) unsafe fn submit(&self, core: &Core, i: usize, doorbell: bool) -> sys::doca_error_t {
         let r = &self.records[i];
         debug_assert!(r.state.get() == HeldState::Idle && !r.task.get().is_null());
         // In flight before the call: a provider that completed inside submit would find it.

@@ -242,7 +242,7 @@ impl<'a> LaneRing<'a> {
         let doorbell = self.len == 1;
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
         // of kind K (the group's), ready for its next operation.
-        match unsafe { group.submit::<K>(self.inner.ctx.core(), i, doorbell) } {
+        match unsafe { group.submit(self.inner.ctx.core(), i, doorbell) } {
             sys::DOCA_SUCCESS => Try::Submitted,
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
             rc => Try::Refused(rc),
