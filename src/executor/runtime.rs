@@ -39,7 +39,9 @@ pub enum IdleMode {
     /// Lowest CPU use; each wake-up costs a syscall or two.
     Event,
     /// Never sleep: keep polling the PE, the queues and the timers (100% of its CPU).
-    /// Lowest latency.
+    /// Lowest latency: a task that awaits an operation still in flight, while nothing else
+    /// can run, polls the PE from its own poll for a few microseconds before it goes
+    /// `Pending` (no wake-up, run queue and re-poll when the completion comes in that time).
     Polling,
     /// Poll for the given budget, then sleep as in [`Event`](IdleMode::Event). The default
     /// ([`DEFAULT_SPIN`]).

@@ -197,3 +197,52 @@ fn nested_block_on_panics() {
     let h = rt.handle();
     rt.block_on(async move { h.block_on(async {}) });
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
+    use super::local::SPIN_INLINE_ROUNDS;
+    use crate::IdleMode;
+    // A `done` that becomes true at its `n`th look, and counts its looks.
+    fn looks(n: usize) -> (Rc<Cell<usize>>, impl Fn() -> bool) {
+        let seen = Rc::new(Cell::new(0));
+        let s = seen.clone();
+        (seen, move || {
+            s.set(s.get() + 1);
+            s.get() >= n
+        })
+    }
+    for (idle, spins) in
+        [(IdleMode::Polling, true), (IdleMode::Event, false), (IdleMode::Adaptive(Duration::from_micros(5)), false)]
+    {
+        let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(idle).build().unwrap();
+        // On the worker: a `block_on` executor never polls (it is not on a CPU of its own).
+        let on_worker = rt.spawn_on(0, move || async move {
+            let core = current_rc().unwrap();
+            let (seen, done) = looks(10);
+            assert_eq!(core.spin_inline(done), spins, "{idle:?}");
+            assert_eq!(seen.get(), if spins { 10 } else { 0 }, "{idle:?}: looks until done, or none");
+            if !spins {
+                return;
+            }
+            // Never done: it gives up after its rounds, and the task goes Pending.
+            let (seen, done) = looks(usize::MAX);
+            assert!(!core.spin_inline(done));
+            assert_eq!(seen.get(), SPIN_INLINE_ROUNDS as usize);
+            // Another task can run: no spin at all (it would hold that task back).
+            let other = spawn_local(async {});
+            let (seen, done) = looks(1);
+            assert!(!core.spin_inline(done));
+            assert_eq!(seen.get(), 0, "spun while another task was ready");
+            other.await.unwrap();
+            // Inside progress (a callback) DOCA forbids progress: refused.
+            let (seen, done) = looks(1);
+            {
+                let _inside = core.enter_progress();
+                assert!(!core.spin_inline(done));
+            }
+            assert_eq!(seen.get(), 0);
+        });
+        rt.block_on(on_worker.unwrap()).unwrap();
+    }
+}

@@ -293,7 +293,11 @@ where
                 }
             }
         }
-        if sub.slot().poll_done(cx).is_pending() {
+        let slot = sub.slot();
+        // Still in flight: wait here if the executor would only spin for it (before the
+        // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`).
+        let waited = K::SPIN && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
+        if !waited && slot.poll_done(cx).is_pending() {
             return Poll::Pending;
         }
         let sub = self.sub.take().expect("checked above");

@@ -81,6 +81,13 @@ pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
 /// one queued; if others are ahead of it, the operation takes the normal path.
 pub(crate) const INLINE_PROGRESS: usize = 4;
 
+/// How many `doca_pe_progress` calls a task waiting for its operation may make inside its own
+/// poll when the executor would spin anyway (see [`Core::spin_inline`]): a few microseconds
+/// when the PE polls memory, enough for a peer's answer on a machine with one CPU per
+/// process, short enough that the executor's own loop (contexts' state work, timers) is
+/// never far.
+pub(crate) const SPIN_INLINE_ROUNDS: u32 = 128;
+
 /// A turn looks at the timers only every this many turns: a look costs a clock read (~25 ns
 /// on a VM), which would otherwise be paid twice per wake-up (the turn that runs the woken
 /// task, and the empty turn before the executor spins again). An idle executor looks at
