@@ -94,6 +94,16 @@ impl Core {
         true
     }
 
+    /// The wait of a batch (a window's, the lanes') for its oldest operation from its own
+    /// poll: the batch's inline progress, then, if the oldest is still in flight, the inline
+    /// spin ([`spin_inline`](Core::spin_inline)). Returns whether `oldest_done()`; if not,
+    /// the caller registers its waker (after the spin, so that a completion the spin
+    /// delivered wakes nobody).
+    #[inline]
+    pub(crate) fn wait_batch_inline(&self, in_flight: usize, oldest_done: impl Fn() -> bool) -> bool {
+        (self.progress_batch_inline(in_flight) && oldest_done()) || self.spin_inline(oldest_done)
+    }
+
     /// The wait of a task whose operation is in flight and that the executor would only
     /// spin for: progresses the PE from the task's own poll, as the executor's idle spin
     /// would, up to [`SPIN_INLINE_ROUNDS`] calls, until `done()`. Returns whether it is done;
@@ -108,9 +118,14 @@ impl Core {
     /// ([`take_inline_progress`](Core::take_inline_progress)), and nothing else can run. It
     /// stops as soon as something else can: another task woken (by a completion of this
     /// progress, or from another thread), the main future woken, a shutdown.
+    #[inline]
     pub(crate) fn spin_inline(&self, done: impl Fn() -> bool) -> bool {
-        if self.config.idle != IdleMode::Polling
-            || self.foreign.get()
+        // The mode's check inline: an executor that does not poll pays one comparison.
+        self.config.idle == IdleMode::Polling && self.spin_inline_polling(done)
+    }
+
+    fn spin_inline_polling(&self, done: impl Fn() -> bool) -> bool {
+        if self.foreign.get()
             || self.shared.displaced.load(Ordering::Relaxed)
             || self.has_other_work()
             || !self.take_inline_progress()

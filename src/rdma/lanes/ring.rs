@@ -351,14 +351,7 @@ impl<'a> LaneRing<'a> {
             HeldState::Idle => return Poll::Pending,
             HeldState::InFlight => {}
         }
-        let core = self.inner.ctx.core();
-        if core.progress_batch_inline(self.len) && self.group.state(i) == HeldState::Done {
-            return Poll::Ready(());
-        }
-        // Spin before registering the waker: a completion delivered by the spin then wakes
-        // nobody (a wake would queue this task for a spurious poll). Nothing else completes
-        // it meanwhile: completions run on this thread, inside progress.
-        if core.spin_inline(|| self.group.state(i) == HeldState::Done) {
+        if self.inner.ctx.core().wait_batch_inline(self.len, || self.group.state(i) == HeldState::Done) {
             return Poll::Ready(());
         }
         self.group.poll_done(i, cx)

@@ -80,7 +80,7 @@ impl<'a> Ring<'a> {
         if slot.is_done() {
             return Poll::Ready(());
         }
-        if self.inner.ctx.core().progress_batch_inline(self.len) && slot.is_done() {
+        if self.inner.ctx.core().wait_batch_inline(self.len, || slot.is_done()) {
             return Poll::Ready(());
         }
         slot.poll_done(cx)
