@@ -185,6 +185,80 @@ fn two_executors() {
 }
 
 #[test]
+fn polling_executors_ping_pong_through_futures_and_lanes() {
+    // Polling workers wait for a message from inside the receiving poll
+    // (`IdleMode::Polling`'s inline spin), where the message usually arrives; every message
+    // must still come, in order, whether the spin caught it or the executor did.
+    use async_doca::rdma::{LaneOp, Received};
+    use async_doca::IdleMode;
+    use std::sync::mpsc;
+    const N: u64 = 2_000;
+    let rt = Runtime::builder().cpus("0-1".parse().unwrap()).idle(IdleMode::Polling).build().unwrap();
+    let (to_b, from_a) = mpsc::channel::<Vec<u8>>();
+    let (to_a, from_b) = mpsc::channel::<Vec<u8>>();
+    async fn blob(rx: &mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
+        for _ in 0..10_000 {
+            if let Ok(v) = rx.try_recv() {
+                return v;
+            }
+            async_doca::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("no blob from the other executor");
+    }
+    // A: futures. Sends i, waits for i back.
+    let a = rt
+        .spawn_on(0, move || async move {
+            let dev = Device::open_default()?;
+            let rdma = Rdma::builder(&dev).build().await?;
+            let (mine, pending) = rdma.export()?;
+            to_b.send(mine).unwrap();
+            let conn = pending.connect(&blob(&from_b).await).await?;
+            let mem = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
+            let (mut out, mut back) = (mem.slice(0..8), mem.slice(8..16));
+            for i in 0..N {
+                out.write_u64(0, i);
+                let (r, o) = bounded(conn.send(out)).await?;
+                r?;
+                out = o;
+                let (msg, b) = bounded(rdma.recv(back)).await?;
+                assert_eq!((msg?.len, b.read_u64(0)), (8, i), "answer {i}");
+                back = b;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    // B: lanes of one. Receives i, sends it back.
+    let b = rt
+        .spawn_on(1, move || async move {
+            let dev = Device::open_default()?;
+            let rdma = Rdma::builder(&dev).build().await?;
+            let (mine, pending) = rdma.export()?;
+            to_a.send(mine).unwrap();
+            let conn = pending.connect(&blob(&from_a).await).await?;
+            let mem = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
+            let mut posted = rdma.recv_lanes(mem.slice(0..8), 1)?;
+            let mut sends = conn.lanes(LaneOp::Send, mem.slice(8..16), 1)?;
+            posted.lane().await.1.submit();
+            for i in 0..N {
+                let (msg, lane) = bounded(posted.next()).await?.expect("one posted");
+                let Received { len, .. } = msg?;
+                let v = lane.buf().read_u64(0);
+                assert_eq!((len, v), (8, i), "message {i}");
+                lane.submit();
+                let (_, mut out) = sends.lane().await;
+                out.write_u64(0, v);
+                out.submit();
+                bounded(sends.next()).await?.expect("one sent").0?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    let (ra, rb) = rt.block_on(async { (a.await, b.await) });
+    ra.unwrap().unwrap();
+    rb.unwrap().unwrap();
+}
+
+#[test]
 fn errors_name_the_operation_and_kind() {
     rt("0")
         .block_on(async {
