@@ -154,6 +154,7 @@ impl CtxRecord {
     }
 
     /// A task of this ctx was freed: wake the futures waiting for one.
+    #[inline]
     pub(crate) fn task_freed(&self) {
         self.count_freed();
         if self.task_waiters.has_waiters() {

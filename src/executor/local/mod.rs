@@ -373,6 +373,7 @@ impl Core {
     /// # Safety
     /// `task` is a live, allocated task of `ctx`, owned by the caller (as for
     /// `doca_task_submit`).
+    #[inline]
     pub(crate) unsafe fn submit_deferred(
         &self,
         ctx: &Rc<CtxRecord>,
