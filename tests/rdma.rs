@@ -123,22 +123,23 @@ fn dev_buf(n: usize) -> async_doca::Buf {
     Device::open_default().unwrap().alloc(n, Access::LOCAL_READ_WRITE).unwrap().buf()
 }
 
+/// Waits for a blob from the other executor without blocking this one.
+async fn recv_blob(rx: &std::sync::mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
+    for _ in 0..10_000 {
+        if let Ok(v) = rx.try_recv() {
+            return v;
+        }
+        async_doca::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("no blob from the other executor");
+}
+
 #[test]
 fn two_executors() {
     use std::sync::mpsc;
     let rt = rt("0-1");
     let (to_b, from_a) = mpsc::channel::<Vec<u8>>();
     let (to_a, from_b) = mpsc::channel::<Vec<u8>>();
-    /// Waits for a blob from the other executor without blocking this one.
-    async fn recv_blob(rx: &mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
-        for _ in 0..10_000 {
-            if let Ok(v) = rx.try_recv() {
-                return v;
-            }
-            async_doca::time::sleep(Duration::from_millis(1)).await;
-        }
-        panic!("no blob from the other executor");
-    }
     let a = rt
         .spawn_on(0, move || async move {
             let dev = Device::open_default()?;
@@ -196,15 +197,6 @@ fn polling_executors_ping_pong_through_futures_and_lanes() {
     let rt = Runtime::builder().cpus("0-1".parse().unwrap()).idle(IdleMode::Polling).build().unwrap();
     let (to_b, from_a) = mpsc::channel::<Vec<u8>>();
     let (to_a, from_b) = mpsc::channel::<Vec<u8>>();
-    async fn blob(rx: &mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
-        for _ in 0..10_000 {
-            if let Ok(v) = rx.try_recv() {
-                return v;
-            }
-            async_doca::time::sleep(Duration::from_millis(1)).await;
-        }
-        panic!("no blob from the other executor");
-    }
     // A: futures. Sends i, waits for i back.
     let a = rt
         .spawn_on(0, move || async move {
@@ -212,7 +204,7 @@ fn polling_executors_ping_pong_through_futures_and_lanes() {
             let rdma = Rdma::builder(&dev).build().await?;
             let (mine, pending) = rdma.export()?;
             to_b.send(mine).unwrap();
-            let conn = pending.connect(&blob(&from_b).await).await?;
+            let conn = pending.connect(&recv_blob(&from_b).await).await?;
             let mem = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
             let (mut out, mut back) = (mem.slice(0..8), mem.slice(8..16));
             for i in 0..N {
@@ -234,7 +226,7 @@ fn polling_executors_ping_pong_through_futures_and_lanes() {
             let rdma = Rdma::builder(&dev).build().await?;
             let (mine, pending) = rdma.export()?;
             to_a.send(mine).unwrap();
-            let conn = pending.connect(&blob(&from_a).await).await?;
+            let conn = pending.connect(&recv_blob(&from_a).await).await?;
             let mem = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
             let mut posted = rdma.recv_lanes(mem.slice(0..8), 1)?;
             let mut sends = conn.lanes(LaneOp::Send, mem.slice(8..16), 1)?;
