@@ -134,6 +134,20 @@ async fn recv_blob(rx: &std::sync::mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
     panic!("no blob from the other executor");
 }
 
+/// A context built by `builder` on this executor, connected to the other executor's through
+/// their blobs (ours sent on `to`, theirs received from `from`).
+async fn connect_across(
+    builder: RdmaBuilder,
+    to: &std::sync::mpsc::Sender<Vec<u8>>,
+    from: &std::sync::mpsc::Receiver<Vec<u8>>,
+) -> Result<(Rdma, Connection)> {
+    let rdma = builder.build().await?;
+    let (blob, pending) = rdma.export()?;
+    to.send(blob).unwrap();
+    let conn = pending.connect(&recv_blob(from).await).await?;
+    Ok((rdma, conn))
+}
+
 #[test]
 fn two_executors() {
     use std::sync::mpsc;
@@ -143,10 +157,7 @@ fn two_executors() {
     let a = rt
         .spawn_on(0, move || async move {
             let dev = Device::open_default()?;
-            let rdma = Rdma::builder(&dev).build().await?;
-            let (blob, pending) = rdma.export()?;
-            to_b.send(blob).unwrap();
-            let conn = pending.connect(&recv_blob(&from_b).await).await?;
+            let (_rdma, conn) = connect_across(Rdma::builder(&dev), &to_b, &from_b).await?;
             let remote = dev.import(&recv_blob(&from_b).await)?;
             let mem = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
             let mut src = mem.slice(0..4096);
@@ -163,10 +174,8 @@ fn two_executors() {
     let b = rt
         .spawn_on(1, move || async move {
             let dev = Device::open_default()?;
-            let rdma = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-            let (blob, pending) = rdma.export()?;
-            to_a.send(blob).unwrap();
-            let _conn = pending.connect(&recv_blob(&from_a).await).await?;
+            let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL);
+            let (rdma, _conn) = connect_across(b, &to_a, &from_a).await?;
             let target = dev.alloc(4096, Access::RDMA_ALL)?;
             to_a.send(target.export_rdma()?).unwrap();
             let (msg, buf) = bounded(rdma.recv(dev.alloc(4096, Access::LOCAL_READ_WRITE)?.buf())).await?;
@@ -201,10 +210,7 @@ fn polling_executors_ping_pong_through_futures_and_lanes() {
     let a = rt
         .spawn_on(0, move || async move {
             let dev = Device::open_default()?;
-            let rdma = Rdma::builder(&dev).build().await?;
-            let (mine, pending) = rdma.export()?;
-            to_b.send(mine).unwrap();
-            let conn = pending.connect(&recv_blob(&from_b).await).await?;
+            let (rdma, conn) = connect_across(Rdma::builder(&dev), &to_b, &from_b).await?;
             let mem = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
             let (mut out, mut back) = (mem.slice(0..8), mem.slice(8..16));
             for i in 0..N {
@@ -223,10 +229,7 @@ fn polling_executors_ping_pong_through_futures_and_lanes() {
     let b = rt
         .spawn_on(1, move || async move {
             let dev = Device::open_default()?;
-            let rdma = Rdma::builder(&dev).build().await?;
-            let (mine, pending) = rdma.export()?;
-            to_a.send(mine).unwrap();
-            let conn = pending.connect(&recv_blob(&from_a).await).await?;
+            let (rdma, conn) = connect_across(Rdma::builder(&dev), &to_a, &from_a).await?;
             let mem = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
             let mut posted = rdma.recv_lanes(mem.slice(0..8), 1)?;
             let mut sends = conn.lanes(LaneOp::Send, mem.slice(8..16), 1)?;
