@@ -216,8 +216,8 @@ impl HeldGroup {
         debug_assert!(r.state.get() == HeldState::Idle && !r.task.get().is_null());
         // In flight before the call: a provider that completed inside submit would find it.
         r.state.set(HeldState::InFlight);
-        // SAFETY: a live task of kind K of this context, owned by the caller (the contract);
-        // `base` was set with it.
+        // SAFETY: a live task of this context, owned by the caller (the contract); `base`
+        // was set with it.
         let rc = unsafe {
             let task = r.base.get();
             if doorbell {
