@@ -39,7 +39,7 @@ struct LaneMem {
 impl Drop for LaneMem {
     fn drop(&mut self) {
         for d in self.descs.iter().flatten().filter(|d| !d.is_null()) {
-            // SAFETY: a reference taken by `Lanes::new` from the inventory this struct holds,
+            // SAFETY: a reference taken by `LaneRing::new` from the inventory this struct holds,
             // over memory it holds; no task uses it any more (the lanes drop this only after
             // their tasks were freed: `HeldGroup::abandon`); dropped once.
             unsafe { sys::doca_buf_dec_refcount(*d, std::ptr::null_mut()) };
