@@ -44,7 +44,7 @@
 //! [`sync_event`](crate::sync_event); this is the same pattern, reduced.
 //!
 //! ```
-//! use async_doca::ext::{completion_cb, DocaCtx, DocaTask};
+//! use async_doca::ext::{completion_cb, success_cb, DocaCtx, DocaTask};
 //! use async_doca::{sys, Error, Result, Runtime};
 //!
 //! /// `doca_sync_event_task_get`, as the runtime sees it.
@@ -92,10 +92,12 @@
 //!         let e = ctx.as_ptr()?;
 //!         // SAFETY: live, IDLE event; each callback is monomorphised for its task type.
 //!         unsafe {
-//!             // The same callback for success and error: it hands the status to the future.
-//!             let (get, add) = (completion_cb::<Get>, completion_cb::<Add>);
-//!             check(sys::doca_sync_event_task_get_set_conf(e, Some(get), Some(get), 4), "conf get")?;
-//!             check(sys::doca_sync_event_task_notify_add_set_conf(e, Some(add), Some(add), 4), "conf add")?;
+//!             // The success callback knows the status; the error callback asks DOCA for it.
+//!             // Both hand it to the future.
+//!             let (get_ok, get_err) = (success_cb::<Get>, completion_cb::<Get>);
+//!             let (add_ok, add_err) = (success_cb::<Add>, completion_cb::<Add>);
+//!             check(sys::doca_sync_event_task_get_set_conf(e, Some(get_ok), Some(get_err), 4), "conf get")?;
+//!             check(sys::doca_sync_event_task_notify_add_set_conf(e, Some(add_ok), Some(add_err), 4), "conf add")?;
 //!         }
 //!         ctx.start().await?;
 //!         Ok(Counter { ctx })
