@@ -44,7 +44,9 @@ pub enum IdleMode {
     /// `Pending` (no wake-up, run queue and re-poll when the completion comes in that time).
     Polling,
     /// Poll for the given budget, then sleep as in [`Event`](IdleMode::Event). The default
-    /// ([`DEFAULT_SPIN`]).
+    /// ([`DEFAULT_SPIN`]). A task awaiting an operation polls from its own poll first, as in
+    /// [`Polling`](IdleMode::Polling), within the same budget; if it uses the budget up there,
+    /// the executor sleeps at once instead of spinning a second one.
     Adaptive(Duration),
 }
 

@@ -212,9 +212,13 @@ fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
             s.get() >= n
         })
     }
-    for (idle, spins) in
-        [(IdleMode::Polling, true), (IdleMode::Event, false), (IdleMode::Adaptive(Duration::from_micros(5)), false)]
-    {
+    for (idle, spins) in [
+        (IdleMode::Polling, true),
+        (IdleMode::Event, false),
+        (IdleMode::Adaptive(Duration::ZERO), false),
+        // A budget no test machine uses up in 128 rounds: the rounds bound it, as polling's.
+        (IdleMode::Adaptive(Duration::from_secs(60)), true),
+    ] {
         let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(idle).build().unwrap();
         // On the worker: a `block_on` executor never polls (it is not on a CPU of its own).
         let on_worker = rt.spawn_on(0, move || async move {
@@ -229,6 +233,7 @@ fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
             let (seen, done) = looks(usize::MAX);
             assert!(!core.spin_inline(done));
             assert_eq!(seen.get(), SPIN_INLINE_ROUNDS as usize);
+            assert!(!core.take_spun_out(), "{idle:?}: the rounds ran out, not the budget");
             // Another task can run: no spin at all (it would hold that task back).
             let other = spawn_local(async {});
             let (seen, done) = looks(1);
@@ -245,4 +250,25 @@ fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
         });
         rt.block_on(on_worker.unwrap()).unwrap();
     }
+    // An adaptive budget bounds the spin by the clock, and the executor then sleeps at its
+    // next idle turn instead of spinning a second budget.
+    let rt = Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .idle(IdleMode::Adaptive(Duration::from_micros(1)))
+        .build()
+        .unwrap();
+    let on_worker = rt.spawn_on(0, || async {
+        let core = current_rc().unwrap();
+        let (seen, done) = looks(usize::MAX);
+        // Each round sleeps 1 µs: the budget is gone by round 2 whatever the machine.
+        let slow = move || {
+            std::thread::sleep(Duration::from_micros(1));
+            done()
+        };
+        assert!(!core.spin_inline(slow));
+        assert!(seen.get() <= 2, "the budget was not looked at: {} rounds", seen.get());
+        assert!(core.take_spun_out(), "a spin that used up its budget tells the next idle turn");
+        assert!(!core.take_spun_out(), "once");
+    });
+    rt.block_on(on_worker.unwrap()).unwrap();
 }

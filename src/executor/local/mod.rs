@@ -236,10 +236,11 @@ struct Reactor {
 /// it describes and restored when the region ends (guards), so they nest correctly.
 ///
 /// **What the next turn must look at** (`main_woken_local`, `inject_pending`,
-/// `busy_turns`): hints set by an event (a local wake of the main future, a remote
-/// notification consumed, a timer possibly due) and cleared by the turn that acts on them.
-/// A hint may be stale (a wasted look), never missing: every event sets its hint before
-/// anything could wait for it. `arm_error_reported` only latches a one-time report.
+/// `busy_turns`, `spun_out`): hints set by an event (a local wake of the main future, a
+/// remote notification consumed, a timer possibly due, an inline spin that used up the
+/// adaptive budget) and cleared by the turn that acts on them. A hint may be stale (a
+/// wasted look, or one sleep without a spin first), never missing: every event sets its
+/// hint before anything could wait for it. `arm_error_reported` only latches a one-time report.
 pub(crate) struct Core {
     pub(crate) shared: Arc<Shared>,
     queue: RefCell<VecDeque<Runnable>>,
@@ -273,6 +274,9 @@ pub(crate) struct Core {
     inline_run: Cell<bool>,
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
+    /// A task's inline spin used up the adaptive budget (see `Core::spin_inline`): the next
+    /// idle turn sleeps without spinning again.
+    spun_out: Cell<bool>,
     /// The injection queue may hold work: set whenever a notification is consumed (every
     /// push is followed by one), cleared when a pop finds the queue empty. Saves a pop (a
     /// few atomic loads on shared cache lines) per turn when nothing came from outside.
@@ -343,6 +347,7 @@ impl Core {
             busy_turns: Cell::new(0),
             inline_run: Cell::new(false),
             main_woken_local: Cell::new(false),
+            spun_out: Cell::new(false),
             inject_pending: Cell::new(false),
             closing: Cell::new(false),
             pe_alive: Cell::new(true),

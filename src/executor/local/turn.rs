@@ -110,21 +110,30 @@ impl Core {
     /// the future then returns `Ready` without the trip back to the executor (the waker, the
     /// run queue, the re-poll: ~30 ns of each two-sided round trip here).
     ///
-    /// Only when the executor would spin in its place, for as long: its idle mode is
-    /// [`IdleMode::Polling`] (an adaptive executor's spin is bounded by a clock this loop
-    /// does not read: a round costs microseconds when a context's progress makes system
-    /// calls, so 128 of them could overshoot its budget by far), it is not displaced nor under
-    /// a foreign driver (tokio's reactor must get its thread back), the poll may progress
-    /// ([`take_inline_progress`](Core::take_inline_progress)), and nothing else can run. It
-    /// stops as soon as something else can: another task woken (by a completion of this
-    /// progress, or from another thread), the main future woken, a shutdown.
+    /// Only when the executor would spin in its place, for as long:
+    /// * its idle mode spins: [`IdleMode::Polling`], or [`IdleMode::Adaptive`], whose budget
+    ///   bounds this spin as it bounds the executor's (the clock read at the start and after
+    ///   rounds 1, 2, 4, 8 ...: a round costs microseconds when a context's progress makes
+    ///   system calls). An adaptive spin that used up its budget here leaves the executor to
+    ///   sleep at its next idle turn instead of spinning a second budget
+    ///   ([`take_spun_out`](Core::take_spun_out));
+    /// * it is not displaced nor under a foreign driver (tokio's reactor must get its thread
+    ///   back), and the poll may progress ([`take_inline_progress`](Core::take_inline_progress));
+    /// * nothing else can run. It stops as soon as something else can: another task woken (by
+    ///   a completion of this progress, or from another thread), the main future woken, a
+    ///   shutdown.
     #[inline]
     pub(crate) fn spin_inline(&self, done: impl Fn() -> bool) -> bool {
-        // The mode's check inline: an executor that does not poll pays one comparison.
-        self.config.idle == IdleMode::Polling && self.spin_inline_polling(done)
+        // The mode's check inline: an executor that never spins pays one comparison.
+        self.config.idle != IdleMode::Event && self.spin_inline_spinning(done)
     }
 
-    fn spin_inline_polling(&self, done: impl Fn() -> bool) -> bool {
+    fn spin_inline_spinning(&self, done: impl Fn() -> bool) -> bool {
+        let budget = match self.config.idle {
+            IdleMode::Adaptive(budget) if budget.is_zero() => return false,
+            IdleMode::Adaptive(budget) => Some(budget),
+            _ => None,
+        };
         if self.foreign.get()
             || self.shared.displaced.load(Ordering::Relaxed)
             || self.has_other_work()
@@ -132,11 +141,12 @@ impl Core {
         {
             return false;
         }
+        let start = budget.map(|_| Instant::now());
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
         self.ring_doorbells();
         let pe = self.pe.borrow();
-        for _ in 0..SPIN_INLINE_ROUNDS {
+        for round in 1..=SPIN_INLINE_ROUNDS {
             pe.progress();
             if done() {
                 return true;
@@ -144,9 +154,22 @@ impl Core {
             if self.has_other_work() {
                 return false;
             }
+            if let (Some(budget), Some(start)) = (budget, start) {
+                if round.is_power_of_two() && start.elapsed() >= budget {
+                    self.spun_out.set(true);
+                    return false;
+                }
+            }
             std::hint::spin_loop();
         }
         false
+    }
+
+    /// Whether a task's inline spin used up the adaptive budget since the last idle turn
+    /// (then that turn sleeps at once: the executor's own spin would only repeat it).
+    /// Consumes the flag.
+    pub(crate) fn take_spun_out(&self) -> bool {
+        self.spun_out.replace(false)
     }
 
     /// [`has_ready`](Core::has_ready) as a task's poll sees it: the main future's
@@ -240,7 +263,11 @@ impl Core {
             IdleMode::Adaptive(budget) => {
                 // No spin while only operations no spin catches are in flight (see
                 // `DocaTask::SPIN`): offloaded commands whose answer needs another processor.
-                if budget.is_zero() || self.slots.only_no_spin() || !self.spin(main, Some(budget)) {
+                if budget.is_zero()
+                    || self.slots.only_no_spin()
+                    || self.take_spun_out()
+                    || !self.spin(main, Some(budget))
+                {
                     self.park(main);
                 }
             }
