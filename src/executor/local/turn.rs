@@ -173,7 +173,8 @@ impl Core {
     }
 
     /// [`has_ready`](Core::has_ready) as a task's poll sees it: the main future's
-    /// cross-thread flag is not at hand there, but its waker also notifies the park.
+    /// cross-thread flag is not at hand there, but its waker also notifies the park (and
+    /// `has_ready` adds the flag itself).
     fn has_other_work(&self) -> bool {
         !self.queue.borrow().is_empty()
             || self.main_woken_local.get()
@@ -198,11 +199,7 @@ impl Core {
     /// Work that this thread can see without the handshake: local tasks, a woken main future,
     /// and (cheap hints) remote work and shutdown.
     pub(super) fn has_ready(&self, main: &MainWaker) -> bool {
-        !self.queue.borrow().is_empty()
-            || self.main_woken(main)
-            || self.shared.park.is_notified()
-            || self.inject_pending.get()
-            || self.shared.shutdown_requested()
+        self.has_other_work() || main.woken.load(Ordering::Relaxed)
     }
 
     /// Runs `fut` to completion on this executor (the calling thread), running spawned tasks
