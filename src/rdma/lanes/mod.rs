@@ -329,7 +329,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_imm(self, imm: u32) {
         self.expect(self.lanes.kind.has_imm(), "submit_imm");
-        self.lanes.operands[self.index as usize] = [u64::from(imm), 0];
+        self.lanes.set_operands(self.index, [u64::from(imm), 0]);
         self.go();
     }
 
@@ -342,7 +342,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_fetch_add(self, add: u64) {
         self.expect(self.lanes.kind == Kind::FetchAdd, "submit_fetch_add");
-        self.lanes.operands[self.index as usize] = [add, 0];
+        self.lanes.set_operands(self.index, [add, 0]);
         self.go();
     }
 
@@ -355,7 +355,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_compare_swap(self, compare: u64, swap: u64) {
         self.expect(self.lanes.kind == Kind::CmpSwp, "submit_compare_swap");
-        self.lanes.operands[self.index as usize] = [compare, swap];
+        self.lanes.set_operands(self.index, [compare, swap]);
         self.go();
     }
 
@@ -391,7 +391,7 @@ impl<T> Drop for LaneMut<'_, '_, T> {
     #[inline]
     fn drop(&mut self) {
         if !self.submitted {
-            self.lanes.idle.push(self.index);
+            self.lanes.release(self.index);
         }
     }
 }

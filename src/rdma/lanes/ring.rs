@@ -73,10 +73,10 @@ pub(super) struct LaneRing<'a> {
     /// The newest `unsubmitted` of them wait for room (see [`Try::Wait`]).
     unsubmitted: usize,
     /// Lanes without an operation (the most recently used on top: its memory is warm).
-    pub(super) idle: Vec<u32>,
+    idle: Vec<u32>,
     /// The operands of each lane's next operation: the immediate, the addend, or the compare
     /// and swap values.
-    pub(super) operands: Box<[[u64; 2]]>,
+    operands: Box<[[u64; 2]]>,
     /// The place among the context's waiters while lanes wait for room.
     ticket: Ticket,
 }
@@ -335,9 +335,9 @@ impl<'a> LaneRing<'a> {
         Poll::Ready(())
     }
 
-    /// Ready once the oldest operation is done (there is one). When this poll may progress
-    /// the PE, it first collects the batch's completions inline
-    /// (`Core::progress_batch_inline`).
+    /// Ready once the oldest operation is done (there is one). It waits from this poll first
+    /// (`Core::wait_batch_inline`: the batch's completions collected inline, then the inline
+    /// spin) and registers the waker only if the oldest is still in flight.
     #[inline(always)]
     fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.unsubmitted > 0 {
@@ -355,6 +355,19 @@ impl<'a> LaneRing<'a> {
             return Poll::Ready(());
         }
         self.group.poll_done(i, cx)
+    }
+
+    /// Sets the operands of lane `i`'s next operation (the immediate, the addend, or the
+    /// compare and swap values).
+    #[inline]
+    pub(super) fn set_operands(&mut self, i: u32, operands: [u64; 2]) {
+        self.operands[i as usize] = operands;
+    }
+
+    /// Lane `i`, handed out and not submitted, is idle again.
+    #[inline]
+    pub(super) fn release(&mut self, i: u32) {
+        self.idle.push(i);
     }
 
     /// The result area of lane `i`'s last operation (a receive's length and immediate), once
