@@ -387,9 +387,18 @@ impl Core {
         // SAFETY: the caller's contract.
         let rc = unsafe { crate::sys::doca_task_submit_ex(task, crate::sys::DOCA_TASK_SUBMIT_FLAG_NONE) };
         if rc == crate::sys::DOCA_SUCCESS && ctx.owe_doorbell() {
-            self.doorbells.borrow_mut().push(ctx.clone());
+            self.note_doorbell(ctx);
         }
         rc
+    }
+
+    /// Lists `ctx` among the contexts owed a doorbell: once per batch, so out of line and
+    /// the per-operation part of [`submit_deferred`](Core::submit_deferred) stays small
+    /// enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn note_doorbell(&self, ctx: &Rc<CtxRecord>) {
+        self.doorbells.borrow_mut().push(ctx.clone());
     }
 
     /// Submits `task` with its doorbell (`doca_task_submit`): for an operation whose inline
