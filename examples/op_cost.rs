@@ -10,7 +10,8 @@
 //! (instructions per operation = the difference of the two totals / N; `callgrind_annotate`
 //! then shows where they go). Kinds: `write`, `read`, `fadd`, `pipeline` (writes, 64 in flight in
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
-//! (the same writes through 64 `rdma::Lanes`, each holding its task), `lane` (one write at a
+//! (the same writes through 64 `rdma::Lanes`, each holding its task), `batch` (the same
+//! lanes taken a batch at a time, `Lanes::batch`), `lane` (one write at a
 //! time through a single lane), `spawned` (writes, 64 in flight as a task each),
 //! `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
@@ -115,6 +116,27 @@ fn main() -> Result<()> {
                     r?;
                 }
             }
+            "batch" => {
+                // The same writes, the lanes taken a batch at a time (`Lanes::batch`).
+                let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64)?;
+                let mut sent = 0;
+                while sent < n {
+                    let mut batch = lanes.batch().await;
+                    while let Some((prev, lane)) = batch.lane() {
+                        if let Some(r) = prev {
+                            r?;
+                        }
+                        lane.submit();
+                        sent += 1;
+                        if sent == n {
+                            break;
+                        }
+                    }
+                }
+                while let Some((r, _)) = lanes.next().await {
+                    r?;
+                }
+            }
             "lane" => {
                 // One write at a time through one lane: the fixed-memory path's latency.
                 let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..8)), local.slice(..8), 1)?;
@@ -155,7 +177,7 @@ fn main() -> Result<()> {
                 }
             }
             other => {
-                panic!("unknown kind {other} (write, write_woken, fadd, pipeline, window, spawned, memcpy, yield)")
+                panic!("unknown kind {other} (write, write_woken, read, fadd, pipeline, window, lanes, batch, lane, spawned, memcpy, yield)")
             }
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)

@@ -434,9 +434,10 @@ impl End {
     }
 
     /// Side A of a bandwidth test: `total` operations, `window` of them in flight in one
-    /// task through [`rdma::Lanes`](async_doca::rdma::Lanes) (the path a user takes for
-    /// message rate on fixed memory: each lane keeps its task and submits it again,
-    /// doorbells rung once per batch; the raw loop does the same); each sample is one
+    /// task through [`rdma::Lanes`](async_doca::rdma::Lanes) taken a batch at a time (the
+    /// path a user takes for message rate on fixed memory: each lane keeps its task and
+    /// submits it again, one wait and one doorbell per batch; the raw loop keeps its tasks
+    /// too, and rings once per wait); each sample is one
     /// operation's submit-to-result time. The lanes are contiguous (lane `k` at `k * size`)
     /// where the raw loop's slots are 64 bytes apart: at 8 bytes, eight lanes share a cache
     /// line.
@@ -456,20 +457,27 @@ impl End {
         // keeps its slots': a result comes back with its own lane.
         let mut stamps = vec![(Stamp::now(), false); depth];
         let mut start = Stamp::now();
-        for i in 0..total {
-            if i == p.warmup {
-                start = Stamp::now();
-            }
-            let (oldest, lane) = lanes.lane().await;
-            let k = lane.index();
-            if let Some(r) = oldest {
-                r?;
-                if stamps[k].1 {
-                    samples.push_ns(stamps[k].0.elapsed_ns());
+        let mut i = 0;
+        while i < total {
+            let mut batch = lanes.batch().await;
+            while let Some((oldest, lane)) = batch.lane() {
+                if i == p.warmup {
+                    start = Stamp::now();
+                }
+                let k = lane.index();
+                if let Some(r) = oldest {
+                    r?;
+                    if stamps[k].1 {
+                        samples.push_ns(stamps[k].0.elapsed_ns());
+                    }
+                }
+                stamps[k] = (Stamp::now(), i >= p.warmup);
+                lane.submit();
+                i += 1;
+                if i == total {
+                    break;
                 }
             }
-            stamps[k] = (Stamp::now(), i >= p.warmup);
-            lane.submit();
         }
         while let Some((r, lane)) = lanes.next().await {
             r?;

@@ -410,6 +410,36 @@ impl<'a> LaneRing<'a> {
         Poll::Ready(self.pop())
     }
 
+    /// Ready once a lane can be taken without waiting ([`take_ready`](Self::take_ready) has
+    /// one): an idle lane, or the oldest operation done.
+    #[inline(never)]
+    pub(super) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.idle.is_empty() || self.group.state(self.order[self.head] as usize) == HeldState::Done {
+            return Poll::Ready(());
+        }
+        self.poll_oldest(cx)
+    }
+
+    /// How many lanes have no operation.
+    pub(super) fn idle_len(&self) -> usize {
+        self.idle.len()
+    }
+
+    /// A lane to fill, taken without waiting and without progress: an idle one (if `idle`),
+    /// or the oldest operation's if it is done (with its result); `None` when neither. What a
+    /// batch hands out: the operations submitted meanwhile only complete at the next
+    /// progress, so a batch that takes only the idle lanes it began with ends within `depth`
+    /// lanes.
+    #[inline(never)]
+    pub(super) fn take_ready(&mut self, idle: bool) -> Option<Taken> {
+        if idle {
+            if let Some(i) = self.idle.pop() {
+                return Some(Taken { index: i, status: None });
+            }
+        }
+        (self.len > 0 && self.group.state(self.order[self.head] as usize) == HeldState::Done).then(|| self.pop())
+    }
+
     /// Ready with the oldest operation's lane and result once it is done; the order must not
     /// be empty.
     #[inline(never)]

@@ -135,6 +135,84 @@ fn atomics_through_lanes_update_one_target_and_return_each_old_value() {
 }
 
 #[test]
+fn a_batch_hands_out_each_ready_lane_once_and_ends() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, target, remote, local, _b, .. } = small_pool_loopback(64, 512).await?;
+            let mut lanes = ab.lanes(LaneOp::Write(remote.slice(0..32)), local.slice(0..32), 4)?;
+
+            // Fresh lanes: the four idle ones, in order, then the batch ends (what it submitted
+            // completes at the next progress, after the batch).
+            let mut batch = lanes.batch().await;
+            let mut taken = Vec::new();
+            while let Some((prev, mut lane)) = batch.lane() {
+                assert!(prev.is_none(), "idle lanes carry no result");
+                assert!(taken.len() < 4, "each lane at most once: {taken:?}, then {}", lane.index());
+                taken.push(lane.index());
+                lane.write_u64(0, lane.index() as u64);
+                lane.submit();
+            }
+            assert_eq!(taken, [0, 1, 2, 3]);
+
+            // The next batch waits for the oldest, then gives the done ones with their results,
+            // oldest first; lane 1 dropped without submitting is not handed out again in this
+            // batch, and the next batch begins with it.
+            let mut batch = lanes.batch().await;
+            let mut taken = Vec::new();
+            while let Some((prev, mut lane)) = batch.lane() {
+                prev.expect("every lane had a write")?;
+                assert!(taken.len() < 4, "each lane at most once: {taken:?}, then {}", lane.index());
+                taken.push(lane.index());
+                if lane.index() == 1 {
+                    continue;
+                }
+                lane.write_u64(0, 10 + lane.index() as u64);
+                lane.submit();
+            }
+            assert!(!taken.is_empty() && taken.len() <= 4, "{taken:?}");
+            assert_eq!(taken, [0, 1, 2, 3][..taken.len()], "oldest first");
+            if taken.contains(&1) {
+                let mut batch = lanes.batch().await;
+                let (prev, lane) = batch.lane().expect("a batch has a lane");
+                assert!(prev.is_none() && lane.index() == 1, "the dropped lane, idle, comes first");
+                lane.submit();
+            }
+            while let Some((r, _)) = lanes.next().await {
+                r?;
+            }
+
+            // 1000 writes through batches: every one lands, results in order.
+            let (mut sent, mut results) = (0u64, 0u64);
+            while sent < 1000 {
+                let mut batch = lanes.batch().await;
+                while let Some((prev, mut lane)) = batch.lane() {
+                    if let Some(r) = prev {
+                        r?;
+                        results += 1;
+                    }
+                    lane.write_u64(0, 1000 + sent);
+                    lane.submit();
+                    sent += 1;
+                    if sent == 1000 {
+                        break;
+                    }
+                }
+            }
+            while let Some((r, _)) = lanes.next().await {
+                r?;
+                results += 1;
+            }
+            assert_eq!(results, 1000, "one result per write");
+            // Lanes go round oldest first, so the last four writes went out of four lanes.
+            let mut last: Vec<u64> = (0..4).map(|k| target.slice(k * 8..k * 8 + 8).read_u64(0)).collect();
+            last.sort_unstable();
+            assert_eq!(last, [1996, 1997, 1998, 1999]);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
 fn lanes_check_their_memory_when_made() {
     crate::testkit::runtime()
         .block_on(async {
