@@ -117,7 +117,7 @@
 
 mod cm;
 pub mod lanes;
-pub use lanes::{Batch, BatchFuture, LaneFuture, LaneMut, LaneOp, Lanes};
+pub use lanes::{Batch, BatchFuture, LaneFuture, LaneMut, LaneOp, Lanes, NextFuture};
 mod ops;
 pub use ops::{AtomicFuture, ReadFuture, RecvFuture, SendFuture, WriteFuture};
 pub mod pipeline;
