@@ -234,6 +234,8 @@ impl<'a, T> Lanes<'a, T> {
 
     /// Waits for the oldest operation and gives its result with its lane (submit it again,
     /// or drop it to leave the lane idle); `None` when no lane has an operation.
+    // A future, as `Window::next` and a stream's `next` are, not an iterator's `next`.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> NextFuture<'_, 'a, T> {
         NextFuture { ring: Some(&mut self.ring), _out: PhantomData }
     }
