@@ -657,6 +657,28 @@ fn timeout_ordering() {
 }
 
 #[test]
+fn a_timeout_counts_from_the_first_pending_poll_and_costs_nothing_when_ready() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut cx = Context::from_waker(Waker::noop());
+        // Ready at its first poll: no deadline was ever taken (no clock read, no timer).
+        let mut ready = std::pin::pin!(timeout(Duration::from_secs(5), async { 3 }));
+        assert_eq!(ready.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+        assert_eq!(ready.deadline(), None);
+
+        // Pending: the limit starts at that poll, not when the timeout was made.
+        let limit = Duration::from_millis(50);
+        let mut pending = std::pin::pin!(timeout(limit, std::future::pending::<()>()));
+        std::thread::sleep(Duration::from_millis(30));
+        let polled = Instant::now();
+        assert!(pending.as_mut().poll(&mut cx).is_pending());
+        let deadline = pending.deadline().expect("a deadline once pending");
+        assert!(deadline >= polled + limit, "{:?} early", (polled + limit) - deadline);
+        assert!(pending.await.is_err(), "the limit still ends it");
+    });
+}
+
+#[test]
 fn a_sleep_first_polled_after_its_deadline_completes() {
     let rt = Runtime::new().unwrap();
     rt.block_on(async {
