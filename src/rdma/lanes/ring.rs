@@ -412,12 +412,25 @@ impl<'a> LaneRing<'a> {
 
     /// Ready once a lane can be taken without waiting ([`take_ready`](Self::take_ready) has
     /// one): an idle lane, or the oldest operation done.
+    ///
+    ///
+    /// With idle lanes it is ready at once, but still collects the completions the PE has
+    /// when the oldest operation is not done yet, or, once this poll's inline progress is
+    /// spent, yields to the executor (whose turn progresses the PE) as an operation does: a
+    /// loop that leaves the idle lanes idle (draining, or posting fewer than it could) then
+    /// still sees its operations complete, instead of batches of the same idle lanes forever.
     #[inline(never)]
     pub(super) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.idle.is_empty() || self.group.state(self.order[self.head] as usize) == HeldState::Done {
-            return Poll::Ready(());
+        if self.len > 0 && self.group.state(self.order[self.head] as usize) != HeldState::Done {
+            if self.idle.is_empty() {
+                return self.poll_oldest(cx);
+            }
+            if !self.inner.ctx.core().progress_batch_inline(self.len) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
         }
-        self.poll_oldest(cx)
+        Poll::Ready(())
     }
 
     /// How many lanes have no operation.

@@ -181,6 +181,26 @@ fn a_batch_hands_out_each_ready_lane_once_and_ends() {
                 r?;
             }
 
+            // A drain through batches that leaves the idle lanes idle still ends: each batch
+            // collects the completions the PE has.
+            for _ in 0..2 {
+                let (prev, lane) = lanes.lane().await;
+                assert!(prev.is_none());
+                lane.submit();
+            }
+            let (mut drained, mut batches) = (0, 0);
+            while drained < 2 {
+                batches += 1;
+                assert!(batches < 100_000, "batches of idle lanes without progress");
+                let mut batch = lanes.batch().await;
+                while let Some((prev, _lane)) = batch.lane() {
+                    if let Some(r) = prev {
+                        r?;
+                        drained += 1;
+                    }
+                }
+            }
+
             // 1000 writes through batches: every one lands, results in order.
             let (mut sent, mut results) = (0u64, 0u64);
             while sent < 1000 {
@@ -207,6 +227,47 @@ fn a_batch_hands_out_each_ready_lane_once_and_ends() {
             let mut last: Vec<u64> = (0..4).map(|k| target.slice(k * 8..k * 8 + 8).read_u64(0)).collect();
             last.sort_unstable();
             assert_eq!(last, [1996, 1997, 1998, 1999]);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_batch_with_idle_lanes_yields_to_the_executor_once_its_inline_progress_is_spent() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, local, _b, .. } = small_pool_loopback(64, 512).await?;
+            let b = &_b.0;
+            let inbox = Device::open_default()?.alloc(2 * 16, Access::LOCAL_READ_WRITE)?;
+            // One receive posted, one lane left idle.
+            let mut posted = b.recv_lanes(inbox.buf(), 2)?;
+            posted.lane().await.1.submit();
+            // The message comes from another task, which runs only if the loop below lets
+            // the executor have its thread: far more batches than a poll's inline progress.
+            let sender = crate::spawn_local({
+                let (ab, mut msg) = (ab.clone(), local.slice(0..8));
+                async move {
+                    for _ in 0..1000 {
+                        crate::executor::yield_now().await;
+                    }
+                    msg.write_u64(0, 42);
+                    ab.send(msg).await.0
+                }
+            });
+            let mut batches = 0;
+            let got = 'drain: loop {
+                batches += 1;
+                assert!(batches < 10_000_000, "batches of the idle lane while the executor never ran");
+                let mut batch = timeout(LIMIT, posted.batch()).await.expect("not stuck");
+                while let Some((prev, lane)) = batch.lane() {
+                    if let Some(msg) = prev {
+                        msg?;
+                        break 'drain lane.buf().read_u64(0);
+                    }
+                }
+            };
+            assert_eq!(got, 42);
+            sender.await??;
             Ok::<_, crate::Error>(())
         })
         .unwrap();
