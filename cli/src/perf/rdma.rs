@@ -490,18 +490,24 @@ impl End {
     }
 
     /// Side B of `send_bw`: keeps `window` receives posted (one task, receive
-    /// [`rdma::Lanes`](async_doca::rdma::Lanes)) until `total` arrived.
+    /// [`rdma::Lanes`](async_doca::rdma::Lanes) taken a batch at a time) until `total`
+    /// arrived.
     async fn sink(&self, total: u64) -> Result<()> {
         let depth = window(Test::SendBw, self.size);
         let mut posted = self.rdma.recv_lanes(self.local.slice(0..depth * self.size), depth)?;
-        for _ in 0..depth.min(total as usize) {
-            posted.lane().await.1.submit();
-        }
-        for i in 0..total {
-            let (r, lane) = posted.next().await.expect("receives posted");
-            r?;
-            if i + (depth as u64) < total {
-                lane.submit();
+        let (mut submitted, mut received) = (0, 0);
+        while received < total {
+            // Idle lanes (at first) and the receives done so far, posted again until `total`.
+            let mut batch = posted.batch().await;
+            while let Some((prev, lane)) = batch.lane() {
+                if let Some(r) = prev {
+                    r?;
+                    received += 1;
+                }
+                if submitted < total {
+                    lane.submit();
+                    submitted += 1;
+                }
             }
         }
         Ok(())
