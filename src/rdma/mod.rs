@@ -44,7 +44,8 @@
 //! path for message rate with any buffers. [`Lanes`] ([`Connection::lanes`],
 //! [`Rdma::recv_lanes`]) do it on fixed memory, each lane keeping its own task and
 //! submitting it again as it is: the path for message rate when the memory is known up
-//! front, at about the cost of a C program's loop on DOCA.
+//! front, at about the cost of a C program's loop on DOCA (taken a batch at a time with
+//! [`Lanes::batch`], one wait per batch of ready lanes).
 //! Each operation returns a named, `Unpin` future ([`WriteFuture`], [`ReadFuture`],
 //! [`SendFuture`], [`AtomicFuture`], [`RecvFuture`]), so a struct can hold one, or a
 //! `Pipeline<WriteFuture<'a>>`, without boxing; it borrows its [`Connection`] (or [`Rdma`]).
