@@ -12,7 +12,8 @@
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
 //! (the same writes through 64 `rdma::Lanes`, each holding its task), `batch` (the same
 //! lanes taken a batch at a time, `Lanes::batch`), `lane` (one write at a
-//! time through a single lane), `spawned` (writes, 64 in flight as a task each),
+//! time through a single lane), `messages` (8-byte sends through a `Window`, received through
+//! a `RecvWindow` with one `next` per message), `spawned` (writes, 64 in flight as a task each),
 //! `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`), `memcpy`
@@ -103,6 +104,27 @@ fn main() -> Result<()> {
                     r?;
                 }
             }
+            "messages" => {
+                // 8-byte messages from a to b: sent through a window, received through a
+                // receive window, one `next` per message and its buffer posted again.
+                let inbox = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE)?;
+                let mut posted = b.recv_window(64);
+                for k in 0..64 {
+                    assert!(posted.recv(inbox.slice(k * 8..k * 8 + 8)).await.is_none());
+                }
+                let mut sends = ab.window(64);
+                for _ in 0..n {
+                    if let Some((r, _)) = sends.send(local.slice(0..8)).await {
+                        r?;
+                    }
+                    let (msg, buf) = posted.next().await.expect("64 posted");
+                    msg?;
+                    assert!(posted.recv(buf).await.is_none(), "a lane was free");
+                }
+                while let Some((r, _)) = sends.next().await {
+                    r?;
+                }
+            }
             "lanes" => {
                 let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64)?;
                 for _ in 0..n {
@@ -177,7 +199,7 @@ fn main() -> Result<()> {
                 }
             }
             other => {
-                panic!("unknown kind {other} (write, write_woken, read, fadd, pipeline, window, lanes, batch, lane, spawned, memcpy, yield)")
+                panic!("unknown kind {other} (write, write_woken, read, fadd, pipeline, window, messages, lanes, batch, lane, spawned, memcpy, yield)")
             }
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
