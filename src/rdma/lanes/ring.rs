@@ -401,6 +401,10 @@ impl<'a> LaneRing<'a> {
     #[inline(never)]
     pub(super) fn poll_lane(&mut self, cx: &mut Context<'_>) -> Poll<Taken> {
         if let Some(i) = self.idle.pop() {
+            if self.unsubmitted > 0 {
+                // Lanes that wait for room go first, whenever there is room (as in `poll_ready`).
+                let _ = self.poll_unsubmitted(cx);
+            }
             return Poll::Ready(Taken { index: i, status: None });
         }
         // With no idle lane every lane is in the order, so `head` names one.
@@ -414,16 +418,21 @@ impl<'a> LaneRing<'a> {
     /// one): an idle lane, or the oldest operation done.
     ///
     ///
-    /// With idle lanes it is ready at once, but still collects the completions the PE has
-    /// when the oldest operation is not done yet, or, once this poll's inline progress is
-    /// spent, yields to the executor (whose turn progresses the PE) as an operation does: a
-    /// loop that leaves the idle lanes idle (draining, or posting fewer than it could) then
-    /// still sees its operations complete, instead of batches of the same idle lanes forever.
+    /// With idle lanes it is ready at once, but when the oldest operation is not done yet it
+    /// still submits the lanes that wait for room and collects the completions the PE has,
+    /// or, once this poll's inline progress is spent, yields to the executor (whose turn
+    /// progresses the PE) as an operation does: a loop that leaves the idle lanes idle
+    /// (draining, or posting fewer than it could) then still sees its operations go out and
+    /// complete, instead of batches of the same idle lanes forever.
     #[inline(never)]
     pub(super) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.len > 0 && self.group.state(self.order[self.head] as usize) != HeldState::Done {
             if self.idle.is_empty() {
                 return self.poll_oldest(cx);
+            }
+            if self.unsubmitted > 0 {
+                // Registered as a waiter when they still cannot go; ready anyway (idle lanes).
+                let _ = self.poll_unsubmitted(cx);
             }
             if !self.inner.ctx.core().progress_batch_inline(self.len) {
                 cx.waker().wake_by_ref();

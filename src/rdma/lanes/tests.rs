@@ -274,6 +274,43 @@ fn a_batch_with_idle_lanes_yields_to_the_executor_once_its_inline_progress_is_sp
 }
 
 #[test]
+fn a_drain_through_batches_submits_the_lanes_that_wait_for_room() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { ab, target, remote, local, _b, .. } = small_pool_loopback(4, 16 * 8).await?;
+            let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..)), local.buf(), 16)?;
+            // Eight writes from a pool of four tasks: four in flight, four waiting for room;
+            // eight lanes stay idle.
+            let mut batch = lanes.batch().await;
+            for i in 0..8u64 {
+                let (prev, mut lane) = batch.lane().expect("sixteen idle lanes");
+                assert!(prev.is_none());
+                lane.write_u64(0, 500 + i);
+                lane.submit();
+            }
+            // Drain through batches, leaving the idle lanes idle: the waiting writes must go
+            // out once the first ones give their tasks back.
+            let (mut drained, mut batches) = (0, 0);
+            while drained < 8 {
+                batches += 1;
+                assert!(batches < 1_000_000, "the writes waiting for room were never submitted");
+                let mut batch = timeout(LIMIT, lanes.batch()).await.expect("not stuck");
+                while let Some((prev, _lane)) = batch.lane() {
+                    if let Some(r) = prev {
+                        r?;
+                        drained += 1;
+                    }
+                }
+            }
+            for k in 0..8 {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 500 + k as u64);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
 fn lanes_check_their_memory_when_made() {
     crate::testkit::runtime()
         .block_on(async {
