@@ -187,9 +187,10 @@ impl<'a, T> Lanes<'a, T> {
     }
 
     /// Waits until a lane can be taken, then gives every lane that can be taken now as a
-    /// [`Batch`]: the idle ones, and the oldest operations, in order, as far as they are
-    /// done. The loop for message rate: one wait (and one inline progress) per batch instead
-    /// of one per lane, the batch's submissions sharing a doorbell.
+    /// [`Batch`]: the idle ones, and the operations in flight, oldest first, as far as they
+    /// are done, each lane once. The loop for message rate: one wait (and one inline
+    /// progress) per batch instead of one per lane, the batch's submissions sharing a
+    /// doorbell.
     ///
     /// ```
     /// # use async_doca::rdma::{LaneOp, Rdma};
@@ -321,7 +322,7 @@ impl<'l, 'a, T> Future for BatchFuture<'l, 'a, T> {
             return Poll::Pending;
         }
         let ring = self.ring.take().expect("checked above");
-        Poll::Ready(Batch { idle: ring.idle_len(), ring, _out: PhantomData })
+        Poll::Ready(Batch { idle: ring.idle_len(), oldest: ring.len(), ring, _out: PhantomData })
     }
 }
 
@@ -334,14 +335,16 @@ impl<T> fmt::Debug for BatchFuture<'_, '_, T> {
 /// The lanes that can be taken without waiting, from [`Lanes::batch`]: take them one at a
 /// time with [`lane`](Batch::lane) until it says `None`, then wait for the next batch.
 ///
-/// A batch hands out the lanes that were idle when it began, then the oldest operations'
-/// lanes as far as those are done: each lane at most once, so a batch ends (the operations
-/// submitted from it complete at the next progress, after it). A lane dropped without
-/// submitting is idle again, and the next batch begins with it.
+/// A batch hands out the lanes that were idle when it began, then the lanes of the
+/// operations in flight when it began, oldest first, as far as those are done: each lane at
+/// most once, so a batch ends, even when what it submits is refused at once. A lane dropped
+/// without submitting is idle again, and the next batch begins with it.
 pub struct Batch<'l, 'a, T> {
     ring: &'l mut LaneRing<'a>,
     /// Idle lanes this batch may still hand out.
     idle: usize,
+    /// Operations (of those in the lanes when it began) it may still hand out.
+    oldest: usize,
     _out: PhantomData<fn() -> T>,
 }
 
@@ -351,9 +354,11 @@ impl<'a, T: Outcome> Batch<'_, 'a, T> {
     /// first call after [`Lanes::batch`] always has one.
     #[inline]
     pub fn lane(&mut self) -> Option<(Option<Result<T>>, LaneMut<'_, 'a, T>)> {
-        let taken = self.ring.take_ready(self.idle > 0)?;
+        let taken = self.ring.take_ready(self.idle > 0, self.oldest > 0)?;
         if taken.status.is_none() {
             self.idle -= 1;
+        } else {
+            self.oldest -= 1;
         }
         let result = taken.status.map(|status| outcome(self.ring, taken.index, status));
         Some((result, LaneMut::new(self.ring, taken.index)))
@@ -362,7 +367,11 @@ impl<'a, T: Outcome> Batch<'_, 'a, T> {
 
 impl<T> fmt::Debug for Batch<'_, '_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Batch").field("lanes", &self.ring).field("idle", &self.idle).finish()
+        f.debug_struct("Batch")
+            .field("lanes", &self.ring)
+            .field("idle", &self.idle)
+            .field("oldest", &self.oldest)
+            .finish()
     }
 }
 

@@ -448,18 +448,18 @@ impl<'a> LaneRing<'a> {
     }
 
     /// A lane to fill, taken without waiting and without progress: an idle one (if `idle`),
-    /// or the oldest operation's if it is done (with its result); `None` when neither. What a
-    /// batch hands out: the operations submitted meanwhile only complete at the next
-    /// progress, so a batch that takes only the idle lanes it began with ends within `depth`
-    /// lanes.
+    /// or the oldest operation's if it is done (if `oldest`), with its result; `None` when
+    /// neither. What a batch hands out, within the counts it began with (see `Batch`): an
+    /// operation submitted from the batch may be refused at once, and so be done at once.
     #[inline(never)]
-    pub(super) fn take_ready(&mut self, idle: bool) -> Option<Taken> {
+    pub(super) fn take_ready(&mut self, idle: bool, oldest: bool) -> Option<Taken> {
         if idle {
             if let Some(i) = self.idle.pop() {
                 return Some(Taken { index: i, status: None });
             }
         }
-        (self.len > 0 && self.group.state(self.order[self.head] as usize) == HeldState::Done).then(|| self.pop())
+        (oldest && self.len > 0 && self.group.state(self.order[self.head] as usize) == HeldState::Done)
+            .then(|| self.pop())
     }
 
     /// Ready with the oldest operation's lane and result once it is done; the order must not

@@ -487,6 +487,19 @@ fn a_restart_under_lanes_flushes_them_and_refuses_later_operations_in_turn() {
                 "{kind:?}"
             );
             assert!(lanes.is_empty());
+            // A batch that submits every lane it gets, refused at once, still ends: it hands
+            // out the lanes idle when it began and the operations in flight then, each once.
+            let mut batch = lanes.batch().await;
+            let mut handed = 0;
+            while let Some((_, lane)) = batch.lane() {
+                handed += 1;
+                assert!(handed <= 4, "a refused lane handed out again by the same batch");
+                lane.submit();
+            }
+            assert_eq!(handed, 4);
+            while let Some((r, _)) = lanes.next().await {
+                assert!(r.is_err(), "refused: the connection is gone");
+            }
             drop((lanes, target));
             Ok::<_, crate::Error>(())
         })
