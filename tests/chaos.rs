@@ -23,7 +23,7 @@
 //! | a context stopped mid-flight (`Rdma::restart` with operations in flight) | the child |
 //! | futures dropped in flight (zero timeout) and timeouts firing (short timeouts) | the child |
 //! | task-pool exhaustion (bursts far deeper than tiny pools) | the child |
-//! | bursts through `rdma::Lanes` (tasks held and resubmitted), dropped in flight too | the child |
+//! | bursts through `rdma::Lanes` (tasks held and resubmitted; a lane or a batch at a time), dropped in flight too | the child |
 //! | the UROM daemon crashed (SIGKILL) and restarted on its socket | the controller |
 //! | a UROM worker killed (SIGKILL) | the controller |
 //! | UROM commands dropped in flight, bursts beyond a worker's in-flight limit | the child |
@@ -438,15 +438,37 @@ impl Worker {
                 let mut lanes = self.lanes(p, c, LaneOp::FetchAdd(p.remote.slice(0..8)), mem.buf(), depth);
                 // The result of an add whose old value is `old`.
                 let done = |r, old: u64| self.lane_done(p, "fetch_add", r, || format!("FD {} {old}", p.id));
-                for _ in 0..n {
-                    let (prev, lane) = bound(&self.log, p, lanes.lane()).await;
-                    if let Some(r) = prev {
-                        if !done(r, lane.buf().read_u64(0)) {
-                            return;
+                if rng.chance(500) {
+                    // A lane at a time.
+                    for _ in 0..n {
+                        let (prev, lane) = bound(&self.log, p, lanes.lane()).await;
+                        if let Some(r) = prev {
+                            if !done(r, lane.buf().read_u64(0)) {
+                                return;
+                            }
+                        }
+                        self.log.line(format!("FS {}", p.id));
+                        lane.submit_fetch_add(1);
+                    }
+                } else {
+                    // A batch at a time (`Lanes::batch`).
+                    let mut sent = 0;
+                    while sent < n {
+                        let mut batch = bound(&self.log, p, lanes.batch()).await;
+                        while let Some((prev, lane)) = batch.lane() {
+                            if let Some(r) = prev {
+                                if !done(r, lane.buf().read_u64(0)) {
+                                    return;
+                                }
+                            }
+                            self.log.line(format!("FS {}", p.id));
+                            lane.submit_fetch_add(1);
+                            sent += 1;
+                            if sent == n {
+                                break;
+                            }
                         }
                     }
-                    self.log.line(format!("FS {}", p.id));
-                    lane.submit_fetch_add(1);
                 }
                 while let Some((r, lane)) = bound(&self.log, p, lanes.next()).await {
                     if !done(r, lane.buf().read_u64(0)) {
