@@ -114,8 +114,8 @@ impl Core {
     /// * its idle mode spins: [`IdleMode::Polling`], or [`IdleMode::Adaptive`], whose budget
     ///   bounds this spin as it bounds the executor's (measured from the end of round 1, the
     ///   clock read after rounds 2, 4, 8 ...: a round costs microseconds when a context's
-    ///   progress makes system calls). An adaptive spin that used up its budget here leaves the executor to
-    ///   sleep at its next idle turn instead of spinning a second budget
+    ///   progress makes system calls). An adaptive spin that used up its budget here leaves
+    ///   the executor to sleep at its next idle turn instead of spinning a second budget
     ///   ([`take_spun_out`](Core::take_spun_out));
     /// * it is not displaced nor under a foreign driver (tokio's reactor must get its thread
     ///   back), and the poll may progress ([`take_inline_progress`](Core::take_inline_progress));

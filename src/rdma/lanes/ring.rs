@@ -417,7 +417,6 @@ impl<'a> LaneRing<'a> {
     /// Ready once a lane can be taken without waiting ([`take_ready`](Self::take_ready) has
     /// one): an idle lane, or the oldest operation done.
     ///
-    ///
     /// With idle lanes it is ready at once, but when the oldest operation is not done yet it
     /// still submits the lanes that wait for room and collects the completions the PE has,
     /// or, once this poll's inline progress is spent, yields to the executor (whose turn
