@@ -317,9 +317,19 @@ impl<'a> LaneRing<'a> {
         }
     }
 
-    /// Submits the lanes that wait for room, in order; `Pending` (registered among the
-    /// context's waiters) while the first of them still cannot go.
-    fn poll_unsubmitted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Submits the lanes that wait for room, in order, as far as there is room now; registered
+    /// among the context's waiters while the first of them cannot go. Done before any wait
+    /// for the oldest and before an idle lane is handed out, so that waiting lanes go out
+    /// even while the caller takes only idle ones (a steady state that finds its oldest
+    /// done does not pay the check).
+    #[inline(always)]
+    fn retry_waiting(&mut self, cx: &mut Context<'_>) {
+        if self.unsubmitted > 0 {
+            self.submit_waiting(cx);
+        }
+    }
+
+    fn submit_waiting(&mut self, cx: &mut Context<'_>) {
         while self.unsubmitted > 0 {
             let i = self.order[self.wrap(self.head + self.len - self.unsubmitted)] as usize;
             match self.try_submit(i) {
@@ -327,12 +337,17 @@ impl<'a> LaneRing<'a> {
                 Try::Refused(rc) => self.group.refuse(i, rc),
                 Try::Wait => {
                     self.group.ctx().task_waiters.register(&mut self.ticket, cx.waker());
-                    return Poll::Pending;
+                    return;
                 }
             }
             self.unsubmitted -= 1;
         }
-        Poll::Ready(())
+    }
+
+    /// Whether there is an oldest operation and it is done.
+    #[inline(always)]
+    fn oldest_done(&self) -> bool {
+        self.len > 0 && self.group.state(self.order[self.head] as usize) == HeldState::Done
     }
 
     /// Ready once the oldest operation is done (there is one). It waits from this poll first
@@ -340,10 +355,7 @@ impl<'a> LaneRing<'a> {
     /// spin) and registers the waker only if the oldest is still in flight.
     #[inline(always)]
     fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.unsubmitted > 0 {
-            // Registered as a waiter when it stays pending; the oldest may be done anyway.
-            let _ = self.poll_unsubmitted(cx);
-        }
+        self.retry_waiting(cx);
         let i = self.order[self.head] as usize;
         match self.group.state(i) {
             HeldState::Done => return Poll::Ready(()),
@@ -401,14 +413,11 @@ impl<'a> LaneRing<'a> {
     #[inline(never)]
     pub(super) fn poll_lane(&mut self, cx: &mut Context<'_>) -> Poll<Taken> {
         if let Some(i) = self.idle.pop() {
-            if self.unsubmitted > 0 {
-                // Lanes that wait for room go first, whenever there is room (as in `poll_ready`).
-                let _ = self.poll_unsubmitted(cx);
-            }
+            self.retry_waiting(cx);
             return Poll::Ready(Taken { index: i, status: None });
         }
         // With no idle lane every lane is in the order, so `head` names one.
-        if self.group.state(self.order[self.head] as usize) != HeldState::Done && self.poll_oldest(cx).is_pending() {
+        if !self.oldest_done() && self.poll_oldest(cx).is_pending() {
             return Poll::Pending;
         }
         Poll::Ready(self.pop())
@@ -418,25 +427,23 @@ impl<'a> LaneRing<'a> {
     /// one): an idle lane, or the oldest operation done.
     ///
     /// With idle lanes it is ready at once, but when the oldest operation is not done yet it
-    /// still submits the lanes that wait for room and collects the completions the PE has,
-    /// or, once this poll's inline progress is spent, yields to the executor (whose turn
-    /// progresses the PE) as an operation does: a loop that leaves the idle lanes idle
-    /// (draining, or posting fewer than it could) then still sees its operations go out and
-    /// complete, instead of batches of the same idle lanes forever.
+    /// still collects the completions the PE has, or, once this poll's inline progress is
+    /// spent, yields to the executor (whose turn progresses the PE) as an operation does: a
+    /// loop that leaves the idle lanes idle (draining, or posting fewer than it could) then
+    /// still sees its operations go out and complete, instead of batches of the same idle
+    /// lanes forever.
     #[inline(never)]
     pub(super) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.len > 0 && self.group.state(self.order[self.head] as usize) != HeldState::Done {
-            if self.idle.is_empty() {
-                return self.poll_oldest(cx);
-            }
-            if self.unsubmitted > 0 {
-                // Registered as a waiter when they still cannot go; ready anyway (idle lanes).
-                let _ = self.poll_unsubmitted(cx);
-            }
-            if !self.inner.ctx.core().progress_batch_inline(self.len) {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
+        self.retry_waiting(cx);
+        if self.len == 0 || self.oldest_done() {
+            return Poll::Ready(());
+        }
+        if self.idle.is_empty() {
+            return self.poll_oldest(cx);
+        }
+        if !self.inner.ctx.core().progress_batch_inline(self.len) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         Poll::Ready(())
     }
@@ -457,8 +464,7 @@ impl<'a> LaneRing<'a> {
                 return Some(Taken { index: i, status: None });
             }
         }
-        (oldest && self.len > 0 && self.group.state(self.order[self.head] as usize) == HeldState::Done)
-            .then(|| self.pop())
+        (oldest && self.oldest_done()).then(|| self.pop())
     }
 
     /// Ready with the oldest operation's lane and result once it is done; the order must not
