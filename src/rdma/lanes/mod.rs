@@ -183,7 +183,7 @@ impl<'a, T> Lanes<'a, T> {
     /// A lane to fill and submit: an idle one at once (`None`), or, when every lane has an
     /// operation, the oldest once it completed, with that operation's result.
     pub fn lane(&mut self) -> LaneFuture<'_, 'a, T> {
-        LaneFuture { ring: Some(&mut self.ring), _out: PhantomData }
+        LaneFuture { ring: Lent(Some(&mut self.ring)), _out: PhantomData }
     }
 
     /// Waits until a lane can be taken, then gives every lane that can be taken now as a
@@ -230,7 +230,7 @@ impl<'a, T> Lanes<'a, T> {
     /// # Ok::<(), async_doca::Error>(())
     /// ```
     pub fn batch(&mut self) -> BatchFuture<'_, 'a, T> {
-        BatchFuture { ring: Some(&mut self.ring), _out: PhantomData }
+        BatchFuture { ring: Lent(Some(&mut self.ring)), _out: PhantomData }
     }
 
     /// Waits for the oldest operation and gives its result with its lane (submit it again,
@@ -238,7 +238,7 @@ impl<'a, T> Lanes<'a, T> {
     // A future, as `Window::next` and a stream's `next` are, not an iterator's `next`.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> NextFuture<'_, 'a, T> {
-        NextFuture { ring: Some(&mut self.ring), _out: PhantomData }
+        NextFuture { ring: Lent(Some(&mut self.ring)), _out: PhantomData }
     }
 }
 
@@ -247,8 +247,7 @@ impl<'a, T> Lanes<'a, T> {
 // instructions (`op_cost lane` 717 -> 674).
 #[must_use = "futures do nothing unless awaited"]
 pub struct NextFuture<'l, 'a, T> {
-    /// Taken when ready: the lane handed out borrows the lanes for as long.
-    ring: Option<&'l mut LaneRing<'a>>,
+    ring: Lent<'l, 'a>,
     _out: PhantomData<fn() -> T>,
 }
 
@@ -257,22 +256,56 @@ impl<'l, 'a, T: Outcome> Future for NextFuture<'l, 'a, T> {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(ring) = self.ring.as_mut() else { panic!("Lanes::next polled after it was ready") };
-        if ring.is_empty() {
-            self.ring = None;
-            return Poll::Ready(None);
-        }
-        let Poll::Ready(taken) = ring.poll_next(cx) else { return Poll::Pending };
-        let ring = self.ring.take().expect("checked above");
-        let status = taken.status.expect("the oldest operation is done");
-        Poll::Ready(Some((outcome(ring, taken.index, status), LaneMut::new(ring, taken.index))))
+        let step = |ring: &mut LaneRing<'a>, cx: &mut Context<'_>| {
+            if ring.is_empty() {
+                Poll::Ready(None)
+            } else {
+                ring.poll_next(cx).map(Some)
+            }
+        };
+        self.ring.poll("Lanes::next", cx, step).map(|(taken, ring)| {
+            let taken = taken?;
+            let status = taken.status.expect("the oldest operation is done");
+            Some((outcome(ring, taken.index, status), LaneMut::new(ring, taken.index)))
+        })
     }
 }
 
 impl<T> fmt::Debug for NextFuture<'_, '_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NextFuture").field("ready", &self.ring.is_none()).finish()
+        f.debug_struct("NextFuture").field("ready", &self.ring.is_ready()).finish()
     }
+}
+
+/// The lanes a pending future of theirs borrows ([`LaneFuture`], [`NextFuture`],
+/// [`BatchFuture`]), handed on once it is ready to what it yields (a lane or a batch
+/// borrows them for as long).
+struct Lent<'l, 'a>(Option<&'l mut LaneRing<'a>>);
+
+impl<'l, 'a> Lent<'l, 'a> {
+    /// Polls `step` on the lanes; once it is ready, hands them on with its result. `what`
+    /// names the future for the panic of a poll after that.
+    #[inline(always)]
+    fn poll<R>(
+        &mut self,
+        what: &str,
+        cx: &mut Context<'_>,
+        step: impl FnOnce(&mut LaneRing<'a>, &mut Context<'_>) -> Poll<R>,
+    ) -> Poll<(R, &'l mut LaneRing<'a>)> {
+        let Some(ring) = self.0.as_mut() else { polled_after_ready(what) };
+        let Poll::Ready(r) = step(ring, cx) else { return Poll::Pending };
+        Poll::Ready((r, self.0.take().expect("checked above")))
+    }
+
+    fn is_ready(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn polled_after_ready(what: &str) -> ! {
+    panic!("{what} polled after it was ready")
 }
 
 /// The future of [`Lanes::lane`]: a lane to fill, with the result of the operation it carried.
@@ -280,8 +313,7 @@ impl<T> fmt::Debug for NextFuture<'_, '_, T> {
 // ring's poll cost the lanes' hot loop ~4 instructions per operation.
 #[must_use = "futures do nothing unless awaited"]
 pub struct LaneFuture<'l, 'a, T> {
-    /// Taken when ready: the lane handed out borrows the lanes for as long.
-    ring: Option<&'l mut LaneRing<'a>>,
+    ring: Lent<'l, 'a>,
     _out: PhantomData<fn() -> T>,
 }
 
@@ -290,25 +322,23 @@ impl<'l, 'a, T: Outcome> Future for LaneFuture<'l, 'a, T> {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(ring) = self.ring.as_mut() else { panic!("Lanes::lane polled after it was ready") };
-        let Poll::Ready(taken) = ring.poll_lane(cx) else { return Poll::Pending };
-        let ring = self.ring.take().expect("checked above");
-        let result = taken.status.map(|status| outcome(ring, taken.index, status));
-        Poll::Ready((result, LaneMut::new(ring, taken.index)))
+        self.ring.poll("Lanes::lane", cx, |ring, cx| ring.poll_lane(cx)).map(|(taken, ring)| {
+            let result = taken.status.map(|status| outcome(ring, taken.index, status));
+            (result, LaneMut::new(ring, taken.index))
+        })
     }
 }
 
 impl<T> fmt::Debug for LaneFuture<'_, '_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LaneFuture").field("ready", &self.ring.is_none()).finish()
+        f.debug_struct("LaneFuture").field("ready", &self.ring.is_ready()).finish()
     }
 }
 
 /// The future of [`Lanes::batch`]: ready once a lane can be taken.
 #[must_use = "futures do nothing unless awaited"]
 pub struct BatchFuture<'l, 'a, T> {
-    /// Taken when ready: the batch borrows the lanes for as long.
-    ring: Option<&'l mut LaneRing<'a>>,
+    ring: Lent<'l, 'a>,
     _out: PhantomData<fn() -> T>,
 }
 
@@ -317,18 +347,18 @@ impl<'l, 'a, T> Future for BatchFuture<'l, 'a, T> {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(ring) = self.ring.as_mut() else { panic!("Lanes::batch polled after it was ready") };
-        if ring.poll_ready(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let ring = self.ring.take().expect("checked above");
-        Poll::Ready(Batch { idle: ring.idle_len(), oldest: ring.len(), ring, _out: PhantomData })
+        self.ring.poll("Lanes::batch", cx, |ring, cx| ring.poll_ready(cx)).map(|((), ring)| Batch {
+            idle: ring.idle_len(),
+            oldest: ring.len(),
+            ring,
+            _out: PhantomData,
+        })
     }
 }
 
 impl<T> fmt::Debug for BatchFuture<'_, '_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BatchFuture").field("ready", &self.ring.is_none()).finish()
+        f.debug_struct("BatchFuture").field("ready", &self.ring.is_ready()).finish()
     }
 }
 
