@@ -145,10 +145,7 @@ impl Core {
         let _defer = self.slots.defer_drops();
         self.ring_doorbells();
         let pe = self.pe.borrow();
-        // The budget is measured from the end of the first round: a wait that round ends
-        // (most of them: a completion already under way) reads no clock (~23 ns a read here),
-        // for an overshoot of at most that one round.
-        let mut start = None;
+        let mut budget = budget.map(SpinBudget::new);
         for round in 1..=SPIN_INLINE_ROUNDS {
             pe.progress();
             if done() {
@@ -157,16 +154,10 @@ impl Core {
             if self.has_other_work() {
                 return false;
             }
-            if let Some(budget) = budget {
-                if round.is_power_of_two() {
-                    match start {
-                        None => start = Some(Instant::now()),
-                        Some(start) if start.elapsed() >= budget => {
-                            self.spun_out.set(true);
-                            return false;
-                        }
-                        Some(_) => {}
-                    }
+            if let Some(budget) = &mut budget {
+                if round.is_power_of_two() && budget.spent(Instant::now()) {
+                    self.spun_out.set(true);
+                    return false;
                 }
             }
             std::hint::spin_loop();
@@ -413,9 +404,7 @@ impl Core {
     /// task, which is what a waiting task's latency is made of; the turn after it drains
     /// the PE fully.
     pub(super) fn spin(&self, main: &MainWaker, budget: Option<Duration>) -> bool {
-        // The budget is measured from the end of the first round (as the inline spin's):
-        // a spin that round ends reads no clock.
-        let mut start = None;
+        let mut budget = budget.map(SpinBudget::new);
         let mut i: u32 = 0;
         loop {
             if self.has_ready(main) || self.progress_once() {
@@ -442,15 +431,38 @@ impl Core {
                     self.timers_need_check();
                     return true;
                 }
-                if let Some(b) = budget {
-                    match start {
-                        None => start = Some(now),
-                        Some(start) if now.duration_since(start) >= b => return false,
-                        Some(_) => {}
-                    }
+                if budget.as_mut().is_some_and(|b| b.spent(now)) {
+                    return false;
                 }
             }
             std::hint::spin_loop();
+        }
+    }
+}
+
+/// An adaptive spin's time budget, measured from the end of its first round: the spin looks
+/// at the clock only after a round (rounds 1, 2, 4 ... of a task's inline spin, of the
+/// executor's idle spin), and the first look only starts the measure. A wait that the first
+/// round ends (most of them: a completion already under way) reads no clock at all (~23 ns a
+/// read here), for an overshoot of at most that round.
+struct SpinBudget {
+    budget: Duration,
+    start: Option<Instant>,
+}
+
+impl SpinBudget {
+    fn new(budget: Duration) -> SpinBudget {
+        SpinBudget { budget, start: None }
+    }
+
+    /// Whether the budget is spent by `now` (the clock at one of the spin's looks).
+    fn spent(&mut self, now: Instant) -> bool {
+        match self.start {
+            None => {
+                self.start = Some(now);
+                false
+            }
+            Some(start) => now.duration_since(start) >= self.budget,
         }
     }
 }
