@@ -425,12 +425,12 @@ impl From<Elapsed> for Error {
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub fn timeout<F: Future>(duration: Duration, fut: F) -> Timeout<F> {
-    Timeout { fut, limit: duration, sleep: None }
+    Timeout { fut, limit: Limit::After(duration) }
 }
 
 /// Like [`timeout`], with an absolute deadline.
 pub fn timeout_at<F: Future>(deadline: Instant, fut: F) -> Timeout<F> {
-    Timeout { fut, limit: Duration::ZERO, sleep: Some(sleep_until(deadline)) }
+    Timeout { fut, limit: Limit::Armed(sleep_until(deadline)) }
 }
 
 pin_project! {
@@ -439,16 +439,24 @@ pin_project! {
     pub struct Timeout<F> {
         #[pin]
         fut: F,
-        // The time limit of `timeout`, for the sleep made at the first pending poll.
-        limit: Duration,
-        sleep: Option<Sleep>,
+        limit: Limit,
     }
+}
+
+/// A [`Timeout`]'s limit: a duration until the first pending poll (see [`timeout`]), then
+/// the sleep to its deadline.
+enum Limit {
+    After(Duration),
+    Armed(Sleep),
 }
 
 impl<F> Timeout<F> {
     /// The deadline: `None` until a poll found the future pending (see [`timeout`]).
     pub fn deadline(&self) -> Option<Instant> {
-        self.sleep.as_ref().map(Sleep::deadline)
+        match &self.limit {
+            Limit::After(_) => None,
+            Limit::Armed(sleep) => Some(sleep.deadline()),
+        }
     }
 }
 
@@ -461,8 +469,11 @@ impl<F: Future> Future for Timeout<F> {
         if let Poll::Ready(v) = this.fut.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        let limit = *this.limit;
-        match Pin::new(this.sleep.get_or_insert_with(|| sleep(limit))).poll(cx) {
+        if let Limit::After(duration) = *this.limit {
+            *this.limit = Limit::Armed(sleep(duration));
+        }
+        let Limit::Armed(sleep) = this.limit else { unreachable!("armed just above") };
+        match Pin::new(sleep).poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed(()))),
             Poll::Pending => Poll::Pending,
         }
