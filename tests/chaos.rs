@@ -80,7 +80,7 @@ use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use async_doca::rdma::{Connection, LaneOp, Lanes, Opcode, Rdma};
+use async_doca::rdma::{Connection, LaneMut, LaneOp, Lanes, Opcode, Rdma};
 use async_doca::sync_event::SyncEvent;
 use async_doca::time::{sleep, timeout};
 use async_doca::{spawn_local, Access, Buf, Device, Error, ErrorKind, Memory, RemoteMemory, Runtime};
@@ -438,17 +438,25 @@ impl Worker {
                 let mut lanes = self.lanes(p, c, LaneOp::FetchAdd(p.remote.slice(0..8)), mem.buf(), depth);
                 // The result of an add whose old value is `old`.
                 let done = |r, old: u64| self.lane_done(p, "fetch_add", r, || format!("FD {} {old}", p.id));
+                // One lane: the result of the add it carried, then the next add (false: the
+                // burst stops).
+                let add = |prev: Option<Result<(), Error>>, lane: LaneMut<'_, '_>| {
+                    if let Some(r) = prev {
+                        if !done(r, lane.buf().read_u64(0)) {
+                            return false;
+                        }
+                    }
+                    self.log.line(format!("FS {}", p.id));
+                    lane.submit_fetch_add(1);
+                    true
+                };
                 if rng.chance(500) {
                     // A lane at a time.
                     for _ in 0..n {
                         let (prev, lane) = bound(&self.log, p, lanes.lane()).await;
-                        if let Some(r) = prev {
-                            if !done(r, lane.buf().read_u64(0)) {
-                                return;
-                            }
+                        if !add(prev, lane) {
+                            return;
                         }
-                        self.log.line(format!("FS {}", p.id));
-                        lane.submit_fetch_add(1);
                     }
                 } else {
                     // A batch at a time (`Lanes::batch`).
@@ -456,13 +464,9 @@ impl Worker {
                     while sent < n {
                         let mut batch = bound(&self.log, p, lanes.batch()).await;
                         while let Some((prev, lane)) = batch.lane() {
-                            if let Some(r) = prev {
-                                if !done(r, lane.buf().read_u64(0)) {
-                                    return;
-                                }
+                            if !add(prev, lane) {
+                                return;
                             }
-                            self.log.line(format!("FS {}", p.id));
-                            lane.submit_fetch_add(1);
                             sent += 1;
                             if sent == n {
                                 break;
