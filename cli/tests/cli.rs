@@ -236,6 +236,31 @@ fn perf_plot_writes_svg_pictures() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `perf --rounds 3` measures the plan three times: JSON lines carry their round, and the
+/// table says it shows medians and gives each ratio with its range over the rounds.
+#[test]
+fn perf_rounds_repeat_the_plan_and_summarise_it() {
+    let args =
+        ["perf", "--test", "write_lat", "--mode", "raw,async", "--procs", "1", "--iters", "100", "--warmup", "10"];
+    let (ok, stdout, stderr) = run(&[&args[..], &["--json", "--rounds", "3"]].concat());
+    assert!(ok, "perf failed: {stderr}");
+    let lines = json_lines(&stdout);
+    let mut seen: Vec<(u64, String)> = lines.iter().map(|v| (v["round"].as_u64().unwrap(), field(v, "mode"))).collect();
+    seen.sort();
+    let want: Vec<(u64, String)> = (1..=3).flat_map(|r| [(r, "async".to_owned()), (r, "raw".to_owned())]).collect();
+    assert_eq!(seen, want, "one line per round and mode");
+    let (ok, stdout, stderr) = run(&[&args[..], &["--rounds", "2"]].concat());
+    assert!(ok, "perf failed: {stderr}");
+    assert!(stdout.contains("medians over 2 rounds"), "{stdout}");
+    let ranged = stdout.lines().any(|l| l.trim_start().starts_with("write_lat") && l.contains("x ["));
+    assert!(ranged, "no ratio line with its range: {stdout}");
+    // One round (the default) prints no round key and no ranges.
+    let (ok, stdout, _) = run(&[&args[..], &["--json"]].concat());
+    assert!(ok && json_lines(&stdout).iter().all(|v| v.get("round").is_none()), "{stdout}");
+    let (_, zero, stderr) = run(&[&args[..], &["--rounds", "0"]].concat());
+    assert!(zero.is_empty() && stderr.contains("rounds"), "--rounds 0 must be refused: {stderr}");
+}
+
 #[test]
 fn perf_rejects_an_unknown_test() {
     let (ok, _, stderr) = run(&["perf", "--test", "no_such_test"]);

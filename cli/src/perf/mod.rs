@@ -41,6 +41,7 @@ mod peer; // the peer process of a two-process test and the blob link to it
 mod plot; // `--plot DIR`: SVG pictures
 mod progress; // the progress line on a terminal
 mod report; // one measured row (serde)
+mod rounds; // `--rounds N`: the plan measured N times, medians over the rounds
 mod stats; // samples in an HDR histogram, timed loops
 
 // The tests, per library: each module measures its operations in every mode it has.
@@ -65,6 +66,7 @@ mod ucx;
 mod urom;
 
 use report::Report;
+use rounds::Rounds;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -178,6 +180,12 @@ pub struct PerfArgs {
     /// side measures (procs 2). Other tests are skipped.
     #[arg(long, value_name = "ADDR", conflicts_with = "server")]
     client: Option<String>,
+    /// Measure the whole plan N times, one round after another, and print per point the
+    /// medians over the rounds, with each ratio taken within a round and shown as its median
+    /// and range (see `rounds.rs`: on a shared machine one run can land in a bad minute).
+    /// With `--json`, every round's lines, each with its `round`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Also run a reference implementation's benchmark for the tests that have a counterpart,
     /// in the same run, and print the ratios (`ucx`: `ucx_perftest` from Debian's ucx-utils;
     /// skipped with a message when it is not installed).
@@ -562,35 +570,42 @@ pub fn run(args: PerfArgs) -> Result<()> {
         }
     }
     let plan = plan(&args);
-    let progress = progress::Progress::new(plan.len());
-    let mut reports = Vec::new();
-    for (t, params) in plan {
-        let Params { mode, size, procs, .. } = params;
-        progress.start(format!("{} {} size={size} procs={procs}", t.name, mode.name()));
-        let rdma_test = rdma::Test::ALL.into_iter().find(|r| r.name() == t.name);
-        let result = match (&args.client, rdma_test) {
-            (Some(addr), Some(test)) => rdma::run_client(addr, test, &params),
-            _ => (t.run)(&params),
-        };
-        let report =
-            result.map_err(|e| e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name())))?;
-        if args.json {
-            output::print_json(&report);
-        }
-        progress.done();
-        reports.push(report);
-    }
-    if args.anchor == Some(Anchor::Ucx) {
-        for report in ucx::anchor(&reports, args.iters, args.warmup)? {
+    let progress = progress::Progress::new(plan.len() * args.rounds as usize);
+    let mut rounds = Rounds::default();
+    for round in 1..=args.rounds {
+        rounds.begin();
+        let tag = if args.rounds > 1 { Some(round) } else { None };
+        for (t, params) in &plan {
+            let Params { mode, size, procs, .. } = *params;
+            progress.start(format!("{} {} size={size} procs={procs}", t.name, mode.name()));
+            let rdma_test = rdma::Test::ALL.into_iter().find(|r| r.name() == t.name);
+            let result = match (&args.client, rdma_test) {
+                (Some(addr), Some(test)) => rdma::run_client(addr, test, params),
+                _ => (t.run)(params),
+            };
+            let report = result
+                .map_err(|e| e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name())))?;
+            let report = Report { round: tag, ..report };
             if args.json {
                 output::print_json(&report);
             }
-            reports.push(report);
+            progress.done();
+            rounds.push(report);
+        }
+        if args.anchor == Some(Anchor::Ucx) {
+            for report in ucx::anchor(rounds.current(), args.iters, args.warmup)? {
+                let report = Report { round: tag, ..report };
+                if args.json {
+                    output::print_json(&report);
+                }
+                rounds.push(report);
+            }
         }
     }
     progress.finish();
+    let reports = rounds.medians();
     if !args.json {
-        output::print_table(&reports);
+        output::print_table(&reports, &rounds);
         println!("\nstamps: {}", clock::describe());
     }
     if let Some(dir) = &args.plot {

@@ -2,14 +2,29 @@
 //! ratios of modes measured side by side in the same run.
 
 use super::report::Report;
+use super::rounds::{Rounds, Spread};
 
 /// A figure in ns for the table: no decimals, `-` when the row has none.
 fn ns(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
 }
 
-/// Prints reports as an aligned table, and a ratio line per test that ran in several modes.
-pub fn print_table(reports: &[Report]) {
+/// A ratio for a ratio line: the median, and with several rounds its range over them.
+fn times(s: Spread, rounds: usize) -> String {
+    if rounds > 1 {
+        format!("{:.2}x [{:.2}–{:.2}]", s.median, s.min, s.max)
+    } else {
+        format!("{:.2}x", s.median)
+    }
+}
+
+/// Prints reports as an aligned table (with several rounds: each figure the median over
+/// them), then a ratio line per point measured in a mode and in the one it is compared
+/// with, each ratio taken within a round (see `rounds.rs`).
+pub fn print_table(reports: &[Report], rounds: &Rounds) {
+    if rounds.count() > 1 {
+        println!("medians over {} rounds (each round measured every row below):\n", rounds.count());
+    }
     println!(
         "{:<20} {:<12} {:>8} {:>9} {:>5} {:>9} {:>9} {:>9} {:>9} {:>10} {:>13} {:>9}",
         "test", "mode", "size", "iters", "procs", "p50 (ns)", "p90", "p99", "p99.9", "max", "ops/s", "MB/s"
@@ -36,22 +51,20 @@ pub fn print_table(reports: &[Report]) {
             mb
         );
     }
-    let mut printed_header = false;
-    for r in reports.iter().filter(|r| r.mode == "offload") {
-        if let Some(host) = reports.iter().find(|b| b.mode == "host" && b.same_point(r)) {
-            if !printed_header {
-                println!("\noffload / host (the workers run the collective / the hosts do), side by side in this run:");
-                printed_header = true;
-            }
-            println!(
-                "  {:<20} size {:>8}  procs {}  p50 {:.2}x  p99 {:.2}x",
-                r.test,
-                r.size,
-                r.procs,
-                r.p50_ns / host.p50_ns,
-                r.p99_ns / host.p99_ns
-            );
-        }
+    let each = if rounds.count() > 1 { ", per round: median [range]" } else { "" };
+    let offload = rounds.ratios("offload", "host");
+    if !offload.is_empty() {
+        println!("\noffload / host (the workers run the collective / the hosts do), side by side{each}:");
+    }
+    for r in &offload {
+        println!(
+            "  {:<20} size {:>8}  procs {}  p50 {}  p99 {}",
+            r.test,
+            r.size,
+            r.procs,
+            times(r.p50, r.rounds),
+            times(r.p99, r.rounds)
+        );
     }
     // Each mode against the one it is built on, measured side by side in this run; the UCX
     // anchor (`perf --anchor ucx`) against both of ours.
@@ -65,24 +78,25 @@ pub fn print_table(reports: &[Report]) {
         ("async", "ucx"),
         ("async", "tcp"),
     ] {
-        let mut printed_header = false;
-        for r in reports.iter().filter(|r| r.mode == mode) {
-            if let Some(b) = reports.iter().find(|b| b.mode == base && b.same_point(r)) {
-                if !printed_header {
-                    println!("\n{mode} / {base}, measured side by side in this run (p50 {mode} − {base} in ns):");
-                    printed_header = true;
-                }
-                println!(
-                    "  {:<20} size {:>8}  procs {}  p50 {:.2}x ({:+.0} ns)  p99 {:.2}x  ops/s {:.2}x",
-                    r.test,
-                    r.size,
-                    r.procs,
-                    r.p50_ns / b.p50_ns,
-                    r.p50_ns - b.p50_ns,
-                    r.p99_ns / b.p99_ns,
-                    r.ops_per_sec / b.ops_per_sec
-                );
-            }
+        let ratios = rounds.ratios(mode, base);
+        if !ratios.is_empty() {
+            println!("\n{mode} / {base}, measured side by side{each} (p50 {mode} − {base} in ns):");
+        }
+        for r in &ratios {
+            let diff = if r.rounds > 1 {
+                format!("{:+.0} ns [{:+.0}…{:+.0}]", r.p50_diff_ns.median, r.p50_diff_ns.min, r.p50_diff_ns.max)
+            } else {
+                format!("{:+.0} ns", r.p50_diff_ns.median)
+            };
+            println!(
+                "  {:<20} size {:>8}  procs {}  p50 {} ({diff})  p99 {}  ops/s {}",
+                r.test,
+                r.size,
+                r.procs,
+                times(r.p50, r.rounds),
+                times(r.p99, r.rounds),
+                times(r.ops_per_sec, r.rounds)
+            );
         }
     }
 }

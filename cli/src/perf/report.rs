@@ -32,6 +32,9 @@ pub struct Report {
     /// Share of a compute loop done while a collective was in flight, for `coll_overlap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap_pct: Option<f64>,
+    /// Which round of `perf --rounds N` measured it (1-based); left out with one round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
     /// The latency CDF, (ns, share at or below), for `--plot`; not part of the JSON.
     #[serde(skip)]
     pub cdf: Vec<(f64, f64)>,

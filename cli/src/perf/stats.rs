@@ -171,6 +171,7 @@ impl Run {
             ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
             mb_per_sec: None,
             overlap_pct: None,
+            round: None,
             cdf: samples.cdf(),
         }
     }

@@ -93,6 +93,7 @@ pub fn anchor(reports: &[Report], iters: Option<u64>, warmup: u64) -> Result<Vec
             // UCX reports MB/s in units of 2^20 bytes; ours are 10^6.
             mb_per_sec: r.mb_per_sec.map(|_| p50.bandwidth_mib * 1_048_576.0 / 1e6),
             overlap_pct: None,
+            round: None,
             cdf: Vec::new(),
         });
     }
