@@ -7,6 +7,12 @@
 //! * `yield_ping_pong`: two local tasks yielding to each other — the cost of one
 //!   wake-reschedule-poll round on one executor, per yield.
 //!
+//! * `timeout_armed/*`: a [`timeout`](async_doca::time::timeout) around a future that is
+//!   pending at its first poll (as every operation is on hardware) and ready at its second:
+//!   the timer is armed and cancelled once per iteration. `long_5s` takes its start from the
+//!   coarse clock, `short_100ms` from `Instant::now()` (under 100 coarse ticks): their
+//!   difference is the clock read the coarse clock saves.
+//!
 //! * `floor/*`: the same spawn + join of an empty task on a minimal single-threaded executor
 //!   built straight on `async-task` (a thread-local `VecDeque` of runnables, nothing else):
 //!   the floor this runtime's `spawn_local_join` is compared with. `awaited` awaits the
@@ -18,6 +24,7 @@
 use std::time::{Duration, Instant};
 
 use async_doca::executor::yield_now;
+use async_doca::time::timeout;
 use async_doca::{spawn, spawn_local, CpuSet, IdleMode, Runtime};
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -94,6 +101,40 @@ fn yield_ping_pong(c: &mut Criterion) {
     });
 }
 
+/// Pending at its first poll (it wakes itself), ready at its second.
+struct PendingOnce(bool);
+
+impl std::future::Future for PendingOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+fn timeout_armed(c: &mut Criterion) {
+    let rt = runtime(IdleMode::Polling);
+    let mut g = c.benchmark_group("timeout_armed");
+    for (name, limit) in [("long_5s", Duration::from_secs(5)), ("short_100ms", Duration::from_millis(100))] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async move {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        timeout(limit, PendingOnce(false)).await.expect("ready before its limit");
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
 /// A minimal executor on `async-task`: the floor of a spawn + run + join.
 mod floor {
     use std::cell::RefCell;
@@ -163,5 +204,5 @@ fn async_task_floor(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, spawn_local_join, spawn_join_cross_thread, yield_ping_pong, async_task_floor);
+criterion_group!(benches, spawn_local_join, spawn_join_cross_thread, yield_ping_pong, timeout_armed, async_task_floor);
 criterion_main!(benches);

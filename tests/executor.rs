@@ -678,6 +678,24 @@ fn a_timeout_counts_from_the_first_pending_poll_and_costs_nothing_when_ready() {
     });
 }
 
+/// A long limit takes its start from the kernel's coarse clock (cheaper to read): it must
+/// still never end early, measured with the precise clock around it.
+#[test]
+fn a_long_timeout_from_the_coarse_clock_never_ends_early() {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        let limit = Duration::from_millis(450);
+        let before = Instant::now();
+        let t = timeout(limit, std::future::pending::<()>());
+        assert!(t.await.is_err());
+        let took = before.elapsed();
+        assert!(took >= limit, "ended {:?} early", limit - took);
+        let now = Instant::now();
+        let hour = sleep(Duration::from_secs(3600));
+        assert!(hour.deadline() >= now + Duration::from_secs(3600));
+    });
+}
+
 #[test]
 fn a_sleep_first_polled_after_its_deadline_completes() {
     let rt = Runtime::new().unwrap();

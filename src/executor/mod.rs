@@ -14,6 +14,8 @@
 //!   back-pressure — the bridge between DOCA callbacks and futures.
 //! * `context`: [`DocaCtx`](crate::ext::DocaCtx), ownership of a `doca_ctx` on the current executor.
 //! * [`time`]: `sleep`, `timeout`.
+//! * `coarse_clock`: the start of long timers from the kernel's coarse clock (~5 ns against
+//!   ~22 ns for `Instant::now()`), never early and at most two ticks late.
 //! * `local_sync`: a wake-up flag and a result cell for driver tasks on one executor (the
 //!   collectives' drivers use them).
 //! * `follow_drom`: the executor's side of following a DROM mask (re-pin, displace, start
@@ -29,6 +31,7 @@
 //! on an executor and stay there (`!Send`). Other threads talk to an executor only through
 //! its injection queue ([`Handle::spawn`], [`Handle::spawn_on`], wakers of its tasks).
 
+mod coarse_clock;
 mod follow_drom;
 pub(crate) mod local;
 pub(crate) mod local_sync;

@@ -10,6 +10,12 @@
 //! executor's `poll`, so a sleeping executor wakes exactly when its next timer is due
 //! (rounded up to the millisecond by `epoll`); there is no timer thread and no periodic tick.
 //!
+//! A long timer (at least 100 ticks of the kernel's coarse clock: 400 ms with the usual
+//! 4 ms tick) takes its start from that clock, `CLOCK_MONOTONIC_COARSE` (~5 ns to read,
+//! against ~22 ns for `Instant::now()`): it ends at most two ticks late, never early (see
+//! `coarse_clock.rs`). Arming a [`timeout`] of seconds around an operation that is pending
+//! costs ~47 ns instead of ~68 (`benches/executor.rs`, `timeout_armed`).
+//!
 //! [`Sleep`] and [`Timeout`] are `Send` (they hold no executor state, only a key), so they
 //! can be used in tasks spawned with [`spawn`](crate::spawn). They must be polled inside an
 //! async-doca executor. A `Sleep` registers its deadline with the executor that polls it and
@@ -24,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
+use super::coarse_clock;
 use super::local::with_current;
 use super::slab::Slab;
 use crate::error::{Error, ErrorKind};
@@ -252,7 +259,7 @@ fn far_future() -> Instant {
 }
 
 fn deadline_after(d: Duration) -> Instant {
-    Instant::now().checked_add(d).unwrap_or_else(far_future)
+    coarse_clock::deadline_after(d).unwrap_or_else(far_future)
 }
 
 #[derive(Clone, Copy)]
@@ -262,7 +269,8 @@ struct Registration {
     key: u64,
 }
 
-/// Waits until `duration` has passed.
+/// Waits until `duration` has passed: never less; a `duration` of at least 100 coarse clock
+/// ticks (400 ms with a 4 ms tick) may end up to two ticks later (see the module docs).
 ///
 /// ```
 /// use std::time::{Duration, Instant};
