@@ -18,7 +18,9 @@
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
-//! created after the clock starts, a fixed cost that `memcpy 0` includes too), `yield` (one
+//! created after the clock starts, a fixed cost that `memcpy 0` includes too), `sync` (a sync
+//! event's `add` and a `wait_eq` for the value it reached: two operations per iteration, as
+//! perf's `sync_add_wait`; the event is made after the clock starts), `yield` (one
 //! `yield_now` per operation: a trip round the executor's loop).
 
 use std::collections::VecDeque;
@@ -27,6 +29,7 @@ use std::time::Instant;
 use async_doca::dma::Dma;
 use async_doca::executor::yield_now;
 use async_doca::rdma::{LaneOp, Pipeline, Rdma};
+use async_doca::sync_event::SyncEvent;
 use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
 
 fn main() -> Result<()> {
@@ -188,6 +191,16 @@ fn main() -> Result<()> {
                     let (r, s, d) = dma.memcpy(src, dst).await;
                     r?;
                     (src, dst) = (s, d);
+                }
+            }
+            "sync" => {
+                // A counter's add and a wait for the value it reached: the two operations
+                // of perf's `sync_add_wait` per iteration, on a local event (both complete
+                // at the first progress).
+                let ev = SyncEvent::builder(&dev).build().await?;
+                for i in 0..n as u64 {
+                    ev.add(1).await?;
+                    ev.wait_eq(i + 1).await?;
                 }
             }
             "yield" => {

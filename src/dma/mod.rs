@@ -334,12 +334,11 @@ impl MemcpyReq<'_> {
         if let Some(task) = kept {
             // SAFETY: a kept memcpy task of this ctx, ours (completed, not submitted); every
             // field is set.
-            unsafe {
+            return Ok(unsafe {
                 sys::doca_dma_task_memcpy_set_src(task, src);
                 sys::doca_dma_task_memcpy_set_dst(task, dst);
-                sys::doca_task_set_user_data(Memcpy::as_task(task), slot.user_data());
-            }
-            return Ok(task);
+                slot.rebind::<Memcpy>(task)
+            });
         }
         let mut task = std::ptr::null_mut();
         // SAFETY: live context; the buffers describe memory the operation owns until the task

@@ -490,17 +490,6 @@ impl RdmaInner {
     }
 }
 
-/// Gives a kept task (re-initialised with its setters) the user data of its new operation
-/// and returns it for submission.
-///
-/// # Safety
-/// `task` is a live task of kind `K` that DOCA does not own.
-unsafe fn reuse<K: DocaTask>(task: *mut K::Task, slot: &TaskSlot) -> *mut K::Task {
-    // SAFETY: a live task we own (the caller's contract).
-    unsafe { sys::doca_task_set_user_data(K::as_task(task), slot.user_data()) };
-    task
-}
-
 fn ok_or(rc: sys::doca_error_t) -> std::result::Result<(), sys::doca_error_t> {
     if rc == sys::DOCA_SUCCESS {
         Ok(())

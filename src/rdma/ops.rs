@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use super::{ok_or, reuse, CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
+use super::{ok_or, CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
 use super::{Send as SendTask, SendImm};
 use crate::error::{Error, Result};
 use crate::ext::{AllocTask, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
@@ -111,7 +111,7 @@ impl AllocTask<SendTask> for SendReq<'_> {
                 return Ok(unsafe {
                     sys::doca_rdma_task_send_set_src_buf(k, s);
                     sys::doca_rdma_task_send_set_rdma_connection(k, t.conn);
-                    reuse::<SendTask>(k, slot)
+                    slot.rebind::<SendTask>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
@@ -133,7 +133,7 @@ impl AllocTask<SendImm> for SendReq<'_> {
                     sys::doca_rdma_task_send_imm_set_src_buf(k, s);
                     sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
                     sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn);
-                    reuse::<SendImm>(k, slot)
+                    slot.rebind::<SendImm>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
@@ -165,7 +165,7 @@ impl AllocTask<Write> for WriteReq<'_> {
                     sys::doca_rdma_task_write_set_src_buf(k, sb);
                     sys::doca_rdma_task_write_set_dst_buf(k, db);
                     sys::doca_rdma_task_write_set_rdma_connection(k, t.conn);
-                    reuse::<Write>(k, slot)
+                    slot.rebind::<Write>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
@@ -191,7 +191,7 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
                     sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
                     sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
                     sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn);
-                    reuse::<WriteImm>(k, slot)
+                    slot.rebind::<WriteImm>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
@@ -230,7 +230,7 @@ impl AllocTask<Read> for ReadReq<'_> {
                     sys::doca_rdma_task_read_set_src_buf(k, sb);
                     sys::doca_rdma_task_read_set_dst_buf(k, db);
                     sys::doca_rdma_task_read_set_rdma_connection(k, t.conn);
-                    reuse::<Read>(k, slot)
+                    slot.rebind::<Read>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
@@ -267,7 +267,7 @@ impl AllocTask<CmpSwp> for AtomicReq<'_> {
                     sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(k, cmp);
                     sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(k, swap);
                     sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn);
-                    reuse::<CmpSwp>(k, slot)
+                    slot.rebind::<CmpSwp>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
@@ -302,7 +302,7 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
                     sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
                     sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
                     sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn);
-                    reuse::<FetchAdd>(k, slot)
+                    slot.rebind::<FetchAdd>(k)
                 });
             }
             let mut task = std::ptr::null_mut();
