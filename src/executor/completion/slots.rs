@@ -74,12 +74,19 @@ impl Slot {
     pub(super) fn release_descs(&self) -> bool {
         let mut any = false;
         for d in &self.descs {
-            match d.replace(HeldDesc::None) {
-                HeldDesc::None => continue,
+            // Read before writing: most operations hold fewer than two descriptors (a sync
+            // event's none), and an empty cell is left as it is.
+            let held = d.get();
+            if matches!(held, HeldDesc::None) {
+                continue;
+            }
+            d.set(HeldDesc::None);
+            match held {
+                HeldDesc::None => unreachable!("checked above"),
                 // SAFETY: a descriptor the allocation closure took from a live inventory (the
                 // operation keeps the inventory alive until its slot is released, and releases
                 // come first); DOCA no longer owns the task that referenced it (the caller's
-                // contract); its reference is dropped once (the cell was emptied by the `replace`).
+                // contract); its reference is dropped once (the cell was emptied above).
                 HeldDesc::Owned(b) => unsafe {
                     sys::doca_buf_dec_refcount(b, std::ptr::null_mut());
                 },
