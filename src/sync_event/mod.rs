@@ -554,6 +554,7 @@ macro_rules! sync_event_task_kind {
         unsafe impl DocaTask for $kind {
             type Task = sys::$task;
             const REUSE: Option<usize> = Some($reuse);
+            #[inline]
             unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
                 // SAFETY: forwarded; the caller passes a live task of this type.
                 unsafe { sys::$as_task(task) }

@@ -37,6 +37,7 @@ impl TaskSlot {
     }
 
     /// The `doca_data` to pass as the task's user data (`*_alloc_init(..., user_data, ...)`).
+    #[inline]
     pub fn user_data(&self) -> sys::doca_data {
         self.user_data
     }
@@ -48,6 +49,7 @@ impl TaskSlot {
     ///
     /// # Panics
     /// If `i >= OUT_WORDS`.
+    #[inline]
     pub fn out_ptr(&self, i: usize) -> *mut u64 {
         assert!(i < OUT_WORDS, "out_ptr({i}): the result area has {OUT_WORDS} words");
         // SAFETY: in bounds (checked); the area is `OUT_WORDS` u64s.
