@@ -76,23 +76,23 @@ impl Slot {
         for d in &self.descs {
             // Read before writing: most operations hold fewer than two descriptors (a sync
             // event's none), and an empty cell is left as it is.
-            let held = d.get();
-            if matches!(held, HeldDesc::None) {
-                continue;
-            }
-            d.set(HeldDesc::None);
-            match held {
-                HeldDesc::None => unreachable!("checked above"),
-                // SAFETY: a descriptor the allocation closure took from a live inventory (the
-                // operation keeps the inventory alive until its slot is released, and releases
-                // come first); DOCA no longer owns the task that referenced it (the caller's
-                // contract); its reference is dropped once (the cell was emptied above).
-                HeldDesc::Owned(b) => unsafe {
-                    sys::doca_buf_dec_refcount(b, std::ptr::null_mut());
-                },
-                // SAFETY: the flag lives in the descriptor cache of memory the operation keeps
-                // alive among its buffers, which are dropped only after this release.
-                HeldDesc::Lent(flag) => unsafe { (*flag).set(false) },
+            match d.get() {
+                HeldDesc::None => continue,
+                HeldDesc::Owned(b) => {
+                    d.set(HeldDesc::None);
+                    // SAFETY: a descriptor the allocation closure took from a live inventory
+                    // (the operation keeps the inventory alive until its slot is released,
+                    // and releases come first); DOCA no longer owns the task that referenced
+                    // it (the caller's contract); its reference is dropped once (the cell was
+                    // emptied just before).
+                    unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
+                }
+                HeldDesc::Lent(flag) => {
+                    d.set(HeldDesc::None);
+                    // SAFETY: the flag lives in the descriptor cache of memory the operation
+                    // keeps alive among its buffers, which are dropped only after this release.
+                    unsafe { (*flag).set(false) };
+                }
             }
             any = true;
         }
