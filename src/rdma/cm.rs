@@ -49,6 +49,7 @@ use std::task::{Poll, Waker};
 
 use super::{ConnInner, Connection, Rdma, RdmaInner};
 use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::context::CtxRecord;
 use crate::sys;
 
 type RawConn = *mut sys::doca_rdma_connection;
@@ -88,6 +89,11 @@ pub(super) struct CmShared {
     abandoned: Abandoned,
     next_token: Cell<u64>,
     wakers: RefCell<Vec<Waker>>,
+    /// The context's record: whether DOCA's objects still exist. The executor destroys a
+    /// context at its shutdown even while handles to it live on (a connection kept by a
+    /// tokio task that outlives the driver, say), and `doca_rdma_destroy` frees the
+    /// context's connections with it: after that, a connection pointer must not reach DOCA.
+    ctx: Rc<CtxRecord>,
 }
 
 /// The addresses of `connect` attempts cancelled before their first event (see
@@ -126,7 +132,7 @@ thread_local! {
 
 impl CmShared {
     /// Registers the record of the context whose callbacks receive `key` as ctx user data.
-    pub(super) fn register(key: u64, abandoned: Abandoned) -> Rc<CmShared> {
+    pub(super) fn register(key: u64, abandoned: Abandoned, ctx: Rc<CtxRecord>) -> Rc<CmShared> {
         let cm = Rc::new(CmShared {
             key,
             requests: RefCell::new(VecDeque::new()),
@@ -138,9 +144,16 @@ impl CmShared {
             abandoned,
             next_token: Cell::new(1),
             wakers: RefCell::new(Vec::new()),
+            ctx,
         });
         REGISTRY.with(|r| r.borrow_mut().insert(key, Rc::downgrade(&cm)));
         cm
+    }
+
+    /// Whether the context, and with it every connection of it, still exists in DOCA (see
+    /// `ctx`). Every call that names a connection checks it first.
+    pub(super) fn live(&self) -> bool {
+        self.ctx.is_alive()
     }
 
     fn wake(&self) {
@@ -363,11 +376,16 @@ pub(super) struct ConnCm {
 }
 
 impl ConnCm {
-    /// Ends the connection on our side (idempotent), then frees the client's address.
+    /// Ends the connection on our side (idempotent), then frees the client's address. A
+    /// connection whose context the executor destroyed ended with it: only the address is
+    /// left to free.
     pub(super) fn close(&self, c: RawConn) {
-        crate::trace::event!(info, { conn = c as usize }, "rdma: disconnecting");
-        // SAFETY: a live connection of a live context (ConnInner keeps it alive).
-        let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
+        if self.shared.live() {
+            crate::trace::event!(info, { conn = c as usize }, "rdma: disconnecting");
+            // SAFETY: a connection of a context that still exists (checked just above; a
+            // context's connections live until it is destroyed).
+            let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
+        }
         // Nothing asks about it any more (a late event may record it again: harmless, a new
         // connection at this address starts with a request, which forgets it).
         self.shared.forget(c);
@@ -484,15 +502,21 @@ impl Drop for Connecting<'_> {
         let orphan = self.cm.by_token.borrow_mut().remove(&self.token);
         if let Some(c) = orphan {
             let c = c as RawConn;
-            // SAFETY: a connection of this live context (the cancelled connect borrowed it)
-            // that nobody owns; ended once, then its address (no longer used) is freed.
-            unsafe {
-                let _ = sys::doca_rdma_connection_disconnect(c);
-                let _ = sys::doca_rdma_addr_destroy(self.addr);
+            if self.cm.live() {
+                // SAFETY: a connection of this context, which still exists (checked just
+                // above), that nobody owns: ended once.
+                let _ = unsafe { sys::doca_rdma_connection_disconnect(c) };
             }
+            // SAFETY: the attempt's address, no longer used: its connection is ended, or was
+            // destroyed with its context.
+            let _ = unsafe { sys::doca_rdma_addr_destroy(self.addr) };
             self.cm.forget(c);
-        } else {
+        } else if self.cm.live() {
             self.cm.abandoned.borrow_mut().insert(self.token, self.addr);
+        } else {
+            // SAFETY: the attempt's address; its context is destroyed, so DOCA no longer uses
+            // it (and the destroy step, which frees the parked ones, has run).
+            let _ = unsafe { sys::doca_rdma_addr_destroy(self.addr) };
         }
     }
 }
@@ -568,6 +592,8 @@ impl ConnectionRequest {
     /// ([`ErrorKind::ConnectionLost`]).
     pub async fn accept(mut self, private_data: &[u8]) -> Result<Connection> {
         let rdma = self.rdma.take().expect("a request is answered once");
+        // The request died with its context if the executor destroyed it.
+        rdma.ctx.as_ptr().map_err(|e| e.context_prefix("rdma.accept"))?;
         let len = u8::try_from(private_data.len())
             .map_err(|_| Error::new(ErrorKind::InvalidArgument, "rdma.accept: private data above 255 bytes"))?;
         let ptr = if len == 0 { std::ptr::null_mut() } else { private_data.as_ptr() as *mut _ };
@@ -605,7 +631,11 @@ impl ConnectionRequest {
     pub fn reject(mut self) -> Result<()> {
         crate::trace::event!(info, { conn = self.conn as usize }, "rdma: rejecting a connection request");
         let rdma = self.rdma.take();
-        // SAFETY: a live requested connection.
+        if let Some(r) = &rdma {
+            // The request died with its context if the executor destroyed it.
+            r.ctx.as_ptr().map_err(|e| e.context_prefix("rdma.reject"))?;
+        }
+        // SAFETY: a requested connection of a context that still exists (checked above).
         let rc = unsafe { sys::doca_rdma_connection_reject(self.conn) };
         let gone = rdma.as_ref().is_some_and(|r| r.cm.request_gone(self.conn, rc));
         if let Some(r) = &rdma {
@@ -635,8 +665,11 @@ impl Drop for Accepted {
 impl Drop for ConnectionRequest {
     fn drop(&mut self) {
         if let Some(rdma) = self.rdma.take() {
-            // SAFETY: a live requested connection, not answered.
-            let _ = unsafe { sys::doca_rdma_connection_reject(self.conn) };
+            if rdma.cm.live() {
+                // SAFETY: a requested connection, not answered, of a context that still
+                // exists (checked just above).
+                let _ = unsafe { sys::doca_rdma_connection_reject(self.conn) };
+            }
             rdma.cm.forget(self.conn);
         }
     }
@@ -684,7 +717,9 @@ impl Connection {
         if self.inner.cm.is_none() {
             return Err(Error::new(ErrorKind::NotSupported, "rdma.disconnect: not a connection made by address"));
         }
-        // SAFETY: a live connection of a live context.
+        // A connection ends with its context if the executor destroyed it.
+        self.inner.rdma.ctx.as_ptr().map_err(|e| e.context_prefix("rdma.disconnect"))?;
+        // SAFETY: a connection of a context that still exists (checked just above).
         check(unsafe { sys::doca_rdma_connection_disconnect(self.inner.conn) }, "rdma.disconnect")
     }
 }
@@ -818,5 +853,43 @@ mod tests {
                 Ok::<_, crate::Error>(())
             })
             .unwrap();
+    }
+
+    /// An executor destroys its contexts when it ends, even while handles to them live on,
+    /// and DOCA frees a context's connections with it. Connections made by address (both
+    /// ends), an unanswered request, a cancelled connect and a listener that outlive their
+    /// executor must not reach DOCA when they are used or dropped afterwards. Before, dropping
+    /// such a connection called `doca_rdma_connection_disconnect` on a freed connection: a
+    /// crash `tokio_kv`'s RDMA test hit about once in ten runs, when hyper's connection tasks
+    /// outlived the driver.
+    #[test]
+    #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+    fn handles_that_outlive_their_executor_do_not_reach_doca() {
+        let rt = crate::testkit::runtime();
+        let (at_client, at_server, request, cancelled, listener) = rt
+            .block_on(crate::time::timeout(Duration::from_secs(20), async {
+                let (_server, client, listener, addr) = server_and_client().await?;
+                let connecting = connect_in_task(&client, addr);
+                let at_server = listener.request().await?.accept(&[]).await?;
+                let at_client = connecting.await??;
+                // A second client's request, not answered.
+                let second = Rdma::builder(&Device::open_default()?).build().await?;
+                let _pending = connect_in_task(&second, addr);
+                let request = listener.request().await?;
+                // A third client's connect, cancelled before its first event, its future kept.
+                let third = Rdma::builder(&Device::open_default()?).build().await?;
+                let mut cancelled = Box::pin(async move { third.connect(addr).await });
+                assert!(poll_once(cancelled.as_mut()).is_pending(), "the attempt takes a progress");
+                Ok::<_, crate::Error>((at_client, at_server, request, cancelled, listener))
+            }))
+            .expect("within 20 s")
+            .unwrap();
+        // The executor of `block_on` is gone, and every context with it.
+        for (who, c) in [("client", &at_client), ("server", &at_server)] {
+            let e = c.disconnect().expect_err("a connection of a destroyed context");
+            assert_eq!(e.kind(), ErrorKind::BadState, "{who}: {e}");
+        }
+        assert!(request.reject().is_err(), "a request of a destroyed context");
+        drop((at_client, at_server, cancelled, listener));
     }
 }

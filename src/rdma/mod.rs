@@ -341,7 +341,7 @@ impl RdmaBuilder {
         unsafe { cm::install(rdma) }?;
         // SAFETY: as above.
         unsafe { remote_event::configure(rdma, self.max_tasks) }?;
-        let cm = cm::CmShared::register(ctx.user_data().as_u64(), abandoned);
+        let cm = cm::CmShared::register(ctx.user_data().as_u64(), abandoned, ctx.record().clone());
         // SAFETY: `rdma` is live and IDLE; each callback is the completion callback of the
         // matching kind, with the exact C signature.
         unsafe {
