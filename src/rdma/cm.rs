@@ -7,6 +7,13 @@
 //! how each connection's handshake ended; the futures look at it and park their wakers
 //! there until the next event.
 //!
+//! A connection, a request or a connect attempt may outlive the executor that owns its
+//! context (a `Connection` returned out of `block_on`, a stream kept by a tokio task after
+//! the driver ended). The executor destroys the context when it ends, and DOCA frees the
+//! context's connections with it: from then on such a handle is inert. `disconnect`,
+//! `accept` and `reject` fail with [`ErrorKind::BadState`], and dropping the handle only
+//! frees what is ours (a client's address); it never names the freed connection to DOCA.
+//!
 //! ```
 //! use async_doca::rdma::Rdma;
 //! use async_doca::{Device, Runtime};
