@@ -312,42 +312,23 @@ struct MemcpyReq<'a> {
 
 impl AllocTask<Memcpy> for MemcpyReq<'_> {
     /// Takes the two descriptors (source with its whole payload, destination empty), then
-    /// re-initialises a task kept for reuse with them, or allocates one. A failure gives the
-    /// kept task back untouched (the descriptors are taken first).
+    /// re-initialises a task kept for reuse with them, or allocates one.
     fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
-        // SAFETY: `init` takes both descriptors before it touches a kept task, and nothing
-        // after that fails: a failure leaves the kept task untouched.
-        unsafe { self.ctx.alloc_reusing::<Memcpy>(|kept| self.init(slot, kept)) }
-    }
-}
-
-impl MemcpyReq<'_> {
-    #[inline(always)]
-    fn init(
-        &self,
-        slot: &TaskSlot,
-        kept: Option<*mut sys::doca_dma_task_memcpy>,
-    ) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
         let set = Descs::new(self.inv, slot);
         let src = set.get(0, self.s, self.s.len)?;
         let dst = set.get(1, self.d, 0)?;
-        if let Some(task) = kept {
-            // SAFETY: a kept memcpy task of this ctx, ours (completed, not submitted); every
-            // field is set.
-            return Ok(unsafe {
-                sys::doca_dma_task_memcpy_set_src(task, src);
-                sys::doca_dma_task_memcpy_set_dst(task, dst);
-                slot.rebind::<Memcpy>(task)
-            });
+        // SAFETY: both fields of a memcpy task are set; live context; the buffers describe
+        // memory the operation owns until the task is done.
+        unsafe {
+            self.ctx.reuse_or_alloc::<Memcpy>(
+                slot,
+                |k| {
+                    sys::doca_dma_task_memcpy_set_src(k, src);
+                    sys::doca_dma_task_memcpy_set_dst(k, dst);
+                },
+                |t| sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), t),
+            )
         }
-        let mut task = std::ptr::null_mut();
-        // SAFETY: live context; the buffers describe memory the operation owns until the task
-        // is done.
-        let rc = unsafe { sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), &mut task) };
-        if rc != sys::DOCA_SUCCESS {
-            return Err(rc);
-        }
-        Ok(task)
     }
 }
 

@@ -197,16 +197,6 @@ impl CtxRecord {
         self.kept.borrow_mut()[i].pop().map(|k| k.task.cast())
     }
 
-    /// Gives back a task taken with [`take_kept`](CtxRecord::take_kept) and not used (its
-    /// operation failed before touching it); freed if the ctx no longer keeps tasks.
-    ///
-    /// # Safety
-    /// As for [`task_over`](CtxRecord::task_over).
-    pub(crate) unsafe fn put_back<K: DocaTask>(&self, task: *mut K::Task) {
-        // SAFETY: forwarded.
-        unsafe { self.task_over::<K>(task, sys::DOCA_SUCCESS) }
-    }
-
     /// Whether a completed task may be kept rather than freed: the ctx is RUNNING, no stop
     /// was requested, and it is not destroyed.
     #[inline(always)]
@@ -817,28 +807,36 @@ impl<T> DocaCtx<T> {
         TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
     }
 
-    /// Allocation with task reuse, for the allocation step of an operation of a kind that keeps
-    /// its completed tasks ([`DocaTask::REUSE`]): runs `init` with a kept task of kind `K`
-    /// when there is one, which `init` must re-initialise entirely (every field with the task
-    /// type's setters, and `doca_task_set_user_data` with the slot's user data) instead of
-    /// allocating. When `init` fails, the kept task goes back to the context.
+    /// The allocation step of an operation of a kind that keeps its completed tasks
+    /// ([`DocaTask::REUSE`]): a task of kind `K` this context kept, re-initialised by
+    /// `reinit` and given `slot`'s user data, or else a fresh one from `fresh` (the kind's
+    /// `*_alloc_init`, writing its out-pointer). Whatever can fail besides the allocation
+    /// (descriptors) is taken before this call, so a kept task, once taken, is always used.
     ///
     /// # Safety
-    /// When `init` returns an error it has neither submitted nor freed the kept task (take
-    /// everything that can fail, such as descriptors, before touching it).
+    /// `reinit` sets every parameter of a task of kind `K` with the kind's setters (a kept
+    /// task carries its previous operation's, buffers included); `fresh` allocates a task of
+    /// kind `K` on this context with `slot`'s user data.
     #[inline(always)]
-    pub(crate) unsafe fn alloc_reusing<K: DocaTask>(
+    pub(crate) unsafe fn reuse_or_alloc<K: DocaTask>(
         &self,
-        init: impl FnOnce(Option<*mut K::Task>) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+        slot: &TaskSlot,
+        reinit: impl FnOnce(*mut K::Task),
+        fresh: impl FnOnce(&mut *mut K::Task) -> sys::doca_error_t,
     ) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
-        let kept = self.rec.take_kept::<K>();
-        let r = init(kept);
-        if let (Err(_), Some(task)) = (r, kept) {
-            // SAFETY: taken just above from this ctx; `init` failed without submitting or
-            // freeing it (the caller's contract), so it is ours and idle.
-            unsafe { self.rec.put_back::<K>(task) };
+        match self.rec.take_kept::<K>() {
+            Some(task) => {
+                reinit(task);
+                // SAFETY: a kept task of kind K of this ctx, ours (completed, not submitted);
+                // its user data is the last field to set, `reinit` set the others.
+                unsafe { sys::doca_task_set_user_data(K::as_task(task), slot.user_data()) };
+                Ok(task)
+            }
+            None => {
+                let mut task = std::ptr::null_mut();
+                crate::error::allocated(fresh(&mut task), task)
+            }
         }
-        r
     }
 
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).

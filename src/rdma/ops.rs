@@ -78,19 +78,12 @@ pub(super) struct Target<'a> {
     pub(super) conn: *mut sys::doca_rdma_connection,
 }
 
-impl Target<'_> {
-    /// Runs `init` with the operation's descriptors and a kept task of kind `K` if there is
-    /// one; `init` takes the descriptors first, so an error it returns leaves a kept task
-    /// untouched, and it is given back here.
+impl<'a> Target<'a> {
+    /// Where the operation's descriptors come from: its memories' caches, else the
+    /// context's inventory (taken before the task, so that a kept task, once taken, is used).
     #[inline(always)]
-    fn alloc<K: DocaTask>(
-        &self,
-        slot: &TaskSlot,
-        init: impl FnOnce(&Descs<'_>, Option<*mut K::Task>) -> Alloc<K>,
-    ) -> Alloc<K> {
-        // SAFETY: `init` takes the descriptors first, the only step that fails after it was
-        // given a kept task: a failure leaves that task untouched.
-        unsafe { self.inner.ctx.alloc_reusing::<K>(|kept| init(&Descs::new(&self.inner.inv, slot), kept)) }
+    fn descs<'s>(&'s self, slot: &'s TaskSlot) -> Descs<'s> {
+        Descs::new(&self.inner.inv, slot)
     }
 }
 
@@ -104,45 +97,42 @@ pub(super) struct SendReq<'a> {
 impl AllocTask<SendTask> for SendReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<SendTask> {
         let Self { t, src, .. } = *self;
-        t.alloc::<SendTask>(slot, |set, kept| {
-            let s = set.src(0, src)?;
-            if let Some(k) = kept {
-                // SAFETY: a kept send task of this ctx, ours; every field is set.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let s = set.src(0, src)?;
+        // SAFETY: every field of a send is set (source, connection); live context and connection;
+        // `s` describes memory the operation owns.
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<SendTask>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_send_set_src_buf(k, s);
                     sys::doca_rdma_task_send_set_rdma_connection(k, t.conn);
-                    slot.rebind::<SendTask>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: live context and connection; `s` describes memory the operation owns.
-            ok_or(unsafe { sys::doca_rdma_task_send_allocate_init(t.rdma, t.conn, s, slot.user_data(), &mut task) })?;
-            Ok(task)
-        })
+                },
+                |task| sys::doca_rdma_task_send_allocate_init(t.rdma, t.conn, s, slot.user_data(), task),
+            )
+        }
     }
 }
 
 impl AllocTask<SendImm> for SendReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<SendImm> {
         let Self { t, src, imm } = *self;
-        t.alloc::<SendImm>(slot, |set, kept| {
-            let s = set.src(0, src)?;
-            if let Some(k) = kept {
-                // SAFETY: as in `send`.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let s = set.src(0, src)?;
+        // SAFETY: as in `send`, the immediate too.
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<SendImm>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_send_imm_set_src_buf(k, s);
                     sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
                     sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn);
-                    slot.rebind::<SendImm>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: as in `send`.
-            ok_or(unsafe {
-                sys::doca_rdma_task_send_imm_allocate_init(t.rdma, t.conn, s, imm.to_be(), slot.user_data(), &mut task)
-            })?;
-            Ok(task)
-        })
+                },
+                |task| {
+                    sys::doca_rdma_task_send_imm_allocate_init(t.rdma, t.conn, s, imm.to_be(), slot.user_data(), task)
+                },
+            )
+        }
     }
 }
 
@@ -157,58 +147,53 @@ pub(super) struct WriteReq<'a> {
 impl AllocTask<Write> for WriteReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Write> {
         let Self { t, src, dst, .. } = *self;
-        t.alloc::<Write>(slot, |set, kept| {
-            let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
-            if let Some(k) = kept {
-                // SAFETY: a kept write task of this ctx, ours; every field is set.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+        // SAFETY: every field of a write is set (source, destination, connection); live context and
+        // connection; both buffers describe memory the operation owns (the source Buf, the
+        // remote slice's import).
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<Write>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_write_set_src_buf(k, sb);
                     sys::doca_rdma_task_write_set_dst_buf(k, db);
                     sys::doca_rdma_task_write_set_rdma_connection(k, t.conn);
-                    slot.rebind::<Write>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: live context and connection; both buffers describe memory the
-            // operation owns (the source Buf, the remote slice's import).
-            ok_or(unsafe {
-                sys::doca_rdma_task_write_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), &mut task)
-            })?;
-            Ok(task)
-        })
+                },
+                |task| sys::doca_rdma_task_write_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
+            )
+        }
     }
 }
 
 impl AllocTask<WriteImm> for WriteReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<WriteImm> {
         let Self { t, src, dst, imm } = *self;
-        t.alloc::<WriteImm>(slot, |set, kept| {
-            let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
-            if let Some(k) = kept {
-                // SAFETY: as in `write`.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+        // SAFETY: as in `write`, the immediate too.
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<WriteImm>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_write_imm_set_src_buf(k, sb);
                     sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
                     sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
                     sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn);
-                    slot.rebind::<WriteImm>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: as in `write`.
-            ok_or(unsafe {
-                sys::doca_rdma_task_write_imm_allocate_init(
-                    t.rdma,
-                    t.conn,
-                    sb,
-                    db,
-                    imm.to_be(),
-                    slot.user_data(),
-                    &mut task,
-                )
-            })?;
-            Ok(task)
-        })
+                },
+                |task| {
+                    sys::doca_rdma_task_write_imm_allocate_init(
+                        t.rdma,
+                        t.conn,
+                        sb,
+                        db,
+                        imm.to_be(),
+                        slot.user_data(),
+                        task,
+                    )
+                },
+            )
+        }
     }
 }
 
@@ -222,25 +207,21 @@ pub(super) struct ReadReq<'a> {
 impl AllocTask<Read> for ReadReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Read> {
         let Self { t, src, dst } = *self;
-        t.alloc::<Read>(slot, |set, kept| {
-            let (sb, db) = (set.dst(0, src)?, set.dst(1, dst)?);
-            if let Some(k) = kept {
-                // SAFETY: a kept read task of this ctx, ours; every field is set.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let (sb, db) = (set.dst(0, src)?, set.dst(1, dst)?);
+        // SAFETY: every field of a read is set (source, destination, connection); live context and
+        // connection; both buffers describe memory the operation owns.
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<Read>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_read_set_src_buf(k, sb);
                     sys::doca_rdma_task_read_set_dst_buf(k, db);
                     sys::doca_rdma_task_read_set_rdma_connection(k, t.conn);
-                    slot.rebind::<Read>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: live context and connection; both buffers describe memory the
-            // operation owns.
-            ok_or(unsafe {
-                sys::doca_rdma_task_read_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), &mut task)
-            })?;
-            Ok(task)
-        })
+                },
+                |task| sys::doca_rdma_task_read_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
+            )
+        }
     }
 }
 
@@ -257,69 +238,66 @@ pub(super) struct AtomicReq<'a> {
 impl AllocTask<CmpSwp> for AtomicReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<CmpSwp> {
         let Self { t, dst, result, a: cmp, b: swap } = *self;
-        t.alloc::<CmpSwp>(slot, |set, kept| {
-            let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
-            if let Some(k) = kept {
-                // SAFETY: a kept compare-swap task of this ctx, ours; every field is set.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
+        // SAFETY: every field of a compare-swap is set (target, result, both operands, connection);
+        // live context and connection; both buffers describe memory the operation owns.
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<CmpSwp>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(k, db);
                     sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(k, rb);
                     sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(k, cmp);
                     sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(k, swap);
                     sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn);
-                    slot.rebind::<CmpSwp>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: live context and connection; both buffers describe memory the
-            // operation owns.
-            ok_or(unsafe {
-                sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
-                    t.rdma,
-                    t.conn,
-                    db,
-                    rb,
-                    cmp,
-                    swap,
-                    slot.user_data(),
-                    &mut task,
-                )
-            })?;
-            Ok(task)
-        })
+                },
+                |task| {
+                    sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
+                        t.rdma,
+                        t.conn,
+                        db,
+                        rb,
+                        cmp,
+                        swap,
+                        slot.user_data(),
+                        task,
+                    )
+                },
+            )
+        }
     }
 }
 
 impl AllocTask<FetchAdd> for AtomicReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<FetchAdd> {
         let Self { t, dst, result, a: add, .. } = *self;
-        t.alloc::<FetchAdd>(slot, |set, kept| {
-            let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
-            if let Some(k) = kept {
-                // SAFETY: a kept fetch-add task of this ctx, ours; every field is set.
-                return Ok(unsafe {
+        let set = t.descs(slot);
+        let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
+        // SAFETY: every field of a fetch-add is set (target, result, addend, connection); live context
+        // and connection; both buffers describe memory the operation owns.
+        unsafe {
+            t.inner.ctx.reuse_or_alloc::<FetchAdd>(
+                slot,
+                |k| {
                     sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(k, db);
                     sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
                     sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
                     sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn);
-                    slot.rebind::<FetchAdd>(k)
-                });
-            }
-            let mut task = std::ptr::null_mut();
-            // SAFETY: as in `compare_swap`.
-            ok_or(unsafe {
-                sys::doca_rdma_task_atomic_fetch_add_allocate_init(
-                    t.rdma,
-                    t.conn,
-                    db,
-                    rb,
-                    add,
-                    slot.user_data(),
-                    &mut task,
-                )
-            })?;
-            Ok(task)
-        })
+                },
+                |task| {
+                    sys::doca_rdma_task_atomic_fetch_add_allocate_init(
+                        t.rdma,
+                        t.conn,
+                        db,
+                        rb,
+                        add,
+                        slot.user_data(),
+                        task,
+                    )
+                },
+            )
+        }
     }
 }
 

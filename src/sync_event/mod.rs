@@ -30,9 +30,9 @@
 use std::fmt;
 
 use crate::device::Device;
-use crate::error::{allocated, check, Error, ErrorKind, Result};
+use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, success_cb, DocaTask, TaskSlot};
+use crate::ext::{completion_cb, success_cb, DocaTask};
 use crate::sys;
 
 /// Where a side of the event lives (DOCA's publisher and subscriber locations).
@@ -325,7 +325,7 @@ impl SyncEvent {
                 // `out_ptr(0)` stays valid until the task completes, even if this future is
                 // dropped first (the slot outlives the task).
                 unsafe {
-                    self.reusing::<Get>(
+                    self.ctx.reuse_or_alloc::<Get>(
                         slot,
                         |k| sys::doca_sync_event_task_get_set_ret_val_ptr(k, slot.out_ptr(0)),
                         |t| sys::doca_sync_event_task_get_alloc_init(ev, slot.out_ptr(0), slot.user_data(), t),
@@ -343,7 +343,7 @@ impl SyncEvent {
             .submit::<NotifySet, _>("sync_event.set", |slot| {
                 // SAFETY: live event; the value, a set's only parameter, is set.
                 unsafe {
-                    self.reusing::<NotifySet>(
+                    self.ctx.reuse_or_alloc::<NotifySet>(
                         slot,
                         |k| sys::doca_sync_event_task_notify_set_set_set_val(k, value),
                         |t| sys::doca_sync_event_task_notify_set_alloc_init(ev, value, slot.user_data(), t),
@@ -363,7 +363,7 @@ impl SyncEvent {
                 // SAFETY: live event; both parameters of an add are set (the increment and
                 // the result pointer, `out_ptr(0)`, valid until the task completes).
                 unsafe {
-                    self.reusing::<NotifyAdd>(
+                    self.ctx.reuse_or_alloc::<NotifyAdd>(
                         slot,
                         |k| {
                             sys::doca_sync_event_task_notify_add_set_inc_val(k, delta);
@@ -399,7 +399,7 @@ impl SyncEvent {
             .submit::<WaitEq, _>("sync_event.wait_eq", |slot| {
                 // SAFETY: live event; both parameters of a wait are set (value and mask).
                 unsafe {
-                    self.reusing::<WaitEq>(
+                    self.ctx.reuse_or_alloc::<WaitEq>(
                         slot,
                         |k| {
                             sys::doca_sync_event_task_wait_eq_set_wait_val(k, value);
@@ -427,7 +427,7 @@ impl SyncEvent {
             .submit::<WaitNeq, _>("sync_event.wait_neq", |slot| {
                 // SAFETY: live event; both parameters of a wait are set (value and mask).
                 unsafe {
-                    self.reusing::<WaitNeq>(
+                    self.ctx.reuse_or_alloc::<WaitNeq>(
                         slot,
                         |k| {
                             sys::doca_sync_event_task_wait_neq_set_wait_val(k, value);
@@ -468,37 +468,6 @@ impl SyncEvent {
     /// is then unusable; dropping it afterwards destroys it at once.
     pub async fn stop(&self) -> Result<()> {
         self.ctx.stop().await
-    }
-
-    /// The allocation step of an operation of kind `K`: a task this event kept from an
-    /// earlier operation of the kind, re-initialised by `reinit` and given the slot's user
-    /// data, or else a fresh one from `fresh` (an `*_alloc_init` writing its out-pointer).
-    ///
-    /// # Safety
-    /// `reinit` sets every parameter of a task of kind `K` with the kind's setters (a kept
-    /// task carries its previous operation's); `fresh` is the kind's `*_alloc_init` on this
-    /// event.
-    #[inline(always)]
-    unsafe fn reusing<K: DocaTask>(
-        &self,
-        slot: &TaskSlot,
-        reinit: impl FnOnce(*mut K::Task),
-        fresh: impl FnOnce(&mut *mut K::Task) -> sys::doca_error_t,
-    ) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
-        // SAFETY: `init` fails only when it allocates, that is without a kept task.
-        unsafe {
-            self.ctx.alloc_reusing::<K>(|kept| match kept {
-                Some(k) => {
-                    reinit(k);
-                    // SAFETY: a kept task of kind K, ours (not submitted), every parameter set.
-                    Ok(slot.rebind::<K>(k))
-                }
-                None => {
-                    let mut task = std::ptr::null_mut();
-                    allocated(fresh(&mut task), task)
-                }
-            })
-        }
     }
 
     /// The device the event was created or opened on.

@@ -55,7 +55,7 @@ pub unsafe trait DocaTask: 'static {
     /// [`REUSE_KINDS`](super::REUSE_KINDS), unique among the kinds of one ctx type, or `None`
     /// (the default: a completed task is freed). A kept task is given back to DOCA
     /// ([`free`](DocaTask::free)) when its ctx leaves RUNNING; whoever takes one (see
-    /// `DocaCtx::alloc_reusing`) must re-initialise every field with the task type's setters
+    /// `DocaCtx::reuse_or_alloc`) must re-initialise every field with the task type's setters
     /// and `doca_task_set_user_data` before submitting it.
     const REUSE: Option<usize> = None;
 

@@ -56,20 +56,6 @@ impl TaskSlot {
         unsafe { self.out.add(i) }
     }
 
-    /// Gives `task`, a kept task handed over by
-    /// [`DocaCtx::alloc_reusing`](crate::executor::context::DocaCtx::alloc_reusing) whose other
-    /// fields were just set again, this operation's user data, and returns it: the last step
-    /// of re-initialising a kept task.
-    ///
-    /// # Safety
-    /// `task` is a live task of kind `K` that DOCA does not own.
-    #[inline(always)]
-    pub(crate) unsafe fn rebind<K: DocaTask>(&self, task: *mut K::Task) -> *mut K::Task {
-        // SAFETY: a live task we own (the caller's contract).
-        unsafe { sys::doca_task_set_user_data(K::as_task(task), self.user_data) };
-        task
-    }
-
     /// Hands descriptor `buf` (taken from an inventory for this task, `i` < 2) to the slot,
     /// which gives it back when the task is over (see `Slot::descs`). The caller keeps the
     /// inventory alive until the operation's slot is released (its kept buffers).
