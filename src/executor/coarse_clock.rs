@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 /// A duration of at least this many coarse ticks is long enough to take its start from the
 /// coarse clock: two ticks late at most is then 2% of it (400 ms with the usual 4 ms tick).
-pub(crate) const TICKS_PER_LONG: u32 = 100;
+const TICKS_PER_LONG: u32 = 100;
 
 /// The pair of readings coarse estimates are made from, and the coarse clock's resolution.
 struct Anchor {
@@ -39,29 +39,24 @@ static ANCHOR: OnceLock<Option<Anchor>> = OnceLock::new();
 fn anchor() -> Option<&'static Anchor> {
     ANCHOR
         .get_or_init(|| {
-            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: a valid out-pointer; clock_getres writes only it.
-            if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
-                return None;
-            }
-            let res = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+            let res = coarse(libc::clock_getres)?;
             if res.is_zero() || res > Duration::from_millis(50) {
                 return None;
             }
             // The coarse reading first: the precise one, after it, is then no earlier than
             // the true time of the coarse one (see the module docs).
-            let coarse = coarse_now()?;
+            let coarse = coarse(libc::clock_gettime)?;
             Some(Anchor { coarse, fine: Instant::now(), res })
         })
         .as_ref()
 }
 
-/// `CLOCK_MONOTONIC_COARSE` as a duration since its epoch.
-#[inline]
-fn coarse_now() -> Option<Duration> {
+/// `call` (`clock_gettime` or `clock_getres`) on `CLOCK_MONOTONIC_COARSE`, as a duration.
+#[inline(always)]
+fn coarse(call: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int) -> Option<Duration> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid out-pointer; clock_gettime writes only it.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
+    // SAFETY: both calls write only the timespec, through a valid out-pointer.
+    if unsafe { call(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
         return None;
     }
     Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
@@ -75,7 +70,7 @@ fn coarse_now() -> Option<Duration> {
 pub(crate) fn deadline_after(d: Duration) -> Option<Instant> {
     if let Some(a) = anchor() {
         if d >= a.res * TICKS_PER_LONG {
-            if let Some(c) = coarse_now() {
+            if let Some(c) = coarse(libc::clock_gettime) {
                 // The coarse clock never goes back, so `c` is at least the anchor's reading.
                 let from_anchor = c.saturating_sub(a.coarse).checked_add(a.res)?.checked_add(d)?;
                 return a.fine.checked_add(from_anchor);
