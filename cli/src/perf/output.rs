@@ -9,13 +9,19 @@ fn ns(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"))
 }
 
-/// A ratio for a ratio line: the median, and with several rounds its range over them.
-fn times(s: Spread, rounds: usize) -> String {
+/// A figure of a ratio line: its median, and with several rounds its range over them
+/// (`fmt` writes one value; `unit` follows the median, `to` separates the range's ends).
+fn spread(s: Spread, rounds: usize, fmt: impl Fn(f64) -> String, unit: &str, to: &str) -> String {
     if rounds > 1 {
-        format!("{:.2}x [{:.2}–{:.2}]", s.median, s.min, s.max)
+        format!("{}{unit} [{}{to}{}]", fmt(s.median), fmt(s.min), fmt(s.max))
     } else {
-        format!("{:.2}x", s.median)
+        format!("{}{unit}", fmt(s.median))
     }
+}
+
+/// A ratio: `1.25x [1.17–1.25]`.
+fn times(s: Spread, rounds: usize) -> String {
+    spread(s, rounds, |v| format!("{v:.2}"), "x", "–")
 }
 
 /// Prints reports as an aligned table (with several rounds: each figure the median over
@@ -83,11 +89,8 @@ pub fn print_table(reports: &[Report], rounds: &Rounds) {
             println!("\n{mode} / {base}, measured side by side{each} (p50 {mode} − {base} in ns):");
         }
         for r in &ratios {
-            let diff = if r.rounds > 1 {
-                format!("{:+.0} ns [{:+.0}…{:+.0}]", r.p50_diff_ns.median, r.p50_diff_ns.min, r.p50_diff_ns.max)
-            } else {
-                format!("{:+.0} ns", r.p50_diff_ns.median)
-            };
+            // Signed, so the range's ends are set apart by an ellipsis: `+20 ns [-5…+30]`.
+            let diff = spread(r.p50_diff_ns, r.rounds, |v| format!("{v:+.0}"), " ns", "…");
             println!(
                 "  {:<20} size {:>8}  procs {}  p50 {} ({diff})  p99 {}  ops/s {}",
                 r.test,
