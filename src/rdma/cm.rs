@@ -218,17 +218,34 @@ impl CmShared {
             + self.abandoned.borrow().len()
     }
 
-    /// Waits until `c`'s handshake ended (see [`settled`](Self::settled)).
-    async fn wait_outcome(&self, c: RawConn) -> Outcome {
-        poll_fn(|cx| match self.settled(c) {
-            Some(o) => Poll::Ready(o),
-            None => {
-                self.park(cx.waker());
-                Poll::Pending
+    /// Waits until `ready` gives a value, or until the context is gone (`None`): the
+    /// executor destroys a context when it ends, and a destroyed context reports no more
+    /// events, so a wait for one would never end (see `ctx`). Every wait of this module
+    /// goes through here.
+    async fn until<T>(&self, mut ready: impl FnMut(&Self) -> Option<T>) -> Option<T> {
+        poll_fn(|cx| {
+            if let Some(v) = ready(self) {
+                return Poll::Ready(Some(v));
             }
+            if !self.live() {
+                return Poll::Ready(None);
+            }
+            self.park(cx.waker());
+            Poll::Pending
         })
         .await
     }
+
+    /// Waits until `c`'s handshake ended (see [`settled`](Self::settled)); `None` when
+    /// the context is gone.
+    async fn wait_outcome(&self, c: RawConn) -> Option<Outcome> {
+        self.until(|cm| cm.settled(c)).await
+    }
+}
+
+/// What a wait of a context that its executor destroyed ends with (see `CmShared::until`).
+fn ended(op: &str) -> Error {
+    Error::new(ErrorKind::BadState, format!("{op}: the context's executor has ended"))
 }
 
 impl Drop for CmShared {
@@ -454,14 +471,9 @@ impl Rdma {
         // come before this.
         let waiting = Connecting { cm: &cm, token, addr: a };
         cm.connecting.borrow_mut().insert(token);
-        let conn = poll_fn(|cx| match cm.by_token.borrow().get(&token) {
-            Some(&c) => Poll::Ready(c as RawConn),
-            None => {
-                cm.park(cx.waker());
-                Poll::Pending
-            }
-        })
-        .await;
+        // Gone with the context, the attempt's guard frees the address.
+        let conn = cm.until(|cm| cm.by_token.borrow().get(&token).map(|&c| c as RawConn)).await;
+        let conn = conn.ok_or_else(|| ended("rdma.connect"))?;
         waiting.done();
         let c = ConnCm { shared: cm.clone(), addr: a, peer: Some(addr), private: Vec::new() };
         match cm.settled(conn) {
@@ -545,14 +557,7 @@ impl Listener {
     /// [reject](ConnectionRequest::reject).
     pub async fn request(&self) -> Result<ConnectionRequest> {
         let cm = self.rdma.cm.clone();
-        let conn = poll_fn(|cx| match cm.requests.borrow_mut().pop_front() {
-            Some(c) => Poll::Ready(c),
-            None => {
-                cm.park(cx.waker());
-                Poll::Pending
-            }
-        })
-        .await;
+        let conn = cm.until(|cm| cm.requests.borrow_mut().pop_front()).await.ok_or_else(|| ended("rdma.listen"))?;
         Ok(ConnectionRequest { rdma: Some(self.rdma.clone()), conn, peer: peer_of(conn) })
     }
 
@@ -625,7 +630,11 @@ impl ConnectionRequest {
         let outcome = cm.wait_outcome(self.conn).await;
         let c = accepted.cm.take().expect("taken once, here");
         match outcome {
-            Outcome::Established => Ok(managed(rdma, self.conn, c)),
+            Some(Outcome::Established) => Ok(managed(rdma, self.conn, c)),
+            None => {
+                c.close(self.conn);
+                Err(ended("rdma.accept"))
+            }
             _ => {
                 c.close(self.conn);
                 Err(Error::new(ErrorKind::ConnectionLost, "rdma.accept: the client went away"))
@@ -701,21 +710,17 @@ impl Connection {
     }
 
     /// Completes when the peer disconnected or vanished (connections made by address). Its
-    /// operations then fail with [`ErrorKind::ConnectionLost`]. A connection made with
+    /// operations then fail with [`ErrorKind::ConnectionLost`]. Also when the context is
+    /// gone with its executor (see the [module docs](super#threads)). A connection made with
     /// blobs never completes this.
     pub async fn closed(&self) {
         let Some(c) = self.inner.cm.as_ref() else {
             return std::future::pending().await;
         };
         let conn = self.inner.conn;
-        poll_fn(|cx| match c.shared.outcome(conn) {
-            Some(Outcome::Disconnected) | Some(Outcome::Failed) => Poll::Ready(()),
-            _ => {
-                c.shared.park(cx.waker());
-                Poll::Pending
-            }
-        })
-        .await
+        // A connection ends with its context: a context gone is a connection closed.
+        let ended = |cm: &CmShared| matches!(cm.outcome(conn), Some(Outcome::Disconnected | Outcome::Failed));
+        c.shared.until(|cm| ended(cm).then_some(())).await;
     }
 
     /// Disconnects (connections made by address): the peer's [`closed`](Connection::closed)

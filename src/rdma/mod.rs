@@ -75,6 +75,13 @@
 //! context, its tasks and buffers belong to the executor that created them. Create one per
 //! executor (`spawn_on`) and exchange the blobs, which are plain bytes.
 //!
+//! An executor destroys its contexts when it ends, even while handles to them live on
+//! (returned out of `block_on`, or kept by a task of another runtime). Such handles are
+//! inert: operations fail with [`BadState`](ErrorKind::BadState), waits for a request or a
+//! handshake end with it, [`Connection::closed`] completes, what was in flight reads as
+//! [`Cancelled`](ErrorKind::Cancelled), and dropping them is safe anywhere, also outside any
+//! executor. See `docs/ARCHITECTURE.md`, "Contexts: start, stop, drop".
+//!
 //! ```
 //! use async_doca::rdma::Rdma;
 //! use async_doca::{Access, Device, Runtime};

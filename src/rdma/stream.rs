@@ -203,6 +203,19 @@ impl StreamConfig {
     }
 }
 
+/// Whether a stream operation on `rdma` may be spawned: a stream runs each send and posted
+/// receive as a task of the current executor, which is the context's own for as long as the
+/// context exists. A stream kept past its executor (dropped by a foreign runtime's task
+/// afterwards, say) has no context left to run on, and maybe no executor at all: it fails
+/// instead, as its operations would.
+fn runnable(rdma: &super::RdmaInner) -> Result<()> {
+    if rdma.ctx.record().is_alive() {
+        Ok(())
+    } else {
+        Err(Error::new(ErrorKind::BadState, "rdma.stream: the connection's executor has ended"))
+    }
+}
+
 // ---- the receive pool of a context ----
 
 thread_local! {
@@ -285,6 +298,11 @@ impl Hub {
 
     /// Posts `buf` as a receive.
     fn post(self: &Rc<Self>, buf: Buf) {
+        if let Err(e) = runnable(&self.rdma.inner) {
+            self.pool.set(self.pool.get() - 1);
+            self.fail(e);
+            return;
+        }
         let id = self.next_recv.get();
         self.next_recv.set(id + 1);
         let (hub, rdma) = (Rc::downgrade(self), self.rdma.clone());
@@ -627,6 +645,10 @@ impl Shared {
 
     /// Sends one message (data, credit or FIN), giving back the credits owed.
     fn submit(self: &Rc<Self>, buf: Buf, flags: u32) {
+        if let Err(e) = runnable(&self.conn.inner.rdma) {
+            self.fail(e);
+            return;
+        }
         let imm = {
             let mut st = self.st.borrow_mut();
             st.credits -= 1;
@@ -658,7 +680,17 @@ impl Shared {
         .detach();
     }
 
+    /// Fails the stream once its context is gone (see `runnable`): its receives and sends
+    /// ended with it, so no data, credit or completion will come, and a read or flush
+    /// would wait forever.
+    fn check_context(&self) {
+        if let Err(e) = runnable(&self.conn.inner.rdma) {
+            self.fail(e);
+        }
+    }
+
     fn poll_read_raw(self: &Rc<Self>, cx: &mut Context<'_>, dst: &mut [MaybeUninit<u8>]) -> Poll<io::Result<usize>> {
+        self.check_context();
         if dst.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -701,6 +733,7 @@ impl Shared {
     }
 
     fn poll_write(self: &Rc<Self>, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+        self.check_context();
         let mut st = self.st.borrow_mut();
         if let Some(e) = &st.error {
             return Poll::Ready(Err(io_err(e)));
@@ -737,6 +770,7 @@ impl Shared {
     }
 
     fn poll_flush(self: &Rc<Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check_context();
         {
             let mut st = self.st.borrow_mut();
             if let Some(e) = &st.error {
@@ -754,6 +788,7 @@ impl Shared {
     }
 
     fn poll_shutdown(self: &Rc<Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check_context();
         {
             let mut st = self.st.borrow_mut();
             if st.fin_done {
