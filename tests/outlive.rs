@@ -21,10 +21,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use async_doca::dma::Dma;
-use async_doca::rdma::{LaneOp, Rdma, RdmaStream, RdmaStreamListener};
-use async_doca::sync_event::SyncEvent;
+use async_doca::rdma::{LaneOp, Rdma, RdmaStream, RdmaStreamListener, RemoteEvent};
+use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
+use async_doca::urom::{Service, Worker};
 use async_doca::{comch, spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
+use common::urom::{Daemon, TempDir};
+use doca_urom_plugin::samples::graph;
+use doca_urom_plugin::testing::sample_plugins_dir;
 
 mod common;
 
@@ -121,6 +125,11 @@ async fn rdma_body(h: Handover) -> Result<()> {
     assert!(poll_once(recv.as_mut()).is_pending(), "nothing was sent");
     let mut write = pin!(ab.write(mem.slice(4096..4104), remote.slice(4096..4104)));
     let write_done = poll_once(write.as_mut()).is_ready();
+    // b's event, driven by a through the connection.
+    let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+    let remote_ev = RemoteEvent::open(&dev, &ev.export()?)?;
+    let (r, _) = ab.remote_event(&remote_ev).add(1, mem.slice(8192..8200)).await;
+    assert_eq!(r?, 0);
 
     h.point().await;
 
@@ -159,6 +168,9 @@ async fn rdma_body(h: Handover) -> Result<()> {
     }
     expect_err("export", a.export().map(|(blob, _)| blob));
     assert_eq!(expect_err("restart", bounded(a.restart()).await).kind(), ErrorKind::BadState);
+    let (r, _) = bounded(ab.remote_event(&remote_ev).add(1, mem.slice(8192..8200))).await;
+    assert_eq!(expect_err("a remote event's add", r).kind(), ErrorKind::BadState);
+    expect_err("the event's own add", bounded(ev.add(1)).await);
     Ok(())
 }
 
@@ -321,4 +333,53 @@ fn comch_resumed_under_another_executor() {
 fn comch_dropped_outside_any_executor() {
     let h = Handover::default();
     drop(h.build(comch_body(h.clone(), comch_name("dropped"))));
+}
+
+/// UROM: a service connection, a worker and a command in flight.
+async fn urom_body(h: Handover, socket: std::path::PathBuf) -> Result<()> {
+    let dev = Device::open_default()?;
+    let svc = bounded(Service::builder(&dev).socket_path(&socket).connect()).await?;
+    let id = svc.plugin(graph::PLUGIN_NAME)?.id;
+    let worker = bounded(Worker::builder(&svc).plugin_ids(id).start()).await?;
+    let cmd = graph::Cmd::Loopback { value: 7 }.encode();
+    bounded(worker.command(id, &cmd)).await?;
+    let mut in_flight = pin!(worker.command(id, &cmd));
+    let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
+
+    h.point().await;
+
+    expect_err("a command", bounded(worker.command(id, &cmd)).await);
+    if !in_flight_done {
+        // Answered before the stop, or ended by it: either way it ends.
+        let _ = bounded(in_flight.as_mut()).await;
+    }
+    expect_err("a second worker", bounded(Worker::builder(&svc).plugin_ids(id).start()).await.map(|_| ()));
+    Ok(())
+}
+
+/// A daemon with the sample graph plugin, for one test.
+fn urom_daemon() -> (Daemon, TempDir) {
+    let dir = TempDir::new("outlive-plugins");
+    let built = sample_plugins_dir().expect("the sample plugins (cargo build -p worker_graph)");
+    std::os::unix::fs::symlink(built.join(graph::FILE_NAME), dir.path().join(graph::FILE_NAME)).unwrap();
+    let d = Daemon::start(&["--plugin-path", dir.path().to_str().unwrap(), "--log-level", "warn"]);
+    (d, dir)
+}
+
+#[test]
+fn urom_resumed_under_another_executor() {
+    let (d, _plugins) = urom_daemon();
+    let h = Handover::default();
+    let body = h.build(urom_body(h.clone(), d.socket.clone()));
+    h.resume();
+    rt().block_on(body).unwrap();
+    d.stop();
+}
+
+#[test]
+fn urom_dropped_outside_any_executor() {
+    let (d, _plugins) = urom_daemon();
+    let h = Handover::default();
+    drop(h.build(urom_body(h.clone(), d.socket.clone())));
+    d.stop();
 }
