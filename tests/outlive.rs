@@ -17,14 +17,18 @@ use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use async_doca::coll::{HostComm, ReduceOp, TypedBuf};
 use async_doca::dma::Dma;
+use async_doca::oob::InProcessOob;
 use async_doca::rdma::{LaneOp, Rdma, RdmaStream, RdmaStreamListener, RemoteEvent};
 use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
-use async_doca::urom::{Service, Worker};
+use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{comch, spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
 use common::urom::{Daemon, TempDir};
 use doca_urom_plugin::samples::graph;
@@ -82,6 +86,19 @@ impl Handover {
         }));
         body
     }
+}
+
+/// Waits (without blocking the executor) until all `n` members arrived: a member whose
+/// executor ends resets its connections, which would fail a collective another member is
+/// still finishing before its handover point.
+async fn meet(arrived: &AtomicUsize, n: usize) {
+    arrived.fetch_add(1, Ordering::SeqCst);
+    bounded(async {
+        while arrived.load(Ordering::SeqCst) < n {
+            async_doca::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
 }
 
 /// Polls `f` once, with a waker that does nothing (what a part-way future is left at).
@@ -382,4 +399,124 @@ fn urom_dropped_outside_any_executor() {
     let h = Handover::default();
     drop(h.build(urom_body(h.clone(), d.socket.clone())));
     d.stop();
+}
+
+/// Host collectives: a communicator of two in-process members, a collective in flight.
+async fn coll_body(h: Handover, oob: InProcessOob, arrived: Arc<AtomicUsize>) -> Result<()> {
+    let dev = Device::open_default()?;
+    let comm = bounded(HostComm::builder(&dev, oob).build()).await?;
+    let src = TypedBuf::<u64>::alloc(&dev, 4, Access::LOCAL_READ_WRITE)?;
+    let mut dst = TypedBuf::<u64>::alloc(&dev, 4, Access::LOCAL_READ_WRITE)?;
+    bounded(comm.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
+    let mut pending_dst = TypedBuf::<u64>::alloc(&dev, 4, Access::LOCAL_READ_WRITE)?;
+    let mut in_flight = pin!(comm.allreduce(&src, &mut pending_dst, ReduceOp::Sum));
+    let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
+    meet(&arrived, 2).await;
+
+    h.point().await;
+
+    if !in_flight_done {
+        // The other member may have finished it before the executors ended; if not, it ends.
+        let _ = bounded(in_flight.as_mut()).await;
+    }
+    expect_err("an allreduce", bounded(comm.allreduce(&src, &mut dst, ReduceOp::Sum)).await);
+    expect_err("a barrier", bounded(comm.barrier()).await);
+    Ok(())
+}
+
+/// Runs `coll_body` on two member threads; `resume` says what happens after the handover.
+fn coll_members(resume: bool) {
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let members: Vec<_> = InProcessOob::group(2)
+        .into_iter()
+        .map(|oob| {
+            let arrived = arrived.clone();
+            std::thread::spawn(move || {
+                let h = Handover::default();
+                let body = h.build(coll_body(h.clone(), oob, arrived));
+                if resume {
+                    h.resume();
+                    rt().block_on(body).unwrap();
+                }
+            })
+        })
+        .collect();
+    for m in members {
+        m.join().expect("a member panicked");
+    }
+}
+
+#[test]
+fn host_collectives_resumed_under_another_executor() {
+    coll_members(true);
+}
+
+#[test]
+fn host_collectives_dropped_outside_any_executor() {
+    coll_members(false);
+}
+
+/// UROM domains: two members whose workers run collectives, one collective in flight.
+async fn domain_body(
+    h: Handover,
+    socket: std::path::PathBuf,
+    oob: InProcessOob,
+    arrived: Arc<AtomicUsize>,
+) -> Result<()> {
+    let dev = Device::open_default()?;
+    let svc = bounded(Service::builder(&dev).socket_path(&socket).connect()).await?;
+    let worker = bounded(Worker::builder(&svc).plugin("worker_coll").start()).await?;
+    let mem = dev.alloc(1 << 12, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
+    let domain = bounded(Domain::builder(oob).worker(&worker).buffer(&mem).timeout(LIMIT).start()).await?;
+    let src = TypedBuf::<u64>::new(&mem, 0..4)?;
+    let mut dst = TypedBuf::<u64>::new(&mem, 4..8)?;
+    bounded(domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
+    let mut pending_dst = TypedBuf::<u64>::new(&mem, 8..12)?;
+    let mut in_flight = pin!(domain.allreduce(&src, &mut pending_dst, ReduceOp::Sum));
+    let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
+    meet(&arrived, 2).await;
+
+    h.point().await;
+
+    if !in_flight_done {
+        let _ = bounded(in_flight.as_mut()).await;
+    }
+    expect_err("an allreduce", bounded(domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await);
+    expect_err("a barrier", bounded(domain.barrier()).await);
+    expect_err("stop", bounded(domain.stop()).await);
+    Ok(())
+}
+
+/// Runs `domain_body` on two member threads against one daemon.
+fn domain_members(resume: bool) {
+    let d = Daemon::start(&["--builtin-samples", "--log-level", "warn"]);
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let members: Vec<_> = InProcessOob::group(2)
+        .into_iter()
+        .map(|oob| {
+            let (socket, arrived) = (d.socket.clone(), arrived.clone());
+            std::thread::spawn(move || {
+                let h = Handover::default();
+                let body = h.build(domain_body(h.clone(), socket, oob, arrived));
+                if resume {
+                    h.resume();
+                    rt().block_on(body).unwrap();
+                }
+            })
+        })
+        .collect();
+    for m in members {
+        m.join().expect("a member panicked");
+    }
+    d.stop();
+}
+
+#[test]
+fn domains_resumed_under_another_executor() {
+    domain_members(true);
+}
+
+#[test]
+fn domains_dropped_outside_any_executor() {
+    domain_members(false);
 }

@@ -174,6 +174,7 @@ impl HostCommBuilder {
             wake: WakeFlag::default(),
             tasks: RefCell::new(Vec::new()),
             closing: Cell::new(false),
+            driver_gone: Cell::new(false),
             state: RefCell::new(State {
                 comm: Comm::new(self.tuning),
                 net: Net {
@@ -385,10 +386,27 @@ struct Shared {
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// The `HostComm` is gone: only flush the outbox, then stop.
     closing: Cell<bool>,
+    /// The driver task is gone (see `DriverGone`): nothing progresses any more.
+    driver_gone: Cell<bool>,
     state: RefCell<State>,
 }
 
 impl Shared {
+    /// Fails every collective waiting for the driver, which is gone: the executor that ran
+    /// it ended (a communicator kept past its executor), or it stopped after `close`.
+    fn driver_gone(&self) {
+        self.driver_gone.set(true);
+        let waiters = match self.state.try_borrow_mut() {
+            Ok(mut st) => std::mem::take(&mut st.waiters),
+            // Only `step` borrows the state across an await-free stretch; a drop of the
+            // driver cannot happen inside it.
+            Err(_) => return,
+        };
+        for w in waiters {
+            w.slot.complete(Err(executor_ended(w.op)));
+        }
+    }
+
     /// Progresses the engine until nothing more can happen now, completing futures in order
     /// and starting RDMA sends.
     fn step(self: &Rc<Self>) {
@@ -525,7 +543,22 @@ async fn receive_loop(shared: Rc<Shared>, mut buf: Buf) {
 
 /// The communicator's driver task: progresses the engine whenever something changed; after
 /// the `HostComm` is dropped, flushes the outbox (bounded by [`LINGER`]) and stops.
+/// Held by the driver's future: when it goes, finished or dropped with its executor, the
+/// collectives still waiting fail instead of waiting for a driver that no longer runs.
+struct DriverGone(Rc<Shared>);
+
+impl Drop for DriverGone {
+    fn drop(&mut self) {
+        self.0.driver_gone();
+    }
+}
+
+fn executor_ended(op: &str) -> Error {
+    Error::new(ErrorKind::BadState, format!("coll.{op}: the communicator's executor has ended"))
+}
+
 async fn drive(shared: Rc<Shared>) {
+    let _gone = DriverGone(shared.clone());
     let mut linger_until = None;
     loop {
         shared.step();
@@ -596,6 +629,10 @@ impl HostComm {
 
     fn submit(&self, op: &'static str, f: impl FnOnce(&mut Comm) -> u32) -> Rc<ResultCell<Vec<u8>>> {
         let slot = Rc::new(ResultCell::default());
+        if self.shared.driver_gone.get() {
+            slot.complete(Err(executor_ended(op)));
+            return slot;
+        }
         {
             let mut st = self.shared.state.borrow_mut();
             let seq = f(&mut st.comm);
