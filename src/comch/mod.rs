@@ -227,6 +227,16 @@ impl Drop for Endpoint {
 }
 
 impl Endpoint {
+    /// Whether the server or client still exists in DOCA: the executor destroys it when it
+    /// ends, even while connections to it live on, and its connections go with it. Every
+    /// call that names a connection checks this first (as the send path's `as_ptr` does).
+    fn live(&self) -> Result<()> {
+        match &self.kind {
+            Kind::Server(ctx) => ctx.as_ptr().map(drop),
+            Kind::Client(ctx) => ctx.as_ptr().map(drop),
+        }
+    }
+
     /// Sends `msg` on `conn`. The allocation may be retried after the task pool was
     /// exhausted (`submit` waits for a freed task), and a server's disconnect event may have
     /// been delivered in between, after which DOCA frees the connection: every attempt looks
@@ -562,7 +572,7 @@ impl Connection {
         if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
             return Poll::Ready(Some(m));
         }
-        if self.shared.closed.get() || (self.client && !self.alive()) {
+        if self.shared.closed.get() || self.ep.live().is_err() || (self.client && !self.alive()) {
             self.shared.closed.set(true);
             return Poll::Ready(None);
         }
@@ -572,8 +582,8 @@ impl Connection {
 
     /// Whether DOCA still reports the connection as up.
     fn alive(&self) -> bool {
-        // SAFETY: called on clients only (`poll_recv`), whose connection lives as long as the
-        // client runs, which `self` keeps alive.
+        // SAFETY: called on clients only (`poll_recv`), after `Endpoint::live`: the
+        // connection lives as long as the client does, which `self` keeps alive.
         let rc = unsafe { sys::doca_comch_connection_update_info(self.shared.conn) };
         rc == sys::DOCA_SUCCESS || rc == sys::DOCA_ERROR_CONNECTION_INPROGRESS
     }
@@ -589,8 +599,10 @@ impl Connection {
         if self.shared.closed.get() {
             return Err(Error::new(ErrorKind::ConnectionLost, "comch.counters: the connection ended"));
         }
+        self.ep.live().map_err(|e| e.context_prefix("comch.counters"))?;
         let c = self.shared.conn;
-        // SAFETY: not closed (checked above): DOCA has not freed it.
+        // SAFETY: not closed and its server or client exists (checked above): DOCA has not
+        // freed it.
         check(unsafe { sys::doca_comch_connection_update_info(c) }, "comch.counters")?;
         let get = |t| {
             let mut v = 0u64;
