@@ -134,8 +134,8 @@ pub enum IdleArg {
 #[derive(Args, Debug)]
 pub struct PerfArgs {
     /// Print one JSON object per line per test instead of a table (keys: test, mode, size,
-    /// iters, procs, p50_ns, p90_ns, p99_ns, p999_ns, max_ns, ops_per_sec; mb_per_sec for
-    /// bandwidth tests, overlap_pct for coll_overlap).
+    /// iters, procs, p50_ns, p90_ns, p99_ns, p999_ns, max_ns, mean_ns (of the fastest 99%),
+    /// ops_per_sec; mb_per_sec for bandwidth tests, overlap_pct for coll_overlap).
     #[arg(long)]
     json: bool,
     /// Tests to run (default: all). Repeat or separate with commas.

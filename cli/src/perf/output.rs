@@ -86,11 +86,16 @@ pub fn print_table(reports: &[Report], rounds: &Rounds) {
     ] {
         let ratios = rounds.ratios(mode, base);
         if !ratios.is_empty() {
-            println!("\n{mode} / {base}, measured side by side{each} (p50 {mode} − {base} in ns):");
+            println!(
+                "\n{mode} / {base}, measured side by side{each} (p50 {mode} − {base} in ns; mean: of the fastest 99%):"
+            );
         }
         for r in &ratios {
             // Signed, so the range's ends are set apart by an ellipsis: `+20 ns [-5…+30]`.
-            let diff = spread(r.p50_diff_ns, r.rounds, |v| format!("{v:+.0}"), " ns", "…");
+            let mut diff = spread(r.p50_diff_ns, r.rounds, |v| format!("{v:+.0}"), " ns", "…");
+            if let Some(m) = r.mean_diff_ns {
+                diff += &format!(", mean {}", spread(m, r.rounds, |v| format!("{v:+.1}"), " ns", "…"));
+            }
             println!(
                 "  {:<20} size {:>8}  procs {}  p50 {} ({diff})  p99 {}  ops/s {}",
                 r.test,

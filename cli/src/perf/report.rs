@@ -24,6 +24,10 @@ pub struct Report {
     pub p999_ns: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ns: Option<f64>,
+    /// The mean of the fastest 99% of the samples: resolves what a quantile cannot where
+    /// the clock is coarse (see `Samples::trimmed_mean`); not for reference rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_ns: Option<f64>,
     /// Operations completed per second over the whole timed run.
     pub ops_per_sec: f64,
     /// Payload megabytes (10^6 bytes) per second, for bandwidth tests.

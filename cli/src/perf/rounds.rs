@@ -36,6 +36,9 @@ pub struct Ratio {
     pub p50: Spread,
     /// p50 of the mode − p50 of the base, in ns.
     pub p50_diff_ns: Spread,
+    /// The same for the trimmed means (`Report::mean_ns`), when both rows have one: finer
+    /// than the p50's difference where the clock is coarse.
+    pub mean_diff_ns: Option<Spread>,
     pub p99: Spread,
     pub ops_per_sec: Spread,
 }
@@ -107,6 +110,7 @@ impl Rounds {
                     p99_ns: med(&|r| r.p99_ns).unwrap_or(r.p99_ns),
                     p999_ns: opt(&|r| r.p999_ns),
                     max_ns: opt(&|r| r.max_ns),
+                    mean_ns: opt(&|r| r.mean_ns),
                     ops_per_sec: med(&|r| r.ops_per_sec).unwrap_or(r.ops_per_sec),
                     mb_per_sec: opt(&|r| r.mb_per_sec),
                     overlap_pct: opt(&|r| r.overlap_pct),
@@ -143,6 +147,7 @@ impl Rounds {
                 rounds: v.len(),
                 p50: spread(&|r, b| r.p50_ns / b.p50_ns),
                 p50_diff_ns: spread(&|r, b| r.p50_ns - b.p50_ns),
+                mean_diff_ns: Spread::of(v.iter().filter_map(|(r, b)| Some(r.mean_ns? - b.mean_ns?)).collect()),
                 p99: spread(&|r, b| r.p99_ns / b.p99_ns),
                 ops_per_sec: spread(&|r, b| r.ops_per_sec / b.ops_per_sec),
             });

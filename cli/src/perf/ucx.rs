@@ -89,6 +89,7 @@ pub fn anchor(reports: &[Report], iters: Option<u64>, warmup: u64) -> Result<Vec
             p99_ns: p99.percentile_us * 1e3,
             p999_ns: None,
             max_ns: None,
+            mean_ns: None,
             ops_per_sec: p50.msg_rate,
             // UCX reports MB/s in units of 2^20 bytes; ours are 10^6.
             mb_per_sec: r.mb_per_sec.map(|_| p50.bandwidth_mib * 1_048_576.0 / 1e6),
