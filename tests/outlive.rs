@@ -30,9 +30,8 @@ use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
 use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{comch, spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
-use common::urom::{Daemon, TempDir};
+use common::urom::Daemon;
 use doca_urom_plugin::samples::graph;
-use doca_urom_plugin::testing::sample_plugins_dir;
 
 mod common;
 
@@ -374,18 +373,15 @@ async fn urom_body(h: Handover, socket: std::path::PathBuf) -> Result<()> {
     Ok(())
 }
 
-/// A daemon with the sample graph plugin, for one test.
-fn urom_daemon() -> (Daemon, TempDir) {
-    let dir = TempDir::new("outlive-plugins");
-    let built = sample_plugins_dir().expect("the sample plugins (cargo build -p worker_graph)");
-    std::os::unix::fs::symlink(built.join(graph::FILE_NAME), dir.path().join(graph::FILE_NAME)).unwrap();
-    let d = Daemon::start(&["--plugin-path", dir.path().to_str().unwrap(), "--log-level", "warn"]);
-    (d, dir)
+/// A daemon offering the sample plugins compiled into it (no shared object to load, so the
+/// test also runs in the sanitizer builds).
+fn urom_daemon() -> Daemon {
+    Daemon::start(&["--builtin-samples", "--log-level", "warn"])
 }
 
 #[test]
 fn urom_resumed_under_another_executor() {
-    let (d, _plugins) = urom_daemon();
+    let d = urom_daemon();
     let h = Handover::default();
     let body = h.build(urom_body(h.clone(), d.socket.clone()));
     h.resume();
@@ -395,7 +391,7 @@ fn urom_resumed_under_another_executor() {
 
 #[test]
 fn urom_dropped_outside_any_executor() {
-    let (d, _plugins) = urom_daemon();
+    let d = urom_daemon();
     let h = Handover::default();
     drop(h.build(urom_body(h.clone(), d.socket.clone())));
     d.stop();
@@ -489,7 +485,7 @@ async fn domain_body(
 
 /// Runs `domain_body` on two member threads against one daemon.
 fn domain_members(resume: bool) {
-    let d = Daemon::start(&["--builtin-samples", "--log-level", "warn"]);
+    let d = urom_daemon();
     let arrived = Arc::new(AtomicUsize::new(0));
     let members: Vec<_> = InProcessOob::group(2)
         .into_iter()
