@@ -100,6 +100,22 @@ async fn meet(arrived: &AtomicUsize, n: usize) {
     .await
 }
 
+/// Runs `body` to its handover point under a first executor, which then ends, and the rest
+/// of it under a second one.
+fn resumed<F: Future<Output = Result<()>>>(body: impl FnOnce(Handover) -> F) {
+    let h = Handover::default();
+    let body = h.build(body(h.clone()));
+    h.resume();
+    rt().block_on(body).unwrap();
+}
+
+/// Runs `body` to its handover point under a first executor, which then ends, and drops it
+/// outside any executor.
+fn dropped<F: Future<Output = Result<()>>>(body: impl FnOnce(Handover) -> F) {
+    let h = Handover::default();
+    drop(h.build(body(h.clone())));
+}
+
 /// Polls `f` once, with a waker that does nothing (what a part-way future is left at).
 fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
     f.poll(&mut Context::from_waker(Waker::noop()))
@@ -192,16 +208,12 @@ async fn rdma_body(h: Handover) -> Result<()> {
 
 #[test]
 fn rdma_handles_resumed_under_another_executor() {
-    let h = Handover::default();
-    let body = h.build(rdma_body(h.clone()));
-    h.resume();
-    rt().block_on(body).unwrap();
+    resumed(rdma_body);
 }
 
 #[test]
 fn rdma_handles_dropped_outside_any_executor() {
-    let h = Handover::default();
-    drop(h.build(rdma_body(h.clone())));
+    dropped(rdma_body);
 }
 
 /// Sync events and DMA: a wait parked on an event, a copy polled part-way.
@@ -234,16 +246,12 @@ async fn event_and_dma_body(h: Handover) -> Result<()> {
 
 #[test]
 fn events_and_dma_resumed_under_another_executor() {
-    let h = Handover::default();
-    let body = h.build(event_and_dma_body(h.clone()));
-    h.resume();
-    rt().block_on(body).unwrap();
+    resumed(event_and_dma_body);
 }
 
 #[test]
 fn events_and_dma_dropped_outside_any_executor() {
-    let h = Handover::default();
-    drop(h.build(event_and_dma_body(h.clone())));
+    dropped(event_and_dma_body);
 }
 
 /// Connections made by address and the byte streams over them, a listener and a request
@@ -297,16 +305,12 @@ async fn stream_body(h: Handover) -> Result<()> {
 
 #[test]
 fn streams_resumed_under_another_executor() {
-    let h = Handover::default();
-    let body = h.build(stream_body(h.clone()));
-    h.resume();
-    rt().block_on(body).unwrap();
+    resumed(stream_body);
 }
 
 #[test]
 fn streams_dropped_outside_any_executor() {
-    let h = Handover::default();
-    drop(h.build(stream_body(h.clone())));
+    dropped(stream_body);
 }
 
 /// Comch: a server, a client and the server's side of their connection, a receive parked.
@@ -339,16 +343,12 @@ fn comch_name(tag: &str) -> String {
 
 #[test]
 fn comch_resumed_under_another_executor() {
-    let h = Handover::default();
-    let body = h.build(comch_body(h.clone(), comch_name("resumed")));
-    h.resume();
-    rt().block_on(body).unwrap();
+    resumed(|h| comch_body(h, comch_name("resumed")));
 }
 
 #[test]
 fn comch_dropped_outside_any_executor() {
-    let h = Handover::default();
-    drop(h.build(comch_body(h.clone(), comch_name("dropped"))));
+    dropped(|h| comch_body(h, comch_name("dropped")));
 }
 
 /// UROM: a service connection, a worker and a command in flight.
@@ -382,18 +382,14 @@ fn urom_daemon() -> Daemon {
 #[test]
 fn urom_resumed_under_another_executor() {
     let d = urom_daemon();
-    let h = Handover::default();
-    let body = h.build(urom_body(h.clone(), d.socket.clone()));
-    h.resume();
-    rt().block_on(body).unwrap();
+    resumed(|h| urom_body(h, d.socket.clone()));
     d.stop();
 }
 
 #[test]
 fn urom_dropped_outside_any_executor() {
     let d = urom_daemon();
-    let h = Handover::default();
-    drop(h.build(urom_body(h.clone(), d.socket.clone())));
+    dropped(|h| urom_body(h, d.socket.clone()));
     d.stop();
 }
 
@@ -420,19 +416,24 @@ async fn coll_body(h: Handover, oob: InProcessOob, arrived: Arc<AtomicUsize>) ->
     Ok(())
 }
 
-/// Runs `coll_body` on two member threads; `resume` says what happens after the handover.
-fn coll_members(resume: bool) {
+/// Runs `body` on the two members of an in-process group, a thread and executors each;
+/// `resume` says what happens after the handover (see [`resumed`] and [`dropped`]).
+fn two_members<F, B>(resume: bool, body: B)
+where
+    F: Future<Output = Result<()>>,
+    B: Fn(Handover, InProcessOob, Arc<AtomicUsize>) -> F + Clone + Send + 'static,
+{
     let arrived = Arc::new(AtomicUsize::new(0));
     let members: Vec<_> = InProcessOob::group(2)
         .into_iter()
         .map(|oob| {
-            let arrived = arrived.clone();
+            let (arrived, body) = (arrived.clone(), body.clone());
             std::thread::spawn(move || {
-                let h = Handover::default();
-                let body = h.build(coll_body(h.clone(), oob, arrived));
+                let run = |h| body(h, oob, arrived);
                 if resume {
-                    h.resume();
-                    rt().block_on(body).unwrap();
+                    resumed(run);
+                } else {
+                    dropped(run);
                 }
             })
         })
@@ -444,12 +445,12 @@ fn coll_members(resume: bool) {
 
 #[test]
 fn host_collectives_resumed_under_another_executor() {
-    coll_members(true);
+    two_members(true, coll_body);
 }
 
 #[test]
 fn host_collectives_dropped_outside_any_executor() {
-    coll_members(false);
+    two_members(false, coll_body);
 }
 
 /// UROM domains: two members whose workers run collectives, one collective in flight.
@@ -483,27 +484,11 @@ async fn domain_body(
     Ok(())
 }
 
-/// Runs `domain_body` on two member threads against one daemon.
+/// Runs `domain_body` on two members against one daemon.
 fn domain_members(resume: bool) {
     let d = urom_daemon();
-    let arrived = Arc::new(AtomicUsize::new(0));
-    let members: Vec<_> = InProcessOob::group(2)
-        .into_iter()
-        .map(|oob| {
-            let (socket, arrived) = (d.socket.clone(), arrived.clone());
-            std::thread::spawn(move || {
-                let h = Handover::default();
-                let body = h.build(domain_body(h.clone(), socket, oob, arrived));
-                if resume {
-                    h.resume();
-                    rt().block_on(body).unwrap();
-                }
-            })
-        })
-        .collect();
-    for m in members {
-        m.join().expect("a member panicked");
-    }
+    let socket = d.socket.clone();
+    two_members(resume, move |h, oob, arrived| domain_body(h, socket.clone(), oob, arrived));
     d.stop();
 }
 
