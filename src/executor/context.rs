@@ -85,6 +85,8 @@ unsafe fn free_kept<K: DocaTask>(task: *mut std::ffi::c_void) {
 pub(crate) struct CtxRecord {
     name: &'static str,
     key: Cell<u64>,
+    /// Its place in the executor's order of creation (see `Contexts::newest_first`).
+    born: u64,
     ctx: *mut sys::doca_ctx,
     obj: *mut std::ffi::c_void,
     destroy: Cell<Option<Destroy>>,
@@ -314,11 +316,13 @@ impl CtxRecord {
 pub(crate) struct Contexts {
     slab: RefCell<Slab<Rc<CtxRecord>>>,
     retiring: RefCell<Vec<u64>>,
+    /// Contexts registered so far: the next one's `born`.
+    births: Cell<u64>,
 }
 
 impl Contexts {
     pub(crate) fn new() -> Contexts {
-        Contexts { slab: RefCell::new(Slab::new()), retiring: RefCell::new(Vec::new()) }
+        Contexts { slab: RefCell::new(Slab::new()), retiring: RefCell::new(Vec::new()), births: Cell::new(0) }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -336,6 +340,18 @@ impl Contexts {
     fn all(&self) -> Vec<Rc<CtxRecord>> {
         let slab = self.slab.borrow();
         slab.keys().into_iter().filter_map(|k| slab.get(k).cloned()).collect()
+    }
+
+    /// Every ctx, the newest first: the order in which the shutdown stops and destroys
+    /// them. An object that depends on another (a UROM worker on its service) is created
+    /// after it, and DOCA refuses to destroy one still in use (`IN_USE`), so the creation
+    /// order reversed is the order that works, as Rust drops locals. Handles dropped inside
+    /// the executor retire in the order they are dropped; this matters for the contexts
+    /// whose handles outlive it.
+    fn newest_first(&self) -> Vec<Rc<CtxRecord>> {
+        let mut all = self.all();
+        all.sort_unstable_by_key(|r| std::cmp::Reverse(r.born));
+        all
     }
 
     /// A completed task of kind `K` of the ctx `key` is ours again (its completion
@@ -464,7 +480,7 @@ impl Contexts {
     /// Shutdown: asks every live ctx to stop.
     pub(crate) fn stop_all(&self, core: &Core) {
         let _ = core;
-        for rec in self.all() {
+        for rec in self.newest_first() {
             if matches!(rec.query_state(), Ok(CtxState::Starting | CtxState::Running)) {
                 if let Err(e) = rec.request_stop() {
                     report(&format!("shutdown: {e}"));
@@ -483,7 +499,7 @@ impl Contexts {
     pub(crate) fn destroy_all(&self, core: &Core) -> usize {
         let _ = core;
         let mut leaked = 0;
-        for rec in self.all() {
+        for rec in self.newest_first() {
             match rec.query_state() {
                 Ok(CtxState::Idle) | Err(_) => self.destroy(&rec),
                 Ok(s) => {
@@ -592,6 +608,7 @@ impl<T> DocaCtx<T> {
         let rec = Rc::new(CtxRecord {
             name,
             key: Cell::new(0),
+            born: core.ctxs.births.replace(core.ctxs.births.get() + 1),
             ctx,
             obj: obj.cast(),
             destroy: Cell::new(None),

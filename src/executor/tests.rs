@@ -272,3 +272,45 @@ fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
     });
     rt.block_on(on_worker.unwrap()).unwrap();
 }
+
+/// Contexts whose handles outlive their executor are destroyed at its shutdown newest first:
+/// one created after another may depend on it (a UROM worker on its service), and DOCA
+/// refuses to destroy an object in use. (In creation order, the service's destroy failed with
+/// `IN_USE`, and it, the PE and the device leaked.)
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn contexts_kept_past_the_shutdown_are_destroyed_newest_first() {
+    use crate::ext::DocaCtx;
+    use crate::{sys, Device};
+    let order = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    let kept = rt
+        .block_on({
+            let order = order.clone();
+            async move {
+                let dev = Device::open_default()?;
+                let mut kept = Vec::new();
+                for i in 0..3 {
+                    let mut dma = std::ptr::null_mut();
+                    // SAFETY: an open device; a valid out-pointer.
+                    crate::error::check(unsafe { sys::doca_dma_create(dev.as_ptr(), &mut dma) }, "dma create")?;
+                    let (order, dev) = (order.clone(), dev.clone());
+                    // SAFETY: a fresh DMA context of this thread, destroyed only by the DocaCtx.
+                    let ctx = unsafe {
+                        DocaCtx::new("dma", dma, sys::doca_dma_as_ctx(dma), move |d| {
+                            order.borrow_mut().push(i);
+                            let rc = sys::doca_dma_destroy(d);
+                            drop(dev);
+                            rc
+                        })
+                    }?;
+                    kept.push(ctx);
+                }
+                Ok::<_, crate::Error>(kept)
+            }
+        })
+        .unwrap();
+    drop(rt);
+    assert_eq!(*order.borrow(), [2, 1, 0], "destroyed at the shutdown, newest first");
+    drop(kept);
+}
