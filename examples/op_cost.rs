@@ -12,7 +12,7 @@
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
 //! (the same writes through 64 `rdma::Lanes`, each holding its task), `batch` (the same
 //! lanes taken a batch at a time, `Lanes::batch`), `lane` (one write at a
-//! time through a single lane), `messages` (8-byte sends through a `Window`, received through
+//! time through a single lane), `lane_fadd` (the same with a fetch-add), `messages` (8-byte sends through a `Window`, received through
 //! a `RecvWindow` with one `next` per message), `spawned` (writes, 64 in flight as a task each),
 //! `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
@@ -167,6 +167,14 @@ fn main() -> Result<()> {
                 let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..8)), local.slice(..8), 1)?;
                 for _ in 0..n {
                     lanes.lane().await.1.submit();
+                    lanes.next().await.expect("one submitted").0?;
+                }
+            }
+            "lane_fadd" => {
+                // The same through a fetch-add lane (its old value read back from the lane).
+                let mut lanes = ab.lanes(LaneOp::FetchAdd(remote.slice(..8)), local.slice(..8), 1)?;
+                for _ in 0..n {
+                    lanes.lane().await.1.submit_fetch_add(1);
                     lanes.next().await.expect("one submitted").0?;
                 }
             }
