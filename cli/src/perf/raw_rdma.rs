@@ -133,7 +133,7 @@ impl Side {
             Test::FaddLat | Test::CswapLat => 8,
             _ => p.size.max(8),
         };
-        let (slot, window) = (slot(size), window(test, size));
+        let (slot, window) = (slot(test, size), window(test, size));
         // Bandwidth tests keep each slot's task and submit it again, their doorbells rung
         // once per wait, as perftest posts work requests (and as `rdma::Lanes` do): the best
         // a C program does with DOCA for message rate.
