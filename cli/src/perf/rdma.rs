@@ -106,10 +106,10 @@ pub fn window(test: Test, size: usize) -> usize {
 
 /// The bytes one operation's buffer takes. Bandwidth tests lay their operations out one
 /// after the other, as `rdma::Lanes` cut their memory (lane `k` at `k * size`), in both
-/// modes: the layout alone moves the rate at 8 bytes (eight operations to a cache line, or
-/// one), by more than the runtime's own cost, so raw and async must share it. Latency tests
-/// use two slots, each rounded up to 64 bytes (aligned atomics, the polled word alone on
-/// its line).
+/// modes, so that both touch the same cache lines (at 8 bytes, eight operations to a line;
+/// measured against 64-byte slots for raw, the difference was within the noise). Latency
+/// tests use two slots, each rounded up to 64 bytes (aligned atomics, the polled word alone
+/// on its line).
 pub fn slot(test: Test, size: usize) -> usize {
     if test.is_bw() {
         size
