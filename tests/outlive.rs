@@ -334,6 +334,7 @@ async fn comch_body(h: Handover, name: String) -> Result<()> {
     expect_err("send from the server", bounded(at_server.send(b"late".to_vec())).await);
     assert_eq!(bounded(recv.as_mut()).await, None, "the stream of a destroyed connection ends");
     assert!(at_server.disconnect().is_err() || client.disconnect().is_err());
+    assert_eq!(expect_err("accept", bounded(server.accept()).await.map(drop)).kind(), ErrorKind::BadState);
     Ok(())
 }
 

@@ -403,16 +403,23 @@ impl Server {
     }
 
     /// Waits for the next client to connect.
+    ///
+    /// # Errors
+    /// The server's executor ended ([`ErrorKind::BadState`]): the server is gone with it.
     pub async fn accept(&self) -> Result<Connection> {
         let shared = self.ep.shared.clone();
         let c = poll_fn(|cx| {
             if let Some(c) = shared.accepted.borrow_mut().pop_front() {
-                return Poll::Ready(c);
+                return Poll::Ready(Ok(c));
+            }
+            // A destroyed server reports no more clients.
+            if let Err(e) = self.ep.live() {
+                return Poll::Ready(Err(e.context_prefix("comch.accept")));
             }
             *shared.accept_waker.borrow_mut() = Some(cx.waker().clone());
             Poll::Pending
         })
-        .await;
+        .await?;
         Ok(Connection { shared: c, ep: self.ep.clone(), client: false })
     }
 }
