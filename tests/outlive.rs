@@ -28,10 +28,7 @@ use async_doca::oob::InProcessOob;
 use async_doca::rdma::{LaneOp, Rdma, RdmaStream, RdmaStreamListener, RemoteEvent};
 use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::timeout;
-use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{comch, spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
-use common::urom::Daemon;
-use doca_urom_plugin::samples::graph;
 
 mod common;
 
@@ -352,48 +349,6 @@ fn comch_dropped_outside_any_executor() {
     dropped(|h| comch_body(h, comch_name("dropped")));
 }
 
-/// UROM: a service connection, a worker and a command in flight.
-async fn urom_body(h: Handover, socket: std::path::PathBuf) -> Result<()> {
-    let dev = Device::open_default()?;
-    let svc = bounded(Service::builder(&dev).socket_path(&socket).connect()).await?;
-    let id = svc.plugin(graph::PLUGIN_NAME)?.id;
-    let worker = bounded(Worker::builder(&svc).plugin_ids(id).start()).await?;
-    let cmd = graph::Cmd::Loopback { value: 7 }.encode();
-    bounded(worker.command(id, &cmd)).await?;
-    let mut in_flight = pin!(worker.command(id, &cmd));
-    let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
-
-    h.point().await;
-
-    expect_err("a command", bounded(worker.command(id, &cmd)).await);
-    if !in_flight_done {
-        // Answered before the stop, or ended by it: either way it ends.
-        let _ = bounded(in_flight.as_mut()).await;
-    }
-    expect_err("a second worker", bounded(Worker::builder(&svc).plugin_ids(id).start()).await.map(|_| ()));
-    Ok(())
-}
-
-/// A daemon offering the sample plugins compiled into it (no shared object to load, so the
-/// test also runs in the sanitizer builds).
-fn urom_daemon() -> Daemon {
-    Daemon::start(&["--builtin-samples", "--log-level", "warn"])
-}
-
-#[test]
-fn urom_resumed_under_another_executor() {
-    let d = urom_daemon();
-    resumed(|h| urom_body(h, d.socket.clone()));
-    d.stop();
-}
-
-#[test]
-fn urom_dropped_outside_any_executor() {
-    let d = urom_daemon();
-    dropped(|h| urom_body(h, d.socket.clone()));
-    d.stop();
-}
-
 /// Host collectives: a communicator of two in-process members, a collective in flight.
 async fn coll_body(h: Handover, oob: InProcessOob, arrived: Arc<AtomicUsize>) -> Result<()> {
     let dev = Device::open_default()?;
@@ -454,51 +409,103 @@ fn host_collectives_dropped_outside_any_executor() {
     two_members(false, coll_body);
 }
 
-/// UROM domains: two members whose workers run collectives, one collective in flight.
-async fn domain_body(
-    h: Handover,
-    socket: std::path::PathBuf,
-    oob: InProcessOob,
-    arrived: Arc<AtomicUsize>,
-) -> Result<()> {
-    let dev = Device::open_default()?;
-    let svc = bounded(Service::builder(&dev).socket_path(&socket).connect()).await?;
-    let worker = bounded(Worker::builder(&svc).plugin("worker_coll").start()).await?;
-    let mem = dev.alloc(1 << 12, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
-    let domain = bounded(Domain::builder(oob).worker(&worker).buffer(&mem).timeout(LIMIT).start()).await?;
-    let src = TypedBuf::<u64>::new(&mem, 0..4)?;
-    let mut dst = TypedBuf::<u64>::new(&mem, 4..8)?;
-    bounded(domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
-    let mut pending_dst = TypedBuf::<u64>::new(&mem, 8..12)?;
-    let mut in_flight = pin!(domain.allreduce(&src, &mut pending_dst, ReduceOp::Sum));
-    let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
-    meet(&arrived, 2).await;
+/// The UROM families, against the soft provider's own daemon (what the `system` build does
+/// not have: this part is type-checked and run with the `soft` feature only).
+#[cfg(feature = "soft")]
+mod urom {
+    use super::*;
+    use async_doca::urom::{Domain, Service, Worker};
+    use common::urom::Daemon;
+    use doca_urom_plugin::samples::graph;
 
-    h.point().await;
+    /// UROM: a service connection, a worker and a command in flight.
+    async fn urom_body(h: Handover, socket: std::path::PathBuf) -> Result<()> {
+        let dev = Device::open_default()?;
+        let svc = bounded(Service::builder(&dev).socket_path(&socket).connect()).await?;
+        let id = svc.plugin(graph::PLUGIN_NAME)?.id;
+        let worker = bounded(Worker::builder(&svc).plugin_ids(id).start()).await?;
+        let cmd = graph::Cmd::Loopback { value: 7 }.encode();
+        bounded(worker.command(id, &cmd)).await?;
+        let mut in_flight = pin!(worker.command(id, &cmd));
+        let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
 
-    if !in_flight_done {
-        let _ = bounded(in_flight.as_mut()).await;
+        h.point().await;
+
+        expect_err("a command", bounded(worker.command(id, &cmd)).await);
+        if !in_flight_done {
+            // Answered before the stop, or ended by it: either way it ends.
+            let _ = bounded(in_flight.as_mut()).await;
+        }
+        expect_err("a second worker", bounded(Worker::builder(&svc).plugin_ids(id).start()).await.map(|_| ()));
+        Ok(())
     }
-    expect_err("an allreduce", bounded(domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await);
-    expect_err("a barrier", bounded(domain.barrier()).await);
-    expect_err("stop", bounded(domain.stop()).await);
-    Ok(())
-}
 
-/// Runs `domain_body` on two members against one daemon.
-fn domain_members(resume: bool) {
-    let d = urom_daemon();
-    let socket = d.socket.clone();
-    two_members(resume, move |h, oob, arrived| domain_body(h, socket.clone(), oob, arrived));
-    d.stop();
-}
+    /// A daemon offering the sample plugins compiled into it (no shared object to load, so the
+    /// test also runs in the sanitizer builds).
+    fn urom_daemon() -> Daemon {
+        Daemon::start(&["--builtin-samples", "--log-level", "warn"])
+    }
 
-#[test]
-fn domains_resumed_under_another_executor() {
-    domain_members(true);
-}
+    #[test]
+    fn urom_resumed_under_another_executor() {
+        let d = urom_daemon();
+        resumed(|h| urom_body(h, d.socket.clone()));
+        d.stop();
+    }
 
-#[test]
-fn domains_dropped_outside_any_executor() {
-    domain_members(false);
+    #[test]
+    fn urom_dropped_outside_any_executor() {
+        let d = urom_daemon();
+        dropped(|h| urom_body(h, d.socket.clone()));
+        d.stop();
+    }
+
+    /// UROM domains: two members whose workers run collectives, one collective in flight.
+    async fn domain_body(
+        h: Handover,
+        socket: std::path::PathBuf,
+        oob: InProcessOob,
+        arrived: Arc<AtomicUsize>,
+    ) -> Result<()> {
+        let dev = Device::open_default()?;
+        let svc = bounded(Service::builder(&dev).socket_path(&socket).connect()).await?;
+        let worker = bounded(Worker::builder(&svc).plugin("worker_coll").start()).await?;
+        let mem = dev.alloc(1 << 12, Access::LOCAL_READ_WRITE | Access::RDMA_READ | Access::RDMA_WRITE)?;
+        let domain = bounded(Domain::builder(oob).worker(&worker).buffer(&mem).timeout(LIMIT).start()).await?;
+        let src = TypedBuf::<u64>::new(&mem, 0..4)?;
+        let mut dst = TypedBuf::<u64>::new(&mem, 4..8)?;
+        bounded(domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await?;
+        let mut pending_dst = TypedBuf::<u64>::new(&mem, 8..12)?;
+        let mut in_flight = pin!(domain.allreduce(&src, &mut pending_dst, ReduceOp::Sum));
+        let in_flight_done = poll_once(in_flight.as_mut()).is_ready();
+        meet(&arrived, 2).await;
+
+        h.point().await;
+
+        if !in_flight_done {
+            let _ = bounded(in_flight.as_mut()).await;
+        }
+        expect_err("an allreduce", bounded(domain.allreduce(&src, &mut dst, ReduceOp::Sum)).await);
+        expect_err("a barrier", bounded(domain.barrier()).await);
+        expect_err("stop", bounded(domain.stop()).await);
+        Ok(())
+    }
+
+    /// Runs `domain_body` on two members against one daemon.
+    fn domain_members(resume: bool) {
+        let d = urom_daemon();
+        let socket = d.socket.clone();
+        two_members(resume, move |h, oob, arrived| domain_body(h, socket.clone(), oob, arrived));
+        d.stop();
+    }
+
+    #[test]
+    fn domains_resumed_under_another_executor() {
+        domain_members(true);
+    }
+
+    #[test]
+    fn domains_dropped_outside_any_executor() {
+        domain_members(false);
+    }
 }
