@@ -719,8 +719,8 @@ impl Connection {
         };
         let conn = self.inner.conn;
         // A connection ends with its context: a context gone is a connection closed.
-        let ended = |cm: &CmShared| matches!(cm.outcome(conn), Some(Outcome::Disconnected | Outcome::Failed));
-        c.shared.until(|cm| ended(cm).then_some(())).await;
+        let over = |cm: &CmShared| matches!(cm.outcome(conn), Some(Outcome::Disconnected | Outcome::Failed));
+        c.shared.until(|cm| over(cm).then_some(())).await;
     }
 
     /// Disconnects (connections made by address): the peer's [`closed`](Connection::closed)
