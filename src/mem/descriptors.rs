@@ -286,6 +286,21 @@ impl DescCache {
         drop(self.store.take());
     }
 
+    /// The data (address, length) of the descriptor over exactly `len` bytes at `addr`, if
+    /// the cache holds one: what the last operation on those bytes handed DOCA.
+    #[cfg(test)]
+    pub(crate) fn data_over(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
+        let store = self.store.get()?.as_deref()?;
+        let e = store.entries.iter().find(|e| e.addr.get() == addr && e.len.get() == len && !e.buf.get().is_null())?;
+        let (mut p, mut n) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: a live descriptor of this cache; valid out-pointers.
+        unsafe {
+            sys::doca_buf_get_data(e.buf.get(), &mut p);
+            sys::doca_buf_get_data_len(e.buf.get(), &mut n);
+        }
+        Some((p as usize, n))
+    }
+
     /// How many descriptors the cache holds (lent or idle).
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {

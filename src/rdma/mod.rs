@@ -891,7 +891,8 @@ impl Connection {
                 &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()),
             ));
         }
-        Ok(ops::ReadReq { t: self.target(op)?, src: Desc::remote(src), dst: Desc::local(dst) })
+        // The source's descriptor covers the bytes read (see `ops::ReadReq`).
+        Ok(ops::ReadReq { t: self.target(op)?, src: Desc::remote(src).prefix(dst.len()), dst: Desc::local(dst) })
     }
 
     /// Atomically replaces the 8-byte value at the start of `dst` with `swap` if it equals
@@ -930,7 +931,9 @@ impl Connection {
             Ok(t) => t,
             Err(e) => return ops::Op::failed(e, (result, dst)),
         };
-        let (d, res) = (Desc::remote(&dst), Desc::local(&result));
+        // The target's descriptor covers its 8 bytes: DOCA's atomics act on "the first 8 bytes
+        // of data" of the remote buffer (see `ops::AtomicReq`).
+        let (d, res) = (Desc::remote(&dst).prefix(8), Desc::local(&result));
         let conn = Some(self.id().0);
         match cas {
             Some((a, b)) => {

@@ -197,7 +197,13 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
     }
 }
 
-/// `read`: `src` is the remote memory, `dst` the local buffer.
+/// `read`: `src` is the remote memory (exactly the bytes read), `dst` the local buffer.
+///
+/// The remote source carries those bytes as its data, as NVIDIA's read sample makes it
+/// (`doca_buf_inventory_buf_get_by_data` over the peer's memory): DOCA's header calls it
+/// the buffer "holding the data that should be read". The soft provider reads the
+/// destination's capacity whatever the source's data says; with an empty source, hardware
+/// that reads the source's data would read nothing.
 pub(super) struct ReadReq<'a> {
     pub(super) t: Target<'a>,
     pub(super) src: Desc,
@@ -208,7 +214,7 @@ impl AllocTask<Read> for ReadReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Read> {
         let Self { t, src, dst } = *self;
         let set = t.descs(slot);
-        let (sb, db) = (set.dst(0, src)?, set.dst(1, dst)?);
+        let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
         // SAFETY: every field of a read is set (source, destination, connection); live context and
         // connection; both buffers describe memory the operation owns.
         unsafe {
@@ -226,7 +232,11 @@ impl AllocTask<Read> for ReadReq<'_> {
 }
 
 /// `compare_swap` (`a` compare, `b` swap) and `fetch_add` (`a` the addend): `dst` the
-/// remote target, `result` the local 8 bytes receiving the old value.
+/// remote target (its 8 bytes), `result` the local 8 bytes receiving the old value.
+///
+/// The target carries its 8 bytes as data: DOCA's header says an atomic considers "the
+/// first 8 bytes of data in the head buffer" of its destination. An empty one (as a write's
+/// destination is) has no such bytes; the soft provider only looks at its address.
 pub(super) struct AtomicReq<'a> {
     pub(super) t: Target<'a>,
     pub(super) dst: Desc,
@@ -239,7 +249,7 @@ impl AllocTask<CmpSwp> for AtomicReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<CmpSwp> {
         let Self { t, dst, result, a: cmp, b: swap } = *self;
         let set = t.descs(slot);
-        let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
+        let (db, rb) = (set.src(0, dst)?, set.dst(1, result)?);
         // SAFETY: every field of a compare-swap is set (target, result, both operands, connection);
         // live context and connection; both buffers describe memory the operation owns.
         unsafe {
@@ -273,7 +283,7 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<FetchAdd> {
         let Self { t, dst, result, a: add, .. } = *self;
         let set = t.descs(slot);
-        let (db, rb) = (set.dst(0, dst)?, set.dst(1, result)?);
+        let (db, rb) = (set.src(0, dst)?, set.dst(1, result)?);
         // SAFETY: every field of a fetch-add is set (target, result, addend, connection); live context
         // and connection; both buffers describe memory the operation owns.
         unsafe {

@@ -305,22 +305,22 @@ impl Side {
                     ok(sys::doca_rdma_task_send_allocate_init(r, c, b[SRC], ud, &mut t), "send alloc")?;
                     ok(sys::doca_task_submit(sys::doca_rdma_task_send_as_task(t)), "send submit")
                 }
+                // An atomic's target is the remote buffer with its 8 bytes as data (DOCA acts on
+                // "the first 8 bytes of data"), as a read's source is.
                 Test::FaddLat => {
                     sys::doca_buf_reset_data_len(b[DST]);
-                    sys::doca_buf_reset_data_len(b[RDST]);
                     let mut t = ptr::null_mut();
                     ok(
-                        sys::doca_rdma_task_atomic_fetch_add_allocate_init(r, c, b[RDST], b[DST], 1, ud, &mut t),
+                        sys::doca_rdma_task_atomic_fetch_add_allocate_init(r, c, b[RSRC], b[DST], 1, ud, &mut t),
                         "fetch_add alloc",
                     )?;
                     ok(sys::doca_task_submit(sys::doca_rdma_task_atomic_fetch_add_as_task(t)), "fetch_add submit")
                 }
                 Test::CswapLat => {
                     sys::doca_buf_reset_data_len(b[DST]);
-                    sys::doca_buf_reset_data_len(b[RDST]);
                     let mut t = ptr::null_mut();
                     ok(
-                        sys::doca_rdma_task_atomic_cmp_swp_allocate_init(r, c, b[RDST], b[DST], i, v, ud, &mut t),
+                        sys::doca_rdma_task_atomic_cmp_swp_allocate_init(r, c, b[RSRC], b[DST], i, v, ud, &mut t),
                         "cmp_swp alloc",
                     )?;
                     ok(sys::doca_task_submit(sys::doca_rdma_task_atomic_cmp_swp_as_task(t)), "cmp_swp submit")

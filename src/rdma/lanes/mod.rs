@@ -170,6 +170,11 @@ impl<'a, T> Lanes<'a, T> {
         self.ring.lane_len()
     }
 
+    #[cfg(test)]
+    pub(crate) fn remote_data_len(&self, lane: usize) -> Option<usize> {
+        self.ring.remote_data_len(lane as u32)
+    }
+
     /// Operations submitted (or waiting for room) whose results were not taken yet.
     pub fn len(&self) -> usize {
         self.ring.len()

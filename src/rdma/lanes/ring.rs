@@ -140,9 +140,13 @@ impl<'a> LaneRing<'a> {
                 // An atomic's lanes share their target; the others cut the remote slice too.
                 let (at, n) = if kind.is_atomic() { (0, 8) } else { (k * len, len) };
                 let lane = r.memory().slice(r.offset() + at..r.offset() + at + n);
+                // A write's destination starts empty (results are appended); a read's source
+                // and an atomic's target carry their bytes as data (see `ops::ReadReq` and
+                // `ops::AtomicReq`), which no operation changes.
+                let remote_data = if kind == Kind::Read || kind.is_atomic() { n } else { 0 };
                 mem.descs[k][1] = inner
                     .inv
-                    .buf_over(Desc::remote(&lane), 0)
+                    .buf_over(Desc::remote(&lane), remote_data)
                     .map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
             }
         }
@@ -386,6 +390,20 @@ impl<'a> LaneRing<'a> {
     /// taken.
     pub(super) fn output(&self, i: u32) -> TaskOutput {
         self.group.output(i as usize)
+    }
+
+    /// The data length of lane `i`'s remote descriptor (the tests' view of what DOCA is
+    /// handed); `None` for lanes without remote memory.
+    #[cfg(test)]
+    pub(super) fn remote_data_len(&self, i: u32) -> Option<usize> {
+        let b = self.mem.descs[i as usize][1];
+        if b.is_null() {
+            return None;
+        }
+        let mut n = 0usize;
+        // SAFETY: a live descriptor of these lanes; a valid out-pointer.
+        unsafe { sys::doca_buf_get_data_len(b, &mut n) };
+        Some(n)
     }
 
     /// Lane `i`'s bytes.

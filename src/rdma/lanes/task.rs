@@ -37,8 +37,9 @@ pub(super) unsafe trait LaneTask: DocaTask {
     unsafe fn repoint(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf);
 
     /// Readies `task` for its next operation: every parameter stays, but results are
-    /// appended after a destination's data, so each destination is emptied; the operands
-    /// are set.
+    /// appended after a buffer's data, so each buffer a result lands in (a write's remote
+    /// destination, a read's or a receive's local one, an atomic's result) is emptied; the
+    /// operands are set. A read's remote source and an atomic's target keep their data.
     ///
     /// # Safety
     /// As for [`repoint`](LaneTask::repoint); `l` and `r` are the task's own descriptors.
@@ -167,9 +168,8 @@ lane_task!(
         sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(t, r);
         sys::doca_rdma_task_atomic_fetch_add_set_result_buf(t, l);
     },
-    |t, l, r, o| {
+    |t, l, _r, o| {
         sys::doca_buf_reset_data_len(l);
-        sys::doca_buf_reset_data_len(r);
         sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, o[0]);
     }
 );
@@ -189,9 +189,8 @@ lane_task!(
         sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(t, r);
         sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(t, l);
     },
-    |t, l, r, o| {
+    |t, l, _r, o| {
         sys::doca_buf_reset_data_len(l);
-        sys::doca_buf_reset_data_len(r);
         sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, o[0]);
         sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, o[1]);
     }

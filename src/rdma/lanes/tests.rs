@@ -505,3 +505,51 @@ fn a_restart_under_lanes_flushes_them_and_refuses_later_operations_in_turn() {
         })
         .unwrap();
 }
+
+/// The remote descriptor a lane hands DOCA: a read's source and an atomic's target carry
+/// their bytes as data (DOCA reads "the data" of a read's source and acts on "the first 8
+/// bytes of data" of an atomic's target), before and after operations; a write's
+/// destination starts empty (results are appended to it). The futures' descriptors, lent by
+/// the remote memory's cache, the same.
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn remote_descriptors_of_reads_and_atomics_carry_their_bytes() {
+    crate::testkit::runtime()
+        .block_on(async {
+            // The peer (its context and connection, `_b`) and its registered memory (`_target`)
+            // stay for the whole test.
+            let Loopback { ab, remote, local, target: _target, _b, .. } = small_pool_loopback(64, 512).await?;
+            let mut reads = ab.lanes(LaneOp::Read(remote.slice(0..32)), local.slice(0..32), 4)?;
+            let mut adds = ab.lanes(LaneOp::FetchAdd(remote.slice(64..72)), local.slice(64..96), 4)?;
+            let writes = ab.lanes(LaneOp::Write(remote.slice(128..160)), local.slice(128..160), 4)?;
+            for round in 0..2 {
+                for k in 0..4 {
+                    assert_eq!(reads.remote_data_len(k), Some(8), "read lane {k}, round {round}");
+                    assert_eq!(adds.remote_data_len(k), Some(8), "fetch-add lane {k}, round {round}");
+                    assert_eq!(writes.remote_data_len(k), Some(0), "write lane {k}, round {round}");
+                }
+                for _ in 0..4 {
+                    reads.lane().await.1.submit();
+                    adds.lane().await.1.submit_fetch_add(1);
+                }
+                while let Some((r, _)) = reads.next().await {
+                    r?;
+                }
+                while let Some((r, _)) = adds.next().await {
+                    r?;
+                }
+            }
+
+            // The futures: a read of 16 bytes from a longer slice, an atomic on a longer slice.
+            let (r, _) = ab.read(remote.slice(256..320), local.slice(256..272)).await;
+            r?;
+            let at = remote.slice(256..272).raw_addr();
+            assert_eq!(remote.slice(..).desc_cache().data_over(at, 16), Some((at, 16)), "the bytes read");
+            let (old, _) = ab.fetch_add(remote.slice(320..384), 1, local.slice(320..328)).await;
+            old?;
+            let at = remote.slice(320..328).raw_addr();
+            assert_eq!(remote.slice(..).desc_cache().data_over(at, 8), Some((at, 8)), "the atomic's 8 bytes");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
