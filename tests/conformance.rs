@@ -457,7 +457,7 @@ fn rdma_one_sided_write_read_and_atomics_need_no_target_progress() {
     a.read(ca, a.rbuf(bm, base + 200, 8, 8), rd, 2).unwrap();
     b.mem()[512..520].copy_from_slice(&40u64.to_ne_bytes());
     let (res1, res2, res3) = (a.buf(2000, 8, 0), a.buf(2008, 8, 0), a.buf(2016, 8, 0));
-    let ctr = a.rbuf(bm, base + 512, 8, 0);
+    let ctr = a.rbuf(bm, base + 512, 8, 8);
     a.fetch_add(ca, ctr, res1, 2, 3).unwrap();
     a.cmp_swp(ca, ctr, res2, 42, 1000, 4).unwrap();
     a.cmp_swp(ca, ctr, res3, 42, 7, 5).unwrap();
@@ -595,7 +595,7 @@ fn rdma_remote_access_is_checked_against_the_exported_range_and_rights() {
     });
     violation("misaligned atomic", |a, b, ca| {
         let (m, base) = a.import(&sub(b, ALL_RDMA));
-        a.cmp_swp(ca, a.rbuf(m, base + 4, 8, 0), a.buf(512, 8, 0), 0, 1, 1)
+        a.cmp_swp(ca, a.rbuf(m, base + 4, 8, 8), a.buf(512, 8, 0), 0, 1, 1)
     });
     violation("write without RDMA_WRITE", |a, b, ca| {
         let (m, base) = a.import(&sub(b, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_READ));
@@ -607,7 +607,7 @@ fn rdma_remote_access_is_checked_against_the_exported_range_and_rights() {
     });
     violation("atomic without RDMA_ATOMIC", |a, b, ca| {
         let (m, base) = a.import(&sub(b, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_WRITE));
-        a.fetch_add(ca, a.rbuf(m, base, 8, 0), a.buf(0, 8, 0), 1, 1)
+        a.fetch_add(ca, a.rbuf(m, base, 8, 8), a.buf(0, 8, 0), 1, 1)
     });
 }
 
@@ -711,7 +711,7 @@ fn rdma_between_two_processes() {
     a.mem()[0..8].copy_from_slice(b"one-side");
     a.mem()[64..68].copy_from_slice(b"ping");
     a.write(ca, a.buf(0, 8, 8), a.rbuf(m, base + 1024, 8, 0), 1).unwrap();
-    a.fetch_add(ca, a.rbuf(m, base + 2048, 8, 0), a.buf(128, 8, 0), 1, 2).unwrap();
+    a.fetch_add(ca, a.rbuf(m, base + 2048, 8, 8), a.buf(128, 8, 0), 1, 2).unwrap();
     a.send(ca, a.buf(64, 4, 4), 3).unwrap();
     assert!(run_until(&[a.pe], T, || rec_count() >= 3));
     let recs = take_recs();

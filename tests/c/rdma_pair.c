@@ -461,13 +461,13 @@ static doca_error_t requester(struct side *s, const struct config *cfg)
 	DOCA_ERROR_PROPAGATE(result, doca_task_submit(doca_rdma_task_read_as_task(read)));
 	DOCA_ERROR_PROPAGATE(result, wait_ops(s, ++ops));
 	DOCA_ERROR_PROPAGATE(result, doca_rdma_task_atomic_fetch_add_allocate_init(
-					     s->rdma, s->conn, buf(s, s->remote_atomic, abase, 8, 0),
+					     s->rdma, s->conn, buf(s, s->remote_atomic, abase, 8, 8),
 					     buf(s, s->atomic_mmap, s->atomic_mem + 64, 8, 0), 5, (union doca_data){.u64 = 5},
 					     &fadd));
 	DOCA_ERROR_PROPAGATE(result, doca_task_submit(doca_rdma_task_atomic_fetch_add_as_task(fadd)));
 	DOCA_ERROR_PROPAGATE(result, wait_ops(s, ++ops));
 	DOCA_ERROR_PROPAGATE(result, doca_rdma_task_atomic_cmp_swp_allocate_init(
-					     s->rdma, s->conn, buf(s, s->remote_atomic, abase, 8, 0),
+					     s->rdma, s->conn, buf(s, s->remote_atomic, abase, 8, 8),
 					     buf(s, s->atomic_mmap, s->atomic_mem + 128, 8, 0), 105, 7,
 					     (union doca_data){.u64 = 6}, &cas));
 	DOCA_ERROR_PROPAGATE(result, doca_task_submit(doca_rdma_task_atomic_cmp_swp_as_task(cas)));

@@ -368,7 +368,7 @@ fn rdma_tasks_are_reused_with_their_setters_and_results_append() {
 
         // Fetch-and-add with a new operand; the result buffer reset between runs.
         b.mem()[512..520].copy_from_slice(&10u64.to_ne_bytes());
-        let ctr = a.rbuf(bm, base + 512, 8, 0);
+        let ctr = a.rbuf(bm, base + 512, 8, 8);
         let res = a.buf(2000, 8, 0);
         let mut fa = ptr::null_mut();
         ok(doca_rdma_task_atomic_fetch_add_allocate_init(a.rdma, ca, ctr, res, 5, doca_data::from_u64(4), &mut fa));
