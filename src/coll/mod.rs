@@ -50,7 +50,9 @@
 //!   does not split into `size` blocks, a root out of range) and disagreements between
 //!   members (different counts, types, ops or kinds: the engine's `Mismatch`) are
 //!   [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) with the detail. A communicator stays usable after such
-//!   an argument error.
+//!   an argument error. A communicator kept after its executor ended (its context and its
+//!   driver task went with it) fails its pending and later collectives with
+//!   [`ErrorKind::BadState`](crate::ErrorKind::BadState).
 //! - **Close.** [`HostComm::close`] is collective: it waits for this member's collectives and
 //!   sends, then for every member to get there (an out-of-band allgather), then drops the
 //!   context. Dropping a `HostComm` without it is abrupt for the peers (their collectives

@@ -491,7 +491,8 @@ impl Domain {
     /// collective fails with it), and for members that disagree on the count, type or
     /// operator (on every member);
     /// [`ErrorKind::ConnectionLost`](crate::ErrorKind::ConnectionLost) when a member or its worker died;
-    /// [`ErrorKind::BadState`](crate::ErrorKind::BadState) when the domain runs no collectives.
+    /// [`ErrorKind::BadState`](crate::ErrorKind::BadState) when the domain runs no collectives, or
+    /// its executor ended (a domain kept past it).
     ///
     /// ```no_run
     /// # async_doca::Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
