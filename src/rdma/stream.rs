@@ -20,7 +20,9 @@
 //!   buffered, then a `FIN`: the peer reads the data, then EOF. A peer that goes away without
 //!   a `FIN` makes pending and later reads and writes fail with
 //!   [`ErrorKind::ConnectionLost`] (the `io::Error`'s inner
-//!   error is the crate's [`Error`]).
+//!   error is the crate's [`Error`]). A stream kept after its executor ended (by a task of
+//!   another runtime, say) gives what it had received, then fails with
+//!   [`ErrorKind::BadState`]; dropping it then sends nothing and is safe anywhere.
 //! * **Copies.** The traits lend the caller's bytes only for the duration of one `poll_*`
 //!   call, while DOCA needs registered memory that stays put until the operation completes:
 //!   so `poll_write` copies into a registered send chunk and `poll_read` copies out of the
