@@ -196,6 +196,8 @@ async fn rdma_body(h: Handover) -> Result<()> {
         }
     }
     expect_err("export", a.export().map(|(blob, _)| blob));
+    // A connection ends with its context, also one made with blobs.
+    bounded(ab.closed()).await;
     assert_eq!(expect_err("restart", bounded(a.restart()).await).kind(), ErrorKind::BadState);
     let (r, _) = bounded(ab.remote_event(&remote_ev).add(1, mem.slice(8192..8200))).await;
     assert_eq!(expect_err("a remote event's add", r).kind(), ErrorKind::BadState);

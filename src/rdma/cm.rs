@@ -711,11 +711,15 @@ impl Connection {
 
     /// Completes when the peer disconnected or vanished (connections made by address). Its
     /// operations then fail with [`ErrorKind::ConnectionLost`]. Also when the context is
-    /// gone with its executor (see the [module docs](super#threads)). A connection made with
-    /// blobs never completes this.
+    /// gone with its executor (see the [module docs](super#threads)), whichever way the
+    /// connection was made; otherwise a connection made with blobs never completes this.
     pub async fn closed(&self) {
         let Some(c) = self.inner.cm.as_ref() else {
-            return std::future::pending().await;
+            // No events for blob connections: only the end of the context ends one, seen at
+            // any poll (nothing wakes this future for it; the executor that would is the one
+            // that ended).
+            let rec = self.inner.rdma.ctx.record();
+            return poll_fn(|_| if rec.is_alive() { Poll::Pending } else { Poll::Ready(()) }).await;
         };
         let conn = self.inner.conn;
         // A connection ends with its context: a context gone is a connection closed.
