@@ -627,6 +627,16 @@ impl HostComm {
         self.shared.state.borrow().waiters.len()
     }
 
+    /// The result of a collective `submit` numbered: its slot's, or `BadState` once the
+    /// context is gone with the executor (whose driver task would have delivered it).
+    fn answer(
+        &self,
+        op: &'static str,
+        slot: Rc<ResultCell<Vec<u8>>>,
+    ) -> impl Future<Output = Result<Vec<u8>>> + 'static {
+        slot.wait_on(self.shared.rdma.ctx_record(), move || executor_ended(op))
+    }
+
     fn submit(&self, op: &'static str, f: impl FnOnce(&mut Comm) -> u32) -> Rc<ResultCell<Vec<u8>>> {
         let slot = Rc::new(ResultCell::default());
         if self.shared.driver_gone.get() {
@@ -654,8 +664,8 @@ impl HostComm {
         dst: &'a mut TypedBuf<T>,
         op: ReduceOp,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let slot = self.submit("allreduce", |c| c.allreduce(T::DATA_TYPE, op, src.bytes()));
-        async move { deliver("allreduce", slot.wait().await?, dst) }
+        let answer = self.answer("allreduce", self.submit("allreduce", |c| c.allreduce(T::DATA_TYPE, op, src.bytes())));
+        async move { deliver("allreduce", answer.await?, dst) }
     }
 
     /// Every member's `src` (the same length everywhere), concatenated in rank order into
@@ -665,8 +675,8 @@ impl HostComm {
         src: &TypedBuf<T>,
         dst: &'a mut TypedBuf<T>,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let slot = self.submit("allgather", |c| c.allgather(src.bytes()));
-        async move { deliver("allgather", slot.wait().await?, dst) }
+        let answer = self.answer("allgather", self.submit("allgather", |c| c.allgather(src.bytes())));
+        async move { deliver("allgather", answer.await?, dst) }
     }
 
     /// `root`'s `buf` copied into every member's `buf` (the same length everywhere).
@@ -675,14 +685,14 @@ impl HostComm {
         root: usize,
         buf: &'a mut TypedBuf<T>,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let slot = self.submit("broadcast", |c| c.broadcast(root, buf.bytes()));
-        async move { deliver("broadcast", slot.wait().await?, buf) }
+        let answer = self.answer("broadcast", self.submit("broadcast", |c| c.broadcast(root, buf.bytes())));
+        async move { deliver("broadcast", answer.await?, buf) }
     }
 
     /// Completes once every member has entered it.
     pub fn barrier(&self) -> impl Future<Output = Result<()>> + '_ {
-        let slot = self.submit("barrier", Comm::barrier);
-        async move { slot.wait().await.map(drop) }
+        let answer = self.answer("barrier", self.submit("barrier", Comm::barrier));
+        async move { answer.await.map(drop) }
     }
 
     /// Block `rank` of the elementwise reduction of every member's `src` (`size × dst.len()`
@@ -693,8 +703,11 @@ impl HostComm {
         dst: &'a mut TypedBuf<T>,
         op: ReduceOp,
     ) -> impl Future<Output = Result<()>> + 'a {
-        let slot = self.submit("reduce_scatter", |c| c.reduce_scatter(T::DATA_TYPE, op, src.bytes()));
-        async move { deliver("reduce_scatter", slot.wait().await?, dst) }
+        let answer = self.answer(
+            "reduce_scatter",
+            self.submit("reduce_scatter", |c| c.reduce_scatter(T::DATA_TYPE, op, src.bytes())),
+        );
+        async move { deliver("reduce_scatter", answer.await?, dst) }
     }
 
     /// Closes the communicator cleanly; every member must call it. It waits until this

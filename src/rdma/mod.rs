@@ -515,6 +515,12 @@ pub struct Rdma {
 }
 
 impl Rdma {
+    /// The context's record: whether DOCA's object still exists (see
+    /// `ResultCell::wait_on`).
+    pub(crate) fn ctx_record(&self) -> Rc<crate::executor::context::CtxRecord> {
+        self.inner.ctx.record().clone()
+    }
+
     /// A builder for a context on `dev`.
     pub fn builder(dev: &Device) -> RdmaBuilder {
         RdmaBuilder {

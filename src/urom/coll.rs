@@ -182,6 +182,16 @@ impl Offload {
         Ok(Offload { shared, _driver: driver })
     }
 
+    /// The answer of a collective `issue` numbered: its cell's result, or `BadState` once the
+    /// worker is gone with the executor (whose driver task would have answered it).
+    pub(crate) fn answer(
+        &self,
+        op: &'static str,
+        cell: Rc<ResultCell<()>>,
+    ) -> impl Future<Output = Result<()>> + 'static {
+        cell.wait_on(self.shared.worker.ctx_record(), move || executor_ended(op))
+    }
+
     /// Collectives issued and not answered yet (queued, or with the worker).
     pub(crate) fn outstanding(&self) -> usize {
         let st = self.shared.state.borrow();

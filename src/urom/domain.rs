@@ -474,8 +474,8 @@ impl Domain {
         src: Option<&Buf>,
         dst: Option<&Buf>,
     ) -> impl Future<Output = Result<()>> + 'static {
-        let cell = self.offload(op).and_then(|o| o.issue::<T>(op, kind, red, root, src, dst));
-        async move { cell?.wait().await }
+        let answer = self.offload(op).and_then(|o| Ok(o.answer(op, o.issue::<T>(op, kind, red, root, src, dst)?)));
+        async move { answer?.await }
     }
 
     /// Elementwise reduction of every member's `src` into every member's `dst` (the same

@@ -259,6 +259,12 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// The worker context's record: whether DOCA's object still exists (see
+    /// `ResultCell::wait_on`).
+    pub(crate) fn ctx_record(&self) -> Rc<crate::executor::context::CtxRecord> {
+        self.inner.ctx.record().clone()
+    }
+
     /// A builder for a worker of `service`.
     pub fn builder(service: &Service) -> WorkerBuilder {
         WorkerBuilder {
