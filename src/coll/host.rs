@@ -12,6 +12,7 @@ use coll_algorithms::{Comm, Matcher, ReduceOp, Sent, Tag, Transport, TransportEr
 
 use super::typed::{Element, TypedBuf};
 use crate::error::{Error, ErrorKind, Result};
+use crate::executor::context::CtxRecord;
 use crate::executor::local_sync::{ResultCell, WakeFlag};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
@@ -174,7 +175,6 @@ impl HostCommBuilder {
             wake: WakeFlag::default(),
             tasks: RefCell::new(Vec::new()),
             closing: Cell::new(false),
-            driver_gone: Cell::new(false),
             state: RefCell::new(State {
                 comm: Comm::new(self.tuning),
                 net: Net {
@@ -386,16 +386,15 @@ struct Shared {
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// The `HostComm` is gone: only flush the outbox, then stop.
     closing: Cell<bool>,
-    /// The driver task is gone (see `DriverGone`): nothing progresses any more.
-    driver_gone: Cell<bool>,
     state: RefCell<State>,
 }
 
 impl Shared {
     /// Fails every collective waiting for the driver, which is gone: the executor that ran
-    /// it ended (a communicator kept past its executor), or it stopped after `close`.
+    /// it ended (a communicator kept past its executor), or it stopped after `close`. The
+    /// futures' own check (`HostComm::answer`) makes them fail anyway at their next poll;
+    /// this also wakes them.
     fn driver_gone(&self) {
-        self.driver_gone.set(true);
         let waiters = match self.state.try_borrow_mut() {
             Ok(mut st) => std::mem::take(&mut st.waiters),
             // Only `step` borrows the state across an await-free stretch; a drop of the
@@ -403,7 +402,7 @@ impl Shared {
             Err(_) => return,
         };
         for w in waiters {
-            w.slot.complete(Err(executor_ended(w.op)));
+            w.slot.complete(Err(destroyed(&self.rdma.ctx_record(), w.op)));
         }
     }
 
@@ -541,8 +540,6 @@ async fn receive_loop(shared: Rc<Shared>, mut buf: Buf) {
     }
 }
 
-/// The communicator's driver task: progresses the engine whenever something changed; after
-/// the `HostComm` is dropped, flushes the outbox (bounded by [`LINGER`]) and stops.
 /// Held by the driver's future: when it goes, finished or dropped with its executor, the
 /// collectives still waiting fail instead of waiting for a driver that no longer runs.
 struct DriverGone(Rc<Shared>);
@@ -553,10 +550,13 @@ impl Drop for DriverGone {
     }
 }
 
-fn executor_ended(op: &str) -> Error {
-    Error::new(ErrorKind::BadState, format!("coll.{op}: the communicator's executor has ended"))
+/// Collective `op`'s refusal once the communicator's context is gone with its executor.
+fn destroyed(ctx: &CtxRecord, op: &str) -> Error {
+    ctx.destroyed(&format!("coll.{op}"))
 }
 
+/// The communicator's driver task: progresses the engine whenever something changed; after
+/// the `HostComm` is dropped, flushes the outbox (bounded by [`LINGER`]) and stops.
 async fn drive(shared: Rc<Shared>) {
     let _gone = DriverGone(shared.clone());
     let mut linger_until = None;
@@ -634,15 +634,11 @@ impl HostComm {
         op: &'static str,
         slot: Rc<ResultCell<Vec<u8>>>,
     ) -> impl Future<Output = Result<Vec<u8>>> + 'static {
-        slot.wait_on(self.shared.rdma.ctx_record(), move || executor_ended(op))
+        slot.wait_on(self.shared.rdma.ctx_record(), move |ctx| destroyed(ctx, op))
     }
 
     fn submit(&self, op: &'static str, f: impl FnOnce(&mut Comm) -> u32) -> Rc<ResultCell<Vec<u8>>> {
         let slot = Rc::new(ResultCell::default());
-        if self.shared.driver_gone.get() {
-            slot.complete(Err(executor_ended(op)));
-            return slot;
-        }
         {
             let mut st = self.shared.state.borrow_mut();
             let seq = f(&mut st.comm);

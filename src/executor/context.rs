@@ -256,12 +256,16 @@ impl CtxRecord {
         n
     }
 
+    /// The refusal of `op` once the executor destroyed this context (at its shutdown, even
+    /// while handles to it live on): the one wording of every such error.
+    #[cold]
+    pub(crate) fn destroyed(&self, op: &str) -> Error {
+        Error::new(ErrorKind::BadState, format!("{op}: context destroyed (its executor shut down)"))
+    }
+
     fn query_state(&self) -> Result<CtxState> {
         if !self.alive.get() {
-            return Err(Error::new(
-                ErrorKind::BadState,
-                format!("{}: context destroyed (its executor shut down)", self.name),
-            ));
+            return Err(self.destroyed(self.name));
         }
         let mut s = sys::DOCA_CTX_STATE_IDLE;
         // SAFETY: the ctx is alive (not destroyed) and used on its executor's thread.
@@ -689,7 +693,7 @@ impl<T> DocaCtx<T> {
     }
 
     fn dead(&self) -> Error {
-        Error::new(ErrorKind::BadState, format!("{}: context destroyed (its executor shut down)", self.rec.name))
+        self.rec.destroyed(self.rec.name)
     }
 
     /// The current state (`doca_ctx_get_state`).

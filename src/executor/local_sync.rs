@@ -69,22 +69,22 @@ impl<T> ResultCell<T> {
         }
     }
 
-    /// Resolves with the result once it is stored, or with `gone()` once `ctx` no longer
-    /// exists. The executor destroys its contexts when it ends, and whatever would have
-    /// completed the cell (a driver task of that executor) went with it; nothing may wake
-    /// this future for that (the executor that would is the one that ended), so each poll
-    /// looks, after the result.
+    /// Resolves with the result once it is stored, or with `gone(ctx)` (its refusal,
+    /// `CtxRecord::destroyed`) once `ctx` no longer exists. The executor destroys its contexts when it ends, and whatever
+    /// would have completed the cell (a driver task of that executor) went with it; nothing
+    /// may wake this future for that (the executor that would is the one that ended), so
+    /// each poll looks, after the result.
     pub(crate) async fn wait_on(
         self: Rc<Self>,
         ctx: Rc<crate::executor::context::CtxRecord>,
-        gone: impl Fn() -> crate::Error,
+        gone: impl Fn(&crate::executor::context::CtxRecord) -> crate::Error,
     ) -> crate::Result<T> {
         poll_fn(|cx| {
             if let Some(r) = self.result.borrow_mut().take() {
                 return Poll::Ready(r);
             }
             if !ctx.is_alive() {
-                return Poll::Ready(Err(gone()));
+                return Poll::Ready(Err(gone(&ctx)));
             }
             *self.waker.borrow_mut() = Some(cx.waker().clone());
             Poll::Pending

@@ -243,11 +243,6 @@ impl CmShared {
     }
 }
 
-/// What a wait of a context that its executor destroyed ends with (see `CmShared::until`).
-fn ended(op: &str) -> Error {
-    Error::new(ErrorKind::BadState, format!("{op}: the context's executor has ended"))
-}
-
 impl Drop for CmShared {
     fn drop(&mut self) {
         let _ = REGISTRY.try_with(|r| r.borrow_mut().remove(&self.key));
@@ -473,7 +468,7 @@ impl Rdma {
         cm.connecting.borrow_mut().insert(token);
         // Gone with the context, the attempt's guard frees the address.
         let conn = cm.until(|cm| cm.by_token.borrow().get(&token).map(|&c| c as RawConn)).await;
-        let conn = conn.ok_or_else(|| ended("rdma.connect"))?;
+        let conn = conn.ok_or_else(|| cm.ctx.destroyed("rdma.connect"))?;
         waiting.done();
         let c = ConnCm { shared: cm.clone(), addr: a, peer: Some(addr), private: Vec::new() };
         match cm.settled(conn) {
@@ -557,7 +552,8 @@ impl Listener {
     /// [reject](ConnectionRequest::reject).
     pub async fn request(&self) -> Result<ConnectionRequest> {
         let cm = self.rdma.cm.clone();
-        let conn = cm.until(|cm| cm.requests.borrow_mut().pop_front()).await.ok_or_else(|| ended("rdma.listen"))?;
+        let conn =
+            cm.until(|cm| cm.requests.borrow_mut().pop_front()).await.ok_or_else(|| cm.ctx.destroyed("rdma.listen"))?;
         Ok(ConnectionRequest { rdma: Some(self.rdma.clone()), conn, peer: peer_of(conn) })
     }
 
@@ -633,7 +629,7 @@ impl ConnectionRequest {
             Some(Outcome::Established) => Ok(managed(rdma, self.conn, c)),
             None => {
                 c.close(self.conn);
-                Err(ended("rdma.accept"))
+                Err(cm.ctx.destroyed("rdma.accept"))
             }
             _ => {
                 c.close(self.conn);

@@ -211,11 +211,7 @@ impl StreamConfig {
 /// afterwards, say) has no context left to run on, and maybe no executor at all: it fails
 /// instead, as its operations would.
 fn runnable(rdma: &super::RdmaInner) -> Result<()> {
-    if rdma.ctx.record().is_alive() {
-        Ok(())
-    } else {
-        Err(Error::new(ErrorKind::BadState, "rdma.stream: the connection's executor has ended"))
-    }
+    rdma.ctx.as_ptr().map(drop).map_err(|e| e.context_prefix("rdma.stream"))
 }
 
 // ---- the receive pool of a context ----

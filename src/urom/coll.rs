@@ -69,6 +69,7 @@ use doca_urom_coll::proto::{self, Cmd, CollSpec, Notif};
 use super::worker::{OwnedCommandOp, Worker};
 use crate::coll::{Element, Kind, ReduceOp, Tuning};
 use crate::error::{Error, ErrorKind, Result};
+use crate::executor::context::CtxRecord;
 use crate::executor::local_sync::{ResultCell, WakeFlag};
 use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
@@ -115,9 +116,6 @@ struct State {
     /// The first collective that failed because the group lost a member: the group is
     /// broken for good, and stopping skips the agreement with the (partly dead) others.
     lost: Option<Error>,
-    /// The driver's task is gone (see `DriverGone`): nothing is handed to the worker or
-    /// answered any more.
-    driver_gone: bool,
 }
 
 struct Request {
@@ -189,7 +187,7 @@ impl Offload {
         op: &'static str,
         cell: Rc<ResultCell<()>>,
     ) -> impl Future<Output = Result<()>> + 'static {
-        cell.wait_on(self.shared.worker.ctx_record(), move || executor_ended(op))
+        cell.wait_on(self.shared.worker.ctx_record(), move |ctx| destroyed(ctx, op))
     }
 
     /// Collectives issued and not answered yet (queued, or with the worker).
@@ -230,10 +228,6 @@ impl Offload {
         let cell = Rc::new(ResultCell::default());
         let sh = &self.shared;
         let mut st = sh.state.borrow_mut();
-        if st.driver_gone {
-            cell.complete(Err(executor_ended(op)));
-            return cell;
-        }
         let seq = st.next_seq;
         st.next_seq = st.next_seq.wrapping_add(1);
         let mut req = Request { op, payload: make(seq).encode(), cell: cell.clone(), _keep: keep };
@@ -410,33 +404,34 @@ fn answer_to_result(op: &str, status: Result<()>, notification: &[u8]) -> Result
     })
 }
 
-/// The driver: hands queued commands to the worker in order and completes the futures of
-/// every command it answers.
 /// Held by the driver's future: when the task is dropped before its end (its executor
 /// ended, with a domain kept past it), the collectives queued or with the worker fail
-/// instead of waiting for answers nobody will collect.
+/// instead of waiting for answers nobody will collect. (`Offload::answer` makes them fail
+/// at their next poll anyway; this also wakes them.)
 struct DriverGone(Rc<Shared>);
 
 impl Drop for DriverGone {
     fn drop(&mut self) {
         let Ok(mut guard) = self.0.state.try_borrow_mut() else { return };
         let st = &mut *guard;
-        st.driver_gone = true;
         let (queued, running) = (std::mem::take(&mut st.queue), std::mem::take(&mut st.running));
         drop(guard);
         // A command with the worker is dropped as an abandoned operation: its slot keeps
         // what DOCA may touch until the (already flushed) task is over.
         let left = queued.into_iter().chain(running.into_iter().map(|(req, _)| req));
         for req in left {
-            finish(&self.0, &req, Err(executor_ended(req.op)));
+            finish(&self.0, &req, Err(destroyed(&self.0.worker.ctx_record(), req.op)));
         }
     }
 }
 
-fn executor_ended(op: &str) -> Error {
-    Error::new(ErrorKind::BadState, format!("domain.{op}: the domain's executor has ended"))
+/// Collective `op`'s refusal once the worker's context is gone with its executor.
+fn destroyed(ctx: &CtxRecord, op: &str) -> Error {
+    ctx.destroyed(&format!("domain.{op}"))
 }
 
+/// The driver: hands queued commands to the worker in order and completes the futures of
+/// every command it answers.
 async fn drive(shared: Rc<Shared>) {
     let _gone = DriverGone(shared.clone());
     poll_fn(|cx| {

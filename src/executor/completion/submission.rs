@@ -223,10 +223,7 @@ impl<K: DocaTask> Submission<K> {
                 Stage::InFlight => return Poll::Ready(Ok(false)),
                 Stage::Alloc => {
                     if !ctx.is_alive() {
-                        return Poll::Ready(Err(Error::new(
-                            crate::error::ErrorKind::BadState,
-                            format!("{op}: context destroyed"),
-                        )));
+                        return Poll::Ready(Err(ctx.destroyed(op)));
                     }
                     let slot = &self.slot;
                     let mut allocate = || {
