@@ -292,13 +292,7 @@ impl DescCache {
     pub(crate) fn data_over(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
         let store = self.store.get()?.as_deref()?;
         let e = store.entries.iter().find(|e| e.addr.get() == addr && e.len.get() == len && !e.buf.get().is_null())?;
-        let (mut p, mut n) = (std::ptr::null_mut(), 0usize);
-        // SAFETY: a live descriptor of this cache; valid out-pointers.
-        unsafe {
-            sys::doca_buf_get_data(e.buf.get(), &mut p);
-            sys::doca_buf_get_data_len(e.buf.get(), &mut n);
-        }
-        Some((p as usize, n))
+        Some(data_of(e.buf.get()))
     }
 
     /// How many descriptors the cache holds (lent or idle).
@@ -422,16 +416,6 @@ mod tests {
         unsafe { (*lent).set(false) };
     }
 
-    fn data_of(b: *mut sys::doca_buf) -> (usize, usize) {
-        let (mut p, mut n) = (std::ptr::null_mut(), 0usize);
-        // SAFETY: a live descriptor; valid out-pointers.
-        unsafe {
-            assert_eq!(sys::doca_buf_get_data(b, &mut p), sys::DOCA_SUCCESS);
-            assert_eq!(sys::doca_buf_get_data_len(b, &mut n), sys::DOCA_SUCCESS);
-        }
-        (p as usize, n)
-    }
-
     #[test]
     #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
     fn the_same_bytes_get_the_same_descriptor_once_given_back() {
@@ -520,6 +504,19 @@ mod tests {
         drop(mem);
         assert_eq!(DESTROY_FAILURES.with(Cell::get), before, "an mmap was destroyed with descriptors left");
     }
+}
+
+/// The data (address, length) of live descriptor `b`: what the tests check a descriptor
+/// hands DOCA.
+#[cfg(test)]
+pub(crate) fn data_of(b: *mut sys::doca_buf) -> (usize, usize) {
+    let (mut p, mut n) = (std::ptr::null_mut(), 0usize);
+    // SAFETY: the caller's live descriptor; valid out-pointers.
+    unsafe {
+        assert_eq!(sys::doca_buf_get_data(b, &mut p), sys::DOCA_SUCCESS);
+        assert_eq!(sys::doca_buf_get_data_len(b, &mut n), sys::DOCA_SUCCESS);
+    }
+    (p as usize, n)
 }
 
 #[cfg(test)]

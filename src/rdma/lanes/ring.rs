@@ -397,13 +397,7 @@ impl<'a> LaneRing<'a> {
     #[cfg(test)]
     pub(super) fn remote_data_len(&self, i: u32) -> Option<usize> {
         let b = self.mem.descs[i as usize][1];
-        if b.is_null() {
-            return None;
-        }
-        let mut n = 0usize;
-        // SAFETY: a live descriptor of these lanes; a valid out-pointer.
-        unsafe { sys::doca_buf_get_data_len(b, &mut n) };
-        Some(n)
+        (!b.is_null()).then(|| crate::mem::descriptors::data_of(b).1)
     }
 
     /// Lane `i`'s bytes.
