@@ -12,9 +12,9 @@
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
 //! (the same writes through 64 `rdma::Lanes`, each holding its task), `batch` (the same
 //! lanes taken a batch at a time, `Lanes::batch`), `lane` (one write at a
-//! time through a single lane), `lane_fadd` (the same with a fetch-add), `messages` (8-byte sends through a `Window`, received through
-//! a `RecvWindow` with one `next` per message), `spawned` (writes, 64 in flight as a task each),
-//! `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
+//! time through a single lane), `lane_fadd` (the same with a fetch-add), `messages` (8-byte
+//! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
+//! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is

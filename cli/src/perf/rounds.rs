@@ -192,6 +192,12 @@ mod tests {
         assert_eq!(r[0].p50, Spread { median: 2.0, min: 2.0, max: 2.0 });
         assert_eq!(r[0].p50_diff_ns, Spread { median: 150.0, min: 100.0, max: 200.0 });
         assert_eq!(r[0].ops_per_sec.median, 0.5);
+        // Each row's samples are p50, p50 and 2 × p50, none above the p99 (the largest of
+        // three): the trimmed mean is 4/3 of the p50, and its difference likewise.
+        let m = r[0].mean_diff_ns.expect("both modes report a mean");
+        for (got, want) in [(m.median, 200.0), (m.min, 400.0 / 3.0), (m.max, 800.0 / 3.0)] {
+            assert!((got - want).abs() < 0.01, "mean difference {got}, expected {want}");
+        }
         assert!(rounds.ratios("lanes", "raw").is_empty());
     }
 
