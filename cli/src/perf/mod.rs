@@ -45,6 +45,8 @@ mod rounds; // `--rounds N`: the plan measured N times, medians over the rounds
 mod stats; // samples in an HDR histogram, timed loops
 
 // The tests, per library: each module measures its operations in every mode it has.
+#[cfg(feature = "tokio")]
+mod bridge;
 mod cm;
 #[cfg(feature = "soft")]
 mod coll;
@@ -291,6 +293,17 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: sync_event::run_spawn,
         about: "spawn and join an empty local task",
+    },
+    #[cfg(feature = "tokio")]
+    TestDef {
+        name: "bridge_lat",
+        modes: &[Mode::Raw, Mode::Async, Mode::TokioHandle],
+        procs: &[1],
+        sizes: &[0],
+        sized: false,
+        iters: 20_000,
+        run: bridge::run,
+        about: "an empty job to the executor of the other CPU and back (whole round trip): atomics (raw), executor to executor (async), tokio::Bridge (tokio-handle)",
     },
     TestDef {
         name: "write_lat",

@@ -1,0 +1,112 @@
+//! `bridge_lat`: what a job costs to hand to an executor on another CPU and get back, with
+//! no DOCA work in it, so the hand-off is all that is timed (issue 14's aim 5: the tokio
+//! handle's "cross-thread hand-off and wake, both directions").
+//!
+//! The `tokio-handle` rows of the RDMA and sync-event tests cannot show that cost on a
+//! two-CPU machine: side A's executor and side B both poll, so the tokio thread has no CPU
+//! of its own and every job waits for the scheduler. Here the two ends are the only busy
+//! threads, one per CPU:
+//!
+//! * `raw`: the floor. A thread on CPU B spins on an atomic counter and echoes it; a thread
+//!   on CPU A bumps it and spins for the echo. Two cache-line transfers, nothing else.
+//! * `async`: a task on CPU A's executor spawns an empty job on CPU B's executor and
+//!   awaits its [`JoinHandle`](async_doca::JoinHandle): the runtime's own cross-executor
+//!   hand-off (remote spawn, run, completion, remote wake).
+//! * `tokio-handle`: a current-thread tokio runtime on CPU A runs an empty job on CPU B's
+//!   executor through [`Bridge::run_on`]: the tokio handle users call.
+//!
+//! Each sample is one whole round trip (not halved): the aim is stated per job.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_doca::tokio::Bridge;
+use async_doca::{Error, ErrorKind, Result};
+
+use super::cpu::{joined, pin, pinned, runtime, two_cpus};
+use super::stats::{timed, timed_async, Report, Run, Samples};
+use super::{Mode, Params};
+
+const TEST: &str = "bridge_lat";
+
+pub fn run(p: &Params) -> Result<Report> {
+    let (cpu_a, cpu_b) = two_cpus()?;
+    let (samples, elapsed) = match p.mode {
+        Mode::Raw => raw(p, cpu_a, cpu_b)?,
+        Mode::Async => {
+            let rt = runtime(&[cpu_a, cpu_b], p.idle)?;
+            let handle = rt.handle();
+            let (warmup, iters) = (p.warmup, p.iters);
+            let job = rt.spawn_on(cpu_a, move || async move {
+                timed_async(warmup, iters, 1.0, |_| {
+                    let spawned = handle.spawn_on(cpu_b, || async { Ok::<_, Error>(()) });
+                    async move { spawned?.await? }
+                })
+                .await
+            })?;
+            rt.block_on(job)??
+        }
+        Mode::TokioHandle => {
+            let rt = runtime(&[cpu_b], p.idle)?;
+            let bridge = Bridge::new(rt.handle());
+            let (warmup, iters) = (p.warmup, p.iters);
+            joined(std::thread::spawn(move || {
+                pin(cpu_a)?;
+                let tokio = ::tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::os(e, "perf: build the tokio runtime"))?;
+                tokio.block_on(timed_async(warmup, iters, 1.0, |_| bridge.run_on(cpu_b, || async { Ok(()) })))
+            }))?
+        }
+        other => return Err(other.unsupported(TEST)),
+    };
+    Ok(Run { test: TEST, mode: p.mode.name(), size: 0, procs: 1 }.report(samples, p.iters, elapsed))
+}
+
+/// The floor: an atomic counter bounced between two spinning threads.
+fn raw(p: &Params, cpu_a: usize, cpu_b: usize) -> Result<(Samples, std::time::Duration)> {
+    // Each on its own cache line, as a job queue and its completion would be.
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+    let ask = Arc::new(Line(AtomicU64::new(0)));
+    let answer = Arc::new(Line(AtomicU64::new(0)));
+    let done = Arc::new(AtomicBool::new(false));
+    let echo = {
+        let (ask, answer, done) = (ask.clone(), answer.clone(), done.clone());
+        std::thread::spawn(move || -> Result<()> {
+            pin(cpu_b)?;
+            let mut seen = 0;
+            while !done.load(Ordering::Relaxed) {
+                let v = ask.0.load(Ordering::Acquire);
+                if v != seen {
+                    seen = v;
+                    answer.0.store(v, Ordering::Release);
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(())
+        })
+    };
+    let measured = {
+        let _on_a = pinned(cpu_a)?;
+        timed(p.warmup, p.iters, 1.0, |i| {
+            ask.0.store(i + 1, Ordering::Release);
+            // Bounded: the echo thread answers within microseconds unless it died.
+            let give_up = std::time::Instant::now() + super::PEER_TIMEOUT;
+            let mut spins = 0u32;
+            while answer.0.load(Ordering::Acquire) != i + 1 {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 4096 == 0 && std::time::Instant::now() > give_up {
+                    return Err(Error::new(ErrorKind::TimedOut, "perf: bridge_lat echo thread did not answer"));
+                }
+            }
+            Ok(())
+        })
+    };
+    done.store(true, Ordering::Relaxed);
+    joined(echo)?;
+    measured
+}
