@@ -6,8 +6,10 @@
 //! [`JoinHandle`], a one-shot channel that wakes the tokio task).
 //!
 //! Back-pressure: a semaphore of `max_in_flight` permits; a job takes one before it is sent
-//! and its task gives it back when its future is gone (finished or cancelled), so a caller
-//! waits, in tokio, while the executors already have that many jobs. Cancellation: dropping
+//! and holds it until its future is gone: the permit travels with the output and the caller
+//! gives it back when it has the result (so the semaphore's cache line stays on the
+//! callers' side), and a cancelled job's task drops it with the future, on the executor. A
+//! caller waits, in tokio, while the executors already have that many jobs. Cancellation: dropping
 //! the awaiting future cancels the job's task; the executor drops the job's future on its
 //! own thread, and DOCA operations in flight follow the usual rule (their memory stays
 //! alive in the completion slot until DOCA is done with it).
@@ -260,10 +262,13 @@ impl Bridge {
         let h = self.inner.handle.spawn_on(cpu, move || {
             let fut = job();
             async move {
-                // Given back when the task's future is gone: finished, or cancelled and
-                // dropped on the executor.
-                let _permit = permit;
-                fut.await
+                // The permit comes back with the output and is given back here, on the
+                // caller's thread, so the semaphore's cache line stays with the callers: a
+                // release on the executor moved it there and back on every job (two
+                // cross-CPU transfers, ~200 ns each on the test VM). A job cancelled or
+                // dropped on the executor drops its permit there, with its future.
+                let out = fut.await;
+                (out, permit)
             }
         })?;
         let mut guard = CancelOnDrop(Some(h));
@@ -275,7 +280,9 @@ impl Bridge {
         let out = h.await;
         // Finished: nothing to cancel (dropping a finished handle is a no-op anyway).
         guard.0 = None;
-        out?
+        let (out, permit) = out?;
+        drop(permit);
+        out
     }
 
     /// Creates a state on the executor of `cpu` with `init` (run there) and returns a
