@@ -98,6 +98,7 @@ impl Core {
         !self.queue.borrow().is_empty()
             || self.shared.park.is_notified()
             || self.inject_pending.get()
+            || self.shared.has_injected()
             || self.slots.has_deferred()
     }
 }

@@ -3,8 +3,9 @@
 //! When a turn found nothing to do, the core goes idle in three steps:
 //! 1. **Prepare** ([`Core::prepare_sleep`]): arm the PE's notification, drain the PE once
 //!    more (work that arrived before the arm produced no notification, so it must be
-//!    collected now or never wake us), and announce sleep to other threads
-//!    ([`ParkState::try_sleep`](crate::executor::park::ParkState::try_sleep)). If anything
+//!    collected now or never wake us), and announce sleep to other threads, then look at
+//!    the injection queue once more, whose pushers notify only a sleeper
+//!    ([`ParkState::try_sleep_unless`](crate::executor::park::ParkState::try_sleep_unless)). If anything
 //!    showed up meanwhile the answer is [`Idle::Busy`]: the notification is cleared again and
 //!    the next turn runs.
 //! 2. **Wait** for the PE fd, the cross-thread waker or the next timer deadline. This is the
@@ -53,7 +54,7 @@ impl Core {
                 return Idle::Busy;
             }
         }
-        if ready() || !self.shared.park.try_sleep() {
+        if ready() || !self.shared.park.try_sleep_unless(|| self.shared.has_injected()) {
             if pe_active {
                 self.clear_pe();
             }

@@ -10,14 +10,16 @@
 //!   it. DOCA objects created on the executor hold an `Rc<Core>` and are `!Send`.
 //! * [`Shared`] (in an `Arc`) is what other threads see: the injection queue, the park state
 //!   (see [`park`](super::park)) and the `mio::Waker`. Remote spawns and remote wakes push a
-//!   `Runnable` to the injection queue and notify.
+//!   `Runnable` to the injection queue; they notify only an executor that announced sleep
+//!   ([`ParkState::notify_queued`]), since a running one looks at the queue every turn.
 //!
-//! The loop (one turn): consume remote notifications → run up to `task_batch` tasks →
-//! drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`] turns, or at once when the
-//! idle spin or `poll` saw one due: each look reads the clock) → retire stopped contexts → if nothing happened: spin for
-//! the idle budget, then arm the PE, drain it once more (closing the arm race), announce
-//! sleep ([`ParkState::try_sleep`]) and block in `mio::Poll::poll` until the next timer
-//! deadline → clear the PE notification → next turn. There is no fixed sleep anywhere;
+//! The loop (one turn): consume remote notifications and look at the injection queue → run
+//! up to `task_batch` tasks → drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`]
+//! turns, or at once when the idle spin or `poll` saw one due: each look reads the clock) →
+//! retire stopped contexts → if nothing happened: spin for the idle budget, then arm the PE,
+//! drain it once more (closing the arm race), announce sleep and look at the injection queue
+//! once more ([`ParkState::try_sleep_unless`]) and block in `mio::Poll::poll` until the next
+//! timer deadline → clear the PE notification → next turn. There is no fixed sleep anywhere;
 //! spurious wake-ups just cost one empty turn.
 //!
 //! Shutdown (on the executor's thread, `CURRENT` still set), bounded by
@@ -277,9 +279,11 @@ pub(crate) struct Core {
     /// A task's inline spin used up the adaptive budget (see `Core::spin_inline`): the next
     /// idle turn sleeps without spinning again.
     spun_out: Cell<bool>,
-    /// The injection queue may hold work: set whenever a notification is consumed (every
-    /// push is followed by one), cleared when a pop finds the queue empty. Saves a pop (a
-    /// few atomic loads on shared cache lines) per turn when nothing came from outside.
+    /// The injection queue may hold work: set whenever a notification is consumed or a turn
+    /// finds the queue non-empty (pushes notify only a sleeping executor, see
+    /// `Shared::schedule_remote`), cleared when a pop finds the queue empty. A turn with
+    /// nothing from outside looks at the queue's two ends (loads of lines that stay in
+    /// this CPU's cache until a push) instead of popping.
     inject_pending: Cell<bool>,
     closing: Cell<bool>,
     pe_alive: Cell<bool>,

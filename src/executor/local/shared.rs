@@ -35,12 +35,24 @@ impl Shared {
     /// Queues a runnable from any thread and makes sure the executor will run it.
     pub(crate) fn schedule_remote(&self, runnable: Runnable) {
         self.inject.push(runnable);
-        self.unpark();
+        // The executor looks at this queue itself on every turn and before it sleeps, so
+        // the push needs no notification unless it sleeps (see `ParkState::notify_queued`).
+        self.act(self.park.notify_queued());
+    }
+
+    /// Whether the injection queue holds work (a look at its two ends, no pop).
+    pub(super) fn has_injected(&self) -> bool {
+        !self.inject.is_empty()
     }
 
     /// Makes sure the executor looks at its queues and flags again (after publishing work).
     pub(crate) fn unpark(&self) {
-        match self.park.notify() {
+        self.act(self.park.notify());
+    }
+
+    /// Does what a notification asks of its notifier.
+    fn act(&self, action: WakeAction) {
+        match action {
             WakeAction::Skip => {}
             WakeAction::Wake => {
                 let guard = self.waker.lock().unwrap_or_else(|p| p.into_inner());

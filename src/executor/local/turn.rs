@@ -180,6 +180,7 @@ impl Core {
             || self.main_woken_local.get()
             || self.shared.park.is_notified()
             || self.inject_pending.get()
+            || self.shared.has_injected()
             || self.shared.shutdown_requested()
     }
 
@@ -239,6 +240,10 @@ impl Core {
     pub(super) fn work(&self) -> bool {
         if self.shared.park.is_notified() {
             self.take_notifications();
+        }
+        // Remote pushes notify only a sleeping executor (`Shared::schedule_remote`): look.
+        if !self.inject_pending.get() && self.shared.has_injected() {
+            self.inject_pending.set(true);
         }
         let ran = self.run_tasks();
         let progressed = self.drain_pe();
