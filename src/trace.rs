@@ -16,6 +16,9 @@
 //! | `WARN` | problems nobody can be given as an `Err`: failures in drop paths and callbacks, resources leaked at shutdown because DOCA may still use them, contained panics | message |
 //! | any | the soft provider's SDK log (`DOCA_LOG` records of the provider itself), when the runtime links doca-soft | target `doca_soft`, `file`, `line` |
 //!
+//! Every `WARN` problem is also counted, and the last few kept, with or without a
+//! subscriber or the feature: [`problems`].
+//!
 //! Targets are the module paths (`async_doca::rdma`, `async_doca::executor::context`, ...),
 //! so `RUST_LOG=async_doca=debug` or `RUST_LOG=async_doca::rdma=trace` select them.
 //!
@@ -58,6 +61,7 @@ pub(crate) use event;
 /// `report!("doca_mmap_stop failed: {:?}", code)`.
 macro_rules! report {
     ($($msg:tt)+) => {{
+        $crate::trace::record_problem(::std::format_args!($($msg)+));
         #[cfg(feature = "tracing")]
         {
             ::tracing::warn!($($msg)+);
@@ -69,6 +73,53 @@ macro_rules! report {
     }};
 }
 pub(crate) use report;
+
+/// How many problems have been reported since the process started (see [`problems`]).
+static PROBLEMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The last [`RECENT_PROBLEMS`] of them, oldest first.
+static RECENT: std::sync::Mutex<std::collections::VecDeque<String>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+/// How many reported problems [`problems`] keeps the text of.
+pub const RECENT_PROBLEMS: usize = 16;
+
+/// Counts and keeps one reported problem (every `report!` comes here first). A rare path:
+/// the message is formatted once more, and the lock is only taken here and in [`problems`].
+pub(crate) fn record_problem(args: std::fmt::Arguments<'_>) {
+    PROBLEMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // A poisoned lock still holds a usable queue: a panic cannot happen while it is held.
+    let mut recent = RECENT.lock().unwrap_or_else(|p| p.into_inner());
+    if recent.len() == RECENT_PROBLEMS {
+        recent.pop_front();
+    }
+    recent.push_back(args.to_string());
+}
+
+/// The problems the runtime could not return to anyone (the `WARN` row of the table above:
+/// failures in drop paths and callbacks, resources leaked at shutdown, contained panics),
+/// whether or not a subscriber saw them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Problems {
+    /// How many were reported since the process started.
+    pub count: u64,
+    /// The last [`RECENT_PROBLEMS`] messages, oldest first.
+    pub recent: Vec<String>,
+}
+
+/// What the runtime has reported so far in this process: for a health check, and for a test
+/// that waits on something to see what went wrong elsewhere meanwhile (a task leaked at
+/// shutdown, a destructor that panicked), which no `Result` carries.
+///
+/// ```
+/// let problems = async_doca::trace::problems();
+/// for message in &problems.recent {
+///     eprintln!("async-doca reported: {message}");
+/// }
+/// println!("{} problems reported since start", problems.count);
+/// ```
+pub fn problems() -> Problems {
+    let recent = RECENT.lock().unwrap_or_else(|p| p.into_inner());
+    Problems { count: PROBLEMS.load(std::sync::atomic::Ordering::Relaxed), recent: recent.iter().cloned().collect() }
+}
 
 /// One `async-doca: ...` line on stderr, never panicking (unlike `eprintln!` on a closed
 /// stderr). Only without the feature: with it, problems are events.
@@ -280,6 +331,24 @@ fn provider_record(level: u32, file: &str, line: u32, message: &str) {
         41..=50 => tracing::info!(target: "doca_soft", file, line, "{message}"),
         51..=60 => tracing::debug!(target: "doca_soft", file, line, "{message}"),
         _ => tracing::trace!(target: "doca_soft", file, line, "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod problem_tests {
+    #[test]
+    fn a_reported_problem_is_counted_and_kept_without_a_subscriber() {
+        let before = super::problems().count;
+        for i in 0..super::RECENT_PROBLEMS + 2 {
+            report!("problem_tests: problem {i}");
+        }
+        let after = super::problems();
+        assert!(after.count >= before + super::RECENT_PROBLEMS as u64 + 2, "{} after {before}", after.count);
+        assert_eq!(after.recent.len(), super::RECENT_PROBLEMS, "only the last ones are kept");
+        // Other tests of this binary may report meanwhile: ours are the newest of our own.
+        let last = super::RECENT_PROBLEMS + 1;
+        assert!(after.recent.iter().any(|m| *m == format!("problem_tests: problem {last}")), "{:?}", after.recent);
+        assert!(!after.recent.iter().any(|m| m == "problem_tests: problem 0"), "the oldest was dropped");
     }
 }
 

@@ -40,7 +40,16 @@ fn rt() -> Runtime {
 }
 
 async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    timeout(LIMIT, f).await.expect("a handle of a destroyed context waited past the limit")
+    match timeout(LIMIT, f).await {
+        Ok(v) => v,
+        // What the runtime reported meanwhile (a destructor that panicked while the first
+        // executor cancelled a driver, a task leaked at its shutdown) is what explains a wait
+        // that never ended; no `Result` carries it and tests have no subscriber.
+        Err(_) => panic!(
+            "a handle of a destroyed context waited past the limit; the runtime reported: {:?}",
+            async_doca::trace::problems()
+        ),
+    }
 }
 
 /// Where a body stops while its first executor ends (see the module docs).
