@@ -290,15 +290,34 @@ mod loom_tests {
         Arc::new(Exec { park: ParkState::new(), queue: AtomicUsize::new(0), eventfd: EventFd::new() })
     }
 
-    #[test]
-    fn loom_no_lost_wakeup_one_notifier() {
-        loom::model(|| {
+    /// One push, by `push`, while the executor runs until it has it.
+    fn one_push(push: fn(&Exec)) {
+        loom::model(move || {
             let e = exec();
             let e2 = e.clone();
             let t = thread::spawn(move || push(&e2));
             run_until(&e, 1);
             t.join().unwrap();
         });
+    }
+
+    /// One push, by `push`, while the executor closes and drains once: the push is either
+    /// drained by the executor or taken back by the pusher. Nothing stays in the queue.
+    fn push_during_close(push: fn(&Exec)) {
+        loom::model(move || {
+            let e = exec();
+            let e2 = e.clone();
+            let t = thread::spawn(move || push(&e2));
+            e.park.close();
+            e.queue.swap(0, Acquire);
+            t.join().unwrap();
+            assert_eq!(e.queue.load(Acquire), 0, "work stranded after close");
+        });
+    }
+
+    #[test]
+    fn loom_no_lost_wakeup_one_notifier() {
+        one_push(push);
     }
 
     #[test]
@@ -336,9 +355,8 @@ mod loom_tests {
 
     #[test]
     fn loom_no_lost_wakeup_queued_notifiers() {
-        // Two pushers that write nothing to the state while the executor runs, one of them
-        // twice (the executor sleeps between its pushes), beside a notifier of the other
-        // kind.
+        // A pusher that writes nothing to the state while the executor runs, pushing twice
+        // (the executor may sleep between its pushes), beside a notifier of the other kind.
         model_bounded(|| {
             let e = exec();
             let e2 = e.clone();
@@ -356,40 +374,16 @@ mod loom_tests {
 
     #[test]
     fn loom_no_lost_wakeup_one_queued_notifier() {
-        loom::model(|| {
-            let e = exec();
-            let e2 = e.clone();
-            let t = thread::spawn(move || push_queued(&e2));
-            run_until(&e, 1);
-            t.join().unwrap();
-        });
+        one_push(push_queued);
     }
 
     #[test]
     fn loom_close_never_strands_queued_work() {
-        loom::model(|| {
-            let e = exec();
-            let e2 = e.clone();
-            let t = thread::spawn(move || push_queued(&e2));
-            e.park.close();
-            e.queue.swap(0, Acquire);
-            t.join().unwrap();
-            assert_eq!(e.queue.load(Acquire), 0, "work stranded after close");
-        });
+        push_during_close(push_queued);
     }
 
     #[test]
     fn loom_close_never_strands_work() {
-        // The executor closes and drains once; a concurrent push is either drained by the
-        // executor or taken back by the pusher. Nothing stays in the queue.
-        loom::model(|| {
-            let e = exec();
-            let e2 = e.clone();
-            let t = thread::spawn(move || push(&e2));
-            e.park.close();
-            e.queue.swap(0, Acquire);
-            t.join().unwrap();
-            assert_eq!(e.queue.load(Acquire), 0, "work stranded after close");
-        });
+        push_during_close(push);
     }
 }
