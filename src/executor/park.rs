@@ -4,7 +4,8 @@
 //! thread that pushes to its injection queue or wakes one of its tasks. It decides whether a
 //! remote wake must pay for a syscall (`mio::Waker::wake`, an eventfd write): only when the
 //! executor has announced that it is going to sleep. While the executor is awake a remote
-//! wake costs one atomic read-modify-write.
+//! notification costs one atomic read-modify-write, and a push to the injection queue (remote
+//! spawns, remote wakes of tasks) a fence and a load.
 //!
 //! The whole state is one atomic byte, so the "sleeper announces, then re-checks" and the
 //! "waker publishes, then checks the sleeper" halves of the classic handshake become two
