@@ -56,7 +56,7 @@ sanitized_tests() (
     cargo +nightly build -Zbuild-std --target "$host" -p async-doca-cli --bin async-doca
     # --no-fail-fast: one binary's report does not hide the others'.
     cargo +nightly test -Zbuild-std --target "$host" --no-fail-fast \
-        -p doca-soft -p async-doca --lib --test rdma --test sync_event --test executor --test chaos --test outlive \
+        -p doca-soft -p async-doca --lib --test rdma --test sync_event --test executor --test chaos --test outlive --test executor_ends \
         -- --test-threads=2 "${@:3}"
 )
 

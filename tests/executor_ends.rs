@@ -1,0 +1,214 @@
+//! The executor ends at a random moment while RDMA traffic is in flight.
+//!
+//! The chaos harness (`tests/chaos.rs`) kills and freezes whole processes; `tests/outlive.rs`
+//! ends an executor at chosen handover points. Here an executor ends inside a living process
+//! at random moments: each round runs writers and fetch-adders as local tasks of a
+//! `block_on` executor, lets them run for a random time and returns, so the executor shuts
+//! down with operations in flight, cancelling its tasks and stopping its contexts (the same
+//! shutdown a worker runs). The registered memory is returned out of `block_on` and outlives
+//! the executor (see `docs/ARCHITECTURE.md`, "Contexts: start, stop, drop"), so the test
+//! then holds what landed against the log of what completed:
+//!
+//! * a completed write's value is in its slot, or, for the slot of the one write its writer
+//!   had in flight, that write's value;
+//! * the fetch-add counter lies between the completed and the started adds, and the old
+//!   values the completed adds returned are distinct and below it;
+//! * nothing was reported that no `Result` carries (a resource leaked by the shutdown, a
+//!   destructor that panicked): `trace::problems()`, which is this binary's alone;
+//! * every round ends (bounded by the shutdown's own budget).
+//!
+//! The moments come from a seed (`EXECUTOR_ENDS_SEED`, default fixed), printed on failure.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+use async_doca::executor::yield_now;
+use async_doca::rdma::Rdma;
+use async_doca::time::sleep;
+use async_doca::{spawn_local, Access, Device, Memory, Result, Runtime};
+
+/// Writers, each with its own slots of the target, one write in flight at a time.
+const WRITERS: usize = 3;
+/// Slots per writer (8 bytes each).
+const SLOTS: usize = 16;
+/// Fetch-adders on one shared counter, one add in flight at a time each.
+const ADDERS: usize = 2;
+/// The counter's offset in the target, after every writer's slots.
+const COUNTER: usize = WRITERS * SLOTS * 8;
+const ROUNDS: u64 = 40;
+
+/// What the tasks did, written before each operation is submitted and when it completed.
+#[derive(Default)]
+struct Log {
+    /// Per writer and slot: the last value whose write completed.
+    written: [[u64; SLOTS]; WRITERS],
+    /// Per writer: the write it had in flight (slot, value), if any.
+    in_flight: [Option<(usize, u64)>; WRITERS],
+    /// Writes completed, all writers.
+    writes_done: usize,
+    adds_started: u64,
+    /// The old values the completed adds returned.
+    adds_done: Vec<u64>,
+}
+
+impl Log {
+    /// Operations completed so far.
+    fn done(&self) -> usize {
+        self.adds_done.len() + self.writes_done
+    }
+}
+
+/// A xorshift generator: the rounds' moments are reproducible from the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// When a round's executor ends.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    /// After this much traffic.
+    After(Duration),
+    /// As soon as this many operations completed.
+    AfterOps(usize),
+}
+
+/// One round: traffic until `end`, then the executor ends. Returns the target memory and
+/// the log, both outliving the executor.
+fn round(end: End, write_size_mix: u64) -> (Memory, Log) {
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
+    rt.block_on(async move {
+        let dev = Device::open_default()?;
+        let a = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+        let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+        let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+        let ab = Rc::new(pa.connect(&blob_b).await?);
+        let _ba = pb.connect(&blob_a).await?;
+        let target = dev.alloc(COUNTER + 8, Access::RDMA_ALL)?;
+        let remote = dev.import(&target.export_rdma()?)?;
+        let log = Rc::new(RefCell::new(Log::default()));
+        for w in 0..WRITERS {
+            let (ab, remote, log) = (ab.clone(), remote.clone(), log.clone());
+            let src = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            // Tasks are detached: the executor's end cancels them wherever they are.
+            drop(spawn_local(async move {
+                for seq in 1u64.. {
+                    let slot = ((seq ^ write_size_mix) as usize) % SLOTS;
+                    let value = ((w as u64 + 1) << 48) | seq;
+                    let mut buf = src.slice(0..8);
+                    buf.write_u64(0, value);
+                    let at = (w * SLOTS + slot) * 8;
+                    log.borrow_mut().in_flight[w] = Some((slot, value));
+                    let (r, _) = ab.write(buf, remote.slice(at..at + 8)).await;
+                    if r.is_err() {
+                        return;
+                    }
+                    let mut l = log.borrow_mut();
+                    l.written[w][slot] = value;
+                    l.in_flight[w] = None;
+                    l.writes_done += 1;
+                }
+            }));
+        }
+        for _ in 0..ADDERS {
+            let (ab, remote, log) = (ab.clone(), remote.clone(), log.clone());
+            let result = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            drop(spawn_local(async move {
+                loop {
+                    log.borrow_mut().adds_started += 1;
+                    let (r, _) = ab.fetch_add(remote.slice(COUNTER..COUNTER + 8), 1, result.slice(0..8)).await;
+                    match r {
+                        Ok(old) => log.borrow_mut().adds_done.push(old),
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        match end {
+            // While every task waits for its operation.
+            End::After(d) => sleep(d).await,
+            // Right after the n-th completion, in the middle of a turn's tasks: some have
+            // their results and have not run yet.
+            End::AfterOps(n) => {
+                while log.borrow().done() < n {
+                    yield_now().await;
+                }
+            }
+        }
+        // The executor ends here, with every task above somewhere in its loop.
+        let log = std::mem::take(&mut *log.borrow_mut());
+        Ok::<_, async_doca::Error>((target, log))
+    })
+    .unwrap()
+}
+
+/// Holds the target against the log (see the module docs); `Err` says what broke.
+fn check(target: &Memory, log: &Log) -> std::result::Result<(), String> {
+    let view = target.slice(..);
+    for w in 0..WRITERS {
+        for slot in 0..SLOTS {
+            let got = view.read_u64((w * SLOTS + slot) * 8);
+            let done = log.written[w][slot];
+            let pending = log.in_flight[w].filter(|&(s, _)| s == slot).map(|(_, v)| v);
+            if got != done && Some(got) != pending {
+                return Err(format!(
+                    "writer {w} slot {slot}: {got:#x} landed, the last completed write was {done:#x}, in flight {pending:?}"
+                ));
+            }
+        }
+    }
+    let counter = view.read_u64(COUNTER);
+    let done = log.adds_done.len() as u64;
+    if counter < done || counter > log.adds_started {
+        return Err(format!("counter {counter}: {done} adds completed, {} started", log.adds_started));
+    }
+    let distinct: HashSet<_> = log.adds_done.iter().collect();
+    if distinct.len() != log.adds_done.len() {
+        return Err("two completed adds returned the same old value".into());
+    }
+    if let Some(old) = log.adds_done.iter().find(|&&old| old >= counter) {
+        return Err(format!("a completed add returned {old}, the counter is {counter}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn an_executor_ending_mid_traffic_loses_no_completed_operation() -> Result<()> {
+    let seed = std::env::var("EXECUTOR_ENDS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0e4d);
+    let mut rng = Rng(seed | 1);
+    let problems = async_doca::trace::problems().count;
+    let mut cut_in_flight = 0;
+    for round_no in 0..ROUNDS {
+        // From "ends before the first operation" to ~2 ms, or ~5 000 operations, of traffic.
+        let end = if rng.next() % 2 == 0 {
+            End::After(Duration::from_micros(rng.next() % 2_000))
+        } else {
+            End::AfterOps((rng.next() % 5_000) as usize)
+        };
+        let mix = rng.next();
+        let (target, log) = round(end, mix);
+        if let Err(e) = check(&target, &log) {
+            panic!("seed {seed:#x}, round {round_no} (ended {end:?}): {e}");
+        }
+        let now = async_doca::trace::problems();
+        assert_eq!(
+            now.count, problems,
+            "seed {seed:#x}, round {round_no}: the shutdown reported problems: {:?}",
+            now.recent
+        );
+        if log.adds_started > log.adds_done.len() as u64 || log.in_flight.iter().any(Option::is_some) {
+            cut_in_flight += 1;
+        }
+    }
+    // Rounds that ended between operations test nothing: most must end mid-flight.
+    assert!(cut_in_flight >= ROUNDS / 2, "only {cut_in_flight} of {ROUNDS} rounds ended with operations in flight");
+    Ok(())
+}
