@@ -29,6 +29,9 @@ use async_doca::rdma::Rdma;
 use async_doca::time::sleep;
 use async_doca::{spawn_local, Access, Device, Memory, Result, Runtime};
 
+mod common;
+use common::chaoskit::Rng;
+
 /// Writers, each with its own slots of the target, one write in flight at a time.
 const WRITERS: usize = 3;
 /// Slots per writer (8 bytes each).
@@ -57,18 +60,6 @@ impl Log {
     /// Operations completed so far.
     fn done(&self) -> usize {
         self.adds_done.len() + self.writes_done
-    }
-}
-
-/// A xorshift generator: the rounds' moments are reproducible from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 }
 
@@ -183,15 +174,15 @@ fn check(target: &Memory, log: &Log) -> std::result::Result<(), String> {
 #[test]
 fn an_executor_ending_mid_traffic_loses_no_completed_operation() -> Result<()> {
     let seed = std::env::var("EXECUTOR_ENDS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0e4d);
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng(seed);
     let problems = async_doca::trace::problems().count;
     let mut cut_in_flight = 0;
     for round_no in 0..ROUNDS {
         // From "ends before the first operation" to ~2 ms, or ~5 000 operations, of traffic.
-        let end = if rng.next() % 2 == 0 {
-            End::After(Duration::from_micros(rng.next() % 2_000))
+        let end = if rng.chance(500) {
+            End::After(Duration::from_micros(rng.below(2_000)))
         } else {
-            End::AfterOps((rng.next() % 5_000) as usize)
+            End::AfterOps(rng.below(5_000) as usize)
         };
         let mix = rng.next();
         let (target, log) = round(end, mix);

@@ -232,25 +232,25 @@ mod loom_tests {
         eventfd: EventFd,
     }
 
+    /// A push followed by a notification (`Shared::unpark`).
     fn push(e: &Exec) {
         e.queue.fetch_add(1, Release);
-        match e.park.notify() {
-            WakeAction::Wake => e.eventfd.notify(),
-            WakeAction::Skip => {}
-            // Take back what we pushed: the executor will not drain again.
-            WakeAction::Closed => {
-                e.queue.swap(0, Acquire);
-            }
-        }
+        act(e, e.park.notify());
     }
 
     /// A push to the injection queue (`Shared::schedule_remote`): no write to the state
     /// unless the executor sleeps or closes.
     fn push_queued(e: &Exec) {
         e.queue.fetch_add(1, Release);
-        match e.park.notify_queued() {
+        act(e, e.park.notify_queued());
+    }
+
+    /// What a notifier does after notifying (`Shared::act`).
+    fn act(e: &Exec, action: WakeAction) {
+        match action {
             WakeAction::Wake => e.eventfd.notify(),
             WakeAction::Skip => {}
+            // Take back what we pushed: the executor will not drain again.
             WakeAction::Closed => {
                 e.queue.swap(0, Acquire);
             }
