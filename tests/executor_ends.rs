@@ -2,12 +2,17 @@
 //!
 //! The chaos harness (`tests/chaos.rs`) kills and freezes whole processes; `tests/outlive.rs`
 //! ends an executor at chosen handover points. Here an executor ends inside a living process
-//! at random moments: each round runs writers and fetch-adders as local tasks of a
-//! `block_on` executor, lets them run for a random time and returns, so the executor shuts
-//! down with operations in flight, cancelling its tasks and stopping its contexts (the same
-//! shutdown a worker runs). The registered memory is returned out of `block_on` and outlives
-//! the executor (see `docs/ARCHITECTURE.md`, "Contexts: start, stop, drop"), so the test
-//! then holds what landed against the log of what completed:
+//! at random moments, with RDMA writes and fetch-adds in flight, in the two ways an executor
+//! ends:
+//!
+//! * a `block_on` executor whose future returns after a random time or right after its n-th
+//!   completion (then some tasks have their results and have not run yet);
+//! * a worker shut down from another thread (`Runtime::shutdown`) at such a moment.
+//!
+//! Either way the executor cancels its tasks and stops its contexts (the same shutdown).
+//! The test then holds the target memory's bytes (read after a `block_on` returned it, or
+//! copied by a guard that the worker's shutdown drops with its task; no task runs once the
+//! shutdown began, so the log is final by then) against the log of what completed:
 //!
 //! * a completed write's value is in its slot, or, for the slot of the one write its writer
 //!   had in flight, that write's value;
@@ -19,9 +24,9 @@
 //!
 //! The moments come from a seed (`EXECUTOR_ENDS_SEED`, default fixed), printed on failure.
 
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_doca::executor::yield_now;
@@ -41,6 +46,8 @@ const ADDERS: usize = 2;
 /// The counter's offset in the target, after every writer's slots.
 const COUNTER: usize = WRITERS * SLOTS * 8;
 const ROUNDS: u64 = 40;
+/// How long a round may take to start or to reach its end before it is declared hung.
+const LIMIT: Duration = Duration::from_secs(20);
 
 /// What the tasks did, written before each operation is submitted and when it completed.
 #[derive(Default)]
@@ -72,81 +79,149 @@ enum End {
     AfterOps(usize),
 }
 
-/// One round: traffic until `end`, then the executor ends. Returns the target memory and
-/// the log, both outliving the executor.
-fn round(end: End, write_size_mix: u64) -> (Memory, Log) {
-    let rt = Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();
-    rt.block_on(async move {
-        let dev = Device::open_default()?;
-        let a = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-        let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
-        let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
-        let ab = Rc::new(pa.connect(&blob_b).await?);
-        let _ba = pb.connect(&blob_a).await?;
-        let target = dev.alloc(COUNTER + 8, Access::RDMA_ALL)?;
-        let remote = dev.import(&target.export_rdma()?)?;
-        let log = Rc::new(RefCell::new(Log::default()));
-        for w in 0..WRITERS {
-            let (ab, remote, log) = (ab.clone(), remote.clone(), log.clone());
-            let src = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
-            // Tasks are detached: the executor's end cancels them wherever they are.
-            drop(spawn_local(async move {
-                for seq in 1u64.. {
-                    let slot = ((seq ^ write_size_mix) as usize) % SLOTS;
-                    let value = ((w as u64 + 1) << 48) | seq;
-                    let mut buf = src.slice(0..8);
-                    buf.write_u64(0, value);
-                    let at = (w * SLOTS + slot) * 8;
-                    log.borrow_mut().in_flight[w] = Some((slot, value));
-                    let (r, _) = ab.write(buf, remote.slice(at..at + 8)).await;
-                    if r.is_err() {
-                        return;
-                    }
-                    let mut l = log.borrow_mut();
-                    l.written[w][slot] = value;
-                    l.in_flight[w] = None;
-                    l.writes_done += 1;
+/// Starts the writers and the fetch-adders as local tasks of the current executor (detached:
+/// the executor's end cancels them wherever they are) and returns the memory they target.
+async fn traffic(log: Arc<Mutex<Log>>, write_size_mix: u64) -> Result<Memory> {
+    let dev = Device::open_default()?;
+    let a = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+    let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+    let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+    let ab = Rc::new(pa.connect(&blob_b).await?);
+    let ba = pb.connect(&blob_a).await?;
+    let target = dev.alloc(COUNTER + 8, Access::RDMA_ALL)?;
+    let remote = dev.import(&target.export_rdma()?)?;
+    for w in 0..WRITERS {
+        let (ab, remote, log) = (ab.clone(), remote.clone(), log.clone());
+        let src = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+        drop(spawn_local(async move {
+            for seq in 1u64.. {
+                let slot = ((seq ^ write_size_mix) as usize) % SLOTS;
+                let value = ((w as u64 + 1) << 48) | seq;
+                let mut buf = src.slice(0..8);
+                buf.write_u64(0, value);
+                let at = (w * SLOTS + slot) * 8;
+                lock(&log).in_flight[w] = Some((slot, value));
+                let (r, _) = ab.write(buf, remote.slice(at..at + 8)).await;
+                if r.is_err() {
+                    return;
                 }
-            }));
-        }
-        for _ in 0..ADDERS {
-            let (ab, remote, log) = (ab.clone(), remote.clone(), log.clone());
-            let result = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
-            drop(spawn_local(async move {
-                loop {
-                    log.borrow_mut().adds_started += 1;
-                    let (r, _) = ab.fetch_add(remote.slice(COUNTER..COUNTER + 8), 1, result.slice(0..8)).await;
-                    match r {
-                        Ok(old) => log.borrow_mut().adds_done.push(old),
-                        Err(_) => return,
-                    }
-                }
-            }));
-        }
-        match end {
-            // While every task waits for its operation.
-            End::After(d) => sleep(d).await,
-            // Right after the n-th completion, in the middle of a turn's tasks: some have
-            // their results and have not run yet.
-            End::AfterOps(n) => {
-                while log.borrow().done() < n {
-                    yield_now().await;
+                let mut l = lock(&log);
+                l.written[w][slot] = value;
+                l.in_flight[w] = None;
+                l.writes_done += 1;
+            }
+        }));
+    }
+    for _ in 0..ADDERS {
+        let (ab, remote, log) = (ab.clone(), remote.clone(), log.clone());
+        let result = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+        drop(spawn_local(async move {
+            loop {
+                lock(&log).adds_started += 1;
+                let (r, _) = ab.fetch_add(remote.slice(COUNTER..COUNTER + 8), 1, result.slice(0..8)).await;
+                match r {
+                    Ok(old) => lock(&log).adds_done.push(old),
+                    Err(_) => return,
                 }
             }
+        }));
+    }
+    // The contexts stay open as long as the executor: the tasks use `ab`, and its peer is
+    // kept by the last of them (a connection's peer context must not go first).
+    drop(spawn_local(async move {
+        let _keep = (a, b, ba);
+        std::future::pending::<()>().await
+    }));
+    Ok(target)
+}
+
+fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn runtime() -> Runtime {
+    Runtime::builder().cpus("0".parse().unwrap()).build().unwrap()
+}
+
+/// A round on a `block_on` executor, which ends when its future returns: traffic until
+/// `end`, then the target's bytes and the log, read after the executor is gone.
+fn block_on_round(end: End, write_size_mix: u64) -> (Vec<u8>, Log) {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let l = log.clone();
+    let target = runtime()
+        .block_on(async move {
+            let target = traffic(l.clone(), write_size_mix).await?;
+            match end {
+                // While every task waits for its operation.
+                End::After(d) => sleep(d).await,
+                // Right after the n-th completion, in the middle of a turn's tasks: some have
+                // their results and have not run yet.
+                End::AfterOps(n) => {
+                    while lock(&l).done() < n {
+                        yield_now().await;
+                    }
+                }
+            }
+            // The executor ends here, with every task above somewhere in its loop.
+            Ok::<_, async_doca::Error>(target)
+        })
+        .unwrap();
+    let log = std::mem::take(&mut *lock(&log));
+    (target.slice(..).to_vec(), log)
+}
+
+/// A round on a worker executor, shut down from this thread (`Runtime::shutdown`) at `end`.
+/// The worker's handles go with its tasks, so a guard among them copies the target when
+/// the shutdown drops it: no task runs once the shutdown began (the log is final), and a
+/// write that lands after the copy is one in flight, which the check allows either way.
+fn worker_round(end: End, write_size_mix: u64) -> (Vec<u8>, Log) {
+    struct Snapshot(Memory, Arc<Mutex<Vec<u8>>>);
+    impl Drop for Snapshot {
+        fn drop(&mut self) {
+            *self.1.lock().unwrap_or_else(|p| p.into_inner()) = self.0.slice(..).to_vec();
         }
-        // The executor ends here, with every task above somewhere in its loop.
-        let log = std::mem::take(&mut *log.borrow_mut());
-        Ok::<_, async_doca::Error>((target, log))
-    })
-    .unwrap()
+    }
+    let log = Arc::new(Mutex::new(Log::default()));
+    let bytes = Arc::new(Mutex::new(Vec::new()));
+    let rt = runtime();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (l, b) = (log.clone(), bytes.clone());
+    let setup = rt
+        .spawn_on(0, move || async move {
+            let target = traffic(l, write_size_mix).await?;
+            let _snapshot = Snapshot(target, b);
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+            Ok::<_, async_doca::Error>(())
+        })
+        .unwrap();
+    if started_rx.recv_timeout(LIMIT).is_err() {
+        // The setup failed (its error is in its handle) or hung.
+        let err = rt.block_on(async_doca::time::timeout(LIMIT, setup));
+        panic!("the worker's traffic did not start: {err:?}");
+    }
+    let deadline = std::time::Instant::now() + LIMIT;
+    match end {
+        End::After(d) => std::thread::sleep(d),
+        End::AfterOps(n) => {
+            while lock(&log).done() < n {
+                assert!(std::time::Instant::now() < deadline, "the traffic stalled before {n} operations");
+                std::thread::yield_now();
+            }
+        }
+    }
+    rt.shutdown();
+    let log = std::mem::take(&mut *lock(&log));
+    let bytes = std::mem::take(&mut *bytes.lock().unwrap_or_else(|p| p.into_inner()));
+    (bytes, log)
 }
 
 /// Holds the target against the log (see the module docs); `Err` says what broke.
-fn check(target: &Memory, log: &Log) -> std::result::Result<(), String> {
-    let view = target.slice(..);
+fn check(bytes: &[u8], log: &Log) -> std::result::Result<(), String> {
+    let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     for w in 0..WRITERS {
         for slot in 0..SLOTS {
-            let got = view.read_u64((w * SLOTS + slot) * 8);
+            let got = word((w * SLOTS + slot) * 8);
             let done = log.written[w][slot];
             let pending = log.in_flight[w].filter(|&(s, _)| s == slot).map(|(_, v)| v);
             if got != done && Some(got) != pending {
@@ -156,7 +231,7 @@ fn check(target: &Memory, log: &Log) -> std::result::Result<(), String> {
             }
         }
     }
-    let counter = view.read_u64(COUNTER);
+    let counter = word(COUNTER);
     let done = log.adds_done.len() as u64;
     if counter < done || counter > log.adds_started {
         return Err(format!("counter {counter}: {done} adds completed, {} started", log.adds_started));
@@ -171,8 +246,8 @@ fn check(target: &Memory, log: &Log) -> std::result::Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn an_executor_ending_mid_traffic_loses_no_completed_operation() -> Result<()> {
+/// `ROUNDS` rounds of `round`, each ended at a moment drawn from the seed.
+fn rounds(round: fn(End, u64) -> (Vec<u8>, Log)) {
     let seed = std::env::var("EXECUTOR_ENDS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0e4d);
     let mut rng = Rng(seed);
     let problems = async_doca::trace::problems().count;
@@ -185,8 +260,8 @@ fn an_executor_ending_mid_traffic_loses_no_completed_operation() -> Result<()> {
             End::AfterOps(rng.below(5_000) as usize)
         };
         let mix = rng.next();
-        let (target, log) = round(end, mix);
-        if let Err(e) = check(&target, &log) {
+        let (bytes, log) = round(end, mix);
+        if let Err(e) = check(&bytes, &log) {
             panic!("seed {seed:#x}, round {round_no} (ended {end:?}): {e}");
         }
         let now = async_doca::trace::problems();
@@ -201,5 +276,14 @@ fn an_executor_ending_mid_traffic_loses_no_completed_operation() -> Result<()> {
     }
     // Rounds that ended between operations test nothing: most must end mid-flight.
     assert!(cut_in_flight >= ROUNDS / 2, "only {cut_in_flight} of {ROUNDS} rounds ended with operations in flight");
-    Ok(())
+}
+
+#[test]
+fn a_block_on_executor_ending_mid_traffic_loses_no_completed_operation() {
+    rounds(block_on_round);
+}
+
+#[test]
+fn a_worker_shut_down_mid_traffic_loses_no_completed_operation() {
+    rounds(worker_round);
 }
