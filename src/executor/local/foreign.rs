@@ -97,7 +97,6 @@ impl Core {
     pub(super) fn has_local_work(&self) -> bool {
         !self.queue.borrow().is_empty()
             || self.shared.park.is_notified()
-            || self.inject_pending.get()
             || self.shared.has_injected()
             || self.slots.has_deferred()
     }

@@ -13,7 +13,7 @@
 //!   `Runnable` to the injection queue; they notify only an executor that announced sleep
 //!   ([`ParkState::notify_queued`]), since a running one looks at the queue every turn.
 //!
-//! The loop (one turn): consume remote notifications and look at the injection queue → run
+//! The loop (one turn): consume remote notifications → look at the injection queue, run
 //! up to `task_batch` tasks → drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`]
 //! turns, or at once when the idle spin or `poll` saw one due: each look reads the clock) →
 //! retire stopped contexts → if nothing happened: spin for the idle budget, then arm the PE,
@@ -237,12 +237,13 @@ struct Reactor {
 /// work the poll being run may still do (0 outside a poll). Each is set around the region
 /// it describes and restored when the region ends (guards), so they nest correctly.
 ///
-/// **What the next turn must look at** (`main_woken_local`, `inject_pending`,
-/// `busy_turns`, `spun_out`): hints set by an event (a local wake of the main future, a
-/// remote notification consumed, a timer possibly due, an inline spin that used up the
-/// adaptive budget) and cleared by the turn that acts on them. A hint may be stale (a
-/// wasted look, or one sleep without a spin first), never missing: every event sets its
-/// hint before anything could wait for it. `arm_error_reported` only latches a one-time report.
+/// **What the next turn must look at** (`main_woken_local`, `busy_turns`, `spun_out`):
+/// hints set by an event (a local wake of the main future, a timer possibly due, an inline
+/// spin that used up the adaptive budget) and cleared by the turn that acts on them. A hint
+/// may be stale (a wasted look, or one sleep without a spin first), never missing: every
+/// event sets its hint before anything could wait for it. Remote work needs no hint: the
+/// turn looks at the injection queue itself. `arm_error_reported` only latches a one-time
+/// report.
 pub(crate) struct Core {
     pub(crate) shared: Arc<Shared>,
     queue: RefCell<VecDeque<Runnable>>,
@@ -279,12 +280,6 @@ pub(crate) struct Core {
     /// A task's inline spin used up the adaptive budget (see `Core::spin_inline`): the next
     /// idle turn sleeps without spinning again.
     spun_out: Cell<bool>,
-    /// The injection queue may hold work: set whenever a notification is consumed or a turn
-    /// finds the queue non-empty (pushes notify only a sleeping executor, see
-    /// `Shared::schedule_remote`), cleared when a pop finds the queue empty. A turn with
-    /// nothing from outside looks at the queue's two ends (loads of lines that stay in
-    /// this CPU's cache until a push) instead of popping.
-    inject_pending: Cell<bool>,
     closing: Cell<bool>,
     pe_alive: Cell<bool>,
     arm_error_reported: Cell<bool>,
@@ -352,7 +347,6 @@ impl Core {
             inline_run: Cell::new(false),
             main_woken_local: Cell::new(false),
             spun_out: Cell::new(false),
-            inject_pending: Cell::new(false),
             closing: Cell::new(false),
             pe_alive: Cell::new(true),
             arm_error_reported: Cell::new(false),

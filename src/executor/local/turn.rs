@@ -179,7 +179,6 @@ impl Core {
         !self.queue.borrow().is_empty()
             || self.main_woken_local.get()
             || self.shared.park.is_notified()
-            || self.inject_pending.get()
             || self.shared.has_injected()
             || self.shared.shutdown_requested()
     }
@@ -227,12 +226,12 @@ impl Core {
         }
     }
 
-    /// Consumes pending remote notifications (see `inject_pending`).
+    /// Consumes pending remote notifications. The work they announced has its own flag or
+    /// queue, which the turn looks at anyway (the injection queue among them, whose pushers
+    /// notify only a sleeping executor).
     #[inline]
     pub(super) fn take_notifications(&self) {
-        if self.shared.park.wake() {
-            self.inject_pending.set(true);
-        }
+        self.shared.park.wake();
     }
 
     /// The work of a turn, the same for both drivers: remote notifications, up to
@@ -240,10 +239,6 @@ impl Core {
     pub(super) fn work(&self) -> bool {
         if self.shared.park.is_notified() {
             self.take_notifications();
-        }
-        // Remote pushes notify only a sleeping executor (`Shared::schedule_remote`): look.
-        if !self.inject_pending.get() && self.shared.has_injected() {
-            self.inject_pending.set(true);
         }
         let ran = self.run_tasks();
         let progressed = self.drain_pe();
@@ -340,18 +335,16 @@ impl Core {
         true
     }
 
-    /// Moves remote work to the local queue and runs up to `task_batch` runnables.
+    /// Moves remote work to the local queue and runs up to `task_batch` runnables. The
+    /// injection queue is looked at (its two ends, lines that stay in this CPU's cache until
+    /// a push) before it is popped: remote pushes notify only a sleeping executor
+    /// (`Shared::schedule_remote`), so the queue itself is what says there is work.
     pub(super) fn run_tasks(&self) -> usize {
         let batch = self.config.task_batch;
-        if self.inject_pending.get() {
+        if self.shared.has_injected() {
             for _ in 0..batch {
-                match self.shared.inject.pop() {
-                    Some(r) => self.queue.borrow_mut().push_back(r),
-                    None => {
-                        self.inject_pending.set(false);
-                        break;
-                    }
-                }
+                let Some(r) = self.shared.inject.pop() else { break };
+                self.queue.borrow_mut().push_back(r);
             }
         }
         let mut n = 0;
