@@ -25,6 +25,7 @@ use async_doca::{Error, ErrorKind, Result};
 
 use super::cpu::{joined, pin, pinned, runtime, two_cpus};
 use super::stats::{timed, timed_async, Report, Run, Samples};
+use super::tokio::tokio_rt;
 use super::{Mode, Params};
 
 const TEST: &str = "bridge_lat";
@@ -52,11 +53,7 @@ pub fn run(p: &Params) -> Result<Report> {
             let (warmup, iters) = (p.warmup, p.iters);
             joined(std::thread::spawn(move || {
                 pin(cpu_a)?;
-                let tokio = ::tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| Error::os(e, "perf: build the tokio runtime"))?;
-                tokio.block_on(timed_async(warmup, iters, 1.0, |_| bridge.run_on(cpu_b, || async { Ok(()) })))
+                tokio_rt()?.block_on(timed_async(warmup, iters, 1.0, |_| bridge.run_on(cpu_b, || async { Ok(()) })))
             }))?
         }
         other => return Err(other.unsupported(TEST)),
@@ -89,23 +86,28 @@ fn raw(p: &Params, cpu_a: usize, cpu_b: usize) -> Result<(Samples, std::time::Du
             Ok(())
         })
     };
-    let measured = {
+    // A closure, so that the echo thread is stopped below however this ends.
+    let measured = (|| {
         let _on_a = pinned(cpu_a)?;
         timed(p.warmup, p.iters, 1.0, |i| {
             ask.0.store(i + 1, Ordering::Release);
-            // Bounded: the echo thread answers within microseconds unless it died.
-            let give_up = std::time::Instant::now() + super::PEER_TIMEOUT;
+            // Bounded: the echo thread answers within microseconds unless it died. The clock
+            // is read only after 4096 looks, never in a round trip that is timed normally.
+            let mut give_up = None;
             let mut spins = 0u32;
             while answer.0.load(Ordering::Acquire) != i + 1 {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 && std::time::Instant::now() > give_up {
-                    return Err(Error::new(ErrorKind::TimedOut, "perf: bridge_lat echo thread did not answer"));
+                if spins % 4096 == 0 {
+                    let now = std::time::Instant::now();
+                    if now > *give_up.get_or_insert(now + super::PEER_TIMEOUT) {
+                        return Err(Error::new(ErrorKind::TimedOut, "perf: bridge_lat echo thread did not answer"));
+                    }
                 }
             }
             Ok(())
         })
-    };
+    })();
     done.store(true, Ordering::Relaxed);
     joined(echo)?;
     measured

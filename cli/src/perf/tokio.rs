@@ -33,7 +33,8 @@ fn idle_mode(idle: IdleArg) -> IdleMode {
     }
 }
 
-fn tokio_rt() -> Result<::tokio::runtime::Runtime> {
+/// The current-thread tokio runtime side A's tokio thread runs (here and in `bridge.rs`).
+pub(super) fn tokio_rt() -> Result<::tokio::runtime::Runtime> {
     ::tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
