@@ -332,6 +332,31 @@ fn several_collectives_in_flight() {
     }
 }
 
+/// `close` waits for the collectives still in flight, those whose futures were dropped
+/// included (woken by the driver once it settles, not by polling), and the members then
+/// agree and leave cleanly.
+#[test]
+fn close_waits_for_dropped_collectives() {
+    for n in [2usize, 3] {
+        for r in in_process(n, |comm, dev| async move {
+            let r = comm.rank();
+            let big = 200_000;
+            let src = filled::<f64>(&dev, big, |i| val(20, r, i))?;
+            let mut dst = TypedBuf::<f64>::alloc(&dev, big, RW)?;
+            // Submitted at the call, their futures dropped unpolled.
+            drop(comm.allreduce(&src, &mut dst, ReduceOp::Sum));
+            drop(comm.barrier());
+            assert_eq!(comm.in_flight(), 2);
+            // Every member's close waits for both (a member leaving early would fail the
+            // others' allreduce with ConnectionLost, and their close with it).
+            bounded(comm.close()).await??;
+            Ok(())
+        }) {
+            r.unwrap();
+        }
+    }
+}
+
 /// Local argument problems and disagreements between members are InvalidArgument errors on
 /// every member that is affected, and the communicator keeps working afterwards.
 #[test]

@@ -173,6 +173,7 @@ impl HostCommBuilder {
             send_mem,
             chunk_bytes: self.chunk_bytes,
             wake: WakeFlag::default(),
+            settled: WakeFlag::default(),
             tasks: RefCell::new(Vec::new()),
             closing: Cell::new(false),
             state: RefCell::new(State {
@@ -382,6 +383,9 @@ struct Shared {
     send_mem: Memory,
     chunk_bytes: usize,
     wake: WakeFlag,
+    /// Notified by the driver whenever a step leaves the communicator settled (see
+    /// [`Shared::settled`]): what [`HostComm::close`] waits for.
+    settled: WakeFlag,
     /// The receive tasks (cancelled when the communicator closes).
     tasks: RefCell<Vec<JoinHandle<()>>>,
     /// The `HostComm` is gone: only flush the outbox, then stop.
@@ -486,6 +490,13 @@ impl Shared {
         let st = self.state.borrow();
         st.net.dead.is_some() || (st.net.outbox.is_empty() && st.in_flight == 0)
     }
+
+    /// Nothing more will happen without a new collective: every submitted one completed and
+    /// every chunk was sent, or the transport is dead.
+    fn settled(&self) -> bool {
+        let st = self.state.borrow();
+        st.net.dead.is_some() || (st.waiters.is_empty() && st.net.outbox.is_empty() && st.in_flight == 0)
+    }
 }
 
 fn transport_error(peer: Option<usize>, e: &Error) -> TransportError {
@@ -562,6 +573,11 @@ async fn drive(shared: Rc<Shared>) {
     let mut linger_until = None;
     loop {
         shared.step();
+        // Every change `close` waits for (a collective completing, a send finishing, the
+        // transport dying) wakes this task, so a settled state is seen right here.
+        if shared.settled() {
+            shared.settled.notify();
+        }
         if shared.closing.get() {
             let until = *linger_until.get_or_insert_with(|| Instant::now() + LINGER);
             if shared.flushed() || Instant::now() >= until {
@@ -727,13 +743,15 @@ impl HostComm {
             if let Some(e) = &self.shared.state.borrow().net.dead {
                 return Err(Error::with_source(ErrorKind::ConnectionLost, format!("coll.close: {e}"), e.clone()));
             }
-            if self.in_flight() == 0 && self.shared.flushed() {
+            if self.shared.settled() {
                 break;
             }
             if Instant::now() >= deadline {
                 return Err(Error::new(ErrorKind::TimedOut, "coll.close: collectives still in flight"));
             }
-            time::sleep(Duration::from_micros(200)).await;
+            // The driver notifies once a step leaves everything settled; a notification
+            // from an earlier settled moment only costs one more look.
+            let _ = time::timeout_at(deadline, self.shared.settled.wait()).await;
         }
         drive_allgather(&*self.oob, &[1], deadline, "coll").await.map_err(|e| e.context_prefix("coll.close"))?;
         Ok(())
