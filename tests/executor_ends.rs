@@ -2,8 +2,8 @@
 //!
 //! The chaos harness (`tests/chaos.rs`) kills and freezes whole processes; `tests/outlive.rs`
 //! ends an executor at chosen handover points. Here an executor ends inside a living process
-//! at random moments, with RDMA writes and fetch-adds in flight, in the two ways an executor
-//! ends:
+//! at random moments, with RDMA writes and fetch-adds (or messages) in flight, in the two ways
+//! an executor ends:
 //!
 //! * a `block_on` executor whose future returns after a random time or right after its n-th
 //!   completion (then some tasks have their results and have not run yet);
@@ -21,6 +21,13 @@
 //! * nothing was reported that no `Result` carries (a resource leaked by the shutdown, a
 //!   destructor that panicked): `trace::problems()`, which is this binary's alone;
 //! * every round ends (bounded by the shutdown's own budget).
+//!
+//! The message rounds end a sender's executor the same two ways, with three senders' messages
+//! in flight on one connection, while the receiver's executor (another thread's) runs on and
+//! keeps receives posted: every send that completed must be received, and each sender's
+//! messages must arrive 1..k exactly once, k between its completed and its started message
+//! (a completed send is a promise of delivery, also when its sender's context goes at once;
+//! see `docs/soft-provider.md`, "Differences from hardware").
 //!
 //! The moments come from a seed (`EXECUTOR_ENDS_SEED`, default fixed), printed on failure.
 
@@ -135,7 +142,7 @@ async fn traffic(log: Arc<Mutex<Log>>, write_size_mix: u64) -> Result<Memory> {
     Ok(target)
 }
 
-fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
+fn lock<T>(log: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     log.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -246,8 +253,31 @@ fn check(bytes: &[u8], log: &Log) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// What a round left, held against its log.
+trait Outcome {
+    /// `Err` says what broke.
+    fn check(&self) -> std::result::Result<(), String>;
+    /// Whether the executor ended with operations in flight (a round that ended between
+    /// operations tests nothing).
+    fn cut_mid_flight(&self) -> bool;
+}
+
+/// The one-sided rounds' outcome: the target's bytes and the log.
+struct Landed(Vec<u8>, Log);
+
+impl Outcome for Landed {
+    fn check(&self) -> std::result::Result<(), String> {
+        check(&self.0, &self.1)
+    }
+
+    fn cut_mid_flight(&self) -> bool {
+        let log = &self.1;
+        log.adds_started > log.adds_done.len() as u64 || log.in_flight.iter().any(Option::is_some)
+    }
+}
+
 /// `ROUNDS` rounds of `round`, each ended at a moment drawn from the seed.
-fn rounds(round: fn(End, u64) -> (Vec<u8>, Log)) {
+fn rounds<O: Outcome>(round: impl Fn(End, u64) -> O) {
     let seed = std::env::var("EXECUTOR_ENDS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0e4d);
     let mut rng = Rng(seed);
     let problems = async_doca::trace::problems().count;
@@ -260,8 +290,8 @@ fn rounds(round: fn(End, u64) -> (Vec<u8>, Log)) {
             End::AfterOps(rng.below(5_000) as usize)
         };
         let mix = rng.next();
-        let (bytes, log) = round(end, mix);
-        if let Err(e) = check(&bytes, &log) {
+        let outcome = round(end, mix);
+        if let Err(e) = outcome.check() {
             panic!("seed {seed:#x}, round {round_no} (ended {end:?}): {e}");
         }
         let now = async_doca::trace::problems();
@@ -270,7 +300,7 @@ fn rounds(round: fn(End, u64) -> (Vec<u8>, Log)) {
             "seed {seed:#x}, round {round_no}: the shutdown reported problems: {:?}",
             now.recent
         );
-        if log.adds_started > log.adds_done.len() as u64 || log.in_flight.iter().any(Option::is_some) {
+        if outcome.cut_mid_flight() {
             cut_in_flight += 1;
         }
     }
@@ -280,10 +310,267 @@ fn rounds(round: fn(End, u64) -> (Vec<u8>, Log)) {
 
 #[test]
 fn a_block_on_executor_ending_mid_traffic_loses_no_completed_operation() {
-    rounds(block_on_round);
+    rounds(|end, mix| {
+        let (bytes, log) = block_on_round(end, mix);
+        Landed(bytes, log)
+    });
 }
 
 #[test]
 fn a_worker_shut_down_mid_traffic_loses_no_completed_operation() {
-    rounds(worker_round);
+    rounds(|end, mix| {
+        let (bytes, log) = worker_round(end, mix);
+        Landed(bytes, log)
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages: the sender's executor ends, the receiver's runs on
+
+/// Sender tasks on one connection, each numbering its own messages, one send in flight each.
+const SENDERS: usize = 3;
+/// A message: the sender's number, then its sequence number.
+const MSG: usize = 16;
+/// Receives the receiver keeps posted.
+const POSTED: usize = 8;
+/// How long the receiver, once the sender is gone, waits for one more message before it
+/// stops: a message the sender's provider had placed is already in the receiver's queue.
+const QUIET: Duration = Duration::from_millis(50);
+
+/// The sender's side of a round: per sender, the last message whose send completed and the
+/// last one it submitted (the same, or the one in flight).
+#[derive(Default)]
+struct Sent {
+    completed: [u64; SENDERS],
+    started: [u64; SENDERS],
+    /// Sends completed, all senders.
+    done: usize,
+}
+
+/// A messages round's outcome: what was sent, and what the receiver got (sender, sequence),
+/// or why it stopped early.
+struct Delivered {
+    sent: Sent,
+    received: std::result::Result<Vec<(u64, u64)>, String>,
+}
+
+impl Outcome for Delivered {
+    /// Every send that completed was received; what was received is, per sender, its messages
+    /// 1..=k exactly once (k between its completed and its started message).
+    fn check(&self) -> std::result::Result<(), String> {
+        let received = self.received.as_ref().map_err(|e| format!("the receiver: {e}"))?;
+        for t in 0..SENDERS {
+            let mut seqs: Vec<u64> = received.iter().filter(|&&(from, _)| from == t as u64).map(|&(_, q)| q).collect();
+            seqs.sort_unstable();
+            let k = seqs.len() as u64;
+            if seqs.iter().enumerate().any(|(i, &q)| q != i as u64 + 1) {
+                return Err(format!("sender {t}: received {k} messages, not its first {k} once each"));
+            }
+            let (completed, started) = (self.sent.completed[t], self.sent.started[t]);
+            if k < completed || k > started {
+                return Err(format!(
+                    "sender {t}: {k} messages received, {completed} sends completed, {started} started"
+                ));
+            }
+        }
+        if let Some(&(from, _)) = received.iter().find(|&&(from, _)| from >= SENDERS as u64) {
+            return Err(format!("a message from sender {from}, who does not exist"));
+        }
+        Ok(())
+    }
+
+    fn cut_mid_flight(&self) -> bool {
+        self.sent.started != self.sent.completed
+    }
+}
+
+/// Channels that carry the connection blobs (and the receiver's "connected") between the
+/// sender's and the receiver's threads.
+type BlobTx = std::sync::mpsc::Sender<Vec<u8>>;
+type BlobRx = std::sync::mpsc::Receiver<Vec<u8>>;
+
+/// How the sender's executor ends in a messages round.
+#[derive(Clone, Copy)]
+enum SenderEnds {
+    /// Its `block_on` future returns.
+    BlockOn,
+    /// Its worker is shut down from the test thread.
+    Shutdown,
+}
+
+/// A round of messages between two executors on two threads: the sender's, which ends at
+/// `end` (see [`SenderEnds`]), and the receiver's, which keeps receives posted until the
+/// sender's executor is gone and its queue is quiet.
+fn messages_round(how: SenderEnds, end: End) -> Delivered {
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (to_receiver, from_sender) = std::sync::mpsc::channel();
+    let (to_sender, from_receiver) = std::sync::mpsc::channel();
+    let g = gone.clone();
+    let receiver =
+        std::thread::spawn(move || runtime().block_on(receive(to_sender, from_sender, g)).map_err(|e| e.to_string()));
+    let s = sent.clone();
+    let sender = match how {
+        SenderEnds::BlockOn => runtime().block_on(async move {
+            send_traffic(s.clone(), to_receiver, from_receiver).await?;
+            match end {
+                End::After(d) => sleep(d).await,
+                End::AfterOps(n) => {
+                    while lock(&s).done < n {
+                        yield_now().await;
+                    }
+                }
+            }
+            // The sender's executor ends here, with every sender somewhere in its loop.
+            Ok(())
+        }),
+        SenderEnds::Shutdown => {
+            let rt = runtime();
+            let (started_tx, started_rx) = std::sync::mpsc::channel();
+            let setup = rt
+                .spawn_on(0, move || async move {
+                    send_traffic(s, to_receiver, from_receiver).await?;
+                    let _ = started_tx.send(());
+                    std::future::pending::<()>().await;
+                    Ok::<_, async_doca::Error>(())
+                })
+                .unwrap();
+            if started_rx.recv_timeout(LIMIT).is_ok() {
+                let deadline = std::time::Instant::now() + LIMIT;
+                match end {
+                    End::After(d) => std::thread::sleep(d),
+                    End::AfterOps(n) => {
+                        while lock(&sent).done < n {
+                            assert!(std::time::Instant::now() < deadline, "the sends stalled before {n}");
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+                rt.shutdown();
+                Ok(())
+            } else {
+                // The setup failed (its error is in its handle) or hung.
+                match rt.block_on(async_doca::time::timeout(LIMIT, setup)) {
+                    Ok(Ok(Err(e))) => Err(e),
+                    other => panic!("the sender did not start: {other:?}"),
+                }
+            }
+        }
+    };
+    // The sender's executor is gone by now, with its contexts and tasks.
+    gone.store(true, std::sync::atomic::Ordering::Release);
+    let received = receiver.join().expect("the receiver panicked");
+    let sent = std::mem::take(&mut *lock(&sent));
+    let received = match (sender, received) {
+        (Err(e), _) => Err(format!("the sender failed to start: {e}")),
+        (Ok(()), r) => r,
+    };
+    Delivered { sent, received }
+}
+
+/// The sender's side: connects, waits until the receiver is connected too, and starts the
+/// sender tasks (detached: the executor's end cancels them wherever they are).
+async fn send_traffic(sent: Arc<Mutex<Sent>>, to_receiver: BlobTx, from_receiver: BlobRx) -> Result<()> {
+    let dev = Device::open_default()?;
+    let rdma = Rdma::builder(&dev).build().await?;
+    let (blob, pending) = rdma.export()?;
+    let _ = to_receiver.send(blob);
+    let Ok(peer) = from_receiver.recv_timeout(LIMIT) else {
+        return Err(async_doca::Error::new(async_doca::ErrorKind::TimedOut, "no blob from the receiver"));
+    };
+    let conn = Rc::new(pending.connect(&peer).await?);
+    // Traffic starts once the receiver is connected too: a sender that ended before that
+    // would leave it nothing to connect to.
+    if from_receiver.recv_timeout(LIMIT).is_err() {
+        return Err(async_doca::Error::new(async_doca::ErrorKind::TimedOut, "the receiver did not connect"));
+    }
+    for t in 0..SENDERS {
+        let (conn, sent) = (conn.clone(), sent.clone());
+        let src = dev.alloc(MSG, Access::LOCAL_READ_WRITE)?;
+        drop(spawn_local(async move {
+            for seq in 1u64.. {
+                let mut buf = src.slice(0..MSG);
+                buf.write_u64(0, t as u64);
+                buf.write_u64(8, seq);
+                lock(&sent).started[t] = seq;
+                if conn.send(buf).await.0.is_err() {
+                    return;
+                }
+                let mut l = lock(&sent);
+                l.completed[t] = seq;
+                l.done += 1;
+            }
+        }));
+    }
+    // The context lasts as long as the executor (the senders hold the connection).
+    drop(spawn_local(async move {
+        let _keep = rdma;
+        std::future::pending::<()>().await
+    }));
+    Ok(())
+}
+
+/// The receiver: connects, keeps `POSTED` receives posted, and logs each message until its
+/// receives fail with `ConnectionLost` (the sender's context went) or the sender is `gone`
+/// and nothing more arrived for [`QUIET`].
+async fn receive(
+    to_sender: BlobTx,
+    from_sender: BlobRx,
+    gone: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Vec<(u64, u64)>> {
+    let dev = Device::open_default()?;
+    let rdma = Rdma::builder(&dev).build().await?;
+    let (blob, pending) = rdma.export()?;
+    let _ = to_sender.send(blob);
+    let Ok(peer) = from_sender.recv_timeout(LIMIT) else {
+        return Err(async_doca::Error::new(async_doca::ErrorKind::TimedOut, "no blob from the sender"));
+    };
+    let _conn = pending.connect(&peer).await?;
+    let _ = to_sender.send(Vec::new());
+    let mem = dev.alloc(POSTED * MSG, Access::LOCAL_READ_WRITE)?;
+    let mut lanes = rdma.recv_lanes(mem.buf(), POSTED)?;
+    let mut got = Vec::new();
+    // Set once a receive failed: the sender's context is gone and every message it had
+    // delivered was taken (they come first); the lanes are then drained, not posted again.
+    let mut broken = false;
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        let quiet = gone.load(std::sync::atomic::Ordering::Acquire);
+        if broken && lanes.is_empty() {
+            return Ok(got);
+        }
+        let wait = if quiet { QUIET } else { Duration::from_millis(5) };
+        let Ok(mut batch) = async_doca::time::timeout(wait, lanes.batch()).await else {
+            if quiet {
+                return Ok(got);
+            }
+            assert!(std::time::Instant::now() < deadline, "the sender never went");
+            continue;
+        };
+        while let Some((done, lane)) = batch.lane() {
+            match done {
+                Some(Ok(m)) => {
+                    assert_eq!(m.len, MSG, "a message of {} bytes", m.len);
+                    got.push((lane.buf().read_u64(0), lane.buf().read_u64(8)));
+                }
+                // The sender's context went: the documented way a receive learns it.
+                Some(Err(e)) if e.kind() == async_doca::ErrorKind::ConnectionLost => broken = true,
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
+            if !broken {
+                lane.submit();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_block_on_sender_ending_mid_traffic_loses_no_completed_send() {
+    rounds(|end, _| messages_round(SenderEnds::BlockOn, end));
+}
+
+#[test]
+fn a_sender_shut_down_mid_traffic_loses_no_completed_send() {
+    rounds(|end, _| messages_round(SenderEnds::Shutdown, end));
 }
