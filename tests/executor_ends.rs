@@ -27,7 +27,10 @@
 //! keeps receives posted: every send that completed must be received, and each sender's
 //! messages must arrive 1..k exactly once, k between its completed and its started message
 //! (a completed send is a promise of delivery, also when its sender's context goes at once;
-//! see `docs/soft-provider.md`, "Differences from hardware").
+//! see `docs/soft-provider.md`, "Differences from hardware"). A last round ends the
+//! receiver's executor instead: each sender's send in flight must fail with `ConnectionLost`
+//! (none may wait forever), and what the receiver got must still be each sender's first
+//! messages once each.
 //!
 //! The moments come from a seed (`EXECUTOR_ENDS_SEED`, default fixed), printed on failure.
 
@@ -39,7 +42,7 @@ use std::time::Duration;
 use async_doca::executor::yield_now;
 use async_doca::rdma::Rdma;
 use async_doca::time::sleep;
-use async_doca::{spawn_local, Access, Device, Memory, Result, Runtime};
+use async_doca::{spawn_local, Access, Device, ErrorKind, JoinHandle, Memory, Result, Runtime};
 
 mod common;
 use common::chaoskit::Rng;
@@ -359,29 +362,39 @@ impl Outcome for Delivered {
     /// 1..=k exactly once (k between its completed and its started message).
     fn check(&self) -> std::result::Result<(), String> {
         let received = self.received.as_ref().map_err(|e| format!("the receiver: {e}"))?;
-        for t in 0..SENDERS {
-            let mut seqs: Vec<u64> = received.iter().filter(|&&(from, _)| from == t as u64).map(|&(_, q)| q).collect();
-            seqs.sort_unstable();
-            let k = seqs.len() as u64;
-            if seqs.iter().enumerate().any(|(i, &q)| q != i as u64 + 1) {
-                return Err(format!("sender {t}: received {k} messages, not its first {k} once each"));
-            }
-            let (completed, started) = (self.sent.completed[t], self.sent.started[t]);
-            if k < completed || k > started {
-                return Err(format!(
-                    "sender {t}: {k} messages received, {completed} sends completed, {started} started"
-                ));
-            }
-        }
-        if let Some(&(from, _)) = received.iter().find(|&&(from, _)| from >= SENDERS as u64) {
-            return Err(format!("a message from sender {from}, who does not exist"));
-        }
-        Ok(())
+        once_each(received, &self.sent.completed, &self.sent.started)
     }
 
     fn cut_mid_flight(&self) -> bool {
         self.sent.started != self.sent.completed
     }
+}
+
+/// Whether `received` holds, per sender `t`, its messages 1..=k exactly once, with
+/// `at_least[t]` ≤ k ≤ `at_most[t]`, and nothing else.
+fn once_each(
+    received: &[(u64, u64)],
+    at_least: &[u64; SENDERS],
+    at_most: &[u64; SENDERS],
+) -> std::result::Result<(), String> {
+    if let Some(&(from, _)) = received.iter().find(|&&(from, _)| from >= SENDERS as u64) {
+        return Err(format!("a message from sender {from}, who does not exist"));
+    }
+    for t in 0..SENDERS {
+        let mut seqs: Vec<u64> = received.iter().filter(|&&(from, _)| from == t as u64).map(|&(_, q)| q).collect();
+        seqs.sort_unstable();
+        let k = seqs.len() as u64;
+        if seqs.iter().enumerate().any(|(i, &q)| q != i as u64 + 1) {
+            return Err(format!("sender {t}: received {k} messages, not its first {k} once each"));
+        }
+        if k < at_least[t] || k > at_most[t] {
+            return Err(format!(
+                "sender {t}: {k} messages received, {} sends completed, {} started",
+                at_least[t], at_most[t]
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Channels that carry the connection blobs (and the receiver's "connected") between the
@@ -407,12 +420,14 @@ fn messages_round(how: SenderEnds, end: End) -> Delivered {
     let (to_receiver, from_sender) = std::sync::mpsc::channel();
     let (to_sender, from_receiver) = std::sync::mpsc::channel();
     let g = gone.clone();
-    let receiver =
-        std::thread::spawn(move || runtime().block_on(receive(to_sender, from_sender, g)).map_err(|e| e.to_string()));
+    let receiver = std::thread::spawn(move || {
+        runtime().block_on(receive(to_sender, from_sender, Stop::SenderGone(g))).map_err(|e| e.to_string())
+    });
     let s = sent.clone();
     let sender = match how {
         SenderEnds::BlockOn => runtime().block_on(async move {
-            send_traffic(s.clone(), to_receiver, from_receiver).await?;
+            // Detached: the executor's end cancels them wherever they are.
+            drop(send_traffic(s.clone(), to_receiver, from_receiver).await?);
             match end {
                 End::After(d) => sleep(d).await,
                 End::AfterOps(n) => {
@@ -429,7 +444,7 @@ fn messages_round(how: SenderEnds, end: End) -> Delivered {
             let (started_tx, started_rx) = std::sync::mpsc::channel();
             let setup = rt
                 .spawn_on(0, move || async move {
-                    send_traffic(s, to_receiver, from_receiver).await?;
+                    drop(send_traffic(s, to_receiver, from_receiver).await?);
                     let _ = started_tx.send(());
                     std::future::pending::<()>().await;
                     Ok::<_, async_doca::Error>(())
@@ -470,31 +485,39 @@ fn messages_round(how: SenderEnds, end: End) -> Delivered {
 
 /// The sender's side: connects, waits until the receiver is connected too, and starts the
 /// sender tasks (detached: the executor's end cancels them wherever they are).
-async fn send_traffic(sent: Arc<Mutex<Sent>>, to_receiver: BlobTx, from_receiver: BlobRx) -> Result<()> {
+async fn send_traffic(
+    sent: Arc<Mutex<Sent>>,
+    to_receiver: BlobTx,
+    from_receiver: BlobRx,
+) -> Result<Vec<JoinHandle<async_doca::Error>>> {
     let dev = Device::open_default()?;
     let rdma = Rdma::builder(&dev).build().await?;
     let (blob, pending) = rdma.export()?;
     let _ = to_receiver.send(blob);
     let Ok(peer) = from_receiver.recv_timeout(LIMIT) else {
-        return Err(async_doca::Error::new(async_doca::ErrorKind::TimedOut, "no blob from the receiver"));
+        return Err(async_doca::Error::new(ErrorKind::TimedOut, "no blob from the receiver"));
     };
     let conn = Rc::new(pending.connect(&peer).await?);
-    // Traffic starts once the receiver is connected too: a sender that ended before that
+    // Traffic starts once both are connected: a side that ended before the other connected
     // would leave it nothing to connect to.
+    let _ = to_receiver.send(Vec::new());
     if from_receiver.recv_timeout(LIMIT).is_err() {
-        return Err(async_doca::Error::new(async_doca::ErrorKind::TimedOut, "the receiver did not connect"));
+        return Err(async_doca::Error::new(ErrorKind::TimedOut, "the receiver did not connect"));
     }
+    let mut senders = Vec::new();
     for t in 0..SENDERS {
         let (conn, sent) = (conn.clone(), sent.clone());
         let src = dev.alloc(MSG, Access::LOCAL_READ_WRITE)?;
-        drop(spawn_local(async move {
-            for seq in 1u64.. {
+        senders.push(spawn_local(async move {
+            let mut seq = 0;
+            loop {
+                seq += 1;
                 let mut buf = src.slice(0..MSG);
                 buf.write_u64(0, t as u64);
                 buf.write_u64(8, seq);
                 lock(&sent).started[t] = seq;
-                if conn.send(buf).await.0.is_err() {
-                    return;
+                if let Err(e) = conn.send(buf).await.0 {
+                    return e;
                 }
                 let mut l = lock(&sent);
                 l.completed[t] = seq;
@@ -507,44 +530,52 @@ async fn send_traffic(sent: Arc<Mutex<Sent>>, to_receiver: BlobTx, from_receiver
         let _keep = rdma;
         std::future::pending::<()>().await
     }));
-    Ok(())
+    Ok(senders)
 }
 
 /// The receiver: connects, keeps `POSTED` receives posted, and logs each message until its
 /// receives fail with `ConnectionLost` (the sender's context went) or the sender is `gone`
 /// and nothing more arrived for [`QUIET`].
-async fn receive(
-    to_sender: BlobTx,
-    from_sender: BlobRx,
-    gone: Arc<std::sync::atomic::AtomicBool>,
-) -> Result<Vec<(u64, u64)>> {
+async fn receive(to_sender: BlobTx, from_sender: BlobRx, stop: Stop) -> Result<Vec<(u64, u64)>> {
     let dev = Device::open_default()?;
     let rdma = Rdma::builder(&dev).build().await?;
     let (blob, pending) = rdma.export()?;
     let _ = to_sender.send(blob);
     let Ok(peer) = from_sender.recv_timeout(LIMIT) else {
-        return Err(async_doca::Error::new(async_doca::ErrorKind::TimedOut, "no blob from the sender"));
+        return Err(async_doca::Error::new(ErrorKind::TimedOut, "no blob from the sender"));
     };
     let _conn = pending.connect(&peer).await?;
+    // Both connected before anything happens (see `send_traffic`).
     let _ = to_sender.send(Vec::new());
+    if from_sender.recv_timeout(LIMIT).is_err() {
+        return Err(async_doca::Error::new(ErrorKind::TimedOut, "the sender did not connect"));
+    }
     let mem = dev.alloc(POSTED * MSG, Access::LOCAL_READ_WRITE)?;
     let mut lanes = rdma.recv_lanes(mem.buf(), POSTED)?;
     let mut got = Vec::new();
     // Set once a receive failed: the sender's context is gone and every message it had
     // delivered was taken (they come first); the lanes are then drained, not posted again.
     let mut broken = false;
-    let deadline = std::time::Instant::now() + LIMIT;
+    let start = std::time::Instant::now();
     loop {
-        let quiet = gone.load(std::sync::atomic::Ordering::Acquire);
+        let wait = match &stop {
+            Stop::SenderGone(gone) if gone.load(std::sync::atomic::Ordering::Acquire) => QUIET,
+            Stop::SenderGone(_) => {
+                assert!(start.elapsed() < LIMIT, "the sender never went");
+                Duration::from_millis(5)
+            }
+            // The receiver's own executor ends here, with receives posted.
+            Stop::At(End::AfterOps(n)) if got.len() >= *n => return Ok(got),
+            Stop::At(End::After(d)) if start.elapsed() >= *d => return Ok(got),
+            Stop::At(_) => Duration::from_millis(1),
+        };
         if broken && lanes.is_empty() {
             return Ok(got);
         }
-        let wait = if quiet { QUIET } else { Duration::from_millis(5) };
         let Ok(mut batch) = async_doca::time::timeout(wait, lanes.batch()).await else {
-            if quiet {
+            if wait == QUIET {
                 return Ok(got);
             }
-            assert!(std::time::Instant::now() < deadline, "the sender never went");
             continue;
         };
         while let Some((done, lane)) = batch.lane() {
@@ -554,7 +585,7 @@ async fn receive(
                     got.push((lane.buf().read_u64(0), lane.buf().read_u64(8)));
                 }
                 // The sender's context went: the documented way a receive learns it.
-                Some(Err(e)) if e.kind() == async_doca::ErrorKind::ConnectionLost => broken = true,
+                Some(Err(e)) if e.kind() == ErrorKind::ConnectionLost => broken = true,
                 Some(Err(e)) => return Err(e),
                 None => {}
             }
@@ -562,6 +593,69 @@ async fn receive(
                 lane.submit();
             }
         }
+    }
+}
+
+/// When the receiver stops.
+enum Stop {
+    /// Once the sender is gone (the flag) and nothing more arrived for [`QUIET`], or its
+    /// receives fail.
+    SenderGone(Arc<std::sync::atomic::AtomicBool>),
+    /// At this moment: its executor then ends with receives posted.
+    At(End),
+}
+
+/// A round in which the receiver's executor (a `block_on`) ends at `end` while the sender's
+/// runs on: the senders' sends then fail (`ConnectionLost`), none hangs, and what the receiver
+/// got is, per sender, its messages 1..k exactly once.
+fn receiver_ends_round(end: End) -> Refused {
+    let sent = Arc::new(Mutex::new(Sent::default()));
+    let (to_receiver, from_sender) = std::sync::mpsc::channel();
+    let (to_sender, from_receiver) = std::sync::mpsc::channel();
+    let s = sent.clone();
+    let sender = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let senders = send_traffic(s, to_receiver, from_receiver).await?;
+            let mut ends = Vec::new();
+            for h in senders {
+                match async_doca::time::timeout(LIMIT, h).await {
+                    Ok(Ok(e)) => ends.push(e.kind()),
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => panic!("a send still waits {LIMIT:?} after the receiver went"),
+                }
+            }
+            Ok::<_, async_doca::Error>(ends)
+        })
+    });
+    let received = runtime().block_on(receive(to_sender, from_sender, Stop::At(end))).map_err(|e| e.to_string());
+    let ends = sender.join().expect("the sender panicked").map_err(|e| e.to_string());
+    let sent = std::mem::take(&mut *lock(&sent));
+    Refused { sent, received, ends }
+}
+
+/// A receiver-ends round's outcome: what was sent, what the receiver got, how each sender
+/// ended.
+struct Refused {
+    sent: Sent,
+    received: std::result::Result<Vec<(u64, u64)>, String>,
+    ends: std::result::Result<Vec<ErrorKind>, String>,
+}
+
+impl Outcome for Refused {
+    fn check(&self) -> std::result::Result<(), String> {
+        let received = self.received.as_ref().map_err(|e| format!("the receiver: {e}"))?;
+        let ends = self.ends.as_ref().map_err(|e| format!("the sender: {e}"))?;
+        if let Some(kind) = ends.iter().find(|&&k| k != ErrorKind::ConnectionLost) {
+            return Err(format!("a send failed with {kind:?} after the receiver went, not ConnectionLost"));
+        }
+        // No lower bound: a completed send is in the receiver's queue, which no receive took
+        // before its executor ended (`docs/soft-provider.md`: lost with the receiving context).
+        once_each(received, &[0; SENDERS], &self.sent.started)
+    }
+
+    fn cut_mid_flight(&self) -> bool {
+        let got = self.received.as_ref().map_or(0, Vec::len) as u64;
+        got < self.sent.started.iter().sum::<u64>()
     }
 }
 
@@ -573,4 +667,9 @@ fn a_block_on_sender_ending_mid_traffic_loses_no_completed_send() {
 #[test]
 fn a_sender_shut_down_mid_traffic_loses_no_completed_send() {
     rounds(|end, _| messages_round(SenderEnds::Shutdown, end));
+}
+
+#[test]
+fn a_receiver_ending_mid_traffic_fails_its_senders_without_a_hang() {
+    rounds(|end, _| receiver_ends_round(end));
 }
