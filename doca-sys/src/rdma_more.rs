@@ -125,7 +125,7 @@ extern "C" {
         rdma_connection: *mut doca_rdma_connection,
     );
     pub fn doca_rdma_task_read_get_rdma_connection(task: *const doca_rdma_task_read) -> *const doca_rdma_connection;
-    /// Bytes read; valid after a successful completion only.
+    /// Bytes read (the source's data length); valid after a successful completion only.
     pub fn doca_rdma_task_read_get_result_len(task: *const doca_rdma_task_read) -> u32;
     pub fn doca_rdma_task_write_set_src_buf(task: *mut doca_rdma_task_write, src_buf: *const doca_buf);
     pub fn doca_rdma_task_write_get_src_buf(task: *const doca_rdma_task_write) -> *const doca_buf;

@@ -201,9 +201,8 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
 ///
 /// The remote source carries those bytes as its data, as NVIDIA's read sample makes it
 /// (`doca_buf_inventory_buf_get_by_data` over the peer's memory): DOCA's header calls it
-/// the buffer "holding the data that should be read". The soft provider reads the
-/// destination's capacity whatever the source's data says; with an empty source, hardware
-/// that reads the source's data would read nothing.
+/// the buffer "holding the data that should be read", and the read moves exactly that data
+/// (an empty source reads nothing), on hardware and in the soft provider alike.
 pub(super) struct ReadReq<'a> {
     pub(super) t: Target<'a>,
     pub(super) src: Desc,

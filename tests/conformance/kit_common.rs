@@ -268,17 +268,19 @@ pub fn recs_of(recs: &[Rec], side: u64) -> Vec<Rec> {
     recs.iter().filter(|r| r.side == side).copied().collect()
 }
 
-/// Records a completion (with the receive results for a successful receive) and frees the task.
+/// Records a completion (with the receive results for a successful receive, `len` for the
+/// other kinds) and frees the task.
 unsafe fn record(
     kind: &'static str,
     t: *mut doca_task,
     ud: doca_data,
     cud: doca_data,
     rx: *mut doca_rdma_task_receive,
+    len: u32,
 ) {
     // SAFETY: called by the PE with a live task that is ours inside the callback.
     let status = unsafe { doca_task_get_status(t) };
-    let (mut opcode, mut len, mut imm, mut conn) = (0, 0, 0, 0usize);
+    let (mut opcode, mut len, mut imm, mut conn) = (0, len, 0, 0usize);
     if !rx.is_null() && status == DOCA_SUCCESS {
         // SAFETY: a live receive task that completed.
         unsafe {
@@ -305,7 +307,7 @@ macro_rules! recorder {
     ($cb:ident, $ty:ty, $as_task:ident, $kind:literal, $rx:expr) => {
         pub unsafe extern "C" fn $cb(t: *mut $ty, ud: doca_data, cud: doca_data) {
             // SAFETY: forwarded from the PE with a live task of this kind.
-            unsafe { record($kind, $as_task(t), ud, cud, $rx(t)) }
+            unsafe { record($kind, $as_task(t), ud, cud, $rx(t), 0) }
         }
     };
 }
@@ -318,7 +320,17 @@ fn rx(t: *mut doca_rdma_task_receive) -> *mut doca_rdma_task_receive {
 recorder!(cb_receive, doca_rdma_task_receive, doca_rdma_task_receive_as_task, "receive", rx);
 recorder!(cb_send, doca_rdma_task_send, doca_rdma_task_send_as_task, "send", no_rx);
 recorder!(cb_send_imm, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task, "send_imm", no_rx);
-recorder!(cb_read, doca_rdma_task_read, doca_rdma_task_read_as_task, "read", no_rx);
+/// A read's completion, with its result length (`doca_rdma_task_read_get_result_len`) in
+/// `len` when it succeeded.
+pub unsafe extern "C" fn cb_read(t: *mut doca_rdma_task_read, ud: doca_data, cud: doca_data) {
+    // SAFETY: forwarded from the PE with a live read task; the length is read only after a
+    // success, where DOCA defines it.
+    unsafe {
+        let task = doca_rdma_task_read_as_task(t);
+        let len = if doca_task_get_status(task) == DOCA_SUCCESS { doca_rdma_task_read_get_result_len(t) } else { 0 };
+        record("read", task, ud, cud, ptr::null_mut(), len)
+    }
+}
 recorder!(cb_write, doca_rdma_task_write, doca_rdma_task_write_as_task, "write", no_rx);
 recorder!(cb_write_imm, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task, "write_imm", no_rx);
 recorder!(cb_cmp_swp, doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task, "cmp_swp", no_rx);

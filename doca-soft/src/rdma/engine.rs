@@ -506,14 +506,16 @@ fn execute_write(
     Exec::Done(DOCA_SUCCESS)
 }
 
-/// read: fills the local destination's free space from the peer's memory.
+/// read: appends the remote source's data (its data section) to the local destination.
 #[inline(always)]
 fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::buf::doca_buf) -> Exec {
     let s = tri!(live_buf(src));
     let region = tri!(remote_of(s, peer, DOCA_ACCESS_FLAG_RDMA_READ));
     let d = tri!(live_buf(dst));
-    let n = d.tail_space().1;
-    let off = tri!(region.offset_of(s.data().0 as u64, n));
+    // The source's data, appended after the destination's (DOCA's read; `validate` checked
+    // the room at submit, `append_with` checks it again for a task queued since).
+    let (at, n) = s.data();
+    let off = tri!(region.offset_of(at as u64, n));
     // SAFETY: the destination is registered local memory the caller does not touch
     // while the task is in flight (DOCA contract), so the &mut is exclusive.
     tri!(unsafe { d.append_with(n, |buf| region.read(off, buf)) });

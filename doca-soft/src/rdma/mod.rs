@@ -86,7 +86,7 @@
 //! shared memory) and the doorbells (sockets), so the peers may be on any threads or
 //! processes.
 
-mod accessors;
+pub(crate) mod accessors;
 pub mod addr;
 pub mod cm;
 pub mod conn;

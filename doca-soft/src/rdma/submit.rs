@@ -187,12 +187,12 @@ unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), 
     match op {
         // SAFETY: `decode` just pointed `progress` into `t`, which is alive.
         Op::Send { progress, .. } | Op::Write { progress, .. } => unsafe { &*progress }.set(0),
-        Op::Read { dst, .. } => {
-            // A read fills the destination's free space (validated just above), so its
-            // result length is known now; doca_rdma_task_read_get_result_len reports it.
-            let room = live_buf(dst)?.tail_space().1;
+        Op::Read { src, .. } => {
+            // A read moves the source's data (validated just above), so its result length
+            // is known now; doca_rdma_task_read_get_result_len reports it.
+            let n = live_buf(src)?.data().1;
             // SAFETY: `decode` gave a Read, so the task is a read task.
-            unsafe { t.downcast::<doca_rdma_task_read>() }.res_len.set(room as u32);
+            unsafe { t.downcast::<doca_rdma_task_read>() }.res_len.set(n as u32);
         }
         _ => {}
     }

@@ -75,7 +75,7 @@ pub struct doca_rdma_task_read {
     pub(super) conn: Cell<*const doca_rdma_connection>,
     pub(super) src: Cell<*const doca_buf>,
     pub(super) dst: Cell<*mut doca_buf>,
-    /// Bytes the read brings (the destination's free space at submit); valid after success.
+    /// Bytes the read brings (the source's data length at submit); valid after success.
     pub(super) res_len: Cell<u32>,
 }
 
@@ -342,8 +342,13 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
             check_len(s.data().1)?;
         }
         Op::Read { src, dst } => {
-            check_buf(src, Side::Remote)?;
-            check_len(check_buf(dst, Side::LocalDest)?.tail_space().1)?;
+            // DOCA's read: the source's data ("holding the data that should be read") is
+            // appended after the destination's, which needs the room.
+            let n = check_buf(src, Side::Remote)?.data().1;
+            check_len(n)?;
+            if check_buf(dst, Side::LocalDest)?.tail_space().1 < n {
+                return Err(refused(DOCA_ERROR_INVALID_VALUE));
+            }
         }
         Op::CmpSwp { dst, result, .. } | Op::FetchAdd { dst, result, .. } => {
             check_buf(dst, Side::Remote)?;

@@ -14,6 +14,7 @@ use crate::dev::{doca_dev, doca_dev_close, test_open_default};
 use crate::errors::doca_error_get_name;
 use crate::mmap::*;
 use crate::pe::*;
+use crate::rdma::accessors::*;
 use crate::rdma::cm::doca_rdma_start_listen_to_port;
 use crate::rdma::remote::*;
 use crate::rdma::tasks::*;
