@@ -559,6 +559,30 @@ fn rdma_receive_too_small_fails_and_the_ctx_recovers_by_restart_and_reconnect() 
     b.destroy();
 }
 
+/// NULL buffers carry no data (DOCA's header: a write's or a read's source "may be NULL when
+/// wishing to write [read] no data", and the destination may then be NULL too): such a write
+/// and read complete with nothing moved, and a write with immediate and no data still
+/// delivers its immediate (a receive of length 0, opcode `RECV_WRITE_WITH_IMM`).
+#[test]
+fn rdma_null_buffers_carry_no_data() {
+    let (a, b, ca, cb) = pair(Cfg::default(), Cfg::default());
+    let rx = b.buf(0, 16, 0);
+    b.recv(rx, 10).unwrap();
+    let imm = 0x0A0B_0C0Du32.to_be();
+    a.write(ca, ptr::null_mut(), ptr::null_mut(), 1).unwrap();
+    a.write_imm(ca, ptr::null_mut(), ptr::null_mut(), imm, 2).unwrap();
+    a.read(ca, ptr::null_mut(), ptr::null_mut(), 3).unwrap();
+    assert!(run_until(&[a.pe, b.pe], T, || rec_count() >= 4));
+    let recs = take_recs();
+    let sa: Vec<_> = recs_of(&recs, 1).iter().map(|r| (r.kind, r.ud, r.status, r.len)).collect();
+    assert_eq!(sa, [("write", 1, DOCA_SUCCESS, 0), ("write_imm", 2, DOCA_SUCCESS, 0), ("read", 3, DOCA_SUCCESS, 0)]);
+    let sb: Vec<_> = recs_of(&recs, 2).iter().map(|r| (r.ud, r.status, r.opcode, r.len, r.imm, r.conn)).collect();
+    assert_eq!(sb, [(10, DOCA_SUCCESS, DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM, 0, imm, cb as usize)]);
+    assert_eq!(data_len(rx), 0, "no data arrived");
+    a.destroy();
+    b.destroy();
+}
+
 /// A read moves its remote source's data section (DOCA: the source holds "the data that
 /// should be read"), whatever room its destination has, and appends it after the
 /// destination's data; `get_result_len` is that length. A source without data reads nothing.

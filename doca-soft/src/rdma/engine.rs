@@ -471,27 +471,30 @@ fn execute_write(
     progress: &Cell<u64>,
     fresh: bool,
 ) -> Exec {
-    let s = tri!(op_buf(src, fresh));
-    let n = s.data().1;
+    // A NULL source writes no data (DOCA); a write with immediate still sends its immediate.
+    let s = if src.is_null() { None } else { Some(tri!(op_buf(src, fresh))) };
+    let n = s.map_or(0, |s| s.data().1);
     if progress.get() == 0 {
-        let d = tri!(op_buf(dst, fresh));
-        let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
-        let (taddr, room) = d.tail_space();
-        if n > room {
-            return Exec::Done(refused(DOCA_ERROR_INVALID_VALUE));
+        if let Some(s) = s {
+            let d = tri!(op_buf(dst, fresh));
+            let region = tri!(remote_of(d, peer, DOCA_ACCESS_FLAG_RDMA_WRITE));
+            let (taddr, room) = d.tail_space();
+            if n > room {
+                return Exec::Done(refused(DOCA_ERROR_INVALID_VALUE));
+            }
+            let off = tri!(region.offset_of(taddr as u64, n));
+            let payload = if fresh {
+                // SAFETY: as for the payload in `execute_send`; `validate` found the source
+                // over local memory in this submit (see `execute`).
+                unsafe { s.local_payload() }
+            } else {
+                // SAFETY: as for the payload in `execute_send`.
+                tri!(unsafe { s.payload_slice() })
+            };
+            tri!(region.write(off, payload));
+            // `n` fits the room checked above, which writing the peer's memory did not change.
+            d.appended(n);
         }
-        let off = tri!(region.offset_of(taddr as u64, n));
-        let payload = if fresh {
-            // SAFETY: as for the payload in `execute_send`; `validate` found the source
-            // over local memory in this submit (see `execute`).
-            unsafe { s.local_payload() }
-        } else {
-            // SAFETY: as for the payload in `execute_send`.
-            tri!(unsafe { s.payload_slice() })
-        };
-        tri!(region.write(off, payload));
-        // `n` fits the room checked above, which writing the peer's memory did not change.
-        d.appended(n);
         if imm.is_none() {
             return Exec::Done(DOCA_SUCCESS);
         }
@@ -509,6 +512,10 @@ fn execute_write(
 /// read: appends the remote source's data (its data section) to the local destination.
 #[inline(always)]
 fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::buf::doca_buf) -> Exec {
+    if src.is_null() {
+        // Reads no data (DOCA).
+        return Exec::Done(DOCA_SUCCESS);
+    }
     let s = tri!(live_buf(src));
     let region = tri!(remote_of(s, peer, DOCA_ACCESS_FLAG_RDMA_READ));
     let d = tri!(live_buf(dst));

@@ -190,7 +190,7 @@ unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), 
         Op::Read { src, .. } => {
             // A read moves the source's data (validated just above), so its result length
             // is known now; doca_rdma_task_read_get_result_len reports it.
-            let n = live_buf(src)?.data().1;
+            let n = if src.is_null() { 0 } else { live_buf(src)?.data().1 };
             // SAFETY: `decode` gave a Read, so the task is a read task.
             unsafe { t.downcast::<doca_rdma_task_read>() }.res_len.set(n as u32);
         }

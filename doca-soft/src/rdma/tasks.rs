@@ -336,12 +336,26 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
                 check_len(check_buf(src, Side::LocalSource)?.data().1)?;
             }
         }
+        // DOCA: a NULL source writes (or reads) no data, and the destination may then be
+        // NULL too; a source needs a destination.
         Op::Write { src, dst, .. } => {
-            let s = check_buf(src, Side::LocalSource)?;
-            check_buf(dst, Side::Remote)?;
-            check_len(s.data().1)?;
+            if src.is_null() {
+                if !dst.is_null() {
+                    check_buf(dst, Side::Remote)?;
+                }
+            } else {
+                let s = check_buf(src, Side::LocalSource)?;
+                check_buf(dst, Side::Remote)?;
+                check_len(s.data().1)?;
+            }
         }
         Op::Read { src, dst } => {
+            if src.is_null() {
+                if !dst.is_null() {
+                    check_buf(dst, Side::LocalDest)?;
+                }
+                return Ok(());
+            }
             // DOCA's read: the source's data ("holding the data that should be read") is
             // appended after the destination's, which needs the room.
             let n = check_buf(src, Side::Remote)?.data().1;
@@ -619,8 +633,10 @@ pub unsafe extern "C" fn doca_rdma_task_read_allocate_init(
 ) -> doca_error_t {
     guard_err(|| {
         nonnull(conn)?;
-        nonnull(src_buf)?;
-        nonnull(dst_buf)?;
+        // A NULL source means no data, and then the destination may be NULL too (DOCA).
+        if !src_buf.is_null() {
+            nonnull(dst_buf)?;
+        }
         // SAFETY: forwarded contract.
         unsafe {
             alloc_init(rdma, Some(conn), user_data, task, |t: &doca_rdma_task_read| {
@@ -643,8 +659,10 @@ pub unsafe extern "C" fn doca_rdma_task_write_allocate_init(
 ) -> doca_error_t {
     guard_err(|| {
         nonnull(conn)?;
-        nonnull(src_buf)?;
-        nonnull(dst_buf)?;
+        // A NULL source means no data, and then the destination may be NULL too (DOCA).
+        if !src_buf.is_null() {
+            nonnull(dst_buf)?;
+        }
         // SAFETY: forwarded contract.
         unsafe {
             alloc_init(rdma, Some(conn), user_data, task, |t: &doca_rdma_task_write| {
@@ -668,8 +686,10 @@ pub unsafe extern "C" fn doca_rdma_task_write_imm_allocate_init(
 ) -> doca_error_t {
     guard_err(|| {
         nonnull(conn)?;
-        nonnull(src_buf)?;
-        nonnull(dst_buf)?;
+        // A NULL source means no data, and then the destination may be NULL too (DOCA).
+        if !src_buf.is_null() {
+            nonnull(dst_buf)?;
+        }
         // SAFETY: forwarded contract.
         unsafe {
             alloc_init(rdma, Some(conn), user_data, task, |t: &doca_rdma_task_write_imm| {

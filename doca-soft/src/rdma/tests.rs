@@ -820,16 +820,18 @@ fn null_and_foreign_arguments() {
             doca_rdma_task_write_allocate_init(a.rdma, c, buf, ptr::null_mut(), ud, &mut wt),
             DOCA_ERROR_INVALID_VALUE
         );
-        let mut wit = ptr::null_mut();
-        assert_eq!(
-            doca_rdma_task_write_imm_allocate_init(a.rdma, c, ptr::null(), buf, 1, ud, &mut wit),
-            DOCA_ERROR_INVALID_VALUE
-        );
         let mut rt = ptr::null_mut();
         assert_eq!(
-            doca_rdma_task_read_allocate_init(a.rdma, c, ptr::null(), buf, ud, &mut rt),
-            DOCA_ERROR_INVALID_VALUE
+            doca_rdma_task_read_allocate_init(a.rdma, c, buf, ptr::null_mut(), ud, &mut rt),
+            DOCA_ERROR_INVALID_VALUE,
+            "a source needs a destination"
         );
+        // A NULL source is no data (DOCA), with or without a destination.
+        let mut wit = ptr::null_mut();
+        ok(doca_rdma_task_write_imm_allocate_init(a.rdma, c, ptr::null(), buf, 1, ud, &mut wit));
+        doca_task_free(doca_rdma_task_write_imm_as_task(wit));
+        ok(doca_rdma_task_read_allocate_init(a.rdma, c, ptr::null(), ptr::null_mut(), ud, &mut rt));
+        doca_task_free(doca_rdma_task_read_as_task(rt));
         let mut at = ptr::null_mut();
         assert_eq!(
             doca_rdma_task_atomic_fetch_add_allocate_init(a.rdma, c, buf, ptr::null_mut(), 1, ud, &mut at),
