@@ -483,6 +483,22 @@ fn messages_round(how: SenderEnds, end: End) -> Delivered {
     Delivered { sent, received }
 }
 
+/// One side of a messages round: a context of its own, connected to the `other` side's
+/// through the blob channels, once both are connected (a side that ended before the other
+/// connected would leave it nothing to connect to).
+async fn connect_across(to: BlobTx, from: BlobRx, other: &str) -> Result<(Device, Rdma, async_doca::rdma::Connection)> {
+    let timed_out = |what: String| async_doca::Error::new(ErrorKind::TimedOut, what);
+    let dev = Device::open_default()?;
+    let rdma = Rdma::builder(&dev).build().await?;
+    let (blob, pending) = rdma.export()?;
+    let _ = to.send(blob);
+    let peer = from.recv_timeout(LIMIT).map_err(|_| timed_out(format!("no blob from the {other}")))?;
+    let conn = pending.connect(&peer).await?;
+    let _ = to.send(Vec::new());
+    from.recv_timeout(LIMIT).map_err(|_| timed_out(format!("the {other} did not connect")))?;
+    Ok((dev, rdma, conn))
+}
+
 /// The sender's side: connects, waits until the receiver is connected too, and starts the
 /// sender tasks (detached: the executor's end cancels them wherever they are).
 async fn send_traffic(
@@ -490,20 +506,8 @@ async fn send_traffic(
     to_receiver: BlobTx,
     from_receiver: BlobRx,
 ) -> Result<Vec<JoinHandle<async_doca::Error>>> {
-    let dev = Device::open_default()?;
-    let rdma = Rdma::builder(&dev).build().await?;
-    let (blob, pending) = rdma.export()?;
-    let _ = to_receiver.send(blob);
-    let Ok(peer) = from_receiver.recv_timeout(LIMIT) else {
-        return Err(async_doca::Error::new(ErrorKind::TimedOut, "no blob from the receiver"));
-    };
-    let conn = Rc::new(pending.connect(&peer).await?);
-    // Traffic starts once both are connected: a side that ended before the other connected
-    // would leave it nothing to connect to.
-    let _ = to_receiver.send(Vec::new());
-    if from_receiver.recv_timeout(LIMIT).is_err() {
-        return Err(async_doca::Error::new(ErrorKind::TimedOut, "the receiver did not connect"));
-    }
+    let (dev, rdma, conn) = connect_across(to_receiver, from_receiver, "receiver").await?;
+    let conn = Rc::new(conn);
     let mut senders = Vec::new();
     for t in 0..SENDERS {
         let (conn, sent) = (conn.clone(), sent.clone());
@@ -537,19 +541,7 @@ async fn send_traffic(
 /// receives fail with `ConnectionLost` (the sender's context went) or the sender is `gone`
 /// and nothing more arrived for [`QUIET`].
 async fn receive(to_sender: BlobTx, from_sender: BlobRx, stop: Stop) -> Result<Vec<(u64, u64)>> {
-    let dev = Device::open_default()?;
-    let rdma = Rdma::builder(&dev).build().await?;
-    let (blob, pending) = rdma.export()?;
-    let _ = to_sender.send(blob);
-    let Ok(peer) = from_sender.recv_timeout(LIMIT) else {
-        return Err(async_doca::Error::new(ErrorKind::TimedOut, "no blob from the sender"));
-    };
-    let _conn = pending.connect(&peer).await?;
-    // Both connected before anything happens (see `send_traffic`).
-    let _ = to_sender.send(Vec::new());
-    if from_sender.recv_timeout(LIMIT).is_err() {
-        return Err(async_doca::Error::new(ErrorKind::TimedOut, "the sender did not connect"));
-    }
+    let (dev, rdma, _conn) = connect_across(to_sender, from_sender, "sender").await?;
     let mem = dev.alloc(POSTED * MSG, Access::LOCAL_READ_WRITE)?;
     let mut lanes = rdma.recv_lanes(mem.buf(), POSTED)?;
     let mut got = Vec::new();
