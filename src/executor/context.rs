@@ -189,6 +189,12 @@ impl CtxRecord {
         }
     }
 
+    /// How many completed tasks of kind `K` this ctx keeps for reuse (the tests' view).
+    #[cfg(test)]
+    pub(crate) fn kept_of<K: DocaTask>(&self) -> usize {
+        K::REUSE.map_or(0, |i| self.kept.borrow()[i].len())
+    }
+
     /// A kept task of kind `K`, now the caller's (counted as allocated when submitted, like a
     /// fresh one). Its fields are stale: re-initialise all of them before submitting it.
     pub(crate) fn take_kept<K: DocaTask>(&self) -> Option<*mut K::Task> {

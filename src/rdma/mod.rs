@@ -468,8 +468,9 @@ impl RdmaInner {
         self.ctx.submit_keeping::<K, R, _>(op, req, conn, size, (self.inv.clone(), keep))
     }
 
-    /// Runs one operation of kind `K` (no task reuse) with an allocation closure: `alloc`
-    /// takes the operation's doca_bufs and allocates the task; otherwise as
+    /// Runs one operation of kind `K` with an allocation closure: `alloc` takes the
+    /// operation's doca_bufs and gives the task (a fresh one, or for a kind that keeps its
+    /// tasks one `DocaCtx::reuse_or_alloc` re-initialised); otherwise as
     /// [`op`](RdmaInner::op). For the less frequent operations (remote events), whose
     /// futures need no name.
     async fn run<K, F, B>(
@@ -485,7 +486,6 @@ impl RdmaInner {
         B: 'static,
         F: FnMut(*mut sys::doca_rdma, &Descs<'_>, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
-        debug_assert!(K::REUSE.is_none(), "a kind that keeps tasks needs a request that reuses them");
         let rdma = match self.ctx.as_ptr() {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(op)), keep),

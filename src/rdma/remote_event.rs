@@ -36,24 +36,127 @@
 use std::fmt;
 use std::rc::Rc;
 
-use super::{ok_or, too_short, Connection, Desc};
+use super::{too_short, Connection, Desc};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaTask;
 use crate::mem::Buf;
 use crate::sys;
 
-task_kind!(RnGet, doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_get_as_task);
+// The three kinds keep their completed tasks for reuse, as the RDMA operations do (indices
+// after theirs, see `DocaTask::REUSE`); every operation re-initialises all of a kept task's
+// fields (`RemoteTask::reinit`).
+task_kind!(RnGet, doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_get_as_task, Some(7));
 task_kind!(
     RnSet,
     doca_rdma_task_remote_net_sync_event_notify_set,
-    doca_rdma_task_remote_net_sync_event_notify_set_as_task
+    doca_rdma_task_remote_net_sync_event_notify_set_as_task,
+    Some(8)
 );
 task_kind!(
     RnAdd,
     doca_rdma_task_remote_net_sync_event_notify_add,
-    doca_rdma_task_remote_net_sync_event_notify_add_as_task
+    doca_rdma_task_remote_net_sync_event_notify_add_as_task,
+    Some(9)
 );
+
+/// What an operation sets on a remote-event task: the connection, the event, its 8-byte
+/// buffer and (for an add) the addend.
+#[derive(Clone, Copy)]
+struct Args {
+    conn: *mut sys::doca_rdma_connection,
+    ev: *mut sys::doca_sync_event_remote_net,
+    buf: *mut sys::doca_buf,
+    delta: u64,
+}
+
+/// A remote-event kind's allocation and its re-initialisation of a kept task.
+///
+/// # Safety
+/// Both functions set every parameter of a task of this kind (`alloc` through its
+/// `*_allocate_init`, `reinit` through its setters, on a task the caller owns).
+unsafe trait RemoteTask: DocaTask {
+    /// # Safety
+    /// A live, running context; `a` names a live connection, event and descriptor.
+    unsafe fn alloc(
+        rdma: *mut sys::doca_rdma,
+        a: Args,
+        ud: sys::doca_data,
+        task: &mut *mut Self::Task,
+    ) -> sys::doca_error_t;
+    /// # Safety
+    /// `task` is a kept task of this kind (completed, ours); `a` as for `alloc`.
+    unsafe fn reinit(task: *mut Self::Task, a: Args);
+}
+
+// SAFETY: the kind's own allocate_init and its three setters (event, buffer, connection).
+unsafe impl RemoteTask for RnGet {
+    unsafe fn alloc(
+        rdma: *mut sys::doca_rdma,
+        a: Args,
+        ud: sys::doca_data,
+        t: &mut *mut Self::Task,
+    ) -> sys::doca_error_t {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe { sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(rdma, a.conn, a.ev, a.buf, ud, t) }
+    }
+    unsafe fn reinit(t: *mut Self::Task, a: Args) {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe {
+            sys::doca_rdma_task_remote_net_sync_event_get_set_sync_event(t, a.ev);
+            sys::doca_rdma_task_remote_net_sync_event_get_set_dst_buf(t, a.buf);
+            sys::doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(t, a.conn);
+        }
+    }
+}
+
+// SAFETY: the kind's own allocate_init and its three setters (event, buffer, connection).
+unsafe impl RemoteTask for RnSet {
+    unsafe fn alloc(
+        rdma: *mut sys::doca_rdma,
+        a: Args,
+        ud: sys::doca_data,
+        t: &mut *mut Self::Task,
+    ) -> sys::doca_error_t {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe { sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(rdma, a.conn, a.ev, a.buf, ud, t) }
+    }
+    unsafe fn reinit(t: *mut Self::Task, a: Args) {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe {
+            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(t, a.ev);
+            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(t, a.buf);
+            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(t, a.conn);
+        }
+    }
+}
+
+// SAFETY: the kind's own allocate_init and its four setters (event, buffer, addend,
+// connection).
+unsafe impl RemoteTask for RnAdd {
+    unsafe fn alloc(
+        rdma: *mut sys::doca_rdma,
+        a: Args,
+        ud: sys::doca_data,
+        t: &mut *mut Self::Task,
+    ) -> sys::doca_error_t {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe {
+            sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+                rdma, a.conn, a.ev, a.buf, a.delta, ud, t,
+            )
+        }
+    }
+    unsafe fn reinit(t: *mut Self::Task, a: Args) {
+        // SAFETY: forwarded (the caller's contract).
+        unsafe {
+            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(t, a.ev);
+            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(t, a.buf);
+            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(t, a.delta);
+            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(t, a.conn);
+        }
+    }
+}
 
 /// Configures the three task pools on an IDLE `rdma`.
 ///
@@ -160,21 +263,9 @@ impl Connection {
 impl RemoteEventOps<'_> {
     /// One operation of kind `K` on the event with `scratch` (checked: at least 8 bytes) as
     /// its 8-byte buffer, a source when `src` (the value is already in it) and otherwise the
-    /// destination of the value DOCA returns. `init` allocates the task: the kind's
-    /// `*_allocate_init` with everything but its own arguments bound (context, connection,
-    /// event, the scratch's descriptor, user data, out).
-    async fn run<K, I>(&self, op: &'static str, scratch: Buf, src: bool, init: I) -> (Result<()>, Buf)
-    where
-        K: DocaTask,
-        I: Fn(
-            *mut sys::doca_rdma,
-            *mut sys::doca_rdma_connection,
-            *mut sys::doca_sync_event_remote_net,
-            *mut sys::doca_buf,
-            sys::doca_data,
-            &mut *mut K::Task,
-        ) -> sys::doca_error_t,
-    {
+    /// destination of the value DOCA returns; `delta` is an add's addend. The task is one the
+    /// context kept from an earlier operation of the kind, re-initialised, or a fresh one.
+    async fn run<K: RemoteTask>(&self, op: &'static str, scratch: Buf, src: bool, delta: u64) -> (Result<()>, Buf) {
         if scratch.len() < 8 {
             return (Err(too_short(op, "the scratch buffer needs 8 bytes")), scratch);
         }
@@ -183,15 +274,16 @@ impl RemoteEventOps<'_> {
         let d = Desc::local(&scratch);
         let d = if src { d.prefix(8) } else { d };
         let keep = (scratch, self.ev.h.clone());
-        let (r, (scratch, _)) = self
-            .conn
-            .inner
-            .rdma
+        let inner = &*self.conn.inner.rdma;
+        let (r, (scratch, _)) = inner
             .run::<K, _, _>(op, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
-                let b = if src { set.src(0, d)? } else { set.dst(0, d)? };
-                let mut task = std::ptr::null_mut();
-                ok_or(init(rdma, conn, ev, b, slot.user_data(), &mut task))?;
-                Ok(task)
+                let buf = if src { set.src(0, d)? } else { set.dst(0, d)? };
+                let a = Args { conn, ev, buf, delta };
+                // SAFETY: a live, running context, and a connection and an event `self` holds;
+                // `buf` describes memory the operation owns; `reinit` sets every field.
+                unsafe {
+                    inner.ctx.reuse_or_alloc::<K>(slot, |t| K::reinit(t, a), |t| K::alloc(rdma, a, slot.user_data(), t))
+                }
             })
             .await;
         (r.map(drop), scratch)
@@ -203,15 +295,7 @@ impl RemoteEventOps<'_> {
     /// `scratch` shorter than 8 bytes ([`ErrorKind::InvalidArgument`]); an event of another
     /// process than this connection's peer ([`ErrorKind::PermissionDenied`]).
     pub async fn get(&self, scratch: Buf) -> (Result<u64>, Buf) {
-        let (r, scratch) = self
-            .run::<RnGet, _>("rdma.remote_event.get", scratch, false, |rdma, conn, ev, b, user_data, task| {
-                // SAFETY: live context, connection and event (held by `self`); `b` describes
-                // memory the operation owns.
-                unsafe {
-                    sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(rdma, conn, ev, b, user_data, task)
-                }
-            })
-            .await;
+        let (r, scratch) = self.run::<RnGet>("rdma.remote_event.get", scratch, false, 0).await;
         (r.map(|()| scratch.read_u64(0)), scratch)
     }
 
@@ -220,27 +304,52 @@ impl RemoteEventOps<'_> {
         if scratch.len() >= 8 {
             scratch.write_u64(0, value);
         }
-        self.run::<RnSet, _>("rdma.remote_event.set", scratch, true, |rdma, conn, ev, b, user_data, task| {
-            // SAFETY: as in `get`.
-            unsafe {
-                sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(rdma, conn, ev, b, user_data, task)
-            }
-        })
-        .await
+        self.run::<RnSet>("rdma.remote_event.set", scratch, true, 0).await
     }
 
     /// Adds `delta` to the peer's counter (waking its waiters); returns the previous value.
     pub async fn add(&self, delta: u64, scratch: Buf) -> (Result<u64>, Buf) {
-        let (r, scratch) = self
-            .run::<RnAdd, _>("rdma.remote_event.add", scratch, false, |rdma, conn, ev, b, user_data, task| {
-                // SAFETY: as in `get`.
-                unsafe {
-                    sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
-                        rdma, conn, ev, b, delta, user_data, task,
-                    )
-                }
-            })
-            .await;
+        let (r, scratch) = self.run::<RnAdd>("rdma.remote_event.add", scratch, false, delta).await;
         (r.map(|()| scratch.read_u64(0)), scratch)
+    }
+}
+
+// Not under Miri: RDMA over the provider (see `rdma::tests`).
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+    use crate::rdma::Rdma;
+    use crate::sync_event::{Location, SyncEvent};
+    use crate::Access;
+
+    /// Rounds of set, add and get through one connection give the right values, and each
+    /// kind's completed task is kept and taken again: one kept task of each kind at the end,
+    /// not one allocation per operation.
+    #[test]
+    fn operations_reuse_their_kinds_tasks() {
+        crate::testkit::runtime()
+            .block_on(async {
+                let dev = Device::open_default()?;
+                let (a, b) = (Rdma::builder(&dev).build().await?, Rdma::builder(&dev).build().await?);
+                let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+                let (to_b, _to_a) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+                let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+                let remote = RemoteEvent::open(&dev, &ev.export()?)?;
+                let ops = to_b.remote_event(&remote);
+                let mut scratch = dev.alloc(8, Access::LOCAL_READ_WRITE)?.buf();
+                for round in 0..100u64 {
+                    let (r, s) = ops.set(round * 10, scratch).await;
+                    r?;
+                    let (old, s) = ops.add(3, s).await;
+                    assert_eq!(old?, round * 10);
+                    let (v, s) = ops.get(s).await;
+                    assert_eq!(v?, round * 10 + 3);
+                    scratch = s;
+                }
+                let rec = a.ctx_record();
+                assert_eq!((rec.kept_of::<RnGet>(), rec.kept_of::<RnSet>(), rec.kept_of::<RnAdd>()), (1, 1, 1));
+                Ok::<_, crate::Error>(())
+            })
+            .unwrap();
     }
 }

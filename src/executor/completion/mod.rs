@@ -67,7 +67,7 @@ pub(crate) use submission::{SlotRef, Submission};
 pub(crate) use waiters::{Ticket, WaiterList};
 
 /// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).
-pub const REUSE_KINDS: usize = 8;
+pub const REUSE_KINDS: usize = 10;
 
 /// Number of 64-bit words in a slot's result area.
 pub const OUT_WORDS: usize = 4;
