@@ -32,6 +32,11 @@
 //! (none may wait forever), and what the receiver got must still be each sender's first
 //! messages once each.
 //!
+//! The remote-event rounds end an executor with remote-net sync event adds in flight (two
+//! tasks adding 1 through one connection) while the event's owner runs on: once the adder
+//! is gone, the event must count every completed add once (completed ≤ value ≤ started, the
+//! previous values distinct and below it).
+//!
 //! The moments come from a seed (`EXECUTOR_ENDS_SEED`, default fixed), printed on failure.
 
 use std::collections::HashSet;
@@ -40,7 +45,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_doca::executor::yield_now;
-use async_doca::rdma::Rdma;
+use async_doca::rdma::{Rdma, RemoteEvent};
+use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::time::sleep;
 use async_doca::{spawn_local, Access, Device, ErrorKind, JoinHandle, Memory, Result, Runtime};
 
@@ -486,7 +492,11 @@ fn messages_round(how: SenderEnds, end: End) -> Delivered {
 /// One side of a messages round: a context of its own, connected to the `other` side's
 /// through the blob channels, once both are connected (a side that ended before the other
 /// connected would leave it nothing to connect to).
-async fn connect_across(to: BlobTx, from: BlobRx, other: &str) -> Result<(Device, Rdma, async_doca::rdma::Connection)> {
+async fn connect_across(
+    to: &BlobTx,
+    from: &BlobRx,
+    other: &str,
+) -> Result<(Device, Rdma, async_doca::rdma::Connection)> {
     let timed_out = |what: String| async_doca::Error::new(ErrorKind::TimedOut, what);
     let dev = Device::open_default()?;
     let rdma = Rdma::builder(&dev).build().await?;
@@ -506,7 +516,7 @@ async fn send_traffic(
     to_receiver: BlobTx,
     from_receiver: BlobRx,
 ) -> Result<Vec<JoinHandle<async_doca::Error>>> {
-    let (dev, rdma, conn) = connect_across(to_receiver, from_receiver, "receiver").await?;
+    let (dev, rdma, conn) = connect_across(&to_receiver, &from_receiver, "receiver").await?;
     let conn = Rc::new(conn);
     let mut senders = Vec::new();
     for t in 0..SENDERS {
@@ -541,7 +551,7 @@ async fn send_traffic(
 /// receives fail with `ConnectionLost` (the sender's context went) or the sender is `gone`
 /// and nothing more arrived for [`QUIET`].
 async fn receive(to_sender: BlobTx, from_sender: BlobRx, stop: Stop) -> Result<Vec<(u64, u64)>> {
-    let (dev, rdma, _conn) = connect_across(to_sender, from_sender, "sender").await?;
+    let (dev, rdma, _conn) = connect_across(&to_sender, &from_sender, "sender").await?;
     let mem = dev.alloc(POSTED * MSG, Access::LOCAL_READ_WRITE)?;
     let mut lanes = rdma.recv_lanes(mem.buf(), POSTED)?;
     let mut got = Vec::new();
@@ -664,4 +674,126 @@ fn a_sender_shut_down_mid_traffic_loses_no_completed_send() {
 #[test]
 fn a_receiver_ending_mid_traffic_fails_its_senders_without_a_hang() {
     rounds(|end, _| receiver_ends_round(end));
+}
+
+// ---------------------------------------------------------------------------------------
+// Remote events: the adder's executor ends, the event's owner runs on
+
+/// Tasks adding 1 to the peer's event through one connection, one add in flight each.
+const EVENT_ADDERS: usize = 2;
+
+/// The adder's side of a round.
+#[derive(Default)]
+struct Added {
+    started: u64,
+    /// The previous values the completed adds returned.
+    olds: Vec<u64>,
+}
+
+/// A remote-event round's outcome: the adds, and the event's value once the adder is gone.
+struct Counted {
+    added: Added,
+    value: std::result::Result<u64, String>,
+}
+
+impl Outcome for Counted {
+    /// Every completed add counted once: completed ≤ value ≤ started, the previous values
+    /// distinct and below the value.
+    fn check(&self) -> std::result::Result<(), String> {
+        let value = *self.value.as_ref().map_err(|e| format!("the event's owner: {e}"))?;
+        let done = self.added.olds.len() as u64;
+        if value < done || value > self.added.started {
+            return Err(format!("the event is {value}: {done} adds completed, {} started", self.added.started));
+        }
+        let distinct: HashSet<_> = self.added.olds.iter().collect();
+        if distinct.len() != self.added.olds.len() {
+            return Err("two completed adds returned the same previous value".into());
+        }
+        if let Some(old) = self.added.olds.iter().find(|&&old| old >= value) {
+            return Err(format!("a completed add returned {old}, the event is {value}"));
+        }
+        Ok(())
+    }
+
+    fn cut_mid_flight(&self) -> bool {
+        self.added.started > self.added.olds.len() as u64
+    }
+}
+
+/// A round of remote-event adds: the adder's executor (a `block_on`) ends at `end` while
+/// the event's owner (another thread's executor) runs on and reads the event once the adder
+/// is gone.
+fn remote_event_round(end: End) -> Counted {
+    let added = Arc::new(Mutex::new(Added::default()));
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (to_adder, from_owner) = std::sync::mpsc::channel();
+    let (to_owner, from_adder) = std::sync::mpsc::channel();
+    let g = gone.clone();
+    let owner =
+        std::thread::spawn(move || runtime().block_on(own_event(to_adder, from_adder, g)).map_err(|e| e.to_string()));
+    let a = added.clone();
+    let adder = runtime().block_on(async move {
+        let (dev, rdma, conn) = connect_across(&to_owner, &from_owner, "owner").await?;
+        let blob = from_owner
+            .recv_timeout(LIMIT)
+            .map_err(|_| async_doca::Error::new(ErrorKind::TimedOut, "no event blob from the owner"))?;
+        let (conn, ev) = (Rc::new(conn), RemoteEvent::open(&dev, &blob)?);
+        for _ in 0..EVENT_ADDERS {
+            let (conn, ev, a) = (conn.clone(), ev.clone(), a.clone());
+            let scratch = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            drop(spawn_local(async move {
+                loop {
+                    lock(&a).started += 1;
+                    let (r, _) = conn.remote_event(&ev).add(1, scratch.slice(0..8)).await;
+                    match r {
+                        Ok(old) => lock(&a).olds.push(old),
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        // The context lasts as long as the executor (the adders hold the connection).
+        drop(spawn_local(async move {
+            let _keep = rdma;
+            std::future::pending::<()>().await
+        }));
+        match end {
+            End::After(d) => sleep(d).await,
+            End::AfterOps(n) => {
+                while lock(&a).olds.len() < n {
+                    yield_now().await;
+                }
+            }
+        }
+        // The adder's executor ends here, with every adder somewhere in its loop.
+        Ok::<_, async_doca::Error>(())
+    });
+    // The adder's executor, its contexts and tasks are gone: nothing more can land.
+    gone.store(true, std::sync::atomic::Ordering::Release);
+    let value = owner.join().expect("the event's owner panicked");
+    let added = std::mem::take(&mut *lock(&added));
+    let value = match (adder, value) {
+        (Err(e), _) => Err(format!("the adder failed to start: {e}")),
+        (Ok(()), v) => v,
+    };
+    Counted { added, value }
+}
+
+/// The event's owner: connects, exports a remote-net event to the adder, and reads it once
+/// the adder is `gone`.
+async fn own_event(to_adder: BlobTx, from_adder: BlobRx, gone: Arc<std::sync::atomic::AtomicBool>) -> Result<u64> {
+    let (dev, _rdma, _conn) = connect_across(&to_adder, &from_adder, "adder").await?;
+    let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+    let _ = to_adder.send(ev.export()?);
+    let start = std::time::Instant::now();
+    while !gone.load(std::sync::atomic::Ordering::Acquire) {
+        assert!(start.elapsed() < LIMIT, "the adder never went");
+        sleep(Duration::from_millis(1)).await;
+    }
+    ev.get().await
+}
+
+#[test]
+fn an_adder_ending_mid_traffic_loses_no_completed_remote_add() {
+    rounds(|end, _| remote_event_round(end));
 }
