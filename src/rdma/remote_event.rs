@@ -89,74 +89,63 @@ unsafe trait RemoteTask: DocaTask {
     unsafe fn reinit(task: *mut Self::Task, a: Args);
 }
 
-// SAFETY: the kind's own allocate_init and its three setters (event, buffer, connection).
-unsafe impl RemoteTask for RnGet {
-    unsafe fn alloc(
-        rdma: *mut sys::doca_rdma,
-        a: Args,
-        ud: sys::doca_data,
-        t: &mut *mut Self::Task,
-    ) -> sys::doca_error_t {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe { sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(rdma, a.conn, a.ev, a.buf, ud, t) }
-    }
-    unsafe fn reinit(t: *mut Self::Task, a: Args) {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe {
-            sys::doca_rdma_task_remote_net_sync_event_get_set_sync_event(t, a.ev);
-            sys::doca_rdma_task_remote_net_sync_event_get_set_dst_buf(t, a.buf);
-            sys::doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(t, a.conn);
+/// Implements [`RemoteTask`] for one kind, as `lane_task!` does for the lanes: two closures in
+/// order, its `allocate_init` and its setters (closure syntax, so that rustfmt formats the
+/// invocations).
+macro_rules! remote_task {
+    ($kind:ty, |$rdma:ident, $a:ident, $ud:ident, $t:ident| $alloc:expr, |$rt:ident, $ra:ident| $reinit:block $(,)?) => {
+        // SAFETY: the calls are the kind's own `allocate_init` and its setters of every
+        // parameter, on a task of this kind as the trait's contract requires.
+        unsafe impl RemoteTask for $kind {
+            unsafe fn alloc(
+                $rdma: *mut sys::doca_rdma,
+                $a: Args,
+                $ud: sys::doca_data,
+                $t: &mut *mut Self::Task,
+            ) -> sys::doca_error_t {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { $alloc }
+            }
+            unsafe fn reinit($rt: *mut Self::Task, $ra: Args) {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { $reinit }
+            }
         }
-    }
+    };
 }
 
-// SAFETY: the kind's own allocate_init and its three setters (event, buffer, connection).
-unsafe impl RemoteTask for RnSet {
-    unsafe fn alloc(
-        rdma: *mut sys::doca_rdma,
-        a: Args,
-        ud: sys::doca_data,
-        t: &mut *mut Self::Task,
-    ) -> sys::doca_error_t {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe { sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(rdma, a.conn, a.ev, a.buf, ud, t) }
+remote_task!(
+    RnGet,
+    |rdma, a, ud, t| sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(rdma, a.conn, a.ev, a.buf, ud, t),
+    |t, a| {
+        sys::doca_rdma_task_remote_net_sync_event_get_set_sync_event(t, a.ev);
+        sys::doca_rdma_task_remote_net_sync_event_get_set_dst_buf(t, a.buf);
+        sys::doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(t, a.conn);
     }
-    unsafe fn reinit(t: *mut Self::Task, a: Args) {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe {
-            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(t, a.ev);
-            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(t, a.buf);
-            sys::doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(t, a.conn);
-        }
+);
+remote_task!(
+    RnSet,
+    |rdma, a, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+        rdma, a.conn, a.ev, a.buf, ud, t
+    ),
+    |t, a| {
+        sys::doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(t, a.ev);
+        sys::doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(t, a.buf);
+        sys::doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(t, a.conn);
     }
-}
-
-// SAFETY: the kind's own allocate_init and its four setters (event, buffer, addend,
-// connection).
-unsafe impl RemoteTask for RnAdd {
-    unsafe fn alloc(
-        rdma: *mut sys::doca_rdma,
-        a: Args,
-        ud: sys::doca_data,
-        t: &mut *mut Self::Task,
-    ) -> sys::doca_error_t {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe {
-            sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
-                rdma, a.conn, a.ev, a.buf, a.delta, ud, t,
-            )
-        }
+);
+remote_task!(
+    RnAdd,
+    |rdma, a, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+        rdma, a.conn, a.ev, a.buf, a.delta, ud, t
+    ),
+    |t, a| {
+        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(t, a.ev);
+        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(t, a.buf);
+        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(t, a.delta);
+        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(t, a.conn);
     }
-    unsafe fn reinit(t: *mut Self::Task, a: Args) {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe {
-            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(t, a.ev);
-            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(t, a.buf);
-            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(t, a.delta);
-            sys::doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(t, a.conn);
-        }
-    }
-}
+);
 
 /// Configures the three task pools on an IDLE `rdma`.
 ///
@@ -318,7 +307,6 @@ impl RemoteEventOps<'_> {
 #[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
-    use crate::rdma::Rdma;
     use crate::sync_event::{Location, SyncEvent};
     use crate::Access;
 
@@ -330,9 +318,7 @@ mod tests {
         crate::testkit::runtime()
             .block_on(async {
                 let dev = Device::open_default()?;
-                let (a, b) = (Rdma::builder(&dev).build().await?, Rdma::builder(&dev).build().await?);
-                let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
-                let (to_b, _to_a) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+                let (a, _b, to_b, _to_a) = crate::testkit::rdma_pair(&dev).await?;
                 let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
                 let remote = RemoteEvent::open(&dev, &ev.export()?)?;
                 let ops = to_b.remote_event(&remote);
