@@ -337,30 +337,20 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
             }
         }
         // DOCA: a NULL source writes (or reads) no data, and the destination may then be
-        // NULL too; a source needs a destination.
+        // NULL too; a source needs a destination (`check_buf` refuses NULL).
         Op::Write { src, dst, .. } => {
-            if src.is_null() {
-                if !dst.is_null() {
-                    check_buf(dst, Side::Remote)?;
-                }
-            } else {
-                let s = check_buf(src, Side::LocalSource)?;
+            let n = if src.is_null() { 0 } else { check_buf(src, Side::LocalSource)?.data().1 };
+            if !src.is_null() || !dst.is_null() {
                 check_buf(dst, Side::Remote)?;
-                check_len(s.data().1)?;
             }
+            check_len(n)?;
         }
         Op::Read { src, dst } => {
-            if src.is_null() {
-                if !dst.is_null() {
-                    check_buf(dst, Side::LocalDest)?;
-                }
-                return Ok(());
-            }
             // DOCA's read: the source's data ("holding the data that should be read") is
             // appended after the destination's, which needs the room.
-            let n = check_buf(src, Side::Remote)?.data().1;
+            let n = if src.is_null() { 0 } else { check_buf(src, Side::Remote)?.data().1 };
             check_len(n)?;
-            if check_buf(dst, Side::LocalDest)?.tail_space().1 < n {
+            if (!src.is_null() || !dst.is_null()) && check_buf(dst, Side::LocalDest)?.tail_space().1 < n {
                 return Err(refused(DOCA_ERROR_INVALID_VALUE));
             }
         }
@@ -554,6 +544,16 @@ pub(super) unsafe fn alloc_init<T: TaskType>(
     unsafe { out(task, t.as_ptr()) }
 }
 
+/// The buffers of a write or read: a NULL source means no data, and then the destination may
+/// be NULL too (DOCA); a source needs a destination.
+fn source_needs_destination(src: *const doca_buf, dst: *mut doca_buf) -> Result<(), doca_error_t> {
+    if src.is_null() {
+        Ok(())
+    } else {
+        nonnull(dst)
+    }
+}
+
 pub(super) fn nonnull<T>(p: *const T) -> Result<(), doca_error_t> {
     if p.is_null() {
         Err(DOCA_ERROR_INVALID_VALUE)
@@ -633,10 +633,7 @@ pub unsafe extern "C" fn doca_rdma_task_read_allocate_init(
 ) -> doca_error_t {
     guard_err(|| {
         nonnull(conn)?;
-        // A NULL source means no data, and then the destination may be NULL too (DOCA).
-        if !src_buf.is_null() {
-            nonnull(dst_buf)?;
-        }
+        source_needs_destination(src_buf, dst_buf)?;
         // SAFETY: forwarded contract.
         unsafe {
             alloc_init(rdma, Some(conn), user_data, task, |t: &doca_rdma_task_read| {
@@ -659,10 +656,7 @@ pub unsafe extern "C" fn doca_rdma_task_write_allocate_init(
 ) -> doca_error_t {
     guard_err(|| {
         nonnull(conn)?;
-        // A NULL source means no data, and then the destination may be NULL too (DOCA).
-        if !src_buf.is_null() {
-            nonnull(dst_buf)?;
-        }
+        source_needs_destination(src_buf, dst_buf)?;
         // SAFETY: forwarded contract.
         unsafe {
             alloc_init(rdma, Some(conn), user_data, task, |t: &doca_rdma_task_write| {
@@ -686,10 +680,7 @@ pub unsafe extern "C" fn doca_rdma_task_write_imm_allocate_init(
 ) -> doca_error_t {
     guard_err(|| {
         nonnull(conn)?;
-        // A NULL source means no data, and then the destination may be NULL too (DOCA).
-        if !src_buf.is_null() {
-            nonnull(dst_buf)?;
-        }
+        source_needs_destination(src_buf, dst_buf)?;
         // SAFETY: forwarded contract.
         unsafe {
             alloc_init(rdma, Some(conn), user_data, task, |t: &doca_rdma_task_write_imm| {
