@@ -144,10 +144,7 @@ async fn traffic(log: Arc<Mutex<Log>>, write_size_mix: u64) -> Result<Memory> {
     }
     // The contexts stay open as long as the executor: the tasks use `ab`, and its peer is
     // kept by the last of them (a connection's peer context must not go first).
-    drop(spawn_local(async move {
-        let _keep = (a, b, ba);
-        std::future::pending::<()>().await
-    }));
+    keep_for_executor((a, b, ba));
     Ok(target)
 }
 
@@ -159,6 +156,90 @@ fn runtime() -> Runtime {
     Runtime::builder().cpus("0".parse().unwrap()).build().unwrap()
 }
 
+/// Waits, on the executor that is about to end, until `end`: a time, or `done()` reaching
+/// the count (checked after each yield, so it ends right after the n-th completion, in the
+/// middle of a turn's tasks: some have their results and have not run yet).
+async fn until(end: End, done: impl Fn() -> usize) {
+    match end {
+        // While every task waits for its operation.
+        End::After(d) => sleep(d).await,
+        End::AfterOps(n) => {
+            while done() < n {
+                yield_now().await;
+            }
+        }
+    }
+}
+
+/// [`until`] from the test thread, for an executor shut down from there.
+fn until_on_thread(end: End, done: impl Fn() -> usize) {
+    let deadline = std::time::Instant::now() + LIMIT;
+    match end {
+        End::After(d) => std::thread::sleep(d),
+        End::AfterOps(n) => {
+            while done() < n {
+                assert!(std::time::Instant::now() < deadline, "the traffic stalled before {n} operations");
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Keeps `owned` (contexts, connections) as long as the current executor: a task that
+/// never ends, cancelled by the executor's end.
+fn keep_for_executor<T: 'static>(owned: T) {
+    drop(spawn_local(async move {
+        let _keep = owned;
+        std::future::pending::<()>().await
+    }));
+}
+
+/// Runs `setup` as a task of `rt`'s worker, which keeps what it returns until the worker is
+/// shut down, and waits until it has returned. The setup's error if it failed; a panic if
+/// it hung.
+fn start_on_worker<F, Fut, K>(rt: &Runtime, setup: F) -> Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<K>> + 'static,
+    K: 'static,
+{
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let task = rt
+        .spawn_on(0, move || async move {
+            let _kept = setup().await?;
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+            Ok::<_, async_doca::Error>(())
+        })
+        .unwrap();
+    if started_rx.recv_timeout(LIMIT).is_ok() {
+        return Ok(());
+    }
+    match rt.block_on(async_doca::time::timeout(LIMIT, task)) {
+        Ok(Ok(Err(e))) => Err(e),
+        other => panic!("the worker's traffic did not start: {other:?}"),
+    }
+}
+
+/// Counts that must hold after the executor ended with adds in flight (fetch-adds on a
+/// counter, or remote-net event adds): every completed add counted once, so completed ≤
+/// `value` ≤ `started`, and the previous values the completed adds returned are distinct and
+/// below `value`.
+fn counted_once(value: u64, olds: &[u64], started: u64) -> std::result::Result<(), String> {
+    let done = olds.len() as u64;
+    if value < done || value > started {
+        return Err(format!("{value} counted: {done} adds completed, {started} started"));
+    }
+    let distinct: HashSet<_> = olds.iter().collect();
+    if distinct.len() != olds.len() {
+        return Err("two completed adds returned the same previous value".into());
+    }
+    if let Some(old) = olds.iter().find(|&&old| old >= value) {
+        return Err(format!("a completed add returned {old}, {value} counted"));
+    }
+    Ok(())
+}
+
 /// A round on a `block_on` executor, which ends when its future returns: traffic until
 /// `end`, then the target's bytes and the log, read after the executor is gone.
 fn block_on_round(end: End, write_size_mix: u64) -> (Vec<u8>, Log) {
@@ -167,17 +248,7 @@ fn block_on_round(end: End, write_size_mix: u64) -> (Vec<u8>, Log) {
     let target = runtime()
         .block_on(async move {
             let target = traffic(l.clone(), write_size_mix).await?;
-            match end {
-                // While every task waits for its operation.
-                End::After(d) => sleep(d).await,
-                // Right after the n-th completion, in the middle of a turn's tasks: some have
-                // their results and have not run yet.
-                End::AfterOps(n) => {
-                    while lock(&l).done() < n {
-                        yield_now().await;
-                    }
-                }
-            }
+            until(end, || lock(&l).done()).await;
             // The executor ends here, with every task above somewhere in its loop.
             Ok::<_, async_doca::Error>(target)
         })
@@ -200,32 +271,10 @@ fn worker_round(end: End, write_size_mix: u64) -> (Vec<u8>, Log) {
     let log = Arc::new(Mutex::new(Log::default()));
     let bytes = Arc::new(Mutex::new(Vec::new()));
     let rt = runtime();
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (l, b) = (log.clone(), bytes.clone());
-    let setup = rt
-        .spawn_on(0, move || async move {
-            let target = traffic(l, write_size_mix).await?;
-            let _snapshot = Snapshot(target, b);
-            let _ = started_tx.send(());
-            std::future::pending::<()>().await;
-            Ok::<_, async_doca::Error>(())
-        })
-        .unwrap();
-    if started_rx.recv_timeout(LIMIT).is_err() {
-        // The setup failed (its error is in its handle) or hung.
-        let err = rt.block_on(async_doca::time::timeout(LIMIT, setup));
-        panic!("the worker's traffic did not start: {err:?}");
-    }
-    let deadline = std::time::Instant::now() + LIMIT;
-    match end {
-        End::After(d) => std::thread::sleep(d),
-        End::AfterOps(n) => {
-            while lock(&log).done() < n {
-                assert!(std::time::Instant::now() < deadline, "the traffic stalled before {n} operations");
-                std::thread::yield_now();
-            }
-        }
-    }
+    start_on_worker(&rt, move || async move { Ok(Snapshot(traffic(l, write_size_mix).await?, b)) })
+        .expect("the worker's traffic did not start");
+    until_on_thread(end, || lock(&log).done());
     rt.shutdown();
     let log = std::mem::take(&mut *lock(&log));
     let bytes = std::mem::take(&mut *bytes.lock().unwrap_or_else(|p| p.into_inner()));
@@ -247,19 +296,7 @@ fn check(bytes: &[u8], log: &Log) -> std::result::Result<(), String> {
             }
         }
     }
-    let counter = word(COUNTER);
-    let done = log.adds_done.len() as u64;
-    if counter < done || counter > log.adds_started {
-        return Err(format!("counter {counter}: {done} adds completed, {} started", log.adds_started));
-    }
-    let distinct: HashSet<_> = log.adds_done.iter().collect();
-    if distinct.len() != log.adds_done.len() {
-        return Err("two completed adds returned the same old value".into());
-    }
-    if let Some(old) = log.adds_done.iter().find(|&&old| old >= counter) {
-        return Err(format!("a completed add returned {old}, the counter is {counter}"));
-    }
-    Ok(())
+    counted_once(word(COUNTER), &log.adds_done, log.adds_started).map_err(|e| format!("the counter: {e}"))
 }
 
 /// What a round left, held against its log.
@@ -434,59 +471,39 @@ fn messages_round(how: SenderEnds, end: End) -> Delivered {
         SenderEnds::BlockOn => runtime().block_on(async move {
             // Detached: the executor's end cancels them wherever they are.
             drop(send_traffic(s.clone(), to_receiver, from_receiver).await?);
-            match end {
-                End::After(d) => sleep(d).await,
-                End::AfterOps(n) => {
-                    while lock(&s).done < n {
-                        yield_now().await;
-                    }
-                }
-            }
+            until(end, || lock(&s).done).await;
             // The sender's executor ends here, with every sender somewhere in its loop.
             Ok(())
         }),
         SenderEnds::Shutdown => {
             let rt = runtime();
-            let (started_tx, started_rx) = std::sync::mpsc::channel();
-            let setup = rt
-                .spawn_on(0, move || async move {
-                    drop(send_traffic(s, to_receiver, from_receiver).await?);
-                    let _ = started_tx.send(());
-                    std::future::pending::<()>().await;
-                    Ok::<_, async_doca::Error>(())
-                })
-                .unwrap();
-            if started_rx.recv_timeout(LIMIT).is_ok() {
-                let deadline = std::time::Instant::now() + LIMIT;
-                match end {
-                    End::After(d) => std::thread::sleep(d),
-                    End::AfterOps(n) => {
-                        while lock(&sent).done < n {
-                            assert!(std::time::Instant::now() < deadline, "the sends stalled before {n}");
-                            std::thread::yield_now();
-                        }
-                    }
-                }
+            let started = start_on_worker(&rt, move || send_traffic(s, to_receiver, from_receiver));
+            if started.is_ok() {
+                until_on_thread(end, || lock(&sent).done);
                 rt.shutdown();
-                Ok(())
-            } else {
-                // The setup failed (its error is in its handle) or hung.
-                match rt.block_on(async_doca::time::timeout(LIMIT, setup)) {
-                    Ok(Ok(Err(e))) => Err(e),
-                    other => panic!("the sender did not start: {other:?}"),
-                }
             }
+            started
         }
     };
     // The sender's executor is gone by now, with its contexts and tasks.
-    gone.store(true, std::sync::atomic::Ordering::Release);
-    let received = receiver.join().expect("the receiver panicked");
+    let received = after_the_end(sender, "sender", &gone, receiver);
     let sent = std::mem::take(&mut *lock(&sent));
-    let received = match (sender, received) {
-        (Err(e), _) => Err(format!("the sender failed to start: {e}")),
-        (Ok(()), r) => r,
-    };
     Delivered { sent, received }
+}
+
+/// Once the ending side's executor (`ended`, its setup's outcome) is gone: tells the side
+/// that runs on (`gone`), joins its thread, and gives what it saw, or first why the ending
+/// side failed to start.
+fn after_the_end<T>(
+    ended: Result<()>,
+    who: &str,
+    gone: &std::sync::atomic::AtomicBool,
+    other: std::thread::JoinHandle<std::result::Result<T, String>>,
+) -> std::result::Result<T, String> {
+    gone.store(true, std::sync::atomic::Ordering::Release);
+    let seen = other.join().expect("the side that runs on panicked");
+    ended.map_err(|e| format!("the {who} failed to start: {e}"))?;
+    seen
 }
 
 /// One side of a messages round: a context of its own, connected to the `other` side's
@@ -540,10 +557,7 @@ async fn send_traffic(
         }));
     }
     // The context lasts as long as the executor (the senders hold the connection).
-    drop(spawn_local(async move {
-        let _keep = rdma;
-        std::future::pending::<()>().await
-    }));
+    keep_for_executor(rdma);
     Ok(senders)
 }
 
@@ -701,18 +715,7 @@ impl Outcome for Counted {
     /// distinct and below the value.
     fn check(&self) -> std::result::Result<(), String> {
         let value = *self.value.as_ref().map_err(|e| format!("the event's owner: {e}"))?;
-        let done = self.added.olds.len() as u64;
-        if value < done || value > self.added.started {
-            return Err(format!("the event is {value}: {done} adds completed, {} started", self.added.started));
-        }
-        let distinct: HashSet<_> = self.added.olds.iter().collect();
-        if distinct.len() != self.added.olds.len() {
-            return Err("two completed adds returned the same previous value".into());
-        }
-        if let Some(old) = self.added.olds.iter().find(|&&old| old >= value) {
-            return Err(format!("a completed add returned {old}, the event is {value}"));
-        }
-        Ok(())
+        counted_once(value, &self.added.olds, self.added.started).map_err(|e| format!("the event: {e}"))
     }
 
     fn cut_mid_flight(&self) -> bool {
@@ -753,29 +756,14 @@ fn remote_event_round(end: End) -> Counted {
             }));
         }
         // The context lasts as long as the executor (the adders hold the connection).
-        drop(spawn_local(async move {
-            let _keep = rdma;
-            std::future::pending::<()>().await
-        }));
-        match end {
-            End::After(d) => sleep(d).await,
-            End::AfterOps(n) => {
-                while lock(&a).olds.len() < n {
-                    yield_now().await;
-                }
-            }
-        }
+        keep_for_executor(rdma);
+        until(end, || lock(&a).olds.len()).await;
         // The adder's executor ends here, with every adder somewhere in its loop.
         Ok::<_, async_doca::Error>(())
     });
     // The adder's executor, its contexts and tasks are gone: nothing more can land.
-    gone.store(true, std::sync::atomic::Ordering::Release);
-    let value = owner.join().expect("the event's owner panicked");
+    let value = after_the_end(adder, "adder", &gone, owner);
     let added = std::mem::take(&mut *lock(&added));
-    let value = match (adder, value) {
-        (Err(e), _) => Err(format!("the adder failed to start: {e}")),
-        (Ok(()), v) => v,
-    };
     Counted { added, value }
 }
 
