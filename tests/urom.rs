@@ -192,6 +192,71 @@ fn many_concurrent_commands_within_the_inflight_limit() {
     d.stop();
 }
 
+/// A host whose executor sleeps between commands (nothing else in flight) is woken by each
+/// answer that comes through the shared-memory channel: the wake-up request it leaves when
+/// it arms its PE must survive the progress DOCA's idle protocol makes before the wait.
+/// (A lost wake-up showed as commands that took the executor's 20 s housekeeping tick.)
+#[test]
+fn a_sleeping_host_is_woken_by_each_answer() {
+    let dir = plugin_dir(false);
+    let d = daemon_with(dir.path(), &[]);
+    rt().block_on(async {
+        let svc = connect(&d).await?;
+        let w = bounded(Worker::builder(&svc).plugin("worker_graph").start()).await??;
+        for i in 0..50u64 {
+            // Let the worker go idle and block, and the host sleep, before each command.
+            async_doca::time::sleep(Duration::from_micros(200)).await;
+            let id = svc.plugin(graph::PLUGIN_NAME)?.id;
+            let cmd = graph::Cmd::Loopback { value: i }.encode();
+            // A lost wake-up is not a hang: the timeout's own timer wakes the host, which then
+            // finds the answer. So the check is the time the answer took (microseconds when
+            // it wakes the host; the bound is a liveness limit, not a performance one).
+            let t0 = std::time::Instant::now();
+            let reply = timeout(Duration::from_secs(5), w.command(id, &cmd)).await??;
+            let took = t0.elapsed();
+            assert!(took < Duration::from_secs(2), "command {i} took {took:?}: a lost wake-up");
+            assert_eq!(graph::Notif::decode(&reply).unwrap(), graph::Notif::Loopback { value: i });
+        }
+        Ok::<(), Error>(())
+    })
+    .unwrap();
+    d.stop();
+}
+
+/// Commands and answers small enough for the shared-memory channel's slots and too big for
+/// them (the socket), mixed and in flight together: every answer is its own command's.
+#[test]
+fn commands_of_every_size_cross_the_channel_and_the_socket() {
+    let dir = plugin_dir(true);
+    let d = daemon_with(dir.path(), &[]);
+    rt().block_on(async {
+        let svc = connect(&d).await?;
+        let c = svc.plugin("c_loopback")?.id;
+        let w = bounded(Worker::builder(&svc).plugin_ids(c).max_inflight(16).start()).await??;
+        // Around the slot size (1 KiB with the message's header) and past it, within the
+        // service's message size.
+        let sizes = [1usize, 64, 900, 1000, 1024, 1100, 2000, 3000];
+        let tasks: Vec<_> = (0..240usize)
+            .map(|i| {
+                let w = w.clone();
+                let payload: Vec<u8> = (0..sizes[i % sizes.len()]).map(|k| (i * 31 + k) as u8).collect();
+                spawn_local(async move {
+                    let answer = bounded(w.command(c, &payload)).await??;
+                    Ok::<_, Error>((payload, answer))
+                })
+            })
+            .collect();
+        for t in tasks {
+            let (payload, answer) = t.await??;
+            let reversed: Vec<u8> = payload.iter().rev().copied().collect();
+            assert_eq!(answer, reversed, "an answer of {} bytes", payload.len());
+        }
+        Ok::<(), Error>(())
+    })
+    .unwrap();
+    d.stop();
+}
+
 #[test]
 fn malformed_command_gets_an_error_and_the_worker_lives_on() {
     let dir = plugin_dir(false);

@@ -164,6 +164,25 @@ impl ShmSegment {
         }
     }
 
+    /// Maps a segment whose descriptor another process passed to us (`SCM_RIGHTS`):
+    /// read-write, at least `len` bytes, sealed against shrinking like
+    /// [`ShmSegment::open_remote`]'s. The segment owns `fd` from now on.
+    pub fn from_fd(fd: std::os::fd::OwnedFd, len: usize) -> Result<ShmSegment, doca_error_t> {
+        use std::os::fd::IntoRawFd;
+        if len == 0 || len > isize::MAX as usize {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let fd = fd.into_raw_fd();
+        match Self::check_and_map(fd, len, true) {
+            // The sender is not known here; 0 never names a process.
+            Ok(ptr) => Ok(ShmSegment { ptr, len, fd, owner_pid: 0 }),
+            Err(e) => {
+                close_fd(fd);
+                Err(e)
+            }
+        }
+    }
+
     /// Checks that `fd` is a sealed regular file of at least `len` bytes, then maps it.
     fn check_and_map(fd: libc::c_int, len: usize, writable: bool) -> Result<*mut u8, doca_error_t> {
         // SAFETY: an all-zero `stat` is a valid value of this plain C struct.

@@ -357,6 +357,9 @@ fn run(
                     let r = WorkerToHost::Notify { ctx, plugin: proto::PLUGIN_NONE, status, packed: vec![] };
                     send(data, &r.encode(), None);
                 }
+                // A socket-only worker: the host's channel is never attached, so the host
+                // keeps to the socket (what an older worker would do).
+                HostToWorker::Channel { .. } => {}
                 HostToWorker::DomainDestroy { ctx } => {
                     lock(&seen).domain_destroys += 1;
                     let r =

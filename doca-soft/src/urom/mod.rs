@@ -3,8 +3,10 @@
 //!
 //! The daemon (`async-doca urom-service`) is a single-threaded process that accepts host
 //! connections on an `AF_UNIX` `SOCK_SEQPACKET` socket and forks one worker process per
-//! worker; plugins (`.so` files) run inside the workers.
+//! worker; plugins (`.so` files) run inside the workers. Commands and notifications between a
+//! host and its worker travel through a shared-memory channel beside their data connection.
 
+pub(crate) mod channel;
 pub mod daemon;
 pub mod host;
 pub mod proto;

@@ -138,6 +138,11 @@ pub enum HostToWorker {
     DomainCreate { ctx: u64, domain: Domain },
     /// Tag 3. Answered by `Notify { plugin: 0 }`.
     DomainDestroy { ctx: u64 },
+    /// Tag 4, the connection's first message when the host offers a shared-memory channel
+    /// (`urom::channel`), with three descriptors: the memory file, the worker's wake-up
+    /// eventfd, the host's. The fields are the channel's geometry, checked by the worker.
+    /// Not answered: a worker that cannot attach keeps using the socket alone.
+    Channel { slots: u32, slot_bytes: u32 },
 }
 
 /// Data connection, worker → host.
@@ -474,6 +479,12 @@ impl HostToWorker {
                 w.u64(*ctx);
                 w
             }
+            HostToWorker::Channel { slots, slot_bytes } => {
+                let mut w = Writer::new(4);
+                w.u32(*slots);
+                w.u32(*slot_bytes);
+                w
+            }
         };
         w.0
     }
@@ -485,6 +496,7 @@ impl HostToWorker {
             1 => HostToWorker::Command { ctx: r.u64()?, plugin: r.u64()?, payload: r.bytes()? },
             2 => HostToWorker::DomainCreate { ctx: r.u64()?, domain: r.domain()? },
             3 => HostToWorker::DomainDestroy { ctx: r.u64()? },
+            4 => HostToWorker::Channel { slots: r.u32()?, slot_bytes: r.u32()? },
             _ => return Err(DOCA_ERROR_INVALID_VALUE),
         };
         r.end(m)
@@ -700,34 +712,50 @@ pub fn fit_packet(fd: BorrowedFd<'_>, packet: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Room for one `SCM_RIGHTS` descriptor in a control buffer (`CMSG_SPACE(sizeof(int))` is 24
-/// on 64-bit Linux; 64 leaves margin and keeps the buffer `cmsghdr`-aligned through `u64`).
+/// The most descriptors one packet passes (a channel's three, `HostToWorker::Channel`).
+pub const MAX_PASSED_FDS: usize = 3;
+
+/// Room for [`MAX_PASSED_FDS`] `SCM_RIGHTS` descriptors in a control buffer
+/// (`CMSG_SPACE(3 * sizeof(int))` is 32 on 64-bit Linux; 64 leaves margin and keeps the buffer
+/// `cmsghdr`-aligned through `u64`).
 const CMSG_WORDS: usize = 8;
 
 /// Sends one packet, with `pass` attached as `SCM_RIGHTS` if given. `MSG_NOSIGNAL`: a closed
 /// peer is `EPIPE`. On a non-blocking socket a full buffer is `WouldBlock` and nothing was sent.
 pub fn send_msg(fd: BorrowedFd<'_>, bytes: &[u8], pass: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    match pass {
+        Some(p) => send_msg_fds(fd, bytes, &[p]),
+        None => send_msg_fds(fd, bytes, &[]),
+    }
+}
+
+/// As [`send_msg`], with up to [`MAX_PASSED_FDS`] descriptors attached.
+pub fn send_msg_fds(fd: BorrowedFd<'_>, bytes: &[u8], pass: &[BorrowedFd<'_>]) -> io::Result<()> {
+    assert!(pass.len() <= MAX_PASSED_FDS, "at most {MAX_PASSED_FDS} descriptors per packet");
     let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
     let mut cbuf = [0u64; CMSG_WORDS];
     // SAFETY: msghdr is plain old data; all-zero is a valid (empty) value.
     let mut msg: libc::msghdr = unsafe { zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    if let Some(p) = pass {
-        let raw = p.as_raw_fd();
+    if !pass.is_empty() {
+        let bytes = (pass.len() * size_of::<RawFd>()) as u32;
         // SAFETY: CMSG_SPACE only computes a size.
-        let space = unsafe { libc::CMSG_SPACE(size_of::<RawFd>() as u32) } as usize;
+        let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
         debug_assert!(space <= size_of::<[u64; CMSG_WORDS]>());
         msg.msg_control = cbuf.as_mut_ptr().cast();
         msg.msg_controllen = space as _;
         // SAFETY: msg_control points to `space` zeroed, aligned bytes that we own, so
-        // CMSG_FIRSTHDR returns a valid header inside it and CMSG_DATA has room for one int.
+        // CMSG_FIRSTHDR returns a valid header inside it and CMSG_DATA has room for
+        // `pass.len()` ints.
         unsafe {
             let c = libc::CMSG_FIRSTHDR(&msg);
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), raw);
+            (*c).cmsg_len = libc::CMSG_LEN(bytes) as _;
+            for (i, p) in pass.iter().enumerate() {
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>().add(i), p.as_raw_fd());
+            }
         }
     }
     loop {
@@ -750,6 +778,13 @@ pub fn send_msg(fd: BorrowedFd<'_>, bytes: &[u8], pass: Option<BorrowedFd<'_>>) 
 /// so the connection must be dropped); so is a truncated control message. Extra descriptors
 /// beyond the first are closed. On a non-blocking socket no packet is `WouldBlock`.
 pub fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let (n, mut fds) = recv_msg_fds(fd, buf)?;
+    fds.truncate(1);
+    Ok((n, fds.pop()))
+}
+
+/// As [`recv_msg`], returning every descriptor passed with the packet (in order).
+pub fn recv_msg_fds(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut cbuf = [0u64; CMSG_WORDS];
     // SAFETY: msghdr is plain old data; all-zero is a valid value.
@@ -793,8 +828,7 @@ pub fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "control message truncated"));
     }
-    let first = if fds.is_empty() { None } else { Some(fds.swap_remove(0)) };
-    Ok((n, first))
+    Ok((n, fds))
 }
 
 /// The credentials of the process at the other end of a connected `AF_UNIX` socket, as the

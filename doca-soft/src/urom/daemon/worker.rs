@@ -13,6 +13,11 @@
 //! `dest_id`, and `free`s. The domain table (installed by `DomainCreate`) lives in a
 //! thread local so the `extern "C"` lookup callbacks, called by plugins from inside
 //! `worker_cmd`/`progress`, can read it; it is only changed between plugin calls.
+//!
+//! A host may pass a shared-memory channel as a connection's first message
+//! (`HostToWorker::Channel`, see `urom::channel`): the connection's messages then travel
+//! through it when they fit, the loop looks at its rings on every round without a system
+//! call, and before it blocks it tells the host to wake it through the channel's eventfd.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -27,6 +32,7 @@ use super::log::{log_at, Log};
 use super::plugins::{err_name, Plugin};
 use crate::ffi::{guard, guard_err};
 use crate::types::*;
+use crate::urom::channel::{self, Channel};
 use crate::urom::proto::{
     self, max_packet, DaemonToWorker, Domain, HostToWorker, PluginAddr, WorkerToDaemon, WorkerToHost, PLUGIN_NONE,
 };
@@ -92,6 +98,8 @@ struct Conn {
     outstanding: u32,
     outbox: VecDeque<Vec<u8>>,
     dead: bool,
+    /// The host's shared-memory channel, once its `Channel` message arrived.
+    chan: Option<Channel>,
 }
 
 /// While commands are outstanding on a plugin that cannot be armed (no `urom_plugin_soft_arm`,
@@ -103,11 +111,14 @@ struct Conn {
 /// time (a receive nobody sends to) costs at most one wake-up per millisecond.
 const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(500);
 /// When every plugin with outstanding commands can be armed, the worker polls only this long
-/// after the last progress before it arms them and sleeps on their fds: long enough to catch
-/// an answer that is already on its way, short enough that a worker waiting for another
-/// process gives its CPU to that process (on a machine with fewer CPUs than busy processes, a
-/// spinning worker delays the very answer it waits for).
-const ARMED_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(20);
+/// after the last progress before it arms them and sleeps on their fds. The polling yields
+/// the CPU on every empty round, so a process this worker waits for (its host, a peer worker
+/// sharing the CPU) still runs; what the sleep saves is the CPU of a long wait. It is as long
+/// as [`SPIN_TIME`] because a shorter one cost more than it saved: with 20 µs, an offloaded
+/// 8 B allreduce of 2 members on 2 CPUs slept whenever the peer was a little late, and the
+/// wake-up from an idle CPU (~20 µs on our VMs) made it later still (p50 16.5–22 µs and
+/// multi-modal, against 15.8–15.9 µs with 500 µs; 4 members 51–58 against 41 µs).
+const ARMED_SPIN_TIME: std::time::Duration = SPIN_TIME;
 /// The longest sleep on armed plugins' fds: a plugin whose fd misses a wake-up (a bug) costs
 /// this much time per miss, never a hang.
 const ARMED_SLEEP_MS: c_int = 100;
@@ -378,7 +389,7 @@ impl Worker<'_> {
         // flight; a buffer too small only makes sends wait in the outbox.
         let _ = proto::fit_packet(fd.as_fd(), max_packet(self.setup.max_msg_size));
         log_at!(self.log(), Debug, "connection {id} attached");
-        self.conns.push(Conn { id, fd, outstanding: 0, outbox: VecDeque::new(), dead: false });
+        self.conns.push(Conn { id, fd, outstanding: 0, outbox: VecDeque::new(), dead: false, chan: None });
     }
 
     fn outstanding(&self) -> u64 {
@@ -461,13 +472,33 @@ impl Worker<'_> {
             // Only the worker's own sockets are served below; a plugin fd that woke the poll
             // only means "call progress", which a busy worker does anyway.
             fds.truncate(if armed == Armed::Sleep { fds.len() } else { sockets });
+            // Before blocking, the hosts are told to wake us through the channels' eventfds
+            // (unless a channel message already waits: then poll without blocking).
+            let sleep = timeout != 0 && self.prepare_sleep();
+            let timeout = if sleep { timeout } else { 0 };
+            let wake_fds = fds.len();
+            if sleep {
+                let chans = self.conns.iter().filter_map(|c| c.chan.as_ref());
+                fds.extend(chans.map(|ch| libc::pollfd { fd: ch.wake_fd(), events: libc::POLLIN, revents: 0 }));
+            }
             // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 log_at!(self.log(), Error, "poll: {}", io::Error::last_os_error());
                 return;
             }
-            let traffic = n > 0 && fds[..sockets].iter().any(|f| f.revents != 0);
+            if sleep {
+                self.awake();
+                // The eventfds were added in the connections' order; none changed meanwhile.
+                let chans = self.conns.iter().filter_map(|c| c.chan.as_ref());
+                for (ch, f) in chans.zip(&fds[wake_fds..]) {
+                    if f.revents != 0 {
+                        ch.drain_wake();
+                    }
+                }
+            }
+            let ready = |c: &Conn| c.chan.as_ref().is_some_and(|ch| ch.has_data());
+            let traffic = n > 0 && fds[..sockets].iter().any(|f| f.revents != 0) || self.conns.iter().any(ready);
             if traffic {
                 if fds[0].revents != 0 {
                     self.on_control();
@@ -479,8 +510,9 @@ impl Worker<'_> {
                     if rev & libc::POLLOUT != 0 {
                         self.flush(id);
                     }
-                    if rev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                        self.on_data(id);
+                    let socket = rev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+                    if socket || ready(&self.conns[k - 1]) {
+                        self.on_data(id, socket);
                     }
                 }
                 // A command (or any traffic) is activity too: the spin timers restart.
@@ -505,6 +537,25 @@ impl Worker<'_> {
                 unsafe { libc::sched_yield() };
             }
             self.reap_conns();
+        }
+    }
+
+    /// About to block in `poll`: asks every channel's host to wake us. `false`: a channel
+    /// message already waits, so do not block (and no host is asked).
+    fn prepare_sleep(&self) -> bool {
+        for ch in self.conns.iter().filter_map(|c| c.chan.as_ref()) {
+            if !ch.prepare_sleep() {
+                self.awake();
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Awake: no host need wake us any more.
+    fn awake(&self) {
+        for ch in self.conns.iter().filter_map(|c| c.chan.as_ref()) {
+            ch.awake();
         }
     }
 
@@ -547,39 +598,100 @@ impl Worker<'_> {
         self.conns.iter_mut().find(|c| c.id == id && !c.dead)
     }
 
-    fn on_data(&mut self, id: u64) {
+    /// The next message of connection `i` into `recv_buf`, in the order the host sent it:
+    /// from its channel or, if `socket` (its `poll` said readable), its socket (see
+    /// `urom::channel`). `None`: nothing now, or the connection was dropped.
+    fn next_message(&mut self, i: usize, socket: &mut bool) -> Option<(usize, Vec<OwnedFd>)> {
+        let id = self.conns[i].id;
+        if let Some(ch) = &mut self.conns[i].chan {
+            match ch.next(&mut self.recv_buf) {
+                Ok(Some(n)) => return Some((n, Vec::new())),
+                Ok(None) => {}
+                Err(_) => {
+                    log_at!(self.log(), Warn, "connection {id}: the host broke the channel's rules; dropping it");
+                    self.kill_conn(id);
+                    return None;
+                }
+            }
+        }
+        if !*socket {
+            return None;
+        }
+        let r = proto::recv_msg_fds(self.conns[i].fd.as_fd(), &mut self.recv_buf[..]);
+        let (n, passed) = match r {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                *socket = false;
+                return None;
+            }
+            // The host closed with answers still unread (it stopped without waiting for a
+            // DomainDestroy reply, say): an ordinary close, not a fault.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                log_at!(self.log(), Debug, "connection {id} closed by the host (reset)");
+                self.kill_conn(id);
+                return None;
+            }
+            Err(e) => {
+                log_at!(self.log(), Warn, "connection {id}: {e}; dropping it");
+                self.kill_conn(id);
+                return None;
+            }
+        };
+        if n == 0 {
+            log_at!(self.log(), Debug, "connection {id} closed by the host");
+            self.kill_conn(id);
+            return None;
+        }
+        if let Some(ch) = &mut self.conns[i].chan {
+            if ch.on_socket_packet(&self.recv_buf[..n]) {
+                // Channel messages sent before this packet come first.
+                return self.next_message(i, socket);
+            }
+        }
+        Some((n, passed))
+    }
+
+    /// Attaches the channel a host passed (`HostToWorker::Channel`). A channel of another
+    /// geometry is declined (the connection goes on without it); a second channel, or one
+    /// without its three descriptors, is a protocol error.
+    fn attach_channel(&mut self, id: u64, slots: u32, slot_bytes: u32, fds: Vec<OwnedFd>) -> Result<(), ()> {
+        let Some(c) = self.conns.iter_mut().find(|c| c.id == id && !c.dead) else { return Ok(()) };
+        if c.chan.is_some() || fds.len() != 3 {
+            return Err(());
+        }
+        if (slots as u64, slot_bytes as usize) != (channel::SLOTS, channel::SLOT_BYTES) {
+            log_at!(self.setup.log, Warn, "connection {id}: channel of {slots} × {slot_bytes} bytes declined");
+            return Ok(());
+        }
+        match Channel::attach(fds) {
+            Ok(ch) => c.chan = Some(ch),
+            Err(e) => log_at!(self.setup.log, Warn, "connection {id}: channel unusable ({}); socket only", err_name(e)),
+        }
+        Ok(())
+    }
+
+    /// Handles up to [`READ_BATCH`] messages of connection `id`; `socket`: its socket is
+    /// readable (without it only the channel is read: no `recvmsg` that finds nothing).
+    fn on_data(&mut self, id: u64, mut socket: bool) {
         for _ in 0..READ_BATCH {
             let Some(i) = self.conns.iter().position(|c| c.id == id && !c.dead) else { return };
-            let r = proto::recv_msg(self.conns[i].fd.as_fd(), &mut self.recv_buf[..]);
-            let n = match r {
-                Ok((n, passed)) => {
-                    if passed.is_some() {
-                        log_at!(self.log(), Warn, "connection {id}: unexpected descriptor; dropping the connection");
-                        self.kill_conn(id);
-                        return;
-                    }
-                    n
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                // The host closed with answers still unread (it stopped without waiting for a
-                // DomainDestroy reply, say): an ordinary close, not a fault.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    log_at!(self.log(), Debug, "connection {id} closed by the host (reset)");
+            let Some((n, passed)) = self.next_message(i, &mut socket) else { return };
+            let msg = HostToWorker::decode(&self.recv_buf[..n]);
+            if let Ok(HostToWorker::Channel { slots, slot_bytes }) = msg {
+                if self.attach_channel(id, slots, slot_bytes, passed).is_err() {
+                    log_at!(self.log(), Warn, "connection {id}: unexpected channel; dropping the connection");
                     self.kill_conn(id);
                     return;
                 }
-                Err(e) => {
-                    log_at!(self.log(), Warn, "connection {id}: {e}; dropping it");
-                    self.kill_conn(id);
-                    return;
-                }
-            };
-            if n == 0 {
-                log_at!(self.log(), Debug, "connection {id} closed by the host");
+                continue;
+            }
+            if !passed.is_empty() {
+                log_at!(self.log(), Warn, "connection {id}: unexpected descriptor; dropping the connection");
                 self.kill_conn(id);
                 return;
             }
-            match HostToWorker::decode(&self.recv_buf[..n]) {
+            match msg {
+                Ok(HostToWorker::Channel { .. }) => unreachable!("handled above"),
                 Ok(HostToWorker::Command { ctx, plugin, payload }) => self.command(id, ctx, plugin, &payload),
                 Ok(HostToWorker::DomainCreate { ctx, domain }) => {
                     DOMAINS.with(|d| {
@@ -757,6 +869,13 @@ impl Worker<'_> {
         let msg = WorkerToHost::Notify { ctx, plugin, status, packed }.encode();
         let Some(c) = self.conn_mut(conn) else { return };
         if c.outbox.is_empty() {
+            if c.chan.as_mut().is_some_and(|ch| ch.try_send(&msg)) {
+                return;
+            }
+            // On the socket (sent now or queued): counted for the channel's order rule.
+            if let Some(ch) = &mut c.chan {
+                ch.sent_on_socket();
+            }
             match proto::send_msg(c.fd.as_fd(), &msg, None) {
                 Ok(()) => return,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -765,6 +884,8 @@ impl Worker<'_> {
                     return;
                 }
             }
+        } else if let Some(ch) = &mut c.chan {
+            ch.sent_on_socket();
         }
         c.outbox.push_back(msg);
     }

@@ -7,6 +7,10 @@
 //! descriptor passed alongside (`SCM_RIGHTS`, the data connection of `Spawned`). A packet larger
 //! than the buffer is a protocol error, reported like a hang-up: the owner drops the connection.
 //! The socket calls are the shared helpers of [`crate::urom::proto`].
+//!
+//! A data connection may also carry a shared-memory [`Channel`] (see `urom::channel`):
+//! [`Conn::send`] and [`Conn::recv_if_ready`] then move what fits through it and keep the
+//! order of the two paths; the socket stays the connection (setup, big messages, hang-up).
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -15,6 +19,7 @@ use std::time::Instant;
 
 use crate::pe::doca_pe;
 use crate::types::*;
+use crate::urom::channel::{Channel, SLOTS, SLOT_BYTES};
 use crate::urom::proto;
 
 /// What a receive found.
@@ -32,6 +37,7 @@ pub(crate) struct Conn {
     fd: OwnedFd,
     out: VecDeque<Vec<u8>>,
     buf: Vec<u8>,
+    chan: Option<Channel>,
 }
 
 fn io_to_doca(e: &std::io::Error) -> doca_error_t {
@@ -57,7 +63,30 @@ impl Conn {
         proto::set_nonblocking(fd.as_fd(), true).map_err(|_| DOCA_ERROR_OPERATING_SYSTEM)?;
         // Best effort: a packet that still does not fit fails its send with TOO_BIG.
         let _ = proto::fit_packet(fd.as_fd(), max_packet);
-        Ok(Conn { fd, out: VecDeque::new(), buf: vec![0; max_packet.max(64)] })
+        Ok(Conn { fd, out: VecDeque::new(), buf: vec![0; max_packet.max(64)], chan: None })
+    }
+
+    /// Offers the peer (a worker) a shared-memory channel: creates it, sends it as this
+    /// connection's next packet and uses it from now on. Must come before anything else is
+    /// sent. An error leaves the connection as it was (socket only).
+    pub(crate) fn open_channel(&mut self) -> Result<(), doca_error_t> {
+        debug_assert!(self.chan.is_none() && self.out.is_empty());
+        let ch = Channel::create()?;
+        let msg = proto::HostToWorker::Channel { slots: SLOTS as u32, slot_bytes: SLOT_BYTES as u32 }.encode();
+        proto::send_msg_fds(self.fd.as_fd(), &msg, &ch.fds_to_pass()).map_err(|_| DOCA_ERROR_CONNECTION_ABORTED)?;
+        self.chan = Some(ch);
+        Ok(())
+    }
+
+    /// The channel's wake-up descriptor, if there is a channel (for PE registration).
+    pub(crate) fn wake_fd(&self) -> Option<RawFd> {
+        self.chan.as_ref().map(|c| c.wake_fd())
+    }
+
+    /// Called when the PE arms (the owner's `has_work` hook): tells the peer to wake us, or
+    /// says a message is already waiting. `true`: there is work now.
+    pub(crate) fn ready_to_sleep_or_work(&self) -> bool {
+        self.chan.as_ref().is_some_and(|c| !c.prepare_sleep())
     }
 
     /// The socket (for PE registration).
@@ -94,10 +123,21 @@ impl Conn {
     pub(crate) fn send(&mut self, msg: Vec<u8>) -> Result<(), doca_error_t> {
         if !self.out.is_empty() {
             self.out.push_back(msg);
+            if let Some(ch) = &mut self.chan {
+                ch.sent_on_socket();
+            }
             return self.flush().map(|_| ());
+        }
+        if let Some(ch) = &mut self.chan {
+            if ch.try_send(&msg) {
+                return Ok(());
+            }
         }
         if !self.send_now(&msg)? {
             self.out.push_back(msg);
+        }
+        if let Some(ch) = &mut self.chan {
+            ch.sent_on_socket();
         }
         Ok(())
     }
@@ -118,11 +158,36 @@ impl Conn {
     /// [`recv`](Conn::recv), unless `pe` (the PE the socket is registered with, in level
     /// mode) says it is quiet: the one look per progress that `doca_pe::fd_ready` takes for
     /// all of a PE's sockets, instead of a `recvmsg` on each.
+    ///
+    /// With a channel, its messages and the socket's packets come in the order they were
+    /// sent (see `urom::channel`).
     pub(crate) fn recv_if_ready(&mut self, pe: Option<&doca_pe>) -> Recv {
+        if let Some(ch) = &mut self.chan {
+            // DOCA's idle protocol progresses once more between the arm (which asked the
+            // worker to wake us) and the wait: only a PE that is not armed is awake.
+            if !pe.is_some_and(|pe| pe.is_armed()) {
+                ch.awake();
+            }
+            match ch.next(&mut self.buf) {
+                Ok(Some(n)) => return Recv::Packet(n, None),
+                Ok(None) => {}
+                Err(_) => return Recv::HangUp,
+            }
+        }
         if !pe.is_none_or(|pe| pe.fd_ready(self.fd())) {
             return Recv::Empty;
         }
-        self.recv()
+        let r = self.recv();
+        if let (Recv::Packet(n, _), Some(ch)) = (&r, &mut self.chan) {
+            if ch.on_socket_packet(&self.buf[..*n]) {
+                // Ring messages sent before this packet come first.
+                return match ch.next(&mut self.buf) {
+                    Ok(Some(n)) => Recv::Packet(n, None),
+                    _ => Recv::HangUp,
+                };
+            }
+        }
+        r
     }
 
     /// Receives one packet without blocking.

@@ -178,6 +178,9 @@ impl doca_urom_worker {
         for c in [self.ctrl.borrow_mut().take(), self.data.borrow_mut().take()].into_iter().flatten() {
             if let Some(pe) = pe {
                 pe.unregister_fd(c.fd());
+                if let Some(fd) = c.wake_fd() {
+                    pe.unregister_fd(fd);
+                }
             }
             drop(c);
         }
@@ -335,12 +338,21 @@ impl doca_urom_worker {
                     self.fail_start(DOCA_ERROR_CONNECTION_ABORTED, "Spawned without a data connection");
                     return;
                 };
-                let conn = match Conn::from_fd(fd, self.eff_max_msg.get() + PACKET_SLACK) {
+                let mut conn = match Conn::from_fd(fd, self.eff_max_msg.get() + PACKET_SLACK) {
                     Ok(c) => c,
                     Err(e) => return self.fail_start(e, "data connection unusable"),
                 };
+                // Commands and notifications through memory; without it, the socket alone.
+                if let Err(e) = conn.open_channel() {
+                    crate::sdk_log!(WARNING, "urom worker: no shared-memory channel ({e:?}); commands use the socket");
+                }
                 if let Some(pe) = self.ctx.pe() {
-                    if let Err(e) = pe.register_fd(conn.fd(), FdMode::Level) {
+                    let watched = pe.register_fd(conn.fd(), FdMode::Level).and_then(|()| match conn.wake_fd() {
+                        Some(fd) => pe.register_fd(fd, FdMode::Drain),
+                        None => Ok(()),
+                    });
+                    if let Err(e) = watched {
+                        pe.unregister_fd(conn.fd());
                         return self.fail_start(e, "cannot watch the data connection");
                     }
                 }
@@ -539,8 +551,10 @@ unsafe fn worker_has_work(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let w = unsafe { worker_of(ctx) };
     // Readable sockets wake the PE by themselves (level mode); a send backlog needs polling.
+    // The PE calls this when it arms: the channel's writer is told to wake us from now on
+    // (its eventfd is in the PE's set), unless a message already waits.
     let backlog = |c: &RefCell<Option<Conn>>| c.borrow().as_ref().is_some_and(|c| c.has_backlog());
-    backlog(&w.ctrl) || backlog(&w.data)
+    backlog(&w.ctrl) || backlog(&w.data) || w.data.borrow().as_ref().is_some_and(|c| c.ready_to_sleep_or_work())
 }
 
 /// Validates a worker pointer from C.
