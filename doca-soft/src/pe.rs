@@ -89,13 +89,18 @@ pub enum FdMode {
     /// A descriptor whose readiness is the work itself (data to consume): the PE never reads
     /// it; the ctx's progress hook consumes it, and it stays readable until then.
     Level,
+    /// An eventfd used as a wake-up source: as [`FdMode::Drain`], but one read empties it
+    /// (no second read to find it empty).
+    Eventfd,
 }
 
-/// The readiness of the level-mode descriptors, as one look during a walk over the progress
-/// hooks found it (see [`doca_pe::fd_ready`]).
+/// The readiness of the level-mode descriptors, as the last look found it (see
+/// [`doca_pe::fd_ready`]).
 struct Scan {
-    /// The walk of the look (`doca_pe::walk`): a look of an earlier walk is stale.
+    /// The last walk that used this look (`doca_pe::walk`).
     walk: u64,
+    /// When the look was taken; `None`: never (or known to be stale).
+    at: Option<std::time::Instant>,
     /// The first `n` entries are the registered descriptors that were ready. `n` is
     /// `usize::MAX` when the look may have missed some (it returned as many sources as it
     /// could take, or failed): then every descriptor may be ready.
@@ -105,6 +110,10 @@ struct Scan {
 
 /// The most events one look collects (see [`doca_pe::fd_ready`]).
 const SCAN_EVENTS: usize = 32;
+
+/// How long a look at the level-mode descriptors answers for later walks over the progress
+/// hooks (see [`doca_pe::fd_ready`]).
+pub(crate) const SCAN_FRESH: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// `struct doca_pe`.
 pub struct doca_pe {
@@ -135,6 +144,13 @@ pub struct doca_pe {
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Empties an eventfd: one read takes its whole counter (EAGAIN: it was empty).
+fn drain_eventfd(fd: RawFd) {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a valid u64 from a non-blocking eventfd.
+    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
 }
 
 fn os_err() -> doca_error_t {
@@ -183,7 +199,7 @@ impl doca_pe {
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
-            scan: RefCell::new(Scan { walk: 0, ready: [-1; SCAN_EVENTS], n: 0 }),
+            scan: RefCell::new(Scan { walk: 0, at: None, ready: [-1; SCAN_EVENTS], n: 0 }),
             walk: Cell::new(0),
             in_progress: Cell::new(false),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
@@ -225,12 +241,23 @@ impl doca_pe {
 
     /// Whether the level-mode descriptor `fd` may be readable now: its ctx's progress hook
     /// asks before reading it, so that a PE whose ctxs own several sockets (a UROM worker's
-    /// data and control connections and its service's) pays one `epoll_wait` per progress
-    /// call, the first time a hook asks, instead of one `recvmsg` per socket (each ~1 µs on a
-    /// VM; idle progress of a UROM host was nearly all of them). The look is the PE's own
-    /// epoll set, level-triggered, so a descriptor with data, a hang-up or an error is in it
-    /// until the hook consumes that. True outside a walk over the hooks, for a descriptor not
-    /// registered in level mode, and when the look was full (it may have missed some).
+    /// data and control connections and its service's) pays at most one `epoll_wait` for all
+    /// of them, instead of one `recvmsg` per socket (each ~1 µs on a VM; idle progress of a
+    /// UROM host was nearly all of them). The look is the PE's own epoll set,
+    /// level-triggered, so a descriptor with data, a hang-up or an error is in it until the
+    /// hook consumes that.
+    ///
+    /// A look answers for the walk that took it and for later walks within [`SCAN_FRESH`]
+    /// of it; the sweeps of arming and clearing the notification are looks too. So a
+    /// descriptor that becomes readable while progress runs busy is seen within
+    /// `SCAN_FRESH` (never lost: it stays readable), one that becomes readable while the PE
+    /// sleeps wakes it and is seen by the clearing sweep, and the few walks of one wake-up
+    /// (deliver, go idle, arm, drain once more) share the sweep's look instead of each
+    /// taking its own (`epoll_wait` was 9 of an offloaded allreduce's 12 host system calls).
+    /// A hook that finds a ready descriptor empty says so with [`doca_pe::fd_empty`].
+    ///
+    /// True outside a walk over the hooks, for a descriptor not registered in level mode,
+    /// and when the look was full (it may have missed some).
     pub fn fd_ready(&self, fd: RawFd) -> bool {
         // Hooks run only inside progress; its walk count names the current walk (0: none yet).
         if !self.in_progress.get() || self.walk.get() == 0 {
@@ -240,24 +267,52 @@ impl doca_pe {
             return true;
         }
         let mut scan = self.scan.borrow_mut();
-        if scan.walk != self.walk.get() {
-            let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SCAN_EVENTS];
-            // SAFETY: `evs` is valid for SCAN_EVENTS entries; zero timeout never blocks.
-            let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), SCAN_EVENTS as i32, 0) };
-            let mut ready = [-1; SCAN_EVENTS];
-            let mut k = 0;
-            if n < 0 || n as usize >= SCAN_EVENTS {
-                // An error (no EINTR without a timeout), or maybe more than one look holds.
-                k = usize::MAX;
-            } else {
-                for e in evs[..n as usize].iter().filter(|e| e.u64 >= FD_TAG_BASE) {
-                    ready[k] = (e.u64 - FD_TAG_BASE) as RawFd;
-                    k += 1;
-                }
+        let walk = self.walk.get();
+        if scan.walk != walk {
+            if scan.at.is_none_or(|at| at.elapsed() >= SCAN_FRESH) {
+                *scan = self.look();
             }
-            *scan = Scan { walk: self.walk.get(), ready, n: k };
+            scan.walk = walk;
         }
         scan.n == usize::MAX || scan.ready[..scan.n].contains(&fd)
+    }
+
+    /// A hook found `fd`, which [`doca_pe::fd_ready`] said may be readable, empty: later
+    /// walks within the same look skip it.
+    pub fn fd_empty(&self, fd: RawFd) {
+        let mut scan = self.scan.borrow_mut();
+        if scan.n == usize::MAX {
+            return;
+        }
+        let n = scan.n;
+        if let Some(i) = scan.ready[..n].iter().position(|&f| f == fd) {
+            scan.ready.swap(i, n - 1);
+            scan.n = n - 1;
+        }
+    }
+
+    /// One look at the notification set: the level-mode descriptors that are ready.
+    fn look(&self) -> Scan {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SCAN_EVENTS];
+        // SAFETY: `evs` is valid for SCAN_EVENTS entries; zero timeout never blocks.
+        let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), SCAN_EVENTS as i32, 0) };
+        self.scan_of(n, &evs)
+    }
+
+    /// The scan an `epoll_wait` that returned `n` events in `evs` makes, taken now.
+    fn scan_of(&self, n: i32, evs: &[libc::epoll_event]) -> Scan {
+        let mut ready = [-1; SCAN_EVENTS];
+        let mut k = 0;
+        if n < 0 || n as usize >= SCAN_EVENTS {
+            // An error (no EINTR without a timeout), or maybe more than one look holds.
+            k = usize::MAX;
+        } else {
+            for e in evs[..n as usize].iter().filter(|e| e.u64 >= FD_TAG_BASE) {
+                ready[k] = (e.u64 - FD_TAG_BASE) as RawFd;
+                k += 1;
+            }
+        }
+        Scan { walk: self.walk.get(), at: Some(std::time::Instant::now()), ready, n: k }
     }
 
     /// Tells the PE that work became available (a completion, a due transition, a kind's
@@ -331,15 +386,22 @@ impl doca_pe {
     }
 
     /// Drains every readable wake-up source (eventfd, doorbell, drain-mode fds).
+    /// Its first look is also the level-mode descriptors' scan (see [`doca_pe::fd_ready`]).
     fn sweep(&self) {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SCAN_EVENTS];
+        let mut first = true;
         loop {
-            // SAFETY: `evs` is valid for 32 entries; zero timeout never blocks.
+            // SAFETY: `evs` is valid for SCAN_EVENTS entries; zero timeout never blocks.
             let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, 0) };
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            if first {
+                // Drained sources are not level-mode ones: the scan stays true after this pass.
+                *self.scan.borrow_mut() = self.scan_of(n, &evs);
+                first = false;
+            }
             if n <= 0 {
-                if n < 0 && errno() == libc::EINTR {
-                    continue;
-                }
                 break;
             }
             let mut drained_any = false;
@@ -347,7 +409,7 @@ impl doca_pe {
                 let tag = ev.u64;
                 match tag {
                     TAG_EVENTFD => {
-                        drain_fd(self.evfd.as_raw_fd());
+                        drain_eventfd(self.evfd.as_raw_fd());
                         drained_any = true;
                     }
                     TAG_DOORBELL => {
@@ -357,10 +419,14 @@ impl doca_pe {
                     _ => {
                         let fd = (tag - FD_TAG_BASE) as RawFd;
                         let mode = self.fds.borrow().iter().find(|&&(f, _)| f == fd).map(|&(_, m)| m);
-                        if mode == Some(FdMode::Drain) {
-                            drain_fd(fd);
-                            drained_any = true;
+                        match mode {
+                            Some(FdMode::Drain) => {
+                                drain_fd(fd);
+                            }
+                            Some(FdMode::Eventfd) => drain_eventfd(fd),
+                            Some(FdMode::Level) | None => continue,
                         }
+                        drained_any = true;
                     }
                 }
             }

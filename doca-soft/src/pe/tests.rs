@@ -196,12 +196,34 @@ fn hooks_see_which_level_fds_are_ready() {
     );
     // Outside a walk over the hooks nothing is known: every descriptor may be ready.
     assert!(p.fd_ready(quiet_rx.as_raw_fd()));
-    // Each progress call looks again: consumed data is no longer ready, new data is.
+    // A look answers for later walks within SCAN_FRESH: data consumed behind the PE's back
+    // still looks ready (the hook would find it empty and say so), and new data is not seen.
     let mut b = [0u8; 4];
     // SAFETY: `b` has room for the byte.
     assert_eq!(unsafe { libc::recv(ready_rx.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) }, 1);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::send(_quiet_tx.as_raw_fd(), b"y".as_ptr().cast(), 1, 0) }, 1);
+    let fresh = std::time::Instant::now();
     drain(pe);
-    assert_eq!(*dummy.probed.borrow(), [false, false, true]);
+    if fresh.elapsed() < SCAN_FRESH / 2 {
+        assert_eq!(*dummy.probed.borrow(), [true, false, true], "the last look still answers");
+    }
+    // A hook that finds a descriptor empty tells the PE, which stops saying it is ready.
+    p.fd_empty(ready_rx.as_raw_fd());
+    // Once the look is older than SCAN_FRESH, the next walk looks again.
+    std::thread::sleep(SCAN_FRESH);
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [false, true, true]);
+    // SAFETY: `b` has room for the byte.
+    assert_eq!(unsafe { libc::recv(quiet_rx.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) }, 1);
+    // Arming sweeps the set, and its look is the next walks' scan.
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_request_notification(pe) }, DOCA_SUCCESS);
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [false, false, true], "the arm's look is fresh");
+    // SAFETY: live PE.
+    assert_eq!(unsafe { doca_pe_clear_notification(pe, 0) }, DOCA_SUCCESS);
+    std::thread::sleep(SCAN_FRESH);
 
     // More ready sources than one look returns: every registered one may be ready.
     let many: Vec<_> = (0..SCAN_EVENTS).map(|_| socket_pair()).collect();

@@ -178,6 +178,9 @@ impl Conn {
             return Recv::Empty;
         }
         let r = self.recv();
+        if let (Recv::Empty, Some(pe)) = (&r, pe) {
+            pe.fd_empty(self.fd());
+        }
         if let (Recv::Packet(n, _), Some(ch)) = (&r, &mut self.chan) {
             if ch.on_socket_packet(&self.buf[..*n]) {
                 // Ring messages sent before this packet come first.

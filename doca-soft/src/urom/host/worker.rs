@@ -348,7 +348,7 @@ impl doca_urom_worker {
                 }
                 if let Some(pe) = self.ctx.pe() {
                     let watched = pe.register_fd(conn.fd(), FdMode::Level).and_then(|()| match conn.wake_fd() {
-                        Some(fd) => pe.register_fd(fd, FdMode::Drain),
+                        Some(fd) => pe.register_fd(fd, FdMode::Eventfd),
                         None => Ok(()),
                     });
                     if let Err(e) = watched {
