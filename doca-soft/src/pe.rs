@@ -277,6 +277,15 @@ impl doca_pe {
         scan.n == usize::MAX || scan.ready[..scan.n].contains(&fd)
     }
 
+    /// Whether the last look at the notification set (a walk's, or the sweep of the last
+    /// arm or clear) saw the level-mode descriptor `fd` ready, or may have missed it (a full
+    /// look). For a hook that asks right after such a look: the ctx's `has_work` hook, which
+    /// the PE calls just after its arming sweep.
+    pub fn fd_in_last_look(&self, fd: RawFd) -> bool {
+        let scan = self.scan.borrow();
+        scan.at.is_none() || scan.n == usize::MAX || scan.ready[..scan.n].contains(&fd)
+    }
+
     /// A hook found `fd`, which [`doca_pe::fd_ready`] said may be readable, empty: later
     /// walks within the same look skip it.
     pub fn fd_empty(&self, fd: RawFd) {

@@ -409,6 +409,18 @@ impl doca_rdma_connection {
         Ok(())
     }
 
+    /// Liveness of a remote peer as the PE's last look at its notification set saw it: the
+    /// pidfd is registered there (level-triggered, readable once the process exited), so when
+    /// the look did not report it the peer was alive then, and no system call is needed.
+    /// Without a pidfd, or when the look may have missed it, this is [`Self::poll_alive`].
+    pub(crate) fn alive_in_last_look(&self, pe: &doca_pe) -> bool {
+        let quiet = self.pidfd.borrow().as_ref().is_some_and(|fd| !pe.fd_in_last_look(fd.as_raw_fd()));
+        if quiet && !self.death_seen.get() {
+            return true;
+        }
+        self.poll_alive()
+    }
+
     /// Liveness of a remote peer right now (a pidfd poll; `kill(pid, 0)` without pidfds).
     /// Records a death in `death_seen`. Always true for in-process peers.
     pub(crate) fn poll_alive(&self) -> bool {

@@ -1042,7 +1042,21 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
     if ctx.state() != DOCA_CTX_STATE_RUNNING || r.error.get().is_some() {
         return false;
     }
-    poll_liveness(r, true);
+    // Before the PE sleeps, every remote peer must be known alive: a dead one rings no
+    // doorbell. The arming sweep has just looked at the PE's set, where each peer's pidfd is
+    // registered, so only a pidfd it saw ready costs a system call.
+    match ctx.pe() {
+        Some(pe) => {
+            let mut i = 0;
+            while let Some(c) = r.current(i) {
+                if c.state() == ConnState::Connected {
+                    c.alive_in_last_look(pe);
+                }
+                i += 1;
+            }
+        }
+        None => poll_liveness(r, true),
+    }
     let recv_posted = !r.recvs.borrow().is_empty();
     // A loss waiting only for deliveries that are done now is reported by the next progress.
     let mut work = loss_to_report(r).is_some() || super::cm::has_work(r);
