@@ -111,14 +111,14 @@ struct Conn {
 /// time (a receive nobody sends to) costs at most one wake-up per millisecond.
 const SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(500);
 /// When every plugin with outstanding commands can be armed, the worker polls only this long
-/// after the last progress before it arms them and sleeps on their fds. The polling yields
-/// the CPU on every empty round, so a process this worker waits for (its host, a peer worker
-/// sharing the CPU) still runs; what the sleep saves is the CPU of a long wait. It is as long
-/// as [`SPIN_TIME`] because a shorter one cost more than it saved: with 20 µs, an offloaded
-/// 8 B allreduce of 2 members on 2 CPUs slept whenever the peer was a little late, and the
-/// wake-up from an idle CPU (~20 µs on our VMs) made it later still (p50 16.5–22 µs and
-/// multi-modal, against 15.8–15.9 µs with 500 µs; 4 members 51–58 against 41 µs).
-const ARMED_SPIN_TIME: std::time::Duration = SPIN_TIME;
+/// after the last progress before it arms them and sleeps on their fds: long enough to catch
+/// an answer that is already on its way, short enough that a worker waiting for another
+/// process gives its CPU to that process (on a machine with fewer CPUs than busy processes, a
+/// spinning worker delays the very answer it waits for). Polling as long as [`SPIN_TIME`]
+/// was tried: it steadied the offloaded 8 B allreduce a little (2 members on 2 CPUs, p99
+/// 33 µs against 65–87) but workers polling beside a member's host cut `coll_overlap` at
+/// 64 KiB from 91–97% to 41–80%.
+const ARMED_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(20);
 /// The longest sleep on armed plugins' fds: a plugin whose fd misses a wake-up (a bug) costs
 /// this much time per miss, never a hang.
 const ARMED_SLEEP_MS: c_int = 100;
