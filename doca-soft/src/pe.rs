@@ -113,7 +113,7 @@ const SCAN_EVENTS: usize = 32;
 
 /// How long a look at the level-mode descriptors answers for later walks over the progress
 /// hooks (see [`doca_pe::fd_ready`]).
-pub(crate) const SCAN_FRESH: std::time::Duration = std::time::Duration::from_micros(20);
+pub const SCAN_FRESH: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// `struct doca_pe`.
 pub struct doca_pe {
