@@ -126,7 +126,7 @@ fn doorbell_rung_by_another_thread() {
 }
 
 #[test]
-fn registered_fds_in_both_modes() {
+fn registered_fds_in_every_mode() {
     let pe = new_pe();
     let fd = pe_fd(pe);
     // SAFETY: live PE.
@@ -152,6 +152,18 @@ fn registered_fds_in_both_modes() {
     assert!(readable(fd, 0), "level-mode fd is left for its ctx to consume");
     drain_fd(level_ev.as_raw_fd());
     assert!(!readable(fd, 0));
+    // An eventfd-mode fd is emptied too, whatever its count (one read takes all of it).
+    // SAFETY: as above.
+    let counter_ev = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)) };
+    p.register_fd(counter_ev.as_raw_fd(), FdMode::Eventfd).unwrap();
+    for _ in 0..3 {
+        // SAFETY: as above.
+        unsafe { libc::write(counter_ev.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+    assert!(readable(fd, 0));
+    clear(pe);
+    assert!(!readable(fd, 0), "eventfd-mode fd was emptied");
+    p.unregister_fd(counter_ev.as_raw_fd());
     p.unregister_fd(level_ev.as_raw_fd());
     p.unregister_fd(drain_ev.as_raw_fd());
     // SAFETY: as above.
