@@ -141,7 +141,8 @@ fn set_sleeping(r: &doca_rdma, rx: &RxRing, on: bool) {
 /// (`clock_gettime`, ~25 ns even through the vDSO) on every submit and every progress was a
 /// fifth of the provider's own cost per operation, and a busy loop calls progress millions
 /// of times per second, so the interval is still kept to within microseconds. A loop that
-/// calls progress rarely (a PE that sleeps) is covered by the forced poll at every arm.
+/// calls progress rarely (a PE that sleeps) is covered by the look at every arm
+/// ([`Liveness::ArmingLook`]).
 const LIVENESS_CLOCK_EVERY: u32 = 64;
 
 /// Counts an unforced liveness poll; true for the one in LIVENESS_CLOCK_EVERY that looks.
@@ -152,20 +153,31 @@ fn liveness_due(r: &doca_rdma) -> bool {
     n % LIVENESS_CLOCK_EVERY == 0
 }
 
-/// Polls the liveness of every connected remote peer, at most every LIVENESS_INTERVAL
-/// (or now with `force`). Not inlined, so the submit path keeps its shape; progress
-/// inlines the counter instead (see `progress_hook`).
+/// How a liveness poll learns whether a peer process lives.
+#[derive(Clone, Copy)]
+enum Liveness<'a> {
+    /// At most every LIVENESS_INTERVAL, a poll of each peer's pidfd.
+    Interval,
+    /// Now, from the look the PE's arming sweep has just taken at its set, where every
+    /// peer's pidfd is registered: only a pidfd it saw ready (or any, without a PE) costs a
+    /// system call.
+    ArmingLook(Option<&'a crate::pe::doca_pe>),
+}
+
+/// Polls the liveness of every connected remote peer, at most every LIVENESS_INTERVAL.
+/// Not inlined, so the submit path keeps its shape; progress inlines the counter instead
+/// (see `progress_hook`).
 #[inline(never)]
-fn poll_liveness(r: &doca_rdma, force: bool) {
-    if !force && !liveness_due(r) {
+fn poll_liveness(r: &doca_rdma) {
+    if !liveness_due(r) {
         return;
     }
-    poll_liveness_now(r, force);
+    poll_liveness_now(r, Liveness::Interval);
 }
 
 /// [`poll_liveness`] past its call counter.
 #[inline(never)]
-fn poll_liveness_now(r: &doca_rdma, force: bool) {
+fn poll_liveness_now(r: &doca_rdma, how: Liveness<'_>) {
     let mut i = 0;
     let mut any_remote = false;
     while let Some(c) = r.current(i) {
@@ -176,14 +188,17 @@ fn poll_liveness_now(r: &doca_rdma, force: bool) {
         return; // in-process peers cannot die separately
     }
     let now = Instant::now();
-    if !force && now.duration_since(r.last_liveness.get()) < LIVENESS_INTERVAL {
+    if matches!(how, Liveness::Interval) && now.duration_since(r.last_liveness.get()) < LIVENESS_INTERVAL {
         return;
     }
     r.last_liveness.set(now);
     let mut i = 0;
     while let Some(c) = r.current(i) {
         if c.state() == ConnState::Connected {
-            c.poll_alive();
+            match how {
+                Liveness::ArmingLook(Some(pe)) => c.alive_in_last_look(pe),
+                _ => c.poll_alive(),
+            };
         }
         i += 1;
     }
@@ -202,7 +217,7 @@ pub(super) fn check_conn_on_submit(r: &doca_rdma, c: &doca_rdma_connection) -> R
         return r.conn_usable(c, state);
     }
     if c.peer().is_some_and(|p| p.remote) {
-        poll_liveness(r, false);
+        poll_liveness(r);
     }
     if let Some(code) = c.peer_gone() {
         return Err(refused(code));
@@ -812,7 +827,7 @@ fn data_progress(ctx: &doca_ctx, r: &doca_rdma) -> bool {
 /// [`data_walk`] after a liveness poll (its counter said one is due).
 #[inline(never)]
 fn polled_data_walk(r: &doca_rdma) -> bool {
-    poll_liveness_now(r, false);
+    poll_liveness_now(r, Liveness::Interval);
     data_walk(r)
 }
 
@@ -1043,20 +1058,8 @@ pub(super) unsafe fn has_work_hook(ctx: &doca_ctx) -> bool {
         return false;
     }
     // Before the PE sleeps, every remote peer must be known alive: a dead one rings no
-    // doorbell. The arming sweep has just looked at the PE's set, where each peer's pidfd is
-    // registered, so only a pidfd it saw ready costs a system call.
-    match ctx.pe() {
-        Some(pe) => {
-            let mut i = 0;
-            while let Some(c) = r.current(i) {
-                if c.state() == ConnState::Connected {
-                    c.alive_in_last_look(pe);
-                }
-                i += 1;
-            }
-        }
-        None => poll_liveness(r, true),
-    }
+    // doorbell.
+    poll_liveness_now(r, Liveness::ArmingLook(ctx.pe()));
     let recv_posted = !r.recvs.borrow().is_empty();
     // A loss waiting only for deliveries that are done now is reported by the next progress.
     let mut work = loss_to_report(r).is_some() || super::cm::has_work(r);

@@ -247,8 +247,10 @@ impl Channel {
     }
 
     /// Sends `msg` through the ring if the order rule allows it, it fits a slot and the ring
-    /// has room, waking the peer if it sleeps. `false`: send it on the socket, then call
-    /// [`Channel::sent_on_socket`].
+    /// has room, waking the peer if it sleeps. `false`: send it on the socket (or queue it
+    /// behind the packets waiting for room there), then call [`Channel::sent_on_socket`].
+    /// While packets wait in such a queue the answer is always `false`: they are counted and
+    /// the reader cannot have taken them, so the caller needs no check of its own.
     pub(crate) fn try_send(&mut self, msg: &[u8]) -> bool {
         if !self.peer_attached {
             if self.header().attached.load(Acquire) == 0 {
@@ -271,7 +273,6 @@ impl Channel {
         // not read it until `tail` says so, and it consumed the slot's previous message
         // (head > cursor - SLOTS), so nobody else touches it now.
         unsafe { core::ptr::copy_nonoverlapping(msg.as_ptr(), self.slot(self.tx, cursor), msg.len()) };
-        let ring = &self.header().rings[self.tx];
         ring.lens[(cursor % SLOTS) as usize].store(msg.len() as u32, Relaxed);
         ring.writer.tail.store(cursor + 1, Release);
         fence(SeqCst);

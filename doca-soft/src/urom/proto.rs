@@ -723,10 +723,7 @@ const CMSG_WORDS: usize = 8;
 /// Sends one packet, with `pass` attached as `SCM_RIGHTS` if given. `MSG_NOSIGNAL`: a closed
 /// peer is `EPIPE`. On a non-blocking socket a full buffer is `WouldBlock` and nothing was sent.
 pub fn send_msg(fd: BorrowedFd<'_>, bytes: &[u8], pass: Option<BorrowedFd<'_>>) -> io::Result<()> {
-    match pass {
-        Some(p) => send_msg_fds(fd, bytes, &[p]),
-        None => send_msg_fds(fd, bytes, &[]),
-    }
+    send_msg_fds(fd, bytes, pass.as_slice())
 }
 
 /// As [`send_msg`], with up to [`MAX_PASSED_FDS`] descriptors attached.

@@ -677,21 +677,20 @@ impl Worker<'_> {
             let Some(i) = self.conns.iter().position(|c| c.id == id && !c.dead) else { return };
             let Some((n, passed)) = self.next_message(i, &mut socket) else { return };
             let msg = HostToWorker::decode(&self.recv_buf[..n]);
-            if let Ok(HostToWorker::Channel { slots, slot_bytes }) = msg {
-                if self.attach_channel(id, slots, slot_bytes, passed).is_err() {
-                    log_at!(self.log(), Warn, "connection {id}: unexpected channel; dropping the connection");
-                    self.kill_conn(id);
-                    return;
-                }
-                continue;
-            }
-            if !passed.is_empty() {
+            // Only a channel comes with descriptors.
+            if !passed.is_empty() && !matches!(msg, Ok(HostToWorker::Channel { .. })) {
                 log_at!(self.log(), Warn, "connection {id}: unexpected descriptor; dropping the connection");
                 self.kill_conn(id);
                 return;
             }
             match msg {
-                Ok(HostToWorker::Channel { .. }) => unreachable!("handled above"),
+                Ok(HostToWorker::Channel { slots, slot_bytes }) => {
+                    if self.attach_channel(id, slots, slot_bytes, passed).is_err() {
+                        log_at!(self.log(), Warn, "connection {id}: unexpected channel; dropping the connection");
+                        self.kill_conn(id);
+                        return;
+                    }
+                }
                 Ok(HostToWorker::Command { ctx, plugin, payload }) => self.command(id, ctx, plugin, &payload),
                 Ok(HostToWorker::DomainCreate { ctx, domain }) => {
                     DOMAINS.with(|d| {
@@ -868,14 +867,14 @@ impl Worker<'_> {
     fn notify(&mut self, conn: u64, ctx: u64, plugin: u64, status: doca_error_t, packed: Vec<u8>) {
         let msg = WorkerToHost::Notify { ctx, plugin, status, packed }.encode();
         let Some(c) = self.conn_mut(conn) else { return };
+        if c.chan.as_mut().is_some_and(|ch| ch.try_send(&msg)) {
+            return;
+        }
+        // On the socket (sent now or queued): counted for the channel's order rule.
+        if let Some(ch) = &mut c.chan {
+            ch.sent_on_socket();
+        }
         if c.outbox.is_empty() {
-            if c.chan.as_mut().is_some_and(|ch| ch.try_send(&msg)) {
-                return;
-            }
-            // On the socket (sent now or queued): counted for the channel's order rule.
-            if let Some(ch) = &mut c.chan {
-                ch.sent_on_socket();
-            }
             match proto::send_msg(c.fd.as_fd(), &msg, None) {
                 Ok(()) => return,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -884,8 +883,6 @@ impl Worker<'_> {
                     return;
                 }
             }
-        } else if let Some(ch) = &mut c.chan {
-            ch.sent_on_socket();
         }
         c.outbox.push_back(msg);
     }

@@ -121,21 +121,16 @@ impl Conn {
     /// Errors: `TOO_BIG` (larger than the socket takes; nothing queued) or
     /// `CONNECTION_ABORTED` (the peer is gone).
     pub(crate) fn send(&mut self, msg: Vec<u8>) -> Result<(), doca_error_t> {
+        if self.chan.as_mut().is_some_and(|ch| ch.try_send(&msg)) {
+            return Ok(());
+        }
         if !self.out.is_empty() {
             self.out.push_back(msg);
-            if let Some(ch) = &mut self.chan {
-                ch.sent_on_socket();
-            }
-            return self.flush().map(|_| ());
-        }
-        if let Some(ch) = &mut self.chan {
-            if ch.try_send(&msg) {
-                return Ok(());
-            }
-        }
-        if !self.send_now(&msg)? {
+            self.flush()?;
+        } else if !self.send_now(&msg)? {
             self.out.push_back(msg);
         }
+        // Sent or queued (not refused): counted for the channel's order rule.
         if let Some(ch) = &mut self.chan {
             ch.sent_on_socket();
         }

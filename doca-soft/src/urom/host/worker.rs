@@ -553,8 +553,8 @@ unsafe fn worker_has_work(ctx: &doca_ctx) -> bool {
     // Readable sockets wake the PE by themselves (level mode); a send backlog needs polling.
     // The PE calls this when it arms: the channel's writer is told to wake us from now on
     // (its eventfd is in the PE's set), unless a message already waits.
-    let backlog = |c: &RefCell<Option<Conn>>| c.borrow().as_ref().is_some_and(|c| c.has_backlog());
-    backlog(&w.ctrl) || backlog(&w.data) || w.data.borrow().as_ref().is_some_and(|c| c.ready_to_sleep_or_work())
+    w.ctrl.borrow().as_ref().is_some_and(|c| c.has_backlog())
+        || w.data.borrow().as_ref().is_some_and(|c| c.has_backlog() || c.ready_to_sleep_or_work())
 }
 
 /// Validates a worker pointer from C.
