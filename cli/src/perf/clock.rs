@@ -64,6 +64,15 @@ pub fn describe() -> String {
     }
 }
 
+/// Picks the clock (and calibrates the TSC: [`CALIBRATION`] of busy waiting) now, so that no
+/// later stamp waits for it. Every perf process calls it first, before it meets its peers: a
+/// process that calibrated at its first stamp kept its peer waiting that long inside a timed
+/// iteration (every host-only collective test after the first of a run showed a 20 ms
+/// maximum: the fresh peer process calibrating while the already calibrated parent waited).
+pub fn init() {
+    source();
+}
+
 impl Stamp {
     /// Now. The first call in a process picks the clock (and calibrates the TSC) before it
     /// reads it, so no stamp carries the calibration.

@@ -582,6 +582,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
             return Err(Error::new(ErrorKind::InvalidArgument, format!("unknown test {name:?} (see --list)")));
         }
     }
+    clock::init();
     let plan = plan(&args);
     let progress = progress::Progress::new(plan.len() * args.rounds as usize);
     let mut rounds = Rounds::default();
@@ -664,6 +665,7 @@ fn iters_for(at_8: u64, size: usize) -> u64 {
 }
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
+    clock::init();
     let blob = peer::hex_decode(&args.blob)?;
     let params =
         Params { mode: args.mode, procs: 2, size: args.size, iters: args.iters, warmup: args.warmup, idle: args.idle };
