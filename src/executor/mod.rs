@@ -7,6 +7,8 @@
 //!   timers; the idle protocol written once for its own poll and for a foreign reactor) and
 //!   its shutdown.
 //! * `park`: the sleep/notify handshake with other threads (loom-checked).
+//! * `learned_spin`: how long an adaptive executor spins before it sleeps, learned from its
+//!   own waits.
 //! * `pe`: the executor's `doca_pe` and DOCA's arm/progress/clear protocol.
 //! * `task`: spawning and [`JoinHandle`].
 //! * `completion`: completion slots, [`DocaTask`](crate::ext::DocaTask),
@@ -33,6 +35,7 @@
 
 mod coarse_clock;
 mod follow_drom;
+mod learned_spin;
 pub(crate) mod local;
 pub(crate) mod local_sync;
 mod park;

@@ -314,3 +314,82 @@ fn contexts_kept_past_the_shutdown_are_destroyed_newest_first() {
     assert_eq!(*order.borrow(), [2, 1, 0], "destroyed at the shutdown, newest first");
     drop(kept);
 }
+
+/// Wakes the task awaiting it from another thread, `after` a pause that the thread spends
+/// busy (short) or asleep (long), once the task has gone `Pending`.
+struct RemoteKick {
+    waker: std::sync::Mutex<Option<Waker>>,
+    fired: std::sync::atomic::AtomicBool,
+}
+
+impl RemoteKick {
+    fn arm(self: &Arc<Self>, after: Duration) -> impl std::future::Future<Output = ()> + '_ {
+        use std::sync::atomic::Ordering;
+        self.fired.store(false, Ordering::SeqCst);
+        let kick = self.clone();
+        std::thread::spawn(move || {
+            // Wait for the task to park its waker, then for the pause, then wake it.
+            let waker = loop {
+                if let Some(w) = kick.waker.lock().unwrap().take() {
+                    break w;
+                }
+                std::hint::spin_loop();
+            };
+            if after >= Duration::from_millis(1) {
+                std::thread::sleep(after);
+            } else {
+                let t = std::time::Instant::now();
+                while t.elapsed() < after {
+                    std::hint::spin_loop();
+                }
+            }
+            kick.fired.store(true, Ordering::SeqCst);
+            waker.wake();
+        });
+        std::future::poll_fn(move |cx| {
+            if self.fired.load(Ordering::SeqCst) {
+                return std::task::Poll::Ready(());
+            }
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+    }
+}
+
+#[test]
+fn an_adaptive_executor_learns_to_spin_through_short_waits_and_unlearns_after_long_ones() {
+    use super::learned_spin::ceiling_for;
+    use crate::IdleMode;
+    let floor = Duration::from_micros(5);
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(IdleMode::Adaptive(floor)).build().unwrap();
+    let (raised, after_long) = rt
+        .block_on(rt.spawn(async move {
+            let kick = Arc::new(RemoteKick { waker: Default::default(), fired: Default::default() });
+            let budget = || with_current(|c| c.learned_spin.budget()).unwrap();
+            // Waits of 5 ms: spinning is waste; each halves the budget toward the floor (the
+            // executor may have learned something from its start already).
+            for _ in 0..10 {
+                kick.arm(Duration::from_millis(5)).await;
+            }
+            assert_eq!(budget(), floor, "long waits keep the budget at the floor");
+            // Waits of ~20 µs: longer than the 5 µs spin, shorter than the ceiling. The
+            // executor sleeps through the first ones and should learn to spin instead. A
+            // loaded machine may stretch any one wait past the ceiling: many tries.
+            let mut raised = Duration::ZERO;
+            for _ in 0..2000 {
+                kick.arm(Duration::from_micros(20)).await;
+                raised = raised.max(budget());
+                if raised > floor {
+                    break;
+                }
+            }
+            // And long waits again.
+            for _ in 0..10 {
+                kick.arm(Duration::from_millis(5)).await;
+            }
+            (raised, budget())
+        }))
+        .unwrap();
+    assert!(raised > floor && raised <= ceiling_for(floor), "short waits raise the budget: {raised:?}");
+    assert_eq!(after_long, floor, "long waits bring it back to the floor");
+}

@@ -203,6 +203,9 @@ struct State {
     timer_at: Option<Instant>,
     idle: IdleMode,
     phase: Phase,
+    /// When the current sleep began, if an adaptive spin ran out just before it: its length
+    /// teaches the core's learned budget (`learned_spin`), as the executor's own `park` does.
+    slept_after_spin: Option<Instant>,
     user: Arc<Flag>,
     user_waker: Waker,
     driver: Arc<Flag>,
@@ -247,6 +250,7 @@ impl State {
             timer_at: None,
             idle: config.idle,
             phase: Phase::Run,
+            slept_after_spin: None,
             user_waker: Waker::from(user.clone()),
             user,
             driver_waker: Waker::from(driver.clone()),
@@ -279,9 +283,10 @@ impl State {
                         yield_now();
                         return;
                     }
+                    self.slept_after_spin = None;
                     self.phase = match self.idle {
                         IdleMode::Event => self.go_idle(),
-                        IdleMode::Adaptive(b) if b.is_zero() => self.go_idle(),
+                        IdleMode::Adaptive(_) if core.learned_spin.budget().is_zero() => self.go_idle(),
                         // As the executor's own loop: no spin while only offloaded commands
                         // are in flight (`DocaTask::SPIN`).
                         IdleMode::Adaptive(_) if core.slots.only_no_spin() => self.go_idle(),
@@ -289,18 +294,33 @@ impl State {
                     };
                 }
                 Phase::Spin(since) => {
+                    let adaptive = matches!(self.idle, IdleMode::Adaptive(_));
                     let over = match self.idle {
                         IdleMode::Polling => false,
-                        IdleMode::Adaptive(b) => since.elapsed() >= b,
+                        IdleMode::Adaptive(_) => {
+                            let spun = since.elapsed();
+                            // Past the floor, as the executor's own spin: give the CPU to a
+                            // thread waiting for it (see `learned_spin`).
+                            if spun >= core.learned_spin.floor() {
+                                std::thread::yield_now();
+                            }
+                            spun >= core.learned_spin.budget()
+                        }
                         IdleMode::Event => true,
                     };
                     if over {
                         self.phase = self.go_idle();
+                        if adaptive && matches!(self.phase, Phase::Sleep(_)) {
+                            self.slept_after_spin = Some(Instant::now());
+                        }
                         continue;
                     }
                     // One round (one progress call); `RunLocal::poll` runs a few rounds,
                     // interleaved with polls of the user future, before it yields to tokio.
                     if core.foreign_spin() {
+                        if adaptive {
+                            core.learned_spin.caught();
+                        }
                         self.phase = Phase::Run;
                     }
                     yield_now();
@@ -334,6 +354,12 @@ impl State {
                         return;
                     }
                     woken = false;
+                    if let Some(start) = self.slept_after_spin.take() {
+                        // A sleep a timer ended says nothing about when work comes.
+                        if !timed {
+                            core.learned_spin.slept(start.elapsed());
+                        }
+                    }
                     // The readiness was cleared before the notification: an event after
                     // the clear re-arms tokio's readiness, and the turn drains anyway.
                     core.foreign_woke(timed);

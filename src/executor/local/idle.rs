@@ -78,7 +78,10 @@ impl Core {
 
     /// The executor's own idle: the protocol with step 2 as a blocking `mio::Poll::poll`
     /// until the PE, a remote notification or the next timer wakes us.
-    pub(super) fn park(&self, main: &MainWaker) {
+    ///
+    /// `after_spin`: an adaptive spin ran out just before; the sleep's length then teaches
+    /// the learned budget (`learned_spin`) how long the wait was, unless a timer ended it.
+    pub(super) fn park(&self, main: &MainWaker, after_spin: bool) {
         match self.prepare_sleep(Some(main)) {
             Idle::Busy => {}
             // Degrade to polling: yield, never a fixed sleep.
@@ -87,8 +90,15 @@ impl Core {
                 if let Some(rt) = &self.runtime {
                     rt.park_check();
                 }
-                let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                let start = Instant::now();
+                let timeout = deadline.map(|d| d.saturating_duration_since(start));
                 self.poll(timeout);
+                if after_spin {
+                    let end = Instant::now();
+                    if deadline.is_none_or(|d| end < d) {
+                        self.learned_spin.slept(end - start);
+                    }
+                }
                 self.woke(timeout.is_some());
             }
         }

@@ -56,6 +56,7 @@ use mio::{Events, Interest, Token};
 
 use super::completion::Slots;
 use super::context::{Contexts, CtxRecord};
+use super::learned_spin::LearnedSpin;
 use super::park::ParkState;
 use super::pe::Pe;
 use super::runtime::{Handle, IdleMode};
@@ -280,6 +281,9 @@ pub(crate) struct Core {
     /// A task's inline spin used up the adaptive budget (see `Core::spin_inline`): the next
     /// idle turn sleeps without spinning again.
     spun_out: Cell<bool>,
+    /// The adaptive budget as this executor's waits taught it (see `learned_spin`); its floor
+    /// is [`IdleMode::Adaptive`]'s duration (zero in the other modes, which do not use it).
+    pub(crate) learned_spin: LearnedSpin,
     closing: Cell<bool>,
     pe_alive: Cell<bool>,
     arm_error_reported: Cell<bool>,
@@ -347,6 +351,10 @@ impl Core {
             inline_run: Cell::new(false),
             main_woken_local: Cell::new(false),
             spun_out: Cell::new(false),
+            learned_spin: LearnedSpin::new(match config.idle {
+                IdleMode::Adaptive(floor) => floor,
+                IdleMode::Event | IdleMode::Polling => Duration::ZERO,
+            }),
             closing: Cell::new(false),
             pe_alive: Cell::new(true),
             arm_error_reported: Cell::new(false),

@@ -130,8 +130,8 @@ impl Core {
 
     fn spin_inline_spinning(&self, done: impl Fn() -> bool) -> bool {
         let budget = match self.config.idle {
-            IdleMode::Adaptive(budget) if budget.is_zero() => return false,
-            IdleMode::Adaptive(budget) => Some(budget),
+            IdleMode::Adaptive(_) if self.learned_spin.budget().is_zero() => return false,
+            IdleMode::Adaptive(_) => Some(self.learned_spin.budget()),
             _ => None,
         };
         if self.foreign.get()
@@ -149,6 +149,7 @@ impl Core {
         for round in 1..=SPIN_INLINE_ROUNDS {
             pe.progress();
             if done() {
+                self.learned_spin.caught();
                 return true;
             }
             if self.has_other_work() {
@@ -256,16 +257,18 @@ impl Core {
             IdleMode::Polling => {
                 self.spin(main, None);
             }
-            IdleMode::Event => self.park(main),
-            IdleMode::Adaptive(budget) => {
+            IdleMode::Event => self.park(main, false),
+            IdleMode::Adaptive(_) => {
+                let budget = self.learned_spin.budget();
                 // No spin while only operations no spin catches are in flight (see
                 // `DocaTask::SPIN`): offloaded commands whose answer needs another processor.
-                if budget.is_zero()
-                    || self.slots.only_no_spin()
-                    || self.take_spun_out()
-                    || !self.spin(main, Some(budget))
-                {
-                    self.park(main);
+                // Those sleeps teach the learned budget nothing: no spin preceded them.
+                if budget.is_zero() || self.slots.only_no_spin() {
+                    self.park(main, false);
+                } else if self.take_spun_out() || !self.spin(main, Some(budget)) {
+                    self.park(main, true);
+                } else {
+                    self.learned_spin.caught();
                 }
             }
         }
@@ -403,6 +406,7 @@ impl Core {
     /// the PE fully.
     pub(super) fn spin(&self, main: &MainWaker, budget: Option<Duration>) -> bool {
         let mut budget = budget.map(SpinBudget::new);
+        let floor = self.learned_spin.floor();
         let mut i: u32 = 0;
         loop {
             if self.has_ready(main) || self.progress_once() {
@@ -429,8 +433,18 @@ impl Core {
                     self.timers_need_check();
                     return true;
                 }
-                if budget.as_mut().is_some_and(|b| b.spent(now)) {
-                    return false;
+                if let Some(b) = budget.as_mut() {
+                    let spun = b.spun(now);
+                    if spun >= b.budget {
+                        return false;
+                    }
+                    // Beyond the configured budget (a learned extension, see `learned_spin`),
+                    // give the CPU to any thread waiting for it: when the awaited peer shares
+                    // this CPU, spinning on would only delay it. Alone on its CPU the thread
+                    // is back at once.
+                    if spun >= floor {
+                        std::thread::yield_now();
+                    }
                 }
             }
             std::hint::spin_loop();
@@ -455,12 +469,17 @@ impl SpinBudget {
 
     /// Whether the budget is spent by `now` (the clock at one of the spin's looks).
     fn spent(&mut self, now: Instant) -> bool {
+        self.spun(now) >= self.budget
+    }
+
+    /// How long the spin has lasted by `now` (the clock at one of the spin's looks).
+    fn spun(&mut self, now: Instant) -> Duration {
         match self.start {
             None => {
                 self.start = Some(now);
-                false
+                Duration::ZERO
             }
-            Some(start) => now.duration_since(start) >= self.budget,
+            Some(start) => now.duration_since(start),
         }
     }
 }
