@@ -178,7 +178,12 @@ struct Writer(Vec<u8>);
 
 impl Writer {
     fn new(tag: u32) -> Self {
-        let mut w = Writer(Vec::with_capacity(64));
+        Writer::with_capacity(tag, 64)
+    }
+    /// A writer whose buffer holds `bytes` (the whole message, when its size is known) without
+    /// growing.
+    fn with_capacity(tag: u32, bytes: usize) -> Self {
+        let mut w = Writer(Vec::with_capacity(bytes));
         w.u32(tag);
         w
     }
@@ -458,16 +463,21 @@ impl Reply {
 }
 
 impl HostToWorker {
+    /// The packet of a `Command`, from a borrowed payload: what the host sends for every
+    /// command task, without first copying the payload into a message to encode it.
+    pub fn encode_command(ctx: u64, plugin: u64, payload: &[u8]) -> Vec<u8> {
+        // tag, ctx, plugin, the payload's length, the payload.
+        let mut w = Writer::with_capacity(1, 4 + 8 + 8 + 4 + payload.len());
+        w.u64(ctx);
+        w.u64(plugin);
+        w.bytes(payload);
+        w.0
+    }
+
     /// The packet for this message.
     pub fn encode(&self) -> Vec<u8> {
         let w = match self {
-            HostToWorker::Command { ctx, plugin, payload } => {
-                let mut w = Writer::new(1);
-                w.u64(*ctx);
-                w.u64(*plugin);
-                w.bytes(payload);
-                w
-            }
+            HostToWorker::Command { ctx, plugin, payload } => return Self::encode_command(*ctx, *plugin, payload),
             HostToWorker::DomainCreate { ctx, domain } => {
                 let mut w = Writer::new(2);
                 w.u64(*ctx);
@@ -507,7 +517,8 @@ impl WorkerToHost {
     /// The packet for this message.
     pub fn encode(&self) -> Vec<u8> {
         let WorkerToHost::Notify { ctx, plugin, status, packed } = self;
-        let mut w = Writer::new(1);
+        // tag, ctx, plugin, status, the notification's length, the notification.
+        let mut w = Writer::with_capacity(1, 4 + 8 + 8 + 4 + 4 + packed.len());
         w.u64(*ctx);
         w.u64(*plugin);
         w.status(*status);

@@ -103,8 +103,10 @@ impl doca_urom_worker_cmd_task {
         self.plugin.get()
     }
 
-    /// The payload bytes the user packed.
-    pub(crate) fn payload_bytes(&self) -> Result<Vec<u8>, doca_error_t> {
+    /// The payload bytes the user packed, borrowed from the task's payload buffer for as long
+    /// as the submit that reads them (DOCA's contract: the user does not change a task's
+    /// buffers while submitting it).
+    pub(crate) fn payload_bytes(&self) -> Result<&[u8], doca_error_t> {
         let b = self.payload.get();
         let mut data: *mut c_void = ptr::null_mut();
         let mut len = 0usize;
@@ -120,12 +122,13 @@ impl doca_urom_worker_cmd_task {
             return Err(r);
         }
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(&[]);
         }
         // SAFETY: the buffer module keeps [data, data+len) inside the buffer's head range, which
-        // lies in the worker's TaskMemory region (live); the user does not write it while the
-        // task is being submitted (DOCA's contract).
-        Ok(unsafe { std::slice::from_raw_parts(data as *const u8, len) }.to_vec())
+        // lies in the worker's TaskMemory region: alive while this task is (the memory
+        // outlives every allocated task), so for the borrow of `self`. The user does not write
+        // it while the task is being submitted (DOCA's contract), the only time it is read.
+        Ok(unsafe { std::slice::from_raw_parts(data as *const u8, len) })
     }
 
     /// Writes the packed notification into the response buffer (data at head). TOO_BIG when

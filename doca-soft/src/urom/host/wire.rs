@@ -68,7 +68,7 @@ pub(crate) fn decode_reply(b: &[u8]) -> Option<Reply> {
 }
 
 pub(crate) fn command(ctx: u64, plugin: u64, payload: &[u8]) -> Vec<u8> {
-    HostToWorker::Command { ctx, plugin, payload: payload.to_vec() }.encode()
+    HostToWorker::encode_command(ctx, plugin, payload)
 }
 
 pub(crate) fn domain_create(ctx: u64, members: &[Member]) -> Vec<u8> {

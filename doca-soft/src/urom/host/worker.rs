@@ -234,7 +234,7 @@ impl doca_urom_worker {
         let key = self.next_key();
         let mut data = self.data.borrow_mut();
         let conn = data.as_mut().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
-        conn.send(wire::command(key, p, &payload)).map_err(|e| match e {
+        conn.send(wire::command(key, p, payload)).map_err(|e| match e {
             // The hang-up is noticed (and the others failed) by progress.
             DOCA_ERROR_CONNECTION_ABORTED => DOCA_ERROR_NOT_CONNECTED,
             e => e,

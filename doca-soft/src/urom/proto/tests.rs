@@ -242,3 +242,19 @@ fn bad_paths_are_refused() {
     assert!(unix_addr(Path::new(&"x".repeat(200))).is_err());
     assert!(connect(Path::new("/nonexistent-dir-for-urom/sock"), false).is_err());
 }
+
+#[test]
+fn commands_and_notifications_are_encoded_into_one_buffer_of_their_exact_size() {
+    // The per-operation messages: sized up front, so encoding never grows (reallocates) the
+    // buffer, whatever the payload's length.
+    for n in [0, 1, 100, 4000] {
+        let c = HostToWorker::encode_command(7, 2, &vec![0x5a; n]);
+        assert_eq!(c.len(), c.capacity(), "command of {n} bytes");
+        assert_eq!(
+            HostToWorker::decode(&c).unwrap(),
+            HostToWorker::Command { ctx: 7, plugin: 2, payload: vec![0x5a; n] }
+        );
+        let m = WorkerToHost::Notify { ctx: 7, plugin: 2, status: DOCA_SUCCESS, packed: vec![0xa5; n] }.encode();
+        assert_eq!(m.len(), m.capacity(), "notification of {n} bytes");
+    }
+}
