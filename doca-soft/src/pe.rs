@@ -286,6 +286,16 @@ impl doca_pe {
         scan.at.is_none() || scan.n == usize::MAX || scan.ready[..scan.n].contains(&fd)
     }
 
+    /// Tests: dates the last look `at`, so that a test decides whether later walks find it
+    /// fresh instead of racing [`SCAN_FRESH`] (a loaded debug build may take longer than that
+    /// between two walks).
+    #[cfg(test)]
+    pub(crate) fn date_last_look_for_test(&self, at: std::time::Instant) {
+        if let Some(a) = &mut self.scan.borrow_mut().at {
+            *a = at;
+        }
+    }
+
     /// A hook found `fd`, which [`doca_pe::fd_ready`] said may be readable, empty: later
     /// walks within the same look skip it.
     pub fn fd_empty(&self, fd: RawFd) {
