@@ -32,19 +32,20 @@
 //!
 //! # Sharing a CPU
 //! Past the floor, the executor's spin (`Core::spin`) calls `sched_yield` at each of its
-//! clock looks (every 16 rounds): a thread that waits for this CPU, typically the peer the
-//! spin waits for, runs at once instead of after the spin. Alone on its CPU the call returns
-//! at once (a system call, ~0.3 µs every ~1–2 µs of spinning). The fruitless-raise rule above
-//! covers the rest: without the yield, four host-only members on two CPUs (two per CPU) spun
-//! the learned budget while their CPU's other member waited, and an 8 B allreduce took 3×
-//! longer (p50 34 → 100 µs); with it, 34 → 23 µs.
+//! clock looks (every 16 rounds once the first 16 are done), and the tokio driver's spin at
+//! each of its rounds: a thread that waits for this CPU, typically the peer the spin waits
+//! for, runs at once instead of after the spin. Alone on its CPU the call returns at once
+//! (a system call: 0.49 µs on this VM). The fruitless-raise rule alone was not enough:
+//! without the yield, four host-only members on two CPUs (two per CPU) spun the learned
+//! budget while their CPU's other member waited, and an 8 B allreduce took 3× longer (p50
+//! 34 → 98–109 µs); with it, 34 → 23 µs.
 //!
 //! Measured on the 2-CPU VM (`perf --test allreduce_lat,barrier_lat --mode host --size 8`,
-//! builds alternated, load ~0.8): two processes, allreduce p90 56–78 µs → 1.7–2.4 µs, p99
-//! 75–100 → 7–9 µs, ops/s ~2–10×; the p50 (1.6 µs) and the offloaded rows did not move.
+//! builds alternated, load 0.8–1.9): two processes, allreduce p90 56–79 µs → 1.7–2.4 µs, p99
+//! 75–102 → 7.1–10.1 µs; the p50 (1.6 µs) and the offloaded rows did not move.
 
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How far the learned budget may rise above the floor.
 pub(crate) const CEILING_FACTOR: u32 = 20;
@@ -75,6 +76,9 @@ pub(crate) struct LearnedSpin {
     fruitless: Cell<u8>,
     /// Sleeps left before the budget may rise again.
     hold: Cell<u16>,
+    /// The sleep under way, if a spin ran out just before it: when it began, and the timer
+    /// deadline that would end it (see [`LearnedSpin::sleeping`]).
+    sleep: Cell<Option<(Instant, Option<Instant>)>>,
 }
 
 impl LearnedSpin {
@@ -86,6 +90,7 @@ impl LearnedSpin {
             budget: Cell::new(floor),
             fruitless: Cell::new(0),
             hold: Cell::new(0),
+            sleep: Cell::new(None),
         }
     }
 
@@ -105,6 +110,25 @@ impl LearnedSpin {
     #[inline]
     pub(crate) fn caught(&self) {
         self.fruitless.set(0);
+    }
+
+    /// The executor is about to sleep (step 1 of the idle protocol said so), until work or
+    /// `deadline`. `after_spin`: a spin of the budget ran out just before, so the sleep's
+    /// length will say how long the wait was ([`LearnedSpin::woke`]); a sleep without a spin
+    /// first teaches nothing.
+    pub(crate) fn sleeping(&self, after_spin: bool, deadline: Option<Instant>) {
+        self.sleep.set(after_spin.then(|| (Instant::now(), deadline)));
+    }
+
+    /// The executor woke from the sleep of [`LearnedSpin::sleeping`]: unless its deadline
+    /// ended it, the wait was the spin and this sleep ([`LearnedSpin::slept`]).
+    pub(crate) fn woke(&self) {
+        if let Some((start, deadline)) = self.sleep.take() {
+            let now = Instant::now();
+            if deadline.is_none_or(|d| now < d) {
+                self.slept(now - start);
+            }
+        }
     }
 
     /// A spin of the current budget ran out, and the sleep after it lasted `slept` before
@@ -201,6 +225,32 @@ mod tests {
         s.slept(US * 1);
         s.slept(US * 1);
         assert!(s.budget() > US * 5, "two fruitless raises after a catch are not yet three");
+    }
+
+    #[test]
+    fn a_sleep_teaches_only_after_a_spin_and_only_when_work_ended_it() {
+        let s = LearnedSpin::new(US * 5);
+        s.slept(US * 40);
+        assert_eq!(s.budget(), US * 45);
+        let nap = || std::thread::sleep(Duration::from_millis(2));
+        // No spin before it: nothing learned.
+        s.sleeping(false, None);
+        nap();
+        s.woke();
+        assert_eq!(s.budget(), US * 45);
+        // Its timer's deadline ended it: nothing learned.
+        s.sleeping(true, Some(Instant::now()));
+        nap();
+        s.woke();
+        assert_eq!(s.budget(), US * 45);
+        // Work ended it, 2 ms after a spin: a long wait, the budget halves.
+        s.sleeping(true, None);
+        nap();
+        s.woke();
+        assert_eq!(s.budget(), US * 45 / 2);
+        // A wake-up without a recorded sleep changes nothing.
+        s.woke();
+        assert_eq!(s.budget(), US * 45 / 2);
     }
 
     #[test]

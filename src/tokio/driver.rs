@@ -203,9 +203,6 @@ struct State {
     timer_at: Option<Instant>,
     idle: IdleMode,
     phase: Phase,
-    /// When the current sleep began, if an adaptive spin ran out just before it: its length
-    /// teaches the core's learned budget (`learned_spin`), as the executor's own `park` does.
-    slept_after_spin: Option<Instant>,
     user: Arc<Flag>,
     user_waker: Waker,
     driver: Arc<Flag>,
@@ -250,7 +247,6 @@ impl State {
             timer_at: None,
             idle: config.idle,
             phase: Phase::Run,
-            slept_after_spin: None,
             user_waker: Waker::from(user.clone()),
             user,
             driver_waker: Waker::from(driver.clone()),
@@ -283,13 +279,12 @@ impl State {
                         yield_now();
                         return;
                     }
-                    self.slept_after_spin = None;
                     self.phase = match self.idle {
-                        IdleMode::Event => self.go_idle(),
-                        IdleMode::Adaptive(_) if core.learned_spin.budget().is_zero() => self.go_idle(),
+                        IdleMode::Event => self.go_idle(false),
+                        IdleMode::Adaptive(_) if core.learned_spin.budget().is_zero() => self.go_idle(false),
                         // As the executor's own loop: no spin while only offloaded commands
                         // are in flight (`DocaTask::SPIN`).
-                        IdleMode::Adaptive(_) if core.slots.only_no_spin() => self.go_idle(),
+                        IdleMode::Adaptive(_) if core.slots.only_no_spin() => self.go_idle(false),
                         _ => Phase::Spin(Instant::now()),
                     };
                 }
@@ -299,20 +294,18 @@ impl State {
                         IdleMode::Polling => false,
                         IdleMode::Adaptive(_) => {
                             let spun = since.elapsed();
+                            let over = spun >= core.learned_spin.budget();
                             // Past the floor, as the executor's own spin: give the CPU to a
                             // thread waiting for it (see `learned_spin`).
-                            if spun >= core.learned_spin.floor() {
+                            if !over && spun >= core.learned_spin.floor() {
                                 std::thread::yield_now();
                             }
-                            spun >= core.learned_spin.budget()
+                            over
                         }
                         IdleMode::Event => true,
                     };
                     if over {
-                        self.phase = self.go_idle();
-                        if adaptive && matches!(self.phase, Phase::Sleep(_)) {
-                            self.slept_after_spin = Some(Instant::now());
-                        }
+                        self.phase = self.go_idle(adaptive);
                         continue;
                     }
                     // One round (one progress call); `RunLocal::poll` runs a few rounds,
@@ -354,12 +347,6 @@ impl State {
                         return;
                     }
                     woken = false;
-                    if let Some(start) = self.slept_after_spin.take() {
-                        // A sleep a timer ended says nothing about when work comes.
-                        if !timed {
-                            core.learned_spin.slept(start.elapsed());
-                        }
-                    }
                     // The readiness was cleared before the notification: an event after
                     // the clear re-arms tokio's readiness, and the turn drains anyway.
                     core.foreign_woke(timed);
@@ -371,9 +358,10 @@ impl State {
         yield_now();
     }
 
-    /// Arms the PE and announces sleep; the phase that follows.
-    fn go_idle(&self) -> Phase {
-        match self.core.foreign_idle() {
+    /// Arms the PE and announces sleep; the phase that follows. `after_spin`: an adaptive
+    /// spin ran out just before (the sleep then teaches the learned budget).
+    fn go_idle(&self, after_spin: bool) -> Phase {
+        match self.core.foreign_idle(after_spin) {
             ForeignIdle::Busy => Phase::Run,
             ForeignIdle::Sleep(deadline) => Phase::Sleep(deadline),
         }

@@ -75,9 +75,10 @@ impl Core {
     }
 
     /// Step 1 of the idle protocol (see `idle`): arms the PE, drains once more (closing the
-    /// arm race) and announces sleep.
-    pub(crate) fn foreign_idle(&self) -> ForeignIdle {
-        match self.prepare_sleep(None) {
+    /// arm race) and announces sleep. `after_spin`: an adaptive spin ran out just before (see
+    /// `Core::prepare_sleep`).
+    pub(crate) fn foreign_idle(&self, after_spin: bool) -> ForeignIdle {
+        match self.prepare_sleep(None, after_spin) {
             // The driver runs another turn (it yields to its reactor between turns).
             Idle::Busy | Idle::CannotArm => ForeignIdle::Busy,
             Idle::Sleep(deadline) => ForeignIdle::Sleep(deadline),

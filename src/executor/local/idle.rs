@@ -37,8 +37,10 @@ pub(crate) enum Idle {
 impl Core {
     /// Step 1 of the idle protocol (see the module documentation). `main` is the waker of
     /// the `block_on` future the own loop drives (a foreign driver has none): its wake-up
-    /// is work like a queued task.
-    pub(super) fn prepare_sleep(&self, main: Option<&MainWaker>) -> Idle {
+    /// is work like a queued task. `after_spin`: an adaptive spin ran out just before; the
+    /// sleep's length then teaches the learned budget how long the wait was (`learned_spin`,
+    /// measured from here to [`Core::woke`]).
+    pub(super) fn prepare_sleep(&self, main: Option<&MainWaker>, after_spin: bool) -> Idle {
         let ready = || !self.queue.borrow().is_empty() || main.is_some_and(|m| self.main_woken(m));
         let pe_active = self.pe_active();
         if pe_active {
@@ -61,12 +63,15 @@ impl Core {
             self.take_notifications();
             return Idle::Busy;
         }
-        Idle::Sleep(self.timers.next_deadline())
+        let deadline = self.timers.next_deadline();
+        self.learned_spin.sleeping(after_spin, deadline);
+        Idle::Sleep(deadline)
     }
 
     /// Step 3 of the idle protocol, after the wait: `timed` says whether the wait had a
     /// deadline (a timer may be due now).
     pub(super) fn woke(&self, timed: bool) {
+        self.learned_spin.woke();
         if timed {
             self.timers_need_check();
         }
@@ -78,11 +83,9 @@ impl Core {
 
     /// The executor's own idle: the protocol with step 2 as a blocking `mio::Poll::poll`
     /// until the PE, a remote notification or the next timer wakes us.
-    ///
-    /// `after_spin`: an adaptive spin ran out just before; the sleep's length then teaches
-    /// the learned budget (`learned_spin`) how long the wait was, unless a timer ended it.
+    /// `after_spin`: see [`Core::prepare_sleep`].
     pub(super) fn park(&self, main: &MainWaker, after_spin: bool) {
-        match self.prepare_sleep(Some(main)) {
+        match self.prepare_sleep(Some(main), after_spin) {
             Idle::Busy => {}
             // Degrade to polling: yield, never a fixed sleep.
             Idle::CannotArm => std::thread::yield_now(),
@@ -90,15 +93,8 @@ impl Core {
                 if let Some(rt) = &self.runtime {
                     rt.park_check();
                 }
-                let start = Instant::now();
-                let timeout = deadline.map(|d| d.saturating_duration_since(start));
+                let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 self.poll(timeout);
-                if after_spin {
-                    let end = Instant::now();
-                    if deadline.is_none_or(|d| end < d) {
-                        self.learned_spin.slept(end - start);
-                    }
-                }
                 self.woke(timeout.is_some());
             }
         }

@@ -130,8 +130,10 @@ impl Core {
 
     fn spin_inline_spinning(&self, done: impl Fn() -> bool) -> bool {
         let budget = match self.config.idle {
-            IdleMode::Adaptive(_) if self.learned_spin.budget().is_zero() => return false,
-            IdleMode::Adaptive(_) => Some(self.learned_spin.budget()),
+            IdleMode::Adaptive(_) => match self.learned_spin.budget() {
+                b if b.is_zero() => return false,
+                b => Some(b),
+            },
             _ => None,
         };
         if self.foreign.get()
