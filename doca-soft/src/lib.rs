@@ -75,6 +75,7 @@ pub mod dev_more;
 pub mod dma;
 pub mod doorbell;
 pub mod errors;
+mod eventfd;
 mod ffi;
 pub mod log;
 pub mod mmap;

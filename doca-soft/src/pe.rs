@@ -68,6 +68,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::ctx::{self, ctx_ref, doca_ctx, PeLink};
 use crate::doorbell::{drain_fd, Doorbell, DoorbellAddr};
+use crate::eventfd;
 use crate::ffi::{guard, guard_err, out};
 use crate::task::{doca_task, CompletionQueue};
 use crate::types::*;
@@ -146,13 +147,6 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// Empties an eventfd: one read takes its whole counter (EAGAIN: it was empty).
-fn drain_eventfd(fd: RawFd) {
-    let mut v = 0u64;
-    // SAFETY: reads 8 bytes into a valid u64 from a non-blocking eventfd.
-    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
-}
-
 fn os_err() -> doca_error_t {
     crate::shm::errno_to_doca(errno())
 }
@@ -179,13 +173,7 @@ impl doca_pe {
         }
         // SAFETY: `ep` is a fresh descriptor owned by nobody else.
         let epfd = unsafe { OwnedFd::from_raw_fd(ep) };
-        // SAFETY: eventfd with constant flags; no memory is passed.
-        let ev = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if ev < 0 {
-            return Err(os_err());
-        }
-        // SAFETY: `ev` is a fresh descriptor owned by nobody else.
-        let evfd = unsafe { OwnedFd::from_raw_fd(ev) };
+        let evfd = eventfd::create()?;
         let doorbell = Doorbell::new()?;
         epoll_add(epfd.as_raw_fd(), evfd.as_raw_fd(), TAG_EVENTFD)?;
         epoll_add(epfd.as_raw_fd(), doorbell.fd(), TAG_DOORBELL)?;
@@ -338,10 +326,7 @@ impl doca_pe {
     /// internal event on this thread): if armed, the notification handle becomes readable.
     pub fn notify_work(&self) {
         if self.cq.armed() && !self.signalled.get() {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a valid u64 to our own eventfd. A failure (counter
-            // overflow, impossible with writes of 1 between drains) is ignored.
-            unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            eventfd::signal(self.evfd.as_raw_fd());
             self.signalled.set(true);
         }
     }
@@ -428,7 +413,7 @@ impl doca_pe {
                 let tag = ev.u64;
                 match tag {
                     TAG_EVENTFD => {
-                        drain_eventfd(self.evfd.as_raw_fd());
+                        eventfd::drain(self.evfd.as_raw_fd());
                         drained_any = true;
                     }
                     TAG_DOORBELL => {
@@ -442,7 +427,7 @@ impl doca_pe {
                             Some(FdMode::Drain) => {
                                 drain_fd(fd);
                             }
-                            Some(FdMode::Eventfd) => drain_eventfd(fd),
+                            Some(FdMode::Eventfd) => eventfd::drain(fd),
                             Some(FdMode::Level) | None => continue,
                         }
                         drained_any = true;

@@ -62,8 +62,9 @@
 //! shrinking (see [`crate::shm`]), so no access inside it can fault.
 
 use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering::*};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use crate::eventfd;
 use crate::shm::ShmSegment;
 use crate::types::*;
 
@@ -157,21 +158,11 @@ impl core::fmt::Debug for Channel {
     }
 }
 
-fn eventfd() -> Result<OwnedFd, doca_error_t> {
-    // SAFETY: eventfd with constant flags; no memory is passed.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(crate::shm::errno_to_doca(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)));
-    }
-    // SAFETY: a descriptor the kernel just returned to us; nobody else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 impl Channel {
     /// The host's end of a new channel. Pass [`Channel::fds_to_pass`] to the worker.
     pub(crate) fn create() -> Result<Channel, doca_error_t> {
         let seg = ShmSegment::create(CHANNEL_LEN, "doca-soft-urom-channel")?;
-        let ch = Channel::new(seg, Side::Host, eventfd()?, eventfd()?);
+        let ch = Channel::new(seg, Side::Host, eventfd::create()?, eventfd::create()?);
         ch.header().magic.store(MAGIC, Release);
         Ok(ch)
     }
@@ -228,10 +219,7 @@ impl Channel {
     /// Reads this end's wake-up eventfd empty (the worker, after its `poll` saw it readable;
     /// the host's PE drains it itself).
     pub(crate) fn drain_wake(&self) {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into a valid u64 from our own non-blocking eventfd; EAGAIN
-        // (already empty) is fine.
-        unsafe { libc::read(self.my_wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        eventfd::drain(self.my_wake.as_raw_fd());
     }
 
     fn header(&self) -> &Header {
@@ -277,10 +265,7 @@ impl Channel {
         ring.writer.tail.store(cursor + 1, Release);
         fence(SeqCst);
         if ring.sleep.sleeping.load(Relaxed) != 0 && ring.sleep.sleeping.swap(0, AcqRel) != 0 {
-            let one = 1u64;
-            // SAFETY: writes 8 bytes from a valid u64 to the peer's non-blocking eventfd. A
-            // failure (the counter full: woken already) loses nothing.
-            unsafe { libc::write(self.peer_wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            eventfd::signal(self.peer_wake.as_raw_fd());
         }
         self.tail = cursor + 1;
         true
