@@ -42,9 +42,14 @@
 //!   and delivers those messages first: they were published before the packet was sent (a
 //!   ring message sent after it would have had to wait for the packet to be taken).
 //!
+//! The writer also publishes its packet count (`socket_sent`, in the ring's writer line), so a
+//! reader that polls memory in a loop needs no system call to learn that a packet is on its
+//! way: it looks at the socket only while [`Channel::socket_pending`] says so (and, for
+//! hang-ups, now and then).
+//!
 //! # Layout and memory ordering
 //!
-//! Each ring has a writer line (`tail`: messages published), a reader line (`head`: messages
+//! Each ring has a writer line (`tail`: messages published; `socket_sent`), a reader line (`head`: messages
 //! consumed; `socket_taken`), a sleep line (`sleeping`) and per-slot lengths, then the slots.
 //! Cursors are free-running message counts; slot `i` is `cursor % SLOTS`.
 //! * Data: the writer copies the message and stores its length, then stores `tail`
@@ -74,8 +79,9 @@ pub(crate) const SLOTS: u64 = 128;
 /// The largest message a slot holds. Commands and notifications of the collectives and the
 /// sample plugins are a few hundred bytes; larger ones take the socket.
 pub(crate) const SLOT_BYTES: usize = 1024;
-/// `"DSUROMC1"`: the first word of a channel's memory.
-const MAGIC: u64 = u64::from_le_bytes(*b"DSUROMC1");
+/// `"DSUROMC2"`: the first word of a channel's memory. (Version 1 had no published
+/// `socket_sent`: its reader had to poll the socket on every round.)
+const MAGIC: u64 = u64::from_le_bytes(*b"DSUROMC2");
 /// Where the slots start (after the header, page-aligned).
 const DATA_OFFSET: usize = 4096;
 /// Bytes of the memory file.
@@ -84,6 +90,9 @@ pub(crate) const CHANNEL_LEN: usize = DATA_OFFSET + 2 * SLOTS as usize * SLOT_BY
 #[repr(C, align(64))]
 struct WriterLine {
     tail: AtomicU64,
+    /// Packets the writer sent (or queued) on the socket: a hint for the reader's look,
+    /// never trusted for anything else.
+    socket_sent: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -274,6 +283,16 @@ impl Channel {
     /// A message of this direction went on the socket (sent or queued behind others).
     pub(crate) fn sent_on_socket(&mut self) {
         self.socket_sent += 1;
+        self.header().rings[self.tx].writer.socket_sent.store(self.socket_sent, Release);
+    }
+
+    /// Whether the writer sent packets on the socket that this end has not received yet, so
+    /// the socket is worth a look. A reader that reads its ring in a polling loop asks this
+    /// instead of polling the socket every round; it still looks now and then for what the
+    /// count cannot say (a hang-up). A packet already kept aside is received.
+    pub(crate) fn socket_pending(&self) -> bool {
+        let sent = self.header().rings[self.rx].writer.socket_sent.load(Acquire);
+        sent != self.socket_taken + u64::from(self.stash.is_some())
     }
 
     /// Messages waiting in the ring (published, not consumed).
@@ -422,6 +441,38 @@ mod tests {
         // Every packet taken: the ring is open to the host again.
         assert!(h.try_send(b"d"));
         assert_eq!(recv(&mut w).unwrap(), b"d");
+    }
+
+    #[test]
+    fn a_reader_learns_of_socket_packets_without_looking_at_the_socket() {
+        let (mut h, mut w) = pair();
+        assert!(!w.socket_pending(), "nothing sent");
+        assert!(h.try_send(b"a"));
+        assert!(!w.socket_pending(), "a ring message is not a packet");
+        let big = vec![b'b'; SLOT_BYTES + 1];
+        assert!(!h.try_send(&big));
+        h.sent_on_socket();
+        assert!(w.socket_pending(), "the packet is announced");
+        // Received before "a" was delivered: kept aside, so received, no longer pending.
+        assert!(w.on_socket_packet(&big));
+        assert!(!w.socket_pending(), "a packet kept aside is not pending");
+        assert_eq!(recv(&mut w).unwrap(), b"a");
+        assert_eq!(recv(&mut w).unwrap(), big);
+        assert!(!w.socket_pending());
+        // Two more, taken one by one.
+        for _ in 0..2 {
+            assert!(!h.try_send(&big));
+            h.sent_on_socket();
+        }
+        assert!(w.socket_pending());
+        assert!(!w.on_socket_packet(&big));
+        assert!(w.socket_pending(), "one of two taken");
+        assert!(!w.on_socket_packet(&big));
+        assert!(!w.socket_pending());
+        // The other direction has its own count.
+        assert!(!w.try_send(&big));
+        w.sent_on_socket();
+        assert!(h.socket_pending() && !w.socket_pending());
     }
 
     #[test]
