@@ -65,18 +65,41 @@ impl DoorbellAddr {
         DoorbellAddr { pid: w[0], nonce: w[1] }
     }
 
-    /// The abstract socket address (`sun_path[0] == 0`) and its length.
+    /// The abstract socket address (`sun_path[0] == 0`) and its length: `doca-soft.`, the pid
+    /// in decimal, `.`, the nonce in 16 hex digits. Written in place, without `format!`: a
+    /// ring computes it every time, and a ring is on the path of every cross-process wake-up.
     fn sockaddr(self) -> (libc::sockaddr_un, libc::socklen_t) {
         // SAFETY: sockaddr_un is a plain C struct; all-zero is a valid value.
         let mut sa: libc::sockaddr_un = unsafe { core::mem::zeroed() };
         sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        let name = format!("doca-soft.{}.{:016x}", self.pid, self.nonce);
         // sun_path[0] stays 0: abstract namespace. The name is at most 10+20+1+16 bytes,
         // well below the 107 available.
-        for (dst, src) in sa.sun_path[1..].iter_mut().zip(name.bytes()) {
+        let mut name = [0u8; 47];
+        let mut n = 0;
+        let mut put = |b: u8| {
+            name[n] = b;
+            n += 1;
+        };
+        b"doca-soft.".iter().for_each(|&b| put(b));
+        let mut digits = [0u8; 20];
+        let (mut pid, mut len) = (self.pid, 0);
+        loop {
+            digits[len] = b'0' + (pid % 10) as u8;
+            len += 1;
+            pid /= 10;
+            if pid == 0 {
+                break;
+            }
+        }
+        digits[..len].iter().rev().for_each(|&b| put(b));
+        put(b'.');
+        for shift in (0..16).rev() {
+            put(b"0123456789abcdef"[(self.nonce >> (shift * 4)) as usize & 0xf]);
+        }
+        for (dst, &src) in sa.sun_path[1..].iter_mut().zip(&name[..n]) {
             *dst = src as libc::c_char;
         }
-        let len = core::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
+        let len = core::mem::size_of::<libc::sa_family_t>() + 1 + n;
         (sa, len as libc::socklen_t)
     }
 }
@@ -266,6 +289,20 @@ mod tests {
         drop(d);
         assert_eq!(ring(a), Err(DOCA_ERROR_NOT_FOUND));
         assert_eq!(ring(DoorbellAddr { pid: 0, nonce: 1 }), Err(DOCA_ERROR_INVALID_VALUE));
+    }
+
+    #[test]
+    fn the_socket_name_is_doca_soft_pid_nonce() {
+        for (pid, nonce) in [(1, 0), (4_294_967_295, 0x0123_4567_89ab_cdef), (u64::MAX, u64::MAX)] {
+            let (sa, len) = DoorbellAddr { pid, nonce }.sockaddr();
+            let want = format!("doca-soft.{pid}.{nonce:016x}");
+            let got: Vec<u8> = sa.sun_path[1..len as usize - core::mem::size_of::<libc::sa_family_t>()]
+                .iter()
+                .map(|&c| c as u8)
+                .collect();
+            assert_eq!(sa.sun_path[0], 0, "abstract");
+            assert_eq!(String::from_utf8(got).unwrap(), want);
+        }
     }
 
     #[test]
