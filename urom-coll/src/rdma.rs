@@ -11,7 +11,9 @@
 //!
 //! Connections are owned by the ctx (valid until `doca_rdma_destroy`); the plugin keeps raw
 //! pointers to them. One-sided transfers own their buffers and mmaps in [`Io`] until their
-//! completion event is turned back into the staging memory by [`Rdma::finish_io`].
+//! completion event is turned back into the staging memory by [`Rdma::finish_io`]. Small
+//! transfers (up to [`IO_STAGE`]) borrow a slot of a staging area registered once instead of
+//! registering their memory, and copy through it.
 //!
 //! On drop the ctx is stopped first: every task still in flight (posted receives included)
 //! completes through its callback with an error and is freed there; the transfers' resources
@@ -37,6 +39,11 @@ const RECV_SLOTS: usize = 32;
 pub(crate) const SEND_SLOTS: usize = 16;
 /// One-sided transfers to or from host memory in flight at once.
 pub(crate) const IO_MAX: usize = 32;
+/// Transfers up to this size go through a staging slot of memory registered once (one copy
+/// of at most this many bytes), instead of registering the transfer's own memory: an mmap's
+/// create, start, stop and destroy cost more than the copy (an offloaded 8 B allreduce made
+/// two such registrations per member).
+pub(crate) const IO_STAGE: usize = 4096;
 /// Connections one ctx may export: the host and up to 255 peers.
 const MAX_CONNS: u16 = crate::proto::MAX_MEMBERS as u16 + 1;
 
@@ -174,10 +181,14 @@ struct Import {
 
 /// A one-sided transfer in flight and what it holds.
 struct Io {
+    /// The transfer's own registration of `mem` (null when it goes through a staging slot).
     local_mmap: *mut sys::doca_mmap,
-    /// Borrowed from `Rdma::imports` (entry `remote_key`), which counts this transfer.
+    /// The staging slot the transfer goes through instead, if it is small.
+    stage: Option<usize>,
+    /// A read (the slot's bytes are copied into `mem` when it finishes).
+    read: bool,
+    /// Borrowed from `Rdma::imports` (the entry with this mmap), which counts this transfer.
     remote_mmap: *mut sys::doca_mmap,
-    remote_key: Vec<u8>,
     local_buf: *mut sys::doca_buf,
     remote_buf: *mut sys::doca_buf,
     /// The local side: filled by a read, the source of a write. Its heap block does not move
@@ -200,6 +211,9 @@ pub(crate) struct Rdma {
     send_mmap: *mut sys::doca_mmap,
     send_bufs: Vec<*mut sys::doca_buf>,
     send_free: Vec<usize>,
+    /// The staging area's registration and its free slots ([`IO_STAGE`] bytes each).
+    stage_mmap: *mut sys::doca_mmap,
+    stage_free: Vec<usize>,
     io: HashMap<u64, Io>,
     next_io: u64,
     /// Host mmaps imported from their mkeys, kept across collectives: an import maps the
@@ -209,6 +223,7 @@ pub(crate) struct Rdma {
     // Last: freed after the mmaps over them.
     recv_area: Area,
     send_area: Area,
+    stage_area: Area,
 }
 
 /// Creates and starts an mmap over `[ptr, ptr + len)`.
@@ -252,11 +267,14 @@ impl Rdma {
             send_mmap: ptr::null_mut(),
             send_bufs: Vec::new(),
             send_free: (0..SEND_SLOTS).rev().collect(),
+            stage_mmap: ptr::null_mut(),
+            stage_free: (0..IO_MAX).rev().collect(),
             io: HashMap::new(),
             next_io: 0,
             imports: HashMap::new(),
             recv_area: Area::new(RECV_SLOTS * SLOT)?,
             send_area: Area::new(SEND_SLOTS * SLOT)?,
+            stage_area: Area::new(IO_MAX * IO_STAGE)?,
         };
         // SAFETY: plain DOCA setup on objects `me` owns; its Drop tears down whatever was
         // created if a step fails. Every pointer is fresh from DOCA or an out-pointer.
@@ -309,6 +327,7 @@ impl Rdma {
             let lrw = sys::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE;
             me.recv_mmap = local_mmap(me.dev, me.recv_area.ptr, RECV_SLOTS * SLOT, lrw)?;
             me.send_mmap = local_mmap(me.dev, me.send_area.ptr, SEND_SLOTS * SLOT, lrw)?;
+            me.stage_mmap = local_mmap(me.dev, me.stage_area.ptr, IO_MAX * IO_STAGE, lrw)?;
             for k in 0..RECV_SLOTS {
                 let mut b = ptr::null_mut();
                 let p = me.recv_area.ptr.add(k * SLOT).cast::<c_void>();
@@ -505,28 +524,44 @@ impl Rdma {
         let id = self.next_io;
         let mut io = Io {
             local_mmap: ptr::null_mut(),
+            stage: None,
+            read: !write,
             remote_mmap: ptr::null_mut(),
-            remote_key: Vec::new(),
             local_buf: ptr::null_mut(),
             remote_buf: ptr::null_mut(),
             mem: Vec::new(),
         };
         let len = mem.len();
-        // SAFETY: the local mmap covers `mem`'s heap block, which moves into `io` (moving a
-        // Vec does not move its block) and stays untouched until `finish_io`; the remote
+        if len <= IO_STAGE {
+            io.stage = self.stage_free.pop();
+        }
+        // SAFETY: the local side is either a staging slot (IO_STAGE bytes of the staging
+        // area, registered for the ctx's life and lent to this transfer alone until
+        // `release`) or `mem`'s heap block under its own mmap, which moves into `io` (moving
+        // a Vec does not move its block) and stays untouched until `finish_io`; the remote
         // mmap is imported from the host's export and only used through buffers inside it;
         // everything created is released by `release` on failure.
         let r = unsafe {
             (|| {
-                let lrw = sys::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE;
-                io.local_mmap = local_mmap(self.dev, mem.as_mut_ptr(), len, lrw)?;
+                let (local_mmap, lp) = match io.stage {
+                    Some(k) => {
+                        let slot = self.stage_area.ptr.add(k * IO_STAGE);
+                        if write {
+                            ptr::copy_nonoverlapping(mem.as_ptr(), slot, len);
+                        }
+                        (self.stage_mmap, slot.cast::<c_void>())
+                    }
+                    None => {
+                        let lrw = sys::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE;
+                        io.local_mmap = local_mmap(self.dev, mem.as_mut_ptr(), len, lrw)?;
+                        (io.local_mmap, mem.as_mut_ptr().cast::<c_void>())
+                    }
+                };
                 io.remote_mmap = self.import(mkey)?;
-                io.remote_key = mkey.to_vec();
-                let lp = mem.as_mut_ptr().cast::<c_void>();
                 let rp = va as usize as *mut c_void;
                 if write {
                     let mut t = ptr::null_mut();
-                    ok(sys::doca_buf_inventory_buf_get_by_data(self.inv, io.local_mmap, lp, len, &mut io.local_buf))?;
+                    ok(sys::doca_buf_inventory_buf_get_by_data(self.inv, local_mmap, lp, len, &mut io.local_buf))?;
                     ok(sys::doca_buf_inventory_buf_get_by_addr(self.inv, io.remote_mmap, rp, len, &mut io.remote_buf))?;
                     ok(sys::doca_rdma_task_write_allocate_init(
                         self.rdma,
@@ -540,7 +575,7 @@ impl Rdma {
                     ok(sys::doca_task_submit(task)).inspect_err(|_| sys::doca_task_free(task))
                 } else {
                     let mut t = ptr::null_mut();
-                    ok(sys::doca_buf_inventory_buf_get_by_addr(self.inv, io.local_mmap, lp, len, &mut io.local_buf))?;
+                    ok(sys::doca_buf_inventory_buf_get_by_addr(self.inv, local_mmap, lp, len, &mut io.local_buf))?;
                     ok(sys::doca_buf_inventory_buf_get_by_data(self.inv, io.remote_mmap, rp, len, &mut io.remote_buf))?;
                     ok(sys::doca_rdma_task_read_allocate_init(
                         self.rdma,
@@ -573,6 +608,14 @@ impl Rdma {
     /// Releases transfer `id`'s resources after its completion event; returns its memory.
     pub(crate) fn finish_io(&mut self, id: u64) -> Option<Vec<u8>> {
         let mut io = self.io.remove(&id)?;
+        if let (Some(k), true) = (io.stage, io.read) {
+            // SAFETY: the transfer completed, so the slot holds what the read brought (or,
+            // if it failed, bytes the caller drops); `mem` has the transfer's length, at
+            // most IO_STAGE.
+            unsafe {
+                ptr::copy_nonoverlapping(self.stage_area.ptr.add(k * IO_STAGE), io.mem.as_mut_ptr(), io.mem.len())
+            };
+        }
         // SAFETY: the transfer's task completed (its event came), so nothing uses them.
         unsafe { self.release(&mut io) };
         Some(std::mem::take(&mut io.mem))
@@ -613,11 +656,15 @@ impl Rdma {
                 io.local_mmap = ptr::null_mut();
             }
         }
+        if let Some(k) = io.stage.take() {
+            self.stage_free.push(k);
+        }
         if !io.remote_mmap.is_null() {
-            io.remote_mmap = ptr::null_mut();
-            if let Some(i) = self.imports.get_mut(&io.remote_key) {
+            // By its mmap: few imports are kept, and hashing the key again costs more.
+            if let Some(i) = self.imports.values_mut().find(|i| i.mmap == io.remote_mmap) {
                 i.users -= 1;
             }
+            io.remote_mmap = ptr::null_mut();
         }
         if self.imports.len() > MAX_IMPORTS {
             self.imports.retain(|_, i| {
@@ -677,7 +724,7 @@ impl Drop for Rdma {
                 sys::doca_buf_inventory_stop(self.inv);
                 sys::doca_buf_inventory_destroy(self.inv);
             }
-            for m in [self.recv_mmap, self.send_mmap] {
+            for m in [self.recv_mmap, self.send_mmap, self.stage_mmap] {
                 if !m.is_null() {
                     sys::doca_mmap_stop(m);
                     sys::doca_mmap_destroy(m);
