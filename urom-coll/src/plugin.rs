@@ -21,6 +21,9 @@ use crate::rdma::{status as status_from, Event, Rdma, CHUNK, CHUNK_MAGIC, HDR, I
 const SEND_WINDOW_BYTES: usize = 8 << 20;
 /// The largest message a peer may announce (the soft provider's own message limit).
 const MAX_MESSAGE: u64 = 1 << 30;
+/// Passes of one progress call at most (see [`CollPlugin::step`]): the input's read and the
+/// result's write, and one more for a transfer that a completed one made room for.
+const PASSES_PER_STEP: usize = 3;
 /// Control datagrams handled per progress call.
 const DRAIN_PER_PROGRESS: usize = 64;
 /// Magic of a hello datagram ("DCH1").
@@ -256,10 +259,12 @@ impl Group {
     }
 
     /// Starts host transfers for collectives that need one, while transfer slots are free.
-    fn start_io(&mut self, net: &mut Rdma) {
+    /// Whether it started any.
+    fn start_io(&mut self, net: &mut Rdma) -> bool {
+        let mut any = false;
         for op in self.ops.iter_mut() {
             if net.io_in_flight() >= IO_MAX {
-                return;
+                return any;
             }
             let OpKind::Coll { src, dst, .. } = &op.kind else { continue };
             let started = match &mut op.stage {
@@ -274,8 +279,10 @@ impl Group {
                 }
                 _ => continue,
             };
+            any |= started.is_ok();
             op.stage = started.unwrap_or_else(|s| Stage::Failed(s, format!("RDMA transfer with the host failed: {s}")));
         }
+        any
     }
 
     /// Submits ready collectives to the engine, in command order.
@@ -676,6 +683,22 @@ impl CollPlugin {
     }
 
     fn step(&mut self, out: &mut Notifications) {
+        // A pass that started a transfer with the host goes round again: a transfer may have
+        // completed already (the soft provider moves the bytes at submit and queues the
+        // completion for the next `doca_pe_progress`), and taking it now saves the collective
+        // a trip round the worker's loop twice (the read of its input, the write of its
+        // result), each a `sched_yield` when the loop sees no progress. On hardware the
+        // second pass finds nothing and costs one empty `doca_pe_progress`.
+        for _ in 0..PASSES_PER_STEP {
+            if !self.pass(out) {
+                break;
+            }
+        }
+        self.answer(out);
+    }
+
+    /// One pass of [`CollPlugin::step`]; whether it started a transfer with the host.
+    fn pass(&mut self, out: &mut Notifications) -> bool {
         if self.net.progress() {
             // RDMA completions (chunks in or out, host transfers): a long collective is
             // moving even while it has nothing to answer yet.
@@ -693,24 +716,23 @@ impl CollPlugin {
             self.drain_socket();
             self.send_hellos();
         }
-        if let State::Active(g) = &mut self.state {
-            g.start_io(&mut self.net);
-            g.submit();
-            if g.all_connected() || g.mail.error.is_some() {
-                for c in g.comm.progress(&mut g.mail) {
-                    g.on_completion(c);
-                }
-                // Abort notices and strays of collectives no longer in flight are never asked
-                // for: drop them (sequence numbers wrap, hence the signed distance).
-                let oldest = g.comm.next_seq().wrapping_sub(g.comm.in_flight() as u32);
-                if g.comm.in_flight() == 0 || g.mail.matcher.len() > 1024 {
-                    g.mail.matcher.retain(|_, t| (t.seq().wrapping_sub(oldest) as i32) >= 0);
-                }
-                g.pump(&mut self.net);
+        let State::Active(g) = &mut self.state else { return false };
+        let mut started = g.start_io(&mut self.net);
+        g.submit();
+        if g.all_connected() || g.mail.error.is_some() {
+            for c in g.comm.progress(&mut g.mail) {
+                g.on_completion(c);
             }
-            g.start_io(&mut self.net);
+            // Abort notices and strays of collectives no longer in flight are never asked
+            // for: drop them (sequence numbers wrap, hence the signed distance).
+            let oldest = g.comm.next_seq().wrapping_sub(g.comm.in_flight() as u32);
+            if g.comm.in_flight() == 0 || g.mail.matcher.len() > 1024 {
+                g.mail.matcher.retain(|_, t| (t.seq().wrapping_sub(oldest) as i32) >= 0);
+            }
+            g.pump(&mut self.net);
         }
-        self.answer(out);
+        started |= g.start_io(&mut self.net);
+        started
     }
 }
 
