@@ -316,41 +316,65 @@ fn contexts_kept_past_the_shutdown_are_destroyed_newest_first() {
 }
 
 /// Wakes the task awaiting it from another thread, `after` a pause that the thread spends
-/// busy (short) or asleep (long), once the task has gone `Pending`.
+/// busy (short) or asleep (long), once the task has gone `Pending`. One thread serves every
+/// kick, started once and ended when the kick is dropped: a thread spawned per kick took
+/// longer to start than the short waits it was to time (under a sanitizer, always longer
+/// than the learned spin's ceiling).
 struct RemoteKick {
+    shared: Arc<KickShared>,
+    requests: std::sync::mpsc::Sender<Duration>,
+}
+
+#[derive(Default)]
+struct KickShared {
     waker: std::sync::Mutex<Option<Waker>>,
     fired: std::sync::atomic::AtomicBool,
 }
 
 impl RemoteKick {
-    fn arm(self: &Arc<Self>, after: Duration) -> impl std::future::Future<Output = ()> + '_ {
+    /// The kicking thread runs on `cpu` when it exists (away from the executor's).
+    fn new(cpu: usize) -> RemoteKick {
         use std::sync::atomic::Ordering;
-        self.fired.store(false, Ordering::SeqCst);
-        let kick = self.clone();
+        let shared = Arc::new(KickShared::default());
+        let (requests, rx) = std::sync::mpsc::channel::<Duration>();
+        let kick = shared.clone();
         std::thread::spawn(move || {
-            // Wait for the task to park its waker, then for the pause, then wake it.
-            let waker = loop {
-                if let Some(w) = kick.waker.lock().unwrap().take() {
-                    break w;
-                }
-                std::hint::spin_loop();
-            };
-            if after >= Duration::from_millis(1) {
-                std::thread::sleep(after);
-            } else {
-                let t = std::time::Instant::now();
-                while t.elapsed() < after {
-                    std::hint::spin_loop();
-                }
+            // Best effort: a machine without that CPU (or a cpuset without it) runs it anywhere.
+            if let Ok(set) = crate::CpuSet::from_cpus([cpu]) {
+                let _ = set.pin_current_thread();
             }
-            kick.fired.store(true, Ordering::SeqCst);
-            waker.wake();
+            while let Ok(after) = rx.recv() {
+                // Wait for the task to park its waker, then for the pause, then wake it.
+                let waker = loop {
+                    if let Some(w) = kick.waker.lock().unwrap().take() {
+                        break w;
+                    }
+                    std::hint::spin_loop();
+                };
+                if after >= Duration::from_millis(1) {
+                    std::thread::sleep(after);
+                } else {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < after {
+                        std::hint::spin_loop();
+                    }
+                }
+                kick.fired.store(true, Ordering::SeqCst);
+                waker.wake();
+            }
         });
+        RemoteKick { shared, requests }
+    }
+
+    fn arm(&self, after: Duration) -> impl std::future::Future<Output = ()> + '_ {
+        use std::sync::atomic::Ordering;
+        self.shared.fired.store(false, Ordering::SeqCst);
+        self.requests.send(after).expect("the kicking thread lives as long as the kick");
         std::future::poll_fn(move |cx| {
-            if self.fired.load(Ordering::SeqCst) {
+            if self.shared.fired.load(Ordering::SeqCst) {
                 return std::task::Poll::Ready(());
             }
-            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            *self.shared.waker.lock().unwrap() = Some(cx.waker().clone());
             std::task::Poll::Pending
         })
     }
@@ -364,7 +388,7 @@ fn an_adaptive_executor_learns_to_spin_through_short_waits_and_unlearns_after_lo
     let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(IdleMode::Adaptive(floor)).build().unwrap();
     let (raised, after_long) = rt
         .block_on(rt.spawn(async move {
-            let kick = Arc::new(RemoteKick { waker: Default::default(), fired: Default::default() });
+            let kick = RemoteKick::new(1);
             let budget = || with_current(|c| c.learned_spin.budget()).unwrap();
             // Waits of 5 ms: spinning is waste; each halves the budget toward the floor (the
             // executor may have learned something from its start already).
