@@ -249,14 +249,22 @@ impl Channel {
     /// While packets wait in such a queue the answer is always `false`: they are counted and
     /// the reader cannot have taken them, so the caller needs no check of its own.
     pub(crate) fn try_send(&mut self, msg: &[u8]) -> bool {
+        self.try_send_parts(&[msg])
+    }
+
+    /// [`Channel::try_send`] of the message that is `parts` one after the other, copied
+    /// straight into the slot (a header built on the stack and a borrowed body need no
+    /// buffer of their own).
+    pub(crate) fn try_send_parts(&mut self, parts: &[&[u8]]) -> bool {
         if !self.peer_attached {
             if self.header().attached.load(Acquire) == 0 {
                 return false;
             }
             self.peer_attached = true;
         }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let ring = &self.header().rings[self.tx];
-        if msg.len() > SLOT_BYTES || ring.reader.socket_taken.load(Acquire) != self.socket_sent {
+        if len > SLOT_BYTES || ring.reader.socket_taken.load(Acquire) != self.socket_sent {
             return false;
         }
         let head = ring.reader.head.load(Acquire);
@@ -266,11 +274,16 @@ impl Channel {
             return false;
         }
         let cursor = self.tail;
-        // SAFETY: the slot is SLOT_BYTES long and msg.len() <= SLOT_BYTES; the reader does
-        // not read it until `tail` says so, and it consumed the slot's previous message
-        // (head > cursor - SLOTS), so nobody else touches it now.
-        unsafe { core::ptr::copy_nonoverlapping(msg.as_ptr(), self.slot(self.tx, cursor), msg.len()) };
-        ring.lens[(cursor % SLOTS) as usize].store(msg.len() as u32, Relaxed);
+        let slot = self.slot(self.tx, cursor);
+        let mut at = 0;
+        for p in parts {
+            // SAFETY: the slot is SLOT_BYTES long and the parts' total length is at most
+            // SLOT_BYTES; the reader does not read it until `tail` says so, and it consumed
+            // the slot's previous message (head > cursor - SLOTS), so nobody else touches it.
+            unsafe { core::ptr::copy_nonoverlapping(p.as_ptr(), slot.add(at), p.len()) };
+            at += p.len();
+        }
+        ring.lens[(cursor % SLOTS) as usize].store(len as u32, Relaxed);
         ring.writer.tail.store(cursor + 1, Release);
         fence(SeqCst);
         if ring.sleep.sleeping.load(Relaxed) != 0 && ring.sleep.sleeping.swap(0, AcqRel) != 0 {
@@ -417,6 +430,17 @@ mod tests {
             assert!(w.try_send(&[i as u8; SLOT_BYTES]));
             assert_eq!(recv(&mut h).unwrap(), [i as u8; SLOT_BYTES]);
         }
+    }
+
+    #[test]
+    fn a_message_in_parts_arrives_whole() {
+        let (mut h, mut w) = pair();
+        assert!(h.try_send_parts(&[b"head", b"", b"body"]));
+        assert_eq!(recv(&mut w).unwrap(), b"headbody");
+        let half = vec![7u8; SLOT_BYTES / 2];
+        assert!(h.try_send_parts(&[&half, &half]), "exactly a slot");
+        assert_eq!(recv(&mut w).unwrap(), [half.clone(), half.clone()].concat());
+        assert!(!h.try_send_parts(&[&half, &half, b"x"]), "a byte more than a slot");
     }
 
     #[test]

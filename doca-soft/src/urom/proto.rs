@@ -268,8 +268,11 @@ impl<'a> Reader<'a> {
         Ok(doca_error_t(self.u32()? as i32))
     }
     fn bytes(&mut self) -> R<Vec<u8>> {
+        Ok(self.bytes_ref()?.to_vec())
+    }
+    fn bytes_ref(&mut self) -> R<&'a [u8]> {
         let n = self.u32()? as usize;
-        Ok(self.take(n)?.to_vec())
+        self.take(n)
     }
     fn str(&mut self) -> R<String> {
         String::from_utf8(self.bytes()?).map_err(|_| DOCA_ERROR_INVALID_VALUE)
@@ -462,16 +465,61 @@ impl Reply {
     }
 }
 
+/// Bytes of a `Command` packet before its payload: tag, ctx, plugin, the payload's length.
+pub const COMMAND_HEAD: usize = 4 + 8 + 8 + 4;
+/// Bytes of a `Notify` packet before its notification: tag, ctx, plugin, status, length.
+pub const NOTIFY_HEAD: usize = 4 + 8 + 8 + 4 + 4;
+
+/// A `Command` whose payload is borrowed from the packet ([`HostToWorker::decode_command`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandRef<'a> {
+    pub ctx: u64,
+    pub plugin: u64,
+    pub payload: &'a [u8],
+}
+
+/// A `Notify` whose notification is borrowed from the packet ([`WorkerToHost::decode_notify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotifyRef<'a> {
+    pub ctx: u64,
+    pub plugin: u64,
+    pub status: doca_error_t,
+    pub packed: &'a [u8],
+}
+
 impl HostToWorker {
-    /// The packet of a `Command`, from a borrowed payload: what the host sends for every
-    /// command task, without first copying the payload into a message to encode it.
+    /// The bytes of a `Command` packet before its payload. The packet is these bytes then the
+    /// payload: a sender that writes both into place (a channel slot) needs no packet buffer.
+    pub fn command_head(ctx: u64, plugin: u64, payload_len: usize) -> [u8; COMMAND_HEAD] {
+        let mut h = [0u8; COMMAND_HEAD];
+        h[..4].copy_from_slice(&1u32.to_le_bytes());
+        h[4..12].copy_from_slice(&ctx.to_le_bytes());
+        h[12..20].copy_from_slice(&plugin.to_le_bytes());
+        // Bounded by max_msg_size, far below 4 GiB (as `Writer::len`).
+        h[20..].copy_from_slice(&u32::try_from(payload_len).expect("UROM wire field longer than 4 GiB").to_le_bytes());
+        h
+    }
+
+    /// The packet of a `Command`, from a borrowed payload: [`HostToWorker::command_head`] and
+    /// the payload in one buffer of their exact size.
     pub fn encode_command(ctx: u64, plugin: u64, payload: &[u8]) -> Vec<u8> {
-        // tag, ctx, plugin, the payload's length, the payload.
-        let mut w = Writer::with_capacity(1, 4 + 8 + 8 + 4 + payload.len());
-        w.u64(ctx);
-        w.u64(plugin);
-        w.bytes(payload);
-        w.0
+        let mut v = Vec::with_capacity(COMMAND_HEAD + payload.len());
+        v.extend_from_slice(&Self::command_head(ctx, plugin, payload.len()));
+        v.extend_from_slice(payload);
+        v
+    }
+
+    /// A `Command` packet, its payload borrowed from `buf` (what a
+    /// worker does with every command: no copy before the one into the plugin's desc).
+    /// `Ok(None)`: another message, for [`HostToWorker::decode`]. As strict as `decode`: a
+    /// malformed command is `DOCA_ERROR_INVALID_VALUE`.
+    pub fn decode_command(buf: &[u8]) -> Result<Option<CommandRef<'_>>, doca_error_t> {
+        let mut r = Reader { buf };
+        if r.u32()? != 1 {
+            return Ok(None);
+        }
+        let c = CommandRef { ctx: r.u64()?, plugin: r.u64()?, payload: r.bytes_ref()? };
+        r.end(Some(c))
     }
 
     /// The packet for this message.
@@ -514,26 +562,42 @@ impl HostToWorker {
 }
 
 impl WorkerToHost {
+    /// The bytes of a `Notify` packet before its notification (see
+    /// [`HostToWorker::command_head`]).
+    pub fn notify_head(ctx: u64, plugin: u64, status: doca_error_t, packed_len: usize) -> [u8; NOTIFY_HEAD] {
+        let mut h = [0u8; NOTIFY_HEAD];
+        h[..4].copy_from_slice(&1u32.to_le_bytes());
+        h[4..12].copy_from_slice(&ctx.to_le_bytes());
+        h[12..20].copy_from_slice(&plugin.to_le_bytes());
+        h[20..24].copy_from_slice(&status.0.to_le_bytes());
+        h[24..].copy_from_slice(&u32::try_from(packed_len).expect("UROM wire field longer than 4 GiB").to_le_bytes());
+        h
+    }
+
     /// The packet for this message.
     pub fn encode(&self) -> Vec<u8> {
         let WorkerToHost::Notify { ctx, plugin, status, packed } = self;
-        // tag, ctx, plugin, status, the notification's length, the notification.
-        let mut w = Writer::with_capacity(1, 4 + 8 + 8 + 4 + 4 + packed.len());
-        w.u64(*ctx);
-        w.u64(*plugin);
-        w.status(*status);
-        w.bytes(packed);
-        w.0
+        let mut v = Vec::with_capacity(NOTIFY_HEAD + packed.len());
+        v.extend_from_slice(&Self::notify_head(*ctx, *plugin, *status, packed.len()));
+        v.extend_from_slice(packed);
+        v
+    }
+
+    /// Decodes one packet exactly, the notification borrowed from `buf`; anything else is
+    /// `DOCA_ERROR_INVALID_VALUE`.
+    pub fn decode_notify(buf: &[u8]) -> Result<NotifyRef<'_>, doca_error_t> {
+        let mut r = Reader { buf };
+        let n = match r.u32()? {
+            1 => NotifyRef { ctx: r.u64()?, plugin: r.u64()?, status: r.status()?, packed: r.bytes_ref()? },
+            _ => return Err(DOCA_ERROR_INVALID_VALUE),
+        };
+        r.end(n)
     }
 
     /// Decodes one packet exactly; anything else is `DOCA_ERROR_INVALID_VALUE`.
     pub fn decode(buf: &[u8]) -> Result<Self, doca_error_t> {
-        let mut r = Reader { buf };
-        let m = match r.u32()? {
-            1 => WorkerToHost::Notify { ctx: r.u64()?, plugin: r.u64()?, status: r.status()?, packed: r.bytes()? },
-            _ => return Err(DOCA_ERROR_INVALID_VALUE),
-        };
-        r.end(m)
+        let n = Self::decode_notify(buf)?;
+        Ok(WorkerToHost::Notify { ctx: n.ctx, plugin: n.plugin, status: n.status, packed: n.packed.to_vec() })
     }
 }
 

@@ -735,6 +735,27 @@ impl Worker<'_> {
         for _ in 0..READ_BATCH {
             let Some(i) = self.conns.iter().position(|c| c.id == id && !c.dead) else { return };
             let Some((n, passed)) = self.next_message(i, &mut socket) else { return };
+            if passed.is_empty() {
+                // The common message, decoded in place: its payload is copied once, into the
+                // plugin's desc. (`recv_buf` is lent out of `self` for the call.)
+                let buf = std::mem::take(&mut self.recv_buf);
+                let handled = match HostToWorker::decode_command(&buf[..n]) {
+                    Ok(Some(c)) => {
+                        self.command(id, c.ctx, c.plugin, c.payload);
+                        true
+                    }
+                    Ok(None) => false,
+                    Err(_) => {
+                        log_at!(self.log(), Warn, "connection {id}: protocol error; dropping it");
+                        self.kill_conn(id);
+                        true
+                    }
+                };
+                self.recv_buf = buf;
+                if handled {
+                    continue;
+                }
+            }
             let msg = HostToWorker::decode(&self.recv_buf[..n]);
             // Only a channel comes with descriptors.
             if !passed.is_empty() && !matches!(msg, Ok(HostToWorker::Channel { .. })) {
@@ -750,6 +771,7 @@ impl Worker<'_> {
                         return;
                     }
                 }
+                // Only one that came with descriptors gets here (and is refused above).
                 Ok(HostToWorker::Command { ctx, plugin, payload }) => self.command(id, ctx, plugin, &payload),
                 Ok(HostToWorker::DomainCreate { ctx, domain }) => {
                     DOMAINS.with(|d| {
@@ -757,7 +779,7 @@ impl Worker<'_> {
                         d.retain(|i| !(i.conn == id && i.key == ctx));
                         d.push(Installed { conn: id, key: ctx, domain });
                     });
-                    self.notify(id, ctx, PLUGIN_NONE, DOCA_SUCCESS, Vec::new());
+                    self.notify(id, ctx, PLUGIN_NONE, DOCA_SUCCESS, &[]);
                 }
                 Ok(HostToWorker::DomainDestroy { ctx }) => {
                     let found = DOMAINS.with(|d| {
@@ -767,7 +789,7 @@ impl Worker<'_> {
                         d.len() != before
                     });
                     let st = if found { DOCA_SUCCESS } else { DOCA_ERROR_NOT_FOUND };
-                    self.notify(id, ctx, PLUGIN_NONE, st, Vec::new());
+                    self.notify(id, ctx, PLUGIN_NONE, st, &[]);
                 }
                 Err(_) => {
                     log_at!(self.log(), Warn, "connection {id}: protocol error; dropping it");
@@ -796,13 +818,13 @@ impl Worker<'_> {
 
     fn command(&mut self, conn: u64, ctx: u64, plugin: u64, payload: &[u8]) {
         let Some(slot) = self.slot_for(plugin) else {
-            self.notify(conn, ctx, plugin, DOCA_ERROR_NOT_FOUND, Vec::new());
+            self.notify(conn, ctx, plugin, DOCA_ERROR_NOT_FOUND, &[]);
             return;
         };
         let max = self.setup.max_inflight;
         match self.conn_mut(conn) {
             Some(c) if c.outstanding >= max => {
-                self.notify(conn, ctx, plugin, DOCA_ERROR_FULL, Vec::new());
+                self.notify(conn, ctx, plugin, DOCA_ERROR_FULL, &[]);
                 return;
             }
             Some(_) => {}
@@ -812,7 +834,7 @@ impl Worker<'_> {
         // SAFETY: malloc of a positive size; the plugin frees the entry with free().
         let desc = unsafe { libc::malloc(size) }.cast::<urom_worker_cmd_desc>();
         if desc.is_null() {
-            self.notify(conn, ctx, plugin, DOCA_ERROR_NO_MEMORY, Vec::new());
+            self.notify(conn, ctx, plugin, DOCA_ERROR_NO_MEMORY, &[]);
             return;
         }
         let head_p: *mut ucs_list_link = &mut *self.list;
@@ -846,10 +868,10 @@ impl Worker<'_> {
         }
         if st != DOCA_SUCCESS {
             log_at!(self.log(), Debug, "worker_cmd of plugin {plugin:#x} failed: {}", err_name(st));
-            self.notify(conn, ctx, plugin, st, Vec::new());
+            self.notify(conn, ctx, plugin, st, &[]);
         } else if !left.is_empty() {
             log_at!(self.log(), Warn, "plugin {plugin:#x} left a command on the list; answered UNEXPECTED");
-            self.notify(conn, ctx, plugin, DOCA_ERROR_UNEXPECTED, Vec::new());
+            self.notify(conn, ctx, plugin, DOCA_ERROR_UNEXPECTED, &[]);
         } else {
             // SAFETY: slot is live.
             unsafe { (*slot).outstanding += 1 };
@@ -892,7 +914,7 @@ impl Worker<'_> {
     /// Packs one notification, sends it to its connection, frees it.
     fn deliver(&mut self, slot: *mut Slot, desc: *mut urom_worker_notif_desc) {
         // SAFETY: `desc` is a live notif desc the plugin handed over; slot is live.
-        let (conn, ctx, plugin, status, packed) = unsafe {
+        let (conn, ctx, plugin, status, body) = unsafe {
             let notif = addr_of_mut!((*desc).worker_notif);
             let pack = (*slot).ctx.iface.notif_pack.expect("checked non-NULL at load");
             let cap = self.pack_buf.len();
@@ -900,15 +922,16 @@ impl Worker<'_> {
             let st = pack(notif, &mut len, self.pack_buf.as_mut_ptr().cast());
             // NVIDIA's wire: the plugin packs header + body; the host gets only the body and
             // the header's status (docs/urom-soft.md, "The worker").
-            let (status, packed) = match st {
+            let (status, body) = match st {
                 DOCA_SUCCESS if len <= cap => match urom_notify_unpack(&self.pack_buf[..len]) {
-                    Some((status, body)) => (status, body.to_vec()),
-                    None => (DOCA_ERROR_UNEXPECTED, Vec::new()),
+                    // The body follows the header (`urom_notify_unpack`'s layout).
+                    Some((status, body)) => (status, UROM_NOTIFY_HEADER_LEN..UROM_NOTIFY_HEADER_LEN + body.len()),
+                    None => (DOCA_ERROR_UNEXPECTED, 0..0),
                 },
-                DOCA_SUCCESS => (DOCA_ERROR_TOO_BIG, Vec::new()),
-                e => (e, Vec::new()),
+                DOCA_SUCCESS => (DOCA_ERROR_TOO_BIG, 0..0),
+                e => (e, 0..0),
             };
-            let r = ((*desc).dest_id, (*notif).urom_context, (*slot).plugin, status, packed);
+            let r = ((*desc).dest_id, (*notif).urom_context, (*slot).plugin, status, body);
             libc::free(desc.cast());
             r
         };
@@ -920,19 +943,25 @@ impl Worker<'_> {
             log_at!(self.log(), Debug, "notification for closed connection {conn} dropped");
             return;
         }
-        self.notify(conn, ctx, plugin, status, packed);
+        // The body goes from the pack buffer straight into the channel (lent out of `self`).
+        let buf = std::mem::take(&mut self.pack_buf);
+        self.notify(conn, ctx, plugin, status, &buf[body]);
+        self.pack_buf = buf;
     }
 
-    fn notify(&mut self, conn: u64, ctx: u64, plugin: u64, status: doca_error_t, packed: Vec<u8>) {
-        let msg = WorkerToHost::Notify { ctx, plugin, status, packed }.encode();
+    /// Answers `ctx` on connection `conn`: through its channel, the packet's head and `packed`
+    /// copied into the slot, or else as one packet on its socket.
+    fn notify(&mut self, conn: u64, ctx: u64, plugin: u64, status: doca_error_t, packed: &[u8]) {
         let Some(c) = self.conn_mut(conn) else { return };
-        if c.chan.as_mut().is_some_and(|ch| ch.try_send(&msg)) {
+        let head = WorkerToHost::notify_head(ctx, plugin, status, packed.len());
+        if c.chan.as_mut().is_some_and(|ch| ch.try_send_parts(&[&head, packed])) {
             return;
         }
         // On the socket (sent now or queued): counted for the channel's order rule.
         if let Some(ch) = &mut c.chan {
             ch.sent_on_socket();
         }
+        let msg = [&head[..], packed].concat();
         if c.outbox.is_empty() {
             match proto::send_msg(c.fd.as_fd(), &msg, None) {
                 Ok(()) => return,

@@ -124,6 +124,19 @@ impl Conn {
         if self.chan.as_mut().is_some_and(|ch| ch.try_send(&msg)) {
             return Ok(());
         }
+        self.send_on_socket(msg)
+    }
+
+    /// [`Conn::send`] of the message that is `parts` one after the other: copied straight
+    /// into a channel slot when it goes that way, joined into one packet only for the socket.
+    pub(crate) fn send_parts(&mut self, parts: &[&[u8]]) -> Result<(), doca_error_t> {
+        if self.chan.as_mut().is_some_and(|ch| ch.try_send_parts(parts)) {
+            return Ok(());
+        }
+        self.send_on_socket(parts.concat())
+    }
+
+    fn send_on_socket(&mut self, msg: Vec<u8>) -> Result<(), doca_error_t> {
         if !self.out.is_empty() {
             self.out.push_back(msg);
             self.flush()?;

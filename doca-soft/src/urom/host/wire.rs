@@ -12,12 +12,7 @@ use crate::urom::proto::{self, CpuSet, Domain, HostToWorker, Request, WorkerToHo
 
 pub(crate) use crate::urom::proto::{Member, PluginAddr, Reply, Seg};
 
-/// A decoded `Notify`.
-pub(crate) struct Notify {
-    pub ctx: u64,
-    pub status: doca_error_t,
-    pub packed: Vec<u8>,
-}
+pub(crate) use crate::urom::proto::NotifyRef as Notify;
 
 /// `doca_cpu_set_t` → wire cpuset (bit n of the set is bit n % 64 of word n / 64).
 pub(crate) fn cpuset_to_wire(c: &doca_cpu_set_t) -> CpuSet {
@@ -67,8 +62,9 @@ pub(crate) fn decode_reply(b: &[u8]) -> Option<Reply> {
     Reply::decode(b).ok()
 }
 
-pub(crate) fn command(ctx: u64, plugin: u64, payload: &[u8]) -> Vec<u8> {
-    HostToWorker::encode_command(ctx, plugin, payload)
+/// The bytes of a `Command` before its payload (the packet is these, then the payload).
+pub(crate) fn command_head(ctx: u64, plugin: u64, payload_len: usize) -> [u8; proto::COMMAND_HEAD] {
+    HostToWorker::command_head(ctx, plugin, payload_len)
 }
 
 pub(crate) fn domain_create(ctx: u64, members: &[Member]) -> Vec<u8> {
@@ -79,11 +75,10 @@ pub(crate) fn domain_destroy(ctx: u64) -> Vec<u8> {
     HostToWorker::DomainDestroy { ctx }.encode()
 }
 
-/// A data-connection message, or None for a packet that does not decode.
-pub(crate) fn decode_notify(b: &[u8]) -> Option<Notify> {
-    match WorkerToHost::decode(b).ok()? {
-        WorkerToHost::Notify { ctx, status, packed, .. } => Some(Notify { ctx, status, packed }),
-    }
+/// A data-connection message, its notification borrowed from `b`, or None for a packet that
+/// does not decode.
+pub(crate) fn decode_notify(b: &[u8]) -> Option<Notify<'_>> {
+    WorkerToHost::decode_notify(b).ok()
 }
 
 /// Bytes of `DomainCreate`'s tag and `ctx`, before the `Domain`.

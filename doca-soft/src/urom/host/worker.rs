@@ -103,6 +103,16 @@ impl DomainReply {
     }
 }
 
+/// What a notification answers ([`doca_urom_worker::take_answer`]).
+enum Answer<'a> {
+    /// A command task and its status: complete it.
+    Task(&'a doca_task, doca_error_t),
+    /// A domain request's reply: fill it.
+    Domain(Rc<DomainReply>, doca_error_t),
+    /// Nothing any more.
+    Late,
+}
+
 /// Where the worker is between start and stop.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Phase {
@@ -258,7 +268,7 @@ impl doca_urom_worker {
         let key = self.next_key();
         let mut data = self.data.borrow_mut();
         let conn = data.as_mut().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
-        conn.send(wire::command(key, p, payload)).map_err(|e| match e {
+        conn.send_parts(&[&wire::command_head(key, p, payload.len()), payload]).map_err(|e| match e {
             // The hang-up is noticed (and the others failed) by progress.
             DOCA_ERROR_CONNECTION_ABORTED => DOCA_ERROR_NOT_CONNECTED,
             e => e,
@@ -321,32 +331,31 @@ impl doca_urom_worker {
         self.domain_waits.borrow_mut().retain(|(k, _)| *k != key);
     }
 
-    fn on_notify(&self, n: wire::Notify) {
+    /// Who a notification answers: a command task (its response is copied into the task's
+    /// memory here, while the packet is borrowed), a domain request, or nobody any more.
+    fn take_answer<'a>(&self, n: wire::Notify<'_>) -> Answer<'a> {
         let t = self.inflight.borrow_mut().remove(&n.ctx);
         if let Some(t) = t {
-            // SAFETY: as in break_with.
+            // SAFETY: as in break_with; in-flight tasks outlive their completion.
             let t = unsafe { &*t };
             // SAFETY: only command tasks are in `inflight`.
             let c = unsafe { t.downcast::<doca_urom_worker_cmd_task>() };
             let mut status = n.status;
             if let Some(mem) = self.mem.borrow().as_ref() {
-                if let Err(e) = c.set_response(mem, &n.packed) {
+                if let Err(e) = c.set_response(mem, n.packed) {
                     if status == DOCA_SUCCESS {
                         status = e;
                     }
                 }
             }
-            task::complete(t, status);
-            return;
+            return Answer::Task(t, status);
         }
         let r = {
             let mut w = self.domain_waits.borrow_mut();
             w.iter().position(|(k, _)| *k == n.ctx).map(|i| w.remove(i).1)
         };
-        if let Some(r) = r {
-            r.fill(n.status);
-        }
-        // Otherwise a late answer to something already failed or withdrawn: nothing to do.
+        // None: a late answer to something already failed or withdrawn.
+        r.map_or(Answer::Late, |r| Answer::Domain(r, n.status))
     }
 
     fn on_ctrl(&self, reply: Reply, fd: Option<std::os::fd::OwnedFd>) {
@@ -462,10 +471,14 @@ impl doca_urom_worker {
                 }
                 Recv::Packet(n, _fd) => {
                     did = true;
-                    let notify = wire::decode_notify(conn.packet(n));
+                    // The notification is read in place; the answer's completion runs once the
+                    // connection is no longer borrowed (its callback may submit again).
+                    let answer = wire::decode_notify(conn.packet(n)).map(|nt| self.take_answer(nt));
                     drop(data);
-                    match notify {
-                        Some(nt) => self.on_notify(nt),
+                    match answer {
+                        Some(Answer::Task(t, status)) => task::complete(t, status),
+                        Some(Answer::Domain(r, status)) => r.fill(status),
+                        Some(Answer::Late) => {}
                         None => {
                             self.break_with(DOCA_ERROR_CONNECTION_ABORTED);
                             return true;

@@ -258,3 +258,32 @@ fn commands_and_notifications_are_encoded_into_one_buffer_of_their_exact_size() 
         assert_eq!(m.len(), m.capacity(), "notification of {n} bytes");
     }
 }
+
+#[test]
+fn commands_and_notifications_decode_in_place_as_strictly_as_their_owned_forms() {
+    for n in [0, 1, 100, 4000] {
+        let payload = vec![0x5a; n];
+        // The head and the payload, written side by side, are the packet.
+        let c = HostToWorker::encode_command(7, 2, &payload);
+        assert_eq!([&HostToWorker::command_head(7, 2, n)[..], &payload].concat(), c);
+        assert_eq!(HostToWorker::decode_command(&c), Ok(Some(CommandRef { ctx: 7, plugin: 2, payload: &payload[..] })));
+        let packed = vec![0xa5; n];
+        let m = WorkerToHost::Notify { ctx: 9, plugin: 4, status: DOCA_ERROR_AGAIN, packed: packed.clone() }.encode();
+        assert_eq!([&WorkerToHost::notify_head(9, 4, DOCA_ERROR_AGAIN, n)[..], &packed].concat(), m);
+        let got = WorkerToHost::decode_notify(&m).unwrap();
+        assert_eq!((got.ctx, got.plugin, got.status, got.packed), (9, 4, DOCA_ERROR_AGAIN, &packed[..]));
+        // A byte short or a byte over: refused, as `decode` refuses it.
+        for bad in [&c[..c.len() - 1], &[&c[..], &[0u8][..]].concat()[..]] {
+            assert_eq!(HostToWorker::decode_command(bad), Err(DOCA_ERROR_INVALID_VALUE));
+            assert_eq!(HostToWorker::decode(bad), Err(DOCA_ERROR_INVALID_VALUE));
+        }
+        for bad in [&m[..m.len() - 1], &[&m[..], &[0u8][..]].concat()[..]] {
+            assert_eq!(WorkerToHost::decode_notify(bad), Err(DOCA_ERROR_INVALID_VALUE));
+        }
+    }
+    // Other messages are not commands: `decode` takes them.
+    let d = HostToWorker::DomainDestroy { ctx: 3 }.encode();
+    assert_eq!(HostToWorker::decode_command(&d), Ok(None));
+    assert_eq!(HostToWorker::decode(&d), Ok(HostToWorker::DomainDestroy { ctx: 3 }));
+    assert_eq!(HostToWorker::decode_command(&[1, 0]), Err(DOCA_ERROR_INVALID_VALUE));
+}
