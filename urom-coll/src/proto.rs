@@ -191,6 +191,10 @@ fn code_of<T: PartialEq>(all: &[T], v: &T) -> u8 {
     all.iter().position(|x| x == v).expect("every value is in its table") as u8
 }
 
+/// Bytes of a packed `Cmd::Coll`: tag, seq, four one-byte codes, root, then count and the two
+/// buffers' addresses and lengths.
+const COLL_CMD_LEN: usize = 4 + 4 + 4 + 4 + 5 * 8;
+
 impl Cmd {
     /// The packed command. Panics on fields beyond the format's limits (more than `u32::MAX`
     /// members or blob bytes), which are never valid commands.
@@ -207,7 +211,7 @@ impl Cmd {
                     .u32(tuning.knomial_radix)
                     .done()
             }
-            Cmd::Coll(c) => Writer::default()
+            Cmd::Coll(c) => Writer::with_capacity(COLL_CMD_LEN)
                 .u32(2)
                 .u32(c.seq)
                 .u8(code_of(&KINDS, &c.kind))
@@ -279,7 +283,7 @@ impl Notif {
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Notif::InitDone { worker_blob } => Writer::default().u32(1).bytes(worker_blob).done(),
-            Notif::CollDone { seq } => Writer::default().u32(2).u32(*seq).done(),
+            Notif::CollDone { seq } => Writer::with_capacity(8).u32(2).u32(*seq).done(),
             Notif::FiniDone => Writer::default().u32(3).done(),
             Notif::Failed { seq, reason } => Writer::default().u32(4).u32(*seq).bytes(reason.as_bytes()).done(),
         }
@@ -357,6 +361,11 @@ mod tests {
         for (i, k) in KINDS.into_iter().enumerate() {
             let c = Cmd::Coll(CollSpec { kind: k, ..coll() });
             assert_eq!(c.encode()[8], i as u8);
+            // The per-operation messages are sized up front: one allocation, never grown.
+            let b = c.encode();
+            assert_eq!((b.len(), b.capacity()), (COLL_CMD_LEN, COLL_CMD_LEN));
+            let n = Notif::CollDone { seq: 3 }.encode();
+            assert_eq!(n.len(), n.capacity());
             assert_eq!(Cmd::decode(&c.encode()), Ok(c));
         }
     }

@@ -135,6 +135,13 @@ impl<'a> Reader<'a> {
 pub struct Writer(Vec<u8>);
 
 impl Writer {
+    /// A writer whose buffer holds `bytes` without growing: a message of known size (a
+    /// per-operation command) is then one allocation, where a default writer reallocates as
+    /// it grows.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Writer(Vec::with_capacity(bytes))
+    }
+
     /// Appends a byte.
     pub fn u8(mut self, v: u8) -> Self {
         self.0.push(v);
