@@ -159,6 +159,8 @@ pub(crate) struct Channel {
     my_wake: OwnedFd,
     /// Written by us to wake the peer.
     peer_wake: OwnedFd,
+    /// Whether a send woke the peer since [`Channel::take_woke_peer`] last asked.
+    woke_peer: bool,
 }
 
 impl core::fmt::Debug for Channel {
@@ -208,6 +210,7 @@ impl Channel {
             stash: None,
             my_wake,
             peer_wake,
+            woke_peer: false,
         }
     }
 
@@ -288,9 +291,16 @@ impl Channel {
         fence(SeqCst);
         if ring.sleep.sleeping.load(Relaxed) != 0 && ring.sleep.sleeping.swap(0, AcqRel) != 0 {
             eventfd::signal(self.peer_wake.as_raw_fd());
+            self.woke_peer = true;
         }
         self.tail = cursor + 1;
         true
+    }
+
+    /// Whether a send woke the peer (wrote its eventfd) since the last call: the peer is then
+    /// runnable and may be waiting for a CPU, perhaps this one.
+    pub(crate) fn take_woke_peer(&mut self) -> bool {
+        std::mem::take(&mut self.woke_peer)
     }
 
     /// A message of this direction went on the socket (sent or queued behind others).
@@ -513,8 +523,10 @@ mod tests {
         let mut w = w;
         recv(&mut w).unwrap();
         assert!(w.prepare_sleep());
+        assert!(!h.take_woke_peer(), "no wake-up so far");
         assert!(h.try_send(b"y"));
         assert!(readable(w.wake_fd()), "the sleeper is woken");
+        assert!(h.take_woke_peer() && !h.take_woke_peer(), "the writer knows, once");
         w.drain_wake();
         assert!(h.try_send(b"z"));
         assert!(!readable(w.wake_fd()), "once: the writer cleared the flag");
