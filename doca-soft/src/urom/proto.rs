@@ -197,9 +197,7 @@ impl Writer {
         self.0.extend_from_slice(&v.0.to_le_bytes());
     }
     fn len(&mut self, n: usize) {
-        // Every message is bounded by max_msg_size + 4096 far below 4 GiB; a longer field is
-        // a caller bug that must not silently wrap into a different, valid-looking message.
-        self.u32(u32::try_from(n).expect("UROM wire field longer than 4 GiB"));
+        self.u32(field_len(n));
     }
     fn bytes(&mut self, b: &[u8]) {
         self.len(b.len());
@@ -237,6 +235,26 @@ impl Writer {
             });
         });
     }
+}
+
+/// A field's length as the wire carries it. Every message is bounded by max_msg_size + 4096,
+/// far below 4 GiB; a longer field is a caller bug that must not silently wrap into a
+/// different, valid-looking message.
+fn field_len(n: usize) -> u32 {
+    u32::try_from(n).expect("UROM wire field longer than 4 GiB")
+}
+
+/// The head of a packet whose body is sent beside it: `fields` (little-endian encodings, in
+/// `Writer`'s order) side by side in an array of exactly their length.
+fn head<const N: usize>(fields: &[&[u8]]) -> [u8; N] {
+    let mut h = [0u8; N];
+    let mut at = 0;
+    for f in fields {
+        h[at..at + f.len()].copy_from_slice(f);
+        at += f.len();
+    }
+    debug_assert_eq!(at, N, "a head's fields fill it");
+    h
 }
 
 struct Reader<'a> {
@@ -491,13 +509,8 @@ impl HostToWorker {
     /// The bytes of a `Command` packet before its payload. The packet is these bytes then the
     /// payload: a sender that writes both into place (a channel slot) needs no packet buffer.
     pub fn command_head(ctx: u64, plugin: u64, payload_len: usize) -> [u8; COMMAND_HEAD] {
-        let mut h = [0u8; COMMAND_HEAD];
-        h[..4].copy_from_slice(&1u32.to_le_bytes());
-        h[4..12].copy_from_slice(&ctx.to_le_bytes());
-        h[12..20].copy_from_slice(&plugin.to_le_bytes());
-        // Bounded by max_msg_size, far below 4 GiB (as `Writer::len`).
-        h[20..].copy_from_slice(&u32::try_from(payload_len).expect("UROM wire field longer than 4 GiB").to_le_bytes());
-        h
+        let len = field_len(payload_len);
+        head(&[&1u32.to_le_bytes(), &ctx.to_le_bytes(), &plugin.to_le_bytes(), &len.to_le_bytes()])
     }
 
     /// The packet of a `Command`, from a borrowed payload: [`HostToWorker::command_head`] and
@@ -565,13 +578,14 @@ impl WorkerToHost {
     /// The bytes of a `Notify` packet before its notification (see
     /// [`HostToWorker::command_head`]).
     pub fn notify_head(ctx: u64, plugin: u64, status: doca_error_t, packed_len: usize) -> [u8; NOTIFY_HEAD] {
-        let mut h = [0u8; NOTIFY_HEAD];
-        h[..4].copy_from_slice(&1u32.to_le_bytes());
-        h[4..12].copy_from_slice(&ctx.to_le_bytes());
-        h[12..20].copy_from_slice(&plugin.to_le_bytes());
-        h[20..24].copy_from_slice(&status.0.to_le_bytes());
-        h[24..].copy_from_slice(&u32::try_from(packed_len).expect("UROM wire field longer than 4 GiB").to_le_bytes());
-        h
+        let len = field_len(packed_len);
+        head(&[
+            &1u32.to_le_bytes(),
+            &ctx.to_le_bytes(),
+            &plugin.to_le_bytes(),
+            &status.0.to_le_bytes(),
+            &len.to_le_bytes(),
+        ])
     }
 
     /// The packet for this message.

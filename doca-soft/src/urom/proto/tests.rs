@@ -263,13 +263,19 @@ fn commands_and_notifications_are_encoded_into_one_buffer_of_their_exact_size() 
 fn commands_and_notifications_decode_in_place_as_strictly_as_their_owned_forms() {
     for n in [0, 1, 100, 4000] {
         let payload = vec![0x5a; n];
-        // The head and the payload, written side by side, are the packet.
+        // The head is the wire's layout (tag 1, ctx, plugin, length; little-endian), and the
+        // head and the payload side by side are the packet the decoders read.
+        let le = |v: u64, n: usize| v.to_le_bytes()[..n].to_vec();
+        let head = [le(1, 4), le(7, 8), le(2, 8), le(n as u64, 4)].concat();
+        assert_eq!(HostToWorker::command_head(7, 2, n)[..], head[..]);
         let c = HostToWorker::encode_command(7, 2, &payload);
-        assert_eq!([&HostToWorker::command_head(7, 2, n)[..], &payload].concat(), c);
+        assert_eq!([&head[..], &payload].concat(), c);
         assert_eq!(HostToWorker::decode_command(&c), Ok(Some(CommandRef { ctx: 7, plugin: 2, payload: &payload[..] })));
         let packed = vec![0xa5; n];
         let m = WorkerToHost::Notify { ctx: 9, plugin: 4, status: DOCA_ERROR_AGAIN, packed: packed.clone() }.encode();
-        assert_eq!([&WorkerToHost::notify_head(9, 4, DOCA_ERROR_AGAIN, n)[..], &packed].concat(), m);
+        let head = [le(1, 4), le(9, 8), le(4, 8), le(DOCA_ERROR_AGAIN.0 as u32 as u64, 4), le(n as u64, 4)].concat();
+        assert_eq!(WorkerToHost::notify_head(9, 4, DOCA_ERROR_AGAIN, n)[..], head[..]);
+        assert_eq!([&head[..], &packed].concat(), m);
         let got = WorkerToHost::decode_notify(&m).unwrap();
         assert_eq!((got.ctx, got.plugin, got.status, got.packed), (9, 4, DOCA_ERROR_AGAIN, &packed[..]));
         // A byte short or a byte over: refused, as `decode` refuses it.
