@@ -66,36 +66,21 @@ impl DoorbellAddr {
     }
 
     /// The abstract socket address (`sun_path[0] == 0`) and its length: `doca-soft.`, the pid
-    /// in decimal, `.`, the nonce in 16 hex digits. Written in place, without `format!`: a
-    /// ring computes it every time, and a ring is on the path of every cross-process wake-up.
+    /// in decimal, `.`, the nonce in 16 hex digits. Formatted into a stack buffer, not a
+    /// `String`: a ring computes it every time, and a ring is on the path of every
+    /// cross-process wake-up.
     fn sockaddr(self) -> (libc::sockaddr_un, libc::socklen_t) {
+        use std::io::Write;
         // SAFETY: sockaddr_un is a plain C struct; all-zero is a valid value.
         let mut sa: libc::sockaddr_un = unsafe { core::mem::zeroed() };
         sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
         // sun_path[0] stays 0: abstract namespace. The name is at most 10+20+1+16 bytes,
         // well below the 107 available.
-        let mut name = [0u8; 47];
-        let mut n = 0;
-        let mut put = |b: u8| {
-            name[n] = b;
-            n += 1;
-        };
-        b"doca-soft.".iter().for_each(|&b| put(b));
-        let mut digits = [0u8; 20];
-        let (mut pid, mut len) = (self.pid, 0);
-        loop {
-            digits[len] = b'0' + (pid % 10) as u8;
-            len += 1;
-            pid /= 10;
-            if pid == 0 {
-                break;
-            }
-        }
-        digits[..len].iter().rev().for_each(|&b| put(b));
-        put(b'.');
-        for shift in (0..16).rev() {
-            put(b"0123456789abcdef"[(self.nonce >> (shift * 4)) as usize & 0xf]);
-        }
+        const ROOM: usize = 10 + 20 + 1 + 16;
+        let mut name = [0u8; ROOM];
+        let mut w = &mut name[..];
+        write!(w, "doca-soft.{}.{:016x}", self.pid, self.nonce).expect("ROOM holds the longest name");
+        let n = ROOM - w.len();
         for (dst, &src) in sa.sun_path[1..].iter_mut().zip(&name[..n]) {
             *dst = src as libc::c_char;
         }
