@@ -660,7 +660,8 @@ impl Rdma {
             self.stage_free.push(k);
         }
         if !io.remote_mmap.is_null() {
-            // By its mmap: few imports are kept, and hashing the key again costs more.
+            // By its mmap, so that a transfer need not keep a copy of the key: the imports
+            // are few (one per host segment in use, at most MAX_IMPORTS kept).
             if let Some(i) = self.imports.values_mut().find(|i| i.mmap == io.remote_mmap) {
                 i.users -= 1;
             }

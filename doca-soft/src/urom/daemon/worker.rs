@@ -592,7 +592,10 @@ impl Worker<'_> {
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = Instant::now();
-                    woke_host |= self.conns.iter_mut().filter_map(|c| c.chan.as_mut()).any(|ch| ch.take_woke_peer());
+                    // Every channel's flag is taken (no short cut): one left set would later
+                    // pass for a wake-up this round's answers did not make.
+                    let chans = self.conns.iter_mut().filter_map(|c| c.chan.as_mut());
+                    woke_host |= chans.fold(false, |woke, ch| ch.take_woke_peer() | woke);
                 } else if fruitless {
                     // Spinning on an answer that depends on another process (a peer worker,
                     // a host): on a machine with fewer CPUs than busy processes that process
