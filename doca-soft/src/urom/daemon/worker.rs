@@ -284,8 +284,10 @@ unsafe fn drain_list(head: *mut ucs_list_link) -> Vec<*mut ucs_list_link> {
 /// A plugin's operation allocates and frees buffers of its messages' size (`worker_coll`: up
 /// to a 64 KiB chunk, several per collective). glibc gives the top of its heap back to the
 /// kernel whenever more than `M_TRIM_THRESHOLD` (128 KiB) is free there, and the next
-/// allocation grows it again: an offloaded 64 KiB allreduce made ~3 `brk` calls and ~7 page
-/// faults in its worker, and took 155–205 µs instead of ~105. Setting the thresholds by hand
+/// allocation grows it again: during offloaded 64 KiB allreduces the worker made 13–17 K `brk`
+/// calls and 34–44 K page faults a second (about 1.5–3 and 4–7 per allreduce at those runs'
+/// rates), and an allreduce took 154–205 µs where a build that happened not to churn took
+/// 104–117. Setting the thresholds by hand
 /// also turns off glibc's own adjustment of them, so both are set: blocks below 32 MiB (glibc's
 /// largest automatic mmap threshold) come from the heap, and the heap is trimmed only when
 /// 64 MiB lie free at its top. The worker's memory stays at its high-water mark, as a DPU
