@@ -43,6 +43,21 @@
 //! Measured on the 2-CPU VM (`perf --test allreduce_lat,barrier_lat --mode host --size 8`,
 //! builds alternated, load 0.8–1.9): two processes, allreduce p90 56–79 µs → 1.7–2.4 µs, p99
 //! 75–102 → 7.1–10.1 µs; the p50 (1.6 µs) and the offloaded rows did not move.
+//!
+//! # Waiting for another processor's answer: the yielding spin
+//! While every operation in flight is an offloaded command (`DocaTask::REMOTE`: a UROM
+//! worker's answer), what the executor waits for is another processor's work. On a
+//! BlueField that is the DPU's; on the soft provider it is a worker process that, with fewer
+//! CPUs than processes, waits for this very CPU. A busy spin would only delay it, and a
+//! sleep costs the answer a wake-up (an eventfd write, the switch back and the idle
+//! protocol's system calls: ~2 µs of this VM's ~4.5 µs eventfd round trip on one CPU,
+//! against ~2.8 µs for a `sched_yield` round trip). So that wait has its own spin
+//! ([`SpinKind::Yielding`]): a progress call and a `sched_yield` per round, for its own
+//! learned budget. It gives the CPU to the worker at once, and takes the answer without a
+//! wake-up when it comes within the budget; alone on its CPU (a DPU does the work) each
+//! round is a 0.5 µs system call, a spin like any other. The same rules teach its budget,
+//! except the fruitless-raise rule: a spin that yields at every round never keeps a peer
+//! from its CPU, so a longer one cannot hurt it.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -65,10 +80,24 @@ pub(crate) fn ceiling_for(floor: Duration) -> Duration {
     floor.saturating_mul(CEILING_FACTOR).min(MAX_LEARNED).max(floor)
 }
 
+/// The two ways an idle executor spins (see the module documentation); each has its own
+/// learned budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpinKind {
+    /// Poll the PE round after round, yielding the CPU only past the floor: the completion
+    /// comes from memory this process polls (hardware, or the provider in this process).
+    Busy,
+    /// A progress call and a `sched_yield` per round: only offloaded commands are in flight,
+    /// whose answer is another processor's work.
+    Yielding,
+}
+
 /// The learned spin budget of one executor (see the module documentation). Thread-local, as
 /// the executor's other idle state.
 #[derive(Debug)]
 pub(crate) struct LearnedSpin {
+    /// Which spin this budget is for: a yielding spin skips the fruitless-raise rule.
+    kind: SpinKind,
     floor: Duration,
     ceiling: Duration,
     budget: Cell<Duration>,
@@ -82,9 +111,10 @@ pub(crate) struct LearnedSpin {
 }
 
 impl LearnedSpin {
-    /// A budget that starts at `floor`.
-    pub(crate) fn new(floor: Duration) -> LearnedSpin {
+    /// A budget for a spin of `kind` that starts at `floor`.
+    pub(crate) fn new(kind: SpinKind, floor: Duration) -> LearnedSpin {
         LearnedSpin {
+            kind,
             floor,
             ceiling: ceiling_for(floor),
             budget: Cell::new(floor),
@@ -146,7 +176,7 @@ impl LearnedSpin {
             self.hold.set(self.hold.get() - 1);
             return;
         }
-        if spun > self.floor {
+        if spun > self.floor && self.kind == SpinKind::Busy {
             let n = self.fruitless.get() + 1;
             if n >= FRUITLESS_LIMIT {
                 self.fruitless.set(0);
@@ -177,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_short_wait_sets_the_next_spin_to_its_length() {
-        let s = LearnedSpin::new(US * 5);
+        let s = LearnedSpin::new(SpinKind::Busy, US * 5);
         s.slept(US * 40);
         assert_eq!(s.budget(), US * 45, "spin 5 + sleep 40: a 45 µs spin would have caught it");
         s.caught();
@@ -186,7 +216,7 @@ mod tests {
 
     #[test]
     fn a_wait_beyond_the_ceiling_halves_the_budget_down_to_the_floor() {
-        let s = LearnedSpin::new(US * 5);
+        let s = LearnedSpin::new(SpinKind::Busy, US * 5);
         s.slept(US * 75);
         assert_eq!(s.budget(), US * 80);
         s.slept(Duration::from_millis(3));
@@ -200,7 +230,7 @@ mod tests {
     #[test]
     fn raises_that_keep_running_out_fall_back_to_the_floor_and_hold() {
         // The peer shares the CPU: every spin runs out, the work comes a few µs into the sleep.
-        let s = LearnedSpin::new(US * 5);
+        let s = LearnedSpin::new(SpinKind::Busy, US * 5);
         s.slept(US * 4); // floor spin: raise to 9
         assert_eq!(s.budget(), US * 9);
         s.slept(US * 4); // raised, ran out: 1st fruitless, 13
@@ -217,8 +247,19 @@ mod tests {
     }
 
     #[test]
+    fn a_yielding_spin_keeps_raising_to_the_waits_it_sees() {
+        // The answer comes a few µs after each spin ran out: a yielding spin delays no peer,
+        // so the budget keeps following the waits instead of falling back to the floor.
+        let s = LearnedSpin::new(SpinKind::Yielding, US * 5);
+        for i in 1..=FRUITLESS_LIMIT as u32 + 2 {
+            s.slept(US * 2);
+            assert_eq!(s.budget(), US * (5 + 2 * i));
+        }
+    }
+
+    #[test]
     fn a_caught_wait_resets_the_count_of_fruitless_raises() {
-        let s = LearnedSpin::new(US * 5);
+        let s = LearnedSpin::new(SpinKind::Busy, US * 5);
         s.slept(US * 30);
         s.slept(US * 1); // raised, ran out once
         s.caught();
@@ -229,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_sleep_teaches_only_after_a_spin_and_only_when_work_ended_it() {
-        let s = LearnedSpin::new(US * 5);
+        let s = LearnedSpin::new(SpinKind::Busy, US * 5);
         s.slept(US * 40);
         assert_eq!(s.budget(), US * 45);
         let nap = || std::thread::sleep(Duration::from_millis(2));
@@ -255,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_zero_floor_never_rises() {
-        let s = LearnedSpin::new(Duration::ZERO);
+        let s = LearnedSpin::new(SpinKind::Busy, Duration::ZERO);
         s.slept(US * 3);
         assert_eq!(s.budget(), Duration::ZERO);
     }

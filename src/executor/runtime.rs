@@ -58,6 +58,12 @@ pub enum IdleMode {
     /// a host-only 8 B allreduce of two processes ran at 2 µs, with every tenth one or more at
     /// ~80 µs. Past the floor the spin yields its CPU now and then, so a peer that shares the
     /// CPU is not kept waiting by it.
+    ///
+    /// While only offloaded commands (UROM) are in flight, whose answers are another
+    /// processor's work, the spin yields its CPU at every round instead, on a learned budget
+    /// of its own with the same floor: the worker it waits for may need this CPU (the soft
+    /// provider), and alone on its CPU a round costs a system call. Use
+    /// [`Event`](IdleMode::Event) for an executor that must never spin.
     Adaptive(Duration),
 }
 

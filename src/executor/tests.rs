@@ -57,25 +57,27 @@ fn slot_keys_are_generational() {
 }
 
 #[test]
-fn only_operations_no_spin_catches_are_counted_as_such() {
+fn only_remote_operations_are_counted_as_such() {
+    const REMOTE: bool = true;
+    const LOCAL: bool = false;
     let slots = Slots::new();
-    assert!(!slots.only_no_spin(), "nothing in flight: an idle executor may spin");
-    let a = slots.reserve_kind_for_test(false);
-    let b = slots.reserve_kind_for_test(false);
-    assert!(slots.only_no_spin(), "two offloaded commands and nothing else: no spin");
-    let c = slots.reserve_kind_for_test(true);
-    assert!(!slots.only_no_spin(), "an operation a spin may catch restores the spin");
+    assert!(!slots.only_remote(), "nothing in flight: an idle executor spins the busy way");
+    let a = slots.reserve_kind_for_test(REMOTE);
+    let b = slots.reserve_kind_for_test(REMOTE);
+    assert!(slots.only_remote(), "two offloaded commands and nothing else: a yielding spin");
+    let c = slots.reserve_kind_for_test(LOCAL);
+    assert!(!slots.only_remote(), "an operation a busy spin catches restores the busy spin");
     slots.release_for_test(c);
-    assert!(slots.only_no_spin());
+    assert!(slots.only_remote());
     slots.release_for_test(a);
     // The slot of `a` is reused by an ordinary operation: its mark went with the release.
-    let d = slots.reserve_kind_for_test(true);
+    let d = slots.reserve_kind_for_test(LOCAL);
     assert_eq!(d & 0xffff_ffff, a & 0xffff_ffff, "same slot reused");
-    assert!(!slots.only_no_spin());
+    assert!(!slots.only_remote());
     slots.release_for_test(d);
-    assert!(slots.only_no_spin());
+    assert!(slots.only_remote());
     slots.release_for_test(b);
-    assert!(!slots.only_no_spin());
+    assert!(!slots.only_remote());
     assert_eq!(slots.in_use(), 0);
 }
 
@@ -269,6 +271,43 @@ fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
         assert!(seen.get() <= 2, "the budget was not looked at: {} rounds", seen.get());
         assert!(core.take_spun_out(), "a spin that used up its budget tells the next idle turn");
         assert!(!core.take_spun_out(), "once");
+    });
+    rt.block_on(on_worker.unwrap()).unwrap();
+}
+
+/// While only a remote operation (an offloaded command) is in flight, an adaptive executor
+/// spins the yielding way for its learned budget and then sleeps: a long wait costs it a
+/// spin, not its CPU. (A yielding spin that never ran out would use the whole wait: alone on
+/// its CPU each round is a `sched_yield` that returns at once.)
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn a_wait_for_a_remote_answer_yields_its_cpu_then_sleeps() {
+    use crate::IdleMode;
+    fn thread_cpu() -> Duration {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `t` is a valid timespec to write.
+        assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) }, 0);
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    }
+    let rt = Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .idle(IdleMode::Adaptive(Duration::from_micros(5)))
+        .build()
+        .unwrap();
+    let on_worker = rt.spawn_on(0, || async {
+        let core = current_rc().unwrap();
+        let command = core.slots.reserve_kind_for_test(true);
+        assert!(core.slots.only_remote());
+        let wait = Duration::from_millis(200);
+        let before = thread_cpu();
+        time::sleep(wait).await;
+        let used = thread_cpu() - before;
+        core.slots.release_for_test(command);
+        let ceiling = super::learned_spin::ceiling_for(core.learned_yield.floor());
+        assert!(core.learned_yield.budget() <= ceiling);
+        // The spin is at most the ceiling (100 µs); the rest is one wake-up. A quarter of the
+        // wait leaves room for any machine, and fails a spin that does not end.
+        assert!(used < wait / 4, "the executor used {used:?} of CPU in a {wait:?} wait");
     });
     rt.block_on(on_worker.unwrap()).unwrap();
 }

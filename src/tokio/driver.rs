@@ -33,7 +33,7 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::executor::local::{self, Config, Core, Enter, ForeignIdle};
+use crate::executor::local::{self, Config, Core, Enter, ForeignIdle, SpinKind};
 use crate::executor::runtime::DEFAULT_TASK_BATCH;
 use crate::executor::IdleMode;
 
@@ -187,8 +187,8 @@ const POLL_ROUNDS: usize = 32;
 enum Phase {
     /// Run a turn next.
     Run,
-    /// Idle since this instant: spinning for the idle budget.
-    Spin(Instant),
+    /// Idle since this instant: spinning for the idle budget, in this kind of spin.
+    Spin(Instant, SpinKind),
     /// Armed and announced asleep; the deadline is the next async-doca timer's.
     Sleep(Option<Instant>),
 }
@@ -279,25 +279,30 @@ impl State {
                         yield_now();
                         return;
                     }
+                    // As the executor's own loop: a yielding spin while only offloaded
+                    // commands are in flight (`DocaTask::REMOTE`), each spin on its own budget.
+                    let kind = match self.idle {
+                        IdleMode::Adaptive(_) if core.slots.only_remote() => SpinKind::Yielding,
+                        _ => SpinKind::Busy,
+                    };
                     self.phase = match self.idle {
-                        IdleMode::Event => self.go_idle(false),
-                        IdleMode::Adaptive(_) if core.learned_spin.budget().is_zero() => self.go_idle(false),
-                        // As the executor's own loop: no spin while only offloaded commands
-                        // are in flight (`DocaTask::SPIN`).
-                        IdleMode::Adaptive(_) if core.slots.only_no_spin() => self.go_idle(false),
-                        _ => Phase::Spin(Instant::now()),
+                        IdleMode::Event => self.go_idle(None),
+                        IdleMode::Adaptive(_) if core.learned(kind).budget().is_zero() => self.go_idle(None),
+                        _ => Phase::Spin(Instant::now(), kind),
                     };
                 }
-                Phase::Spin(since) => {
+                Phase::Spin(since, kind) => {
                     let adaptive = matches!(self.idle, IdleMode::Adaptive(_));
                     let over = match self.idle {
                         IdleMode::Polling => false,
                         IdleMode::Adaptive(_) => {
                             let spun = since.elapsed();
-                            let over = spun >= core.learned_spin.budget();
+                            let learned = core.learned(kind);
+                            let over = spun >= learned.budget();
                             // Past the floor, as the executor's own spin: give the CPU to a
-                            // thread waiting for it (see `learned_spin`).
-                            if !over && spun >= core.learned_spin.floor() {
+                            // thread waiting for it (see `learned_spin`). A yielding spin
+                            // gives it up at every round (`foreign_spin`).
+                            if !over && kind == SpinKind::Busy && spun >= learned.floor() {
                                 std::thread::yield_now();
                             }
                             over
@@ -305,14 +310,14 @@ impl State {
                         IdleMode::Event => true,
                     };
                     if over {
-                        self.phase = self.go_idle(adaptive);
+                        self.phase = self.go_idle(adaptive.then_some(kind));
                         continue;
                     }
                     // One round (one progress call); `RunLocal::poll` runs a few rounds,
                     // interleaved with polls of the user future, before it yields to tokio.
-                    if core.foreign_spin() {
+                    if core.foreign_spin(kind) {
                         if adaptive {
-                            core.learned_spin.caught();
+                            core.learned(kind).caught();
                         }
                         self.phase = Phase::Run;
                     }
@@ -358,9 +363,9 @@ impl State {
         yield_now();
     }
 
-    /// Arms the PE and announces sleep; the phase that follows. `after_spin`: an adaptive
-    /// spin ran out just before (the sleep then teaches the learned budget).
-    fn go_idle(&self, after_spin: bool) -> Phase {
+    /// Arms the PE and announces sleep; the phase that follows. `after_spin`: the adaptive
+    /// spin that ran out just before, if one did (the sleep then teaches its learned budget).
+    fn go_idle(&self, after_spin: Option<SpinKind>) -> Phase {
         match self.core.foreign_idle(after_spin) {
             ForeignIdle::Busy => Phase::Run,
             ForeignIdle::Sleep(deadline) => Phase::Sleep(deadline),

@@ -272,8 +272,8 @@ struct ByGid;
 
 // SAFETY: the conversion and the release are the task type's own.
 unsafe impl DocaTask for ByGid {
-    // An answer comes from another process (a worker, the service): no spin catches it.
-    const SPIN: bool = false;
+    // An answer comes from another process (a worker, the service).
+    const REMOTE: bool = true;
 
     type Task = sys::doca_urom_service_get_workers_by_gid_task;
 

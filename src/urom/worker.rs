@@ -481,8 +481,8 @@ struct Command;
 
 // SAFETY: the conversion and the release are the task type's own.
 unsafe impl DocaTask for Command {
-    // An answer comes from another process (a worker, the service): no spin catches it.
-    const SPIN: bool = false;
+    // An answer comes from another process (a worker, the service).
+    const REMOTE: bool = true;
 
     type Task = sys::doca_urom_worker_cmd_task;
 

@@ -59,19 +59,19 @@ pub unsafe trait DocaTask: 'static {
     /// and `doca_task_set_user_data` before submitting it.
     const REUSE: Option<usize> = None;
 
-    /// Whether an idle executor's spin ([`IdleMode::Adaptive`](crate::IdleMode::Adaptive))
-    /// may catch a completion of this kind. `true` (the default) for the kinds the device
-    /// completes by itself within microseconds. `false` for a kind whose completion is a
-    /// round trip through another processor's work, such as a UROM worker command (a
-    /// message to the worker, the plugin's work, the answer): a spin of a few microseconds
-    /// does not catch it on a DPU, and costs host CPU that offloading was meant to leave
-    /// free; where the worker shares the host's CPUs (the soft provider), the spin even
-    /// delays the answer, since the worker may be waiting for the very CPU the spin holds.
-    /// While every operation in flight on an executor is of such kinds, its adaptive idle
-    /// sleeps at once instead of spinning; one operation of another kind in flight restores
-    /// the spin. [`IdleMode::Polling`](crate::IdleMode::Polling) still polls: a program that
+    /// Whether a completion of this kind is a round trip through another processor's work,
+    /// such as a UROM worker command (a message to the worker, the plugin's work, the
+    /// answer). `false` (the default) for the kinds the device completes by itself within
+    /// microseconds, which an idle executor's busy spin
+    /// ([`IdleMode::Adaptive`](crate::IdleMode::Adaptive)) catches. A remote answer takes
+    /// longer, and where the worker shares the host's CPUs (the soft provider) a busy spin
+    /// even delays it: the worker may be waiting for the very CPU the spin holds. While every
+    /// operation in flight on an executor is of remote kinds, its adaptive idle spins the
+    /// yielding way instead, on a learned budget of its own (`sched_yield` at every round;
+    /// see `executor/learned_spin.rs`); one operation of another kind in flight restores the
+    /// busy spin. [`IdleMode::Polling`](crate::IdleMode::Polling) still polls: a program that
     /// gives its executor a CPU of its own and wants the lowest latency chooses it.
-    const SPIN: bool = true;
+    const REMOTE: bool = false;
 
     /// Gives the task back to DOCA. The default is `doca_task_free`.
     ///

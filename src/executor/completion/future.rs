@@ -298,7 +298,7 @@ where
         let slot = sub.slot();
         // Still in flight: wait here if the executor would only spin for it (before the
         // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`).
-        let waited = K::SPIN && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
+        let waited = !K::REMOTE && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
         if !waited && slot.poll_done(cx).is_pending() {
             return Poll::Pending;
         }

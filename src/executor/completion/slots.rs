@@ -44,9 +44,9 @@ pub(super) struct Slot {
     /// side table: nothing per operation is allocated or looked up to find them again.
     pub(super) descs: [Cell<HeldDesc>; 2],
     pub(super) next_free: Cell<u32>,
-    /// Reserved for a kind whose completion an idle spin does not wait for
-    /// ([`DocaTask::SPIN`](super::DocaTask::SPIN) false): counted in `Slots::no_spin`.
-    no_spin: Cell<bool>,
+    /// Reserved for a kind whose completion is another processor's answer
+    /// ([`DocaTask::REMOTE`](super::DocaTask::REMOTE)): counted in `Slots::remote`.
+    remote: Cell<bool>,
 }
 
 impl Slot {
@@ -60,7 +60,7 @@ impl Slot {
             keepalive: Cell::new(None),
             descs: [Cell::new(HeldDesc::None), Cell::new(HeldDesc::None)],
             next_free: Cell::new(NONE),
-            no_spin: Cell::new(false),
+            remote: Cell::new(false),
         }
     }
 
@@ -120,8 +120,8 @@ pub(crate) struct Slots {
     chunks: RefCell<Vec<NonNull<Chunk>>>,
     free_head: Cell<u32>,
     in_use: Cell<usize>,
-    /// Slots in use for kinds an idle spin does not wait for (see [`Slots::only_no_spin`]).
-    no_spin: Cell<usize>,
+    /// Slots in use for remote kinds (see [`Slots::only_remote`]).
+    remote: Cell<usize>,
     /// Set when slots were leaked at shutdown: DOCA may still write them, so the chunks must
     /// never be freed.
     leaked: Cell<bool>,
@@ -155,7 +155,7 @@ impl Slots {
             chunks: RefCell::new(Vec::new()),
             free_head: Cell::new(NONE),
             in_use: Cell::new(0),
-            no_spin: Cell::new(0),
+            remote: Cell::new(0),
             leaked: Cell::new(false),
             defer: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
@@ -237,26 +237,26 @@ impl Slots {
         (slot_key(index, slot.generation.get()), NonNull::from(slot))
     }
 
-    /// [`reserve`](Slots::reserve) for an operation of a kind whose `DocaTask::SPIN` is
-    /// `spin` (a constant at every call site, so the common kinds pay nothing).
+    /// [`reserve`](Slots::reserve) for an operation of a kind whose `DocaTask::REMOTE` is
+    /// `remote` (a constant at every call site, so the common kinds pay nothing).
     #[inline(always)]
-    pub(super) fn reserve_kind(&self, spin: bool) -> (u64, NonNull<Slot>) {
+    pub(super) fn reserve_kind(&self, remote: bool) -> (u64, NonNull<Slot>) {
         let (key, slot) = self.reserve();
-        if !spin {
+        if remote {
             if let Some(s) = self.get(key) {
-                s.no_spin.set(true);
-                self.no_spin.set(self.no_spin.get() + 1);
+                s.remote.set(true);
+                self.remote.set(self.remote.get() + 1);
             }
         }
         (key, slot)
     }
 
     /// Whether operations are in flight (or done and not collected yet) and every one of
-    /// them is of a kind an idle spin does not wait for: then an adaptive idle sleeps at once
-    /// (see `Core::turn`).
+    /// them is of a remote kind: then an adaptive idle spins the yielding way (see
+    /// `Core::turn`).
     #[inline]
-    pub(crate) fn only_no_spin(&self) -> bool {
-        let n = self.no_spin.get();
+    pub(crate) fn only_remote(&self) -> bool {
+        let n = self.remote.get();
         n > 0 && n == self.in_use.get()
     }
 
@@ -279,9 +279,9 @@ impl Slots {
         slot.next_free.set(self.free_head.get());
         self.free_head.set(index);
         self.in_use.set(self.in_use.get() - 1);
-        if slot.no_spin.get() {
-            slot.no_spin.set(false);
-            self.no_spin.set(self.no_spin.get() - 1);
+        if slot.remote.get() {
+            slot.remote.set(false);
+            self.remote.set(self.remote.get() - 1);
         }
         // Arbitrary destructors run last, when the table is consistent again.
         drop(waker);
@@ -334,8 +334,8 @@ impl Slots {
     }
 
     #[cfg(test)]
-    pub(crate) fn reserve_kind_for_test(&self, spin: bool) -> u64 {
-        self.reserve_kind(spin).0
+    pub(crate) fn reserve_kind_for_test(&self, remote: bool) -> u64 {
+        self.reserve_kind(remote).0
     }
 
     #[cfg(test)]

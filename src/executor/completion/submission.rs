@@ -180,7 +180,7 @@ impl<K: DocaTask> Submission<K> {
     /// Reserves a slot of `core`'s table for a new operation.
     #[inline(always)]
     pub(crate) fn reserve(core: &Core) -> Submission<K> {
-        let (key, slot) = core.slots.reserve_kind(K::SPIN);
+        let (key, slot) = core.slots.reserve_kind(K::REMOTE);
         Submission { slot: SlotRef { key, slot }, stage: Stage::Alloc }
     }
 

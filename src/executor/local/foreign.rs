@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::idle::Idle;
 use super::Core;
+use crate::executor::learned_spin::SpinKind;
 
 /// What a foreign driver does next (see [`Core::foreign_idle`]).
 #[cfg(feature = "tokio")]
@@ -61,8 +62,9 @@ impl Core {
         self.budget.set(n);
     }
 
-    /// One round of an idle spin: one progress call; whether work showed up.
-    pub(crate) fn foreign_spin(&self) -> bool {
+    /// One round of an idle spin: one progress call; whether work showed up. A yielding
+    /// spin ([`SpinKind::Yielding`]) gives the CPU up after a round that found nothing.
+    pub(crate) fn foreign_spin(&self, kind: SpinKind) -> bool {
         if self.has_local_work() || self.progress_once() {
             return true;
         }
@@ -71,13 +73,16 @@ impl Core {
             self.timers_need_check();
             return true;
         }
+        if kind == SpinKind::Yielding {
+            std::thread::yield_now();
+        }
         false
     }
 
     /// Step 1 of the idle protocol (see `idle`): arms the PE, drains once more (closing the
-    /// arm race) and announces sleep. `after_spin`: an adaptive spin ran out just before (see
-    /// `Core::prepare_sleep`).
-    pub(crate) fn foreign_idle(&self, after_spin: bool) -> ForeignIdle {
+    /// arm race) and announces sleep. `after_spin`: the adaptive spin that ran out just
+    /// before, if one did (see `Core::prepare_sleep`).
+    pub(crate) fn foreign_idle(&self, after_spin: Option<SpinKind>) -> ForeignIdle {
         match self.prepare_sleep(None, after_spin) {
             // The driver runs another turn (it yields to its reactor between turns).
             Idle::Busy | Idle::CannotArm => ForeignIdle::Busy,

@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use super::{report, Core, MainWaker};
+use crate::executor::learned_spin::SpinKind;
 
 /// The answer of [`Core::prepare_sleep`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,10 +38,10 @@ pub(crate) enum Idle {
 impl Core {
     /// Step 1 of the idle protocol (see the module documentation). `main` is the waker of
     /// the `block_on` future the own loop drives (a foreign driver has none): its wake-up
-    /// is work like a queued task. `after_spin`: an adaptive spin ran out just before; the
-    /// sleep's length then teaches the learned budget how long the wait was (`learned_spin`,
-    /// measured from here to [`Core::woke`]).
-    pub(super) fn prepare_sleep(&self, main: Option<&MainWaker>, after_spin: bool) -> Idle {
+    /// is work like a queued task. `after_spin`: the adaptive spin that ran out just before,
+    /// if one did; the sleep's length then teaches that spin's learned budget how long the
+    /// wait was (`learned_spin`, measured from here to [`Core::woke`]).
+    pub(super) fn prepare_sleep(&self, main: Option<&MainWaker>, after_spin: Option<SpinKind>) -> Idle {
         let ready = || !self.queue.borrow().is_empty() || main.is_some_and(|m| self.main_woken(m));
         let pe_active = self.pe_active();
         if pe_active {
@@ -64,7 +65,8 @@ impl Core {
             return Idle::Busy;
         }
         let deadline = self.timers.next_deadline();
-        self.learned_spin.sleeping(after_spin, deadline);
+        self.learned_spin.sleeping(after_spin == Some(SpinKind::Busy), deadline);
+        self.learned_yield.sleeping(after_spin == Some(SpinKind::Yielding), deadline);
         Idle::Sleep(deadline)
     }
 
@@ -72,6 +74,7 @@ impl Core {
     /// deadline (a timer may be due now).
     pub(super) fn woke(&self, timed: bool) {
         self.learned_spin.woke();
+        self.learned_yield.woke();
         if timed {
             self.timers_need_check();
         }
@@ -84,7 +87,7 @@ impl Core {
     /// The executor's own idle: the protocol with step 2 as a blocking `mio::Poll::poll`
     /// until the PE, a remote notification or the next timer wakes us.
     /// `after_spin`: see [`Core::prepare_sleep`].
-    pub(super) fn park(&self, main: &MainWaker, after_spin: bool) {
+    pub(super) fn park(&self, main: &MainWaker, after_spin: Option<SpinKind>) {
         match self.prepare_sleep(Some(main), after_spin) {
             Idle::Busy => {}
             // Degrade to polling: yield, never a fixed sleep.

@@ -57,6 +57,7 @@ use mio::{Events, Interest, Token};
 use super::completion::Slots;
 use super::context::{Contexts, CtxRecord};
 use super::learned_spin::LearnedSpin;
+pub(crate) use super::learned_spin::SpinKind;
 use super::park::ParkState;
 use super::pe::Pe;
 use super::runtime::{Handle, IdleMode};
@@ -284,6 +285,9 @@ pub(crate) struct Core {
     /// The adaptive budget as this executor's waits taught it (see `learned_spin`); its floor
     /// is [`IdleMode::Adaptive`]'s duration (zero in the other modes, which do not use it).
     pub(crate) learned_spin: LearnedSpin,
+    /// The same for the yielding spin, while only offloaded commands are in flight
+    /// ([`SpinKind::Yielding`]); same floor.
+    pub(crate) learned_yield: LearnedSpin,
     closing: Cell<bool>,
     pe_alive: Cell<bool>,
     arm_error_reported: Cell<bool>,
@@ -333,6 +337,10 @@ impl Core {
             shutdown: AtomicBool::new(false),
             displaced: AtomicBool::new(false),
         });
+        let adaptive_floor = match config.idle {
+            IdleMode::Adaptive(floor) => floor,
+            IdleMode::Event | IdleMode::Polling => Duration::ZERO,
+        };
         Ok(Core {
             shared,
             queue: RefCell::new(VecDeque::with_capacity(256)),
@@ -351,10 +359,8 @@ impl Core {
             inline_run: Cell::new(false),
             main_woken_local: Cell::new(false),
             spun_out: Cell::new(false),
-            learned_spin: LearnedSpin::new(match config.idle {
-                IdleMode::Adaptive(floor) => floor,
-                IdleMode::Event | IdleMode::Polling => Duration::ZERO,
-            }),
+            learned_spin: LearnedSpin::new(SpinKind::Busy, adaptive_floor),
+            learned_yield: LearnedSpin::new(SpinKind::Yielding, adaptive_floor),
             closing: Cell::new(false),
             pe_alive: Cell::new(true),
             arm_error_reported: Cell::new(false),

@@ -11,6 +11,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::{Core, MainWaker, SPIN_INLINE_ROUNDS, TIMER_CHECK_TURNS};
+use crate::executor::learned_spin::{LearnedSpin, SpinKind};
 use crate::executor::runtime::IdleMode;
 use crate::executor::task::Runnable;
 
@@ -168,6 +169,14 @@ impl Core {
         false
     }
 
+    /// The learned budget of the spin of `kind`.
+    pub(crate) fn learned(&self, kind: SpinKind) -> &LearnedSpin {
+        match kind {
+            SpinKind::Busy => &self.learned_spin,
+            SpinKind::Yielding => &self.learned_yield,
+        }
+    }
+
     /// Whether a task's inline spin used up the adaptive budget since the last idle turn
     /// (then that turn sleeps at once: the executor's own spin would only repeat it).
     /// Consumes the flag.
@@ -259,16 +268,26 @@ impl Core {
             IdleMode::Polling => {
                 self.spin(main, None);
             }
-            IdleMode::Event => self.park(main, false),
+            IdleMode::Event => self.park(main, None),
+            IdleMode::Adaptive(_) if self.slots.only_remote() => {
+                // Only offloaded commands in flight (`DocaTask::REMOTE`): their answer is
+                // another processor's work, which may be waiting for this CPU. Yield it
+                // round after round instead of spinning on it (see `learned_spin`).
+                let budget = self.learned_yield.budget();
+                if budget.is_zero() {
+                    self.park(main, None);
+                } else if !self.spin_yielding(main, budget) {
+                    self.park(main, Some(SpinKind::Yielding));
+                } else {
+                    self.learned_yield.caught();
+                }
+            }
             IdleMode::Adaptive(_) => {
                 let budget = self.learned_spin.budget();
-                // No spin while only operations no spin catches are in flight (see
-                // `DocaTask::SPIN`): offloaded commands whose answer needs another processor.
-                // Those sleeps teach the learned budget nothing: no spin preceded them.
-                if budget.is_zero() || self.slots.only_no_spin() {
-                    self.park(main, false);
+                if budget.is_zero() {
+                    self.park(main, None);
                 } else if self.take_spun_out() || !self.spin(main, Some(budget)) {
-                    self.park(main, true);
+                    self.park(main, Some(SpinKind::Busy));
                 } else {
                     self.learned_spin.caught();
                 }
@@ -450,6 +469,27 @@ impl Core {
                 }
             }
             std::hint::spin_loop();
+        }
+    }
+
+    /// The yielding spin ([`SpinKind::Yielding`]): one progress call per round, and the CPU
+    /// given up after each round that found nothing, for at most `budget`. Returns whether
+    /// work showed up. A round costs a system call, so the clock is read every round.
+    pub(super) fn spin_yielding(&self, main: &MainWaker, budget: Duration) -> bool {
+        let mut budget = SpinBudget::new(budget);
+        loop {
+            if self.has_ready(main) || self.progress_once() {
+                return true;
+            }
+            let now = Instant::now();
+            if self.timers.is_due(now) {
+                self.timers_need_check();
+                return true;
+            }
+            if budget.spent(now) {
+                return false;
+            }
+            std::thread::yield_now();
         }
     }
 }
