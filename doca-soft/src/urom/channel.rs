@@ -47,6 +47,15 @@
 //! way: it looks at the socket only while [`Channel::socket_pending`] says so (and, for
 //! hang-ups, now and then).
 //!
+//! # Where the peer runs
+//!
+//! Each send through the ring also stores the CPU the writer runs on (`cpu`, in the writer
+//! line; `sched_getcpu`, which glibc answers from the thread's rseq area without a system
+//! call). It is a scheduling hint, never trusted for anything else: a worker that has just
+//! answered a host whose last command came from the worker's own CPU gives that CPU up at
+//! once, since the host (spinning with `sched_yield`, or just woken) needs it to take the
+//! answer ([`Channel::peer_cpu`], the worker's `YIELD_AFTER`).
+//!
 //! # Layout and memory ordering
 //!
 //! Each ring has a writer line (`tail`: messages published; `socket_sent`), a reader line (`head`: messages
@@ -79,9 +88,12 @@ pub(crate) const SLOTS: u64 = 128;
 /// The largest message a slot holds. Commands and notifications of the collectives and the
 /// sample plugins are a few hundred bytes; larger ones take the socket.
 pub(crate) const SLOT_BYTES: usize = 1024;
-/// `"DSUROMC2"`: the first word of a channel's memory. (Version 1 had no published
-/// `socket_sent`: its reader had to poll the socket on every round.)
-const MAGIC: u64 = u64::from_le_bytes(*b"DSUROMC2");
+/// `"DSUROMC3"`: the first word of a channel's memory. (Version 1 had no published
+/// `socket_sent`: its reader had to poll the socket on every round; version 2 no writer's
+/// `cpu`.)
+const MAGIC: u64 = u64::from_le_bytes(*b"DSUROMC3");
+/// A writer line's `cpu` before the first send, or when `sched_getcpu` fails.
+const NO_CPU: u32 = u32::MAX;
 /// Where the slots start (after the header, page-aligned).
 const DATA_OFFSET: usize = 4096;
 /// Bytes of the memory file.
@@ -93,6 +105,9 @@ struct WriterLine {
     /// Packets the writer sent (or queued) on the socket: a hint for the reader's look,
     /// never trusted for anything else.
     socket_sent: AtomicU64,
+    /// The CPU the writer ran on at its last ring send ([`NO_CPU`]: not known). A hint for
+    /// the reader's scheduling (see "Where the peer runs" above).
+    cpu: AtomicU32,
 }
 
 #[repr(C, align(64))]
@@ -125,6 +140,14 @@ struct Header {
 }
 
 const _: () = assert!(core::mem::size_of::<Header>() <= DATA_OFFSET);
+
+/// The CPU this thread runs on, or [`NO_CPU`]. glibc answers `sched_getcpu` from the rseq
+/// area (no system call) where the kernel supports it.
+fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).unwrap_or(NO_CPU)
+}
 
 /// The peer broke the channel's rules (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,8 +182,9 @@ pub(crate) struct Channel {
     my_wake: OwnedFd,
     /// Written by us to wake the peer.
     peer_wake: OwnedFd,
-    /// Whether a send woke the peer since [`Channel::take_woke_peer`] last asked.
-    woke_peer: bool,
+    /// Whether this end sent a message (ring or socket) since [`Channel::take_sent`] last
+    /// asked.
+    sent: bool,
 }
 
 impl core::fmt::Debug for Channel {
@@ -174,6 +198,9 @@ impl Channel {
     pub(crate) fn create() -> Result<Channel, doca_error_t> {
         let seg = ShmSegment::create(CHANNEL_LEN, "doca-soft-urom-channel")?;
         let ch = Channel::new(seg, Side::Host, eventfd::create()?, eventfd::create()?);
+        for ring in &ch.header().rings {
+            ring.writer.cpu.store(NO_CPU, Relaxed);
+        }
         ch.header().magic.store(MAGIC, Release);
         Ok(ch)
     }
@@ -210,7 +237,7 @@ impl Channel {
             stash: None,
             my_wake,
             peer_wake,
-            woke_peer: false,
+            sent: false,
         }
     }
 
@@ -287,24 +314,35 @@ impl Channel {
             at += p.len();
         }
         ring.lens[(cursor % SLOTS) as usize].store(len as u32, Relaxed);
+        ring.writer.cpu.store(current_cpu(), Relaxed);
         ring.writer.tail.store(cursor + 1, Release);
         fence(SeqCst);
         if ring.sleep.sleeping.load(Relaxed) != 0 && ring.sleep.sleeping.swap(0, AcqRel) != 0 {
             eventfd::signal(self.peer_wake.as_raw_fd());
-            self.woke_peer = true;
         }
         self.tail = cursor + 1;
+        self.sent = true;
         true
     }
 
-    /// Whether a send woke the peer (wrote its eventfd) since the last call: the peer is then
-    /// runnable and may be waiting for a CPU, perhaps this one.
-    pub(crate) fn take_woke_peer(&mut self) -> bool {
-        std::mem::take(&mut self.woke_peer)
+    /// Whether this end sent a message (through the ring or on the socket) since the last
+    /// call.
+    pub(crate) fn take_sent(&mut self) -> bool {
+        std::mem::take(&mut self.sent)
+    }
+
+    /// The CPU the peer ran on when it last sent through its ring, if known: a hint (see
+    /// "Where the peer runs" in the module docs).
+    pub(crate) fn peer_cpu(&self) -> Option<u32> {
+        match self.header().rings[self.rx].writer.cpu.load(Relaxed) {
+            NO_CPU => None,
+            cpu => Some(cpu),
+        }
     }
 
     /// A message of this direction went on the socket (sent or queued behind others).
     pub(crate) fn sent_on_socket(&mut self) {
+        self.sent = true;
         self.socket_sent += 1;
         self.header().rings[self.tx].writer.socket_sent.store(self.socket_sent, Release);
     }
@@ -523,14 +561,27 @@ mod tests {
         let mut w = w;
         recv(&mut w).unwrap();
         assert!(w.prepare_sleep());
-        assert!(!h.take_woke_peer(), "no wake-up so far");
         assert!(h.try_send(b"y"));
         assert!(readable(w.wake_fd()), "the sleeper is woken");
-        assert!(h.take_woke_peer() && !h.take_woke_peer(), "the writer knows, once");
         w.drain_wake();
         assert!(h.try_send(b"z"));
         assert!(!readable(w.wake_fd()), "once: the writer cleared the flag");
         w.awake();
+    }
+
+    #[test]
+    fn a_writer_says_it_sent_and_where_it_ran() {
+        let (mut h, mut w) = pair();
+        assert_eq!(w.peer_cpu(), None, "nothing sent yet");
+        assert!(!h.take_sent());
+        assert!(h.try_send(b"x"));
+        assert!(h.take_sent() && !h.take_sent(), "the writer knows, once");
+        // The thread may have moved since: only that a CPU was published.
+        assert!(w.peer_cpu().is_some(), "the host's CPU, as the worker sees it");
+        assert_eq!(h.peer_cpu(), None, "the worker has sent nothing");
+        w.sent_on_socket();
+        assert!(w.take_sent(), "a packet on the socket is a send too");
+        assert_eq!(h.peer_cpu(), None, "only ring sends say where they ran");
     }
 
     #[test]

@@ -125,10 +125,14 @@ const ARMED_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(20
 /// ~0.5 µs on the VMs we measure on, longer than a round that polls only memory, so yielding
 /// from the first empty round made the yield the unit of time in which a host's next command
 /// is seen (back-to-back commands from a host on another CPU: 0.65 → 0.82 µs a round trip once
-/// the rounds no longer `poll`ed their sockets; 0.50 µs with this). Not after an answer woke a
-/// sleeping host: that host may share this CPU and need it now (an offloaded allreduce of two
-/// members on two CPUs took 12 → 14 µs when the worker spun first), so the worker yields at
-/// once until a host's message shows it has run. Not while commands are outstanding either:
+/// the rounds no longer `poll`ed their sockets; 0.50 µs with this). Not after an answer to a
+/// host whose last command came from this worker's CPU (`Channel::peer_cpu`): that host,
+/// spinning with `sched_yield` or just woken, needs this CPU to take the answer, so the worker
+/// yields at once until a host's message shows it has run (an offloaded 8 B allreduce of two
+/// members on two CPUs, each host beside its worker: p50 12.1 → 8.1 µs; the rule was first
+/// "after an answer woke a sleeping host", which a spinning host never is). A host elsewhere
+/// keeps the short poll: yielding at once after every answer made back-to-back commands from
+/// another CPU 0.47–0.64 → 0.81–0.86 µs a round trip. Not while commands are outstanding either:
 /// the answer then depends on another process (a peer worker), which may be waiting for this
 /// CPU (four members on two CPUs: 39 → 44 µs with the spin first).
 const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(2);
@@ -276,6 +280,23 @@ unsafe fn drain_list(head: *mut ucs_list_link) -> Vec<*mut ucs_list_link> {
         (*head).prev = head;
     }
     out
+}
+
+/// Whether any connection's channel sent a message since last asked to a host whose last
+/// command came from the CPU this thread runs on (a hint: see `Channel::peer_cpu`). Every
+/// channel's flag is taken, with no short cut: one left set would later pass for an answer
+/// that round did not send.
+fn answered_a_host_here(conns: &mut [Conn]) -> bool {
+    let mut here = false;
+    let mut cpu = None;
+    for ch in conns.iter_mut().filter_map(|c| c.chan.as_mut()) {
+        if ch.take_sent() && !here {
+            // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
+            let mine = *cpu.get_or_insert_with(|| unsafe { libc::sched_getcpu() });
+            here = mine >= 0 && ch.peer_cpu() == Some(mine as u32);
+        }
+    }
+    here
 }
 
 /// Tells the C allocator to keep the memory the worker frees, so that the next operation
@@ -492,8 +513,9 @@ impl Worker<'_> {
         let mut owners: Vec<Option<usize>> = Vec::new();
         // Each connection's revents of this round (0 when its socket was not looked at).
         let mut revents: Vec<libc::c_short> = Vec::new();
-        // An answer woke a sleeping host since the last message from a host (see YIELD_AFTER).
-        let mut woke_host = false;
+        // An answer went to a host on this worker's CPU since the last message from a host
+        // (see YIELD_AFTER).
+        let mut answered_here = false;
         while !self.exit {
             let now = Instant::now();
             let busy = self.outstanding() > 0;
@@ -561,8 +583,8 @@ impl Worker<'_> {
             let ready = |c: &Conn| c.chan.as_ref().is_some_and(|ch| ch.has_data());
             let traffic = n > 0 && fds[..sockets].iter().any(|f| f.revents != 0) || self.conns.iter().any(ready);
             if traffic {
-                // A host's message: whichever host was woken has run since.
-                woke_host = false;
+                // A host's message: whichever host was answered has run since.
+                answered_here = false;
                 revents.clear();
                 revents.resize(self.conns.len(), 0);
                 let mut control = false;
@@ -594,10 +616,7 @@ impl Worker<'_> {
             if self.outstanding() > 0 || busy {
                 if self.progress() {
                     last_progress = Instant::now();
-                    // Every channel's flag is taken (no short cut): one left set would later
-                    // pass for a wake-up this round's answers did not make.
-                    let chans = self.conns.iter_mut().filter_map(|c| c.chan.as_mut());
-                    woke_host |= chans.fold(false, |woke, ch| ch.take_woke_peer() | woke);
+                    answered_here |= answered_a_host_here(&mut self.conns);
                 } else if fruitless {
                     // Spinning on an answer that depends on another process (a peer worker,
                     // a host): on a machine with fewer CPUs than busy processes that process
@@ -609,10 +628,10 @@ impl Worker<'_> {
                     // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
                     unsafe { libc::sched_yield() };
                 }
-            } else if fruitless && (woke_host || quiet >= YIELD_AFTER) {
+            } else if fruitless && (answered_here || quiet >= YIELD_AFTER) {
                 // Waiting for a host's next command: the CPU is given up once the loop has
-                // been quiet for YIELD_AFTER (see there), or at once after an answer woke a
-                // host, which may be waiting for this very CPU to send that command.
+                // been quiet for YIELD_AFTER (see there), or at once after an answer to a
+                // host on this CPU, which needs it to take the answer and send that command.
                 // SAFETY: as above.
                 unsafe { libc::sched_yield() };
             }
