@@ -11,7 +11,7 @@
 //! then shows where they go). Kinds: `write`, `read`, `fadd`, `pipeline` (writes, 64 in flight in
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
 //! (the same writes through 64 `rdma::Lanes`, each holding its task), `batch` (the same
-//! lanes taken a batch at a time, `Lanes::batch`), `lane` (one write at a
+//! lanes taken a batch at a time, `Lanes::batch`; `batch_read` the same with reads), `lane` (one write at a
 //! time through a single lane), `lane_fadd` (the same with a fetch-add), `messages` (8-byte
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
@@ -141,9 +141,10 @@ fn main() -> Result<()> {
                     r?;
                 }
             }
-            "batch" => {
-                // The same writes, the lanes taken a batch at a time (`Lanes::batch`).
-                let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64)?;
+            "batch" | "batch_read" => {
+                // The same writes (or reads), the lanes taken a batch at a time (`Lanes::batch`).
+                let op = if kind == "batch" { LaneOp::Write } else { LaneOp::Read };
+                let mut lanes = ab.lanes(op(remote.slice(..64 * 8)), local.slice(..64 * 8), 64)?;
                 let mut sent = 0;
                 while sent < n {
                     let mut batch = lanes.batch().await;
