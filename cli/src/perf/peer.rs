@@ -19,10 +19,35 @@ pub fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
         IdleArg::Event => "event",
     };
     let mut cmd = Command::new(exe);
+    dies_with_this_thread(&mut cmd);
     cmd.args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
         .args(["--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
         .args(["--size", &p.size.to_string(), "--cpu", &cpu.to_string()]);
     Ok(cmd)
+}
+
+/// Makes the process `cmd` starts get SIGTERM when the thread that starts it ends
+/// (`PR_SET_PDEATHSIG`), so that a `perf` killed by a signal does not leave its peers and its
+/// UROM service running. `perf` starts them from its main thread, which lives as long as the
+/// run. A child whose parent is already gone when it gets there does not start at all.
+pub(super) fn dies_with_this_thread(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
+    // getppid, which are async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl: then nobody would ever stop us.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        })
+    };
 }
 
 /// Starts the peer side of a two-process test as a child of this process.

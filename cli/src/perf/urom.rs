@@ -295,7 +295,9 @@ impl PerfDaemon {
         std::fs::create_dir_all(&dir).map_err(|e| Error::os(e, "perf: create the service directory"))?;
         let socket = dir.join("urom.sock");
         let exe = std::env::current_exe().map_err(|e| Error::os(e, "perf: find own executable"))?;
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        super::peer::dies_with_this_thread(&mut cmd);
+        let mut child = cmd
             .args(["urom-service", "--builtin-samples", "--log-level", "warn", "--socket"])
             .arg(&socket)
             .env_remove("UROM_PLUGIN_PATH")
