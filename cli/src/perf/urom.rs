@@ -273,6 +273,31 @@ fn raw_loop(p: &Params, socket: &std::path::Path, cpu_worker: usize) -> Result<(
 // ---- the private service ---------------------------------------------------------------
 
 /// `async-doca urom-service` in a directory of its own, stopped with SIGTERM on drop.
+/// The private directory of a perf run is this followed by its process id.
+const DIR_PREFIX: &str = "async-doca-perf-urom-";
+
+/// Removes the private directories of perf runs whose process is gone (one killed by a
+/// signal cannot remove its own: its service dies with it, but the directory and the
+/// rendezvous socket in it stay). A directory whose process id is alive is left alone, even
+/// if the id was reused by another program.
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 pub(super) struct PerfDaemon {
     child: Option<Child>,
     socket: PathBuf,
@@ -290,7 +315,8 @@ impl PerfDaemon {
     }
 
     pub(super) fn start() -> Result<PerfDaemon> {
-        let dir = std::env::temp_dir().join(format!("async-doca-perf-urom-{}", std::process::id()));
+        remove_stale_dirs();
+        let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::os(e, "perf: create the service directory"))?;
         let socket = dir.join("urom.sock");
