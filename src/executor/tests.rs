@@ -303,8 +303,6 @@ fn a_wait_for_a_remote_answer_yields_its_cpu_then_sleeps() {
         time::sleep(wait).await;
         let used = thread_cpu() - before;
         core.slots.release_for_test(command);
-        let ceiling = super::learned_spin::ceiling_for(core.learned_yield.floor());
-        assert!(core.learned_yield.budget() <= ceiling);
         // The spin is at most the ceiling (100 µs); the rest is one wake-up. A quarter of the
         // wait leaves room for any machine, and fails a spin that does not end.
         assert!(used < wait / 4, "the executor used {used:?} of CPU in a {wait:?} wait");

@@ -279,11 +279,10 @@ impl State {
                         yield_now();
                         return;
                     }
-                    // As the executor's own loop: a yielding spin while only offloaded
-                    // commands are in flight (`DocaTask::REMOTE`), each spin on its own budget.
+                    // As the executor's own loop: each adaptive spin on its own budget.
                     let kind = match self.idle {
-                        IdleMode::Adaptive(_) if core.slots.only_remote() => SpinKind::Yielding,
-                        _ => SpinKind::Busy,
+                        IdleMode::Adaptive(_) => core.adaptive_spin_kind(),
+                        IdleMode::Polling | IdleMode::Event => SpinKind::Busy,
                     };
                     self.phase = match self.idle {
                         IdleMode::Event => self.go_idle(None),

@@ -169,6 +169,17 @@ impl Core {
         false
     }
 
+    /// The spin an adaptive idle uses now: the yielding one while every operation in flight
+    /// is an offloaded command (`DocaTask::REMOTE`), whose answer is another processor's work
+    /// that may be waiting for this CPU (see `learned_spin`); the busy one otherwise.
+    pub(crate) fn adaptive_spin_kind(&self) -> SpinKind {
+        if self.slots.only_remote() {
+            SpinKind::Yielding
+        } else {
+            SpinKind::Busy
+        }
+    }
+
     /// The learned budget of the spin of `kind`.
     pub(crate) fn learned(&self, kind: SpinKind) -> &LearnedSpin {
         match kind {
@@ -269,27 +280,22 @@ impl Core {
                 self.spin(main, None);
             }
             IdleMode::Event => self.park(main, None),
-            IdleMode::Adaptive(_) if self.slots.only_remote() => {
-                // Only offloaded commands in flight (`DocaTask::REMOTE`): their answer is
-                // another processor's work, which may be waiting for this CPU. Yield it
-                // round after round instead of spinning on it (see `learned_spin`).
-                let budget = self.learned_yield.budget();
-                if budget.is_zero() {
-                    self.park(main, None);
-                } else if !self.spin_yielding(main, budget) {
-                    self.park(main, Some(SpinKind::Yielding));
-                } else {
-                    self.learned_yield.caught();
-                }
-            }
             IdleMode::Adaptive(_) => {
-                let budget = self.learned_spin.budget();
-                if budget.is_zero() {
-                    self.park(main, None);
-                } else if self.take_spun_out() || !self.spin(main, Some(budget)) {
-                    self.park(main, Some(SpinKind::Busy));
+                let kind = self.adaptive_spin_kind();
+                let learned = self.learned(kind);
+                let budget = learned.budget();
+                let caught = !budget.is_zero()
+                    && match kind {
+                        // A task's inline spin that used the budget up leaves nothing for
+                        // this one to do but repeat it.
+                        SpinKind::Busy => !self.take_spun_out() && self.spin(main, Some(budget)),
+                        SpinKind::Yielding => self.spin_yielding(main, budget),
+                    };
+                if caught {
+                    learned.caught();
                 } else {
-                    self.learned_spin.caught();
+                    // A sleep teaches the budget only when a spin of it preceded.
+                    self.park(main, (!budget.is_zero()).then_some(kind));
                 }
             }
         }
