@@ -49,9 +49,10 @@
 //!
 //! # Where the peer runs
 //!
-//! Each send through the ring also stores the CPU the writer runs on (`cpu`, in the writer
-//! line; `sched_getcpu`, which glibc answers from the thread's rseq area without a system
-//! call). It is a scheduling hint, never trusted for anything else: a worker that has just
+//! Each host send through the ring also stores the CPU the host runs on (`cpu`, in ring 0's
+//! writer line; `sched_getcpu`, which glibc answers from the thread's rseq area without a
+//! system call). Only the worker reads it, so the worker's sends store nothing. It is a
+//! scheduling hint, never trusted for anything else: a worker that has just
 //! answered a host whose last command came from the worker's own CPU gives that CPU up at
 //! once, since the host (spinning with `sched_yield`, or just woken) needs it to take the
 //! answer ([`Channel::peer_cpu`], the worker's `YIELD_AFTER`).
@@ -92,6 +93,8 @@ pub(crate) const SLOT_BYTES: usize = 1024;
 /// `socket_sent`: its reader had to poll the socket on every round; version 2 no writer's
 /// `cpu`.)
 const MAGIC: u64 = u64::from_le_bytes(*b"DSUROMC3");
+/// The ring the host writes (and the worker reads); the other carries the answers.
+const HOST_RING: usize = 0;
 /// A writer line's `cpu` before the first send, or when `sched_getcpu` fails.
 const NO_CPU: u32 = u32::MAX;
 /// Where the slots start (after the header, page-aligned).
@@ -105,8 +108,9 @@ struct WriterLine {
     /// Packets the writer sent (or queued) on the socket: a hint for the reader's look,
     /// never trusted for anything else.
     socket_sent: AtomicU64,
-    /// The CPU the writer ran on at its last ring send ([`NO_CPU`]: not known). A hint for
-    /// the reader's scheduling (see "Where the peer runs" above).
+    /// The CPU the host ran on at its last ring send ([`NO_CPU`]: not known; the worker's
+    /// ring never has one). A hint for the worker's scheduling (see "Where the peer runs"
+    /// above).
     cpu: AtomicU32,
 }
 
@@ -141,12 +145,12 @@ struct Header {
 
 const _: () = assert!(core::mem::size_of::<Header>() <= DATA_OFFSET);
 
-/// The CPU this thread runs on, or [`NO_CPU`]. glibc answers `sched_getcpu` from the rseq
-/// area (no system call) where the kernel supports it.
-fn current_cpu() -> u32 {
+/// The CPU this thread runs on, if the system says. glibc answers `sched_getcpu` from the
+/// rseq area (no system call) where the kernel supports it.
+pub(crate) fn current_cpu() -> Option<u32> {
     // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
     let cpu = unsafe { libc::sched_getcpu() };
-    u32::try_from(cpu).unwrap_or(NO_CPU)
+    u32::try_from(cpu).ok()
 }
 
 /// The peer broke the channel's rules (see the module docs).
@@ -224,7 +228,7 @@ impl Channel {
     }
 
     fn new(seg: ShmSegment, side: Side, my_wake: OwnedFd, peer_wake: OwnedFd) -> Channel {
-        let (tx, rx) = if side == Side::Host { (0, 1) } else { (1, 0) };
+        let (tx, rx) = if side == Side::Host { (HOST_RING, 1) } else { (1, HOST_RING) };
         Channel {
             seg,
             tx,
@@ -314,7 +318,9 @@ impl Channel {
             at += p.len();
         }
         ring.lens[(cursor % SLOTS) as usize].store(len as u32, Relaxed);
-        ring.writer.cpu.store(current_cpu(), Relaxed);
+        if self.tx == HOST_RING {
+            ring.writer.cpu.store(current_cpu().unwrap_or(NO_CPU), Relaxed);
+        }
         ring.writer.tail.store(cursor + 1, Release);
         fence(SeqCst);
         if ring.sleep.sleeping.load(Relaxed) != 0 && ring.sleep.sleeping.swap(0, AcqRel) != 0 {
@@ -332,7 +338,8 @@ impl Channel {
     }
 
     /// The CPU the peer ran on when it last sent through its ring, if known: a hint (see
-    /// "Where the peer runs" in the module docs).
+    /// "Where the peer runs" in the module docs). Only the host publishes it: on the
+    /// host's end this is always `None`.
     pub(crate) fn peer_cpu(&self) -> Option<u32> {
         match self.header().rings[self.rx].writer.cpu.load(Relaxed) {
             NO_CPU => None,

@@ -288,12 +288,11 @@ unsafe fn drain_list(head: *mut ucs_list_link) -> Vec<*mut ucs_list_link> {
 /// that round did not send.
 fn answered_a_host_here(conns: &mut [Conn]) -> bool {
     let mut here = false;
-    let mut cpu = None;
+    let mut mine = None;
     for ch in conns.iter_mut().filter_map(|c| c.chan.as_mut()) {
         if ch.take_sent() && !here {
-            // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
-            let mine = *cpu.get_or_insert_with(|| unsafe { libc::sched_getcpu() });
-            here = mine >= 0 && ch.peer_cpu() == Some(mine as u32);
+            let cpu = *mine.get_or_insert_with(channel::current_cpu);
+            here = cpu.is_some() && ch.peer_cpu() == cpu;
         }
     }
     here
