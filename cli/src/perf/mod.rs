@@ -662,8 +662,10 @@ fn plan(args: &PerfArgs) -> Vec<(&'static TestDef, Params)> {
 ///
 /// A bandwidth run must still last tens of milliseconds: one of a few milliseconds (20 000
 /// operations at 8 B, 16 384 at 4 KiB, when the budget was 20 000 and 64 MiB) measured the
-/// machine's hiccups more than the runtime, async/raw ops/s 0.60–0.97 over five rounds at
-/// 8 B; at 200 000 and 256 MiB, 0.85–1.07.
+/// machine's hiccups more than the runtime: async/raw ops/s 0.60–0.97 over five rounds of
+/// one build at 8 B. At 200 000 and 256 MiB the per-row medians are steadier (0.79–0.98 at
+/// 8 B over four runs of the same code, most of them 0.88 or more), though the rounds of
+/// one run still spread ~0.3 (`docs/cost.md`, eleventh session).
 fn iters_for(at_8: u64, size: usize) -> u64 {
     let budget = (256 << 20) / size.max(8) as u64;
     at_8.min(budget).max(200)

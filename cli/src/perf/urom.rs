@@ -272,7 +272,6 @@ fn raw_loop(p: &Params, socket: &std::path::Path, cpu_worker: usize) -> Result<(
 
 // ---- the private service ---------------------------------------------------------------
 
-/// `async-doca urom-service` in a directory of its own, stopped with SIGTERM on drop.
 /// The private directory of a perf run is this followed by its process id.
 const DIR_PREFIX: &str = "async-doca-perf-urom-";
 
@@ -298,6 +297,7 @@ fn remove_stale_dirs() {
     }
 }
 
+/// `async-doca urom-service` in a directory of its own, stopped with SIGTERM on drop.
 pub(super) struct PerfDaemon {
     child: Option<Child>,
     socket: PathBuf,
