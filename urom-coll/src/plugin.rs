@@ -423,6 +423,9 @@ pub struct CollPlugin {
     /// What the worker sleeps on (see [`Plugin::arm`]): an epoll set of the PE's notification
     /// handle and, while hellos are expected, the socket.
     wake: Wake,
+    /// The RDMA events handled last time, emptied, kept for their capacity (see
+    /// [`Rdma::take_events`]).
+    events: VecDeque<Event>,
     // Last: dropped after the group, whose raw connection pointers it owns.
     net: Rdma,
 }
@@ -583,7 +586,8 @@ impl CollPlugin {
     }
 
     fn on_events(&mut self) {
-        for ev in self.net.take_events() {
+        let events = self.net.take_events(std::mem::take(&mut self.events));
+        for &ev in &events {
             match ev {
                 Event::Recv { slot, len, status } => {
                     if status != sys::DOCA_SUCCESS {
@@ -648,6 +652,7 @@ impl CollPlugin {
                 }
             }
         }
+        self.events = events;
     }
 
     /// Answers the finished operations at the front, in command order.
@@ -798,7 +803,16 @@ impl Plugin for CollPlugin {
         let (sock, name) = bind_unique_datagram("async-doca-urom-coll")?;
         let net = Rdma::open()?;
         let wake = Wake::new(net.notification_fd()?)?;
-        Ok(CollPlugin { state: State::Idle, early: HashMap::new(), sock, name, buf: vec![0; MAX_HELLO + 1], wake, net })
+        Ok(CollPlugin {
+            state: State::Idle,
+            early: HashMap::new(),
+            sock,
+            name,
+            buf: vec![0; MAX_HELLO + 1],
+            wake,
+            events: VecDeque::new(),
+            net,
+        })
     }
 
     /// Everything this plugin waits for has an fd: RDMA completions and rings (the PE's

@@ -20,7 +20,7 @@
 //! are then released, then the buffers, the inventory, the mmaps, the ctx, the PE, the device.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 
@@ -214,12 +214,16 @@ pub(crate) struct Rdma {
     /// The staging area's registration and its free slots ([`IO_STAGE`] bytes each).
     stage_mmap: *mut sys::doca_mmap,
     stage_free: Vec<usize>,
-    io: HashMap<u64, Io>,
+    /// Transfers in flight by id, at most [`IO_MAX`]: a list, searched by id, since a map
+    /// would hash an id for every transfer to find one of a handful.
+    io: Vec<(u64, Io)>,
     next_io: u64,
     /// Host mmaps imported from their mkeys, kept across collectives: an import maps the
     /// host's whole segment, and mapping it afresh for every collective would fault every
-    /// page in again. Unused entries are dropped beyond [`MAX_IMPORTS`].
-    imports: HashMap<Vec<u8>, Import>,
+    /// page in again. Unused entries are dropped beyond [`MAX_IMPORTS`]. A list searched by
+    /// key: a job uses one or two host segments per member, and hashing a key of ~100 bytes
+    /// with SipHash on every transfer cost more than comparing it with each.
+    imports: Vec<(Vec<u8>, Import)>,
     // Last: freed after the mmaps over them.
     recv_area: Area,
     send_area: Area,
@@ -269,9 +273,9 @@ impl Rdma {
             send_free: (0..SEND_SLOTS).rev().collect(),
             stage_mmap: ptr::null_mut(),
             stage_free: (0..IO_MAX).rev().collect(),
-            io: HashMap::new(),
+            io: Vec::with_capacity(IO_MAX),
             next_io: 0,
-            imports: HashMap::new(),
+            imports: Vec::new(),
             recv_area: Area::new(RECV_SLOTS * SLOT)?,
             send_area: Area::new(SEND_SLOTS * SLOT)?,
             stage_area: Area::new(IO_MAX * IO_STAGE)?,
@@ -432,8 +436,12 @@ impl Rdma {
         any
     }
 
-    pub(crate) fn take_events(&mut self) -> VecDeque<Event> {
-        std::mem::take(&mut *self.events.borrow_mut())
+    /// The events recorded since the last call, oldest first. The queue handed out last time
+    /// comes back as `done` (emptied here) and is what the callbacks record into next, so that
+    /// neither side allocates once both have grown to the traffic.
+    pub(crate) fn take_events(&mut self, mut done: VecDeque<Event>) -> VecDeque<Event> {
+        done.clear();
+        std::mem::replace(&mut *self.events.borrow_mut(), done)
     }
 
     /// Whether a send slot is free.
@@ -594,7 +602,7 @@ impl Rdma {
         match r {
             Ok(()) => {
                 self.next_io += 1;
-                self.io.insert(id, io);
+                self.io.push((id, io));
                 Ok(id)
             }
             Err(e) => {
@@ -607,7 +615,8 @@ impl Rdma {
 
     /// Releases transfer `id`'s resources after its completion event; returns its memory.
     pub(crate) fn finish_io(&mut self, id: u64) -> Option<Vec<u8>> {
-        let mut io = self.io.remove(&id)?;
+        let i = self.io.iter().position(|(i, _)| *i == id)?;
+        let (_, mut io) = self.io.swap_remove(i);
         if let (Some(k), true) = (io.stage, io.read) {
             // SAFETY: the transfer completed, so the slot holds what the read brought (or,
             // if it failed, bytes the caller drops); `mem` has the transfer's length, at
@@ -623,7 +632,7 @@ impl Rdma {
 
     /// The host mmap exported as `mkey`, imported once and counted as used.
     fn import(&mut self, mkey: &[u8]) -> Result<*mut sys::doca_mmap, Status> {
-        if let Some(i) = self.imports.get_mut(mkey) {
+        if let Some((_, i)) = self.imports.iter_mut().find(|(k, _)| k.as_slice() == mkey) {
             i.users += 1;
             return Ok(i.mmap);
         }
@@ -632,7 +641,7 @@ impl Rdma {
         ok(unsafe {
             sys::doca_mmap_create_from_export(ptr::null(), mkey.as_ptr().cast(), mkey.len(), self.dev, &mut m)
         })?;
-        self.imports.insert(mkey.to_vec(), Import { mmap: m, users: 1 });
+        self.imports.push((mkey.to_vec(), Import { mmap: m, users: 1 }));
         Ok(m)
     }
 
@@ -662,13 +671,13 @@ impl Rdma {
         if !io.remote_mmap.is_null() {
             // By its mmap, so that a transfer need not keep a copy of the key: the imports
             // are few (one per host segment in use, at most MAX_IMPORTS kept).
-            if let Some(i) = self.imports.values_mut().find(|i| i.mmap == io.remote_mmap) {
+            if let Some((_, i)) = self.imports.iter_mut().find(|(_, i)| i.mmap == io.remote_mmap) {
                 i.users -= 1;
             }
             io.remote_mmap = ptr::null_mut();
         }
         if self.imports.len() > MAX_IMPORTS {
-            self.imports.retain(|_, i| {
+            self.imports.retain(|(_, i)| {
                 if i.users > 0 {
                     return true;
                 }
@@ -715,7 +724,7 @@ impl Drop for Rdma {
             for (_, mut io) in std::mem::take(&mut self.io) {
                 self.release(&mut io);
             }
-            for (_, i) in self.imports.drain() {
+            for (_, i) in self.imports.drain(..) {
                 destroy_mmap(i.mmap);
             }
             for b in self.recv_bufs.drain(..).chain(self.send_bufs.drain(..)) {
