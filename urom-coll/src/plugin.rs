@@ -655,8 +655,14 @@ impl CollPlugin {
         self.events = events;
     }
 
-    /// Answers the finished operations at the front, in command order.
-    fn answer(&mut self, out: &mut Notifications) {
+    /// Answers the finished operations at the front, in command order; whether it answered any.
+    fn answer(&mut self, out: &mut Notifications) -> bool {
+        let before = out.len();
+        self.answer_front(out);
+        out.len() != before
+    }
+
+    fn answer_front(&mut self, out: &mut Notifications) {
         let State::Active(g) = &mut self.state else { return };
         while let Some(op) = g.ops.front() {
             // Fini waits for every message of the group to be out; a collective for its own
@@ -687,7 +693,9 @@ impl CollPlugin {
         }
     }
 
-    fn step(&mut self, out: &mut Notifications) {
+    /// Whether anything moved: an RDMA completion, a transfer started, an answer.
+    fn step(&mut self, out: &mut Notifications) -> bool {
+        let mut moved = false;
         // A pass that started a transfer with the host goes round again: a transfer may have
         // completed already (the soft provider moves the bytes at submit and queues the
         // completion for the next `doca_pe_progress`), and taking it now saves the collective
@@ -695,16 +703,20 @@ impl CollPlugin {
         // result), each a `sched_yield` when the loop sees no progress. On hardware the
         // second pass finds nothing and costs one empty `doca_pe_progress`.
         for _ in 0..PASSES_PER_STEP {
-            if !self.pass(out) {
+            let (started, progressed) = self.pass(out);
+            moved |= started || progressed;
+            if !started {
                 break;
             }
         }
-        self.answer(out);
+        self.answer(out) || moved
     }
 
-    /// One pass of [`CollPlugin::step`]; whether it started a transfer with the host.
-    fn pass(&mut self, out: &mut Notifications) -> bool {
-        if self.net.progress() {
+    /// One pass of [`CollPlugin::step`]: whether it started a transfer with the host, and
+    /// whether RDMA completed anything.
+    fn pass(&mut self, out: &mut Notifications) -> (bool, bool) {
+        let progressed = self.net.progress();
+        if progressed {
             // RDMA completions (chunks in or out, host transfers): a long collective is
             // moving even while it has nothing to answer yet.
             out.made_progress();
@@ -721,7 +733,7 @@ impl CollPlugin {
             self.drain_socket();
             self.send_hellos();
         }
-        let State::Active(g) = &mut self.state else { return false };
+        let State::Active(g) = &mut self.state else { return (false, progressed) };
         let mut started = g.start_io(&mut self.net);
         g.submit();
         if g.all_connected() || g.mail.error.is_some() {
@@ -737,7 +749,7 @@ impl CollPlugin {
             g.pump(&mut self.net);
         }
         started |= g.start_io(&mut self.net);
-        started
+        (started, progressed)
     }
 }
 
@@ -879,7 +891,12 @@ impl Plugin for CollPlugin {
     }
 
     fn progress(&mut self, _: &WorkerCtx, out: &mut Notifications) {
-        self.step(out);
-        self.step(out);
+        // A step that moved something is followed by another: what it sent or started may
+        // have completed already (the soft provider completes a transfer at its next
+        // `doca_pe_progress`), and a quiet step is not repeated, since a second look right
+        // after finding nothing costs a progress of every connection for nothing.
+        if self.step(out) {
+            self.step(out);
+        }
     }
 }

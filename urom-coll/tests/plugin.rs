@@ -424,6 +424,23 @@ fn run_all_kinds(n: usize) {
     c.fini();
 }
 
+/// What a worker's plugin costs per collective, for callgrind (see `docs/cost.md`, "What an
+/// offloaded collective costs the worker"): two members run `WORKER_COST_ITERS` (default 100)
+/// checked 8 B allreduces one after the other, in one thread, so that the instruction count
+/// has no waiting in it. Per collective = the difference of two runs' inclusive cost of
+/// `ffi::worker_cmd` + `ffi::progress`, divided by the difference of their iterations.
+#[test]
+#[ignore = "a measurement harness for callgrind; run by name with --ignored"]
+fn worker_cost_probe() {
+    let iters: u32 = std::env::var("WORKER_COST_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let mut c = Cluster::new(2);
+    c.init(Tuning::default());
+    for seq in 0..iters {
+        allreduce_i64(&mut c, seq, 1);
+    }
+    c.fini();
+}
+
 #[test]
 fn two_members_run_every_kind() {
     run_all_kinds(2);
