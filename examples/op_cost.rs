@@ -12,7 +12,8 @@
 //! one task's `rdma::Pipeline`), `window` (the same writes in an `rdma::Window`), `lanes`
 //! (the same writes through 64 `rdma::Lanes`, each holding its task), `batch` (the same
 //! lanes taken a batch at a time, `Lanes::batch`; `batch_read` the same with reads), `lane` (one write at a
-//! time through a single lane), `lane_fadd` (the same with a fetch-add), `messages` (8-byte
+//! time through a single lane), `lane_fadd` (the same with a fetch-add), `lane_send` (one 8-byte
+//! message at a time through a send lane into a receive lane posted again at once), `messages` (8-byte
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
@@ -177,6 +178,22 @@ fn main() -> Result<()> {
                 for _ in 0..n {
                     lanes.lane().await.1.submit_fetch_add(1);
                     lanes.next().await.expect("one submitted").0?;
+                }
+            }
+            "lane_send" => {
+                // One 8-byte message at a time from a to b through a send lane, received by a
+                // receive lane that is posted again at once (perf's `send_lat` in mode `lanes`,
+                // one side).
+                let inbox = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+                let mut posted = b.recv_lanes(inbox.slice(..8), 1)?;
+                posted.lane().await.1.submit();
+                let mut lanes = ab.lanes(LaneOp::Send, local.slice(..8), 1)?;
+                for _ in 0..n {
+                    lanes.lane().await.1.submit();
+                    lanes.next().await.expect("one submitted").0?;
+                    let (msg, lane) = posted.next().await.expect("one posted");
+                    lane.submit();
+                    msg?;
                 }
             }
             "spawned" => {
