@@ -190,13 +190,14 @@ impl Group {
         self.peers.iter().flatten().all(|p| p.connected)
     }
 
-    /// Hands queued message bytes to RDMA while send slots are free.
-    fn pump(&mut self, net: &mut Rdma) {
+    /// Hands queued message bytes to RDMA while send slots are free; whether it sent any.
+    fn pump(&mut self, net: &mut Rdma) -> bool {
+        let mut sent = false;
         while let Some(o) = self.mail.out.front_mut() {
             if self.mail.error.is_some() || !net.can_send() {
-                return;
+                return sent;
             }
-            let Some(peer) = self.peers.get(o.to).and_then(Option::as_ref) else { return };
+            let Some(peer) = self.peers.get(o.to).and_then(Option::as_ref) else { return sent };
             let n = (o.data.len() - o.off).min(CHUNK);
             let mut h = [0u8; HDR];
             h[0..4].copy_from_slice(&(self.rank as u32).to_le_bytes());
@@ -206,6 +207,7 @@ impl Group {
             h[24..32].copy_from_slice(&(o.data.len() as u64).to_le_bytes());
             match net.send(peer.conn, &h, &o.data[o.off..o.off + n]) {
                 Ok(Some(slot)) => {
+                    sent = true;
                     self.slot_seq[slot] = Some(Tag::from_bits(o.tag).seq());
                     o.off += n;
                     if o.off == o.data.len() {
@@ -213,14 +215,15 @@ impl Group {
                         self.mail.out.pop_front();
                     }
                 }
-                Ok(None) => return,
+                Ok(None) => return sent,
                 Err(s) => {
                     let to = o.to;
                     self.mail.fail(TransportError::peer_gone(to, format!("RDMA send failed: {s}")));
-                    return;
+                    return sent;
                 }
             }
         }
+        sent
     }
 
     /// Files one received chunk.
@@ -423,8 +426,8 @@ pub struct CollPlugin {
     /// What the worker sleeps on (see [`Plugin::arm`]): an epoll set of the PE's notification
     /// handle and, while hellos are expected, the socket.
     wake: Wake,
-    /// The RDMA events handled last time, emptied, kept for their capacity (see
-    /// [`Rdma::take_events`]).
+    /// The RDMA events handled last time, kept for the queue's capacity: it becomes the
+    /// callbacks' queue again, emptied, at the next [`Rdma::take_events`].
     events: VecDeque<Event>,
     // Last: dropped after the group, whose raw connection pointers it owns.
     net: Rdma,
@@ -693,7 +696,7 @@ impl CollPlugin {
         }
     }
 
-    /// Whether anything moved: an RDMA completion, a transfer started, an answer.
+    /// Whether anything moved: an RDMA completion, a transfer or a send started, an answer.
     fn step(&mut self, out: &mut Notifications) -> bool {
         let mut moved = false;
         // A pass that started a transfer with the host goes round again: a transfer may have
@@ -703,8 +706,8 @@ impl CollPlugin {
         // result), each a `sched_yield` when the loop sees no progress. On hardware the
         // second pass finds nothing and costs one empty `doca_pe_progress`.
         for _ in 0..PASSES_PER_STEP {
-            let (started, progressed) = self.pass(out);
-            moved |= started || progressed;
+            let (started, other) = self.pass(out);
+            moved |= started || other;
             if !started {
                 break;
             }
@@ -713,9 +716,9 @@ impl CollPlugin {
     }
 
     /// One pass of [`CollPlugin::step`]: whether it started a transfer with the host, and
-    /// whether RDMA completed anything.
+    /// whether anything else moved (an RDMA completion, a message handed to RDMA).
     fn pass(&mut self, out: &mut Notifications) -> (bool, bool) {
-        let progressed = self.net.progress();
+        let mut progressed = self.net.progress();
         if progressed {
             // RDMA completions (chunks in or out, host transfers): a long collective is
             // moving even while it has nothing to answer yet.
@@ -746,7 +749,7 @@ impl CollPlugin {
             if g.comm.in_flight() == 0 || g.mail.matcher.len() > 1024 {
                 g.mail.matcher.retain(|_, t| (t.seq().wrapping_sub(oldest) as i32) >= 0);
             }
-            g.pump(&mut self.net);
+            progressed |= g.pump(&mut self.net);
         }
         started |= g.start_io(&mut self.net);
         (started, progressed)
@@ -893,8 +896,9 @@ impl Plugin for CollPlugin {
     fn progress(&mut self, _: &WorkerCtx, out: &mut Notifications) {
         // A step that moved something is followed by another: what it sent or started may
         // have completed already (the soft provider completes a transfer at its next
-        // `doca_pe_progress`), and a quiet step is not repeated, since a second look right
-        // after finding nothing costs a progress of every connection for nothing.
+        // `doca_pe_progress`), and a collective is answered only once its messages are out.
+        // A quiet step is not repeated: a second look right after finding nothing costs a
+        // progress of every connection for nothing.
         if self.step(out) {
             self.step(out);
         }
