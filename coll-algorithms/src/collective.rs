@@ -3,7 +3,9 @@
 use std::mem;
 use std::ops::Range;
 
-use crate::schedule::{self, Action, Round};
+use smallvec::SmallVec;
+
+use crate::schedule::{self, Action, Rounds};
 use crate::transport::{Sent, Tag, Transport};
 use crate::types::{reduce_into, DataType, ReduceOp};
 use crate::wire::{self, Algorithm, Error, Header, Kind, Signature, HEADER_LEN};
@@ -117,13 +119,15 @@ struct Run {
     out: Range<usize>,
     dtype: Option<DataType>,
     op: Option<ReduceOp>,
-    rounds: Vec<Round>,
+    rounds: Rounds,
     round: usize,
     /// Peers this member never receives a step-0 message from (see `poll_foreign`).
     probe: Vec<usize>,
-    sent: Vec<bool>,
-    got: Vec<Option<Vec<u8>>>,
-    pool: Vec<Vec<u8>>,
+    /// The current round's sends accepted and messages received (inline: see `Round`).
+    sent: SmallVec<[bool; 2]>,
+    got: SmallVec<[Option<Vec<u8>>; 2]>,
+    /// Message buffers kept for the next receives (inline: a round receives one or two).
+    pool: SmallVec<[Vec<u8>; 2]>,
 }
 
 impl Collective {
@@ -315,7 +319,7 @@ impl Collective {
                 (dtype, op) = (Some(d), Some(o));
                 sig.algorithm = self.tuning.allreduce_algorithm(buf.len());
                 if sig.algorithm == Algorithm::Ring {
-                    let mut rounds = Vec::new();
+                    let mut rounds = Rounds::new();
                     let blocks = |i| schedule::block(i, count, size, d.size());
                     // Reduce-scatter leaves rank r with block r, which is where allgather starts.
                     schedule::ring_reduce_scatter(rank, size, 0, &blocks, &mut rounds);
@@ -337,7 +341,7 @@ impl Collective {
                 sig.count = per as u64;
                 sig.algorithm = self.tuning.allgather_algorithm(total, size);
                 if sig.algorithm == Algorithm::Ring {
-                    let mut rounds = Vec::new();
+                    let mut rounds = Rounds::new();
                     schedule::ring_allgather(rank, size, 0, &|i| i * per..(i + 1) * per, &mut rounds);
                     rounds
                 } else {
@@ -369,13 +373,12 @@ impl Collective {
                 (dtype, op) = (Some(d), Some(o));
                 let bytes = per * d.size();
                 out = rank * bytes..(rank + 1) * bytes;
-                let mut rounds = Vec::new();
+                let mut rounds = Rounds::new();
                 schedule::ring_reduce_scatter(rank, size, 0, &|i| i * bytes..(i + 1) * bytes, &mut rounds);
                 rounds
             }
         };
-        let width = rounds.iter().map(|r| r.sends.len().max(r.recvs.len())).max().unwrap_or(0);
-        let step0_from: Vec<usize> =
+        let step0_from: SmallVec<[usize; 4]> =
             rounds.iter().filter(|r| r.step == 0).flat_map(|r| r.recvs.iter().map(|v| v.from)).collect();
         let probe = (0..size).filter(|&p| p != rank && !step0_from.contains(&p)).collect();
         Ok(Run {
@@ -388,9 +391,9 @@ impl Collective {
             rounds,
             round: 0,
             probe,
-            sent: Vec::with_capacity(width),
-            got: Vec::with_capacity(width),
-            pool: Vec::new(),
+            sent: SmallVec::new(),
+            got: SmallVec::new(),
+            pool: SmallVec::new(),
         })
     }
 }

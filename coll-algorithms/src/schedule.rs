@@ -9,6 +9,8 @@
 
 use std::ops::Range;
 
+use smallvec::SmallVec;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Action {
     Reduce,
@@ -28,12 +30,21 @@ pub(crate) struct RecvOp {
     pub action: Action,
 }
 
+/// One round of a member's schedule. Its sends and receives are kept inline up to two each
+/// (every algorithm's rounds but a k-nomial broadcast's upper levels have at most one of
+/// each), so that building a schedule allocates only its list of rounds: a collective sets
+/// one up per call, and an 8 B allreduce's set-up was mostly these allocations.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Round {
     pub step: u32,
-    pub sends: Vec<SendOp>,
-    pub recvs: Vec<RecvOp>,
+    pub sends: SmallVec<[SendOp; 2]>,
+    pub recvs: SmallVec<[RecvOp; 2]>,
 }
+
+/// A member's schedule: its rounds in order, inline up to two (an allreduce, allgather or
+/// barrier of two to four members), so that a small collective's set-up allocates nothing
+/// for it.
+pub(crate) type Rounds = SmallVec<[Round; 2]>;
 
 fn round(step: u32) -> Round {
     Round { step, ..Round::default() }
@@ -47,8 +58,8 @@ fn round(step: u32) -> Round {
 /// ranks run recursive doubling (steps `1..=log2(pof2)`, or from 0 without a fold-in); then each odd rank below `2 * rem` hands
 /// the result back (last step). Both partners of an exchange combine the same two partial
 /// results, and all the operators are commutative, so every rank ends with identical bits.
-pub(crate) fn recursive_doubling(rank: usize, size: usize, bytes: usize) -> Vec<Round> {
-    let mut rounds = Vec::new();
+pub(crate) fn recursive_doubling(rank: usize, size: usize, bytes: usize) -> Rounds {
+    let mut rounds = Rounds::new();
     if size <= 1 {
         return rounds;
     }
@@ -120,7 +131,7 @@ pub(crate) fn ring_reduce_scatter(
     size: usize,
     step0: u32,
     blocks: &dyn Fn(usize) -> Range<usize>,
-    rounds: &mut Vec<Round>,
+    rounds: &mut Rounds,
 ) {
     let (right, left) = ((rank + 1) % size, (rank + size - 1) % size);
     for s in 0..size.saturating_sub(1) {
@@ -138,7 +149,7 @@ pub(crate) fn ring_allgather(
     size: usize,
     step0: u32,
     blocks: &dyn Fn(usize) -> Range<usize>,
-    rounds: &mut Vec<Round>,
+    rounds: &mut Rounds,
 ) {
     let (right, left) = ((rank + 1) % size, (rank + size - 1) % size);
     for s in 0..size.saturating_sub(1) {
@@ -153,9 +164,9 @@ pub(crate) fn ring_allgather(
 /// starting with block `r`. Before step `k` a rank holds the `2^k` blocks of its aligned group
 /// (`r` with the low `k` bits cleared, onwards), a contiguous range; it swaps that range with
 /// partner `r ^ 2^k`, which holds the neighbouring group.
-pub(crate) fn recursive_doubling_allgather(rank: usize, size: usize, per: usize) -> Vec<Round> {
+pub(crate) fn recursive_doubling_allgather(rank: usize, size: usize, per: usize) -> Rounds {
     debug_assert!(size.is_power_of_two());
-    let mut rounds = Vec::new();
+    let mut rounds = Rounds::new();
     let mut mask = 1usize;
     let mut step = 0;
     while mask < size {
@@ -176,8 +187,8 @@ pub(crate) fn recursive_doubling_allgather(rank: usize, size: usize, per: usize)
 /// (distance `d = radix^j`) has every `v < d` (which holds the data by then) send to
 /// `v + i*d` for `i in 1..radix`; so `v` receives at the round where `d <= v < d*radix`, from
 /// `v mod d`, and sends in every later round.
-pub(crate) fn knomial_broadcast(rank: usize, size: usize, root: usize, radix: usize, bytes: usize) -> Vec<Round> {
-    let mut rounds = Vec::new();
+pub(crate) fn knomial_broadcast(rank: usize, size: usize, root: usize, radix: usize, bytes: usize) -> Rounds {
+    let mut rounds = Rounds::new();
     let v = (rank + size - root) % size;
     let real = |x: usize| (x + root) % size;
     let mut dist = 1usize;
@@ -208,8 +219,8 @@ pub(crate) fn knomial_broadcast(rank: usize, size: usize, root: usize, radix: us
 
 /// Dissemination barrier: round `j` sends an empty message to `r + 2^j` and waits for one from
 /// `r - 2^j`; after `ceil(log2 size)` rounds every rank has (transitively) heard from all.
-pub(crate) fn dissemination(rank: usize, size: usize) -> Vec<Round> {
-    let mut rounds = Vec::new();
+pub(crate) fn dissemination(rank: usize, size: usize) -> Rounds {
+    let mut rounds = Rounds::new();
     let mut dist = 1usize;
     let mut step = 0u32;
     while dist < size {
@@ -229,7 +240,7 @@ mod tests {
     use std::collections::HashMap;
 
     /// Every send has exactly one matching receive with the same step and length, and vice versa.
-    fn check_matched(size: usize, schedule: impl Fn(usize) -> Vec<Round>) {
+    fn check_matched(size: usize, schedule: impl Fn(usize) -> Rounds) {
         let mut sends: HashMap<(usize, usize, u32), usize> = HashMap::new();
         let mut recvs: HashMap<(usize, usize, u32), usize> = HashMap::new();
         for r in 0..size {
@@ -261,7 +272,7 @@ mod tests {
             }
             for count in [0, 1, size.saturating_sub(1), size + 3, 100] {
                 check_matched(size, |r| {
-                    let mut v = Vec::new();
+                    let mut v = Rounds::new();
                     let b = |i| block(i, count, size, 4);
                     ring_reduce_scatter(r, size, 0, &b, &mut v);
                     ring_allgather(r, size, size as u32, &b, &mut v);
