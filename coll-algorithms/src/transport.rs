@@ -172,10 +172,10 @@ impl<T: Transport + ?Sized> Transport for &mut T {
 /// their unexpected-message queues: what waits here is the few messages that arrived before
 /// their step asked for them (one or two per peer in flight), and a scan of a short list costs
 /// less than hashing the key. It was a map of per-key queues with the standard library's
-/// SipHash, which hashed every key twice per message and allocated a queue for each one
-/// (the offloaded 8 B allreduce spent ~1 900 instructions per collective in SipHash alone).
-/// A long list only builds up when messages are never asked for, which
-/// [`Matcher::retain`] is there to prune.
+/// SipHash, which hashed a message's key three times (to file it, to find it, to drop its
+/// emptied queue) and allocated a queue for each key; with the UROM worker's own maps, SipHash
+/// cost an offloaded 8 B allreduce ~1 900 instructions per member. A long list only builds up
+/// when messages are never asked for, which [`Matcher::retain`] is there to prune.
 #[derive(Default, Debug)]
 pub struct Matcher {
     waiting: VecDeque<(usize, Tag, Vec<u8>)>,
