@@ -426,9 +426,6 @@ pub struct CollPlugin {
     /// What the worker sleeps on (see [`Plugin::arm`]): an epoll set of the PE's notification
     /// handle and, while hellos are expected, the socket.
     wake: Wake,
-    /// The RDMA events handled last time, kept for the queue's capacity: it becomes the
-    /// callbacks' queue again, emptied, at the next [`Rdma::take_events`].
-    events: VecDeque<Event>,
     // Last: dropped after the group, whose raw connection pointers it owns.
     net: Rdma,
 }
@@ -589,8 +586,7 @@ impl CollPlugin {
     }
 
     fn on_events(&mut self) {
-        let events = self.net.take_events(std::mem::take(&mut self.events));
-        for &ev in &events {
+        while let Some(ev) = self.net.next_event() {
             match ev {
                 Event::Recv { slot, len, status } => {
                     if status != sys::DOCA_SUCCESS {
@@ -655,17 +651,10 @@ impl CollPlugin {
                 }
             }
         }
-        self.events = events;
     }
 
-    /// Answers the finished operations at the front, in command order; whether it answered any.
-    fn answer(&mut self, out: &mut Notifications) -> bool {
-        let before = out.len();
-        self.answer_front(out);
-        out.len() != before
-    }
-
-    fn answer_front(&mut self, out: &mut Notifications) {
+    /// Answers the finished operations at the front, in command order.
+    fn answer(&mut self, out: &mut Notifications) {
         let State::Active(g) = &mut self.state else { return };
         while let Some(op) = g.ops.front() {
             // Fini waits for every message of the group to be out; a collective for its own
@@ -712,7 +701,9 @@ impl CollPlugin {
                 break;
             }
         }
-        self.answer(out) || moved
+        let answered = out.len();
+        self.answer(out);
+        moved || out.len() != answered
     }
 
     /// One pass of [`CollPlugin::step`]: whether it started a transfer with the host, and
@@ -818,16 +809,7 @@ impl Plugin for CollPlugin {
         let (sock, name) = bind_unique_datagram("async-doca-urom-coll")?;
         let net = Rdma::open()?;
         let wake = Wake::new(net.notification_fd()?)?;
-        Ok(CollPlugin {
-            state: State::Idle,
-            early: HashMap::new(),
-            sock,
-            name,
-            buf: vec![0; MAX_HELLO + 1],
-            wake,
-            events: VecDeque::new(),
-            net,
-        })
+        Ok(CollPlugin { state: State::Idle, early: HashMap::new(), sock, name, buf: vec![0; MAX_HELLO + 1], wake, net })
     }
 
     /// Everything this plugin waits for has an fd: RDMA completions and rings (the PE's

@@ -7,7 +7,7 @@
 //! thread (a PE and its ctxs are single-threaded). Completion callbacks run inside
 //! `doca_pe_progress`; they only record an [`Event`] in the queue the ctx's user data points
 //! at (a `Box` whose address never changes) and free their task, so no callback ever touches
-//! plugin state. [`Rdma::take_events`] hands the events to the plugin after progress.
+//! plugin state. [`Rdma::next_event`] hands them to the plugin, one at a time, after progress.
 //!
 //! Connections are owned by the ctx (valid until `doca_rdma_destroy`); the plugin keeps raw
 //! pointers to them. One-sided transfers own their buffers and mmaps in [`Io`] until their
@@ -436,12 +436,12 @@ impl Rdma {
         any
     }
 
-    /// The events recorded since the last call, oldest first. The queue handed out last time
-    /// comes back as `done` (emptied here) and is what the callbacks record into next, so that
-    /// neither side allocates once both have grown to the traffic.
-    pub(crate) fn take_events(&mut self, mut done: VecDeque<Event>) -> VecDeque<Event> {
-        done.clear();
-        std::mem::replace(&mut *self.events.borrow_mut(), done)
+    /// The oldest event recorded and not handed out yet. Taken one at a time, so that the
+    /// callbacks' queue keeps its capacity (handing the whole queue out made the next
+    /// completion allocate a new one); the borrow ends before the caller handles the event,
+    /// which may submit (never progress) and so records nothing meanwhile.
+    pub(crate) fn next_event(&mut self) -> Option<Event> {
+        self.events.borrow_mut().pop_front()
     }
 
     /// Whether a send slot is free.
