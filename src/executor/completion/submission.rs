@@ -200,7 +200,8 @@ impl<K: DocaTask> Submission<K> {
     /// submits it. `Ready(Ok(inline))` once DOCA owns it; `inline` says the caller must now
     /// call [`Core::progress_inline`] (the task went with its doorbell because
     /// `may_progress` asked and [`Core::take_inline_progress`] agreed), otherwise the
-    /// doorbell is deferred. `Pending` while waiting for a free task or for room (`ticket`
+    /// doorbell is deferred. A [remote](DocaTask::REMOTE) kind's task goes with its doorbell
+    /// whenever `may_progress` asked, and is never progressed inline. `Pending` while waiting for a free task or for room (`ticket`
     /// is the caller's place among the context's waiters). `Ready(Err)` when the operation
     /// failed: the caller releases the slot ([`into_slot`](Submission::into_slot)).
     #[inline(always)]
@@ -260,12 +261,21 @@ impl<K: DocaTask> Submission<K> {
                     // provider that did otherwise) still finds it.
                     let slot = self.slot.get();
                     slot.state.set(SlotState::InFlight);
-                    let inline = may_progress && core.take_inline_progress();
+                    // A remote kind's answer is another processor's work, microseconds
+                    // away: an inline progress cannot collect it (it cost an offloaded
+                    // command ~1 200 instructions of looking at the PE). Its task still goes
+                    // with its doorbell, so that the worker starts at once.
+                    let (ring, inline) = if K::REMOTE {
+                        (may_progress, false)
+                    } else {
+                        let inline = may_progress && core.take_inline_progress();
+                        (inline, inline)
+                    };
                     // SAFETY: `task` is a live task of kind K of this ctx that we allocated
                     // and still own. A deferred doorbell is rung before the PE is next
                     // progressed.
                     let rc = unsafe {
-                        if inline {
+                        if ring {
                             core.submit_now(K::as_task(task))
                         } else {
                             core.submit_deferred(ctx, K::as_task(task))
