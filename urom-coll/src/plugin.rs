@@ -1,6 +1,7 @@
 //! [`CollPlugin`]: the worker side of `worker_coll` (see the crate docs for the model).
 
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
@@ -33,8 +34,9 @@ const HELLO_HDR: usize = 24;
 /// Largest control datagram accepted (blobs are a few hundred bytes).
 const MAX_HELLO: usize = 64 * 1024;
 
-/// The engine's view of the network: whole messages in, whole messages out. The plugin moves
-/// the bytes ([`Group::pump`], [`CollPlugin::on_recv`]).
+/// Where the engine's whole messages wait: those arrived and not asked for yet, and those
+/// accepted and not yet handed to RDMA. The engine reaches it through [`Wire`]; the plugin
+/// moves the bytes ([`Group::pump`], [`Group::on_chunk`]).
 struct Mailbox {
     rank: usize,
     size: usize,
@@ -69,40 +71,92 @@ impl Mailbox {
     }
 }
 
-impl Transport for Mailbox {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn send(&mut self, to: usize, tag: Tag, parts: &[&[u8]]) -> Result<Sent, TransportError> {
-        if let Some(e) = &self.error {
-            return Err(e.clone());
-        }
-        if to >= self.size || to == self.rank {
-            return Err(TransportError::other(Some(to), "no such peer"));
-        }
-        let len: usize = parts.iter().map(|p| p.len()).sum();
+impl Mailbox {
+    /// Queues a message for [`Group::pump`]: `Busy` when the queue holds its window already.
+    fn queue(&mut self, to: usize, tag: Tag, parts: &[&[u8]], len: usize) -> Sent {
         if self.out_bytes > 0 && self.out_bytes + len > SEND_WINDOW_BYTES {
-            return Ok(Sent::Busy);
+            return Sent::Busy;
         }
         self.out.push_back(Outgoing { to, tag: tag.to_bits(), data: parts.concat(), off: 0 });
         self.out_bytes += len;
-        Ok(Sent::Accepted)
+        Sent::Accepted
+    }
+}
+
+/// The engine's transport during one [`Comm::progress`]: the mailbox, and what it takes to
+/// hand a message to RDMA at once. A message that fits one chunk, with nothing queued before
+/// it and a send slot free, goes straight from the engine's parts into the slot; the rest is
+/// queued in the mailbox for [`Group::pump`]. The direct way spares the common small message
+/// its assembly into a queued `Vec` (an allocation and a copy) and a trip through the queue,
+/// on the collective's critical path: the peer waits for it.
+struct Wire<'a> {
+    mail: &'a mut Mailbox,
+    net: &'a mut Rdma,
+    peers: &'a [Option<Peer>],
+    slot_seq: &'a mut [Option<u32>],
+    /// A message went to RDMA from here (movement, as in [`Group::pump`]).
+    sent: bool,
+}
+
+impl Transport for Wire<'_> {
+    fn rank(&self) -> usize {
+        self.mail.rank
+    }
+
+    fn size(&self) -> usize {
+        self.mail.size
+    }
+
+    fn send(&mut self, to: usize, tag: Tag, parts: &[&[u8]]) -> Result<Sent, TransportError> {
+        if let Some(e) = &self.mail.error {
+            return Err(e.clone());
+        }
+        if to >= self.mail.size || to == self.mail.rank {
+            return Err(TransportError::other(Some(to), "no such peer"));
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let peer = self.peers.get(to).and_then(Option::as_ref);
+        if let (true, Some(peer)) = (self.mail.out.is_empty() && len <= CHUNK && self.net.can_send(), peer) {
+            let h = chunk_header(self.mail.rank, tag.to_bits(), 0, len);
+            match self.net.send(peer.conn, &h, parts) {
+                Ok(Some(slot)) => {
+                    self.slot_seq[slot] = Some(tag.seq());
+                    self.sent = true;
+                    return Ok(Sent::Accepted);
+                }
+                // No slot after all: queued below.
+                Ok(None) => {}
+                Err(s) => {
+                    let e = TransportError::peer_gone(to, format!("RDMA send failed: {s}"));
+                    self.mail.fail(e.clone());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(self.mail.queue(to, tag, parts, len))
     }
 
     fn recv(&mut self, from: usize, tag: Tag, buf: &mut Vec<u8>) -> Result<Option<usize>, TransportError> {
-        if let Some(n) = self.matcher.recv_into(from, tag, buf) {
+        if let Some(n) = self.mail.matcher.recv_into(from, tag, buf) {
             return Ok(Some(n));
         }
-        match &self.error {
+        match &self.mail.error {
             Some(e) => Err(e.clone()),
             None => Ok(None),
         }
     }
+}
+
+/// The header of a chunk: the sender's rank, the magic, the message's tag, the chunk's
+/// offset in it and the message's length (see [`Group::on_chunk`]).
+fn chunk_header(rank: usize, tag: u64, off: usize, total: usize) -> [u8; HDR] {
+    let mut h = [0u8; HDR];
+    h[0..4].copy_from_slice(&(rank as u32).to_le_bytes());
+    h[4..8].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+    h[8..16].copy_from_slice(&tag.to_le_bytes());
+    h[16..24].copy_from_slice(&(off as u64).to_le_bytes());
+    h[24..32].copy_from_slice(&(total as u64).to_le_bytes());
+    h
 }
 
 /// One peer of the group.
@@ -131,10 +185,50 @@ enum Stage {
     Failed(Status, String),
 }
 
+#[derive(Clone)]
 struct HostRegion {
-    mkey: Vec<u8>,
+    /// Shared with the [`Regions`] cache and the other collectives on the same buffer.
+    mkey: Rc<[u8]>,
     va: u64,
     len: usize,
+}
+
+/// The host buffers this group's collectives used, as looked up through the worker: a host
+/// issues its collectives on the same few buffers, and each lookup took two segment lookups
+/// and a key lookup through the worker (~700 instructions in the soft worker) and a copy of the
+/// ~100-byte key, for each of a collective's two buffers. A domain's segments are fixed while
+/// it lives, which the group does not outlive, so a range found once stays where it was.
+#[derive(Default)]
+struct Regions {
+    /// (va, len) and what it resolved to, most recently added last.
+    known: Vec<(u64, u64, HostRegion)>,
+}
+
+impl Regions {
+    /// Buffers remembered at most; beyond, the oldest is forgotten.
+    const MAX: usize = 16;
+
+    /// The region of `len` bytes at `va` of member `own`'s registered memory: remembered, or
+    /// looked up through `ctx`.
+    fn get(&mut self, ctx: &WorkerCtx, own: u64, va: u64, len: u64) -> Result<HostRegion, Status> {
+        if let Some((_, _, r)) = self.known.iter().find(|(v, l, _)| *v == va && *l == len) {
+            return Ok(r.clone());
+        }
+        let len_usize = usize::try_from(len).map_err(|_| Status::INVALID_VALUE)?;
+        let last = va.checked_add(len - 1).ok_or(Status::INVALID_VALUE)?;
+        let seg = ctx.segment_of(own, va)?;
+        // The whole range must be inside that one segment: a range that starts in one and
+        // ends elsewhere is a bad length, not a missing buffer.
+        if ctx.segment_of(own, last) != Ok(seg) {
+            return Err(Status::INVALID_VALUE);
+        }
+        let r = HostRegion { mkey: Rc::from(ctx.mkey(own, seg)?), va, len: len_usize };
+        if self.known.len() == Self::MAX {
+            self.known.remove(0);
+        }
+        self.known.push((va, len, r.clone()));
+        Ok(r)
+    }
 }
 
 enum OpKind {
@@ -170,6 +264,7 @@ struct Group {
     slot_seq: Vec<Option<u32>>,
     /// Large buffers kept for reuse (see [`Spare`]).
     spare: Spare,
+    regions: Regions,
 }
 
 impl Group {
@@ -199,13 +294,8 @@ impl Group {
             }
             let Some(peer) = self.peers.get(o.to).and_then(Option::as_ref) else { return sent };
             let n = (o.data.len() - o.off).min(CHUNK);
-            let mut h = [0u8; HDR];
-            h[0..4].copy_from_slice(&(self.rank as u32).to_le_bytes());
-            h[4..8].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
-            h[8..16].copy_from_slice(&o.tag.to_le_bytes());
-            h[16..24].copy_from_slice(&(o.off as u64).to_le_bytes());
-            h[24..32].copy_from_slice(&(o.data.len() as u64).to_le_bytes());
-            match net.send(peer.conn, &h, &o.data[o.off..o.off + n]) {
+            let h = chunk_header(self.rank, o.tag, o.off, o.data.len());
+            match net.send(peer.conn, &h, &[&o.data[o.off..o.off + n]]) {
                 Ok(Some(slot)) => {
                     sent = true;
                     self.slot_seq[slot] = Some(Tag::from_bits(o.tag).seq());
@@ -491,6 +581,7 @@ impl CollPlugin {
             ops: VecDeque::new(),
             slot_seq: vec![None; SEND_SLOTS],
             spare: Spare::default(),
+            regions: Regions::default(),
         });
         for (from, (from_member, to_member, blob)) in std::mem::take(&mut self.early) {
             apply_hello(&mut g, &mut self.net, from, from_member, to_member, &blob);
@@ -508,19 +599,12 @@ impl CollPlugin {
         }
         spec.check(g.members.len(), g.rank).map_err(|_| Status::INVALID_VALUE)?;
         let own = g.members[g.rank];
-        let region = |va: u64, len: u64| -> Result<Option<HostRegion>, Status> {
+        let regions = &mut g.regions;
+        let mut region = |va: u64, len: u64| -> Result<Option<HostRegion>, Status> {
             if len == 0 {
                 return Ok(None);
             }
-            let len_usize = usize::try_from(len).map_err(|_| Status::INVALID_VALUE)?;
-            let last = va.checked_add(len - 1).ok_or(Status::INVALID_VALUE)?;
-            let seg = ctx.segment_of(own, va)?;
-            // The whole range must be inside that one segment: a range that starts in one
-            // and ends elsewhere is a bad length, not a missing buffer.
-            if ctx.segment_of(own, last) != Ok(seg) {
-                return Err(Status::INVALID_VALUE);
-            }
-            Ok(Some(HostRegion { mkey: ctx.mkey(own, seg)?.to_vec(), va, len: len_usize }))
+            regions.get(ctx, own, va, len).map(Some)
         };
         let (_, dst_len) = spec.expected_lengths(g.members.len()).ok_or(Status::INVALID_VALUE)?;
         let needs_src = !(spec.kind == Kind::Broadcast && spec.root as usize != g.rank);
@@ -731,7 +815,16 @@ impl CollPlugin {
         let mut started = g.start_io(&mut self.net);
         g.submit();
         if g.all_connected() || g.mail.error.is_some() {
-            for c in g.comm.progress(&mut g.mail) {
+            let mut wire = Wire {
+                mail: &mut g.mail,
+                net: &mut self.net,
+                peers: &g.peers,
+                slot_seq: &mut g.slot_seq,
+                sent: false,
+            };
+            let done = g.comm.progress(&mut wire);
+            progressed |= wire.sent;
+            for c in done {
                 g.on_completion(c);
             }
             // Abort notices and strays of collectives no longer in flight are never asked
@@ -880,8 +973,12 @@ impl Plugin for CollPlugin {
         // have completed already (the soft provider completes a transfer at its next
         // `doca_pe_progress`), and a collective is answered only once its messages are out.
         // A quiet step is not repeated: a second look right after finding nothing costs a
-        // progress of every connection for nothing.
-        if self.step(out) {
+        // progress of every connection for nothing. Nor is one that answered: the worker
+        // sends the answer when this call returns and, to a host on its own CPU, yields at
+        // once; a second step (a pass that finds nothing, ~1 500 instructions) came first,
+        // on the collective's critical path. While commands are outstanding the worker's
+        // loop calls `progress` again at once after a call that moved something.
+        if self.step(out) && out.is_empty() {
             self.step(out);
         }
     }

@@ -449,24 +449,31 @@ impl Rdma {
         !self.send_free.is_empty()
     }
 
-    /// Sends `header ++ payload` (at most [`SLOT`] bytes) on `conn`: `Ok(Some(slot))`,
-    /// `Ok(None)` when no slot is free.
+    /// Sends `header` followed by the concatenation of `payload` (at most [`CHUNK`] bytes in
+    /// all) on `conn`: `Ok(Some(slot))`, `Ok(None)` when no slot is free. The parts are
+    /// copied into the slot, so a message the engine offers in pieces (its header, then the
+    /// data) is not assembled first.
     pub(crate) fn send(
         &mut self,
         conn: *mut sys::doca_rdma_connection,
         header: &[u8; HDR],
-        payload: &[u8],
+        payload: &[&[u8]],
     ) -> Result<Option<usize>, Status> {
-        assert!(payload.len() <= CHUNK);
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        assert!(len <= CHUNK);
         let Some(slot) = self.send_free.pop() else { return Ok(None) };
         let b = self.send_bufs[slot];
-        // SAFETY: the slot is free (not in any task); the copy stays inside it; `conn` is one
-        // of this ctx's connections.
+        // SAFETY: the slot is free (not in any task); the copies stay inside it (HDR + at
+        // most CHUNK = SLOT bytes); `conn` is one of this ctx's connections.
         let r = unsafe {
             let p = self.send_area.ptr.add(slot * SLOT);
             ptr::copy_nonoverlapping(header.as_ptr(), p, HDR);
-            ptr::copy_nonoverlapping(payload.as_ptr(), p.add(HDR), payload.len());
-            ok(sys::doca_buf_set_data(b, p.cast(), HDR + payload.len())).and_then(|()| {
+            let mut at = p.add(HDR);
+            for part in payload {
+                ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                at = at.add(part.len());
+            }
+            ok(sys::doca_buf_set_data(b, p.cast(), HDR + len)).and_then(|()| {
                 let mut t = ptr::null_mut();
                 ok(sys::doca_rdma_task_send_allocate_init(self.rdma, conn, b, token(K_SEND, slot as u64), &mut t))?;
                 let task = sys::doca_rdma_task_send_as_task(t);
