@@ -102,6 +102,8 @@ struct Scan {
     walk: u64,
     /// When the look was taken; `None`: never (or known to be stale).
     at: Option<std::time::Instant>,
+    /// The look's age as of `walk` (read once per walk; `Duration::MAX` without a look).
+    age: std::time::Duration,
     /// The first `n` entries are the registered descriptors that were ready. `n` is
     /// `usize::MAX` when the look may have missed some (it returned as many sources as it
     /// could take, or failed): then every descriptor may be ready.
@@ -187,7 +189,13 @@ impl doca_pe {
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
             fds: RefCell::new(Vec::new()),
-            scan: RefCell::new(Scan { walk: 0, at: None, ready: [-1; SCAN_EVENTS], n: 0 }),
+            scan: RefCell::new(Scan {
+                walk: 0,
+                at: None,
+                age: std::time::Duration::MAX,
+                ready: [-1; SCAN_EVENTS],
+                n: 0,
+            }),
             walk: Cell::new(0),
             in_progress: Cell::new(false),
             event_mode: Cell::new(DOCA_PE_EVENT_MODE_PROGRESS_ALL),
@@ -247,6 +255,15 @@ impl doca_pe {
     /// True outside a walk over the hooks, for a descriptor not registered in level mode,
     /// and when the look was full (it may have missed some).
     pub fn fd_ready(&self, fd: RawFd) -> bool {
+        self.fd_ready_within(fd, SCAN_FRESH)
+    }
+
+    /// [`fd_ready`](doca_pe::fd_ready) for a descriptor whose traffic may be seen up to
+    /// `fresh` late while the PE progresses busy: a look younger than `fresh` answers for it
+    /// (a sleeping PE still wakes on it at once). For sockets whose packets are rare and need
+    /// no microsecond latency (control connections, hang-ups), so that a PE that also carries
+    /// fast traffic through memory does not pay an `epoll_wait` every [`SCAN_FRESH`] for them.
+    pub fn fd_ready_within(&self, fd: RawFd, fresh: std::time::Duration) -> bool {
         // Hooks run only inside progress; its walk count names the current walk (0: none yet).
         if !self.in_progress.get() || self.walk.get() == 0 {
             return true;
@@ -257,10 +274,12 @@ impl doca_pe {
         let mut scan = self.scan.borrow_mut();
         let walk = self.walk.get();
         if scan.walk != walk {
-            if scan.at.is_none_or(|at| at.elapsed() >= SCAN_FRESH) {
-                *scan = self.look();
-            }
+            // One clock read per walk, whichever descriptors ask.
+            scan.age = scan.at.map_or(std::time::Duration::MAX, |at| at.elapsed());
             scan.walk = walk;
+        }
+        if scan.age >= fresh {
+            *scan = self.look();
         }
         scan.n == usize::MAX || scan.ready[..scan.n].contains(&fd)
     }
@@ -299,6 +318,9 @@ impl doca_pe {
     }
 
     /// One look at the notification set: the level-mode descriptors that are ready.
+    // Out of line: its event array (and the memset of it) made the frame of every
+    // `fd_ready_within` that inlined it heavy, though few calls look.
+    #[inline(never)]
     fn look(&self) -> Scan {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SCAN_EVENTS];
         // SAFETY: `evs` is valid for SCAN_EVENTS entries; zero timeout never blocks.
@@ -319,7 +341,7 @@ impl doca_pe {
                 k += 1;
             }
         }
-        Scan { walk: self.walk.get(), at: Some(std::time::Instant::now()), ready, n: k }
+        Scan { walk: self.walk.get(), at: Some(std::time::Instant::now()), age: std::time::Duration::ZERO, ready, n: k }
     }
 
     /// Tells the PE that work became available (a completion, a due transition, a kind's

@@ -290,11 +290,8 @@ impl Channel {
     /// straight into the slot (a header built on the stack and a borrowed body need no
     /// buffer of their own).
     pub(crate) fn try_send_parts(&mut self, parts: &[&[u8]]) -> bool {
-        if !self.peer_attached {
-            if self.header().attached.load(Acquire) == 0 {
-                return false;
-            }
-            self.peer_attached = true;
+        if !self.peer_attached() {
+            return false;
         }
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let ring = &self.header().rings[self.tx];
@@ -352,6 +349,16 @@ impl Channel {
         self.sent = true;
         self.socket_sent += 1;
         self.header().rings[self.tx].writer.socket_sent.store(self.socket_sent, Release);
+    }
+
+    /// Whether the peer attached the channel (always, seen from the worker). From then on
+    /// every packet it sends on the socket is counted, so [`Channel::socket_pending`] says
+    /// when the socket is worth a look.
+    pub(crate) fn peer_attached(&mut self) -> bool {
+        if !self.peer_attached && self.header().attached.load(Acquire) != 0 {
+            self.peer_attached = true;
+        }
+        self.peer_attached
     }
 
     /// Whether the writer sent packets on the socket that this end has not received yet, so

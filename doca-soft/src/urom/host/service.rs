@@ -272,7 +272,10 @@ unsafe fn service_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
         return Err(DOCA_ERROR_BAD_STATE);
     }
     task::configure::<doca_urom_service_get_workers_by_gid_task>(ctx, None, None, super::GID_TASKS)?;
-    let (conn, info) = handshake(s)?;
+    let (mut conn, info) = handshake(s)?;
+    // Service tasks are answered within the daemon's own time (a worker's start is a fork):
+    // the answers need no microsecond look.
+    conn.set_control();
     let pe = ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
     pe.register_fd(conn.fd(), FdMode::Level)?;
     s.pending.borrow_mut().clear();

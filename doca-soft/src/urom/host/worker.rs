@@ -533,6 +533,9 @@ unsafe fn worker_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
         }
         return Err(if e == DOCA_ERROR_CONNECTION_ABORTED { DOCA_ERROR_NOT_CONNECTED } else { e });
     }
+    // The control connection carries the worker's start and end; commands take the data
+    // connection.
+    conn.set_control();
     let pe = ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
     pe.register_fd(conn.fd(), FdMode::Level)?;
     *w.ctrl.borrow_mut() = Some(conn);
