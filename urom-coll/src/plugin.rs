@@ -1,11 +1,11 @@
 //! [`CollPlugin`]: the worker side of `worker_coll` (see the crate docs for the model).
 
 use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::rc::Rc;
 
 use coll_algorithms::{
     Comm, Completion, Error, Kind, Matcher, Sent, Tag, Transport, TransportError, TransportErrorKind,
@@ -815,13 +815,8 @@ impl CollPlugin {
         let mut started = g.start_io(&mut self.net);
         g.submit();
         if g.all_connected() || g.mail.error.is_some() {
-            let mut wire = Wire {
-                mail: &mut g.mail,
-                net: &mut self.net,
-                peers: &g.peers,
-                slot_seq: &mut g.slot_seq,
-                sent: false,
-            };
+            let mut wire =
+                Wire { mail: &mut g.mail, net: &mut self.net, peers: &g.peers, slot_seq: &mut g.slot_seq, sent: false };
             let done = g.comm.progress(&mut wire);
             progressed |= wire.sent;
             for c in done {
