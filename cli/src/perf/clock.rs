@@ -87,7 +87,21 @@ impl Stamp {
     /// Nanoseconds from `earlier` to `self` (0 when `earlier` is not earlier).
     #[inline]
     pub fn ns_since(self, earlier: Stamp) -> f64 {
-        let units = self.0.saturating_sub(earlier.0) as f64;
+        Stamp::ticks_to_ns(self.ticks_since(earlier))
+    }
+
+    /// The clock's raw difference from `earlier` to `self` (0 when `earlier` is not
+    /// earlier), for [`Stamp::ticks_to_ns`] later: a loop that stamps every round keeps these
+    /// and converts them afterwards.
+    #[inline]
+    pub fn ticks_since(self, earlier: Stamp) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// Nanoseconds in `ticks` of the clock's raw units.
+    #[inline]
+    pub fn ticks_to_ns(ticks: u64) -> f64 {
+        let units = ticks as f64;
         match source() {
             Source::Tsc { ns_per_tick } => units * ns_per_tick,
             Source::Monotonic { .. } => units,
