@@ -311,10 +311,18 @@ fn expect_done(g: &[Packed], seqs: &[u32]) {
 
 /// Allreduce sum of i64 (`count` elements; member r contributes `r * 1000 + i`), checked.
 fn allreduce_i64(c: &mut Cluster, seq: u32, count: usize) {
+    allreduce_i64_at(c, seq, count, 0);
+}
+
+/// [`allreduce_i64`] at offset `off` of the source and destination buffers, with a
+/// contribution that also depends on `seq` (so a result left by an earlier collective at the
+/// same place does not pass).
+fn allreduce_i64_at(c: &mut Cluster, seq: u32, count: usize, off: usize) {
     let n = c.size();
+    let val = |r: i64, i: i64| r * 1000 + i + seq as i64 * 1_000_000;
     for r in 0..n {
-        let v: Vec<i64> = (0..count as i64).map(|i| r as i64 * 1000 + i).collect();
-        c.hosts[r].write(SRC, 0, &le(&v, i64::to_le_bytes));
+        let v: Vec<i64> = (0..count as i64).map(|i| val(r as i64, i)).collect();
+        c.hosts[r].write(SRC, off, &le(&v, i64::to_le_bytes));
         let s = spec(
             &c.hosts[r],
             seq,
@@ -325,15 +333,16 @@ fn allreduce_i64(c: &mut Cluster, seq: u32, count: usize) {
             count as u64,
             count * 8,
             count * 8,
-            0,
+            off,
         );
         c.command(r, &Cmd::Coll(s));
     }
     let got = c.answers(&vec![1; n]);
-    let want: Vec<i64> = (0..count as i64).map(|i| (0..n as i64).map(|r| r * 1000 + i).sum()).collect();
+    let want: Vec<i64> = (0..count as i64).map(|i| (0..n as i64).map(|r| val(r, i)).sum()).collect();
     for r in 0..n {
         expect_done(&got[r], &[seq]);
-        assert_eq!(c.hosts[r].read(DST, 0, count * 8), le(&want, i64::to_le_bytes), "rank {r}, {count} elements");
+        let at = format!("rank {r}, {count} elements at offset {off}");
+        assert_eq!(c.hosts[r].read(DST, off, count * 8), le(&want, i64::to_le_bytes), "{at}");
     }
 }
 
@@ -502,6 +511,29 @@ fn commands_out_of_place_are_errors() {
     let late = spec(&c.hosts[1], 7, Kind::Barrier, DataType::I32, ReduceOp::Sum, 0, 0, 0, 0, 0);
     c.command(1, &Cmd::Coll(late));
     assert_eq!(c.answers(&[0, 1])[1][0].status, Status::BAD_STATE);
+}
+
+/// The worker remembers the host buffers it looked up (a few, per group): collectives on more
+/// distinct buffers than it keeps, then on the first ones again (forgotten meanwhile), and on
+/// remembered ones, all land where they were asked to; a range that leaves its segment is
+/// still refused once a range inside it is remembered.
+#[test]
+fn collectives_on_many_host_buffers_land_in_each() {
+    let mut c = Cluster::new(2);
+    c.init(Tuning::default());
+    let offs: Vec<usize> = (0..40).map(|k| k * 4096 + 8 * (k % 3)).collect();
+    let mut seq = 1;
+    for &off in offs.iter().chain(&offs[..4]).chain(&offs[36..]) {
+        allreduce_i64_at(&mut c, seq, 5, off);
+        seq += 1;
+    }
+    // Remembered: 32 bytes at the buffers' end (just above); 48 from there leave the segment.
+    allreduce_i64_at(&mut c, seq, 4, BUF - 32);
+    let h = &c.hosts[0];
+    let straddle = spec(h, seq + 1, Kind::Allreduce, DataType::I64, ReduceOp::Sum, 0, 6, 48, 48, BUF - 32);
+    c.command(0, &Cmd::Coll(straddle));
+    assert_eq!(c.answers(&[1, 0])[0][0].status, Status::INVALID_VALUE);
+    c.fini();
 }
 
 #[test]
