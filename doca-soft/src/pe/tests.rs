@@ -259,6 +259,36 @@ fn hooks_see_which_level_fds_are_ready() {
 }
 
 #[test]
+fn a_quiet_descriptor_accepts_an_older_look() {
+    reset();
+    let pe = new_pe();
+    // SAFETY: live PE.
+    let p = unsafe { &*pe };
+    let d = started_dummy(pe, 4);
+    let (rx, tx) = socket_pair();
+    p.register_fd(rx.as_raw_fd(), FdMode::Level).unwrap();
+    let dummy = Dummy::get(d);
+    *dummy.probe.borrow_mut() = vec![rx.as_raw_fd()];
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [false]);
+    // SAFETY: one byte from a valid buffer to our socket.
+    assert_eq!(unsafe { libc::send(tx.as_raw_fd(), b"x".as_ptr().cast(), 1, 0) }, 1);
+    // The last look is older than SCAN_FRESH but younger than an hour.
+    p.date_last_look_for_test(std::time::Instant::now() - 2 * SCAN_FRESH);
+    dummy.probe_fresh.set(Some(std::time::Duration::from_secs(3600)));
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [false], "a look younger than the asker's freshness answers");
+    dummy.probe_fresh.set(None);
+    drain(pe);
+    assert_eq!(*dummy.probed.borrow(), [true], "asked with SCAN_FRESH, the PE looks again");
+    p.unregister_fd(rx.as_raw_fd());
+    // SAFETY: live ctx.
+    unsafe { doca_ctx_stop(Dummy::ctx(d)) };
+    Dummy::destroy(d).unwrap();
+    destroy_pe(pe);
+}
+
+#[test]
 fn event_mode_and_counters() {
     let pe = new_pe();
     // SAFETY: live PE, valid out-pointer.

@@ -36,6 +36,8 @@ pub(crate) struct Dummy {
     /// `probed` (what a ctx reading sockets asks before each read).
     pub probe: RefCell<Vec<std::os::fd::RawFd>>,
     pub probed: RefCell<Vec<bool>>,
+    /// Asks with `doca_pe::fd_ready_within` and this freshness instead of `fd_ready`.
+    pub probe_fresh: Cell<Option<std::time::Duration>>,
 }
 
 /// A dummy task: `fail` makes it complete with DOCA_ERROR_IO_FAILED.
@@ -86,7 +88,11 @@ unsafe fn dummy_progress(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let d = unsafe { me(ctx) };
     if let Some(pe) = ctx.pe() {
-        let seen: Vec<bool> = d.probe.borrow().iter().map(|&fd| pe.fd_ready(fd)).collect();
+        let ask = |fd| match d.probe_fresh.get() {
+            Some(fresh) => pe.fd_ready_within(fd, fresh),
+            None => pe.fd_ready(fd),
+        };
+        let seen: Vec<bool> = d.probe.borrow().iter().map(|&fd| ask(fd)).collect();
         if !seen.is_empty() {
             *d.probed.borrow_mut() = seen;
         }
@@ -133,6 +139,7 @@ impl Dummy {
             pending: RefCell::new(Vec::new()),
             probe: RefCell::new(Vec::new()),
             probed: RefCell::new(Vec::new()),
+            probe_fresh: Cell::new(None),
         }));
         // SAFETY: fresh allocation.
         unsafe { (*raw).ctx.bind_owner(raw) };
