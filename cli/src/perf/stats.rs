@@ -146,6 +146,13 @@ impl Samples {
     }
 
     #[cfg(test)]
+    fn from_ns(ns: f64) -> Samples {
+        let mut s = Samples::default();
+        s.push_ns(ns);
+        s
+    }
+
+    #[cfg(test)]
     pub fn extend_ns(&mut self, ns: impl IntoIterator<Item = f64>) {
         for v in ns {
             self.push_ns(v);
@@ -256,6 +263,25 @@ mod tests {
         assert_eq!(s.quantile(1.0), 100.0);
         assert_eq!(s.max(), 100.0);
         assert_eq!(Samples::default().quantile(0.5), 0.0);
+    }
+
+    #[test]
+    fn every_timed_round_is_one_sample_across_batches() {
+        let iters = Deltas::BATCH as u64 * 2 + 17;
+        let mut n = 0u64;
+        let (s, _) = timed(3, iters, 2.0, |_| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, iters + 3, "warm-up rounds run untimed");
+        assert_eq!(s.len() as u64, iters, "one sample per timed round, whatever the batches");
+        // The divisor is applied when a batch is filed: 2 000 ticks over 2 are 1 000 of them.
+        let mut d = Deltas::new(2.0, 1);
+        d.push(2_000);
+        let one = d.into_samples();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one.max(), Samples::from_ns(Stamp::ticks_to_ns(2_000) / 2.0).max());
     }
 
     #[test]
