@@ -258,15 +258,21 @@ impl Core {
     }
 
     /// The work of a turn, the same for both drivers: remote notifications, up to
-    /// `task_batch` tasks, drain the PE, due timers. Returns whether anything happened.
+    /// `task_batch` tasks, drain the PE, due timers. Returns whether the PE or the timers
+    /// had work, which may have woken tasks. Tasks that ran are not a reason by themselves
+    /// for another turn: what they woke or spawned is in the queue, which the caller looks
+    /// at, and the drain after them already took what their submits completed. A turn that
+    /// ran tasks and found the PE empty goes idle at once instead of draining it again (an
+    /// offloaded command's turn: one walk over the PE's contexts fewer, ~1 100 instructions
+    /// with a UROM worker's connections).
     pub(super) fn work(&self) -> bool {
         if self.shared.park.is_notified() {
             self.take_notifications();
         }
-        let ran = self.run_tasks();
+        self.run_tasks();
         let progressed = self.drain_pe();
         let fired = self.fire_timers();
-        ran > 0 || progressed > 0 || fired > 0
+        progressed > 0 || fired > 0
     }
 
     /// One turn of the loop (see the module documentation).
@@ -481,12 +487,19 @@ impl Core {
     /// The yielding spin ([`SpinKind::Yielding`]): one progress call per round, and the CPU
     /// given up after each round that found nothing, for at most `budget`. Returns whether
     /// work showed up. A round costs a system call, so the clock is read every round.
+    ///
+    /// Entered right after the turn's [`work`](Core::work), whose drain found the PE empty:
+    /// the first round gives the CPU up before it progresses again. What it waits for is
+    /// another processor's answer, which cannot have come in between, and where that
+    /// processor's work runs on this CPU (the soft worker) the yield is what lets it start.
     pub(super) fn spin_yielding(&self, main: &MainWaker, budget: Duration) -> bool {
         let mut budget = SpinBudget::new(budget);
+        let mut first = true;
         loop {
-            if self.has_ready(main) || self.progress_once() {
+            if self.has_ready(main) || (!first && self.progress_once()) {
                 return true;
             }
+            first = false;
             let now = Instant::now();
             if self.timers.is_due(now) {
                 self.timers_need_check();
