@@ -98,6 +98,12 @@ impl Stamp {
         self.0.saturating_sub(earlier.0)
     }
 
+    /// The clock's raw units from `self` to now (see [`Stamp::ticks_since`]).
+    #[inline]
+    pub fn ticks_to_now(self) -> u64 {
+        Stamp::now().ticks_since(self)
+    }
+
     /// Nanoseconds in `ticks` of the clock's raw units.
     #[inline]
     pub fn ticks_to_ns(ticks: u64) -> f64 {

@@ -26,7 +26,7 @@ use super::clock::Stamp;
 use super::cpu::runtime;
 use super::cpu::two_cpus;
 use super::raw::ok;
-use super::stats::{timed, timed_async, Report, Run, Samples};
+use super::stats::{timed, timed_async, Recorder, Report, Run, Samples};
 use super::{Mode, Params};
 
 /// Copies in flight in `dma_bw`.
@@ -114,7 +114,7 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
         clock.done(r)?;
     }
     let elapsed = clock.start.map_or(Duration::ZERO, |t| t.elapsed());
-    Ok(run.report(clock.samples, p.iters, elapsed).with_bandwidth())
+    Ok(run.report(clock.samples.into_samples(), p.iters, elapsed).with_bandwidth())
 }
 
 /// The bookkeeping of the async `dma_bw` loop, as the raw loop keeps it: the interval starts
@@ -127,7 +127,7 @@ struct Clock {
     stamps: VecDeque<Stamp>,
     finished: u64,
     start: Option<Stamp>,
-    samples: Samples,
+    samples: Recorder,
 }
 
 impl Clock {
@@ -141,7 +141,7 @@ impl Clock {
         if self.finished == self.warmup {
             self.start = Some(Stamp::now());
         } else if self.finished > self.warmup {
-            self.samples.push_ns(t0.elapsed_ns());
+            self.samples.push(t0.ticks_to_now());
         }
         Ok(())
     }
@@ -278,7 +278,7 @@ fn raw(test: Test, p: &Params) -> Result<Report> {
             // Keep `window` copies in flight: re-submit each one as it completes.
             let mut started = vec![Stamp::now(); window];
             let total = p.warmup + p.iters;
-            let mut samples = Samples::default();
+            let mut samples = Recorder::new(1.0, p.iters);
             let mut begun = 0u64;
             let mut finished = 0u64;
             let mut start = Stamp::now();
@@ -294,7 +294,7 @@ fn raw(test: Test, p: &Params) -> Result<Report> {
                     start = Stamp::now();
                 }
                 if finished > p.warmup {
-                    samples.push_ns(started[w].elapsed_ns());
+                    samples.push(started[w].ticks_to_now());
                 }
                 if begun < total {
                     started[w] = Stamp::now();
@@ -302,7 +302,7 @@ fn raw(test: Test, p: &Params) -> Result<Report> {
                     begun += 1;
                 }
             }
-            Ok((samples, start.elapsed()))
+            Ok((samples.into_samples(), start.elapsed()))
         })()
     };
     // SAFETY: teardown of what was created above, in reverse order; NULLs are skipped.

@@ -19,7 +19,7 @@ use super::clock::Stamp;
 use super::peer::{timed_out, Link};
 use super::raw::{ok, Done};
 use super::rdma::{check, slot, window, Measured, Test};
-use super::stats::{timed, Samples};
+use super::stats::{timed, Recorder};
 use super::{Params, PEER_TIMEOUT};
 
 /// A completion callback of one task kind: records the status in the slot's [`Done`] and
@@ -414,7 +414,7 @@ impl Side {
 
     /// Side A of a bandwidth test: `window` operations in flight, completions in order.
     fn stream(&mut self, p: &Params) -> Result<Measured> {
-        let mut samples = Samples::default();
+        let mut samples = Recorder::new(1.0, p.iters);
         let mut submitted = vec![Stamp::now(); self.window];
         let total = p.warmup + p.iters;
         let mut start = Stamp::now();
@@ -424,7 +424,7 @@ impl Side {
                 let j = i - self.window as u64;
                 self.wait(k)?;
                 if j >= p.warmup {
-                    samples.push_ns(submitted[k].elapsed_ns());
+                    samples.push(submitted[k].ticks_to_now());
                 }
             }
             if i == p.warmup {
@@ -435,7 +435,7 @@ impl Side {
                 self.submit(false, k, i)?;
             }
         }
-        Ok(Measured { samples, elapsed: start.elapsed() })
+        Ok(Measured { samples: samples.into_samples(), elapsed: start.elapsed() })
     }
 
     /// Side B of `send_bw`: `window` receives kept posted until `total` arrived.

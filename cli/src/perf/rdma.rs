@@ -31,7 +31,7 @@ use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result}
 use super::clock::Stamp;
 use super::cpu::{joined, runtime, two_cpus};
 use super::peer::{spawn_linked_peer, timed_out, Link};
-use super::stats::{timed, timed_async, Report, Run, Samples};
+use super::stats::{timed, timed_async, Recorder, Report, Run, Samples};
 use super::{Mode, Params, PEER_TIMEOUT};
 
 /// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
@@ -461,7 +461,7 @@ impl End {
         };
         let mut lanes = self.conn.lanes(op, local, depth)?;
         let total = p.warmup + p.iters;
-        let mut samples = Samples::default();
+        let mut samples = Recorder::new(1.0, p.iters);
         // Each lane's submit stamp and whether it is timed, kept by lane as the raw loop
         // keeps its slots': a result comes back with its own lane.
         let mut stamps = vec![(Stamp::now(), false); depth];
@@ -477,7 +477,7 @@ impl End {
                 if let Some(r) = oldest {
                     r?;
                     if stamps[k].1 {
-                        samples.push_ns(stamps[k].0.elapsed_ns());
+                        samples.push(stamps[k].0.ticks_to_now());
                     }
                 }
                 stamps[k] = (Stamp::now(), i >= p.warmup);
@@ -492,10 +492,10 @@ impl End {
             r?;
             let (t0, timed) = stamps[lane.index()];
             if timed {
-                samples.push_ns(t0.elapsed_ns());
+                samples.push(t0.ticks_to_now());
             }
         }
-        Ok(Measured { samples, elapsed: start.elapsed() })
+        Ok(Measured { samples: samples.into_samples(), elapsed: start.elapsed() })
     }
 
     /// Side B of `send_bw`: keeps `window` receives posted (one task, receive

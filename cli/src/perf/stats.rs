@@ -23,7 +23,7 @@ pub use super::report::Report;
 ///
 /// One clock read per round (as perftest's consecutive time stamps): a round's sample runs
 /// from the previous round's read to its own, so the timed part is exactly the sum of the
-/// samples. The round keeps only the clock's raw difference ([`Deltas`]); converting it and
+/// samples. The round keeps only the clock's raw difference ([`Recorder`]); converting it and
 /// filing it in the histogram wait for the end of a batch.
 pub fn timed(
     warmup: u64,
@@ -31,7 +31,7 @@ pub fn timed(
     divisor: f64,
     mut step: impl FnMut(u64) -> Result<()>,
 ) -> Result<(Samples, Duration)> {
-    let mut deltas = Deltas::new(divisor, iters);
+    let mut deltas = Recorder::new(divisor, iters);
     let mut last = Stamp::now();
     let mut start = last;
     for i in 0..warmup + iters {
@@ -55,7 +55,7 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     divisor: f64,
     mut step: impl FnMut(u64) -> F,
 ) -> Result<(Samples, Duration)> {
-    let mut deltas = Deltas::new(divisor, iters);
+    let mut deltas = Recorder::new(divisor, iters);
     let mut last = Stamp::now();
     let mut start = last;
     for i in 0..warmup + iters {
@@ -72,29 +72,34 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     Ok((deltas.into_samples(), last.since(start)))
 }
 
-/// The clock differences of a timed loop, kept raw until a batch is full and only then
-/// converted to nanoseconds and filed in the histogram. The round that takes a sample pays a
-/// store, not the conversion and the histogram's update (~130 instructions, on the critical
-/// path of the side that times a ping-pong: its next operation waited for them), as
-/// `ucx_perftest` only stores its time stamps in its loop. One round in [`Deltas::BATCH`]
-/// pays the filing of the batch; the memory stays bounded however long the run.
-struct Deltas {
+/// The samples of a timed loop, kept as the clock's raw differences until a batch is full and
+/// only then converted to nanoseconds and filed in the histogram. The iteration that takes a
+/// sample pays a store, not the conversion and the histogram's update (~130 instructions: on
+/// a ping-pong's critical path they delayed the next operation, and in a bandwidth loop they
+/// were a fifth of a raw 8 B operation), as perftest and `ucx_perftest` only store their
+/// stamps in their loops. One iteration in [`Recorder::BATCH`] pays the filing of the batch;
+/// the memory stays bounded however long the run. Every latency and bandwidth loop of perf
+/// records through one.
+pub struct Recorder {
     raw: Vec<u64>,
     divisor: f64,
     samples: Samples,
 }
 
-impl Deltas {
+impl Recorder {
     /// Samples converted at once, at most.
-    const BATCH: usize = 1 << 16;
+    pub const BATCH: usize = 1 << 16;
 
-    fn new(divisor: f64, iters: u64) -> Deltas {
-        let cap = usize::try_from(iters).unwrap_or(usize::MAX).min(Self::BATCH);
-        Deltas { raw: Vec::with_capacity(cap), divisor, samples: Samples::default() }
+    /// A recorder whose samples are the differences divided by `divisor` (2 for half a round
+    /// trip), for about `expected` of them (the buffer is sized for one batch at most).
+    pub fn new(divisor: f64, expected: u64) -> Recorder {
+        let cap = usize::try_from(expected).unwrap_or(usize::MAX).min(Self::BATCH);
+        Recorder { raw: Vec::with_capacity(cap), divisor, samples: Samples::default() }
     }
 
+    /// One sample of `ticks` of the clock's raw units ([`Stamp::ticks_since`]).
     #[inline]
-    fn push(&mut self, ticks: u64) {
+    pub fn push(&mut self, ticks: u64) {
         if self.raw.len() == Self::BATCH {
             self.file();
         }
@@ -108,9 +113,16 @@ impl Deltas {
         self.raw.clear();
     }
 
-    fn into_samples(mut self) -> Samples {
+    /// Every sample recorded, in the histogram.
+    pub fn into_samples(mut self) -> Samples {
         self.file();
         self.samples
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        Recorder::new(1.0, Recorder::BATCH as u64)
     }
 }
 
@@ -267,7 +279,7 @@ mod tests {
 
     #[test]
     fn every_timed_round_is_one_sample_across_batches() {
-        let iters = Deltas::BATCH as u64 * 2 + 17;
+        let iters = Recorder::BATCH as u64 * 2 + 17;
         let mut n = 0u64;
         let (s, _) = timed(3, iters, 2.0, |_| {
             n += 1;
@@ -277,7 +289,7 @@ mod tests {
         assert_eq!(n, iters + 3, "warm-up rounds run untimed");
         assert_eq!(s.len() as u64, iters, "one sample per timed round, whatever the batches");
         // The divisor is applied when a batch is filed: 2 000 ticks over 2 are 1 000 of them.
-        let mut d = Deltas::new(2.0, 1);
+        let mut d = Recorder::new(2.0, 1);
         d.push(2_000);
         let one = d.into_samples();
         assert_eq!(one.len(), 1);
