@@ -490,8 +490,9 @@ impl Core {
     ///
     /// Entered right after the turn's [`work`](Core::work), whose drain found the PE empty:
     /// the first round gives the CPU up before it progresses again. What it waits for is
-    /// another processor's answer, which cannot have come in between, and where that
-    /// processor's work runs on this CPU (the soft worker) the yield is what lets it start.
+    /// another processor's answer, a round trip of microseconds at the least, unlikely to
+    /// have come in the moment since; and where that processor's work runs on this CPU (the
+    /// soft worker), the yield is what lets it start.
     pub(super) fn spin_yielding(&self, main: &MainWaker, budget: Duration) -> bool {
         let mut budget = SpinBudget::new(budget);
         let mut first = true;
