@@ -15,7 +15,7 @@ use doca_urom_plugin::wire::bind_unique_datagram;
 use doca_urom_plugin::{Arm, Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 use crate::proto::{Cmd, CollSpec, Notif, MAX_MEMBERS, VERSION};
-use crate::rdma::{status as status_from, Event, Rdma, CHUNK, CHUNK_MAGIC, HDR, IO_MAX, SEND_SLOTS};
+use crate::rdma::{status as status_from, ChunkHeader, Event, Rdma, CHUNK, IO_MAX, SEND_SLOTS};
 
 /// Bytes the engine may have queued for sending before `send` answers [`Sent::Busy`] (a
 /// single larger message is still taken when nothing is queued).
@@ -116,18 +116,18 @@ impl Transport for Wire<'_> {
         }
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let peer = self.peers.get(to).and_then(Option::as_ref);
-        if let (true, Some(peer)) = (self.mail.out.is_empty() && len <= CHUNK && self.net.can_send(), peer) {
-            let h = chunk_header(self.mail.rank, tag.to_bits(), 0, len);
-            match self.net.send(peer.conn, &h, parts) {
+        if let Some(peer) = peer.filter(|_| self.mail.out.is_empty() && len <= CHUNK) {
+            let h = ChunkHeader { from: self.mail.rank, tag: tag.to_bits(), off: 0, total: len as u64 };
+            match self.net.send(peer.conn, &h.encode(), parts) {
                 Ok(Some(slot)) => {
                     self.slot_seq[slot] = Some(tag.seq());
                     self.sent = true;
                     return Ok(Sent::Accepted);
                 }
-                // No slot after all: queued below.
+                // No slot free: queued below.
                 Ok(None) => {}
                 Err(s) => {
-                    let e = TransportError::peer_gone(to, format!("RDMA send failed: {s}"));
+                    let e = send_failed(to, s);
                     self.mail.fail(e.clone());
                     return Err(e);
                 }
@@ -147,16 +147,9 @@ impl Transport for Wire<'_> {
     }
 }
 
-/// The header of a chunk: the sender's rank, the magic, the message's tag, the chunk's
-/// offset in it and the message's length (see [`Group::on_chunk`]).
-fn chunk_header(rank: usize, tag: u64, off: usize, total: usize) -> [u8; HDR] {
-    let mut h = [0u8; HDR];
-    h[0..4].copy_from_slice(&(rank as u32).to_le_bytes());
-    h[4..8].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
-    h[8..16].copy_from_slice(&tag.to_le_bytes());
-    h[16..24].copy_from_slice(&(off as u64).to_le_bytes());
-    h[24..32].copy_from_slice(&(total as u64).to_le_bytes());
-    h
+/// The failure of an RDMA send to member `to`: the peer counts as gone.
+fn send_failed(to: usize, s: Status) -> TransportError {
+    TransportError::peer_gone(to, format!("RDMA send failed: {s}"))
 }
 
 /// One peer of the group.
@@ -200,8 +193,8 @@ struct HostRegion {
 /// it lives, which the group does not outlive, so a range found once stays where it was.
 #[derive(Default)]
 struct Regions {
-    /// (va, len) and what it resolved to, most recently added last.
-    known: Vec<(u64, u64, HostRegion)>,
+    /// The regions found, most recently added last.
+    known: Vec<HostRegion>,
 }
 
 impl Regions {
@@ -211,7 +204,7 @@ impl Regions {
     /// The region of `len` bytes at `va` of member `own`'s registered memory: remembered, or
     /// looked up through `ctx`.
     fn get(&mut self, ctx: &WorkerCtx, own: u64, va: u64, len: u64) -> Result<HostRegion, Status> {
-        if let Some((_, _, r)) = self.known.iter().find(|(v, l, _)| *v == va && *l == len) {
+        if let Some(r) = self.known.iter().find(|r| r.va == va && r.len as u64 == len) {
             return Ok(r.clone());
         }
         let len_usize = usize::try_from(len).map_err(|_| Status::INVALID_VALUE)?;
@@ -226,7 +219,7 @@ impl Regions {
         if self.known.len() == Self::MAX {
             self.known.remove(0);
         }
-        self.known.push((va, len, r.clone()));
+        self.known.push(r.clone());
         Ok(r)
     }
 }
@@ -294,8 +287,8 @@ impl Group {
             }
             let Some(peer) = self.peers.get(o.to).and_then(Option::as_ref) else { return sent };
             let n = (o.data.len() - o.off).min(CHUNK);
-            let h = chunk_header(self.rank, o.tag, o.off, o.data.len());
-            match net.send(peer.conn, &h, &[&o.data[o.off..o.off + n]]) {
+            let h = ChunkHeader { from: self.rank, tag: o.tag, off: o.off as u64, total: o.data.len() as u64 };
+            match net.send(peer.conn, &h.encode(), &[&o.data[o.off..o.off + n]]) {
                 Ok(Some(slot)) => {
                     sent = true;
                     self.slot_seq[slot] = Some(Tag::from_bits(o.tag).seq());
@@ -307,8 +300,8 @@ impl Group {
                 }
                 Ok(None) => return sent,
                 Err(s) => {
-                    let to = o.to;
-                    self.mail.fail(TransportError::peer_gone(to, format!("RDMA send failed: {s}")));
+                    let e = send_failed(o.to, s);
+                    self.mail.fail(e);
                     return sent;
                 }
             }
@@ -318,14 +311,8 @@ impl Group {
 
     /// Files one received chunk.
     fn on_chunk(&mut self, data: &[u8]) -> Result<(), String> {
-        if data.len() < HDR {
-            return Err(format!("a chunk of {} bytes", data.len()));
-        }
-        let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
-        let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
-        let (from, magic, tag, off, total) = (u32_at(0) as usize, u32_at(4), u64_at(8), u64_at(16), u64_at(24));
-        let payload = &data[HDR..];
-        if magic != CHUNK_MAGIC || from >= self.mail.size || from == self.rank {
+        let (ChunkHeader { from, tag, off, total }, payload) = ChunkHeader::decode(data)?;
+        if from >= self.mail.size || from == self.rank {
             return Err("a chunk with a bad header".into());
         }
         let end = off.checked_add(payload.len() as u64).filter(|&e| e <= total && total <= MAX_MESSAGE);

@@ -48,7 +48,47 @@ pub(crate) const IO_STAGE: usize = 4096;
 const MAX_CONNS: u16 = crate::proto::MAX_MEMBERS as u16 + 1;
 
 /// Magic of a chunk header ("DCC1").
-pub(crate) const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"DCC1");
+const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"DCC1");
+
+/// The header in front of every chunk of a message between workers ([`HDR`] bytes, little
+/// endian): the sender's rank, [`CHUNK_MAGIC`], the message's tag, the chunk's offset in the
+/// message and the message's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkHeader {
+    pub(crate) from: usize,
+    pub(crate) tag: u64,
+    pub(crate) off: u64,
+    pub(crate) total: u64,
+}
+
+impl ChunkHeader {
+    #[inline]
+    pub(crate) fn encode(&self) -> [u8; HDR] {
+        let mut h = [0u8; HDR];
+        h[0..4].copy_from_slice(&(self.from as u32).to_le_bytes());
+        h[4..8].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+        h[8..16].copy_from_slice(&self.tag.to_le_bytes());
+        h[16..24].copy_from_slice(&self.off.to_le_bytes());
+        h[24..32].copy_from_slice(&self.total.to_le_bytes());
+        h
+    }
+
+    /// The header of a received chunk and its payload: an error for a chunk shorter than a
+    /// header or without the magic.
+    #[inline]
+    pub(crate) fn decode(data: &[u8]) -> Result<(ChunkHeader, &[u8]), String> {
+        if data.len() < HDR {
+            return Err(format!("a chunk of {} bytes", data.len()));
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
+        if u32_at(4) != CHUNK_MAGIC {
+            return Err("a chunk with a bad header".into());
+        }
+        let h = ChunkHeader { from: u32_at(0) as usize, tag: u64_at(8), off: u64_at(16), total: u64_at(24) };
+        Ok((h, &data[HDR..]))
+    }
+}
 
 const K_RECV: u64 = 1;
 const K_SEND: u64 = 2;
