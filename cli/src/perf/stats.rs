@@ -76,7 +76,7 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
 /// only then converted to nanoseconds and filed in the histogram. The iteration that takes a
 /// sample pays a store, not the conversion and the histogram's update (~130 instructions: on
 /// a ping-pong's critical path they delayed the next operation, and in a bandwidth loop they
-/// were a fifth of a raw 8 B operation), as perftest and `ucx_perftest` only store their
+/// were ~13% of a raw 8 B write's time), as perftest and `ucx_perftest` only store their
 /// stamps in their loops. One iteration in [`Recorder::BATCH`] pays the filing of the batch;
 /// the memory stays bounded however long the run. Every latency and bandwidth loop of perf
 /// records through one.
