@@ -375,7 +375,7 @@ impl Core {
     /// injection queue is looked at (its two ends, lines that stay in this CPU's cache until
     /// a push) before it is popped: remote pushes notify only a sleeping executor
     /// (`Shared::schedule_remote`), so the queue itself is what says there is work.
-    pub(super) fn run_tasks(&self) -> usize {
+    pub(super) fn run_tasks(&self) {
         let batch = self.config.task_batch;
         if self.shared.has_injected() {
             for _ in 0..batch {
@@ -395,7 +395,6 @@ impl Core {
             r.run();
             n += 1 + (left - self.budget.replace(0));
         }
-        n
     }
 
     /// Drains the PE (callbacks run inside), then does the context work that callbacks
