@@ -30,45 +30,63 @@ pub(super) fn ok(code: sys::doca_error_t, what: &'static str) -> Result<()> {
 pub(super) struct Done {
     pub(super) finished: Cell<bool>,
     pub(super) status: Cell<i32>,
-    /// Set when the loop submits its completed tasks again (a bandwidth test, as perftest
-    /// does): the callback keeps a successful task in `kept` instead of freeing it.
+    /// Set when the loop submits its completed tasks again (DOCA's task reuse, as the async
+    /// modes do): the callback keeps a successful task in `kept` instead of freeing it.
     pub(super) keep: Cell<bool>,
     pub(super) kept: Cell<Option<std::ptr::NonNull<sys::doca_task>>>,
+    /// The kept task as its own type (`doca_rdma_task_write_imm` ...), for the setters of
+    /// the values that change from one operation to the next. DOCA converts a typed task to
+    /// a `doca_task` (`*_as_task`) but not back, so the callback keeps both.
+    pub(super) kept_typed: Cell<*mut c_void>,
 }
 
-unsafe extern "C" fn add_done(
-    task: *mut sys::doca_sync_event_task_notify_add,
-    ud: sys::doca_data,
-    _ctx: sys::doca_data,
-) {
-    // SAFETY: the task is ours again inside its callback; user data points at the `Done`
-    // of the loop that submitted it, which waits for `finished` before it goes away.
-    unsafe {
-        let t = sys::doca_sync_event_task_notify_add_as_doca_task(task);
-        let done = &*(ud.ptr as *const Done);
-        done.status.set(sys::doca_task_get_status(t).0);
-        done.finished.set(true);
-        sys::doca_task_free(t);
-    }
+/// A completion callback of one task kind: records the status in the operation's [`Done`]
+/// (the task's user data) and keeps a successful task for the next operation when the
+/// `Done` asks for it (freed otherwise). The callback of every raw loop's task kinds.
+macro_rules! done_cb {
+    ($name:ident, $task:ty, $as_task:path) => {
+        unsafe extern "C" fn $name(task: *mut $task, ud: sys::doca_data, _ctx: sys::doca_data) {
+            // SAFETY: the task is ours again inside its callback; user data points at a
+            // `Done` of the loop that submitted it, which outlives every task (the loop
+            // waits for each callback, and frees its kept tasks and stops its ctx, flushing
+            // what is in flight, before the `Done`s go).
+            unsafe {
+                let t = $as_task(task);
+                let done = &*(ud.ptr as *const $crate::perf::raw::Done);
+                let status = sys::doca_task_get_status(t);
+                done.status.set(status.0);
+                done.finished.set(true);
+                if done.keep.get() && status == sys::DOCA_SUCCESS {
+                    done.kept.set(std::ptr::NonNull::new(t));
+                    done.kept_typed.set(task.cast());
+                } else {
+                    sys::doca_task_free(t);
+                }
+            }
+        }
+    };
 }
+pub(super) use done_cb;
 
-unsafe extern "C" fn wait_done(task: *mut sys::doca_sync_event_task_wait_eq, ud: sys::doca_data, _ctx: sys::doca_data) {
-    // SAFETY: as in `add_done`.
-    unsafe {
-        let t = sys::doca_sync_event_task_wait_eq_as_doca_task(task);
-        let done = &*(ud.ptr as *const Done);
-        done.status.set(sys::doca_task_get_status(t).0);
-        done.finished.set(true);
-        sys::doca_task_free(t);
-    }
-}
+done_cb!(add_done, sys::doca_sync_event_task_notify_add, sys::doca_sync_event_task_notify_add_as_doca_task);
+done_cb!(wait_done, sys::doca_sync_event_task_wait_eq, sys::doca_sync_event_task_wait_eq_as_doca_task);
 
 /// One side of a sync event in ctx mode on its own progress engine. Single-threaded, as
 /// DOCA requires: created, used and destroyed on one thread.
 pub struct RawEvent {
     pe: *mut sys::doca_pe,
     ev: *mut sys::doca_sync_event,
+    /// The completions of the notify-add and the wait-eq, and the add's fetched value: boxed,
+    /// as their kept tasks point at them from one operation to the next (each kind's task
+    /// is reused, re-initialised with its setter, as the async mode's are).
+    add: Box<(Done, Cell<u64>)>,
+    wait: Box<Done>,
     _dev: Device,
+}
+
+/// A [`Done`] whose callback keeps its task.
+fn keeping() -> Done {
+    Done { keep: Cell::new(true), ..Done::default() }
 }
 
 impl RawEvent {
@@ -78,7 +96,13 @@ impl RawEvent {
         let mut ev = ptr::null_mut();
         // SAFETY: out-pointer valid; the event is destroyed in Drop (or below on error).
         ok(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event_create")?;
-        let mut me = RawEvent { pe: ptr::null_mut(), ev, _dev: dev.clone() };
+        let mut me = RawEvent {
+            pe: ptr::null_mut(),
+            ev,
+            add: Box::new((keeping(), Cell::new(0))),
+            wait: Box::new(keeping()),
+            _dev: dev.clone(),
+        };
         // SAFETY: `ev` is a fresh event; dev is open for the life of `me`.
         unsafe {
             ok(sys::doca_sync_event_add_publisher_location_remote_pci(ev), "sync_event: publisher location")?;
@@ -105,7 +129,13 @@ impl RawEvent {
             unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
             "sync_event: create from export",
         )?;
-        let mut me = RawEvent { pe: ptr::null_mut(), ev, _dev: dev.clone() };
+        let mut me = RawEvent {
+            pe: ptr::null_mut(),
+            ev,
+            add: Box::new((keeping(), Cell::new(0))),
+            wait: Box::new(keeping()),
+            _dev: dev.clone(),
+        };
         me.start()?;
         Ok(me)
     }
@@ -141,7 +171,7 @@ impl RawEvent {
     /// Progresses until `done` is reported. Bounded: after [`PEER_TIMEOUT`] the ctx is
     /// stopped, which flushes the task through its callback, so `done` (on the caller's
     /// stack) is never written after this returns.
-    fn run(&mut self, done: &Done) -> Result<()> {
+    fn run(&self, done: &Done) -> Result<()> {
         let mut spins = 0u32;
         let mut deadline = None;
         while !done.finished.get() {
@@ -167,41 +197,70 @@ impl RawEvent {
 
     /// Adds `n` to the counter and waits for the completion.
     pub fn add(&mut self, n: u64) -> Result<()> {
-        let done = Done::default();
-        let mut fetched = 0u64;
-        let mut task = ptr::null_mut();
-        let ud = sys::doca_data { ptr: (&done as *const Done).cast_mut().cast::<c_void>() };
-        // SAFETY: `done` and `fetched` outlive the task: `run` returns only after the
-        // callback, which is the last time DOCA touches either.
+        let (done, fetched) = &*self.add;
+        done.finished.set(false);
+        // SAFETY: `done` and `fetched` are boxed in `self` and outlive the task, kept or not
+        // (Drop frees a kept task first, and `run` returns only after the callback).
         unsafe {
-            ok(
-                sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, &mut fetched, ud, &mut task),
-                "notify_add alloc",
-            )?;
-            ok(sys::doca_task_submit(sys::doca_sync_event_task_notify_add_as_doca_task(task)), "notify_add submit")?;
+            let task = match done.kept.take() {
+                Some(t) => {
+                    sys::doca_sync_event_task_notify_add_set_inc_val(done.kept_typed.get().cast(), n);
+                    t.as_ptr()
+                }
+                None => {
+                    let ud = sys::doca_data { ptr: (done as *const Done).cast_mut().cast::<c_void>() };
+                    let mut task = ptr::null_mut();
+                    ok(
+                        sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, fetched.as_ptr(), ud, &mut task),
+                        "notify_add alloc",
+                    )?;
+                    sys::doca_sync_event_task_notify_add_as_doca_task(task)
+                }
+            };
+            ok(sys::doca_task_submit(task), "notify_add submit")?;
         }
-        self.run(&done)
+        self.run(&self.add.0)
     }
 
     /// Waits until the counter equals `v`.
     pub fn wait_eq(&mut self, v: u64) -> Result<()> {
-        let done = Done::default();
-        let mut task = ptr::null_mut();
-        let ud = sys::doca_data { ptr: (&done as *const Done).cast_mut().cast::<c_void>() };
+        let done = &*self.wait;
+        done.finished.set(false);
         // SAFETY: as in `add`.
         unsafe {
-            ok(sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task), "wait_eq alloc")?;
-            ok(sys::doca_task_submit(sys::doca_sync_event_task_wait_eq_as_doca_task(task)), "wait_eq submit")?;
+            let task = match done.kept.take() {
+                Some(t) => {
+                    sys::doca_sync_event_task_wait_eq_set_wait_val(done.kept_typed.get().cast(), v);
+                    t.as_ptr()
+                }
+                None => {
+                    let ud = sys::doca_data { ptr: (done as *const Done).cast_mut().cast::<c_void>() };
+                    let mut task = ptr::null_mut();
+                    ok(
+                        sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task),
+                        "wait_eq alloc",
+                    )?;
+                    sys::doca_sync_event_task_wait_eq_as_doca_task(task)
+                }
+            };
+            ok(sys::doca_task_submit(task), "wait_eq submit")?;
         }
-        self.run(&done)
+        self.run(&self.wait)
     }
 }
 
 impl Drop for RawEvent {
     fn drop(&mut self) {
-        // SAFETY: no task is in flight (every call above waits for its callback), so the
-        // ctx stops at once; then the event goes before the PE it is connected to.
+        // SAFETY: no task is in flight (every call above waits for its callback); the kept
+        // ones are freed first (an allocated task keeps the ctx from stopping), so the ctx
+        // stops at once; then the event goes before the PE it is connected to.
         unsafe {
+            for done in [&self.add.0, &*self.wait] {
+                done.keep.set(false);
+                if let Some(t) = done.kept.take() {
+                    sys::doca_task_free(t.as_ptr());
+                }
+            }
             if !self.pe.is_null() {
                 let ctx = sys::doca_sync_event_as_ctx(self.ev);
                 sys::doca_ctx_stop(ctx);
