@@ -370,6 +370,7 @@ impl Contexts {
     ///
     /// # Safety
     /// `task` is a live, completed task of kind `K` of the ctx `key`, not used afterwards.
+    #[inline]
     pub(crate) unsafe fn task_over<K: DocaTask>(
         &self,
         key: u64,

@@ -154,6 +154,9 @@ impl<'a> Descs<'a> {
     }
 
     /// A source over all of `d` (NULL for an empty buffer: an empty message).
+    // Inlined into each operation's allocation (as `dst`): out of line, the two calls cost a
+    // write ~50 instructions (docs/cost.md, fourteenth session).
+    #[inline]
     pub(crate) fn src(&self, i: usize, d: Desc) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
         if d.len == 0 {
             return Ok(std::ptr::null_mut());
@@ -162,6 +165,7 @@ impl<'a> Descs<'a> {
     }
 
     /// A destination over `d` with an empty payload (NULL for an empty buffer).
+    #[inline]
     pub(crate) fn dst(&self, i: usize, d: Desc) -> std::result::Result<*mut sys::doca_buf, sys::doca_error_t> {
         if d.len == 0 {
             return Ok(std::ptr::null_mut());

@@ -231,6 +231,7 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
     /// orphaned and keeps `keep` alive until the completion. Otherwise everything is
     /// released now, an allocated but unsubmitted task first (before `keep`, which may hold
     /// memory the task references).
+    #[inline]
     fn abandon(&mut self, keep: Option<Box<dyn Any>>) {
         match self.sub.take() {
             Some(sub) => sub.into_slot(&self.ctx).abandon(&self.core, keep),

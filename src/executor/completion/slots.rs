@@ -71,6 +71,7 @@ impl Slot {
     /// Gives the task's descriptors back (to their inventory, or to the cache that lent
     /// them); returns whether there were any. Only once DOCA no longer owns the task
     /// (completed, never submitted, or freed).
+    #[inline]
     pub(super) fn release_descs(&self) -> bool {
         let mut any = false;
         for d in &self.descs {
@@ -190,6 +191,7 @@ impl Slots {
         drop(deferred);
     }
 
+    #[inline]
     fn slot_at(&self, index: u32) -> Option<&Slot> {
         let chunk = *self.chunks.borrow().get(index as usize / CHUNK)?;
         // SAFETY: chunks are allocated by `grow` and freed only in `Drop`, so the pointer is
@@ -199,6 +201,7 @@ impl Slots {
     }
 
     /// The slot of `key` if the key is current and the slot is in use.
+    #[inline]
     pub(super) fn get(&self, key: u64) -> Option<&Slot> {
         let slot = self.slot_at((key & 0xffff_ffff) as u32)?;
         (slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free).then_some(slot)
@@ -222,6 +225,10 @@ impl Slots {
     /// table (chunks are never moved or freed before it), and the slot stays the caller's
     /// until it releases it (only an orphaned slot is released by someone else: the
     /// completion callback).
+    // Inlined, as are `get`, `slot_at`, `release_slot` and `Slot::release_descs`: each runs once
+    // per operation, and out of line their calls and register saves were ~70 instructions of a
+    // write future's ~1 480 (`op_cost write`, docs/cost.md, fourteenth session).
+    #[inline]
     pub(super) fn reserve(&self) -> (u64, NonNull<Slot>) {
         if self.free_head.get() == NONE {
             self.grow();
@@ -262,6 +269,7 @@ impl Slots {
 
     /// Returns the slot of `key` (`slot`, the live slot of that key, already looked up) to
     /// the free list, dropping its waker and keep-alive afterwards.
+    #[inline]
     pub(super) fn release_slot(&self, key: u64, slot: &Slot) {
         debug_assert!(slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free);
         // Descriptors first: the kept buffers (dropped below) may hold their inventory.

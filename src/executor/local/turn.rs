@@ -56,6 +56,9 @@ impl Core {
     /// Completions of other operations delivered meanwhile wake their tasks as usual (their
     /// callbacks run no user code: they store results and wake wakers; slots released
     /// here drop their kept buffers later, from the loop).
+    // Inlined into the futures' poll (a call and its register saves, ~33 instructions of every
+    // operation that completes during its own poll).
+    #[inline]
     pub(crate) fn progress_inline(&self, calls: usize, done: impl Fn() -> bool) -> bool {
         let _inside = self.enter_progress();
         let _defer = self.slots.defer_drops();
