@@ -84,25 +84,27 @@ pub struct RawEvent {
     _dev: Device,
 }
 
-/// A [`Done`] whose callback keeps its task.
-fn keeping() -> Done {
-    Done { keep: Cell::new(true), ..Done::default() }
-}
-
 impl RawEvent {
+    /// The side of event `ev` (destroyed in Drop) before its start: no PE yet, and the
+    /// completions of both kinds keeping their tasks.
+    fn over(ev: *mut sys::doca_sync_event, dev: &Device) -> RawEvent {
+        let keeping = || Done { keep: Cell::new(true), ..Done::default() };
+        RawEvent {
+            pe: ptr::null_mut(),
+            ev,
+            add: Box::new((keeping(), Cell::new(0))),
+            wait: Box::new(keeping()),
+            _dev: dev.clone(),
+        }
+    }
+
     /// Creates a new event (this side publishes to and subscribes from another process)
     /// and returns it with its export blob.
     pub fn create(dev: &Device) -> Result<(RawEvent, Vec<u8>)> {
         let mut ev = ptr::null_mut();
         // SAFETY: out-pointer valid; the event is destroyed in Drop (or below on error).
         ok(unsafe { sys::doca_sync_event_create(&mut ev) }, "sync_event_create")?;
-        let mut me = RawEvent {
-            pe: ptr::null_mut(),
-            ev,
-            add: Box::new((keeping(), Cell::new(0))),
-            wait: Box::new(keeping()),
-            _dev: dev.clone(),
-        };
+        let mut me = RawEvent::over(ev, dev);
         // SAFETY: `ev` is a fresh event; dev is open for the life of `me`.
         unsafe {
             ok(sys::doca_sync_event_add_publisher_location_remote_pci(ev), "sync_event: publisher location")?;
@@ -129,13 +131,7 @@ impl RawEvent {
             unsafe { sys::doca_sync_event_create_from_export(dev.as_ptr(), blob.as_ptr(), blob.len(), &mut ev) },
             "sync_event: create from export",
         )?;
-        let mut me = RawEvent {
-            pe: ptr::null_mut(),
-            ev,
-            add: Box::new((keeping(), Cell::new(0))),
-            wait: Box::new(keeping()),
-            _dev: dev.clone(),
-        };
+        let mut me = RawEvent::over(ev, dev);
         me.start()?;
         Ok(me)
     }
@@ -198,54 +194,66 @@ impl RawEvent {
     /// Adds `n` to the counter and waits for the completion.
     pub fn add(&mut self, n: u64) -> Result<()> {
         let (done, fetched) = &*self.add;
-        done.finished.set(false);
-        // SAFETY: `done` and `fetched` are boxed in `self` and outlive the task, kept or not
-        // (Drop frees a kept task first, and `run` returns only after the callback).
-        unsafe {
-            let task = match done.kept.take() {
-                Some(t) => {
-                    sys::doca_sync_event_task_notify_add_set_inc_val(done.kept_typed.get().cast(), n);
-                    t.as_ptr()
-                }
-                None => {
-                    let ud = sys::doca_data { ptr: (done as *const Done).cast_mut().cast::<c_void>() };
-                    let mut task = ptr::null_mut();
-                    ok(
-                        sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, fetched.as_ptr(), ud, &mut task),
-                        "notify_add alloc",
-                    )?;
-                    sys::doca_sync_event_task_notify_add_as_doca_task(task)
-                }
-            };
-            ok(sys::doca_task_submit(task), "notify_add submit")?;
-        }
-        self.run(&self.add.0)
+        self.submit_and_run(
+            done,
+            // SAFETY: the add's kept task, a notify-add of this event.
+            |t| unsafe { sys::doca_sync_event_task_notify_add_set_inc_val(t.cast(), n) },
+            |ud| {
+                let mut task = ptr::null_mut();
+                // SAFETY: `fetched` (and the `Done` of `ud`) are boxed in `self` and outlive
+                // the task, kept or not (Drop frees a kept task first); valid out-pointer.
+                let rc = unsafe {
+                    sys::doca_sync_event_task_notify_add_alloc_init(self.ev, n, fetched.as_ptr(), ud, &mut task)
+                };
+                ok(rc, "notify_add alloc")?;
+                // SAFETY: the task just allocated.
+                Ok(unsafe { sys::doca_sync_event_task_notify_add_as_doca_task(task) })
+            },
+            "notify_add submit",
+        )
     }
 
     /// Waits until the counter equals `v`.
     pub fn wait_eq(&mut self, v: u64) -> Result<()> {
-        let done = &*self.wait;
+        self.submit_and_run(
+            &self.wait,
+            // SAFETY: the wait's kept task, a wait-eq of this event.
+            |t| unsafe { sys::doca_sync_event_task_wait_eq_set_wait_val(t.cast(), v) },
+            |ud| {
+                let mut task = ptr::null_mut();
+                // SAFETY: the `Done` of `ud` is boxed in `self` and outlives the task; valid
+                // out-pointer.
+                let rc = unsafe { sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task) };
+                ok(rc, "wait_eq alloc")?;
+                // SAFETY: the task just allocated.
+                Ok(unsafe { sys::doca_sync_event_task_wait_eq_as_doca_task(task) })
+            },
+            "wait_eq submit",
+        )
+    }
+
+    /// Submits the operation that reports to `done` and waits for its completion: its kept
+    /// task, re-initialised by `reinit` (given the task as its own type), or a fresh one
+    /// from `alloc` (given the user data that points at `done`).
+    fn submit_and_run(
+        &self,
+        done: &Done,
+        reinit: impl FnOnce(*mut c_void),
+        alloc: impl FnOnce(sys::doca_data) -> Result<*mut sys::doca_task>,
+        what: &'static str,
+    ) -> Result<()> {
         done.finished.set(false);
-        // SAFETY: as in `add`.
-        unsafe {
-            let task = match done.kept.take() {
-                Some(t) => {
-                    sys::doca_sync_event_task_wait_eq_set_wait_val(done.kept_typed.get().cast(), v);
-                    t.as_ptr()
-                }
-                None => {
-                    let ud = sys::doca_data { ptr: (done as *const Done).cast_mut().cast::<c_void>() };
-                    let mut task = ptr::null_mut();
-                    ok(
-                        sys::doca_sync_event_task_wait_eq_alloc_init(self.ev, v, u64::MAX, ud, &mut task),
-                        "wait_eq alloc",
-                    )?;
-                    sys::doca_sync_event_task_wait_eq_as_doca_task(task)
-                }
-            };
-            ok(sys::doca_task_submit(task), "wait_eq submit")?;
-        }
-        self.run(&self.wait)
+        let task = match done.kept.take() {
+            Some(t) => {
+                reinit(done.kept_typed.get());
+                t.as_ptr()
+            }
+            None => alloc(sys::doca_data { ptr: (done as *const Done).cast_mut().cast::<c_void>() })?,
+        };
+        // SAFETY: a task of this event, allocated and not submitted (kept by its callback,
+        // or fresh); `run` returns only after its callback.
+        ok(unsafe { sys::doca_task_submit(task) }, what)?;
+        self.run(done)
     }
 }
 
