@@ -112,12 +112,6 @@ impl Side {
             _ => p.size.max(8),
         };
         let (slot, window) = (slot(test, size), window(test, size));
-        // Every test keeps each slot's task and submits it again, re-initialised with DOCA's
-        // setters where a value changes (DOCA's task reuse): the best a C program does with
-        // DOCA, and what both async modes do (`rdma::Lanes` hold their tasks, the futures
-        // take a kept task of their kind). Allocating and freeing a task per operation cost
-        // the raw loop ~20 ns a latency round here, which the async modes do not pay.
-        let reuse = true;
         let mut me = Side {
             test,
             window,
@@ -131,7 +125,13 @@ impl Side {
             remote_mmap: ptr::null_mut(),
             inv: ptr::null_mut(),
             bufs: Vec::new(),
-            done: (0..window).map(|_| Done { keep: std::cell::Cell::new(reuse), ..Done::default() }).collect(),
+            // Every test keeps each slot's task and submits it again, re-initialised with
+            // DOCA's setters where a value changes (DOCA's task reuse): the best a C program
+            // does with DOCA, and what both async modes do (`rdma::Lanes` hold their tasks,
+            // the futures take a kept task of their kind). Allocating and freeing a task per
+            // operation cost the raw loop ~20 ns a latency round here, which the async modes
+            // do not pay.
+            done: (0..window).map(|_| Done { keep: std::cell::Cell::new(true), ..Done::default() }).collect(),
             unflushed: false,
             _dev: dev.clone(),
         };
