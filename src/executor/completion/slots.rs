@@ -201,7 +201,6 @@ impl Slots {
     }
 
     /// The slot of `key` if the key is current and the slot is in use.
-    #[inline]
     pub(super) fn get(&self, key: u64) -> Option<&Slot> {
         let slot = self.slot_at((key & 0xffff_ffff) as u32)?;
         (slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free).then_some(slot)
@@ -225,9 +224,10 @@ impl Slots {
     /// table (chunks are never moved or freed before it), and the slot stays the caller's
     /// until it releases it (only an orphaned slot is released by someone else: the
     /// completion callback).
-    // Inlined, as are `get`, `slot_at`, `release_slot` and `Slot::release_descs`: each runs once
-    // per operation, and out of line their calls and register saves were ~70 instructions of a
-    // write future's ~1 480 (`op_cost write`, docs/cost.md, fourteenth session).
+    // Inlined, as are `slot_at` and `Slot::release_descs`: each runs once per operation, and
+    // out of line their calls and register saves cost a write future 20, 11 and 30
+    // instructions of its ~1 300 (`op_cost write`, docs/cost.md, fourteenth session; a hint
+    // on `get` or `release_slot` changed nothing, so they have none).
     #[inline]
     pub(super) fn reserve(&self) -> (u64, NonNull<Slot>) {
         if self.free_head.get() == NONE {
@@ -269,7 +269,6 @@ impl Slots {
 
     /// Returns the slot of `key` (`slot`, the live slot of that key, already looked up) to
     /// the free list, dropping its waker and keep-alive afterwards.
-    #[inline]
     pub(super) fn release_slot(&self, key: u64, slot: &Slot) {
         debug_assert!(slot.generation.get() == (key >> 32) as u32 && slot.state.get() != SlotState::Free);
         // Descriptors first: the kept buffers (dropped below) may hold their inventory.
