@@ -40,6 +40,27 @@ pub(super) struct Done {
     pub(super) kept_typed: Cell<*mut c_void>,
 }
 
+impl Done {
+    /// A `Done` whose callback keeps its task for the next operation.
+    pub(super) fn keeping() -> Done {
+        Done { keep: Cell::new(true), ..Done::default() }
+    }
+
+    /// Stops keeping, and frees the task kept, if any: before the ctx is stopped (an
+    /// allocated task keeps it from reaching IDLE).
+    ///
+    /// # Safety
+    /// On the thread of the task's ctx, which is alive.
+    pub(super) unsafe fn free_kept(&self) {
+        self.keep.set(false);
+        if let Some(t) = self.kept.take() {
+            // SAFETY: a completed task its callback kept, not submitted since (it is only
+            // taken out to be submitted), of a live ctx on this thread (the contract).
+            unsafe { sys::doca_task_free(t.as_ptr()) };
+        }
+    }
+}
+
 /// A completion callback of one task kind: records the status in the operation's [`Done`]
 /// (the task's user data) and keeps a successful task for the next operation when the
 /// `Done` asks for it (freed otherwise). The callback of every raw loop's task kinds.
@@ -88,12 +109,11 @@ impl RawEvent {
     /// The side of event `ev` (destroyed in Drop) before its start: no PE yet, and the
     /// completions of both kinds keeping their tasks.
     fn over(ev: *mut sys::doca_sync_event, dev: &Device) -> RawEvent {
-        let keeping = || Done { keep: Cell::new(true), ..Done::default() };
         RawEvent {
             pe: ptr::null_mut(),
             ev,
-            add: Box::new((keeping(), Cell::new(0))),
-            wait: Box::new(keeping()),
+            add: Box::new((Done::keeping(), Cell::new(0))),
+            wait: Box::new(Done::keeping()),
             _dev: dev.clone(),
         }
     }
@@ -263,12 +283,8 @@ impl Drop for RawEvent {
         // ones are freed first (an allocated task keeps the ctx from stopping), so the ctx
         // stops at once; then the event goes before the PE it is connected to.
         unsafe {
-            for done in [&self.add.0, &*self.wait] {
-                done.keep.set(false);
-                if let Some(t) = done.kept.take() {
-                    sys::doca_task_free(t.as_ptr());
-                }
-            }
+            self.add.0.free_kept();
+            self.wait.free_kept();
             if !self.pe.is_null() {
                 let ctx = sys::doca_sync_event_as_ctx(self.ev);
                 sys::doca_ctx_stop(ctx);

@@ -131,7 +131,7 @@ impl Side {
             // the futures take a kept task of their kind). Allocating and freeing a task per
             // operation cost the raw loop ~20 ns a latency round here, which the async modes
             // do not pay.
-            done: (0..window).map(|_| Done { keep: std::cell::Cell::new(true), ..Done::default() }).collect(),
+            done: (0..window).map(|_| Done::keeping()).collect(),
             unflushed: false,
             _dev: dev.clone(),
         };
@@ -493,10 +493,7 @@ impl Drop for Side {
             // Kept tasks are allocated: a stop cannot reach IDLE before they are freed, nor
             // while completions are kept.
             for d in self.done.iter() {
-                d.keep.set(false);
-                if let Some(t) = d.kept.take() {
-                    sys::doca_task_free(t.as_ptr());
-                }
+                d.free_kept();
             }
             if !self.rdma.is_null() {
                 let ctx = sys::doca_rdma_as_ctx(self.rdma);
