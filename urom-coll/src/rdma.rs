@@ -799,3 +799,24 @@ impl Drop for Rdma {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_header_reads_back_what_was_written_and_refuses_a_short_or_foreign_chunk() {
+        let h = ChunkHeader { from: 3, tag: 0x0123_4567_89ab_cdef, off: 4096, total: 1 << 20 };
+        let mut chunk = h.encode().to_vec();
+        chunk.extend_from_slice(b"payload");
+        let (back, payload) = ChunkHeader::decode(&chunk).expect("a whole header");
+        assert_eq!(back, h);
+        assert_eq!(payload, b"payload");
+        // A header alone carries an empty payload.
+        assert_eq!(ChunkHeader::decode(&h.encode()).expect("a header alone").1, b"");
+        assert!(ChunkHeader::decode(&chunk[..HDR - 1]).is_err(), "shorter than a header");
+        let mut foreign = chunk.clone();
+        foreign[4] ^= 1;
+        assert!(ChunkHeader::decode(&foreign).is_err(), "without the magic");
+    }
+}
