@@ -236,7 +236,9 @@ impl Side {
         let (r, c, b) = (self.rdma, self.conn, self.bufs[k]);
         let v = i + 1;
         // SAFETY: the buffers, the `Done` and the memory outlive the task (see `done_cb`);
-        // destinations are reset so the operation has room; one thread uses all of it.
+        // destinations are reset so the operation has room; one thread uses all of it. A kept
+        // task is this slot's completed one, not in flight, and `kept_typed` is that task as
+        // the type of this test's operation (slot 1 keeps the receive), which its setters take.
         unsafe {
             if !recv && self.test == Test::WriteLat {
                 word(self.local.ptr).store(v, Ordering::Release);
