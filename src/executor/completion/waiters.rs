@@ -23,12 +23,8 @@ pub(crate) struct WaiterList {
     wakers: RefCell<Vec<Waker>>,
 }
 
-/// A future's place in a [`WaiterList`]: the epoch it registered in and its index there.
-/// Boxed, because only a future that waits (back-pressure, a state change) ever has one,
-/// and every operation future carries the field: `None` is one word where the place itself
-/// is two, and a future's size is paid at every move of it. The box is allocated at the
-/// first registration and reused by the later ones.
-pub(crate) type Ticket = Option<Box<(u64, usize)>>;
+/// A future's place in a [`WaiterList`].
+pub(crate) type Ticket = Option<(u64, usize)>;
 
 impl WaiterList {
     pub(crate) fn new() -> WaiterList {
@@ -37,22 +33,17 @@ impl WaiterList {
 
     pub(crate) fn register(&self, ticket: &mut Ticket, waker: &Waker) {
         let mut wakers = self.wakers.borrow_mut();
-        let place = (self.epoch.get(), wakers.len());
-        match ticket {
-            Some(held) => {
-                let (epoch, i) = **held;
-                if epoch == place.0 {
-                    if let Some(w) = wakers.get_mut(i) {
-                        if !w.will_wake(waker) {
-                            w.clone_from(waker);
-                        }
-                        return;
+        if let Some((epoch, i)) = *ticket {
+            if epoch == self.epoch.get() {
+                if let Some(w) = wakers.get_mut(i) {
+                    if !w.will_wake(waker) {
+                        w.clone_from(waker);
                     }
+                    return;
                 }
-                **held = place;
             }
-            None => *ticket = Some(Box::new(place)),
         }
+        *ticket = Some((self.epoch.get(), wakers.len()));
         wakers.push(waker.clone());
     }
 
