@@ -315,6 +315,7 @@ where
 {
     type Output = Result<TaskOutput>;
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         self.get_mut().poll_spanned(cx)
     }
@@ -365,6 +366,7 @@ where
 {
     type Output = (Result<TaskOutput>, B);
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.inner.poll_spanned(cx) {
