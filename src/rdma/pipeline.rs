@@ -276,6 +276,7 @@ impl<F: Future> Pipeline<F> {
     }
 
     /// Polls for the oldest operation's output: `Ready(None)` when the pipeline is empty.
+    #[inline]
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
         if self.len == 0 {
             return Poll::Ready(None);
@@ -321,6 +322,9 @@ impl<F: Future> Unpin for Push<'_, F> {}
 impl<F: Future> Future for Push<'_, F> {
     type Output = Option<F::Output>;
 
+    // Inlined into the caller's `.await`: out of line, the oldest output (with its buffer)
+    // came back through memory, stored and at once loaded back (see `BufTaskFuture`'s poll).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
         let this = self.get_mut();
         assert!(this.op.is_some(), "Pipeline::push polled after completion");

@@ -225,6 +225,9 @@ impl<T> Unpin for WindowPush<'_, '_, T> {}
 impl<T: Outcome> Future for WindowPush<'_, '_, T> {
     type Output = Option<(Result<T>, Buf)>;
 
+    // Inlined into the caller's `.await`: out of line, the result (with the buffer) came back
+    // through memory, stored and at once loaded back (see `BufTaskFuture`'s poll).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut().poll_push(cx)
     }
