@@ -212,14 +212,15 @@ impl<'a, K: DocaTask, A> TaskFuture<'a, K, A> {
         BufTaskFuture { inner: self, buffers: Some(buffers) }
     }
 
-    /// Ends a failed operation: releases its slot (freeing an allocated, unsubmitted task).
+    /// Ends a failed operation: releases its slot (freeing an allocated, unsubmitted task);
+    /// returns the error.
     #[cold]
-    fn fail(&mut self, e: Error) -> Poll<Result<TaskOutput>> {
+    fn fail(&mut self, e: Error) -> Error {
         if let Some(sub) = self.sub.take() {
             sub.into_slot(&self.ctx).release(&self.core);
         }
         self.alloc = None;
-        Poll::Ready(Err(e))
+        e
     }
 
     /// Whether DOCA owns the task right now (submitted and not completed).
@@ -248,8 +249,7 @@ where
     /// [`poll_op`](Self::poll_op) inside the operation's span, which records how it ended:
     /// the one poll of both [`TaskFuture`] and [`BufTaskFuture`]. The span is taken out of
     /// the future for the poll (polling needs the future mutably, the entered span borrows
-    /// it) and put back: untraced, that moves a `None` (one word) each way. One call of
-    /// `poll_op`, so that it is inlined into each future's `poll`.
+    /// it) and put back: untraced, that moves a `None` (one word) each way.
     #[inline(always)]
     fn poll_spanned(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         if !self.span.is_recorded() {
@@ -268,7 +268,26 @@ where
         r
     }
 
+    /// The operation's steps (see [`Submission`]) and the collection of its result.
+    #[inline(always)]
     fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
+        match self.poll_completion(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Ready(Ok(())) => {
+                let sub = self.sub.take().expect("a completed operation has its slot");
+                Poll::Ready(sub.into_slot(&self.ctx).take_output(&self.core, self.op))
+            }
+        }
+    }
+
+    /// The operation's steps up to its completion: `Ready(Ok(()))` once the completion is in
+    /// the slot (which [`poll_op`](Self::poll_op) then reads and releases), `Ready(Err)` when
+    /// the operation failed (its slot released). Out of line, it returns one word: returning
+    /// the result area (a 40-byte `Result<TaskOutput>`) went through memory, stored here and
+    /// loaded back by the caller at once, and an operation whose result area holds nothing
+    /// (a write, a send) copied it for nothing.
+    fn poll_completion(&mut self, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let Some(sub) = self.sub.as_mut() else {
             return Poll::Ready(Err(Error::new(
                 ErrorKind::BadState,
@@ -285,7 +304,7 @@ where
             // doorbells at once.
             match sub.poll_submit(&self.core, &self.ctx, self.op, alloc, &mut self.ticket, cx, true) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return self.fail(e),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(self.fail(e))),
                 Poll::Ready(Ok(inline)) => {
                     self.alloc = None;
                     if inline {
@@ -303,8 +322,7 @@ where
         if !waited && slot.poll_done(cx).is_pending() {
             return Poll::Pending;
         }
-        let sub = self.sub.take().expect("checked above");
-        Poll::Ready(sub.into_slot(&self.ctx).take_output(&self.core, self.op))
+        Poll::Ready(Ok(()))
     }
 }
 
