@@ -543,7 +543,7 @@ impl Buf {
     /// Panics unless `n` bytes at `at` are inside the buffer (`what` names the method).
     #[inline(always)]
     fn check(&self, at: usize, n: usize, what: &str) {
-        if !at.checked_add(n).is_some_and(|end| end <= self.len) {
+        if at.checked_add(n).is_none_or(|end| end > self.len) {
             self.out_of_bounds(at, n, what);
         }
     }
