@@ -17,7 +17,8 @@ usage: scripts/op-cost.py [--bin PATH] [--low N] [--high N] [--top K] [--lines R
              source line, inlined code at its own file and line (where a function's cost goes)
 
 Each function is labelled `provider` (doca-soft, the DOCA C API), `caller` (op_cost's own
-loop, where the crate's inlined construction and polling of a future land) or `runtime`.
+loop, where the crate's inlined construction and polling of a future land), `libc` (memcpy,
+malloc: a write's payload is copied by the provider's memcpy) or `runtime`.
 needs: valgrind
 """
 
@@ -122,6 +123,8 @@ def label(fn, path):
         return "provider"
     if "examples/op_cost.rs" in path or fn.startswith("op_cost::"):
         return "caller"
+    if "sysdeps/" in path or "glibc" in path or fn.startswith(("__mem", "_int_", "malloc", "free")):
+        return "libc"
     return "runtime"
 
 
@@ -176,7 +179,8 @@ def main():
                 totals[label(f, files.get(f))] += v
             print(
                 f"{kind}: {total:.0f} instructions per operation "
-                f"(runtime {totals['runtime']:.0f}, caller {totals['caller']:.0f}, provider {totals['provider']:.0f})"
+                f"(runtime {totals['runtime']:.0f}, caller {totals['caller']:.0f}, provider {totals['provider']:.0f}"
+                f", libc {totals['libc']:.0f})"
             )
             for f, v in sorted(per.items(), key=lambda kv: -abs(kv[1]))[: a.top]:
                 if abs(v) >= 1:

@@ -12,6 +12,13 @@ prints: measure on a quiet machine (docs/cost.md).
 
 To get the old binary: `git worktree add /tmp/old REV && cargo build --release
 --manifest-path /tmp/old/Cargo.toml` (then /tmp/old/target/release/async-doca).
+
+Build both with the same code alignment to compare a change, each in its own target
+directory: `RUSTFLAGS="-Cllvm-args=-align-all-functions=6
+-Cllvm-args=-align-all-nofallthru-blocks=5" CARGO_TARGET_DIR=/tmp/old-al cargo build
+--release ...`. Without it, where functions and loops land moves a latency by up to ±10 ns
+between builds whose instructions on the measured path are the same (docs/cost.md, "How to
+measure").
 """
 import json
 import statistics
