@@ -276,6 +276,7 @@ impl<F: Future> Pipeline<F> {
     }
 
     /// Polls for the oldest operation's output: `Ready(None)` when the pipeline is empty.
+    // Inlined for the same reason as `Push::poll`, which calls it.
     #[inline]
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
         if self.len == 0 {

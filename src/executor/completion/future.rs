@@ -333,6 +333,7 @@ where
 {
     type Output = Result<TaskOutput>;
 
+    // Always inlined into the caller's `.await`, like `BufTaskFuture`'s.
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         self.get_mut().poll_spanned(cx)
@@ -384,6 +385,10 @@ where
 {
     type Output = (Result<TaskOutput>, B);
 
+    // Always inlined into the caller's `.await`: out of line, its output (the result area and
+    // the buffers, 96 bytes for a write) came back through memory, stored here and loaded back
+    // by the caller at once, wider than it was stored, which stalls the loads (docs/cost.md,
+    // "Fifteenth session"). The out-of-line part is `poll_completion`, which returns a word.
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
