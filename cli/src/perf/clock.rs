@@ -119,7 +119,8 @@ impl Stamp {
         Duration::from_nanos(self.ns_since(earlier).round() as u64)
     }
 
-    /// Nanoseconds from `self` to now.
+    /// Nanoseconds from `self` to now (the byte streams' timing, which needs tokio).
+    #[cfg(any(feature = "tokio", test))]
     #[inline]
     pub fn elapsed_ns(self) -> f64 {
         Stamp::now().ns_since(self)
