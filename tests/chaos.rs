@@ -89,7 +89,7 @@ mod common;
 // A crate root's modules resolve next to it (tests/), where urom.rs is another test.
 #[path = "chaos/urom.rs"]
 mod urom;
-use common::chaoskit::{leaks, Failures, Rng};
+use common::chaoskit::{leaks, names_pid, Failures, Rng};
 use common::{hex, unhex};
 
 // ---- shared layout and helpers ----
@@ -1372,6 +1372,20 @@ fn sanitizer_reports_are_found_in_children_and_daemon_output() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(found[0].starts_with("daemon.1: ") && found[0].contains("AddressSanitizer"), "{found:?}");
     assert!(found[1].starts_with("err-1: ") && found[1].contains("data race"), "{found:?}");
+}
+
+/// A child's leftovers in `/dev/shm` are files with its pid as a whole number: the round's
+/// DROM registry (`async-doca-drom.UID.chaos-CONTROLLER-ROUND`) is not child 325's because
+/// the controller is 32595 (a soak round failed so).
+#[test]
+fn a_shm_file_names_a_child_by_its_whole_pid() {
+    assert!(names_pid("doca-soft.325.ring", 325));
+    assert!(names_pid("325", 325));
+    assert!(names_pid("x-325", 325));
+    assert!(!names_pid("async-doca-drom.0.chaos-32595-8", 325));
+    assert!(!names_pid("async-doca-drom.0.chaos-1325-8", 325));
+    assert!(!names_pid("async-doca-drom.0.chaos-3250-8", 325));
+    assert!(!names_pid("no-number", 325));
 }
 
 /// Checks the kept logs of a round again: `ASYNC_DOCA_CHAOS_RECHECK=DIR` (the processes

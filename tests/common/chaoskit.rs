@@ -336,6 +336,14 @@ pub fn tcp_listening(port: u16) -> bool {
     })
 }
 
+/// Whether `pid` is one of the numbers in the file name `name`: a whole number, not a part of
+/// one. The round's own files carry the controller's pid (`async-doca-drom.0.chaos-32595-8`),
+/// which must not count as child 325's.
+pub fn names_pid(name: &str, pid: u32) -> bool {
+    let pid = pid.to_string();
+    name.split(|c: char| !c.is_ascii_digit()).any(|n| n == pid)
+}
+
 /// What a finished round left behind: child processes of the controller, abstract sockets
 /// of its children (doca-soft's `@doca-soft.PID.*`) or named in `names` (Comch rendezvous),
 /// `/dev/shm` files named after a child, a listener on `port`.
@@ -352,7 +360,7 @@ pub fn leaks(pids: &[u32], names: &[String], port: Option<u16>) -> Vec<String> {
             out.push(format!("abstract socket of child {pid} left"));
         }
         for e in std::fs::read_dir("/dev/shm").into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().contains(&pid.to_string()) {
+            if names_pid(&e.file_name().to_string_lossy(), *pid) {
                 out.push(format!("/dev/shm/{} of child {pid} left", e.file_name().to_string_lossy()));
             }
         }
