@@ -6,7 +6,7 @@
 #         and pipeline's bookkeeping, error kinds); the tests that cross into the DOCA provider
 #         or make system calls Miri cannot run (memfd_create, sockets, epoll on a PE) are
 #         marked #[cfg_attr(miri, ignore)] and skipped (src/rdma/tests.rs, RDMA throughout, is
-#         compiled out under Miri). 30 run, 46 skipped; a few minutes.
+#         compiled out under Miri). 41 run, 53 skipped; a few minutes.
 #   asan  AddressSanitizer (with LeakSanitizer) over the unit tests of doca-soft and the
 #         runtime and the RDMA, sync-event, executor and chaos integration tests, the
 #         standard library rebuilt instrumented (-Zbuild-std).

@@ -418,6 +418,7 @@ impl RemoteKick {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn an_adaptive_executor_learns_to_spin_through_short_waits_and_unlearns_after_long_ones() {
     use super::learned_spin::ceiling_for;
     use crate::IdleMode;
