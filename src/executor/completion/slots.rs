@@ -226,7 +226,7 @@ impl Slots {
     /// completion callback).
     // Inlined, as are `slot_at` and `Slot::release_descs`: each runs once per operation, and
     // out of line their calls and register saves cost a write future 20, 11 and 30
-    // instructions of its ~1 300 (`op_cost write`, docs/cost.md, fourteenth session; a hint
+    // instructions of its ~1 240 (`op_cost write`, docs/cost.md, fourteenth session; a hint
     // on `get` or `release_slot` changed nothing, so they have none).
     #[inline]
     pub(super) fn reserve(&self) -> (u64, NonNull<Slot>) {
