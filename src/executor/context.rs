@@ -83,6 +83,9 @@ unsafe fn free_kept<K: DocaTask>(task: *mut std::ffi::c_void) {
 
 /// The executor's record of one ctx (shared by the registry and the `DocaCtx` handle).
 pub(crate) struct CtxRecord {
+    /// The record itself, for the rare step that must keep it ([`rc`](CtxRecord::rc)) when
+    /// an operation only borrows it.
+    this: Weak<CtxRecord>,
     name: &'static str,
     key: Cell<u64>,
     /// Its place in the executor's order of creation (see `Contexts::newest_first`).
@@ -114,6 +117,12 @@ pub(crate) struct CtxRecord {
 }
 
 impl CtxRecord {
+    /// A counted handle to this record, from a borrow of it. A borrow proves that a handle
+    /// exists (the registry's or a [`DocaCtx`]'s), so the upgrade cannot fail.
+    pub(crate) fn rc(&self) -> Rc<CtxRecord> {
+        self.this.upgrade().expect("a borrowed context record has a handle")
+    }
+
     /// The context's kind, as given at creation (`"rdma"`, `"sync_event"`, ...).
     pub(crate) fn name(&self) -> &'static str {
         self.name
@@ -572,6 +581,19 @@ unsafe extern "C" fn ctx_state_cb(
     }
 }
 
+/// Keeps a context's record and its executor core alive for an operation that outlives
+/// the borrow of its [`DocaCtx`] (see [`DocaCtx::submit_owned`]).
+pub(crate) struct CtxKeepAlive {
+    _core: Rc<Core>,
+    rec: Rc<CtxRecord>,
+}
+
+impl fmt::Debug for CtxKeepAlive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CtxKeepAlive").field("ctx", &self.rec.name()).finish_non_exhaustive()
+    }
+}
+
 /// Owner of one DOCA context on the current executor. See the module documentation.
 ///
 /// `T` is the object type that owns the ctx (for example `doca_sync_event`).
@@ -616,7 +638,8 @@ impl<T> DocaCtx<T> {
             Some(pe) if !core.is_closing() => pe,
             _ => return fail(Error::new(ErrorKind::BadState, "the executor is shutting down"), destroy),
         };
-        let rec = Rc::new(CtxRecord {
+        let rec = Rc::new_cyclic(|this| CtxRecord {
+            this: this.clone(),
             name,
             key: Cell::new(0),
             born: core.ctxs.births.replace(core.ctxs.births.get() + 1),
@@ -788,7 +811,7 @@ impl<T> DocaCtx<T> {
         K: DocaTask,
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
     {
-        TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+        TaskFuture::new(&self.core, &self.rec, op, alloc)
     }
 
     /// [`submit`](DocaCtx::submit) with any [`AllocTask`], not only a closure: a named
@@ -803,7 +826,7 @@ impl<T> DocaCtx<T> {
         K: DocaTask,
         A: AllocTask<K>,
     {
-        TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+        TaskFuture::new(&self.core, &self.rec, op, alloc)
     }
 
     /// [`submit_with`](DocaCtx::submit_with), [`traced`](TaskFuture::traced) and
@@ -823,21 +846,46 @@ impl<T> DocaCtx<T> {
         A: AllocTask<K>,
         B: 'static,
     {
-        TaskFuture::with_buffers_traced(self.core.clone(), self.rec.clone(), op, alloc, conn, size, buffers)
+        TaskFuture::with_buffers_traced(&self.core, &self.rec, op, alloc, conn, size, buffers)
+    }
+
+    /// A counted handle to the context's record and its executor, for an operation that
+    /// outlives this borrow of the context (see [`submit_owned`](DocaCtx::submit_owned)).
+    pub(crate) fn keep_alive(&self) -> CtxKeepAlive {
+        CtxKeepAlive { _core: self.core.clone(), rec: self.rec.clone() }
     }
 
     /// [`submit`](DocaCtx::submit) for an operation that may outlive this borrow of the
-    /// context: the future keeps the context's record (and the executor core) alive itself,
-    /// never touches the DOCA object once the context is destroyed (the allocation stage
-    /// checks that it is alive, and a context is stopped, which completes every task in flight,
-    /// before it is destroyed), so only `alloc` must not capture anything it could outlive.
+    /// context: the future borrows the context's record and executor core from `keep`
+    /// instead. It never touches the DOCA object once the context is destroyed (the
+    /// allocation stage checks that it is alive, and a context is stopped, which completes
+    /// every task in flight, before it is destroyed), so `alloc` must only not capture
+    /// anything it could outlive.
+    ///
+    /// # Safety
+    /// `keep` is this context's ([`keep_alive`](DocaCtx::keep_alive)), and the caller keeps
+    /// it (not a clone: the future borrows from the record and core it counts) alive until
+    /// the future is dropped: store both in one struct, the future's field declared first so
+    /// that it is dropped first.
     #[inline(always)]
-    pub(crate) fn submit_owned<K, A>(&self, op: &'static str, alloc: A) -> TaskFuture<'static, K, A>
+    pub(crate) unsafe fn submit_owned<K, A>(
+        &self,
+        keep: &CtxKeepAlive,
+        op: &'static str,
+        alloc: A,
+    ) -> TaskFuture<'static, K, A>
     where
         K: DocaTask,
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t> + 'static,
     {
-        TaskFuture::new(self.core.clone(), self.rec.clone(), op, alloc)
+        debug_assert!(Rc::ptr_eq(&keep.rec, &self.rec), "another context's keep-alive");
+        // SAFETY: both point into reference-counted allocations `keep` holds, which do not
+        // move when `keep` does; the caller keeps `keep` until the future is dropped, so the
+        // references are valid for the future's whole life, which is all that `'static`
+        // claims here (the future hands out nothing that borrows them).
+        let (core, rec): (&'static Core, &'static CtxRecord) =
+            unsafe { (&*Rc::as_ptr(&keep._core), &*Rc::as_ptr(&keep.rec)) };
+        TaskFuture::new(core, rec, op, alloc)
     }
 
     /// The allocation step of an operation of a kind that keeps its completed tasks

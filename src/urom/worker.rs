@@ -10,6 +10,7 @@ use std::task::Poll;
 use super::service::{to_doca_cpuset, Service};
 use super::sink::Sink;
 use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::context::CtxKeepAlive;
 use crate::executor::CpuSet;
 use crate::ext::DocaCtx;
 use crate::ext::{completion_cb, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
@@ -323,6 +324,7 @@ impl Worker {
                 payload.len(),
                 sink,
             ),
+            _ctx: None,
         };
         let (status, notification) = op.await;
         status.map(|()| notification)
@@ -342,9 +344,11 @@ impl Worker {
             let _ = &keep;
             alloc(slot)
         });
-        Ok(CommandOp {
-            fut: self.inner.ctx.submit_owned::<Command, _>("urom.worker.command", owned).with_buffers(sink),
-        })
+        let keep_ctx = self.inner.ctx.keep_alive();
+        // SAFETY: `keep_ctx` is this context's, and the command keeps it in the field after
+        // the future's, so it is dropped after the future.
+        let fut = unsafe { self.inner.ctx.submit_owned::<Command, _>(&keep_ctx, "urom.worker.command", owned) };
+        Ok(CommandOp { fut: fut.with_buffers(sink), _ctx: Some(keep_ctx) })
     }
 
     /// The allocation closure of a command task whose answer lands in `sink` (which the
@@ -423,6 +427,9 @@ pub(crate) type OwnedCommandOp = CommandOp<'static, OwnedAlloc>;
 #[must_use = "a command does nothing unless polled"]
 pub(crate) struct CommandOp<'a, A> {
     fut: BufTaskFuture<'a, Command, A, Box<Sink<u8>>>,
+    /// What an owned command's future borrows (`None` for a borrowing one): declared after
+    /// `fut`, so dropped after it (see `DocaCtx::submit_owned`).
+    _ctx: Option<CtxKeepAlive>,
 }
 
 impl<A> CommandOp<'_, A> {

@@ -17,7 +17,6 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use super::slots::{Slot, SlotState};
@@ -212,7 +211,7 @@ impl<K: DocaTask> Submission<K> {
     pub(crate) fn poll_submit<A: AllocTask<K>>(
         &mut self,
         core: &Core,
-        ctx: &Rc<CtxRecord>,
+        ctx: &CtxRecord,
         op: &'static str,
         alloc: &mut A,
         ticket: &mut Ticket,

@@ -393,7 +393,7 @@ impl Core {
     #[inline]
     pub(crate) unsafe fn submit_deferred(
         &self,
-        ctx: &Rc<CtxRecord>,
+        ctx: &CtxRecord,
         task: *mut crate::sys::doca_task,
     ) -> crate::sys::doca_error_t {
         // SAFETY: the caller's contract.
@@ -409,8 +409,8 @@ impl Core {
     /// enough to inline.
     #[cold]
     #[inline(never)]
-    fn note_doorbell(&self, ctx: &Rc<CtxRecord>) {
-        self.doorbells.borrow_mut().push(ctx.clone());
+    fn note_doorbell(&self, ctx: &CtxRecord) {
+        self.doorbells.borrow_mut().push(ctx.rc());
     }
 
     /// Submits `task` with its doorbell (`doca_task_submit`): for an operation whose inline
