@@ -37,6 +37,10 @@ use super::{Mode, Params, PEER_TIMEOUT};
 /// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
 const BW_WINDOW: usize = 64;
 
+/// Checks of a word a peer writes between two yields of the waiting task (see
+/// `End::wait_word`): a few microseconds of spinning when the peer is slow.
+const SPINS_PER_YIELD: u32 = 512;
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Test {
     WriteLat,
@@ -375,14 +379,23 @@ impl End {
         self.remote.slice(k * self.slot..k * self.slot + self.size)
     }
 
-    /// Polls our `target` until the peer wrote `v` into its first word.
+    /// Polls our `target` until the peer wrote `v` into its first word: tightly, as the raw
+    /// loop does, giving the executor a turn every [`SPINS_PER_YIELD`] checks. The peer's
+    /// write lands in our memory without anything of ours to progress, so only the detection
+    /// is at stake: a yield per check (an executor turn and a PE progress, ~570 instructions)
+    /// made it ~65 ns coarse, on each side of a round trip, where the raw loop's check is a
+    /// load (docs/cost.md, "Sixteenth session").
     async fn wait_word(&self, v: u64) -> Result<()> {
         let word = self.target.slice(0..8);
         let deadline = Instant::now() + PEER_TIMEOUT;
         let mut spins = 0u32;
         while word.read_u64(0) != v {
             spins = spins.wrapping_add(1);
-            if spins % 4096 == 0 && Instant::now() > deadline {
+            if spins % SPINS_PER_YIELD != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if spins % (64 * SPINS_PER_YIELD) == 0 && Instant::now() > deadline {
                 return Err(timed_out());
             }
             yield_now().await;
