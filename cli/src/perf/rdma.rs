@@ -661,7 +661,9 @@ struct LaneEnd<'a> {
     end: &'a End,
     /// The operation of the test, over slot 0 (and the peer's slot 0).
     op: RefCell<Lanes<'a>>,
-    /// A receive kept posted into slot 1 (`send_lat`, `write_imm_lat`).
+    /// A receive posted into slot 1 (`send_lat`, `write_imm_lat`). Posted again after the
+    /// next operation's submit (see [`LaneEnd::repost`]), as the raw loop posts its receive
+    /// off the reply's path.
     recv: Option<RefCell<Lanes<'a, Received>>>,
 }
 
@@ -703,19 +705,36 @@ impl<'a> LaneEnd<'a> {
             Operand::Add(add) => lane.submit_fetch_add(add),
             Operand::CompareSwap(compare, swap) => lane.submit_compare_swap(compare, swap),
         }
+        self.repost().await;
         let (r, lane) = lanes.next().await.expect("one submitted");
         r.map(|()| lane.buf().read_u64(0))
     }
 
-    /// The next message (checked against `v` when it has an immediate); its lane is posted
-    /// again at once.
+    /// The next message (checked against `v` when it has an immediate). Its lane is left
+    /// idle: [`repost`](LaneEnd::repost) posts it again once the next operation is on its way.
     // As in `op`.
     #[allow(clippy::await_holding_refcell_ref)]
     async fn recv(&self, v: u64) -> Result<()> {
         let mut posted = self.recv.as_ref().expect("receive lanes for this test").borrow_mut();
-        let (msg, lane) = posted.next().await.expect("one posted");
-        lane.submit();
+        let (msg, _lane) = posted.next().await.expect("one posted");
         check_message(msg, v)
+    }
+
+    /// Posts the receive lane again if a message was taken from it. Called between an
+    /// operation's submit and its wait: the peer cannot answer before that operation reached
+    /// it, so the receive is posted in time, and a side that answers a message pays for the
+    /// post after its answer left, not between the message and the answer (the raw loop
+    /// posts before it waits; posting right after `next` put a submit on the critical path of
+    /// every half round trip).
+    // As in `op`.
+    #[allow(clippy::await_holding_refcell_ref)]
+    async fn repost(&self) {
+        if let Some(posted) = &self.recv {
+            let mut posted = posted.borrow_mut();
+            if posted.is_empty() {
+                posted.lane().await.1.submit();
+            }
+        }
     }
 
     async fn ping(&self, test: Test, i: u64) -> Result<()> {
