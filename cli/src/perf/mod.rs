@@ -123,6 +123,19 @@ pub enum Anchor {
     Ucx,
 }
 
+/// When the raw RDMA bandwidth loop (side A) rings the doorbell of the operations it
+/// submitted again without one (`doca_task_submit_ex` without the flush flag).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum RawDoorbell {
+    /// At every wait for a completion: with a full window, one doorbell per operation.
+    #[default]
+    Wait,
+    /// Only when the operation awaited is not done, and then every completion the PE has is
+    /// delivered: one doorbell per batch of operations, the policy of `rdma::Lanes` (the
+    /// async side of the same tests).
+    Batch,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum IdleArg {
     /// Never sleep: the executor polls its progress engine continuously.
@@ -163,6 +176,12 @@ pub struct PerfArgs {
     /// How async-mode executors wait for work.
     #[arg(long, value_enum, default_value_t = IdleArg::Polling)]
     idle: IdleArg,
+    /// When the raw bandwidth loops ring their doorbells. `batch` is the lanes' policy, for
+    /// comparing the runtime with a raw loop that batches the same way (on doca-soft a burst
+    /// of large copies is slower than the same copies one by one: docs/cost.md, sixteenth
+    /// session).
+    #[arg(long, value_enum, default_value_t = RawDoorbell::Wait)]
+    raw_doorbell: RawDoorbell,
     /// List the tests and exit.
     #[arg(long)]
     list: bool,
@@ -229,6 +248,8 @@ pub struct Params {
     pub iters: u64,
     pub warmup: u64,
     pub idle: IdleArg,
+    /// The raw bandwidth loop's doorbells (side A; the peer keeps the default).
+    pub raw_doorbell: RawDoorbell,
 }
 
 /// How long any one side may wait for its peer before the run is declared failed: far
@@ -620,6 +641,9 @@ pub fn run(args: PerfArgs) -> Result<()> {
     let reports = rounds.medians();
     if !args.json {
         output::print_table(&reports, &rounds);
+        if args.raw_doorbell == RawDoorbell::Batch {
+            println!("\nraw bandwidth loops: one doorbell per batch (--raw-doorbell batch)");
+        }
         println!("\nstamps: {}", clock::describe());
     }
     if let Some(dir) = &args.plot {
@@ -649,7 +673,10 @@ fn plan(args: &PerfArgs) -> Vec<(&'static TestDef, Params)> {
             let warmup = args.warmup.min(iters / 4).max(1);
             for &procs in procs_list.iter().filter(|p| args.procs.is_empty() || args.procs.contains(p)) {
                 for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
-                    runs.push((t, Params { mode, procs, size, iters, warmup, idle: args.idle }));
+                    runs.push((
+                        t,
+                        Params { mode, procs, size, iters, warmup, idle: args.idle, raw_doorbell: args.raw_doorbell },
+                    ));
                 }
             }
         }
@@ -674,8 +701,15 @@ fn iters_for(at_8: u64, size: usize) -> u64 {
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     clock::init();
     let blob = peer::hex_decode(&args.blob)?;
-    let params =
-        Params { mode: args.mode, procs: 2, size: args.size, iters: args.iters, warmup: args.warmup, idle: args.idle };
+    let params = Params {
+        mode: args.mode,
+        procs: 2,
+        size: args.size,
+        iters: args.iters,
+        warmup: args.warmup,
+        idle: args.idle,
+        raw_doorbell: RawDoorbell::default(),
+    };
     if let Some(test) = rdma::Test::ALL.iter().find(|t| t.name() == args.test) {
         return rdma::peer(*test, &params, args.cpu);
     }

@@ -22,7 +22,7 @@ use super::peer::{timed_out, Link};
 use super::raw::{done_cb, ok, Done};
 use super::rdma::{check, slot, window, Measured, Test};
 use super::stats::{timed, Recorder};
-use super::{Params, PEER_TIMEOUT};
+use super::{Params, RawDoorbell, PEER_TIMEOUT};
 
 done_cb!(write_done, sys::doca_rdma_task_write, sys::doca_rdma_task_write_as_task);
 done_cb!(write_imm_done, sys::doca_rdma_task_write_imm, sys::doca_rdma_task_write_imm_as_task);
@@ -96,6 +96,8 @@ struct Side {
     done: Box<[Done]>,
     /// Tasks were submitted again without their doorbell since the last flush.
     unflushed: bool,
+    /// Ring the doorbell once per batch (see [`RawDoorbell::Batch`]); bandwidth tests only.
+    batch_doorbells: bool,
     _dev: Device,
 }
 
@@ -133,6 +135,7 @@ impl Side {
             // do not pay.
             done: (0..window).map(|_| Done::keeping()).collect(),
             unflushed: false,
+            batch_doorbells: test.is_bw() && p.raw_doorbell == RawDoorbell::Batch,
             _dev: dev.clone(),
         };
         let n = window as u32;
@@ -335,9 +338,17 @@ impl Side {
     /// Progresses until slot `k`'s task completed. Bounded: after [`PEER_TIMEOUT`] the ctx
     /// is stopped, which flushes every task through its callback.
     fn wait(&mut self, k: usize) -> Result<()> {
-        if std::mem::take(&mut self.unflushed) {
+        // Batched, the doorbell waits until an operation awaited is not done yet.
+        let ring = !self.batch_doorbells || !self.done[k].finished.get();
+        if ring && std::mem::take(&mut self.unflushed) {
             // SAFETY: our running ctx, on this thread.
             unsafe { sys::doca_ctx_flush_tasks(sys::doca_rdma_as_ctx(self.rdma)) };
+        }
+        if ring && self.batch_doorbells {
+            // Every completion the PE has, as the lanes' batch collects them: the next slots
+            // are then found done and submitted again without a doorbell, until one is not.
+            // SAFETY: the PE is ours and used on this thread only.
+            while unsafe { sys::doca_pe_progress(self.pe) } != 0 {}
         }
         let mut spins = 0u32;
         let mut deadline = None;

@@ -280,6 +280,7 @@ fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
         iters: num(iters)?,
         warmup: num(warmup)?,
         idle: <super::IdleArg as clap::ValueEnum>::from_str(idle, false).map_err(|_| bad())?,
+        raw_doorbell: super::RawDoorbell::default(),
     };
     Ok((test, p))
 }
