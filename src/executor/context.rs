@@ -584,7 +584,7 @@ unsafe extern "C" fn ctx_state_cb(
 /// Keeps a context's record and its executor core alive for an operation that outlives
 /// the borrow of its [`DocaCtx`] (see [`DocaCtx::submit_owned`]).
 pub(crate) struct CtxKeepAlive {
-    _core: Rc<Core>,
+    core: Rc<Core>,
     rec: Rc<CtxRecord>,
 }
 
@@ -852,7 +852,7 @@ impl<T> DocaCtx<T> {
     /// A counted handle to the context's record and its executor, for an operation that
     /// outlives this borrow of the context (see [`submit_owned`](DocaCtx::submit_owned)).
     pub(crate) fn keep_alive(&self) -> CtxKeepAlive {
-        CtxKeepAlive { _core: self.core.clone(), rec: self.rec.clone() }
+        CtxKeepAlive { core: self.core.clone(), rec: self.rec.clone() }
     }
 
     /// [`submit`](DocaCtx::submit) for an operation that may outlive this borrow of the
@@ -864,9 +864,9 @@ impl<T> DocaCtx<T> {
     ///
     /// # Safety
     /// `keep` is this context's ([`keep_alive`](DocaCtx::keep_alive)), and the caller keeps
-    /// it (not a clone: the future borrows from the record and core it counts) alive until
-    /// the future is dropped: store both in one struct, the future's field declared first so
-    /// that it is dropped first.
+    /// it alive until the future is dropped (the future borrows the record and the core
+    /// `keep` counts, so some such handle must outlive it): store both in one struct, the
+    /// future's field declared first so that it is dropped first.
     #[inline(always)]
     pub(crate) unsafe fn submit_owned<K, A>(
         &self,
@@ -878,13 +878,16 @@ impl<T> DocaCtx<T> {
         K: DocaTask,
         A: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t> + 'static,
     {
-        debug_assert!(Rc::ptr_eq(&keep.rec, &self.rec), "another context's keep-alive");
+        debug_assert!(
+            Rc::ptr_eq(&keep.rec, &self.rec) && Rc::ptr_eq(&keep.core, &self.core),
+            "another context's keep-alive"
+        );
         // SAFETY: both point into reference-counted allocations `keep` holds, which do not
         // move when `keep` does; the caller keeps `keep` until the future is dropped, so the
         // references are valid for the future's whole life, which is all that `'static`
         // claims here (the future hands out nothing that borrows them).
         let (core, rec): (&'static Core, &'static CtxRecord) =
-            unsafe { (&*Rc::as_ptr(&keep._core), &*Rc::as_ptr(&keep.rec)) };
+            unsafe { (&*Rc::as_ptr(&keep.core), &*Rc::as_ptr(&keep.rec)) };
         TaskFuture::new(core, rec, op, alloc)
     }
 
