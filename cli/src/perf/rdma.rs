@@ -383,9 +383,9 @@ impl End {
     /// Polls our `target` until the peer wrote `v` into its first word: tightly, as the raw
     /// loop does, giving the executor a turn every [`SPINS_PER_YIELD`] checks. The peer's
     /// write lands in our memory without anything of ours to progress, so only the detection
-    /// is at stake: a yield per check (an executor turn and a PE progress, ~570 instructions)
-    /// made it ~65 ns coarse, on each side of a round trip, where the raw loop's check is a
-    /// load (docs/cost.md, "Sixteenth session").
+    /// is at stake: a yield per check (an executor turn and a PE progress, 569 instructions,
+    /// 42–73 ns in `op_cost yield`) made it that coarse, on each side of a round trip, where
+    /// the raw loop's check is a load (docs/cost.md, "Sixteenth session").
     async fn wait_word(&self, v: u64) -> Result<()> {
         let word = self.target.slice(0..8);
         let deadline = Instant::now() + PEER_TIMEOUT;
