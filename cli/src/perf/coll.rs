@@ -32,10 +32,9 @@ use async_doca::oob::{UnixOob, OOB_PATH_ENV, OOB_RANK_ENV, OOB_SIZE_ENV};
 use async_doca::urom::{Domain, Service, Worker};
 use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Memory, Result};
 
-use super::clock::Stamp;
 use super::cpu::runtime;
 use super::peer::{peer_command, PeerChild};
-use super::stats::{Report, Run, Samples};
+use super::stats::{timed_rounds, Report, Round, Run, Samples};
 use super::urom::PerfDaemon;
 use super::{IdleArg, Mode, Params, PEER_TIMEOUT};
 
@@ -251,21 +250,22 @@ async fn latency(
     b: &mut Bufs,
     p: &Params,
 ) -> Result<(Samples, Duration, Option<f64>)> {
-    // Not `timed_async`: every step needs the buffers mutably, which a closure cannot lend.
-    for _ in 0..p.warmup {
-        once(test, c, b).await?;
+    let (samples, elapsed) = timed_rounds(p.warmup, p.iters, 1.0, &mut Rounds { test, c, b }).await?;
+    Ok((samples, elapsed, None))
+}
+
+/// The collectives of a latency test as the rounds of the timed loop, which lends them the
+/// buffers mutably.
+struct Rounds<'a, C> {
+    test: Test,
+    c: &'a C,
+    b: &'a mut Bufs,
+}
+
+impl<C: Collectives> Round for Rounds<'_, C> {
+    fn round(&mut self, _: u64) -> impl std::future::Future<Output = Result<()>> {
+        once(self.test, self.c, self.b)
     }
-    // One clock read per round, as in `timed_async`.
-    let mut samples = Samples::default();
-    let start = Stamp::now();
-    let mut last = start;
-    for _ in 0..p.iters {
-        once(test, c, b).await?;
-        let now = Stamp::now();
-        samples.push_ns(now.ns_since(last));
-        last = now;
-    }
-    Ok((samples, last.since(start), None))
 }
 
 /// A fixed amount of work that never yields to the executor: `units` rounds of an LCG.

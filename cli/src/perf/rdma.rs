@@ -20,7 +20,6 @@
 //! `done` each way (A's first, B's once it took everything): neither side stops its context
 //! (which resets the connection) while the other still uses it.
 
-use std::cell::RefCell;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -31,7 +30,7 @@ use async_doca::{Access, Device, Error, ErrorKind, Memory, RemoteMemory, Result}
 use super::clock::Stamp;
 use super::cpu::{joined, runtime, two_cpus};
 use super::peer::{spawn_linked_peer, timed_out, Link};
-use super::stats::{timed, timed_async, Recorder, Report, Run, Samples};
+use super::stats::{timed, timed_async, timed_rounds, Recorder, Report, Round, Run, Samples};
 use super::{Mode, Params, PEER_TIMEOUT};
 
 /// Operations in flight in the bandwidth tests (fewer for large sizes, see [`window`]).
@@ -602,8 +601,8 @@ pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Mea
     let measured = if test.is_bw() {
         end.stream(test, &p).await?
     } else if p.mode == Mode::Lanes {
-        let lanes = &LaneEnd::new(&end, test).await?;
-        let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| lanes.ping(test, i)).await?;
+        let mut lanes = LaneEnd::new(&end, test).await?;
+        let (samples, elapsed) = timed_rounds(p.warmup, p.iters, divisor, &mut lanes).await?;
         Measured { samples, elapsed }
     } else {
         let end = &end;
@@ -620,9 +619,9 @@ async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
     let end = End::connect(test, &p, &mut link).await?;
     let total = p.warmup + p.iters;
     if test.is_pingpong() && p.mode == Mode::Lanes {
-        let lanes = LaneEnd::new(&end, test).await?;
+        let mut lanes = LaneEnd::new(&end, test).await?;
         for i in 0..total {
-            lanes.pong(test, i).await?;
+            lanes.pong(i).await?;
         }
     } else if test.is_pingpong() {
         for i in 0..total {
@@ -658,14 +657,17 @@ enum Operand {
 
 /// One side of a latency test through `rdma::Lanes` of one lane each (mode `lanes`): the
 /// same memory as the async side's futures, each operation's task held and submitted again.
+/// Side A's rounds are its [`Round`]s, so the timed loop borrows the lanes mutably for each
+/// round (no cell, no closure building each round's future).
 struct LaneEnd<'a> {
     end: &'a End,
+    test: Test,
     /// The operation of the test, over slot 0 (and the peer's slot 0).
-    op: RefCell<Lanes<'a>>,
+    op: Lanes<'a>,
     /// A receive posted into slot 1 (`send_lat`, `write_imm_lat`). Posted again after the
-    /// next operation's submit (see [`LaneEnd::repost`]), as the raw loop posts its receive
-    /// off the reply's path.
-    recv: Option<RefCell<Lanes<'a, Received>>>,
+    /// next operation's submit (see [`LaneEnd::op`]), as the raw loop posts its receive off
+    /// the reply's path.
+    recv: Option<Lanes<'a, Received>>,
 }
 
 impl<'a> LaneEnd<'a> {
@@ -679,26 +681,28 @@ impl<'a> LaneEnd<'a> {
             Test::CswapLat => LaneOp::CompareSwap(end.remote.slice(0..8)),
             _ => return Err(Mode::Lanes.unsupported(test.name())),
         };
-        let op = RefCell::new(end.conn.lanes(op, end.buf(0), 1)?);
+        let op = end.conn.lanes(op, end.buf(0), 1)?;
         let recv = if matches!(test, Test::SendLat | Test::WriteImmLat) {
             let mut posted = end.rdma.recv_lanes(end.buf(1), 1)?;
             posted.lane().await.1.submit();
-            Some(RefCell::new(posted))
+            Some(posted)
         } else {
             None
         };
-        Ok(LaneEnd { end, op, recv })
+        Ok(LaneEnd { end, test, op, recv })
     }
 
     /// The lane's operation once, carrying `v` (and its operand), to its result: the lane's
     /// first 8 bytes after it (an atomic's old value).
-    // The borrow is held across the awaits on purpose: one task runs the iterations one after
-    // the other (`timed_async` awaits each before it starts the next), so no other borrow can
-    // be attempted meanwhile; the cell only lets a `Fn` closure reach the lanes.
-    #[allow(clippy::await_holding_refcell_ref)]
-    async fn op(&self, v: u64, operand: Operand) -> Result<u64> {
-        let mut lanes = self.op.borrow_mut();
-        let (_, mut lane) = lanes.lane().await;
+    ///
+    /// Between the submit and the wait it posts the receive lane again if a message was taken
+    /// from it. The peer cannot answer before this operation reached it, so the receive is
+    /// posted in time, and a side that answers a message pays for the post after its answer
+    /// left, not between the message and the answer (the raw loop posts before it waits;
+    /// posting right after the receive put a submit on the critical path of every half round
+    /// trip).
+    async fn op(&mut self, v: u64, operand: Operand) -> Result<u64> {
+        let (_, mut lane) = self.op.lane().await;
         lane.write_u64(0, v);
         match operand {
             Operand::None => lane.submit(),
@@ -706,41 +710,26 @@ impl<'a> LaneEnd<'a> {
             Operand::Add(add) => lane.submit_fetch_add(add),
             Operand::CompareSwap(compare, swap) => lane.submit_compare_swap(compare, swap),
         }
-        self.repost().await;
-        let (r, lane) = lanes.next().await.expect("one submitted");
-        r.map(|()| lane.buf().read_u64(0))
-    }
-
-    /// The next message (checked against `v` when it has an immediate). Its lane is left
-    /// idle: [`repost`](LaneEnd::repost) posts it again once the next operation is on its way.
-    // As in `op`.
-    #[allow(clippy::await_holding_refcell_ref)]
-    async fn recv(&self, v: u64) -> Result<()> {
-        let mut posted = self.recv.as_ref().expect("receive lanes for this test").borrow_mut();
-        let (msg, _lane) = posted.next().await.expect("one posted");
-        check_message(msg, v)
-    }
-
-    /// Posts the receive lane again if a message was taken from it. Called between an
-    /// operation's submit and its wait: the peer cannot answer before that operation reached
-    /// it, so the receive is posted in time, and a side that answers a message pays for the
-    /// post after its answer left, not between the message and the answer (the raw loop
-    /// posts before it waits; posting right after `next` put a submit on the critical path of
-    /// every half round trip).
-    // As in `op`.
-    #[allow(clippy::await_holding_refcell_ref)]
-    async fn repost(&self) {
-        if let Some(posted) = &self.recv {
-            let mut posted = posted.borrow_mut();
+        if let Some(posted) = &mut self.recv {
             if posted.is_empty() {
                 posted.lane().await.1.submit();
             }
         }
+        let (r, lane) = self.op.next().await.expect("one submitted");
+        r.map(|()| lane.buf().read_u64(0))
     }
 
-    async fn ping(&self, test: Test, i: u64) -> Result<()> {
+    /// The next message (checked against `v` when it has an immediate). Its lane is left
+    /// idle: [`op`](LaneEnd::op) posts it again once the next operation is on its way.
+    async fn recv(&mut self, v: u64) -> Result<()> {
+        let posted = self.recv.as_mut().expect("receive lanes for this test");
+        let (msg, _lane) = posted.next().await.expect("one posted");
+        check_message(msg, v)
+    }
+
+    async fn ping(&mut self, i: u64) -> Result<()> {
         let v = i + 1;
-        match test {
+        match self.test {
             Test::WriteLat => {
                 self.op(v, Operand::None).await?;
                 self.end.wait_word(v).await
@@ -756,13 +745,13 @@ impl<'a> LaneEnd<'a> {
             Test::ReadLat => self.op(v, Operand::None).await.map(drop),
             Test::FaddLat => check(self.op(v, Operand::Add(1)).await?, i),
             Test::CswapLat => check(self.op(v, Operand::CompareSwap(i, v)).await?, i),
-            _ => Err(Mode::Lanes.unsupported(test.name())),
+            _ => Err(Mode::Lanes.unsupported(self.test.name())),
         }
     }
 
-    async fn pong(&self, test: Test, i: u64) -> Result<()> {
+    async fn pong(&mut self, i: u64) -> Result<()> {
         let v = i + 1;
-        let answered = match test {
+        let answered = match self.test {
             Test::WriteLat => {
                 self.end.wait_word(v).await?;
                 self.op(v, Operand::None).await
@@ -775,9 +764,15 @@ impl<'a> LaneEnd<'a> {
                 self.recv(v).await?;
                 self.op(v, Operand::Imm(v as u32)).await
             }
-            _ => Err(Mode::Lanes.unsupported(test.name())),
+            _ => Err(Mode::Lanes.unsupported(self.test.name())),
         };
         answered.map(drop)
+    }
+}
+
+impl Round for LaneEnd<'_> {
+    fn round(&mut self, i: u64) -> impl std::future::Future<Output = Result<()>> {
+        self.ping(i)
     }
 }
 

@@ -53,8 +53,30 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
     warmup: u64,
     iters: u64,
     divisor: f64,
-    mut step: impl FnMut(u64) -> F,
+    step: impl FnMut(u64) -> F,
 ) -> Result<(Samples, Duration)> {
+    timed_rounds(warmup, iters, divisor, &mut Steps(step)).await
+}
+
+/// One round of a timed asynchronous loop whose state the round needs mutably (lanes, buffers):
+/// a closure cannot lend its captures to the future it returns, a method can.
+pub trait Round {
+    /// Round `i` (counting from 0, warm-up included).
+    fn round(&mut self, i: u64) -> impl Future<Output = Result<()>>;
+}
+
+/// The closure of [`timed_async`] as a [`Round`].
+struct Steps<S>(S);
+
+impl<S: FnMut(u64) -> F, F: Future<Output = Result<()>>> Round for Steps<S> {
+    #[inline]
+    fn round(&mut self, i: u64) -> impl Future<Output = Result<()>> {
+        (self.0)(i)
+    }
+}
+
+/// [`timed`] for the rounds of `r`: the loop of every asynchronous latency test.
+pub async fn timed_rounds(warmup: u64, iters: u64, divisor: f64, r: &mut impl Round) -> Result<(Samples, Duration)> {
     let mut deltas = Recorder::new(divisor, iters);
     let mut last = Stamp::now();
     let mut start = last;
@@ -62,7 +84,7 @@ pub async fn timed_async<F: Future<Output = Result<()>>>(
         if i == warmup {
             start = last;
         }
-        step(i).await?;
+        r.round(i).await?;
         let now = Stamp::now();
         if i >= warmup {
             deltas.push(now.ticks_since(last));
