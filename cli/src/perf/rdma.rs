@@ -601,9 +601,7 @@ pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Mea
     let measured = if test.is_bw() {
         end.stream(test, &p).await?
     } else if p.mode == Mode::Lanes {
-        let mut lanes = LaneEnd::new(&end, test).await?;
-        let (samples, elapsed) = timed_rounds(p.warmup, p.iters, divisor, &mut lanes).await?;
-        Measured { samples, elapsed }
+        lanes_a(&end, test, &p, divisor).await?
     } else {
         let end = &end;
         let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| end.ping(test, i)).await?;
@@ -619,10 +617,7 @@ async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
     let end = End::connect(test, &p, &mut link).await?;
     let total = p.warmup + p.iters;
     if test.is_pingpong() && p.mode == Mode::Lanes {
-        let mut lanes = LaneEnd::new(&end, test).await?;
-        for i in 0..total {
-            lanes.pong(i).await?;
-        }
+        lanes_b(&end, test, total).await?;
     } else if test.is_pingpong() {
         for i in 0..total {
             end.pong(test, i).await?;
@@ -646,131 +641,157 @@ fn async_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
     rt.block_on(h)?
 }
 
-/// What a lane's operation is submitted with.
-#[derive(Clone, Copy)]
-enum Operand {
-    None,
-    Imm(u32),
-    Add(u64),
-    CompareSwap(u64, u64),
+/// The test's operation of round `i` through `end`'s lane, to its result: the lane's first 8
+/// bytes after it (an atomic's old value). Used in [`LaneEnd`]'s methods, whose `Self::TEST`
+/// is the test.
+///
+/// Each test sets what the raw loop sets (`raw_rdma::Side::submit`): a write's payload word
+/// the peer waits for, an immediate, an atomic's operands; nothing else is written per round.
+/// Between the submit and the wait it posts the receive lane again if a message was taken
+/// from it. The peer cannot answer before the operation reached it, so the receive is posted
+/// in time, and a side that answers a message pays for the post after its answer left, not
+/// between the message and the answer (the raw loop posts before it waits; posting right
+/// after the receive put a submit on the critical path of every half round trip).
+///
+/// A macro rather than an `async fn`: a round's steps then run in the timed loop's own state
+/// machine, as in a user's loop around a lane, where a nested `async fn`'s poll stayed out of
+/// line (docs/cost.md, "Seventeenth session").
+macro_rules! lane_op {
+    ($end:expr, $i:expr) => {{
+        let (i, end) = ($i, &mut *$end);
+        let v = i + 1;
+        let (_, mut lane) = end.op.lane().await;
+        match Self::TEST {
+            Test::WriteLat => {
+                lane.write_u64(0, v);
+                lane.submit();
+            }
+            Test::WriteImmLat => lane.submit_imm(v as u32),
+            Test::FaddLat => lane.submit_fetch_add(1),
+            Test::CswapLat => lane.submit_compare_swap(i, v),
+            _ => lane.submit(),
+        }
+        if let (true, Some(posted)) = (Self::RECEIVES, &mut end.recv) {
+            if posted.is_empty() {
+                posted.lane().await.1.submit();
+            }
+        }
+        let (r, lane) = end.op.next().await.expect("one submitted");
+        r.map(|()| lane.buf().read_u64(0))
+    }};
+}
+
+/// The next message through `end`'s receive lane, checked against `v` when it has an
+/// immediate. Its lane is left idle: [`lane_op!`] posts it again once the next operation is
+/// on its way. A macro as [`lane_op!`] is.
+macro_rules! lane_recv {
+    ($end:expr, $v:expr) => {{
+        let posted = $end.recv.as_mut().expect("receive lanes for this test");
+        let (msg, _lane) = posted.next().await.expect("one posted");
+        check_message(msg, $v)
+    }};
+}
+
+/// Side A of a latency test through lanes: the timed rounds of [`LaneEnd`] for `test`.
+async fn lanes_a(end: &End, test: Test, p: &Params, divisor: f64) -> Result<Measured> {
+    async fn run<const T: u8>(end: &End, p: &Params, divisor: f64) -> Result<Measured> {
+        let mut lanes = LaneEnd::<T>::new(end).await?;
+        let (samples, elapsed) = timed_rounds(p.warmup, p.iters, divisor, &mut lanes).await?;
+        Ok(Measured { samples, elapsed })
+    }
+    match test {
+        Test::WriteLat => run::<{ Test::WriteLat as u8 }>(end, p, divisor).await,
+        Test::ReadLat => run::<{ Test::ReadLat as u8 }>(end, p, divisor).await,
+        Test::SendLat => run::<{ Test::SendLat as u8 }>(end, p, divisor).await,
+        Test::WriteImmLat => run::<{ Test::WriteImmLat as u8 }>(end, p, divisor).await,
+        Test::FaddLat => run::<{ Test::FaddLat as u8 }>(end, p, divisor).await,
+        Test::CswapLat => run::<{ Test::CswapLat as u8 }>(end, p, divisor).await,
+        _ => Err(Mode::Lanes.unsupported(test.name())),
+    }
+}
+
+/// Side B of a ping-pong through lanes: `total` answers of [`LaneEnd`] for `test`.
+async fn lanes_b(end: &End, test: Test, total: u64) -> Result<()> {
+    async fn run<const T: u8>(end: &End, total: u64) -> Result<()> {
+        let mut lanes = LaneEnd::<T>::new(end).await?;
+        for i in 0..total {
+            lanes.pong(i).await?;
+        }
+        Ok(())
+    }
+    match test {
+        Test::WriteLat => run::<{ Test::WriteLat as u8 }>(end, total).await,
+        Test::SendLat => run::<{ Test::SendLat as u8 }>(end, total).await,
+        Test::WriteImmLat => run::<{ Test::WriteImmLat as u8 }>(end, total).await,
+        _ => Err(Mode::Lanes.unsupported(test.name())),
+    }
 }
 
 /// One side of a latency test through `rdma::Lanes` of one lane each (mode `lanes`): the
 /// same memory as the async side's futures, each operation's task held and submitted again.
-/// Side A's rounds are its [`Round`]s, so the timed loop borrows the lanes mutably for each
-/// round (no cell, no closure building each round's future).
-struct LaneEnd<'a> {
+///
+/// The test is a constant (`T`, a [`Test`] as `u8`), so each test's rounds compile to a loop
+/// of their own, without a branch on the test, as a user's loop around a lane is. Side A's
+/// rounds are its [`Round`]s: the timed loop borrows the lanes mutably for each round.
+struct LaneEnd<'a, const T: u8> {
     end: &'a End,
-    test: Test,
     /// The operation of the test, over slot 0 (and the peer's slot 0).
     op: Lanes<'a>,
     /// A receive posted into slot 1 (`send_lat`, `write_imm_lat`). Posted again after the
-    /// next operation's submit (see [`LaneEnd::op`]), as the raw loop posts its receive off
-    /// the reply's path.
+    /// next operation's submit (see [`lane_op!`]), as the raw loop posts its receive off the
+    /// reply's path.
     recv: Option<Lanes<'a, Received>>,
 }
 
-impl<'a> LaneEnd<'a> {
-    async fn new(end: &'a End, test: Test) -> Result<LaneEnd<'a>> {
-        let op = match test {
+impl<'a, const T: u8> LaneEnd<'a, T> {
+    const TEST: Test = Test::ALL[T as usize];
+    /// Whether the test answers with messages (a receive lane).
+    const RECEIVES: bool = matches!(Self::TEST, Test::SendLat | Test::WriteImmLat);
+
+    async fn new(end: &'a End) -> Result<LaneEnd<'a, T>> {
+        let op = match Self::TEST {
             Test::WriteLat => LaneOp::Write(end.dst(0)),
             Test::WriteImmLat => LaneOp::WriteImm(end.dst(0)),
             Test::ReadLat => LaneOp::Read(end.dst(0)),
             Test::SendLat => LaneOp::Send,
             Test::FaddLat => LaneOp::FetchAdd(end.remote.slice(0..8)),
             Test::CswapLat => LaneOp::CompareSwap(end.remote.slice(0..8)),
-            _ => return Err(Mode::Lanes.unsupported(test.name())),
+            test => return Err(Mode::Lanes.unsupported(test.name())),
         };
         let op = end.conn.lanes(op, end.buf(0), 1)?;
-        let recv = if matches!(test, Test::SendLat | Test::WriteImmLat) {
+        let recv = if Self::RECEIVES {
             let mut posted = end.rdma.recv_lanes(end.buf(1), 1)?;
             posted.lane().await.1.submit();
             Some(posted)
         } else {
             None
         };
-        Ok(LaneEnd { end, test, op, recv })
+        Ok(LaneEnd { end, op, recv })
     }
 
-    /// The lane's operation once, carrying `v` (and its operand), to its result: the lane's
-    /// first 8 bytes after it (an atomic's old value).
-    ///
-    /// Between the submit and the wait it posts the receive lane again if a message was taken
-    /// from it. The peer cannot answer before this operation reached it, so the receive is
-    /// posted in time, and a side that answers a message pays for the post after its answer
-    /// left, not between the message and the answer (the raw loop posts before it waits;
-    /// posting right after the receive put a submit on the critical path of every half round
-    /// trip).
-    async fn op(&mut self, v: u64, operand: Operand) -> Result<u64> {
-        let (_, mut lane) = self.op.lane().await;
-        lane.write_u64(0, v);
-        match operand {
-            Operand::None => lane.submit(),
-            Operand::Imm(imm) => lane.submit_imm(imm),
-            Operand::Add(add) => lane.submit_fetch_add(add),
-            Operand::CompareSwap(compare, swap) => lane.submit_compare_swap(compare, swap),
-        }
-        if let Some(posted) = &mut self.recv {
-            if posted.is_empty() {
-                posted.lane().await.1.submit();
-            }
-        }
-        let (r, lane) = self.op.next().await.expect("one submitted");
-        r.map(|()| lane.buf().read_u64(0))
-    }
-
-    /// The next message (checked against `v` when it has an immediate). Its lane is left
-    /// idle: [`op`](LaneEnd::op) posts it again once the next operation is on its way.
-    async fn recv(&mut self, v: u64) -> Result<()> {
-        let posted = self.recv.as_mut().expect("receive lanes for this test");
-        let (msg, _lane) = posted.next().await.expect("one posted");
-        check_message(msg, v)
-    }
-
+    /// Side A's round `i`: the operation, then what answers it.
     async fn ping(&mut self, i: u64) -> Result<()> {
         let v = i + 1;
-        match self.test {
-            Test::WriteLat => {
-                self.op(v, Operand::None).await?;
-                self.end.wait_word(v).await
-            }
-            Test::SendLat => {
-                self.op(v, Operand::None).await?;
-                self.recv(v).await
-            }
-            Test::WriteImmLat => {
-                self.op(v, Operand::Imm(v as u32)).await?;
-                self.recv(v).await
-            }
-            Test::ReadLat => self.op(v, Operand::None).await.map(drop),
-            Test::FaddLat => check(self.op(v, Operand::Add(1)).await?, i),
-            Test::CswapLat => check(self.op(v, Operand::CompareSwap(i, v)).await?, i),
-            _ => Err(Mode::Lanes.unsupported(self.test.name())),
+        let old = lane_op!(self, i)?;
+        match Self::TEST {
+            Test::WriteLat => self.end.wait_word(v).await,
+            Test::SendLat | Test::WriteImmLat => lane_recv!(self, v),
+            Test::FaddLat | Test::CswapLat => check(old, i),
+            _ => Ok(()),
         }
     }
 
+    /// Side B's answer to round `i` of a ping-pong: what A sent, then the operation.
     async fn pong(&mut self, i: u64) -> Result<()> {
-        let v = i + 1;
-        let answered = match self.test {
-            Test::WriteLat => {
-                self.end.wait_word(v).await?;
-                self.op(v, Operand::None).await
-            }
-            Test::SendLat => {
-                self.recv(v).await?;
-                self.op(v, Operand::None).await
-            }
-            Test::WriteImmLat => {
-                self.recv(v).await?;
-                self.op(v, Operand::Imm(v as u32)).await
-            }
-            _ => Err(Mode::Lanes.unsupported(self.test.name())),
-        };
-        answered.map(drop)
+        match Self::TEST {
+            Test::WriteLat => self.end.wait_word(i + 1).await?,
+            _ => lane_recv!(self, i + 1)?,
+        }
+        lane_op!(self, i).map(drop)
     }
 }
 
-impl Round for LaneEnd<'_> {
+impl<const T: u8> Round for LaneEnd<'_, T> {
     fn round(&mut self, i: u64) -> impl std::future::Future<Output = Result<()>> {
         self.ping(i)
     }
