@@ -53,6 +53,15 @@ pub enum Test {
     SendBw,
 }
 
+// `Test::of` indexes `ALL` by discriminant.
+const _: () = {
+    let mut i = 0;
+    while i < Test::ALL.len() {
+        assert!(Test::ALL[i] as usize == i, "Test::ALL is in declaration order");
+        i += 1;
+    }
+};
+
 impl Test {
     pub const ALL: [Test; 9] = [
         Test::WriteLat,
@@ -65,6 +74,11 @@ impl Test {
         Test::ReadBw,
         Test::SendBw,
     ];
+
+    /// The test named by `T` in [`with_latency_test!`].
+    const fn of(t: u8) -> Test {
+        Test::ALL[t as usize]
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -96,6 +110,45 @@ impl Test {
             _ => p.size.max(8),
         }
     }
+}
+
+/// Runs `$body` with `$T`, a `const T: u8`, naming the latency test `$test` (`Test::ALL[T]`),
+/// or fails for a bandwidth test. The async sides' rounds take their test as a constant, so
+/// each test compiles to a loop of its own with no branch on the test in it, as a user's loop
+/// of one operation is (a branch on the test inside a round's future cost the lanes ~70
+/// instructions a round: docs/cost.md, "Seventeenth session").
+macro_rules! with_latency_test {
+    ($test:expr, $T:ident => $body:expr) => {
+        match $test {
+            Test::WriteLat => {
+                const $T: u8 = Test::WriteLat as u8;
+                $body
+            }
+            Test::ReadLat => {
+                const $T: u8 = Test::ReadLat as u8;
+                $body
+            }
+            Test::SendLat => {
+                const $T: u8 = Test::SendLat as u8;
+                $body
+            }
+            Test::WriteImmLat => {
+                const $T: u8 = Test::WriteImmLat as u8;
+                $body
+            }
+            Test::FaddLat => {
+                const $T: u8 = Test::FaddLat as u8;
+                $body
+            }
+            Test::CswapLat => {
+                const $T: u8 = Test::CswapLat as u8;
+                $body
+            }
+            t @ (Test::WriteBw | Test::ReadBw | Test::SendBw) => {
+                Err(Error::new(ErrorKind::InvalidArgument, format!("perf: {} is not a latency test", t.name())))
+            }
+        }
+    };
 }
 
 /// Operations in flight: [`BW_WINDOW`], fewer above 256 KiB (at most 16 MiB in flight).
@@ -409,10 +462,11 @@ impl End {
         check_message(msg, v)
     }
 
-    /// Side A's operation of latency iteration `i` (for ping-pongs: until the answer came).
-    async fn ping(&self, test: Test, i: u64) -> Result<()> {
+    /// Side A's operation of latency iteration `i` (for ping-pongs: until the answer came),
+    /// for the test `T` (see [`with_latency_test!`]).
+    async fn ping<const T: u8>(&self, i: u64) -> Result<()> {
         let v = i + 1;
-        match test {
+        match const { Test::of(T) } {
             Test::WriteLat => {
                 let mut src = self.buf(0);
                 src.write_u64(0, v);
@@ -435,9 +489,9 @@ impl End {
     }
 
     /// Side B's answer to iteration `i` of a ping-pong.
-    async fn pong(&self, test: Test, i: u64) -> Result<()> {
+    async fn pong<const T: u8>(&self, i: u64) -> Result<()> {
         let v = i + 1;
-        match test {
+        match const { Test::of(T) } {
             Test::WriteLat => {
                 self.wait_word(v).await?;
                 let mut src = self.buf(0);
@@ -571,7 +625,7 @@ impl LatencyA {
 
     /// Iteration `i` (for ping-pongs: until the answer came).
     pub async fn ping(&self, i: u64) -> Result<()> {
-        self.end.ping(self.test, i).await
+        with_latency_test!(self.test, T => self.end.ping::<T>(i).await)
     }
 
     /// What a sample is divided by: 2 for a ping-pong (half round trip), else 1.
@@ -604,7 +658,9 @@ pub(super) async fn async_a(test: Test, p: Params, mut link: Link) -> Result<Mea
         lanes_a(&end, test, &p, divisor).await?
     } else {
         let end = &end;
-        let (samples, elapsed) = timed_async(p.warmup, p.iters, divisor, |i| end.ping(test, i)).await?;
+        let (samples, elapsed) = with_latency_test!(test, T => {
+            timed_async(p.warmup, p.iters, divisor, |i| end.ping::<T>(i)).await
+        })?;
         Measured { samples, elapsed }
     };
     link.send(b"done")?;
@@ -619,9 +675,12 @@ async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
     if test.is_pingpong() && p.mode == Mode::Lanes {
         lanes_b(&end, test, total).await?;
     } else if test.is_pingpong() {
-        for i in 0..total {
-            end.pong(test, i).await?;
-        }
+        with_latency_test!(test, T => {
+            for i in 0..total {
+                end.pong::<T>(i).await?;
+            }
+            Ok(())
+        })?;
     } else if test == Test::SendBw {
         end.sink(total).await?;
     }
@@ -694,37 +753,22 @@ macro_rules! lane_recv {
 
 /// Side A of a latency test through lanes: the timed rounds of [`LaneEnd`] for `test`.
 async fn lanes_a(end: &End, test: Test, p: &Params, divisor: f64) -> Result<Measured> {
-    async fn run<const T: u8>(end: &End, p: &Params, divisor: f64) -> Result<Measured> {
+    with_latency_test!(test, T => {
         let mut lanes = LaneEnd::<T>::new(end).await?;
         let (samples, elapsed) = timed_rounds(p.warmup, p.iters, divisor, &mut lanes).await?;
         Ok(Measured { samples, elapsed })
-    }
-    match test {
-        Test::WriteLat => run::<{ Test::WriteLat as u8 }>(end, p, divisor).await,
-        Test::ReadLat => run::<{ Test::ReadLat as u8 }>(end, p, divisor).await,
-        Test::SendLat => run::<{ Test::SendLat as u8 }>(end, p, divisor).await,
-        Test::WriteImmLat => run::<{ Test::WriteImmLat as u8 }>(end, p, divisor).await,
-        Test::FaddLat => run::<{ Test::FaddLat as u8 }>(end, p, divisor).await,
-        Test::CswapLat => run::<{ Test::CswapLat as u8 }>(end, p, divisor).await,
-        _ => Err(Mode::Lanes.unsupported(test.name())),
-    }
+    })
 }
 
 /// Side B of a ping-pong through lanes: `total` answers of [`LaneEnd`] for `test`.
 async fn lanes_b(end: &End, test: Test, total: u64) -> Result<()> {
-    async fn run<const T: u8>(end: &End, total: u64) -> Result<()> {
+    with_latency_test!(test, T => {
         let mut lanes = LaneEnd::<T>::new(end).await?;
         for i in 0..total {
             lanes.pong(i).await?;
         }
         Ok(())
-    }
-    match test {
-        Test::WriteLat => run::<{ Test::WriteLat as u8 }>(end, total).await,
-        Test::SendLat => run::<{ Test::SendLat as u8 }>(end, total).await,
-        Test::WriteImmLat => run::<{ Test::WriteImmLat as u8 }>(end, total).await,
-        _ => Err(Mode::Lanes.unsupported(test.name())),
-    }
+    })
 }
 
 /// One side of a latency test through `rdma::Lanes` of one lane each (mode `lanes`): the
@@ -744,7 +788,7 @@ struct LaneEnd<'a, const T: u8> {
 }
 
 impl<'a, const T: u8> LaneEnd<'a, T> {
-    const TEST: Test = Test::ALL[T as usize];
+    const TEST: Test = Test::of(T);
     /// Whether the test answers with messages (a receive lane).
     const RECEIVES: bool = matches!(Self::TEST, Test::SendLat | Test::WriteImmLat);
 
