@@ -115,11 +115,13 @@ fn perf_rdma_tests_in_both_modes_and_process_counts() {
     for test in RDMA_TESTS {
         let sizes: &[&str] =
             if test.starts_with("fadd") || test.starts_with("cswap") { &["8"] } else { &["8", "4096"] };
-        for mode in ["raw", "async"] {
+        // The lanes run every latency test (each test's rounds are compiled apart).
+        let modes: &[&str] = if test.ends_with("_bw") { &["raw", "async"] } else { &["raw", "async", "lanes"] };
+        for mode in modes {
             for procs in ["1", "2"] {
                 for size in sizes {
                     let line = seen.iter().find(|(t, m, p, s, _)| {
-                        (t.as_str(), m.as_str(), p.as_str(), s.as_str()) == (test, mode, procs, size)
+                        (t.as_str(), m.as_str(), p.as_str(), s.as_str()) == (test, *mode, procs, size)
                     });
                     let line =
                         line.unwrap_or_else(|| panic!("{test} {mode} procs {procs} size {size} missing:\n{stdout}"));

@@ -119,31 +119,14 @@ impl Test {
 /// instructions a round: docs/cost.md, "Seventeenth session").
 macro_rules! with_latency_test {
     ($test:expr, $T:ident => $body:expr) => {
+        with_latency_test!(@arms $test, $T, $body; WriteLat, ReadLat, SendLat, WriteImmLat, FaddLat, CswapLat)
+    };
+    (@arms $test:expr, $T:ident, $body:expr; $($latency:ident),*) => {
         match $test {
-            Test::WriteLat => {
-                const $T: u8 = Test::WriteLat as u8;
+            $(Test::$latency => {
+                const $T: u8 = Test::$latency as u8;
                 $body
-            }
-            Test::ReadLat => {
-                const $T: u8 = Test::ReadLat as u8;
-                $body
-            }
-            Test::SendLat => {
-                const $T: u8 = Test::SendLat as u8;
-                $body
-            }
-            Test::WriteImmLat => {
-                const $T: u8 = Test::WriteImmLat as u8;
-                $body
-            }
-            Test::FaddLat => {
-                const $T: u8 = Test::FaddLat as u8;
-                $body
-            }
-            Test::CswapLat => {
-                const $T: u8 = Test::CswapLat as u8;
-                $body
-            }
+            })*
             t @ (Test::WriteBw | Test::ReadBw | Test::SendBw) => {
                 Err(Error::new(ErrorKind::InvalidArgument, format!("perf: {} is not a latency test", t.name())))
             }
