@@ -10,7 +10,8 @@
 //! * `learned_spin`: how long an adaptive executor spins before it sleeps, learned from its
 //!   own waits.
 //! * `pe`: the executor's `doca_pe` and DOCA's arm/progress/clear protocol.
-//! * `task`: spawning and [`JoinHandle`].
+//! * `task`: spawning, [`JoinHandle`], and the task allocation (`task::raw`: its run state is
+//!   touched only by its executor's thread, so a wake and a run there need no atomic).
 //! * `completion`: completion slots, [`DocaTask`](crate::ext::DocaTask),
 //!   [`completion_cb`](crate::ext::completion_cb), [`TaskFuture`](crate::ext::TaskFuture),
 //!   back-pressure — the bridge between DOCA callbacks and futures.

@@ -595,7 +595,7 @@ impl HandleRef<'_> {
         };
         match shared {
             Some(s) => task::spawn_send(s, fut),
-            None => cancelled_handle(fut),
+            None => task::cancelled(fut),
         }
     }
 
@@ -636,18 +636,4 @@ impl HandleRef<'_> {
         let fut = pin!(fut);
         core.block_on(fut).expect("a block_on executor is never asked to shut down")
     }
-}
-
-/// A handle whose task was cancelled before it ran (spawning into a closed runtime).
-fn cancelled_handle<F>(fut: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    // The runnable is dropped right here, which cancels the task: the future never runs and
-    // the handle reports cancellation.
-    let builder = async_task::Builder::new().metadata(task::TaskMeta::new(None));
-    let (runnable, task) = builder.spawn(move |_| async move { Ok(fut.await) }, local::schedule);
-    drop(runnable);
-    JoinHandle::new(task)
 }

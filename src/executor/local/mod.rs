@@ -62,7 +62,7 @@ use super::park::ParkState;
 use super::pe::Pe;
 use super::runtime::{Handle, IdleMode};
 use super::slab::Slab;
-use super::task::Runnable;
+use super::task::{Runnable, TaskMeta};
 use super::time::Timers;
 use crate::error::{Error, Result};
 
@@ -183,11 +183,17 @@ pub(crate) fn in_executor() -> bool {
     with_current(|_| ()).is_some()
 }
 
+/// Whether this thread runs the executor of `meta` (the owner of its task).
+#[inline]
+pub(crate) fn on_owner(meta: &TaskMeta) -> bool {
+    let Some(owner) = meta.owner() else { return false };
+    with_current(|core| ptr::eq(&*core.shared, owner)).unwrap_or(false)
+}
+
 /// The schedule function of every task: to the owner's local queue when called on the
 /// owner's thread (no atomics), otherwise to its injection queue plus a notification. The
-/// owner is found in the task's metadata, so this function captures nothing: async-task
-/// then lets a waker that is woken by value hand its reference to the runnable (no
-/// reference-count increment and decrement per wake-up).
+/// owner is found in the task's metadata (see `task::raw` for which runnables may be queued
+/// where).
 pub(crate) fn schedule(runnable: Runnable) {
     let Some(owner) = runnable.metadata().owner().map(|s| s as *const Shared) else {
         // A task without an executor (a handle cancelled at spawn) is never scheduled;

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use super::{Core, MainWaker, SPIN_INLINE_ROUNDS, TIMER_CHECK_TURNS};
 use crate::executor::learned_spin::{LearnedSpin, SpinKind};
 use crate::executor::runtime::IdleMode;
-use crate::executor::task::Runnable;
 
 impl Core {
     /// The inline completion fast path, first half: whether an operation may progress the
@@ -351,10 +350,7 @@ impl Core {
                 return false;
             }
             let Some(r) = queue.pop_back() else { return false };
-            let raw = r.into_raw();
-            // SAFETY: `raw` comes from `into_raw` just above; only its address is read.
-            let r = unsafe { Runnable::from_raw(raw) };
-            if raw.as_ptr() as usize != id {
+            if r.addr() != id {
                 queue.push_back(r);
                 return false;
             }

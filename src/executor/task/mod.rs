@@ -1,10 +1,11 @@
 //! Tasks: the wrapper every spawned future runs in, the three ways to spawn, [`JoinHandle`].
 //!
-//! A task is an `async_task` allocation holding the future and its output. Its schedule
-//! function ([`local::schedule`]) sends the `Runnable` to the owning executor: to the local
-//! run queue when the waker fires on the owner's thread, to the injection queue otherwise.
-//! Only the owning executor's thread pops its queues, so a task's future is polled and
-//! dropped on that thread; that is what makes `!Send` futures (`spawn_local`, `spawn_on`)
+//! A task is one allocation holding the future and its output ([`raw`]: its states, who
+//! touches what, and why it is ours rather than `async-task`'s). Its schedule function
+//! ([`local::schedule`]) sends a `Runnable` to the owning executor: to the local run queue
+//! when the waker fires on the owner's thread (no atomic on the way), to the injection queue
+//! otherwise. Only the owning executor's thread pops its queues, so a task's future is polled
+//! and dropped on that thread; that is what makes `!Send` futures (`spawn_local`, `spawn_on`)
 //! sound.
 //!
 //! The first poll of a `spawn_local` task's [`JoinHandle`] may run the task on the spot
@@ -28,7 +29,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use async_task::{Builder, FallibleTask};
 use pin_project_lite::pin_project;
 
 use super::local::{self, with_current, Core, Shared};
@@ -59,8 +59,12 @@ impl TaskMeta {
     }
 }
 
-/// The runnable of one of our tasks.
-pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+mod raw;
+
+pub(crate) use raw::Runnable;
+
+/// What our tasks need from their executor (see [`raw::Hooks`]).
+static HOOKS: raw::Hooks = raw::Hooks { schedule: local::schedule, on_owner: local::on_owner, report: local::report };
 
 pin_project! {
     /// The wrapper of every task future. See the module documentation.
@@ -187,23 +191,17 @@ where
     F::Output: 'static,
 {
     let fut = Tracked::new(fut, core.shared.id);
-    let builder = Builder::new().metadata(TaskMeta::new(Some(core.shared.clone())));
-    // SAFETY: async-task requires that the runnable of a `!Send` future be run and dropped
-    // on the spawning thread. This is the executor's thread (`core` is the current executor):
-    // the first runnable goes straight to its local queue, and `schedule` routes every later
-    // one to this executor's queues, which only this thread pops, to run or drop. The one
-    // exception, the `Notify::Closed` path of `Shared::unpark`, cannot see this task: its
-    // runnable reaches the injection queue only through a remote wake or cancel of a task
-    // that already ran, and shutdown cancels (drops, on this thread) every such task before
-    // closing the queue. The schedule function and the metadata (an `Arc<Shared>`) are
-    // `Send + Sync + 'static`, and so is the future.
-    let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
-    let raw = runnable.into_raw();
-    // SAFETY: `raw` comes from `into_raw` of a runnable of this very type, just above; this
-    // round trip only reads the task's address, the handle's way to recognize its runnable.
-    let runnable = unsafe { Runnable::from_raw(raw) };
+    // SAFETY: a `!Send` future must be polled and dropped on the spawning thread. This is the
+    // executor's thread (`core` is the current executor): the first runnable goes straight to
+    // its local queue, and `schedule` routes every later one to this executor's queues, which
+    // only this thread pops, to run or drop. The one exception, the `Notify::Closed` path of
+    // `Shared::unpark`, drops a counted runnable on the pushing thread; `Runnable`'s `Drop`
+    // then cancels the task only if it never ran (a task that ran may hold `!Send` state).
+    let spawned = unsafe { raw::spawn(fut, TaskMeta::new(Some(core.shared.clone())), &HOOKS) };
+    let runnable = spawned.first_runnable(true);
+    let addr = runnable.addr();
     core.push_local(runnable);
-    JoinHandle { task: Some(task.fallible()), runnable: raw.as_ptr() as usize }
+    JoinHandle { task: Some(spawned.handle()), runnable: addr }
 }
 
 /// Spawns a `Send` future on the executor of `shared`, from any thread.
@@ -213,10 +211,12 @@ where
     F::Output: Send + 'static,
 {
     let fut = Tracked::new(fut, shared.id);
-    let builder = Builder::new().metadata(TaskMeta::new(Some(shared.clone())));
-    let (runnable, task) = builder.spawn(move |_| fut, local::schedule);
-    runnable.schedule();
-    JoinHandle::new(task)
+    let meta = TaskMeta::new(Some(shared.clone()));
+    let on_owner = local::on_owner(&meta);
+    // SAFETY: the future and its output are `Send`: no thread constraint.
+    let spawned = unsafe { raw::spawn(fut, meta, &HOOKS) };
+    local::schedule(spawned.first_runnable(on_owner));
+    JoinHandle::new(spawned.handle())
 }
 
 /// Spawns `factory()` on the executor of `shared`, from any thread.
@@ -227,18 +227,34 @@ where
     Fut::Output: Send + 'static,
 {
     let fut = Tracked::new(SpawnOn::Factory { factory: Some(factory) }, shared.id);
-    let builder = Builder::new().metadata(TaskMeta::new(Some(shared.clone())));
+    let meta = TaskMeta::new(Some(shared.clone()));
+    let on_owner = local::on_owner(&meta);
     // SAFETY: the future is `!Send` only in its `Running` state. It leaves this thread in its
     // `Factory` state (which holds nothing but the `Send` factory) inside the runnable, and is
     // first polled, i.e. turned `Running`, on the executor of `shared`; from then on every
     // runnable of the task is routed to that executor's queues and run or dropped by its
     // thread (see `spawn_local_in` for the argument, including the closed-queue path, which
-    // only ever drops never-polled tasks, i.e. `Factory` states). The output is `Send`, as
+    // only ever cancels never-polled tasks, i.e. `Factory` states). The output is `Send`, as
     // the `JoinHandle` may be awaited anywhere; the schedule function and the metadata are
     // `Send + Sync`.
-    let (runnable, task) = unsafe { builder.spawn_unchecked(move |_| fut, local::schedule) };
-    runnable.schedule();
-    JoinHandle::new(task)
+    let spawned = unsafe { raw::spawn(fut, meta, &HOOKS) };
+    local::schedule(spawned.first_runnable(on_owner));
+    JoinHandle::new(spawned.handle())
+}
+
+/// A handle whose task was cancelled before it ran (spawning into a closed runtime): the
+/// future is dropped here, and the handle reports the cancellation.
+pub(crate) fn cancelled<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let fut = async move { TaskOutput::Ok(fut.await) };
+    // SAFETY: `Send` future and output; the task has no executor, so it is cancelled at once.
+    let spawned = unsafe { raw::spawn(fut, TaskMeta::new(None), &HOOKS) };
+    // Dropping its first runnable cancels it, here.
+    drop(spawned.first_runnable(true));
+    JoinHandle::new(spawned.handle())
 }
 
 /// An owned permission to await a spawned task's output.
@@ -278,7 +294,7 @@ where
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub struct JoinHandle<T> {
-    task: Option<FallibleTask<TaskOutput<T>, TaskMeta>>,
+    task: Option<raw::RawHandle<TaskOutput<T>>>,
     /// For a `spawn_local` task whose handle was not polled yet: the address of the task,
     /// by which the first poll recognizes the task's runnable in the local queue (see
     /// `poll`; the handle keeps the task allocated, so no other task has this address). 0
@@ -287,26 +303,26 @@ pub struct JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(task: async_task::Task<TaskOutput<T>, TaskMeta>) -> JoinHandle<T> {
-        JoinHandle { task: Some(task.fallible()), runnable: 0 }
+    fn new(task: raw::RawHandle<TaskOutput<T>>) -> JoinHandle<T> {
+        JoinHandle { task: Some(task), runnable: 0 }
     }
 
-    /// Cancels the task. Its future is dropped on its own executor's thread, at once if the
-    /// task is queued or idle, or right after its current poll if it is running. DOCA work it
+    /// Cancels the task. Its future is dropped on its own executor's thread, the next time
+    /// that executor takes the task from its queues (this queues it if it is idle; a running
+    /// task is queued again after its current poll), without being polled again. DOCA work it
     /// started follows the rules of the future that owns it (dropping a DOCA operation
     /// future keeps memory the provider may write alive until the completion arrives).
     pub fn cancel(mut self) {
-        // Dropping an async-task handle cancels the task (and schedules it so that the
-        // executor drops the future).
-        drop(self.task.take());
+        if let Some(t) = self.task.take() {
+            t.cancel();
+        }
     }
 
     /// Lets the task run to completion on its own; its output is dropped. Same as dropping
     /// the handle, spelled out.
     pub fn detach(mut self) {
-        if let Some(t) = self.task.take() {
-            t.detach();
-        }
+        // Dropping the raw handle detaches.
+        drop(self.task.take());
     }
 
     /// Whether the task has finished (its output is ready, or it was cancelled).
@@ -331,7 +347,7 @@ impl<T> Future for JoinHandle<T> {
         let Some(task) = self.task.as_mut() else {
             return Poll::Ready(Err(Error::new(ErrorKind::Cancelled, "task handle already used")));
         };
-        match Pin::new(task).poll(cx) {
+        match task.poll_output(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(out) => {
                 self.task = None;
@@ -344,14 +360,6 @@ impl<T> Future for JoinHandle<T> {
                     )),
                 })
             }
-        }
-    }
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.detach();
         }
     }
 }
