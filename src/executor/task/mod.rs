@@ -34,6 +34,8 @@ use pin_project_lite::pin_project;
 use super::local::{self, with_current, Core, Shared};
 use crate::error::{Error, ErrorKind, Result};
 
+mod raw;
+
 /// The output of a task as stored in its allocation: the future's output, or the message of
 /// the panic that ended it.
 pub(crate) type TaskOutput<T> = std::result::Result<T, String>;
@@ -58,8 +60,6 @@ impl TaskMeta {
         self.shared.as_deref()
     }
 }
-
-mod raw;
 
 pub(crate) use raw::Runnable;
 
@@ -117,7 +117,8 @@ impl<F: Future> Future for Tracked<F> {
         let mut this = self.project();
         let polled = catch_unwind(AssertUnwindSafe(|| {
             let Some(fut) = this.fut.as_mut().as_pin_mut() else {
-                // async-task never polls a completed future; be defensive anyway.
+                // A task never polls its future once it was ready (`raw` drops it then); be
+                // defensive anyway.
                 return Poll::Pending;
             };
             match fut.poll(cx) {
