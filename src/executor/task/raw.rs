@@ -14,7 +14,7 @@
 //! | `state` (`SCHEDULED`, `RUNNING`, `FINISHED`) | `Cell` | the owner thread only (the spawning thread before the task is published) |
 //! | `refs` | atomic | anyone: see below |
 //! | `notified` | atomic | set by a wake from another thread, cleared by the owner when it takes that runnable |
-//! | `cancel` | atomic | set by [`cancel`](Header::cancel) (any thread), read by the owner |
+//! | `cancel` | atomic | set by [`RawHandle::cancel`] (any thread), read by the owner |
 //! | `join` (`READY`, `HANDLE_GONE`, `STARTED`) and the output | atomic, and a cell guarded by it | the owner stores the output, then `READY`; the handle takes it after it saw `READY` |
 //! | `awaiter` | mutex | the handle registers, the owner takes it when the task finishes |
 //!
