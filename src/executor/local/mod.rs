@@ -205,8 +205,7 @@ pub(crate) fn schedule(runnable: Runnable) {
     with_current(|core| {
         if ptr::eq(&*core.shared, owner) {
             if let Some(r) = runnable.take() {
-                core.queue.borrow_mut().push_back(r);
-                core.wake_foreign();
+                core.queue_local(r);
             }
         }
     });
@@ -215,6 +214,22 @@ pub(crate) fn schedule(runnable: Runnable) {
         // `Shared`) as soon as it is pushed: keep a reference of our own until we are done.
         let shared = r.metadata().shared().cloned().expect("checked above");
         shared.schedule_remote(r);
+    }
+}
+
+/// [`schedule`] for a wake on the task's owner thread, which the caller has just checked
+/// ([`on_owner`]): straight to this executor's local queue, without looking up the owner a
+/// second time (a wake on its own executor's thread is the hot path of a parked operation).
+pub(crate) fn schedule_local(runnable: Runnable) {
+    let mut runnable = Some(runnable);
+    with_current(|core| {
+        if let Some(r) = runnable.take() {
+            core.queue_local(r);
+        }
+    });
+    if let Some(r) = runnable {
+        // Not on an executor after all: the general path decides.
+        schedule(r);
     }
 }
 
@@ -471,14 +486,23 @@ impl Core {
         self.closing.get()
     }
 
+    /// Queues a runnable of a task this executor owns, and tells a foreign driver there is
+    /// work.
+    // Inlined into both schedule functions: out of line, the owner's wake cost 12 more
+    // instructions (`op_cost spawned_yield` 276 against 264).
+    #[inline(always)]
+    fn queue_local(&self, r: Runnable) {
+        self.queue.borrow_mut().push_back(r);
+        self.wake_foreign();
+    }
+
     /// Queues a runnable spawned on this thread (or drops it if the executor is closing,
     /// which cancels the task: its `JoinHandle` reports cancellation).
     pub(crate) fn push_local(&self, r: Runnable) {
         if self.closing.get() {
             drop_quietly(r);
         } else {
-            self.queue.borrow_mut().push_back(r);
-            self.wake_foreign();
+            self.queue_local(r);
         }
     }
 

@@ -41,8 +41,8 @@ mod raw;
 pub(crate) type TaskOutput<T> = std::result::Result<T, String>;
 
 /// What every task carries in its allocation: the executor it belongs to (`None` only for a
-/// task cancelled at spawn, which is never scheduled). Kept here rather than captured by
-/// the schedule function, which thereby has no state (see [`local::schedule`]).
+/// task cancelled at spawn, which is never scheduled). The schedule function and the owner
+/// check read it (see [`local::schedule`]).
 pub(crate) struct TaskMeta {
     shared: Option<Arc<Shared>>,
 }
@@ -64,7 +64,12 @@ impl TaskMeta {
 pub(crate) use raw::Runnable;
 
 /// What our tasks need from their executor (see [`raw::Hooks`]).
-static HOOKS: raw::Hooks = raw::Hooks { schedule: local::schedule, on_owner: local::on_owner, report: local::report };
+static HOOKS: raw::Hooks = raw::Hooks {
+    schedule: local::schedule,
+    schedule_local: local::schedule_local,
+    on_owner: local::on_owner,
+    report: local::report,
+};
 
 pin_project! {
     /// The wrapper of every task future. See the module documentation.

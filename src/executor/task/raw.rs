@@ -68,6 +68,9 @@ const STARTED: u8 = 4;
 pub(crate) struct Hooks {
     /// Queues a runnable: an uncounted one only ever on the owner thread.
     pub(crate) schedule: fn(Runnable),
+    /// Queues a runnable on the calling thread's executor, which the caller found to be the
+    /// owner (`on_owner`): the wake on the owner thread, without looking the owner up again.
+    pub(crate) schedule_local: fn(Runnable),
     /// Whether the calling thread is the executor of `meta` (false for a task without one).
     pub(crate) on_owner: fn(&TaskMeta) -> bool,
     /// Reports a panic contained here (a future's or an output's destructor, an awaiter's
@@ -138,7 +141,7 @@ impl<F: Future> TaskAlloc<F> {
             Poll::Ready(v) => {
                 *slot = None;
                 // SAFETY: `READY` is not set yet, so the handle does not read the output.
-                unsafe { *(*t).head.output.get() = Some(v) };
+                unsafe { *output(ptr) = Some(v) };
                 true
             }
             Poll::Pending => false,
@@ -157,9 +160,8 @@ impl<F: Future> TaskAlloc<F> {
     /// # Safety
     /// `ptr` is the header of a live `TaskAlloc<F>` whose output nobody else reads now.
     unsafe fn drop_output(ptr: NonNull<Header>) {
-        let t = ptr.cast::<TaskAlloc<F>>().as_ptr();
         // SAFETY: the caller's contract.
-        unsafe { *(*t).head.output.get() = None };
+        unsafe { *output::<F::Output>(ptr) = None };
     }
 
     /// # Safety
@@ -168,6 +170,16 @@ impl<F: Future> TaskAlloc<F> {
         // SAFETY: the caller's contract: the box `spawn` leaked, freed once.
         drop(unsafe { Box::from_raw(ptr.cast::<TaskAlloc<F>>().as_ptr()) });
     }
+}
+
+/// The output slot of the task `ptr`, whose output is a `T`.
+///
+/// # Safety
+/// `ptr` is a live task whose output type is `T`, and the caller may touch the output now:
+/// the owner before `READY`, the handle after it saw `READY`, or whoever drops it then.
+unsafe fn output<'a, T>(ptr: NonNull<Header>) -> &'a mut Option<T> {
+    // SAFETY: the caller's contract; `WithOutput<T>` starts every such allocation.
+    unsafe { &mut *(*ptr.cast::<WithOutput<T>>().as_ptr()).output.get() }
 }
 
 /// The header of `ptr`.
@@ -374,7 +386,7 @@ impl Runnable {
                     h.state.set(st);
                     if st & SCHEDULED != 0 {
                         // Woken while it ran: the wake left the queueing to us.
-                        (h.hooks.schedule)(Runnable { ptr, counted: false });
+                        (h.hooks.schedule_local)(Runnable { ptr, counted: false });
                         woken = true;
                     }
                 }
@@ -466,7 +478,7 @@ unsafe fn wake_by_ref(data: *const ()) {
         }
         h.state.set(st | SCHEDULED);
         if st & RUNNING == 0 {
-            (h.hooks.schedule)(Runnable { ptr, counted: false });
+            (h.hooks.schedule_local)(Runnable { ptr, counted: false });
         }
     } else {
         // A finished task needs no run (the check is only a shortcut: a wake that races the
@@ -520,7 +532,7 @@ impl<T> RawHandle<T> {
         }
         // SAFETY: `READY` was seen (Acquire): the owner stored the output before and never
         // touches it again while the handle lives.
-        let out = unsafe { (*ptr.cast::<WithOutput<T>>().as_ptr()).output.get().as_mut() }.and_then(Option::take);
+        let out = unsafe { output::<T>(ptr) }.take();
         self.ptr = None;
         // SAFETY: the handle's reference, not used afterwards; the awaiter is not needed.
         unsafe { release(ptr) };
@@ -556,9 +568,7 @@ impl<T> Drop for RawHandle<T> {
         if prev & READY != 0 {
             // The owner stored the output before it saw `HANDLE_GONE`: drop it here.
             // SAFETY: `READY` seen, and the owner no longer touches the output.
-            contained(h, "a task's output panicked when dropped", || unsafe {
-                *(*ptr.cast::<WithOutput<T>>().as_ptr()).output.get() = None
-            });
+            contained(h, "a task's output panicked when dropped", || unsafe { (h.vtable.drop_output)(ptr) });
         }
         // SAFETY: the handle's reference, not used afterwards.
         unsafe { release(ptr) };
@@ -601,7 +611,7 @@ mod tests {
         panic!("unexpected report: {msg}");
     }
 
-    static TEST_HOOKS: Hooks = Hooks { schedule, on_owner, report };
+    static TEST_HOOKS: Hooks = Hooks { schedule, schedule_local: schedule, on_owner, report };
 
     /// Makes this thread the owner; returns the guard of the remote queue.
     fn owner() -> std::sync::MutexGuard<'static, ()> {
