@@ -23,8 +23,8 @@
 //! event's `add` and a `wait_eq` for the value it reached: two operations per iteration, as
 //! perf's `sync_add_wait`; the event is made after the clock starts), `yield` (one
 //! `yield_now` per operation: a trip round the executor's loop), `spawned_yield` (the same in a
-//! spawned task, woken through its waker and run from the run queue: what the task type's atomic
-//! wake and run add).
+//! spawned task, woken through its waker and run from the run queue: what the task type's wake
+//! and run add).
 //!
 //! With `OP_COST_SPAWNED=1` in the environment, any kind runs in a spawned task instead of
 //! `block_on`'s main future (`OP_COST_SPAWNED=1 op_cost write_woken`: every write parks and is
@@ -244,8 +244,8 @@ fn main() -> Result<()> {
                 }
             }
             "spawned_yield" => {
-                // The same in a spawned task: each trip wakes the task through its waker
-                // (`async_task`'s atomics) and runs it from the run queue.
+                // The same in a spawned task: each trip wakes the task through its waker and
+                // runs it from the run queue.
                 spawn_local(async move {
                     for _ in 0..n {
                         yield_now().await;
@@ -260,8 +260,8 @@ fn main() -> Result<()> {
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)
     };
     // With `OP_COST_SPAWNED` set, the loop runs in a spawned task instead of `block_on`'s main
-    // future: its wakes go through the task's waker and run queue (`async_task`), as a user's
-    // tasks do; `block_on` wakes its main future with a thread-local flag.
+    // future: its wakes go through the task's waker and run queue, as a user's tasks do;
+    // `block_on` wakes its main future with a thread-local flag.
     let per_op = if std::env::var_os("OP_COST_SPAWNED").is_some() {
         rt.block_on(async move { spawn_local(body).await? })?
     } else {

@@ -414,9 +414,9 @@ macro_rules! op_future {
             // Inlined into the caller's `.await` (always, but for the atomics), as the task
             // future inside it is: out of line, its result (the status and the buffer) comes
             // back through memory. Measured (perf, docs/cost.md, seventeenth session): read
-            // −13..21 ns and write −11 ns through futures; the atomics, whose poll also reads
-            // the old value, took 23 more instructions and 4–7 ns more inlined, so they are
-            // left to the compiler.
+            // −13..21 ns and write −11 ns through futures; the atomics took 23 more
+            // instructions and 4–7 ns more inlined, so they are left to the compiler. Send and
+            // receive follow write (not measured on their own).
             #[$inline]
             fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
                 let (r, keep) = ready!(self.get_mut().0.poll_op(cx));

@@ -115,8 +115,8 @@ impl Test {
 /// Runs `$body` with `$T`, a `const T: u8`, naming the latency test `$test` (`Test::ALL[T]`),
 /// or fails for a bandwidth test. The async sides' rounds take their test as a constant, so
 /// each test compiles to a loop of its own with no branch on the test in it, as a user's loop
-/// of one operation is (a branch on the test inside a round's future cost the lanes ~70
-/// instructions a round: docs/cost.md, "Seventeenth session").
+/// of one operation is (a branch on the test inside a round's future cost the lanes ~37
+/// instructions a round, `fadd_lat` side A 956 → 919: docs/cost.md, "Seventeenth session").
 macro_rules! with_latency_test {
     ($test:expr, $T:ident => $body:expr) => {
         with_latency_test!(@arms $test, $T, $body; WriteLat, ReadLat, SendLat, WriteImmLat, FaddLat, CswapLat)
