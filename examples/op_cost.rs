@@ -27,8 +27,10 @@
 //! and run add).
 //!
 //! With `OP_COST_SPAWNED=1` in the environment, any kind runs in a spawned task instead of
-//! `block_on`'s main future (`OP_COST_SPAWNED=1 op_cost write_woken`: every write parks and is
-//! woken through its task, the path of a user's task on hardware).
+//! `block_on`'s main future. With `OP_COST_PARK=1`, the runtime is built without inline
+//! progress (`Builder::inline_progress(false)`): every operation parks, and the executor's
+//! turn completes it and wakes its future (`OP_COST_PARK=1 OP_COST_SPAWNED=1 op_cost write`:
+//! the path of a user's task on hardware, every time).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -49,6 +51,9 @@ fn main() -> Result<()> {
         // `Pending` and is completed by the executor's turn, as every operation is on hardware,
         // where the completion comes microseconds after the submit.
         builder = builder.task_batch(1);
+    }
+    if std::env::var_os("OP_COST_PARK").is_some() {
+        builder = builder.inline_progress(false);
     }
     let rt = builder.build()?;
     let body = async move {

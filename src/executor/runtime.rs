@@ -94,6 +94,7 @@ pub struct Builder {
     cpus: Option<CpuSet>,
     idle: IdleMode,
     task_batch: Option<usize>,
+    no_inline_progress: bool,
     drom: Option<crate::drom::Options>,
 }
 
@@ -121,6 +122,25 @@ impl Builder {
     /// Smaller values favour DOCA completion latency, larger ones task throughput.
     pub fn task_batch(mut self, n: usize) -> Builder {
         self.task_batch = Some(n.max(1));
+        self
+    }
+
+    /// Whether an operation's poll may progress the PE right after its submit (default:
+    /// yes).
+    ///
+    /// * **Yes**: a completion the provider delivers at once (doca-soft's, most of a
+    ///   loopback's) returns from the very poll that submitted the operation: no park, no
+    ///   wake, no trip round the loop. An executor that would spin when idle
+    ///   ([`IdleMode::Polling`], an adaptive spin with budget left) spins inside that poll
+    ///   for the completion. The price, when the completion is not there yet (on hardware,
+    ///   a round trip takes microseconds): one `doca_pe_progress` that finds nothing, and
+    ///   the operation's doorbell rung at its submit rather than with the turn's others.
+    /// * **No**: the operation's task parks at once, and the executor's loop delivers the
+    ///   completion at its next drain of the PE, ringing the doorbells of every operation
+    ///   submitted since its last drain together. That is the path every operation takes
+    ///   when its completion comes later; `perf --park` measures it on doca-soft.
+    pub fn inline_progress(mut self, on: bool) -> Builder {
+        self.no_inline_progress = !on;
         self
     }
 
@@ -167,7 +187,11 @@ impl Builder {
         if cpus.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "runtime: empty CPU set"));
         }
-        let config = Config { idle: self.idle, task_batch: self.task_batch.unwrap_or(DEFAULT_TASK_BATCH) };
+        let config = Config {
+            idle: self.idle,
+            task_batch: self.task_batch.unwrap_or(DEFAULT_TASK_BATCH),
+            inline_progress: !self.no_inline_progress,
+        };
         let inner = Arc::new(RtInner {
             config,
             workers: WorkerList::new(),

@@ -76,6 +76,7 @@ pub fn run_local<F: Future>(fut: F) -> RunLocal<F> {
 pub struct Driver {
     idle: IdleMode,
     task_batch: usize,
+    inline_progress: bool,
 }
 
 impl Default for Driver {
@@ -89,7 +90,7 @@ impl Driver {
     /// yielding to tokio between rounds, then sleep in tokio's reactor) and
     /// [`DEFAULT_TASK_BATCH`].
     pub fn new() -> Driver {
-        Driver { idle: IdleMode::default(), task_batch: DEFAULT_TASK_BATCH }
+        Driver { idle: IdleMode::default(), task_batch: DEFAULT_TASK_BATCH, inline_progress: true }
     }
 
     /// How the driver waits when idle. [`IdleMode::Polling`] never sleeps: the driver keeps
@@ -103,6 +104,13 @@ impl Driver {
     /// tokio tasks of this thread) one driver turn allows before the PE is drained again.
     pub fn task_batch(mut self, n: usize) -> Driver {
         self.task_batch = n.max(1);
+        self
+    }
+
+    /// Whether an operation's poll may progress the PE right after its submit (default:
+    /// yes), as [`Builder::inline_progress`](crate::Builder::inline_progress) says.
+    pub fn inline_progress(mut self, on: bool) -> Driver {
+        self.inline_progress = on;
         self
     }
 
@@ -221,7 +229,11 @@ impl State {
                 "tokio::run_local: this thread already runs an async-doca executor",
             ));
         }
-        let core = Rc::new(Core::new_foreign(Config { idle: config.idle, task_batch: config.task_batch })?);
+        let core = Rc::new(Core::new_foreign(Config {
+            idle: config.idle,
+            task_batch: config.task_batch,
+            inline_progress: config.inline_progress,
+        })?);
         let enter = Enter::new(&core);
         // If a registration fails below, dropping `enter` and `core` leaves no executor
         // behind: nothing was connected to the PE yet.

@@ -35,7 +35,7 @@ pub fn run(p: &Params) -> Result<Report> {
     let (samples, elapsed) = match p.mode {
         Mode::Raw => raw(p, cpu_a, cpu_b)?,
         Mode::Async => {
-            let rt = runtime(&[cpu_a, cpu_b], p.idle)?;
+            let rt = runtime(&[cpu_a, cpu_b], p.idle, p.park)?;
             let handle = rt.handle();
             let (warmup, iters) = (p.warmup, p.iters);
             let job = rt.spawn_on(cpu_a, move || async move {
@@ -48,7 +48,7 @@ pub fn run(p: &Params) -> Result<Report> {
             rt.block_on(job)??
         }
         Mode::TokioHandle => {
-            let rt = runtime(&[cpu_b], p.idle)?;
+            let rt = runtime(&[cpu_b], p.idle, p.park)?;
             let bridge = Bridge::new(rt.handle());
             let (warmup, iters) = (p.warmup, p.iters);
             joined(std::thread::spawn(move || {

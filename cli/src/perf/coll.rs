@@ -146,7 +146,7 @@ fn placement(test: Test, mode: Mode, procs: u32, rank: u32) -> Result<(usize, Cp
 /// length and, for `coll_overlap`, the overlap.
 fn member(test: Test, p: &Params, rank: u32, socket: &Path, oob: &Path) -> Result<(Samples, Duration, Option<f64>)> {
     let (cpu, worker_cpus) = placement(test, p.mode, p.procs, rank)?;
-    let rt = runtime(&[cpu], IdleArg::Adaptive)?;
+    let rt = runtime(&[cpu], IdleArg::Adaptive, false)?;
     let p = *p;
     let socket = socket.to_path_buf();
     let oob = oob.to_path_buf();

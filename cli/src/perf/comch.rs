@@ -33,7 +33,7 @@ pub fn run(p: &Params) -> Result<Report> {
     }
     let (cpu_a, cpu_b) = two_cpus()?;
     let cpus: Vec<usize> = if cpu_a == cpu_b { vec![cpu_a] } else { vec![cpu_a, cpu_b] };
-    let rt = runtime(&cpus, p.idle)?;
+    let rt = runtime(&cpus, p.idle, p.park)?;
     let (warmup, iters, size) = (p.warmup, p.iters, p.size);
     let name = format!("perf-comch-{}", std::process::id());
     let server_name = name.clone();

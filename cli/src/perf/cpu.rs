@@ -49,14 +49,19 @@ pub fn joined<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
     h.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Other, "perf thread panicked")))
 }
 
-/// An async-doca runtime on `cpus` whose executors wait for work as `idle` says.
-pub fn runtime(cpus: &[usize], idle: IdleArg) -> Result<async_doca::Runtime> {
+/// An async-doca runtime on `cpus` whose executors wait for work as `idle` says, and whose
+/// operations never progress the PE from their own poll if `park` (`perf --park`).
+pub fn runtime(cpus: &[usize], idle: IdleArg, park: bool) -> Result<async_doca::Runtime> {
     let idle = match idle {
         IdleArg::Polling => async_doca::IdleMode::Polling,
         IdleArg::Adaptive => async_doca::IdleMode::default(),
         IdleArg::Event => async_doca::IdleMode::Event,
     };
-    async_doca::Runtime::builder().cpus(CpuSet::from_cpus(cpus.iter().copied())?).idle(idle).build()
+    async_doca::Runtime::builder()
+        .cpus(CpuSet::from_cpus(cpus.iter().copied())?)
+        .idle(idle)
+        .inline_progress(!park)
+        .build()
 }
 
 #[cfg(test)]

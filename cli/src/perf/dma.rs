@@ -62,7 +62,7 @@ pub fn run(test: Test, p: &Params) -> Result<Report> {
             raw(test, p)?
         }
         Mode::Async => {
-            let rt = runtime(&[cpu], p.idle)?;
+            let rt = runtime(&[cpu], p.idle, p.park)?;
             let params = *p;
             let h = rt.spawn_on(cpu, move || async move { run_async(test, &params).await })?;
             rt.block_on(h)??

@@ -176,6 +176,13 @@ pub struct PerfArgs {
     /// How async-mode executors wait for work.
     #[arg(long, value_enum, default_value_t = IdleArg::Polling)]
     idle: IdleArg,
+    /// Async modes: operations never progress the PE from their own poll
+    /// (`Builder::inline_progress(false)`), so every operation's task parks and the
+    /// executor's loop completes it and wakes it: the path of an operation whose completion
+    /// is not there at once, as on hardware. Without it, doca-soft's operations complete
+    /// inside the poll that submitted them.
+    #[arg(long)]
+    park: bool,
     /// When the raw bandwidth loops ring their doorbells. `batch` is the lanes' policy, for
     /// comparing the runtime with a raw loop that batches the same way (on doca-soft a burst
     /// of large copies is slower than the same copies one by one: docs/cost.md, sixteenth
@@ -236,6 +243,8 @@ pub struct PeerArgs {
     cpu: usize,
     #[arg(long, value_enum, default_value_t = IdleArg::Polling)]
     idle: IdleArg,
+    #[arg(long)]
+    park: bool,
 }
 
 /// What one test needs to know to run.
@@ -248,6 +257,8 @@ pub struct Params {
     pub iters: u64,
     pub warmup: u64,
     pub idle: IdleArg,
+    /// Async executors without inline progress (`--park`).
+    pub park: bool,
     /// The raw bandwidth loop's doorbells (side A; the peer keeps the default).
     pub raw_doorbell: RawDoorbell,
 }
@@ -675,7 +686,7 @@ fn plan(args: &PerfArgs) -> Vec<(&'static TestDef, Params)> {
                 for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
                     runs.push((
                         t,
-                        Params { mode, procs, size, iters, warmup, idle: args.idle, raw_doorbell: args.raw_doorbell },
+                        Params { mode, procs, size, iters, warmup, idle: args.idle, park: args.park, raw_doorbell: args.raw_doorbell },
                     ));
                 }
             }
@@ -708,6 +719,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         iters: args.iters,
         warmup: args.warmup,
         idle: args.idle,
+        park: args.park,
         raw_doorbell: RawDoorbell::default(),
     };
     if let Some(test) = rdma::Test::ALL.iter().find(|t| t.name() == args.test) {

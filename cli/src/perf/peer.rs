@@ -23,6 +23,9 @@ pub fn peer_command(test: &str, p: &Params, cpu: usize) -> Result<Command> {
     cmd.args(["perf-peer", "--test", test, "--mode", p.mode.name(), "--idle", idle])
         .args(["--iters", &p.iters.to_string(), "--warmup", &p.warmup.to_string()])
         .args(["--size", &p.size.to_string(), "--cpu", &cpu.to_string()]);
+    if p.park {
+        cmd.arg("--park");
+    }
     Ok(cmd)
 }
 

@@ -286,7 +286,8 @@ pub fn run_client(addr: &str, test: Test, p: &Params) -> Result<Report> {
     let mut link = super::cm_link::connect(addr, cpu_control)?;
     let p = Params { procs: 2, ..*p };
     let idle = clap::ValueEnum::to_possible_value(&p.idle).map(|v| v.get_name().to_owned()).unwrap_or_default();
-    let header = format!("{} {} {} {} {} {idle}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
+    let park = if p.park { "park" } else { "inline" };
+    let header = format!("{} {} {} {} {} {idle} {park}", test.name(), p.mode.name(), p.size, p.iters, p.warmup);
     link.send(header.as_bytes())?;
     let (side_a, _) = sides(test, p.mode)?;
     let measured = joined(std::thread::spawn(move || side_a(test, &p, cpu, link)))?;
@@ -297,7 +298,7 @@ fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
     let bad = || Error::new(ErrorKind::InvalidArgument, "perf --server: bad run header");
     let h = std::str::from_utf8(h).map_err(|_| bad())?;
     let f: Vec<&str> = h.split(' ').collect();
-    let [name, mode, size, iters, warmup, idle] = f[..] else { return Err(bad()) };
+    let [name, mode, size, iters, warmup, idle, park] = f[..] else { return Err(bad()) };
     let test = *Test::ALL.iter().find(|t| t.name() == name).ok_or_else(bad)?;
     let mode = match mode {
         "raw" => Mode::Raw,
@@ -315,6 +316,11 @@ fn parse_header(h: &[u8]) -> Result<(Test, Params)> {
         iters: num(iters)?,
         warmup: num(warmup)?,
         idle: <super::IdleArg as clap::ValueEnum>::from_str(idle, false).map_err(|_| bad())?,
+        park: match park {
+            "park" => true,
+            "inline" => false,
+            _ => return Err(bad()),
+        },
         raw_doorbell: super::RawDoorbell::default(),
     };
     Ok((test, p))
@@ -672,13 +678,13 @@ async fn async_b(test: Test, p: Params, mut link: Link) -> Result<()> {
 }
 
 fn async_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measured> {
-    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let (rt, p) = (runtime(&[cpu], p.idle, p.park)?, *p);
     let h = rt.spawn_on(cpu, move || async_a(test, p, link))?;
     rt.block_on(h)?
 }
 
 fn async_side_b(test: Test, p: &Params, cpu: usize, link: Link) -> Result<()> {
-    let (rt, p) = (runtime(&[cpu], p.idle)?, *p);
+    let (rt, p) = (runtime(&[cpu], p.idle, p.park)?, *p);
     let h = rt.spawn_on(cpu, move || async_b(test, p, link))?;
     rt.block_on(h)?
 }

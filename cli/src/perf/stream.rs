@@ -124,7 +124,7 @@ pub fn run(test: Test, p: &Params) -> Result<Report> {
 fn run_rdma(test: Test, p: Params) -> Result<Report> {
     let (a, b) = two_cpus()?;
     let cpus: Vec<usize> = if a == b { vec![a] } else { vec![a, b] };
-    let rt = runtime(&cpus, p.idle)?;
+    let rt = runtime(&cpus, p.idle, p.park)?;
     // The server binds first (retrying on the rare race for a port), then tells the client.
     let (tx, rx) = std::sync::mpsc::channel::<u16>();
     let server = rt.spawn_on(b, move || async move {

@@ -103,7 +103,7 @@ fn async_pingpong(p: &Params) -> Result<Report> {
     let (cpu_a, cpu_b) = two_cpus()?;
     let (warmup, iters, procs) = (p.warmup, p.iters, p.procs);
     let cpus: Vec<usize> = if procs == 1 { vec![cpu_a, cpu_b] } else { vec![cpu_a] };
-    let rt = runtime(&cpus, p.idle)?;
+    let rt = runtime(&cpus, p.idle, p.park)?;
     let params = *p;
     let side_a = rt.spawn_on(cpu_a, move || async move {
         let dev = Device::open_default()?;
@@ -134,7 +134,7 @@ fn async_pingpong(p: &Params) -> Result<Report> {
 }
 
 fn async_peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
-    let rt = runtime(&[cpu], p.idle)?;
+    let rt = runtime(&[cpu], p.idle, p.park)?;
     let blob = blob.to_vec();
     let rounds = p.warmup + p.iters;
     let side_b = rt.spawn_on(cpu, move || async_side_b(blob, rounds))?;
@@ -146,7 +146,7 @@ fn async_peer(p: &Params, blob: &[u8], cpu: usize) -> Result<()> {
 pub fn run_spawn(p: &Params) -> Result<Report> {
     const BATCH: u64 = 64;
     let (cpu, _) = two_cpus()?;
-    let rt = runtime(&[cpu], p.idle)?;
+    let rt = runtime(&[cpu], p.idle, p.park)?;
     let batches = p.iters.div_ceil(BATCH).max(1);
     let warm = p.warmup.div_ceil(BATCH);
     let job = rt.spawn_on(cpu, move || async move {

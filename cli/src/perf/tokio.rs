@@ -45,7 +45,7 @@ pub(super) fn tokio_rt() -> Result<::tokio::runtime::Runtime> {
 pub fn rdma_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Result<Measured> {
     pin(cpu)?;
     let p = *p;
-    tokio_rt()?.block_on(Driver::new().idle(idle_mode(p.idle)).run(async_a(test, p, link)))?
+    tokio_rt()?.block_on(Driver::new().idle(idle_mode(p.idle)).inline_progress(!p.park).run(async_a(test, p, link)))?
 }
 
 /// `tokio-handle` side A of an RDMA test: the connection on an executor of `cpu`, each
@@ -55,7 +55,7 @@ pub fn rdma_handle_side_a(test: Test, p: &Params, cpu: usize, link: Link) -> Res
         return Err(Error::new(ErrorKind::NotSupported, "perf: tokio-handle runs latency tests only"));
     }
     let p = *p;
-    let doca = runtime(&[cpu], p.idle)?;
+    let doca = runtime(&[cpu], p.idle, p.park)?;
     let bridge = Bridge::new(doca.handle());
     tokio_rt()?.block_on(async move {
         let a = bridge.pin(cpu, move || LatencyA::connect(test, p, link)).await?;
@@ -81,7 +81,7 @@ pub fn sync_pingpong(p: &Params) -> Result<Report> {
     let p = *p;
     let rounds = p.warmup + p.iters;
     // Side B's executor (procs 1); the peer process brings its own (procs 2).
-    let b_rt = if p.procs == 1 { Some(runtime(&[cpu_b], p.idle)?) } else { None };
+    let b_rt = if p.procs == 1 { Some(runtime(&[cpu_b], p.idle, p.park)?) } else { None };
     let start_b = move |blob: Vec<u8>| -> Result<SideB> {
         match &b_rt {
             Some(rt) => Ok(SideB::Exec(rt.spawn_on(cpu_b, move || async_side_b(blob, rounds))?, rt.handle())),
@@ -90,7 +90,7 @@ pub fn sync_pingpong(p: &Params) -> Result<Report> {
     };
     let (samples, elapsed) = match p.mode {
         Mode::TokioHandle => {
-            let doca = runtime(&[cpu_a], p.idle)?;
+            let doca = runtime(&[cpu_a], p.idle, p.park)?;
             let bridge = Bridge::new(doca.handle());
             tokio_rt()?.block_on(async move {
                 let ev = bridge
@@ -110,7 +110,7 @@ pub fn sync_pingpong(p: &Params) -> Result<Report> {
         }
         _ => joined(std::thread::spawn(move || -> Result<(Samples, Duration)> {
             pin(cpu_a)?;
-            tokio_rt()?.block_on(Driver::new().idle(idle_mode(p.idle)).run(async move {
+            tokio_rt()?.block_on(Driver::new().idle(idle_mode(p.idle)).inline_progress(!p.park).run(async move {
                 let ev = SyncEvent::builder(&Device::open_default()?).publisher(Location::RemotePci).build().await?;
                 let b = start_b(ev.export()?)?;
                 let ev = &ev;

@@ -61,7 +61,7 @@ fn answered(reply: &[u8]) -> Option<u64> {
 }
 
 fn async_loop(p: &Params, socket: &std::path::Path, cpu_host: usize, cpu_worker: usize) -> Result<(Samples, Duration)> {
-    let rt = runtime(&[cpu_host], p.idle)?;
+    let rt = runtime(&[cpu_host], p.idle, p.park)?;
     let socket = socket.to_path_buf();
     let (warmup, iters) = (p.warmup, p.iters);
     // On the executor pinned to `cpu_host` (not block_on's calling thread), like the raw loop's

@@ -114,6 +114,8 @@ pub(crate) fn report(msg: &str) {
 pub(crate) struct Config {
     pub(crate) idle: IdleMode,
     pub(crate) task_batch: usize,
+    /// Whether an operation's poll may progress the PE (`Builder::inline_progress`).
+    pub(crate) inline_progress: bool,
 }
 
 thread_local! {
@@ -372,7 +374,7 @@ impl Core {
             slots: Slots::new(),
             ctxs: Contexts::new(),
             doorbells: RefCell::new(Vec::new()),
-            config: Config { idle: config.idle, task_batch: config.task_batch.max(1) },
+            config: Config { task_batch: config.task_batch.max(1), ..config },
             runtime,
             in_progress: Cell::new(false),
             budget: Cell::new(0),

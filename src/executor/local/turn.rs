@@ -27,11 +27,18 @@ impl Core {
     ///   look for their slots in another executor's table), or it is shutting down;
     /// * when the poll's `budget` is spent: a task that keeps submitting operations that
     ///   complete at once then goes `Pending` every `task_batch` operations, like a task
-    ///   that yields, so it cannot starve the other tasks, the PE or the timers.
+    ///   that yields, so it cannot starve the other tasks, the PE or the timers;
+    /// * always, when the runtime was built without it (`Builder::inline_progress(false)`).
     #[inline]
     pub(crate) fn take_inline_progress(&self) -> bool {
         let budget = self.budget.get();
-        if budget == 0 || self.in_progress.get() || self.closing.get() || !self.pe_alive.get() || !self.is_current() {
+        if budget == 0
+            || !self.config.inline_progress
+            || self.in_progress.get()
+            || self.closing.get()
+            || !self.pe_alive.get()
+            || !self.is_current()
+        {
             return false;
         }
         self.budget.set(budget - 1);
