@@ -2,13 +2,15 @@
 //! executors and across two processes; error kinds; futures dropped mid-flight; pipelining;
 //! back-pressure.
 
+use std::future::Future;
 use std::time::Duration;
 
 use async_doca::rdma::{
-    AtomicFuture, Connection, Opcode, Pipeline, Rdma, RdmaBuilder, ReadFuture, RecvFuture, SendFuture, WriteFuture,
+    AtomicFuture, Connection, LaneOp, Opcode, Pipeline, Rdma, RdmaBuilder, ReadFuture, RecvFuture, SendFuture,
+    WriteFuture,
 };
 use async_doca::time::timeout;
-use async_doca::{spawn_local, Access, Device, Error, ErrorKind, RemoteMemory, Result, Runtime};
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, IdleMode, RemoteMemory, Result, Runtime};
 
 mod common;
 
@@ -42,8 +44,79 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn every_operation_on_one_executor() {
-    rt("0")
+    rt("0").block_on(every_operation()).unwrap();
+}
+
+/// A runtime whose operations never progress the PE from their own poll: every operation
+/// parks, and the executor's turn completes it and wakes its future, as on hardware.
+fn parking_rt() -> Runtime {
+    Runtime::builder().cpus("0".parse().unwrap()).idle(IdleMode::Event).inline_progress(false).build().unwrap()
+}
+
+/// Parked in the main future: the completions wake it through its kept `MainRef`.
+#[test]
+fn every_operation_parked_in_the_main_future() {
+    parking_rt().block_on(every_operation()).unwrap();
+}
+
+/// Without inline progress, an operation's first poll returns `Pending` even where doca-soft
+/// completes at once; polled again by its task, it keeps the task's waker instead.
+#[test]
+fn without_inline_progress_an_operation_parks_at_its_first_poll() {
+    parking_rt()
         .block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, _b, ab, _ba) = pair(&dev).await?;
+            let target = dev.alloc(8, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let mut src = dev.alloc(8, Access::LOCAL_READ_WRITE)?.slice(..8);
+            src.write_u64(0, 7);
+            let mut write = std::pin::pin!(ab.write(src, remote.slice(..8)));
+            let first = write.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+            assert!(first.is_pending(), "parked at its first poll");
+            let (res, _) = bounded(write).await?;
+            res?;
+            assert_eq!(target.slice(..8).read_u64(0), 7);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+}
+
+/// Parked in a spawned task: the completions wake it through a local reference to the task,
+/// and a lane's through its group's.
+#[test]
+fn every_operation_and_a_lane_parked_in_a_task() {
+    parking_rt()
+        .block_on(async {
+            spawn_local(async {
+                every_operation().await?;
+                let dev = Device::open_default()?;
+                let (_a, _b, ab, _ba) = pair(&dev).await?;
+                let target = dev.alloc(8, Access::RDMA_ALL)?;
+                let remote = dev.import(&target.export_rdma()?)?;
+                let mut lanes = ab.lanes(
+                    LaneOp::FetchAdd(remote.slice(..8)),
+                    dev.alloc(8, Access::LOCAL_READ_WRITE)?.slice(..8),
+                    1,
+                )?;
+                for i in 0..100u64 {
+                    bounded(lanes.lane()).await?.1.submit_fetch_add(1);
+                    let (res, lane) = bounded(lanes.next()).await?.expect("one submitted");
+                    res?;
+                    assert_eq!(lane.buf().read_u64(0), i, "the old value lands in the lane");
+                }
+                assert_eq!(target.slice(0..8).read_u64(0), 100);
+                Ok::<_, Error>(())
+            })
+            .await?
+        })
+        .unwrap();
+}
+
+/// Every operation once, its data checked, between two contexts of this executor.
+async fn every_operation() -> Result<()> {
+    {
+        {
             let dev = Device::open_default()?;
             let (a, b, ab, ba) = pair(&dev).await?;
             let target = dev.alloc(4096, Access::RDMA_ALL)?; // b's memory
@@ -114,8 +187,8 @@ fn every_operation_on_one_executor() {
             assert_eq!(msg?.len, 0);
             drop(src);
             Ok::<_, Error>(())
-        })
-        .unwrap();
+        }
+    }
 }
 
 /// A fresh receive buffer (registered memory of its own).

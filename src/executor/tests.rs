@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
-use super::completion::{Slots, Ticket, WaiterList};
+use super::completion::{keep_waker, KeptWaker, Slots, Ticket, WaiterList};
 use super::local::{current_rc, with_current};
 use super::{spawn_local, time, yield_now, Runtime};
 
@@ -454,4 +454,58 @@ fn an_adaptive_executor_learns_to_spin_through_short_waits_and_unlearns_after_lo
         .unwrap();
     assert!(raised > floor && raised <= ceiling_for(floor), "short waits raise the budget: {raised:?}");
     assert_eq!(after_long, floor, "long waits bring it back to the floor");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(super::IdleMode::Event).build().unwrap();
+    rt.block_on(async {
+        // The main future: kept by its pointers; the wake sets its flag.
+        poll_fn(|cx| {
+            let cell = Cell::new(None);
+            keep_waker(&cell, cx.waker());
+            let kept = cell.take().expect("kept");
+            assert!(matches!(kept, KeptWaker::Main(_)), "{kept:?}");
+            with_current(|core| core.take_main_woken_for_test());
+            kept.wake();
+            assert!(with_current(|core| core.take_main_woken_for_test()).unwrap(), "the wake reached the main future");
+            Poll::Ready(())
+        })
+        .await;
+
+        // A task of this executor: kept as a local reference, which wakes it from outside
+        // its poll (a lost wake would leave the handle pending until the timeout).
+        let shared: Rc<Cell<Option<KeptWaker>>> = Rc::default();
+        let kept = shared.clone();
+        let mut polls = 0;
+        let task = spawn_local(poll_fn(move |cx| {
+            polls += 1;
+            if polls == 2 {
+                return Poll::Ready(polls);
+            }
+            keep_waker(&kept, cx.waker());
+            // Polled again with the same waker: kept once, not again.
+            keep_waker(&kept, cx.waker());
+            Poll::Pending
+        }));
+        while shared.take().map(|k| shared.set(Some(k))).is_none() {
+            yield_now().await;
+        }
+        let k = shared.take().unwrap();
+        assert!(matches!(k, KeptWaker::Task(_)), "{k:?}");
+        k.wake();
+        assert_eq!(time::timeout(Duration::from_secs(20), task).await.expect("woken").unwrap(), 2);
+
+        // Any other waker is cloned, and woken as itself.
+        let (count, waker) = counting_waker();
+        let cell = Cell::new(None);
+        keep_waker(&cell, &waker);
+        let kept = cell.take().unwrap();
+        assert!(matches!(kept, KeptWaker::Other(_)), "{kept:?}");
+        kept.wake();
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    });
 }

@@ -686,7 +686,16 @@ fn plan(args: &PerfArgs) -> Vec<(&'static TestDef, Params)> {
                 for &mode in t.modes.iter().filter(|m| args.modes.is_empty() || args.modes.contains(m)) {
                     runs.push((
                         t,
-                        Params { mode, procs, size, iters, warmup, idle: args.idle, park: args.park, raw_doorbell: args.raw_doorbell },
+                        Params {
+                            mode,
+                            procs,
+                            size,
+                            iters,
+                            warmup,
+                            idle: args.idle,
+                            park: args.park,
+                            raw_doorbell: args.raw_doorbell,
+                        },
                     ));
                 }
             }

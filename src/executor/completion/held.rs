@@ -39,9 +39,9 @@ use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_void;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
-use super::waiters::keep_waker;
+use super::waiters::{keep_waker, KeptWaker};
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::{with_current, Core};
@@ -88,7 +88,7 @@ pub(crate) struct HeldGroup {
     free: unsafe fn(*mut c_void),
     in_flight: Cell<usize>,
     /// The owner's task, while it waits for a record to be done.
-    waker: Cell<Option<Waker>>,
+    waker: Cell<Option<KeptWaker>>,
     /// The owner left ([`abandon`](HeldGroup::abandon)): every task is freed at completion.
     abandoned: Cell<bool>,
     /// Set by [`abandon`](HeldGroup::abandon) while tasks are in flight: the memory they may

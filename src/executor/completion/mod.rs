@@ -64,6 +64,8 @@ pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use held::{HeldGroup, HeldState};
 pub(crate) use slots::Slots;
 pub(crate) use submission::{SlotRef, Submission};
+#[cfg(test)]
+pub(crate) use waiters::{keep_waker, KeptWaker};
 pub(crate) use waiters::{Ticket, WaiterList};
 
 /// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).

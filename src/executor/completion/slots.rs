@@ -1,13 +1,12 @@
 //! The slot table of one executor: where a task's completion lands (see the
 //! [module documentation](super) for the ownership rules).
 
+use super::waiters::KeptWaker;
+use super::{TaskOutput, OUT_WORDS};
+use crate::sys;
 use std::any::Any;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ptr::NonNull;
-use std::task::Waker;
-
-use super::{TaskOutput, OUT_WORDS};
-use crate::sys;
 
 const CHUNK: usize = 64;
 const NONE: u32 = u32::MAX;
@@ -34,7 +33,7 @@ pub(super) struct Slot {
     pub(super) status: Cell<sys::doca_error_t>,
     /// Written by DOCA through raw pointers while in flight; read only once `Done`.
     pub(super) out: UnsafeCell<TaskOutput>,
-    pub(super) waker: Cell<Option<Waker>>,
+    pub(super) waker: Cell<Option<KeptWaker>>,
     pub(super) keepalive: Cell<Option<Box<dyn Any>>>,
     /// The `doca_buf` descriptors of the slot's task (at most two), taken by the allocation
     /// closure ([`TaskSlot::hold_desc`](super::TaskSlot::hold_desc),

@@ -47,7 +47,7 @@ use std::ptr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Waker;
+use std::task::{RawWakerVTable, Waker};
 use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
@@ -75,7 +75,7 @@ mod turn;
 
 #[cfg(feature = "tokio")]
 pub(crate) use foreign::ForeignIdle;
-pub(crate) use shared::{drop_quietly, MainWaker, Shared};
+pub(crate) use shared::{drop_quietly, MainRef, MainWaker, Shared};
 
 /// How long shutdown may wait for tasks to be dropped and contexts to reach IDLE.
 pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
@@ -302,6 +302,9 @@ pub(crate) struct Core {
     inline_run: Cell<bool>,
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
+    /// The waker of the main future while [`Core::block_on`] runs (its data and vtable
+    /// pointers), by which a completion recognises it ([`MainRef`]); null otherwise.
+    main_waker: Cell<(*const (), *const RawWakerVTable)>,
     /// A task's inline spin used up the adaptive budget (see `Core::spin_inline`): the next
     /// idle turn sleeps without spinning again.
     spun_out: Cell<bool>,
@@ -381,6 +384,7 @@ impl Core {
             busy_turns: Cell::new(0),
             inline_run: Cell::new(false),
             main_woken_local: Cell::new(false),
+            main_waker: Cell::new((ptr::null(), ptr::null())),
             spun_out: Cell::new(false),
             learned_spin: LearnedSpin::new(SpinKind::Busy, adaptive_floor),
             learned_yield: LearnedSpin::new(SpinKind::Yielding, adaptive_floor),

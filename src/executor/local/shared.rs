@@ -4,11 +4,11 @@
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Wake;
+use std::task::{RawWakerVTable, Wake, Waker};
 
 use crossbeam_queue::SegQueue;
 
-use super::{report, with_current};
+use super::{report, with_current, Core};
 use crate::executor::park::{ParkState, WakeAction};
 use crate::executor::task::Runnable;
 
@@ -131,5 +131,68 @@ impl Wake for MainWaker {
             self.woken.store(true, Ordering::Release);
             self.shared.unpark();
         }
+    }
+}
+
+/// The main future's waker as a completion keeps it (`completion::waiters::KeptWaker`): its data and vtable
+/// pointers, with no reference. A clone of the waker and the wake by value that drops it are
+/// two atomic read-modify-writes on the `Arc` per parked operation; the main future needs
+/// none, since its `block_on` outlives every wake that could reach it: a wake after the
+/// `block_on` returned finds another main waker (or none) current and does nothing.
+#[derive(Debug)]
+pub(crate) struct MainRef {
+    data: *const (),
+    vtable: *const RawWakerVTable,
+}
+
+impl MainRef {
+    /// The main future's reference, if `waker` is the waker of the main future of the
+    /// `block_on` running on this thread.
+    #[inline]
+    pub(crate) fn of(waker: &Waker) -> Option<MainRef> {
+        let id = (waker.data(), ptr::from_ref(waker.vtable()));
+        with_current(|core| core.main_waker.get() == id)
+            .unwrap_or(false)
+            .then_some(MainRef { data: id.0, vtable: id.1 })
+    }
+
+    /// Whether `waker` is the same main waker.
+    #[inline]
+    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
+        ptr::eq(waker.data(), self.data) && ptr::eq(waker.vtable(), self.vtable)
+    }
+
+    /// Wakes the main future, if its `block_on` still runs on this thread.
+    #[inline]
+    pub(crate) fn wake(self) {
+        with_current(|core| {
+            if core.main_waker.get() == (self.data, self.vtable) {
+                core.main_woken_local.set(true);
+            }
+        });
+    }
+}
+
+/// Makes `waker` the current main waker until dropped (see [`Core::enter_main`]).
+pub(crate) struct MainGuard<'a>(&'a Core);
+
+impl Drop for MainGuard<'_> {
+    fn drop(&mut self) {
+        self.0.main_waker.set((ptr::null(), ptr::null()));
+    }
+}
+
+impl Core {
+    /// Takes the flag a wake of the main future on this thread sets.
+    #[cfg(test)]
+    pub(crate) fn take_main_woken_for_test(&self) -> bool {
+        self.main_woken_local.replace(false)
+    }
+
+    /// Records `waker` as the main future's, so that completions recognise it
+    /// ([`MainRef::of`]), until the guard is dropped (when `block_on` returns or unwinds).
+    pub(super) fn enter_main(&self, waker: &Waker) -> MainGuard<'_> {
+        self.main_waker.set((waker.data(), ptr::from_ref(waker.vtable())));
+        MainGuard(self)
     }
 }

@@ -241,6 +241,7 @@ impl Core {
         let main = Arc::new(MainWaker { woken: AtomicBool::new(false), shared: self.shared.clone() });
         self.main_woken_local.set(true);
         let waker = Waker::from(main.clone());
+        let _main = self.enter_main(&waker);
         let mut cx = Context::from_waker(&waker);
         loop {
             if self.take_main_woken(&main) {

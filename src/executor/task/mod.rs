@@ -61,7 +61,7 @@ impl TaskMeta {
     }
 }
 
-pub(crate) use raw::Runnable;
+pub(crate) use raw::{LocalRef, Runnable};
 
 /// What our tasks need from their executor (see [`raw::Hooks`]).
 static HOOKS: raw::Hooks = raw::Hooks {

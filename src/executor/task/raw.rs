@@ -17,11 +17,19 @@
 //! | `cancel` | atomic | set by [`RawHandle::cancel`] (any thread), read by the owner |
 //! | `join` (`READY`, `HANDLE_GONE`, `STARTED`) and the output | atomic, and a cell guarded by it | the owner stores the output, then `READY`; the handle takes it after it saw `READY` |
 //! | `awaiter` | mutex | the handle registers, the owner takes it when the task finishes |
+//! | `local_refs` | `Cell` | the owner thread only: its [`LocalRef`]s |
 //!
 //! **References** (`refs`): the executor's, from the spawn until the task finishes; the
 //! handle's; one per `Waker`; one per *counted* [`Runnable`]. The last one to go frees the
 //! allocation, on whatever thread; by then the future is gone (it is dropped when the task
 //! finishes, on the owner thread) and so is any output nobody took.
+//!
+//! **Local references** (`local_refs`): what the executor's completion slots keep instead of
+//! a clone of the task's `Waker` when the operation's future parks on the owner thread
+//! ([`LocalRef`]). A clone and the wake by value that drops it are two atomic
+//! read-modify-writes on every parked operation; a local reference is a `Cell` count, never
+//! leaves the owner thread, and all of them together hold the executor's reference: a task
+//! that finishes while local references remain leaves that reference to the last of them.
 //!
 //! **Runnables.** A wake on the owner thread sets `SCHEDULED` and queues an *uncounted*
 //! runnable (no atomic): a scheduled task has not finished, so the executor's reference keeps
@@ -42,7 +50,7 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
@@ -102,6 +110,7 @@ pub(crate) struct Header {
     cancel: AtomicBool,
     join: AtomicU8,
     awaiter: Mutex<Option<Waker>>,
+    local_refs: Cell<u32>,
     meta: TaskMeta,
 }
 
@@ -253,6 +262,7 @@ where
                 cancel: AtomicBool::new(false),
                 join: AtomicU8::new(0),
                 awaiter: Mutex::new(None),
+                local_refs: Cell::new(0),
                 meta,
             },
             output: UnsafeCell::new(None),
@@ -323,8 +333,13 @@ unsafe fn finish(ptr: NonNull<Header>, cancelled: bool) {
             contained(h, "a task handle's waker panicked", || w.wake());
         }
     }
-    // SAFETY: the executor's reference, which a finished task no longer holds.
-    unsafe { release(ptr) };
+    // The executor's reference, which a finished task no longer holds, unless local
+    // references remain: then the last of them releases it (`LocalRef::drop`). A task
+    // finished off its owner thread never ran, so it has no waker and no local reference.
+    if h.local_refs.get() == 0 {
+        // SAFETY: the executor's reference, not used afterwards.
+        unsafe { release(ptr) };
+    }
 }
 
 /// A reference to a task, queued to run it once; see the module documentation.
@@ -472,14 +487,8 @@ unsafe fn wake_by_ref(data: *const ()) {
     // SAFETY: the waker's reference keeps the task alive.
     let h = unsafe { header(ptr) };
     if (h.hooks.on_owner)(&h.meta) {
-        let st = h.state.get();
-        if st & (SCHEDULED | FINISHED) != 0 {
-            return;
-        }
-        h.state.set(st | SCHEDULED);
-        if st & RUNNING == 0 {
-            (h.hooks.schedule_local)(Runnable { ptr, counted: false });
-        }
+        // SAFETY: the waker's reference; this is the owner thread.
+        unsafe { wake_on_owner(ptr) };
     } else {
         // A finished task needs no run (the check is only a shortcut: a wake that races the
         // finish queues a runnable that finds the task finished).
@@ -495,9 +504,96 @@ unsafe fn wake_by_ref(data: *const ()) {
     }
 }
 
+/// Wakes the task `ptr` on its owner thread: marks it scheduled and queues its uncounted
+/// runnable, unless it is scheduled or finished already, or running (then its run queues it).
+///
+/// # Safety
+/// The caller holds a reference (counted or local) of the live task `ptr`, on its owner
+/// thread.
+#[inline]
+unsafe fn wake_on_owner(ptr: NonNull<Header>) {
+    // SAFETY: the caller's reference.
+    let h = unsafe { header(ptr) };
+    let st = h.state.get();
+    if st & (SCHEDULED | FINISHED) != 0 {
+        return;
+    }
+    h.state.set(st | SCHEDULED);
+    if st & RUNNING == 0 {
+        (h.hooks.schedule_local)(Runnable { ptr, counted: false });
+    }
+}
+
 unsafe fn drop_waker(data: *const ()) {
     // SAFETY: the waker's own reference, not used afterwards.
     unsafe { release(task_of(data)) };
+}
+
+/// A reference to a task of this thread's executor, counted in a `Cell`: what a completion
+/// keeps to wake the future that parked on it, instead of a clone of `cx.waker()` (see the
+/// module documentation). Never leaves the owner thread (it is neither `Send` nor `Sync`).
+pub(crate) struct LocalRef {
+    ptr: NonNull<Header>,
+    _owner_thread: PhantomData<*const ()>,
+}
+
+impl LocalRef {
+    /// A local reference to the task `waker` wakes, if it is a waker of one of our tasks and
+    /// this thread is its executor's; `None` otherwise (another kind of waker, or a task of
+    /// another executor): then the caller clones the waker.
+    #[inline]
+    pub(crate) fn of(waker: &Waker) -> Option<LocalRef> {
+        if !ptr::eq(waker.vtable(), &WAKER_VTABLE) {
+            return None;
+        }
+        let ptr = task_of(waker.data());
+        // SAFETY: `waker` holds a reference to the task.
+        let h = unsafe { header(ptr) };
+        if !(h.hooks.on_owner)(&h.meta) {
+            return None;
+        }
+        // Not finished: a finished task's future is gone, so no poll hands out its waker
+        // now, but a waker kept from earlier may be passed around by hand. Such a task
+        // needs no wake, and counting it would miss the executor's reference, released.
+        if h.state.get() & FINISHED != 0 {
+            return None;
+        }
+        h.local_refs.set(h.local_refs.get() + 1);
+        Some(LocalRef { ptr, _owner_thread: PhantomData })
+    }
+
+    /// Whether `waker` wakes this task (so that keeping it again is not needed).
+    #[inline]
+    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
+        ptr::eq(waker.vtable(), &WAKER_VTABLE) && ptr::eq(waker.data(), self.ptr.as_ptr().cast::<()>())
+    }
+
+    /// Wakes the task, on its owner thread, with no atomic.
+    #[inline]
+    pub(crate) fn wake(self) {
+        // SAFETY: this local reference keeps the task alive, on its owner thread.
+        unsafe { wake_on_owner(self.ptr) };
+    }
+}
+
+impl Drop for LocalRef {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: this local reference keeps the task alive; owner thread.
+        let h = unsafe { header(self.ptr) };
+        let n = h.local_refs.get() - 1;
+        h.local_refs.set(n);
+        if n == 0 && h.state.get() & FINISHED != 0 {
+            // SAFETY: the executor's reference, left by `finish` to the last local one.
+            unsafe { release(self.ptr) };
+        }
+    }
+}
+
+impl std::fmt::Debug for LocalRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LocalRef").field(&self.ptr).finish()
+    }
 }
 
 /// The handle's reference to a task, and its side of the output's hand-over.
@@ -582,6 +678,7 @@ mod tests {
     //! and ThreadSanitizer run these too (`scripts/sanitize.sh`).
     use std::cell::RefCell;
     use std::collections::VecDeque;
+    use std::rc::Rc;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
 
@@ -863,5 +960,84 @@ mod tests {
         local().unwrap().run();
         assert_eq!((p.polls(), p.drops()), (1, 1), "cancelled by the local run, not polled");
         assert!(matches!(poll_handle(&mut h), Poll::Ready(None)));
+    }
+
+    /// What a completion slot keeps of each poll's waker: a local reference (and a counted
+    /// clone, to look at from another thread). Ready at its `polls`-th poll.
+    struct KeepsLocal {
+        polls: usize,
+        kept: Kept,
+    }
+
+    /// Each poll's local reference, and the last poll's waker.
+    type Kept = Rc<RefCell<(Vec<LocalRef>, Option<Waker>)>>;
+
+    impl Future for KeepsLocal {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            let mut kept = self.kept.borrow_mut();
+            kept.0.push(LocalRef::of(cx.waker()).expect("our task, on its owner thread"));
+            kept.1 = Some(cx.waker().clone());
+            drop(kept);
+            self.polls -= 1;
+            if self.polls == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    fn spawn_keeps_local(polls: usize) -> (Runnable, RawHandle<()>, Kept) {
+        let kept = Rc::default();
+        // SAFETY: spawned and run on this (the owner) thread.
+        let s = unsafe { spawn(KeepsLocal { polls, kept: Rc::clone(&kept) }, TaskMeta::new(None), &TEST_HOOKS) };
+        (s.first_runnable(true), s.handle(), kept)
+    }
+
+    #[test]
+    fn a_local_reference_wakes_its_task_and_outlives_its_finish() {
+        let _g = owner();
+        assert!(LocalRef::of(Waker::noop()).is_none(), "not one of our tasks");
+        let (r, mut h, kept) = spawn_keeps_local(2);
+        assert!(!r.run());
+        let first = kept.borrow_mut().0.pop().unwrap();
+        let waker = kept.borrow_mut().1.take().unwrap();
+        assert!(first.will_wake(&waker) && !first.will_wake(Waker::noop()));
+        let off_owner = std::thread::spawn(move || {
+            let none = LocalRef::of(&waker).is_none();
+            (none, waker)
+        });
+        let (none, waker) = off_owner.join().unwrap();
+        assert!(none, "no local reference off the owner thread");
+        first.wake();
+        assert_eq!(local_len(), 1, "woken by the local reference: queued locally");
+        // The second poll keeps another local reference, and the task finishes.
+        assert!(!local().unwrap().run());
+        assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(()))));
+        drop(h);
+        assert!(LocalRef::of(&waker).is_none(), "a finished task has none");
+        drop(waker);
+        // Only the local reference keeps the allocation now: its wake does nothing, and its
+        // drop frees the task (Miri checks both the use and the free).
+        let last = kept.borrow_mut().0.pop().unwrap();
+        last.wake();
+        assert_eq!(local_len(), 0, "a finished task is not queued");
+    }
+
+    #[test]
+    fn a_task_cancelled_while_a_local_reference_remains_is_freed_by_it() {
+        let _g = owner();
+        let (r, mut h, kept) = spawn_keeps_local(2);
+        assert!(!r.run());
+        kept.borrow_mut().1 = None;
+        h.cancel();
+        local().expect("the cancel wakes the task").run();
+        assert!(matches!(poll_handle(&mut h), Poll::Ready(None)));
+        drop(h);
+        // The future (and its `Rc`) is gone; the local reference holds the allocation.
+        assert_eq!(Rc::strong_count(&kept), 1);
+        let local_ref = kept.borrow_mut().0.pop().unwrap();
+        drop(local_ref);
     }
 }
