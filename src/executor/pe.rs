@@ -56,12 +56,16 @@ impl Pe {
         !self.raw.is_null() && unsafe { sys::doca_pe_progress(self.raw) } != 0
     }
 
-    /// Progresses until the PE reports no more work (bounded by [`DRAIN_LIMIT`]); returns
-    /// how many units of work were done.
-    pub(crate) fn drain(&self) -> usize {
+    /// Progresses until the PE reports no more work (bounded by [`DRAIN_LIMIT`]), or until
+    /// `more()` says nothing more is expected after a call that did work; returns how many
+    /// units of work were done.
+    pub(crate) fn drain(&self, more: impl Fn() -> bool) -> usize {
         let mut n = 0;
         while n < DRAIN_LIMIT && self.progress() {
             n += 1;
+            if !more() {
+                break;
+            }
         }
         n
     }

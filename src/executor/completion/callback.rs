@@ -85,6 +85,7 @@ unsafe fn deliver<K: DocaTask>(
 /// `task` is a live completed task of kind `K` that we own, `status` its status.
 unsafe fn on_completion<K: DocaTask>(task: *mut K::Task, key: u64, ctx_key: u64, status: sys::doca_error_t) {
     let handled = with_current(|core| {
+        core.task_delivered();
         match core.slots.get(key) {
             Some(slot) if matches!(slot.state.get(), SlotState::InFlight | SlotState::Orphaned) => {
                 // SAFETY: the task completed, so DOCA no longer writes the result area; this

@@ -346,6 +346,7 @@ pub(super) unsafe fn on_held_completion<K: DocaTask>(task: *mut K::Task, key: u6
     rec.status.set(status);
     rec.state.set(HeldState::Done);
     group.in_flight.set(group.in_flight.get() - 1);
+    with_current(Core::task_delivered);
     let ctx = &group.ctx;
     let abandoning = group.abandoned.get();
     if status != sys::DOCA_SUCCESS || !ctx.keeps_tasks() || abandoning {

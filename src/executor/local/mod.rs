@@ -286,6 +286,10 @@ pub(crate) struct Core {
     doorbells: RefCell<Vec<Rc<CtxRecord>>>,
     config: Config,
     pub(crate) runtime: Option<Handle>,
+    /// Tasks submitted through this executor whose completion callback has not run yet
+    /// ([`Core::submit_deferred`], [`Core::submit_now`], [`Core::task_delivered`]): when none
+    /// is left, a drain of the PE stops (see [`Core::drain_pe`]).
+    in_flight: Cell<usize>,
     /// Set while `doca_pe_progress` runs (from the loop or inline) and while a state-change
     /// callback runs: DOCA forbids some calls from callbacks (progress itself, destroying a
     /// context), so such work is refused or deferred until progress returns.
@@ -379,6 +383,7 @@ impl Core {
             doorbells: RefCell::new(Vec::new()),
             config: Config { task_batch: config.task_batch.max(1), ..config },
             runtime,
+            in_flight: Cell::new(0),
             in_progress: Cell::new(false),
             budget: Cell::new(0),
             busy_turns: Cell::new(0),
@@ -425,8 +430,11 @@ impl Core {
     ) -> crate::sys::doca_error_t {
         // SAFETY: the caller's contract.
         let rc = unsafe { crate::sys::doca_task_submit_ex(task, crate::sys::DOCA_TASK_SUBMIT_FLAG_NONE) };
-        if rc == crate::sys::DOCA_SUCCESS && ctx.owe_doorbell() {
-            self.note_doorbell(ctx);
+        if rc == crate::sys::DOCA_SUCCESS {
+            self.in_flight.set(self.in_flight.get() + 1);
+            if ctx.owe_doorbell() {
+                self.note_doorbell(ctx);
+            }
         }
         rc
     }
@@ -450,7 +458,19 @@ impl Core {
     #[inline]
     pub(crate) unsafe fn submit_now(&self, task: *mut crate::sys::doca_task) -> crate::sys::doca_error_t {
         // SAFETY: the caller's contract.
-        unsafe { crate::sys::doca_task_submit(task) }
+        let rc = unsafe { crate::sys::doca_task_submit(task) };
+        if rc == crate::sys::DOCA_SUCCESS {
+            self.in_flight.set(self.in_flight.get() + 1);
+        }
+        rc
+    }
+
+    /// A completion callback ran for a task this executor submitted. Saturating: a task
+    /// submitted by hand on a runtime PE (outside these functions) may come back through our
+    /// callbacks too.
+    #[inline]
+    pub(crate) fn task_delivered(&self) {
+        self.in_flight.set(self.in_flight.get().saturating_sub(1));
     }
 
     /// Rings every owed doorbell (see `doorbells`). Cheap when none is owed.
