@@ -468,7 +468,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
             let cell = Cell::new(None);
             keep_waker(&cell, cx.waker());
             let kept = cell.take().expect("kept");
-            assert!(matches!(kept, KeptWaker::Main(_)), "{kept:?}");
+            assert_eq!(kept.kind(), "main");
             with_current(|core| core.take_main_woken_for_test());
             kept.wake();
             assert!(with_current(|core| core.take_main_woken_for_test()).unwrap(), "the wake reached the main future");
@@ -495,7 +495,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
             yield_now().await;
         }
         let k = shared.take().unwrap();
-        assert!(matches!(k, KeptWaker::Task(_)), "{k:?}");
+        assert_eq!(k.kind(), "task");
         k.wake();
         assert_eq!(time::timeout(Duration::from_secs(20), task).await.expect("woken").unwrap(), 2);
 
@@ -504,7 +504,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
         let cell = Cell::new(None);
         keep_waker(&cell, &waker);
         let kept = cell.take().unwrap();
-        assert!(matches!(kept, KeptWaker::Other(_)), "{kept:?}");
+        assert_eq!(kept.kind(), "other");
         kept.wake();
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     });

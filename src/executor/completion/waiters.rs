@@ -1,61 +1,72 @@
 //! [`WaiterList`]: futures waiting for an event of a context (a task freed, a state change).
 
 use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 use std::task::Waker;
 
-use crate::executor::local::MainRef;
-use crate::executor::task::LocalRef;
+use crate::executor::local::{main_kept_waker, same_main};
+use crate::executor::task::{local_waker, same_task};
 
 /// The waker of the one future a completion will wake (an operation's slot, a held group),
 /// as the executor keeps it. Parking costs what keeping the waker costs, and on hardware most
 /// operations park: a clone of `cx.waker()` is an atomic increment and the wake by value an
-/// atomic decrement, ~12–18 ns together here. The executor's own wakers need neither on their
-/// thread, so they are kept as references of its own:
+/// atomic decrement. The executor's own wakers need neither on their thread, so they are
+/// kept as wakers of its own:
 ///
 /// | `cx.waker()` is | kept as | keep and wake |
 /// | --- | --- | --- |
-/// | a task of this thread's executor | [`LocalRef`]: a count in a `Cell` | no atomic |
-/// | the main future of this thread's `block_on` | [`MainRef`]: its pointers, no count | no atomic |
+/// | a task of this thread's executor | a local waker ([`local_waker`]): a count in a `Cell` | no atomic |
+/// | the main future of this thread's `block_on` | its pointer, no count ([`main_kept_waker`]) | no atomic |
 /// | anything else (another executor's, tokio's, a combinator's) | a clone | as the waker does |
 ///
-/// A `KeptWaker` never leaves its thread (it is neither `Send` nor `Sync`), so neither do the
-/// slots and groups that keep one.
-#[derive(Debug)]
-pub(crate) enum KeptWaker {
-    Task(LocalRef),
-    Main(MainRef),
-    Other(Waker),
+/// All three are a `Waker` inside: two words, woken and dropped through its vtable, so that a
+/// slot costs what it did when it kept a clone. The first two are sound on this thread only,
+/// so a `KeptWaker` is neither `Send` nor `Sync` and gives its waker to nobody.
+pub(crate) struct KeptWaker {
+    waker: Waker,
+    _this_thread: PhantomData<*const ()>,
 }
 
 impl KeptWaker {
     #[inline]
     fn new(waker: &Waker) -> KeptWaker {
-        if let Some(task) = LocalRef::of(waker) {
-            KeptWaker::Task(task)
-        } else if let Some(main) = MainRef::of(waker) {
-            KeptWaker::Main(main)
-        } else {
-            KeptWaker::Other(waker.clone())
-        }
+        // SAFETY: a `KeptWaker` is neither `Send` nor `Sync` and only wakes or drops its
+        // waker: the local and main wakers stay on this thread.
+        let own = unsafe { local_waker(waker).or_else(|| main_kept_waker(waker)) };
+        KeptWaker { waker: own.unwrap_or_else(|| waker.clone()), _this_thread: PhantomData }
     }
 
+    /// Whether `waker` wakes the same future (so that keeping it again is not needed).
     #[inline]
     fn will_wake(&self, waker: &Waker) -> bool {
-        match self {
-            KeptWaker::Task(t) => t.will_wake(waker),
-            KeptWaker::Main(m) => m.will_wake(waker),
-            KeptWaker::Other(w) => w.will_wake(waker),
-        }
+        self.waker.will_wake(waker) || same_task(&self.waker, waker) || same_main(&self.waker, waker)
     }
 
     /// Wakes the future (on this thread, where it was kept).
     #[inline]
     pub(crate) fn wake(self) {
-        match self {
-            KeptWaker::Task(t) => t.wake(),
-            KeptWaker::Main(m) => m.wake(),
-            KeptWaker::Other(w) => w.wake(),
+        self.waker.wake();
+    }
+
+    /// Which kind of waker is kept: `"task"`, `"main"` or `"other"`.
+    #[cfg(test)]
+    pub(crate) fn kind(&self) -> &'static str {
+        if crate::executor::task::is_local(&self.waker) {
+            "task"
+        } else if crate::executor::local::is_main_kept(&self.waker) {
+            "main"
+        } else {
+            "other"
         }
+    }
+}
+
+// What a slot keeps is the size of what it kept before: a `Waker`, with its niche.
+const _: () = assert!(std::mem::size_of::<Option<KeptWaker>>() == std::mem::size_of::<Option<Waker>>());
+
+impl std::fmt::Debug for KeptWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptWaker").field("data", &self.waker.data()).finish_non_exhaustive()
     }
 }
 

@@ -75,7 +75,9 @@ mod turn;
 
 #[cfg(feature = "tokio")]
 pub(crate) use foreign::ForeignIdle;
-pub(crate) use shared::{drop_quietly, MainRef, MainWaker, Shared};
+#[cfg(test)]
+pub(crate) use shared::is_main_kept;
+pub(crate) use shared::{drop_quietly, main_kept_waker, same_main, MainWaker, Shared};
 
 /// How long shutdown may wait for tasks to be dropped and contexts to reach IDLE.
 pub(crate) const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
@@ -307,7 +309,7 @@ pub(crate) struct Core {
     /// The main (`block_on`) future was woken from this thread.
     main_woken_local: Cell<bool>,
     /// The waker of the main future while [`Core::block_on`] runs (its data and vtable
-    /// pointers), by which a completion recognises it ([`MainRef`]); null otherwise.
+    /// pointers), by which a completion recognises it ([`main_kept_waker`]); null otherwise.
     main_waker: Cell<(*const (), *const RawWakerVTable)>,
     /// A task's inline spin used up the adaptive budget (see `Core::spin_inline`): the next
     /// idle turn sleeps without spinning again.

@@ -4,7 +4,7 @@
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{RawWakerVTable, Wake, Waker};
+use std::task::{RawWaker, RawWakerVTable, Wake, Waker};
 
 use crossbeam_queue::SegQueue;
 
@@ -134,44 +134,63 @@ impl Wake for MainWaker {
     }
 }
 
-/// The main future's waker as a completion keeps it (`completion::waiters::KeptWaker`): its data and vtable
-/// pointers, with no reference. A clone of the waker and the wake by value that drops it are
-/// two atomic read-modify-writes on the `Arc` per parked operation; the main future needs
-/// none, since its `block_on` outlives every wake that could reach it: a wake after the
-/// `block_on` returned finds another main waker (or none) current and does nothing.
-#[derive(Debug)]
-pub(crate) struct MainRef {
-    data: *const (),
-    vtable: *const RawWakerVTable,
+/// A *kept* waker of the main future, if `waker` is the waker of the main future of the
+/// `block_on` running on this thread: the same data pointer, with no reference. A clone of
+/// the waker and the wake by value that drops it are two atomic read-modify-writes on the
+/// `Arc` per parked operation; the main future needs none, since a kept waker's wake
+/// checks that the `block_on` it names still runs here (its waker is still the current
+/// main waker, see [`Core::enter_main`]) and does nothing otherwise.
+///
+/// # Safety
+/// The returned waker stays on this thread: it is woken, dropped or cloned only here.
+#[inline]
+pub(crate) unsafe fn main_kept_waker(waker: &Waker) -> Option<Waker> {
+    if !is_current_main(waker) {
+        return None;
+    }
+    // SAFETY: `MAIN_KEPT_VTABLE`'s functions keep the `RawWaker` contract on this thread
+    // (the caller's contract): they hold nothing and look the main future up when called.
+    Some(unsafe { Waker::from_raw(RawWaker::new(waker.data(), &MAIN_KEPT_VTABLE)) })
 }
 
-impl MainRef {
-    /// The main future's reference, if `waker` is the waker of the main future of the
-    /// `block_on` running on this thread.
-    #[inline]
-    pub(crate) fn of(waker: &Waker) -> Option<MainRef> {
-        let id = (waker.data(), ptr::from_ref(waker.vtable()));
-        with_current(|core| core.main_waker.get() == id)
-            .unwrap_or(false)
-            .then_some(MainRef { data: id.0, vtable: id.1 })
-    }
-
-    /// Whether `waker` is the same main waker.
-    #[inline]
-    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
-        ptr::eq(waker.data(), self.data) && ptr::eq(waker.vtable(), self.vtable)
-    }
-
-    /// Wakes the main future, if its `block_on` still runs on this thread.
-    #[inline]
-    pub(crate) fn wake(self) {
-        with_current(|core| {
-            if core.main_waker.get() == (self.data, self.vtable) {
-                core.main_woken_local.set(true);
-            }
-        });
-    }
+/// Whether `kept`, a waker made by [`main_kept_waker`], wakes the same main future as
+/// `waker`.
+#[inline]
+pub(crate) fn same_main(kept: &Waker, waker: &Waker) -> bool {
+    ptr::eq(kept.vtable(), &MAIN_KEPT_VTABLE) && ptr::eq(kept.data(), waker.data()) && is_current_main(waker)
 }
+
+/// Whether `kept` was made by [`main_kept_waker`].
+#[cfg(test)]
+pub(crate) fn is_main_kept(kept: &Waker) -> bool {
+    ptr::eq(kept.vtable(), &MAIN_KEPT_VTABLE)
+}
+
+/// Whether `waker` is the waker of the main future of the `block_on` running on this thread.
+fn is_current_main(waker: &Waker) -> bool {
+    let id = (waker.data(), ptr::from_ref(waker.vtable()));
+    with_current(|core| core.main_waker.get() == id).unwrap_or(false)
+}
+
+static MAIN_KEPT_VTABLE: RawWakerVTable =
+    RawWakerVTable::new(clone_main_kept, wake_main_kept, wake_main_kept, drop_main_kept);
+
+unsafe fn clone_main_kept(data: *const ()) -> RawWaker {
+    // Holds nothing, so neither does its clone.
+    RawWaker::new(data, &MAIN_KEPT_VTABLE)
+}
+
+unsafe fn wake_main_kept(data: *const ()) {
+    // Its `block_on` still runs here if its waker is still the current main waker. (A later
+    // `block_on` whose `MainWaker` took the same address gets a spurious wake-up: harmless.)
+    with_current(|core| {
+        if core.main_waker.get().0 == data {
+            core.main_woken_local.set(true);
+        }
+    });
+}
+
+unsafe fn drop_main_kept(_: *const ()) {}
 
 /// Makes `waker` the current main waker until dropped (see [`Core::enter_main`]).
 pub(crate) struct MainGuard<'a>(&'a Core);
@@ -190,7 +209,7 @@ impl Core {
     }
 
     /// Records `waker` as the main future's, so that completions recognise it
-    /// ([`MainRef::of`]), until the guard is dropped (when `block_on` returns or unwinds).
+    /// ([`main_kept_waker`]), until the guard is dropped (when `block_on` returns or unwinds).
     pub(super) fn enter_main(&self, waker: &Waker) -> MainGuard<'_> {
         self.main_waker.set((waker.data(), ptr::from_ref(waker.vtable())));
         MainGuard(self)

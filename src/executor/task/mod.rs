@@ -61,7 +61,9 @@ impl TaskMeta {
     }
 }
 
-pub(crate) use raw::{LocalRef, Runnable};
+#[cfg(test)]
+pub(crate) use raw::is_local;
+pub(crate) use raw::{local_waker, same_task, Runnable};
 
 /// What our tasks need from their executor (see [`raw::Hooks`]).
 static HOOKS: raw::Hooks = raw::Hooks {

@@ -17,7 +17,7 @@
 //! | `cancel` | atomic | set by [`RawHandle::cancel`] (any thread), read by the owner |
 //! | `join` (`READY`, `HANDLE_GONE`, `STARTED`) and the output | atomic, and a cell guarded by it | the owner stores the output, then `READY`; the handle takes it after it saw `READY` |
 //! | `awaiter` | mutex | the handle registers, the owner takes it when the task finishes |
-//! | `local_refs` | `Cell` | the owner thread only: its [`LocalRef`]s |
+//! | `local_refs` | `Cell` | the owner thread only: its local wakers ([`local_waker`]) |
 //!
 //! **References** (`refs`): the executor's, from the spawn until the task finishes; the
 //! handle's; one per `Waker`; one per *counted* [`Runnable`]. The last one to go frees the
@@ -26,7 +26,7 @@
 //!
 //! **Local references** (`local_refs`): what the executor's completion slots keep instead of
 //! a clone of the task's `Waker` when the operation's future parks on the owner thread
-//! ([`LocalRef`]). A clone and the wake by value that drops it are two atomic
+//! ([`local_waker`]). A clone and the wake by value that drops it are two atomic
 //! read-modify-writes on every parked operation; a local reference is a `Cell` count, never
 //! leaves the owner thread, and all of them together hold the executor's reference: a task
 //! that finishes while local references remain leaves that reference to the last of them.
@@ -334,7 +334,7 @@ unsafe fn finish(ptr: NonNull<Header>, cancelled: bool) {
         }
     }
     // The executor's reference, which a finished task no longer holds, unless local
-    // references remain: then the last of them releases it (`LocalRef::drop`). A task
+    // references remain: then the last of them releases it (`drop_local`). A task
     // finished off its owner thread never ran, so it has no waker and no local reference.
     if h.local_refs.get() == 0 {
         // SAFETY: the executor's reference, not used afterwards.
@@ -529,70 +529,84 @@ unsafe fn drop_waker(data: *const ()) {
     unsafe { release(task_of(data)) };
 }
 
-/// A reference to a task of this thread's executor, counted in a `Cell`: what a completion
-/// keeps to wake the future that parked on it, instead of a clone of `cx.waker()` (see the
-/// module documentation). Never leaves the owner thread (it is neither `Send` nor `Sync`).
-pub(crate) struct LocalRef {
-    ptr: NonNull<Header>,
-    _owner_thread: PhantomData<*const ()>,
+/// A *local* waker of the task `waker` wakes, if `waker` is a waker of one of our tasks and
+/// this thread is its executor's: its reference is counted in the task's `local_refs`, a
+/// `Cell`, not in `refs` (see the module documentation). `None` otherwise (another kind of
+/// waker, a task of another executor, a finished task): then the caller clones `waker`.
+///
+/// It is a `Waker` (so that keeping one costs what keeping a clone did: two words, and a
+/// wake or drop through its vtable), but not an ordinary one: its count is a `Cell`.
+///
+/// # Safety
+/// The returned waker stays on this thread: it is woken, dropped or cloned only here (its
+/// clone is an ordinary waker, with a counted reference).
+#[inline]
+pub(crate) unsafe fn local_waker(waker: &Waker) -> Option<Waker> {
+    if !ptr::eq(waker.vtable(), &WAKER_VTABLE) {
+        return None;
+    }
+    let ptr = task_of(waker.data());
+    // SAFETY: `waker` holds a reference to the task.
+    let h = unsafe { header(ptr) };
+    // Not finished: a finished task needs no wake, and counting it would miss the
+    // executor's reference, released already. (No poll hands out a finished task's waker,
+    // but a waker kept from earlier may be passed around by hand.)
+    if !(h.hooks.on_owner)(&h.meta) || h.state.get() & FINISHED != 0 {
+        return None;
+    }
+    h.local_refs.set(h.local_refs.get() + 1);
+    // SAFETY: `LOCAL_VTABLE`'s functions keep the `RawWaker` contract on this thread, which
+    // the caller's contract guarantees.
+    Some(unsafe { Waker::from_raw(RawWaker::new(waker.data(), &LOCAL_VTABLE)) })
 }
 
-impl LocalRef {
-    /// A local reference to the task `waker` wakes, if it is a waker of one of our tasks and
-    /// this thread is its executor's; `None` otherwise (another kind of waker, or a task of
-    /// another executor): then the caller clones the waker.
-    #[inline]
-    pub(crate) fn of(waker: &Waker) -> Option<LocalRef> {
-        if !ptr::eq(waker.vtable(), &WAKER_VTABLE) {
-            return None;
-        }
-        let ptr = task_of(waker.data());
-        // SAFETY: `waker` holds a reference to the task.
-        let h = unsafe { header(ptr) };
-        if !(h.hooks.on_owner)(&h.meta) {
-            return None;
-        }
-        // Not finished: a finished task's future is gone, so no poll hands out its waker
-        // now, but a waker kept from earlier may be passed around by hand. Such a task
-        // needs no wake, and counting it would miss the executor's reference, released.
-        if h.state.get() & FINISHED != 0 {
-            return None;
-        }
-        h.local_refs.set(h.local_refs.get() + 1);
-        Some(LocalRef { ptr, _owner_thread: PhantomData })
-    }
+/// Whether `kept`, a waker made by [`local_waker`], wakes the same task as `waker`.
+#[inline]
+pub(crate) fn same_task(kept: &Waker, waker: &Waker) -> bool {
+    ptr::eq(kept.vtable(), &LOCAL_VTABLE)
+        && ptr::eq(waker.vtable(), &WAKER_VTABLE)
+        && ptr::eq(kept.data(), waker.data())
+}
 
-    /// Whether `waker` wakes this task (so that keeping it again is not needed).
-    #[inline]
-    pub(crate) fn will_wake(&self, waker: &Waker) -> bool {
-        ptr::eq(waker.vtable(), &WAKER_VTABLE) && ptr::eq(waker.data(), self.ptr.as_ptr().cast::<()>())
-    }
+/// Whether `kept` was made by [`local_waker`].
+#[cfg(test)]
+pub(crate) fn is_local(kept: &Waker) -> bool {
+    ptr::eq(kept.vtable(), &LOCAL_VTABLE)
+}
 
-    /// Wakes the task, on its owner thread, with no atomic.
-    #[inline]
-    pub(crate) fn wake(self) {
-        // SAFETY: this local reference keeps the task alive, on its owner thread.
-        unsafe { wake_on_owner(self.ptr) };
+/// The vtable of [`local_waker`]'s wakers. Only ever called on the task's owner thread
+/// (`local_waker`'s contract).
+static LOCAL_VTABLE: RawWakerVTable = RawWakerVTable::new(clone_local, wake_local, wake_by_ref_local, drop_local);
+
+unsafe fn clone_local(data: *const ()) -> RawWaker {
+    // A clone is an ordinary waker: it may go anywhere.
+    // SAFETY: the local reference being cloned keeps the task alive.
+    unsafe { retain(task_of(data)) };
+    RawWaker::new(data, &WAKER_VTABLE)
+}
+
+unsafe fn wake_local(data: *const ()) {
+    // SAFETY: the local reference keeps the task alive through both calls; owner thread.
+    unsafe {
+        wake_by_ref_local(data);
+        drop_local(data);
     }
 }
 
-impl Drop for LocalRef {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: this local reference keeps the task alive; owner thread.
-        let h = unsafe { header(self.ptr) };
-        let n = h.local_refs.get() - 1;
-        h.local_refs.set(n);
-        if n == 0 && h.state.get() & FINISHED != 0 {
-            // SAFETY: the executor's reference, left by `finish` to the last local one.
-            unsafe { release(self.ptr) };
-        }
-    }
+unsafe fn wake_by_ref_local(data: *const ()) {
+    // SAFETY: the local reference keeps the task alive; owner thread.
+    unsafe { wake_on_owner(task_of(data)) };
 }
 
-impl std::fmt::Debug for LocalRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("LocalRef").field(&self.ptr).finish()
+unsafe fn drop_local(data: *const ()) {
+    let ptr = task_of(data);
+    // SAFETY: the local reference keeps the task alive; owner thread.
+    let h = unsafe { header(ptr) };
+    let n = h.local_refs.get() - 1;
+    h.local_refs.set(n);
+    if n == 0 && h.state.get() & FINISHED != 0 {
+        // SAFETY: the executor's reference, left by `finish` to the last local one.
+        unsafe { release(ptr) };
     }
 }
 
@@ -970,13 +984,14 @@ mod tests {
     }
 
     /// Each poll's local reference, and the last poll's waker.
-    type Kept = Rc<RefCell<(Vec<LocalRef>, Option<Waker>)>>;
+    type Kept = Rc<RefCell<(Vec<Waker>, Option<Waker>)>>;
 
     impl Future for KeepsLocal {
         type Output = ();
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
             let mut kept = self.kept.borrow_mut();
-            kept.0.push(LocalRef::of(cx.waker()).expect("our task, on its owner thread"));
+            // SAFETY: the local wakers stay on this (the owner) thread.
+            kept.0.push(unsafe { local_waker(cx.waker()) }.expect("our task, on its owner thread"));
             kept.1 = Some(cx.waker().clone());
             drop(kept);
             self.polls -= 1;
@@ -998,14 +1013,16 @@ mod tests {
     #[test]
     fn a_local_reference_wakes_its_task_and_outlives_its_finish() {
         let _g = owner();
-        assert!(LocalRef::of(Waker::noop()).is_none(), "not one of our tasks");
+        // SAFETY: (all `local_waker` calls here) the local wakers stay on this thread.
+        assert!(unsafe { local_waker(Waker::noop()) }.is_none(), "not one of our tasks");
         let (r, mut h, kept) = spawn_keeps_local(2);
         assert!(!r.run());
         let first = kept.borrow_mut().0.pop().unwrap();
         let waker = kept.borrow_mut().1.take().unwrap();
-        assert!(first.will_wake(&waker) && !first.will_wake(Waker::noop()));
+        assert!(is_local(&first) && same_task(&first, &waker) && !same_task(&first, Waker::noop()));
         let off_owner = std::thread::spawn(move || {
-            let none = LocalRef::of(&waker).is_none();
+            // SAFETY: off the owner thread it makes none.
+            let none = unsafe { local_waker(&waker) }.is_none();
             (none, waker)
         });
         let (none, waker) = off_owner.join().unwrap();
@@ -1016,7 +1033,8 @@ mod tests {
         assert!(!local().unwrap().run());
         assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(()))));
         drop(h);
-        assert!(LocalRef::of(&waker).is_none(), "a finished task has none");
+        // SAFETY: a finished task has none to send anywhere.
+        assert!(unsafe { local_waker(&waker) }.is_none(), "a finished task has none");
         drop(waker);
         // Only the local reference keeps the allocation now: its wake does nothing, and its
         // drop frees the task (Miri checks both the use and the free).
