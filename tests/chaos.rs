@@ -29,6 +29,10 @@
 //! | UROM commands dropped in flight, bursts beyond a worker's in-flight limit | the child |
 //! | the DROM mask of one child changed (CPU 0, 1 or both, synchronously) | the controller |
 //!
+//! A third of the children, drawn from the seed, run without inline progress
+//! (`Builder::inline_progress(false)`): every one of their operations parks and is completed
+//! by the executor's loop, the path of every operation on hardware that is not spun for.
+//!
 //! Each child also has a UROM worker and joins a domain of all the children, and sends
 //! commands and runs collectives while the RDMA traffic runs (see `chaos/urom.rs`).
 //!
@@ -657,6 +661,12 @@ fn child_main(spec: &str) {
     ));
     let mut rng = Rng(seed ^ (me as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
     let mut rt = Runtime::builder().cpus(format!("{}", me % 2).parse().unwrap());
+    // A third of the children never progress the PE from a poll, so every operation parks
+    // and completes through the loop's drain, as on hardware (`Builder::inline_progress`).
+    if rng.chance(333) {
+        rt = rt.inline_progress(false);
+        log.line("PARKED");
+    }
     if let Some(key) = drom_key {
         // The controller moves this process's CPUs at random moments (DROM mask changes).
         rt = rt.drom(async_doca::drom::Options::new(key));
@@ -1052,6 +1062,8 @@ struct Totals {
     worker_kills: u64,
     mask_changes: u64,
     mask_changes_refused: u64,
+    /// Children that ran without inline progress (every operation parked).
+    parked_children: u64,
 }
 
 /// Everything a child's log says about one peer, from either side.
@@ -1090,6 +1102,8 @@ struct ChildLog {
     rss: Vec<u64>,
     faults: Vec<String>,
     violations: Vec<String>,
+    /// The child ran without inline progress.
+    parked: bool,
 }
 
 fn parse_log(path: &Path) -> ChildLog {
@@ -1112,9 +1126,13 @@ fn parse_log(path: &Path) -> ChildLog {
             "UOK" => out.urom_ok = true,
             "TASKS" => out.tasks_left = Some(num(1)),
             "RSS" => out.rss.push(num(1)),
+            "PARKED" => out.parked = true,
             _ => {}
         }
-        if matches!(w[0], "OPS" | "UD" | "KD" | "UERR" | "KERR" | "UOK" | "TASKS" | "RSS" | "UW" | "US" | "KS") {
+        if matches!(
+            w[0],
+            "OPS" | "UD" | "KD" | "UERR" | "KERR" | "UOK" | "TASKS" | "RSS" | "UW" | "US" | "KS" | "PARKED"
+        ) {
             continue;
         }
         if w[0] == "FAULT" {
@@ -1678,6 +1696,7 @@ fn round(n: usize, op_ms: u64, seed: u64, index: u64, t: &mut Totals) -> Result<
     let (logs, mut errs) = check_round(&dir, &killed, t);
     for l in &logs {
         t.ops += l.ops;
+        t.parked_children += u64::from(l.parked);
         t.restarts += l.faults.iter().filter(|f| f.contains("restart")).count() as u64;
         t.bursts += l.faults.iter().filter(|f| f.contains("burst")).count() as u64;
         t.dropped += l.about.values().map(|f| f.send_started.len() as u64 - f.send_done.len() as u64).sum::<u64>();
