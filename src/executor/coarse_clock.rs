@@ -81,7 +81,7 @@ pub(crate) fn deadline_after(d: Duration) -> Option<Instant> {
 }
 
 /// The coarse clock's resolution, when long deadlines use it.
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) fn resolution() -> Option<Duration> {
     anchor().map(|a| a.res)
 }

@@ -64,7 +64,7 @@ pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use held::{HeldGroup, HeldState};
 pub(crate) use slots::Slots;
 pub(crate) use submission::{SlotRef, Submission};
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) use waiters::{keep_waker, KeptWaker};
 pub(crate) use waiters::{Ticket, WaiterList};
 

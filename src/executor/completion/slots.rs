@@ -334,34 +334,34 @@ impl Slots {
         self.in_use.get()
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn reserve_for_test(&self) -> u64 {
         self.reserve().0
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn reserve_kind_for_test(&self, remote: bool) -> u64 {
         self.reserve_kind(remote).0
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn release_for_test(&self, key: u64) {
         if let Some(slot) = self.get(key) {
             self.release_slot(key, slot);
         }
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn chunks_for_test(&self) -> usize {
         self.chunks.borrow().len()
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn is_live_for_test(&self, key: u64) -> bool {
         self.get(key).is_some()
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn out_ptr_for_test(&self, key: u64) -> *mut u64 {
         self.get(key).map_or(std::ptr::null_mut(), Slot::out_ptr)
     }

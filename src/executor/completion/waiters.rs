@@ -49,7 +49,7 @@ impl KeptWaker {
     }
 
     /// Which kind of waker is kept: `"task"`, `"main"` or `"other"`.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn kind(&self) -> &'static str {
         if crate::executor::task::is_local(&self.waker) {
             "task"

@@ -75,7 +75,7 @@ mod turn;
 
 #[cfg(feature = "tokio")]
 pub(crate) use foreign::ForeignIdle;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) use shared::is_main_kept;
 pub(crate) use shared::{drop_quietly, main_kept_waker, same_main, MainWaker, Shared};
 
@@ -547,7 +547,7 @@ impl Core {
     }
 
     /// Number of tasks that are registered (have been pending at least once and are alive).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn registered_tasks(&self) -> usize {
         self.tasks.borrow().len()
     }

@@ -161,7 +161,7 @@ pub(crate) fn same_main(kept: &Waker, waker: &Waker) -> bool {
 }
 
 /// Whether `kept` was made by [`main_kept_waker`].
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) fn is_main_kept(kept: &Waker) -> bool {
     ptr::eq(kept.vtable(), &MAIN_KEPT_VTABLE)
 }
@@ -203,7 +203,7 @@ impl Drop for MainGuard<'_> {
 
 impl Core {
     /// Takes the flag a wake of the main future on this thread sets.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn take_main_woken_for_test(&self) -> bool {
         self.main_woken_local.replace(false)
     }

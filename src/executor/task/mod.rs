@@ -61,7 +61,7 @@ impl TaskMeta {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) use raw::is_local;
 pub(crate) use raw::{local_waker, same_task, Runnable};
 
