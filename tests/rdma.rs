@@ -53,142 +53,144 @@ fn parking_rt() -> Runtime {
     Runtime::builder().cpus("0".parse().unwrap()).idle(IdleMode::Event).inline_progress(false).build().unwrap()
 }
 
-/// Parked in the main future: the completions wake it through its kept `MainRef`.
+/// How long a parked test may run: shorter than an operation's own bound (`LIMIT`), which
+/// would hide a lost wake-up. The timer of `bounded` wakes the future, which then finds its
+/// operation complete and goes on, so a lost wake-up showed only as a slow test; under this
+/// bound the next operation's lost wake-up fails the test.
+const WAKE_LIMIT: Duration = Duration::from_secs(10);
+
+/// Runs `body` on a parking runtime, failing if a wake-up is lost (see [`WAKE_LIMIT`]).
+fn run_parked(body: impl Future<Output = Result<()>>) {
+    parking_rt()
+        .block_on(async { timeout(WAKE_LIMIT, body).await.expect("a wake-up was lost: the test outlived its bound") })
+        .unwrap();
+}
+
+/// Parked in the main future: the completions wake it through its kept main waker.
 #[test]
 fn every_operation_parked_in_the_main_future() {
-    parking_rt().block_on(every_operation()).unwrap();
+    run_parked(every_operation());
 }
 
 /// Without inline progress, an operation's first poll returns `Pending` even where doca-soft
 /// completes at once; polled again by its task, it keeps the task's waker instead.
 #[test]
 fn without_inline_progress_an_operation_parks_at_its_first_poll() {
-    parking_rt()
-        .block_on(async {
+    run_parked(async {
+        let dev = Device::open_default()?;
+        let (_a, _b, ab, _ba) = pair(&dev).await?;
+        let target = dev.alloc(8, Access::RDMA_ALL)?;
+        let remote = dev.import(&target.export_rdma()?)?;
+        let mut src = dev.alloc(8, Access::LOCAL_READ_WRITE)?.slice(..8);
+        src.write_u64(0, 7);
+        let mut write = std::pin::pin!(ab.write(src, remote.slice(..8)));
+        let first = write.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(first.is_pending(), "parked at its first poll");
+        let (res, _) = bounded(write).await?;
+        res?;
+        assert_eq!(target.slice(..8).read_u64(0), 7);
+        Ok::<_, Error>(())
+    });
+}
+
+/// Parked in a spawned task: the completions wake it through a local waker of the task, and
+/// a lane's through its group's.
+#[test]
+fn every_operation_and_a_lane_parked_in_a_task() {
+    run_parked(async {
+        spawn_local(async {
+            every_operation().await?;
             let dev = Device::open_default()?;
             let (_a, _b, ab, _ba) = pair(&dev).await?;
             let target = dev.alloc(8, Access::RDMA_ALL)?;
             let remote = dev.import(&target.export_rdma()?)?;
-            let mut src = dev.alloc(8, Access::LOCAL_READ_WRITE)?.slice(..8);
-            src.write_u64(0, 7);
-            let mut write = std::pin::pin!(ab.write(src, remote.slice(..8)));
-            let first = write.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
-            assert!(first.is_pending(), "parked at its first poll");
-            let (res, _) = bounded(write).await?;
-            res?;
-            assert_eq!(target.slice(..8).read_u64(0), 7);
+            let mut lanes =
+                ab.lanes(LaneOp::FetchAdd(remote.slice(..8)), dev.alloc(8, Access::LOCAL_READ_WRITE)?.slice(..8), 1)?;
+            for i in 0..100u64 {
+                bounded(lanes.lane()).await?.1.submit_fetch_add(1);
+                let (res, lane) = bounded(lanes.next()).await?.expect("one submitted");
+                res?;
+                assert_eq!(lane.buf().read_u64(0), i, "the old value lands in the lane");
+            }
+            assert_eq!(target.slice(0..8).read_u64(0), 100);
             Ok::<_, Error>(())
         })
-        .unwrap();
-}
-
-/// Parked in a spawned task: the completions wake it through a local reference to the task,
-/// and a lane's through its group's.
-#[test]
-fn every_operation_and_a_lane_parked_in_a_task() {
-    parking_rt()
-        .block_on(async {
-            spawn_local(async {
-                every_operation().await?;
-                let dev = Device::open_default()?;
-                let (_a, _b, ab, _ba) = pair(&dev).await?;
-                let target = dev.alloc(8, Access::RDMA_ALL)?;
-                let remote = dev.import(&target.export_rdma()?)?;
-                let mut lanes = ab.lanes(
-                    LaneOp::FetchAdd(remote.slice(..8)),
-                    dev.alloc(8, Access::LOCAL_READ_WRITE)?.slice(..8),
-                    1,
-                )?;
-                for i in 0..100u64 {
-                    bounded(lanes.lane()).await?.1.submit_fetch_add(1);
-                    let (res, lane) = bounded(lanes.next()).await?.expect("one submitted");
-                    res?;
-                    assert_eq!(lane.buf().read_u64(0), i, "the old value lands in the lane");
-                }
-                assert_eq!(target.slice(0..8).read_u64(0), 100);
-                Ok::<_, Error>(())
-            })
-            .await?
-        })
-        .unwrap();
+        .await?
+    });
 }
 
 /// Every operation once, its data checked, between two contexts of this executor.
 async fn every_operation() -> Result<()> {
-    {
-        {
-            let dev = Device::open_default()?;
-            let (a, b, ab, ba) = pair(&dev).await?;
-            let target = dev.alloc(4096, Access::RDMA_ALL)?; // b's memory
-            let remote = dev.import(&target.export_rdma()?)?;
-            let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+    let dev = Device::open_default()?;
+    let (a, b, ab, ba) = pair(&dev).await?;
+    let target = dev.alloc(4096, Access::RDMA_ALL)?; // b's memory
+    let remote = dev.import(&target.export_rdma()?)?;
+    let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
 
-            // send / recv
-            let rb = b.clone();
-            let r = spawn_local(async move { rb.recv(dev_buf(4096)).await });
-            let mut src = local.slice(0..100);
-            src.write(0, &pattern(100, 1));
-            let (res, src) = bounded(ab.send(src)).await?;
-            res?;
-            let (msg, buf) = bounded(r).await??;
-            let msg = msg?;
-            assert_eq!((msg.len, msg.opcode, msg.imm, msg.conn), (100, Opcode::Send, None, ba.id()));
-            assert_eq!(buf.to_vec()[..100], pattern(100, 1)[..]);
+    // send / recv
+    let rb = b.clone();
+    let r = spawn_local(async move { rb.recv(dev_buf(4096)).await });
+    let mut src = local.slice(0..100);
+    src.write(0, &pattern(100, 1));
+    let (res, src) = bounded(ab.send(src)).await?;
+    res?;
+    let (msg, buf) = bounded(r).await??;
+    let msg = msg?;
+    assert_eq!((msg.len, msg.opcode, msg.imm, msg.conn), (100, Opcode::Send, None, ba.id()));
+    assert_eq!(buf.to_vec()[..100], pattern(100, 1)[..]);
 
-            // send_imm
-            let rb = b.clone();
-            let r = spawn_local(async move { rb.recv(dev_buf(4096)).await });
-            let (res, src) = bounded(ab.send_imm(src, 0xDEAD_BEEF)).await?;
-            res?;
-            let (msg, _) = bounded(r).await??;
-            let msg = msg?;
-            assert_eq!((msg.len, msg.opcode, msg.imm), (100, Opcode::SendImm, Some(0xDEAD_BEEF)));
+    // send_imm
+    let rb = b.clone();
+    let r = spawn_local(async move { rb.recv(dev_buf(4096)).await });
+    let (res, src) = bounded(ab.send_imm(src, 0xDEAD_BEEF)).await?;
+    res?;
+    let (msg, _) = bounded(r).await??;
+    let msg = msg?;
+    assert_eq!((msg.len, msg.opcode, msg.imm), (100, Opcode::SendImm, Some(0xDEAD_BEEF)));
 
-            // write
-            let (res, src) = bounded(ab.write(src, remote.slice(1000..1100))).await?;
-            res?;
-            assert_eq!(target.slice(1000..1100).to_vec(), pattern(100, 1));
+    // write
+    let (res, src) = bounded(ab.write(src, remote.slice(1000..1100))).await?;
+    res?;
+    assert_eq!(target.slice(1000..1100).to_vec(), pattern(100, 1));
 
-            // write_imm: the data lands in the target, the immediate in a receive
-            let mut src = src;
-            src.write(0, &pattern(100, 2));
-            let rb = b.clone();
-            let r = spawn_local(async move { rb.recv(dev_buf(16)).await });
-            let (res, src) = bounded(ab.write_imm(src, remote.slice(2000..2100), 7)).await?;
-            res?;
-            let (msg, _) = bounded(r).await??;
-            let msg = msg?;
-            assert_eq!((msg.opcode, msg.imm, msg.len), (Opcode::WriteImm, Some(7), 100));
-            assert_eq!(target.slice(2000..2100).to_vec(), pattern(100, 2));
+    // write_imm: the data lands in the target, the immediate in a receive
+    let mut src = src;
+    src.write(0, &pattern(100, 2));
+    let rb = b.clone();
+    let r = spawn_local(async move { rb.recv(dev_buf(16)).await });
+    let (res, src) = bounded(ab.write_imm(src, remote.slice(2000..2100), 7)).await?;
+    res?;
+    let (msg, _) = bounded(r).await??;
+    let msg = msg?;
+    assert_eq!((msg.opcode, msg.imm, msg.len), (Opcode::WriteImm, Some(7), 100));
+    assert_eq!(target.slice(2000..2100).to_vec(), pattern(100, 2));
 
-            // read
-            target.slice(3000..3050).write(0, &pattern(50, 3));
-            let (res, dst) = bounded(ab.read(remote.slice(3000..3050), local.slice(200..250))).await?;
-            res?;
-            assert_eq!(dst.to_vec(), pattern(50, 3));
+    // read
+    target.slice(3000..3050).write(0, &pattern(50, 3));
+    let (res, dst) = bounded(ab.read(remote.slice(3000..3050), local.slice(200..250))).await?;
+    res?;
+    assert_eq!(dst.to_vec(), pattern(50, 3));
 
-            // atomics
-            target.slice(0..8).write_u64(0, 40);
-            let result = local.slice(512..520);
-            let (old, result) = bounded(ab.fetch_add(remote.slice(0..8), 2, result)).await?;
-            assert_eq!(old?, 40);
-            let (old, result) = bounded(ab.compare_swap(remote.slice(0..8), 1, 99, result)).await?;
-            assert_eq!(old?, 42, "a failed compare returns the current value");
-            let (old, _) = bounded(ab.compare_swap(remote.slice(0..8), 42, 99, result)).await?;
-            assert_eq!(old?, 42);
-            assert_eq!(target.slice(0..8).read_u64(0), 99);
+    // atomics
+    target.slice(0..8).write_u64(0, 40);
+    let result = local.slice(512..520);
+    let (old, result) = bounded(ab.fetch_add(remote.slice(0..8), 2, result)).await?;
+    assert_eq!(old?, 40);
+    let (old, result) = bounded(ab.compare_swap(remote.slice(0..8), 1, 99, result)).await?;
+    assert_eq!(old?, 42, "a failed compare returns the current value");
+    let (old, _) = bounded(ab.compare_swap(remote.slice(0..8), 42, 99, result)).await?;
+    assert_eq!(old?, 42);
+    assert_eq!(target.slice(0..8).read_u64(0), 99);
 
-            // The other direction works too (b -> a), and an empty message.
-            let a_mem = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
-            let r = spawn_local(async move { a.recv(a_mem.slice(0..0)).await });
-            let (res, _) = bounded(ba.send(target.slice(0..0))).await?;
-            res?;
-            let (msg, _) = bounded(r).await??;
-            assert_eq!(msg?.len, 0);
-            drop(src);
-            Ok::<_, Error>(())
-        }
-    }
+    // The other direction works too (b -> a), and an empty message.
+    let a_mem = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+    let r = spawn_local(async move { a.recv(a_mem.slice(0..0)).await });
+    let (res, _) = bounded(ba.send(target.slice(0..0))).await?;
+    res?;
+    let (msg, _) = bounded(r).await??;
+    assert_eq!(msg?.len, 0);
+    drop(src);
+    Ok(())
 }
 
 /// A fresh receive buffer (registered memory of its own).
