@@ -17,7 +17,8 @@
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
-//! operation takes on hardware; that path costs twice the average minus `write`), `memcpy`
+//! operation takes on hardware; that path costs twice the average minus `write`; kept for the
+//! figures that used it: `OP_COST_PARK=1 op_cost write` parks every write), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
 //! created after the clock starts, a fixed cost that `memcpy 0` includes too), `sync` (a sync
 //! event's `add` and a `wait_eq` for the value it reached: two operations per iteration, as

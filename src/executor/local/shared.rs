@@ -1,5 +1,5 @@
 //! [`Shared`]: the cross-thread face of an executor, and [`MainWaker`], the waker of a
-//! `block_on` future.
+//! `block_on` future, with the form a completion keeps of it ([`main_kept_waker`]).
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};

@@ -554,6 +554,8 @@ pub(crate) unsafe fn local_waker(waker: &Waker) -> Option<Waker> {
     if !(h.hooks.on_owner)(&h.meta) || h.state.get() & FINISHED != 0 {
         return None;
     }
+    // No overflow: each local reference lives in a completion slot or a held group, and
+    // 2^32 of either would take hundreds of GiB.
     h.local_refs.set(h.local_refs.get() + 1);
     // SAFETY: `LOCAL_VTABLE`'s functions keep the `RawWaker` contract on this thread, which
     // the caller's contract guarantees.
