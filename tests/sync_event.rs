@@ -273,10 +273,23 @@ async fn spin_until(ev: &SyncEvent, stop: &Cell<bool>) -> Result<u64> {
 
 #[test]
 fn a_task_whose_operations_complete_inline_does_not_starve_other_tasks() {
+    spinning_task_leaves_room(true);
+}
+
+/// Without inline progress each of the spinner's operations parks, and the executor runs
+/// the tasks its drains wake within the same turn (`Core::work`): the turn must still end
+/// with the batch, for the other tasks, the main future and the timers.
+#[test]
+fn a_task_whose_operations_park_does_not_starve_other_tasks_nor_timers() {
+    spinning_task_leaves_room(false);
+}
+
+fn spinning_task_leaves_room(inline_progress: bool) {
     for batch in [1, 4, 64] {
         Runtime::builder()
             .cpus("0".parse().unwrap())
             .task_batch(batch)
+            .inline_progress(inline_progress)
             .build()
             .unwrap()
             .block_on(async {
@@ -300,6 +313,8 @@ fn a_task_whose_operations_complete_inline_does_not_starve_other_tasks() {
                 };
                 yielder.await?;
                 assert!(waiter.await?? > 1000);
+                // The main future's timer fires while the spinner spins.
+                async_doca::time::sleep(Duration::from_millis(2)).await;
                 stop.set(true);
                 let spun = bounded(spinner).await??;
                 assert!(spun < SPIN_LIMIT, "batch {batch}: the spinning task starved the others");

@@ -268,21 +268,42 @@ impl Core {
     }
 
     /// The work of a turn, the same for both drivers: remote notifications, up to
-    /// `task_batch` tasks, drain the PE, due timers. Returns whether the PE or the timers
-    /// had work, which may have woken tasks. Tasks that ran are not a reason by themselves
-    /// for another turn: what they woke or spawned is in the queue, which the caller looks
-    /// at, and the drain after them already took what their submits completed. A turn that
-    /// ran tasks and found the PE empty goes idle at once instead of draining it again (an
-    /// offloaded command's turn: one walk over the PE's contexts fewer, ~1 100 instructions
-    /// with a UROM worker's connections).
+    /// `task_batch` task runs, drains of the PE, due timers. Returns whether the PE or the
+    /// timers had work, which may have woken tasks. Tasks that ran are not a reason by
+    /// themselves for another turn: what they woke or spawned is in the queue, which the
+    /// caller looks at, and the drain after them already took what their submits completed.
+    /// A turn that ran tasks and found the PE empty goes idle at once instead of draining it
+    /// again (an offloaded command's turn: one walk over the PE's contexts fewer, ~1 100
+    /// instructions with a UROM worker's connections).
+    ///
+    /// The tasks a drain woke run in the same turn while the batch lasts, and the PE is
+    /// drained again after them: an operation that parks (its completion comes after its
+    /// poll, as on hardware when nothing spins for it) then costs its task one run and one
+    /// drain, not a whole turn of the loop (the return to `block_on`, its looks at the main
+    /// future and at a shutdown, the notifications, the injection queue and the timers'
+    /// count: ~60 instructions a parked operation, docs/cost.md, nineteenth session). The
+    /// loop ends when a drain finds nothing, wakes no task, or wakes the main future (whose
+    /// poll comes first), and when the batch is spent; remote work and the timers wait at
+    /// most one batch, as behind a batch of tasks that never park.
     pub(super) fn work(&self) -> bool {
         if self.shared.park.is_notified() {
             self.take_notifications();
         }
-        self.run_tasks();
-        let progressed = self.drain_pe();
+        self.take_injected();
+        let mut left = self.config.task_batch;
+        let mut progressed = false;
+        loop {
+            left = self.run_tasks(left);
+            if self.drain_pe() == 0 {
+                break;
+            }
+            progressed = true;
+            if left == 0 || self.main_woken_local.get() || self.queue.borrow().is_empty() {
+                break;
+            }
+        }
         let fired = self.fire_timers();
-        progressed > 0 || fired > 0
+        progressed || fired > 0
     }
 
     /// One turn of the loop (see the module documentation).
@@ -378,30 +399,37 @@ impl Core {
         true
     }
 
-    /// Moves remote work to the local queue and runs up to `task_batch` runnables. The
-    /// injection queue is looked at (its two ends, lines that stay in this CPU's cache until
-    /// a push) before it is popped: remote pushes notify only a sleeping executor
+    /// Moves remote work to the local queue, up to `task_batch` runnables. The injection
+    /// queue is looked at (its two ends, lines that stay in this CPU's cache until a push)
+    /// before it is popped: remote pushes notify only a sleeping executor
     /// (`Shared::schedule_remote`), so the queue itself is what says there is work.
-    pub(super) fn run_tasks(&self) {
-        let batch = self.config.task_batch;
+    #[inline]
+    fn take_injected(&self) {
         if self.shared.has_injected() {
-            for _ in 0..batch {
+            for _ in 0..self.config.task_batch {
                 let Some(r) = self.shared.inject.pop() else { break };
                 self.queue.borrow_mut().push_back(r);
             }
         }
-        let mut n = 0;
-        while n < batch {
+    }
+
+    /// Runs local runnables until the queue is empty or `batch` runs are spent; returns how
+    /// many runs are left. A run's inline work (see `budget`) counts against the batch.
+    #[inline]
+    fn run_tasks(&self, batch: usize) -> usize {
+        let mut left = batch;
+        while left > 0 {
             // The borrow ends before `run`: the task may schedule itself or others.
             let next = self.queue.borrow_mut().pop_front();
             let Some(r) = next else { break };
             // The task may spend what is left of the batch on inline work (see `budget`).
-            let left = batch - n - 1;
+            left -= 1;
             self.budget.set(left);
             // Never unwinds: the task wrapper catches panics of the future.
             r.run();
-            n += 1 + (left - self.budget.replace(0));
+            left = self.budget.replace(0);
         }
+        left
     }
 
     /// Drains the PE (callbacks run inside), then does the context work that callbacks
