@@ -346,6 +346,65 @@ fn a_full_window_rings_its_deferred_doorbells_once_per_batch() {
         .unwrap();
 }
 
+/// Without inline progress every operation parks; one alone (nothing of the executor in
+/// flight, no task waiting) goes with its doorbell, while a batch behind it in the same poll
+/// still shares one deferred doorbell (`Core::submit_deferred`).
+#[test]
+fn a_lone_parked_operation_rings_at_submit_and_a_batch_behind_it_defers() {
+    crate::Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .inline_progress(false)
+        .build()
+        .unwrap()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(64, 16 * 8).await?;
+            let rec = a.inner.ctx.record();
+            let before = rec.doorbells.get();
+            for i in 0..10u64 {
+                let mut src = local.slice(0..8);
+                src.write_u64(0, i);
+                ab.write(src, remote.slice(0..8)).await.0?;
+                assert_eq!(target.slice(0..8).read_u64(0), i);
+            }
+            assert_eq!(rec.doorbells.get(), before, "a lone operation's doorbell was deferred");
+            // Three writes polled together (one poll of the zip submits all three): the first
+            // alone goes with its doorbell, the two behind it share one.
+            let (mut x, mut y, mut z) = (local.slice(0..8), local.slice(8..16), local.slice(16..24));
+            x.write_u64(0, 20);
+            y.write_u64(0, 21);
+            z.write_u64(0, 22);
+            let (rx, (ry, rz)) = futures_lite::future::zip(
+                ab.write(x, remote.slice(0..8)),
+                futures_lite::future::zip(ab.write(y, remote.slice(8..16)), ab.write(z, remote.slice(16..24))),
+            )
+            .await;
+            rx.0?;
+            ry.0?;
+            rz.0?;
+            for (k, v) in [20u64, 21, 22].into_iter().enumerate() {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), v);
+            }
+            assert_eq!(rec.doorbells.get() - before, 1, "the writes behind the first share one doorbell");
+            let before = rec.doorbells.get();
+            // Sixteen writes submitted in one poll: the first alone, the others deferred.
+            let mut w = ab.window(16);
+            for k in 0..16usize {
+                let mut src = local.slice(k * 8..k * 8 + 8);
+                src.write_u64(0, 100 + k as u64);
+                assert!(w.write(src, remote.slice(k * 8..k * 8 + 8)).await.is_none(), "a window with room");
+            }
+            while let Some((r, _)) = w.next().await {
+                r?;
+            }
+            assert_eq!(rec.doorbells.get() - before, 1, "the batch behind the lone write shares one doorbell");
+            for k in 0..16usize {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 100 + k as u64);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
 #[test]
 fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
     let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).build().unwrap();

@@ -421,6 +421,15 @@ impl Core {
     /// submit or `doca_ctx_flush_tasks`; nothing can wait for its completion without a
     /// progress of this PE, which rings first.
     ///
+    /// Except for an operation alone: with nothing of this executor in flight and no task
+    /// waiting to run, nothing is known to follow it in the turn, so it goes with its
+    /// doorbell (`doca_task_submit`), as a lane alone does. That is the operation that
+    /// parks (no inline progress, or its budget spent) and waits for the drain right after
+    /// its task's poll: the deferral bought it nothing and cost ~90 instructions (the
+    /// provider's held list and flush, the executor's list of owed contexts; docs/cost.md,
+    /// nineteenth session). A batch that follows it in the same poll is deferred as before,
+    /// for one more doorbell per batch at most.
+    ///
     /// # Safety
     /// `task` is a live, allocated task of `ctx`, owned by the caller (as for
     /// `doca_task_submit`).
@@ -430,6 +439,10 @@ impl Core {
         ctx: &CtxRecord,
         task: *mut crate::sys::doca_task,
     ) -> crate::sys::doca_error_t {
+        if self.in_flight.get() == 0 && self.queue.borrow().is_empty() {
+            // SAFETY: the caller's contract.
+            return unsafe { self.submit_now(task) };
+        }
         // SAFETY: the caller's contract.
         let rc = unsafe { crate::sys::doca_task_submit_ex(task, crate::sys::DOCA_TASK_SUBMIT_FLAG_NONE) };
         if rc == crate::sys::DOCA_SUCCESS {
