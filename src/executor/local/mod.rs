@@ -14,7 +14,8 @@
 //!   ([`ParkState::notify_queued`]), since a running one looks at the queue every turn.
 //!
 //! The loop (one turn): consume remote notifications → look at the injection queue, run
-//! up to `task_batch` tasks → drain the PE → fire due timers (every [`TIMER_CHECK_TURNS`]
+//! up to `task_batch` tasks → drain the PE (and while the drain woke tasks and the batch
+//! lasts, run them and drain again) → fire due timers (every [`TIMER_CHECK_TURNS`]
 //! turns, or at once when the idle spin or `poll` saw one due: each look reads the clock) →
 //! retire stopped contexts → if nothing happened: spin for the idle budget, then arm the PE,
 //! drain it once more (closing the arm race), announce sleep and look at the injection queue
