@@ -199,7 +199,8 @@ impl<K: DocaTask> Submission<K> {
     /// submits it. `Ready(Ok(inline))` once DOCA owns it; `inline` says the caller must now
     /// call [`Core::progress_inline`] (the task went with its doorbell because
     /// `may_progress` asked and [`Core::take_inline_progress`] agreed), otherwise the
-    /// doorbell is deferred. A [remote](DocaTask::REMOTE) kind's task goes with its doorbell
+    /// doorbell is deferred, unless `may_progress` asked and the operation is alone
+    /// ([`Core::submit_would_be_alone`]). A [remote](DocaTask::REMOTE) kind's task goes with its doorbell
     /// whenever `may_progress` asked, and is never progressed inline. `Pending` while waiting
     /// for a free task or for room (`ticket` is the caller's place among the context's
     /// waiters). `Ready(Err)` when the operation failed: the caller releases the slot
@@ -275,7 +276,9 @@ impl<K: DocaTask> Submission<K> {
                     // and still own. A deferred doorbell is rung before the PE is next
                     // progressed.
                     let rc = unsafe {
-                        if ring {
+                        // An operation alone rings too, even when it parks (see
+                        // `Core::submit_would_be_alone`).
+                        if ring || (may_progress && core.submit_would_be_alone()) {
                             core.submit_now(K::as_task(task))
                         } else {
                             core.submit_deferred(ctx, K::as_task(task))
