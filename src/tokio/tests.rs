@@ -187,6 +187,36 @@ fn driver_runs_every_operation_from_the_main_future_and_local_tasks() {
         .unwrap();
 }
 
+/// Without inline progress every operation parks, and the driver's turns complete them:
+/// the main future's, a parked task's (run again in the turn whose drain woke it) and
+/// several at once. A lost wake-up fails through `bounded`.
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn driver_without_inline_progress_completes_every_parked_operation() {
+    let rt = current_thread();
+    let out = rt.block_on(Driver::new().inline_progress(false).run(async {
+        let p = Rc::new(pair().await?);
+        bounded(p.every_op(1)).await??;
+        bounded(sync_events()).await??;
+        let tasks: Vec<_> = (0..3u64)
+            .map(|t| {
+                let p = p.clone();
+                crate::spawn_local(async move {
+                    for i in 0..50u64 {
+                        p.write_read(8 + t as usize, t * 100 + i).await?;
+                    }
+                    Ok::<_, Error>(())
+                })
+            })
+            .collect();
+        for t in tasks {
+            bounded(t).await???;
+        }
+        Ok::<_, Error>(())
+    }));
+    out.unwrap().unwrap();
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn driver_in_every_idle_mode() {
