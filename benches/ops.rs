@@ -13,7 +13,10 @@
 //!   buffer per write) and through `rdma::Lanes` (fixed memory, each lane's task submitted
 //!   again as it is);
 //! * `rdma/write_lane1`: one write at a time through a single lane: the fixed-memory path's
-//!   submit → complete → resume, against `rdma/write`.
+//!   submit → complete → resume, against `rdma/write`;
+//! * `rdma_parked/*`: `write`, `write_lane1`, `fadd` and `send` again, and a write loop in a
+//!   task (`write_spawned`), on a runtime without inline progress: every operation parks and
+//!   is resumed by the executor's loop (the hardware path when nothing spins for it).
 //!
 //! The soft provider completes an add at submit time (the callback comes with the next
 //! progress), so nothing here waits for another thread: the difference between the two
@@ -169,114 +172,22 @@ async fn loopback(dev: &Device) -> (Rdma, Rdma, Connection) {
     (a, b, ab)
 }
 
-fn rdma(c: &mut Criterion) {
+/// A runtime on the last CPU of this thread's affinity, polling when idle; `inline_progress`
+/// as given (see `rdma_parked`).
+fn bench_runtime(inline_progress: bool) -> Runtime {
     let mine = CpuSet::current_affinity().expect("affinity");
     let cpu = mine.iter().last().expect("at least one CPU");
-    let rt = Runtime::builder().cpus([cpu].into_iter().collect()).idle(IdleMode::Polling).build().expect("runtime");
+    Runtime::builder()
+        .cpus([cpu].into_iter().collect())
+        .idle(IdleMode::Polling)
+        .inline_progress(inline_progress)
+        .build()
+        .expect("runtime")
+}
+
+fn rdma(c: &mut Criterion) {
+    let rt = bench_runtime(true);
     let mut g = c.benchmark_group("rdma");
-    // Each closure runs `iters` operations of its kind on a fresh loopback pair.
-    let run = |iters: u64, which: &'static str| {
-        rt.block_on(async move {
-            let dev = Device::open_default().expect("soft device");
-            let (_a, b, ab) = loopback(&dev).await;
-            let target = dev.alloc(64 * 8, Access::RDMA_ALL).expect("alloc");
-            let remote = dev.import(&target.export_rdma().expect("export")).expect("import");
-            let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE).expect("alloc");
-            let (mut buf, mut rbuf) = (local.slice(0..8), local.slice(8..16));
-            let start = Instant::now();
-            match which {
-                "write" => {
-                    for _ in 0..iters {
-                        let (r, back) = ab.write(buf, remote.slice(0..8)).await;
-                        r.expect("write");
-                        buf = back;
-                    }
-                }
-                "fadd" => {
-                    for _ in 0..iters {
-                        let (r, back) = ab.fetch_add(remote.slice(0..8), 1, buf).await;
-                        std::hint::black_box(r.expect("fetch_add"));
-                        buf = back;
-                    }
-                }
-                "send" => {
-                    for _ in 0..iters {
-                        // The receive is polled first, so it is posted before the send.
-                        let ((m, rb), (r, sb)) = futures_lite::future::zip(b.recv(rbuf), ab.send(buf)).await;
-                        m.expect("recv");
-                        r.expect("send");
-                        (buf, rbuf) = (sb, rb);
-                    }
-                }
-                "write_window64_spawned" => {
-                    let mut window: std::collections::VecDeque<async_doca::JoinHandle<async_doca::Result<()>>> =
-                        std::collections::VecDeque::with_capacity(64);
-                    for i in 0..iters as usize {
-                        if window.len() == 64 {
-                            let h = window.pop_front().expect("full");
-                            h.await.expect("join").expect("write");
-                        }
-                        let (conn, k) = (ab.clone(), i % 64);
-                        let (src, dst) = (local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
-                        window.push_back(spawn_local(async move { conn.write(src, dst).await.0 }));
-                    }
-                    for h in window {
-                        h.await.expect("join").expect("write");
-                    }
-                }
-                "write_window64_pipeline" => {
-                    let mut pipe = Pipeline::new(64);
-                    for i in 0..iters as usize {
-                        let k = i % 64;
-                        let op = ab.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
-                        if let Some((r, _)) = pipe.push(op).await {
-                            r.expect("write");
-                        }
-                    }
-                    while let Some((r, _)) = pipe.next().await {
-                        r.expect("write");
-                    }
-                }
-                "write_window64" => {
-                    let mut window = ab.window(64);
-                    for i in 0..iters as usize {
-                        let k = i % 64;
-                        if let Some((r, _)) =
-                            window.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await
-                        {
-                            r.expect("write");
-                        }
-                    }
-                    while let Some((r, _)) = window.next().await {
-                        r.expect("write");
-                    }
-                }
-                "write_lanes64" => {
-                    let mut lanes =
-                        ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64).expect("lanes");
-                    for _ in 0..iters {
-                        let (prev, lane) = lanes.lane().await;
-                        if let Some(r) = prev {
-                            r.expect("write");
-                        }
-                        lane.submit();
-                    }
-                    while let Some((r, _)) = lanes.next().await {
-                        r.expect("write");
-                    }
-                }
-                "write_lane1" => {
-                    let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..8)), local.slice(..8), 1).expect("lanes");
-                    for _ in 0..iters {
-                        lanes.lane().await.1.submit();
-                        lanes.next().await.expect("one submitted").0.expect("write");
-                    }
-                }
-                other => unreachable!("{other}"),
-            }
-            start.elapsed()
-        })
-    };
     for which in [
         "write",
         "write_lane1",
@@ -287,10 +198,141 @@ fn rdma(c: &mut Criterion) {
         "write_window64",
         "write_lanes64",
     ] {
-        g.bench_function(which, |b| b.iter_custom(|iters| run(iters, which)));
+        g.bench_function(which, |b| b.iter_custom(|iters| run_rdma(&rt, iters, which)));
     }
     g.finish();
 }
 
-criterion_group!(benches, sync_add, rdma);
+/// The same operations on a runtime without inline progress: every operation parks (its
+/// future returns `Pending`, the loop's drain delivers the completion and wakes it, it is
+/// polled again), the path every operation takes on hardware that the executor does not
+/// spin for. `write_spawned` is `write` in a task rather than in `block_on`'s future.
+fn rdma_parked(c: &mut Criterion) {
+    let rt = bench_runtime(false);
+    let mut g = c.benchmark_group("rdma_parked");
+    for which in ["write", "write_spawned", "write_lane1", "fadd", "send"] {
+        g.bench_function(which, |b| b.iter_custom(|iters| run_rdma(&rt, iters, which)));
+    }
+    g.finish();
+}
+
+/// Runs `iters` operations of kind `which` on a fresh loopback pair on `rt`; the time of the
+/// loop alone.
+fn run_rdma(rt: &Runtime, iters: u64, which: &'static str) -> Duration {
+    rt.block_on(async move {
+        let dev = Device::open_default().expect("soft device");
+        let (_a, b, ab) = loopback(&dev).await;
+        let target = dev.alloc(64 * 8, Access::RDMA_ALL).expect("alloc");
+        let remote = dev.import(&target.export_rdma().expect("export")).expect("import");
+        let local = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE).expect("alloc");
+        let (mut buf, mut rbuf) = (local.slice(0..8), local.slice(8..16));
+        let start = Instant::now();
+        match which {
+            "write" => {
+                for _ in 0..iters {
+                    let (r, back) = ab.write(buf, remote.slice(0..8)).await;
+                    r.expect("write");
+                    buf = back;
+                }
+            }
+            "write_spawned" => {
+                let conn = ab.clone();
+                let dst = remote.slice(0..8);
+                spawn_local(async move {
+                    for _ in 0..iters {
+                        let (r, back) = conn.write(buf, dst.clone()).await;
+                        r.expect("write");
+                        buf = back;
+                    }
+                })
+                .await
+                .expect("join");
+            }
+            "fadd" => {
+                for _ in 0..iters {
+                    let (r, back) = ab.fetch_add(remote.slice(0..8), 1, buf).await;
+                    std::hint::black_box(r.expect("fetch_add"));
+                    buf = back;
+                }
+            }
+            "send" => {
+                for _ in 0..iters {
+                    // The receive is polled first, so it is posted before the send.
+                    let ((m, rb), (r, sb)) = futures_lite::future::zip(b.recv(rbuf), ab.send(buf)).await;
+                    m.expect("recv");
+                    r.expect("send");
+                    (buf, rbuf) = (sb, rb);
+                }
+            }
+            "write_window64_spawned" => {
+                let mut window: std::collections::VecDeque<async_doca::JoinHandle<async_doca::Result<()>>> =
+                    std::collections::VecDeque::with_capacity(64);
+                for i in 0..iters as usize {
+                    if window.len() == 64 {
+                        let h = window.pop_front().expect("full");
+                        h.await.expect("join").expect("write");
+                    }
+                    let (conn, k) = (ab.clone(), i % 64);
+                    let (src, dst) = (local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
+                    window.push_back(spawn_local(async move { conn.write(src, dst).await.0 }));
+                }
+                for h in window {
+                    h.await.expect("join").expect("write");
+                }
+            }
+            "write_window64_pipeline" => {
+                let mut pipe = Pipeline::new(64);
+                for i in 0..iters as usize {
+                    let k = i % 64;
+                    let op = ab.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8));
+                    if let Some((r, _)) = pipe.push(op).await {
+                        r.expect("write");
+                    }
+                }
+                while let Some((r, _)) = pipe.next().await {
+                    r.expect("write");
+                }
+            }
+            "write_window64" => {
+                let mut window = ab.window(64);
+                for i in 0..iters as usize {
+                    let k = i % 64;
+                    if let Some((r, _)) =
+                        window.write(local.slice(k * 8..k * 8 + 8), remote.slice(k * 8..k * 8 + 8)).await
+                    {
+                        r.expect("write");
+                    }
+                }
+                while let Some((r, _)) = window.next().await {
+                    r.expect("write");
+                }
+            }
+            "write_lanes64" => {
+                let mut lanes =
+                    ab.lanes(LaneOp::Write(remote.slice(..64 * 8)), local.slice(..64 * 8), 64).expect("lanes");
+                for _ in 0..iters {
+                    let (prev, lane) = lanes.lane().await;
+                    if let Some(r) = prev {
+                        r.expect("write");
+                    }
+                    lane.submit();
+                }
+                while let Some((r, _)) = lanes.next().await {
+                    r.expect("write");
+                }
+            }
+            "write_lane1" => {
+                let mut lanes = ab.lanes(LaneOp::Write(remote.slice(..8)), local.slice(..8), 1).expect("lanes");
+                for _ in 0..iters {
+                    lanes.lane().await.1.submit();
+                    lanes.next().await.expect("one submitted").0.expect("write");
+                }
+            }
+            other => unreachable!("{other}"),
+        }
+        start.elapsed()
+    })
+}
+
+criterion_group!(benches, sync_add, rdma, rdma_parked);
 criterion_main!(benches);
