@@ -346,9 +346,10 @@ fn a_full_window_rings_its_deferred_doorbells_once_per_batch() {
         .unwrap();
 }
 
-/// Without inline progress every operation parks; one alone (nothing of the executor in
-/// flight, no task waiting) goes with its doorbell, while a batch behind it in the same poll
-/// still shares one deferred doorbell (`Core::submit_deferred`).
+/// Without inline progress every operation parks; an operation future alone (nothing of
+/// the executor in flight, no task waiting) goes with its doorbell, while futures behind it
+/// in the same poll, and a window's batch, share one deferred doorbell
+/// (`Core::submit_would_be_alone`).
 #[test]
 fn a_lone_parked_operation_rings_at_submit_and_a_batch_behind_it_defers() {
     crate::Runtime::builder()
@@ -386,7 +387,7 @@ fn a_lone_parked_operation_rings_at_submit_and_a_batch_behind_it_defers() {
             }
             assert_eq!(rec.doorbells.get() - before, 1, "the writes behind the first share one doorbell");
             let before = rec.doorbells.get();
-            // Sixteen writes submitted in one poll: the first alone, the others deferred.
+            // A window's sixteen writes, pushed in one poll, share one deferred doorbell.
             let mut w = ab.window(16);
             for k in 0..16usize {
                 let mut src = local.slice(k * 8..k * 8 + 8);
@@ -396,7 +397,7 @@ fn a_lone_parked_operation_rings_at_submit_and_a_batch_behind_it_defers() {
             while let Some((r, _)) = w.next().await {
                 r?;
             }
-            assert_eq!(rec.doorbells.get() - before, 1, "the batch behind the lone write shares one doorbell");
+            assert_eq!(rec.doorbells.get() - before, 1, "the window's batch shares one doorbell");
             for k in 0..16usize {
                 assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 100 + k as u64);
             }

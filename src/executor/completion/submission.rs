@@ -200,11 +200,11 @@ impl<K: DocaTask> Submission<K> {
     /// call [`Core::progress_inline`] (the task went with its doorbell because
     /// `may_progress` asked and [`Core::take_inline_progress`] agreed), otherwise the
     /// doorbell is deferred, unless `may_progress` asked and the operation is alone
-    /// ([`Core::submit_would_be_alone`]). A [remote](DocaTask::REMOTE) kind's task goes with its doorbell
-    /// whenever `may_progress` asked, and is never progressed inline. `Pending` while waiting
-    /// for a free task or for room (`ticket` is the caller's place among the context's
-    /// waiters). `Ready(Err)` when the operation failed: the caller releases the slot
-    /// ([`into_slot`](Submission::into_slot)).
+    /// ([`Core::submit_would_be_alone`]). A [remote](DocaTask::REMOTE) kind's task goes
+    /// with its doorbell whenever `may_progress` asked, and is never progressed inline.
+    /// `Pending` while waiting for a free task or for room (`ticket` is the caller's place
+    /// among the context's waiters). `Ready(Err)` when the operation failed: the caller
+    /// releases the slot ([`into_slot`](Submission::into_slot)).
     #[inline(always)]
     // Each argument is borrowed from a different owner (the executor, the context, the
     // caller's future or window), so there is no struct to pass instead.
