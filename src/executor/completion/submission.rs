@@ -272,13 +272,14 @@ impl<K: DocaTask> Submission<K> {
                         let inline = may_progress && core.take_inline_progress();
                         (inline, inline)
                     };
+                    // An operation alone rings too, even when it parks (see
+                    // `Core::submit_would_be_alone`).
+                    let ring = ring || (may_progress && core.submit_would_be_alone());
                     // SAFETY: `task` is a live task of kind K of this ctx that we allocated
                     // and still own. A deferred doorbell is rung before the PE is next
                     // progressed.
                     let rc = unsafe {
-                        // An operation alone rings too, even when it parks (see
-                        // `Core::submit_would_be_alone`).
-                        if ring || (may_progress && core.submit_would_be_alone()) {
+                        if ring {
                             core.submit_now(K::as_task(task))
                         } else {
                             core.submit_deferred(ctx, K::as_task(task))
