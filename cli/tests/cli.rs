@@ -263,6 +263,35 @@ fn perf_rounds_repeat_the_plan_and_summarise_it() {
     assert!(zero.is_empty() && stderr.contains("rounds"), "--rounds 0 must be refused: {stderr}");
 }
 
+/// The whole plan, twice in one process (`--rounds 2`): every test and mode gives a line in
+/// each round. A raw loop that keeps state on the calling thread (its callbacks count into
+/// thread-locals) must start the second round from zero: `comch_lat`'s client once found
+/// the first round's counts and stopped waiting for its echoes, and its server timed out.
+#[test]
+fn perf_runs_every_test_twice_in_one_process() {
+    let args = ["perf", "--json", "--rounds", "2", "--procs", "1", "--size", "8", "--iters", "20", "--warmup", "2"];
+    let (ok, stdout, stderr) = run(&args);
+    assert!(ok, "perf failed: {stderr}");
+    let mut rows: std::collections::BTreeMap<(String, String), Vec<u64>> = Default::default();
+    for v in json_lines(&stdout) {
+        rows.entry((field(&v, "test"), field(&v, "mode"))).or_default().push(v["round"].as_u64().unwrap());
+    }
+    for ((test, mode), mut rounds) in rows.clone() {
+        rounds.sort_unstable();
+        assert_eq!(rounds, [1, 2], "{test} {mode}: one line per round");
+    }
+    let (ok, list, _) = run(&["perf", "--list"]);
+    assert!(ok);
+    // Every test of the default plan ran (the traced variants run only when named; the UROM
+    // command test needs two processes).
+    for test in list.lines().filter_map(|l| l.split_whitespace().next()) {
+        if test.ends_with("_traced") || test == "urom_cmd_lat" {
+            continue;
+        }
+        assert!(rows.keys().any(|(t, _)| t == test), "{test} did not run: {stdout}");
+    }
+}
+
 #[test]
 fn perf_rejects_an_unknown_test() {
     let (ok, _, stderr) = run(&["perf", "--test", "no_such_test"]);

@@ -28,6 +28,16 @@ thread_local! {
     static CONN: Cell<*mut sys::doca_comch_connection> = const { Cell::new(ptr::null_mut()) };
 }
 
+/// Clears this thread's counters: each side starts from zero. The client runs on the
+/// calling thread, which `--rounds` reuses, and a count left over from an earlier round
+/// made the next one stop waiting for its echoes at once.
+fn reset_counters() {
+    RECVD.with(|r| r.set(0));
+    SENT.with(|s| s.set(0));
+    FAILED.with(|f| f.set(sys::DOCA_SUCCESS));
+    CONN.with(|c| c.set(ptr::null_mut()));
+}
+
 unsafe extern "C" fn on_sent(task: *mut sys::doca_comch_task_send, _ud: sys::doca_data, _cud: sys::doca_data) {
     // SAFETY: the task is ours inside its callback; it is freed once, here.
     unsafe {
@@ -110,6 +120,7 @@ fn server(
     ready: mpsc::Sender<()>,
     client_done: mpsc::Receiver<()>,
 ) -> Result<()> {
+    reset_counters();
     let d = dev.as_ptr();
     let msg = vec![0xa5u8; size];
     let (mut pe, mut s) = (ptr::null_mut(), ptr::null_mut());
@@ -161,6 +172,7 @@ fn server(
 
 /// The timing side: sends, waits for the echo; returns the samples.
 fn client(dev: Device, name: CString, p: &Params) -> Result<(super::stats::Samples, Duration)> {
+    reset_counters();
     let d = dev.as_ptr();
     let size = p.size.max(1);
     let msg = vec![0x5au8; size];
@@ -229,8 +241,14 @@ pub fn run(p: &Params) -> Result<Report> {
         });
     let _ = done_tx.send(()); // the server may have failed and gone already
     let served = server_side.join().map_err(|_| Error::new(ErrorKind::Other, "comch_lat raw: the server panicked"))?;
-    // The server's own error first: a server that failed also makes the client's side fail.
-    served?;
-    let (samples, elapsed) = result?;
+    // Either side's failure makes the other wait for it and time out: when both failed,
+    // both errors are told (the cause is usually the one that is not a timeout).
+    let (samples, elapsed) = match (served, result) {
+        (Ok(()), Ok(r)) => r,
+        (Err(e), Ok(_)) | (Ok(()), Err(e)) => return Err(e),
+        (Err(s), Err(c)) => {
+            return Err(Error::new(c.kind(), format!("comch_lat raw: client: {c}; server: {s}")));
+        }
+    };
     Ok(Run { test: super::comch::TEST, mode: "raw", size, procs: 1 }.report(samples, 2 * p.iters, elapsed))
 }
