@@ -329,6 +329,10 @@ mod cross_process {
             let mut c = host.0.take().unwrap();
             c.kill().unwrap();
             c.wait().unwrap();
+            // The provider asks the kernel whether the exporter lives at most every
+            // millisecond or so (plus a tick of the coarse clock, at most 10 ms); past that,
+            // every copy fails.
+            std::thread::sleep(Duration::from_millis(25));
             for _ in 0..3 {
                 let (r, _, _) = bounded(dma.memcpy(remote.slice(0..LEN), local.buf())).await?;
                 assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);

@@ -29,8 +29,9 @@
 //! * The task completes through its error callback: the destination lacks room for the payload
 //!   or a range is outside its mmap (`INVALID_VALUE`), a local destination without
 //!   LOCAL_READ_WRITE, a remote side exported without the needed PCI right, or an import of
-//!   an RDMA export (`NOT_PERMITTED`), the exporting process gone (`CONNECTION_ABORTED`) or
-//!   its export revoked (`NOT_PERMITTED`). The destination's data_len grows only on success.
+//!   an RDMA export (`NOT_PERMITTED`), the exporting process gone (`CONNECTION_ABORTED`: seen
+//!   within `OWNER_RECHECK`, 1 ms, and a tick of the coarse clock, see `mmap/liveness.rs`)
+//!   or its export revoked (`NOT_PERMITTED`). The destination's data_len grows only on success.
 //! * A failed copy does not change the ctx's state: later tasks run normally (nothing in the
 //!   DOCA documentation says a DMA error breaks the context, unlike RDMA's error state).
 //! * Allocation: the framework's BAD_STATE (not RUNNING), NOT_SUPPORTED (never configured),
@@ -137,9 +138,11 @@ fn side_of(b: &doca_buf) -> Result<Side<'_>, doca_error_t> {
     if !r.is_pci_export() {
         return Err(DOCA_ERROR_NOT_PERMITTED);
     }
-    // On the shared-memory path the mapping outlives its owner: without this check a copy
-    // from a dead host would "succeed" with stale memory. Hardware fails such a copy.
-    if !r.owner_alive() {
+    // On the shared-memory path the mapping outlives its owner: without this check every
+    // copy from a dead host would "succeed" with the memory it left. Hardware fails such a
+    // copy. Asked of the kernel at most every millisecond or so (`mmap/liveness.rs`): a
+    // system call per copy was two thirds of a small copy's cost.
+    if !r.owner_alive_lately() {
         return Err(DOCA_ERROR_CONNECTION_ABORTED);
     }
     Ok(Side::Remote(r))

@@ -165,9 +165,17 @@ impl RemoteRegion {
         self.bounds(off, len)?;
         Ok(off)
     }
-    /// Whether the owner process still exists (pidfd poll; `kill(pid, 0)` without pidfd).
+    /// Whether the owner process still exists, asked now (pidfd poll; `kill(pid, 0)` without
+    /// pidfd).
     pub(crate) fn owner_alive(&self) -> bool {
         self.mem.owner.alive()
+    }
+
+    /// Whether the owner process lived when last asked, at most
+    /// [`OWNER_RECHECK`](super::liveness::OWNER_RECHECK) and a tick of the coarse clock ago:
+    /// the check of every access that needs one (a DMA copy), without a system call each.
+    pub(crate) fn owner_alive_lately(&self) -> bool {
+        self.mem.owner.alive_lately()
     }
 
     #[inline(always)]

@@ -660,11 +660,17 @@ fn dead_owner() {
     r2.read(0, &mut b).unwrap();
     assert_eq!(b, [7u8; 12]);
     assert!(r1.owner_alive() && r2.owner_alive());
+    assert!(r1.owner_alive_lately());
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(r2.read(0, &mut b).unwrap_err(), DOCA_ERROR_CONNECTION_ABORTED);
     assert_eq!(r2.write(0, b"x").unwrap_err(), DOCA_ERROR_CONNECTION_ABORTED);
     assert!(!r1.owner_alive() && !r2.owner_alive());
+    // The cached answer follows once it is older than the recheck interval (a coarse clock
+    // tick is at most 10 ms at HZ=100), and a death once seen stays seen.
+    std::thread::sleep(super::liveness::OWNER_RECHECK + Duration::from_millis(15));
+    assert!(!r1.owner_alive_lately());
+    assert!(!r1.owner_alive_lately());
     // The orphaned segment is still mapped here: reading it is harmless.
     r1.read(0, &mut b).unwrap();
     assert_eq!(import(&b1, dev).unwrap_err(), DOCA_ERROR_NOT_FOUND);
