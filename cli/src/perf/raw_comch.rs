@@ -80,13 +80,14 @@ unsafe extern "C" fn on_disconnect(
 /// Progresses `pe` until `done()` holds; TimedOut after [`PEER_TIMEOUT`] (checked every
 /// 4096 rounds, so the clock stays off the fast path).
 fn progress_until(pe: *mut sys::doca_pe, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
-    let deadline = Instant::now() + PEER_TIMEOUT;
+    // The deadline is set at the first look at the clock: not a clock read per message.
+    let mut deadline = None;
     let mut spins = 0u32;
     while !done() {
         // SAFETY: a live PE of this thread.
         unsafe { sys::doca_pe_progress(pe) };
         spins = spins.wrapping_add(1);
-        if spins % 4096 == 0 && Instant::now() > deadline {
+        if spins % 4096 == 0 && Instant::now() > *deadline.get_or_insert_with(|| Instant::now() + PEER_TIMEOUT) {
             return Err(Error::new(ErrorKind::TimedOut, format!("comch_lat raw: {what}")));
         }
     }

@@ -368,12 +368,14 @@ impl Side {
 
     /// Spins on the first word of our target memory until the peer wrote `v` there.
     fn wait_word(&self, v: u64) -> Result<()> {
-        let deadline = Instant::now() + PEER_TIMEOUT;
+        // The deadline is set at the first look at the clock: a clock read per wait was
+        // ~20 ns of every half round trip, on both sides of the comparison.
+        let mut deadline = None;
         let mut spins = 0u32;
         // SAFETY: slot 0 of our target memory, 64-byte aligned, alive as long as `self`.
         while unsafe { word(self.target.ptr) }.load(Ordering::Acquire) != v {
             spins = spins.wrapping_add(1);
-            if spins % 4096 == 0 && Instant::now() > deadline {
+            if spins % 4096 == 0 && Instant::now() > *deadline.get_or_insert_with(|| Instant::now() + PEER_TIMEOUT) {
                 return Err(timed_out());
             }
             std::hint::spin_loop();

@@ -429,7 +429,8 @@ impl End {
     /// the raw loop's check is a load (docs/cost.md, "Sixteenth session").
     async fn wait_word(&self, v: u64) -> Result<()> {
         let word = self.target.slice(0..8);
-        let deadline = Instant::now() + PEER_TIMEOUT;
+        // The deadline is set at the first look at the clock, as in the raw loop.
+        let mut deadline = None;
         let mut spins = 0u32;
         while word.read_u64(0) != v {
             spins = spins.wrapping_add(1);
@@ -437,7 +438,9 @@ impl End {
                 std::hint::spin_loop();
                 continue;
             }
-            if spins % (64 * SPINS_PER_YIELD) == 0 && Instant::now() > deadline {
+            if spins % (64 * SPINS_PER_YIELD) == 0
+                && Instant::now() > *deadline.get_or_insert_with(|| Instant::now() + PEER_TIMEOUT)
+            {
                 return Err(timed_out());
             }
             yield_now().await;
