@@ -10,7 +10,17 @@ const EXE: &str = env!("CARGO_BIN_EXE_async-doca");
 
 /// Runs the CLI with a deadline, so a hang fails the test instead of stalling the suite.
 fn run(args: &[&str]) -> (bool, String, String) {
-    let mut child = Command::new(EXE)
+    run_in(args, None)
+}
+
+/// `run` with `TMPDIR` set to `tmp` when given, so that what the run leaves in its temporary
+/// directory can be told apart from what other tests, running at the same time, leave in theirs.
+fn run_in(args: &[&str], tmp: Option<&std::path::Path>) -> (bool, String, String) {
+    let mut cmd = Command::new(EXE);
+    if let Some(tmp) = tmp {
+        cmd.env("TMPDIR", tmp);
+    }
+    let mut child = cmd
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -309,6 +319,11 @@ fn info_names_the_provider_and_a_device() {
 
 #[test]
 fn perf_urom_cmd_lat_and_collectives_in_every_mode() {
+    // A temporary directory of this test's own: other tests run perf (and its private UROM
+    // service) at the same time, and their directories must not count here.
+    let tmp = std::env::temp_dir().join(format!("adc-urom-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |args: &[&str]| run_in(args, Some(&tmp));
     let (ok, stdout, stderr) = run(&["perf", "--json", "--test", "urom_cmd_lat", "--iters", "100", "--warmup", "10"]);
     assert!(ok, "perf failed: {stderr}");
     let mut modes: Vec<String> = json_lines(&stdout)
@@ -358,12 +373,9 @@ fn perf_urom_cmd_lat_and_collectives_in_every_mode() {
     ];
     assert_eq!(seen, want.map(|(t, m)| (t.to_owned(), m.to_owned())), "{stdout}");
     // perf stops its private service and removes its directory.
-    let dir = std::env::temp_dir();
-    let pid_dirs = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| {
-        e.file_name().to_string_lossy().starts_with("async-doca-perf-urom-")
-            && std::fs::read_dir(e.path()).map(|mut d| d.next().is_some()).unwrap_or(false)
-    });
-    assert_eq!(pid_dirs.count(), 0, "perf left a UROM service directory behind");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.file_name()).collect();
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(left.is_empty(), "perf left {left:?} behind in its temporary directory");
 }
 
 #[test]
