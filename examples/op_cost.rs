@@ -20,7 +20,9 @@
 //! operation takes on hardware; that path costs twice the average minus `write`; kept for the
 //! figures that used it: `OP_COST_PARK=1 op_cost write` parks every write), `memcpy`
 //! (DMA copies of 8 bytes between two local buffers, one at a time; the DMA context is
-//! created after the clock starts, a fixed cost that `memcpy 0` includes too), `sync` (a sync
+//! created after the clock starts, a fixed cost that `memcpy 0` includes too), `dma_in`
+//! (DMA copies of 8 bytes from imported memory, 64 in flight in an `rdma::Pipeline`),
+//! `dma_lanes` (the same copies through 64 `dma::Lanes`, a batch at a time), `sync` (a sync
 //! event's `add` and a `wait_eq` for the value it reached: two operations per iteration, as
 //! perf's `sync_add_wait`; the event is made after the clock starts), `yield` (one
 //! `yield_now` per operation: a trip round the executor's loop), `spawned_yield` (the same in a
@@ -36,7 +38,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use async_doca::dma::Dma;
+use async_doca::dma::{Dma, LaneOp as DmaLaneOp};
 use async_doca::executor::yield_now;
 use async_doca::rdma::{LaneOp, Pipeline, Rdma};
 use async_doca::sync_event::SyncEvent;
@@ -220,6 +222,51 @@ fn main() -> Result<()> {
                 }
                 for h in window {
                     h.await??;
+                }
+            }
+            "dma_in" | "dma_lanes" => {
+                // DMA copies of 8 bytes from imported (PCI-exported) memory, 64 in flight:
+                // through an `rdma::Pipeline` of copy futures (`dma_in`), or through 64
+                // `dma::Lanes` taken a batch at a time (`dma_lanes`). The context and the
+                // import are made after the clock starts, a fixed cost `N = 0` includes too.
+                let dma = Dma::builder(&dev).build().await?;
+                let host = dev.alloc(64 * 8, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+                let imported = dev.import(&host.export_pci()?)?;
+                if kind == "dma_in" {
+                    let mut pipe = Pipeline::new(64);
+                    for i in 0..n {
+                        if pipe.is_full() {
+                            if let Some((r, _, _)) = pipe.next().await {
+                                r?;
+                            }
+                        }
+                        let k = i % 64;
+                        let copy = dma.memcpy(imported.slice(k * 8..k * 8 + 8), local.slice(k * 8..k * 8 + 8));
+                        assert!(pipe.try_push(copy).is_ok(), "a lane is free");
+                    }
+                    while let Some((r, _, _)) = pipe.next().await {
+                        r?;
+                    }
+                } else {
+                    let op = DmaLaneOp::CopyIn(imported.slice(..64 * 8));
+                    let mut lanes = dma.lanes(op, local.slice(..64 * 8), 64)?;
+                    let mut left = n;
+                    while left > 0 {
+                        let mut batch = lanes.batch().await;
+                        while let Some((prev, lane)) = batch.lane() {
+                            if let Some(r) = prev {
+                                r?;
+                            }
+                            lane.submit();
+                            left -= 1;
+                            if left == 0 {
+                                break;
+                            }
+                        }
+                    }
+                    while let Some((r, _)) = lanes.next().await {
+                        r?;
+                    }
                 }
             }
             "memcpy" => {

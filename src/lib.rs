@@ -44,6 +44,7 @@ pub mod drom;
 pub mod error;
 pub mod executor;
 pub mod ext;
+pub mod lanes;
 pub mod mem;
 pub mod oob;
 pub mod rdma;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use async_doca::dma::{Dma, MemcpyFuture};
+use async_doca::dma::{Dma, LaneOp, MemcpyFuture};
 use async_doca::time::timeout;
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result, Runtime};
 
@@ -235,6 +235,131 @@ async fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output
     .await
 }
 
+/// Copies through `dma::Lanes`, in and out, more copies than lanes (each lane submitted
+/// again and again), a batch at a time and one at a time: every copy lands where its lane
+/// says, results come in submission order, and reused lanes carry nothing stale.
+#[test]
+fn copies_in_and_out_through_lanes() {
+    rt().block_on(async {
+        const LANES: usize = 8;
+        const LEN: usize = 64;
+        let dev = Device::open_default()?;
+        let dma = Dma::builder(&dev).build().await?;
+        let host = dev.alloc(2 * LANES * LEN, HOST)?;
+        let remote = dev.import(&host.export_pci()?)?;
+        let local = dev.alloc(2 * LANES * LEN, Access::LOCAL_READ_WRITE)?;
+        let (inbound, outbound) = (0..LANES * LEN, LANES * LEN..2 * LANES * LEN);
+
+        // Out: 5 rounds over 8 lanes, lane k writing round r's stamp into host record k.
+        let mut out =
+            dma.lanes(LaneOp::CopyOut(remote.slice(outbound.clone())), local.slice(outbound.clone()), LANES)?;
+        let mut order = Vec::new();
+        for round in 0..5u64 {
+            for _ in 0..LANES {
+                let (prev, mut lane) = bounded(out.lane()).await?;
+                if let Some(r) = prev {
+                    r?;
+                }
+                order.push(lane.index());
+                lane.fill(round as u8);
+                lane.write_u64(0, round * 100 + lane.index() as u64);
+                lane.submit();
+            }
+        }
+        while let Some((r, _)) = bounded(out.next()).await? {
+            r?;
+        }
+        assert_eq!(order, (0..5 * LANES).map(|i| i % LANES).collect::<Vec<_>>(), "lanes are taken in turn");
+        for k in 0..LANES {
+            let record = host.slice(outbound.start + k * LEN..outbound.start + (k + 1) * LEN);
+            assert_eq!(record.read_u64(0), 400 + k as u64, "record {k} holds the last round");
+            assert!(record.to_vec()[8..].iter().all(|&b| b == 4), "record {k} is the last round's, whole");
+        }
+
+        // In: the host changes its records between rounds; each round's copies bring that
+        // round's bytes, a batch at a time.
+        let mut inn = dma.lanes(LaneOp::CopyIn(remote.slice(inbound.clone())), local.slice(inbound.clone()), LANES)?;
+        for round in 0..4u8 {
+            host.slice(inbound.clone()).write(0, &pattern(LANES * LEN, round));
+            let mut batch = bounded(inn.batch()).await?;
+            let mut submitted = Vec::new();
+            while let Some((prev, lane)) = batch.lane() {
+                assert!(prev.is_none(), "every lane is idle between rounds");
+                submitted.push(lane.index());
+                lane.submit();
+            }
+            assert_eq!(submitted.len(), LANES);
+            let mut taken = Vec::new();
+            while let Some((r, lane)) = bounded(inn.next()).await? {
+                r?;
+                let k = lane.index();
+                taken.push(k);
+                let want = &pattern(LANES * LEN, round)[k * LEN..(k + 1) * LEN];
+                assert_eq!(lane.buf().to_vec(), want, "round {round}, lane {k}");
+            }
+            assert_eq!(taken, submitted, "results in submission order");
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
+/// Lanes deeper than the context's task pool share the tasks they can get; lanes dropped with
+/// copies in flight keep their memory until DOCA is done; bad shapes are refused.
+#[test]
+fn lanes_deeper_than_the_pool_dropped_in_flight_and_refused_shapes() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        // Two descriptors per lane: the inventory is sized for the lanes, the pool is not.
+        let dma = Dma::builder(&dev).max_tasks(4).descriptors(2 * 32 + 8).build().await?;
+        let host = dev.alloc(32 * 16, HOST)?;
+        host.buf().write(0, &pattern(32 * 16, 9));
+        let remote = dev.import(&host.export_pci()?)?;
+        let local = dev.alloc(32 * 16, Access::LOCAL_READ_WRITE)?;
+
+        let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(..)), local.buf(), 32)?;
+        for _ in 0..3 {
+            let mut batch = bounded(lanes.batch()).await?;
+            while let Some((prev, lane)) = batch.lane() {
+                if let Some(r) = prev {
+                    r?;
+                }
+                lane.submit();
+            }
+        }
+        let mut seen = 0;
+        while let Some((r, lane)) = bounded(lanes.next()).await? {
+            r?;
+            let k = lane.index();
+            assert_eq!(lane.buf().to_vec(), pattern(32 * 16, 9)[k * 16..(k + 1) * 16]);
+            seen += 1;
+        }
+        assert!(seen > 0);
+        drop(lanes);
+
+        // Dropped with copies in flight: nothing is freed under DOCA, and the context goes on.
+        let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(..)), local.buf(), 32)?;
+        let mut batch = bounded(lanes.batch()).await?;
+        while let Some((_, lane)) = batch.lane() {
+            lane.submit();
+        }
+        drop(lanes);
+        let (r, _, _) = bounded(dma.memcpy(remote.slice(0..16), local.slice(0..16))).await?;
+        r?;
+
+        let kind = |r: Result<async_doca::dma::Lanes<'_>>| r.map(drop).map_err(|e| e.kind());
+        let short = dma.lanes(LaneOp::CopyOut(remote.slice(0..16)), local.slice(0..32), 2);
+        assert_eq!(kind(short), Err(ErrorKind::InvalidArgument), "an imported slice shorter than the buffer");
+        assert_eq!(
+            kind(dma.lanes(LaneOp::CopyIn(remote.slice(..)), local.slice(0..30), 4)),
+            Err(ErrorKind::InvalidArgument)
+        );
+        assert_eq!(kind(dma.lanes(LaneOp::CopyIn(remote.slice(..)), local.buf(), 0)), Err(ErrorKind::InvalidArgument));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
 mod cross_process {
     use super::*;
     use crate::common::{hex, unhex, Reap};
@@ -339,6 +464,19 @@ mod cross_process {
                 let (r, _, _) = bounded(dma.memcpy(local.slice(0..64), remote.slice(0..64))).await?;
                 assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
             }
+            // Through lanes too: each copy yields the loss, in order.
+            let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(0..LEN)), local.buf(), 4)?;
+            let mut batch = bounded(lanes.batch()).await?;
+            while let Some((_, lane)) = batch.lane() {
+                lane.submit();
+            }
+            let mut failed = 0;
+            while let Some((r, _)) = bounded(lanes.next()).await? {
+                assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
+                failed += 1;
+            }
+            assert_eq!(failed, 4);
+            drop(lanes);
             let (r, _, _) = bounded(dma.memcpy(local.slice(0..64), local.slice(64..128))).await?;
             r?;
             Ok::<_, Error>(())

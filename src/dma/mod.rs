@@ -22,7 +22,9 @@
 //! flush) arrives.
 //!
 //! # Pipelining and back-pressure
-//! Any number of copies may be in flight: keep many in one task with an
+//! Any number of copies may be in flight. On fixed memory, [`Dma::lanes`] keeps `depth`
+//! copies in flight, each lane holding its task (the path for message rate, see
+//! [`Lanes`]). With any memory, keep many copy futures in one task with an
 //! [`rdma::Pipeline`](crate::rdma::Pipeline) (the cheap way; the copy future,
 //! [`MemcpyFuture`], is a named `Unpin` type, so a struct can hold it too), spawn them, or
 //! poll several futures at once. The task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
@@ -88,6 +90,11 @@ use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaTask, 
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
+
+mod lanes;
+
+pub use self::lanes::LaneOp;
+pub use crate::lanes::{Batch, BatchFuture, LaneFuture, LaneMut, Lanes, NextFuture};
 
 /// Default task-pool size (copies in flight at once).
 pub const DEFAULT_MAX_TASKS: u32 = 256;
@@ -263,6 +270,52 @@ impl Dma {
             "dma: max copy size",
         )?;
         Ok(n)
+    }
+
+    /// `depth` copies in flight on fixed memory: `local` and the imported slice of `op` cut
+    /// into `depth` equal lanes, each with its own task, submitted again as it is. The path
+    /// for message rate when the memory is known up front: a copy through a lane costs
+    /// about what it costs a C program that keeps its tasks, where each [`memcpy`](Dma::memcpy)
+    /// pays for a completion slot and its descriptors. See [`Lanes`].
+    ///
+    /// ```
+    /// use async_doca::dma::{Dma, LaneOp};
+    /// use async_doca::{Access, Device, Runtime};
+    ///
+    /// Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+    ///     let dev = Device::open_default()?;
+    ///     // "Host" memory of 16 records of 64 bytes, exported over PCIe.
+    ///     let host = dev.alloc(16 * 64, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+    ///     for k in 0..16 {
+    ///         host.buf().write_u64(k * 64, k as u64);
+    ///     }
+    ///     let remote = dev.import(&host.export_pci()?)?;
+    ///     let dma = Dma::builder(&dev).build().await?;
+    ///     let local = dev.alloc(16 * 64, Access::LOCAL_READ_WRITE)?;
+    ///
+    ///     // Copy the 16 records in at once: lane k brings record k.
+    ///     let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(..)), local.buf(), 16)?;
+    ///     let mut batch = lanes.batch().await;
+    ///     while let Some((_, lane)) = batch.lane() {
+    ///         lane.submit();
+    ///     }
+    ///     let mut sum = 0;
+    ///     while let Some((res, lane)) = lanes.next().await {
+    ///         res?;
+    ///         sum += lane.buf().read_u64(0);
+    ///     }
+    ///     assert_eq!(sum, (0..16u64).sum::<u64>());
+    ///     Ok::<(), async_doca::Error>(())
+    /// })?;
+    /// # Ok::<(), async_doca::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As in [`Lanes`]' module documentation (the buffer does not make `depth` equal lanes,
+    /// an imported slice shorter than it, a destroyed context, no descriptor left); each
+    /// copy's result carries [`memcpy`](Dma::memcpy)'s errors.
+    pub fn lanes(&self, op: LaneOp, local: Buf, depth: usize) -> Result<Lanes<'_>> {
+        lanes::on_dma(self, op, local, depth)
     }
 
     /// Copies all of `src` to the start of `dst` and gives both back with the result.

@@ -137,6 +137,12 @@ impl CtxRecord {
         self.alive.get()
     }
 
+    /// The context's DOCA object (a `doca_rdma`, a `doca_dma`...), untyped, while it is
+    /// alive (see [`DocaCtx::as_ptr`]): for layers that serve several kinds of context.
+    pub(crate) fn obj(&self) -> Option<*mut std::ffi::c_void> {
+        self.alive.get().then_some(self.obj)
+    }
+
     pub(crate) fn outstanding(&self) -> usize {
         self.outstanding.get()
     }

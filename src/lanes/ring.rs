@@ -1,6 +1,7 @@
 //! The lanes' engine: the order of operations, the idle lanes, submission with back-pressure,
 //! and the wait for the oldest result. [`Lanes`](super::Lanes) and [`LaneMut`](super::LaneMut)
-//! are thin typed handles over it.
+//! are thin typed handles over it. It serves every kind of context: what it knows of an
+//! operation is its [`LaneKind`] table.
 //!
 //! **Why it is not generic.** `Lanes<T>` is generic over its result, so everything in its
 //! `impl` is compiled into the crate that uses it, where any unrelated change to that crate
@@ -9,20 +10,48 @@
 //! engine is one non-generic type whose entry points are never inlined, so it is compiled once,
 //! here, whatever crate calls it; the typed layer only turns a status into a `Result<T>`.
 
+use std::ffi::c_void;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::super::ops::Kind;
-use super::super::window::ring::wrap;
-use super::super::{CmpSwp, FetchAdd, RdmaInner, Read, Recv, Send as SendTask, SendImm, Write, WriteImm};
-use super::task::{At, LaneTask};
+use super::kind::{At, LaneKind, Remote};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::completion::{HeldGroup, HeldState, TaskOutput, Ticket};
+use crate::executor::context::{CtxRecord, DocaCtx};
+use crate::executor::local::Core;
 use crate::mem::descriptors::{Desc, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
+
+/// `i` (< twice `n`) modulo `n`: a compare, not a division (`%` by a depth known only at run
+/// time is a `div`, tens of cycles, twice per operation). The lane index of a ring of `n`
+/// (the lanes' order here, an RDMA window's lanes).
+#[inline(always)]
+pub(crate) fn wrap(i: usize, n: usize) -> usize {
+    if i >= n {
+        i - n
+    } else {
+        i
+    }
+}
+
+/// The context the lanes run on: its executor, its record and inventory, and the connection
+/// of their operations (null where there is none).
+pub(super) struct LaneHost<'a> {
+    core: &'a Core,
+    rec: &'a Rc<CtxRecord>,
+    inv: &'a Rc<Inventory>,
+    conn: *mut c_void,
+}
+
+impl<'a> LaneHost<'a> {
+    /// The host of lanes on `ctx` (with its inventory `inv`) and connection `conn`.
+    pub(super) fn new<T>(ctx: &'a DocaCtx<T>, inv: &'a Rc<Inventory>, conn: *mut c_void) -> LaneHost<'a> {
+        LaneHost { core: ctx.core(), rec: ctx.record(), inv, conn }
+    }
+}
 
 /// The memory the lanes' tasks touch, and their descriptors. Moved to the held group when
 /// the lanes are dropped with operations in flight; dropped only once no task uses it.
@@ -59,10 +88,10 @@ enum Try {
 /// The engine of [`Lanes`](super::Lanes): `depth` lanes over fixed memory, each with its own
 /// task, and the order of their operations.
 pub(super) struct LaneRing<'a> {
-    inner: &'a RdmaInner,
-    /// The connection (null for receives).
-    conn: *mut sys::doca_rdma_connection,
-    pub(super) kind: Kind,
+    core: &'a Core,
+    /// The connection (null where there is none).
+    conn: *mut c_void,
+    pub(super) kind: &'static LaneKind,
     group: Rc<HeldGroup>,
     /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
     mem: ManuallyDrop<Box<LaneMem>>,
@@ -91,15 +120,16 @@ pub(super) struct Taken {
 }
 
 impl<'a> LaneRing<'a> {
+    /// `depth` lanes of `kind` on `host` over `local` (and `remote`, for the kinds that have
+    /// remote memory), or why not (see the module documentation's errors).
     pub(super) fn new(
-        inner: &'a RdmaInner,
-        conn: *mut sys::doca_rdma_connection,
-        kind: Kind,
+        host: LaneHost<'a>,
+        kind: &'static LaneKind,
         local: Buf,
         remote: Option<RemoteSlice>,
         depth: usize,
     ) -> Result<Self> {
-        let op = kind.name();
+        let op = kind.name;
         let bad = |what: String| Error::new(ErrorKind::InvalidArgument, format!("{op}: lanes: {what}"));
         if depth == 0 || local.is_empty() || local.len() % depth != 0 {
             return Err(bad(format!("a {}-byte buffer does not make {depth} equal lanes", local.len())));
@@ -108,62 +138,59 @@ impl<'a> LaneRing<'a> {
             return Err(bad(format!("{depth} lanes")));
         }
         let len = local.len() / depth;
+        let atomic = kind.remote == Remote::Target;
         match &remote {
-            Some(r) if kind.is_atomic() && (r.len() < 8 || len < 8) => {
+            Some(r) if atomic && (r.len() < 8 || len < 8) => {
                 return Err(bad(format!(
                     "an atomic needs an 8-byte target and 8 bytes per lane, not {} and {len}",
                     r.len()
                 )));
             }
-            Some(r) if !kind.is_atomic() && r.len() < local.len() => {
+            Some(r) if !atomic && r.len() < local.len() => {
                 return Err(bad(format!("a {}-byte remote slice for a {}-byte buffer", r.len(), local.len())));
             }
+            None if kind.remote != Remote::None => return Err(bad("no remote memory".into())),
             _ => {}
         }
-        inner.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
+        if !host.rec.is_alive() {
+            return Err(host.rec.destroyed(op));
+        }
         let bufs: Box<[Buf]> = (0..depth)
             .map(|k| local.memory().slice(local.offset() + k * len..local.offset() + (k + 1) * len))
             .collect();
         // Sources carry all their bytes; destinations (an atomic's result too) start empty
         // (results are appended).
-        let local_data = if matches!(kind, Kind::Read | Kind::Recv) || kind.is_atomic() { 0 } else { len };
+        let local_data = if kind.local_source { len } else { 0 };
         let mut mem = Box::new(LaneMem {
             descs: vec![[std::ptr::null_mut(); 2]; depth].into_boxed_slice(),
             bufs,
             _remote: remote,
-            _inv: inner.inv.clone(),
+            _inv: host.inv.clone(),
         });
         for k in 0..depth {
-            let l = inner.inv.buf_over(Desc::local(&mem.bufs[k]), local_data);
+            let l = host.inv.buf_over(Desc::local(&mem.bufs[k]), local_data);
             mem.descs[k][0] = l.map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
             if let Some(r) = &mem._remote {
                 // An atomic's lanes share their target; the others cut the remote slice too.
-                let (at, n) = if kind.is_atomic() { (0, 8) } else { (k * len, len) };
+                // A destination starts empty (results are appended); a source and an
+                // atomic's target carry their bytes as data (see `rdma::ops::ReadReq` and
+                // `rdma::ops::AtomicReq`), which no operation changes.
+                let (at, n, remote_data) = match kind.remote {
+                    Remote::Target => (0, 8, 8),
+                    Remote::Lanes { source } => (k * len, len, if source { len } else { 0 }),
+                    Remote::None => unreachable!("checked above"),
+                };
                 let lane = r.memory().slice(r.offset() + at..r.offset() + at + n);
-                // A write's destination starts empty (results are appended); a read's source
-                // and an atomic's target carry their bytes as data (see `ops::ReadReq` and
-                // `ops::AtomicReq`), which no operation changes.
-                let remote_data = if kind == Kind::Read || kind.is_atomic() { n } else { 0 };
-                mem.descs[k][1] = inner
+                mem.descs[k][1] = host
                     .inv
                     .buf_over(Desc::remote(&lane), remote_data)
                     .map_err(|rc| Error::from_doca(rc, format!("{op}: lanes: a descriptor")))?;
             }
         }
-        let rec = inner.ctx.record();
-        let group = match kind {
-            Kind::Write => HeldGroup::new::<Write>(rec, depth),
-            Kind::WriteImm => HeldGroup::new::<WriteImm>(rec, depth),
-            Kind::Read => HeldGroup::new::<Read>(rec, depth),
-            Kind::Send => HeldGroup::new::<SendTask>(rec, depth),
-            Kind::SendImm => HeldGroup::new::<SendImm>(rec, depth),
-            Kind::Recv => HeldGroup::new::<Recv>(rec, depth),
-            Kind::FetchAdd => HeldGroup::new::<FetchAdd>(rec, depth),
-            Kind::CmpSwp => HeldGroup::new::<CmpSwp>(rec, depth),
-        };
+        let group = (kind.group)(host.rec, depth);
         Ok(LaneRing {
-            inner,
-            conn,
+            core: host.core,
+            conn: host.conn,
             kind,
             group,
             mem: ManuallyDrop::new(mem),
@@ -207,46 +234,32 @@ impl<'a> LaneRing<'a> {
     /// Submits lane `i`'s operation (allocating its task at its first use), or says why not.
     #[inline(always)]
     fn try_submit(&self, i: usize) -> Try {
-        match self.kind {
-            Kind::Write => self.try_submit_kind::<Write>(i),
-            Kind::WriteImm => self.try_submit_kind::<WriteImm>(i),
-            Kind::Read => self.try_submit_kind::<Read>(i),
-            Kind::Send => self.try_submit_kind::<SendTask>(i),
-            Kind::SendImm => self.try_submit_kind::<SendImm>(i),
-            Kind::Recv => self.try_submit_kind::<Recv>(i),
-            Kind::FetchAdd => self.try_submit_kind::<FetchAdd>(i),
-            Kind::CmpSwp => self.try_submit_kind::<CmpSwp>(i),
-        }
-    }
-
-    #[inline(always)]
-    fn try_submit_kind<K: LaneTask>(&self, i: usize) -> Try {
         let group = &*self.group;
         let ctx = group.ctx();
         if !ctx.is_alive() {
             return Try::Refused(sys::DOCA_ERROR_BAD_STATE);
         }
-        let mut task = group.task::<K>(i);
+        let mut task = group.task(i);
         if task.is_null() {
-            if let Err(t) = self.obtain_task::<K>(i) {
+            if let Err(t) = self.obtain_task(i) {
                 return t;
             }
-            task = group.task::<K>(i);
+            task = group.task(i);
         }
         // Fresh, moved or kept, the task's destination may hold the data of the lane's
         // earlier operation (the descriptors are the lane's for its whole life).
         let [l, r] = self.mem.descs[i];
-        // SAFETY: lane `i`'s own task, not in flight, and its own descriptors, which no task
-        // in flight uses.
-        unsafe { K::prepare(task, l, r, self.operands[i]) };
+        // SAFETY: lane `i`'s own task (of the lanes' kind), not in flight, and its own
+        // descriptors, which no task in flight uses.
+        unsafe { (self.kind.prepare)(task, l, r, self.operands[i]) };
         // The doorbell: rung at once for an operation alone in the lanes (nothing to batch it
         // with, and its wait comes next: the latency case), deferred to the next progress
         // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
         // context's earlier deferred tasks first, so the order stays the submission order.
         let doorbell = self.len == 1;
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
-        // of kind K (the group's), ready for its next operation.
-        match unsafe { group.submit(self.inner.ctx.core(), i, doorbell) } {
+        // of the group's kind, ready for its next operation.
+        match unsafe { group.submit(self.core, i, doorbell) } {
             sys::DOCA_SUCCESS => Try::Submitted,
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
             rc => Try::Refused(rc),
@@ -257,10 +270,10 @@ impl<'a> LaneRing<'a> {
     /// idle lane's, or one the context had kept idle. Off the fast path.
     #[cold]
     #[inline(never)]
-    fn obtain_task<K: LaneTask>(&self, i: usize) -> std::result::Result<(), Try> {
+    fn obtain_task(&self, i: usize) -> std::result::Result<(), Try> {
         let group = &*self.group;
         let ctx = group.ctx();
-        match self.alloc::<K>(i) {
+        match self.alloc(i) {
             sys::DOCA_SUCCESS => {}
             // The pool is spent: take the task of a lane that has no operation in flight
             // (lanes deeper than the pool share its tasks); else have the context give
@@ -272,9 +285,9 @@ impl<'a> LaneRing<'a> {
                     let [l, r] = self.mem.descs[i];
                     // SAFETY: a task of the lanes' kind that DOCA does not own (it moved
                     // between idle lanes) and is lane `i`'s now; lane `i`'s descriptors.
-                    unsafe { K::repoint(group.task::<K>(i), l, r) };
+                    unsafe { (self.kind.repoint)(group.task(i), l, r) };
                 }
-                None if ctx.reclaim_idle() => match self.alloc::<K>(i) {
+                None if ctx.reclaim_idle() => match self.alloc(i) {
                     sys::DOCA_SUCCESS => {}
                     sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => return Err(Try::Wait),
                     rc => return Err(Try::Refused(rc)),
@@ -287,18 +300,19 @@ impl<'a> LaneRing<'a> {
         Ok(())
     }
 
-    /// Allocates lane `i`'s task of kind `K` over its descriptors, with its record's user
-    /// data, and gives it to the lane's record.
-    fn alloc<K: LaneTask>(&self, i: usize) -> sys::doca_error_t {
-        let Ok(rdma) = self.inner.ctx.as_ptr() else { return sys::DOCA_ERROR_BAD_STATE };
-        let at = At { rdma, conn: self.conn, bufs: self.mem.descs[i], operands: self.operands[i] };
-        let mut task = std::ptr::null_mut();
-        // SAFETY: a live context (checked above) and connection (borrowed by the lanes); the
-        // descriptors describe memory the lanes keep until no task uses it.
-        let rc = unsafe { K::alloc(&at, self.group.user_data(i), &mut task) };
+    /// Allocates lane `i`'s task of the lanes' kind over its descriptors, with its record's
+    /// user data, and gives it to the lane's record.
+    fn alloc(&self, i: usize) -> sys::doca_error_t {
+        let Some(ctx) = self.group.ctx().obj() else { return sys::DOCA_ERROR_BAD_STATE };
+        let at = At { ctx, conn: self.conn, bufs: self.mem.descs[i], operands: self.operands[i] };
+        let (mut task, mut base) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a live context (checked above) of the kind's type, and connection (borrowed
+        // by the lanes); the descriptors describe memory the lanes keep until no task uses it.
+        let rc = unsafe { (self.kind.alloc)(&at, self.group.user_data(i), &mut task, &mut base) };
         if rc == sys::DOCA_SUCCESS {
-            // SAFETY: a fresh task of the group's kind, nobody else's; the lane had none.
-            unsafe { self.group.set_task::<K>(i, task) };
+            // SAFETY: a fresh task of the group's kind with its `doca_task`, nobody else's;
+            // the lane had none.
+            unsafe { self.group.set_task(i, task, base) };
         }
         rc
     }
@@ -367,7 +381,7 @@ impl<'a> LaneRing<'a> {
             HeldState::Idle => return Poll::Pending,
             HeldState::InFlight => {}
         }
-        if self.inner.ctx.core().wait_batch_inline(self.len, || self.group.state(i) == HeldState::Done) {
+        if self.core.wait_batch_inline(self.len, || self.group.state(i) == HeldState::Done) {
             return Poll::Ready(());
         }
         self.group.poll_done(i, cx)
@@ -453,7 +467,7 @@ impl<'a> LaneRing<'a> {
         if self.idle.is_empty() {
             return self.poll_oldest(cx);
         }
-        if !self.inner.ctx.core().progress_batch_inline(self.len) {
+        if !self.core.progress_batch_inline(self.len) {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -504,7 +518,7 @@ impl Drop for LaneRing<'_> {
 impl fmt::Debug for LaneRing<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lanes")
-            .field("op", &self.kind.name())
+            .field("op", &self.kind.name)
             .field("depth", &self.depth())
             .field("lane_len", &self.lane_len())
             .field("len", &self.len)

@@ -597,7 +597,7 @@ impl Rdma {
     /// As in [`Lanes`]' module documentation (the buffer does not make `depth` equal lanes,
     /// a destroyed context, no descriptor left).
     pub fn recv_lanes(&self, local: Buf, depth: usize) -> Result<Lanes<'_, Received>> {
-        Lanes::on_rdma(self, local, depth)
+        lanes::on_rdma(self, local, depth)
     }
 
     /// Stops the context (every operation in flight fails with [`ErrorKind::Cancelled`] or
@@ -770,7 +770,7 @@ impl Connection {
     /// As in [`Lanes`]' module documentation (the buffer does not make `depth` equal lanes,
     /// a remote slice shorter than it, a destroyed context, no descriptor left).
     pub fn lanes(&self, op: LaneOp, local: Buf, depth: usize) -> Result<Lanes<'_>> {
-        Lanes::on_conn(self, op, local, depth)
+        lanes::on_conn(self, op, local, depth)
     }
 
     /// Sends `src` as one message; it completes a receive posted on the peer's context.

@@ -45,7 +45,7 @@ pub(super) enum Kind {
 
 impl Kind {
     /// The operation's name, in its errors.
-    pub(super) fn name(self) -> &'static str {
+    pub(super) const fn name(self) -> &'static str {
         match self {
             Kind::Write => "rdma.write",
             Kind::WriteImm => "rdma.write_imm",
@@ -56,16 +56,6 @@ impl Kind {
             Kind::FetchAdd => "rdma.fetch_add",
             Kind::CmpSwp => "rdma.compare_swap",
         }
-    }
-
-    /// Whether it is an atomic (its target is 8 bytes, its local buffer the old value).
-    pub(super) fn is_atomic(self) -> bool {
-        matches!(self, Kind::FetchAdd | Kind::CmpSwp)
-    }
-
-    /// Whether it carries immediate data.
-    pub(super) fn has_imm(self) -> bool {
-        matches!(self, Kind::WriteImm | Kind::SendImm)
     }
 }
 

@@ -7,18 +7,17 @@
 //!
 //! `raw` drives doca-sys as a C program would (tasks allocated once, re-submitted from the
 //! loop after each completion); `async` goes through `async_doca::dma::Dma`, `dma_bw` with
-//! its copies in one task's `rdma::Pipeline`. Both walk the window's slots in the same order
-//! and start the clock when the last warm-up copy completes. `memcpy_bw`
+//! its copies through `dma::Lanes` (each lane keeps its task, as the raw loop's slots do).
+//! Both keep the window's slots busy and start the clock when the last warm-up copy
+//! completes. `memcpy_bw`
 //! (in `rdma.rs`) is the reference row: what one CPU copies with `memcpy`.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 use std::time::Duration;
 
-use async_doca::dma::Dma;
-use async_doca::rdma::Pipeline;
+use async_doca::dma::{Dma, LaneOp};
 use async_doca::sys;
 use async_doca::{Access, Device, Result};
 
@@ -93,25 +92,32 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
         .await?;
         return Ok(run.report(samples, p.iters, elapsed).with_bandwidth());
     }
-    // `window` copies in flight in one task through a Pipeline (the path a user takes for
-    // rate), slot `i % window` for copy `i`: the same order over the same slots as the raw
-    // loop, so both copy the same bytes and meet the same caches, and timed the same way.
+    // `window` copies in flight in one task through `dma::Lanes` taken a batch at a time
+    // (the path a user takes for message rate on fixed memory: each lane keeps its task and
+    // submits it again, as the raw loop keeps its tasks), lane `w` over slot `w` of both
+    // buffers, as the raw loop's task `w`. Each sample is one copy's submit-to-result time.
     let total = p.warmup + p.iters;
-    let mut pipe = Pipeline::new(window);
+    let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(0..window * size)), local.slice(0..window * size), window)?;
+    let mut stamps = vec![Stamp::now(); window];
     let mut clock = Clock { warmup: p.warmup, ..Clock::default() };
-    for i in 0..total {
-        if let Some((r, _, _)) = if pipe.is_full() { pipe.next().await } else { None } {
-            clock.done(r)?;
-        }
-        let w = i as usize % window;
-        clock.stamps.push_back(Stamp::now());
-        let copy = dma.memcpy(remote.slice(w * size..(w + 1) * size), local.slice(w * size..(w + 1) * size));
-        if pipe.try_push(copy).is_err() {
-            unreachable!("a lane is free");
+    let mut begun = 0;
+    while begun < total {
+        let mut batch = lanes.batch().await;
+        while let Some((prev, lane)) = batch.lane() {
+            let w = lane.index();
+            if let Some(r) = prev {
+                clock.done(r, stamps[w])?;
+            }
+            stamps[w] = Stamp::now();
+            lane.submit();
+            begun += 1;
+            if begun == total {
+                break;
+            }
         }
     }
-    while let Some((r, _, _)) = pipe.next().await {
-        clock.done(r)?;
+    while let Some((r, lane)) = lanes.next().await {
+        clock.done(r, stamps[lane.index()])?;
     }
     let elapsed = clock.start.map_or(Duration::ZERO, |t| t.elapsed());
     Ok(run.report(clock.samples.into_samples(), p.iters, elapsed).with_bandwidth())
@@ -123,17 +129,15 @@ async fn run_async(test: Test, p: &Params) -> Result<Report> {
 #[derive(Default)]
 struct Clock {
     warmup: u64,
-    /// Submission times of the copies in flight, oldest first (completions come in order).
-    stamps: VecDeque<Stamp>,
     finished: u64,
     start: Option<Stamp>,
     samples: Recorder,
 }
 
 impl Clock {
-    fn done(&mut self, r: Result<()>) -> Result<()> {
+    /// A copy submitted at `t0` completed with `r`.
+    fn done(&mut self, r: Result<()>, t0: Stamp) -> Result<()> {
         r?;
-        let t0 = self.stamps.pop_front().expect("a stamp per copy");
         self.finished += 1;
         if self.warmup == 0 && self.start.is_none() {
             self.start = Some(t0);

@@ -2,8 +2,8 @@
 //! completion record, and submits again as they are. The runtime's other path (a slot per
 //! operation, a task allocated or taken from the context's kept ones and re-initialised)
 //! pays, per operation, for what a held task pays once: the slot's reservation and release,
-//! the descriptors' lookup and release, the setters. [`rdma::Lanes`](crate::rdma::Lanes) is
-//! built on it.
+//! the descriptors' lookup and release, the setters. [`Lanes`](crate::lanes::Lanes) (RDMA
+//! and DMA) are built on it.
 //!
 //! DOCA allows it: in its completion callback a task belongs to the user again with every
 //! parameter it was allocated with (buffers, connection, user data), and may be submitted
@@ -155,10 +155,11 @@ impl HeldGroup {
         sys::doca_data::from_u64(std::ptr::from_ref(&self.records[i]) as usize as u64 | HELD_TAG)
     }
 
-    /// Record `i`'s task (a task of the group's kind `K`), or null when it has none.
+    /// Record `i`'s task (a `*mut K::Task` of the group's kind `K`, untyped), or null when
+    /// it has none.
     #[inline(always)]
-    pub(crate) fn task<K: DocaTask>(&self, i: usize) -> *mut K::Task {
-        self.records[i].task.get().cast()
+    pub(crate) fn task(&self, i: usize) -> *mut c_void {
+        self.records[i].task.get()
     }
 
     /// Record `i`'s state.
@@ -167,17 +168,17 @@ impl HeldGroup {
         self.records[i].state.get()
     }
 
-    /// Gives record `i` the task `task`, just allocated for it with its user data.
+    /// Gives record `i` the task `task` (a `*mut K::Task` of the group's kind, untyped),
+    /// just allocated for it with its user data; `base` is its `doca_task` (`K::as_task`).
     ///
     /// # Safety
-    /// `task` is a live task of the group's kind on its context, that nobody else owns;
-    /// the record has none.
-    pub(crate) unsafe fn set_task<K: DocaTask>(&self, i: usize, task: *mut K::Task) {
+    /// `task` is a live task of the group's kind on its context, that nobody else owns, and
+    /// `base` its `doca_task`; the record has none.
+    pub(crate) unsafe fn set_task(&self, i: usize, task: *mut c_void, base: *mut sys::doca_task) {
         let r = &self.records[i];
         debug_assert!(r.task.get().is_null());
-        r.task.set(task.cast());
-        // SAFETY: a live task of kind K (the contract).
-        r.base.set(unsafe { K::as_task(task) });
+        r.task.set(task);
+        r.base.set(base);
     }
 
     /// A record other than `i` whose task is not in flight (the owner's to give away), if

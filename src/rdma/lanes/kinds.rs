@@ -1,81 +1,49 @@
-//! What a lane does with its task, one implementation per operation kind: allocate it over
-//! the lane's descriptors, point it at another lane's, and ready it for its next operation.
-//! The ring ([`super::ring`]) dispatches on the kind once per submission and then runs one
-//! kind's code, with no other branch on it.
+//! Each RDMA operation's table for the lanes' engine ([`LaneKind`]): how a lane allocates
+//! its task over its descriptors, points it at another lane's, and readies it for its next
+//! operation, and how its memory is laid out. The engine calls through the table and names
+//! no RDMA type.
 
+use super::super::ops::Kind;
 use super::super::{CmpSwp, FetchAdd, Read, Recv, Send as SendTask, SendImm, Write, WriteImm};
-use crate::ext::DocaTask;
+use crate::lanes::kind::{lane_task, At, LaneKind, Operands, Remote};
 use crate::sys;
 
-/// Where a lane's task is made: the context, the connection (null for a receive), the
-/// lane's descriptors `[local, remote]` and its operands.
-pub(super) struct At {
-    pub(super) rdma: *mut sys::doca_rdma,
-    pub(super) conn: *mut sys::doca_rdma_connection,
-    pub(super) bufs: [*mut sys::doca_buf; 2],
-    pub(super) operands: [u64; 2],
+/// The table of `kind`'s lanes.
+pub(super) fn table(kind: Kind) -> &'static LaneKind {
+    match kind {
+        Kind::Write => &WRITE,
+        Kind::WriteImm => &WRITE_IMM,
+        Kind::Read => &READ,
+        Kind::Send => &SEND,
+        Kind::SendImm => &SEND_IMM,
+        Kind::Recv => &RECV,
+        Kind::FetchAdd => &FETCH_ADD,
+        Kind::CmpSwp => &CMP_SWP,
+    }
 }
 
-/// What a lane does with a task of one kind: make it, point it at another lane's
-/// descriptors, and ready it for its next operation. One implementation per kind, so that
-/// the submission path, once dispatched on the kind, has no other branch on it.
-///
-/// # Safety
-/// Each function is called on a task of this kind that DOCA does not own, with descriptors
-/// that outlive every task using them.
-pub(super) unsafe trait LaneTask: DocaTask {
-    /// `*_allocate_init` over `at` with user data `ud`.
-    ///
-    /// # Safety
-    /// `at` names a live context and connection and the lane's live descriptors.
-    unsafe fn alloc(at: &At, ud: sys::doca_data, task: &mut *mut Self::Task) -> sys::doca_error_t;
+// A write reads its lane and writes the remote one; a read the other way; a send reads its
+// lane, a receive writes it; an atomic acts on the one target all lanes share, and its old
+// value lands in the lane.
+static WRITE: LaneKind =
+    LaneKind::of::<Write>(Kind::Write.name(), Operands::None, true, Remote::Lanes { source: false });
+static WRITE_IMM: LaneKind =
+    LaneKind::of::<WriteImm>(Kind::WriteImm.name(), Operands::Imm, true, Remote::Lanes { source: false });
+static READ: LaneKind = LaneKind::of::<Read>(Kind::Read.name(), Operands::None, false, Remote::Lanes { source: true });
+static SEND: LaneKind = LaneKind::of::<SendTask>(Kind::Send.name(), Operands::None, true, Remote::None);
+static SEND_IMM: LaneKind = LaneKind::of::<SendImm>(Kind::SendImm.name(), Operands::Imm, true, Remote::None);
+static RECV: LaneKind = LaneKind::of::<Recv>(Kind::Recv.name(), Operands::None, false, Remote::None);
+static FETCH_ADD: LaneKind = LaneKind::of::<FetchAdd>(Kind::FetchAdd.name(), Operands::FetchAdd, false, Remote::Target);
+static CMP_SWP: LaneKind = LaneKind::of::<CmpSwp>(Kind::CmpSwp.name(), Operands::CompareSwap, false, Remote::Target);
 
-    /// Points `task` at descriptors `l` (local) and `r` (remote, null for none).
-    ///
-    /// # Safety
-    /// `task` is a live task of this kind that DOCA does not own.
-    unsafe fn repoint(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf);
-
-    /// Readies `task` for its next operation: every parameter stays, but results are
-    /// appended after a buffer's data, so each buffer a result lands in (a write's remote
-    /// destination, a read's or a receive's local one, an atomic's result) is emptied; the
-    /// operands are set. A read's remote source and an atomic's target keep their data.
-    ///
-    /// # Safety
-    /// As for [`repoint`](LaneTask::repoint); `l` and `r` are the task's own descriptors.
-    unsafe fn prepare(task: *mut Self::Task, l: *mut sys::doca_buf, r: *mut sys::doca_buf, operands: [u64; 2]);
+/// The context of `at`: the lanes of an RDMA kind are made on a `doca_rdma`.
+fn rdma(at: &At) -> *mut sys::doca_rdma {
+    at.ctx.cast()
 }
 
-/// Implements [`LaneTask`] for one kind: its allocation, its setters, its reset.
-macro_rules! lane_task {
-    // Three closures in order: allocate, repoint, prepare (closure syntax, so that rustfmt
-    // formats the invocations).
-    ($kind:ty, |$at:ident, $ud:ident, $t:ident| $alloc:expr,
-     |$rt:ident, $rl:ident, $rr:ident| $repoint:block,
-     |$pt:ident, $pl:ident, $pr:ident, $ops:ident| $prepare:block $(,)?) => {
-        // SAFETY: the calls are the kind's own `allocate_init` and setters, made on a task of
-        // this kind as the trait's contract requires.
-        unsafe impl LaneTask for $kind {
-            #[inline(always)]
-            unsafe fn alloc($at: &At, $ud: sys::doca_data, $t: &mut *mut Self::Task) -> sys::doca_error_t {
-                // SAFETY: forwarded (the caller's contract).
-                unsafe { $alloc }
-            }
-            #[inline(always)]
-            unsafe fn repoint($rt: *mut Self::Task, $rl: *mut sys::doca_buf, $rr: *mut sys::doca_buf) {
-                // SAFETY: forwarded (the caller's contract).
-                unsafe { $repoint }
-            }
-            #[inline(always)]
-            unsafe fn prepare($pt: *mut Self::Task, $pl: *mut sys::doca_buf, $pr: *mut sys::doca_buf, $ops: [u64; 2]) {
-                // SAFETY: forwarded (the caller's contract). (A send has nothing to ready.)
-                #[allow(unused_unsafe)]
-                unsafe {
-                    $prepare
-                }
-            }
-        }
-    };
+/// The connection of `at` (null for a receive).
+fn conn(at: &At) -> *mut sys::doca_rdma_connection {
+    at.conn.cast()
 }
 
 /// The immediate among a lane's operands, as DOCA takes it (big-endian).
@@ -84,8 +52,8 @@ fn imm(ops: [u64; 2]) -> u32 {
 }
 
 lane_task!(
-    Write,
-    |a, ud, t| sys::doca_rdma_task_write_allocate_init(a.rdma, a.conn, a.bufs[0], a.bufs[1], ud, t),
+    Write => Write,
+    |a, ud, t| sys::doca_rdma_task_write_allocate_init(rdma(a), conn(a), a.bufs[0], a.bufs[1], ud, t),
     |t, l, r| {
         sys::doca_rdma_task_write_set_src_buf(t, l);
         sys::doca_rdma_task_write_set_dst_buf(t, r);
@@ -95,10 +63,10 @@ lane_task!(
     }
 );
 lane_task!(
-    WriteImm,
+    WriteImm => WriteImm,
     |a, ud, t| sys::doca_rdma_task_write_imm_allocate_init(
-        a.rdma,
-        a.conn,
+        rdma(a),
+        conn(a),
         a.bufs[0],
         a.bufs[1],
         imm(a.operands),
@@ -115,8 +83,8 @@ lane_task!(
     }
 );
 lane_task!(
-    Read,
-    |a, ud, t| sys::doca_rdma_task_read_allocate_init(a.rdma, a.conn, a.bufs[1], a.bufs[0], ud, t),
+    Read => Read,
+    |a, ud, t| sys::doca_rdma_task_read_allocate_init(rdma(a), conn(a), a.bufs[1], a.bufs[0], ud, t),
     |t, l, r| {
         sys::doca_rdma_task_read_set_src_buf(t, r);
         sys::doca_rdma_task_read_set_dst_buf(t, l);
@@ -126,16 +94,16 @@ lane_task!(
     }
 );
 lane_task!(
-    SendTask,
-    |a, ud, t| sys::doca_rdma_task_send_allocate_init(a.rdma, a.conn, a.bufs[0], ud, t),
+    SendTask => SendTask,
+    |a, ud, t| sys::doca_rdma_task_send_allocate_init(rdma(a), conn(a), a.bufs[0], ud, t),
     |t, l, _r| {
         sys::doca_rdma_task_send_set_src_buf(t, l);
     },
     |_t, _l, _r, _o| {}
 );
 lane_task!(
-    SendImm,
-    |a, ud, t| sys::doca_rdma_task_send_imm_allocate_init(a.rdma, a.conn, a.bufs[0], imm(a.operands), ud, t),
+    SendImm => SendImm,
+    |a, ud, t| sys::doca_rdma_task_send_imm_allocate_init(rdma(a), conn(a), a.bufs[0], imm(a.operands), ud, t),
     |t, l, _r| {
         sys::doca_rdma_task_send_imm_set_src_buf(t, l);
     },
@@ -144,8 +112,8 @@ lane_task!(
     }
 );
 lane_task!(
-    Recv,
-    |a, ud, t| sys::doca_rdma_task_receive_allocate_init(a.rdma, a.bufs[0], ud, t),
+    Recv => Recv,
+    |a, ud, t| sys::doca_rdma_task_receive_allocate_init(rdma(a), a.bufs[0], ud, t),
     |t, l, _r| {
         sys::doca_rdma_task_receive_set_dst_buf(t, l);
     },
@@ -154,10 +122,10 @@ lane_task!(
     }
 );
 lane_task!(
-    FetchAdd,
+    FetchAdd => FetchAdd,
     |a, ud, t| sys::doca_rdma_task_atomic_fetch_add_allocate_init(
-        a.rdma,
-        a.conn,
+        rdma(a),
+        conn(a),
         a.bufs[1],
         a.bufs[0],
         a.operands[0],
@@ -174,10 +142,10 @@ lane_task!(
     }
 );
 lane_task!(
-    CmpSwp,
+    CmpSwp => CmpSwp,
     |a, ud, t| sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
-        a.rdma,
-        a.conn,
+        rdma(a),
+        conn(a),
         a.bufs[1],
         a.bufs[0],
         a.operands[0],

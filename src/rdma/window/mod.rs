@@ -98,8 +98,8 @@ mod push;
 pub(in crate::rdma) mod ring;
 
 use super::ops::Kind;
+pub(in crate::rdma) use crate::lanes::Outcome;
 use push::Op;
-pub(in crate::rdma) use push::Outcome;
 pub use push::WindowPush;
 use ring::Ring;
 

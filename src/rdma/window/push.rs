@@ -12,6 +12,7 @@ use super::ring::{Lane, Ring};
 use crate::error::{Error, Result};
 use crate::executor::completion::{SlotRef, Submission, Ticket};
 use crate::ext::{AllocTask, DocaTask, TaskOutput};
+use crate::lanes::Outcome;
 use crate::mem::{Buf, RemoteSlice};
 use crate::rdma::ops::{Kind, ReadReq, RecvReq, SendReq, WriteReq};
 use crate::rdma::{Connection, RdmaInner, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
@@ -35,24 +36,6 @@ pub(super) enum Waiting<'a> {
     Send(Submission<SendTask>, SendReq<'a>),
     SendImm(Submission<SendImm>, SendReq<'a>),
     Recv(Submission<Recv>, RecvReq<'a>),
-}
-
-/// What an operation of a window yields, made from its completed task's result area: `()`
-/// for writes, reads and sends (the status alone), [`Received`] for receives. Sealed: the
-/// trait is public (it bounds [`WindowPush`]'s `Future` impl) in a private module.
-pub trait Outcome: Sized {
-    /// Whether the result area is read (otherwise only the status, without copying it).
-    #[doc(hidden)]
-    const READS_OUTPUT: bool;
-    /// The value, from the result area (all zeros when `READS_OUTPUT` is false).
-    #[doc(hidden)]
-    fn from_output(out: TaskOutput) -> Self;
-}
-
-impl Outcome for () {
-    const READS_OUTPUT: bool = false;
-    #[inline(always)]
-    fn from_output(_: TaskOutput) {}
 }
 
 impl Outcome for Received {

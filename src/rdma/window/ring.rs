@@ -4,24 +4,14 @@
 
 use std::task::{Context, Poll};
 
-use super::push::{Outcome, Waiting};
+use super::push::Waiting;
 use crate::error::{Error, Result};
 use crate::executor::completion::{SlotRef, Ticket};
 use crate::ext::OUT_WORDS;
+use crate::lanes::{wrap, Outcome};
 use crate::mem::{Buf, RemoteSlice};
 use crate::rdma::ops::Kind;
 use crate::rdma::RdmaInner;
-
-/// `i` (< twice `n`) modulo `n`: a compare, not a division (`%` by a depth known only at run
-/// time is a `div`, tens of cycles, twice per operation). The lane index of a ring of `n`.
-#[inline(always)]
-pub(in crate::rdma) fn wrap(i: usize, n: usize) -> usize {
-    if i >= n {
-        i - n
-    } else {
-        i
-    }
-}
 
 /// One lane.
 pub(super) enum Lane {
