@@ -103,6 +103,61 @@ fn error_kinds() {
     .unwrap();
 }
 
+/// A copy that fails in DOCA stops the DMA context (as DOCA's does): the copies submitted in
+/// the same batch after it are flushed (`Cancelled`), the ones before it stand, and the `Dma`
+/// restarts its context, so the next copies, single or through lanes, run normally; several
+/// failures in a row each cost only themselves. Without inline progress, so that the three
+/// copies polled together go to DOCA in one batch (with it, the third one is submitted after
+/// the failure was reported and waits for the restart instead).
+#[test]
+fn a_failed_copy_stops_the_context_which_restarts_for_the_next_copies() {
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).inline_progress(false).build().unwrap();
+    rt.block_on(async {
+        let dev = Device::open_default()?;
+        let dma = Dma::builder(&dev).build().await?;
+        let local = dev.alloc(4096, Access::LOCAL_READ_WRITE)?;
+        local.slice(0..24).write(0, &pattern(24, 3));
+        let ro = dev.alloc(4096, Access::LOCAL_READ_ONLY)?;
+        let a = dma.memcpy(local.slice(0..8), local.slice(100..108));
+        let b = dma.memcpy(local.slice(8..16), ro.slice(0..8));
+        let c = dma.memcpy(local.slice(16..24), local.slice(200..208));
+        let ((ra, _, da), ((rb, _, _), (rc, _, _))) =
+            bounded(futures_lite::future::zip(a, futures_lite::future::zip(b, c))).await?;
+        ra?;
+        assert_eq!(da.to_vec(), pattern(24, 3)[0..8]);
+        assert_eq!(rb.unwrap_err().kind(), ErrorKind::PermissionDenied);
+        assert_eq!(rc.unwrap_err().kind(), ErrorKind::Cancelled, "flushed with the failed copy");
+        assert_eq!(local.slice(200..208).to_vec(), vec![0u8; 8], "a flushed copy writes nothing");
+
+        for round in 0..3u8 {
+            // The next copy waits for the restart and runs.
+            let (r, _, d) = bounded(dma.memcpy(local.slice(16..24), local.slice(300..308))).await?;
+            r?;
+            assert_eq!(d.to_vec(), pattern(24, 3)[16..24], "round {round}");
+            // Another failure costs only itself.
+            let (r, _, _) = bounded(dma.memcpy(local.slice(0..8), ro.slice(8..16))).await?;
+            assert_eq!(r.unwrap_err().kind(), ErrorKind::PermissionDenied);
+        }
+        // Lanes after a failure: every copy runs.
+        let host = dev.alloc(1024, HOST)?;
+        let remote = dev.import(&host.export_pci()?)?;
+        let mut lanes = dma.lanes(LaneOp::CopyOut(remote.slice(0..1024)), local.slice(0..1024), 4)?;
+        for _ in 0..8 {
+            let (prev, lane) = bounded(lanes.lane()).await?;
+            if let Some(r) = prev {
+                r?;
+            }
+            lane.submit();
+        }
+        while let Some((r, _)) = bounded(lanes.next()).await? {
+            r?;
+        }
+        assert_eq!(host.slice(0..24).to_vec(), pattern(24, 3));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
 // The copy future is a named type that is `Unpin` and `Debug` (fails to compile otherwise).
 const _: fn() = || {
     fn named<T: std::future::Future + Unpin + std::fmt::Debug>() {}
@@ -334,18 +389,27 @@ fn lanes_deeper_than_the_pool_dropped_in_flight_and_refused_shapes() {
             assert_eq!(lane.buf().to_vec(), pattern(32 * 16, 9)[k * 16..(k + 1) * 16]);
             seen += 1;
         }
-        assert!(seen > 0);
+        assert_eq!(seen, 32, "every lane has a copy in flight after the batches");
         drop(lanes);
 
-        // Dropped with copies in flight: nothing is freed under DOCA, and the context goes on.
-        let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(..)), local.buf(), 32)?;
+        // Dropped with copies in flight: nothing is freed under DOCA, and the copies still
+        // land (a copy into the host's memory, from a fresh local pattern): the batch's
+        // deferred copies run at the next progress, which the copy below forces, with the
+        // lanes' memory and descriptors kept alive by the abandoned group.
+        local.buf().write(0, &pattern(32 * 16, 21));
+        let mut lanes = dma.lanes(LaneOp::CopyOut(remote.slice(..)), local.buf(), 32)?;
         let mut batch = bounded(lanes.batch()).await?;
         while let Some((_, lane)) = batch.lane() {
             lane.submit();
         }
         drop(lanes);
-        let (r, _, _) = bounded(dma.memcpy(remote.slice(0..16), local.slice(0..16))).await?;
+        let scratch = dev.alloc(16, Access::LOCAL_READ_WRITE)?;
+        let (r, _, back) = bounded(dma.memcpy(remote.slice(0..16), scratch.buf())).await?;
         r?;
+        assert_eq!(back.to_vec(), pattern(32 * 16, 21)[..16], "copied after the abandoned ones");
+        // The pool has 4 tasks: lanes 0-3 were submitted; the others waited for room and
+        // were discarded with the lanes.
+        assert_eq!(host.slice(0..64).to_vec(), pattern(32 * 16, 21)[..64], "the abandoned lanes' copies landed");
 
         let kind = |r: Result<async_doca::dma::Lanes<'_>>| r.map(drop).map_err(|e| e.kind());
         let short = dma.lanes(LaneOp::CopyOut(remote.slice(0..16)), local.slice(0..32), 2);
@@ -464,18 +528,21 @@ mod cross_process {
                 let (r, _, _) = bounded(dma.memcpy(local.slice(0..64), remote.slice(0..64))).await?;
                 assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
             }
-            // Through lanes too: each copy yields the loss, in order.
+            // Through lanes too, in order: the first copy of the batch meets the loss, which
+            // stops the context (as DOCA's DMA does); the others, in flight beside it, are
+            // flushed.
             let mut lanes = dma.lanes(LaneOp::CopyIn(remote.slice(0..LEN)), local.buf(), 4)?;
             let mut batch = bounded(lanes.batch()).await?;
             while let Some((_, lane)) = batch.lane() {
                 lane.submit();
             }
-            let mut failed = 0;
+            let mut kinds = Vec::new();
             while let Some((r, _)) = bounded(lanes.next()).await? {
-                assert_eq!(r.unwrap_err().kind(), ErrorKind::ConnectionLost);
-                failed += 1;
+                kinds.push(r.unwrap_err().kind());
             }
-            assert_eq!(failed, 4);
+            let mut expect = vec![ErrorKind::Cancelled; 4];
+            expect[0] = ErrorKind::ConnectionLost;
+            assert_eq!(kinds, expect);
             drop(lanes);
             let (r, _, _) = bounded(dma.memcpy(local.slice(0..64), local.slice(64..128))).await?;
             r?;

@@ -29,6 +29,8 @@
 //!   error callbacks run from progress. The ctx stays STOPPING until **every** task of the ctx
 //!   is freed (allocated-but-unsubmitted ones too: "all tasks must be freed before a ctx can
 //!   stop"). A stopped ctx can be reconfigured and started again.
+//! * A kind whose task errors stop the ctx (DMA) calls [`mark_failed`]: progress reports
+//!   RUNNING→STOPPING and flushes as `doca_ctx_stop` would, then IDLE once every task is freed.
 //! * The ctx user data is passed to every task callback and to the state-change callback.
 //!
 //! # Layer
@@ -333,6 +335,12 @@ impl doca_ctx {
         self.tasks.set_completion_queue(Some(unsafe { pe.as_ref() }.completions()));
     }
 
+    /// Whether a failed task stops this ctx and progress has not reported it yet
+    /// ([`mark_failed`]): the kind completes new tasks with [`FLUSH_STATUS`] meanwhile.
+    pub fn failing(&self) -> bool {
+        self.pending.get() == Some(DOCA_CTX_STATE_STOPPING)
+    }
+
     /// True when an asynchronous transition is due (progress will report it). Every change
     /// that can make it true tells the PE ([`PeLink::transition_may_be_due`]).
     pub(crate) fn transition_due(&self) -> bool {
@@ -486,9 +494,39 @@ pub(crate) unsafe fn report_due_transition(ctx: *const doca_ctx) -> bool {
     } else {
         return false;
     };
+    if next == DOCA_CTX_STATE_STOPPING {
+        // A failed task stops the ctx (`mark_failed`): what `doca_ctx_stop` does, reported
+        // from progress. The PE keeps looking for transitions after a report, so the IDLE
+        // that follows (now, with nothing allocated, or at the last free) is found.
+        // SAFETY: the kind's stop hook is called with a RUNNING ctx of its kind.
+        unsafe { (c.ops.stop)(c) };
+        crate::task::flush_submitted(c, FLUSH_STATUS);
+    }
     // SAFETY: live ctx (contract).
     unsafe { change_state(ctx, next) };
     true
+}
+
+/// For kinds whose task errors stop the ctx (DMA): a task of `ctx` failed. The next progress
+/// reports RUNNING → STOPPING before it delivers any completion (the failed task's too, so
+/// that its callback finds the ctx STOPPING), flushing what is still submitted; the ctx is
+/// IDLE once every task is freed, as after `doca_ctx_stop`. Until that report the ctx stays
+/// RUNNING and the kind completes every task submitted meanwhile with
+/// [`FLUSH_STATUS`] (see [`doca_ctx::failing`]), so that a program that submits a batch and
+/// learns of the failure only from progress sees every submit succeed, as on hardware where
+/// the error is found after the submits.
+///
+/// NVIDIA's PE samples rely on it: `pe_task_error` submits 255 DMA copies, one of them with
+/// an empty source, and then progresses until its state callback saw STOPPING → IDLE (a
+/// provider whose ctx kept running after the error would make it loop forever), and
+/// `pe_async_stop` notes that "DMA shall stop in case of error".
+pub fn mark_failed(ctx: &doca_ctx) {
+    if ctx.state.get() == DOCA_CTX_STATE_RUNNING && ctx.pending.get().is_none() {
+        ctx.pending.set(Some(DOCA_CTX_STATE_STOPPING));
+        if let Some(pe) = ctx.pe_link() {
+            pe.transition_may_be_due();
+        }
+    }
 }
 
 /// For async kinds: the start finished; progress reports STARTING → RUNNING.

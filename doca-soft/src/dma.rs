@@ -32,8 +32,14 @@
 //!   an RDMA export (`NOT_PERMITTED`), the exporting process gone (`CONNECTION_ABORTED`: seen
 //!   within `OWNER_RECHECK`, 1 ms, and a tick of the coarse clock, see `mmap/liveness.rs`)
 //!   or its export revoked (`NOT_PERMITTED`). The destination's data_len grows only on success.
-//! * A failed copy does not change the ctx's state: later tasks run normally (nothing in the
-//!   DOCA documentation says a DMA error breaks the context, unlike RDMA's error state).
+//! * A failed copy stops the ctx, as DOCA's DMA does (NVIDIA's `pe_task_error` sample says the
+//!   context moves to STOPPING when a task fails and every later task fails; `pe_async_stop`
+//!   says the same of DMA errors, and both wait for STOPPING → IDLE). Copies submitted after the failed one still submit successfully and complete
+//!   with `FLUSH_STATUS` (`DOCA_ERROR_SHUTDOWN`), without touching memory; the next progress
+//!   reports RUNNING → STOPPING before it delivers any completion (the failed copy's
+//!   callback finds the ctx STOPPING); the ctx is IDLE once every task is freed, and may be
+//!   started again (`ctx::mark_failed`).
+//! * An empty source (data_len 0) fails (`INVALID_VALUE`), as on hardware.
 //! * Allocation: the framework's BAD_STATE (not RUNNING), NOT_SUPPORTED (never configured),
 //!   NO_MEMORY (pool exhausted).
 //!
@@ -44,7 +50,7 @@ use core::cell::Cell;
 use core::ptr;
 
 use crate::buf::{buf_ref, doca_buf};
-use crate::ctx::{doca_ctx, CtxOps, StartMode};
+use crate::ctx::{doca_ctx, CtxOps, StartMode, FLUSH_STATUS};
 use crate::dev::{dev_ref, devinfo_ref, doca_dev, doca_devinfo, DevRef};
 use crate::ffi::{guard, guard_err, obj, out};
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
@@ -152,7 +158,9 @@ fn side_of(b: &doca_buf) -> Result<Side<'_>, doca_error_t> {
 fn copy(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
     let (saddr, n) = src.data();
     let (daddr, room) = dst.tail_space();
-    if n > room {
+    // An empty source fails on hardware (NVIDIA's `pe_task_error` sample makes its failing
+    // copy that way).
+    if n == 0 || n > room {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     match (side_of(src)?, side_of(dst)?) {
@@ -203,9 +211,19 @@ unsafe fn submit_memcpy(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_err
     if src.data().1 as u64 > MAX_BUF_SIZE {
         return Err(DOCA_ERROR_TOO_BIG);
     }
+    let ctx = t.ctx();
+    if ctx.failing() {
+        // An earlier copy failed and progress has not stopped the ctx yet: on hardware this
+        // copy would be flushed with the queue; so here, without touching memory.
+        task::complete(t, FLUSH_STATUS);
+        return Ok(());
+    }
     let status = match copy(src, dst) {
         Ok(()) => DOCA_SUCCESS,
-        Err(e) => e,
+        Err(e) => {
+            crate::ctx::mark_failed(ctx);
+            e
+        }
     };
     task::complete(t, status);
     Ok(())

@@ -472,7 +472,9 @@ impl doca_pe {
     #[inline(always)]
     fn progress_delivering(&self) -> Option<u8> {
         // The queue first: an idle progress (nothing queued) pays one look before `progress`.
-        if self.cq.is_empty() || self.in_progress.get() {
+        // A transition that may be due goes through `progress` too: a ctx that a failed task
+        // stops reports it before any delivery (`report_one_failure`).
+        if self.cq.is_empty() || self.in_progress.get() || self.transitions.get() {
             return None;
         }
         self.in_progress.set(true);
@@ -496,6 +498,12 @@ impl doca_pe {
         self.in_progress.set(true);
         let _reset = Reset(&self.in_progress);
 
+        // A ctx that a failed task stops says so before any completion is delivered, the
+        // failed task's included: a program that learns of the failure from its callback
+        // finds the ctx STOPPING, as on hardware (see `ctx::mark_failed`).
+        if self.transitions.get() && self.report_one_failure() {
+            return 1;
+        }
         if self.deliver_one() || self.report_one_transition() {
             return 1;
         }
@@ -524,6 +532,22 @@ impl doca_pe {
             }
             None => false,
         }
+    }
+
+    /// Reports the stop of the first ctx that a failed task stops ([`crate::ctx::mark_failed`]),
+    /// if any. Looked for only while transitions may be due.
+    #[cold]
+    fn report_one_failure(&self) -> bool {
+        let mut i = 0;
+        while let Some(c) = self.ctx_at(i) {
+            // SAFETY: connected ctxs are live.
+            if unsafe { &*c }.failing() {
+                // SAFETY: live ctx connected to this PE.
+                return unsafe { ctx::report_due_transition(c) };
+            }
+            i += 1;
+        }
+        false
     }
 
     /// Reports the first due transition of the connected ctxs, if any. The walk is skipped

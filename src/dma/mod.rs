@@ -42,7 +42,12 @@
 //! memory imported from an *RDMA* export ([`ErrorKind::PermissionDenied`]); an exporter that
 //! is gone ([`ErrorKind::ConnectionLost`]); a copy larger than the device's
 //! [`max_copy_size`](Dma::max_copy_size) ([`ErrorKind::InvalidArgument`], DOCA's TOO_BIG).
-//! A failed copy does not affect other copies or the context.
+//! A copy that fails in DOCA stops its context, as DOCA's DMA does (NVIDIA's PE samples
+//! rely on it): the copies in flight with it fail too, with [`ErrorKind::Cancelled`] (DOCA
+//! flushes them; a copy submitted in the same batch, a lane among them, may fail that way),
+//! and the `Dma` starts its context again as soon as it is idle. Copies started after the
+//! failure wait for that restart and then run normally, so one bad copy costs only the copies
+//! that were in flight beside it.
 //!
 //! With the soft provider the thread that submits a copy performs it (there is no copy
 //! engine), so a copy does not overlap the executor thread that issued it; it overlaps every
@@ -225,6 +230,8 @@ impl DmaBuilder {
             "dma: configure memcpy tasks",
         )?;
         let inv = Rc::new(Inventory::new(descriptors, "dma")?);
+        // DOCA stops a DMA context when a copy fails; started again, it serves the next ones.
+        ctx.restart_after_errors();
         ctx.start().await?;
         Ok(Dma { inner: Rc::new(DmaInner { ctx, inv, dev: self.dev }) })
     }

@@ -110,6 +110,13 @@ pub(crate) struct CtxRecord {
     /// Groups of held tasks on this ctx (`completion::held`): their idle tasks are given
     /// back with the kept ones.
     held: RefCell<Vec<Weak<HeldGroup>>>,
+    /// The kind's DOCA context stops by itself when a task fails (DMA), and the runtime
+    /// starts it again (see [`DocaCtx::restart_after_errors`]).
+    restarts_after_error: Cell<bool>,
+    /// Such a stop is under way: from RUNNING → STOPPING without a stop of ours until the
+    /// restart (or its failure). Operations that find the ctx not running meanwhile wait
+    /// for it among the task waiters instead of failing.
+    restart_pending: Cell<bool>,
     /// How many times a doorbell was rung (`doca_ctx_flush_tasks` called), for tests of
     /// doorbell batching.
     #[cfg(test)]
@@ -145,6 +152,54 @@ impl CtxRecord {
 
     pub(crate) fn outstanding(&self) -> usize {
         self.outstanding.get()
+    }
+
+    /// Whether a task's failure stopped the ctx and the runtime will start it again: an
+    /// operation that DOCA refuses meanwhile (BAD_STATE: the ctx is not running) waits among
+    /// the task waiters, which the restart wakes, instead of failing.
+    pub(crate) fn restart_pending(&self) -> bool {
+        self.restart_pending.get()
+    }
+
+    /// Starts again a ctx that a failed task stopped, now IDLE (from the executor's upkeep,
+    /// outside progress). Returns false when it is not IDLE yet (still stopping).
+    fn restart_after_error(&self) -> bool {
+        match self.query_state() {
+            Ok(CtxState::Idle) => {}
+            Ok(CtxState::Stopping) => return false,
+            // Running already (started by its owner), or destroyed.
+            _ => {
+                self.end_restart();
+                return true;
+            }
+        }
+        if self.stop_requested.get() {
+            self.end_restart();
+            return true;
+        }
+        // SAFETY: alive, IDLE ctx on its executor's thread, not inside progress (the caller).
+        match unsafe { sys::doca_ctx_start(self.ctx) } {
+            // RUNNING at once: the state callback ended the restart. STARTING: it will.
+            sys::DOCA_SUCCESS | sys::DOCA_ERROR_IN_PROGRESS => {
+                crate::trace::event!(debug, { ctx = self.name, ctx_id = self.id() }, "restarted after a failed task");
+            }
+            rc => {
+                report(&format!(
+                    "{}: restart after a failed task: {}",
+                    self.name,
+                    Error::from_doca(rc, "doca_ctx_start")
+                ));
+                self.end_restart();
+            }
+        }
+        true
+    }
+
+    /// The restart is over (done or given up): operations waiting for it look again.
+    fn end_restart(&self) {
+        if self.restart_pending.replace(false) {
+            self.task_waiters.wake_all();
+        }
     }
 
     /// Notes a submit without the flush flag; returns whether the ctx must be put on the
@@ -309,14 +364,17 @@ impl CtxRecord {
         );
         // Kept tasks are allocated: the stop could not reach IDLE with them.
         self.free_kept();
+        // Set before the call: its state callback (RUNNING → STOPPING, from inside it) must
+        // tell this stop from one that a failed task caused.
+        self.stop_requested.set(true);
         // SAFETY: alive ctx on its executor's thread, not inside progress (callers check).
         let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
         match rc {
-            sys::DOCA_SUCCESS | sys::DOCA_ERROR_IN_PROGRESS => {
-                self.stop_requested.set(true);
-                Ok(())
+            sys::DOCA_SUCCESS | sys::DOCA_ERROR_IN_PROGRESS => Ok(()),
+            rc => {
+                self.stop_requested.set(false);
+                Err(Error::from_doca(rc, format!("{}: doca_ctx_stop", self.name)))
             }
-            rc => Err(Error::from_doca(rc, format!("{}: doca_ctx_stop", self.name))),
         }
     }
 
@@ -341,13 +399,23 @@ impl CtxRecord {
 pub(crate) struct Contexts {
     slab: RefCell<Slab<Rc<CtxRecord>>>,
     retiring: RefCell<Vec<u64>>,
+    /// Contexts a failed task stopped, to start again once IDLE.
+    restarting: RefCell<Vec<u64>>,
+    /// Whether `retiring` or `restarting` has an entry: the one look of every drain.
+    upkeep: Cell<bool>,
     /// Contexts registered so far: the next one's `born`.
     births: Cell<u64>,
 }
 
 impl Contexts {
     pub(crate) fn new() -> Contexts {
-        Contexts { slab: RefCell::new(Slab::new()), retiring: RefCell::new(Vec::new()), births: Cell::new(0) }
+        Contexts {
+            slab: RefCell::new(Slab::new()),
+            retiring: RefCell::new(Vec::new()),
+            restarting: RefCell::new(Vec::new()),
+            upkeep: Cell::new(false),
+            births: Cell::new(0),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -477,21 +545,42 @@ impl Contexts {
     fn retire(&self, core: &Core, rec: &Rc<CtxRecord>) {
         if core.in_progress() || !self.retire_step(rec) {
             self.retiring.borrow_mut().push(rec.key.get());
+            self.upkeep.set(true);
         }
     }
 
-    /// Advances the retiring contexts. Called after every drain of the PE.
+    /// Advances the retiring contexts and restarts the ones a failed task stopped. Called
+    /// after every drain of the PE.
     #[inline]
     pub(crate) fn maintain(&self, core: &Core) {
-        if core.in_progress() || self.retiring.borrow().is_empty() {
+        if core.in_progress() || !self.upkeep.get() {
             return;
         }
-        self.retire_due();
+        self.upkeep_due();
     }
 
-    /// The body of [`maintain`](Contexts::maintain) when contexts are retiring (rare: out of
-    /// line, so that the check at every progress of the loop needs no call).
+    /// The body of [`maintain`](Contexts::maintain) when there is upkeep (rare: out of line,
+    /// so that the check at every progress of the loop needs no call).
     #[cold]
+    fn upkeep_due(&self) {
+        self.retire_due();
+        let keys = std::mem::take(&mut *self.restarting.borrow_mut());
+        for key in keys {
+            if let Some(rec) = self.get(key) {
+                if rec.restart_pending.get() && !rec.restart_after_error() {
+                    self.restarting.borrow_mut().push(key);
+                }
+            }
+        }
+        self.upkeep.set(!self.retiring.borrow().is_empty() || !self.restarting.borrow().is_empty());
+    }
+
+    /// A failed task stopped `rec`, which restarts: once IDLE, the upkeep starts it again.
+    fn restart_when_idle(&self, rec: &CtxRecord) {
+        self.restarting.borrow_mut().push(rec.key.get());
+        self.upkeep.set(true);
+    }
+
     fn retire_due(&self) {
         let keys = std::mem::take(&mut *self.retiring.borrow_mut());
         for key in keys {
@@ -577,6 +666,25 @@ unsafe extern "C" fn ctx_state_cb(
                 } else {
                     rec.free_kept();
                 }
+                // A kind that stops by itself when a task fails (DMA) is started again once
+                // IDLE; meanwhile its operations wait for that instead of failing.
+                match next_state {
+                    sys::DOCA_CTX_STATE_STOPPING
+                        if prev_state == sys::DOCA_CTX_STATE_RUNNING
+                            && rec.restarts_after_error.get()
+                            && !rec.stop_requested.get() =>
+                    {
+                        rec.restart_pending.set(true);
+                        crate::trace::event!(
+                            debug,
+                            { ctx = rec.name, ctx_id = rec.id() },
+                            "a failed task stopped the context: it restarts once idle"
+                        );
+                    }
+                    sys::DOCA_CTX_STATE_IDLE if rec.restart_pending.get() => core.ctxs.restart_when_idle(&rec),
+                    sys::DOCA_CTX_STATE_RUNNING => rec.end_restart(),
+                    _ => {}
+                }
                 // Waiters re-read the state with doca_ctx_get_state; this only wakes them.
                 rec.state_waiters.wake_all();
             }
@@ -661,6 +769,8 @@ impl<T> DocaCtx<T> {
             kept: RefCell::new(Default::default()),
             reusing: Cell::new(false),
             held: RefCell::new(Vec::new()),
+            restarts_after_error: Cell::new(false),
+            restart_pending: Cell::new(false),
             #[cfg(test)]
             doorbells: Cell::new(0),
         });
@@ -721,6 +831,16 @@ impl<T> DocaCtx<T> {
     /// The user data DOCA passes to this ctx's callbacks (`ctx_user_data`).
     pub fn user_data(&self) -> sys::doca_data {
         sys::doca_data::from_u64(self.rec.key.get())
+    }
+
+    /// Declares that this kind's DOCA context stops by itself when one of its tasks fails
+    /// (DOCA's DMA does: the failed task and the ones in flight with it fail, the context goes
+    /// STOPPING, then IDLE once every task is freed). The runtime then starts it again once
+    /// IDLE, and operations refused meanwhile because it is not running wait for the restart
+    /// instead of failing. Not for kinds whose restart loses state the user set up
+    /// (connections).
+    pub(crate) fn restart_after_errors(&self) {
+        self.rec.restarts_after_error.set(true);
     }
 
     /// Tasks allocated through [`submit`](DocaCtx::submit) and not freed yet.

@@ -262,6 +262,9 @@ impl<'a> LaneRing<'a> {
         match unsafe { group.submit(self.core, i, doorbell) } {
             sys::DOCA_SUCCESS => Try::Submitted,
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
+            // A failed task stopped the context, which restarts (DMA): the restart wakes the
+            // waiters.
+            sys::DOCA_ERROR_BAD_STATE if ctx.restart_pending() => Try::Wait,
             rc => Try::Refused(rc),
         }
     }
@@ -295,6 +298,7 @@ impl<'a> LaneRing<'a> {
                 None if ctx.outstanding() > 0 => return Err(Try::Wait),
                 None => return Err(Try::Refused(sys::DOCA_ERROR_NO_MEMORY)),
             },
+            sys::DOCA_ERROR_BAD_STATE if ctx.restart_pending() => return Err(Try::Wait),
             rc => return Err(Try::Refused(rc)),
         }
         Ok(())

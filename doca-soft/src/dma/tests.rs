@@ -8,7 +8,9 @@ use core::ptr;
 
 use super::*;
 use crate::buf::*;
-use crate::ctx::{doca_ctx_start, doca_ctx_stop};
+use crate::ctx::{
+    doca_ctx_get_num_inflight_tasks, doca_ctx_get_state, doca_ctx_set_state_changed_cb, doca_ctx_start, doca_ctx_stop,
+};
 use crate::dev::{doca_dev_as_devinfo, doca_dev_close};
 use crate::mmap::*;
 use crate::pe::{doca_pe, doca_pe_connect_ctx};
@@ -119,6 +121,22 @@ impl Rig {
         }
     }
 
+    /// The ctx's state.
+    fn state(&self) -> doca_ctx_states {
+        let mut st = DOCA_CTX_STATE_RUNNING;
+        // SAFETY: live dma, valid out-pointer.
+        assert_eq!(unsafe { doca_ctx_get_state(doca_dma_as_ctx(self.dma), &mut st) }, DOCA_SUCCESS);
+        st
+    }
+
+    /// After a failed copy whose completion was drained (and freed): the ctx stopped by
+    /// itself, as DOCA's DMA does; starts it again.
+    fn restart_after_failure(&self) {
+        assert_eq!(self.state(), DOCA_CTX_STATE_IDLE, "a failed copy stops the ctx");
+        // SAFETY: live, IDLE ctx.
+        assert_eq!(unsafe { doca_ctx_start(doca_dma_as_ctx(self.dma)) }, DOCA_SUCCESS);
+    }
+
     fn finish(self) {
         // SAFETY: live objects, torn down in order.
         unsafe {
@@ -224,7 +242,8 @@ fn local_copy_appends_after_the_destination_payload() {
     assert_eq!(take_done(), vec![(3, DOCA_ERROR_INVALID_VALUE)]);
     assert_eq!(data_len(d), 32);
     assert_eq!(dst[32], 0, "nothing written past the payload");
-    // The ctx still works after a failed task.
+    // The failure stopped the ctx; started again, it copies.
+    rig.restart_after_failure();
     let d2 = rig.buf(md, dst[48..].as_mut_ptr(), 16, 0);
     assert_eq!(rig.memcpy(s, d2, 4), DOCA_SUCCESS);
     drain(rig.pe);
@@ -250,6 +269,7 @@ fn read_only_destination_and_pool_rules() {
     drain(rig.pe);
     assert_eq!(take_done(), vec![(1, DOCA_ERROR_NOT_PERMITTED)]);
     assert_eq!(dst, vec![0u8; 32]);
+    rig.restart_after_failure();
 
     // Pool of 2: a third allocation is NO_MEMORY; configuration only while IDLE; destroy
     // refused while running.
@@ -368,6 +388,7 @@ fn read_only_pci_export_refuses_writes() {
     assert_eq!(take_done(), vec![(1, DOCA_ERROR_NOT_PERMITTED)]);
     assert_eq!(host, vec![5u8; 256]);
     assert_eq!(data_len(rd), 0);
+    rig.restart_after_failure();
     // Reading it is allowed.
     // SAFETY: inside `local`.
     let ld = rig.buf(ml, unsafe { local.as_mut_ptr().add(128) }, 128, 0);
@@ -382,5 +403,98 @@ fn read_only_pci_export_refuses_writes() {
     destroy_mmap(remote);
     destroy_mmap(mh);
     destroy_mmap(ml);
+    rig.finish();
+}
+
+thread_local! {
+    /// The state transitions reported to [`on_state`], in order.
+    static STATES: RefCell<Vec<(doca_ctx_states, doca_ctx_states)>> = const { RefCell::new(Vec::new()) };
+}
+
+unsafe extern "C" fn on_state(_ud: doca_data, _ctx: *mut doca_ctx, prev: doca_ctx_states, next: doca_ctx_states) {
+    STATES.with(|s| s.borrow_mut().push((prev, next)));
+}
+
+/// A failed copy stops the ctx, the way NVIDIA's `pe_task_error` sample relies on: a batch
+/// with a copy of an empty source in the middle submits whole; the copies before it succeed,
+/// it fails, the ones after it are flushed without touching memory; progress then reports
+/// RUNNING → STOPPING and, once the callbacks freed every task, STOPPING → IDLE; nothing is
+/// in flight; the ctx starts again and copies. A ctx stopped by the user while a failure is
+/// pending stops once, as a plain stop.
+#[test]
+fn a_failed_copy_stops_the_ctx_and_flushes_the_copies_after_it() {
+    const N: usize = 8;
+    const BAD: usize = 2;
+    let rig = Rig::new(N as u32);
+    STATES.with(|s| s.borrow_mut().clear());
+    // SAFETY: live ctx; the callback only records.
+    assert_eq!(unsafe { doca_ctx_set_state_changed_cb(doca_dma_as_ctx(rig.dma), Some(on_state)) }, DOCA_SUCCESS);
+    let mut src = vec![0u8; N * 64];
+    let mut dst = vec![0u8; N * 64];
+    for (k, chunk) in src.chunks_mut(64).enumerate() {
+        chunk.fill(k as u8 + 1);
+    }
+    let ms = rig.mmap(&mut src, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
+    let md = rig.mmap(&mut dst, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
+    let (sp, dp) = (src.as_mut_ptr(), dst.as_mut_ptr());
+    // Copy k's source and destination: 64 bytes at k * 64 (wrapping_add: plain address
+    // arithmetic, inside the two vectors).
+    let srcs: Vec<_> =
+        (0..N).map(|k| rig.buf(ms, sp.wrapping_add(k * 64), 64, if k == BAD { 0 } else { 64 })).collect();
+    let dsts: Vec<_> = (0..N).map(|k| rig.buf(md, dp.wrapping_add(k * 64), 64, 0)).collect();
+    for k in 0..N {
+        assert_eq!(rig.memcpy(srcs[k], dsts[k], k as u64), DOCA_SUCCESS, "every submit of the batch succeeds");
+    }
+    assert_eq!(rig.state(), DOCA_CTX_STATE_RUNNING, "the failure is reported by progress, not by submit");
+    drain(rig.pe);
+    let expect: Vec<_> = (0..N)
+        .map(|k| {
+            let status = match k {
+                k if k < BAD => DOCA_SUCCESS,
+                BAD => DOCA_ERROR_INVALID_VALUE,
+                _ => crate::ctx::FLUSH_STATUS,
+            };
+            (k as u64, status)
+        })
+        .collect();
+    assert_eq!(take_done(), expect);
+    for k in 0..N {
+        let copied = k < BAD;
+        assert_eq!(data_len(dsts[k]), if copied { 64 } else { 0 }, "copy {k}");
+        assert!(dst[k * 64..(k + 1) * 64].iter().all(|&b| b == if copied { k as u8 + 1 } else { 0 }), "copy {k}");
+    }
+    let mut inflight = 1usize;
+    // SAFETY: live ctx, valid out-pointer.
+    assert_eq!(unsafe { doca_ctx_get_num_inflight_tasks(doca_dma_as_ctx(rig.dma), &mut inflight) }, DOCA_SUCCESS);
+    assert_eq!(inflight, 0);
+    assert_eq!(rig.state(), DOCA_CTX_STATE_IDLE);
+    assert_eq!(
+        STATES.with(|s| s.borrow().clone()),
+        vec![(DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING), (DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE)]
+    );
+
+    // Started again, it copies; a stop while a failure is pending is one plain stop.
+    STATES.with(|s| s.borrow_mut().clear());
+    rig.restart_after_failure();
+    assert_eq!(rig.memcpy(srcs[0], dsts[3], 10), DOCA_SUCCESS);
+    assert_eq!(rig.memcpy(srcs[BAD], dsts[4], 11), DOCA_SUCCESS);
+    // SAFETY: live ctx.
+    assert_eq!(unsafe { doca_ctx_stop(doca_dma_as_ctx(rig.dma)) }, DOCA_ERROR_IN_PROGRESS);
+    drain(rig.pe);
+    assert_eq!(take_done(), vec![(10, DOCA_SUCCESS), (11, DOCA_ERROR_INVALID_VALUE)]);
+    assert_eq!(rig.state(), DOCA_CTX_STATE_IDLE);
+    assert_eq!(
+        STATES.with(|s| s.borrow().clone()),
+        vec![
+            (DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING),
+            (DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING),
+            (DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE)
+        ]
+    );
+    for b in srcs.into_iter().chain(dsts) {
+        dec(b);
+    }
+    destroy_mmap(ms);
+    destroy_mmap(md);
     rig.finish();
 }

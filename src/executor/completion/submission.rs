@@ -253,6 +253,12 @@ impl<K: DocaTask> Submission<K> {
                             ctx.task_waiters.register(ticket, cx.waker());
                             return Poll::Pending;
                         }
+                        Err(sys::DOCA_ERROR_BAD_STATE) if ctx.restart_pending() => {
+                            // A failed task stopped the context, which restarts: wait for it.
+                            back_pressure(op, ctx, "context restarting after a failed task");
+                            ctx.task_waiters.register(ticket, cx.waker());
+                            return Poll::Pending;
+                        }
                         Err(rc) => return Poll::Ready(Err(err(rc, "allocate task"))),
                     }
                 }
@@ -302,6 +308,15 @@ impl<K: DocaTask> Submission<K> {
                     unsafe { K::free(task) };
                     self.stage = Stage::Alloc;
                     ctx.task_freed();
+                    if rc == sys::DOCA_ERROR_BAD_STATE && ctx.restart_pending() {
+                        // Stopped by a failed task after the allocation (a kept task needs
+                        // no call into DOCA): allocate again once it restarted, with the
+                        // descriptors taken again too (DOCA never owned the task).
+                        slot.release_descs();
+                        back_pressure(op, ctx, "context restarting after a failed task");
+                        ctx.task_waiters.register(ticket, cx.waker());
+                        return Poll::Pending;
+                    }
                     return Poll::Ready(Err(err(rc, "submit")));
                 }
             }
