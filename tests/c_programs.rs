@@ -204,6 +204,26 @@ fn pe_events_drives_several_contexts_from_the_notification_handle() {
     assert!(run.all().contains("wake-ups for 2 events and a message"), "{}", run.all());
 }
 
+/// DMA memcpy tasks driven by a progress engine the three ways NVIDIA's PE samples rely on:
+/// polling a batch, `doca_ctx_stop` from a completion callback with copies in flight, and a
+/// copy that fails in a batch (an empty source), which stops the DMA context by itself
+/// (RUNNING -> STOPPING without a stop call, then IDLE once every task is freed) after every
+/// submit of the batch succeeded. Before doca-soft stopped a DMA context on a failed copy,
+/// `pe_task_error`'s final loop (progress until IDLE) would have spun forever.
+#[test]
+fn pe_dma_polls_stops_from_a_callback_and_stops_on_a_failed_copy() {
+    let Some(prog) = CProgram::build("tests/c/pe_dma.c", &["doca-common", "doca-dma"]) else { return };
+    for (mode, expect) in [
+        ("polling", "pe_dma polling: 16 copies completed, 0 failed"),
+        ("async-stop", "pe_dma async-stop:"),
+        ("task-error", "pe_dma task-error: 3 copies completed, 14 failed"),
+    ] {
+        let run = prog.run(&[mode]);
+        run.assert_success();
+        assert!(run.all().contains(expect), "{mode}: {}", run.all());
+    }
+}
+
 /// A sync event exported by one process and opened by another, 100 rounds of set/wait
 /// ping-pong through tasks in event mode.
 #[test]
