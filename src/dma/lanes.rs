@@ -68,5 +68,6 @@ pub(super) fn on_dma(dma: &Dma, op: LaneOp, local: Buf, depth: usize) -> Result<
         LaneOp::CopyOut(r) => (&COPY_OUT, r),
     };
     let inner = &dma.inner;
-    Lanes::with(&inner.ctx, &inner.inv, std::ptr::null_mut(), kind, local, Some(remote), depth)
+    // SAFETY: a DMA table (`COPY_IN`/`COPY_OUT`) on the Dma's own DMA context, no connection.
+    unsafe { Lanes::with(&inner.ctx, &inner.inv, std::ptr::null_mut(), kind, local, Some(remote), depth) }
 }

@@ -51,9 +51,10 @@
 //! * **Tasks.** The lanes take up to `depth` tasks of their kind from the context's pool
 //!   ([`RdmaBuilder::max_tasks`](crate::rdma::RdmaBuilder::max_tasks),
 //!   [`DmaBuilder::max_tasks`](crate::dma::DmaBuilder::max_tasks)) for their whole life, and
-//!   `depth` descriptors (two per lane for writes, reads and copies) from its inventory. When
-//!   the context leaves RUNNING (a restart, an error, shutdown), the idle tasks are given
-//!   back so that it can stop, and lanes allocate again at their next use.
+//!   a descriptor per lane (two where the operation has remote memory: writes, reads,
+//!   atomics, copies) from its inventory. When the context leaves RUNNING (a restart, an
+//!   error, shutdown), the idle tasks are given back so that it can stop, and lanes allocate
+//!   again at their next use.
 //! * **Dropping** the `Lanes` with operations in flight discards their results; the memory
 //!   and descriptors stay alive until DOCA completes them (or a stop flushes them).
 //!
@@ -123,14 +124,20 @@ use crate::sys;
 
 /// What an operation of a [`Lanes`] (or an RDMA [`Window`](crate::rdma::Window)) yields,
 /// made from its task's result area: `()`, or [`Received`](crate::rdma::Received) for
-/// receives. Implemented by the crate only.
-pub trait Outcome: Sized {
+/// receives. Implemented by the crate only (sealed: the result area is the crate's).
+pub trait Outcome: sealed::Sealed + Sized {
     /// Whether the result area is read (otherwise only the status, without copying it).
     #[doc(hidden)]
     const READS_OUTPUT: bool;
     /// The value, from the result area (all zeros when `READS_OUTPUT` is false).
     #[doc(hidden)]
     fn from_output(out: TaskOutput) -> Self;
+}
+
+/// Seals [`Outcome`]: the trait is public (it bounds public types) but nameable only here.
+pub(crate) mod sealed {
+    pub trait Sealed {}
+    impl Sealed for () {}
 }
 
 impl Outcome for () {
@@ -415,7 +422,13 @@ impl<'a, T> Lanes<'a, T> {
     /// `depth` lanes of `kind` on the context `ctx` (its inventory `inv`, the operations'
     /// connection `conn`, null for none) over `local` and `remote`: what each context's own
     /// constructor (`Connection::lanes`, `Dma::lanes`...) calls with its kind's table.
-    pub(crate) fn with<C>(
+    ///
+    /// # Safety
+    /// `kind`'s functions are called with `ctx`'s DOCA object and `conn`: `kind` must be a
+    /// table for the context type `C` (an RDMA table with an RDMA context and one of its
+    /// connections or null, a DMA table with a DMA context), or DOCA receives an object of
+    /// another type.
+    pub(crate) unsafe fn with<C>(
         ctx: &'a DocaCtx<C>,
         inv: &'a std::rc::Rc<Inventory>,
         conn: *mut std::ffi::c_void,

@@ -55,13 +55,15 @@ impl LaneOp {
 pub(in crate::rdma) fn on_conn(conn: &Connection, op: LaneOp, local: Buf, depth: usize) -> Result<Lanes<'_>> {
     let (kind, remote) = op.split();
     let rdma = &conn.inner.rdma;
-    Lanes::with(&rdma.ctx, &rdma.inv, conn.inner.conn.cast(), kinds::table(kind), local, remote, depth)
+    // SAFETY: an RDMA table on the connection's own RDMA context and that connection.
+    unsafe { Lanes::with(&rdma.ctx, &rdma.inv, conn.inner.conn.cast(), kinds::table(kind), local, remote, depth) }
 }
 
 /// Receive lanes on `rdma` over `local`, cut into `depth` lanes.
 pub(in crate::rdma) fn on_rdma(rdma: &Rdma, local: Buf, depth: usize) -> Result<Lanes<'_, Received>> {
     let inner = &rdma.inner;
-    Lanes::with(&inner.ctx, &inner.inv, std::ptr::null_mut(), kinds::table(Kind::Recv), local, None, depth)
+    // SAFETY: the RDMA receive table on the Rdma's own RDMA context (receives take no connection).
+    unsafe { Lanes::with(&inner.ctx, &inner.inv, std::ptr::null_mut(), kinds::table(Kind::Recv), local, None, depth) }
 }
 
 // Not under Miri: RDMA over the provider (see `rdma::tests`).

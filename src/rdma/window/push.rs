@@ -38,6 +38,8 @@ pub(super) enum Waiting<'a> {
     Recv(Submission<Recv>, RecvReq<'a>),
 }
 
+impl crate::lanes::sealed::Sealed for Received {}
+
 impl Outcome for Received {
     const READS_OUTPUT: bool = true;
     #[inline(always)]
