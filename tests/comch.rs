@@ -183,11 +183,15 @@ mod cross_process {
                     }
                 }
             });
+            // Stuck: no message went out for five windows in a row (one window without the
+            // filler running can be a preempted executor on a loaded machine).
             let mut stuck = false;
+            let mut quiet = 0;
             for _ in 0..1000 {
                 let before = frozen.counters()?.0;
                 async_doca::time::sleep(Duration::from_millis(20)).await;
-                if frozen.counters()?.0 == before {
+                quiet = if frozen.counters()?.0 == before { quiet + 1 } else { 0 };
+                if quiet == 5 {
                     stuck = true;
                     break;
                 }

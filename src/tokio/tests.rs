@@ -486,16 +486,26 @@ fn handle_cancellation_leaves_no_task_or_buffer_behind() {
     rt.block_on(async {
         let p = bridge.pin(0, pair).await?;
         let (gone_a, gone_b) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-        // 1. tokio::time::timeout around a job whose receive never completes.
+        // 1. tokio::time::timeout around a job whose receive never completes, once the job
+        // runs (a loaded executor may not have started it within the timeout; the flag is
+        // raised in the poll that posts the receive, and a cancellation is handled on the
+        // executor after that poll).
         let flag = DropFlag(gone_a.clone());
-        let r = ::tokio::time::timeout(
-            Duration::from_millis(20),
-            p.run(move |p| async move {
-                let _flag = flag;
-                p.b.recv(p.target.slice(0..64)).await.0.map(drop)
-            }),
-        )
-        .await;
+        let posted = Arc::new(AtomicBool::new(false));
+        let mark = posted.clone();
+        let mut job = Box::pin(p.run(move |p| async move {
+            let _flag = flag;
+            let recv = p.b.recv(p.target.slice(0..64));
+            mark.store(true, Ordering::SeqCst);
+            recv.await.0.map(drop)
+        }));
+        let deadline = Instant::now() + LIMIT;
+        while !posted.load(Ordering::SeqCst) {
+            expect(poll_once(job.as_mut()).await.is_none(), "the receive never completes")?;
+            expect(Instant::now() < deadline, "the job started")?;
+            ::tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let r = ::tokio::time::timeout(Duration::from_millis(20), job).await;
         expect(r.is_err(), "timed out")?;
         // 2. A job future dropped after its first poll.
         let flag = DropFlag(gone_b.clone());

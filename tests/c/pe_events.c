@@ -45,6 +45,7 @@ struct state {
 	bool recv_done, send_done;
 	doca_error_t recv_status, send_status;
 	uint32_t recv_len;
+	int armed; /* set (atomically) once the main thread armed the PE: the publisher starts then */
 };
 
 static void wait_done(struct doca_sync_event_task_wait_eq *task, union doca_data ud, union doca_data cud)
@@ -80,11 +81,16 @@ static void send_cb(struct doca_rdma_task_send *task, union doca_data ud, union 
 	doca_task_free(t);
 }
 
-/* The other thread: fires the two events, some time apart, through the synchronous API. */
+/* The other thread: fires the two events, some time apart, through the synchronous API,
+ * starting once the main thread has armed the PE (a main thread delayed on a loaded machine
+ * would otherwise find both events fired before it ever slept, and count no wake-up). */
 static void *publisher(void *arg)
 {
 	struct state *st = arg;
+	uint64_t deadline = sample_now_ms() + SAMPLE_TIMEOUT_MS;
 
+	while (!__atomic_load_n(&st->armed, __ATOMIC_ACQUIRE) && sample_now_ms() < deadline)
+		usleep(1000);
 	usleep(50 * 1000);
 	if (doca_sync_event_update_set(st->ev[0], 1) != DOCA_SUCCESS)
 		DOCA_LOG_ERR("update_set 0 failed");
@@ -227,6 +233,7 @@ int main(int argc, char **argv)
 		result = doca_pe_request_notification(pe);
 		if (DOCA_IS_ERROR(result))
 			goto out;
+		__atomic_store_n(&st.armed, 1, __ATOMIC_RELEASE);
 		if (epoll_wait(epfd, &out, 1, 1000) > 0)
 			wakeups++;
 		result = doca_pe_clear_notification(pe, handle);

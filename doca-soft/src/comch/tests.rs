@@ -550,7 +550,10 @@ fn the_last_messages_of_a_departed_client_still_arrive() {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
-        let seen = events_until_disconnect(&[p.spe]);
+        let mut seen = events_until_disconnect(&[p.spe]);
+        // The completions of "too late" sends the kernel took while a forked process held
+        // the client's socket (above) are not what this test is about.
+        seen.retain(|e| !matches!(e, Seen::Sent(_)));
         assert_eq!(
             seen,
             vec![Seen::Recv(sconn as usize, last.to_vec()), Seen::Disconnect(sconn as usize)],

@@ -1026,7 +1026,8 @@ fn cross_process_peer_killed_mid_stream() {
     for r in &recs {
         assert_eq!(r.status, DOCA_ERROR_CONNECTION_ABORTED, "{r:?}");
     }
-    assert!(elapsed < Duration::from_secs(5), "detected after {elapsed:?}");
+    // (The bound of the waits above; a loaded machine may take seconds, a missed death forever.)
+    assert!(elapsed < Duration::from_secs(15), "detected after {elapsed:?}");
     eprintln!("peer {pid} killed: {} tasks failed after {elapsed:?}", recs.len());
     // Later tasks fail too; nothing is written into the dead peer's memory as a success.
     assert_eq!(a.send(ca, ptr::null_mut(), 1), Err(DOCA_ERROR_CONNECTION_ABORTED));
