@@ -133,6 +133,9 @@ pub trait PeLink: Any {
     /// or failed, a STOPPING ctx with no task left), so that while it has not been called
     /// since progress last found none due, progress need not walk its ctxs to look.
     fn transition_may_be_due(&self);
+    /// A ctx of this PE was marked failed ([`mark_failed`]): progress must report its stop
+    /// before it delivers any completion (and an armed PE wakes up).
+    fn failure_may_be_due(&self);
     /// Forgets `ctx` (it is being destroyed).
     fn disconnect(&self, ctx: &doca_ctx);
 }
@@ -524,7 +527,7 @@ pub fn mark_failed(ctx: &doca_ctx) {
     if ctx.state.get() == DOCA_CTX_STATE_RUNNING && ctx.pending.get().is_none() {
         ctx.pending.set(Some(DOCA_CTX_STATE_STOPPING));
         if let Some(pe) = ctx.pe_link() {
-            pe.transition_may_be_due();
+            pe.failure_may_be_due();
         }
     }
 }

@@ -134,6 +134,9 @@ pub struct doca_pe {
     /// change that can make one due ([`PeLink::transition_may_be_due`]), cleared when a look
     /// for one finds none. While it is false, progress does not walk the ctxs for one.
     transitions: Cell<bool>,
+    /// A ctx a failed task stops may be waiting to report it ([`PeLink::failure_may_be_due`]):
+    /// progress reports that before any delivery. Cleared when a look finds none.
+    failures: Cell<bool>,
     fds: RefCell<Vec<(RawFd, FdMode)>>,
     /// What [`doca_pe::fd_ready`] found during a walk over the progress hooks.
     scan: RefCell<Scan>,
@@ -188,6 +191,7 @@ impl doca_pe {
             cq: CompletionQueue::new(),
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
+            failures: Cell::new(false),
             fds: RefCell::new(Vec::new()),
             scan: RefCell::new(Scan {
                 walk: 0,
@@ -359,6 +363,12 @@ impl doca_pe {
         self.notify_work();
     }
 
+    /// A ctx's stop after a failed task may be due (see [`PeLink::failure_may_be_due`]).
+    fn failure_may_be_due(&self) {
+        self.failures.set(true);
+        self.transition_may_be_due();
+    }
+
     fn pop(&self) -> Option<*const doca_task> {
         self.cq.pop()
     }
@@ -472,9 +482,9 @@ impl doca_pe {
     #[inline(always)]
     fn progress_delivering(&self) -> Option<u8> {
         // The queue first: an idle progress (nothing queued) pays one look before `progress`.
-        // A transition that may be due goes through `progress` too: a ctx that a failed task
-        // stops reports it before any delivery (`report_one_failure`).
-        if self.cq.is_empty() || self.in_progress.get() || self.transitions.get() {
+        // So does a ctx that a failed task stops: it reports that before any delivery
+        // (`report_one_failure`).
+        if self.cq.is_empty() || self.in_progress.get() || self.failures.get() {
             return None;
         }
         self.in_progress.set(true);
@@ -501,7 +511,7 @@ impl doca_pe {
         // A ctx that a failed task stops says so before any completion is delivered, the
         // failed task's included: a program that learns of the failure from its callback
         // finds the ctx STOPPING, as on hardware (see `ctx::mark_failed`).
-        if self.transitions.get() && self.report_one_failure() {
+        if self.failures.get() && self.report_one_failure() {
             return 1;
         }
         if self.deliver_one() || self.report_one_transition() {
@@ -535,7 +545,7 @@ impl doca_pe {
     }
 
     /// Reports the stop of the first ctx that a failed task stops ([`crate::ctx::mark_failed`]),
-    /// if any. Looked for only while transitions may be due.
+    /// if any. Looked for only while `failures` is set; a look that finds none clears it.
     #[cold]
     fn report_one_failure(&self) -> bool {
         let mut i = 0;
@@ -547,6 +557,7 @@ impl doca_pe {
             }
             i += 1;
         }
+        self.failures.set(false);
         false
     }
 
@@ -703,6 +714,9 @@ impl PeLink for doca_pe {
     }
     fn transition_may_be_due(&self) {
         doca_pe::transition_may_be_due(self)
+    }
+    fn failure_may_be_due(&self) {
+        doca_pe::failure_may_be_due(self)
     }
     fn disconnect(&self, ctx: &doca_ctx) {
         doca_pe::disconnect(self, ctx)
