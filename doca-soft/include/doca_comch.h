@@ -34,6 +34,7 @@ struct doca_comch_connection;
 struct doca_comch_task_send;
 struct doca_comch_event_msg_recv;
 struct doca_comch_event_connection_status_changed;
+struct doca_comch_event_consumer;
 struct doca_dev;
 struct doca_dev_rep;
 struct doca_devinfo;
@@ -139,6 +140,22 @@ doca_error_t doca_comch_server_event_connection_status_changed_register(
 	struct doca_comch_server *comch_server,
 	doca_comch_event_connection_status_changed_cb_t connect_event_cb,
 	doca_comch_event_connection_status_changed_cb_t disconnect_event_cb);
+
+/*
+ * Consumer events (the consumer/producer fast path): the peer created or destroyed consumer
+ * `id` on a connection. The soft provider accepts the registration (IDLE only, both callbacks
+ * required) so that programs that register them build and run, but it has no consumers, so
+ * the callbacks never run.
+ */
+typedef void (*doca_comch_event_consumer_cb_t)(struct doca_comch_event_consumer *event,
+					       struct doca_comch_connection *comch_connection,
+					       uint32_t id);
+doca_error_t doca_comch_server_event_consumer_register(struct doca_comch_server *comch_server,
+						       doca_comch_event_consumer_cb_t new_consumer_event_cb,
+						       doca_comch_event_consumer_cb_t expired_consumer_event_cb);
+doca_error_t doca_comch_client_event_consumer_register(struct doca_comch_client *comch_client,
+						       doca_comch_event_consumer_cb_t new_consumer_event_cb,
+						       doca_comch_event_consumer_cb_t expired_consumer_event_cb);
 
 #ifdef __cplusplus
 }

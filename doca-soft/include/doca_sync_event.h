@@ -60,6 +60,8 @@ doca_error_t doca_sync_event_wait_gt(struct doca_sync_event *event, uint64_t val
 doca_error_t doca_sync_event_wait_gt_yield(struct doca_sync_event *event, uint64_t value, uint64_t mask);
 doca_error_t doca_sync_event_wait_eq(struct doca_sync_event *event, uint64_t value, uint64_t mask);
 doca_error_t doca_sync_event_wait_neq(struct doca_sync_event *event, uint64_t value, uint64_t mask);
+doca_error_t doca_sync_event_wait_eq_yield(struct doca_sync_event *event, uint64_t value, uint64_t mask);
+doca_error_t doca_sync_event_wait_neq_yield(struct doca_sync_event *event, uint64_t value, uint64_t mask);
 
 /* Asynchronous tasks: per kind a callback type, a pool configuration and the cast to doca_task. */
 #define ASYNC_DOCA_SYNC_EVENT_TASK_KIND(kind)                                                              \
@@ -129,9 +131,22 @@ struct doca_devinfo;
 doca_error_t doca_sync_event_remote_net_create_from_export(struct doca_dev *dev, const uint8_t *data, size_t sz,
 							   struct doca_sync_event_remote_net **event);
 doca_error_t doca_sync_event_remote_net_destroy(struct doca_sync_event_remote_net *event);
-/* Capabilities: DOCA_SUCCESS when supported (every soft device), DOCA_ERROR_NOT_SUPPORTED otherwise. */
+/* Capabilities: DOCA_SUCCESS when supported (every soft device), DOCA_ERROR_NOT_SUPPORTED otherwise
+ * (INVALID_VALUE for a NULL devinfo). */
 doca_error_t doca_sync_event_cap_remote_net_is_create_from_export_supported(const struct doca_devinfo *devinfo);
 doca_error_t doca_sync_event_cap_is_export_to_remote_net_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_is_create_from_export_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_is_export_to_remote_pci_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_task_get_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_task_notify_set_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_task_notify_add_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_task_wait_eq_is_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_task_wait_neq_is_supported(const struct doca_devinfo *devinfo);
+/* No DPA nor GPU here: DOCA_ERROR_NOT_SUPPORTED. */
+doca_error_t doca_sync_event_cap_is_export_to_dpa_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_is_export_to_gpu_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_remote_net_is_export_to_dpa_supported(const struct doca_devinfo *devinfo);
+doca_error_t doca_sync_event_cap_remote_net_is_export_to_gpu_supported(const struct doca_devinfo *devinfo);
 
 #ifdef __cplusplus
 }

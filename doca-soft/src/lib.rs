@@ -39,8 +39,8 @@ pub mod types {
 /// The concrete object types the callback types name.
 mod objects {
     pub use crate::comch::{
-        doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_msg_recv,
-        doca_comch_task_send,
+        doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_consumer,
+        doca_comch_event_msg_recv, doca_comch_task_send,
     };
     pub use crate::ctx::doca_ctx;
     pub use crate::dma::doca_dma_task_memcpy;

@@ -23,6 +23,8 @@ opaque!(
     doca_comch_event_msg_recv,
     /// The event object passed to connection status callbacks.
     doca_comch_event_connection_status_changed,
+    /// The event object passed to consumer callbacks.
+    doca_comch_event_consumer,
 );
 
 extern "C" {
@@ -133,6 +135,17 @@ extern "C" {
         comch_server: *mut doca_comch_server,
         connect_event_cb: doca_comch_event_connection_status_changed_cb_t,
         disconnect_event_cb: doca_comch_event_connection_status_changed_cb_t,
+    ) -> doca_error_t;
+
+    pub fn doca_comch_server_event_consumer_register(
+        comch_server: *mut doca_comch_server,
+        new_consumer_event_cb: doca_comch_event_consumer_cb_t,
+        expired_consumer_event_cb: doca_comch_event_consumer_cb_t,
+    ) -> doca_error_t;
+    pub fn doca_comch_client_event_consumer_register(
+        comch_client: *mut doca_comch_client,
+        new_consumer_event_cb: doca_comch_event_consumer_cb_t,
+        expired_consumer_event_cb: doca_comch_event_consumer_cb_t,
     ) -> doca_error_t;
 
     pub fn doca_comch_connection_update_info(comch_connection: *mut doca_comch_connection) -> doca_error_t;

@@ -23,6 +23,12 @@ pub type doca_comch_event_connection_status_changed_cb_t = Option<
     ),
 >;
 
+/// The peer created (`new_consumer_event_cb`) or destroyed (`expired_consumer_event_cb`) the
+/// consumer `id` on `comch_connection` (the consumer/producer fast path).
+pub type doca_comch_event_consumer_cb_t = Option<
+    unsafe extern "C" fn(event: *mut doca_comch_event_consumer, comch_connection: *mut doca_comch_connection, id: u32),
+>;
+
 /// `enum doca_comch_counter`.
 pub type doca_comch_counter = u32;
 pub const DOCA_COMCH_COUNTER_SENT_MESSAGES: doca_comch_counter = 1;

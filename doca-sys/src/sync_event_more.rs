@@ -46,3 +46,24 @@ extern "C" {
         -> doca_error_t;
     pub fn doca_sync_event_cap_is_export_to_remote_net_supported(devinfo: *const doca_devinfo) -> doca_error_t;
 }
+
+// ---- capabilities: SUCCESS when the device supports it, NOT_SUPPORTED otherwise ----
+extern "C" {
+    pub fn doca_sync_event_cap_is_create_from_export_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_is_export_to_remote_pci_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_is_export_to_dpa_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_is_export_to_gpu_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_remote_net_is_export_to_dpa_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_remote_net_is_export_to_gpu_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_task_get_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_task_notify_set_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_task_notify_add_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_task_wait_eq_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+    pub fn doca_sync_event_cap_task_wait_neq_is_supported(devinfo: *const doca_devinfo) -> doca_error_t;
+}
+
+// ---- synchronous waits that yield the CPU between looks ----
+extern "C" {
+    pub fn doca_sync_event_wait_eq_yield(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t;
+    pub fn doca_sync_event_wait_neq_yield(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t;
+}

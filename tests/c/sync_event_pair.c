@@ -154,6 +154,18 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/sync_event.blob", cfg.common.dir);
 
 	result = sample_open_device(cfg.common.device, &dev);
+	/* The device must do what this side needs (as NVIDIA's sync-event samples check). */
+	if (result == DOCA_SUCCESS) {
+		struct doca_devinfo *info = doca_dev_as_devinfo(dev);
+
+		result = cfg.exporter ? doca_sync_event_cap_is_export_to_remote_pci_supported(info) :
+					doca_sync_event_cap_is_create_from_export_supported(info);
+		DOCA_ERROR_PROPAGATE(result, doca_sync_event_cap_task_wait_eq_is_supported(info));
+		DOCA_ERROR_PROPAGATE(result, doca_sync_event_cap_task_notify_set_is_supported(info));
+		DOCA_ERROR_PROPAGATE(result, doca_sync_event_cap_task_get_is_supported(info));
+		if (DOCA_IS_ERROR(result))
+			DOCA_LOG_ERR("the device lacks a capability: %s", doca_error_get_name(result));
+	}
 	DOCA_ERROR_PROPAGATE(result, doca_pe_create(&pe));
 	if (DOCA_IS_ERROR(result))
 		goto out;

@@ -41,6 +41,13 @@ pub struct doca_comch_event_connection_status_changed {
     _private: u8,
 }
 
+/// `struct doca_comch_event_consumer`: the event argument of consumer callbacks. Never
+/// passed here: no consumer can be created in this provider (see `Endpoint::consumer_cbs`).
+#[repr(C)]
+pub struct doca_comch_event_consumer {
+    _private: u8,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Role {
     Server,
@@ -276,6 +283,11 @@ pub struct Endpoint {
     recv_cb: Cell<doca_comch_event_msg_recv_cb_t>,
     connect_cb: Cell<doca_comch_event_connection_status_changed_cb_t>,
     disconnect_cb: Cell<doca_comch_event_connection_status_changed_cb_t>,
+    /// The new- and expired-consumer callbacks (`*_event_consumer_register`). Kept, never
+    /// called: consumers belong to the consumer/producer fast path, which this provider does
+    /// not implement, so no peer ever creates one. NVIDIA's ctrl-path samples register them
+    /// on the way to their data path, and must build and run here.
+    pub(crate) consumer_cbs: Cell<(doca_comch_event_consumer_cb_t, doca_comch_event_consumer_cb_t)>,
     send_conf: Cell<bool>,
     #[allow(clippy::vec_box)] // the boxes give connections stable addresses
     conns: RefCell<Vec<Box<doca_comch_connection>>>,
@@ -403,6 +415,7 @@ impl Endpoint {
             recv_cb: Cell::new(None),
             connect_cb: Cell::new(None),
             disconnect_cb: Cell::new(None),
+            consumer_cbs: Cell::new((None, None)),
             send_conf: Cell::new(false),
             conns: RefCell::new(Vec::new()),
             listener: RefCell::new(None),

@@ -47,7 +47,10 @@
 //! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
 //! [`DEFAULT_MAX_MSG_SIZE`]), receive queue up to [`MAX_RECV_QUEUE`] (default
 //! [`DEFAULT_RECV_QUEUE`]), [`MAX_CLIENTS`] clients per server, [`MAX_SEND_TASKS`] send tasks.
-//! The consumer/producer fast path is not implemented (not declared either).
+//! The consumer/producer fast path is not implemented (`doca_comch_consumer.h` and
+//! `doca_comch_producer.h` are not declared). Its two event registrations in `doca_comch.h`
+//! are accepted and kept, so that NVIDIA's ctrl-path samples (which register them) build and
+//! run; with no consumer anywhere, the callbacks never run.
 //!
 //! # Threads
 //! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
@@ -58,8 +61,8 @@ mod tests;
 pub mod wire;
 
 pub use chan::{
-    doca_comch_client, doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_msg_recv,
-    doca_comch_server, doca_comch_task_send, doca_dev_rep, EventTask,
+    doca_comch_client, doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_consumer,
+    doca_comch_event_msg_recv, doca_comch_server, doca_comch_task_send, doca_dev_rep, EventTask,
 };
 
 use std::time::Duration;

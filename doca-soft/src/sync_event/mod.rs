@@ -48,6 +48,7 @@
 //! plain stores to `set_addr` memory do not.
 
 mod accessors;
+mod caps;
 mod remote_net;
 pub(crate) mod shared;
 mod tasks;
@@ -723,4 +724,24 @@ pub unsafe extern "C" fn doca_sync_event_wait_eq(event: *mut doca_sync_event, va
 pub unsafe extern "C" fn doca_sync_event_wait_neq(event: *mut doca_sync_event, value: u64, mask: u64) -> doca_error_t {
     // SAFETY: forwarded contract.
     guard_err(|| unsafe { blocking_wait(event, 0, |v| v & mask != value) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_sync_event_wait_eq_yield(
+    event: *mut doca_sync_event,
+    value: u64,
+    mask: u64,
+) -> doca_error_t {
+    // SAFETY: forwarded contract.
+    guard_err(|| unsafe { blocking_wait(event, YIELD_ROUNDS, |v| v & mask == value) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_sync_event_wait_neq_yield(
+    event: *mut doca_sync_event,
+    value: u64,
+    mask: u64,
+) -> doca_error_t {
+    // SAFETY: forwarded contract.
+    guard_err(|| unsafe { blocking_wait(event, YIELD_ROUNDS, |v| v & mask != value) })
 }

@@ -356,11 +356,13 @@ fn blocking_waits_are_woken_by_another_thread() {
     // SAFETY: live event.
     ok(unsafe { doca_sync_event_start(b) });
     type WaitFn = unsafe extern "C" fn(*mut doca_sync_event, u64, u64) -> doca_error_t;
-    let waits: [(WaitFn, u64, u64); 4] = [
+    let waits: [(WaitFn, u64, u64); 6] = [
         (doca_sync_event_wait_eq, 10, 10),
         (doca_sync_event_wait_neq, 10, 11),
         (doca_sync_event_wait_gt, 11, 12),
         (doca_sync_event_wait_gt_yield, 12, 13),
+        (doca_sync_event_wait_eq_yield, 14, 14),
+        (doca_sync_event_wait_neq_yield, 14, 15),
     ];
     for (f, arg, publish) in waits {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -889,6 +891,8 @@ fn null_arguments_are_invalid_value() {
             ("se_wait_gt_yield", doca_sync_event_wait_gt_yield(n!(), 0, 0)),
             ("se_wait_eq", doca_sync_event_wait_eq(n!(), 0, 0)),
             ("se_wait_neq", doca_sync_event_wait_neq(n!(), 0, 0)),
+            ("se_wait_eq_yield", doca_sync_event_wait_eq_yield(n!(), 0, 0)),
+            ("se_wait_neq_yield", doca_sync_event_wait_neq_yield(n!(), 0, 0)),
             ("get_set_conf(ev)", doca_sync_event_task_get_set_conf(n!(), Some(get_ok), Some(get_err), 1)),
             ("get_set_conf(ok)", doca_sync_event_task_get_set_conf(ev, None, Some(get_err), 1)),
             ("get_set_conf(err)", doca_sync_event_task_get_set_conf(ev, Some(get_ok), None, 1)),
@@ -1011,4 +1015,48 @@ fn tasks_are_reused_through_their_setters() {
     }
     stop_ctx_and_destroy(pe, e);
     testkit::destroy_pe(pe);
+}
+
+/// The capability queries NVIDIA's sync-event samples filter devices with: every soft device
+/// can export to and import from another process of its host and runs every task kind; none
+/// has a DPA or a GPU; a NULL devinfo is INVALID_VALUE.
+#[test]
+fn capability_queries() {
+    let dev = test_open_default();
+    // SAFETY: a live device.
+    let info = unsafe { crate::dev::doca_dev_as_devinfo(dev) };
+    type Cap = unsafe extern "C" fn(*const crate::dev::doca_devinfo) -> doca_error_t;
+    let yes: [Cap; 9] = [
+        caps::doca_sync_event_cap_is_create_from_export_supported,
+        caps::doca_sync_event_cap_is_export_to_remote_pci_supported,
+        caps::doca_sync_event_cap_task_get_is_supported,
+        caps::doca_sync_event_cap_task_notify_set_is_supported,
+        caps::doca_sync_event_cap_task_notify_add_is_supported,
+        caps::doca_sync_event_cap_task_wait_eq_is_supported,
+        caps::doca_sync_event_cap_task_wait_neq_is_supported,
+        remote_net::doca_sync_event_cap_is_export_to_remote_net_supported,
+        remote_net::doca_sync_event_cap_remote_net_is_create_from_export_supported,
+    ];
+    let no: [Cap; 4] = [
+        caps::doca_sync_event_cap_is_export_to_dpa_supported,
+        caps::doca_sync_event_cap_is_export_to_gpu_supported,
+        caps::doca_sync_event_cap_remote_net_is_export_to_dpa_supported,
+        caps::doca_sync_event_cap_remote_net_is_export_to_gpu_supported,
+    ];
+    for (k, f) in yes.iter().enumerate() {
+        // SAFETY: a live devinfo, and NULL (rejected).
+        unsafe {
+            assert_eq!(f(info), DOCA_SUCCESS, "supported {k}");
+            assert_eq!(f(ptr::null()), DOCA_ERROR_INVALID_VALUE, "supported {k} with NULL");
+        }
+    }
+    for (k, f) in no.iter().enumerate() {
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(f(info), DOCA_ERROR_NOT_SUPPORTED, "unsupported {k}");
+            assert_eq!(f(ptr::null()), DOCA_ERROR_INVALID_VALUE, "unsupported {k} with NULL");
+        }
+    }
+    // SAFETY: nothing uses the device any more.
+    ok(unsafe { doca_dev_close(dev) });
 }

@@ -532,3 +532,33 @@ pub unsafe extern "C" fn doca_comch_server_event_connection_status_changed_regis
         Ok(())
     })
 }
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_server_event_consumer_register(
+    s: *mut doca_comch_server,
+    new_consumer_event_cb: doca_comch_event_consumer_cb_t,
+    expired_consumer_event_cb: doca_comch_event_consumer_cb_t,
+) -> doca_error_t {
+    idle(s, Role::Server, |e| consumer_register(e, new_consumer_event_cb, expired_consumer_event_cb))
+}
+#[no_mangle]
+pub unsafe extern "C" fn doca_comch_client_event_consumer_register(
+    c: *mut doca_comch_client,
+    new_consumer_event_cb: doca_comch_event_consumer_cb_t,
+    expired_consumer_event_cb: doca_comch_event_consumer_cb_t,
+) -> doca_error_t {
+    idle(c, Role::Client, |e| consumer_register(e, new_consumer_event_cb, expired_consumer_event_cb))
+}
+
+/// Stores the consumer callbacks (both required, as for the connection callbacks). They never
+/// run here: no consumer can exist (see `Endpoint::consumer_cbs`).
+fn consumer_register(
+    e: &Endpoint,
+    new_cb: doca_comch_event_consumer_cb_t,
+    expired_cb: doca_comch_event_consumer_cb_t,
+) -> Result<(), doca_error_t> {
+    if new_cb.is_none() || expired_cb.is_none() {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    e.consumer_cbs.set((new_cb, expired_cb));
+    Ok(())
+}
