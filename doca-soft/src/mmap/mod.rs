@@ -24,8 +24,10 @@
 //!   segment itself, so reads, writes and atomics need no help from the owner's CPU. This is
 //!   the path the runtime uses for registered memory.
 //! * **process_vm path.** Any other memory is reached with `process_vm_readv` /
-//!   `process_vm_writev` on the owner's pid (same user, ptrace permission: under Yama
-//!   `ptrace_scope >= 1` the owner must allow it, e.g. with `prctl(PR_SET_PTRACER)`).
+//!   `process_vm_writev` on the owner's pid (same user, ptrace permission). Under Yama
+//!   `ptrace_scope` 1 the first such export of a process declares every process of its user
+//!   a tracer (`PR_SET_PTRACER_ANY`, logged; see `vm::grant_importers_once`), since
+//!   exporting is granting; under 2 or 3 unprivileged importers get NOT_PERMITTED.
 //!   Atomics are impossible on this path: they fail with `DOCA_ERROR_NOT_SUPPORTED`.
 //!
 //! ## Keys
@@ -509,7 +511,10 @@ unsafe fn export(
             KeyHolder::Shm { seg, slot } => {
                 Transport::Shm { fd: seg.seg.fd(), seg_len: seg.seg.len(), offset: g.addr - seg.base(), slot: *slot }
             }
-            KeyHolder::Cell(c) => Transport::ProcessVm { key_cell: *c as *const AtomicU64 as u64 },
+            KeyHolder::Cell(c) => {
+                vm::grant_importers_once();
+                Transport::ProcessVm { key_cell: *c as *const AtomicU64 as u64 }
+            }
         };
         let desc = ExportDesc {
             export_type: ExportType::Rdma,
