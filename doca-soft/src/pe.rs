@@ -548,17 +548,7 @@ impl doca_pe {
     /// if any. Looked for only while `failures` is set; a look that finds none clears it.
     #[cold]
     fn report_one_failure(&self) -> bool {
-        let mut i = 0;
-        while let Some(c) = self.ctx_at(i) {
-            // SAFETY: connected ctxs are live.
-            if unsafe { &*c }.failing() {
-                // SAFETY: live ctx connected to this PE.
-                return unsafe { ctx::report_due_transition(c) };
-            }
-            i += 1;
-        }
-        self.failures.set(false);
-        false
+        self.report_first(doca_ctx::failing, &self.failures)
     }
 
     /// Reports the first due transition of the connected ctxs, if any. The walk is skipped
@@ -574,16 +564,22 @@ impl doca_pe {
             );
             return false;
         }
+        self.report_first(doca_ctx::transition_due, &self.transitions)
+    }
+
+    /// Reports the due transition of the first connected ctx for which `due` holds; clears
+    /// `flag` (the hint that one may be due) when none does.
+    fn report_first(&self, due: fn(&doca_ctx) -> bool, flag: &Cell<bool>) -> bool {
         let mut i = 0;
         while let Some(c) = self.ctx_at(i) {
             // SAFETY: connected ctxs are live.
-            if unsafe { &*c }.transition_due() {
+            if due(unsafe { &*c }) {
                 // SAFETY: live ctx connected to this PE.
                 return unsafe { ctx::report_due_transition(c) };
             }
             i += 1;
         }
-        self.transitions.set(false);
+        flag.set(false);
         false
     }
 }

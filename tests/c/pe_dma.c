@@ -320,14 +320,7 @@ out:
 	}
 	if (pe != NULL)
 		DOCA_ERROR_PROPAGATE(result, doca_pe_destroy(pe));
-	if (inv != NULL) {
-		doca_buf_inventory_stop(inv);
-		doca_buf_inventory_destroy(inv);
-	}
-	if (mmap != NULL) {
-		doca_mmap_stop(mmap);
-		doca_mmap_destroy(mmap);
-	}
+	sample_destroy_memory(inv, mmap);
 	if (dev != NULL)
 		doca_dev_close(dev);
 	free(mem);

@@ -271,14 +271,7 @@ out:
 		doca_buf_dec_refcount(rbuf, NULL);
 	if (sbuf != NULL)
 		doca_buf_dec_refcount(sbuf, NULL);
-	if (inv != NULL) {
-		doca_buf_inventory_stop(inv);
-		doca_buf_inventory_destroy(inv);
-	}
-	if (mmap != NULL) {
-		doca_mmap_stop(mmap);
-		doca_mmap_destroy(mmap);
-	}
+	sample_destroy_memory(inv, mmap);
 	if (rdma != NULL)
 		DOCA_ERROR_PROPAGATE(result, doca_rdma_destroy(rdma));
 	for (i = 0; i < 2; i++)

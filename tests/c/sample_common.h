@@ -23,10 +23,12 @@
 #include <unistd.h>
 
 #include <doca_argp.h>
+#include <doca_buf_inventory.h>
 #include <doca_ctx.h>
 #include <doca_dev.h>
 #include <doca_error.h>
 #include <doca_log.h>
+#include <doca_mmap.h>
 #include <doca_pe.h>
 
 /* How long any wait of these programs may take before it is a failure (no hang in a test). */
@@ -268,6 +270,19 @@ static inline doca_error_t sample_progress_until(struct doca_pe *pe, volatile bo
 			return result;
 	}
 	return DOCA_SUCCESS;
+}
+
+/* Stops and destroys an inventory and an mmap, either of which may be NULL (a program's teardown). */
+static inline void sample_destroy_memory(struct doca_buf_inventory *inv, struct doca_mmap *mmap)
+{
+	if (inv != NULL) {
+		doca_buf_inventory_stop(inv);
+		doca_buf_inventory_destroy(inv);
+	}
+	if (mmap != NULL) {
+		doca_mmap_stop(mmap);
+		doca_mmap_destroy(mmap);
+	}
 }
 
 #endif /* TESTS_C_SAMPLE_COMMON_H */
