@@ -26,8 +26,15 @@
 //! pointer (refcount 0) is detected (`DOCA_ERROR_BAD_STATE`) rather than being a use after free,
 //! as long as the inventory exists.
 //!
-//! Chaining (`doca_buf_chain_list`) is not supported: it returns `DOCA_ERROR_NOT_SUPPORTED`
-//! (every buffer is a single-element list).
+//! Buffers chain into singly linked lists (`doca_buf_chain_list` and the rest of `list.rs`):
+//! the first element carries the list's reference count, the others stay at 1 and refuse
+//! `inc_refcount`/`dec_refcount` (`NOT_PERMITTED`); the first element's count reaching 0
+//! returns every element of the list to its inventory. A task given a list reads (gathers) or
+//! writes (scatters) the elements in order (see `dma.rs`, and `rdma` for which RDMA tasks take
+//! lists).
+//!
+//! The out-value of `inc_refcount`/`dec_refcount` is the count *before* the call, as DOCA 3.x
+//! documents it.
 //!
 //! Threads: as in DOCA, an inventory and its buffers are used from one thread (interior state
 //! is in `Cell`s; nothing here is `Sync`). The mmap side of the bookkeeping is atomic, so
@@ -56,6 +63,12 @@ pub struct doca_buf {
     len: Cell<usize>,
     data: Cell<usize>,
     data_len: Cell<usize>,
+    /// The next element of the list this buffer belongs to; NULL at its end (and for a
+    /// buffer that is a list of one). See `list.rs`.
+    next: Cell<*const doca_buf>,
+    /// Whether this buffer follows another in a list: its reference count then stays 1 and
+    /// belongs to the list's first element.
+    chained: Cell<bool>,
 }
 
 /// A pool of buffer descriptors.
@@ -362,6 +375,8 @@ pub unsafe extern "C" fn doca_buf_inventory_create(
                 len: Cell::new(0),
                 data: Cell::new(0),
                 data_len: Cell::new(0),
+                next: Cell::new(ptr::null()),
+                chained: Cell::new(false),
             });
         }
         // Pop order: index 0 first.
@@ -494,11 +509,14 @@ pub unsafe extern "C" fn doca_buf_inc_refcount(buf: *mut doca_buf, refcount: *mu
     guard_err(|| {
         // SAFETY: the caller passes a buffer of this provider (or NULL, refused).
         let b = unsafe { buf_ref(buf) }?;
-        let n = b.refcount.get().checked_add(1).ok_or(DOCA_ERROR_TOO_BIG)?;
-        b.refcount.set(n);
+        if b.chained.get() {
+            return Err(DOCA_ERROR_NOT_PERMITTED);
+        }
+        let before = b.refcount.get();
+        b.refcount.set(before.checked_add(1).ok_or(DOCA_ERROR_TOO_BIG)?);
         if !refcount.is_null() {
             // SAFETY: non-NULL; writable by the caller's contract.
-            unsafe { refcount.write(n) };
+            unsafe { refcount.write(before) };
         }
         Ok(())
     })
@@ -510,22 +528,48 @@ pub unsafe extern "C" fn doca_buf_dec_refcount(buf: *mut doca_buf, refcount: *mu
         // SAFETY: the caller passes a buffer of this provider (or NULL, refused); a buffer
         // already returned (refcount 0) is refused, so it is never returned twice.
         let b = unsafe { buf_ref(buf) }?;
-        let n = b.refcount.get() - 1;
-        b.refcount.set(n);
-        if n == 0 {
+        if b.chained.get() {
+            return Err(DOCA_ERROR_NOT_PERMITTED);
+        }
+        let before = b.refcount.get();
+        if before == 1 {
+            b.release_list();
+        } else {
+            b.refcount.set(before - 1);
+        }
+        if !refcount.is_null() {
+            // SAFETY: non-NULL; writable by the caller's contract.
+            unsafe { refcount.write(before) };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn doca_buf_get_refcount(buf: *const doca_buf, refcount: *mut u16) -> doca_error_t {
+    // SAFETY: the C contract is forwarded.
+    guard_err(|| unsafe { get(buf, refcount, |b| b.refcount.get()) })
+}
+
+impl doca_buf {
+    /// Returns this buffer (the first of its list, whose count reaches 0) and every element
+    /// after it to their inventories, releasing each from its mmap.
+    fn release_list(&self) {
+        let mut cur: *const doca_buf = self;
+        while !cur.is_null() {
+            // SAFETY: `self` is live, and every `next` link points to a live element of the
+            // same list (set by chain_list, cleared when an element leaves the list).
+            let b = unsafe { &*cur };
+            cur = b.next.replace(ptr::null());
+            b.chained.set(false);
+            b.refcount.set(0);
             b.mmap().buf_release();
             b.mmap.set(ptr::null());
             // SAFETY: the inventory outlives its descriptors (destroy refuses while any buffer
             // is out, and this one was out until now).
-            let inv = unsafe { &*b.inv };
-            inv.push_free(b.index);
+            unsafe { &*b.inv }.push_free(b.index);
         }
-        if !refcount.is_null() {
-            // SAFETY: non-NULL; writable by the caller's contract.
-            unsafe { refcount.write(n) };
-        }
-        Ok(())
-    })
+    }
 }
 
 /// Reads a field of a live buffer into an out-pointer.
@@ -603,21 +647,9 @@ pub unsafe extern "C" fn doca_buf_reset_data_len(buf: *mut doca_buf) -> doca_err
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn doca_buf_chain_list(list1: *mut doca_buf, list2: *mut doca_buf) -> doca_error_t {
-    guard_err(|| {
-        // SAFETY: the caller passes buffers of this provider (or NULL, refused).
-        unsafe {
-            buf_ref(list1)?;
-            buf_ref(list2)?;
-        }
-        // Scatter/gather lists are not implemented: every buffer is a one-element list.
-        Err(crate::sdk_fail!(
-            DOCA_ERROR_NOT_SUPPORTED,
-            "doca_buf_chain_list: the soft provider has no scatter/gather lists (every doca_buf is a list of one)"
-        ))
-    })
-}
+mod list;
+
+pub use list::*;
 
 #[cfg(test)]
 mod tests;

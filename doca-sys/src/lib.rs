@@ -216,7 +216,23 @@ extern "C" {
     pub fn doca_buf_set_data(buf: *mut doca_buf, data: *mut c_void, data_len: usize) -> doca_error_t;
     pub fn doca_buf_set_data_len(buf: *mut doca_buf, data_len: usize) -> doca_error_t;
     pub fn doca_buf_reset_data_len(buf: *mut doca_buf) -> doca_error_t;
+    pub fn doca_buf_get_refcount(buf: *const doca_buf, refcount: *mut u16) -> doca_error_t;
+
+    // ---- buffer lists ----
+    pub fn doca_buf_get_next_in_list(buf: *mut doca_buf, next_buf: *mut *mut doca_buf) -> doca_error_t;
+    pub fn doca_buf_get_last_in_list(buf: *mut doca_buf, last_buf: *mut *mut doca_buf) -> doca_error_t;
+    pub fn doca_buf_is_last_in_list(buf: *const doca_buf, is_last: *mut u8) -> doca_error_t;
+    pub fn doca_buf_is_first_in_list(buf: *const doca_buf, is_first: *mut u8) -> doca_error_t;
+    pub fn doca_buf_is_in_list(buf: *const doca_buf, is_in_list: *mut u8) -> doca_error_t;
+    pub fn doca_buf_get_list_len(buf: *const doca_buf, num_elements: *mut u32) -> doca_error_t;
     pub fn doca_buf_chain_list(list1: *mut doca_buf, list2: *mut doca_buf) -> doca_error_t;
+    /// Experimental in DOCA 3.0.
+    pub fn doca_buf_chain_list_tail(
+        list1_head: *mut doca_buf,
+        list1_tail: *mut doca_buf,
+        list2: *mut doca_buf,
+    ) -> doca_error_t;
+    pub fn doca_buf_unchain_list(list1: *mut doca_buf, list2: *mut doca_buf) -> doca_error_t;
 
     // ---- sync event: objects ----
     pub fn doca_sync_event_create(event: *mut *mut doca_sync_event) -> doca_error_t;

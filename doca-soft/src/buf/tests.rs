@@ -101,16 +101,18 @@ fn inventory_and_buffers() {
         assert_eq!(doca_buf_get_data(b2, &mut d), DOCA_SUCCESS);
         assert_eq!(doca_buf_get_data_len(b2, &mut dl), DOCA_SUCCESS);
         assert_eq!((d as usize, dl), (base + 110, 0), "reset keeps data, zeroes data_len");
-        assert_eq!(doca_buf_chain_list(b1, b2), DOCA_ERROR_NOT_SUPPORTED);
         assert_eq!(doca_buf_chain_list(b1, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
 
-        // Reference counts.
+        // Reference counts: the out-value is the count before the call (DOCA 3.x).
         let mut rc = 0u16;
         assert_eq!(doca_buf_inc_refcount(b1, &mut rc), DOCA_SUCCESS);
-        assert_eq!(rc, 2);
+        assert_eq!(rc, 1);
         assert_eq!(doca_buf_inc_refcount(b1, ptr::null_mut()), DOCA_SUCCESS);
+        assert_eq!(doca_buf_get_refcount(b1, &mut rc), DOCA_SUCCESS);
+        assert_eq!(rc, 3);
+        assert_eq!(doca_buf_get_refcount(b1, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_buf_dec_refcount(b1, &mut rc), DOCA_SUCCESS);
-        assert_eq!(rc, 2);
+        assert_eq!(rc, 3);
         assert_eq!(doca_buf_dec_refcount(b1, ptr::null_mut()), DOCA_SUCCESS);
         // In use: inventory and mmap refuse to go away.
         assert_eq!(doca_buf_inventory_stop(inv), DOCA_ERROR_IN_USE);
@@ -118,7 +120,7 @@ fn inventory_and_buffers() {
         assert_eq!(doca_mmap_stop(m), DOCA_ERROR_IN_USE);
         assert_eq!(doca_mmap_destroy(m), DOCA_ERROR_IN_USE);
         assert_eq!(doca_buf_dec_refcount(b1, &mut rc), DOCA_SUCCESS);
-        assert_eq!(rc, 0);
+        assert_eq!(rc, 1, "the last reference");
         assert_eq!(free_count(inv), 1);
         // A returned buffer is stale: every call refuses it.
         assert_eq!(doca_buf_dec_refcount(b1, &mut rc), DOCA_ERROR_BAD_STATE);
@@ -249,4 +251,145 @@ fn crate_accessors_local_and_remote() {
         assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
     }
     free_shared(sp).unwrap();
+}
+
+/// Reads one list answer of a buffer.
+fn flags(b: *mut doca_buf) -> (u8, u8, u8) {
+    let (mut first, mut last, mut inl) = (9u8, 9u8, 9u8);
+    // SAFETY: a live buffer and valid out-pointers.
+    unsafe {
+        assert_eq!(doca_buf_is_first_in_list(b, &mut first), DOCA_SUCCESS);
+        assert_eq!(doca_buf_is_last_in_list(b, &mut last), DOCA_SUCCESS);
+        assert_eq!(doca_buf_is_in_list(b, &mut inl), DOCA_SUCCESS);
+    }
+    (first, last, inl)
+}
+
+fn next_of(b: *mut doca_buf) -> *mut doca_buf {
+    let mut n = ptr::dangling_mut();
+    // SAFETY: a live buffer and a valid out-pointer.
+    assert_eq!(unsafe { doca_buf_get_next_in_list(b, &mut n) }, DOCA_SUCCESS);
+    n
+}
+
+fn last_of(b: *mut doca_buf) -> *mut doca_buf {
+    let mut n = ptr::null_mut();
+    // SAFETY: a live buffer and a valid out-pointer.
+    assert_eq!(unsafe { doca_buf_get_last_in_list(b, &mut n) }, DOCA_SUCCESS);
+    n
+}
+
+fn list_len(b: *mut doca_buf) -> Result<u32, doca_error_t> {
+    let mut n = 0;
+    // SAFETY: a live buffer (or one the provider must refuse) and a valid out-pointer.
+    match unsafe { doca_buf_get_list_len(b, &mut n) } {
+        DOCA_SUCCESS => Ok(n),
+        e => Err(e),
+    }
+}
+
+#[test]
+fn lists_chain_walk_split_and_return_together() {
+    let dev = test_open_default();
+    let mut mem = vec![0u8; 1024];
+    let base = mem.as_mut_ptr() as usize;
+    let m = local_mmap(mem.as_mut_ptr(), 1024, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE, dev);
+    let (mut inv_a, mut inv_b) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: every call gets live objects or deliberately bad arguments.
+    unsafe {
+        for inv in [&mut inv_a, &mut inv_b] {
+            assert_eq!(doca_buf_inventory_create(4, inv), DOCA_SUCCESS);
+            assert_eq!(doca_buf_inventory_start(*inv), DOCA_SUCCESS);
+        }
+        // Elements from two inventories: each goes back to its own.
+        let b: Vec<*mut doca_buf> = (0..5)
+            .map(|i| get_buf(if i % 2 == 0 { inv_a } else { inv_b }, m, base + i * 64, 64, base + i * 64, 8).unwrap())
+            .collect();
+        assert_eq!(flags(b[0]), (1, 1, 0), "a buffer is a list of one");
+        assert_eq!(list_len(b[0]), Ok(1));
+        assert_eq!(last_of(b[0]), b[0]);
+        assert!(next_of(b[0]).is_null());
+
+        // [0,1,2] and [3,4], then the second appended to the first.
+        assert_eq!(doca_buf_chain_list(b[0], b[1]), DOCA_SUCCESS);
+        assert_eq!(doca_buf_chain_list(b[0], b[2]), DOCA_SUCCESS);
+        assert_eq!(doca_buf_chain_list_tail(b[3], b[3], b[4]), DOCA_SUCCESS);
+        assert_eq!(list_len(b[3]), Ok(2));
+        // list2 must be a first element with a count of exactly 1.
+        assert_eq!(doca_buf_inc_refcount(b[3], ptr::null_mut()), DOCA_SUCCESS);
+        assert_eq!(doca_buf_chain_list(b[0], b[3]), DOCA_ERROR_NOT_PERMITTED);
+        assert_eq!(doca_buf_dec_refcount(b[3], ptr::null_mut()), DOCA_SUCCESS);
+        // Misuse: a chained element on either side, a list onto itself, a tail that is not one.
+        assert_eq!(doca_buf_chain_list(b[0], b[4]), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_chain_list(b[1], b[3]), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_chain_list(b[0], b[0]), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_chain_list_tail(b[0], b[1], b[3]), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_chain_list_tail(b[0], b[0], b[3]), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_chain_list_tail(b[0], b[2], b[3]), DOCA_SUCCESS);
+
+        assert_eq!(list_len(b[0]), Ok(5));
+        assert_eq!(list_len(b[2]), Err(DOCA_ERROR_NOT_PERMITTED), "only a first element has a length");
+        assert_eq!(flags(b[0]), (1, 0, 1));
+        assert_eq!(flags(b[2]), (0, 0, 1));
+        assert_eq!(flags(b[4]), (0, 1, 1));
+        let mut walk = vec![b[0]];
+        while !next_of(*walk.last().unwrap()).is_null() {
+            walk.push(next_of(*walk.last().unwrap()));
+        }
+        assert_eq!(walk, b, "the elements in chaining order");
+        assert_eq!(last_of(b[0]), b[4]);
+        assert_eq!(last_of(b[2]), b[4], "the last of any element's tail");
+
+        // The count belongs to the first element.
+        let mut rc = 0;
+        assert_eq!(doca_buf_inc_refcount(b[1], &mut rc), DOCA_ERROR_NOT_PERMITTED);
+        assert_eq!(doca_buf_dec_refcount(b[1], &mut rc), DOCA_ERROR_NOT_PERMITTED);
+        assert_eq!(doca_buf_get_refcount(b[1], &mut rc), DOCA_SUCCESS);
+        assert_eq!(rc, 1);
+        // The first element's own data stays its own.
+        let mut dl = 0;
+        assert_eq!(doca_buf_get_data_len(b[0], &mut dl), DOCA_SUCCESS);
+        assert_eq!(dl, 8);
+
+        // Split after the third element: two lists again, the second counting 1.
+        assert_eq!(doca_buf_unchain_list(b[0], b[0]), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_unchain_list(b[3], b[1]), DOCA_ERROR_INVALID_VALUE, "b1 is not after b3");
+        assert_eq!(doca_buf_unchain_list(b[0], b[3]), DOCA_SUCCESS);
+        assert_eq!((list_len(b[0]), list_len(b[3])), (Ok(3), Ok(2)));
+        assert_eq!(flags(b[2]), (0, 1, 1));
+        assert_eq!(flags(b[3]), (1, 0, 1));
+        assert_eq!(doca_buf_get_refcount(b[3], &mut rc), DOCA_SUCCESS);
+        assert_eq!(rc, 1);
+
+        // A list with two references survives one release; the last returns all of it.
+        assert_eq!(doca_buf_inc_refcount(b[0], ptr::null_mut()), DOCA_SUCCESS);
+        assert_eq!(doca_buf_dec_refcount(b[0], &mut rc), DOCA_SUCCESS);
+        assert_eq!(rc, 2);
+        assert_eq!((free_count(inv_a), free_count(inv_b)), (1, 2));
+        assert_eq!(doca_buf_dec_refcount(b[0], &mut rc), DOCA_SUCCESS);
+        assert_eq!(rc, 1);
+        assert_eq!((free_count(inv_a), free_count(inv_b)), (3, 3), "b0, b2 to a; b1 to b");
+        assert_eq!(doca_buf_get_next_in_list(b[1], &mut ptr::null_mut()), DOCA_ERROR_BAD_STATE, "stale");
+        assert_eq!(mmap_ref(m).unwrap().outstanding_bufs(), 2);
+        // A fresh buffer from a reused descriptor is a list of one.
+        let again = get_buf(inv_b, m, base, 64, base, 0).unwrap();
+        assert_eq!(flags(again), (1, 1, 0));
+        assert_eq!(doca_buf_dec_refcount(again, ptr::null_mut()), DOCA_SUCCESS);
+        assert_eq!(doca_buf_dec_refcount(b[3], ptr::null_mut()), DOCA_SUCCESS);
+        assert_eq!((free_count(inv_a), free_count(inv_b)), (4, 4));
+
+        // NULLs are refused everywhere.
+        assert_eq!(doca_buf_get_list_len(ptr::null(), &mut 0), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_buf_unchain_list(ptr::null_mut(), ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(
+            doca_buf_chain_list_tail(ptr::null_mut(), ptr::null_mut(), ptr::null_mut()),
+            DOCA_ERROR_INVALID_VALUE
+        );
+
+        for inv in [inv_a, inv_b] {
+            assert_eq!(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
+        }
+        assert_eq!(doca_mmap_destroy(m), DOCA_SUCCESS);
+        assert_eq!(doca_dev_close(dev), DOCA_SUCCESS);
+    }
 }

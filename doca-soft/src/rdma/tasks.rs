@@ -316,6 +316,30 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
     }
 }
 
+/// A buffer in a place where DOCA takes a list (send, send_imm, write and write_imm sources,
+/// the read and receive destinations): this provider's lists there are one element long
+/// ([`MAX_BUF_LIST_LEN`](super::props::MAX_BUF_LIST_LEN)), so a chain is refused rather
+/// than carried as its first element alone. (Where DOCA takes only a list's first element,
+/// the remote side and atomics, a chain is fine: only the first element is used.)
+#[inline(always)]
+fn check_one_element(b: &doca_buf) -> Result<&doca_buf, doca_error_t> {
+    const _: () = assert!(super::props::MAX_BUF_LIST_LEN == 1, "longer lists need gather/scatter in the engine");
+    if b.is_single() {
+        Ok(b)
+    } else {
+        Err(list_too_long())
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn list_too_long() -> doca_error_t {
+    crate::sdk_fail!(
+        DOCA_ERROR_INVALID_VALUE,
+        "doca_rdma: a buffer list longer than max_send_buf_list_len / the receive dst_buf_list_len (1 in the soft provider)"
+    )
+}
+
 #[inline(always)]
 fn check_len(n: usize) -> Result<(), doca_error_t> {
     if n > MAX_MESSAGE_BYTES {
@@ -333,13 +357,13 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
     match *op {
         Op::Send { src, .. } => {
             if !src.is_null() {
-                check_len(check_buf(src, Side::LocalSource)?.data().1)?;
+                check_len(check_one_element(check_buf(src, Side::LocalSource)?)?.data().1)?;
             }
         }
         // DOCA: a NULL source writes (or reads) no data, and the destination may then be
         // NULL too; a source needs a destination (`check_buf` refuses NULL).
         Op::Write { src, dst, .. } => {
-            let n = if src.is_null() { 0 } else { check_buf(src, Side::LocalSource)?.data().1 };
+            let n = if src.is_null() { 0 } else { check_one_element(check_buf(src, Side::LocalSource)?)?.data().1 };
             if !src.is_null() || !dst.is_null() {
                 check_buf(dst, Side::Remote)?;
             }
@@ -350,7 +374,9 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
             // appended after the destination's, which needs the room.
             let n = if src.is_null() { 0 } else { check_buf(src, Side::Remote)?.data().1 };
             check_len(n)?;
-            if (!src.is_null() || !dst.is_null()) && check_buf(dst, Side::LocalDest)?.tail_space().1 < n {
+            if (!src.is_null() || !dst.is_null())
+                && check_one_element(check_buf(dst, Side::LocalDest)?)?.tail_space().1 < n
+            {
                 return Err(refused(DOCA_ERROR_INVALID_VALUE));
             }
         }
@@ -384,7 +410,7 @@ fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
 /// Validates a receive's destination (NULL allowed: only empty messages then fit).
 pub(crate) fn check_receive_dst(p: *mut doca_buf) -> Result<(), doca_error_t> {
     if !p.is_null() {
-        check_buf(p, Side::LocalDest)?;
+        check_one_element(check_buf(p, Side::LocalDest)?)?;
     }
     Ok(())
 }

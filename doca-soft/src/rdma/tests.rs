@@ -852,6 +852,22 @@ fn buffers_of_the_wrong_side_fail_the_submit() {
     assert_eq!(a.recv(rob, 1), Err(DOCA_ERROR_NOT_PERMITTED));
     // SAFETY: our buffer.
     ok(unsafe { doca_buf_dec_refcount(rob, ptr::null_mut()) });
+    // A list where DOCA takes one (send and write sources, read and receive destinations) is
+    // longer than this provider's limit of one element: refused, not cut to its first element.
+    let lists = [(a.buf(128, 8, 8), a.buf(136, 8, 8)), (a.buf(256, 8, 0), a.buf(264, 8, 0))];
+    let (src_list, dst_list) = (lists[0].0, lists[1].0);
+    for (first, second) in lists {
+        // SAFETY: buffers of this test, first elements with a count of 1.
+        ok(unsafe { doca_buf_chain_list(first, second) });
+    }
+    assert_eq!(a.send(ca, src_list, 1), Err(DOCA_ERROR_INVALID_VALUE));
+    assert_eq!(a.write(ca, src_list, remote, 1), Err(DOCA_ERROR_INVALID_VALUE));
+    assert_eq!(a.read(ca, remote, dst_list, 1), Err(DOCA_ERROR_INVALID_VALUE));
+    assert_eq!(a.recv(dst_list, 1), Err(DOCA_ERROR_INVALID_VALUE));
+    for (first, second) in lists {
+        // SAFETY: as above; split again so that the rig returns each buffer on its own.
+        ok(unsafe { doca_buf_unchain_list(first, second) });
+    }
     // None of this put the ctx in the error state.
     a.write(ca, local, a.rbuf(bm, base, 8, 0), 2).unwrap();
     assert!(run_until(&[a.pe], T, || rec_count() >= 1));
