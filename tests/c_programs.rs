@@ -224,6 +224,23 @@ fn pe_dma_polls_stops_from_a_callback_and_stops_on_a_failed_copy() {
     }
 }
 
+/// One memcpy between buffer lists, the way NVIDIA's dma_local_copy sample builds them: the
+/// sample's default (one source, one destination) must pass its list-length check, and longer
+/// lists gather and scatter in order, with unequal segment boundaries on the two sides.
+#[test]
+fn dma_lists_copies_between_chained_buffers() {
+    let Some(prog) = CProgram::build("tests/c/dma_lists.c", &["doca-common", "doca-dma"]) else { return };
+    for (src, dst, size) in [("1", "1", "4096"), ("3", "5", "10007"), ("7", "2", "65536"), ("16", "16", "333")] {
+        let run = prog.run(&[src, dst, size]);
+        run.assert_success();
+        let expect = format!("dma_lists: {src} source and {dst} destination buffers, {size} bytes copied in order");
+        assert!(run.all().contains(&expect), "{src} {dst} {size}: {}", run.all());
+    }
+    // More elements than the capability allows: the program's own check, as in the sample.
+    let run = prog.run(&["32", "1", "64"]);
+    assert!(run.code != Some(0) && run.all().contains("exceed the list limit 32"), "{}", run.all());
+}
+
 /// A sync event exported by one process and opened by another, 100 rounds of set/wait
 /// ping-pong through tasks in event mode.
 #[test]

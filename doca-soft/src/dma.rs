@@ -17,6 +17,14 @@
 //!
 //! Remote to remote goes through a bounce buffer of [`BOUNCE_BYTES`].
 //!
+//! **Buffer lists.** Either buffer may be the first element of a list (`buf/list.rs`) of up to
+//! [`MAX_BUF_LIST_LEN`] elements: the source's payloads are gathered in element order and
+//! scattered into the room after each destination element's payload, one element filled
+//! before the next, each element's data_len growing by what it received (`dma/copy.rs`). This
+//! is what NVIDIA's DMA samples rely on: they cut a region into segments, chain them, copy
+//! and read the destination region back whole. Elements of one list may lie in different
+//! mmaps, local or imported.
+//!
 //! **When the copy happens.** There is no copy engine here: the submitting thread copies
 //! inside `doca_task_submit`, and the completion (success or error) is delivered by a later
 //! `doca_pe_progress`, like every completion of this provider. A copy thus never overlaps the
@@ -24,14 +32,16 @@
 //!
 //! # Errors (decisions; hardware may differ in the code)
 //! * Submit fails (the task stays with the caller): NULL source or destination
-//!   (`INVALID_VALUE`), a buffer already returned to its inventory (`BAD_STATE`), a payload
-//!   larger than [`MAX_BUF_SIZE`] (`TOO_BIG`).
+//!   (`INVALID_VALUE`), a buffer already returned to its inventory (`BAD_STATE`), a list
+//!   longer than [`MAX_BUF_LIST_LEN`] (`INVALID_VALUE`, logged), a payload larger than
+//!   [`MAX_BUF_SIZE`] (`TOO_BIG`).
 //! * The task completes through its error callback: the destination lacks room for the payload
 //!   or a range is outside its mmap (`INVALID_VALUE`), a local destination without
 //!   LOCAL_READ_WRITE, a remote side exported without the needed PCI right, or an import of
 //!   an RDMA export (`NOT_PERMITTED`), the exporting process gone (`CONNECTION_ABORTED`: seen
 //!   within `OWNER_RECHECK`, 1 ms, and a tick of the coarse clock, see `mmap/liveness.rs`)
-//!   or its export revoked (`NOT_PERMITTED`). The destination's data_len grows only on success.
+//!   or its export revoked (`NOT_PERMITTED`). The destination's data_len grows only on
+//!   success, and every check runs before the first byte moves.
 //! * A failed copy stops the ctx, as DOCA's DMA does (NVIDIA's `pe_task_error` sample says the
 //!   context moves to STOPPING when a task fails and every later task fails; `pe_async_stop`
 //!   says the same of DMA errors, and both wait for STOPPING → IDLE). Copies submitted after the failed one still submit successfully and complete
@@ -59,9 +69,10 @@ use crate::types::*;
 /// The largest single copy (`doca_dma_cap_task_memcpy_get_max_buf_size`): 1 GiB, the same
 /// bound as RDMA transfers here. A software choice; hardware reports its own value.
 pub const MAX_BUF_SIZE: u64 = 1 << 30;
-/// `doca_dma_cap_task_memcpy_get_max_buf_list_len`: 1, since buffer chains are not
-/// supported by this provider (`doca_buf_chain_list` answers NOT_SUPPORTED).
-pub const MAX_BUF_LIST_LEN: u32 = 1;
+/// `doca_dma_cap_task_memcpy_get_max_buf_list_len`: the most elements the source list, and
+/// the destination list, of one copy may have. A software choice (the copy walks the lists
+/// once); NVIDIA's DMA samples check `num_src_buf + num_dst_buf` against it, 2 by default.
+pub const MAX_BUF_LIST_LEN: u32 = 32;
 /// `doca_dma_cap_get_max_num_tasks`: the largest task pool one `set_conf` may ask for.
 pub const MAX_NUM_TASKS: u32 = 1 << 16;
 /// The bounce buffer of a remote-to-remote copy.
@@ -128,78 +139,6 @@ unsafe fn dma_ref<'a>(p: *const doca_dma) -> Result<&'a doca_dma, doca_error_t> 
     Ok(d)
 }
 
-// ---- the copy ----
-
-/// One side of a copy, resolved from a `doca_buf` (the region borrowed from the buffer's
-/// mmap, as in the RDMA engine: no lock and no reference count per copy).
-enum Side<'a> {
-    Local,
-    Remote(&'a crate::mmap::RemoteRegion),
-}
-
-fn side_of(b: &doca_buf) -> Result<Side<'_>, doca_error_t> {
-    let Ok(r) = b.mmap().remote_region_ref() else {
-        return Ok(Side::Local);
-    };
-    if !r.is_pci_export() {
-        return Err(DOCA_ERROR_NOT_PERMITTED);
-    }
-    // On the shared-memory path the mapping outlives its owner: without this check every
-    // copy from a dead host would "succeed" with the memory it left. Hardware fails such a
-    // copy. Asked of the kernel at most every millisecond or so (`mmap/liveness.rs`): a
-    // system call per copy was two thirds of a small copy's cost.
-    if !r.owner_alive_lately() {
-        return Err(DOCA_ERROR_CONNECTION_ABORTED);
-    }
-    Ok(Side::Remote(r))
-}
-
-/// Copies `src`'s payload after `dst`'s payload; grows dst's data_len on success.
-fn copy(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
-    let (saddr, n) = src.data();
-    let (daddr, room) = dst.tail_space();
-    // An empty source fails on hardware (NVIDIA's `pe_task_error` sample makes its failing
-    // copy that way).
-    if n == 0 || n > room {
-        return Err(DOCA_ERROR_INVALID_VALUE);
-    }
-    match (side_of(src)?, side_of(dst)?) {
-        (Side::Local, Side::Local) => {
-            // SAFETY: the payload is registered local memory the caller leaves untouched
-            // while the task is in flight (DOCA contract); dropped before returning. `append`
-            // copies with `ptr::copy`, which tolerates overlap of the two buffers.
-            let payload = unsafe { src.payload_slice() }?;
-            dst.append(payload)
-        }
-        (Side::Remote(r), Side::Local) => {
-            let off = r.offset_of(saddr as u64, n)?;
-            // SAFETY: the destination is registered local memory the caller does not touch
-            // while the task is in flight (DOCA contract), so the &mut is exclusive.
-            unsafe { dst.append_with(n, |buf| r.read(off, buf)) }
-        }
-        (Side::Local, Side::Remote(r)) => {
-            let off = r.offset_of(daddr as u64, n)?;
-            // SAFETY: as for the local-to-local payload above.
-            let payload = unsafe { src.payload_slice() }?;
-            r.write(off, payload)?;
-            dst.grow_data_len(n)
-        }
-        (Side::Remote(rs), Side::Remote(rd)) => {
-            let soff = rs.offset_of(saddr as u64, n)?;
-            let doff = rd.offset_of(daddr as u64, n)?;
-            let mut bounce = vec![0u8; n.min(BOUNCE_BYTES)];
-            let mut done = 0;
-            while done < n {
-                let k = (n - done).min(bounce.len());
-                rs.read(soff + done, &mut bounce[..k])?;
-                rd.write(doff + done, &bounce[..k])?;
-                done += k;
-            }
-            dst.grow_data_len(n)
-        }
-    }
-}
-
 unsafe fn submit_memcpy(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
     // SAFETY: this hook is only registered for the memcpy kind.
     let x = unsafe { t.downcast::<doca_dma_task_memcpy>() };
@@ -208,9 +147,7 @@ unsafe fn submit_memcpy(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_err
     let src = unsafe { buf_ref(x.src.get()) }?;
     // SAFETY: as above.
     let dst = unsafe { buf_ref(x.dst.get()) }?;
-    if src.data().1 as u64 > MAX_BUF_SIZE {
-        return Err(DOCA_ERROR_TOO_BIG);
-    }
+    copy::check_sizes(src, dst)?;
     let ctx = t.ctx();
     if ctx.failing() {
         // An earlier copy failed and progress has not stopped the ctx yet: on hardware this
@@ -218,7 +155,7 @@ unsafe fn submit_memcpy(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_err
         task::complete(t, FLUSH_STATUS);
         return Ok(());
     }
-    let status = match copy(src, dst) {
+    let status = match copy::copy(src, dst) {
         Ok(()) => DOCA_SUCCESS,
         Err(e) => {
             crate::ctx::mark_failed(ctx);
@@ -433,6 +370,8 @@ pub unsafe extern "C" fn doca_dma_get_gpu_handle(dma: *mut doca_dma, gpu_dma: *m
         Err(DOCA_ERROR_NOT_SUPPORTED)
     })
 }
+
+mod copy;
 
 #[cfg(test)]
 mod tests;

@@ -129,23 +129,6 @@ static void state_changed(const union doca_data cud, struct doca_ctx *ctx, enum 
 		st->idle_seen = true;
 }
 
-/* The first device that supports DMA memcpy. */
-static doca_error_t open_dma_device(struct doca_dev **dev)
-{
-	struct doca_devinfo **list;
-	uint32_t n, i;
-	doca_error_t result = doca_devinfo_create_list(&list, &n);
-
-	if (DOCA_IS_ERROR(result))
-		return result;
-	result = DOCA_ERROR_NOT_FOUND;
-	for (i = 0; i < n && result == DOCA_ERROR_NOT_FOUND; i++)
-		if (doca_dma_cap_task_memcpy_is_supported(list[i]) == DOCA_SUCCESS)
-			result = doca_dev_open(list[i], dev);
-	doca_devinfo_destroy_list(list);
-	return result;
-}
-
 /* Progresses `pe` until `*flag` (or the bounded wait ends); whether it became true. */
 static bool progress_until(struct doca_pe *pe, const bool *flag)
 {
@@ -258,7 +241,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 
-	DOCA_ERROR_PROPAGATE(result, open_dma_device(&dev));
+	DOCA_ERROR_PROPAGATE(result, sample_open_capable_device(doca_dma_cap_task_memcpy_is_supported, &dev));
 	DOCA_ERROR_PROPAGATE(result, doca_mmap_create(&mmap));
 	DOCA_ERROR_PROPAGATE(result, doca_mmap_set_memrange(mmap, mem, mem_len));
 	DOCA_ERROR_PROPAGATE(result, doca_mmap_add_dev(mmap, dev));

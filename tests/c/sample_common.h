@@ -118,6 +118,25 @@ static inline uint64_t sample_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Opens the first device for which `supported` (a doca_*_cap_*_is_supported function) answers
+ * DOCA_SUCCESS, the way the samples pick a device for a library. */
+static inline doca_error_t sample_open_capable_device(doca_error_t (*supported)(const struct doca_devinfo *),
+						      struct doca_dev **dev)
+{
+	struct doca_devinfo **list;
+	uint32_t n, i;
+	doca_error_t result = doca_devinfo_create_list(&list, &n);
+
+	if (DOCA_IS_ERROR(result))
+		return result;
+	result = DOCA_ERROR_NOT_FOUND;
+	for (i = 0; i < n && result == DOCA_ERROR_NOT_FOUND; i++)
+		if (supported(list[i]) == DOCA_SUCCESS)
+			result = doca_dev_open(list[i], dev);
+	doca_devinfo_destroy_list(list);
+	return result;
+}
+
 /* Opens the device whose IB device name or PCI address is `name` (the samples' -d flag). */
 static inline doca_error_t sample_open_device(const char *name, struct doca_dev **dev)
 {

@@ -130,6 +130,113 @@ fn dma_memcpy_as_the_pe_samples_use_it() {
     }
 }
 
+/// Buffer lists as DOCA documents them (the first element holds the count and returns the
+/// list; the others refuse inc/dec) and a memcpy between lists as NVIDIA's DMA samples build
+/// them: regions cut into segments, source segments full, destination segments empty.
+#[test]
+fn buffer_lists_and_a_memcpy_between_them() {
+    const LEN: usize = 3000;
+    let dev = open_dev();
+    let (src, dst) = (Mem::new(LEN), Mem::new(LEN));
+    // SAFETY: LEN writable bytes each, not aliased here.
+    unsafe {
+        for i in 0..LEN {
+            *src.ptr.add(i) = (i % 241) as u8;
+        }
+    }
+    let rw = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE;
+    let (ms, md) = (local_mmap(dev, &src, rw), local_mmap(dev, &dst, rw));
+    let (mut pe, mut dma, mut inv) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: the C sequence of the DMA samples on this thread; every object is torn down below.
+    unsafe {
+        ok(doca_buf_inventory_create(8, &mut inv));
+        ok(doca_buf_inventory_start(inv));
+        let seg = |m, base: *mut u8, at: usize, n: usize, full: bool| {
+            let mut b = ptr::null_mut();
+            let p = base.add(at).cast();
+            if full {
+                ok(doca_buf_inventory_buf_get_by_data(inv, m, p, n, &mut b));
+            } else {
+                ok(doca_buf_inventory_buf_get_by_addr(inv, m, p, n, &mut b));
+            }
+            b
+        };
+        // Source: 3 segments (1000 each); destination: 2 segments (1500 each).
+        let s: Vec<_> = (0..3).map(|i| seg(ms, src.ptr, i * 1000, 1000, true)).collect();
+        let d: Vec<_> = (0..2).map(|i| seg(md, dst.ptr, i * 1500, 1500, false)).collect();
+
+        // The documented list rules.
+        let mut rc = 0u16;
+        ok(doca_buf_inc_refcount(s[2], &mut rc));
+        assert_eq!(rc, 1, "inc_refcount reports the count before the call");
+        assert_eq!(doca_buf_chain_list(s[0], s[2]), DOCA_ERROR_NOT_PERMITTED, "list2 must have a count of 1");
+        ok(doca_buf_dec_refcount(s[2], &mut rc));
+        assert_eq!(rc, 2, "dec_refcount reports the count before the call");
+        ok(doca_buf_chain_list(s[0], s[1]));
+        ok(doca_buf_chain_list(s[0], s[2]));
+        ok(doca_buf_chain_list(d[0], d[1]));
+        let (mut n, mut flag, mut next, mut last) = (0u32, 0u8, ptr::null_mut(), ptr::null_mut());
+        ok(doca_buf_get_list_len(s[0], &mut n));
+        assert_eq!(n, 3);
+        assert_eq!(doca_buf_get_list_len(s[1], &mut n), DOCA_ERROR_NOT_PERMITTED, "not a first element");
+        ok(doca_buf_get_next_in_list(s[0], &mut next));
+        assert_eq!(next, s[1]);
+        ok(doca_buf_get_next_in_list(s[2], &mut next));
+        assert!(next.is_null());
+        ok(doca_buf_get_last_in_list(s[0], &mut last));
+        assert_eq!(last, s[2]);
+        ok(doca_buf_is_first_in_list(s[1], &mut flag));
+        assert_eq!(flag, 0);
+        ok(doca_buf_is_last_in_list(s[2], &mut flag));
+        assert_eq!(flag, 1);
+        ok(doca_buf_is_in_list(s[1], &mut flag));
+        assert_eq!(flag, 1);
+        assert_eq!(doca_buf_inc_refcount(s[1], &mut rc), DOCA_ERROR_NOT_PERMITTED);
+        assert_eq!(doca_buf_dec_refcount(s[1], &mut rc), DOCA_ERROR_NOT_PERMITTED);
+        ok(doca_buf_get_refcount(s[1], &mut rc));
+        assert_eq!(rc, 1, "an element after the first counts 1");
+        assert_eq!(doca_buf_unchain_list(d[0], s[1]), DOCA_ERROR_INVALID_VALUE, "not in that list");
+
+        // A memcpy between the lists, where the device takes lists that long.
+        let mut max_list = 0u32;
+        ok(doca_dma_cap_task_memcpy_get_max_buf_list_len(doca_dev_as_devinfo(dev), &mut max_list));
+        println!("dma memcpy max_buf_list_len: {max_list}");
+        if max_list >= 3 {
+            ok(doca_pe_create(&mut pe));
+            ok(doca_dma_create(dev, &mut dma));
+            ok(doca_dma_task_memcpy_set_conf(dma, Some(dma_cb), Some(dma_cb), 1));
+            ok(doca_pe_connect_ctx(pe, doca_dma_as_ctx(dma)));
+            ok(doca_ctx_start(doca_dma_as_ctx(dma)));
+            let mut t = ptr::null_mut();
+            ok(doca_dma_task_memcpy_alloc_init(dma, s[0], d[0], doca_data::from_u64(7), &mut t));
+            ok(doca_task_submit(doca_dma_task_memcpy_as_task(t)));
+            assert!(run_until(&[pe], Duration::from_secs(10), || DMA_DONE.with(|x| !x.borrow().is_empty())));
+            assert_eq!(DMA_DONE.with(|x| x.borrow_mut().split_off(0)), vec![(7, DOCA_SUCCESS)]);
+            assert_eq!(std::slice::from_raw_parts(dst.ptr, LEN), std::slice::from_raw_parts(src.ptr, LEN));
+            let mut dl = [0usize; 2];
+            ok(doca_buf_get_data_len(d[0], &mut dl[0]));
+            ok(doca_buf_get_data_len(d[1], &mut dl[1]));
+            println!("dma memcpy into a list of two: data_len {dl:?}");
+            ok_or_in_progress(doca_ctx_stop(doca_dma_as_ctx(dma)));
+            progress_to(pe, doca_dma_as_ctx(dma), DOCA_CTX_STATE_IDLE);
+            ok(doca_dma_destroy(dma));
+            ok(doca_pe_destroy(pe));
+        }
+
+        // The first elements give back their whole lists.
+        ok(doca_buf_dec_refcount(s[0], ptr::null_mut()));
+        ok(doca_buf_dec_refcount(d[0], ptr::null_mut()));
+        ok(doca_buf_inventory_get_num_free_elements(inv, &mut n));
+        assert_eq!(n, 8);
+        ok(doca_buf_inventory_stop(inv));
+        ok(doca_buf_inventory_destroy(inv));
+        for m in [ms, md] {
+            ok(doca_mmap_destroy(m));
+        }
+        ok(doca_dev_close(dev));
+    }
+}
+
 unsafe extern "C" fn comch_sent(t: *mut doca_comch_task_send, _ud: doca_data, _cud: doca_data) {
     // SAFETY: the task is ours inside its callback; freed once.
     unsafe {

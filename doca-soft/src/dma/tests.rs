@@ -498,3 +498,5 @@ fn a_failed_copy_stops_the_ctx_and_flushes_the_copies_after_it() {
     destroy_mmap(md);
     rig.finish();
 }
+
+mod lists;
