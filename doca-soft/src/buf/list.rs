@@ -53,6 +53,57 @@ impl doca_buf {
     }
 }
 
+/// Where a task's bytes come from and go to in a list: the spans of a source list's payloads,
+/// and of a destination list's room, in element order. One home for the gather/scatter rule
+/// that DMA and RDMA share: a source is its elements' payloads one after the other; a
+/// destination fills the room after each element's payload before the next element's.
+impl doca_buf {
+    /// The sum of the payloads (data_len) of the list that starts here.
+    pub(crate) fn list_data_len(&self) -> usize {
+        self.elements().map(|b| b.data().1).sum()
+    }
+
+    /// The sum of the room after each element's payload, over the list that starts here.
+    pub(crate) fn list_room(&self) -> usize {
+        self.elements().map(|b| b.tail_space().1).sum()
+    }
+
+    /// (element, address, length) of each non-empty payload of the list, in order.
+    pub(crate) fn payload_spans(&self) -> impl Iterator<Item = (&doca_buf, usize, usize)> {
+        self.elements().map(|b| (b, b.data().0, b.data().1)).filter(|s| s.2 > 0)
+    }
+
+    /// (element, address, length) of the room that bytes `[skip, skip + n)` of a write into
+    /// the list occupy, in order; fewer than `n` bytes in all when the list has less room
+    /// (the caller checks [`list_room`](doca_buf::list_room) first).
+    pub(crate) fn room_spans(&self, skip: usize, n: usize) -> impl Iterator<Item = (&doca_buf, usize, usize)> {
+        let (mut skip, mut left) = (skip, n);
+        self.elements().filter_map(move |b| {
+            let (at, room) = b.tail_space();
+            let past = skip.min(room);
+            skip -= past;
+            let take = (room - past).min(left);
+            left -= take;
+            (take > 0).then_some((b, at + past, take))
+        })
+    }
+
+    /// Grows the data_len of the list's elements by the `n` bytes written into them in the
+    /// order of [`room_spans`](doca_buf::room_spans) (within the room checked before writing).
+    pub(crate) fn appended_to_list(&self, n: usize) {
+        let mut left = n;
+        for b in self.elements() {
+            if left == 0 {
+                break;
+            }
+            let take = b.tail_space().1.min(left);
+            b.appended(take);
+            left -= take;
+        }
+        debug_assert_eq!(left, 0, "more bytes than the list's room");
+    }
+}
+
 /// Iterator over the elements of a list ([`doca_buf::elements`]).
 pub(crate) struct Elements<'a> {
     next: *const doca_buf,

@@ -137,42 +137,20 @@ impl<'a> Piece<'a> {
     }
 }
 
-/// The gather/scatter copy of [`copy`] for lists.
+/// The gather/scatter copy of [`copy`] for lists (the spans: `buf/list.rs`).
 fn copy_lists(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
-    let mut sources = Vec::new();
-    let mut total = 0usize;
-    for b in src.elements() {
-        let (addr, len) = b.data();
-        if len > 0 {
-            sources.push(Piece::of(b, addr, len, false)?);
-            total = total.checked_add(len).ok_or(DOCA_ERROR_INVALID_VALUE)?;
-        }
-    }
-    if total == 0 {
+    let total = src.list_data_len();
+    if total == 0 || dst.list_room() < total {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
-    // Destination elements in order, each taking what fits in its room, until `total`.
-    let mut targets: Vec<(&doca_buf, Piece<'_>)> = Vec::new();
-    let mut left = total;
-    for b in dst.elements() {
-        if left == 0 {
-            break;
-        }
-        let (addr, room) = b.tail_space();
-        let take = room.min(left);
-        if take > 0 {
-            targets.push((b, Piece::of(b, addr, take, true)?));
-            left -= take;
-        }
-    }
-    if left > 0 {
-        return Err(DOCA_ERROR_INVALID_VALUE);
-    }
+    let sources = src.payload_spans().map(|(b, at, n)| Piece::of(b, at, n, false)).collect::<Result<Vec<_>, _>>()?;
+    let targets =
+        dst.room_spans(0, total).map(|(b, at, n)| Piece::of(b, at, n, true)).collect::<Result<Vec<_>, _>>()?;
 
     // Everything checked: move the bytes, a chunk at a time where a source piece and a
     // target piece overlap.
     let (mut si, mut soff) = (0, 0);
-    for (_, t) in &targets {
+    for t in &targets {
         let mut toff = 0;
         while toff < t.len {
             let s = &sources[si];
@@ -186,9 +164,7 @@ fn copy_lists(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
             }
         }
     }
-    for (b, t) in &targets {
-        b.appended(t.len);
-    }
+    dst.appended_to_list(total);
     Ok(())
 }
 

@@ -64,6 +64,21 @@ impl doca_rdma_addr {
     pub(crate) fn socket_addr(&self) -> SocketAddr {
         SocketAddr::new(self.ip, self.port)
     }
+
+    /// Where a connection request to this address goes. Listeners bind only the loopback
+    /// addresses (`cm.rs`, `doca_rdma_start_listen_to_port`: the soft device reaches nothing
+    /// beyond this host), so another address of this host (checked by the caller with
+    /// [`is_local`]) is reached through the loopback address of its family. NVIDIA's samples
+    /// give the client the server's own address (`-sa <server ip>`).
+    pub(crate) fn handshake_addr(&self) -> SocketAddr {
+        let ip = match self.ip {
+            ip if ip.is_loopback() => ip,
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        };
+        SocketAddr::new(ip, self.port)
+    }
 }
 
 /// Whether `ip` is an address of this host (binding it succeeds only then).

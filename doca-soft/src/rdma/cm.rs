@@ -1064,7 +1064,7 @@ pub unsafe extern "C" fn doca_rdma_connect_to_addr(
         if r.live_count() >= usize::from(r.max_conns.get()) {
             return Err(DOCA_ERROR_FULL);
         }
-        let stream = tcp_connect(a.socket_addr())?;
+        let stream = tcp_connect(a.handshake_addr())?;
         r.cm.watch(stream.as_raw_fd())?;
         let c = match r.new_connection() {
             Ok(c) => c,

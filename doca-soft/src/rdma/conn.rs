@@ -134,8 +134,8 @@ pub(crate) struct Peer {
 pub(crate) struct Incoming {
     pub task: *const doca_task,
     pub record: super::ring::Record,
-    /// Where the payload goes (the destination's free space at match time).
-    pub dst: usize,
+    /// Where the payload goes (the destination's free space at match time, or its list's).
+    pub dst: super::tasks::ReceiveTarget,
     /// Payload bytes copied so far.
     pub copied: u32,
 }

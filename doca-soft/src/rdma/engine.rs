@@ -53,7 +53,9 @@ use core::cell::Cell;
 use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer};
 use super::op::{Op, Queued};
 use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER, RING_DATA_BYTES};
-use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
+use super::tasks::{
+    doca_rdma_task_receive, event_of, live_buf, payload_len, receive_target, reset_receive, ReceiveTarget,
+};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
 use crate::ffi::refused;
@@ -426,7 +428,10 @@ fn remote_of<'b>(b: &'b crate::buf::doca_buf, peer: &Peer, perm: u32) -> Result<
 /// send / send_imm: streams the record (header, payload, padding) into the peer's ring as
 /// space allows; `progress` counts the record bytes written.
 fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_be32_t>, progress: &Cell<u64>) -> Exec {
-    let payload: &[u8] = if src.is_null() {
+    // A source list is gathered element by element (`push_gathered`); a single buffer is one
+    // slice.
+    let list = if src.is_null() { None } else { Some(tri!(live_buf(src))) }.filter(|b| !b.is_single());
+    let payload: &[u8] = if src.is_null() || list.is_some() {
         &[]
     } else {
         // SAFETY: the payload is registered local memory the caller keeps untouched
@@ -434,7 +439,7 @@ fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_
         // this function returns.
         tri!(live_buf(src).and_then(|b| unsafe { b.payload_slice() }))
     };
-    let n = payload.len() as u64;
+    let n = list.map_or(payload.len(), |l| l.list_data_len()) as u64;
     let total = record_len(n);
     let mut w = progress.get();
     let mut free = free!(tx);
@@ -460,7 +465,10 @@ fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_
         let off = w - RECORD_HEADER as u64;
         let k = if off < n {
             let k = free.min(n - off);
-            tx.push(&payload[off as usize..(off + k) as usize]);
+            match list {
+                None => tx.push(&payload[off as usize..(off + k) as usize]),
+                Some(l) => tri!(push_gathered(tx, l, off as usize, k as usize)),
+            }
             k
         } else {
             let k = free.min(total - w);
@@ -472,6 +480,43 @@ fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_
     }
     progress.set(w);
     Exec::Done(DOCA_SUCCESS)
+}
+
+/// Pushes bytes `[skip, skip + n)` of a source list's payloads into the ring.
+fn push_gathered(tx: &TxRing, list: &crate::buf::doca_buf, skip: usize, n: usize) -> Result<(), doca_error_t> {
+    let (mut skip, mut left) = (skip, n);
+    for (b, _, len) in list.payload_spans() {
+        if left == 0 {
+            break;
+        }
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let take = (len - skip).min(left);
+        // SAFETY: as for the payload in `execute_send`; the element was checked local at
+        // submit and is checked again here.
+        let payload = unsafe { b.payload_slice() }?;
+        tx.push(&payload[skip..skip + take]);
+        skip = 0;
+        left -= take;
+    }
+    Ok(())
+}
+
+/// A write's source list: its payloads one after the other into the one remote range
+/// (from `off`), whose room the caller checked.
+#[cold]
+#[inline(never)]
+fn write_gathered(region: &RemoteRegion, off: usize, list: &crate::buf::doca_buf) -> Result<(), doca_error_t> {
+    let mut done = 0;
+    for (b, _, _) in list.payload_spans() {
+        // SAFETY: as for the payload in `execute_send`.
+        let payload = unsafe { b.payload_slice() }?;
+        region.write(off + done, payload)?;
+        done += payload.len();
+    }
+    Ok(())
 }
 
 /// write / write_imm: the one-sided write (once), then for write_imm its notification record
@@ -488,7 +533,7 @@ fn execute_write(
 ) -> Exec {
     // A NULL source writes no data (DOCA); a write with immediate still sends its immediate.
     let s = if src.is_null() { None } else { Some(tri!(op_buf(src, fresh))) };
-    let n = s.map_or(0, |s| s.data().1);
+    let n = s.map_or(0, payload_len);
     if progress.get() == 0 {
         if let Some(s) = s {
             let d = tri!(op_buf(dst, fresh));
@@ -498,15 +543,19 @@ fn execute_write(
                 return Exec::Done(refused(DOCA_ERROR_INVALID_VALUE));
             }
             let off = tri!(region.offset_of(taddr as u64, n));
-            let payload = if fresh {
-                // SAFETY: as for the payload in `execute_send`; `validate` found the source
-                // over local memory in this submit (see `execute`).
-                unsafe { s.local_payload() }
+            if s.is_single() {
+                let payload = if fresh {
+                    // SAFETY: as for the payload in `execute_send`; `validate` found the
+                    // source over local memory in this submit (see `execute`).
+                    unsafe { s.local_payload() }
+                } else {
+                    // SAFETY: as for the payload in `execute_send`.
+                    tri!(unsafe { s.payload_slice() })
+                };
+                tri!(region.write(off, payload));
             } else {
-                // SAFETY: as for the payload in `execute_send`.
-                tri!(unsafe { s.payload_slice() })
-            };
-            tri!(region.write(off, payload));
+                tri!(write_gathered(region, off, s));
+            }
             // `n` fits the room checked above, which writing the peer's memory did not change.
             d.appended(n);
         }
@@ -538,10 +587,41 @@ fn execute_read(peer: &Peer, src: *const crate::buf::doca_buf, dst: *mut crate::
     // the room at submit, `append_with` checks it again for a task queued since).
     let (at, n) = s.data();
     let off = tri!(region.offset_of(at as u64, n));
-    // SAFETY: the destination is registered local memory the caller does not touch
-    // while the task is in flight (DOCA contract), so the &mut is exclusive.
-    tri!(unsafe { d.append_with(n, |buf| region.read(off, buf)) });
-    Exec::Done(DOCA_SUCCESS)
+    if d.is_single() {
+        // SAFETY: the destination is registered local memory the caller does not touch
+        // while the task is in flight (DOCA contract), so the &mut is exclusive.
+        tri!(unsafe { d.append_with(n, |buf| region.read(off, buf)) });
+        return Exec::Done(DOCA_SUCCESS);
+    }
+    Exec::Done(match read_scattered(region, off, n, d) {
+        Ok(()) => DOCA_SUCCESS,
+        Err(e) => e,
+    })
+}
+
+/// A read into a destination list: `n` bytes of the remote range from `off` into the room
+/// after each element's payload, in order; each element's data_len grows by its share.
+#[cold]
+#[inline(never)]
+fn read_scattered(
+    region: &RemoteRegion,
+    off: usize,
+    n: usize,
+    list: &crate::buf::doca_buf,
+) -> Result<(), doca_error_t> {
+    if list.list_room() < n {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    let mut done = 0;
+    for (b, at, len) in list.room_spans(0, n) {
+        b.check_local(true)?;
+        // SAFETY: room of a local element with LOCAL_READ_WRITE (checked just above) inside
+        // its buffer, which the caller does not touch while the task is in flight.
+        region.read(off + done, unsafe { std::slice::from_raw_parts_mut(at as *mut u8, len) })?;
+        done += len;
+    }
+    list.appended_to_list(n);
+    Ok(())
 }
 
 /// The two atomics on the peer's memory; the previous value goes to the result buffer.
@@ -725,11 +805,26 @@ fn pump_rx(r: &doca_rdma, c: &doca_rdma_connection) -> Result<bool, Fault> {
             if k == 0 {
                 break Ok(did);
             }
-            // SAFETY: `[dst, dst + payload_len)` is the free space of the receive's buffer,
-            // checked at match time: registered local memory with LOCAL_READ_WRITE, which
-            // the user does not touch while the receive is in flight (DOCA contract); the
-            // ring is a different mapping. `k <= available`.
-            unsafe { rx.take_into((inc.dst + inc.copied as usize) as *mut u8, k as usize) };
+            match inc.dst {
+                // SAFETY: `[dst, dst + payload_len)` is the free space of the receive's
+                // buffer, checked at match time: registered local memory with
+                // LOCAL_READ_WRITE, which the user does not touch while the receive is in
+                // flight (DOCA contract); the ring is a different mapping. `k <= available`.
+                ReceiveTarget::Single(dst) => unsafe {
+                    rx.take_into((dst + inc.copied as usize) as *mut u8, k as usize)
+                },
+                ReceiveTarget::List(list) => {
+                    // SAFETY: the receive's destination list, live while the receive is in
+                    // flight (DOCA contract); its room was checked at match time.
+                    let list = unsafe { &*list };
+                    for (_, at, n) in list.room_spans(inc.copied as usize, k as usize) {
+                        // SAFETY: as for a single destination: each span is room of an
+                        // element checked at submit (local, LOCAL_READ_WRITE); the spans
+                        // together are `k <= available` bytes.
+                        unsafe { rx.take_into(at as *mut u8, n) };
+                    }
+                }
+            }
             inc.copied += k;
             *c.incoming.borrow_mut() = Some(inc);
             did = true;
@@ -764,7 +859,11 @@ fn complete_receive(r: &doca_rdma, c: &doca_rdma_connection, inc: &Incoming) -> 
     // SAFETY: only receive tasks are matched.
     let recv = unsafe { task.downcast::<doca_rdma_task_receive>() };
     if inc.record.payload_len > 0 {
-        live_buf(recv.dst.get())?.grow_data_len(inc.record.payload_len as usize)?;
+        let n = inc.record.payload_len as usize;
+        match inc.dst {
+            ReceiveTarget::Single(_) => live_buf(recv.dst.get())?.grow_data_len(n)?,
+            ReceiveTarget::List(_) => live_buf(recv.dst.get())?.appended_to_list(n),
+        }
     }
     let (opcode, imm) = match inc.record.kind {
         RecordKind::Send => (DOCA_RDMA_OPCODE_RECV_SEND, 0),

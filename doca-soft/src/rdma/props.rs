@@ -42,9 +42,10 @@ pub(crate) const MAX_SL: u32 = 15;
 /// The connection-request timeout before any is set, in milliseconds. It only matters to
 /// connection establishment by address (`cm.rs`: the handshake deadline).
 pub(crate) const DEFAULT_CONN_REQUEST_TIMEOUT_MS: u16 = 5000;
-/// Longest buffer list an RDMA task takes where DOCA accepts lists: 1, as the engine moves one
-/// contiguous range per side (`tasks.rs`, `check_one_element`).
-pub(crate) const MAX_BUF_LIST_LEN: u32 = 1;
+/// Longest buffer list an RDMA task may be configured to take where DOCA accepts lists
+/// (`max_send_buf_list_len`, the receive's `dst_buf_list_len`; both 1 until set). A software
+/// choice: the engine walks a list once per operation (`tasks.rs`, `check_list`).
+pub(crate) const MAX_BUF_LIST_LEN: u32 = 16;
 /// The soft device's GID table: one entry, the IPv4-mapped loopback address `::ffff:127.0.0.1`.
 pub(crate) const GID_TABLE: [doca_rdma_gid; 1] =
     [doca_rdma_gid { raw: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1] }];

@@ -146,7 +146,7 @@ unsafe fn submit_receive(t: &doca_task, mode: SubmitMode) -> Result<(), doca_err
     // SAFETY: this hook is only registered for the receive kind.
     let x = unsafe { t.downcast::<doca_rdma_task_receive>() };
     r.check_usable(None)?;
-    check_receive_dst(x.dst.get())?;
+    check_receive_dst(x.dst.get(), r)?;
     if r.recvs.borrow().len() >= r.rq_size.get() as usize {
         return Err(DOCA_ERROR_NO_MEMORY);
     }
@@ -180,7 +180,7 @@ unsafe fn submit_op<T: SendTask>(t: &doca_task, mode: SubmitMode) -> Result<(), 
         return Err(refused(DOCA_ERROR_INVALID_VALUE));
     }
     engine::check_conn_on_submit(r, c)?;
-    validate(&op)?;
+    validate(&op, r)?;
     if r.sq_inflight.get() >= r.sq_size.get() {
         return Err(refused(DOCA_ERROR_NO_MEMORY));
     }

@@ -303,6 +303,13 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
     // which the caller keeps alive while the task exists (DOCA contract); buf_ref rejects
     // NULL and returned buffers.
     let b = unsafe { buf_ref_on_submit(p) }?;
+    check_side(b, side)?;
+    Ok(b)
+}
+
+/// The side and permission checks of [`check_buf`], for one live buffer.
+#[inline(always)]
+fn check_side(b: &doca_buf, side: Side) -> Result<(), doca_error_t> {
     // Lock-free reads: a live buffer keeps its mmap started and unchangeable (mmap.rs).
     let m = b.mmap();
     let imported = m.is_imported();
@@ -312,32 +319,70 @@ fn check_buf<'a>(p: *const doca_buf, side: Side) -> Result<&'a doca_buf, doca_er
         Side::LocalDest if m.perms_of_started() & DOCA_ACCESS_FLAG_LOCAL_READ_WRITE == 0 => {
             Err(refused(DOCA_ERROR_NOT_PERMITTED))
         }
-        _ => Ok(b),
+        _ => Ok(()),
     }
 }
 
-/// A buffer in a place where DOCA takes a list (send, send_imm, write and write_imm sources,
-/// the read and receive destinations): this provider's lists there are one element long
-/// ([`MAX_BUF_LIST_LEN`](super::props::MAX_BUF_LIST_LEN)), so a chain is refused rather
-/// than carried as its first element alone. (Where DOCA takes only a list's first element,
-/// the remote side and atomics, a chain is fine: only the first element is used.)
+/// A checked buffer in a place where DOCA takes a list (send, send_imm, write and write_imm
+/// sources, the read and receive destinations): a list may have at most `limit` elements
+/// (`max_send_buf_list_len`, or the receive's `dst_buf_list_len`), each on the same side as
+/// the first. (Where DOCA takes only a list's first element, the remote side and atomics,
+/// only that element is checked and used.)
 #[inline(always)]
-fn check_one_element(b: &doca_buf) -> Result<&doca_buf, doca_error_t> {
-    const _: () = assert!(super::props::MAX_BUF_LIST_LEN == 1, "longer lists need gather/scatter in the engine");
+fn check_list(b: &doca_buf, side: Side, limit: u32) -> Result<&doca_buf, doca_error_t> {
+    if !b.is_single() {
+        check_elements(b, side, limit)?;
+    }
+    Ok(b)
+}
+
+#[cold]
+#[inline(never)]
+fn check_elements(b: &doca_buf, side: Side, limit: u32) -> Result<(), doca_error_t> {
+    for (i, e) in b.elements().enumerate() {
+        if i as u32 >= limit {
+            return Err(crate::sdk_fail!(
+                DOCA_ERROR_INVALID_VALUE,
+                "doca_rdma: a buffer list longer than its limit of {limit} (max_send_buf_list_len, or the receive's dst_buf_list_len)"
+            ));
+        }
+        if i > 0 {
+            check_side(e, side)?;
+        }
+    }
+    Ok(())
+}
+
+/// The bytes a source list carries: its elements' payloads.
+#[inline(always)]
+pub(crate) fn payload_len(b: &doca_buf) -> usize {
     if b.is_single() {
-        Ok(b)
+        b.data().1
     } else {
-        Err(list_too_long())
+        list_data_len(b)
+    }
+}
+
+/// The bytes a destination list takes: the room after its elements' payloads.
+#[inline(always)]
+pub(crate) fn room_len(b: &doca_buf) -> usize {
+    if b.is_single() {
+        b.tail_space().1
+    } else {
+        list_room(b)
     }
 }
 
 #[cold]
 #[inline(never)]
-fn list_too_long() -> doca_error_t {
-    crate::sdk_fail!(
-        DOCA_ERROR_INVALID_VALUE,
-        "doca_rdma: a buffer list longer than max_send_buf_list_len / the receive dst_buf_list_len (1 in the soft provider)"
-    )
+fn list_data_len(b: &doca_buf) -> usize {
+    b.list_data_len()
+}
+
+#[cold]
+#[inline(never)]
+fn list_room(b: &doca_buf) -> usize {
+    b.list_room()
 }
 
 #[inline(always)]
@@ -353,17 +398,22 @@ fn check_len(n: usize) -> Result<(), doca_error_t> {
 // Always inlined: `submit_op::<T>` is one instance per task type, whose decoded `Op` is of
 // one known variant, so each instance keeps only its own arm of the match.
 #[inline(always)]
-pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
+pub(super) fn validate(op: &Op, r: &doca_rdma) -> Result<(), doca_error_t> {
+    let limit = || r.send_buf_list_len.get();
     match *op {
         Op::Send { src, .. } => {
             if !src.is_null() {
-                check_len(check_one_element(check_buf(src, Side::LocalSource)?)?.data().1)?;
+                check_len(payload_len(check_list(check_buf(src, Side::LocalSource)?, Side::LocalSource, limit())?))?;
             }
         }
         // DOCA: a NULL source writes (or reads) no data, and the destination may then be
         // NULL too; a source needs a destination (`check_buf` refuses NULL).
         Op::Write { src, dst, .. } => {
-            let n = if src.is_null() { 0 } else { check_one_element(check_buf(src, Side::LocalSource)?)?.data().1 };
+            let n = if src.is_null() {
+                0
+            } else {
+                payload_len(check_list(check_buf(src, Side::LocalSource)?, Side::LocalSource, limit())?)
+            };
             if !src.is_null() || !dst.is_null() {
                 check_buf(dst, Side::Remote)?;
             }
@@ -375,7 +425,7 @@ pub(super) fn validate(op: &Op) -> Result<(), doca_error_t> {
             let n = if src.is_null() { 0 } else { check_buf(src, Side::Remote)?.data().1 };
             check_len(n)?;
             if (!src.is_null() || !dst.is_null())
-                && check_one_element(check_buf(dst, Side::LocalDest)?)?.tail_space().1 < n
+                && room_len(check_list(check_buf(dst, Side::LocalDest)?, Side::LocalDest, limit())?) < n
             {
                 return Err(refused(DOCA_ERROR_INVALID_VALUE));
             }
@@ -407,30 +457,46 @@ fn check_room_for_u64(p: *mut doca_buf) -> Result<(), doca_error_t> {
     Ok(())
 }
 
-/// Validates a receive's destination (NULL allowed: only empty messages then fit).
-pub(crate) fn check_receive_dst(p: *mut doca_buf) -> Result<(), doca_error_t> {
+/// Validates a receive's destination (NULL allowed: only empty messages then fit), a list of
+/// at most the receive's `dst_buf_list_len` elements.
+pub(crate) fn check_receive_dst(p: *mut doca_buf, r: &doca_rdma) -> Result<(), doca_error_t> {
     if !p.is_null() {
-        check_one_element(check_buf(p, Side::LocalDest)?)?;
+        check_list(check_buf(p, Side::LocalDest)?, Side::LocalDest, r.recv_buf_list_len.get())?;
     }
     Ok(())
 }
 
-/// The destination buffer of a matched receive for `len` payload bytes: its free space's
-/// address. TOO_BIG when it does not fit ("a message longer than the posted buffer fails the
-/// receive"), other buffer errors as at submit.
-pub(crate) fn receive_target(p: *mut doca_buf, len: u32) -> Result<usize, doca_error_t> {
+/// Where a matched receive's payload goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ReceiveTarget {
+    /// The free space of a single buffer, from this address.
+    Single(usize),
+    /// The room of a destination list's elements, in order (`doca_buf::room_spans`).
+    List(*const doca_buf),
+}
+
+/// The destination of a matched receive for `len` payload bytes. TOO_BIG when it does not
+/// fit ("a message longer than the posted buffer fails the receive"), other buffer errors as
+/// at submit (the list's elements were checked at submit, and stay the task's meanwhile).
+pub(crate) fn receive_target(p: *mut doca_buf, len: u32) -> Result<ReceiveTarget, doca_error_t> {
     if len == 0 {
-        return Ok(0);
+        return Ok(ReceiveTarget::Single(0));
     }
     if p.is_null() {
         return Err(DOCA_ERROR_TOO_BIG);
     }
     let b = check_buf(p, Side::LocalDest)?;
+    if !b.is_single() {
+        if b.list_room() < len as usize {
+            return Err(DOCA_ERROR_TOO_BIG);
+        }
+        return Ok(ReceiveTarget::List(b));
+    }
     let (addr, room) = b.tail_space();
     if room < len as usize {
         return Err(DOCA_ERROR_TOO_BIG);
     }
-    Ok(addr)
+    Ok(ReceiveTarget::Single(addr))
 }
 
 /// A live buffer for the engine (re-checked at execution).

@@ -1394,7 +1394,8 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         assert_eq!(doca_rdma_set_sl(r, MAX_SL + 1), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_rnr_retry_count(r, MAX_RNR_RETRY + 1), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_connection_request_timeout(r, 0), DOCA_ERROR_INVALID_VALUE);
-        assert_eq!(doca_rdma_set_max_send_buf_list_len(r, 2), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_max_send_buf_list_len(r, 17), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_max_send_buf_list_len(r, 0), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_task_receive_set_dst_buf_list_len(r, 0), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_get_mtu(r, ptr::null_mut()), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_get_sl(ptr::null(), &mut u32v), DOCA_ERROR_INVALID_VALUE);
@@ -1406,8 +1407,8 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         ok(doca_rdma_set_sl(r, 3));
         ok(doca_rdma_set_rnr_retry_count(r, 5));
         ok(doca_rdma_set_connection_request_timeout(r, 1234));
-        ok(doca_rdma_set_max_send_buf_list_len(r, 1));
-        ok(doca_rdma_task_receive_set_dst_buf_list_len(r, 1));
+        ok(doca_rdma_set_max_send_buf_list_len(r, 16));
+        ok(doca_rdma_task_receive_set_dst_buf_list_len(r, 3));
         ok(doca_rdma_set_send_queue_size(r, 100));
         ok(doca_rdma_set_recv_queue_size(r, 3));
         ok(doca_rdma_set_max_num_connections(r, 5));
@@ -1429,9 +1430,9 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         ok(doca_rdma_get_permissions(r, &mut u32v));
         assert_eq!(u32v, ALL_RDMA);
         ok(doca_rdma_get_max_send_buf_list_len(r, &mut u32v));
-        assert_eq!(u32v, 1);
+        assert_eq!(u32v, 16);
         ok(doca_rdma_task_receive_get_dst_buf_list_len(r, &mut u32v));
-        assert_eq!(u32v, 1);
+        assert_eq!(u32v, 3);
         // GPU / DPA: not supported.
         let mut h = 0u64;
         let mut g = ptr::null_mut();
@@ -1463,9 +1464,9 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         ok(doca_rdma_cap_get_max_message_size(info, &mut u32v));
         assert_eq!(u32v as usize, MAX_MESSAGE_BYTES);
         ok(doca_rdma_cap_get_max_send_buf_list_len(info, &mut u32v));
-        assert_eq!(u32v, 1);
+        assert_eq!(u32v, 16);
         ok(doca_rdma_cap_task_receive_get_max_dst_buf_list_len(info, DOCA_RDMA_TRANSPORT_TYPE_RC, &mut u32v));
-        assert_eq!(u32v, 1);
+        assert_eq!(u32v, 16);
         assert_eq!(
             doca_rdma_cap_task_receive_get_max_dst_buf_list_len(info, DOCA_RDMA_TRANSPORT_TYPE_DC, &mut u32v),
             DOCA_ERROR_NOT_SUPPORTED
@@ -1901,3 +1902,5 @@ fn a_receive_given_back_in_a_walk_takes_a_later_connections_record_in_that_walk(
     c.destroy();
     a.destroy();
 }
+
+mod lists;

@@ -43,6 +43,8 @@ pub(crate) struct Cfg {
     pub cm: bool,
     /// `doca_rdma_set_connection_request_timeout` (0: the default).
     pub cm_timeout_ms: u16,
+    /// `max_send_buf_list_len` and the receive's `dst_buf_list_len` (0: the defaults).
+    pub buf_list_len: u32,
 }
 
 pub(crate) const ALL_RDMA: u32 = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
@@ -62,6 +64,7 @@ impl Default for Cfg {
             mem_len: 1 << 20,
             cm: false,
             cm_timeout_ms: 0,
+            buf_list_len: 0,
         }
     }
 }
@@ -132,6 +135,10 @@ impl Side {
             }
             if cfg.cm_timeout_ms != 0 {
                 ok(crate::rdma::props::doca_rdma_set_connection_request_timeout(rdma, cfg.cm_timeout_ms));
+            }
+            if cfg.buf_list_len != 0 {
+                ok(crate::rdma::props::doca_rdma_set_max_send_buf_list_len(rdma, cfg.buf_list_len));
+                ok(crate::rdma::props::doca_rdma_task_receive_set_dst_buf_list_len(rdma, cfg.buf_list_len));
             }
             let ctx = doca_rdma_as_ctx(rdma);
             ok(doca_ctx_set_user_data(ctx, doca_data::from_u64(id)));

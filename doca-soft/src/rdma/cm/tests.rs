@@ -136,6 +136,52 @@ fn listen_connect_accept_exchange_disconnect() {
     srv.destroy();
 }
 
+/// A non-loopback IPv4 address of this host, if it has one (the source address of a route;
+/// a UDP connect sends nothing).
+fn own_non_loopback_v4() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").or_else(|_| s.connect("10.255.255.254:9")).ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// NVIDIA's samples give the client the server's own address (`-sa <ip>`): a local address
+/// other than loopback reaches the server, whose listeners are on loopback only.
+#[test]
+fn a_client_given_this_hosts_own_address_connects() {
+    let Some(ip) = own_non_loopback_v4() else {
+        eprintln!("skipped: this host has no non-loopback IPv4 address");
+        return;
+    };
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let cli = Side::new(2, cm_cfg());
+    let port = listen(&srv);
+    let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, &ip.to_string(), port);
+    connect(&cli, a, 5).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || count("established") == 2), "{:?}", take_evs());
+    let evs = take_evs();
+    let cc = evs.iter().find(|e| e.side == 2).unwrap().conn as *mut doca_rdma_connection;
+    // The connection keeps the address the client gave.
+    let (mut got, mut ty, mut p, mut pport) = (ptr::null_mut(), 9, ptr::null(), 0u16);
+    // SAFETY: live connection and addr, valid out-pointers; the string belongs to the addr.
+    unsafe {
+        ok(doca_rdma_connection_get_addr(cc, &mut got));
+        ok(doca_rdma_addr_get_params(got, &mut ty, &mut p, &mut pport));
+        assert_eq!((CStr::from_ptr(p).to_str().unwrap(), pport), (ip.to_string().as_str(), port));
+    }
+    srv.recv(srv.buf(0, 64, 0), 1).unwrap();
+    cli.mem()[100..104].copy_from_slice(b"host");
+    cli.send(cc, cli.buf(100, 4, 4), 2).unwrap();
+    assert!(run_until(&[srv.pe, cli.pe], T, || rec_count() >= 2));
+    assert!(take_recs().iter().all(|r| r.status == DOCA_SUCCESS));
+    assert_eq!(&srv.mem()[0..4], b"host");
+    cli.destroy();
+    // SAFETY: its connection ended with the client's ctx.
+    ok(unsafe { doca_rdma_addr_destroy(a) });
+    srv.destroy();
+}
+
 #[test]
 fn refused_rejected_and_full_end_in_failure() {
     setup();
