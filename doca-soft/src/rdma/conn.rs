@@ -129,13 +129,22 @@ pub(crate) struct Peer {
     pub remote: bool,
 }
 
+/// Where a matched receive's payload goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ReceiveTarget {
+    /// The free space of a single buffer, from this address.
+    Single(usize),
+    /// The room of a destination list's elements, in order (`doca_buf::room_spans`).
+    List(*const crate::buf::doca_buf),
+}
+
 /// A receive that has matched a message and is being filled (large messages stream).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Incoming {
     pub task: *const doca_task,
     pub record: super::ring::Record,
     /// Where the payload goes (the destination's free space at match time, or its list's).
-    pub dst: super::tasks::ReceiveTarget,
+    pub dst: ReceiveTarget,
     /// Payload bytes copied so far.
     pub copied: u32,
 }

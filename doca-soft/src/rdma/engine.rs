@@ -50,12 +50,10 @@ use std::time::Instant;
 
 use core::cell::Cell;
 
-use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer};
+use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer, ReceiveTarget};
 use super::op::{Op, Queued};
 use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER, RING_DATA_BYTES};
-use super::tasks::{
-    doca_rdma_task_receive, event_of, live_buf, payload_len, receive_target, reset_receive, ReceiveTarget,
-};
+use super::tasks::{doca_rdma_task_receive, event_of, live_buf, payload_len, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
 use crate::ffi::refused;

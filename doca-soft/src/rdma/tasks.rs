@@ -27,7 +27,7 @@
 use core::cell::Cell;
 use core::ptr;
 
-use super::conn::{conn_ref, doca_rdma_connection};
+use super::conn::{conn_ref, doca_rdma_connection, ReceiveTarget};
 use super::op::Op;
 use super::{doca_rdma, rdma_ref, MAX_MESSAGE_BYTES};
 use crate::buf::{buf_ref, buf_ref_on_submit, doca_buf};
@@ -464,15 +464,6 @@ pub(crate) fn check_receive_dst(p: *mut doca_buf, r: &doca_rdma) -> Result<(), d
         check_list(check_buf(p, Side::LocalDest)?, Side::LocalDest, r.recv_buf_list_len.get())?;
     }
     Ok(())
-}
-
-/// Where a matched receive's payload goes.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum ReceiveTarget {
-    /// The free space of a single buffer, from this address.
-    Single(usize),
-    /// The room of a destination list's elements, in order (`doca_buf::room_spans`).
-    List(*const doca_buf),
 }
 
 /// The destination of a matched receive for `len` payload bytes. TOO_BIG when it does not
