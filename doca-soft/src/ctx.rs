@@ -111,7 +111,8 @@ pub struct CtxOps {
     /// Whether `doca_ctx_stop` always goes through STOPPING (returning `IN_PROGRESS`) and
     /// leaves the STOPPING → IDLE report to progress, even with no task allocated. The UROM
     /// worker: NVIDIA's samples stop it, then count `doca_pe_progress` results until IDLE and
-    /// fail when none was 1.
+    /// fail when none was 1. RDMA: NVIDIA's samples expect IN_PROGRESS from a stop inside a
+    /// callback, and act on the STOPPING report.
     pub stop_via_progress: bool,
 }
 

@@ -1153,6 +1153,11 @@ pub unsafe extern "C" fn doca_rdma_connection_disconnect(rdma_connection: *mut d
         let c = unsafe { conn_ref(rdma_connection) }?;
         // SAFETY: a connection's rdma lives as long as the connection.
         let r = unsafe { rdma_ref(c.rdma) }?;
+        if r.ctx().state() == DOCA_CTX_STATE_STOPPING && c.cycle == r.cycle.get() {
+            // The stop already shut every connection (`rdma_stop`); NVIDIA's multi-connection
+            // samples disconnect theirs on the STOPPING report.
+            return Ok(());
+        }
         if r.ctx().state() != DOCA_CTX_STATE_RUNNING || c.cycle != r.cycle.get() {
             return Err(DOCA_ERROR_BAD_STATE);
         }

@@ -400,7 +400,10 @@ static RDMA_CTX_OPS: CtxOps = CtxOps {
     stopped: None,
     progress: Some(engine::progress_hook),
     has_work: Some(engine::has_work_hook),
-    stop_via_progress: false,
+    // An RDMA stop always goes through STOPPING: NVIDIA's rdma_sync_event_requester stops
+    // from a completion callback with every task freed and expects IN_PROGRESS, and the
+    // multi-connection samples disconnect their connections on the STOPPING report.
+    stop_via_progress: true,
 };
 
 /// The rdma embedding `ctx`.

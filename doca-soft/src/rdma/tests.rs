@@ -645,7 +645,10 @@ fn configuration_state_rules_and_queue_limits() {
         assert_eq!(doca_rdma_export(r, ptr::null_mut(), &mut n, &mut c), DOCA_ERROR_INVALID_VALUE);
         // Destroy while running.
         assert_eq!(doca_rdma_destroy(r), DOCA_ERROR_BAD_STATE);
-        ok(doca_ctx_stop(doca_rdma_as_ctx(r)));
+        // An RDMA stop always goes through STOPPING; progress reports IDLE.
+        assert_eq!(doca_ctx_stop(doca_rdma_as_ctx(r)), DOCA_ERROR_IN_PROGRESS);
+        assert_eq!(doca_rdma_destroy(r), DOCA_ERROR_BAD_STATE, "STOPPING");
+        crate::testkit::drain(pe);
         // A connection of another rdma.
         ok(doca_ctx_start(doca_rdma_as_ctx(r)));
     }
@@ -654,7 +657,8 @@ fn configuration_state_rules_and_queue_limits() {
     // SAFETY: live objects; `oc` belongs to `other`.
     unsafe {
         assert_eq!(doca_rdma_connect(r, ob.as_ptr().cast(), ob.len(), oc), DOCA_ERROR_INVALID_VALUE);
-        ok(doca_ctx_stop(doca_rdma_as_ctx(r)));
+        assert_eq!(doca_ctx_stop(doca_rdma_as_ctx(r)), DOCA_ERROR_IN_PROGRESS);
+        crate::testkit::drain(pe);
         ok(doca_rdma_destroy(r));
         ok(doca_pe_destroy(pe));
         ok(crate::dev::doca_dev_close(dev));
@@ -1452,7 +1456,8 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         assert_eq!(doca_rdma_task_receive_set_dst_buf_list_len(r, 1), DOCA_ERROR_BAD_STATE);
         ok(doca_rdma_get_mtu(r, &mut u32v));
         assert_eq!(u32v, DOCA_MTU_SIZE_1K_BYTES);
-        ok(doca_ctx_stop(doca_rdma_as_ctx(r)));
+        assert_eq!(doca_ctx_stop(doca_rdma_as_ctx(r)), DOCA_ERROR_IN_PROGRESS);
+        crate::testkit::drain(pe);
         ok(doca_rdma_destroy(r));
         ok(doca_pe_destroy(pe));
 

@@ -425,37 +425,51 @@ use crate::ctx::{doca_ctx_start, doca_ctx_stop};
 use crate::rdma::{doca_rdma_as_ctx, doca_rdma_create, doca_rdma_destroy};
 use crate::testkit::dev::test_open_default;
 
-/// The rdma the destroying callback tears down, what its stop and destroy returned, and how
-/// many times the callback ran.
-type Doomed = (*mut doca_rdma, Option<(doca_error_t, doca_error_t)>, u32);
+/// The rdma the callbacks tear down, what its stop (from the failure callback) and its destroy
+/// (from the IDLE report) returned, and how many times the failure callback ran.
+type Doomed = (*mut doca_rdma, Option<doca_error_t>, Option<doca_error_t>, u32);
 
 thread_local! {
-    static DOOMED: core::cell::Cell<Doomed> = const { core::cell::Cell::new((ptr::null_mut(), None, 0)) };
+    static DOOMED: core::cell::Cell<Doomed> = const { core::cell::Cell::new((ptr::null_mut(), None, None, 0)) };
 }
 
-/// A failure callback that stops and destroys its own rdma, as a C program tearing down on
-/// the first failure may do.
-unsafe extern "C" fn cb_failure_destroys(_c: *mut doca_rdma_connection, _ud: doca_data, _side: doca_data) {
-    let (rdma, done, calls) = DOOMED.with(|d| d.get());
-    let done = done.or_else(|| {
-        // SAFETY: the rdma this test created, live until this call destroys it.
-        Some(unsafe { (doca_ctx_stop(doca_rdma_as_ctx(rdma)), doca_rdma_destroy(rdma)) })
-    });
-    DOOMED.with(|d| d.set((rdma, done, calls + 1)));
+/// A failure callback that stops its own rdma, as a C program tearing down on the first
+/// failure does (NVIDIA's rdma_common.c).
+unsafe extern "C" fn cb_failure_stops(_c: *mut doca_rdma_connection, _ud: doca_data, _side: doca_data) {
+    let (rdma, stop, destroy, calls) = DOOMED.with(|d| d.get());
+    // SAFETY: the rdma this test created, live until the IDLE report destroys it.
+    let stop = stop.or_else(|| Some(unsafe { doca_ctx_stop(doca_rdma_as_ctx(rdma)) }));
+    DOOMED.with(|d| d.set((rdma, stop, destroy, calls + 1)));
 }
 
-/// A connection callback may stop and destroy its own `doca_rdma`: callbacks are delivered
-/// as event tasks from the PE's completion queue, so nothing of the provider touches the
-/// rdma after the callback returns (before, the callback ran inside the rdma's progress hook,
-/// whose loop went on reading the destroyed rdma: a use after free). With nothing else in
-/// flight the stop completes at once (the event's own task was freed before the callback),
-/// so the destroy succeeds inside the callback.
+/// The state callback that destroys the rdma once it is IDLE.
+unsafe extern "C" fn destroy_when_idle(
+    _ud: doca_data,
+    _ctx: *mut doca_ctx,
+    _prev: doca_ctx_states,
+    next: doca_ctx_states,
+) {
+    if next != DOCA_CTX_STATE_IDLE {
+        return;
+    }
+    let (rdma, stop, _, calls) = DOOMED.with(|d| d.get());
+    // SAFETY: the rdma this test created, IDLE now; nothing uses it after this call.
+    let destroyed = unsafe { doca_rdma_destroy(rdma) };
+    DOOMED.with(|d| d.set((rdma, stop, Some(destroyed), calls)));
+}
+
+/// A connection callback may stop its own `doca_rdma`, and the IDLE report that follows may
+/// destroy it: callbacks are delivered as event tasks from the PE's completion queue, and
+/// nothing of the provider touches the rdma after the callback returns (before, a callback
+/// ran inside the rdma's progress hook, whose loop went on reading a destroyed rdma: a use
+/// after free). An RDMA stop always goes through STOPPING (IN_PROGRESS), as NVIDIA's samples
+/// expect of a stop inside a callback.
 #[test]
-fn a_callback_may_stop_and_destroy_its_rdma() {
+fn a_callback_may_stop_its_rdma_and_the_idle_report_destroy_it() {
     let dev = test_open_default();
     let (mut pe, mut rdma) = (ptr::null_mut(), ptr::null_mut());
     // SAFETY: valid out-pointers; the objects are live until destroyed below (the rdma by
-    // the callback).
+    // the state callback).
     unsafe {
         ok(doca_pe_create(&mut pe));
         ok(doca_rdma_create(dev, &mut rdma));
@@ -463,30 +477,32 @@ fn a_callback_may_stop_and_destroy_its_rdma() {
             rdma,
             Some(cb_request),
             Some(cb_established),
-            Some(cb_failure_destroys),
+            Some(cb_failure_stops),
             Some(cb_disconnect),
         ));
+        ok(crate::ctx::doca_ctx_set_state_changed_cb(doca_rdma_as_ctx(rdma), Some(destroy_when_idle)));
         ok(doca_pe_connect_ctx(pe, doca_rdma_as_ctx(rdma)));
         ok(doca_ctx_start(doca_rdma_as_ctx(rdma)));
     }
-    DOOMED.with(|d| d.set((rdma, None, 0)));
+    DOOMED.with(|d| d.set((rdma, None, None, 0)));
     let refused = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let a = addr(DOCA_RDMA_ADDR_TYPE_IPv4, "127.0.0.1", refused);
     // SAFETY: live rdma and address.
     ok(unsafe { doca_rdma_connect_to_addr(rdma, a, doca_data::from_u64(1)) });
     let deadline = std::time::Instant::now() + T;
-    while DOOMED.with(|d| d.get().1.is_none()) {
+    while DOOMED.with(|d| d.get().2.is_none()) {
         // SAFETY: live PE.
         unsafe { doca_pe_progress(pe) };
-        assert!(std::time::Instant::now() < deadline, "no failure callback");
+        assert!(std::time::Instant::now() < deadline, "no failure callback or no IDLE report");
     }
     // The PE goes on without the rdma (its queue must not name it any more).
     for _ in 0..100 {
         // SAFETY: live PE.
         unsafe { doca_pe_progress(pe) };
     }
-    let (_, done, calls) = DOOMED.with(|d| d.get());
-    assert_eq!(done, Some((DOCA_SUCCESS, DOCA_SUCCESS)), "stop and destroy from the callback");
+    let (_, stop, destroy, calls) = DOOMED.with(|d| d.get());
+    assert_eq!(stop, Some(DOCA_ERROR_IN_PROGRESS), "a stop from the callback");
+    assert_eq!(destroy, Some(DOCA_SUCCESS), "a destroy from the IDLE report");
     assert_eq!(calls, 1);
     // SAFETY: the address's connection is gone with its rdma; the PE has no ctx left.
     unsafe {
