@@ -418,7 +418,12 @@ pub unsafe extern "C" fn doca_dev_open(devinfo: *mut doca_devinfo, dev: *mut *mu
 pub unsafe extern "C" fn doca_dev_close(dev: *mut doca_dev) -> doca_error_t {
     guard_err(|| {
         if dev.is_null() {
-            return Err(DOCA_ERROR_INVALID_VALUE);
+            // A no-op that succeeds. DOCA documents no error but IN_USE for close, and
+            // NVIDIA's DMA samples close their device a second time as NULL
+            // (`destroy_core_objects` closes it and clears the pointer, then
+            // `destroy_dma_resources` closes `state.dev` again), propagating any error into
+            // the sample's exit status.
+            return Ok(());
         }
         let mut devs = lock(&DEVS);
         let idx = devs.iter().position(|&d| d == dev as usize).ok_or(DOCA_ERROR_INVALID_VALUE)?;
