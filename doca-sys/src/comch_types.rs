@@ -35,3 +35,4 @@ pub const DOCA_COMCH_COUNTER_SENT_MESSAGES: doca_comch_counter = 1;
 pub const DOCA_COMCH_COUNTER_SENT_BYTES: doca_comch_counter = 2;
 pub const DOCA_COMCH_COUNTER_RECV_MESSAGES: doca_comch_counter = 3;
 pub const DOCA_COMCH_COUNTER_RECV_BYTES: doca_comch_counter = 4;
+

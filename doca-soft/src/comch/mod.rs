@@ -47,15 +47,18 @@
 //! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
 //! [`DEFAULT_MAX_MSG_SIZE`]), receive queue up to [`MAX_RECV_QUEUE`] (default
 //! [`DEFAULT_RECV_QUEUE`]), [`MAX_CLIENTS`] clients per server, [`MAX_SEND_TASKS`] send tasks.
-//! The consumer/producer fast path is not implemented (`doca_comch_consumer.h` and
-//! `doca_comch_producer.h` are not declared). Its two event registrations in `doca_comch.h`
-//! are accepted and kept, so that NVIDIA's ctrl-path samples (which register them) build and
-//! run; with no consumer anywhere, the callbacks never run.
+//! The consumer/producer fast path is declared but not implemented ([`fast`]: its
+//! capability queries and `*_create` answer `DOCA_ERROR_NOT_SUPPORTED`, the create with an SDK
+//! log line), so that NVIDIA's comch samples build: their build compiles the fast path's common
+//! file into every comch sample. Its two event registrations in `doca_comch.h` are accepted
+//! and kept, so that the ctrl-path samples (which register them) run; with no consumer
+//! anywhere, the callbacks never run.
 //!
 //! # Threads
 //! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
 
 pub mod chan;
+pub mod fast;
 #[cfg(test)]
 mod tests;
 pub mod wire;
