@@ -43,6 +43,7 @@ fn side_of(b: &doca_buf) -> Result<Side<'_>, doca_error_t> {
 
 /// The submit-time checks of a copy's size: each list at most [`MAX_BUF_LIST_LEN`] elements
 /// (INVALID_VALUE), the source's payload at most [`MAX_BUF_SIZE`] bytes (TOO_BIG).
+#[inline(always)]
 pub(super) fn check_sizes(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
     if src.is_single() && dst.is_single() {
         if src.data().1 as u64 > MAX_BUF_SIZE {
@@ -50,6 +51,12 @@ pub(super) fn check_sizes(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_err
         }
         return Ok(());
     }
+    check_list_sizes(src, dst)
+}
+
+#[cold]
+#[inline(never)]
+fn check_list_sizes(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
     let too_long = |b: &doca_buf| b.elements().nth(MAX_BUF_LIST_LEN as usize).is_some();
     if too_long(src) || too_long(dst) {
         return Err(crate::sdk_fail!(
@@ -138,6 +145,8 @@ impl<'a> Piece<'a> {
 }
 
 /// The gather/scatter copy of [`copy`] for lists (the spans: `buf/list.rs`).
+#[cold]
+#[inline(never)]
 fn copy_lists(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
     let total = src.list_data_len();
     if total == 0 || dst.list_room() < total {
