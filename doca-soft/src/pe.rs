@@ -752,7 +752,8 @@ pub unsafe extern "C" fn doca_pe_connect_ctx(pe: *mut doca_pe, ctx: *mut doca_ct
         }
         if c.pe().is_some() {
             // Connected already (to this PE or another): a ctx has exactly one PE for life.
-            return Err(DOCA_ERROR_IN_USE);
+            // NOT_PERMITTED is DOCA's documented answer ("already attached to a PE").
+            return Err(DOCA_ERROR_NOT_PERMITTED);
         }
         c.can_connect()?;
         // SAFETY: the link points to a doca_pe, as set_pe requires.

@@ -33,9 +33,9 @@ fn sync_start_stop_restart() {
         assert_eq!(doca_ctx_start(c), DOCA_ERROR_NOT_CONNECTED);
         assert_eq!(doca_ctx_stop(c), DOCA_SUCCESS, "stopping an IDLE ctx is a no-op");
         assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_SUCCESS);
-        assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_ERROR_IN_USE);
+        assert_eq!(doca_pe_connect_ctx(pe, c), DOCA_ERROR_NOT_PERMITTED);
         let pe2 = new_pe();
-        assert_eq!(doca_pe_connect_ctx(pe2, c), DOCA_ERROR_IN_USE);
+        assert_eq!(doca_pe_connect_ctx(pe2, c), DOCA_ERROR_NOT_PERMITTED);
         destroy_pe(pe2);
         for round in 0..2 {
             assert_eq!(doca_ctx_start(c), DOCA_SUCCESS, "round {round}");
