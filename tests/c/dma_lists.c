@@ -206,11 +206,7 @@ out:
 		CHECK(sample_ctx_stop(pe, doca_dma_as_ctx(dma)) == DOCA_SUCCESS, "the final stop");
 		DOCA_ERROR_PROPAGATE(result, doca_dma_destroy(dma));
 	}
-	if (pe != NULL)
-		DOCA_ERROR_PROPAGATE(result, doca_pe_destroy(pe));
-	sample_destroy_memory(inv, mmap);
-	if (dev != NULL)
-		doca_dev_close(dev);
+	result = sample_destroy_rest(result, pe, inv, mmap, dev);
 	free(mem);
 	if (DOCA_IS_ERROR(result) || failures > 0) {
 		DOCA_LOG_ERR("dma_lists %u %u %zu failed: %s, %d failed checks", num_src, num_dst, size,

@@ -301,11 +301,7 @@ out:
 			CHECK(stop == DOCA_SUCCESS, "final stop: %s", doca_error_get_name(stop));
 		DOCA_ERROR_PROPAGATE(result, doca_dma_destroy(dma));
 	}
-	if (pe != NULL)
-		DOCA_ERROR_PROPAGATE(result, doca_pe_destroy(pe));
-	sample_destroy_memory(inv, mmap);
-	if (dev != NULL)
-		doca_dev_close(dev);
+	result = sample_destroy_rest(result, pe, inv, mmap, dev);
 	free(mem);
 	if (DOCA_IS_ERROR(result) || failures > 0) {
 		DOCA_LOG_ERR("pe_dma %s failed: %s, %d failed checks", argv[1], doca_error_get_name(result), failures);

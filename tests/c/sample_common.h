@@ -304,4 +304,17 @@ static inline void sample_destroy_memory(struct doca_buf_inventory *inv, struct 
 	}
 }
 
+/* The end of a one-PE program's teardown, once its contexts are destroyed: the PE (its result
+ * joins `result`), the inventory and mmap, the device (any of them may be NULL). */
+static inline doca_error_t sample_destroy_rest(doca_error_t result, struct doca_pe *pe, struct doca_buf_inventory *inv,
+					       struct doca_mmap *mmap, struct doca_dev *dev)
+{
+	if (pe != NULL)
+		DOCA_ERROR_PROPAGATE(result, doca_pe_destroy(pe));
+	sample_destroy_memory(inv, mmap);
+	if (dev != NULL)
+		doca_dev_close(dev);
+	return result;
+}
+
 #endif /* TESTS_C_SAMPLE_COMMON_H */

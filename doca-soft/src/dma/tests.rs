@@ -171,6 +171,36 @@ fn destroy_mmap(m: *mut doca_mmap) {
     assert_eq!(unsafe { doca_mmap_destroy(m) }, DOCA_SUCCESS);
 }
 
+/// The DPU-side layout of the remote copies: "host" memory (filled by `fill`) exported over
+/// PCI with `pci` and imported again, beside local memory, `len` bytes each.
+struct HostAndLocal {
+    host: Vec<u8>,
+    local: Vec<u8>,
+    mh: *mut doca_mmap,
+    ml: *mut doca_mmap,
+    remote: *mut doca_mmap,
+}
+
+impl Rig {
+    fn host_and_local(&self, len: usize, pci: u32, fill: impl Fn(usize) -> u8) -> HostAndLocal {
+        let mut host: Vec<u8> = (0..len).map(fill).collect();
+        let mut local = vec![0u8; len];
+        let mh = self.mmap(&mut host, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | pci);
+        let ml = self.mmap(&mut local, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
+        let remote = self.import(mh, true);
+        HostAndLocal { host, local, mh, ml, remote }
+    }
+}
+
+impl HostAndLocal {
+    /// Destroys the three mmaps (their buffers given back), then frees the memory.
+    fn destroy(self) {
+        for m in [self.remote, self.mh, self.ml] {
+            destroy_mmap(m);
+        }
+    }
+}
+
 #[test]
 fn capabilities() {
     let dev = test_open_default();
@@ -317,17 +347,8 @@ fn allocation_needs_a_running_ctx() {
 #[test]
 fn imported_pci_memory_both_ways_and_rdma_exports_refused() {
     let rig = Rig::new(8);
-    let mut host = vec![0u8; 4096];
-    for (i, b) in host.iter_mut().enumerate() {
-        *b = (i * 7) as u8;
-    }
-    let mut local = vec![0u8; 4096];
-    let perms = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_PCI_READ_WRITE;
-    let mh = rig.mmap(&mut host, perms);
-    let ml = rig.mmap(&mut local, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
-    let remote = rig.import(mh, true);
-    let hp = host.as_mut_ptr();
-    let lp = local.as_mut_ptr();
+    let mut m = rig.host_and_local(4096, DOCA_ACCESS_FLAG_PCI_READ_WRITE, |i| (i * 7) as u8);
+    let (hp, lp, ml, remote) = (m.host.as_mut_ptr(), m.local.as_mut_ptr(), m.ml, m.remote);
 
     // Remote -> local: the first KiB of "host" memory in.
     let rs = rig.buf(remote, hp, 1024, 1024);
@@ -335,10 +356,10 @@ fn imported_pci_memory_both_ways_and_rdma_exports_refused() {
     assert_eq!(rig.memcpy(rs, ld, 1), DOCA_SUCCESS);
     drain(rig.pe);
     assert_eq!(take_done(), vec![(1, DOCA_SUCCESS)]);
-    assert_eq!(&local[..1024], &host[..1024]);
+    assert_eq!(&m.local[..1024], &m.host[..1024]);
 
     // Local -> remote: a result back, at host offset 2048.
-    local[..16].copy_from_slice(b"result from dpu!");
+    m.local[..16].copy_from_slice(b"result from dpu!");
     let ls = rig.buf(ml, lp, 16, 16);
     // SAFETY: the offset stays inside `host`.
     let rd = rig.buf(remote, unsafe { hp.add(2048) }, 1024, 0);
@@ -346,7 +367,7 @@ fn imported_pci_memory_both_ways_and_rdma_exports_refused() {
     drain(rig.pe);
     assert_eq!(take_done(), vec![(2, DOCA_SUCCESS)]);
     assert_eq!(data_len(rd), 16);
-    assert_eq!(&host[2048..2064], b"result from dpu!");
+    assert_eq!(&m.host[2048..2064], b"result from dpu!");
 
     // Remote -> remote (through the bounce buffer).
     // SAFETY: inside `host`.
@@ -354,10 +375,10 @@ fn imported_pci_memory_both_ways_and_rdma_exports_refused() {
     assert_eq!(rig.memcpy(rs, rd2, 3), DOCA_SUCCESS);
     drain(rig.pe);
     assert_eq!(take_done(), vec![(3, DOCA_SUCCESS)]);
-    assert_eq!(host[3072..4096], host[..1024].to_vec()[..]);
+    assert_eq!(m.host[3072..4096], m.host[..1024].to_vec()[..]);
 
     // An import of an RDMA export is not DMA-reachable memory.
-    let rdma_import = rig.import(mh, false);
+    let rdma_import = rig.import(m.mh, false);
     let rr = rig.buf(rdma_import, hp, 64, 64);
     assert_eq!(rig.memcpy(rr, ld, 4), DOCA_SUCCESS);
     drain(rig.pe);
@@ -367,42 +388,36 @@ fn imported_pci_memory_both_ways_and_rdma_exports_refused() {
         dec(b);
     }
     destroy_mmap(rdma_import);
-    destroy_mmap(remote);
-    destroy_mmap(mh);
-    destroy_mmap(ml);
+    m.destroy();
     rig.finish();
 }
 
 #[test]
 fn read_only_pci_export_refuses_writes() {
     let rig = Rig::new(4);
-    let mut host = vec![5u8; 256];
-    let mut local = vec![9u8; 256];
-    let mh = rig.mmap(&mut host, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_PCI_READ_ONLY);
-    let ml = rig.mmap(&mut local, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
-    let remote = rig.import(mh, true);
-    let ls = rig.buf(ml, local.as_mut_ptr(), 128, 128);
-    let rd = rig.buf(remote, host.as_mut_ptr(), 256, 0);
+    let mut m = rig.host_and_local(256, DOCA_ACCESS_FLAG_PCI_READ_ONLY, |_| 5);
+    m.local.fill(9);
+    let (ml, remote) = (m.ml, m.remote);
+    let ls = rig.buf(ml, m.local.as_mut_ptr(), 128, 128);
+    let rd = rig.buf(remote, m.host.as_mut_ptr(), 256, 0);
     assert_eq!(rig.memcpy(ls, rd, 1), DOCA_SUCCESS);
     drain(rig.pe);
     assert_eq!(take_done(), vec![(1, DOCA_ERROR_NOT_PERMITTED)]);
-    assert_eq!(host, vec![5u8; 256]);
+    assert_eq!(m.host, vec![5u8; 256]);
     assert_eq!(data_len(rd), 0);
     rig.restart_after_failure();
     // Reading it is allowed.
     // SAFETY: inside `local`.
-    let ld = rig.buf(ml, unsafe { local.as_mut_ptr().add(128) }, 128, 0);
-    let rs = rig.buf(remote, host.as_mut_ptr(), 128, 128);
+    let ld = rig.buf(ml, unsafe { m.local.as_mut_ptr().add(128) }, 128, 0);
+    let rs = rig.buf(remote, m.host.as_mut_ptr(), 128, 128);
     assert_eq!(rig.memcpy(rs, ld, 2), DOCA_SUCCESS);
     drain(rig.pe);
     assert_eq!(take_done(), vec![(2, DOCA_SUCCESS)]);
-    assert_eq!(&local[128..], &[5u8; 128][..]);
+    assert_eq!(&m.local[128..], &[5u8; 128][..]);
     for b in [ls, rd, ld, rs] {
         dec(b);
     }
-    destroy_mmap(remote);
-    destroy_mmap(mh);
-    destroy_mmap(ml);
+    m.destroy();
     rig.finish();
 }
 

@@ -77,20 +77,11 @@ fn a_copy_gathers_the_source_list_and_scatters_into_the_destination_list() {
 #[test]
 fn lists_mix_local_and_imported_elements_and_have_a_length_limit() {
     let rig = Rig::new(8);
-    let mut host = vec![0u8; 4096];
-    for (i, b) in host.iter_mut().enumerate() {
-        *b = (i % 251) as u8;
-    }
-    let mut local = vec![0u8; 4096];
-    let perms = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_PCI_READ_WRITE;
-    let mh = rig.mmap(&mut host, perms);
-    let ml = rig.mmap(&mut local, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
-    let remote = rig.import(mh, true);
-    let hp = host.as_mut_ptr();
-    let lp = local.as_mut_ptr();
+    let mut m = rig.host_and_local(4096, DOCA_ACCESS_FLAG_PCI_READ_WRITE, |i| (i % 251) as u8);
+    let (hp, lp, ml, remote) = (m.host.as_mut_ptr(), m.local.as_mut_ptr(), m.ml, m.remote);
 
     // Source: 100 bytes of host memory (imported), then 50 local bytes.
-    local[3000..3050].fill(0xee);
+    m.local[3000..3050].fill(0xee);
     // Every offset below stays inside the 4 KiB vectors.
     let src = chain(&[rig.buf(remote, hp, 100, 100), rig.buf(ml, lp.wrapping_add(3000), 50, 50)]);
     // Destination: 60 local bytes, then host memory at 1024 (imported), room 200.
@@ -98,9 +89,9 @@ fn lists_mix_local_and_imported_elements_and_have_a_length_limit() {
     assert_eq!(rig.memcpy(src, dst, 1), DOCA_SUCCESS);
     drain(rig.pe);
     assert_eq!(take_done(), vec![(1, DOCA_SUCCESS)]);
-    let want: Vec<u8> = host[..100].iter().copied().chain([0xee; 50]).collect();
-    assert_eq!(local[..60], want[..60]);
-    assert_eq!(host[1024..1114], want[60..]);
+    let want: Vec<u8> = m.host[..100].iter().copied().chain([0xee; 50]).collect();
+    assert_eq!(m.local[..60], want[..60]);
+    assert_eq!(m.host[1024..1114], want[60..]);
     let mut second = ptr::null_mut();
     // SAFETY: a live list.
     unsafe { assert_eq!(doca_buf_get_next_in_list(dst, &mut second), DOCA_SUCCESS) };
@@ -125,8 +116,6 @@ fn lists_mix_local_and_imported_elements_and_have_a_length_limit() {
     for b in [src, dst, long, one] {
         dec(b);
     }
-    destroy_mmap(remote);
-    destroy_mmap(mh);
-    destroy_mmap(ml);
+    m.destroy();
     rig.finish();
 }
