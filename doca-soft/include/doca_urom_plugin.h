@@ -261,12 +261,15 @@ doca_error_t urom_plugin_get_version(uint64_t *version);
  *   doca_error_t urom_plugin_soft_arm(struct urom_worker_ctx *ctx, int *fd);
  *
  * The soft worker looks the symbol up when it loads the plugin (it is optional; NVIDIA's worker
- * never calls it). It calls it when commands are outstanding on the plugin and a progress() call
- * advanced nothing, before it would go to sleep:
+ * never calls it). It calls it before it would go to sleep: when commands are outstanding on the
+ * plugin and a progress() call advanced nothing, and when the worker is idle (a plugin may have
+ * work of its own between commands; one that cannot be armed is then progressed every 1 ms):
  *  - DOCA_SUCCESS, *fd set: *fd becomes readable (POLLIN) once progress() has work again (arm a
  *    DOCA PE with doca_pe_request_notification and hand out its notification handle, or an
  *    epoll fd gathering it with the plugin's sockets). The worker sleeps in poll() on it and on
  *    its own sockets. The plugin's next progress() ends the armed state (clear the PE there).
+ *  - DOCA_SUCCESS, *fd == -1: the plugin has no work of its own (its work comes with commands);
+ *    the worker sleeps on its own sockets.
  *  - DOCA_ERROR_AGAIN: progress() has work right now; the worker does not sleep.
  *  - any other code: the plugin cannot tell; the worker polls progress() with a bounded back-off.
  * The worker also wakes up now and then on its own, so a missed wake-up costs time, not a hang.

@@ -52,6 +52,7 @@ static const char c_loopback_address[] = "c_loopback";
 
 struct c_loopback {
 	ucs_list_link_t pending; /* urom_worker_notif_desc entries not yet given to the worker */
+	uint64_t progress_calls; /* how often the worker called progress (the "PROGRESS" command) */
 };
 
 static doca_error_t c_loopback_open(struct urom_worker_ctx *ctx)
@@ -135,6 +136,15 @@ static doca_error_t c_loopback_worker_cmd(struct urom_worker_ctx *ctx, ucs_list_
 		len = cmd->worker_cmd.len;
 		if (len == LOOKUP_CMD_LEN && memcmp(cmd->worker_cmd.plugin_cmd, "LOOKUP", 6) == 0) {
 			notif = c_loopback_lookup(ctx, cmd);
+		} else if (len == 8 && memcmp(cmd->worker_cmd.plugin_cmd, "PROGRESS", 8) == 0) {
+			/* The answer is the count of progress calls so far (the worker's idle loop). */
+			notif = malloc(sizeof(*notif) + sizeof(state->progress_calls));
+			if (notif != NULL) {
+				notif->worker_notif.len = sizeof(state->progress_calls);
+				notif->worker_notif.status = DOCA_SUCCESS;
+				memcpy(notif->worker_notif.plugin_notif, &state->progress_calls,
+				       sizeof(state->progress_calls));
+			}
 		} else {
 			notif = malloc(sizeof(*notif) + len);
 			if (notif != NULL) {
@@ -165,6 +175,7 @@ static doca_error_t c_loopback_progress(struct urom_worker_ctx *ctx, ucs_list_li
 	if (ctx == NULL || ctx->plugin_ctx == NULL || notif_list == NULL)
 		return DOCA_ERROR_INVALID_VALUE;
 	state = ctx->plugin_ctx;
+	state->progress_calls++;
 	if (ucs_list_is_empty(&state->pending))
 		return DOCA_ERROR_EMPTY;
 	while (!ucs_list_is_empty(&state->pending)) {

@@ -241,6 +241,26 @@ int main(int argc, char **argv)
 			break;
 		}
 
+	/* 3b. An idle worker still progresses a plugin that cannot tell it when it has work (no
+	 * soft-only arm, as every NVIDIA plugin): the plugin counts the calls. */
+	{
+		uint64_t before = 0, after = 0;
+		struct timespec idle = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+
+		result = command(pe, worker, plugin_id, "PROGRESS", 8, &a);
+		if (result == DOCA_SUCCESS && a.len == sizeof(before))
+			memcpy(&before, a.body, sizeof(before));
+		nanosleep(&idle, NULL);
+		DOCA_ERROR_PROPAGATE(result, command(pe, worker, plugin_id, "PROGRESS", 8, &a));
+		if (result == DOCA_SUCCESS && a.len == sizeof(after))
+			memcpy(&after, a.body, sizeof(after));
+		if (DOCA_IS_ERROR(result))
+			goto out;
+		DOCA_LOG_INFO("plugin progress calls over 200 ms idle: %lu", (unsigned long)(after - before));
+		CHECK(after >= before + 20, "an idle worker progressed its plugin %lu times in 200 ms",
+		      (unsigned long)(after - before));
+	}
+
 	/* 4. A domain of this worker; the plugin's lookups inside the worker. */
 	result = doca_urom_domain_create(&domain);
 	DOCA_ERROR_PROPAGATE(result, doca_urom_domain_set_oob(domain, &oob));

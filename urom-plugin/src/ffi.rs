@@ -323,6 +323,11 @@ pub unsafe extern "C" fn soft_arm<P: Plugin>(ctx: *mut urom_worker_ctx, fd: *mut
                 DOCA_SUCCESS
             }
             crate::Arm::Busy => DOCA_ERROR_AGAIN,
+            crate::Arm::Idle => {
+                // SAFETY: checked non-NULL; writable by the caller's contract.
+                unsafe { fd.write(-1) };
+                DOCA_SUCCESS
+            }
             crate::Arm::Sleep(_) | crate::Arm::Unsupported => DOCA_ERROR_NOT_SUPPORTED,
         }
     })

@@ -270,11 +270,13 @@ pub trait Plugin: Sized + 'static {
     }
 
     /// **Soft-only extension** (`urom_plugin_soft_arm`, see `doca_urom_plugin.h`; NVIDIA's
-    /// worker never calls it): the worker has commands outstanding on this plugin, the last
-    /// [`progress`](Plugin::progress) advanced nothing, and it would like to sleep. Return
-    /// [`Arm::Sleep`] with an fd that becomes readable once `progress` has work again (and end
-    /// the armed state in the next `progress`), [`Arm::Busy`] when `progress` has work now.
-    /// Default: [`Arm::Unsupported`], and the worker keeps polling `progress`.
+    /// worker never calls it): the worker would like to sleep (commands are outstanding on
+    /// this plugin and the last [`progress`](Plugin::progress) advanced nothing, or the worker
+    /// is idle). Return [`Arm::Sleep`] with an fd that becomes readable once `progress` has
+    /// work again (and end the armed state in the next `progress`), [`Arm::Busy`] when
+    /// `progress` has work now, [`Arm::Idle`] when it has none of its own (everything it does
+    /// comes with a command). Default: [`Arm::Unsupported`], and the worker keeps polling
+    /// `progress`, also while idle (every millisecond).
     fn arm(&mut self, ctx: &WorkerCtx) -> Arm {
         let _ = ctx;
         Arm::Unsupported
@@ -300,6 +302,8 @@ pub enum Arm {
     Busy,
     /// This plugin cannot tell: poll `progress`.
     Unsupported,
+    /// Nothing to do but what commands bring: sleep on the worker's own sockets.
+    Idle,
 }
 
 /// One command as the worker handed it over. The payload is borrowed from the worker's

@@ -14,7 +14,7 @@
 //! | [`Notif::Loopback`] | 0 | `value: u64` |
 
 use super::{DecodeError, Reader, Writer};
-use crate::{Command, Notifications, Plugin, Status, WorkerCtx};
+use crate::{Arm, Command, Notifications, Plugin, Status, WorkerCtx};
 
 /// The shared object cargo builds for this plugin.
 pub const FILE_NAME: &str = "libworker_graph.so";
@@ -102,6 +102,11 @@ impl Plugin for Graph {
             Cmd::Loopback { value } => out.push(cmd.reply_to().ok(Notif::Loopback { value }.encode())),
         }
         Ok(())
+    }
+
+    fn arm(&mut self, _: &WorkerCtx) -> Arm {
+        // Every answer is made in `command`: no work of its own.
+        Arm::Idle
     }
 }
 

@@ -142,6 +142,11 @@ const ARMED_SLEEP_MS: c_int = 100;
 /// After the last answer with nothing outstanding, keep polling without blocking (yielding
 /// the CPU between polls) for this long before blocking in `poll`.
 const IDLE_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
+/// With nothing outstanding, a plugin that cannot be armed (any of NVIDIA's, which do not
+/// know the soft-only extension) is still progressed this often: plugins may have work of
+/// their own between commands (NVIDIA's RDMO plugin serves UCX messages a host sends it
+/// directly), and NVIDIA's worker keeps progressing them.
+const IDLE_POLL_MS: c_int = 1;
 /// How often a worker that polls without blocking looks at every socket anyway: for what no
 /// channel announces (a host's hang-up, the daemon's `Attach` and `Exit`). A round that is
 /// about to block always looks at every socket.
@@ -462,17 +467,27 @@ impl Worker<'_> {
     /// Arms every plugin with outstanding commands (see `doca_urom_plugin.h`) and adds their
     /// fds to `fds`.
     fn arm(&self, fds: &mut Vec<libc::pollfd>) -> Armed {
+        self.arm_slots(fds, false)
+    }
+
+    /// [`arm`](Worker::arm) for an idle worker: every plugin, outstanding commands or not
+    /// (one that cannot be armed is then progressed every [`IDLE_POLL_MS`]).
+    fn arm_idle(&self, fds: &mut Vec<libc::pollfd>) -> Armed {
+        self.arm_slots(fds, true)
+    }
+
+    fn arm_slots(&self, fds: &mut Vec<libc::pollfd>, all: bool) -> Armed {
         // All or none: arming some (a system call each) is wasted when one must be polled.
         for &slot in &self.slots {
             // SAFETY: slots are live leaked Boxes; only this thread touches them.
-            if unsafe { (*slot).outstanding > 0 && (*slot).arm.is_none() } {
+            if unsafe { (all || (*slot).outstanding > 0) && (*slot).arm.is_none() } {
                 return Armed::Unsupported;
             }
         }
         for &slot in &self.slots {
             // SAFETY: slots are live leaked Boxes; only this thread touches them.
             let (arm, outstanding) = unsafe { ((*slot).arm, (*slot).outstanding) };
-            if outstanding == 0 {
+            if outstanding == 0 && !all {
                 continue;
             }
             let Some(arm) = arm else { return Armed::Unsupported };
@@ -481,6 +496,8 @@ impl Worker<'_> {
             let st = unsafe { arm(addr_of_mut!((*slot).ctx), &mut fd) };
             match st {
                 DOCA_SUCCESS if fd >= 0 => fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 }),
+                // Nothing of its own to wait for: the worker's sockets bring its work.
+                DOCA_SUCCESS if fd == -1 => {}
                 DOCA_ERROR_AGAIN => return Armed::Work,
                 _ => return Armed::Unsupported,
             }
@@ -489,12 +506,15 @@ impl Worker<'_> {
     }
 
     /// The worker's loop: serve the control socket and the host connections, call the plugins'
-    /// `progress` while commands are outstanding, and sleep when there is nothing to do.
+    /// `progress` while commands are outstanding (and while idle for a plugin that cannot say
+    /// when it has work), and sleep when there is nothing to do.
     ///
     /// How long `poll` may block:
     /// * nothing outstanding: not at all for [`IDLE_SPIN_TIME`] after the last activity (the
     ///   next command of a host issuing them back to back comes within microseconds), then
-    ///   until a socket is readable;
+    ///   every plugin is armed and the worker sleeps on their fds and its sockets; if one
+    ///   cannot be armed (NVIDIA's plugins know nothing of the soft-only extension), it is
+    ///   progressed every [`IDLE_POLL_MS`] instead: a plugin may have work between commands;
     /// * outstanding, every such plugin armable: not at all for [`ARMED_SPIN_TIME`] after the
     ///   last progress, then the plugins are armed and the worker sleeps on their fds and its
     ///   sockets (at most [`ARMED_SLEEP_MS`]): an idle worker costs no CPU;
@@ -521,11 +541,18 @@ impl Worker<'_> {
             let quiet = now.duration_since(last_progress);
             let mut armed = Armed::Unsupported;
             plugin_fds.clear();
+            // Idle past the spin: the plugins are armed too (or polled, see IDLE_POLL_MS).
+            let idle_armed = !busy && quiet >= IDLE_SPIN_TIME;
             let timeout = if !busy {
-                if quiet < IDLE_SPIN_TIME {
+                if !idle_armed {
                     0
                 } else {
-                    -1
+                    armed = self.arm_idle(&mut plugin_fds);
+                    match armed {
+                        Armed::Sleep => -1,
+                        Armed::Work => 0,
+                        Armed::Unsupported => IDLE_POLL_MS,
+                    }
                 }
             } else if quiet < ARMED_SPIN_TIME {
                 0
@@ -612,7 +639,11 @@ impl Worker<'_> {
                 last_progress = Instant::now();
             }
             let fruitless = n == 0 && timeout == 0;
-            if self.outstanding() > 0 || busy {
+            // An idle plugin's turn: it said it has work, it cannot say (polled), or its fd
+            // woke the sleep.
+            let plugin_woke = n > 0 && fds[sockets..wake_fds].iter().any(|f| f.revents != 0);
+            let idle_turn = idle_armed && (armed != Armed::Sleep || plugin_woke);
+            if self.outstanding() > 0 || busy || idle_turn {
                 if self.progress() {
                     last_progress = Instant::now();
                     answered_here |= answered_a_host_here(&mut self.conns);

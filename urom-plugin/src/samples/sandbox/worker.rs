@@ -25,12 +25,13 @@
 //!   This is a sample: it accepts such messages like any other and queues them without bound.
 use std::collections::VecDeque;
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 
 use super::{ucs, Cmd, Notif, MAX_DATA, VERSION};
 use crate::wire::bind_unique_datagram;
-use crate::{Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
+use crate::{Arm, Command, Notifications, Plugin, ReplyTo, Status, WorkerCtx};
 
 /// Datagram header: the tag.
 const TAG_LEN: usize = 8;
@@ -236,5 +237,14 @@ impl Plugin for Sandbox {
     fn progress(&mut self, _: &WorkerCtx, out: &mut Notifications) {
         self.flush_sends(out);
         self.drain_socket(out);
+    }
+
+    fn arm(&mut self, _: &WorkerCtx) -> Arm {
+        // Sends waiting for room are work now; messages from peer workers arrive on the socket.
+        if self.sends.is_empty() {
+            Arm::Sleep(self.sock.as_raw_fd())
+        } else {
+            Arm::Busy
+        }
     }
 }
