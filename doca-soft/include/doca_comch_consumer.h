@@ -7,9 +7,12 @@
  *
  * A consumer is a context built on an established comch connection and an mmap its receive
  * buffers come from; it posts receive tasks that a producer on the other side of the connection
- * fills. The soft provider declares the whole (non-DPA) API so that programs written for it
- * build, but does not implement the fast path: doca_comch_consumer_cap_is_supported() answers
- * DOCA_ERROR_NOT_SUPPORTED, and so does doca_comch_consumer_create() (with an SDK log line).
+ * fills. The consumer's start returns DOCA_ERROR_IN_PROGRESS and reaches RUNNING through
+ * progress; the peer's server or client then reports the consumer's id through its
+ * new-consumer event. A completed post-receive task's buffer has grown by the bytes received;
+ * the producer's id and the immediate bytes are its results. In the soft provider a consumer
+ * is used on the thread of its connection's server or client, and its mmap needs
+ * DOCA_ACCESS_FLAG_PCI_READ_WRITE and the connection's device (the producer writes through it).
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */

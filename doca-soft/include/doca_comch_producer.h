@@ -7,10 +7,9 @@
  *
  * A producer is a context built on an established comch connection; its send task moves a
  * buffer's data (and optional immediate bytes) into a receive posted by the consumer of a given
- * id on the other side. The soft provider declares the whole (non-DPA) API so that programs
- * written for it build, but does not implement the fast path:
- * doca_comch_producer_cap_is_supported() answers DOCA_ERROR_NOT_SUPPORTED, and so does
- * doca_comch_producer_create() (with an SDK log line).
+ * id on the other side. Its start is synchronous. A send to a consumer with no receive posted
+ * is refused at submit with DOCA_ERROR_AGAIN (the task stays with the caller, who retries).
+ * In the soft provider a producer is used on the thread of its connection's server or client.
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */

@@ -39,7 +39,8 @@ pub mod types {
 
 /// The concrete object types the callback types name.
 mod objects {
-    pub use crate::comch::fast::{doca_comch_consumer_task_post_recv, doca_comch_producer_task_send};
+    pub use crate::comch::consumer::doca_comch_consumer_task_post_recv;
+    pub use crate::comch::producer::doca_comch_producer_task_send;
     pub use crate::comch::{
         doca_comch_connection, doca_comch_event_connection_status_changed, doca_comch_event_consumer,
         doca_comch_event_msg_recv, doca_comch_task_send,

@@ -3,9 +3,7 @@
 //! programs (clients of that name). Messages are sent with a task and received as an event.
 //!
 //! The consumer/producer fast path (`doca_comch_consumer.h`, `doca_comch_producer.h`) is
-//! declared (without the DPA functions) so that programs written for it build; the soft
-//! provider does not implement it: its capability queries and `*_create` answer
-//! `DOCA_ERROR_NOT_SUPPORTED`.
+//! declared without its DPA functions.
 
 use super::{doca_buf, doca_ctx, doca_data, doca_dev, doca_dev_rep, doca_devinfo, doca_error_t, doca_mmap, doca_task};
 use core::ffi::{c_char, c_void};

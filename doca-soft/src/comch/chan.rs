@@ -5,10 +5,11 @@
 use core::cell::{Cell, RefCell};
 use core::ffi::{c_char, c_void};
 use core::ptr;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
+use super::fastq::FastQueue;
 use super::wire::{self, Control};
 use super::*;
 use crate::accept_pace::AcceptPace;
@@ -41,11 +42,27 @@ pub struct doca_comch_event_connection_status_changed {
     _private: u8,
 }
 
-/// `struct doca_comch_event_consumer`: the event argument of consumer callbacks. Never
-/// passed here: no consumer can be created in this provider (see `Endpoint::consumer_cbs`).
+/// `struct doca_comch_event_consumer`: the event argument of consumer callbacks. DOCA passes
+/// an opaque object the callback does not use; so does this provider.
 #[repr(C)]
 pub struct doca_comch_event_consumer {
     _private: u8,
+}
+
+/// A consumer of the peer, as its CONSUMER_NEW record described it (`fastq.rs`): its receive
+/// queue, and an mmap imported from the export of its buffers' mmap, through which a
+/// producer of ours writes what it sends.
+pub(crate) struct RemoteConsumer {
+    pub(crate) queue: FastQueue,
+    pub(crate) mmap: *mut crate::mmap::doca_mmap,
+}
+
+impl Drop for RemoteConsumer {
+    fn drop(&mut self) {
+        // SAFETY: the mmap was created from the consumer's export for this record and no
+        // buffer is ever taken over it (producers write through its region directly).
+        unsafe { crate::mmap::doca_mmap_destroy(self.mmap) };
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -74,8 +91,13 @@ pub struct doca_comch_connection {
     user_data: Cell<doca_data>,
     /// The smaller of the two sides' message limits (valid once connected).
     max_msg: Cell<u32>,
-    /// Sends waiting for room in the socket, in submission order: (task, record).
+    /// Sends waiting for room in the socket, in submission order: (task, record); the task is
+    /// NULL for a fast-path record (a consumer's announcement).
     outq: RefCell<VecDeque<(*const doca_task, Vec<u8>)>>,
+    /// Fast path: the peer's consumers announced on this connection, by id.
+    remote: RefCell<HashMap<u32, RemoteConsumer>>,
+    /// Fast path: the last id given to a consumer or producer of ours on this connection.
+    fast_ids: Cell<u32>,
     counters: [Cell<u64>; 4],
     snapshot: [Cell<u64>; 4],
     /// The start cycle of the ctx this connection belongs to.
@@ -103,6 +125,8 @@ impl doca_comch_connection {
             user_data: Cell::new(doca_data::from_u64(0)),
             max_msg: Cell::new(0),
             outq: RefCell::new(VecDeque::new()),
+            remote: RefCell::new(HashMap::new()),
+            fast_ids: Cell::new(0),
             counters: Default::default(),
             snapshot: Default::default(),
             cycle,
@@ -165,9 +189,11 @@ impl doca_comch_connection {
             pe.unregister_fd(fd.as_raw_fd());
         }
         drop(fd);
+        // The peer's consumers are unreachable now: producers of ours answer NOT_CONNECTED.
+        self.remote.borrow_mut().clear();
         let queued: Vec<_> = self.outq.borrow_mut().drain(..).collect();
         if let Some(code) = code {
-            for (t, _) in queued {
+            for (t, _) in queued.into_iter().filter(|(t, _)| !t.is_null()) {
                 // SAFETY: queued tasks are submitted tasks of this ctx's live pool.
                 task::complete(unsafe { &*t }, code);
             }
@@ -182,12 +208,14 @@ enum Event {
     Connect(*const doca_comch_connection, u8),
     Disconnect(*const doca_comch_connection),
     Recv(*const doca_comch_connection, Vec<u8>),
+    /// The peer created (true) or withdrew (false) the consumer of that id.
+    Consumer(*const doca_comch_connection, u32, bool),
 }
 
 impl Event {
     fn conn(&self) -> *const doca_comch_connection {
         match self {
-            Event::Connect(c, _) | Event::Disconnect(c) | Event::Recv(c, _) => *c,
+            Event::Connect(c, _) | Event::Disconnect(c) | Event::Recv(c, _) | Event::Consumer(c, _, _) => *c,
         }
     }
 
@@ -283,10 +311,8 @@ pub struct Endpoint {
     recv_cb: Cell<doca_comch_event_msg_recv_cb_t>,
     connect_cb: Cell<doca_comch_event_connection_status_changed_cb_t>,
     disconnect_cb: Cell<doca_comch_event_connection_status_changed_cb_t>,
-    /// The new- and expired-consumer callbacks (`*_event_consumer_register`). Kept, never
-    /// called: consumers belong to the consumer/producer fast path, which this provider does
-    /// not implement, so no peer ever creates one. NVIDIA's ctrl-path samples register them
-    /// on the way to their data path, and must build and run here.
+    /// The new- and expired-consumer callbacks (`*_event_consumer_register`), run for the
+    /// peer's CONSUMER records.
     pub(crate) consumer_cbs: Cell<(doca_comch_event_consumer_cb_t, doca_comch_event_consumer_cb_t)>,
     send_conf: Cell<bool>,
     #[allow(clippy::vec_box)] // the boxes give connections stable addresses
@@ -550,9 +576,11 @@ impl Endpoint {
             match send_rec(fd, &[unsafe { core::slice::from_raw_parts(p, n) }]) {
                 Ok(true) => {
                     c.outq.borrow_mut().pop_front();
-                    c.count(true, n - 1);
-                    // SAFETY: a submitted task of this ctx's live pool.
-                    task::complete(unsafe { &*t }, DOCA_SUCCESS);
+                    if !t.is_null() {
+                        c.count(true, n - 1);
+                        // SAFETY: a submitted task of this ctx's live pool.
+                        task::complete(unsafe { &*t }, DOCA_SUCCESS);
+                    }
                     did = true;
                 }
                 Ok(false) => break,
@@ -586,8 +614,16 @@ impl Endpoint {
                 Ok(Some(n)) => {
                     did = true;
                     let rec = &buf[..n];
+                    if wire::is_consumer(rec) {
+                        if self.consumer_record(c, rec).is_err() {
+                            self.lost(c, DOCA_ERROR_CONNECTION_RESET);
+                            return true;
+                        }
+                        continue;
+                    }
                     if !wire::is_data(rec) {
-                        // Only DATA is valid once connected: a broken peer.
+                        // Only DATA and the fast path's records are valid once connected: a
+                        // broken peer.
                         self.lost(c, DOCA_ERROR_CONNECTION_RESET);
                         return true;
                     }
@@ -599,12 +635,53 @@ impl Endpoint {
         did
     }
 
+    /// A fast-path record of the peer: a consumer announced (its queue opened, its buffers'
+    /// export imported, then the new-consumer event) or withdrawn (the expired event). A
+    /// record that does not decode is a broken peer (Err); a consumer that cannot be reached
+    /// is logged and not registered, so producers of ours answer NOT_CONNECTED for it.
+    fn consumer_record(&self, c: &doca_comch_connection, rec: &[u8]) -> Result<(), ()> {
+        match wire::decode_consumer(rec).map_err(|_| ())? {
+            wire::Consumer::New { id, pid, fd, len, blob } => {
+                let queue = match FastQueue::open(pid, fd, len as usize) {
+                    Ok(q) => q,
+                    Err(e) => {
+                        crate::sdk_log!(ERROR, "comch: the peer's consumer {id} cannot be reached ({e:?})");
+                        return Ok(());
+                    }
+                };
+                let mut m = ptr::null_mut();
+                // SAFETY: the blob is read for its length; the device is the endpoint's.
+                let rc = unsafe {
+                    crate::mmap::doca_mmap_create_from_export(
+                        ptr::null(),
+                        blob.as_ptr().cast(),
+                        blob.len(),
+                        self.dev.as_ptr(),
+                        &mut m,
+                    )
+                };
+                if rc != DOCA_SUCCESS {
+                    crate::sdk_log!(ERROR, "comch: the memory of the peer's consumer {id} cannot be imported ({rc:?})");
+                    return Ok(());
+                }
+                c.remote.borrow_mut().insert(id, RemoteConsumer { queue, mmap: m });
+                self.post(Event::Consumer(c, id, true));
+            }
+            wire::Consumer::Gone { id } => {
+                if c.remote.borrow_mut().remove(&id).is_some() {
+                    self.post(Event::Consumer(c, id, false));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A send found the peer gone: this and the queued sends fail with `code`, later ones
     /// at submit; the connection stays open for reading until the end of file.
     fn send_failed(&self, c: &doca_comch_connection, code: doca_error_t) {
         c.peer_gone.set(true);
         let queued: Vec<_> = c.outq.borrow_mut().drain(..).collect();
-        for (t, _) in queued {
+        for (t, _) in queued.into_iter().filter(|(t, _)| !t.is_null()) {
             // SAFETY: queued tasks are submitted tasks of this ctx's live pool.
             task::complete(unsafe { &*t }, code);
         }
@@ -878,6 +955,14 @@ unsafe extern "C" fn deliver_event(task: *mut EventTask, _ud: doca_data, _cud: d
                         unsafe { cb(&mut dummy_status, *c as *mut _, 1) };
                     }
                 }
+                Event::Consumer(c, id, new) => {
+                    let (on_new, on_expired) = ep.consumer_cbs.get();
+                    if let Some(cb) = if *new { on_new } else { on_expired } {
+                        let mut dummy_consumer = doca_comch_event_consumer { _private: 0 };
+                        // SAFETY: as above.
+                        unsafe { cb(&mut dummy_consumer, *c as *mut _, *id) };
+                    }
+                }
             }
         }
         // After the callback: a departed connection may be freed from the next sweep on.
@@ -933,6 +1018,73 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
     rec.extend_from_slice(msg);
     c.outq.borrow_mut().push_back((t as *const doca_task, rec));
     Ok(())
+}
+
+// ---- what the fast path (consumer.rs, producer.rs) uses of a connection ----
+
+impl doca_comch_connection {
+    /// A connection a consumer or producer may be created on: connected, its peer there
+    /// (BAD_STATE otherwise, DOCA's answer for a connection not established). The new object
+    /// holds the connection ([`release_fast`]) so that it stays valid until it is destroyed.
+    pub(crate) fn hold_for_fast_path(&self) -> Result<u32, doca_error_t> {
+        if self.state.get() != ConnState::Connected || self.peer_gone.get() {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        self.hold();
+        let id = self.fast_ids.get() + 1;
+        self.fast_ids.set(id);
+        Ok(id)
+    }
+
+    /// The device of the connection's server or client.
+    pub(crate) fn device(&self) -> *mut doca_dev {
+        // SAFETY: a connection's endpoint outlives it while it is not an orphan, and a fast-path
+        // object holding it is destroyed before its endpoint (destroy refuses otherwise).
+        unsafe { (*self.owner).dev.as_ptr() }
+    }
+
+    /// Sends a fast-path record in order with the connection's messages (queued behind them
+    /// when the socket is full). NOT_CONNECTED once the connection is over.
+    pub(crate) fn send_fast_record(&self, rec: Vec<u8>) -> Result<(), doca_error_t> {
+        if self.state.get() != ConnState::Connected || self.peer_gone.get() {
+            return Err(DOCA_ERROR_NOT_CONNECTED);
+        }
+        let fd = self.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
+        if self.outq.borrow().is_empty() && send_rec(fd, &[&rec])? {
+            return Ok(());
+        }
+        self.outq.borrow_mut().push_back((ptr::null(), rec));
+        Ok(())
+    }
+
+    /// Runs `f` on the peer's consumer `id`, if it is announced and not withdrawn.
+    pub(crate) fn with_remote_consumer<R>(&self, id: u32, f: impl FnOnce(&RemoteConsumer) -> R) -> Option<R> {
+        self.remote.borrow().get(&id).map(f)
+    }
+}
+
+/// Checks a connection pointer a consumer or producer is created on.
+///
+/// # Safety
+/// A non-NULL `p` must point to a connection of this provider (DOCA contract).
+pub(crate) unsafe fn fast_conn_ref<'a>(
+    p: *const doca_comch_connection,
+) -> Result<&'a doca_comch_connection, doca_error_t> {
+    // SAFETY: forwarded.
+    let c = unsafe { obj(p) }?;
+    if c.magic != CONN_MAGIC {
+        return Err(DOCA_ERROR_INVALID_VALUE);
+    }
+    Ok(c)
+}
+
+/// Gives back the hold a consumer or producer took on its connection.
+///
+/// # Safety
+/// `p` is the connection the object held, not used by it afterwards.
+pub(crate) unsafe fn release_fast(p: *const doca_comch_connection) {
+    // SAFETY: forwarded.
+    unsafe { release_ref(p) };
 }
 
 // The `doca_comch_*` C entry points: thin checked wrappers over the objects above, in their own

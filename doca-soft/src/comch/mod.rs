@@ -47,18 +47,20 @@
 //! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
 //! [`DEFAULT_MAX_MSG_SIZE`]), receive queue up to [`MAX_RECV_QUEUE`] (default
 //! [`DEFAULT_RECV_QUEUE`]), [`MAX_CLIENTS`] clients per server, [`MAX_SEND_TASKS`] send tasks.
-//! The consumer/producer fast path is declared but not implemented ([`fast`]: its
-//! capability queries and `*_create` answer `DOCA_ERROR_NOT_SUPPORTED`, the create with an SDK
-//! log line), so that NVIDIA's comch samples build: their build compiles the fast path's common
-//! file into every comch sample. Its two event registrations in `doca_comch.h` are accepted
-//! and kept, so that the ctrl-path samples (which register them) run; with no consumer
-//! anywhere, the callbacks never run.
+//! * **Fast path** ([`consumer`], [`producer`], [`fastq`]): a consumer announces a receive queue
+//!   in shared memory and the export of its buffers' mmap on the connection (a CONSUMER_NEW
+//!   record, [`wire`]); the peer reports it through the new-consumer event registered with
+//!   `*_event_consumer_register`, and its producers claim posted receives from the queue and
+//!   write into them directly. A consumer's stop withdraws it (CONSUMER_GONE: the expired
+//!   event). Consumers and producers are used on the thread of their connection's endpoint.
 //!
 //! # Threads
 //! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
 
 pub mod chan;
-pub mod fast;
+pub mod consumer;
+pub mod fastq;
+pub mod producer;
 #[cfg(test)]
 mod tests;
 pub mod wire;

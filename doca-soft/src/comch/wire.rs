@@ -7,7 +7,14 @@
 //! WELCOME server -> client  0x11 | magic (8) | version u32 LE | max_msg u32 LE
 //! REJECT  server -> client  0x12 | reason u32 LE (a doca_error_t)
 //! DATA    both ways         0x01 | payload (0..=max_msg bytes)
+//! CONSUMER_NEW  both ways   0x20 | id u32 | queue pid u32 | queue fd i32 | queue len u64 |
+//!                                  mmap export blob (the rest)
+//! CONSUMER_GONE both ways   0x21 | id u32
 //! ```
+//!
+//! The two CONSUMER records carry the fast path (`fastq.rs`, `consumer.rs`): a consumer's
+//! start announces where its receive queue is and how to reach its buffers' memory, its stop
+//! withdraws it; the peer reports both through its consumer events.
 
 /// The magic of HELLO and WELCOME.
 pub const MAGIC: [u8; 8] = *b"COMCH\0\0\x01";
@@ -18,6 +25,11 @@ pub const T_DATA: u8 = 0x01;
 pub const T_HELLO: u8 = 0x10;
 pub const T_WELCOME: u8 = 0x11;
 pub const T_REJECT: u8 = 0x12;
+pub const T_CONSUMER_NEW: u8 = 0x20;
+pub const T_CONSUMER_GONE: u8 = 0x21;
+
+/// The fixed part of CONSUMER_NEW.
+const CONSUMER_NEW_FIXED: usize = 1 + 4 + 4 + 4 + 8;
 
 /// Length of HELLO and WELCOME.
 pub const HANDSHAKE_LEN: usize = 1 + 8 + 4 + 4;
@@ -74,6 +86,67 @@ pub fn decode(rec: &[u8]) -> Result<Control, WireError> {
     }
 }
 
+/// A decoded fast-path record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Consumer<'a> {
+    New { id: u32, pid: u32, fd: i32, len: u64, blob: &'a [u8] },
+    Gone { id: u32 },
+}
+
+/// True when `rec` is a fast-path record (decoded by [`decode_consumer`]).
+pub fn is_consumer(rec: &[u8]) -> bool {
+    matches!(rec.first(), Some(&T_CONSUMER_NEW) | Some(&T_CONSUMER_GONE))
+}
+
+/// Decodes a fast-path record.
+pub fn decode_consumer(rec: &[u8]) -> Result<Consumer<'_>, WireError> {
+    let (&t, _) = rec.split_first().ok_or(WireError::Empty)?;
+    match t {
+        T_CONSUMER_NEW => {
+            if rec.len() <= CONSUMER_NEW_FIXED {
+                return Err(WireError::BadLength);
+            }
+            let mut len = [0u8; 8];
+            len.copy_from_slice(&rec[13..21]);
+            Ok(Consumer::New {
+                id: u32_at(rec, 1),
+                pid: u32_at(rec, 5),
+                fd: u32_at(rec, 9) as i32,
+                len: u64::from_le_bytes(len),
+                blob: &rec[CONSUMER_NEW_FIXED..],
+            })
+        }
+        T_CONSUMER_GONE => {
+            if rec.len() != 5 {
+                return Err(WireError::BadLength);
+            }
+            Ok(Consumer::Gone { id: u32_at(rec, 1) })
+        }
+        other => Err(WireError::UnknownType(other)),
+    }
+}
+
+/// Encodes a fast-path record.
+pub fn encode_consumer(c: &Consumer<'_>) -> Vec<u8> {
+    match *c {
+        Consumer::New { id, pid, fd, len, blob } => {
+            let mut v = Vec::with_capacity(CONSUMER_NEW_FIXED + blob.len());
+            v.push(T_CONSUMER_NEW);
+            v.extend_from_slice(&id.to_le_bytes());
+            v.extend_from_slice(&pid.to_le_bytes());
+            v.extend_from_slice(&(fd as u32).to_le_bytes());
+            v.extend_from_slice(&len.to_le_bytes());
+            v.extend_from_slice(blob);
+            v
+        }
+        Consumer::Gone { id } => {
+            let mut v = vec![T_CONSUMER_GONE];
+            v.extend_from_slice(&id.to_le_bytes());
+            v
+        }
+    }
+}
+
 /// Encodes a control record.
 pub fn encode(c: Control) -> Vec<u8> {
     match c {
@@ -114,5 +187,18 @@ mod tests {
         assert_eq!(decode(&h), Err(WireError::BadMagic));
         assert_eq!(decode(&h[..10]), Err(WireError::BadLength));
         assert!(is_data(&[T_DATA, 1, 2]) && !is_data(&[]));
+    }
+
+    #[test]
+    fn consumer_records_round_trip_and_reject_bad_lengths() {
+        for c in [Consumer::New { id: 3, pid: 77, fd: 9, len: 4096, blob: b"blob" }, Consumer::Gone { id: 3 }] {
+            let rec = encode_consumer(&c);
+            assert!(is_consumer(&rec) && !is_data(&rec));
+            assert_eq!(decode_consumer(&rec), Ok(c));
+        }
+        let new = encode_consumer(&Consumer::New { id: 1, pid: 2, fd: 3, len: 4, blob: b"x" });
+        assert_eq!(decode_consumer(&new[..21]), Err(WireError::BadLength), "no blob");
+        assert_eq!(decode_consumer(&[T_CONSUMER_GONE, 1]), Err(WireError::BadLength));
+        assert_eq!(decode_consumer(&[T_DATA]), Err(WireError::UnknownType(T_DATA)));
     }
 }
