@@ -241,6 +241,30 @@ fn dma_lists_copies_between_chained_buffers() {
     assert!(run.code != Some(0) && run.all().contains("exceed the list limit 32"), "{}", run.all());
 }
 
+/// The Comch fast path between two processes, as NVIDIA's comch_data_path_high_speed sample
+/// uses it: the consumer of one side learns nothing but its posts, the producer of the other
+/// finds the consumer through its new-consumer event and retries while AGAIN; then the roles
+/// swap. Each side checks data, order, producer id and immediate bytes.
+#[test]
+fn comch_fast_path_between_two_processes() {
+    let Some(prog) = CProgram::build("tests/c/comch_fast.c", &["doca-common", "doca-comch"]) else { return };
+    let name = format!("comch-fast-{}", std::process::id());
+    let args = |role: &'static str| -> Vec<String> {
+        ["--role", role, "--name", &name, "-d", IBDEV, "-n", "8"].iter().map(|s| s.to_string()).collect()
+    };
+    let (server, client) = std::thread::scope(|s| {
+        let srv = s.spawn(|| prog.run_with(Command::new(&prog.exe).args(args("server")).env("DOCA_SOFT_ROLE", "dpu")));
+        let cli = s.spawn(|| prog.run_with(Command::new(&prog.exe).args(args("client"))));
+        (srv.join().unwrap(), cli.join().unwrap())
+    });
+    server.assert_success();
+    client.assert_success();
+    for (run, role) in [(&server, "server"), (&client, "client")] {
+        let expect = format!("comch_fast {role}: 8 messages received and 8 sent through the fast path");
+        assert!(run.all().contains(&expect), "{role}:\n{}", run.all());
+    }
+}
+
 /// A sync event exported by one process and opened by another, 100 rounds of set/wait
 /// ping-pong through tasks in event mode.
 #[test]
