@@ -295,14 +295,6 @@ unsafe fn post_recv_ref<'a>(
     unsafe { task::typed::<doca_comch_consumer_task_post_recv>(p.cast()) }
 }
 
-fn cap_value(devinfo: *const doca_devinfo, dst: *mut u32, v: u32) -> doca_error_t {
-    guard_err(|| {
-        devinfo_ref(devinfo)?;
-        // SAFETY: `out` checks NULL; writable by the caller's contract.
-        unsafe { out(dst, v) }
-    })
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn doca_comch_consumer_create(
     comch_connection: *mut doca_comch_connection,
@@ -383,7 +375,7 @@ pub unsafe extern "C" fn doca_comch_consumer_cap_get_max_num_tasks(
     devinfo: *const doca_devinfo,
     max_num_tasks: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_num_tasks, MAX_NUM_TASKS)
+    super::fast_cap(devinfo, max_num_tasks, MAX_NUM_TASKS)
 }
 
 #[no_mangle]
@@ -391,7 +383,7 @@ pub unsafe extern "C" fn doca_comch_consumer_cap_get_max_buf_size(
     devinfo: *const doca_devinfo,
     max_buf_size: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_buf_size, MAX_BUF_SIZE)
+    super::fast_cap(devinfo, max_buf_size, MAX_BUF_SIZE)
 }
 
 #[no_mangle]
@@ -399,7 +391,7 @@ pub unsafe extern "C" fn doca_comch_consumer_cap_get_max_buf_list_len(
     devinfo: *const doca_devinfo,
     max_buf_list_len: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_buf_list_len, 1)
+    super::fast_cap(devinfo, max_buf_list_len, 1)
 }
 
 #[no_mangle]
@@ -407,7 +399,7 @@ pub unsafe extern "C" fn doca_comch_consumer_cap_get_max_consumers(
     devinfo: *const doca_devinfo,
     max_consumers: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_consumers, MAX_CONSUMERS)
+    super::fast_cap(devinfo, max_consumers, MAX_CONSUMERS)
 }
 
 #[no_mangle]
@@ -415,7 +407,7 @@ pub unsafe extern "C" fn doca_comch_consumer_cap_get_max_imm_data_len(
     devinfo: *const doca_devinfo,
     max_imm_data_len: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_imm_data_len, MAX_IMM as u32)
+    super::fast_cap(devinfo, max_imm_data_len, MAX_IMM as u32)
 }
 
 #[no_mangle]

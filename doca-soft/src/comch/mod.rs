@@ -91,3 +91,13 @@ pub const MAX_SEND_TASKS: u32 = 8192;
 /// samples give a client 30 s to reach RUNNING (the host side may be started first), and DOCA
 /// documents no limit of its own; this outlasts theirs.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The answer of a fast-path capability query (`doca_comch_{consumer,producer}_cap_get_max_*`):
+/// `v` for a device of this provider.
+pub(crate) fn fast_cap(devinfo: *const crate::dev::doca_devinfo, dst: *mut u32, v: u32) -> crate::types::doca_error_t {
+    crate::ffi::guard_err(|| {
+        crate::dev::devinfo_ref(devinfo)?;
+        // SAFETY: `out` checks NULL; writable by the caller's contract.
+        unsafe { crate::ffi::out(dst, v) }
+    })
+}

@@ -221,14 +221,6 @@ unsafe fn send_ref<'a>(p: *const doca_comch_producer_task_send) -> Option<&'a do
     unsafe { task::typed::<doca_comch_producer_task_send>(p) }
 }
 
-fn cap_value(devinfo: *const doca_devinfo, dst: *mut u32, v: u32) -> doca_error_t {
-    guard_err(|| {
-        devinfo_ref(devinfo)?;
-        // SAFETY: `out` checks NULL; writable by the caller's contract.
-        unsafe { out(dst, v) }
-    })
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn doca_comch_producer_create(
     comch_connection: *mut doca_comch_connection,
@@ -298,7 +290,7 @@ pub unsafe extern "C" fn doca_comch_producer_cap_get_max_num_tasks(
     devinfo: *const doca_devinfo,
     max_num_tasks: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_num_tasks, MAX_NUM_TASKS)
+    super::fast_cap(devinfo, max_num_tasks, MAX_NUM_TASKS)
 }
 
 #[no_mangle]
@@ -306,7 +298,7 @@ pub unsafe extern "C" fn doca_comch_producer_cap_get_max_buf_size(
     devinfo: *const doca_devinfo,
     max_buf_size: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_buf_size, super::consumer::MAX_BUF_SIZE)
+    super::fast_cap(devinfo, max_buf_size, super::consumer::MAX_BUF_SIZE)
 }
 
 #[no_mangle]
@@ -314,7 +306,7 @@ pub unsafe extern "C" fn doca_comch_producer_cap_get_max_buf_list_len(
     devinfo: *const doca_devinfo,
     max_buf_list_len: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_buf_list_len, MAX_BUF_LIST_LEN)
+    super::fast_cap(devinfo, max_buf_list_len, MAX_BUF_LIST_LEN)
 }
 
 #[no_mangle]
@@ -322,7 +314,7 @@ pub unsafe extern "C" fn doca_comch_producer_cap_get_max_producers(
     devinfo: *const doca_devinfo,
     max_producers: *mut u32,
 ) -> doca_error_t {
-    cap_value(devinfo, max_producers, MAX_PRODUCERS)
+    super::fast_cap(devinfo, max_producers, MAX_PRODUCERS)
 }
 
 #[no_mangle]
