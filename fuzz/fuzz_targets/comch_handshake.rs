@@ -22,7 +22,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// One record of the script, and the control it must decode to (None: no promise).
 fn next_record(c: &mut Cursor<'_>) -> Option<(Vec<u8>, Option<Control>)> {
-    let shape = c.u8()? % 8;
+    let shape = c.u8()? % 10;
     Some(match shape {
         0 => {
             let h = Control::Hello { version: c.u32()? % 4, max_msg: c.u32()? };
@@ -57,6 +57,30 @@ fn next_record(c: &mut Cursor<'_>) -> Option<(Vec<u8>, Option<Control>)> {
                 d.push(c.u8().unwrap_or(0));
             }
             (d, None)
+        }
+        6 | 7 => {
+            // A fast-path record (wire::Consumer) with fuzzed fields: it decodes to exactly
+            // them, and the server (which opens the announced queue) must survive it. The pid
+            // is this process's: the server never opens descriptors of other processes here.
+            let blob: Vec<u8> = (0..c.u8()? % 48).map(|_| c.u8().unwrap_or(0)).collect();
+            let rec = if shape == 6 {
+                wire::Consumer::New {
+                    id: c.u32()?,
+                    pid: std::process::id(),
+                    fd: c.u8()? as i32,
+                    len: c.u32()? as u64,
+                    blob: &blob,
+                }
+            } else {
+                wire::Consumer::Gone { id: c.u32()? }
+            };
+            let bytes = wire::encode_consumer(&rec);
+            match wire::decode_consumer(&bytes) {
+                Ok(got) => assert_eq!(got, rec, "a consumer record decodes to its fields"),
+                // A CONSUMER_NEW without a blob is refused (BadLength).
+                Err(e) => assert!(blob.is_empty() && shape == 6, "{rec:?} was refused: {e:?}"),
+            }
+            (bytes, None)
         }
         _ => {
             let n = c.u8()? as usize % 64;
