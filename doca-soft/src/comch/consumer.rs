@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::chan::{doca_comch_connection, fast_conn_ref, release_fast};
-use super::fastq::{FastQueue, MAX_IMM};
+use super::fastq::{FastQueue, Received, MAX_IMM};
 use super::wire;
 use crate::buf::{buf_ref, doca_buf};
 use crate::ctx::{doca_ctx, mark_started, CtxOps, StartMode};
@@ -208,7 +208,21 @@ unsafe fn consumer_progress(ctx: &doca_ctx) -> bool {
     let mut did = false;
     loop {
         let Some(&(t, slot)) = c.posted.borrow().front() else { break };
-        let Some(r) = q.finished(slot) else { break };
+        let r = match q.finished(slot) {
+            Some(r) => r,
+            // A producer that died between its claim and its finish never finishes: the
+            // receive fails (and the ones posted after it are not held up behind it).
+            None => match q.claimer(slot) {
+                Some(pid) if !process_exists(pid) => Received {
+                    status: DOCA_ERROR_CONNECTION_ABORTED,
+                    len: 0,
+                    producer_id: 0,
+                    imm_len: 0,
+                    imm: [0; MAX_IMM],
+                },
+                _ => break,
+            },
+        };
         c.posted.borrow_mut().pop_front();
         q.free(slot);
         c.free.borrow_mut().push(slot);

@@ -272,6 +272,15 @@ impl FastQueue {
         }
     }
 
+    /// [`claim`](FastQueue::claim) on behalf of process `pid` (tests: a producer that dies
+    /// between its claim and its finish).
+    #[cfg(test)]
+    pub fn claim_as(&self, pid: u32) -> Option<Claim> {
+        let c = self.claim().ok()??;
+        self.slot(c.slot).claimer.store(pid, Ordering::Relaxed);
+        Some(c)
+    }
+
     /// Finishes a claimed slot: its results, then DONE.
     pub fn finish(&self, slot: u32, status: doca_error_t, len: u64, producer_id: u32, imm: &[u8]) {
         let s = self.slot(slot);

@@ -203,6 +203,26 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
         unsafe { doca_task_free(doca_comch_consumer_task_post_recv_as_task(t)) };
     }
 
+    // A producer process that dies between its claim and its finish: the receive fails
+    // instead of holding up the ones posted after it.
+    let dead = {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    };
+    let r5 = buf(sinv, sm, sp.wrapping_add(3584), 64, 0);
+    post(consumer, r5);
+    // SAFETY: the client's live connection.
+    let claimed = unsafe { &*cconn }.with_remote_consumer(cid, |rc| rc.queue.claim_as(dead)).flatten();
+    assert!(claimed.is_some(), "the post is claimable");
+    pump_until(&pes, || FAST.with(|f| !f.borrow().is_empty()));
+    assert_eq!(fast(), [("recv", DOCA_ERROR_CONNECTION_ABORTED)]);
+    for t in RECVS.with(|r| core::mem::take(&mut *r.borrow_mut())) {
+        // SAFETY: our completed task.
+        unsafe { doca_task_free(doca_comch_consumer_task_post_recv_as_task(t)) };
+    }
+
     // The consumer stops: its posted receive is flushed, the client sees it expire, and a
     // send to it is refused.
     let r4 = buf(sinv, sm, sp.wrapping_add(3072), 64, 0);
@@ -225,7 +245,7 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
         pump(&pes);
         ok(doca_comch_producer_destroy(producer));
         ok(doca_comch_consumer_destroy(consumer));
-        for b in [hello, list, r1, r2, small, r3, r4] {
+        for b in [hello, list, r1, r2, small, r3, r4, r5] {
             ok(doca_buf_dec_refcount(b, ptr::null_mut()));
         }
         for inv in [sinv, cinv] {
