@@ -136,6 +136,35 @@ static doca_error_t c_loopback_worker_cmd(struct urom_worker_ctx *ctx, ucs_list_
 		len = cmd->worker_cmd.len;
 		if (len == LOOKUP_CMD_LEN && memcmp(cmd->worker_cmd.plugin_cmd, "LOOKUP", 6) == 0) {
 			notif = c_loopback_lookup(ctx, cmd);
+		} else if (len == 16 && memcmp(cmd->worker_cmd.plugin_cmd, "OVERSIZE", 8) == 0) {
+			/* An answer of the given size, which notif_pack then writes without looking at
+			 * the room it is given (what NVIDIA's sandbox and RDMO packers do). */
+			uint64_t size;
+
+			memcpy(&size, cmd->worker_cmd.plugin_cmd + 8, sizeof(size));
+			notif = size <= (64u << 20) ? malloc(sizeof(*notif) + size) : NULL;
+			if (notif != NULL) {
+				notif->worker_notif.len = size;
+				notif->worker_notif.status = DOCA_SUCCESS;
+				memset(notif->worker_notif.plugin_notif, 'x', size);
+				notif->worker_notif.plugin_notif[0] = 'O'; /* marks it for notif_pack */
+			}
+		} else if (len == 8 && memcmp(cmd->worker_cmd.plugin_cmd, "ERRNOTIF", 8) == 0) {
+			/* What NVIDIA's sandbox and RDMO plugins do on some errors: queue an answer and
+			 * return the error too. The command must be answered once (with the error). */
+			notif = malloc(sizeof(*notif) + 5);
+			if (notif != NULL) {
+				notif->worker_notif.len = 5;
+				notif->worker_notif.status = DOCA_SUCCESS;
+				memcpy(notif->worker_notif.plugin_notif, "STRAY", 5);
+				notif->dest_id = cmd->dest_id;
+				notif->worker_notif.type = cmd->worker_cmd.type;
+				notif->worker_notif.urom_context = cmd->worker_cmd.urom_context;
+				notif->worker_notif.reserved = 0;
+				ucs_list_add_tail(&state->pending, &notif->entry);
+			}
+			free(cmd);
+			return DOCA_ERROR_INVALID_VALUE;
 		} else if (len == 8 && memcmp(cmd->worker_cmd.plugin_cmd, "PROGRESS", 8) == 0) {
 			/* The answer is the count of progress calls so far (the worker's idle loop). */
 			notif = malloc(sizeof(*notif) + sizeof(state->progress_calls));
@@ -198,7 +227,8 @@ static doca_error_t c_loopback_notif_pack(struct urom_worker_notify *notif, size
 
 	if (notif == NULL || packed_notif_len == NULL)
 		return DOCA_ERROR_INVALID_VALUE;
-	if (*packed_notif_len < header + notif->len)
+	/* An OVERSIZE answer is packed without the room check, as NVIDIA's packers do. */
+	if (*packed_notif_len < header + notif->len && !(notif->len > 0 && notif->plugin_notif[0] == 'O'))
 		return DOCA_ERROR_TOO_BIG;
 	memcpy(packed_notif, notif, header + notif->len);
 	*packed_notif_len = header + notif->len;

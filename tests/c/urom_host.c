@@ -261,6 +261,32 @@ int main(int argc, char **argv)
 		      (unsigned long)(after - before));
 	}
 
+	/* 3c. A plugin that queues an answer and returns an error: answered once, with the error,
+	 * and the next command gets its own answer (not the stray one). */
+	result = command(pe, worker, plugin_id, "ERRNOTIF", 8, &a);
+	CHECK(result == DOCA_ERROR_INVALID_VALUE, "ERRNOTIF answered %s", doca_error_get_name(result));
+	result = command(pe, worker, plugin_id, "xyz", 3, &a);
+	if (DOCA_IS_ERROR(result))
+		goto out;
+	CHECK(a.len == 3 && memcmp(a.body, "zyx", 3) == 0, "the command after ERRNOTIF got %zu bytes '%.*s'", a.len,
+	      (int)a.len, (const char *)a.body);
+
+	/* 3d. A 1 MiB answer that the plugin packs without looking at the room it is given: the
+	 * worker refuses it (TOO_BIG) instead of writing past its buffer, and lives on. */
+	{
+		uint8_t over[16];
+		uint64_t size = 1 << 20;
+
+		memcpy(over, "OVERSIZE", 8);
+		memcpy(over + 8, &size, sizeof(size));
+		result = command(pe, worker, plugin_id, over, sizeof(over), &a);
+		CHECK(result == DOCA_ERROR_TOO_BIG, "a 1 MiB answer: %s", doca_error_get_name(result));
+		result = command(pe, worker, plugin_id, "abc", 3, &a);
+		if (DOCA_IS_ERROR(result))
+			goto out;
+		CHECK(a.len == 3 && memcmp(a.body, "cba", 3) == 0, "the worker after an oversized answer");
+	}
+
 	/* 4. A domain of this worker; the plugin's lookups inside the worker. */
 	result = doca_urom_domain_create(&domain);
 	DOCA_ERROR_PROPAGATE(result, doca_urom_domain_set_oob(domain, &oob));

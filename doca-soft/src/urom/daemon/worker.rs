@@ -97,6 +97,12 @@ struct Conn {
     id: u64,
     fd: OwnedFd,
     outstanding: u32,
+    /// The contexts of the commands a plugin took and has not answered yet. A notification
+    /// for any other context is dropped: its command was answered already (a plugin that
+    /// queues a notification *and* returns an error from `worker_cmd`, as NVIDIA's sandbox and
+    /// RDMO plugins do on some errors, is answered once, by the worker, with the error), and
+    /// a second answer could complete an unrelated host task that reuses the context.
+    pending: std::collections::HashSet<u64>,
     outbox: VecDeque<Vec<u8>>,
     dead: bool,
     /// The host's shared-memory channel, once its `Channel` message arrived.
@@ -142,6 +148,12 @@ const ARMED_SLEEP_MS: c_int = 100;
 /// After the last answer with nothing outstanding, keep polling without blocking (yielding
 /// the CPU between polls) for this long before blocking in `poll`.
 const IDLE_SPIN_TIME: std::time::Duration = std::time::Duration::from_micros(50);
+/// Bytes of the pack buffer beyond a notification's header and announced body (a plugin's
+/// own framing).
+const PACK_SLACK: usize = 256;
+/// The largest pack buffer the worker grows to (a notification larger than this is packed
+/// into the buffer it has, by a plugin that honours the length, or answered TOO_BIG).
+const MAX_PACK_BUF: usize = 64 << 20;
 /// With nothing outstanding, a plugin that cannot be armed (any of NVIDIA's, which do not
 /// know the soft-only extension) is still progressed this often: plugins may have work of
 /// their own between commands (NVIDIA's RDMO plugin serves UCX messages a host sends it
@@ -456,7 +468,15 @@ impl Worker<'_> {
         // flight; a buffer too small only makes sends wait in the outbox.
         let _ = proto::fit_packet(fd.as_fd(), max_packet(self.setup.max_msg_size));
         log_at!(self.log(), Debug, "connection {id} attached");
-        self.conns.push(Conn { id, fd, outstanding: 0, outbox: VecDeque::new(), dead: false, chan: None });
+        self.conns.push(Conn {
+            id,
+            fd,
+            outstanding: 0,
+            pending: std::collections::HashSet::new(),
+            outbox: VecDeque::new(),
+            dead: false,
+            chan: None,
+        });
     }
 
     fn outstanding(&self) -> u64 {
@@ -975,6 +995,7 @@ impl Worker<'_> {
             unsafe { (*slot).outstanding += 1 };
             if let Some(c) = self.conn_mut(conn) {
                 c.outstanding += 1;
+                c.pending.insert(ctx);
             }
         }
     }
@@ -1015,7 +1036,15 @@ impl Worker<'_> {
         let (conn, ctx, plugin, status, body) = unsafe {
             let notif = addr_of_mut!((*desc).worker_notif);
             let pack = (*slot).ctx.iface.notif_pack.expect("checked non-NULL at load");
-            let cap = self.pack_buf.len();
+            // Room for the header and the whole body, whatever the message limit: NVIDIA's
+            // sandbox and RDMO `notif_pack` write them without looking at the length they are
+            // given (a receive's data, chosen by the host). An answer over the limit is then
+            // refused below, not written past the buffer.
+            let need = UROM_NOTIFY_HEADER_LEN.saturating_add((*notif).len as usize).saturating_add(PACK_SLACK);
+            if self.pack_buf.len() < need && need <= MAX_PACK_BUF {
+                self.pack_buf.resize(need, 0);
+            }
+            let cap = self.pack_buf.len().min(self.setup.max_msg_size.max(UROM_NOTIFY_HEADER_LEN));
             let mut len = cap;
             let st = pack(notif, &mut len, self.pack_buf.as_mut_ptr().cast());
             // NVIDIA's wire: the plugin packs header + body; the host gets only the body and
@@ -1033,14 +1062,21 @@ impl Worker<'_> {
             libc::free(desc.cast());
             r
         };
+        match self.conn_mut(conn).map(|c| (c.pending.remove(&ctx), c)) {
+            Some((false, _)) => {
+                log_at!(self.log(), Debug, "notification for context {ctx:#x}, answered already, dropped");
+                return;
+            }
+            Some((true, c)) => c.outstanding = c.outstanding.saturating_sub(1),
+            None => {
+                // SAFETY: slot is live.
+                unsafe { (*slot).outstanding = (*slot).outstanding.saturating_sub(1) };
+                log_at!(self.log(), Debug, "notification for closed connection {conn} dropped");
+                return;
+            }
+        }
         // SAFETY: slot is live.
         unsafe { (*slot).outstanding = (*slot).outstanding.saturating_sub(1) };
-        if let Some(c) = self.conn_mut(conn) {
-            c.outstanding = c.outstanding.saturating_sub(1);
-        } else {
-            log_at!(self.log(), Debug, "notification for closed connection {conn} dropped");
-            return;
-        }
         // The body goes from the pack buffer straight into the channel (lent out of `self`).
         let buf = std::mem::take(&mut self.pack_buf);
         self.notify(conn, ctx, plugin, status, &buf[body]);
