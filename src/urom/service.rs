@@ -122,7 +122,13 @@ fn read_service_info(svc: *mut sys::doca_urom_service) -> Result<(Vec<PluginInfo
     let mut list = std::ptr::null();
     let mut count = 0usize;
     // SAFETY: live, RUNNING service; valid out-pointers.
-    check(unsafe { sys::doca_urom_service_get_plugins_list(svc, &mut list, &mut count) }, "urom.service: plugins")?;
+    let rc = unsafe { sys::doca_urom_service_get_plugins_list(svc, &mut list, &mut count) };
+    // NOT_FOUND: DOCA's answer for a service with no plugins, which is still a service.
+    if rc != sys::DOCA_ERROR_NOT_FOUND {
+        check(rc, "urom.service: plugins")?;
+    } else {
+        count = 0;
+    }
     let raw = if count == 0 || list.is_null() {
         &[][..]
     } else {

@@ -46,11 +46,13 @@ pub(crate) struct Opts {
     pub max_msg: u64,
     /// Answer `WorkersByGid` (false: leave the requests pending).
     pub answer_gid: bool,
+    /// Offer no plugins at all.
+    pub no_plugins: bool,
 }
 
 impl Default for Opts {
     fn default() -> Self {
-        Opts { refuse: false, max_msg: 1 << 16, answer_gid: true }
+        Opts { refuse: false, max_msg: 1 << 16, answer_gid: true, no_plugins: false }
     }
 }
 
@@ -258,10 +260,14 @@ fn run(
                         max_msg_size: opts.max_msg,
                         max_workers: 16,
                         cpuset: cpus,
-                        plugins: vec![
-                            PluginInfo { id: 1, version: 7, name: "alpha".into() },
-                            PluginInfo { id: 2, version: 8, name: "beta".into() },
-                        ],
+                        plugins: if opts.no_plugins {
+                            Vec::new()
+                        } else {
+                            vec![
+                                PluginInfo { id: 1, version: 7, name: "alpha".into() },
+                                PluginInfo { id: 2, version: 8, name: "beta".into() },
+                            ]
+                        },
                     };
                     send(fd, &r.encode(), None);
                 }

@@ -622,6 +622,11 @@ pub unsafe extern "C" fn doca_urom_service_get_plugins_list(
             plugins.write(if list.is_empty() { ptr::null() } else { list.as_ptr() });
             plugins_count.write(list.len());
         }
+        // DOCA: "NOT_FOUND - no plugins were discovered on DPU side" (NVIDIA's samples then
+        // end with that error rather than a success that ran nothing).
+        if list.is_empty() {
+            return Err(DOCA_ERROR_NOT_FOUND);
+        }
         Ok(())
     })
 }

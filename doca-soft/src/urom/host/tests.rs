@@ -251,6 +251,20 @@ fn service_configuration_and_start_errors_without_a_daemon() {
     }
 }
 
+/// A service without plugins answers DOCA's NOT_FOUND for the list (NVIDIA's samples then end
+/// with that error instead of succeeding without running anything).
+#[test]
+fn an_empty_plugin_list_is_not_found() {
+    let d = FakeDaemon::start(Opts { no_plugins: true, ..Opts::default() });
+    let h = Host::new(&d.path);
+    h.start();
+    let mut list: *const doca_urom_service_plugin_info = ptr::dangling();
+    let mut n = 9usize;
+    // SAFETY: a live, RUNNING service and valid out-pointers.
+    assert_eq!(unsafe { doca_urom_service_get_plugins_list(h.svc, &mut list, &mut n) }, DOCA_ERROR_NOT_FOUND);
+    assert!(list.is_null() && n == 0);
+}
+
 #[test]
 fn service_start_lists_plugins_and_answers_gid_queries() {
     let d = FakeDaemon::start(Opts::default());
