@@ -42,17 +42,17 @@
 //!   months therefore holds only its current connections.
 //! * **Stop** closes every connection and the listener; submitted sends are flushed by the
 //!   framework (`FLUSH_STATUS`), undelivered events are dropped.
-//!
-//! # Limits (capabilities; our choices, hardware reports its own)
-//! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
-//! [`DEFAULT_MAX_MSG_SIZE`]), receive queue up to [`MAX_RECV_QUEUE`] (default
-//! [`DEFAULT_RECV_QUEUE`]), [`MAX_CLIENTS`] clients per server, [`MAX_SEND_TASKS`] send tasks.
 //! * **Fast path** ([`consumer`], [`producer`], [`fastq`]): a consumer announces a receive queue
 //!   in shared memory and the export of its buffers' mmap on the connection (a CONSUMER_NEW
 //!   record, [`wire`]); the peer reports it through the new-consumer event registered with
 //!   `*_event_consumer_register`, and its producers claim posted receives from the queue and
 //!   write into them directly. A consumer's stop withdraws it (CONSUMER_GONE: the expired
 //!   event). Consumers and producers are used on the thread of their connection's endpoint.
+//!
+//! # Limits (capabilities; our choices, hardware reports its own)
+//! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
+//! [`DEFAULT_MAX_MSG_SIZE`]), receive queue up to [`MAX_RECV_QUEUE`] (default
+//! [`DEFAULT_RECV_QUEUE`]), [`MAX_CLIENTS`] clients per server, [`MAX_SEND_TASKS`] send tasks.
 //!
 //! # Threads
 //! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
