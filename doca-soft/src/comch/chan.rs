@@ -1036,11 +1036,15 @@ impl doca_comch_connection {
         Ok(id)
     }
 
-    /// The device of the connection's server or client.
-    pub(crate) fn device(&self) -> *mut doca_dev {
-        // SAFETY: a connection's endpoint outlives it while it is not an orphan, and a fast-path
-        // object holding it is destroyed before its endpoint (destroy refuses otherwise).
-        unsafe { (*self.owner).dev.as_ptr() }
+    /// The device of the connection's server or client, for a consumer about to be created on
+    /// it: BAD_STATE (as [`Self::hold_for_fast_path`]) unless connected, because only then is
+    /// the endpoint known to be alive (an orphan's endpoint may be gone).
+    pub(crate) fn fast_path_device(&self) -> Result<*mut doca_dev, doca_error_t> {
+        if self.state.get() != ConnState::Connected || self.peer_gone.get() {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        // SAFETY: a connected connection is not an orphan, so its endpoint is alive.
+        Ok(unsafe { (*self.owner).dev.as_ptr() })
     }
 
     /// Sends a fast-path record in order with the connection's messages (queued behind them
@@ -1063,13 +1067,11 @@ impl doca_comch_connection {
     }
 }
 
-/// Checks a connection pointer a consumer or producer is created on.
+/// Checks a connection pointer passed to any `doca_comch_*` call.
 ///
 /// # Safety
 /// A non-NULL `p` must point to a connection of this provider (DOCA contract).
-pub(crate) unsafe fn fast_conn_ref<'a>(
-    p: *const doca_comch_connection,
-) -> Result<&'a doca_comch_connection, doca_error_t> {
+pub(crate) unsafe fn conn_ref<'a>(p: *const doca_comch_connection) -> Result<&'a doca_comch_connection, doca_error_t> {
     // SAFETY: forwarded.
     let c = unsafe { obj(p) }?;
     if c.magic != CONN_MAGIC {

@@ -33,7 +33,7 @@ use core::ptr;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::chan::{doca_comch_connection, fast_conn_ref, release_fast};
+use super::chan::{conn_ref, doca_comch_connection, release_fast};
 use super::fastq::{FastQueue, Received, MAX_IMM};
 use super::wire;
 use crate::buf::{buf_ref, doca_buf};
@@ -317,13 +317,13 @@ pub unsafe extern "C" fn doca_comch_consumer_create(
 ) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes a connection of this provider (or NULL, refused).
-        let conn = unsafe { fast_conn_ref(comch_connection) }?;
+        let conn = unsafe { conn_ref(comch_connection) }?;
         // SAFETY: as above, an mmap.
         let m = unsafe { mmap_ref(buf_mmap) }?;
         if consumer.is_null() || m.is_imported() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        let dev = dev_ref(conn.device())?;
+        let dev = dev_ref(conn.fast_path_device()?)?;
         let id = conn.hold_for_fast_path()?;
         let raw = Box::into_raw(Box::new(doca_comch_consumer {
             ctx: doca_ctx::new(&CONSUMER_OPS),

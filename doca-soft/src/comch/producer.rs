@@ -28,7 +28,7 @@
 use core::cell::Cell;
 use core::ptr;
 
-use super::chan::{doca_comch_connection, fast_conn_ref, release_fast};
+use super::chan::{conn_ref, doca_comch_connection, release_fast};
 use super::fastq::MAX_IMM;
 use crate::buf::{buf_ref, doca_buf};
 use crate::ctx::{doca_ctx, CtxOps, StartMode};
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn doca_comch_producer_create(
 ) -> doca_error_t {
     guard_err(|| {
         // SAFETY: the caller passes a connection of this provider (or NULL, refused).
-        let conn = unsafe { fast_conn_ref(comch_connection) }?;
+        let conn = unsafe { conn_ref(comch_connection) }?;
         if producer.is_null() {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }

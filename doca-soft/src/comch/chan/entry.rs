@@ -21,17 +21,6 @@ unsafe fn ep_ref<'a>(p: *const Endpoint, role: Role) -> Result<&'a Endpoint, doc
     Ok(e)
 }
 
-/// # Safety
-/// A non-NULL `p` must point to a connection of this provider (DOCA contract).
-unsafe fn conn_ref<'a>(p: *const doca_comch_connection) -> Result<&'a doca_comch_connection, doca_error_t> {
-    // SAFETY: per the contract.
-    let c = unsafe { obj(p) }?;
-    if c.magic != CONN_MAGIC {
-        return Err(DOCA_ERROR_INVALID_VALUE);
-    }
-    Ok(c)
-}
-
 fn name_of(name: *const c_char) -> Result<Vec<u8>, doca_error_t> {
     if name.is_null() {
         return Err(DOCA_ERROR_INVALID_VALUE);
