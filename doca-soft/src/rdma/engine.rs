@@ -427,15 +427,15 @@ fn remote_of<'b>(b: &'b crate::buf::doca_buf, peer: &Peer, perm: u32) -> Result<
 /// space allows; `progress` counts the record bytes written.
 fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_be32_t>, progress: &Cell<u64>) -> Exec {
     // A source list is gathered element by element (`push_gathered`); a single buffer is one
-    // slice.
-    let list = if src.is_null() { None } else { Some(tri!(live_buf(src))) }.filter(|b| !b.is_single());
-    let payload: &[u8] = if src.is_null() || list.is_some() {
-        &[]
-    } else {
+    // slice. The buffer is resolved once.
+    let buf = if src.is_null() { None } else { Some(tri!(live_buf(src))) };
+    let list = buf.filter(|b| !b.is_single());
+    let payload: &[u8] = match buf {
         // SAFETY: the payload is registered local memory the caller keeps untouched
         // while the task is in flight (DOCA contract); the slice is dropped before
         // this function returns.
-        tri!(live_buf(src).and_then(|b| unsafe { b.payload_slice() }))
+        Some(b) if list.is_none() => tri!(unsafe { b.payload_slice() }),
+        _ => &[],
     };
     let n = list.map_or(payload.len(), |l| l.list_data_len()) as u64;
     let total = record_len(n);
