@@ -38,18 +38,13 @@ impl doca_buf {
         self.chained.get()
     }
 
-    fn last(&self) -> &doca_buf {
-        let mut b = self;
-        while let Some(n) = b.next_ref() {
-            b = n;
-        }
-        b
+    /// Whether the list that starts here has more than `max` elements (walks at most `max + 1`).
+    pub(crate) fn list_longer_than(&self, max: u32) -> bool {
+        self.elements().nth(max as usize).is_some()
     }
 
-    fn next_ref(&self) -> Option<&doca_buf> {
-        // SAFETY: a `next` link points to a live element of the same list, which lives as long
-        // as the list's first element, so at least as long as `self` is borrowed.
-        unsafe { self.next.get().as_ref() }
+    fn last(&self) -> &doca_buf {
+        self.elements().last().unwrap_or(self)
     }
 }
 
@@ -58,13 +53,39 @@ impl doca_buf {
 /// that DMA and RDMA share: a source is its elements' payloads one after the other; a
 /// destination fills the room after each element's payload before the next element's.
 impl doca_buf {
-    /// The sum of the payloads (data_len) of the list that starts here.
-    pub(crate) fn list_data_len(&self) -> usize {
+    /// The bytes a task takes from the list that starts here as its source: the sum of its
+    /// elements' payloads (data_len). A list of one is answered without a walk.
+    #[inline(always)]
+    pub(crate) fn payload_len(&self) -> usize {
+        if self.is_single() {
+            self.data().1
+        } else {
+            self.list_data_len()
+        }
+    }
+
+    /// The bytes a task may write into the list that starts here as its destination: the sum
+    /// of the room after each element's payload. A list of one is answered without a walk.
+    #[inline(always)]
+    pub(crate) fn room_len(&self) -> usize {
+        if self.is_single() {
+            self.tail_space().1
+        } else {
+            self.list_room()
+        }
+    }
+
+    // The walks behind the two above, kept out of line so the single-buffer paths of the
+    // tasks stay as short as they were before lists.
+    #[cold]
+    #[inline(never)]
+    fn list_data_len(&self) -> usize {
         self.elements().map(|b| b.data().1).sum()
     }
 
-    /// The sum of the room after each element's payload, over the list that starts here.
-    pub(crate) fn list_room(&self) -> usize {
+    #[cold]
+    #[inline(never)]
+    fn list_room(&self) -> usize {
         self.elements().map(|b| b.tail_space().1).sum()
     }
 
@@ -75,7 +96,7 @@ impl doca_buf {
 
     /// (element, address, length) of the room that bytes `[skip, skip + n)` of a write into
     /// the list occupy, in order; fewer than `n` bytes in all when the list has less room
-    /// (the caller checks [`list_room`](doca_buf::list_room) first).
+    /// (the caller checks [`room_len`](doca_buf::room_len) first).
     pub(crate) fn room_spans(&self, skip: usize, n: usize) -> impl Iterator<Item = (&doca_buf, usize, usize)> {
         let (mut skip, mut left) = (skip, n);
         self.elements().filter_map(move |b| {
@@ -91,12 +112,9 @@ impl doca_buf {
     /// Grows the data_len of the list's elements by the `n` bytes written into them in the
     /// order of [`room_spans`](doca_buf::room_spans) (within the room checked before writing).
     pub(crate) fn appended_to_list(&self, n: usize) {
+        // Each element's span is computed before its data_len grows, and never looked at again.
         let mut left = n;
-        for b in self.elements() {
-            if left == 0 {
-                break;
-            }
-            let take = b.tail_space().1.min(left);
+        for (b, _, take) in self.room_spans(0, n) {
             b.appended(take);
             left -= take;
         }
@@ -233,9 +251,10 @@ pub unsafe extern "C" fn doca_buf_chain_list_tail(
         let (l1, l2) = unsafe { chain_args(list1_head, list2) }?;
         // SAFETY: as above.
         let tail = unsafe { buf_ref(list1_tail) }?;
-        // The tail must end a list, and be `l1` or follow another element. That it ends *l1's*
-        // list is not checked (a walk is what this call exists to avoid).
-        if !tail.is_single() || (!ptr::eq(tail, l1) && !tail.is_chained()) || ptr::eq(tail, l2) {
+        // The tail must end a list, and be `l1` or follow another element (so it is not `l2`,
+        // which is neither). That it ends *l1's* list is not checked (a walk is what this call
+        // exists to avoid).
+        if !tail.is_single() || (!ptr::eq(tail, l1) && !tail.is_chained()) {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
         append(tail, l2);

@@ -66,8 +66,6 @@ pub struct doca_comch_consumer {
     mmap: *mut doca_mmap,
     id: u32,
     imm_len: Cell<u32>,
-    /// The post-receive pool size: the queue's slots.
-    slots: Cell<u32>,
     queue: RefCell<Option<FastQueue>>,
     /// Submitted post-receive tasks in posting order, with their slots.
     posted: RefCell<VecDeque<(*const doca_task, u32)>>,
@@ -143,7 +141,8 @@ unsafe fn consumer_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     // SAFETY: ops contract.
     let c = unsafe { consumer_of(ctx) };
     let pe = ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
-    let cap = c.slots.get().max(1);
+    // One queue slot per post-receive task: a posted task always has a slot to claim.
+    let cap = ctx.pool_for(&POST_RECV_KIND).map_or(1, |p| p.capacity());
     let queue = FastQueue::create(cap, c.imm_len.get(), pe.doorbell_address())?;
     let (mut blob, mut n) = (ptr::null(), 0usize);
     // SAFETY: a live mmap (the consumer was created on it) and device; valid out-pointers.
@@ -206,23 +205,7 @@ unsafe fn consumer_progress(ctx: &doca_ctx) -> bool {
     let q = c.queue.borrow();
     let Some(q) = q.as_ref() else { return false };
     let mut did = false;
-    loop {
-        let Some(&(t, slot)) = c.posted.borrow().front() else { break };
-        let r = match q.finished(slot) {
-            Some(r) => r,
-            // A producer that died between its claim and its finish never finishes: the
-            // receive fails (and the ones posted after it are not held up behind it).
-            None => match q.claimer(slot) {
-                Some(pid) if !process_exists(pid) => Received {
-                    status: DOCA_ERROR_CONNECTION_ABORTED,
-                    len: 0,
-                    producer_id: 0,
-                    imm_len: 0,
-                    imm: [0; MAX_IMM],
-                },
-                _ => break,
-            },
-        };
+    while let Some((t, slot, r)) = front_result(c, q) {
         c.posted.borrow_mut().pop_front();
         q.free(slot);
         c.free.borrow_mut().push(slot);
@@ -247,6 +230,28 @@ unsafe fn consumer_progress(ctx: &doca_ctx) -> bool {
     did
 }
 
+/// The oldest posted receive and its result, once it has one (receives complete in posting
+/// order): what a producer finished into its slot, or CONNECTION_ABORTED when the producer
+/// that claimed the slot died before finishing; such a claim is never finished, and must not
+/// hold up the receives posted after it.
+fn front_result(c: &doca_comch_consumer, q: &FastQueue) -> Option<(*const doca_task, u32, Received)> {
+    let (t, slot) = *c.posted.borrow().front()?;
+    let r = match q.finished(slot) {
+        Some(r) => r,
+        None => match q.claimer(slot) {
+            Some(pid) if !process_exists(pid) => Received {
+                status: DOCA_ERROR_CONNECTION_ABORTED,
+                len: 0,
+                producer_id: 0,
+                imm_len: 0,
+                imm: [0; MAX_IMM],
+            },
+            _ => return None,
+        },
+    };
+    Some((t, slot, r))
+}
+
 unsafe fn consumer_has_work(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let c = unsafe { consumer_of(ctx) };
@@ -254,8 +259,7 @@ unsafe fn consumer_has_work(ctx: &doca_ctx) -> bool {
         return true;
     }
     let q = c.queue.borrow();
-    let front = c.posted.borrow().front().map(|&(_, s)| s);
-    matches!((q.as_ref(), front), (Some(q), Some(s)) if q.finished(s).is_some())
+    q.as_ref().is_some_and(|q| front_result(c, q).is_some())
 }
 
 unsafe fn submit_post_recv(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
@@ -333,7 +337,6 @@ pub unsafe extern "C" fn doca_comch_consumer_create(
             mmap: buf_mmap,
             id,
             imm_len: Cell::new(0),
-            slots: Cell::new(0),
             queue: RefCell::new(None),
             posted: RefCell::new(VecDeque::new()),
             free: RefCell::new(Vec::new()),
@@ -471,7 +474,6 @@ pub unsafe extern "C" fn doca_comch_consumer_task_post_recv_set_conf(
             task_error_cb,
             num_post_recv_tasks,
         )?;
-        c.slots.set(num_post_recv_tasks);
         Ok(())
     })
 }

@@ -142,22 +142,22 @@ unsafe fn submit_send(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_
     // SAFETY: buffers given to alloc_init/set_buf come from this provider's inventories and
     // live while the task does (DOCA contract); buf_ref rejects NULL and returned buffers.
     let b = unsafe { buf_ref(x.buf.get()) }?;
-    if b.mmap().is_imported() || b.elements().nth(MAX_BUF_LIST_LEN as usize).is_some() {
+    if b.mmap().is_imported() || b.list_longer_than(MAX_BUF_LIST_LEN) {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     let outcome = conn.with_remote_consumer(x.consumer_id.get(), |rc| {
         let Some(claim) = rc.queue.claim()? else { return Ok(None) };
         let imm = x.imm.get();
         let imm_len = x.imm_len.get();
-        let status = if imm_len > rc.queue.imm_len() {
-            DOCA_ERROR_INVALID_VALUE
+        // The bytes written on success (the source's payload), none on failure.
+        let (status, n) = if imm_len > rc.queue.imm_len() {
+            (DOCA_ERROR_INVALID_VALUE, 0)
         } else {
             match write_into(b, rc, claim.addr, claim.room) {
-                Ok(()) => DOCA_SUCCESS,
-                Err(e) => e,
+                Ok(n) => (DOCA_SUCCESS, n),
+                Err(e) => (e, 0),
             }
         };
-        let n = if status == DOCA_SUCCESS { b.list_data_len() as u64 } else { 0 };
         rc.queue.finish(claim.slot, status, n, p.id, &imm[..imm_len as usize]);
         // A consumer whose PE is gone is told by nothing: its queue is its state.
         let _ = crate::doorbell::ring(rc.queue.doorbell());
@@ -180,9 +180,11 @@ unsafe fn submit_send(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_
     }
 }
 
-/// Writes the source list's payloads, in order, into the consumer's posted room at `addr`.
-fn write_into(src: &doca_buf, rc: &super::chan::RemoteConsumer, addr: u64, room: u64) -> Result<(), doca_error_t> {
-    if src.list_data_len() as u64 > room {
+/// Writes the source list's payloads, in order, into the consumer's posted room at `addr`;
+/// the bytes written.
+fn write_into(src: &doca_buf, rc: &super::chan::RemoteConsumer, addr: u64, room: u64) -> Result<u64, doca_error_t> {
+    let n = src.payload_len() as u64;
+    if n > room {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     // SAFETY: the imported mmap lives as long as the consumer's record.
@@ -196,7 +198,7 @@ fn write_into(src: &doca_buf, rc: &super::chan::RemoteConsumer, addr: u64, room:
         region.write(off, data)?;
         at += data.len() as u64;
     }
-    Ok(())
+    Ok(n)
 }
 
 /// The producer behind `p`: INVALID_VALUE for NULL or a foreign object.

@@ -57,15 +57,13 @@ pub(super) fn check_sizes(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_err
 #[cold]
 #[inline(never)]
 fn check_list_sizes(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
-    let too_long = |b: &doca_buf| b.elements().nth(MAX_BUF_LIST_LEN as usize).is_some();
-    if too_long(src) || too_long(dst) {
+    if src.list_longer_than(MAX_BUF_LIST_LEN) || dst.list_longer_than(MAX_BUF_LIST_LEN) {
         return Err(crate::sdk_fail!(
             DOCA_ERROR_INVALID_VALUE,
             "doca_dma memcpy: a buffer list is longer than doca_dma_cap_task_memcpy_get_max_buf_list_len ({MAX_BUF_LIST_LEN})"
         ));
     }
-    let total: u64 = src.elements().map(|b| b.data().1 as u64).sum();
-    if total > MAX_BUF_SIZE {
+    if src.payload_len() as u64 > MAX_BUF_SIZE {
         return Err(DOCA_ERROR_TOO_BIG);
     }
     Ok(())
@@ -148,8 +146,8 @@ impl<'a> Piece<'a> {
 #[cold]
 #[inline(never)]
 fn copy_lists(src: &doca_buf, dst: &doca_buf) -> Result<(), doca_error_t> {
-    let total = src.list_data_len();
-    if total == 0 || dst.list_room() < total {
+    let total = src.payload_len();
+    if total == 0 || dst.room_len() < total {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     let sources = src.payload_spans().map(|(b, at, n)| Piece::of(b, at, n, false)).collect::<Result<Vec<_>, _>>()?;

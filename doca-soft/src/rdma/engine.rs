@@ -53,7 +53,7 @@ use core::cell::Cell;
 use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer, ReceiveTarget};
 use super::op::{Op, Queued};
 use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER, RING_DATA_BYTES};
-use super::tasks::{doca_rdma_task_receive, event_of, live_buf, payload_len, receive_target, reset_receive};
+use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
 use crate::ffi::refused;
@@ -437,7 +437,7 @@ fn execute_send(tx: &TxRing, src: *const crate::buf::doca_buf, imm: Option<doca_
         Some(b) if list.is_none() => tri!(unsafe { b.payload_slice() }),
         _ => &[],
     };
-    let n = list.map_or(payload.len(), |l| l.list_data_len()) as u64;
+    let n = list.map_or(payload.len(), |l| l.payload_len()) as u64;
     let total = record_len(n);
     let mut w = progress.get();
     let mut free = free!(tx);
@@ -531,7 +531,7 @@ fn execute_write(
 ) -> Exec {
     // A NULL source writes no data (DOCA); a write with immediate still sends its immediate.
     let s = if src.is_null() { None } else { Some(tri!(op_buf(src, fresh))) };
-    let n = s.map_or(0, payload_len);
+    let n = s.map_or(0, crate::buf::doca_buf::payload_len);
     if progress.get() == 0 {
         if let Some(s) = s {
             let d = tri!(op_buf(dst, fresh));
@@ -607,7 +607,7 @@ fn read_scattered(
     n: usize,
     list: &crate::buf::doca_buf,
 ) -> Result<(), doca_error_t> {
-    if list.list_room() < n {
+    if list.room_len() < n {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
     let mut done = 0;

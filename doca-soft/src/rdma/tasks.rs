@@ -353,38 +353,6 @@ fn check_elements(b: &doca_buf, side: Side, limit: u32) -> Result<(), doca_error
     Ok(())
 }
 
-/// The bytes a source list carries: its elements' payloads.
-#[inline(always)]
-pub(crate) fn payload_len(b: &doca_buf) -> usize {
-    if b.is_single() {
-        b.data().1
-    } else {
-        list_data_len(b)
-    }
-}
-
-/// The bytes a destination list takes: the room after its elements' payloads.
-#[inline(always)]
-pub(crate) fn room_len(b: &doca_buf) -> usize {
-    if b.is_single() {
-        b.tail_space().1
-    } else {
-        list_room(b)
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn list_data_len(b: &doca_buf) -> usize {
-    b.list_data_len()
-}
-
-#[cold]
-#[inline(never)]
-fn list_room(b: &doca_buf) -> usize {
-    b.list_room()
-}
-
 #[inline(always)]
 fn check_len(n: usize) -> Result<(), doca_error_t> {
     if n > MAX_MESSAGE_BYTES {
@@ -403,7 +371,11 @@ pub(super) fn validate(op: &Op, r: &doca_rdma) -> Result<(), doca_error_t> {
     match *op {
         Op::Send { src, .. } => {
             if !src.is_null() {
-                check_len(payload_len(check_list(check_buf(src, Side::LocalSource)?, Side::LocalSource, limit())?))?;
+                check_len(doca_buf::payload_len(check_list(
+                    check_buf(src, Side::LocalSource)?,
+                    Side::LocalSource,
+                    limit(),
+                )?))?;
             }
         }
         // DOCA: a NULL source writes (or reads) no data, and the destination may then be
@@ -412,7 +384,7 @@ pub(super) fn validate(op: &Op, r: &doca_rdma) -> Result<(), doca_error_t> {
             let n = if src.is_null() {
                 0
             } else {
-                payload_len(check_list(check_buf(src, Side::LocalSource)?, Side::LocalSource, limit())?)
+                doca_buf::payload_len(check_list(check_buf(src, Side::LocalSource)?, Side::LocalSource, limit())?)
             };
             if !src.is_null() || !dst.is_null() {
                 check_buf(dst, Side::Remote)?;
@@ -425,7 +397,7 @@ pub(super) fn validate(op: &Op, r: &doca_rdma) -> Result<(), doca_error_t> {
             let n = if src.is_null() { 0 } else { check_buf(src, Side::Remote)?.data().1 };
             check_len(n)?;
             if (!src.is_null() || !dst.is_null())
-                && room_len(check_list(check_buf(dst, Side::LocalDest)?, Side::LocalDest, limit())?) < n
+                && doca_buf::room_len(check_list(check_buf(dst, Side::LocalDest)?, Side::LocalDest, limit())?) < n
             {
                 return Err(refused(DOCA_ERROR_INVALID_VALUE));
             }
@@ -478,7 +450,7 @@ pub(crate) fn receive_target(p: *mut doca_buf, len: u32) -> Result<ReceiveTarget
     }
     let b = check_buf(p, Side::LocalDest)?;
     if !b.is_single() {
-        if b.list_room() < len as usize {
+        if b.room_len() < len as usize {
             return Err(DOCA_ERROR_TOO_BIG);
         }
         return Ok(ReceiveTarget::List(b));
