@@ -51,6 +51,11 @@ struct UromServiceArgs {
     /// CPUs workers may use, e.g. `0-1,4` [default: this process's affinity; must be inside it]
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
+    /// Offer N logical CPUs, 0 to N-1, as a DPU's Arm cores (NVIDIA's UROM samples ask for 0-7),
+    /// and run each worker on the real CPUs behind its logical ones (logical CPU i on the
+    /// (i mod R)-th of the R CPUs of --cpus) [default: offer the real CPUs]
+    #[arg(long, value_name = "N")]
+    arm_cpus: Option<u32>,
     /// Workers alive at once.
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_workers: u32,
@@ -79,6 +84,7 @@ fn urom_service(args: UromServiceArgs, log_level: Option<&str>) -> Result<(), St
         cfg.plugin_path = daemon::parse_plugin_path(&p);
     }
     cfg.cpus = args.cpus.as_deref().map(daemon::parse_cpu_list).transpose()?;
+    cfg.arm_cpus = args.arm_cpus;
     cfg.max_workers = args.max_workers;
     cfg.max_msg_size = args.max_msg_size;
     cfg.allow_uids = args.allow_uids;

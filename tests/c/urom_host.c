@@ -38,6 +38,7 @@ DOCA_LOG_REGISTER(UROM_HOST);
 struct config {
 	struct sample_config common; /* -d */
 	char plugin[DOCA_UROM_PLUGIN_NAME_MAX_LEN];
+	int arm_cpus; /* > 0: require and use the service's CPUs 0..arm_cpus-1 */
 };
 
 struct answer {
@@ -50,6 +51,16 @@ struct answer {
 static doca_error_t plugin_cb(void *param, void *config)
 {
 	snprintf(((struct config *)config)->plugin, DOCA_UROM_PLUGIN_NAME_MAX_LEN, "%s", (const char *)param);
+	return DOCA_SUCCESS;
+}
+
+static doca_error_t arm_cpus_cb(void *param, void *config)
+{
+	int n = *(int *)param;
+
+	if (n < 0 || n > DOCA_CPU_SETSIZE)
+		return DOCA_ERROR_INVALID_VALUE;
+	((struct config *)config)->arm_cpus = n;
 	return DOCA_SUCCESS;
 }
 
@@ -190,6 +201,10 @@ int main(int argc, char **argv)
 	DOCA_ERROR_PROPAGATE(result, sample_register_common(false));
 	DOCA_ERROR_PROPAGATE(result, sample_add_param("p", "plugin", "plugin name (default c_loopback)",
 						      DOCA_ARGP_TYPE_STRING, plugin_cb, false));
+	DOCA_ERROR_PROPAGATE(result, sample_add_param("a", "arm-cpus",
+						      "require the service to offer exactly CPUs 0..N-1, a DPU's Arm cores, "
+						      "and run the worker on all of them (NVIDIA's UROM samples ask for 0-7)",
+						      DOCA_ARGP_TYPE_INT, arm_cpus_cb, false));
 	DOCA_ERROR_PROPAGATE(result, doca_argp_start(argc, argv));
 	if (DOCA_IS_ERROR(result)) {
 		doca_argp_destroy();
@@ -218,12 +233,42 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/* 1b. As NVIDIA's UROM samples do: the service must offer the DPU's first Arm cores, and
+	 * the worker runs on them. */
+	if (cfg.arm_cpus > 0) {
+		doca_cpu_set_t offered;
+		int cpu;
+
+		result = doca_urom_service_get_cpuset(service, &offered);
+		if (DOCA_IS_ERROR(result))
+			goto out;
+		for (cpu = 0; cpu < DOCA_CPU_SETSIZE; cpu++) {
+			bool want = cpu < cfg.arm_cpus;
+
+			if ((doca_cpu_is_set(cpu, &offered) != 0) != want) {
+				DOCA_LOG_ERR("the service's cpuset %s CPU %d; expected exactly 0-%d",
+					     cpu < cfg.arm_cpus ? "lacks" : "has", cpu, cfg.arm_cpus - 1);
+				result = DOCA_ERROR_NOT_FOUND;
+				goto out;
+			}
+		}
+	}
+
 	/* 2. A worker with the plugin. */
 	result = doca_urom_worker_create(&worker);
 	DOCA_ERROR_PROPAGATE(result, doca_urom_worker_set_service(worker, service));
 	DOCA_ERROR_PROPAGATE(result, doca_urom_worker_set_id(worker, DOCA_UROM_WORKER_ID_ANY));
 	DOCA_ERROR_PROPAGATE(result, doca_urom_worker_set_plugins(worker, plugin_id));
 	DOCA_ERROR_PROPAGATE(result, doca_urom_worker_set_max_inflight_tasks(worker, 8));
+	if (cfg.arm_cpus > 0) {
+		doca_cpu_set_t cpus;
+		int cpu;
+
+		DOCA_CPU_ZERO(&cpus);
+		for (cpu = 0; cpu < cfg.arm_cpus; cpu++)
+			DOCA_CPU_SET(cpu, &cpus);
+		DOCA_ERROR_PROPAGATE(result, doca_urom_worker_set_cpuset(worker, cpus));
+	}
 	DOCA_ERROR_PROPAGATE(result, doca_pe_connect_ctx(pe, doca_urom_worker_as_ctx(worker)));
 	DOCA_ERROR_PROPAGATE(result, start_and_wait(pe, doca_urom_worker_as_ctx(worker), DOCA_ERROR_IN_PROGRESS));
 	DOCA_ERROR_PROPAGATE(result, doca_urom_worker_get_id(worker, &worker_id));

@@ -23,6 +23,7 @@
 //! process itself), `log.rs` (the daemon's log).
 
 mod auth;
+mod cpus;
 mod log;
 mod plugins;
 mod signals;
@@ -38,12 +39,14 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use self::cpus::{format_cpu_list, parse_cpu_list, MAX_ARM_CPUS};
 pub use self::log::{LogLevel, LogSink};
 pub use self::plugins::{parse_plugin_path, plugin_name, Builtin, Plugin, Plugins, MAX_PLUGINS, PLUGIN_NAME_MAX};
 pub use self::spawn::current_affinity;
 pub use crate::urom::proto::default_socket_path;
 
 use self::auth::Access;
+use self::cpus::ServiceCpus;
 use self::log::{log_at, Log};
 use self::plugins::err_name;
 use self::signals::Signals;
@@ -72,6 +75,11 @@ pub struct Config {
     pub plugin_path: Vec<PathBuf>,
     /// The CPUs workers may use; `None` is the daemon's affinity. Must be inside it.
     pub cpus: Option<CpuSet>,
+    /// Offer this many logical CPUs, `0..N`, as a DPU's Arm cores, backed by [`cpus`]
+    /// (see `cpus.rs`); `None`: offer the real CPUs themselves.
+    ///
+    /// [`cpus`]: Config::cpus
+    pub arm_cpus: Option<u32>,
     /// Workers alive at once.
     pub max_workers: u32,
     /// The largest command payload / notification; hosts may ask for less.
@@ -113,6 +121,7 @@ impl Config {
             socket,
             plugin_path: std::env::var("UROM_PLUGIN_PATH").map(|p| parse_plugin_path(&p)).unwrap_or_default(),
             cpus: None,
+            arm_cpus: None,
             max_workers: 64,
             max_msg_size: DOCA_UROM_DEFAULT_MAX_MSG_SIZE,
             allow_uids: Vec::new(),
@@ -126,47 +135,6 @@ impl Config {
 
 /// `doca_urom_service_set_max_comm_msg_size`'s default.
 pub const DOCA_UROM_DEFAULT_MAX_MSG_SIZE: usize = 4096;
-
-/// Parses a CPU list such as `0-3,8,10-11` into a cpuset.
-pub fn parse_cpu_list(s: &str) -> Result<CpuSet, String> {
-    let mut set = [0u64; 16];
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let a: usize = a.parse().map_err(|_| format!("bad CPU {a:?} in {s:?}"))?;
-        let b: usize = b.parse().map_err(|_| format!("bad CPU {b:?} in {s:?}"))?;
-        if a > b || b >= 1024 {
-            return Err(format!("bad CPU range {part:?} (CPUs are 0 to 1023)"));
-        }
-        for cpu in a..=b {
-            set[cpu / 64] |= 1 << (cpu % 64);
-        }
-    }
-    if cpuset_is_empty(&set) {
-        return Err(format!("empty CPU list {s:?}"));
-    }
-    Ok(set)
-}
-
-/// Formats a cpuset as a CPU list (`0-3,8`).
-pub fn format_cpu_list(set: &CpuSet) -> String {
-    let on = |c: usize| set[c / 64] & (1 << (c % 64)) != 0;
-    let mut out = Vec::new();
-    let mut c = 0;
-    while c < 1024 {
-        if on(c) {
-            let start = c;
-            while c + 1 < 1024 && on(c + 1) {
-                c += 1;
-            }
-            out.push(if start == c { format!("{c}") } else { format!("{start}-{c}") });
-        }
-        c += 1;
-    }
-    out.join(",")
-}
 
 /// Runs the daemon in the foreground: binds, prints `listening on PATH` on stdout (flushed, so
 /// scripts can wait for it), serves until SIGTERM/SIGINT, cleans up. Blocking.
@@ -200,7 +168,7 @@ pub struct Daemon {
     cfg: Config,
     log: Log,
     access: Access,
-    cpuset: CpuSet,
+    cpus: ServiceCpus,
     plugins: Plugins,
     listener: Option<OwnedFd>,
     /// dev/ino of the socket file we created, so we never unlink someone else's.
@@ -272,6 +240,7 @@ impl Daemon {
             Some(c) => c,
             None => own,
         };
+        let cpus = ServiceCpus::new(cpuset, cfg.arm_cpus)?;
         let plugins = plugins::discover(&cfg.plugin_path, &cfg.builtins, &log);
         if plugins.list().is_empty() {
             log_at!(log, Warn, "no plugins found (plugin path: {:?})", cfg.plugin_path);
@@ -282,9 +251,10 @@ impl Daemon {
         log_at!(
             log,
             Info,
-            "listening on {} (cpus {}, {} plugins, max {} workers, max message {} bytes)",
+            "listening on {} (cpus {}{}, {} plugins, max {} workers, max message {} bytes)",
             cfg.socket.display(),
-            format_cpu_list(&cpuset),
+            format_cpu_list(cpus.offered()),
+            if cfg.arm_cpus.is_some() { format!(" on {}", format_cpu_list(cpus.real())) } else { String::new() },
             plugins.list().len(),
             cfg.max_workers,
             cfg.max_msg_size
@@ -294,7 +264,7 @@ impl Daemon {
             recv_buf: vec![0; max_packet(cfg.max_msg_size)],
             cfg,
             log,
-            cpuset,
+            cpus,
             plugins,
             listener: Some(listener),
             socket_id,
@@ -316,9 +286,9 @@ impl Daemon {
         &self.plugins
     }
 
-    /// The CPUs workers may use.
+    /// The CPUs the service offers workers (logical with [`Config::arm_cpus`]).
     pub fn cpuset(&self) -> &CpuSet {
-        &self.cpuset
+        self.cpus.offered()
     }
 
     /// The worker table.
@@ -396,7 +366,7 @@ impl Daemon {
             // control socket, and waitpid(WNOHANG) is cheap.
             self.reap();
             if let Some(h) = &self.cfg.worker_cpus {
-                h.poll(&self.cpuset);
+                h.poll(self.cpus.real());
             }
             self.enforce_deadlines();
             self.drop_dead_clients();
@@ -579,7 +549,7 @@ impl Daemon {
                     proto: PROTO_VERSION,
                     max_msg_size: eff as u64,
                     max_workers: self.cfg.max_workers,
-                    cpuset: self.cpuset,
+                    cpuset: *self.cpus.offered(),
                     plugins: self.plugins.infos(),
                 };
                 self.reply(cid, &welcome, None);
@@ -633,17 +603,15 @@ impl Daemon {
         if unknown != 0 {
             return Err((DOCA_ERROR_NOT_FOUND, format!("unknown plugin ids {unknown:#x}")));
         }
-        let cpuset = if cpuset_is_empty(&cpuset) { self.cpuset } else { cpuset };
-        if !cpuset_is_subset(&cpuset, &self.cpuset) {
+        let offered = self.cpus.offered();
+        let cpuset = if cpuset_is_empty(&cpuset) { *offered } else { cpuset };
+        if !cpuset_is_subset(&cpuset, offered) {
             return Err((
                 DOCA_ERROR_NOT_PERMITTED,
-                format!(
-                    "CPUs {} are not inside the service's {}",
-                    format_cpu_list(&cpuset),
-                    format_cpu_list(&self.cpuset)
-                ),
+                format!("CPUs {} are not inside the service's {}", format_cpu_list(&cpuset), format_cpu_list(offered)),
             ));
         }
+        let real_cpus = self.cpus.to_real(&cpuset);
         if let Some(bad) =
             env.iter().find(|kv| kv.split_once('=').is_none_or(|(k, _)| k.is_empty() || k.contains('\0')))
         {
@@ -665,7 +633,7 @@ impl Daemon {
         let args = SpawnArgs {
             id,
             plugins: self.plugins.list().iter().filter(|p| plugins & p.id != 0).collect(),
-            cpuset,
+            cpuset: real_cpus,
             env,
             ctl: ctl_child,
             data: data_child,
@@ -676,13 +644,14 @@ impl Daemon {
         };
         let pid = fork_worker(args, self.pid).map_err(os)?;
         if let Some(h) = &self.cfg.worker_cpus {
-            h.started(pid, &cpuset);
+            h.started(pid, &real_cpus);
         }
         log_at!(
             self.log,
             Info,
-            "worker {id:#x} (pid {pid}, gid {gid}, plugins {plugins:#x}, cpus {}) spawned for pid {host_pid}",
-            format_cpu_list(&cpuset)
+            "worker {id:#x} (pid {pid}, gid {gid}, plugins {plugins:#x}, cpus {}{}) spawned for pid {host_pid}",
+            format_cpu_list(&cpuset),
+            if real_cpus != cpuset { format!(" on {}", format_cpu_list(&real_cpus)) } else { String::new() }
         );
         self.workers.map.insert(
             id,

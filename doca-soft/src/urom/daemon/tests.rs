@@ -324,6 +324,7 @@ fn daemon_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else { return };
     let f: Vec<&str> = spec.split('|').collect();
     let mut cfg = Config::new(PathBuf::from(f[0]));
+    cfg.arm_cpus = f[4].parse().ok();
     cfg.plugin_path = vec![PathBuf::from(f[1])];
     cfg.max_workers = f[2].parse().unwrap();
     if !f[3].is_empty() {
@@ -345,12 +346,13 @@ struct DaemonProc {
 }
 
 impl DaemonProc {
-    fn start(socket: &Path, plugins: &Path, max_workers: u32, allow: Option<u32>) -> DaemonProc {
+    fn start(socket: &Path, plugins: &Path, max_workers: u32, allow: Option<u32>, arm_cpus: Option<u32>) -> DaemonProc {
         let spec = format!(
-            "{}|{}|{max_workers}|{}",
+            "{}|{}|{max_workers}|{}|{}",
             socket.display(),
             plugins.display(),
-            allow.map(|u| u.to_string()).unwrap_or_default()
+            allow.map(|u| u.to_string()).unwrap_or_default(),
+            arm_cpus.map(|n| n.to_string()).unwrap_or_default()
         );
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "urom::daemon::tests::daemon_child", "--ignored", "--nocapture", "--test-threads=1"])
@@ -534,6 +536,13 @@ fn wait_gone(pid: u32) {
     }
 }
 
+/// The CPU list process `pid` may run on, as the kernel prints it.
+fn allowed_cpus(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
 fn first_cpu(set: &CpuSet) -> usize {
     (0..1024).find(|c| set[c / 64] & (1 << (c % 64)) != 0).unwrap()
 }
@@ -545,7 +554,7 @@ fn end_to_end_spawn_command_reconnect_crash_and_shutdown() {
         return;
     }
     let sock = sock_path("e2e");
-    let mut daemon = DaemonProc::start(&sock, dir.path(), 3, None);
+    let mut daemon = DaemonProc::start(&sock, dir.path(), 3, None, None);
 
     // Hello / Welcome: the plugin list and the daemon's CPUs.
     let (c1, welcome) = Conn::hello(&sock);
@@ -564,9 +573,7 @@ fn end_to_end_spawn_command_reconnect_crash_and_shutdown() {
     assert_eq!(addrs.len(), 1);
     assert_eq!(addrs[0].plugin, 1);
     assert_eq!(addrs[0].addr, (0..300).map(|i| (i as u8) ^ 0x5a).collect::<Vec<u8>>());
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let cpus = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
-    assert_eq!(cpus.split_whitespace().nth(1).unwrap(), cpu.to_string(), "{cpus}");
+    assert_eq!(allowed_cpus(pid), cpu.to_string());
     // Beyond stdin/out/err the worker holds its control socket and its data connection only:
     // none of the daemon's descriptors (listener, other hosts' connections) leak into it.
     let extra: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -755,6 +762,56 @@ fn end_to_end_spawn_command_reconnect_crash_and_shutdown() {
     assert!(c1.recv().0.is_empty(), "clients see the daemon go");
 }
 
+/// With `arm_cpus` the service offers logical CPUs 0..N (what NVIDIA's UROM samples look
+/// for) and pins a worker to the real CPUs behind the logical ones it asked for.
+#[test]
+fn arm_cpus_are_offered_as_logical_cpus_and_run_on_the_real_ones() {
+    let dir = TempDir::new("arm");
+    if !cc(LOOP_C, &[], &dir.path().join("loop.so")) {
+        return;
+    }
+    let sock = sock_path("arm");
+    let mut daemon = DaemonProc::start(&sock, dir.path(), 2, None, Some(8));
+    let (c, welcome) = Conn::hello(&sock);
+    let Reply::Welcome { cpuset, .. } = welcome else { panic!("{welcome:?}") };
+    assert_eq!(format_cpu_list(&cpuset), "0-7");
+    let real = current_affinity().unwrap();
+    let (_, all, _, _d1) = c.spawn_ok(2, WORKER_ID_ANY, 1, cpuset);
+    assert_eq!(allowed_cpus(all), format_cpu_list(&real), "logical 0-7 runs on every real CPU");
+    let (_, one, _, _d2) = c.spawn_ok(3, WORKER_ID_ANY, 1, parse_cpu_list("0").unwrap());
+    assert_eq!(allowed_cpus(one), first_cpu(&real).to_string(), "logical 0 runs on the first real CPU");
+    assert!(matches!(
+        c.spawn(4, WORKER_ID_ANY, 1, parse_cpu_list("8").unwrap(), 4, &[]),
+        Reply::Error { req: 4, status: DOCA_ERROR_NOT_PERMITTED, .. }
+    ));
+    daemon.terminate();
+    wait_gone(all);
+    wait_gone(one);
+}
+
+#[test]
+fn service_cpus_map_logical_cpus_round_robin_onto_the_real_ones() {
+    let real = parse_cpu_list("2,5,9").unwrap();
+    let same = ServiceCpus::new(real, None).unwrap();
+    assert_eq!(same.offered(), &real);
+    assert_eq!(same.to_real(&parse_cpu_list("5").unwrap()), parse_cpu_list("5").unwrap());
+
+    let arm = ServiceCpus::new(real, Some(8)).unwrap();
+    assert_eq!(format_cpu_list(arm.offered()), "0-7");
+    assert_eq!(arm.real(), &real);
+    let mapped = |l: &str| format_cpu_list(&arm.to_real(&parse_cpu_list(l).unwrap()));
+    assert_eq!(mapped("0"), "2");
+    assert_eq!(mapped("3"), "2");
+    assert_eq!(mapped("1,4"), "5");
+    assert_eq!(mapped("2,5"), "9");
+    assert_eq!(mapped("6,7"), "2,5");
+    assert_eq!(mapped("0-7"), "2,5,9");
+
+    assert!(ServiceCpus::new(real, Some(0)).is_err());
+    assert!(ServiceCpus::new(real, Some(MAX_ARM_CPUS)).is_ok());
+    assert!(ServiceCpus::new(real, Some(MAX_ARM_CPUS + 1)).is_err());
+}
+
 #[test]
 fn end_to_end_auth_refusal_and_stale_socket() {
     let dir = TempDir::new("auth");
@@ -763,7 +820,7 @@ fn end_to_end_auth_refusal_and_stale_socket() {
     let other = if me == 65534 { 65533 } else { 65534 };
     let sock = sock_path("auth");
     stale_socket(&sock);
-    let mut daemon = DaemonProc::start(&sock, dir.path(), 4, Some(other));
+    let mut daemon = DaemonProc::start(&sock, dir.path(), 4, Some(other), None);
     let c = Conn::connect(&sock);
     match c.reply().0 {
         Reply::Error { req: 0, status, .. } => assert_eq!(status, DOCA_ERROR_AUTHENTICATION),
@@ -899,7 +956,7 @@ fn worker_sleeps_on_an_armed_plugins_fd() {
     // SAFETY: a valid C path.
     assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
     let sock = sock_path("arm");
-    let mut daemon = DaemonProc::start(&sock, dir.path(), 1, None);
+    let mut daemon = DaemonProc::start(&sock, dir.path(), 1, None, None);
     let (c, _) = Conn::hello(&sock);
     let env = format!("ARM_FIFO={}", fifo.display());
     let m = Request::Spawn {
