@@ -382,6 +382,8 @@ fn perf_urom_cmd_lat_and_collectives_in_every_mode() {
 fn urom_service_rejects_bad_options() {
     for args in [
         &["urom-service", "--cpus", "9999"][..],
+        &["urom-service", "--arm-cpus", "0"],
+        &["urom-service", "--arm-cpus", "1025"],
         &["urom-service", "--log-level", "chatty"],
         &["urom-service", "--socket", "/nonexistent-dir/x/urom.sock"],
     ] {
