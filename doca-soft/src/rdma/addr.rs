@@ -83,7 +83,8 @@ impl doca_rdma_addr {
 
 /// Whether `ip` is an address of this host (binding it succeeds only then).
 pub(super) fn is_local(ip: IpAddr) -> bool {
-    ip.is_loopback() || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+    let soft_gid = matches!(ip, IpAddr::V6(v6) if super::props::is_soft_gid(v6));
+    ip.is_loopback() || soft_gid || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Validates an address pointer from C.

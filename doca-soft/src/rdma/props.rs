@@ -17,8 +17,8 @@
 //! |---|---|---|
 //! | max send / receive queue size | [`MAX_QUEUE_SIZE`] | `set_*_queue_size`; the sizes bound in-flight sends / posted receives |
 //! | max message size | [`MAX_MESSAGE_BYTES`] | submit: `DOCA_ERROR_TOO_BIG` |
-//! | max send buf list len, receive dst buf list len | 1 | `doca_buf_chain_list` is not supported, so every buffer is a single segment |
-//! | GID table | one entry, `::ffff:127.0.0.1` | the soft device reaches peers on this host only: its one address is the IPv4-mapped loopback |
+//! | max send buf list len, receive dst buf list len | [`MAX_BUF_LIST_LEN`] (1 until set) | submit: a longer list is `DOCA_ERROR_INVALID_VALUE` |
+//! | GID table | four entries, laid out as a RoCE port with one IPv4 address: `fe80::1` (RoCE v1, v2), `::ffff:127.0.0.1` (RoCE v1, v2) | the GID index selects nothing on the soft data path; the table's addresses all name this host (`addr.rs`) |
 //! | transports | RC only; DC: `DOCA_ERROR_NOT_SUPPORTED` | |
 //! | every task type of `doca_rdma.h` (the eight data tasks and the three remote-net sync event tasks) | supported | |
 
@@ -46,9 +46,20 @@ pub(crate) const DEFAULT_CONN_REQUEST_TIMEOUT_MS: u16 = 5000;
 /// (`max_send_buf_list_len`, the receive's `dst_buf_list_len`; both 1 until set). A software
 /// choice: the engine walks a list once per operation (`tasks.rs`, `check_list`).
 pub(crate) const MAX_BUF_LIST_LEN: u32 = 16;
-/// The soft device's GID table: one entry, the IPv4-mapped loopback address `::ffff:127.0.0.1`.
-pub(crate) const GID_TABLE: [doca_rdma_gid; 1] =
-    [doca_rdma_gid { raw: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1] }];
+/// The soft device's GID table, laid out as a ConnectX RoCE port with one IPv4 address lists
+/// it: a link-local GID, then the IPv4-mapped address, each once for RoCE v1 and once for v2.
+/// Programs pick an index with `-g` (NVIDIA's RDMA samples; 3 is RoCE v2 over IPv4 on such a
+/// port), so every index such a port has is valid here. The soft device reaches only this host:
+/// its link-local GID is `fe80::1` and its address the loopback, both of which name this host
+/// for connection management (`addr.rs`); the index selects nothing on the data path.
+pub(crate) const GID_TABLE: [doca_rdma_gid; 4] = [LINK_LOCAL_GID, LINK_LOCAL_GID, LOOPBACK_GID, LOOPBACK_GID];
+const LINK_LOCAL_GID: doca_rdma_gid = doca_rdma_gid { raw: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1] };
+const LOOPBACK_GID: doca_rdma_gid = doca_rdma_gid { raw: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1] };
+
+/// Whether `ip` is one of the soft device's GIDs (all of which name this host).
+pub(crate) fn is_soft_gid(ip: std::net::Ipv6Addr) -> bool {
+    GID_TABLE.iter().any(|g| g.raw == ip.octets())
+}
 
 /// Reads a property of a live rdma into `dst` (any ctx state).
 ///
@@ -163,7 +174,11 @@ pub unsafe extern "C" fn doca_rdma_set_gid_index(rdma: *mut doca_rdma, gid_index
     unsafe {
         set(rdma, |r| {
             if gid_index as usize >= GID_TABLE.len() {
-                return Err(DOCA_ERROR_INVALID_VALUE);
+                return Err(crate::sdk_fail!(
+                    DOCA_ERROR_INVALID_VALUE,
+                    "doca_rdma_set_gid_index: index {gid_index} is beyond the soft device's GID table of {} entries",
+                    GID_TABLE.len()
+                ));
             }
             r.gid_index.set(gid_index);
             Ok(())

@@ -1394,7 +1394,7 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         assert_eq!(doca_rdma_set_transport_type(r, 7), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_mtu(r, DOCA_MTU_SIZE_RAW_ETHERNET), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_grh_enabled(r, 0), DOCA_ERROR_NOT_SUPPORTED);
-        assert_eq!(doca_rdma_set_gid_index(r, 1), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_set_gid_index(r, 4), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_sl(r, MAX_SL + 1), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_rnr_retry_count(r, MAX_RNR_RETRY + 1), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_set_connection_request_timeout(r, 0), DOCA_ERROR_INVALID_VALUE);
@@ -1407,7 +1407,7 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
         ok(doca_rdma_set_transport_type(r, DOCA_RDMA_TRANSPORT_TYPE_RC));
         ok(doca_rdma_set_mtu(r, DOCA_MTU_SIZE_1K_BYTES));
         ok(doca_rdma_set_grh_enabled(r, 1));
-        ok(doca_rdma_set_gid_index(r, 0));
+        ok(doca_rdma_set_gid_index(r, 3));
         ok(doca_rdma_set_sl(r, 3));
         ok(doca_rdma_set_rnr_retry_count(r, 5));
         ok(doca_rdma_set_connection_request_timeout(r, 1234));
@@ -1481,13 +1481,18 @@ fn properties_are_validated_stored_idle_only_and_read_back() {
             doca_rdma_cap_transport_type_is_supported(info, DOCA_RDMA_TRANSPORT_TYPE_DC),
             DOCA_ERROR_NOT_SUPPORTED
         );
+        // A RoCE port with one IPv4 address: link-local and IPv4-mapped, each for RoCE v1 and v2.
         ok(doca_rdma_cap_get_gid_table_size(info, &mut u32v));
-        assert_eq!(u32v, 1);
-        let mut gids = [doca_rdma_gid::default(); 2];
-        ok(doca_rdma_cap_get_gid(info, 0, 1, gids.as_mut_ptr()));
-        assert_eq!(gids[0].raw, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
-        assert_eq!(doca_rdma_cap_get_gid(info, 0, 2, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
-        assert_eq!(doca_rdma_cap_get_gid(info, 1, 1, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(u32v, 4);
+        let mut gids = [doca_rdma_gid::default(); 5];
+        ok(doca_rdma_cap_get_gid(info, 0, 4, gids.as_mut_ptr()));
+        let v4 = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
+        let link_local = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert_eq!(gids.map(|g| g.raw)[..4], [link_local, link_local, v4, v4]);
+        ok(doca_rdma_cap_get_gid(info, 3, 1, gids.as_mut_ptr()));
+        assert_eq!(gids[0].raw, v4);
+        assert_eq!(doca_rdma_cap_get_gid(info, 0, 5, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
+        assert_eq!(doca_rdma_cap_get_gid(info, 4, 1, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
         assert_eq!(doca_rdma_cap_get_gid(info, u32::MAX, 2, gids.as_mut_ptr()), DOCA_ERROR_INVALID_VALUE);
         ok(doca_rdma_cap_task_atomic_fetch_add_is_supported(info));
         ok(doca_rdma_cap_task_receive_is_supported(info));

@@ -136,6 +136,41 @@ fn listen_connect_accept_exchange_disconnect() {
     srv.destroy();
 }
 
+/// Every GID of the soft device's table names this host: a client that connects to the
+/// server by any of them (address type GID, as NVIDIA's CM samples with `-sat GID`) reaches it.
+#[test]
+fn every_gid_of_the_soft_table_reaches_a_listener() {
+    setup();
+    let srv = Side::new(1, cm_cfg());
+    let port = listen(&srv);
+    // SAFETY: a live device.
+    let info = unsafe { crate::dev::doca_dev_as_devinfo(srv.dev) };
+    let mut n = 0u32;
+    // SAFETY: a live devinfo and out-pointers of the sizes given.
+    ok(unsafe { crate::rdma::props::doca_rdma_cap_get_gid_table_size(info, &mut n) });
+    let mut gids = vec![doca_rdma_gid::default(); n as usize];
+    // SAFETY: as above.
+    ok(unsafe { crate::rdma::props::doca_rdma_cap_get_gid(info, 0, n, gids.as_mut_ptr()) });
+    let mut seen = Vec::new();
+    for (i, g) in gids.iter().enumerate() {
+        let text = std::net::Ipv6Addr::from(g.raw).to_string();
+        if seen.contains(&text) {
+            continue;
+        }
+        seen.push(text.clone());
+        let cli = Side::new(10 + i as u64, cm_cfg());
+        let a = addr(DOCA_RDMA_ADDR_TYPE_GID, &text, port);
+        connect(&cli, a, 5).unwrap_or_else(|e| panic!("GID {i} ({text}): {e:?}"));
+        assert!(run_until(&[srv.pe, cli.pe], T, || count("established") == 2), "GID {i} ({text})");
+        take_evs();
+        cli.destroy();
+        // SAFETY: its connection ended with the client's ctx.
+        ok(unsafe { doca_rdma_addr_destroy(a) });
+    }
+    assert_eq!(seen, ["fe80::1", "::ffff:127.0.0.1"]);
+    srv.destroy();
+}
+
 /// A non-loopback IPv4 address of this host, if it has one (the source address of a route;
 /// a UDP connect sends nothing).
 fn own_non_loopback_v4() -> Option<std::net::IpAddr> {
