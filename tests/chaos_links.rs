@@ -894,9 +894,16 @@ fn round(scenario: &str, seed: u64, index: u64, t: &mut Totals) -> Result<(), St
                 );
                 r.expect(s, "READY", Duration::from_secs(60))?;
                 for i in 1..=2 {
+                    // A client whose server was killed retries its connect for the window
+                    // (60 s by default, past the samples' 30 s); 10 s keeps the round within
+                    // OP_LIMIT.
                     r.spawn(
                         "links_child",
-                        &[child_env("comch", "client", i, rng.next(), &dir, op_ms), (ARG_ENV, name.clone())],
+                        &[
+                            child_env("comch", "client", i, rng.next(), &dir, op_ms),
+                            (ARG_ENV, name.clone()),
+                            ("DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS", "10000".into()),
+                        ],
                     );
                 }
                 let mut sched = draw(&mut rng, 3, op_ms, &[1, 2, 0], 250);

@@ -321,6 +321,8 @@ pub struct Endpoint {
     events: RefCell<VecDeque<Event>>,
     /// Client: retrying the connection until this instant.
     connect_deadline: Cell<Option<Instant>>,
+    /// Client: no connection attempt before this (paced by `CONNECT_RETRY`).
+    connect_retry_at: Cell<Instant>,
     /// Server: when progress calls `accept(2)` on the listener.
     accept: AcceptPace,
     cycle: Cell<u64>,
@@ -447,6 +449,7 @@ impl Endpoint {
             listener: RefCell::new(None),
             events: RefCell::new(VecDeque::new()),
             connect_deadline: Cell::new(None),
+            connect_retry_at: Cell::new(Instant::now()),
             accept: AcceptPace::default(),
             cycle: Cell::new(0),
         })
@@ -807,7 +810,9 @@ unsafe fn client_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     configure_events(ep)?;
     ep.cycle.set(ep.cycle.get() + 1);
     if !ep.try_connect()? {
-        ep.connect_deadline.set(Some(Instant::now() + CONNECT_TIMEOUT));
+        let now = Instant::now();
+        ep.connect_deadline.set(Some(now + super::connect_timeout()));
+        ep.connect_retry_at.set(now + CONNECT_RETRY);
     }
     Ok(StartMode::Async)
 }
@@ -846,12 +851,18 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
     let ep = unsafe { ep_of(ctx) };
     let mut did = false;
     if let Some(deadline) = ep.connect_deadline.get() {
-        match ep.try_connect() {
+        let now = Instant::now();
+        let attempt = if now < ep.connect_retry_at.get() { Ok(false) } else { ep.try_connect() };
+        match attempt {
             Ok(true) => {
                 ep.connect_deadline.set(None);
                 did = true;
             }
-            Ok(false) if Instant::now() < deadline => {}
+            Ok(false) if now < deadline => {
+                if now >= ep.connect_retry_at.get() {
+                    ep.connect_retry_at.set(now + CONNECT_RETRY);
+                }
+            }
             _ => {
                 ep.connect_deadline.set(None);
                 mark_start_failed(&ep.ctx);

@@ -12,7 +12,8 @@
 //!   clients). Both sides then use the smaller maximum. The server reports the new connection
 //!   through its connect callback; the client's start (`IN_PROGRESS`, state STARTING) becomes
 //!   RUNNING through progress once WELCOME arrived. A client started before its server retries
-//!   the connection from progress for [`CONNECT_TIMEOUT`], then its start fails (IDLE).
+//!   the connection from progress every [`CONNECT_RETRY`] for [`CONNECT_TIMEOUT`] (or
+//!   [`connect_timeout`]), then its start fails (IDLE).
 //! * **Messages** are one DATA record each; a send task completes when the kernel took the
 //!   record (a full socket keeps it queued in order on its connection and progress retries).
 //!   Received records become receive events.
@@ -87,10 +88,34 @@ pub const DEFAULT_RECV_QUEUE: u32 = 64;
 pub const MAX_CLIENTS: u32 = 512;
 /// Largest send task pool (`doca_comch_cap_get_max_send_tasks`).
 pub const MAX_SEND_TASKS: u32 = 8192;
-/// How long a started client keeps trying to reach a server that is not there yet. (NVIDIA's
-/// samples give a client 30 s to reach RUNNING; the chaos harness requires a connect to a
-/// killed server to resolve within 30 s, so a longer window needs that bound revisited.)
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a started client keeps trying to reach a server that is not there yet. NVIDIA's
+/// samples give a client 30 s to reach RUNNING, which a shorter window would cut short when
+/// the server starts late. The soft-only `DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS` overrides it
+/// ([`connect_timeout`]; the chaos harness bounds its rounds with it).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The environment variable that overrides [`CONNECT_TIMEOUT`], in milliseconds.
+pub const CONNECT_TIMEOUT_ENV: &str = "DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS";
+/// Between two connection attempts of a client whose server is not there yet (each is a
+/// socket and a `connect`; the client's PE has no descriptor to sleep on meanwhile).
+pub const CONNECT_RETRY: Duration = Duration::from_millis(1);
+
+/// The connect window of a client started now: [`CONNECT_TIMEOUT`], or the milliseconds of
+/// `DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS` (a value that is not a number is ignored, logged).
+pub(crate) fn connect_timeout() -> Duration {
+    match std::env::var(CONNECT_TIMEOUT_ENV) {
+        Err(_) => CONNECT_TIMEOUT,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) => Duration::from_millis(ms),
+            Err(_) => {
+                crate::sdk_log!(
+                    WARNING,
+                    "{CONNECT_TIMEOUT_ENV}={v:?} is not a number of milliseconds; using {CONNECT_TIMEOUT:?}"
+                );
+                CONNECT_TIMEOUT
+            }
+        },
+    }
+}
 
 /// The answer of a fast-path capability query (`doca_comch_{consumer,producer}_cap_get_max_*`):
 /// `v` for a device of this provider.

@@ -5,6 +5,7 @@
 use core::cell::RefCell;
 use core::ffi::CStr;
 use core::ptr;
+use std::time::{Duration, Instant};
 
 use super::chan::*;
 use super::*;
@@ -371,6 +372,43 @@ fn client_started_first_waits_for_its_server_and_the_pe_fd_wakes() {
     pump(&[p.spe, p.cpe]);
     assert!(take().iter().any(|s| matches!(s, Seen::Recv(_, m) if m == b"wake")));
     p.finish();
+}
+
+/// A client whose server never comes gives up after its connect window: 60 s by default (the
+/// samples wait 30 s for a late server), `DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS` when set. Runs
+/// in a child process with the variable set (this process's environment is left alone).
+#[test]
+fn a_client_without_a_server_gives_up_after_its_connect_window() {
+    const CHILD: &str = "DOCA_SOFT_TEST_COMCH_WINDOW_CHILD";
+    assert!(CONNECT_TIMEOUT > Duration::from_secs(30), "NVIDIA's samples wait 30 s for a server");
+    if std::env::var_os(CHILD).is_some() {
+        let p = Pair::new("window", false);
+        let t0 = Instant::now();
+        // SAFETY: live ctx.
+        assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+        while state(p.cctx()) != DOCA_CTX_STATE_IDLE && t0.elapsed() < Duration::from_secs(20) {
+            // SAFETY: a live PE.
+            unsafe { doca_pe_progress(p.cpe) };
+        }
+        let waited = t0.elapsed();
+        assert_eq!(state(p.cctx()), DOCA_CTX_STATE_IDLE, "still trying after {waited:?}");
+        assert!(waited >= Duration::from_millis(300), "gave up after {waited:?}, before its window");
+        println!("gave up after {} ms", waited.as_millis());
+        p.finish();
+        return;
+    }
+    let name = format!(
+        "{}::a_client_without_a_server_gives_up_after_its_connect_window",
+        module_path!().split_once("::").map_or("", |x| x.1)
+    );
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env(CONNECT_TIMEOUT_ENV, "300")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("gave up after"), "{text}{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
