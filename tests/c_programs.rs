@@ -289,7 +289,7 @@ fn sync_event_pair_ping_pongs_across_processes() {
 /// the four domain lookup helpers inside the worker.
 #[test]
 fn urom_host_drives_a_c_plugin_and_its_domain_lookups() {
-    if let Some(run) = urom_host(&[], &[]) {
+    if let Some(run) = urom_host(&[], &[], &[]) {
         run.assert_success();
     }
 }
@@ -299,23 +299,24 @@ fn urom_host_drives_a_c_plugin_and_its_domain_lookups() {
 /// those on a machine of any size; the program checks the offer and runs its worker on them.
 #[test]
 fn urom_host_finds_a_dpus_eight_arm_cpus_on_any_machine() {
-    let Some(run) = urom_host(&["--arm-cpus", "8"], &["--arm-cpus", "8"]) else { return };
+    let Some(run) = urom_host(&["--arm-cpus", "8"], &["--arm-cpus", "8"], &[]) else { return };
     run.assert_success();
     // Without the option the service offers this machine's CPUs: the program's check sees
     // the difference (unless this process happens to run on exactly CPUs 0-7).
     if async_doca::CpuSet::current_affinity().unwrap().to_string() != "0-7" {
-        let run = urom_host(&[], &["--arm-cpus", "8"]).unwrap();
+        let run = urom_host(&[], &["--arm-cpus", "8"], &[]).unwrap();
         assert!(run.code != Some(0) && run.all().contains("expected exactly 0-7"), "{}", run.all());
     }
 }
 
-/// `tests/c/urom_host.c` with `args` against a private service started with `daemon_args`;
-/// `None` where no C compiler or plugin build is available.
-fn urom_host(daemon_args: &[&str], args: &[&str]) -> Option<Run> {
+/// `tests/c/urom_host.c` with `args` against a private service started with `daemon_args`,
+/// its C plugin compiled with `plugin_cflags` besides its own; `None` where no C compiler or
+/// plugin build is available.
+fn urom_host(daemon_args: &[&str], args: &[&str], plugin_cflags: &[&str]) -> Option<Run> {
     let prog = CProgram::build("tests/c/urom_host.c", &["doca-common", "doca-argp", "doca-urom"])?;
     let plugins = prog.file("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
-    let _so = doca_urom_plugin::testing::build_c_plugin(&plugins)?;
+    let _so = doca_urom_plugin::testing::build_c_plugin_with(&plugins, plugin_cflags)?;
     let mut all_daemon_args = vec!["--plugin-path", plugins.to_str().unwrap()];
     all_daemon_args.extend_from_slice(daemon_args);
     let daemon = common::urom::Daemon::start(&all_daemon_args);
@@ -332,4 +333,47 @@ fn urom_host(daemon_args: &[&str], args: &[&str]) -> Option<Run> {
         assert!(run.all().contains("command and domain lookups verified through c_loopback"), "{}", run.all());
     }
     Some(run)
+}
+
+/// Where `scripts/setup.sh --ucx-new` put a UCX of at least 1.15 (`ASYNC_DOCA_UCX_PREFIX`
+/// names another), if it did.
+fn new_ucx_prefix() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("ASYNC_DOCA_UCX_PREFIX")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/ucx"));
+    p.join("include/ucp/api/ucp_version.h").exists().then_some(p)
+}
+
+/// NVIDIA's UROM plugins need UCX 1.15 or later; Debian 12 has 1.13, so `scripts/setup.sh
+/// --ucx-new` installs a newer one beside the project. Where it did: a program built against
+/// it finds API 1.15 or later at compile and run time and opens a UCP context and worker with
+/// the plugins' features, and our C plugin, built with its `<ucs/datastruct/list.h>`, serves a
+/// UROM host. Skipped (and said so) without it.
+#[test]
+fn ucx_from_setup_is_new_enough_for_nvidias_plugins() {
+    let Some(prefix) = new_ucx_prefix() else {
+        eprintln!("skipped: no UCX >= 1.15 (scripts/setup.sh --ucx-new installs one in .deps/ucx)");
+        return;
+    };
+    let dir = common::urom::TempDir::new("ucx-new");
+    let exe = dir.path().join("ucx_new");
+    let (inc, lib) = (prefix.join("include"), prefix.join("lib"));
+    let built = Command::new("cc")
+        .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "tests/c/ucx_new.c", "-o"])
+        .arg(&exe)
+        .arg("-isystem")
+        .arg(&inc)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lucp", "-lucs"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cc");
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let out = Command::new(&exe).env("UCX_TLS", "self,tcp,sm").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("worker address"), "{text}");
+    if let Some(run) = urom_host(&[], &[], &["-isystem", inc.to_str().unwrap()]) {
+        run.assert_success();
+    }
 }
