@@ -91,6 +91,19 @@ pub fn print_table(reports: &[Report], rounds: &Rounds) {
             );
         }
         for r in &ratios {
+            if base == "ucx" && r.test.ends_with("_bw") {
+                // `ucx_perftest`'s bandwidth tests report the time per message (the inverse of
+                // the rate), ours each operation's completion latency with the window in
+                // flight: only the rates compare.
+                println!(
+                    "  {:<20} size {:>8}  procs {}  ops/s {}  (latencies not comparable: UCX reports time per message)",
+                    r.test,
+                    r.size,
+                    r.procs,
+                    times(r.ops_per_sec, r.rounds)
+                );
+                continue;
+            }
             // Signed, so the range's ends are set apart by an ellipsis: `+20 ns [-5…+30]`.
             let mut diff = spread(r.p50_diff_ns, r.rounds, |v| format!("{v:+.0}"), " ns", "…");
             if let Some(m) = r.mean_diff_ns {

@@ -6,7 +6,10 @@
 //! and client run as two processes on this host, pinned to the two CPUs our two-process tests
 //! use, over UCX's shared-memory transports (`UCX_TLS=shm,self`; the TCP port only carries
 //! UCX's own setup). Their results become rows of mode `ucx` (procs 2), and the table prints
-//! `raw / ucx` and `async / ucx`.
+//! `raw / ucx` and `async / ucx`. For the bandwidth tests only the message rates compare:
+//! `ucx_perftest` reports a bandwidth test's latency as the time per message (the inverse of
+//! the rate), ours as each operation's completion latency with the window in flight, so those
+//! ratio lines show ops/s alone.
 //!
 //! | our test | `ucx_perftest -t` | what both measure |
 //! | --- | --- | --- |
