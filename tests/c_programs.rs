@@ -313,10 +313,22 @@ fn urom_host_finds_a_dpus_eight_arm_cpus_on_any_machine() {
 /// its C plugin compiled with `plugin_cflags` besides its own; `None` where no C compiler or
 /// plugin build is available.
 fn urom_host(daemon_args: &[&str], args: &[&str], plugin_cflags: &[&str]) -> Option<Run> {
+    let build =
+        |_: &CProgram, dir: &std::path::Path| doca_urom_plugin::testing::build_c_plugin_with(dir, plugin_cflags);
+    urom_host_with(daemon_args, args, build).map(|(run, _daemon)| run)
+}
+
+/// [`urom_host`] with the plugin built by `build_plugin` (given the host program, whose
+/// pkg-config flags it may use, and the plugin directory); also the service, still running.
+fn urom_host_with(
+    daemon_args: &[&str],
+    args: &[&str],
+    build_plugin: impl FnOnce(&CProgram, &std::path::Path) -> Option<std::path::PathBuf>,
+) -> Option<(Run, common::urom::Daemon)> {
     let prog = CProgram::build("tests/c/urom_host.c", &["doca-common", "doca-argp", "doca-urom"])?;
     let plugins = prog.file("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
-    let _so = doca_urom_plugin::testing::build_c_plugin_with(&plugins, plugin_cflags)?;
+    let _so = build_plugin(&prog, &plugins)?;
     let mut all_daemon_args = vec!["--plugin-path", plugins.to_str().unwrap()];
     all_daemon_args.extend_from_slice(daemon_args);
     let daemon = common::urom::Daemon::start(&all_daemon_args);
@@ -332,7 +344,33 @@ fn urom_host(daemon_args: &[&str], args: &[&str], plugin_cflags: &[&str]) -> Opt
     if run.code == Some(0) {
         assert!(run.all().contains("command and domain lookups verified through c_loopback"), "{}", run.all());
     }
-    Some(run)
+    Some((run, daemon))
+}
+
+/// NVIDIA's plugins log with DOCA_LOG and are linked to the DOCA library, whose copy in the
+/// worker is not the service's own here (the service links doca-soft statically): the lines
+/// of a plugin built that way must still reach the service's output, as NVIDIA's worker
+/// logs them.
+#[test]
+fn a_plugins_doca_log_lines_reach_the_services_output() {
+    let build = |prog: &CProgram, dir: &std::path::Path| {
+        let so = dir.join("libc_loopback.so");
+        let o = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-DC_LOOPBACK_DOCA_LOG"])
+            .arg(doca_urom_plugin::testing::c_plugin_source())
+            .arg("-o")
+            .arg(&so)
+            .args(&prog.pkg_flags)
+            .output()
+            .expect("cc");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        Some(so)
+    };
+    let Some((run, daemon)) = urom_host_with(&[], &[], build) else { return };
+    run.assert_success();
+    if let Err(lines) = daemon.stdout_line("c_loopback opened") {
+        panic!("the plugin's DOCA_LOG line never reached the service's output:\n{}", lines.join("\n"));
+    }
 }
 
 /// Where `scripts/setup.sh --ucx-new` put a UCX of at least 1.15 (`ASYNC_DOCA_UCX_PREFIX`

@@ -17,7 +17,9 @@
  *
  * Build: cc -shared -fPIC -O2 -Wall -Werror -I doca-soft/include -o libc_loopback.so c_loopback.c
  * (with UCX's headers installed the list type is UCX's; -DASYNC_DOCA_NO_UCX forces the header's
- * own compatible definition).
+ * own compatible definition). With -DC_LOOPBACK_DOCA_LOG and `pkg-config --cflags --libs
+ * doca-common` it also logs through DOCA_LOG, as NVIDIA's plugins do, linked to the DOCA library
+ * (libdoca_soft.so here) like theirs: open() logs "c_loopback opened".
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
@@ -26,6 +28,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef C_LOOPBACK_DOCA_LOG
+#include <doca_log.h>
+DOCA_LOG_REGISTER(C_LOOPBACK);
+#endif
 
 /* The layout doca-sys asserts in _UROM_PLUGIN_ABI_CHECKS (doca-sys/src/urom_plugin.rs). */
 _Static_assert(sizeof(struct urom_worker_cmd) == 24, "urom_worker_cmd");
@@ -66,6 +73,9 @@ static doca_error_t c_loopback_open(struct urom_worker_ctx *ctx)
 		return DOCA_ERROR_NO_MEMORY;
 	ucs_list_head_init(&state->pending);
 	ctx->plugin_ctx = state;
+#ifdef C_LOOPBACK_DOCA_LOG
+	DOCA_LOG_INFO("c_loopback opened");
+#endif
 	return DOCA_SUCCESS;
 }
 

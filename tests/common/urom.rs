@@ -42,6 +42,8 @@ pub struct Daemon {
     pub socket: PathBuf,
     pub dir: TempDir,
     seen_workers: std::cell::RefCell<Vec<u32>>,
+    /// Every line the daemon and its workers wrote to stdout so far.
+    stdout: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Daemon {
@@ -65,16 +67,34 @@ impl Daemon {
         let pid = child.id();
         let child = Reap(Some(child));
         let (tx, rx) = mpsc::channel();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if line.starts_with("listening on") {
                     let _ = tx.send(());
                 }
+                keep.lock().unwrap().push(line);
             }
         });
         rx.recv_timeout(Duration::from_secs(20)).expect("the daemon did not start listening");
-        Daemon { child, pid, socket, dir, seen_workers: Default::default() }
+        Daemon { child, pid, socket, dir, seen_workers: Default::default(), stdout: lines }
+    }
+
+    /// Waits (bounded) until a line the daemon or a worker wrote to stdout contains `s`;
+    /// every line so far if none did.
+    pub fn stdout_line(&self, s: &str) -> Result<String, Vec<String>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(l) = self.stdout.lock().unwrap().iter().find(|l| l.contains(s)) {
+                return Ok(l.clone());
+            }
+            if Instant::now() > deadline {
+                return Err(self.stdout.lock().unwrap().clone());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// The pids of the daemon's live child processes (its workers).

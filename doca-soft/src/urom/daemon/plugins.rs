@@ -11,7 +11,7 @@ use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::log::{log_at, Log};
+use super::log::{log_at, Log, LogLevel};
 use crate::types::*;
 use crate::urom::proto::PluginInfo;
 
@@ -208,12 +208,50 @@ pub(crate) fn err_name(e: doca_error_t) -> &'static str {
     usize::try_from(e.0).ok().and_then(|i| DOCA_ERROR_NAMES.get(i)).copied().unwrap_or("DOCA_ERROR_UNRECOGNIZED_CODE")
 }
 
+/// Gives the DOCA library a plugin is linked to its own standard log backend, once per copy of
+/// that library, when it is not the daemon's: whether one was given (`routed` holds the copies
+/// seen so far).
+///
+/// NVIDIA's plugins log with `DOCA_LOG` and are linked to DOCA's libraries, as NVIDIA's UROM
+/// worker is, so the two share one logging state there and the worker's output carries the
+/// plugins' lines. Here the service links doca-soft into its own program, and a plugin built
+/// with `pkg-config --libs doca-common` brings `libdoca_soft.so`: a second copy, whose log has
+/// no backend until something creates one, so its lines were dropped. `dlsym` on the plugin's
+/// handle searches the plugin and its dependencies only, so it finds that copy (or nothing,
+/// for a plugin linked to no DOCA library). Workers are forked after discovery and inherit the
+/// backend: the plugins' lines go to the service's stdout (INFO and more verbose) and stderr,
+/// at the copy's default levels (INFO, or DEBUG when the service logs at debug).
+fn route_plugin_logs(h: &Handle, level: LogLevel, routed: &mut Vec<usize>) -> bool {
+    // SAFETY: `h` is a live handle and the name a valid C string.
+    let create = unsafe { libc::dlsym(h.0, c"doca_log_backend_create_standard".as_ptr()) };
+    let own = crate::log::doca_log_backend_create_standard as *const () as usize;
+    if create.is_null() || create as usize == own || routed.contains(&(create as usize)) {
+        return false;
+    }
+    routed.push(create as usize);
+    // SAFETY: DOCA's `doca_error_t doca_log_backend_create_standard(void)`, the type of the
+    // symbol of that name in any DOCA library (ours among them).
+    let create = unsafe { std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> doca_error_t>(create) };
+    let _ = create();
+    if level == LogLevel::Debug {
+        // SAFETY: as above: DOCA's `doca_error_t doca_log_level_set_global_lower_limit(uint32_t)`.
+        let set = unsafe { libc::dlsym(h.0, c"doca_log_level_set_global_lower_limit".as_ptr()) };
+        if !set.is_null() {
+            // SAFETY: as above.
+            let set = unsafe { std::mem::transmute::<*mut libc::c_void, extern "C" fn(u32) -> doca_error_t>(set) };
+            let _ = set(DOCA_LOG_LEVEL_DEBUG);
+        }
+    }
+    true
+}
+
 /// Loads every valid plugin of `dirs` (see the module doc and docs/urom-soft.md) after the
 /// built-ins: names are file names without `lib` and `.so`, a built-in or the first directory
 /// holding a valid plugin of a name wins, ids are `1 << n` in name order, at most 64.
 /// Everything skipped is logged with the reason.
 pub(crate) fn discover(dirs: &[PathBuf], builtins: &[Builtin], log: &Log) -> Plugins {
     let mut found: BTreeMap<String, (PathBuf, Option<Handle>, Loaded)> = BTreeMap::new();
+    let mut routed = Vec::new();
     for b in builtins {
         match check_iface(&b.iface) {
             Ok(()) if !b.name.is_empty() && b.name.len() <= PLUGIN_NAME_MAX && !found.contains_key(b.name) => {
@@ -256,6 +294,13 @@ pub(crate) fn discover(dirs: &[PathBuf], builtins: &[Builtin], log: &Log) -> Plu
             match load(&path) {
                 Ok((h, loaded)) => {
                     log_at!(log, Debug, "loaded plugin {name} version {} from {}", loaded.0, path.display());
+                    if route_plugin_logs(&h, log.level, &mut routed) {
+                        log_at!(
+                            log,
+                            Debug,
+                            "plugin {name} brings its own DOCA library: its DOCA_LOG lines go to the service's output"
+                        );
+                    }
                     found.insert(name.to_string(), (path, Some(h), loaded));
                 }
                 Err(why) => log_at!(log, Warn, "skipping plugin {}: {why}", path.display()),
