@@ -7,6 +7,11 @@
 //! | [`Client`] | [`ClientBuilder::connect`] | the client's one [`Connection`] |
 //! | [`Connection`] | [`send`](Connection::send) | `()` once the message left |
 //! | [`Connection`] | [`recv`](Connection::recv), [`messages`](Connection::messages) (a `Stream`) | the next message, `None` at disconnection |
+//! | [`Connection`] | [`next_remote_consumer`](Connection::next_remote_consumer) | the id of the peer's next fast-path consumer |
+//!
+//! Beside messages, a connection carries the **fast path** ([`fast`]): a
+//! [`Consumer`](fast::Consumer) posts buffers of registered memory and the peer's
+//! [`Producer`](fast::Producer) writes into them directly, with immediate data.
 //!
 //! The server and its clients meet by *name* (a short string both sides agree on). A server
 //! is bound to the device and, on a BlueField, the representor of the host function it
@@ -66,6 +71,8 @@ use crate::ext::DocaCtx;
 use crate::ext::{completion_cb, success_cb, DocaTask, TaskSlot};
 use crate::sys;
 
+pub mod fast;
+
 /// Default task-pool size (messages being sent at once).
 pub const DEFAULT_SEND_TASKS: u32 = 64;
 /// How often a waiting client re-checks its connection (see the module docs).
@@ -95,6 +102,11 @@ struct ConnShared {
     queue: RefCell<VecDeque<Vec<u8>>>,
     closed: Cell<bool>,
     waker: RefCell<Option<Waker>>,
+    /// The peer's fast-path consumers ([`fast`]): announced, not yet taken by
+    /// [`Connection::next_remote_consumer`], in order; and every one alive.
+    announced: RefCell<VecDeque<u32>>,
+    remote_consumers: RefCell<Vec<u32>>,
+    consumer_waker: RefCell<Option<Waker>>,
 }
 
 impl ConnShared {
@@ -104,10 +116,21 @@ impl ConnShared {
             queue: RefCell::new(VecDeque::new()),
             closed: Cell::new(false),
             waker: RefCell::new(None),
+            announced: RefCell::new(VecDeque::new()),
+            remote_consumers: RefCell::new(Vec::new()),
+            consumer_waker: RefCell::new(None),
         })
     }
+    /// Wakes whoever waits on this connection: a receiver, and a wait for a remote consumer.
     fn wake(&self) {
         if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+        self.wake_consumer_wait();
+    }
+    fn wake_consumer_wait(&self) {
+        let w = self.consumer_waker.borrow_mut().take();
+        if let Some(w) = w {
             w.wake();
         }
     }
@@ -190,6 +213,29 @@ unsafe extern "C" fn on_disconnect(
     shared.conns.borrow_mut().remove(&(conn as usize));
     c.closed.set(true);
     c.wake();
+}
+
+unsafe extern "C" fn on_new_consumer(
+    _event: *mut sys::doca_comch_event_consumer,
+    conn: *mut sys::doca_comch_connection,
+    id: u32,
+) {
+    let Some(shared) = shared_of(conn) else { return };
+    let c = conn_of(&shared, conn);
+    c.remote_consumers.borrow_mut().push(id);
+    c.announced.borrow_mut().push_back(id);
+    c.wake_consumer_wait();
+}
+
+unsafe extern "C" fn on_expired_consumer(
+    _event: *mut sys::doca_comch_event_consumer,
+    conn: *mut sys::doca_comch_connection,
+    id: u32,
+) {
+    let Some(shared) = shared_of(conn) else { return };
+    let c = conn_of(&shared, conn);
+    c.remote_consumers.borrow_mut().retain(|&x| x != id);
+    c.announced.borrow_mut().retain(|&x| x != id);
 }
 
 /// The send task's allocation takes no user data (DOCA's signature): the slot key that
@@ -355,6 +401,10 @@ impl ServerBuilder {
             )?;
             check(sys::doca_comch_server_event_msg_recv_register(s, Some(on_recv)), "comch: register recv")?;
             check(
+                sys::doca_comch_server_event_consumer_register(s, Some(on_new_consumer), Some(on_expired_consumer)),
+                "comch: register consumer events",
+            )?;
+            check(
                 sys::doca_comch_server_event_connection_status_changed_register(
                     s,
                     Some(on_connect),
@@ -500,6 +550,10 @@ impl ClientBuilder {
                 "comch: configure send tasks",
             )?;
             check(sys::doca_comch_client_event_msg_recv_register(c, Some(on_recv)), "comch: register recv")?;
+            check(
+                sys::doca_comch_client_event_consumer_register(c, Some(on_new_consumer), Some(on_expired_consumer)),
+                "comch: register consumer events",
+            )?;
         }
         let shared = Rc::new(Shared::default());
         ENDPOINTS.with(|m| m.borrow_mut().insert(c as usize, Rc::downgrade(&shared)));
@@ -593,6 +647,61 @@ impl Connection {
         // connection lives as long as the client does, which `self` keeps alive.
         let rc = unsafe { sys::doca_comch_connection_update_info(self.shared.conn) };
         rc == sys::DOCA_SUCCESS || rc == sys::DOCA_ERROR_CONNECTION_INPROGRESS
+    }
+
+    /// Waits for the peer's next fast-path [`Consumer`](fast::Consumer) on this connection
+    /// and returns its id, for [`Producer::send`](fast::Producer::send). Consumers are
+    /// returned once each, in the order the peer announced them; one withdrawn before it was
+    /// taken is skipped.
+    ///
+    /// # Errors
+    /// The connection ended ([`ErrorKind::ConnectionLost`]) or its server or client is gone
+    /// ([`ErrorKind::BadState`]).
+    pub async fn next_remote_consumer(&self) -> Result<u32> {
+        const OP: &str = "comch.next_remote_consumer";
+        loop {
+            let wait = poll_fn(|cx| {
+                if let Some(id) = self.shared.announced.borrow_mut().pop_front() {
+                    return Poll::Ready(Ok(id));
+                }
+                if let Err(e) = self.ep.live() {
+                    return Poll::Ready(Err(e.context_prefix(OP)));
+                }
+                if self.shared.closed.get() || (self.client && !self.alive()) {
+                    self.shared.closed.set(true);
+                    return Poll::Ready(Err(Error::new(
+                        ErrorKind::ConnectionLost,
+                        format!("{OP}: the connection ended"),
+                    )));
+                }
+                *self.shared.consumer_waker.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            });
+            if !self.client {
+                return wait.await;
+            }
+            // No disconnect event on the client side: look at the connection again every
+            // CLIENT_CHECK_INTERVAL while waiting (as `recv` does).
+            if let Ok(r) = crate::time::timeout(CLIENT_CHECK_INTERVAL, wait).await {
+                return r;
+            }
+        }
+    }
+
+    /// The DOCA connection, for creating a consumer or producer on it: it must not have
+    /// ended, and its server or client must exist (DOCA frees the connection with either).
+    fn open_ptr(&self, op: &str) -> Result<*mut sys::doca_comch_connection> {
+        self.ep.live().map_err(|e| e.context_prefix(op))?;
+        if self.shared.closed.get() {
+            return Err(Error::new(ErrorKind::ConnectionLost, format!("{op}: the connection ended")));
+        }
+        Ok(self.shared.conn)
+    }
+
+    /// The ids of the peer's fast-path consumers on this connection that are alive now
+    /// (announced and not withdrawn).
+    pub fn remote_consumers(&self) -> Vec<u32> {
+        self.shared.remote_consumers.borrow().clone()
     }
 
     /// The messages as a `Stream` (ends at disconnection).

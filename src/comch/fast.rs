@@ -1,0 +1,532 @@
+//! The Comch fast path: buffers written straight into the peer's posted memory
+//! (`doca_comch_consumer.h`, `doca_comch_producer.h`), beside a [`Connection`]'s messages.
+//!
+//! A [`Consumer`] posts receive buffers from one registered [`Memory`]; the peer's
+//! [`Producer`] sends a [`Buf`] (with up to [`MAX_IMM_DATA`] bytes of immediate data) to a
+//! consumer by id, and the bytes land in the consumer's oldest posted buffer. The connection
+//! carries the control: it tells each side the ids of the other side's consumers
+//! ([`Connection::next_remote_consumer`], [`Connection::remote_consumers`]).
+//!
+//! | on | operation | result |
+//! | --- | --- | --- |
+//! | [`ConsumerBuilder`] | [`build`](ConsumerBuilder::build) | a started [`Consumer`], announced to the peer |
+//! | [`Consumer`] | [`recv`](Consumer::recv) | [`Received`] (length, producer id, immediate data) and the buffer back |
+//! | [`ProducerBuilder`] | [`build`](ProducerBuilder::build) | a started [`Producer`] |
+//! | [`Producer`] | [`send`](Producer::send) | `()` once the bytes are in the consumer's buffer, and the buffer back |
+//!
+//! # Errors
+//! - [`Consumer::recv`]: a buffer outside the consumer's memory or empty
+//!   ([`ErrorKind::InvalidArgument`], nothing posted); a message larger than the buffer, or
+//!   a producer that died mid-write (DOCA's code); the consumer stopped (its posted buffers are
+//!   flushed: [`ErrorKind::Cancelled`] or DOCA's code).
+//! - [`Producer::send`]: more immediate bytes than [`MAX_IMM_DATA`] or than the consumer
+//!   takes, data larger than the consumer's buffer ([`ErrorKind::InvalidArgument`]); a
+//!   consumer that is unknown or withdrawn ([`ErrorKind::ConnectionLost`]). A consumer with no
+//!   buffer posted is not an error: DOCA answers `AGAIN` and the send tries again (yielding
+//!   to the executor, then every [`SEND_RETRY`]) until a buffer is posted or the future is
+//!   dropped.
+//!
+//! # Threads and lifetimes
+//! Like the connection, consumers and producers are `!Send`: they belong to the executor of
+//! their connection (the soft provider requires that thread too). Each keeps its connection
+//! (and its server or client) alive. Dropping one stops it; buffers still posted come back
+//! to their futures' slots once DOCA flushed them, and a peer's producer then sees the
+//! consumer withdrawn.
+//!
+//! # Example
+//! ```
+//! use async_doca::comch::fast::{Consumer, Producer};
+//! use async_doca::comch::{Client, Server};
+//! use async_doca::{spawn_local, Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let name = format!("doc-fast-{}", std::process::id());
+//!     let server = Server::builder(&dev, &name).build().await?;
+//!     let client = spawn_local({
+//!         let dev = dev.clone();
+//!         async move { Client::builder(&dev, &name).connect().await }
+//!     });
+//!     let dpu = server.accept().await?;
+//!     let host = client.await??;
+//!
+//!     // The host consumes into its memory; the DPU produces to it.
+//!     let inbox = dev.alloc(4096, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+//!     let consumer = Consumer::builder(&host, &inbox).imm_data_len(4).build().await?;
+//!     let producer = Producer::builder(&dpu).build().await?;
+//!     let id = dpu.next_remote_consumer().await?;
+//!     assert_eq!(id, consumer.id());
+//!
+//!     let posted = spawn_local(async move {
+//!         let (r, buf) = consumer.recv(inbox.slice(..64)).await;
+//!         r.map(|got| (got, buf.to_vec()))
+//!     });
+//!     let mut msg = dev.alloc(64, Access::LOCAL_READ_WRITE)?.slice(..5);
+//!     msg.write(0, b"hello");
+//!     let (sent, _msg) = producer.send(msg, id, b"tag!").await;
+//!     sent?;
+//!     let (got, bytes) = posted.await??;
+//!     assert_eq!((got.len(), got.imm(), got.producer_id()), (5, &b"tag!"[..], producer.id()));
+//!     assert_eq!(&bytes[..5], b"hello");
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::Connection;
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::ext::{completion_cb, success_cb, AllocTask, DocaCtx, DocaTask, TaskOutput, TaskSlot};
+use crate::mem::descriptors::{Desc, Descs, Inventory};
+use crate::mem::{Buf, Memory};
+use crate::sys;
+
+/// Immediate bytes a [`Consumer`] returns with each buffer, at most: a completion's results
+/// travel in the runtime's four-word task output (length and producer id, the immediate's
+/// length, 16 bytes). DOCA may allow more (`doca_comch_consumer_cap_get_max_imm_data_len`);
+/// [`ConsumerBuilder::imm_data_len`] refuses more than this.
+pub const MAX_IMM_DATA: usize = 16;
+/// Default receive task pool of a consumer (buffers posted at once).
+pub const DEFAULT_CONSUMER_TASKS: u32 = 64;
+/// Default send task pool of a producer (sends in flight at once).
+pub const DEFAULT_PRODUCER_TASKS: u32 = 64;
+/// How long a send waits before it tries again, once yielding has not found a posted buffer.
+pub const SEND_RETRY: Duration = Duration::from_micros(50);
+/// Sends tried again with only a yield in between before they wait [`SEND_RETRY`].
+const SEND_YIELDS: u32 = 64;
+
+/// `doca_comch_consumer_task_post_recv`, as the runtime sees it.
+struct PostRecv;
+// SAFETY: the conversion is the task type's own; post-receive tasks are freed with
+// doca_task_free (the default).
+unsafe impl DocaTask for PostRecv {
+    type Task = sys::doca_comch_consumer_task_post_recv;
+    unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+        // SAFETY: forwarded; the caller passes a live task.
+        unsafe { sys::doca_comch_consumer_task_post_recv_as_task(task) }
+    }
+    unsafe fn on_complete(task: *mut Self::Task, status: sys::doca_error_t, out: &mut TaskOutput) {
+        if status != sys::DOCA_SUCCESS {
+            return;
+        }
+        // SAFETY: the live, completed task: its buffer and results are readable now; the
+        // immediate bytes are the task's, `imm_len` of them.
+        unsafe {
+            let mut len = 0usize;
+            let _ = sys::doca_buf_get_data_len(sys::doca_comch_consumer_task_post_recv_get_buf(task), &mut len);
+            let producer = sys::doca_comch_consumer_task_post_recv_get_producer_id(task);
+            let imm_len = (sys::doca_comch_consumer_task_post_recv_get_imm_data_len(task) as usize).min(MAX_IMM_DATA);
+            let imm = sys::doca_comch_consumer_task_post_recv_get_imm_data(task);
+            let mut bytes = [0u8; MAX_IMM_DATA];
+            if imm_len > 0 && !imm.is_null() {
+                std::ptr::copy_nonoverlapping(imm, bytes.as_mut_ptr(), imm_len);
+            }
+            out[0] = (len as u64 & u64::from(u32::MAX)) | (u64::from(producer) << 32);
+            out[1] = imm_len as u64;
+            out[2] = u64::from_ne_bytes(bytes[..8].try_into().expect("8 bytes"));
+            out[3] = u64::from_ne_bytes(bytes[8..].try_into().expect("8 bytes"));
+        }
+    }
+}
+
+/// `doca_comch_producer_task_send`, as the runtime sees it.
+struct ProducerSend;
+// SAFETY: as for PostRecv.
+unsafe impl DocaTask for ProducerSend {
+    type Task = sys::doca_comch_producer_task_send;
+    unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
+        // SAFETY: forwarded; the caller passes a live task.
+        unsafe { sys::doca_comch_producer_task_send_as_task(task) }
+    }
+}
+
+/// Sets the slot's user data on a task whose allocation takes none (DOCA's signature).
+fn with_slot<T>(
+    rc: sys::doca_error_t,
+    t: *mut T,
+    as_task: unsafe fn(*mut T) -> *mut sys::doca_task,
+    slot: &TaskSlot,
+) -> std::result::Result<*mut T, sys::doca_error_t> {
+    if rc != sys::DOCA_SUCCESS {
+        return Err(rc);
+    }
+    // SAFETY: the task was just allocated and is ours.
+    unsafe { sys::doca_task_set_user_data(as_task(t), slot.user_data()) };
+    Ok(t)
+}
+
+// ---- consumer ----
+
+/// Configures and starts a [`Consumer`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build() is awaited"]
+pub struct ConsumerBuilder {
+    conn: Connection,
+    memory: Memory,
+    tasks: u32,
+    imm_len: u32,
+}
+
+impl ConsumerBuilder {
+    /// Buffers posted at once (default [`DEFAULT_CONSUMER_TASKS`]); more
+    /// [`recv`](Consumer::recv)s wait for one to complete.
+    pub fn tasks(mut self, n: u32) -> Self {
+        self.tasks = n;
+        self
+    }
+
+    /// Immediate bytes each send to this consumer may carry (default 0; at most
+    /// [`MAX_IMM_DATA`]).
+    pub fn imm_data_len(mut self, n: u32) -> Self {
+        self.imm_len = n;
+        self
+    }
+
+    /// Creates the consumer on the connection's executor, starts it and announces it to the
+    /// peer (whose [`Connection::next_remote_consumer`] then returns its id).
+    ///
+    /// # Errors
+    /// A zero pool or too many immediate bytes ([`ErrorKind::InvalidArgument`]), a connection
+    /// that ended ([`ErrorKind::ConnectionLost`]), memory the peer cannot be given (DOCA's
+    /// code: it must allow PCI access), or what DOCA refuses.
+    pub async fn build(self) -> Result<Consumer> {
+        const OP: &str = "comch.consumer";
+        if self.tasks == 0 || self.imm_len as usize > MAX_IMM_DATA {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{OP}: tasks must be >= 1 and imm_data_len <= {MAX_IMM_DATA}"),
+            ));
+        }
+        let conn = self.conn.open_ptr(OP)?;
+        let mmap = self.memory.raw_mmap();
+        let mut c = std::ptr::null_mut();
+        // SAFETY: a live connection (checked above) and a started mmap the memory keeps;
+        // valid out-pointer.
+        check(unsafe { sys::doca_comch_consumer_create(conn, mmap, &mut c) }, "comch: doca_comch_consumer_create")?;
+        // The memory and the connection (with its server or client) outlive the consumer.
+        let keep = (self.memory.clone(), self.conn.clone());
+        // SAFETY: a fresh, IDLE, unconnected consumer of this thread, destroyed only by
+        // DocaCtx; the closure keeps what it was created on until then.
+        let ctx = unsafe {
+            DocaCtx::new("comch_consumer", c, sys::doca_comch_consumer_as_ctx(c), move |c| {
+                let rc = sys::doca_comch_consumer_destroy(c);
+                drop(keep);
+                rc
+            })
+        }?;
+        // SAFETY: the consumer is live and IDLE; the callbacks have the exact C signatures.
+        unsafe {
+            if self.imm_len > 0 {
+                check(sys::doca_comch_consumer_set_imm_data_len(c, self.imm_len), "comch: consumer imm data len")?;
+            }
+            check(
+                sys::doca_comch_consumer_task_post_recv_set_conf(
+                    c,
+                    Some(success_cb::<PostRecv>),
+                    Some(completion_cb::<PostRecv>),
+                    self.tasks,
+                ),
+                "comch: configure post-receive tasks",
+            )?;
+        }
+        let inv = Rc::new(Inventory::new(self.tasks as usize + 16, "comch consumer")?);
+        ctx.start().await.map_err(|e| e.context_prefix(OP))?;
+        let mut id = 0;
+        // SAFETY: a live consumer; valid out-pointer.
+        check(unsafe { sys::doca_comch_consumer_get_id(c, &mut id) }, "comch: consumer id")?;
+        Ok(Consumer { ctx, inv, memory: self.memory, id })
+    }
+}
+
+/// Receives [`Producer`] sends into buffers of one [`Memory`] (see the
+/// [module documentation](self)).
+pub struct Consumer {
+    ctx: DocaCtx<sys::doca_comch_consumer>,
+    inv: Rc<Inventory>,
+    memory: Memory,
+    id: u32,
+}
+
+/// What a [`Consumer::recv`] got.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    len: usize,
+    producer_id: u32,
+    imm_len: u8,
+    imm: [u8; MAX_IMM_DATA],
+}
+
+impl Received {
+    /// The bytes written at the start of the buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the send carried no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The id of the [`Producer`] that sent them.
+    pub fn producer_id(&self) -> u32 {
+        self.producer_id
+    }
+    /// The send's immediate data.
+    pub fn imm(&self) -> &[u8] {
+        &self.imm[..self.imm_len as usize]
+    }
+
+    fn of(out: TaskOutput) -> Received {
+        let mut imm = [0u8; MAX_IMM_DATA];
+        imm[..8].copy_from_slice(&out[2].to_ne_bytes());
+        imm[8..].copy_from_slice(&out[3].to_ne_bytes());
+        Received {
+            len: (out[0] & u64::from(u32::MAX)) as usize,
+            producer_id: (out[0] >> 32) as u32,
+            imm_len: out[1].min(MAX_IMM_DATA as u64) as u8,
+            imm,
+        }
+    }
+}
+
+impl fmt::Debug for Received {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Received")
+            .field("len", &self.len)
+            .field("producer_id", &self.producer_id)
+            .field("imm", &self.imm())
+            .finish()
+    }
+}
+
+impl Consumer {
+    /// A builder for a consumer on `conn` whose buffers come from `memory` (registered with
+    /// PCI access, which DOCA needs to give it to the peer's producers).
+    pub fn builder(conn: &Connection, memory: &Memory) -> ConsumerBuilder {
+        ConsumerBuilder { conn: conn.clone(), memory: memory.clone(), tasks: DEFAULT_CONSUMER_TASKS, imm_len: 0 }
+    }
+
+    /// The consumer's id, which the peer's producers send to.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Posts `buf` (a slice of the consumer's memory) and waits for a send to fill it; gives
+    /// the buffer back either way. Buffers are filled in posting order, from their start.
+    /// Dropping the future leaves `buf` posted until a send fills it or the consumer stops.
+    pub async fn recv(&self, buf: Buf) -> (Result<Received>, Buf) {
+        const OP: &str = "comch.consumer.recv";
+        if buf.is_empty() || buf.memory().raw_mmap() != self.memory.raw_mmap() {
+            let e = Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{OP}: the buffer must be a non-empty slice of the consumer's memory"),
+            );
+            return (Err(e), buf);
+        }
+        let consumer = match self.ctx.as_ptr() {
+            Ok(p) => p,
+            Err(e) => return (Err(e.context_prefix(OP)), buf),
+        };
+        let req = PostRecvReq { consumer, inv: &self.inv, d: Desc::local(&buf) };
+        let len = buf.len();
+        let (r, (_inv, buf)) =
+            self.ctx.submit_keeping::<PostRecv, _, _>(OP, req, None, len, (self.inv.clone(), buf)).await;
+        (r.map(Received::of), buf)
+    }
+}
+
+/// A post-receive task over one destination descriptor (empty payload: the send fills it).
+struct PostRecvReq<'a> {
+    consumer: *mut sys::doca_comch_consumer,
+    inv: &'a Inventory,
+    d: Desc,
+}
+
+impl AllocTask<PostRecv> for PostRecvReq<'_> {
+    fn alloc(
+        &mut self,
+        slot: &TaskSlot,
+    ) -> std::result::Result<*mut sys::doca_comch_consumer_task_post_recv, sys::doca_error_t> {
+        let d = Descs::new(self.inv, slot).get(0, self.d, 0)?;
+        let mut t = std::ptr::null_mut();
+        // SAFETY: a live consumer; `d` describes memory the operation owns until the task is done.
+        let rc = unsafe { sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, &mut t) };
+        with_slot(rc, t, PostRecv::as_task, slot)
+    }
+}
+
+impl fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("comch::fast::Consumer").field("id", &self.id).field("ctx", &self.ctx).finish()
+    }
+}
+
+// ---- producer ----
+
+/// Configures and starts a [`Producer`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .build() is awaited"]
+pub struct ProducerBuilder {
+    conn: Connection,
+    tasks: u32,
+}
+
+impl ProducerBuilder {
+    /// Sends in flight at once (default [`DEFAULT_PRODUCER_TASKS`]); more wait.
+    pub fn tasks(mut self, n: u32) -> Self {
+        self.tasks = n;
+        self
+    }
+
+    /// Creates the producer on the connection's executor and starts it.
+    ///
+    /// # Errors
+    /// A zero pool ([`ErrorKind::InvalidArgument`]), a connection that ended
+    /// ([`ErrorKind::ConnectionLost`]), or what DOCA refuses.
+    pub async fn build(self) -> Result<Producer> {
+        const OP: &str = "comch.producer";
+        if self.tasks == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, format!("{OP}: tasks must be >= 1")));
+        }
+        let conn = self.conn.open_ptr(OP)?;
+        let mut p = std::ptr::null_mut();
+        // SAFETY: a live connection (checked above); valid out-pointer.
+        check(unsafe { sys::doca_comch_producer_create(conn, &mut p) }, "comch: doca_comch_producer_create")?;
+        let keep = self.conn.clone();
+        // SAFETY: as for the consumer.
+        let ctx = unsafe {
+            DocaCtx::new("comch_producer", p, sys::doca_comch_producer_as_ctx(p), move |p| {
+                let rc = sys::doca_comch_producer_destroy(p);
+                drop(keep);
+                rc
+            })
+        }?;
+        check(
+            // SAFETY: the producer is live and IDLE; the callbacks have the exact C signatures.
+            unsafe {
+                sys::doca_comch_producer_task_send_set_conf(
+                    p,
+                    Some(success_cb::<ProducerSend>),
+                    Some(completion_cb::<ProducerSend>),
+                    self.tasks,
+                )
+            },
+            "comch: configure producer send tasks",
+        )?;
+        let inv = Rc::new(Inventory::new(self.tasks as usize + 16, "comch producer")?);
+        ctx.start().await.map_err(|e| e.context_prefix(OP))?;
+        let mut id = 0;
+        // SAFETY: a live producer; valid out-pointer.
+        check(unsafe { sys::doca_comch_producer_get_id(p, &mut id) }, "comch: producer id")?;
+        Ok(Producer { ctx, inv, id })
+    }
+}
+
+/// Sends buffers into the peer's [`Consumer`]s (see the [module documentation](self)).
+pub struct Producer {
+    ctx: DocaCtx<sys::doca_comch_producer>,
+    inv: Rc<Inventory>,
+    id: u32,
+}
+
+impl Producer {
+    /// A builder for a producer on `conn`.
+    pub fn builder(conn: &Connection) -> ProducerBuilder {
+        ProducerBuilder { conn: conn.clone(), tasks: DEFAULT_PRODUCER_TASKS }
+    }
+
+    /// The producer's id, which the consumer sees in [`Received::producer_id`].
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Writes `buf`'s bytes, with `imm` as immediate data, into the oldest buffer that
+    /// consumer `consumer` posted, and completes once they are there; gives the buffer back
+    /// either way. With no buffer posted it tries again until one is (see the
+    /// [module documentation](self)).
+    pub async fn send(&self, buf: Buf, consumer: u32, imm: &[u8]) -> (Result<()>, Buf) {
+        const OP: &str = "comch.producer.send";
+        if imm.len() > MAX_IMM_DATA {
+            let e = Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{OP}: {} immediate bytes (at most {MAX_IMM_DATA})", imm.len()),
+            );
+            return (Err(e), buf);
+        }
+        let mut imm_bytes = [0u8; MAX_IMM_DATA];
+        imm_bytes[..imm.len()].copy_from_slice(imm);
+        let (mut buf, mut tries) = (buf, 0u32);
+        loop {
+            let producer = match self.ctx.as_ptr() {
+                Ok(p) => p,
+                Err(e) => return (Err(e.context_prefix(OP)), buf),
+            };
+            // The immediate bytes live in the future's keep until the task is done.
+            let imm_keep = Box::new(imm_bytes);
+            let req = SendReq {
+                producer,
+                inv: &self.inv,
+                s: Desc::local(&buf),
+                imm: imm_keep.as_ptr().cast_mut(),
+                imm_len: imm.len() as u32,
+                consumer,
+            };
+            let len = buf.len();
+            let keep = (self.inv.clone(), buf, imm_keep);
+            let (r, (_inv, back, _imm)) = self.ctx.submit_keeping::<ProducerSend, _, _>(OP, req, None, len, keep).await;
+            buf = back;
+            match r {
+                Err(e) if e.code().map(|c| c.0) == Some(sys::DOCA_ERROR_AGAIN) => {
+                    // No buffer posted yet: not an error in DOCA's model; try again.
+                    tries += 1;
+                    if tries <= SEND_YIELDS {
+                        crate::executor::yield_now().await;
+                    } else {
+                        crate::time::sleep(SEND_RETRY).await;
+                    }
+                }
+                r => return (r.map(drop), buf),
+            }
+        }
+    }
+}
+
+/// A producer send task over one source descriptor (its whole payload).
+struct SendReq<'a> {
+    producer: *mut sys::doca_comch_producer,
+    inv: &'a Inventory,
+    s: Desc,
+    imm: *mut u8,
+    imm_len: u32,
+    consumer: u32,
+}
+
+impl AllocTask<ProducerSend> for SendReq<'_> {
+    fn alloc(
+        &mut self,
+        slot: &TaskSlot,
+    ) -> std::result::Result<*mut sys::doca_comch_producer_task_send, sys::doca_error_t> {
+        let s = Descs::new(self.inv, slot).src(0, self.s)?;
+        let mut t = std::ptr::null_mut();
+        // SAFETY: a live producer; `s` describes memory the operation owns until the task is
+        // done, and `imm` `imm_len` bytes the operation keeps as long.
+        let rc = unsafe {
+            sys::doca_comch_producer_task_send_alloc_init(
+                self.producer,
+                s,
+                self.imm,
+                self.imm_len,
+                self.consumer,
+                &mut t,
+            )
+        };
+        with_slot(rc, t, ProducerSend::as_task, slot)
+    }
+}
+
+impl fmt::Debug for Producer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("comch::fast::Producer").field("id", &self.id).field("ctx", &self.ctx).finish()
+    }
+}
