@@ -209,3 +209,40 @@ fn a_dropped_consumer_is_withdrawn_from_the_peer() {
     })
     .unwrap();
 }
+
+/// Several sends to a consumer with no buffer posted all wait, and all complete as buffers
+/// are posted: DOCA's AGAIN from a producer means "no buffer", which no completion of the
+/// producer's other tasks resolves, so the sends must not wait for one.
+#[test]
+fn several_sends_waiting_for_buffers_all_complete() {
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let (_server, dpu, host) = pair(&dev, "several").await?;
+        let mem = inbox(&dev, 4 * 64)?;
+        let consumer = Consumer::builder(&host, &mem).imm_data_len(1).build().await?;
+        let producer = Rc::new(Producer::builder(&dpu).build().await?);
+        let id = bounded(dpu.next_remote_consumer()).await??;
+        let src = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+        let sends: Vec<_> = (0..4)
+            .map(|i| {
+                let (p, buf) = (producer.clone(), src.slice(i * 16..i * 16 + 4));
+                spawn_local(async move { p.send(buf, id, &[i as u8]).await.0 })
+            })
+            .collect();
+        for _ in 0..100 {
+            yield_now().await;
+        }
+        let mut imms = Vec::new();
+        for i in 0..4 {
+            let (got, _) = bounded(consumer.recv(mem.slice(i * 64..(i + 1) * 64))).await?;
+            imms.push(got?.imm()[0]);
+        }
+        for s in sends {
+            bounded(s).await???;
+        }
+        imms.sort_unstable();
+        assert_eq!(imms, [0, 1, 2, 3]);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
