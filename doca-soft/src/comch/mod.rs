@@ -12,8 +12,8 @@
 //!   clients). Both sides then use the smaller maximum. The server reports the new connection
 //!   through its connect callback; the client's start (`IN_PROGRESS`, state STARTING) becomes
 //!   RUNNING through progress once WELCOME arrived. A client started before its server retries
-//!   the connection from progress every [`CONNECT_RETRY`] for [`CONNECT_TIMEOUT`] (or
-//!   [`connect_timeout`]), then its start fails (IDLE).
+//!   the connection from progress every [`CONNECT_RETRY`] for [`CONNECT_TIMEOUT`] (or what
+//!   [`CONNECT_TIMEOUT_ENV`] says), then its start fails (IDLE).
 //! * **Messages** are one DATA record each; a send task completes when the kernel took the
 //!   record (a full socket keeps it queued in order on its connection and progress retries).
 //!   Received records become receive events.
@@ -91,7 +91,7 @@ pub const MAX_SEND_TASKS: u32 = 8192;
 /// How long a started client keeps trying to reach a server that is not there yet. NVIDIA's
 /// samples give a client 30 s to reach RUNNING, which a shorter window would cut short when
 /// the server starts late. The soft-only `DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS` overrides it
-/// ([`connect_timeout`]; the chaos harness bounds its rounds with it).
+/// ([`CONNECT_TIMEOUT_ENV`]; the chaos harness bounds its rounds with it).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The environment variable that overrides [`CONNECT_TIMEOUT`], in milliseconds.
 pub const CONNECT_TIMEOUT_ENV: &str = "DOCA_SOFT_COMCH_CONNECT_TIMEOUT_MS";
