@@ -51,8 +51,7 @@ fn sends_land_in_posted_buffers_in_order_with_the_producer_id_and_immediates() {
         let dev = Device::open_default()?;
         let (_server, dpu, host) = pair(&dev, "order").await?;
         let mem = inbox(&dev, 4 * 256)?;
-        let consumer =
-            Rc::new(Consumer::builder(&host, &mem).tasks(8).imm_data_len(MAX_IMM_DATA as u32).build().await?);
+        let consumer = Consumer::builder(&host, &mem).tasks(8).imm_data_len(MAX_IMM_DATA as u32).build().await?;
         let producer = Producer::builder(&dpu).build().await?;
         let id = bounded(dpu.next_remote_consumer()).await??;
         assert_eq!(id, consumer.id());
@@ -100,7 +99,7 @@ fn a_send_waits_for_a_posted_buffer_in_the_other_direction() {
         let (_server, dpu, host) = pair(&dev, "wait").await?;
         let mem = inbox(&dev, 64)?;
         let consumer = Consumer::builder(&dpu, &mem).build().await?;
-        let producer = Rc::new(Producer::builder(&host).build().await?);
+        let producer = Producer::builder(&host).build().await?;
         let id = bounded(host.next_remote_consumer()).await??;
         let done = Rc::new(Cell::new(false));
         let send = spawn_local({
@@ -220,7 +219,7 @@ fn several_sends_waiting_for_buffers_all_complete() {
         let (_server, dpu, host) = pair(&dev, "several").await?;
         let mem = inbox(&dev, 4 * 64)?;
         let consumer = Consumer::builder(&host, &mem).imm_data_len(1).build().await?;
-        let producer = Rc::new(Producer::builder(&dpu).build().await?);
+        let producer = Producer::builder(&dpu).build().await?;
         let id = bounded(dpu.next_remote_consumer()).await??;
         let src = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
         let sends: Vec<_> = (0..4)

@@ -237,13 +237,21 @@ impl ConsumerBuilder {
         let mut id = 0;
         // SAFETY: a live consumer; valid out-pointer.
         check(unsafe { sys::doca_comch_consumer_get_id(c, &mut id) }, "comch: consumer id")?;
-        Ok(Consumer { ctx, inv, memory: self.memory, id })
+        Ok(Consumer { inner: Rc::new(ConsumerInner { ctx, inv, memory: self.memory, id }) })
     }
 }
 
 /// Receives [`Producer`] sends into buffers of one [`Memory`] (see the
 /// [module documentation](self)).
+///
+/// Cloning shares the consumer (buffers are posted from any clone, in one order). Dropping
+/// the last handle stops it.
+#[derive(Clone)]
 pub struct Consumer {
+    inner: Rc<ConsumerInner>,
+}
+
+struct ConsumerInner {
     ctx: DocaCtx<sys::doca_comch_consumer>,
     inv: Rc<Inventory>,
     memory: Memory,
@@ -309,7 +317,7 @@ impl Consumer {
 
     /// The consumer's id, which the peer's producers send to.
     pub fn id(&self) -> u32 {
-        self.id
+        self.inner.id
     }
 
     /// Posts `buf` (a slice of the consumer's memory) and waits for a send to fill it; gives
@@ -317,21 +325,22 @@ impl Consumer {
     /// Dropping the future leaves `buf` posted until a send fills it or the consumer stops.
     pub async fn recv(&self, buf: Buf) -> (Result<Received>, Buf) {
         const OP: &str = "comch.consumer.recv";
-        if buf.is_empty() || buf.memory().raw_mmap() != self.memory.raw_mmap() {
+        let inner = &*self.inner;
+        if buf.is_empty() || buf.memory().raw_mmap() != inner.memory.raw_mmap() {
             let e = Error::new(
                 ErrorKind::InvalidArgument,
                 format!("{OP}: the buffer must be a non-empty slice of the consumer's memory"),
             );
             return (Err(e), buf);
         }
-        let consumer = match self.ctx.as_ptr() {
+        let consumer = match inner.ctx.as_ptr() {
             Ok(p) => p,
             Err(e) => return (Err(e.context_prefix(OP)), buf),
         };
-        let req = PostRecvReq { consumer, inv: &self.inv, d: Desc::local(&buf) };
+        let req = PostRecvReq { consumer, inv: &inner.inv, d: Desc::local(&buf) };
         let len = buf.len();
         let (r, (_inv, buf)) =
-            self.ctx.submit_keeping::<PostRecv, _, _>(OP, req, None, len, (self.inv.clone(), buf)).await;
+            inner.ctx.submit_keeping::<PostRecv, _, _>(OP, req, None, len, (inner.inv.clone(), buf)).await;
         (r.map(Received::of), buf)
     }
 }
@@ -358,7 +367,7 @@ impl AllocTask<PostRecv> for PostRecvReq<'_> {
 
 impl fmt::Debug for Consumer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("comch::fast::Consumer").field("id", &self.id).field("ctx", &self.ctx).finish()
+        f.debug_struct("comch::fast::Consumer").field("id", &self.inner.id).field("ctx", &self.inner.ctx).finish()
     }
 }
 
@@ -419,12 +428,19 @@ impl ProducerBuilder {
         let mut id = 0;
         // SAFETY: a live producer; valid out-pointer.
         check(unsafe { sys::doca_comch_producer_get_id(p, &mut id) }, "comch: producer id")?;
-        Ok(Producer { ctx, inv, id })
+        Ok(Producer { inner: Rc::new(ProducerInner { ctx, inv, id }) })
     }
 }
 
 /// Sends buffers into the peer's [`Consumer`]s (see the [module documentation](self)).
+///
+/// Cloning shares the producer. Dropping the last handle stops it.
+#[derive(Clone)]
 pub struct Producer {
+    inner: Rc<ProducerInner>,
+}
+
+struct ProducerInner {
     ctx: DocaCtx<sys::doca_comch_producer>,
     inv: Rc<Inventory>,
     id: u32,
@@ -438,7 +454,7 @@ impl Producer {
 
     /// The producer's id, which the consumer sees in [`Received::producer_id`].
     pub fn id(&self) -> u32 {
-        self.id
+        self.inner.id
     }
 
     /// Writes `buf`'s bytes, with `imm` as immediate data, into the oldest buffer that
@@ -458,7 +474,8 @@ impl Producer {
         imm_bytes[..imm.len()].copy_from_slice(imm);
         let (mut buf, mut tries) = (buf, 0u32);
         loop {
-            let producer = match self.ctx.as_ptr() {
+            let inner = &*self.inner;
+            let producer = match inner.ctx.as_ptr() {
                 Ok(p) => p,
                 Err(e) => return (Err(e.context_prefix(OP)), buf),
             };
@@ -466,15 +483,16 @@ impl Producer {
             let imm_keep = Box::new(imm_bytes);
             let req = SendReq {
                 producer,
-                inv: &self.inv,
+                inv: &inner.inv,
                 s: Desc::local(&buf),
                 imm: imm_keep.as_ptr().cast_mut(),
                 imm_len: imm.len() as u32,
                 consumer,
             };
             let len = buf.len();
-            let keep = (self.inv.clone(), buf, imm_keep);
-            let (r, (_inv, back, _imm)) = self.ctx.submit_keeping::<ProducerSend, _, _>(OP, req, None, len, keep).await;
+            let keep = (inner.inv.clone(), buf, imm_keep);
+            let (r, (_inv, back, _imm)) =
+                inner.ctx.submit_keeping::<ProducerSend, _, _>(OP, req, None, len, keep).await;
             buf = back;
             match r {
                 Err(e) if e.code().map(|c| c.0) == Some(sys::DOCA_ERROR_AGAIN) => {
@@ -527,6 +545,6 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
 
 impl fmt::Debug for Producer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("comch::fast::Producer").field("id", &self.id).field("ctx", &self.ctx).finish()
+        f.debug_struct("comch::fast::Producer").field("id", &self.inner.id).field("ctx", &self.inner.ctx).finish()
     }
 }
