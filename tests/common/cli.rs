@@ -29,6 +29,7 @@ fn find_or_build() -> Result<PathBuf, String> {
     let profile_dir = doca_urom_plugin::testing::exe_profile_dir().ok_or("no target directory")?;
     let built = profile_dir.join("async-doca");
     if built.is_file() {
+        warn_if_stale(&built);
         return Ok(built);
     }
     if std::env::var_os("CARGO").is_none() {
@@ -54,4 +55,41 @@ fn find_or_build() -> Result<PathBuf, String> {
     let args = ["-p", "async-doca-cli", "--bin", "async-doca"];
     let dir = doca_urom_plugin::testing::cargo_build(&args, Some("nested-cli"), Duration::from_secs(600))?;
     Ok(dir.join("async-doca"))
+}
+
+/// Says so on stderr when a source file the binary is built from is newer than the binary:
+/// `cargo test --test X` builds the test, not the CLI, so after a change to the daemon or the
+/// provider such a run would test the old binary (`cargo test --workspace`, `scripts/test.sh`
+/// and CI build it first). Not an error: the binary may not depend on the file that changed.
+/// libtest shows it with the output of the test that first needed the binary: when that test
+/// fails, or with `--nocapture`.
+fn warn_if_stale(binary: &Path) {
+    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    let mut dirs: Vec<PathBuf> =
+        ["src", "cli/src", "doca-soft/src", "doca-sys/src"].iter().map(|d| root.join(d)).collect();
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                dirs.push(path);
+            } else if let Ok(t) = meta.modified() {
+                if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+                    newest = Some((t, path));
+                }
+            }
+        }
+    }
+    if let Some((t, path)) = newest {
+        if t > built {
+            eprintln!(
+                "warning: {} is older than {}: it may not have been rebuilt; run `cargo build -p async-doca-cli`",
+                binary.display(),
+                path.display()
+            );
+        }
+    }
 }
