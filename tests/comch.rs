@@ -1,6 +1,6 @@
 //! Comch as futures: a server and clients on one executor, the message stream, a server
 //! disconnecting a client, and across two processes with the peer killed mid-conversation
-//! on either side (futures fail fast, the stream ends).
+//! on either side (futures fail fast, the stream ends); the fast path in `comch/fast.rs`.
 
 use std::time::Duration;
 
@@ -10,6 +10,8 @@ use async_doca::{spawn_local, Device, Error, ErrorKind, Result, Runtime};
 use futures_lite::StreamExt;
 
 mod common;
+#[path = "comch/fast.rs"]
+mod fast;
 
 /// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
 const LIMIT: Duration = Duration::from_secs(30);

@@ -1,36 +1,22 @@
 //! The Comch fast path as futures (`async_doca::comch::fast`): consumers announced to the
 //! peer, sends landing in posted buffers in posting order with the producer's id and the
 //! immediate bytes, a send that waits for a buffer to be posted, both directions, the
-//! argument checks, and a consumer that goes away.
+//! argument checks, and a consumer that goes away. (A module of `tests/comch.rs`, whose
+//! runtime, bounds and names it shares.)
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Duration;
 
 use async_doca::comch::fast::{Consumer, Producer, MAX_IMM_DATA};
 use async_doca::comch::{Client, Connection, Server};
 use async_doca::executor::yield_now;
-use async_doca::time::timeout;
-use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Memory, Result, Runtime};
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Memory, Result};
 
-/// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
-const LIMIT: Duration = Duration::from_secs(30);
-
-fn rt() -> Runtime {
-    Runtime::builder().cpus("0".parse().unwrap()).build().unwrap()
-}
-
-async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Result<T> {
-    timeout(LIMIT, f).await.map_err(Error::from)
-}
-
-fn name(tag: &str) -> String {
-    format!("fast-{tag}-{}", std::process::id())
-}
+use super::{bounded, name, rt};
 
 /// A server and one client on this executor: (server side, client side).
 async fn pair(dev: &Device, tag: &str) -> Result<(Server, Connection, Connection)> {
-    let n = name(tag);
+    let n = name(&format!("fast-{tag}"));
     let server = Server::builder(dev, &n).build().await?;
     let client = spawn_local({
         let (dev, n) = (dev.clone(), n.clone());
