@@ -77,7 +77,7 @@ use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::Connection;
+use super::{with_slot, Connection};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::{completion_cb, success_cb, AllocTask, DocaCtx, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
@@ -141,21 +141,6 @@ unsafe impl DocaTask for ProducerSend {
         // SAFETY: forwarded; the caller passes a live task.
         unsafe { sys::doca_comch_producer_task_send_as_task(task) }
     }
-}
-
-/// Sets the slot's user data on a task whose allocation takes none (DOCA's signature).
-fn with_slot<T>(
-    rc: sys::doca_error_t,
-    t: *mut T,
-    as_task: unsafe fn(*mut T) -> *mut sys::doca_task,
-    slot: &TaskSlot,
-) -> std::result::Result<*mut T, sys::doca_error_t> {
-    if rc != sys::DOCA_SUCCESS {
-        return Err(rc);
-    }
-    // SAFETY: the task was just allocated and is ours.
-    unsafe { sys::doca_task_set_user_data(as_task(t), slot.user_data()) };
-    Ok(t)
 }
 
 // ---- consumer ----
@@ -361,7 +346,7 @@ impl AllocTask<PostRecv> for PostRecvReq<'_> {
         let mut t = std::ptr::null_mut();
         // SAFETY: a live consumer; `d` describes memory the operation owns until the task is done.
         let rc = unsafe { sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, &mut t) };
-        with_slot(rc, t, PostRecv::as_task, slot)
+        with_slot::<PostRecv>(rc, t, slot)
     }
 }
 
@@ -539,7 +524,7 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
                 &mut t,
             )
         };
-        with_slot(rc, t, ProducerSend::as_task, slot)
+        with_slot::<ProducerSend>(rc, t, slot)
     }
 }
 

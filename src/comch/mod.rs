@@ -238,18 +238,19 @@ unsafe extern "C" fn on_expired_consumer(
     c.announced.borrow_mut().retain(|&x| x != id);
 }
 
-/// The send task's allocation takes no user data (DOCA's signature): the slot key that
-/// routes its completion to the future is set on the task afterwards.
-fn with_slot(
+/// Comch's task allocations take no user data (DOCA's signatures: send, post-receive,
+/// producer send): the slot key that routes a completion to its future is set on the task
+/// right after a successful allocation (`rc`).
+fn with_slot<K: DocaTask>(
     rc: sys::doca_error_t,
-    t: *mut sys::doca_comch_task_send,
-    slot: &crate::ext::TaskSlot,
-) -> std::result::Result<*mut sys::doca_comch_task_send, sys::doca_error_t> {
+    t: *mut K::Task,
+    slot: &TaskSlot,
+) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
     if rc != sys::DOCA_SUCCESS {
         return Err(rc);
     }
-    // SAFETY: the task was just allocated and is ours.
-    unsafe { sys::doca_task_set_user_data(sys::doca_comch_task_send_as_task(t), slot.user_data()) };
+    // SAFETY: the task was just allocated, is of kind K and is ours.
+    unsafe { sys::doca_task_set_user_data(K::as_task(t), slot.user_data()) };
     Ok(t)
 }
 
@@ -301,7 +302,7 @@ impl Endpoint {
                     // disconnect event has not run: `open`); `msg` (owned by the future until
                     // the completion) holds `len` bytes at `p`.
                     let rc = unsafe { sys::doca_comch_server_task_send_alloc_init(s, c, p.cast(), len, &mut t) };
-                    with_slot(rc, t, slot)
+                    with_slot::<SendTask>(rc, t, slot)
                 };
                 let f = ctx.submit_keeping::<SendTask, _, _>(OP, alloc, Some(conn.conn as usize), len as usize, msg);
                 return f.await.0.map(drop);
@@ -314,7 +315,7 @@ impl Endpoint {
             let mut t = std::ptr::null_mut();
             // SAFETY: as above, for the client.
             let rc = unsafe { sys::doca_comch_client_task_send_alloc_init(c, conn, p.cast(), len, &mut t) };
-            with_slot(rc, t, slot)
+            with_slot::<SendTask>(rc, t, slot)
         };
         let f = fut.submit_keeping::<SendTask, _, _>(OP, alloc, Some(conn.conn as usize), len as usize, msg);
         f.await.0.map(drop)
