@@ -29,9 +29,9 @@
 //! # Threads and lifetimes
 //! Like the connection, consumers and producers are `!Send`: they belong to the executor of
 //! their connection (the soft provider requires that thread too). Each keeps its connection
-//! (and its server or client) alive. Dropping one stops it; buffers still posted come back
-//! to their futures' slots once DOCA flushed them, and a peer's producer then sees the
-//! consumer withdrawn.
+//! (and its server or client) alive. Both are cheap shared handles: dropping the last handle
+//! stops the context; buffers still posted come back to their futures' slots once DOCA
+//! flushed them, and a peer's producer then sees the consumer withdrawn.
 //!
 //! # Example
 //! ```
