@@ -455,8 +455,14 @@ impl Producer {
             );
             return (Err(e), buf);
         }
-        let mut imm_bytes = [0u8; MAX_IMM_DATA];
-        imm_bytes[..imm.len()].copy_from_slice(imm);
+        // The immediate bytes need an address that stays put while the task may read them:
+        // boxed once per send that has any (none for the common send without), and kept by
+        // the operation until its task is done.
+        let mut imm_keep = (!imm.is_empty()).then(|| {
+            let mut bytes = Box::new([0u8; MAX_IMM_DATA]);
+            bytes[..imm.len()].copy_from_slice(imm);
+            bytes
+        });
         let (mut buf, mut tries) = (buf, 0u32);
         loop {
             let inner = &*self.inner;
@@ -464,21 +470,19 @@ impl Producer {
                 Ok(p) => p,
                 Err(e) => return (Err(e.context_prefix(OP)), buf),
             };
-            // The immediate bytes live in the future's keep until the task is done.
-            let imm_keep = Box::new(imm_bytes);
             let req = SendReq {
                 producer,
                 inv: &inner.inv,
                 s: Desc::local(&buf),
-                imm: imm_keep.as_ptr().cast_mut(),
+                imm: imm_keep.as_ref().map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut()),
                 imm_len: imm.len() as u32,
                 consumer,
             };
             let len = buf.len();
             let keep = (inner.inv.clone(), buf, imm_keep);
-            let (r, (_inv, back, _imm)) =
+            let (r, (_inv, back, imm_back)) =
                 inner.ctx.submit_keeping::<ProducerSend, _, _>(OP, req, None, len, keep).await;
-            buf = back;
+            (buf, imm_keep) = (back, imm_back);
             match r {
                 Err(e) if e.code().map(|c| c.0) == Some(sys::DOCA_ERROR_AGAIN) => {
                     // No buffer posted yet: not an error in DOCA's model; try again.
@@ -513,7 +517,7 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
         let s = Descs::new(self.inv, slot).src(0, self.s)?;
         let mut t = std::ptr::null_mut();
         // SAFETY: a live producer; `s` describes memory the operation owns until the task is
-        // done, and `imm` `imm_len` bytes the operation keeps as long.
+        // done, and `imm` `imm_len` bytes the operation keeps as long (NULL when 0).
         let rc = unsafe {
             sys::doca_comch_producer_task_send_alloc_init(
                 self.producer,

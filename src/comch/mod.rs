@@ -121,18 +121,26 @@ impl ConnShared {
             consumer_waker: RefCell::new(None),
         })
     }
-    /// Wakes whoever waits on this connection: a receiver, and a wait for a remote consumer.
-    fn wake(&self) {
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
+    /// Wakes a receiver waiting for a message.
+    fn wake_receiver(&self) {
+        wake(&self.waker);
+    }
+    /// Wakes a wait for the peer's next consumer.
+    fn wake_consumer_wait(&self) {
+        wake(&self.consumer_waker);
+    }
+    /// The connection ended: wakes every wait on it.
+    fn wake_all(&self) {
+        self.wake_receiver();
         self.wake_consumer_wait();
     }
-    fn wake_consumer_wait(&self) {
-        let w = self.consumer_waker.borrow_mut().take();
-        if let Some(w) = w {
-            w.wake();
-        }
+}
+
+fn wake(slot: &RefCell<Option<Waker>>) {
+    // Taken before waking: the woken task may register again at once.
+    let w = slot.borrow_mut().take();
+    if let Some(w) = w {
+        w.wake();
     }
 }
 
@@ -182,7 +190,7 @@ unsafe extern "C" fn on_recv(
     };
     let c = conn_of(&shared, conn);
     c.queue.borrow_mut().push_back(msg);
-    c.wake();
+    c.wake_receiver();
 }
 
 unsafe extern "C" fn on_connect(
@@ -196,10 +204,7 @@ unsafe extern "C" fn on_connect(
     let Some(shared) = shared_of(conn) else { return };
     let c = conn_of(&shared, conn);
     shared.accepted.borrow_mut().push_back(c);
-    let waker = shared.accept_waker.borrow_mut().take();
-    if let Some(w) = waker {
-        w.wake();
-    }
+    wake(&shared.accept_waker);
 }
 
 unsafe extern "C" fn on_disconnect(
@@ -212,7 +217,7 @@ unsafe extern "C" fn on_disconnect(
     // The address is DOCA's to reuse from now on: forget it, so a later client is new.
     shared.conns.borrow_mut().remove(&(conn as usize));
     c.closed.set(true);
-    c.wake();
+    c.wake_all();
 }
 
 unsafe extern "C" fn on_new_consumer(
@@ -613,17 +618,23 @@ impl Connection {
     /// The next message, or `None` once the peer is gone and every message that arrived
     /// before was returned.
     pub async fn recv(&self) -> Option<Vec<u8>> {
+        // A message already queued needs no wait (whose deadline's clock read would come
+        // first on a client).
+        if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
+            return Some(m);
+        }
+        self.wait_or_end(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Waits with `poll`, which is ready once there is something to return or the connection
+    /// ended (it looks at that itself). A client polls again every [`CLIENT_CHECK_INTERVAL`]
+    /// while it waits: DOCA 3.0 gives a client no disconnect event (see the module docs).
+    async fn wait_or_end<T>(&self, mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> T {
         loop {
-            let wait = poll_fn(|cx| self.poll_recv(cx));
+            let wait = poll_fn(&mut poll);
             if !self.client {
                 return wait.await;
             }
-            // A message already queued needs no deadline (whose clock read would come first).
-            if let Some(m) = self.shared.queue.borrow_mut().pop_front() {
-                return Some(m);
-            }
-            // No disconnect event on the client side: wait for a message, but look at the
-            // connection again every CLIENT_CHECK_INTERVAL.
             if let Ok(r) = crate::time::timeout(CLIENT_CHECK_INTERVAL, wait).await {
                 return r;
             }
@@ -644,8 +655,9 @@ impl Connection {
 
     /// Whether DOCA still reports the connection as up.
     fn alive(&self) -> bool {
-        // SAFETY: called on clients only (`poll_recv`), after `Endpoint::live`: the
-        // connection lives as long as the client does, which `self` keeps alive.
+        // SAFETY: called on clients only (`poll_recv`, `next_remote_consumer`), after
+        // `Endpoint::live`: the connection lives as long as the client does, which `self`
+        // keeps alive.
         let rc = unsafe { sys::doca_comch_connection_update_info(self.shared.conn) };
         rc == sys::DOCA_SUCCESS || rc == sys::DOCA_ERROR_CONNECTION_INPROGRESS
     }
@@ -660,33 +672,21 @@ impl Connection {
     /// ([`ErrorKind::BadState`]).
     pub async fn next_remote_consumer(&self) -> Result<u32> {
         const OP: &str = "comch.next_remote_consumer";
-        loop {
-            let wait = poll_fn(|cx| {
-                if let Some(id) = self.shared.announced.borrow_mut().pop_front() {
-                    return Poll::Ready(Ok(id));
-                }
-                if let Err(e) = self.ep.live() {
-                    return Poll::Ready(Err(e.context_prefix(OP)));
-                }
-                if self.shared.closed.get() || (self.client && !self.alive()) {
-                    self.shared.closed.set(true);
-                    return Poll::Ready(Err(Error::new(
-                        ErrorKind::ConnectionLost,
-                        format!("{OP}: the connection ended"),
-                    )));
-                }
-                *self.shared.consumer_waker.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            });
-            if !self.client {
-                return wait.await;
+        self.wait_or_end(|cx| {
+            if let Some(id) = self.shared.announced.borrow_mut().pop_front() {
+                return Poll::Ready(Ok(id));
             }
-            // No disconnect event on the client side: look at the connection again every
-            // CLIENT_CHECK_INTERVAL while waiting (as `recv` does).
-            if let Ok(r) = crate::time::timeout(CLIENT_CHECK_INTERVAL, wait).await {
-                return r;
+            if let Err(e) = self.ep.live() {
+                return Poll::Ready(Err(e.context_prefix(OP)));
             }
-        }
+            if self.shared.closed.get() || (self.client && !self.alive()) {
+                self.shared.closed.set(true);
+                return Poll::Ready(Err(Error::new(ErrorKind::ConnectionLost, format!("{OP}: the connection ended"))));
+            }
+            *self.shared.consumer_waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
     }
 
     /// The DOCA connection, for creating a consumer or producer on it: it must not have
@@ -746,7 +746,7 @@ impl Connection {
                 check(unsafe { sys::doca_comch_server_disconnect(s, self.shared.conn) }, "comch.disconnect")?;
                 self.ep.shared.conns.borrow_mut().remove(&(self.shared.conn as usize));
                 self.shared.closed.set(true);
-                self.shared.wake();
+                self.shared.wake_all();
                 Ok(())
             }
             Kind::Client(_) => Err(Error::new(
