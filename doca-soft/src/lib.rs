@@ -67,7 +67,6 @@ mod objects {
     };
 }
 
-mod accept_pace;
 pub mod argp;
 pub mod blob;
 pub mod buf;
@@ -85,6 +84,7 @@ pub mod mmap;
 pub mod pe;
 pub mod rdma;
 pub mod rep;
+mod retry_pace;
 pub mod shm;
 pub mod sync_event;
 pub mod task;

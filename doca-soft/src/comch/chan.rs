@@ -12,11 +12,11 @@ use std::time::Instant;
 use super::fastq::FastQueue;
 use super::wire::{self, Control};
 use super::*;
-use crate::accept_pace::AcceptPace;
 use crate::ctx::{doca_ctx, mark_start_failed, mark_started, CtxOps, StartMode};
 use crate::dev::{dev_ref, devinfo_ref, doca_dev, doca_devinfo, DevRef};
 use crate::ffi::{guard, guard_err, obj, out};
 use crate::pe::FdMode;
+use crate::retry_pace::RetryPace;
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
@@ -321,10 +321,10 @@ pub struct Endpoint {
     events: RefCell<VecDeque<Event>>,
     /// Client: retrying the connection until this instant.
     connect_deadline: Cell<Option<Instant>>,
-    /// Client: no connection attempt before this (paced by `CONNECT_RETRY`).
-    connect_retry_at: Cell<Instant>,
+    /// Client: when progress tries `connect(2)` again ([`CONNECT_RETRY`]).
+    connect_pace: RetryPace,
     /// Server: when progress calls `accept(2)` on the listener.
-    accept: AcceptPace,
+    accept: RetryPace,
     cycle: Cell<u64>,
 }
 
@@ -449,8 +449,8 @@ impl Endpoint {
             listener: RefCell::new(None),
             events: RefCell::new(VecDeque::new()),
             connect_deadline: Cell::new(None),
-            connect_retry_at: Cell::new(Instant::now()),
-            accept: AcceptPace::default(),
+            connect_pace: RetryPace::every(CONNECT_RETRY),
+            accept: RetryPace::default(),
             cycle: Cell::new(0),
         })
     }
@@ -812,7 +812,7 @@ unsafe fn client_start(ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     if !ep.try_connect()? {
         let now = Instant::now();
         ep.connect_deadline.set(Some(now + super::connect_timeout()));
-        ep.connect_retry_at.set(now + CONNECT_RETRY);
+        ep.connect_pace.tried(now, false);
     }
     Ok(StartMode::Async)
 }
@@ -852,17 +852,19 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
     let mut did = false;
     if let Some(deadline) = ep.connect_deadline.get() {
         let now = Instant::now();
-        let attempt = if now < ep.connect_retry_at.get() { Ok(false) } else { ep.try_connect() };
+        let attempt = if ep.connect_pace.due(now) {
+            // Once connected the pace is not looked at again (no deadline).
+            ep.connect_pace.tried(now, false);
+            ep.try_connect()
+        } else {
+            Ok(false)
+        };
         match attempt {
             Ok(true) => {
                 ep.connect_deadline.set(None);
                 did = true;
             }
-            Ok(false) if now < deadline => {
-                if now >= ep.connect_retry_at.get() {
-                    ep.connect_retry_at.set(now + CONNECT_RETRY);
-                }
-            }
+            Ok(false) if now < deadline => {}
             _ => {
                 ep.connect_deadline.set(None);
                 mark_start_failed(&ep.ctx);
@@ -870,7 +872,7 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
             }
         }
     }
-    // New clients (paced: AcceptPace).
+    // New clients (paced: RetryPace).
     let lfd = ep.listener.borrow().as_ref().map(|l| l.as_raw_fd());
     if let Some(lfd) = lfd {
         let now = Instant::now();

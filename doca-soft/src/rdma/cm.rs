@@ -65,10 +65,10 @@ use std::time::{Duration, Instant};
 use super::addr::{addr_ref, doca_rdma_addr, is_local};
 use super::conn::{conn_ref, doca_rdma_connection, ConnState, Phase};
 use super::{doca_rdma, rdma_ref};
-use crate::accept_pace::AcceptPace;
 use crate::blob::{BlobKind, BlobReader, BlobWriter, HEADER_LEN, TRAILER_LEN};
 use crate::ffi::{guard_err, out};
 use crate::pe::{doca_pe, FdMode};
+use crate::retry_pace::RetryPace;
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
@@ -235,7 +235,7 @@ pub(crate) struct Cm {
     /// to time costs no system call.
     timer_due: Cell<Option<Instant>>,
     /// When progress calls `accept(2)` on the listeners.
-    accept: AcceptPace,
+    accept: RetryPace,
     /// `has_work`'s poll set, kept between calls: the PE asks at every arm, and a server
     /// with a listener would otherwise allocate it each time.
     poll_fds: Cell<Vec<libc::pollfd>>,
@@ -554,7 +554,7 @@ fn step(r: &doca_rdma, s: &mut Shake, now: Instant) -> Next {
     Next::Keep
 }
 
-/// Accepts pending TCP connections on every listener (paced: [`AcceptPace`]).
+/// Accepts pending TCP connections on every listener (paced: [`RetryPace`]).
 fn accept_new(r: &doca_rdma, now: Instant) -> bool {
     if !r.cm.accept.due(now) || r.cm.listeners.borrow().is_empty() {
         return false;

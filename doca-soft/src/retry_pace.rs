@@ -1,5 +1,7 @@
-//! [`AcceptPace`]: how often a busy-polling listener calls `accept(2)`; one rule for every
-//! listening context (RDMA connection management, Comch servers).
+//! [`RetryPace`]: how often a busy-polling context repeats a socket call that found nothing:
+//! a listener's `accept(2)` (RDMA connection management, Comch servers: the default
+//! interval, [`ACCEPT_INTERVAL`]), a Comch client's `connect(2)` to a server not there yet
+//! (`comch::CONNECT_RETRY`).
 //!
 //! A failing `accept(2)` is not free: the kernel allocates and frees a socket for it. A
 //! listener progressed in a busy-polling loop made one such call per progress (for a Comch
@@ -15,22 +17,35 @@ use std::time::{Duration, Instant};
 /// How long a listener that found no pending connection waits before `accept(2)` again.
 pub(crate) const ACCEPT_INTERVAL: Duration = Duration::from_micros(50);
 
-/// When a listener may call `accept(2)` again (see the module documentation).
-#[derive(Default)]
-pub(crate) struct AcceptPace {
+/// When a context may make its socket call again (see the module documentation).
+pub(crate) struct RetryPace {
     /// Not before this instant (None: at the next progress).
     not_before: Cell<Option<Instant>>,
+    /// The wait after a call that found nothing.
+    interval: Duration,
 }
 
-impl AcceptPace {
-    /// Whether a progress at `now` should call `accept(2)`.
+impl Default for RetryPace {
+    /// The listeners' pace: [`ACCEPT_INTERVAL`].
+    fn default() -> RetryPace {
+        RetryPace::every(ACCEPT_INTERVAL)
+    }
+}
+
+impl RetryPace {
+    /// A pace that waits `interval` after a call that found nothing.
+    pub(crate) fn every(interval: Duration) -> RetryPace {
+        RetryPace { not_before: Cell::new(None), interval }
+    }
+
+    /// Whether a progress at `now` should make the call.
     pub(crate) fn due(&self, now: Instant) -> bool {
         self.not_before.get().is_none_or(|t| now >= t)
     }
 
-    /// The accepts of a progress at `now` are done; `found` says whether any connection came.
+    /// The calls of a progress at `now` are done; `found` says whether they found anything.
     pub(crate) fn tried(&self, now: Instant, found: bool) {
-        self.not_before.set(if found { None } else { Some(now + ACCEPT_INTERVAL) });
+        self.not_before.set(if found { None } else { Some(now + self.interval) });
     }
 
     /// The listener is readable: the next progress accepts, interval or not.
