@@ -133,18 +133,6 @@ pub(crate) struct Slots {
     deferred: RefCell<Vec<Box<dyn Any>>>,
 }
 
-/// See [`Slots::defer_drops`].
-pub(crate) struct DeferDrops<'a> {
-    slots: &'a Slots,
-    prev: bool,
-}
-
-impl Drop for DeferDrops<'_> {
-    fn drop(&mut self) {
-        self.slots.defer.set(self.prev);
-    }
-}
-
 fn slot_key(index: u32, generation: u32) -> u64 {
     (u64::from(generation) << 32) | u64::from(index)
 }
@@ -162,10 +150,12 @@ impl Slots {
         }
     }
 
-    /// Defers the drops of kept buffers until the guard is dropped and
-    /// [`drop_deferred`](Slots::drop_deferred) runs (see `defer`).
-    pub(crate) fn defer_drops(&self) -> DeferDrops<'_> {
-        DeferDrops { slots: self, prev: self.defer.replace(true) }
+    /// Sets whether the drops of kept buffers are deferred (see `defer`): only by the inline
+    /// progress's guard ([`Core::enter_inline_progress`](crate::executor::local::Core::enter_inline_progress)),
+    /// which sets it for its region and clears it after.
+    #[inline(always)]
+    pub(crate) fn set_defer(&self, defer: bool) {
+        self.defer.set(defer);
     }
 
     /// Whether buffers wait for [`drop_deferred`](Slots::drop_deferred).

@@ -526,6 +526,21 @@ impl Core {
         InProgress { core: self, prev: self.in_progress.replace(true) }
     }
 
+    /// Marks the thread as inside the inline progress of a task's poll until the guard
+    /// drops: inside DOCA's progress (`in_progress`), with the drops of kept buffers
+    /// deferred (`Slots::defer`: their destructors are user code, which must not run in the
+    /// middle of another task's poll). Only after [`take_inline_progress`](Core::take_inline_progress)
+    /// said yes, which it says only outside progress: so neither flag is set here, and the
+    /// guard clears both rather than restore what it found (no nesting to restore; a write
+    /// each way instead of a read and a write, on every inline progress).
+    #[inline(always)]
+    pub(crate) fn enter_inline_progress(&self) -> InlineProgress<'_> {
+        debug_assert!(!self.in_progress.get(), "inline progress nested in a progress");
+        self.in_progress.set(true);
+        self.slots.set_defer(true);
+        InlineProgress { core: self }
+    }
+
     /// Whether this core is the executor running on this thread.
     #[inline]
     fn is_current(&self) -> bool {
@@ -599,6 +614,19 @@ pub(crate) struct InProgress<'a> {
 impl Drop for InProgress<'_> {
     fn drop(&mut self) {
         self.core.in_progress.set(self.prev);
+    }
+}
+
+/// See [`Core::enter_inline_progress`].
+pub(crate) struct InlineProgress<'a> {
+    core: &'a Core,
+}
+
+impl Drop for InlineProgress<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.core.slots.set_defer(false);
+        self.core.in_progress.set(false);
     }
 }
 

@@ -66,8 +66,7 @@ impl Core {
     // operation that completes during its own poll).
     #[inline]
     pub(crate) fn progress_inline(&self, calls: usize, done: impl Fn() -> bool) -> bool {
-        let _inside = self.enter_progress();
-        let _defer = self.slots.defer_drops();
+        let _inside = self.enter_inline_progress();
         // The doorbells owed by earlier submits (of this context or others).
         self.ring_doorbells();
         let pe = self.pe.borrow();
@@ -153,8 +152,7 @@ impl Core {
         {
             return false;
         }
-        let _inside = self.enter_progress();
-        let _defer = self.slots.defer_drops();
+        let _inside = self.enter_inline_progress();
         self.ring_doorbells();
         let pe = self.pe.borrow();
         let mut budget = budget.map(SpinBudget::new);
