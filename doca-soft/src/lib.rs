@@ -90,5 +90,6 @@ pub mod sync_event;
 pub mod task;
 #[cfg(test)]
 mod testkit;
+mod thread_mark;
 pub mod urom;
 pub mod version;

@@ -18,6 +18,7 @@ use crate::ffi::{guard, guard_err, obj, out};
 use crate::pe::FdMode;
 use crate::retry_pace::RetryPace;
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
+use crate::thread_mark::ThreadMark;
 use crate::types::*;
 
 const SERVER_MAGIC: u32 = 0x434d_5353; // "CMSS"
@@ -326,6 +327,9 @@ pub struct Endpoint {
     /// Server: when progress calls `accept(2)` on the listener.
     accept: RetryPace,
     cycle: Cell<u64>,
+    /// The thread that progresses it (its creator until a progress): the only one on which
+    /// its connections may get a consumer or producer (see `thread_mark`).
+    driver: ThreadMark,
 }
 
 /// `struct doca_comch_server`.
@@ -452,6 +456,7 @@ impl Endpoint {
             connect_pace: RetryPace::every(CONNECT_RETRY),
             accept: RetryPace::default(),
             cycle: Cell::new(0),
+            driver: ThreadMark::here(),
         })
     }
 
@@ -849,6 +854,7 @@ unsafe fn ep_stop(ctx: &doca_ctx) {
 unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let ep = unsafe { ep_of(ctx) };
+    ep.driver.touch();
     let mut did = false;
     if let Some(deadline) = ep.connect_deadline.get() {
         let now = Instant::now();
@@ -1040,6 +1046,7 @@ impl doca_comch_connection {
     /// (BAD_STATE otherwise, DOCA's answer for a connection not established). The new object
     /// holds the connection ([`release_fast`]) so that it stays valid until it is destroyed.
     pub(crate) fn hold_for_fast_path(&self) -> Result<u32, doca_error_t> {
+        self.check_fast_path_thread()?;
         if self.state.get() != ConnState::Connected || self.peer_gone.get() {
             return Err(DOCA_ERROR_BAD_STATE);
         }
@@ -1053,11 +1060,33 @@ impl doca_comch_connection {
     /// it: BAD_STATE (as [`Self::hold_for_fast_path`]) unless connected, because only then is
     /// the endpoint known to be alive (an orphan's endpoint may be gone).
     pub(crate) fn fast_path_device(&self) -> Result<*mut doca_dev, doca_error_t> {
+        self.check_fast_path_thread()?;
         if self.state.get() != ConnState::Connected || self.peer_gone.get() {
             return Err(DOCA_ERROR_BAD_STATE);
         }
         // SAFETY: a connected connection is not an orphan, so its endpoint is alive.
         Ok(unsafe { (*self.owner).dev.as_ptr() })
+    }
+
+    /// NOT_SUPPORTED (logged) unless the calling thread is the one that progresses the
+    /// connection's server or client: DOCA allows a consumer or producer per thread, but the
+    /// soft connection they share is single-threaded (see `thread_mark`). Checked before
+    /// anything else of the connection is read, since reading it from here would race.
+    fn check_fast_path_thread(&self) -> Result<(), doca_error_t> {
+        // The one cell read before the check: it changes only when the endpoint is
+        // destroyed, which DOCA forbids while its connection is being used.
+        if self.orphan.get() {
+            return Err(DOCA_ERROR_BAD_STATE);
+        }
+        // SAFETY: not an orphan, so its endpoint is alive.
+        if unsafe { (*self.owner).driver.is_here() } {
+            return Ok(());
+        }
+        Err(crate::sdk_fail!(
+            DOCA_ERROR_NOT_SUPPORTED,
+            "comch: a consumer or producer must be created on the thread that progresses its connection's \
+             server or client: DOCA allows one per thread, but doca-soft's connections are single-threaded"
+        ))
     }
 
     /// Sends a fast-path record in order with the connection's messages (queued behind them

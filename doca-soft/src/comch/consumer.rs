@@ -26,7 +26,7 @@
 //! A consumer is used on the thread of its connection's server or client (its PE may be
 //! another PE of that thread); producers writing to it may be in any process and thread.
 //! DOCA allows a consumer per thread: here the connection objects it shares are
-//! single-threaded.
+//! single-threaded, so a create from another thread is NOT_SUPPORTED (`thread_mark`).
 
 use core::cell::{Cell, RefCell};
 use core::ptr;

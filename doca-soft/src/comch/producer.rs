@@ -23,7 +23,8 @@
 //!   `DOCA_ERROR_AGAIN`.
 //!
 //! # Threads
-//! As for the consumer: a producer is used on the thread of its connection's server or client.
+//! As for the consumer: a producer is used on the thread of its connection's server or client
+//! (a create from another thread is NOT_SUPPORTED).
 
 use core::cell::Cell;
 use core::ptr;

@@ -260,3 +260,49 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
     destroy_pe(ppe);
     p.finish();
 }
+
+/// DOCA allows a consumer or producer per thread; the soft connection is single-threaded, so
+/// one asked for from a thread other than the connection's is refused (NOT_SUPPORTED, before
+/// the connection is touched), and the connection still serves its own thread afterwards.
+#[test]
+fn a_consumer_or_producer_from_another_thread_is_not_supported() {
+    let p = Pair::new("fast-thread", true);
+    // SAFETY: live client ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    let cconn = p.client_conn();
+    let mut mem = vec![0u8; 4096];
+    let m = mmap_over(p.dev, &mut mem);
+    // Pointers cross to the other thread as addresses: it only hands them to the provider.
+    let (conn_at, mmap_at) = (cconn as usize, m as usize);
+    let (consumer_rc, producer_rc) = std::thread::spawn(move || {
+        let (mut consumer, mut producer) = (ptr::null_mut(), ptr::null_mut());
+        let conn = conn_at as *mut doca_comch_connection;
+        // SAFETY: a live connection and mmap of this provider, valid out-pointers.
+        unsafe {
+            (
+                doca_comch_consumer_create(conn, mmap_at as *mut doca_mmap, &mut consumer),
+                doca_comch_producer_create(conn, &mut producer),
+            )
+        }
+    })
+    .join()
+    .expect("the other thread ends");
+    assert_eq!((consumer_rc, producer_rc), (DOCA_ERROR_NOT_SUPPORTED, DOCA_ERROR_NOT_SUPPORTED));
+
+    // On the connection's own thread both are made (and nothing was held by the refusals:
+    // the ids go on from 1).
+    let (mut consumer, mut producer, mut id) = (ptr::null_mut(), ptr::null_mut(), 0u32);
+    // SAFETY: live objects, valid out-pointers; torn down in order.
+    unsafe {
+        ok(doca_comch_consumer_create(cconn, m, &mut consumer));
+        ok(doca_comch_consumer_get_id(consumer, &mut id));
+        assert_eq!(id, 1);
+        ok(doca_comch_producer_create(cconn, &mut producer));
+        ok(doca_comch_producer_destroy(producer));
+        ok(doca_comch_consumer_destroy(consumer));
+        ok(doca_mmap_destroy(m));
+    }
+    take();
+    p.finish();
+}
