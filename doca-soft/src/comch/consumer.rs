@@ -70,6 +70,8 @@ pub struct doca_comch_consumer {
     /// Submitted post-receive tasks in posting order, with their slots.
     posted: RefCell<VecDeque<(*const doca_task, u32)>>,
     free: RefCell<Vec<u32>>,
+    /// What the queue's sleep line was last set to ([`sync_sleep`]): stores only on change.
+    sleeping: Cell<bool>,
 }
 
 /// `struct doca_comch_consumer_task_post_recv`.
@@ -184,6 +186,7 @@ unsafe fn consumer_stop(ctx: &doca_ctx) {
     let _ = c.conn().send_fast_record(wire::encode_consumer(&wire::Consumer::Gone { id: c.id }));
     // The framework flushes the posted tasks right after this hook.
     c.posted.borrow_mut().clear();
+    c.sleeping.set(false);
     *c.queue.borrow_mut() = None;
 }
 
@@ -204,6 +207,7 @@ unsafe fn consumer_progress(ctx: &doca_ctx) -> bool {
     }
     let q = c.queue.borrow();
     let Some(q) = q.as_ref() else { return false };
+    sync_sleep(ctx, c, q);
     let mut did = false;
     while let Some((t, slot, r)) = front_result(c, q) {
         c.posted.borrow_mut().pop_front();
@@ -252,6 +256,17 @@ fn front_result(c: &doca_comch_consumer, q: &FastQueue) -> Option<(*const doca_t
     Some((t, slot, r))
 }
 
+/// Keeps the queue's sleep line equal to "the PE is armed and a receive is posted" (see
+/// `fastq`): from progress (a PE no longer armed clears it), from `has_work` (at arm: set,
+/// then the caller re-checks the oldest slot), and after a post.
+fn sync_sleep(ctx: &doca_ctx, c: &doca_comch_consumer, q: &FastQueue) {
+    let on = ctx.pe().is_some_and(|pe| pe.is_armed()) && !c.posted.borrow().is_empty();
+    if on != c.sleeping.get() {
+        c.sleeping.set(on);
+        q.set_sleeping(on);
+    }
+}
+
 unsafe fn consumer_has_work(ctx: &doca_ctx) -> bool {
     // SAFETY: ops contract.
     let c = unsafe { consumer_of(ctx) };
@@ -259,7 +274,11 @@ unsafe fn consumer_has_work(ctx: &doca_ctx) -> bool {
         return true;
     }
     let q = c.queue.borrow();
-    q.as_ref().is_some_and(|q| front_result(c, q).is_some())
+    q.as_ref().is_some_and(|q| {
+        // The line first, then the look at the oldest slot (the Dekker order).
+        sync_sleep(ctx, c, q);
+        front_result(c, q).is_some()
+    })
 }
 
 unsafe fn submit_post_recv(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error_t> {
@@ -281,6 +300,16 @@ unsafe fn submit_post_recv(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_
     x.reset_results();
     q.post(slot, addr as u64, room as u64);
     c.posted.borrow_mut().push_back((t as *const doca_task, slot));
+    if !c.sleeping.get() {
+        // Posted while armed: the line goes up now, and a producer that finished the oldest
+        // slot before it was up did not ring, so an armed PE is told here.
+        sync_sleep(t.ctx(), c, q);
+        if c.sleeping.get() && front_result(c, q).is_some() {
+            if let Some(pe) = t.ctx().pe() {
+                pe.notify_work();
+            }
+        }
+    }
     Ok(())
 }
 
@@ -340,6 +369,7 @@ pub unsafe extern "C" fn doca_comch_consumer_create(
             queue: RefCell::new(None),
             posted: RefCell::new(VecDeque::new()),
             free: RefCell::new(Vec::new()),
+            sleeping: Cell::new(false),
         }));
         // SAFETY: `raw` was just created from a Box; only shared access follows.
         unsafe { (*raw).ctx.bind_owner(raw) };

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! header   magic, cap, imm_len (the consumer's immediate length), closed,
-//!          doorbell (the consumer PE's), tail (posts: the consumer), head (claims: producers)
+//!          doorbell (the consumer PE's), tail (posts: the consumer), head (claims: producers),
+//!          sleeping (the consumer's sleep line)
 //! slots    [cap] state, status, producer_id, imm_len, addr, room, len, claimer pid, imm[32]
 //! ring     [cap] slot numbers, in posting order
 //! ```
@@ -24,6 +25,15 @@
 //!   (release), and rings the consumer's doorbell.
 //! * **Complete** (consumer): its progress completes post-receive tasks in posting order as
 //!   their slots become DONE, and frees the slots.
+//! * **Sleep and wake**: the doorbell is a system call (a datagram to the consumer PE's
+//!   socket), which a polling consumer does not need: it sees DONE slots by itself. So the
+//!   header has a sleep line, `sleeping`, which the consumer keeps equal to "its PE is armed
+//!   and a receive is posted", and a producer rings only when it is set. A Dekker pair makes
+//!   this lose no wake-up: the consumer stores `sleeping = 1`, a SeqCst fence, then re-reads
+//!   its oldest slot; the producer stores DONE, a SeqCst fence, then reads `sleeping`. Either
+//!   the producer sees the line set and rings, or the consumer sees the slot done and does
+//!   not sleep. (Before the line, every message cost a ring: the fast path's raw ping-pong
+//!   measured 4.6 µs per message here, slower than Comch's messages.)
 //!
 //! A ring position is reused only after its slot was completed: at most `cap` slots are out,
 //! so `tail - completed <= cap`, and every position below `head` was claimed.
@@ -31,7 +41,7 @@
 //! Producers of any process and thread use the atomics only; the consumer is the only one to
 //! move slots out of DONE and back to FREE.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::doorbell::DoorbellAddr;
 use crate::shm::{own_pid, ShmSegment};
@@ -41,7 +51,8 @@ use crate::types::*;
 /// DPA message queue's documented limit and what NVIDIA's libraries use.
 pub const MAX_IMM: usize = 32;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"CCFASTQ1");
+// Version 2: the header grew its sleep line (a version-1 queue is not opened).
+const MAGIC: u64 = u64::from_le_bytes(*b"CCFASTQ2");
 
 pub const FREE: u32 = 0;
 pub const POSTED: u32 = 1;
@@ -58,6 +69,7 @@ struct Header {
     doorbell: [AtomicU64; 2],
     tail: AtomicU64,
     head: AtomicU64,
+    sleeping: AtomicU64,
 }
 
 #[repr(C)]
@@ -223,6 +235,13 @@ impl FastQueue {
         })
     }
 
+    /// Sets or clears the sleep line (see the module docs). After setting it the caller
+    /// re-reads its oldest slot: the fence here orders that read after the store.
+    pub fn set_sleeping(&self, on: bool) {
+        self.header().sleeping.store(u64::from(on), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
     /// Frees a slot the consumer completed.
     pub fn free(&self, slot: u32) {
         self.slot(slot).state.store(FREE, Ordering::Relaxed);
@@ -297,6 +316,13 @@ impl FastQueue {
         s.producer_id.store(producer_id, Ordering::Relaxed);
         s.imm_len.store(n as u32, Ordering::Relaxed);
         s.state.store(DONE, Ordering::Release);
+    }
+
+    /// Whether the consumer must be rung for a slot just finished: its sleep line is set.
+    /// The fence orders the line's read after the DONE store (see the module docs).
+    pub fn consumer_sleeping(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.header().sleeping.load(Ordering::SeqCst) != 0
     }
 }
 

@@ -160,8 +160,11 @@ unsafe fn submit_send(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_
             }
         };
         rc.queue.finish(claim.slot, status, n, p.id, &imm[..imm_len as usize]);
-        // A consumer whose PE is gone is told by nothing: its queue is its state.
-        let _ = crate::doorbell::ring(rc.queue.doorbell());
+        // Only a sleeping consumer is rung (a polling one sees the slot done by itself). A
+        // consumer whose PE is gone is told by nothing: its queue is its state.
+        if rc.queue.consumer_sleeping() {
+            let _ = crate::doorbell::ring(rc.queue.doorbell());
+        }
         Ok(Some(status))
     });
     match outcome {

@@ -306,3 +306,115 @@ fn a_consumer_or_producer_from_another_thread_is_not_supported() {
     take();
     p.finish();
 }
+
+/// A producer rings the consumer's PE only while it sleeps (armed, a receive posted): a
+/// polling consumer finds its receives done by itself, with no system call per message. An
+/// armed PE is rung by a send, and one armed after a send that did not ring it sees the
+/// finished receive at its arm.
+#[test]
+fn a_producer_rings_only_a_sleeping_consumer() {
+    use crate::pe::doca_pe_clear_notification;
+    let p = Pair::new("fast-sleep", true);
+    // SAFETY: live client ctx.
+    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
+    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
+    pump(&[p.spe, p.cpe]);
+    let Some(Seen::Connect(sconn, 1)) = take().first().cloned() else { panic!() };
+    let (sconn, cconn) = (sconn as *mut doca_comch_connection, p.client_conn());
+    let (kpe, ppe) = (new_pe(), new_pe());
+    let pes = [p.spe, p.cpe, kpe, ppe];
+    let mut smem = vec![0u8; 4096];
+    let mut cmem = vec![0u8; 64];
+    let (sm, cm) = (mmap_over(p.dev, &mut smem), mmap_over(p.dev, &mut cmem));
+    let (mut sinv, mut cinv) = (ptr::null_mut(), ptr::null_mut());
+    let (mut consumer, mut producer, mut cid) = (ptr::null_mut(), ptr::null_mut(), 0u32);
+    // SAFETY: live objects and valid out-pointers throughout.
+    unsafe {
+        for inv in [&mut sinv, &mut cinv] {
+            ok(doca_buf_inventory_create(16, inv));
+            ok(doca_buf_inventory_start(*inv));
+        }
+        ok(doca_comch_consumer_create(sconn, sm, &mut consumer));
+        ok(doca_comch_consumer_get_id(consumer, &mut cid));
+        ok(doca_comch_consumer_task_post_recv_set_conf(consumer, Some(on_post_recv), Some(on_post_recv), 4));
+        ok(doca_pe_connect_ctx(kpe, doca_comch_consumer_as_ctx(consumer)));
+        assert_eq!(doca_ctx_start(doca_comch_consumer_as_ctx(consumer)), DOCA_ERROR_IN_PROGRESS);
+        pump_until(&pes, || state(doca_comch_consumer_as_ctx(consumer)) == DOCA_CTX_STATE_RUNNING);
+        pump_until(&pes, || SEEN.with(|s| s.borrow().contains(&Seen::Consumer(cconn as usize, cid, true))));
+        take();
+        ok(doca_comch_producer_create(cconn, &mut producer));
+        ok(doca_comch_producer_task_send_set_conf(producer, Some(on_send), Some(on_send), 8));
+        ok(doca_pe_connect_ctx(ppe, doca_comch_producer_as_ctx(producer)));
+        ok(doca_ctx_start(doca_comch_producer_as_ctx(producer)));
+    }
+    let (sp, cp) = (smem.as_mut_ptr(), cmem.as_mut_ptr());
+    let msg = buf(cinv, cm, cp, 8, 8);
+    let kfd = pe_fd(kpe);
+    let recv_into = |at: usize| {
+        let b = buf(sinv, sm, sp.wrapping_add(at), 64, 0);
+        post(consumer, b);
+        b
+    };
+    let received = || {
+        pump_until(&[kpe, ppe], || FAST.with(|f| f.borrow().iter().filter(|(k, _)| *k == "recv").count() == 1));
+        pump(&[ppe]);
+        let got = fast();
+        assert!(got.iter().all(|&(_, st)| st == DOCA_SUCCESS), "{got:?}");
+        for t in RECVS.with(|r| core::mem::take(&mut *r.borrow_mut())) {
+            // SAFETY: our completed task.
+            unsafe { doca_task_free(doca_comch_consumer_task_post_recv_as_task(t)) };
+        }
+    };
+
+    // Polling (never armed): no ring, the handle stays quiet, progress finds the receive.
+    let r1 = recv_into(0);
+    ok(send(producer, msg, &[], cid));
+    assert!(!readable(kfd, 50), "a polling consumer is not rung");
+    received();
+
+    // Armed with a receive posted: the send rings.
+    let r2 = recv_into(64);
+    // SAFETY: a live PE of this thread.
+    ok(unsafe { doca_pe_request_notification(kpe) });
+    assert!(!readable(kfd, 0), "nothing done yet");
+    ok(send(producer, msg, &[], cid));
+    assert!(readable(kfd, 5_000), "a sleeping consumer is rung");
+    // SAFETY: as above.
+    ok(unsafe { doca_pe_clear_notification(kpe, kfd as _) });
+    received();
+
+    // Disarmed again (the progress above lowered the line): a send does not ring; arming
+    // afterwards finds the finished receive and makes the handle readable at once.
+    let r3 = recv_into(128);
+    ok(send(producer, msg, &[], cid));
+    pump(&[ppe]);
+    assert!(!readable(kfd, 50), "a consumer that was woken and disarmed is not rung");
+    // SAFETY: as above.
+    ok(unsafe { doca_pe_request_notification(kpe) });
+    assert!(readable(kfd, 0), "the arm sees the receive a producer finished before it");
+    // SAFETY: as above.
+    ok(unsafe { doca_pe_clear_notification(kpe, kfd as _) });
+    received();
+
+    // SAFETY: live objects, torn down in order.
+    unsafe {
+        ok(doca_ctx_stop(doca_comch_producer_as_ctx(producer)));
+        ok(doca_ctx_stop(doca_comch_consumer_as_ctx(consumer)));
+        pump(&pes);
+        ok(doca_comch_producer_destroy(producer));
+        ok(doca_comch_consumer_destroy(consumer));
+        for b in [msg, r1, r2, r3] {
+            ok(doca_buf_dec_refcount(b, ptr::null_mut()));
+        }
+        for inv in [sinv, cinv] {
+            ok(doca_buf_inventory_destroy(inv));
+        }
+        for m in [sm, cm] {
+            ok(doca_mmap_destroy(m));
+        }
+    }
+    take();
+    destroy_pe(kpe);
+    destroy_pe(ppe);
+    p.finish();
+}
