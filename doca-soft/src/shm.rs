@@ -30,6 +30,8 @@
 use std::ffi::CString;
 use std::io;
 use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Once;
 
 use crate::types::*;
 
@@ -67,9 +69,30 @@ pub(crate) fn errno_to_doca(e: i32) -> doca_error_t {
     }
 }
 
-/// Our own process id.
+/// This process's id, once asked for (0: not yet, or cleared in a forked child).
+static OWN_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Our own process id, cached: a Comch producer's claim records it at every send, and
+/// `getpid` is a system call each time (glibc no longer caches it). A `pthread_atfork` child
+/// handler, registered at the first call, clears the cache in a forked child (a UROM worker
+/// is one), which then reads its own.
 pub(crate) fn own_pid() -> u32 {
-    std::process::id()
+    let pid = OWN_PID.load(Ordering::Relaxed);
+    if pid != 0 {
+        return pid;
+    }
+    static AT_FORK: Once = Once::new();
+    AT_FORK.call_once(|| {
+        extern "C" fn forked_child() {
+            OWN_PID.store(0, Ordering::Relaxed);
+        }
+        // SAFETY: registers a handler that only stores to an atomic (async-signal-safe, as
+        // a child handler of a multithreaded fork must be).
+        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    });
+    let pid = std::process::id();
+    OWN_PID.store(pid, Ordering::Relaxed);
+    pid
 }
 
 /// Closes `fd`, ignoring errors (used on failure paths and in `Drop`).
@@ -309,6 +332,27 @@ pub(crate) fn random_nonzero_u64() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_pid_is_cached_and_a_forked_child_reads_its_own() {
+        assert_eq!(own_pid(), std::process::id());
+        assert_eq!(OWN_PID.load(Ordering::Relaxed), std::process::id(), "cached");
+        // SAFETY: the child only reads its pid, compares and leaves with _exit (no
+        // allocation, no lock another thread of the test process may hold).
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: getpid and _exit are async-signal-safe.
+            unsafe {
+                let ok = own_pid() == libc::getpid() as u32;
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+        }
+        assert!(child > 0, "fork");
+        let mut status = 0;
+        // SAFETY: our child, reaped once.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child read its own pid ({status:#x})");
+    }
 
     #[test]
     fn create_is_zeroed_and_writable() {
