@@ -74,12 +74,15 @@
 //! ```
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use super::{with_slot, Connection};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::ext::{completion_cb, success_cb, AllocTask, DocaCtx, DocaTask, TaskOutput, TaskSlot};
+use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaCtx, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, Memory};
 use crate::sys;
@@ -104,6 +107,8 @@ struct PostRecv;
 // doca_task_free (the default).
 unsafe impl DocaTask for PostRecv {
     type Task = sys::doca_comch_consumer_task_post_recv;
+    // Posted ahead of the peer's send, which often answers what the posting task sends next.
+    const POSTED_AHEAD: bool = true;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live task.
         unsafe { sys::doca_comch_consumer_task_post_recv_as_task(task) }
@@ -307,8 +312,13 @@ impl Consumer {
 
     /// Posts `buf` (a slice of the consumer's memory) and waits for a send to fill it; gives
     /// the buffer back either way. Buffers are filled in posting order, from their start.
-    /// Dropping the future leaves `buf` posted until a send fills it or the consumer stops.
-    pub async fn recv(&self, buf: Buf) -> (Result<Received>, Buf) {
+    ///
+    /// The future posts at its first poll. It is a named, `Unpin` type ([`RecvFuture`]), so
+    /// that several can be kept posted ahead (in a `VecDeque`, polled once each to post
+    /// them) while the caller sends: a ping-pong that posts its next buffer only after its
+    /// answer went out leaves the peer's producer to find none posted. Dropping the future
+    /// after its first poll leaves `buf` posted until a send fills it or the consumer stops.
+    pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
         const OP: &str = "comch.consumer.recv";
         let inner = &*self.inner;
         if buf.is_empty() || buf.memory().raw_mmap() != inner.memory.raw_mmap() {
@@ -316,17 +326,61 @@ impl Consumer {
                 ErrorKind::InvalidArgument,
                 format!("{OP}: the buffer must be a non-empty slice of the consumer's memory"),
             );
-            return (Err(e), buf);
+            return RecvFuture(Recv::Failed(Some((e, buf))));
         }
         let consumer = match inner.ctx.as_ptr() {
             Ok(p) => p,
-            Err(e) => return (Err(e.context_prefix(OP)), buf),
+            Err(e) => return RecvFuture(Recv::Failed(Some((e.context_prefix(OP), buf)))),
         };
         let req = PostRecvReq { consumer, inv: &inner.inv, d: Desc::local(&buf) };
         let len = buf.len();
-        let (r, (_inv, buf)) =
-            inner.ctx.submit_keeping::<PostRecv, _, _>(OP, req, None, len, (inner.inv.clone(), buf)).await;
-        (r.map(Received::of), buf)
+        RecvFuture(Recv::Posting(inner.ctx.submit_keeping::<PostRecv, _, _>(
+            OP,
+            req,
+            None,
+            len,
+            (inner.inv.clone(), buf),
+        )))
+    }
+}
+
+/// The future of [`Consumer::recv`]: resolves to `(Result<Received>, buf)` once a send filled
+/// the buffer (or the receive failed). It posts at its first poll; see [`Consumer::recv`] for
+/// what dropping it does. Named and `Unpin`, as the RDMA operations' futures are: it can be
+/// stored, and polled with `Pin::new(&mut fut)`.
+#[must_use = "a receive posts nothing unless polled; once posted, dropping it leaves the buffer posted"]
+pub struct RecvFuture<'a>(Recv<'a>);
+
+enum Recv<'a> {
+    /// A check failed before anything was posted: resolves to the error at the first poll.
+    Failed(Option<(Error, Buf)>),
+    Posting(BufTaskFuture<'a, PostRecv, PostRecvReq<'a>, (Rc<Inventory>, Buf)>),
+}
+
+impl Future for RecvFuture<'_> {
+    type Output = (Result<Received>, Buf);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            Recv::Failed(f) => {
+                let (e, buf) = f.take().expect("comch receive future polled after completion");
+                Poll::Ready((Err(e), buf))
+            }
+            Recv::Posting(f) => {
+                let (r, (_inv, buf)) = ready!(Pin::new(f).poll(cx));
+                Poll::Ready((r.map(Received::of), buf))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RecvFuture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Recv::Failed(Some((e, _))) => f.debug_tuple("RecvFuture::Failed").field(e).finish(),
+            Recv::Failed(None) => f.write_str("RecvFuture::Finished"),
+            Recv::Posting(t) => f.debug_tuple("RecvFuture").field(t).finish(),
+        }
     }
 }
 

@@ -202,6 +202,8 @@ struct Recv;
 // SAFETY: as in `task_kind!`.
 unsafe impl DocaTask for Recv {
     type Task = sys::doca_rdma_task_receive;
+    // Posted ahead of the peer's send, which often answers what the posting task sends next.
+    const POSTED_AHEAD: bool = true;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live receive task.
         unsafe { sys::doca_rdma_task_receive_as_task(task) }

@@ -231,3 +231,56 @@ fn several_sends_waiting_for_buffers_all_complete() {
     })
     .unwrap();
 }
+
+/// Receives posted ahead from the task that then sends, as a ping-pong posts them: each
+/// side keeps two `RecvFuture`s in a queue (named, `Unpin`), each polled once to post it,
+/// and the task goes on to its send at once. Every message lands in the oldest posted
+/// buffer, round after round, both ways.
+#[test]
+fn receives_posted_ahead_by_the_sending_task_serve_a_ping_pong() {
+    use futures_lite::future::poll_once;
+    use std::collections::VecDeque;
+    rt().block_on(async {
+        let dev = Device::open_default()?;
+        let (_server, dpu, host) = pair(&dev, "ahead").await?;
+        let (a_mem, b_mem) = (inbox(&dev, 2 * 8)?, inbox(&dev, 2 * 8)?);
+        let a = Consumer::builder(&host, &a_mem).tasks(2).build().await?;
+        let b = Consumer::builder(&dpu, &b_mem).tasks(2).build().await?;
+        let (to_b, to_a) = (Producer::builder(&host).build().await?, Producer::builder(&dpu).build().await?);
+        let (b_id, a_id) = (bounded(host.next_remote_consumer()).await??, bounded(dpu.next_remote_consumer()).await??);
+        let (mut a_posted, mut b_posted) = (VecDeque::new(), VecDeque::new());
+        for k in 0..2 {
+            let mut r = a.recv(a_mem.slice(k * 8..k * 8 + 8));
+            assert!(poll_once(&mut r).await.is_none(), "a post does not complete at once");
+            a_posted.push_back(r);
+            let mut r = b.recv(b_mem.slice(k * 8..k * 8 + 8));
+            assert!(poll_once(&mut r).await.is_none());
+            b_posted.push_back(r);
+        }
+        let out = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+        let mut msg = out.buf();
+        for round in 0..20u64 {
+            // A to B, then B's answer; each posts again the buffer it just took.
+            msg.write_u64(0, round);
+            let (r, back) = bounded(to_b.send(msg, b_id, &[])).await?;
+            r?;
+            let (got, buf) = bounded(b_posted.pop_front().expect("posted")).await?;
+            assert_eq!((got?.len(), buf.read_u64(0)), (8, round), "B's oldest buffer holds round {round}");
+            let mut again = b.recv(buf);
+            assert!(poll_once(&mut again).await.is_none());
+            b_posted.push_back(again);
+            let mut answer = back;
+            answer.write_u64(0, round + 1000);
+            let (r, back) = bounded(to_a.send(answer, a_id, &[])).await?;
+            r?;
+            msg = back;
+            let (got, buf) = bounded(a_posted.pop_front().expect("posted")).await?;
+            assert_eq!((got?.len(), buf.read_u64(0)), (8, round + 1000));
+            let mut again = a.recv(buf);
+            assert!(poll_once(&mut again).await.is_none());
+            a_posted.push_back(again);
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}

@@ -318,8 +318,9 @@ where
         }
         let slot = sub.slot();
         // Still in flight: wait here if the executor would only spin for it (before the
-        // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`).
-        let waited = !K::REMOTE && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
+        // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`),
+        // unless the operation is posted ahead of what completes it (`DocaTask::POSTED_AHEAD`).
+        let waited = !K::REMOTE && !K::POSTED_AHEAD && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
         if !waited && slot.poll_done(cx).is_pending() {
             return Poll::Pending;
         }
