@@ -51,9 +51,11 @@ mod cm;
 #[cfg(feature = "soft")]
 mod coll;
 mod comch;
+mod comch_fast;
 mod dma;
 mod raw;
 mod raw_comch;
+mod raw_comch_fast;
 mod raw_rdma;
 mod rdma;
 #[cfg(feature = "tokio")]
@@ -544,6 +546,16 @@ const TESTS: &[TestDef] = &[
         iters: 20_000,
         run: comch::run,
         about: "Comch message ping-pong, client and server on two executors: half the round trip",
+    },
+    TestDef {
+        name: "comch_fast_lat",
+        modes: RDMA_MODES,
+        procs: &[1],
+        sizes: &[8],
+        sized: true,
+        iters: 20_000,
+        run: comch_fast::run,
+        about: "Comch fast-path ping-pong (consumer and producer on each side, two buffers posted), client and server on two executors: half the round trip",
     },
     TestDef {
         name: "cm_connect",

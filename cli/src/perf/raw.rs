@@ -21,6 +21,51 @@ pub(super) fn ok(code: sys::doca_error_t, what: &'static str) -> Result<()> {
     }
 }
 
+/// Zeroed page-aligned memory a peer can reach (shared memory on the soft provider).
+pub(super) struct Shared {
+    pub(super) ptr: *mut u8,
+    #[cfg(not(feature = "soft"))]
+    layout: std::alloc::Layout,
+}
+
+impl Shared {
+    pub(super) fn new(len: usize) -> Result<Shared> {
+        #[cfg(feature = "soft")]
+        {
+            let mut p = ptr::null_mut();
+            // SAFETY: valid out-pointer; freed once in Drop.
+            ok(unsafe { sys::doca_soft_alloc_shared(len, &mut p) }, "doca_soft_alloc_shared")?;
+            Ok(Shared { ptr: p.cast() })
+        }
+        #[cfg(not(feature = "soft"))]
+        {
+            let layout = std::alloc::Layout::from_size_align(len, 4096)
+                .map_err(|_| Error::new(ErrorKind::InvalidArgument, "perf: bad allocation size"))?;
+            // SAFETY: non-zero size (len >= 64 here); freed once in Drop with the same layout.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            if ptr.is_null() {
+                return Err(Error::new(ErrorKind::ResourceExhausted, "perf: out of memory"));
+            }
+            Ok(Shared { ptr, layout })
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new`, freed once, after the mmaps over it are destroyed.
+        #[cfg(feature = "soft")]
+        unsafe {
+            sys::doca_soft_free_shared(self.ptr.cast());
+        }
+        // SAFETY: as above.
+        #[cfg(not(feature = "soft"))]
+        unsafe {
+            std::alloc::dealloc(self.ptr, self.layout)
+        }
+    }
+}
+
 /// Where a callback reports a completion: the task's user data points here.
 ///
 /// The fields are `Cell`s because the callback writes them through that raw pointer while

@@ -19,7 +19,7 @@ use async_doca::{Access, CpuSet, Device, Error, ErrorKind, Result};
 
 use super::clock::Stamp;
 use super::peer::{timed_out, Link};
-use super::raw::{done_cb, ok, Done};
+use super::raw::{done_cb, ok, Done, Shared};
 use super::rdma::{check, slot, window, Measured, Test};
 use super::stats::{timed, Recorder};
 use super::{Params, RawDoorbell, PEER_TIMEOUT};
@@ -31,51 +31,6 @@ done_cb!(send_done, sys::doca_rdma_task_send, sys::doca_rdma_task_send_as_task);
 done_cb!(recv_done, sys::doca_rdma_task_receive, sys::doca_rdma_task_receive_as_task);
 done_cb!(fadd_done, sys::doca_rdma_task_atomic_fetch_add, sys::doca_rdma_task_atomic_fetch_add_as_task);
 done_cb!(cswap_done, sys::doca_rdma_task_atomic_cmp_swp, sys::doca_rdma_task_atomic_cmp_swp_as_task);
-
-/// Zeroed page-aligned memory a peer can reach (shared memory on the soft provider).
-struct Shared {
-    ptr: *mut u8,
-    #[cfg(not(feature = "soft"))]
-    layout: std::alloc::Layout,
-}
-
-impl Shared {
-    fn new(len: usize) -> Result<Shared> {
-        #[cfg(feature = "soft")]
-        {
-            let mut p = ptr::null_mut();
-            // SAFETY: valid out-pointer; freed once in Drop.
-            ok(unsafe { sys::doca_soft_alloc_shared(len, &mut p) }, "doca_soft_alloc_shared")?;
-            Ok(Shared { ptr: p.cast() })
-        }
-        #[cfg(not(feature = "soft"))]
-        {
-            let layout = std::alloc::Layout::from_size_align(len, 4096)
-                .map_err(|_| Error::new(ErrorKind::InvalidArgument, "perf: bad allocation size"))?;
-            // SAFETY: non-zero size (len >= 64 here); freed once in Drop with the same layout.
-            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-            if ptr.is_null() {
-                return Err(Error::new(ErrorKind::ResourceExhausted, "perf: out of memory"));
-            }
-            Ok(Shared { ptr, layout })
-        }
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new`, freed once, after the mmaps over it are destroyed.
-        #[cfg(feature = "soft")]
-        unsafe {
-            sys::doca_soft_free_shared(self.ptr.cast());
-        }
-        // SAFETY: as above.
-        #[cfg(not(feature = "soft"))]
-        unsafe {
-            std::alloc::dealloc(self.ptr, self.layout)
-        }
-    }
-}
 
 /// One side: PE, RDMA ctx and connection, memory, and per slot its buffers and `Done`.
 struct Side {

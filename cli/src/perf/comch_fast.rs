@@ -1,0 +1,157 @@
+//! `comch_fast_lat`: a ping-pong over the Comch fast path (`comch::fast`) between a server and
+//! a client on two executors (two CPUs) of one process. Each side has a consumer with two
+//! buffers posted and a producer to the other side's consumer. Side A (the client) sends
+//! `size` bytes and waits for the echo; side B (the server) echoes. Latency is half the
+//! round trip.
+//!
+//! Both sides keep two buffers posted and post a buffer again only after their next send
+//! went out, so that posting is never on the round trip: A sends message `i + 1` before it
+//! posts the buffer echo `i` arrived in (echo `i + 1` goes to the other one), and B echoes
+//! before it posts again. The `raw` mode is the same loop as a C program would write it
+//! (`raw_comch_fast.rs`), in the same order.
+
+use std::collections::VecDeque;
+
+use async_doca::comch::fast::{Consumer, Producer, RecvFuture};
+use async_doca::comch::{Client, Connection, Server};
+use async_doca::time::timeout;
+use async_doca::{Access, Buf, Device, Error, ErrorKind, Memory, Result};
+use futures_lite::future::poll_once;
+
+use super::cpu::{runtime, two_cpus};
+use super::stats::{timed_rounds, Report, Round, Run};
+use super::{Mode, Params, PEER_TIMEOUT};
+
+pub(super) const TEST: &str = "comch_fast_lat";
+/// Buffers each side keeps posted.
+const POSTED: usize = 2;
+
+pub fn run(p: &Params) -> Result<Report> {
+    if !matches!(p.mode, Mode::Async | Mode::Raw) {
+        return Err(p.mode.unsupported(TEST));
+    }
+    if p.mode == Mode::Raw {
+        return super::raw_comch_fast::run(p);
+    }
+    let (cpu_a, cpu_b) = two_cpus()?;
+    let cpus: Vec<usize> = if cpu_a == cpu_b { vec![cpu_a] } else { vec![cpu_a, cpu_b] };
+    let rt = runtime(&cpus, p.idle, p.park)?;
+    let (warmup, iters, size) = (p.warmup, p.iters, p.size.max(1));
+    let total = warmup + iters;
+    let name = format!("perf-comch-fast-{}", std::process::id());
+    let server_name = name.clone();
+    let side_b = rt.spawn_on(cpu_b, move || async move {
+        let dev = Device::open_default()?;
+        let server = Server::builder(&dev, &server_name).build().await?;
+        let conn = timeout(PEER_TIMEOUT, server.accept()).await.map_err(Error::from)??;
+        let side = Side::new(&dev, &conn, size).await?;
+        let mut end = side.end().await;
+        for i in 0..total {
+            end.recv().await?;
+            end.send().await?;
+            end.post_again(i + 1 < total).await;
+        }
+        Ok::<_, Error>(())
+    })?;
+    let side_a = rt.spawn_on(cpu_a, move || async move {
+        let dev = Device::open_default()?;
+        let conn = Client::builder(&dev, &name).connect().await?;
+        let side = Side::new(&dev, &conn, size).await?;
+        let mut end = side.end().await;
+        timed_rounds(warmup, iters, 2.0, &mut Pinger { end: &mut end, total }).await
+    })?;
+    let (samples, elapsed) = rt.block_on(side_a)??;
+    rt.block_on(side_b)??;
+    Ok(Run { test: TEST, mode: "async", size, procs: 1 }.report(samples, 2 * iters, elapsed))
+}
+
+/// One side's fast-path objects: its consumer over `POSTED` buffers of its memory, its
+/// producer, the peer's consumer id, and the message it sends.
+struct Side {
+    inbox: Memory,
+    consumer: Consumer,
+    producer: Producer,
+    peer: u32,
+    /// The message's memory (the loop owns its one `Buf` between sends).
+    outbox: Memory,
+    size: usize,
+}
+
+impl Side {
+    async fn new(dev: &Device, conn: &Connection, size: usize) -> Result<Side> {
+        let inbox = dev.alloc(POSTED * size, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+        let consumer = Consumer::builder(conn, &inbox).tasks(POSTED as u32).build().await?;
+        let producer = Producer::builder(conn).build().await?;
+        let peer = timeout(PEER_TIMEOUT, conn.next_remote_consumer()).await.map_err(Error::from)??;
+        let outbox = dev.alloc(size, Access::LOCAL_READ_WRITE)?;
+        Ok(Side { inbox, consumer, producer, peer, outbox, size })
+    }
+
+    /// The loop's view, with every buffer posted.
+    async fn end(&self) -> End<'_> {
+        let mut end =
+            End { side: self, posted: VecDeque::with_capacity(POSTED), free: None, msg: Some(self.outbox.buf()) };
+        for k in 0..POSTED {
+            end.free = Some(self.inbox.slice(k * self.size..(k + 1) * self.size));
+            end.post_again(true).await;
+        }
+        end
+    }
+}
+
+/// A side in its loop: the receives posted (oldest first), the buffer of the last message
+/// received (posted again after the next send), the message buffer between sends.
+struct End<'a> {
+    side: &'a Side,
+    posted: VecDeque<RecvFuture<'a>>,
+    free: Option<Buf>,
+    msg: Option<Buf>,
+}
+
+impl End<'_> {
+    /// Posts the free buffer again, unless no more message comes: a receive future polled
+    /// once (its first poll posts; it cannot be done yet, since no send is answered before
+    /// its buffer is posted), kept in posting order.
+    async fn post_again(&mut self, more: bool) {
+        if !more {
+            self.free = None;
+            return;
+        }
+        if let Some(buf) = self.free.take() {
+            let mut recv = self.side.consumer.recv(buf);
+            let _ = poll_once(&mut recv).await;
+            self.posted.push_back(recv);
+        }
+    }
+
+    /// The oldest posted receive's message; its buffer is left free.
+    async fn recv(&mut self) -> Result<()> {
+        let oldest = self.posted.front_mut().ok_or_else(|| Error::new(ErrorKind::BadState, "nothing posted"))?;
+        let (r, buf) = timeout(PEER_TIMEOUT, oldest).await.map_err(Error::from)?;
+        self.posted.pop_front();
+        self.free = Some(buf);
+        r.map(drop)
+    }
+
+    /// Sends the message to the peer's consumer.
+    async fn send(&mut self) -> Result<()> {
+        let msg = self.msg.take().expect("the message buffer is back after each send");
+        let (r, msg) = self.side.producer.send(msg, self.side.peer, &[]).await;
+        self.msg = Some(msg);
+        r
+    }
+}
+
+/// Side A's rounds: send, post the buffer of the previous echo, wait for this one.
+struct Pinger<'e, 'a> {
+    end: &'e mut End<'a>,
+    total: u64,
+}
+
+impl Round for Pinger<'_, '_> {
+    async fn round(&mut self, i: u64) -> Result<()> {
+        self.end.send().await?;
+        self.end.post_again(i + 1 < self.total).await;
+        self.end.recv().await
+    }
+}

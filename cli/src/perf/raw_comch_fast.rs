@@ -1,0 +1,510 @@
+//! `comch_fast_lat` in raw mode: the same ping-pong as the async mode, written as a C program
+//! over the DOCA entry points would be (doca-sys only): one thread per side, each with one
+//! progress engine for its server or client, consumer and producer, busy-progressing until
+//! its callbacks have seen what it waits for. Each side allocates its tasks once (two
+//! post-receives, one send) and submits them again, as DOCA's task reuse allows; it keeps
+//! two buffers posted and posts one again only after its next send went out, in the order
+//! of the async mode (`comch_fast.rs`).
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::ptr;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use async_doca::{sys, Device, Error, ErrorKind, Result};
+
+use super::cpu::two_cpus;
+use super::raw::{ok, Shared};
+use super::stats::{timed, Report, Run, Samples};
+use super::{Params, PEER_TIMEOUT};
+
+/// Buffers each side keeps posted (as the async mode).
+const POSTED: usize = 2;
+
+thread_local! {
+    /// Post-receive tasks completed successfully on this thread.
+    static RECVD: Cell<u64> = const { Cell::new(0) };
+    /// Send tasks completed successfully on this thread.
+    static SENT: Cell<u64> = const { Cell::new(0) };
+    /// The first failed task's status.
+    static FAILED: Cell<sys::doca_error_t> = const { Cell::new(sys::DOCA_SUCCESS) };
+    /// Set once this side stops its fast-path contexts: completions then free their task
+    /// (flushed receives), and their status is not a failure.
+    static CLOSING: Cell<bool> = const { Cell::new(false) };
+    /// The server's connection to its client (set by the connect callback).
+    static CONN: Cell<*mut sys::doca_comch_connection> = const { Cell::new(ptr::null_mut()) };
+    /// The peer's consumer id (set by the new-consumer callback).
+    static PEER: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Clears this thread's state: each side starts from zero (`--rounds` reuses the client's
+/// thread).
+fn reset() {
+    RECVD.with(|c| c.set(0));
+    SENT.with(|c| c.set(0));
+    FAILED.with(|c| c.set(sys::DOCA_SUCCESS));
+    CLOSING.with(|c| c.set(false));
+    CONN.with(|c| c.set(ptr::null_mut()));
+    PEER.with(|c| c.set(0));
+}
+
+/// Counts a completion in `count`, or records its failure; while closing, frees the task.
+fn completed(task: *mut sys::doca_task, count: &'static std::thread::LocalKey<Cell<u64>>) {
+    // SAFETY: the task is ours inside its callback.
+    let status = unsafe { sys::doca_task_get_status(task) };
+    if CLOSING.with(Cell::get) {
+        // SAFETY: as above; not submitted again once closing, so freed once.
+        unsafe { sys::doca_task_free(task) };
+    } else if status == sys::DOCA_SUCCESS {
+        count.with(|c| c.set(c.get() + 1));
+    } else if FAILED.with(Cell::get) == sys::DOCA_SUCCESS {
+        FAILED.with(|f| f.set(status));
+    }
+}
+
+unsafe extern "C" fn on_recv(
+    task: *mut sys::doca_comch_consumer_task_post_recv,
+    _ud: sys::doca_data,
+    _cud: sys::doca_data,
+) {
+    // SAFETY: a live post-receive task inside its callback.
+    completed(unsafe { sys::doca_comch_consumer_task_post_recv_as_task(task) }, &RECVD);
+}
+
+unsafe extern "C" fn on_sent(task: *mut sys::doca_comch_producer_task_send, _ud: sys::doca_data, _cud: sys::doca_data) {
+    // SAFETY: a live send task inside its callback.
+    completed(unsafe { sys::doca_comch_producer_task_send_as_task(task) }, &SENT);
+}
+
+unsafe extern "C" fn on_new_consumer(
+    _ev: *mut sys::doca_comch_event_consumer,
+    _conn: *mut sys::doca_comch_connection,
+    id: u32,
+) {
+    PEER.with(|p| p.set(id));
+}
+
+unsafe extern "C" fn on_expired_consumer(
+    _ev: *mut sys::doca_comch_event_consumer,
+    _conn: *mut sys::doca_comch_connection,
+    _id: u32,
+) {
+}
+
+unsafe extern "C" fn on_connect(
+    _ev: *mut sys::doca_comch_event_connection_status_changed,
+    conn: *mut sys::doca_comch_connection,
+    ok: u8,
+) {
+    if ok == 1 {
+        CONN.with(|c| c.set(conn));
+    }
+}
+
+unsafe extern "C" fn on_disconnect(
+    _ev: *mut sys::doca_comch_event_connection_status_changed,
+    _conn: *mut sys::doca_comch_connection,
+    _ok: u8,
+) {
+}
+
+/// The message send tasks' callback (the server and client need their send tasks configured
+/// to start; this test sends no message).
+unsafe extern "C" fn on_msg_sent(task: *mut sys::doca_comch_task_send, _ud: sys::doca_data, _cud: sys::doca_data) {
+    // SAFETY: the task is ours inside its callback; freed once, here.
+    unsafe { sys::doca_task_free(sys::doca_comch_task_send_as_task(task)) };
+}
+
+unsafe extern "C" fn on_msg(
+    _ev: *mut sys::doca_comch_event_msg_recv,
+    _buf: *mut u8,
+    _len: u32,
+    _conn: *mut sys::doca_comch_connection,
+) {
+}
+
+/// Progresses `pe` until `done()` holds; TimedOut after [`PEER_TIMEOUT`] (the clock is read
+/// every 4096 rounds only), or the first failed task's status.
+fn progress_until(pe: *mut sys::doca_pe, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+    let mut deadline = None;
+    let mut spins = 0u32;
+    while !done() {
+        // SAFETY: a live PE of this thread.
+        unsafe { sys::doca_pe_progress(pe) };
+        spins = spins.wrapping_add(1);
+        if spins % 4096 == 0 && Instant::now() > *deadline.get_or_insert_with(|| Instant::now() + PEER_TIMEOUT) {
+            return Err(Error::new(ErrorKind::TimedOut, format!("comch_fast_lat raw: {what}")));
+        }
+    }
+    ok(FAILED.with(Cell::get), "comch_fast_lat raw: a fast-path task")
+}
+
+fn ctx_state(ctx: *mut sys::doca_ctx) -> sys::doca_ctx_states {
+    let mut st = sys::DOCA_CTX_STATE_IDLE;
+    // SAFETY: a live ctx and a valid out-pointer.
+    unsafe { sys::doca_ctx_get_state(ctx, &mut st) };
+    st
+}
+
+/// Starts `ctx` (on `pe`) and progresses until it is RUNNING.
+fn start(pe: *mut sys::doca_pe, ctx: *mut sys::doca_ctx, what: &'static str) -> Result<()> {
+    // SAFETY: a live, configured ctx of this thread.
+    unsafe {
+        ok(sys::doca_pe_connect_ctx(pe, ctx), what)?;
+        let rc = sys::doca_ctx_start(ctx);
+        if rc != sys::DOCA_ERROR_IN_PROGRESS {
+            ok(rc, what)?;
+        }
+    }
+    progress_until(pe, what, || ctx_state(ctx) == sys::DOCA_CTX_STATE_RUNNING)
+}
+
+/// Stops `ctx` and progresses `pe` until it is IDLE.
+fn stop(pe: *mut sys::doca_pe, ctx: *mut sys::doca_ctx) -> Result<()> {
+    // SAFETY: a live, started ctx of this thread.
+    let rc = unsafe { sys::doca_ctx_stop(ctx) };
+    if rc != sys::DOCA_ERROR_IN_PROGRESS {
+        ok(rc, "doca_ctx_stop")?;
+    }
+    progress_until(pe, "stop", || ctx_state(ctx) == sys::DOCA_CTX_STATE_IDLE)
+}
+
+/// One side's fast path on a connection: its memory (two receive buffers, then the message;
+/// shared memory on the soft provider, as the runtime's `Device::alloc` gives, so that a
+/// producer copies into it directly), mmap and inventory, its consumer with a post-receive
+/// task per buffer, its producer with one send task, and the order of the posted buffers.
+struct Fast {
+    pe: *mut sys::doca_pe,
+    /// Kept alive under the mmap (and dropped after it: fields drop after `Drop::drop`).
+    mem: Shared,
+    mmap: *mut sys::doca_mmap,
+    inv: *mut sys::doca_buf_inventory,
+    bufs: [*mut sys::doca_buf; POSTED + 1],
+    consumer: *mut sys::doca_comch_consumer,
+    producer: *mut sys::doca_comch_producer,
+    recvs: [*mut sys::doca_comch_consumer_task_post_recv; POSTED],
+    send: *mut sys::doca_comch_producer_task_send,
+    /// Posted buffers, oldest first.
+    posted: VecDeque<usize>,
+    /// The buffer of the last message received, not posted again yet.
+    free: Option<usize>,
+    /// Sends submitted.
+    sends: u64,
+}
+
+impl Fast {
+    /// Creates and starts the fast path of `conn` on `pe` (this thread's), posts every
+    /// buffer, and waits for the peer's consumer. Whatever was made is destroyed by `Drop`.
+    fn open(pe: *mut sys::doca_pe, dev: &Device, conn: *mut sys::doca_comch_connection, size: usize) -> Result<Fast> {
+        let mut f = Fast {
+            pe,
+            mem: Shared::new((POSTED + 1) * size)?,
+            mmap: ptr::null_mut(),
+            inv: ptr::null_mut(),
+            bufs: [ptr::null_mut(); POSTED + 1],
+            consumer: ptr::null_mut(),
+            producer: ptr::null_mut(),
+            recvs: [ptr::null_mut(); POSTED],
+            send: ptr::null_mut(),
+            posted: VecDeque::with_capacity(POSTED),
+            free: None,
+            sends: 0,
+        };
+        let (base, len) = (f.mem.ptr, (POSTED + 1) * size);
+        // SAFETY: NVIDIA's fast-path sequence on this thread: every object is created here
+        // and checked, over memory `f` keeps until its `Drop` destroyed them.
+        unsafe {
+            ok(sys::doca_mmap_create(&mut f.mmap), "mmap create")?;
+            ok(sys::doca_mmap_set_memrange(f.mmap, base.cast(), len), "mmap range")?;
+            let access = sys::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | sys::DOCA_ACCESS_FLAG_PCI_READ_WRITE;
+            ok(sys::doca_mmap_set_permissions(f.mmap, access), "mmap permissions")?;
+            ok(sys::doca_mmap_add_dev(f.mmap, dev.as_ptr()), "mmap add dev")?;
+            ok(sys::doca_mmap_start(f.mmap), "mmap start")?;
+            ok(sys::doca_buf_inventory_create(POSTED + 1, &mut f.inv), "inventory create")?;
+            ok(sys::doca_buf_inventory_start(f.inv), "inventory start")?;
+            for (k, b) in f.bufs.iter_mut().enumerate() {
+                // The receive buffers start empty; the message (the last) carries its bytes.
+                let at = base.add(k * size).cast();
+                let data = if k == POSTED { size } else { 0 };
+                ok(sys::doca_buf_inventory_buf_get_by_args(f.inv, f.mmap, at, size, at, data, b), "buf")?;
+            }
+            ok(sys::doca_comch_consumer_create(conn, f.mmap, &mut f.consumer), "consumer create")?;
+            ok(
+                sys::doca_comch_consumer_task_post_recv_set_conf(
+                    f.consumer,
+                    Some(on_recv),
+                    Some(on_recv),
+                    POSTED as u32,
+                ),
+                "consumer conf",
+            )?;
+            start(pe, sys::doca_comch_consumer_as_ctx(f.consumer), "consumer start")?;
+            ok(sys::doca_comch_producer_create(conn, &mut f.producer), "producer create")?;
+            ok(
+                sys::doca_comch_producer_task_send_set_conf(f.producer, Some(on_sent), Some(on_sent), 1),
+                "producer conf",
+            )?;
+            start(pe, sys::doca_comch_producer_as_ctx(f.producer), "producer start")?;
+            for k in 0..POSTED {
+                ok(
+                    sys::doca_comch_consumer_task_post_recv_alloc_init(f.consumer, f.bufs[k], &mut f.recvs[k]),
+                    "post-receive alloc",
+                )?;
+                f.free = Some(k);
+                f.post_again()?;
+            }
+            progress_until(pe, "the peer's consumer", || PEER.with(Cell::get) != 0)?;
+            let peer = PEER.with(Cell::get);
+            ok(
+                sys::doca_comch_producer_task_send_alloc_init(
+                    f.producer,
+                    f.bufs[POSTED],
+                    ptr::null_mut(),
+                    0,
+                    peer,
+                    &mut f.send,
+                ),
+                "send alloc",
+            )?;
+        }
+        Ok(f)
+    }
+
+    /// Submits the send again once its last one completed; with no buffer posted by the
+    /// peer yet (AGAIN) it progresses and tries again.
+    fn send(&mut self) -> Result<()> {
+        let sends = self.sends;
+        progress_until(self.pe, "the last send", || SENT.with(Cell::get) == sends)?;
+        loop {
+            // SAFETY: our send task, not in flight (its last completion was seen above).
+            match unsafe { sys::doca_task_submit(sys::doca_comch_producer_task_send_as_task(self.send)) } {
+                sys::DOCA_ERROR_AGAIN => {
+                    // SAFETY: a live PE of this thread.
+                    unsafe { sys::doca_pe_progress(self.pe) };
+                }
+                rc => {
+                    ok(rc, "send submit")?;
+                    self.sends += 1;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Posts the free buffer again (its task, its data emptied).
+    fn post_again(&mut self) -> Result<()> {
+        if let Some(k) = self.free.take() {
+            // SAFETY: buffer `k` and its task are ours: its last receive completed.
+            unsafe {
+                ok(sys::doca_buf_reset_data_len(self.bufs[k]), "buf reset")?;
+                ok(sys::doca_task_submit(sys::doca_comch_consumer_task_post_recv_as_task(self.recvs[k])), "post")?;
+            }
+            self.posted.push_back(k);
+        }
+        Ok(())
+    }
+
+    /// Waits for message `n` (counting from 0): its buffer, the oldest posted, is free then.
+    fn recv(&mut self, n: u64) -> Result<()> {
+        progress_until(self.pe, "a message", || RECVD.with(Cell::get) > n)?;
+        self.free = self.posted.pop_front();
+        Ok(())
+    }
+
+    /// Stops the producer and the consumer (flushing its posted receives) once the last
+    /// send completed.
+    fn close(&mut self) -> Result<()> {
+        let sends = self.sends;
+        progress_until(self.pe, "the last send", || SENT.with(Cell::get) == sends)?;
+        // SAFETY: tasks not in flight are ours: the send (completed above) and the
+        // receives of buffers not posted; each is freed once and forgotten.
+        unsafe {
+            sys::doca_task_free(sys::doca_comch_producer_task_send_as_task(self.send));
+            self.send = ptr::null_mut();
+            for k in 0..POSTED {
+                if !self.posted.contains(&k) {
+                    sys::doca_task_free(sys::doca_comch_consumer_task_post_recv_as_task(self.recvs[k]));
+                }
+                self.recvs[k] = ptr::null_mut();
+            }
+        }
+        // The posted receives come back flushed, and their callback frees them.
+        CLOSING.with(|c| c.set(true));
+        // SAFETY: live contexts of this thread.
+        unsafe {
+            stop(self.pe, sys::doca_comch_producer_as_ctx(self.producer))?;
+            stop(self.pe, sys::doca_comch_consumer_as_ctx(self.consumer))
+        }
+    }
+}
+
+impl Drop for Fast {
+    fn drop(&mut self) {
+        // SAFETY: objects created by `open` on this thread, destroyed once, contexts first
+        // (stopped by `close`, or never started when `open` failed: then destroying them
+        // fails harmlessly), then the descriptors, the inventory and the mmap.
+        unsafe {
+            if !self.producer.is_null() {
+                sys::doca_comch_producer_destroy(self.producer);
+            }
+            if !self.consumer.is_null() {
+                sys::doca_comch_consumer_destroy(self.consumer);
+            }
+            for b in self.bufs.into_iter().filter(|b| !b.is_null()) {
+                sys::doca_buf_dec_refcount(b, ptr::null_mut());
+            }
+            if !self.inv.is_null() {
+                sys::doca_buf_inventory_destroy(self.inv);
+            }
+            if !self.mmap.is_null() {
+                sys::doca_mmap_destroy(self.mmap);
+            }
+        }
+    }
+}
+
+/// The echoing side: serves `total` messages, then waits for `client_done`.
+fn server(
+    dev: Device,
+    name: CString,
+    size: usize,
+    total: u64,
+    ready: mpsc::Sender<()>,
+    client_done: mpsc::Receiver<()>,
+) -> Result<()> {
+    reset();
+    let (mut pe, mut s) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: the C sequence of NVIDIA's Comch server samples on this thread; every object is
+    // created here, checked through its status, and destroyed below.
+    unsafe {
+        ok(sys::doca_pe_create(&mut pe), "doca_pe_create")?;
+        let r = (|| -> Result<()> {
+            ok(sys::doca_comch_server_create(dev.as_ptr(), ptr::null_mut(), name.as_ptr(), &mut s), "server_create")?;
+            ok(
+                sys::doca_comch_server_task_send_set_conf(s, Some(on_msg_sent), Some(on_msg_sent), 1),
+                "server send conf",
+            )?;
+            ok(sys::doca_comch_server_event_msg_recv_register(s, Some(on_msg)), "server recv register")?;
+            ok(
+                sys::doca_comch_server_event_connection_status_changed_register(
+                    s,
+                    Some(on_connect),
+                    Some(on_disconnect),
+                ),
+                "server connection register",
+            )?;
+            ok(
+                sys::doca_comch_server_event_consumer_register(s, Some(on_new_consumer), Some(on_expired_consumer)),
+                "server consumer register",
+            )?;
+            let ctx = sys::doca_comch_server_as_ctx(s);
+            ok(sys::doca_pe_connect_ctx(pe, ctx), "server connect pe")?;
+            ok(sys::doca_ctx_start(ctx), "server start")?;
+            let _ = ready.send(());
+            progress_until(pe, "the client's connection", || !CONN.with(Cell::get).is_null())?;
+            let mut fast = Fast::open(pe, &dev, CONN.with(Cell::get), size)?;
+            for i in 0..total {
+                fast.recv(i)?;
+                fast.send()?;
+                if i + 1 < total {
+                    fast.post_again()?;
+                }
+            }
+            fast.close()?;
+            client_done
+                .recv_timeout(PEER_TIMEOUT)
+                .map_err(|_| Error::new(ErrorKind::TimedOut, "comch_fast_lat raw: client end"))?;
+            drop(fast);
+            stop(pe, ctx)
+        })();
+        if !s.is_null() {
+            sys::doca_comch_server_destroy(s);
+        }
+        sys::doca_pe_destroy(pe);
+        r
+    }
+}
+
+/// The timing side: sends, posts the buffer of the previous echo, waits for this one.
+fn client(dev: Device, name: CString, p: &Params) -> Result<(Samples, Duration)> {
+    reset();
+    let size = p.size.max(1);
+    let total = p.warmup + p.iters;
+    let (mut pe, mut c) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: as in `server`, for NVIDIA's client sequence.
+    unsafe {
+        ok(sys::doca_pe_create(&mut pe), "doca_pe_create")?;
+        let r = (|| -> Result<(Samples, Duration)> {
+            ok(sys::doca_comch_client_create(dev.as_ptr(), name.as_ptr(), &mut c), "client_create")?;
+            ok(
+                sys::doca_comch_client_task_send_set_conf(c, Some(on_msg_sent), Some(on_msg_sent), 1),
+                "client send conf",
+            )?;
+            ok(sys::doca_comch_client_event_msg_recv_register(c, Some(on_msg)), "client recv register")?;
+            ok(
+                sys::doca_comch_client_event_consumer_register(c, Some(on_new_consumer), Some(on_expired_consumer)),
+                "client consumer register",
+            )?;
+            let ctx = sys::doca_comch_client_as_ctx(c);
+            start(pe, ctx, "client start")?;
+            let mut conn = ptr::null_mut();
+            ok(sys::doca_comch_client_get_connection(c, &mut conn), "client connection")?;
+            let mut fast = Fast::open(pe, &dev, conn, size)?;
+            let timed_run = timed(p.warmup, p.iters, 2.0, |i| {
+                fast.send()?;
+                if i + 1 < total {
+                    fast.post_again()?;
+                }
+                fast.recv(i)
+            })?;
+            fast.close()?;
+            drop(fast);
+            stop(pe, ctx)?;
+            Ok(timed_run)
+        })();
+        if !c.is_null() {
+            sys::doca_comch_client_destroy(c);
+        }
+        sys::doca_pe_destroy(pe);
+        r
+    }
+}
+
+/// Runs the raw ping-pong: server on one CPU, client (timed) on the other.
+pub fn run(p: &Params) -> Result<Report> {
+    let (cpu_a, cpu_b) = two_cpus()?;
+    let size = p.size.max(1);
+    let total = p.warmup + p.iters;
+    let name = CString::new(format!("perf-comch-fast-raw-{}", std::process::id()))
+        .map_err(|_| Error::new(ErrorKind::InvalidArgument, "name"))?;
+    let dev = Device::open_default()?;
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel();
+    let server_side = {
+        let (dev, name) = (dev.clone(), name.clone());
+        std::thread::spawn(move || {
+            super::cpu::pin(cpu_b)?;
+            server(dev, name, size, total, ready_tx, done_rx)
+        })
+    };
+    let result = ready_rx
+        .recv_timeout(PEER_TIMEOUT)
+        .map_err(|_| Error::new(ErrorKind::TimedOut, "comch_fast_lat raw: the server did not start"))
+        .and_then(|()| {
+            let _pinned = super::cpu::pinned(cpu_a)?;
+            client(dev, name, p)
+        });
+    let _ = done_tx.send(()); // the server may have failed and gone already
+    let served =
+        server_side.join().map_err(|_| Error::new(ErrorKind::Other, "comch_fast_lat raw: the server panicked"))?;
+    let (samples, elapsed) = match (served, result) {
+        (Ok(()), Ok(r)) => r,
+        (Err(e), Ok(_)) | (Ok(()), Err(e)) => return Err(e),
+        (Err(s), Err(c)) => {
+            return Err(Error::new(c.kind(), format!("comch_fast_lat raw: client: {c}; server: {s}")));
+        }
+    };
+    Ok(Run { test: super::comch_fast::TEST, mode: "raw", size, procs: 1 }.report(samples, 2 * p.iters, elapsed))
+}
