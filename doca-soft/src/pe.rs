@@ -126,6 +126,10 @@ pub struct doca_pe {
     doorbell: Doorbell,
     /// The eventfd has been written since the last drain.
     signalled: Cell<bool>,
+    /// How many times the PE was armed (`doca_pe_request_notification`): a context that
+    /// skips system calls while its PE polls learns from a change that the PE may have slept,
+    /// and that a descriptor of its may be what woke it (`comch::sent`).
+    armings: Cell<u64>,
     /// Completed tasks waiting for delivery (connected ctxs queue them here directly), and
     /// whether the PE is armed.
     cq: CompletionQueue,
@@ -188,6 +192,7 @@ impl doca_pe {
             evfd,
             doorbell,
             signalled: Cell::new(false),
+            armings: Cell::new(0),
             cq: CompletionQueue::new(),
             ctxs: RefCell::new(Vec::new()),
             transitions: Cell::new(false),
@@ -403,6 +408,11 @@ impl doca_pe {
     /// `doca_pe_clear_notification`): only then does anyone need to ring its doorbell.
     pub(crate) fn is_armed(&self) -> bool {
         self.cq.armed()
+    }
+
+    /// How many times the PE was armed so far (see `armings`).
+    pub(crate) fn armings(&self) -> u64 {
+        self.armings.get()
     }
 
     /// Work that progress would do now.
@@ -666,6 +676,7 @@ pub unsafe extern "C" fn doca_pe_request_notification(pe: *mut doca_pe) -> doca_
         let p = unsafe { pe_ref(pe) }?;
         p.sweep();
         p.cq.set_armed(true);
+        p.armings.set(p.armings.get() + 1);
         if p.has_work() {
             p.notify_work();
         }

@@ -25,11 +25,15 @@ fn next_record(c: &mut Cursor<'_>) -> Option<(Vec<u8>, Option<Control>)> {
     let shape = c.u8()? % 10;
     Some(match shape {
         0 => {
-            let h = Control::Hello { version: c.u32()? % 4, max_msg: c.u32()? };
+            // The sent count it names is this process's (the server opens it): a fuzzed
+            // descriptor and length.
+            let sent = wire::CountAt { pid: std::process::id(), fd: c.u8()? as i32, len: u32::from(c.u8()? % 16) };
+            let h = Control::Hello { version: c.u32()? % 4, max_msg: c.u32()?, sent };
             (wire::encode(h), Some(h))
         }
         1 => {
-            let w = Control::Welcome { version: c.u32()? % 4, max_msg: c.u32()? };
+            let sent = wire::CountAt { pid: c.u32()?, fd: c.u32()? as i32, len: c.u32()? };
+            let w = Control::Welcome { version: c.u32()? % 4, max_msg: c.u32()?, sent };
             (wire::encode(w), Some(w))
         }
         2 => {
@@ -38,14 +42,16 @@ fn next_record(c: &mut Cursor<'_>) -> Option<(Vec<u8>, Option<Control>)> {
         }
         3 => {
             // A handshake record with one byte of its magic changed.
-            let mut h = wire::encode(Control::Hello { version: wire::VERSION, max_msg: c.u32()? });
+            let sent = wire::CountAt::default();
+            let mut h = wire::encode(Control::Hello { version: wire::VERSION, max_msg: c.u32()?, sent });
             let at = 1 + (c.u8()? as usize % 8);
             h[at] ^= c.u8()? | 1;
             (h, None)
         }
         4 => {
             // Truncated or extended.
-            let mut h = wire::encode(Control::Hello { version: wire::VERSION, max_msg: 4096 });
+            let sent = wire::CountAt::default();
+            let mut h = wire::encode(Control::Hello { version: wire::VERSION, max_msg: 4096, sent });
             let n = c.u8()? as usize % (2 * h.len());
             h.resize(n, 0xAB);
             (h, None)

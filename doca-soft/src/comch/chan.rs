@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::fastq::FastQueue;
+use super::sent::{SentCount, READ_EVERY};
 use super::wire::{self, Control};
 use super::*;
 use crate::ctx::{doca_ctx, mark_start_failed, mark_started, CtxOps, StartMode};
@@ -114,10 +115,21 @@ pub struct doca_comch_connection {
     /// Its endpoint was destroyed while something of ours still held it (see `destroy`):
     /// the last reference frees it ([`release_ref`]).
     orphan: Cell<bool>,
+    /// The records this side sent once connected, for the peer to read (`sent.rs`); None
+    /// when it could not be created (the peer then reads its socket at every progress).
+    sent: Option<SentCount>,
+    /// The peer's count, mapped at the handshake; None: read the socket at every progress.
+    peer_sent: RefCell<Option<SentCount>>,
+    /// Records read from the socket once connected: while the peer's count is ahead, one
+    /// may be waiting.
+    received: Cell<u64>,
+    /// The peer is gone (a send failed): read the socket at every progress until its end of
+    /// file, whatever its count says.
+    read_always: Cell<bool>,
 }
 
 impl doca_comch_connection {
-    fn new(owner: *const Endpoint, fd: OwnedFd, cycle: u64) -> Box<doca_comch_connection> {
+    fn new(owner: *const Endpoint, fd: OwnedFd, cycle: u64, sent: Option<SentCount>) -> Box<doca_comch_connection> {
         Box::new(doca_comch_connection {
             magic: CONN_MAGIC,
             owner,
@@ -135,12 +147,64 @@ impl doca_comch_connection {
             refs: Cell::new(0),
             released: Cell::new(false),
             orphan: Cell::new(false),
+            sent,
+            peer_sent: RefCell::new(None),
+            received: Cell::new(0),
+            read_always: Cell::new(false),
         })
+    }
+
+    /// One record more went to the peer, or its end of file (counted once connected: see
+    /// `sent.rs`).
+    fn sent_one(&self) {
+        if let Some(s) = &self.sent {
+            s.add(1);
+        }
+    }
+
+    /// Sends a record of a connected connection, counted (`sent.rs`): the count goes up
+    /// before the record is handed to the kernel, so that the peer looks while the record
+    /// is on its way instead of after this call returns (the system call's return is
+    /// otherwise on the message's latency), and down again if the kernel did not take it.
+    fn send_counted(&self, fd: RawFd, parts: &[&[u8]]) -> Result<bool, doca_error_t> {
+        let Some(count) = &self.sent else { return send_rec(fd, parts) };
+        count.add(1);
+        let r = send_rec(fd, parts);
+        if !matches!(r, Ok(true)) {
+            count.add(-1);
+        }
+        r
+    }
+
+    /// Maps the peer's count named by its handshake (none, or one that cannot be mapped:
+    /// its socket is then read at every progress).
+    fn open_peer_count(&self, at: wire::CountAt) {
+        let count = if at.pid == 0 { None } else { SentCount::open(at.pid, at.fd, at.len).ok() };
+        *self.peer_sent.borrow_mut() = count;
     }
 
     fn hold(&self) {
         self.refs.set(self.refs.get() + 1);
     }
+}
+
+impl Drop for doca_comch_connection {
+    fn drop(&mut self) {
+        // As in `close`: the socket first, then the count, so that the peer reads the end
+        // of file at once.
+        if self.fd.get_mut().take().is_some() {
+            self.sent_one();
+        }
+    }
+}
+
+/// Where a side counts its records (`sent.rs`), for its handshake record: nowhere (all zero)
+/// without a count.
+fn count_at(sent: Option<&SentCount>) -> wire::CountAt {
+    sent.map_or_else(wire::CountAt::default, |s| {
+        let (pid, fd, len) = s.location();
+        wire::CountAt { pid, fd, len }
+    })
 }
 
 /// Drops one reference on a connection (an event or a send task let go of it); the last
@@ -190,6 +254,11 @@ impl doca_comch_connection {
             pe.unregister_fd(fd.as_raw_fd());
         }
         drop(fd);
+        // The end of file is in the peer's socket now: the count tells the peer to read it
+        // (otherwise only its periodic read would, see `sent.rs`).
+        if was_open {
+            self.sent_one();
+        }
         // The peer's consumers are unreachable now: producers of ours answer NOT_CONNECTED.
         self.remote.borrow_mut().clear();
         let queued: Vec<_> = self.outq.borrow_mut().drain(..).collect();
@@ -330,6 +399,10 @@ pub struct Endpoint {
     /// The thread that progresses it (its creator until a progress): the only one on which
     /// its connections may get a consumer or producer (see `thread_mark`).
     driver: ThreadMark,
+    /// Progress calls so far, and the PE's arm count at the last one: when every socket is
+    /// read whatever the counts say (see `sent.rs` and [`Endpoint::must_read`]).
+    progress_calls: Cell<u32>,
+    armings_seen: Cell<u64>,
 }
 
 /// `struct doca_comch_server`.
@@ -457,16 +530,28 @@ impl Endpoint {
             accept: RetryPace::default(),
             cycle: Cell::new(0),
             driver: ThreadMark::here(),
+            progress_calls: Cell::new(0),
+            armings_seen: Cell::new(0),
         })
+    }
+
+    /// Whether this progress reads every socket whatever the peers' counts say: every
+    /// [`READ_EVERY`] calls (the end of file of a peer that died is counted by nobody), and
+    /// at the first call after the PE was armed (a readable socket may have woken it).
+    fn must_read(&self) -> bool {
+        let calls = self.progress_calls.get().wrapping_add(1);
+        self.progress_calls.set(calls);
+        let armings = self.ctx.pe().map_or(0, |pe| pe.armings());
+        calls % READ_EVERY == 0 || self.armings_seen.replace(armings) != armings
     }
 
     fn register(&self, fd: RawFd) -> Result<(), doca_error_t> {
         self.ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?.register_fd(fd, FdMode::Level)
     }
 
-    fn push_conn(&self, fd: OwnedFd) -> Result<(), doca_error_t> {
+    fn push_conn(&self, fd: OwnedFd, sent: Option<SentCount>) -> Result<(), doca_error_t> {
         self.register(fd.as_raw_fd())?;
-        let c = doca_comch_connection::new(self, fd, self.cycle.get());
+        let c = doca_comch_connection::new(self, fd, self.cycle.get(), sent);
         self.conns.borrow_mut().push(c);
         Ok(())
     }
@@ -553,7 +638,9 @@ impl Endpoint {
 
     /// Drives one connection: handshake, queued sends, incoming records. Returns whether it
     /// did anything.
-    fn drive(&self, c: &doca_comch_connection, buf: &mut [u8]) -> bool {
+    /// Handshakes, sends what waits, and reads what arrived: the socket is read when the
+    /// peer's count says a record may be waiting, or when `must_read` (see `sent.rs`).
+    fn drive(&self, c: &doca_comch_connection, buf: &mut [u8], must_read: bool) -> bool {
         let Some(fd) = c.raw_fd() else { return false };
         let mut did = false;
         let mut hs = [0u8; wire::HANDSHAKE_LEN];
@@ -581,7 +668,7 @@ impl Endpoint {
             let front = c.outq.borrow().front().map(|(t, r)| (*t, r.as_ptr(), r.len()));
             let Some((t, p, n)) = front else { break };
             // SAFETY: the record is owned by the queue entry, alive during the call.
-            match send_rec(fd, &[unsafe { core::slice::from_raw_parts(p, n) }]) {
+            match c.send_counted(fd, &[unsafe { core::slice::from_raw_parts(p, n) }]) {
                 Ok(true) => {
                     c.outq.borrow_mut().pop_front();
                     if !t.is_null() {
@@ -604,6 +691,12 @@ impl Endpoint {
         if self.ctx.state() != DOCA_CTX_STATE_RUNNING {
             return did;
         }
+        // The peer's count (see `sent.rs`): no record on its way, and no reason to look
+        // anyway: no system call.
+        let waiting = c.peer_sent.borrow().as_ref().is_none_or(|count| count.get() > c.received.get());
+        if !waiting && !must_read && !c.read_always.get() {
+            return did;
+        }
         let mut reset_seen = false;
         while self.events.borrow().len() < self.recv_queue.get() as usize {
             match recv_rec(fd, buf) {
@@ -621,6 +714,7 @@ impl Endpoint {
                 }
                 Ok(Some(n)) => {
                     did = true;
+                    c.received.set(c.received.get() + 1);
                     let rec = &buf[..n];
                     if wire::is_consumer(rec) {
                         if self.consumer_record(c, rec).is_err() {
@@ -688,6 +782,9 @@ impl Endpoint {
     /// at submit; the connection stays open for reading until the end of file.
     fn send_failed(&self, c: &doca_comch_connection, code: doca_error_t) {
         c.peer_gone.set(true);
+        // The end of file follows what the peer sent: read the socket at every progress from
+        // now on, whatever its count says (it may never move again).
+        c.read_always.set(true);
         let queued: Vec<_> = c.outq.borrow_mut().drain(..).collect();
         for (t, _) in queued.into_iter().filter(|(t, _)| !t.is_null()) {
             // SAFETY: queued tasks are submitted tasks of this ctx's live pool.
@@ -705,7 +802,7 @@ impl Endpoint {
     fn handshake(&self, c: &doca_comch_connection, fd: RawFd, rec: Result<&[u8], ()>) {
         let parsed = rec.ok().and_then(|r| wire::decode(r).ok());
         match (self.role, parsed) {
-            (Role::Server, Some(Control::Hello { version, max_msg })) if version == wire::VERSION => {
+            (Role::Server, Some(Control::Hello { version, max_msg, sent })) if version == wire::VERSION => {
                 let current = self.conns.borrow().iter().filter(|x| x.state.get() == ConnState::Connected).count();
                 if current as u32 >= MAX_CLIENTS {
                     let _ = send_rec(fd, &[&wire::encode(Control::Reject { reason: DOCA_ERROR_FULL.0 })]);
@@ -713,9 +810,14 @@ impl Endpoint {
                     self.post(Event::Connect(c, 0));
                     return;
                 }
-                let welcome = wire::encode(Control::Welcome { version: wire::VERSION, max_msg: self.max_msg.get() });
+                let welcome = wire::encode(Control::Welcome {
+                    version: wire::VERSION,
+                    max_msg: self.max_msg.get(),
+                    sent: count_at(c.sent.as_ref()),
+                });
                 match send_rec(fd, &[&welcome]) {
                     Ok(true) => {
+                        c.open_peer_count(sent);
                         c.max_msg.set(max_msg.min(self.max_msg.get()));
                         c.state.set(ConnState::Connected);
                         self.post(Event::Connect(c, 1));
@@ -735,7 +837,8 @@ impl Endpoint {
                 c.close(self, None);
                 self.post(Event::Connect(c, 0));
             }
-            (Role::Client, Some(Control::Welcome { version, max_msg })) if version == wire::VERSION => {
+            (Role::Client, Some(Control::Welcome { version, max_msg, sent })) if version == wire::VERSION => {
+                c.open_peer_count(sent);
                 c.max_msg.set(max_msg.min(self.max_msg.get()));
                 c.state.set(ConnState::Connected);
                 mark_started(&self.ctx);
@@ -760,11 +863,13 @@ impl Endpoint {
                 _ => Err(DOCA_ERROR_CONNECTION_ABORTED),
             };
         }
-        let hello = wire::encode(Control::Hello { version: wire::VERSION, max_msg: self.max_msg.get() });
+        let sent = SentCount::create().ok();
+        let at = count_at(sent.as_ref());
+        let hello = wire::encode(Control::Hello { version: wire::VERSION, max_msg: self.max_msg.get(), sent: at });
         if !send_rec(s.as_raw_fd(), &[&hello])? {
             return Ok(false);
         }
-        self.push_conn(s)?;
+        self.push_conn(s, sent)?;
         Ok(true)
     }
 }
@@ -895,7 +1000,7 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
                 // SAFETY: a fresh descriptor we own.
                 let fd = unsafe { OwnedFd::from_raw_fd(fd) };
                 accepted = true;
-                if ep.push_conn(fd).is_err() {
+                if ep.push_conn(fd, SentCount::create().ok()).is_err() {
                     break;
                 }
             }
@@ -904,10 +1009,11 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
         }
     }
     let mut buf = ep.rec_buf();
+    let must_read = ep.must_read();
     let n = ep.conns.borrow().len();
     for i in 0..n {
         if let Some(c) = ep.conn_at(i) {
-            did |= ep.drive(c, &mut buf);
+            did |= ep.drive(c, &mut buf, must_read);
         }
     }
     did |= ep.flush_events();
@@ -1018,7 +1124,7 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
     };
     let fd = c.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
     if c.outq.borrow().is_empty() {
-        match send_rec(fd, &[&[wire::T_DATA], msg]) {
+        match c.send_counted(fd, &[&[wire::T_DATA], msg]) {
             Ok(true) => {
                 c.count(true, len);
                 task::complete(t, DOCA_SUCCESS);
@@ -1096,7 +1202,7 @@ impl doca_comch_connection {
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
         let fd = self.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
-        if self.outq.borrow().is_empty() && send_rec(fd, &[&rec])? {
+        if self.outq.borrow().is_empty() && self.send_counted(fd, &[&rec])? {
             return Ok(());
         }
         self.outq.borrow_mut().push_back((ptr::null(), rec));

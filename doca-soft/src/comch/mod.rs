@@ -26,6 +26,10 @@
 //! * **Descriptors in the PE.** The listening socket and every connection socket are
 //!   registered with the PE's notification set (level mode), so an event-mode PE wakes for a
 //!   new client, a message, or a closed peer.
+//! * **Reading only what may wait.** Each side counts the records it sends in shared memory
+//!   its peer maps (`sent`), and progress reads a connection's socket only while the peer's
+//!   count is ahead of what it read (and now and then regardless: a crashed peer's end of
+//!   file is counted by nobody), so a busy-polling PE makes no failing `recv(2)` per call.
 //! * **Disconnection.** A peer that closes (stop, destroy, exit, crash) is seen as end of file:
 //!   the server reports it through its disconnect callback; on both sides pending and later
 //!   sends on that connection fail with `DOCA_ERROR_CONNECTION_RESET`, and
@@ -62,6 +66,7 @@ pub mod chan;
 pub mod consumer;
 pub mod fastq;
 pub mod producer;
+mod sent;
 #[cfg(test)]
 mod tests;
 pub mod wire;

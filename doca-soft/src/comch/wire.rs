@@ -3,8 +3,9 @@
 //! a panic (the fuzz target `comch_handshake` checks that).
 //!
 //! ```text
-//! HELLO   client -> server  0x10 | magic "COMCH\0\0\1" (8) | version u32 LE | max_msg u32 LE
-//! WELCOME server -> client  0x11 | magic (8) | version u32 LE | max_msg u32 LE
+//! HELLO   client -> server  0x10 | magic "COMCH\0\0\1" (8) | version u32 LE | max_msg u32 LE |
+//!                            sent-count pid u32 | fd i32 | len u32 (all 0: none)
+//! WELCOME server -> client  0x11 | magic (8) | version u32 LE | max_msg u32 LE | sent-count (12)
 //! REJECT  server -> client  0x12 | reason u32 LE (a doca_error_t)
 //! DATA    both ways         0x01 | payload (0..=max_msg bytes)
 //! CONSUMER_NEW  both ways   0x20 | id u32 | queue pid u32 | queue fd i32 | queue len u64 |
@@ -15,11 +16,14 @@
 //! The two CONSUMER records carry the fast path (`fastq.rs`, `consumer.rs`): a consumer's
 //! start announces where its receive queue is and how to reach its buffers' memory, its stop
 //! withdraws it; the peer reports both through its consumer events.
+//!
+//! The handshake names where each side counts the records it sends (`sent.rs`), so that the
+//! peer reads its socket only when one may be waiting (version 2; version 1 had no count).
 
 /// The magic of HELLO and WELCOME.
 pub const MAGIC: [u8; 8] = *b"COMCH\0\0\x01";
 /// The protocol version this provider speaks.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 pub const T_DATA: u8 = 0x01;
 pub const T_HELLO: u8 = 0x10;
@@ -32,14 +36,23 @@ pub const T_CONSUMER_GONE: u8 = 0x21;
 const CONSUMER_NEW_FIXED: usize = 1 + 4 + 4 + 4 + 8;
 
 /// Length of HELLO and WELCOME.
-pub const HANDSHAKE_LEN: usize = 1 + 8 + 4 + 4;
+pub const HANDSHAKE_LEN: usize = 1 + 8 + 4 + 4 + 12;
 
 /// A decoded control record (DATA is handled without copying, see [`is_data`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Control {
-    Hello { version: u32, max_msg: u32 },
-    Welcome { version: u32, max_msg: u32 },
+    Hello { version: u32, max_msg: u32, sent: CountAt },
+    Welcome { version: u32, max_msg: u32, sent: CountAt },
     Reject { reason: i32 },
+}
+
+/// Where a side counts the records it sends (`sent.rs`): its pid, the descriptor, the
+/// length. All zero: no count (the peer reads its socket at every progress).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountAt {
+    pub pid: u32,
+    pub fd: i32,
+    pub len: u32,
 }
 
 /// Why a record was refused.
@@ -74,7 +87,12 @@ pub fn decode(rec: &[u8]) -> Result<Control, WireError> {
                 return Err(WireError::BadMagic);
             }
             let (version, max_msg) = (u32_at(rec, 9), u32_at(rec, 13));
-            Ok(if t == T_HELLO { Control::Hello { version, max_msg } } else { Control::Welcome { version, max_msg } })
+            let sent = CountAt { pid: u32_at(rec, 17), fd: u32_at(rec, 21) as i32, len: u32_at(rec, 25) };
+            Ok(if t == T_HELLO {
+                Control::Hello { version, max_msg, sent }
+            } else {
+                Control::Welcome { version, max_msg, sent }
+            })
         }
         T_REJECT => {
             if rec.len() != 5 {
@@ -150,13 +168,16 @@ pub fn encode_consumer(c: &Consumer<'_>) -> Vec<u8> {
 /// Encodes a control record.
 pub fn encode(c: Control) -> Vec<u8> {
     match c {
-        Control::Hello { version, max_msg } | Control::Welcome { version, max_msg } => {
+        Control::Hello { version, max_msg, sent } | Control::Welcome { version, max_msg, sent } => {
             let t = if matches!(c, Control::Hello { .. }) { T_HELLO } else { T_WELCOME };
             let mut v = Vec::with_capacity(HANDSHAKE_LEN);
             v.push(t);
             v.extend_from_slice(&MAGIC);
             v.extend_from_slice(&version.to_le_bytes());
             v.extend_from_slice(&max_msg.to_le_bytes());
+            v.extend_from_slice(&sent.pid.to_le_bytes());
+            v.extend_from_slice(&(sent.fd as u32).to_le_bytes());
+            v.extend_from_slice(&sent.len.to_le_bytes());
             v
         }
         Control::Reject { reason } => {
@@ -174,15 +195,15 @@ mod tests {
     #[test]
     fn round_trip_and_rejects() {
         for c in [
-            Control::Hello { version: 1, max_msg: 4096 },
-            Control::Welcome { version: 7, max_msg: 1 },
+            Control::Hello { version: 1, max_msg: 4096, sent: CountAt::default() },
+            Control::Welcome { version: 7, max_msg: 1, sent: CountAt { pid: 9, fd: -1, len: 8 } },
             Control::Reject { reason: -3 },
         ] {
             assert_eq!(decode(&encode(c)), Ok(c));
         }
         assert_eq!(decode(&[]), Err(WireError::Empty));
         assert_eq!(decode(&[0x55]), Err(WireError::UnknownType(0x55)));
-        let mut h = encode(Control::Hello { version: 1, max_msg: 2 });
+        let mut h = encode(Control::Hello { version: 1, max_msg: 2, sent: CountAt::default() });
         h[3] ^= 1;
         assert_eq!(decode(&h), Err(WireError::BadMagic));
         assert_eq!(decode(&h[..10]), Err(WireError::BadLength));
