@@ -41,6 +41,7 @@ use crate::ctx::{doca_ctx, mark_started, CtxOps, StartMode};
 use crate::dev::{dev_ref, devinfo_ref, doca_devinfo, DevRef};
 use crate::ffi::{guard, guard_err, obj, out};
 use crate::mmap::{doca_mmap, mmap_ref};
+use crate::shm::own_pid;
 use crate::task::{self, doca_task, SubmitMode, TaskKind, TaskType};
 use crate::types::*;
 
@@ -72,6 +73,9 @@ pub struct doca_comch_consumer {
     free: RefCell<Vec<u32>>,
     /// What the queue's sleep line was last set to ([`sync_sleep`]): stores only on change.
     sleeping: Cell<bool>,
+    /// Looks at an oldest slot found claimed (being written) by another process since its
+    /// producer's liveness was last checked (see [`front_result`]).
+    claimed_looks: Cell<u32>,
 }
 
 /// `struct doca_comch_consumer_task_post_recv`.
@@ -209,7 +213,7 @@ unsafe fn consumer_progress(ctx: &doca_ctx) -> bool {
     let Some(q) = q.as_ref() else { return false };
     sync_sleep(ctx, c, q);
     let mut did = false;
-    while let Some((t, slot, r)) = front_result(c, q) {
+    while let Some((t, slot, r)) = front_result(c, q, false) {
         c.posted.borrow_mut().pop_front();
         q.free(slot);
         c.free.borrow_mut().push(slot);
@@ -234,16 +238,24 @@ unsafe fn consumer_progress(ctx: &doca_ctx) -> bool {
     did
 }
 
+/// Looks at a slot claimed by another process between two checks of that process's
+/// liveness, while progress polls: a check is a system call (`kill(pid, 0)`), and a producer
+/// copying through `process_vm_writev` keeps its claim for microseconds, which a polling
+/// consumer saw tens of times per message.
+const CLAIMED_LOOKS_PER_CHECK: u32 = 64;
+
 /// The oldest posted receive and its result, once it has one (receives complete in posting
 /// order): what a producer finished into its slot, or CONNECTION_ABORTED when the producer
 /// that claimed the slot died before finishing; such a claim is never finished, and must not
-/// hold up the receives posted after it.
-fn front_result(c: &doca_comch_consumer, q: &FastQueue) -> Option<(*const doca_task, u32, Received)> {
+/// hold up the receives posted after it. The claimer's liveness is checked when `check_now`
+/// (at arm: a PE about to sleep must not wait for a dead producer, which rings nobody), else
+/// every [`CLAIMED_LOOKS_PER_CHECK`] looks; a claim of this process is alive by definition.
+fn front_result(c: &doca_comch_consumer, q: &FastQueue, check_now: bool) -> Option<(*const doca_task, u32, Received)> {
     let (t, slot) = *c.posted.borrow().front()?;
     let r = match q.finished(slot) {
         Some(r) => r,
         None => match q.claimer(slot) {
-            Some(pid) if !process_exists(pid) => Received {
+            Some(pid) if pid != own_pid() && claimer_check_due(c, check_now) && !process_exists(pid) => Received {
                 status: DOCA_ERROR_CONNECTION_ABORTED,
                 len: 0,
                 producer_id: 0,
@@ -254,6 +266,17 @@ fn front_result(c: &doca_comch_consumer, q: &FastQueue) -> Option<(*const doca_t
         },
     };
     Some((t, slot, r))
+}
+
+/// Whether this look at a claimed slot checks its producer's liveness (see [`front_result`]).
+fn claimer_check_due(c: &doca_comch_consumer, check_now: bool) -> bool {
+    let looks = c.claimed_looks.get() + 1;
+    if check_now || looks >= CLAIMED_LOOKS_PER_CHECK {
+        c.claimed_looks.set(0);
+        return true;
+    }
+    c.claimed_looks.set(looks);
+    false
 }
 
 /// Keeps the queue's sleep line equal to "the PE is armed and a receive is posted" (see
@@ -277,7 +300,7 @@ unsafe fn consumer_has_work(ctx: &doca_ctx) -> bool {
     q.as_ref().is_some_and(|q| {
         // The line first, then the look at the oldest slot (the Dekker order).
         sync_sleep(ctx, c, q);
-        front_result(c, q).is_some()
+        front_result(c, q, true).is_some()
     })
 }
 
@@ -304,7 +327,7 @@ unsafe fn submit_post_recv(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_
         // Posted while armed: the line goes up now, and a producer that finished the oldest
         // slot before it was up did not ring, so an armed PE is told here.
         sync_sleep(t.ctx(), c, q);
-        if c.sleeping.get() && front_result(c, q).is_some() {
+        if c.sleeping.get() && front_result(c, q, true).is_some() {
             if let Some(pe) = t.ctx().pe() {
                 pe.notify_work();
             }
@@ -370,6 +393,7 @@ pub unsafe extern "C" fn doca_comch_consumer_create(
             posted: RefCell::new(VecDeque::new()),
             free: RefCell::new(Vec::new()),
             sleeping: Cell::new(false),
+            claimed_looks: Cell::new(0),
         }));
         // SAFETY: `raw` was just created from a Box; only shared access follows.
         unsafe { (*raw).ctx.bind_owner(raw) };
