@@ -76,12 +76,14 @@ pub unsafe trait DocaTask: 'static {
     /// Whether operations of this kind are posted ahead of what completes them: a receive,
     /// posted so that the peer's next message finds a buffer. Its completion waits for the
     /// peer, and the peer often waits for what the posting task does next (its request, its
-    /// answer): a task that posts a receive, polls it once and then sends. So such a future
-    /// never spins in its own poll for its completion (the runtime's inline spin), which would
-    /// hold that task, and the send the answer waits for, for the whole spin budget (a Comch
-    /// fast-path ping-pong measured ~60 µs per message that way, against 5 µs raw). Its poll
-    /// still collects a completion the PE already has; a task that then awaits it is woken
-    /// from the executor's idle spin instead, one wake-up later. `false` by default.
+    /// answer), or the receive is polled among other futures (`join!`, `select!`,
+    /// `poll_once` then a send). So such a future never spins in its poll for its completion
+    /// (the runtime's inline spin, which assumes the task has nothing else to do): that
+    /// held the task, and the send the answer waits for, for the whole spin budget (a Comch
+    /// fast-path ping-pong measured ~60 µs per message, against 5 µs raw). Its poll still
+    /// collects a completion the PE already has. The price: a task that awaits a receive at
+    /// once is woken from the executor's idle spin instead, one wake-up later (RDMA
+    /// `send_lat` async − raw +50..100 → +130..180 ns, `docs/cost.md`). `false` by default.
     const POSTED_AHEAD: bool = false;
 
     /// Gives the task back to DOCA. The default is `doca_task_free`.

@@ -318,9 +318,11 @@ where
         }
         let slot = sub.slot();
         // Still in flight: wait here if the executor would only spin for it (before the
-        // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`),
-        // unless the operation is posted ahead of what completes it (`DocaTask::POSTED_AHEAD`).
-        let waited = !K::REMOTE && !K::POSTED_AHEAD && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
+        // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`).
+        // Never for a receive (`DocaTask::POSTED_AHEAD`): its task may be about to send what
+        // the answer waits for, or poll it among others (`join!`, `select!`).
+        let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
+        let waited = may_spin && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
         if !waited && slot.poll_done(cx).is_pending() {
             return Poll::Pending;
         }
