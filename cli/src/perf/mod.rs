@@ -56,6 +56,7 @@ mod dma;
 mod raw;
 mod raw_comch;
 mod raw_comch_fast;
+mod raw_comch_kit;
 mod raw_rdma;
 mod rdma;
 #[cfg(feature = "tokio")]

@@ -11,14 +11,13 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::ptr;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-use async_doca::{sys, Device, Error, ErrorKind, Result};
+use async_doca::{sys, Device, Result};
 
-use super::cpu::two_cpus;
 use super::raw::{ok, Shared};
-use super::stats::{timed, Report, Run, Samples};
-use super::{Params, PEER_TIMEOUT};
+use super::raw_comch_kit::{self as kit, on_connect, on_disconnect, progress_until, start, stop};
+use super::stats::{timed, Report, Samples};
+use super::Params;
 
 /// Buffers each side keeps posted (as the async mode).
 const POSTED: usize = 2;
@@ -28,25 +27,19 @@ thread_local! {
     static RECVD: Cell<u64> = const { Cell::new(0) };
     /// Send tasks completed successfully on this thread.
     static SENT: Cell<u64> = const { Cell::new(0) };
-    /// The first failed task's status.
-    static FAILED: Cell<sys::doca_error_t> = const { Cell::new(sys::DOCA_SUCCESS) };
     /// Set once this side stops its fast-path contexts: completions then free their task
     /// (flushed receives), and their status is not a failure.
     static CLOSING: Cell<bool> = const { Cell::new(false) };
-    /// The server's connection to its client (set by the connect callback).
-    static CONN: Cell<*mut sys::doca_comch_connection> = const { Cell::new(ptr::null_mut()) };
     /// The peer's consumer id (set by the new-consumer callback).
     static PEER: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Clears this thread's state: each side starts from zero (`--rounds` reuses the client's
-/// thread).
+/// Clears this thread's state (see `kit::reset`).
 fn reset() {
+    kit::reset();
     RECVD.with(|c| c.set(0));
     SENT.with(|c| c.set(0));
-    FAILED.with(|c| c.set(sys::DOCA_SUCCESS));
     CLOSING.with(|c| c.set(false));
-    CONN.with(|c| c.set(ptr::null_mut()));
     PEER.with(|c| c.set(0));
 }
 
@@ -59,8 +52,8 @@ fn completed(task: *mut sys::doca_task, count: &'static std::thread::LocalKey<Ce
         unsafe { sys::doca_task_free(task) };
     } else if status == sys::DOCA_SUCCESS {
         count.with(|c| c.set(c.get() + 1));
-    } else if FAILED.with(Cell::get) == sys::DOCA_SUCCESS {
-        FAILED.with(|f| f.set(status));
+    } else {
+        kit::failed(status);
     }
 }
 
@@ -93,23 +86,6 @@ unsafe extern "C" fn on_expired_consumer(
 ) {
 }
 
-unsafe extern "C" fn on_connect(
-    _ev: *mut sys::doca_comch_event_connection_status_changed,
-    conn: *mut sys::doca_comch_connection,
-    ok: u8,
-) {
-    if ok == 1 {
-        CONN.with(|c| c.set(conn));
-    }
-}
-
-unsafe extern "C" fn on_disconnect(
-    _ev: *mut sys::doca_comch_event_connection_status_changed,
-    _conn: *mut sys::doca_comch_connection,
-    _ok: u8,
-) {
-}
-
 /// The message send tasks' callback (the server and client need their send tasks configured
 /// to start; this test sends no message).
 unsafe extern "C" fn on_msg_sent(task: *mut sys::doca_comch_task_send, _ud: sys::doca_data, _cud: sys::doca_data) {
@@ -123,52 +99,6 @@ unsafe extern "C" fn on_msg(
     _len: u32,
     _conn: *mut sys::doca_comch_connection,
 ) {
-}
-
-/// Progresses `pe` until `done()` holds; TimedOut after [`PEER_TIMEOUT`] (the clock is read
-/// every 4096 rounds only), or the first failed task's status.
-fn progress_until(pe: *mut sys::doca_pe, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
-    let mut deadline = None;
-    let mut spins = 0u32;
-    while !done() {
-        // SAFETY: a live PE of this thread.
-        unsafe { sys::doca_pe_progress(pe) };
-        spins = spins.wrapping_add(1);
-        if spins % 4096 == 0 && Instant::now() > *deadline.get_or_insert_with(|| Instant::now() + PEER_TIMEOUT) {
-            return Err(Error::new(ErrorKind::TimedOut, format!("comch_fast_lat raw: {what}")));
-        }
-    }
-    ok(FAILED.with(Cell::get), "comch_fast_lat raw: a fast-path task")
-}
-
-fn ctx_state(ctx: *mut sys::doca_ctx) -> sys::doca_ctx_states {
-    let mut st = sys::DOCA_CTX_STATE_IDLE;
-    // SAFETY: a live ctx and a valid out-pointer.
-    unsafe { sys::doca_ctx_get_state(ctx, &mut st) };
-    st
-}
-
-/// Starts `ctx` (on `pe`) and progresses until it is RUNNING.
-fn start(pe: *mut sys::doca_pe, ctx: *mut sys::doca_ctx, what: &'static str) -> Result<()> {
-    // SAFETY: a live, configured ctx of this thread.
-    unsafe {
-        ok(sys::doca_pe_connect_ctx(pe, ctx), what)?;
-        let rc = sys::doca_ctx_start(ctx);
-        if rc != sys::DOCA_ERROR_IN_PROGRESS {
-            ok(rc, what)?;
-        }
-    }
-    progress_until(pe, what, || ctx_state(ctx) == sys::DOCA_CTX_STATE_RUNNING)
-}
-
-/// Stops `ctx` and progresses `pe` until it is IDLE.
-fn stop(pe: *mut sys::doca_pe, ctx: *mut sys::doca_ctx) -> Result<()> {
-    // SAFETY: a live, started ctx of this thread.
-    let rc = unsafe { sys::doca_ctx_stop(ctx) };
-    if rc != sys::DOCA_ERROR_IN_PROGRESS {
-        ok(rc, "doca_ctx_stop")?;
-    }
-    progress_until(pe, "stop", || ctx_state(ctx) == sys::DOCA_CTX_STATE_IDLE)
 }
 
 /// One side's fast path on a connection: its memory (two receive buffers, then the message;
@@ -375,136 +305,105 @@ fn server(
     client_done: mpsc::Receiver<()>,
 ) -> Result<()> {
     reset();
-    let (mut pe, mut s) = (ptr::null_mut(), ptr::null_mut());
-    // SAFETY: the C sequence of NVIDIA's Comch server samples on this thread; every object is
-    // created here, checked through its status, and destroyed below.
-    unsafe {
-        ok(sys::doca_pe_create(&mut pe), "doca_pe_create")?;
-        let r = (|| -> Result<()> {
-            ok(sys::doca_comch_server_create(dev.as_ptr(), ptr::null_mut(), name.as_ptr(), &mut s), "server_create")?;
-            ok(
-                sys::doca_comch_server_task_send_set_conf(s, Some(on_msg_sent), Some(on_msg_sent), 1),
-                "server send conf",
-            )?;
-            ok(sys::doca_comch_server_event_msg_recv_register(s, Some(on_msg)), "server recv register")?;
-            ok(
-                sys::doca_comch_server_event_connection_status_changed_register(
-                    s,
-                    Some(on_connect),
-                    Some(on_disconnect),
-                ),
-                "server connection register",
-            )?;
-            ok(
-                sys::doca_comch_server_event_consumer_register(s, Some(on_new_consumer), Some(on_expired_consumer)),
-                "server consumer register",
-            )?;
-            let ctx = sys::doca_comch_server_as_ctx(s);
-            ok(sys::doca_pe_connect_ctx(pe, ctx), "server connect pe")?;
-            ok(sys::doca_ctx_start(ctx), "server start")?;
-            let _ = ready.send(());
-            progress_until(pe, "the client's connection", || !CONN.with(Cell::get).is_null())?;
-            let mut fast = Fast::open(pe, &dev, CONN.with(Cell::get), size)?;
-            for i in 0..total {
-                fast.recv(i)?;
-                fast.send()?;
-                if i + 1 < total {
-                    fast.post_again()?;
+    kit::with_pe(|pe| {
+        let mut s = ptr::null_mut();
+        // SAFETY: the C sequence of NVIDIA's Comch server samples on this thread; every object is
+        // created here, checked through its status, and destroyed below.
+        unsafe {
+            let r = (|| -> Result<()> {
+                ok(
+                    sys::doca_comch_server_create(dev.as_ptr(), ptr::null_mut(), name.as_ptr(), &mut s),
+                    "server_create",
+                )?;
+                ok(
+                    sys::doca_comch_server_task_send_set_conf(s, Some(on_msg_sent), Some(on_msg_sent), 1),
+                    "server send conf",
+                )?;
+                ok(sys::doca_comch_server_event_msg_recv_register(s, Some(on_msg)), "server recv register")?;
+                ok(
+                    sys::doca_comch_server_event_connection_status_changed_register(
+                        s,
+                        Some(on_connect),
+                        Some(on_disconnect),
+                    ),
+                    "server connection register",
+                )?;
+                ok(
+                    sys::doca_comch_server_event_consumer_register(s, Some(on_new_consumer), Some(on_expired_consumer)),
+                    "server consumer register",
+                )?;
+                let ctx = sys::doca_comch_server_as_ctx(s);
+                ok(sys::doca_pe_connect_ctx(pe, ctx), "server connect pe")?;
+                ok(sys::doca_ctx_start(ctx), "server start")?;
+                let _ = ready.send(());
+                progress_until(pe, "the client's connection", || !kit::server_connection().is_null())?;
+                let mut fast = Fast::open(pe, &dev, kit::server_connection(), size)?;
+                for i in 0..total {
+                    fast.recv(i)?;
+                    fast.send()?;
+                    if i + 1 < total {
+                        fast.post_again()?;
+                    }
                 }
+                fast.close()?;
+                kit::wait_client(&client_done, super::comch_fast::TEST)?;
+                drop(fast);
+                stop(pe, ctx)
+            })();
+            if !s.is_null() {
+                sys::doca_comch_server_destroy(s);
             }
-            fast.close()?;
-            client_done
-                .recv_timeout(PEER_TIMEOUT)
-                .map_err(|_| Error::new(ErrorKind::TimedOut, "comch_fast_lat raw: client end"))?;
-            drop(fast);
-            stop(pe, ctx)
-        })();
-        if !s.is_null() {
-            sys::doca_comch_server_destroy(s);
+            r
         }
-        sys::doca_pe_destroy(pe);
-        r
-    }
+    })
 }
 
 /// The timing side: sends, posts the buffer of the previous echo, waits for this one.
-fn client(dev: Device, name: CString, p: &Params) -> Result<(Samples, Duration)> {
+fn client(dev: Device, name: CString, p: &Params) -> Result<(Samples, std::time::Duration)> {
     reset();
     let size = p.size.max(1);
     let total = p.warmup + p.iters;
-    let (mut pe, mut c) = (ptr::null_mut(), ptr::null_mut());
-    // SAFETY: as in `server`, for NVIDIA's client sequence.
-    unsafe {
-        ok(sys::doca_pe_create(&mut pe), "doca_pe_create")?;
-        let r = (|| -> Result<(Samples, Duration)> {
-            ok(sys::doca_comch_client_create(dev.as_ptr(), name.as_ptr(), &mut c), "client_create")?;
-            ok(
-                sys::doca_comch_client_task_send_set_conf(c, Some(on_msg_sent), Some(on_msg_sent), 1),
-                "client send conf",
-            )?;
-            ok(sys::doca_comch_client_event_msg_recv_register(c, Some(on_msg)), "client recv register")?;
-            ok(
-                sys::doca_comch_client_event_consumer_register(c, Some(on_new_consumer), Some(on_expired_consumer)),
-                "client consumer register",
-            )?;
-            let ctx = sys::doca_comch_client_as_ctx(c);
-            start(pe, ctx, "client start")?;
-            let mut conn = ptr::null_mut();
-            ok(sys::doca_comch_client_get_connection(c, &mut conn), "client connection")?;
-            let mut fast = Fast::open(pe, &dev, conn, size)?;
-            let timed_run = timed(p.warmup, p.iters, 2.0, |i| {
-                fast.send()?;
-                if i + 1 < total {
-                    fast.post_again()?;
-                }
-                fast.recv(i)
-            })?;
-            fast.close()?;
-            drop(fast);
-            stop(pe, ctx)?;
-            Ok(timed_run)
-        })();
-        if !c.is_null() {
-            sys::doca_comch_client_destroy(c);
+    kit::with_pe(|pe| {
+        let mut c = ptr::null_mut();
+        // SAFETY: as in `server`, for NVIDIA's client sequence.
+        unsafe {
+            let r = (|| -> Result<(Samples, std::time::Duration)> {
+                ok(sys::doca_comch_client_create(dev.as_ptr(), name.as_ptr(), &mut c), "client_create")?;
+                ok(
+                    sys::doca_comch_client_task_send_set_conf(c, Some(on_msg_sent), Some(on_msg_sent), 1),
+                    "client send conf",
+                )?;
+                ok(sys::doca_comch_client_event_msg_recv_register(c, Some(on_msg)), "client recv register")?;
+                ok(
+                    sys::doca_comch_client_event_consumer_register(c, Some(on_new_consumer), Some(on_expired_consumer)),
+                    "client consumer register",
+                )?;
+                let ctx = sys::doca_comch_client_as_ctx(c);
+                start(pe, ctx, "client start")?;
+                let mut conn = ptr::null_mut();
+                ok(sys::doca_comch_client_get_connection(c, &mut conn), "client connection")?;
+                let mut fast = Fast::open(pe, &dev, conn, size)?;
+                let timed_run = timed(p.warmup, p.iters, 2.0, |i| {
+                    fast.send()?;
+                    if i + 1 < total {
+                        fast.post_again()?;
+                    }
+                    fast.recv(i)
+                })?;
+                fast.close()?;
+                drop(fast);
+                stop(pe, ctx)?;
+                Ok(timed_run)
+            })();
+            if !c.is_null() {
+                sys::doca_comch_client_destroy(c);
+            }
+            r
         }
-        sys::doca_pe_destroy(pe);
-        r
-    }
+    })
 }
 
 /// Runs the raw ping-pong: server on one CPU, client (timed) on the other.
 pub fn run(p: &Params) -> Result<Report> {
-    let (cpu_a, cpu_b) = two_cpus()?;
-    let size = p.size.max(1);
-    let total = p.warmup + p.iters;
-    let name = CString::new(format!("perf-comch-fast-raw-{}", std::process::id()))
-        .map_err(|_| Error::new(ErrorKind::InvalidArgument, "name"))?;
-    let dev = Device::open_default()?;
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let (done_tx, done_rx) = mpsc::channel();
-    let server_side = {
-        let (dev, name) = (dev.clone(), name.clone());
-        std::thread::spawn(move || {
-            super::cpu::pin(cpu_b)?;
-            server(dev, name, size, total, ready_tx, done_rx)
-        })
-    };
-    let result = ready_rx
-        .recv_timeout(PEER_TIMEOUT)
-        .map_err(|_| Error::new(ErrorKind::TimedOut, "comch_fast_lat raw: the server did not start"))
-        .and_then(|()| {
-            let _pinned = super::cpu::pinned(cpu_a)?;
-            client(dev, name, p)
-        });
-    let _ = done_tx.send(()); // the server may have failed and gone already
-    let served =
-        server_side.join().map_err(|_| Error::new(ErrorKind::Other, "comch_fast_lat raw: the server panicked"))?;
-    let (samples, elapsed) = match (served, result) {
-        (Ok(()), Ok(r)) => r,
-        (Err(e), Ok(_)) | (Ok(()), Err(e)) => return Err(e),
-        (Err(s), Err(c)) => {
-            return Err(Error::new(c.kind(), format!("comch_fast_lat raw: client: {c}; server: {s}")));
-        }
-    };
-    Ok(Run { test: super::comch_fast::TEST, mode: "raw", size, procs: 1 }.report(samples, 2 * p.iters, elapsed))
+    kit::run(super::comch_fast::TEST, p, server, client)
 }

@@ -100,15 +100,53 @@ fn data_of(b: *mut doca_buf) -> Vec<u8> {
     }
 }
 
-#[test]
-fn a_producer_fills_the_consumers_posted_buffers_in_order() {
-    let p = Pair::new("fast", true);
+/// A server and a client (`tag` names them) connected, each on its PE: the pair, the
+/// server's connection and the client's.
+/// Destroys a fast-path test's stopped producer and consumer, its buffers, inventories and
+/// mmaps, its two fast-path PEs and its pair.
+fn tear_down(
+    p: Pair,
+    pes: [*mut doca_pe; 2],
+    (producer, consumer): (*mut doca_comch_producer, *mut doca_comch_consumer),
+    bufs: &[*mut doca_buf],
+    invs: [*mut doca_buf_inventory; 2],
+    mmaps: [*mut doca_mmap; 2],
+) {
+    // SAFETY: live objects of the test, stopped, destroyed once each, in order.
+    unsafe {
+        ok(doca_comch_producer_destroy(producer));
+        ok(doca_comch_consumer_destroy(consumer));
+        for &b in bufs {
+            ok(doca_buf_dec_refcount(b, ptr::null_mut()));
+        }
+        for inv in invs {
+            ok(doca_buf_inventory_destroy(inv));
+        }
+        for m in mmaps {
+            ok(doca_mmap_destroy(m));
+        }
+    }
+    take();
+    for pe in pes {
+        destroy_pe(pe);
+    }
+    p.finish();
+}
+
+fn connected(tag: &str) -> (Pair, *mut doca_comch_connection, *mut doca_comch_connection) {
+    let p = Pair::new(tag, true);
     // SAFETY: live client ctx.
     assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
     pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
     pump(&[p.spe, p.cpe]);
     let Some(Seen::Connect(sconn, 1)) = take().first().cloned() else { panic!() };
-    let (sconn, cconn) = (sconn as *mut doca_comch_connection, p.client_conn());
+    let cconn = p.client_conn();
+    (p, sconn as *mut doca_comch_connection, cconn)
+}
+
+#[test]
+fn a_producer_fills_the_consumers_posted_buffers_in_order() {
+    let (p, sconn, cconn) = connected("fast");
     let (kpe, ppe) = (new_pe(), new_pe());
     let pes = [p.spe, p.cpe, kpe, ppe];
     let mut smem = vec![0u8; 4096];
@@ -243,22 +281,8 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
     unsafe {
         ok(doca_ctx_stop(doca_comch_producer_as_ctx(producer)));
         pump(&pes);
-        ok(doca_comch_producer_destroy(producer));
-        ok(doca_comch_consumer_destroy(consumer));
-        for b in [hello, list, r1, r2, small, r3, r4, r5] {
-            ok(doca_buf_dec_refcount(b, ptr::null_mut()));
-        }
-        for inv in [sinv, cinv] {
-            ok(doca_buf_inventory_destroy(inv));
-        }
-        for m in [sm, cm] {
-            ok(doca_mmap_destroy(m));
-        }
     }
-    take();
-    destroy_pe(kpe);
-    destroy_pe(ppe);
-    p.finish();
+    tear_down(p, [kpe, ppe], (producer, consumer), &[hello, list, r1, r2, small, r3, r4, r5], [sinv, cinv], [sm, cm]);
 }
 
 /// DOCA allows a consumer or producer per thread; the soft connection is single-threaded, so
@@ -266,11 +290,7 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
 /// the connection is touched), and the connection still serves its own thread afterwards.
 #[test]
 fn a_consumer_or_producer_from_another_thread_is_not_supported() {
-    let p = Pair::new("fast-thread", true);
-    // SAFETY: live client ctx.
-    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
-    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
-    let cconn = p.client_conn();
+    let (p, _, cconn) = connected("fast-thread");
     let mut mem = vec![0u8; 4096];
     let m = mmap_over(p.dev, &mut mem);
     // Pointers cross to the other thread as addresses: it only hands them to the provider.
@@ -314,13 +334,7 @@ fn a_consumer_or_producer_from_another_thread_is_not_supported() {
 #[test]
 fn a_producer_rings_only_a_sleeping_consumer() {
     use crate::pe::doca_pe_clear_notification;
-    let p = Pair::new("fast-sleep", true);
-    // SAFETY: live client ctx.
-    assert_eq!(unsafe { doca_ctx_start(p.cctx()) }, DOCA_ERROR_IN_PROGRESS);
-    pump_until(&[p.spe, p.cpe], || state(p.cctx()) == DOCA_CTX_STATE_RUNNING);
-    pump(&[p.spe, p.cpe]);
-    let Some(Seen::Connect(sconn, 1)) = take().first().cloned() else { panic!() };
-    let (sconn, cconn) = (sconn as *mut doca_comch_connection, p.client_conn());
+    let (p, sconn, cconn) = connected("fast-sleep");
     let (kpe, ppe) = (new_pe(), new_pe());
     let pes = [p.spe, p.cpe, kpe, ppe];
     let mut smem = vec![0u8; 4096];
@@ -401,20 +415,6 @@ fn a_producer_rings_only_a_sleeping_consumer() {
         ok(doca_ctx_stop(doca_comch_producer_as_ctx(producer)));
         ok(doca_ctx_stop(doca_comch_consumer_as_ctx(consumer)));
         pump(&pes);
-        ok(doca_comch_producer_destroy(producer));
-        ok(doca_comch_consumer_destroy(consumer));
-        for b in [msg, r1, r2, r3] {
-            ok(doca_buf_dec_refcount(b, ptr::null_mut()));
-        }
-        for inv in [sinv, cinv] {
-            ok(doca_buf_inventory_destroy(inv));
-        }
-        for m in [sm, cm] {
-            ok(doca_mmap_destroy(m));
-        }
     }
-    take();
-    destroy_pe(kpe);
-    destroy_pe(ppe);
-    p.finish();
+    tear_down(p, [kpe, ppe], (producer, consumer), &[msg, r1, r2, r3], [sinv, cinv], [sm, cm]);
 }
