@@ -15,6 +15,7 @@
 //! time through a single lane), `lane_fadd` (the same with a fetch-add), `lane_send` (one 8-byte
 //! message at a time through a send lane into a receive lane posted again at once), `messages` (8-byte
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
+//! `fast` (8-byte messages over the Comch fast path, `comch::fast`, two receives posted),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`; kept for the
@@ -38,6 +39,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use async_doca::comch::fast::{Consumer, Producer};
+use async_doca::comch::{Client, Server};
 use async_doca::dma::{Dma, LaneOp as DmaLaneOp};
 use async_doca::executor::yield_now;
 use async_doca::rdma::{LaneOp, Pipeline, Rdma};
@@ -286,6 +289,40 @@ fn main() -> Result<()> {
                 for i in 0..n as u64 {
                     ev.add(1).await?;
                     ev.wait_eq(i + 1).await?;
+                }
+            }
+            "fast" => {
+                // 8-byte messages over the Comch fast path (`comch::fast`), one at a time: a
+                // send from the server's producer into the client's consumer, which keeps two
+                // receives posted and posts each buffer again once its message was taken.
+                let name = format!("op-cost-fast-{}", std::process::id());
+                let server = Server::builder(&dev, &name).build().await?;
+                let client = spawn_local({
+                    let (dev, name) = (dev.clone(), name.clone());
+                    async move { Client::builder(&dev, &name).connect().await }
+                });
+                let dpu = server.accept().await?;
+                let host = client.await??;
+                let inbox = dev.alloc(2 * 8, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+                let consumer = Consumer::builder(&host, &inbox).tasks(2).build().await?;
+                let producer = Producer::builder(&dpu).build().await?;
+                let id = dpu.next_remote_consumer().await?;
+                let mut posted = VecDeque::new();
+                for k in 0..2 {
+                    let mut r = consumer.recv(inbox.slice(k * 8..k * 8 + 8));
+                    assert!(futures_lite::future::poll_once(&mut r).await.is_none(), "nothing sent yet");
+                    posted.push_back(r);
+                }
+                let mut msg = local.slice(0..8);
+                for _ in 0..n {
+                    let (r, back) = producer.send(msg, id, &[]).await;
+                    r?;
+                    msg = back;
+                    let (got, buf) = posted.pop_front().expect("two posted").await;
+                    got?;
+                    let mut again = consumer.recv(buf);
+                    assert!(futures_lite::future::poll_once(&mut again).await.is_none(), "nothing sent yet");
+                    posted.push_back(again);
                 }
             }
             "yield" => {
