@@ -107,6 +107,9 @@ struct PostRecv;
 // doca_task_free (the default).
 unsafe impl DocaTask for PostRecv {
     type Task = sys::doca_comch_consumer_task_post_recv;
+    // Kept for reuse: its results are read by `on_complete`, and a reuse sets its buffer
+    // (the only parameter) again; a consumer has no other task kind.
+    const REUSE: Option<usize> = Some(0);
     // Posted ahead of the peer's send, which often answers what the posting task sends next.
     const POSTED_AHEAD: bool = true;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
@@ -142,6 +145,9 @@ struct ProducerSend;
 // SAFETY: as for PostRecv.
 unsafe impl DocaTask for ProducerSend {
     type Task = sys::doca_comch_producer_task_send;
+    // Kept for reuse: a reuse sets every parameter again (buffer, consumer, immediate
+    // bytes); a producer has no other task kind.
+    const REUSE: Option<usize> = Some(0);
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
         // SAFETY: forwarded; the caller passes a live task.
         unsafe { sys::doca_comch_producer_task_send_as_task(task) }
@@ -332,7 +338,7 @@ impl Consumer {
             Ok(p) => p,
             Err(e) => return RecvFuture(Recv::Failed(Some((e.context_prefix(OP), buf)))),
         };
-        let req = PostRecvReq { consumer, inv: &inner.inv, d: Desc::local(&buf) };
+        let req = PostRecvReq { ctx: &inner.ctx, consumer, inv: &inner.inv, d: Desc::local(&buf) };
         let len = buf.len();
         RecvFuture(Recv::Posting(inner.ctx.submit_keeping::<PostRecv, _, _>(
             OP,
@@ -384,8 +390,15 @@ impl fmt::Debug for RecvFuture<'_> {
     }
 }
 
+/// `rc` of a task of kind `K` just allocated at `t` (an `*_alloc_init` without a user data
+/// argument): on success the task gets `slot`'s user data.
+fn with_user_data<K: DocaTask>(rc: sys::doca_error_t, t: *mut K::Task, slot: &TaskSlot) -> sys::doca_error_t {
+    with_slot::<K>(rc, t, slot).err().unwrap_or(sys::DOCA_SUCCESS)
+}
+
 /// A post-receive task over one destination descriptor (empty payload: the send fills it).
 struct PostRecvReq<'a> {
+    ctx: &'a DocaCtx<sys::doca_comch_consumer>,
     consumer: *mut sys::doca_comch_consumer,
     inv: &'a Inventory,
     d: Desc,
@@ -397,10 +410,18 @@ impl AllocTask<PostRecv> for PostRecvReq<'_> {
         slot: &TaskSlot,
     ) -> std::result::Result<*mut sys::doca_comch_consumer_task_post_recv, sys::doca_error_t> {
         let d = Descs::new(self.inv, slot).get(0, self.d, 0)?;
-        let mut t = std::ptr::null_mut();
-        // SAFETY: a live consumer; `d` describes memory the operation owns until the task is done.
-        let rc = unsafe { sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, &mut t) };
-        with_slot::<PostRecv>(rc, t, slot)
+        // SAFETY: the buffer, a post-receive's one parameter, is set; a live consumer; `d`
+        // describes memory the operation owns until the task is done.
+        unsafe {
+            self.ctx.reuse_or_alloc::<PostRecv>(
+                slot,
+                |k| sys::doca_comch_consumer_task_post_recv_set_buf(k, d),
+                |t| {
+                    let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, t);
+                    with_user_data::<PostRecv>(rc, *t, slot)
+                },
+            )
+        }
     }
 }
 
@@ -525,6 +546,7 @@ impl Producer {
                 Err(e) => return (Err(e.context_prefix(OP)), buf),
             };
             let req = SendReq {
+                ctx: &inner.ctx,
                 producer,
                 inv: &inner.inv,
                 s: Desc::local(&buf),
@@ -555,6 +577,7 @@ impl Producer {
 
 /// A producer send task over one source descriptor (its whole payload).
 struct SendReq<'a> {
+    ctx: &'a DocaCtx<sys::doca_comch_producer>,
     producer: *mut sys::doca_comch_producer,
     inv: &'a Inventory,
     s: Desc,
@@ -569,20 +592,24 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
         slot: &TaskSlot,
     ) -> std::result::Result<*mut sys::doca_comch_producer_task_send, sys::doca_error_t> {
         let s = Descs::new(self.inv, slot).src(0, self.s)?;
-        let mut t = std::ptr::null_mut();
-        // SAFETY: a live producer; `s` describes memory the operation owns until the task is
-        // done, and `imm` `imm_len` bytes the operation keeps as long (NULL when 0).
-        let rc = unsafe {
-            sys::doca_comch_producer_task_send_alloc_init(
-                self.producer,
-                s,
-                self.imm,
-                self.imm_len,
-                self.consumer,
-                &mut t,
+        let (imm, imm_len, consumer) = (self.imm, self.imm_len, self.consumer);
+        // SAFETY: every parameter of a send is set (buffer, consumer, immediate bytes); a live
+        // producer; `s` describes memory the operation owns until the task is done, and
+        // `imm` `imm_len` bytes the operation keeps as long (NULL when 0).
+        unsafe {
+            self.ctx.reuse_or_alloc::<ProducerSend>(
+                slot,
+                |k| {
+                    sys::doca_comch_producer_task_send_set_buf(k, s);
+                    sys::doca_comch_producer_task_send_set_consumer_id(k, consumer);
+                    sys::doca_comch_producer_task_send_set_imm_data(k, imm, imm_len);
+                },
+                |t| {
+                    let rc = sys::doca_comch_producer_task_send_alloc_init(self.producer, s, imm, imm_len, consumer, t);
+                    with_user_data::<ProducerSend>(rc, *t, slot)
+                },
             )
-        };
-        with_slot::<ProducerSend>(rc, t, slot)
+        }
     }
 }
 
