@@ -15,7 +15,8 @@
 //! time through a single lane), `lane_fadd` (the same with a fetch-add), `lane_send` (one 8-byte
 //! message at a time through a send lane into a receive lane posted again at once), `messages` (8-byte
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
-//! `fast` (8-byte messages over the Comch fast path, `comch::fast`, two receives posted),
+//! `comch` (8-byte Comch messages, one at a time), `fast` (8-byte messages over the Comch
+//! fast path, `comch::fast`, two receives posted),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`; kept for the
@@ -289,6 +290,23 @@ fn main() -> Result<()> {
                 for i in 0..n as u64 {
                     ev.add(1).await?;
                     ev.wait_eq(i + 1).await?;
+                }
+            }
+            "comch" => {
+                // 8-byte Comch messages, one at a time, client to server (`comch::Connection`'s
+                // send and recv: the control path, a DATA record on the connection's socket).
+                let name = format!("op-cost-comch-{}", std::process::id());
+                let server = Server::builder(&dev, &name).build().await?;
+                let client = spawn_local({
+                    let (dev, name) = (dev.clone(), name.clone());
+                    async move { Client::builder(&dev, &name).connect().await }
+                });
+                let dpu = server.accept().await?;
+                let host = client.await??;
+                for i in 0..n {
+                    host.send((i as u64).to_ne_bytes()).await?;
+                    let got = dpu.recv().await.expect("the client stays");
+                    assert_eq!(got.len(), 8);
                 }
             }
             "fast" => {

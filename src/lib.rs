@@ -35,6 +35,7 @@
 //! subscriber to see them. [`trace`] lists what is traced at which level.
 pub use doca_sys as sys;
 
+mod addr_map;
 pub mod coll;
 pub mod comch;
 mod cpuset;

@@ -56,7 +56,7 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fmt;
 use std::future::poll_fn;
@@ -65,6 +65,7 @@ use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::addr_map::AddrMap;
 use crate::device::{Device, Representor};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::DocaCtx;
@@ -147,14 +148,14 @@ fn wake(slot: &RefCell<Option<Waker>>) {
 /// What a server or client object shares with its callbacks.
 #[derive(Default)]
 struct Shared {
-    conns: RefCell<HashMap<usize, Rc<ConnShared>>>,
+    conns: RefCell<AddrMap<Rc<ConnShared>>>,
     accepted: RefCell<VecDeque<Rc<ConnShared>>>,
     accept_waker: RefCell<Option<Waker>>,
 }
 
 thread_local! {
     /// The live servers and clients of this thread, by DOCA object address.
-    static ENDPOINTS: RefCell<HashMap<usize, Weak<Shared>>> = RefCell::new(HashMap::new());
+    static ENDPOINTS: RefCell<AddrMap<Weak<Shared>>> = RefCell::new(AddrMap::default());
 }
 
 /// The shared state of the server or client owning `conn`.
