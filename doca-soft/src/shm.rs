@@ -257,9 +257,20 @@ impl ShmSegment {
         self.len == 0
     }
 
-    /// This process's descriptor of the memory file (valid while the segment lives).
+    /// This process's descriptor of the memory file (valid while the segment lives), or -1
+    /// once [`close_descriptor`](ShmSegment::close_descriptor) closed it.
     pub fn fd(&self) -> i32 {
         self.fd
+    }
+
+    /// Closes the descriptor and keeps the mapping, for a segment nobody will be told about
+    /// from this process (a mapping of another's segment): one descriptor less per segment
+    /// for its whole life. [`fd`](ShmSegment::fd) answers -1 afterwards.
+    pub(crate) fn close_descriptor(&mut self) {
+        if self.fd >= 0 {
+            close_fd(self.fd);
+            self.fd = -1;
+        }
     }
 
     /// The pid of the process that created the segment (ours for [`ShmSegment::create`]).
@@ -280,7 +291,9 @@ impl Drop for ShmSegment {
         // Any raw pointers into it handed out earlier must no longer be used (documented
         // contract of `as_ptr`: valid while the segment lives).
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
-        close_fd(self.fd);
+        if self.fd >= 0 {
+            close_fd(self.fd);
+        }
     }
 }
 
@@ -366,6 +379,23 @@ mod tests {
         mem[100] = 7;
         assert!(s.contains(s.as_ptr() as usize, 8192));
         assert!(!s.contains(s.as_ptr() as usize + 1, 8192));
+    }
+
+    #[test]
+    fn a_mapping_outlives_its_closed_descriptor() {
+        let owner = ShmSegment::create(4096, "shm-test-close").unwrap();
+        let mut reader = ShmSegment::open_remote(owner.owner_pid(), owner.fd(), 4096).unwrap();
+        reader.close_descriptor();
+        // (Whether the number is free again is not asked: another test's thread may have
+        // been given it since.)
+        assert_eq!(reader.fd(), -1);
+        // SAFETY: both map the same 4096 bytes, alive for both values.
+        unsafe {
+            *owner.as_ptr().add(9) = 42;
+            assert_eq!(*reader.as_ptr().add(9), 42, "the mapping still shares the memory");
+        }
+        drop(reader); // unmaps, closes nothing more
+        assert!(owner.fd() >= 0);
     }
 
     #[test]

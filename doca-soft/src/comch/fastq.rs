@@ -156,7 +156,10 @@ impl FastQueue {
         if cap == 0 || layout(cap).2 > len {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        Ok(FastQueue { seg: probe.seg, cap })
+        let mut seg = probe.seg;
+        // A producer's mapping: nobody is told where it is, so its descriptor can go.
+        seg.close_descriptor();
+        Ok(FastQueue { seg, cap })
     }
 
     /// (owner pid, descriptor, length): what a producer needs to [`open`](FastQueue::open) it.

@@ -63,7 +63,10 @@ impl SentCount {
         if len as usize != LEN {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
-        Ok(SentCount { seg: ShmSegment::open_remote_with(pid, fd, LEN, false)? })
+        let mut seg = ShmSegment::open_remote_with(pid, fd, LEN, false)?;
+        // Mapped: the descriptor is not needed again (one per connection less).
+        seg.close_descriptor();
+        Ok(SentCount { seg })
     }
 
     /// `(owner pid, descriptor, length)`: what the handshake tells the peer.
