@@ -516,6 +516,9 @@ fn check_mask(mask: u64, op: &'static str) -> Result<()> {
 
 macro_rules! sync_event_task_kind {
     ($(#[$m:meta])* $kind:ident, $task:ident, $as_task:ident, $reuse:expr) => {
+        sync_event_task_kind!($(#[$m])* $kind, $task, $as_task, $reuse, false);
+    };
+    ($(#[$m:meta])* $kind:ident, $task:ident, $as_task:ident, $reuse:expr, $ahead:expr) => {
         $(#[$m])*
         struct $kind;
         // SAFETY: `as_task` is DOCA's conversion for this task type; freeing with
@@ -523,6 +526,7 @@ macro_rules! sync_event_task_kind {
         unsafe impl DocaTask for $kind {
             type Task = sys::$task;
             const REUSE: Option<usize> = Some($reuse);
+            const POSTED_AHEAD: bool = $ahead;
             #[inline]
             unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
                 // SAFETY: forwarded; the caller passes a live task of this type.
@@ -541,8 +545,10 @@ sync_event_task_kind!(
     /// `add`: DOCA writes the previous value through the slot's result pointer.
     NotifyAdd, doca_sync_event_task_notify_add, doca_sync_event_task_notify_add_as_doca_task, 2
 );
-sync_event_task_kind!(WaitEq, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task, 3);
-sync_event_task_kind!(WaitNeq, doca_sync_event_task_wait_neq, doca_sync_event_task_wait_neq_as_doca_task, 4);
+// The waits are posted ahead of what completes them (`DocaTask::POSTED_AHEAD`): no inline
+// spin in their poll.
+sync_event_task_kind!(WaitEq, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task, 3, true);
+sync_event_task_kind!(WaitNeq, doca_sync_event_task_wait_neq, doca_sync_event_task_wait_neq_as_doca_task, 4, true);
 
 #[cfg(test)]
 mod tests {

@@ -74,16 +74,18 @@ pub unsafe trait DocaTask: 'static {
     const REMOTE: bool = false;
 
     /// Whether operations of this kind are posted ahead of what completes them: a receive,
-    /// posted so that the peer's next message finds a buffer. Its completion waits for the
-    /// peer, and the peer often waits for what the posting task does next (its request, its
-    /// answer), or the receive is polled among other futures (`join!`, `select!`,
-    /// `poll_once` then a send). So such a future never spins in its poll for its completion
+    /// posted so that the peer's next message finds a buffer, or a sync-event wait for a
+    /// value another party sets. Its completion waits for the peer, and the peer often waits
+    /// for what the posting task does next (its request, its answer), or the operation is
+    /// polled among other futures (`join!`, `select!` with a timeout, `poll_once` then a
+    /// send). So such a future never spins in its poll for its completion
     /// (the runtime's inline spin, which assumes the task has nothing else to do): that
     /// held the task, and the send the answer waits for, for the whole spin budget (a Comch
     /// fast-path ping-pong measured ~60 µs per message, against 5 µs raw). Its poll still
     /// collects a completion the PE already has. The price: a task that awaits a receive at
     /// once is woken from the executor's idle spin instead, one wake-up later (RDMA
-    /// `send_lat` async − raw +50..100 → +130..180 ns, `docs/cost.md`). `false` by default.
+    /// `send_lat` async − raw +50..100 → +130..180 ns; `sync_add_wait`, whose wait is
+    /// usually done at its first poll, did not move: `docs/cost.md`). `false` by default.
     const POSTED_AHEAD: bool = false;
 
     /// Gives the task back to DOCA. The default is `doca_task_free`.

@@ -319,8 +319,8 @@ where
         let slot = sub.slot();
         // Still in flight: wait here if the executor would only spin for it (before the
         // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`).
-        // Never for a receive (`DocaTask::POSTED_AHEAD`): its task may be about to send what
-        // the answer waits for, or poll it among others (`join!`, `select!`).
+        // Never for a receive or a wait (`DocaTask::POSTED_AHEAD`): its task may be about to do
+        // what completes it, or poll it among others (`join!`, `select!`).
         let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
         let waited = may_spin && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
         if !waited && slot.poll_done(cx).is_pending() {
