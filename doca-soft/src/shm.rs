@@ -258,7 +258,7 @@ impl ShmSegment {
     }
 
     /// This process's descriptor of the memory file (valid while the segment lives), or -1
-    /// once [`close_descriptor`](ShmSegment::close_descriptor) closed it.
+    /// once `close_descriptor` closed it.
     pub fn fd(&self) -> i32 {
         self.fd
     }
