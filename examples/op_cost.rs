@@ -41,12 +41,25 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use async_doca::comch::fast::{Consumer, Producer};
-use async_doca::comch::{Client, Server};
+use async_doca::comch::{Client, Connection, Server};
 use async_doca::dma::{Dma, LaneOp as DmaLaneOp};
 use async_doca::executor::yield_now;
 use async_doca::rdma::{LaneOp, Pipeline, Rdma};
 use async_doca::sync_event::SyncEvent;
 use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
+
+/// A Comch server and one client of it on this executor: (server, its side, the client's).
+async fn comch_pair(dev: &Device, tag: &str) -> Result<(Server, Connection, Connection)> {
+    let name = format!("op-cost-{tag}-{}", std::process::id());
+    let server = Server::builder(dev, &name).build().await?;
+    let client = spawn_local({
+        let (dev, name) = (dev.clone(), name.clone());
+        async move { Client::builder(&dev, &name).connect().await }
+    });
+    let dpu = server.accept().await?;
+    let host = client.await??;
+    Ok((server, dpu, host))
+}
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -295,14 +308,7 @@ fn main() -> Result<()> {
             "comch" => {
                 // 8-byte Comch messages, one at a time, client to server (`comch::Connection`'s
                 // send and recv: the control path, a DATA record on the connection's socket).
-                let name = format!("op-cost-comch-{}", std::process::id());
-                let server = Server::builder(&dev, &name).build().await?;
-                let client = spawn_local({
-                    let (dev, name) = (dev.clone(), name.clone());
-                    async move { Client::builder(&dev, &name).connect().await }
-                });
-                let dpu = server.accept().await?;
-                let host = client.await??;
+                let (_server, dpu, host) = comch_pair(&dev, "comch").await?;
                 for i in 0..n {
                     host.send((i as u64).to_ne_bytes()).await?;
                     let got = dpu.recv().await.expect("the client stays");
@@ -313,14 +319,7 @@ fn main() -> Result<()> {
                 // 8-byte messages over the Comch fast path (`comch::fast`), one at a time: a
                 // send from the server's producer into the client's consumer, which keeps two
                 // receives posted and posts each buffer again once its message was taken.
-                let name = format!("op-cost-fast-{}", std::process::id());
-                let server = Server::builder(&dev, &name).build().await?;
-                let client = spawn_local({
-                    let (dev, name) = (dev.clone(), name.clone());
-                    async move { Client::builder(&dev, &name).connect().await }
-                });
-                let dpu = server.accept().await?;
-                let host = client.await??;
+                let (_server, dpu, host) = comch_pair(&dev, "fast").await?;
                 let inbox = dev.alloc(2 * 8, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
                 let consumer = Consumer::builder(&host, &inbox).tasks(2).build().await?;
                 let producer = Producer::builder(&dpu).build().await?;
