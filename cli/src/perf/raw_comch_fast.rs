@@ -108,7 +108,7 @@ unsafe extern "C" fn on_msg(
 struct Fast {
     pe: *mut sys::doca_pe,
     /// Kept alive under the mmap (and dropped after it: fields drop after `Drop::drop`).
-    mem: Shared,
+    mem: std::mem::ManuallyDrop<Shared>,
     mmap: *mut sys::doca_mmap,
     inv: *mut sys::doca_buf_inventory,
     bufs: [*mut sys::doca_buf; POSTED + 1],
@@ -130,7 +130,7 @@ impl Fast {
     fn open(pe: *mut sys::doca_pe, dev: &Device, conn: *mut sys::doca_comch_connection, size: usize) -> Result<Fast> {
         let mut f = Fast {
             pe,
-            mem: Shared::new((POSTED + 1) * size)?,
+            mem: std::mem::ManuallyDrop::new(Shared::new((POSTED + 1) * size)?),
             mmap: ptr::null_mut(),
             inv: ptr::null_mut(),
             bufs: [ptr::null_mut(); POSTED + 1],
@@ -273,23 +273,31 @@ impl Fast {
 impl Drop for Fast {
     fn drop(&mut self) {
         // SAFETY: objects created by `open` on this thread, destroyed once, contexts first
-        // (stopped by `close`, or never started when `open` failed: then destroying them
-        // fails harmlessly), then the descriptors, the inventory and the mmap.
+        // (stopped by `close`), then the descriptors, the inventory and the mmap. A context
+        // that will not be destroyed (a failed `open` or `close` left it running) may still
+        // have receives posted into the memory, which a peer's producer writes: then the
+        // memory is leaked rather than freed under it.
         unsafe {
+            let mut gone = true;
             if !self.producer.is_null() {
-                sys::doca_comch_producer_destroy(self.producer);
+                gone &= sys::doca_comch_producer_destroy(self.producer) == sys::DOCA_SUCCESS;
             }
             if !self.consumer.is_null() {
-                sys::doca_comch_consumer_destroy(self.consumer);
+                gone &= sys::doca_comch_consumer_destroy(self.consumer) == sys::DOCA_SUCCESS;
             }
-            for b in self.bufs.into_iter().filter(|b| !b.is_null()) {
-                sys::doca_buf_dec_refcount(b, ptr::null_mut());
-            }
-            if !self.inv.is_null() {
-                sys::doca_buf_inventory_destroy(self.inv);
-            }
-            if !self.mmap.is_null() {
-                sys::doca_mmap_destroy(self.mmap);
+            if gone {
+                // Taken once, here; freed last, after the descriptors and the mmap over it.
+                let mem = std::mem::ManuallyDrop::take(&mut self.mem);
+                for b in self.bufs.into_iter().filter(|b| !b.is_null()) {
+                    sys::doca_buf_dec_refcount(b, ptr::null_mut());
+                }
+                if !self.inv.is_null() {
+                    sys::doca_buf_inventory_destroy(self.inv);
+                }
+                if !self.mmap.is_null() {
+                    sys::doca_mmap_destroy(self.mmap);
+                }
+                drop(mem);
             }
         }
     }
