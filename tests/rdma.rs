@@ -408,8 +408,9 @@ fn dropping_operations_mid_flight_is_harmless() {
             let dev = Device::open_default()?;
             let (_a, b, ab, _ba) = pair(&dev).await?;
 
-            // A send larger than the peer's ring stays in flight until the peer receives.
-            const BIG: usize = 300 * 1024;
+            // A send larger than the peer's ring (doca-soft's are 1 MiB at most) stays in
+            // flight until the peer receives.
+            const BIG: usize = (1 << 20) + 64 * 1024;
             let src_mem = dev.alloc(BIG, Access::LOCAL_READ_WRITE)?;
             src_mem.buf().write(0, &pattern(BIG, 5));
             let r = timeout(Duration::from_millis(50), ab.send(src_mem.buf())).await;
@@ -650,8 +651,9 @@ fn dropping_a_pipeline_mid_flight_keeps_its_memory_alive() {
         .block_on(async {
             let dev = Device::open_default()?;
             let (_a, b, ab, _ba) = pair(&dev).await?;
-            // Sends larger than the peer's ring stay in flight until the peer receives.
-            const BIG: usize = 300 * 1024;
+            // Sends larger than the peer's ring (doca-soft's are 1 MiB at most) stay in flight
+            // until the peer receives.
+            const BIG: usize = (1 << 20) + 64 * 1024;
             let mems: Vec<_> = (0..3u8)
                 .map(|k| {
                     let m = dev.alloc(BIG, Access::LOCAL_READ_WRITE)?;

@@ -35,7 +35,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::addr::doca_rdma_addr;
 use super::op::Queued;
-use super::ring::{RxRing, TxRing, RING_SEG_LEN};
+use super::ring::{capacity_of_seg, ring_bytes_for, RxRing, TxRing};
 use super::{doca_rdma, PERMISSIONS_ALL};
 use crate::blob::{BlobKind, BlobReader, BlobWriter};
 use crate::doorbell::{ring, DoorbellAddr};
@@ -49,7 +49,10 @@ use crate::types::*;
 const CONN_MAGIC: u32 = 0x434f_4e4e;
 
 /// Version of the connection blob's payload layout (inside the blob framing's own version).
-pub(crate) const CONN_BLOB_VERSION: u16 = 1;
+/// 2: the ring's length varies with the ctx's `max_num_connections` (`ring_bytes_for`); a
+/// version-1 peer, which accepts one length only, answers UNSUPPORTED_VERSION instead of
+/// refusing the length as an invalid blob.
+pub(crate) const CONN_BLOB_VERSION: u16 = 2;
 
 /// Where a connection is in its life (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +109,7 @@ impl ConnBlob {
         r.finish()?;
         if b.pid == 0
             || b.pid > i32::MAX as u32
-            || b.ring_len != RING_SEG_LEN as u64
+            || capacity_of_seg(b.ring_len).is_none()
             || b.ring_key == 0
             || b.doorbell.pid == 0
             || b.conn_id == 0
@@ -291,9 +294,11 @@ fn pidfd_exited(fd: &OwnedFd) -> bool {
 }
 
 impl doca_rdma_connection {
-    /// A new exported connection of `rdma` (its receive ring and blob).
+    /// A new exported connection of `rdma` (its receive ring, sized for a ctx of
+    /// `max_conns` connections, and its blob).
     pub(crate) fn export(
         rdma: *const doca_rdma,
+        max_conns: u16,
         cycle: u64,
         num: u32,
         doorbell: DoorbellAddr,
@@ -301,11 +306,11 @@ impl doca_rdma_connection {
     ) -> Result<Box<doca_rdma_connection>, doca_error_t> {
         let key = crate::shm::random_nonzero_u64();
         let id = crate::shm::random_nonzero_u64();
-        let rx = RxRing::create(key)?;
+        let rx = RxRing::create(key, ring_bytes_for(max_conns))?;
         let blob = ConnBlob {
             pid: own_pid(),
             ring_fd: rx.fd(),
-            ring_len: RING_SEG_LEN as u64,
+            ring_len: rx.seg_len() as u64,
             ring_key: key,
             doorbell,
             conn_id: id,
@@ -569,7 +574,7 @@ mod tests {
         ConnBlob {
             pid: 1234,
             ring_fd: 7,
-            ring_len: RING_SEG_LEN as u64,
+            ring_len: super::super::ring::seg_len(ring_bytes_for(1)) as u64,
             ring_key: 0x55,
             doorbell: DoorbellAddr { pid: 1234, nonce: 9 },
             conn_id: 3,
@@ -586,6 +591,7 @@ mod tests {
             ConnBlob { pid: u32::MAX, ..b },
             ConnBlob { ring_fd: -1, ..b },
             ConnBlob { ring_len: 4096, ..b },
+            ConnBlob { ring_len: b.ring_len + 4096, ..b },
             ConnBlob { ring_key: 0, ..b },
             ConnBlob { doorbell: DoorbellAddr { pid: 0, nonce: 1 }, ..b },
             ConnBlob { conn_id: 0, ..b },

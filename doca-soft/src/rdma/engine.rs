@@ -52,7 +52,7 @@ use core::cell::Cell;
 
 use super::conn::{doca_rdma_connection, ConnState, Incoming, Peer, ReceiveTarget};
 use super::op::{Op, Queued};
-use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER, RING_DATA_BYTES};
+use super::ring::{record_len, Record, RecordKind, RxRing, TxRing, RECORD_HEADER};
 use super::tasks::{doca_rdma_task_receive, event_of, live_buf, receive_target, reset_receive};
 use super::{doca_rdma, rdma_of, LIVENESS_INTERVAL, MAX_MESSAGE_BYTES};
 use crate::ctx::doca_ctx;
@@ -1080,12 +1080,12 @@ fn conn_progress(r: &doca_rdma, c: &doca_rdma_connection) -> Option<ConnTurn> {
 
 /// The fewest bytes waiting in a receive ring that `pump_rx` could take when no receive is
 /// half-filled from it: a record header with a receive posted, and otherwise none
-/// (`RING_DATA_BYTES + 1`: no cursor is that far ahead, though a corrupt one is still
-/// caught).
+/// (`u64::MAX`, which `RxRing::quiet` takes as its capacity + 1: no cursor is that far
+/// ahead, though a corrupt one is still caught).
 #[inline]
 fn rx_quiet_min(r: &doca_rdma) -> u64 {
     if r.recvs.borrow().is_empty() {
-        RING_DATA_BYTES as u64 + 1
+        u64::MAX
     } else {
         RECORD_HEADER as u64
     }

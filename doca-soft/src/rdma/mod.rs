@@ -73,7 +73,8 @@
 //!
 //! # Limits and codes (also in `docs/soft-provider.md`)
 //! * Messages and one-sided transfers up to [`MAX_MESSAGE_BYTES`]; larger: the submit fails
-//!   with `DOCA_ERROR_TOO_BIG`. Rings are [`ring::RING_DATA_BYTES`]; larger messages stream.
+//!   with `DOCA_ERROR_TOO_BIG`. A receive ring is [`ring_bytes_for`] `max_num_connections`
+//!   (64 KiB to 4 MiB); larger messages stream.
 //! * Send queue size bounds the in-flight send-side tasks, receive queue size the posted
 //!   receives; one more: the submit fails with `DOCA_ERROR_NO_MEMORY` (as a full hardware
 //!   queue; NO_MEMORY is DOCA's back-pressure code).
@@ -114,7 +115,7 @@ use crate::types::*;
 use conn::ConnState;
 
 pub use conn::doca_rdma_connection;
-pub use ring::RING_DATA_BYTES;
+pub use ring::{ring_bytes_for, RING_BUDGET_BYTES, RING_MAX_BYTES, RING_MIN_BYTES};
 pub use tasks::{
     doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_fetch_add, doca_rdma_task_read, doca_rdma_task_receive,
     doca_rdma_task_send, doca_rdma_task_send_imm, doca_rdma_task_write, doca_rdma_task_write_imm,
@@ -271,7 +272,14 @@ impl doca_rdma {
     pub(crate) fn new_connection(&self) -> Result<&doca_rdma_connection, doca_error_t> {
         let pe = self.ctx.pe().ok_or(DOCA_ERROR_BAD_STATE)?;
         let num = u32::try_from(self.conns.borrow().len()).map_err(|_| DOCA_ERROR_FULL)?;
-        let c = doca_rdma_connection::export(self, self.cycle.get(), num, pe.doorbell_address(), self.perms.get())?;
+        let c = doca_rdma_connection::export(
+            self,
+            self.max_conns.get(),
+            self.cycle.get(),
+            num,
+            pe.doorbell_address(),
+            self.perms.get(),
+        )?;
         let cp: *const doca_rdma_connection = &*c;
         self.conns.borrow_mut().push(c);
         // SAFETY: connections are boxed and only dropped with the rdma itself.

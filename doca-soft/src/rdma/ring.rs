@@ -31,7 +31,7 @@
 //!    136              consumer_closed                    consumer
 //!    144              consumer_sleeping                  consumer
 //!    192  flow        space_wanted                       producer sets, consumer clears
-//!   4096  data        RING_DATA_BYTES, a power of two
+//!   4096  data        capacity bytes, a power of two (`ring_bytes_for`)
 //! ```
 //!
 //! Cursors are free-running `u64` byte counts; a position in the data area is
@@ -84,16 +84,64 @@ use crate::types::*;
 const RING_MAGIC: u64 = u64::from_le_bytes(*b"DSRDMAR1");
 /// Version of this layout (checked at connect).
 const RING_LAYOUT_VERSION: u64 = 1;
-/// Bytes of the data area of every ring (a power of two).
-pub const RING_DATA_BYTES: usize = 256 * 1024;
+/// The smallest data area a ring has (a ctx with many connections).
+pub const RING_MIN_BYTES: usize = 64 * 1024;
+/// The largest data area a ring has (a ctx with one connection).
+pub const RING_MAX_BYTES: usize = 1024 * 1024;
+/// What the receive rings of one ctx's connections take together, at most (unless each is
+/// at its minimum): see [`ring_bytes_for`].
+pub const RING_BUDGET_BYTES: usize = 1024 * 1024;
 /// Bytes of the header page.
 const RING_HEADER_BYTES: usize = 4096;
-/// Length of a ring segment.
-pub(crate) const RING_SEG_LEN: usize = RING_HEADER_BYTES + RING_DATA_BYTES;
 /// Bytes of a record header.
 pub(crate) const RECORD_HEADER: usize = 16;
 
-const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= 64);
+const _: () = assert!(RING_MIN_BYTES.is_power_of_two() && RING_MAX_BYTES.is_power_of_two());
+const _: () = assert!(RING_MIN_BYTES >= 64 && RING_MIN_BYTES <= RING_MAX_BYTES);
+
+/// The data area of each receive ring of a ctx with `max_conns` connections: the budget
+/// shared among them, rounded down to a power of two, within
+/// [`RING_MIN_BYTES`]..=[`RING_MAX_BYTES`].
+///
+/// The ring stands in for what hardware does not need: a send lands in the receiver's posted
+/// buffer, so a window of sends never waits for room. Here a send completes once its record
+/// is in the ring, and a window larger than the ring makes the sender wait for the receiver
+/// record by record, in lock step: `send_bw` with 64 sends of 4 KiB in flight ran at 0.55–0.65
+/// of its rate with a ring that holds them all (docs/soft-provider.md, "The receive ring's
+/// size"). So a ctx with few connections gets larger rings. Why not larger still: a ring's
+/// pages become resident as bytes pass through them, in both processes (the producer maps
+/// it), so a connection that carried a ring's worth costs its size twice; 4 MiB rings made
+/// the chaos test's children grow by 17 MiB in a round, past its leak bound.
+pub const fn ring_bytes_for(max_conns: u16) -> usize {
+    let conns = if max_conns == 0 { 1 } else { max_conns as usize };
+    let share = RING_BUDGET_BYTES / conns;
+    // Rounded down to a power of two (`share` >= 1).
+    let pow2 = 1usize << (usize::BITS - 1 - share.leading_zeros());
+    if pow2 < RING_MIN_BYTES {
+        RING_MIN_BYTES
+    } else if pow2 > RING_MAX_BYTES {
+        RING_MAX_BYTES
+    } else {
+        pow2
+    }
+}
+
+/// Whether `cap` is a data area a ring may have (what a producer accepts at connect).
+fn valid_capacity(cap: usize) -> bool {
+    cap.is_power_of_two() && (RING_MIN_BYTES..=RING_MAX_BYTES).contains(&cap)
+}
+
+/// The length of the segment of a ring whose data area is `cap` bytes.
+pub(crate) fn seg_len(cap: usize) -> usize {
+    RING_HEADER_BYTES + cap
+}
+
+/// The data area of the ring whose segment is `len` bytes long, if that is a valid ring
+/// length (for the export blob's check).
+pub(crate) fn capacity_of_seg(len: u64) -> Option<usize> {
+    let cap = usize::try_from(len).ok()?.checked_sub(RING_HEADER_BYTES)?;
+    valid_capacity(cap).then_some(cap)
+}
 
 /// One 64-byte line of header fields.
 #[repr(C, align(64))]
@@ -225,18 +273,21 @@ pub(crate) fn record_len(payload: u64) -> u64 {
 #[derive(Debug)]
 struct Mapped {
     seg: ShmSegment,
+    /// Bytes of the data area: a valid capacity (checked at create/open), which the header's
+    /// capacity field also holds.
+    cap: usize,
 }
 
 impl Mapped {
     fn hdr(&self) -> &RingHeader {
-        // SAFETY: the segment is RING_SEG_LEN bytes (checked at create/open), page-aligned, and
+        // SAFETY: the segment is `seg_len(cap)` bytes (checked at create/open), page-aligned, and
         // lives as long as `self`; RingHeader is all atomics (any bit pattern is valid, and
         // concurrent atomic access from other processes is fine).
         unsafe { &*self.seg.as_ptr().cast::<RingHeader>() }
     }
 
     fn data(&self) -> *mut u8 {
-        // In bounds: the data area starts RING_HEADER_BYTES into a RING_SEG_LEN mapping.
+        // In bounds: the data area starts RING_HEADER_BYTES into a `seg_len(cap)` mapping.
         self.seg.as_ptr().wrapping_add(RING_HEADER_BYTES)
     }
 
@@ -244,11 +295,11 @@ impl Mapped {
     /// (wrapping), to `dst`.
     ///
     /// # Safety
-    /// `dst` must be valid for `n` writes and not overlap the ring; `n <= RING_DATA_BYTES`.
+    /// `dst` must be valid for `n` writes and not overlap the ring; `n <= cap`.
     unsafe fn copy_out(&self, pos: u64, dst: *mut u8, n: usize) {
-        debug_assert!(n <= RING_DATA_BYTES);
-        let at = (pos as usize) & (RING_DATA_BYTES - 1);
-        let first = n.min(RING_DATA_BYTES - at);
+        debug_assert!(n <= self.cap);
+        let at = (pos as usize) & (self.cap - 1);
+        let first = n.min(self.cap - at);
         // SAFETY: `[at, at+first)` and `[0, n-first)` lie inside the data area (first <=
         // capacity - at, n - first < capacity); the destination is the caller's contract.
         // Another process may write other parts of the ring concurrently, never these bytes
@@ -262,9 +313,9 @@ impl Mapped {
     /// Copies `src` into the data area starting at free-running cursor `pos` (wrapping).
     fn copy_in(&self, pos: u64, src: &[u8]) {
         let n = src.len();
-        debug_assert!(n <= RING_DATA_BYTES);
-        let at = (pos as usize) & (RING_DATA_BYTES - 1);
-        let first = n.min(RING_DATA_BYTES - at);
+        debug_assert!(n <= self.cap);
+        let at = (pos as usize) & (self.cap - 1);
+        let first = n.min(self.cap - at);
         // SAFETY: as in copy_out, both pieces lie inside the data area of the live, writable
         // mapping; the consumer never reads these bytes before the tail store that follows
         // (they are between the acquired head + capacity and the unpublished tail).
@@ -288,12 +339,16 @@ pub(crate) struct RxRing {
 }
 
 impl RxRing {
-    /// Creates a zeroed ring with `key`.
-    pub(crate) fn create(key: u64) -> Result<RxRing, doca_error_t> {
-        let seg = ShmSegment::create(RING_SEG_LEN, "doca-soft-rdma-ring")?;
-        let map = Mapped { seg };
+    /// Creates a zeroed ring with `key` and a data area of `cap` bytes (from
+    /// [`ring_bytes_for`]; INVALID_VALUE for another size).
+    pub(crate) fn create(key: u64, cap: usize) -> Result<RxRing, doca_error_t> {
+        if !valid_capacity(cap) {
+            return Err(DOCA_ERROR_INVALID_VALUE);
+        }
+        let seg = ShmSegment::create(seg_len(cap), "doca-soft-rdma-ring")?;
+        let map = Mapped { seg, cap };
         let h = map.hdr();
-        h.capacity().store(RING_DATA_BYTES as u64, Relaxed);
+        h.capacity().store(cap as u64, Relaxed);
         h.key().store(key, Relaxed);
         h.version().store(RING_LAYOUT_VERSION, Relaxed);
         h.magic().store(RING_MAGIC, Release);
@@ -305,22 +360,27 @@ impl RxRing {
         self.map.seg.fd()
     }
 
+    /// The length of its segment (for the export blob).
+    pub(crate) fn seg_len(&self) -> usize {
+        seg_len(self.map.cap)
+    }
+
     /// Bytes published by the producer and not consumed yet.
     pub(crate) fn available(&self) -> Result<u64, Corrupt> {
         let tail = self.map.hdr().tail().load(Acquire);
         let n = tail.wrapping_sub(self.head.get());
-        if n > RING_DATA_BYTES as u64 {
+        if n > self.map.cap as u64 {
             return Err(Corrupt);
         }
         Ok(n)
     }
 
     /// Whether [`RxRing::available`] is `Ok(n)` with `n < min` and every consumed byte is
-    /// published: the test by which progress skips a ring with nothing to do. `min` is at
-    /// most `RING_DATA_BYTES + 1`, so a corrupt cursor is never quiet.
+    /// published: the test by which progress skips a ring with nothing to do. `min` counts
+    /// as at most the capacity + 1, so a corrupt cursor is never quiet.
     #[inline]
     pub(crate) fn quiet(&self, min: u64) -> bool {
-        debug_assert!(min <= RING_DATA_BYTES as u64 + 1);
+        let min = min.min(self.map.cap as u64 + 1);
         let head = self.head.get();
         head == self.published.get() && self.map.hdr().tail().load(Acquire).wrapping_sub(head) < min
     }
@@ -341,7 +401,7 @@ impl RxRing {
     pub(crate) unsafe fn take_into(&self, dst: *mut u8, n: usize) {
         let mut done = 0usize;
         while done < n {
-            let k = (n - done).min(RING_DATA_BYTES);
+            let k = (n - done).min(self.map.cap);
             // SAFETY: `dst + done` is valid for `k` writes (caller's contract); k <= capacity.
             unsafe { self.map.copy_out(self.head.get(), dst.add(done), k) };
             self.skip(k as u64);
@@ -409,15 +469,15 @@ impl TxRing {
     /// a wrong key (a stale blob) or a ring already closed by its consumer; errors of
     /// [`ShmSegment::open_remote`] otherwise.
     pub(crate) fn open(pid: u32, fd: i32, len: usize, key: u64) -> Result<TxRing, doca_error_t> {
-        if len != RING_SEG_LEN {
+        let Some(cap) = capacity_of_seg(len as u64) else {
             return Err(DOCA_ERROR_INVALID_VALUE);
-        }
+        };
         let seg = ShmSegment::open_remote(pid, fd, len)?;
-        let map = Mapped { seg };
+        let map = Mapped { seg, cap };
         let h = map.hdr();
         if h.magic().load(Acquire) != RING_MAGIC
             || h.version().load(Acquire) != RING_LAYOUT_VERSION
-            || h.capacity().load(Acquire) != RING_DATA_BYTES as u64
+            || h.capacity().load(Acquire) != cap as u64
         {
             return Err(DOCA_ERROR_INVALID_VALUE);
         }
@@ -437,15 +497,15 @@ impl TxRing {
     pub(crate) fn free(&self) -> Result<u64, Corrupt> {
         let head = self.map.hdr().head().load(Acquire);
         let used = self.tail.get().wrapping_sub(head);
-        if used > RING_DATA_BYTES as u64 {
+        if used > self.map.cap as u64 {
             return Err(Corrupt);
         }
-        Ok(RING_DATA_BYTES as u64 - used)
+        Ok(self.map.cap as u64 - used)
     }
 
     /// Appends `src` at the local tail (the caller checked `free()`).
     pub(crate) fn push(&self, src: &[u8]) {
-        debug_assert!(src.len() <= RING_DATA_BYTES);
+        debug_assert!(src.len() <= self.map.cap);
         self.map.copy_in(self.tail.get(), src);
         self.skip(src.len() as u64);
     }
@@ -496,6 +556,11 @@ impl TxRing {
 
 #[cfg(test)]
 impl RxRing {
+    /// Bytes of its data area.
+    pub(crate) fn capacity(&self) -> usize {
+        self.map.cap
+    }
+
     /// The shared `consumer_sleeping` flag, as the producer reads it.
     pub(crate) fn sleeping_in_header(&self) -> bool {
         self.map.hdr().consumer_sleeping().load(SeqCst) != 0
@@ -511,10 +576,45 @@ impl RxRing {
 mod tests {
     use super::*;
 
+    const CAP: usize = RING_MIN_BYTES;
+    const SEG: usize = RING_HEADER_BYTES + CAP;
+
     fn pair() -> (RxRing, TxRing) {
-        let rx = RxRing::create(0x1234).unwrap();
-        let tx = TxRing::open(std::process::id(), rx.fd(), RING_SEG_LEN, 0x1234).unwrap();
+        let rx = RxRing::create(0x1234, CAP).unwrap();
+        let tx = TxRing::open(std::process::id(), rx.fd(), SEG, 0x1234).unwrap();
         (rx, tx)
+    }
+
+    #[test]
+    fn ring_sizes_share_a_budget_within_bounds() {
+        assert_eq!(ring_bytes_for(1), RING_MAX_BYTES);
+        assert_eq!(ring_bytes_for(0), RING_MAX_BYTES, "0 is refused earlier; never a division by zero");
+        assert_eq!(ring_bytes_for(4), RING_BUDGET_BYTES / 4);
+        assert_eq!(ring_bytes_for(3), RING_BUDGET_BYTES / 4, "rounded down to a power of two");
+        assert_eq!(ring_bytes_for(u16::MAX), RING_MIN_BYTES);
+        for n in 1..=u16::MAX {
+            let cap = ring_bytes_for(n);
+            assert!(valid_capacity(cap), "{n} connections: {cap}");
+            assert!(cap == RING_MIN_BYTES || cap * usize::from(n) <= RING_BUDGET_BYTES, "{n}: {cap}");
+        }
+        assert_eq!(capacity_of_seg(seg_len(RING_MIN_BYTES) as u64), Some(RING_MIN_BYTES));
+        for bad in [0, 4096, seg_len(RING_MIN_BYTES) as u64 + 8, seg_len(RING_MAX_BYTES * 2) as u64, u64::MAX] {
+            assert_eq!(capacity_of_seg(bad), None, "{bad}");
+        }
+        assert_eq!(RxRing::create(1, RING_MIN_BYTES / 2).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
+    }
+
+    #[test]
+    fn a_producer_takes_the_capacity_the_consumer_chose() {
+        let rx = RxRing::create(0x77, RING_MAX_BYTES).unwrap();
+        assert_eq!(rx.seg_len(), seg_len(RING_MAX_BYTES));
+        // The blob's length must name the segment the consumer made.
+        assert_eq!(
+            TxRing::open(std::process::id(), rx.fd(), seg_len(RING_MIN_BYTES), 0x77).unwrap_err(),
+            DOCA_ERROR_INVALID_VALUE
+        );
+        let tx = TxRing::open(std::process::id(), rx.fd(), rx.seg_len(), 0x77).unwrap();
+        assert_eq!(tx.free().unwrap(), RING_MAX_BYTES as u64);
     }
 
     #[test]
@@ -534,14 +634,14 @@ mod tests {
     #[test]
     fn wraps_and_checks_keys_and_claims() {
         let (rx, tx) = pair();
-        assert_eq!(TxRing::open(std::process::id(), rx.fd(), RING_SEG_LEN, 99).unwrap_err(), DOCA_ERROR_NOT_FOUND);
+        assert_eq!(TxRing::open(std::process::id(), rx.fd(), SEG, 99).unwrap_err(), DOCA_ERROR_NOT_FOUND);
         assert_eq!(TxRing::open(std::process::id(), rx.fd(), 4096, 0x1234).unwrap_err(), DOCA_ERROR_INVALID_VALUE);
         tx.claim(7).unwrap();
-        let tx2 = TxRing::open(std::process::id(), rx.fd(), RING_SEG_LEN, 0x1234).unwrap();
+        let tx2 = TxRing::open(std::process::id(), rx.fd(), SEG, 0x1234).unwrap();
         assert_eq!(tx2.claim(8), Err(DOCA_ERROR_IN_USE));
         // Fill almost all, consume, then write across the end.
-        let big = vec![0xA5u8; RING_DATA_BYTES - 8];
-        assert_eq!(tx.free().unwrap(), RING_DATA_BYTES as u64);
+        let big = vec![0xA5u8; CAP - 8];
+        assert_eq!(tx.free().unwrap(), CAP as u64);
         tx.push(&big);
         assert!(!tx.publish(), "consumer not sleeping");
         assert_eq!(rx.available().unwrap(), big.len() as u64);
@@ -562,14 +662,14 @@ mod tests {
         tx.close();
         rx.close();
         assert!(rx.producer_closed() && tx.consumer_closed());
-        assert_eq!(TxRing::open(std::process::id(), rx.fd(), RING_SEG_LEN, 0x1234).unwrap_err(), DOCA_ERROR_NOT_FOUND);
+        assert_eq!(TxRing::open(std::process::id(), rx.fd(), SEG, 0x1234).unwrap_err(), DOCA_ERROR_NOT_FOUND);
     }
 
     #[test]
     fn corrupt_cursors_are_detected() {
         let (rx, tx) = pair();
         // A hostile producer publishes a tail beyond the capacity.
-        rx.map.hdr().tail().store(RING_DATA_BYTES as u64 + 1, SeqCst);
+        rx.map.hdr().tail().store(CAP as u64 + 1, SeqCst);
         assert_eq!(rx.available(), Err(Corrupt));
         // A hostile consumer publishes a head beyond our tail.
         tx.map.hdr().head().store(5, SeqCst);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::accessors::*;
 use super::conn::ConnState;
 use super::props::*;
-use super::ring::RING_DATA_BYTES;
+use super::ring::ring_bytes_for;
 use super::tasks::*;
 use super::*;
 use crate::buf::*;
@@ -18,6 +18,12 @@ use crate::mmap::*;
 use crate::pe::*;
 use crate::task::*;
 use crate::testkit::rdma::*;
+
+/// A ctx of this many connections has receive rings of [`SMALL_RING`] bytes: the tests that
+/// fill a ring or stream messages larger than it configure it, to keep their messages small.
+pub(super) const SMALL_RING_CONNS: u16 = 4;
+/// The receive ring of a ctx of [`SMALL_RING_CONNS`] connections.
+pub(super) const SMALL_RING: usize = ring_bytes_for(SMALL_RING_CONNS);
 
 const T: Duration = Duration::from_secs(20);
 
@@ -141,7 +147,7 @@ fn large_messages_stream_through_the_ring() {
 
 #[test]
 fn flow_control_keeps_messages_until_receives_are_posted() {
-    let cfg = Cfg { mem_len: 4 << 20, sq: 64, rq: 64, num_tasks: 64, ..Cfg::default() };
+    let cfg = Cfg { mem_len: 4 << 20, sq: 64, rq: 64, num_tasks: 64, max_conns: SMALL_RING_CONNS, ..Cfg::default() };
     let (a, b, ca, _cb) = fresh(cfg, cfg);
     let n = 40usize;
     let sz = 16 * 1024;
@@ -154,9 +160,9 @@ fn flow_control_keeps_messages_until_receives_are_posted() {
     assert!(done.iter().all(|r| r.side == 1 && r.status == DOCA_SUCCESS));
     let first = done.len();
     assert!(
-        first < n && first >= (RING_DATA_BYTES / (sz + 16)) - 1,
+        first < n && first >= (SMALL_RING / (sz + 16)) - 1,
         "the ring holds about {} messages; {first} sends completed",
-        RING_DATA_BYTES / sz
+        SMALL_RING / sz
     );
     // Post receives: everything arrives, in order, nothing lost.
     for i in 0..n {
@@ -208,7 +214,7 @@ fn write_imm_consumes_one_receive_in_order() {
 /// behind sends blocked on the full ring.
 #[test]
 fn ordering_over_100k_mixed_ops() {
-    let cfg = Cfg { mem_len: 8 << 20, sq: 256, rq: 256, num_tasks: 256, ..Cfg::default() };
+    let cfg = Cfg { mem_len: 8 << 20, sq: 256, rq: 256, num_tasks: 256, max_conns: SMALL_RING_CONNS, ..Cfg::default() };
     let (a, b, ca, _cb) = fresh(cfg, cfg);
     let (bm, base) = a.import(&b.export_mem());
     const N: usize = 100_000;
@@ -489,7 +495,10 @@ fn access_violations_fail_without_touching_memory() {
 
 #[test]
 fn stop_flushes_in_flight_tasks_and_restart_needs_new_connections() {
-    let (a, b, ca, _cb) = fresh(Cfg::default(), Cfg::default());
+    let (a, b, ca, _cb) = fresh(
+        Cfg { max_conns: SMALL_RING_CONNS, ..Cfg::default() },
+        Cfg { max_conns: SMALL_RING_CONNS, ..Cfg::default() },
+    );
     // Posted receives on a, and sends blocked on b's full ring (b posts no receive).
     a.recv(a.buf(0, 64, 0), 100).unwrap();
     a.recv(ptr::null_mut(), 101).unwrap();
@@ -691,7 +700,10 @@ fn configuration_state_rules_and_queue_limits() {
 
 #[test]
 fn event_mode_receiver_and_blocked_sender_wake_up() {
-    let (a, b, ca, _cb) = fresh(Cfg::default(), Cfg::default());
+    let (a, b, ca, _cb) = fresh(
+        Cfg { max_conns: SMALL_RING_CONNS, ..Cfg::default() },
+        Cfg { max_conns: SMALL_RING_CONNS, ..Cfg::default() },
+    );
     b.recv(b.buf(0, 64, 0), 10).unwrap();
     assert!(arm(b.pe), "nothing to do yet");
     assert!(!fd_readable(b.pe, 0));
@@ -985,7 +997,8 @@ fn cross_process_send_recv_write_read_fetch_add() {
 
 fn stream_child() {
     take_recs();
-    let b = Side::new(2, Cfg::default());
+    // The ring the parent's sends fill is this side's: the parent counts on it being small.
+    let b = Side::new(2, Cfg { max_conns: SMALL_RING_CONNS, ..Cfg::default() });
     let (cb, _am, _abase) = child_handshake(&b);
     b.mem()[0..1024].fill(0x5A);
     for i in 0..8 {
@@ -1080,7 +1093,7 @@ fn stream_size(seed: u64, i: usize) -> usize {
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^= x >> 32;
     if i % 17 == 5 {
-        RING_DATA_BYTES + (x % 65536) as usize
+        SMALL_RING + (x % 65536) as usize
     } else {
         (x % (200 * 1024)) as usize
     }
@@ -1098,9 +1111,9 @@ fn stream_endpoint(
 ) {
     const N: usize = 150;
     const K: usize = 6;
-    const SLOT: usize = RING_DATA_BYTES + 65536;
+    const SLOT: usize = SMALL_RING + 65536;
     take_recs();
-    let cfg = Cfg { mem_len: 2 * K * SLOT, ..Cfg::default() };
+    let cfg = Cfg { mem_len: 2 * K * SLOT, max_conns: SMALL_RING_CONNS, ..Cfg::default() };
     let s = Side::new(id, cfg);
     let (blob, c) = s.export().unwrap();
     out.send(blob).unwrap();
@@ -1678,8 +1691,8 @@ fn completed_sends_survive_a_sender_that_stops_at_once() {
 #[test]
 fn a_record_a_stopped_peer_only_partly_published_gives_its_receive_back() {
     take_recs();
-    let big = 3 * RING_DATA_BYTES;
-    let cfg = Cfg { mem_len: 2 * big, ..Cfg::default() };
+    let big = 3 * SMALL_RING;
+    let cfg = Cfg { mem_len: 2 * big, max_conns: SMALL_RING_CONNS, ..Cfg::default() };
     let (a, b) = (Side::new(1, cfg), Side::new(2, cfg));
     let (a0, b0) = connect_pair(&a, &b);
     let (_a1, b1) = connect_pair(&a, &b);
@@ -1859,8 +1872,12 @@ fn a_corrupt_ring_breaks_its_connection_with_no_receive_posted() {
     let (a, b, _ca, cb) = fresh(Cfg::default(), Cfg::default());
     progress_n(b.pe, 10);
     assert_eq!(b.state(), DOCA_CTX_STATE_RUNNING);
-    // SAFETY: a connection of b, alive until b is destroyed.
-    unsafe { &*cb }.rx.borrow().as_ref().unwrap().store_tail(RING_DATA_BYTES as u64 + 1);
+    {
+        // SAFETY: a connection of b, alive until b is destroyed.
+        let rx = unsafe { &*cb }.rx.borrow();
+        let rx = rx.as_ref().unwrap();
+        rx.store_tail(rx.capacity() as u64 + 1);
+    }
     progress_n(b.pe, 1);
     // SAFETY: as above.
     assert_ne!(unsafe { &*cb }.state(), ConnState::Connected, "the corrupt ring broke the connection");
@@ -1877,8 +1894,8 @@ fn a_corrupt_ring_breaks_its_connection_with_no_receive_posted() {
 #[test]
 fn a_receive_given_back_in_a_walk_takes_a_later_connections_record_in_that_walk() {
     take_recs();
-    let big = 3 * RING_DATA_BYTES;
-    let cfg = Cfg { mem_len: 2 * big, ..Cfg::default() };
+    let big = 3 * SMALL_RING;
+    let cfg = Cfg { mem_len: 2 * big, max_conns: SMALL_RING_CONNS, ..Cfg::default() };
     let (a, b, c) = (Side::new(1, cfg), Side::new(2, cfg), Side::new(3, cfg));
     // a's connection 0 goes to b, connection 1 to c: the walk visits b's first.
     let (_a0, b0) = connect_pair(&a, &b);

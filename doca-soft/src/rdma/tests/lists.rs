@@ -98,9 +98,9 @@ fn send_write_and_read_gather_and_scatter_through_lists() {
 
 #[test]
 fn a_gathered_message_larger_than_the_ring_streams_into_a_scattered_receive() {
-    let part = RING_DATA_BYTES / 2 + 4321;
-    let cfg = Cfg { mem_len: 4 << 20, ..lists_cfg() };
-    let (a, b, ca, _cb) = fresh(cfg, Cfg { mem_len: 4 << 20, ..lists_cfg() });
+    let part = SMALL_RING / 2 + 4321;
+    let cfg = Cfg { mem_len: 4 << 20, max_conns: SMALL_RING_CONNS, ..lists_cfg() };
+    let (a, b, ca, _cb) = fresh(cfg, cfg);
     for (i, x) in a.mem()[..3 * part].iter_mut().enumerate() {
         *x = (i % 253) as u8;
     }
