@@ -177,12 +177,12 @@ unsafe fn consumer_stop(ctx: &doca_ctx) {
     if let Some(q) = c.queue.borrow().as_ref() {
         q.close();
         // A producer that claimed a slot before the close may be writing into its buffer
-        // right now: the buffer is not given back (flushed) while it does. Producers write
-        // inside one submit call, so this is short; a producer that died mid-write never
-        // finishes (its process is checked).
+        // right now (in any process or thread): the buffer is not given back (flushed) while
+        // it does. Producers write inside one submit call, so this is short; a producer that
+        // died mid-write never finishes (its process is checked).
         let deadline = Instant::now() + CLAIM_WAIT;
-        let busy = || (0..q.cap()).filter_map(|s| q.claimer(s)).any(process_exists);
-        while busy() && Instant::now() < deadline {
+        let posted = c.posted.borrow().len();
+        while q.claims_in_flight(posted, process_exists) && Instant::now() < deadline {
             std::thread::yield_now();
         }
     }
