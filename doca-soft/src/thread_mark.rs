@@ -1,16 +1,18 @@
-//! [`ThreadMark`]: which thread last drove an object, for the objects DOCA lets other threads
-//! build on while doca-soft keeps them single-threaded.
+//! [`ThreadMark`]: which thread last drove an object, for objects whose parts other threads
+//! may use while the rest stays with one thread.
 //!
 //! DOCA lets a program create a Comch consumer or producer per thread, each on its own PE,
-//! over one connection that another thread progresses. doca-soft's connections are
-//! single-threaded (their state is in `Cell`s, progressed by their server's or client's PE),
-//! so such a consumer would touch them from two threads at once. The provider cannot honour
-//! that, and says so: the connection's endpoint marks the thread that progresses it, and a
-//! fast-path object created from another thread is refused with NOT_SUPPORTED and a log
-//! line, before anything of the connection is touched.
+//! over one connection that another thread progresses. doca-soft's connections keep their
+//! socket and send queue with the thread that progresses their server or client; a consumer
+//! announcing or withdrawing itself sends directly only when it runs on that thread, and
+//! otherwise leaves its record for that thread's next progress. The endpoint marks the thread
+//! that progresses it, and its connections share the mark.
 //!
 //! The mark is the address of a thread-local: unique among live threads, read and written
-//! with relaxed atomics so that the check from the other thread is itself no data race.
+//! with relaxed atomics so that a look from another thread is itself no data race. A program
+//! that hands its server or client to another thread moves the mark at that thread's first
+//! progress; until then the thread that handed it over still counts as its own, so it must
+//! not send from its consumers meanwhile (DOCA's hand-over is a quiet point anyway).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

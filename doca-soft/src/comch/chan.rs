@@ -7,6 +7,8 @@ use core::ffi::{c_char, c_void};
 use core::ptr;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::fastq::FastQueue;
@@ -15,6 +17,7 @@ use super::wire::{self, Control};
 use super::*;
 use crate::ctx::{doca_ctx, mark_start_failed, mark_started, CtxOps, StartMode};
 use crate::dev::{dev_ref, devinfo_ref, doca_dev, doca_devinfo, DevRef};
+use crate::doorbell::DoorbellAddr;
 use crate::ffi::{guard, guard_err, obj, out};
 use crate::pe::FdMode;
 use crate::retry_pace::RetryPace;
@@ -54,17 +57,61 @@ pub struct doca_comch_event_consumer {
 /// A consumer of the peer, as its CONSUMER_NEW record described it (`fastq.rs`): its receive
 /// queue, and an mmap imported from the export of its buffers' mmap, through which a
 /// producer of ours writes what it sends.
+///
+/// Shared (`Arc`) between the connection's table and the producers that send to it, which
+/// may run on other threads: a producer keeps the one it sends to, so the queue's mapping and
+/// the import stay valid under a send even when the peer withdraws the consumer meanwhile
+/// (the send then fails at the claim: the consumer closed its queue before withdrawing).
 pub(crate) struct RemoteConsumer {
     pub(crate) queue: FastQueue,
     pub(crate) mmap: *mut crate::mmap::doca_mmap,
+    /// Set when the table lets go of it (the peer withdrew it, or the connection closed): a
+    /// producer that kept it looks it up again, and finds it gone.
+    withdrawn: AtomicBool,
+}
+
+// Both are shared by the threads of producers: the queue is shared memory used through
+// atomics only, and an mmap is thread-safe (its state is behind a mutex and atomics, and its
+// destroy, run by whichever thread drops the last reference, takes the registry's lock and
+// drops a device reference, an atomic count).
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<FastQueue>();
+    shared::<crate::mmap::doca_mmap>();
+};
+
+// SAFETY: the only field that is not Send on its own is the raw pointer to the imported
+// mmap, owned by this value (destroyed once, in Drop) and of a type that is Send + Sync
+// (asserted above); so the value may move to another thread and be dropped there.
+unsafe impl Send for RemoteConsumer {}
+// SAFETY: through `&RemoteConsumer` the queue is used by its atomics, the mmap only read
+// (`remote_region_ref`, a thread-safe accessor of a Sync type), and `withdrawn` is atomic.
+unsafe impl Sync for RemoteConsumer {}
+
+impl RemoteConsumer {
+    /// Whether the connection's table let go of it (see [`RemoteConsumer::withdrawn`]'s field).
+    pub(crate) fn withdrawn(&self) -> bool {
+        self.withdrawn.load(Ordering::Relaxed)
+    }
+
+    fn withdraw(&self) {
+        self.withdrawn.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Drop for RemoteConsumer {
     fn drop(&mut self) {
         // SAFETY: the mmap was created from the consumer's export for this record and no
-        // buffer is ever taken over it (producers write through its region directly).
+        // buffer is ever taken over it (producers write through its region directly); this
+        // is the last reference to the record, so nothing uses the mmap any more.
         unsafe { crate::mmap::doca_mmap_destroy(self.mmap) };
     }
+}
+
+/// Locks a mutex of a connection, whatever a panic elsewhere left it (`guard` caught the panic;
+/// the tables stay consistent, each change being one insert or remove).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -75,6 +122,7 @@ enum Role {
 
 /// Where a connection is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
 enum ConnState {
     /// Socket open, HELLO/WELCOME not exchanged yet.
     Handshaking,
@@ -83,39 +131,131 @@ enum ConnState {
     Closed,
 }
 
+/// A connection's [`ConnState`]: changed by the thread that progresses its endpoint, read also
+/// by fast-path objects on other threads (their checks), hence atomic.
+struct StateCell(AtomicU8);
+
+impl StateCell {
+    fn new(s: ConnState) -> StateCell {
+        StateCell(AtomicU8::new(s as u8))
+    }
+
+    fn get(&self) -> ConnState {
+        match self.0.load(Ordering::Acquire) {
+            0 => ConnState::Handshaking,
+            1 => ConnState::Connected,
+            _ => ConnState::Closed,
+        }
+    }
+
+    fn set(&self, s: ConnState) {
+        self.0.store(s as u8, Ordering::Release);
+    }
+}
+
+/// A flag set by the driving thread and read by others (see [`StateCell`]).
+struct FlagCell(AtomicBool);
+
+impl FlagCell {
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn set(&self, v: bool) {
+        self.0.store(v, Ordering::Release);
+    }
+}
+
+/// [`FastHolds`]: the endpoint was destroyed while something of ours held the connection.
+const ORPHAN: u32 = 1 << 31;
+/// [`FastHolds`]: when it became an orphan, events or send tasks (the driver's `refs`) still
+/// held it; cleared by the last of them.
+const DRIVER_HELD: u32 = 1 << 30;
+/// [`FastHolds`]: the bits that count consumers and producers.
+const HOLD_COUNT: u32 = DRIVER_HELD - 1;
+
+/// The holds of consumers and producers on a connection, which may be taken and given back on
+/// any thread, and whether the connection is an orphan, in one word. The driver's own holds
+/// (events, send tasks: `refs`) stay a plain count, so the message path pays no atomic
+/// read-modify-write; the driver folds them into this word once, as [`DRIVER_HELD`], when it
+/// makes the connection an orphan.
+///
+/// Who frees an orphan: the one whose read-modify-write of this word leaves it with
+/// [`ORPHAN`] and nothing else (no count, no [`DRIVER_HELD`]). The word's modifications are
+/// totally ordered and nothing is added to it after [`ORPHAN`] (an orphan refuses new holds,
+/// and its endpoint is gone, so no event or send task is made for it), so exactly one of
+/// the endpoint's destroy, the driver's last release and a consumer's or producer's last
+/// release sees that transition: the connection is freed exactly once.
+struct FastHolds(AtomicU32);
+
+impl FastHolds {
+    /// How many consumers and producers hold it; Acquire: a zero read here means their
+    /// last uses of the connection happened before (their release is AcqRel).
+    fn count(&self) -> u32 {
+        self.0.load(Ordering::Acquire) & HOLD_COUNT
+    }
+
+    fn is_orphan(&self) -> bool {
+        self.0.load(Ordering::Acquire) & ORPHAN != 0
+    }
+}
+
 /// `struct doca_comch_connection`: one client's connection, on either side.
 #[repr(C)]
 pub struct doca_comch_connection {
     magic: u32,
     owner: *const Endpoint,
     fd: RefCell<Option<OwnedFd>>,
-    state: Cell<ConnState>,
+    state: StateCell,
     user_data: Cell<doca_data>,
     /// The smaller of the two sides' message limits (valid once connected).
     max_msg: Cell<u32>,
     /// Sends waiting for room in the socket, in submission order: (task, record); the task is
     /// NULL for a fast-path record (a consumer's announcement).
     outq: RefCell<VecDeque<(*const doca_task, Vec<u8>)>>,
-    /// Fast path: the peer's consumers announced on this connection, by id.
-    /// A B-tree, not a hash map: looked up at every fast-path send, where SipHash cost ~110
-    /// instructions (`op_cost fast`) and a connection has few consumers.
-    remote: RefCell<BTreeMap<u32, RemoteConsumer>>,
+    /// Fast path: the peer's consumers announced on this connection, by id. Behind a mutex:
+    /// producers of other threads look theirs up; each producer keeps the one it sends to
+    /// (`producer.rs`), so a send locks this only when it changes target.
+    remote: Mutex<BTreeMap<u32, Arc<RemoteConsumer>>>,
     /// Fast path: the last id given to a consumer or producer of ours on this connection.
-    fast_ids: Cell<u32>,
+    fast_ids: AtomicU32,
+    /// Fast-path records (a consumer's announcement or withdrawal) made on threads other than
+    /// the one that progresses the endpoint, which alone touches the socket and `outq`: that
+    /// thread moves them to `outq` at its next progress, in the order they came.
+    outbox: Mutex<VecDeque<Vec<u8>>>,
+    /// `outbox` has records (changed under its lock): read without the lock by progress and
+    /// by the driver's sends, which move them first so that they keep their order.
+    outbox_due: AtomicBool,
+    /// A consumer or producer gave its hold back (on any thread): the connection may have
+    /// become freeable, which only its endpoint's thread may act on ([`Endpoint::sweep`]).
+    fast_released: AtomicBool,
+    /// The endpoint's PE's doorbell (its PE is fixed while the endpoint is started, which is
+    /// when connections exist): rung when a record goes to `outbox`, so a sleeping PE wakes.
+    wake: DoorbellAddr,
+    /// The endpoint's thread mark (see `thread_mark`): whether a fast-path record may be
+    /// sent directly. Shared, so that it is read without the endpoint, which may be gone.
+    driver: Arc<ThreadMark>,
+    /// The endpoint's device, for consumers made on it from any thread without reading the
+    /// endpoint (which a thread other than its own may not assume alive).
+    dev: DevRef,
     counters: [Cell<u64>; 4],
     snapshot: [Cell<u64>; 4],
     /// The start cycle of the ctx this connection belongs to.
     cycle: u64,
     /// A send found the peer gone: sends fail from now on, but the records the peer sent
     /// before it went are still read (they are its completed sends), up to the end of file.
-    peer_gone: Cell<bool>,
-    /// Things of ours that still hold this connection's address: allocated send tasks and
-    /// events not yet delivered (or dropped). It is freed only when this is zero.
+    peer_gone: FlagCell,
+    /// Things of the endpoint's thread that still hold this connection's address: allocated
+    /// send tasks and events not yet delivered (or dropped). It is freed only when this and
+    /// the fast-path holds ([`FastHolds`]) are zero.
     refs: Cell<u32>,
+    /// Consumers and producers holding it, and whether it is an orphan (see [`FastHolds`]).
+    holds: FastHolds,
     /// The user can no longer name this connection (see [`Endpoint::sweep`]).
     released: Cell<bool>,
     /// Its endpoint was destroyed while something of ours still held it (see `destroy`):
-    /// the last reference frees it ([`release_ref`]).
+    /// the last reference frees it ([`release_ref`], [`release_fast`]). The driver's copy of
+    /// the [`ORPHAN`] bit, for its own releases.
     orphan: Cell<bool>,
     /// The records this side sent once connected, for the peer to read (`sent.rs`); None
     /// when it could not be created (the peer then reads its socket at every progress).
@@ -131,22 +271,29 @@ pub struct doca_comch_connection {
 }
 
 impl doca_comch_connection {
-    fn new(owner: *const Endpoint, fd: OwnedFd, cycle: u64, sent: Option<SentCount>) -> Box<doca_comch_connection> {
+    fn new(ep: &Endpoint, fd: OwnedFd, wake: DoorbellAddr, sent: Option<SentCount>) -> Box<doca_comch_connection> {
         Box::new(doca_comch_connection {
             magic: CONN_MAGIC,
-            owner,
+            owner: ep,
             fd: RefCell::new(Some(fd)),
-            state: Cell::new(ConnState::Handshaking),
+            state: StateCell::new(ConnState::Handshaking),
             user_data: Cell::new(doca_data::from_u64(0)),
             max_msg: Cell::new(0),
             outq: RefCell::new(VecDeque::new()),
-            remote: RefCell::new(BTreeMap::new()),
-            fast_ids: Cell::new(0),
+            remote: Mutex::new(BTreeMap::new()),
+            fast_ids: AtomicU32::new(0),
+            outbox: Mutex::new(VecDeque::new()),
+            outbox_due: AtomicBool::new(false),
+            fast_released: AtomicBool::new(false),
+            wake,
+            driver: Arc::clone(&ep.driver),
+            dev: ep.dev.clone(),
             counters: Default::default(),
             snapshot: Default::default(),
-            cycle,
-            peer_gone: Cell::new(false),
+            cycle: ep.cycle.get(),
+            peer_gone: FlagCell(AtomicBool::new(false)),
             refs: Cell::new(0),
+            holds: FastHolds(AtomicU32::new(0)),
             released: Cell::new(false),
             orphan: Cell::new(false),
             sent,
@@ -209,26 +356,34 @@ fn count_at(sent: Option<&SentCount>) -> wire::CountAt {
     })
 }
 
-/// Drops one reference on a connection (an event or a send task let go of it); the last
-/// reference on an orphan (its endpoint destroyed under it) frees it.
+/// Drops one reference of the endpoint's thread on a connection (an event or a send task let
+/// go of it); the last reference on an orphan (its endpoint destroyed under it) frees it,
+/// unless a consumer or producer still holds it (see [`FastHolds`]).
 ///
 /// # Safety
-/// `p` is a live connection the caller held a reference on; it is not used afterwards.
+/// `p` is a live connection the caller held a reference on, on the thread that progresses
+/// (or progressed) its endpoint; it is not used afterwards.
 unsafe fn release_ref(p: *const doca_comch_connection) {
     let free = {
         // SAFETY: the caller's reference keeps it alive until here.
         let c = unsafe { &*p };
         let n = c.refs.get().saturating_sub(1);
         c.refs.set(n);
-        if n == 0 && !c.orphan.get() {
-            // SAFETY: not an orphan, so its endpoint is alive.
+        if n != 0 {
+            false
+        } else if !c.orphan.get() {
+            // SAFETY: not an orphan, so its endpoint is alive (only this thread destroys it).
             unsafe { &*c.owner }.sweep_due.set(true);
+            false
+        } else {
+            // The driver's part of the orphan's holds goes; whoever leaves none frees it.
+            c.holds.0.fetch_and(!DRIVER_HELD, Ordering::AcqRel) & HOLD_COUNT == 0
         }
-        n == 0 && c.orphan.get()
     };
     if free {
         // SAFETY: an orphan was given up by its endpoint with Box::into_raw (`destroy`) and
-        // this was its last reference: nothing else names it, so it is freed once.
+        // this read-modify-write left it with no hold at all: nothing else names it, and no
+        // other thread frees it (see `FastHolds`), so it is freed once.
         drop(unsafe { Box::from_raw(p.cast_mut()) });
     }
 }
@@ -237,7 +392,18 @@ impl doca_comch_connection {
     /// Whether [`Endpoint::sweep`] may free it: closed, out of the user's hands, and
     /// referenced by nothing of ours.
     fn freeable(&self) -> bool {
-        self.state.get() == ConnState::Closed && self.released.get() && self.refs.get() == 0
+        self.state.get() == ConnState::Closed && self.released.get() && self.refs.get() == 0 && self.holds.count() == 0
+    }
+
+    /// Moves the records other threads left in `outbox` to the end of `outq`, in their order.
+    /// On the endpoint's thread only (it owns `outq`); a load when there are none.
+    fn take_outbox(&self) {
+        if !self.outbox_due.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut outbox = lock(&self.outbox);
+        self.outbox_due.store(false, Ordering::Relaxed);
+        self.outq.borrow_mut().extend(outbox.drain(..).map(|r| (ptr::null::<doca_task>(), r)));
     }
 
     fn raw_fd(&self) -> Option<RawFd> {
@@ -266,8 +432,17 @@ impl doca_comch_connection {
         if was_open {
             self.sent_one();
         }
-        // The peer's consumers are unreachable now: producers of ours answer NOT_CONNECTED.
-        self.remote.borrow_mut().clear();
+        // The peer's consumers are unreachable now: producers of ours answer NOT_CONNECTED
+        // (those that kept one see it withdrawn and look again). Dropped outside the lock.
+        let gone = core::mem::take(&mut *lock(&self.remote));
+        for rc in gone.values() {
+            rc.withdraw();
+        }
+        drop(gone);
+        // Records of other threads not sent yet are dropped: nobody can receive them. Under
+        // the lock, after the state became Closed: a thread that pushes later sees it closed.
+        lock(&self.outbox).clear();
+        self.outbox_due.store(false, Ordering::Relaxed);
         let queued: Vec<_> = self.outq.borrow_mut().drain(..).collect();
         if let Some(code) = code {
             for (t, _) in queued.into_iter().filter(|(t, _)| !t.is_null()) {
@@ -403,9 +578,10 @@ pub struct Endpoint {
     /// Server: when progress calls `accept(2)` on the listener.
     accept: RetryPace,
     cycle: Cell<u64>,
-    /// The thread that progresses it (its creator until a progress): the only one on which
-    /// its connections may get a consumer or producer (see `thread_mark`).
-    driver: ThreadMark,
+    /// The thread that progresses it (its creator until a progress): the only one that
+    /// touches its connections' sockets and queues. Shared with its connections, whose
+    /// fast-path objects on any thread read it (see `thread_mark`).
+    driver: Arc<ThreadMark>,
     /// Progress calls so far, and the PE's arm count at the last one: when every socket is
     /// read whatever the counts say (see `sent.rs` and [`Endpoint::must_read`]).
     progress_calls: Cell<u32>,
@@ -542,7 +718,7 @@ impl Endpoint {
             connect_pace: RetryPace::every(CONNECT_RETRY),
             accept: RetryPace::default(),
             cycle: Cell::new(0),
-            driver: ThreadMark::here(),
+            driver: Arc::new(ThreadMark::here()),
             progress_calls: Cell::new(0),
             armings_seen: Cell::new(0),
             rec: RefCell::new(Vec::new()),
@@ -566,7 +742,8 @@ impl Endpoint {
 
     fn push_conn(&self, fd: OwnedFd, sent: Option<SentCount>) -> Result<(), doca_error_t> {
         self.register(fd.as_raw_fd())?;
-        let c = doca_comch_connection::new(self, fd, self.cycle.get(), sent);
+        let wake = self.ctx.pe().ok_or(DOCA_ERROR_NOT_CONNECTED)?.doorbell_address();
+        let c = doca_comch_connection::new(self, fd, wake, sent);
         self.conns.borrow_mut().push(c);
         Ok(())
     }
@@ -687,7 +864,9 @@ impl Endpoint {
         if c.state.get() != ConnState::Connected {
             return did;
         }
-        // Queued sends first (order on a connection is submission order).
+        // Queued sends first (order on a connection is submission order), those of other
+        // threads after the ones already queued.
+        c.take_outbox();
         loop {
             let front = c.outq.borrow().front().map(|(t, r)| (*t, r.as_ptr(), r.len()));
             let Some((t, p, n)) = front else { break };
@@ -790,11 +969,19 @@ impl Endpoint {
                     crate::sdk_log!(ERROR, "comch: the memory of the peer's consumer {id} cannot be imported ({rc:?})");
                     return Ok(());
                 }
-                c.remote.borrow_mut().insert(id, RemoteConsumer { queue, mmap: m });
+                let rc = Arc::new(RemoteConsumer { queue, mmap: m, withdrawn: AtomicBool::new(false) });
+                // A peer that announces an id twice replaces the first: a producer that kept
+                // it sees it withdrawn.
+                let old = lock(&c.remote).insert(id, rc);
+                if let Some(old) = old {
+                    old.withdraw();
+                }
                 self.post(Event::Consumer(c, id, true));
             }
             wire::Consumer::Gone { id } => {
-                if c.remote.borrow_mut().remove(&id).is_some() {
+                let gone = lock(&c.remote).remove(&id);
+                if let Some(rc) = gone {
+                    rc.withdraw();
                     self.post(Event::Consumer(c, id, false));
                 }
             }
@@ -1037,6 +1224,14 @@ unsafe fn ep_progress(ctx: &doca_ctx) -> bool {
     let n = ep.conns.borrow().len();
     for i in 0..n {
         if let Some(c) = ep.conn_at(i) {
+            // A consumer or producer let go of it on some thread: once none holds it, it may
+            // be freeable. The flag is cleared only then; one set again between the two
+            // accesses would be for a hold taken meanwhile, so on a connection that is still
+            // open (a closed one takes no hold), whose close asks for a sweep anyway.
+            if c.fast_released.load(Ordering::Relaxed) && c.holds.count() == 0 {
+                c.fast_released.store(false, Ordering::Relaxed);
+                ep.sweep_due.set(true);
+            }
             did |= ep.drive(c, &mut buf, must_read);
         }
     }
@@ -1055,6 +1250,10 @@ unsafe fn ep_has_work(ctx: &doca_ctx) -> bool {
     let ep = unsafe { ep_of(ctx) };
     // Retrying a connection has no descriptor to wait on: keep the PE awake meanwhile.
     if ep.connect_deadline.get().is_some() || !ep.events.borrow().is_empty() {
+        return true;
+    }
+    // Records another thread left for us (it rang the doorbell, which the arm drained).
+    if ep.conns.borrow().iter().any(|c| c.outbox_due.load(Ordering::Relaxed)) {
         return true;
     }
     // A client waiting on the listener: the next progress accepts it, interval or not
@@ -1152,6 +1351,8 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
         unsafe { core::slice::from_raw_parts(x.msg.get(), len) }
     };
     let fd = c.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
+    // What other threads sent before goes first (a load when nothing waits).
+    c.take_outbox();
     if c.outq.borrow().is_empty() {
         match c.send_counted(fd, &[&[wire::T_DATA], msg]) {
             Ok(true) => {
@@ -1175,72 +1376,81 @@ unsafe fn submit_send(t: &doca_task, _mode: SubmitMode) -> Result<(), doca_error
 }
 
 // ---- what the fast path (consumer.rs, producer.rs) uses of a connection ----
+//
+// Consumers and producers may live on threads other than the endpoint's (DOCA allows one per
+// thread, each on its own PE). Of their connection they touch only what is made for that:
+// `state`, `peer_gone` and the orphan bit (atomics, checks), `holds` (hold and release),
+// `fast_ids`, `remote` (a mutex), `outbox` (a mutex, for records), and the immutable `dev`,
+// `wake`, `driver` and `magic`. Everything else is the endpoint's thread's alone.
 
 impl doca_comch_connection {
-    /// A connection a consumer or producer may be created on: connected, its peer there
-    /// (BAD_STATE otherwise, DOCA's answer for a connection not established). The new object
-    /// holds the connection ([`release_fast`]) so that it stays valid until it is destroyed.
+    /// A connection a consumer or producer may be created on: connected, its peer there, not
+    /// an orphan (BAD_STATE otherwise, DOCA's answer for a connection not established). The
+    /// new object holds the connection ([`release_fast`]) so that it stays valid until it is
+    /// destroyed, whatever happens to the endpoint meanwhile.
     pub(crate) fn hold_for_fast_path(&self) -> Result<u32, doca_error_t> {
-        self.check_fast_path_thread()?;
-        if self.state.get() != ConnState::Connected || self.peer_gone.get() {
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
-        self.hold();
-        let id = self.fast_ids.get() + 1;
-        self.fast_ids.set(id);
-        Ok(id)
+        self.check_fast_path()?;
+        // Relaxed, as a reference count's increment: the caller's own reference (DOCA's
+        // contract: a connection is used only while it exists) keeps it alive meanwhile.
+        self.holds.0.fetch_add(1, Ordering::Relaxed);
+        Ok(self.fast_ids.fetch_add(1, Ordering::Relaxed).wrapping_add(1))
     }
 
     /// The device of the connection's server or client, for a consumer about to be created on
-    /// it: BAD_STATE (as [`Self::hold_for_fast_path`]) unless connected, because only then is
-    /// the endpoint known to be alive (an orphan's endpoint may be gone).
+    /// it: BAD_STATE as [`Self::hold_for_fast_path`]. The connection's own reference, so that
+    /// no thread but the endpoint's reads the endpoint.
     pub(crate) fn fast_path_device(&self) -> Result<*mut doca_dev, doca_error_t> {
-        self.check_fast_path_thread()?;
-        if self.state.get() != ConnState::Connected || self.peer_gone.get() {
-            return Err(DOCA_ERROR_BAD_STATE);
-        }
-        // SAFETY: a connected connection is not an orphan, so its endpoint is alive.
-        Ok(unsafe { (*self.owner).dev.as_ptr() })
+        self.check_fast_path()?;
+        Ok(self.dev.as_ptr())
     }
 
-    /// NOT_SUPPORTED (logged) unless the calling thread is the one that progresses the
-    /// connection's server or client: DOCA allows a consumer or producer per thread, but the
-    /// soft connection they share is single-threaded (see `thread_mark`). Checked before
-    /// anything else of the connection is read, since reading it from here would race.
-    fn check_fast_path_thread(&self) -> Result<(), doca_error_t> {
-        // The one cell read before the check: it changes only when the endpoint is
-        // destroyed, which DOCA forbids while its connection is being used.
-        if self.orphan.get() {
+    /// BAD_STATE unless connected with the peer there and not an orphan. The orphan bit first:
+    /// an orphan is closed anyway, but its endpoint is gone.
+    fn check_fast_path(&self) -> Result<(), doca_error_t> {
+        if self.holds.is_orphan() || self.state.get() != ConnState::Connected || self.peer_gone.get() {
             return Err(DOCA_ERROR_BAD_STATE);
         }
-        // SAFETY: not an orphan, so its endpoint is alive.
-        if unsafe { (*self.owner).driver.is_here() } {
-            return Ok(());
-        }
-        Err(crate::sdk_fail!(
-            DOCA_ERROR_NOT_SUPPORTED,
-            "comch: a consumer or producer must be created on the thread that progresses its connection's \
-             server or client: DOCA allows one per thread, but doca-soft's connections are single-threaded"
-        ))
+        Ok(())
     }
 
     /// Sends a fast-path record in order with the connection's messages (queued behind them
     /// when the socket is full). NOT_CONNECTED once the connection is over.
+    ///
+    /// On the endpoint's thread the record goes to the socket now, as a message does. On
+    /// another thread it waits in `outbox`, in this thread's order, and the endpoint's PE is
+    /// rung: its next progress sends it (ahead of any later send of the endpoint's thread).
     pub(crate) fn send_fast_record(&self, rec: Vec<u8>) -> Result<(), doca_error_t> {
         if self.state.get() != ConnState::Connected || self.peer_gone.get() {
             return Err(DOCA_ERROR_NOT_CONNECTED);
         }
-        let fd = self.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
-        if self.outq.borrow().is_empty() && self.send_counted(fd, &[&rec])? {
+        if self.driver.is_here() {
+            self.take_outbox();
+            let fd = self.raw_fd().ok_or(DOCA_ERROR_NOT_CONNECTED)?;
+            if self.outq.borrow().is_empty() && self.send_counted(fd, &[&rec])? {
+                return Ok(());
+            }
+            self.outq.borrow_mut().push_back((ptr::null(), rec));
             return Ok(());
         }
-        self.outq.borrow_mut().push_back((ptr::null(), rec));
+        {
+            let mut outbox = lock(&self.outbox);
+            // Again under the lock: `close` marks the connection closed, then empties the
+            // outbox under it, so a record pushed here is either sent or dropped by it.
+            if self.state.get() != ConnState::Connected {
+                return Err(DOCA_ERROR_NOT_CONNECTED);
+            }
+            outbox.push_back(rec);
+            self.outbox_due.store(true, Ordering::Relaxed);
+        }
+        // A PE that is gone (its endpoint stopped meanwhile) has nobody to wake: ignored.
+        let _ = crate::doorbell::ring(self.wake);
         Ok(())
     }
 
-    /// Runs `f` on the peer's consumer `id`, if it is announced and not withdrawn.
-    pub(crate) fn with_remote_consumer<R>(&self, id: u32, f: impl FnOnce(&RemoteConsumer) -> R) -> Option<R> {
-        self.remote.borrow().get(&id).map(f)
+    /// The peer's consumer `id`, if it is announced and not withdrawn. Locks the table: a
+    /// producer asks only when it changes target, or when its target was withdrawn.
+    pub(crate) fn remote_consumer(&self, id: u32) -> Option<Arc<RemoteConsumer>> {
+        lock(&self.remote).get(&id).cloned()
     }
 }
 
@@ -1257,13 +1467,32 @@ pub(crate) unsafe fn conn_ref<'a>(p: *const doca_comch_connection) -> Result<&'a
     Ok(c)
 }
 
-/// Gives back the hold a consumer or producer took on its connection.
+/// Gives back the hold a consumer or producer took on its connection, on any thread. The
+/// last hold of an orphan frees it (see [`FastHolds`]); otherwise the endpoint's thread is
+/// told (`fast_released`) that the connection may have become freeable, since only it may
+/// free one it owns.
 ///
 /// # Safety
 /// `p` is the connection the object held, not used by it afterwards.
 pub(crate) unsafe fn release_fast(p: *const doca_comch_connection) {
-    // SAFETY: forwarded.
-    unsafe { release_ref(p) };
+    let free = {
+        // SAFETY: the caller's hold keeps it alive until the read-modify-write below.
+        let c = unsafe { &*p };
+        // Before the release: once it is given back the connection may be freed at once.
+        c.fast_released.store(true, Ordering::Relaxed);
+        // AcqRel: this thread's uses happen before whoever frees it, and an orphan freed here
+        // sees the endpoint thread's last uses.
+        c.holds.0.fetch_sub(1, Ordering::AcqRel) == ORPHAN | 1
+    };
+    if free {
+        // SAFETY: an orphan was given up by its endpoint with Box::into_raw (`destroy`) and
+        // this release left it with no hold at all (no other consumer, producer, event or
+        // send task): nothing else names it and no other thread frees it (`FastHolds`). Its
+        // fields are not bound to a thread: it is closed (the endpoint stopped before its
+        // destroy), so its queues are empty, its table of remote consumers too, and the rest
+        // are descriptors, shared memory and atomically counted references.
+        drop(unsafe { Box::from_raw(p.cast_mut()) });
+    }
 }
 
 // The `doca_comch_*` C entry points: thin checked wrappers over the objects above, in their own

@@ -23,10 +23,13 @@
 //!   event), and the posted tasks are flushed.
 //!
 //! # Threads
-//! A consumer is used on the thread of its connection's server or client (its PE may be
-//! another PE of that thread); producers writing to it may be in any process and thread.
-//! DOCA allows a consumer per thread: here the connection objects it shares are
-//! single-threaded, so a create from another thread is NOT_SUPPORTED (`thread_mark`).
+//! As in DOCA, a consumer is used on one thread, with its own PE: the thread of its
+//! connection's server or client, or another one (a consumer per thread over one connection).
+//! On another thread its start's announcement and its stop's withdrawal wait in the
+//! connection's outbox, and the server's or client's PE is rung to send them at its next
+//! progress; on the connection's thread they go to the socket at once. Either way they reach
+//! the peer in the order this consumer made them. Producers writing to it may be in any
+//! process and thread.
 
 use core::cell::{Cell, RefCell};
 use core::ptr;
@@ -177,12 +180,12 @@ unsafe fn consumer_stop(ctx: &doca_ctx) {
     if let Some(q) = c.queue.borrow().as_ref() {
         q.close();
         // A producer that claimed a slot before the close may be writing into its buffer
-        // right now: the buffer is not given back (flushed) while it does. Producers write
-        // inside one submit call, so this is short; a producer that died mid-write never
-        // finishes (its process is checked).
+        // right now (in any process or thread): the buffer is not given back (flushed) while
+        // it does. Producers write inside one submit call, so this is short; a producer that
+        // died mid-write never finishes (its process is checked).
         let deadline = Instant::now() + CLAIM_WAIT;
-        let busy = || (0..q.cap()).filter_map(|s| q.claimer(s)).any(process_exists);
-        while busy() && Instant::now() < deadline {
+        let posted = c.posted.borrow().len();
+        while q.claims_in_flight(posted, process_exists) && Instant::now() < deadline {
             std::thread::yield_now();
         }
     }

@@ -20,6 +20,10 @@
 //! * **Claim** (producer): while `head < tail` (acquire), take `head` by compare-and-swap; the
 //!   slot at `ring[head % cap]` is the producer's (CLAIMED). `head == tail`: nothing posted, the
 //!   producer's submit answers `DOCA_ERROR_AGAIN`, as DOCA's does.
+//! * **Close** (the consumer stops): later claims fail; the stop then waits for the claims
+//!   taken before (ring positions below `head`) to be finished. A claim reads `closed` after
+//!   its swap of `head`, the stop reads `head` after its close (SeqCst, a Dekker pair), so a
+//!   claim the stop did not count sees the queue closed and writes nothing.
 //! * **Finish** (producer): writes the payload into the consumer's memory (through the
 //!   consumer's mmap export, not through this segment), then the slot's results, then DONE
 //!   (release), and rings the consumer's doorbell.
@@ -256,9 +260,39 @@ impl FastQueue {
         (s.state.load(Ordering::Acquire) == CLAIMED).then(|| s.claimer.load(Ordering::Relaxed))
     }
 
-    /// Refuses every later claim (the consumer stops).
+    /// Refuses every later claim (the consumer stops). SeqCst: one half of the Dekker pair
+    /// with [`claim`](FastQueue::claim) (see [`claims_in_flight`](FastQueue::claims_in_flight)).
     pub fn close(&self) {
-        self.header().closed.store(1, Ordering::Release);
+        self.header().closed.store(1, Ordering::SeqCst);
+    }
+
+    /// After [`close`](FastQueue::close), with the `posted` receives the consumer has not
+    /// completed: whether a producer may still write into one of their buffers. Every ring
+    /// position below `head` was claimed; such a claim is over once its slot is DONE, or when
+    /// `alive` says its producer process is gone. A claim still POSTED is between its
+    /// compare-and-swap and its CLAIMED store.
+    ///
+    /// The close, then the read of `head` here; the claim's swap of `head`, then its read of
+    /// `closed`: all SeqCst, so either this counts the claim, or the claim sees the queue closed
+    /// and gives its slot back DONE without writing (a Dekker pair).
+    pub fn claims_in_flight(&self, posted: usize, alive: impl Fn(u32) -> bool) -> bool {
+        let h = self.header();
+        let head = h.head.load(Ordering::SeqCst);
+        // The consumer's own counter.
+        let tail = h.tail.load(Ordering::Relaxed);
+        let first = tail.saturating_sub(posted as u64);
+        (first..head.max(first)).any(|pos| {
+            let slot = self.ring(pos).load(Ordering::Relaxed);
+            if slot >= self.cap {
+                return false;
+            }
+            let s = self.slot(slot);
+            match s.state.load(Ordering::Acquire) {
+                DONE => false,
+                CLAIMED => alive(s.claimer.load(Ordering::Relaxed)),
+                _ => true,
+            }
+        })
     }
 
     // ---- producer side ----
@@ -275,7 +309,9 @@ impl FastQueue {
             if head >= h.tail.load(Ordering::Acquire) {
                 return Ok(None);
             }
-            if h.head.compare_exchange(head, head + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            // SeqCst: the claim's half of the Dekker pair with the consumer's stop (see
+            // `claims_in_flight`); the same instruction as AcqRel on x86 and aarch64.
+            if h.head.compare_exchange(head, head + 1, Ordering::SeqCst, Ordering::Acquire).is_err() {
                 continue;
             }
             let slot = self.ring(head).load(Ordering::Relaxed);
@@ -286,6 +322,13 @@ impl FastQueue {
             let s = self.slot(slot);
             s.claimer.store(own_pid(), Ordering::Relaxed);
             s.state.store(CLAIMED, Ordering::Release);
+            if h.closed.load(Ordering::SeqCst) != 0 {
+                // Closed after our look above: the consumer's stop may not have counted this
+                // claim, and may be giving the buffer back. Nothing is written; the slot is
+                // done, so a stop that did count it stops waiting.
+                self.finish(slot, DOCA_ERROR_NOT_CONNECTED, 0, 0, &[]);
+                return Err(DOCA_ERROR_NOT_CONNECTED);
+            }
             return Ok(Some(Claim {
                 slot,
                 addr: s.addr.load(Ordering::Relaxed),

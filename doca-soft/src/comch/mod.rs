@@ -52,7 +52,8 @@
 //!   record, [`wire`]); the peer reports it through the new-consumer event registered with
 //!   `*_event_consumer_register`, and its producers claim posted receives from the queue and
 //!   write into them directly. A consumer's stop withdraws it (CONSUMER_GONE: the expired
-//!   event). Consumers and producers are used on the thread of their connection's endpoint.
+//!   event). A consumer or producer is used on one thread with its own PE, the connection's
+//!   or another (see *Threads*).
 //!
 //! # Limits (capabilities; our choices, hardware reports its own)
 //! Name up to [`MAX_NAME_LEN`] bytes with the NUL, messages up to [`MAX_MSG_SIZE`] (default
@@ -61,6 +62,14 @@
 //!
 //! # Threads
 //! As in DOCA: a server or client, its connections and tasks are used on the thread of its PE.
+//! A consumer or producer may be on another thread (DOCA allows one per thread, each on its
+//! own PE): of its connection it uses only what is thread-safe for that (`chan.rs`, the fast
+//! path's section): the state and the peer's departure (atomics), the holds that keep the
+//! connection alive and the orphan mark (one atomic word, so that exactly one thread frees
+//! an orphan), the table of the peer's consumers (a mutex; a producer keeps its target and
+//! locks only to change it), and an outbox for its records, which the server's or client's
+//! thread sends at its next progress (its PE is rung). Everything else of a connection stays
+//! its endpoint's thread's alone.
 
 pub mod chan;
 pub mod consumer;

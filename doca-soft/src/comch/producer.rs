@@ -23,13 +23,18 @@
 //!   `DOCA_ERROR_AGAIN`.
 //!
 //! # Threads
-//! As for the consumer: a producer is used on the thread of its connection's server or client
-//! (a create from another thread is NOT_SUPPORTED).
+//! As for the consumer: a producer is used on one thread, with its own PE, which may be the
+//! thread of its connection's server or client or another one. A send on another thread
+//! locks nothing while it sends to the same consumer as before: the producer keeps that
+//! consumer's queue and import (shared with the connection's table, which marks it withdrawn
+//! when it lets go of it), and looks up the table, behind a mutex, only when the target
+//! changes or was withdrawn.
 
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use core::ptr;
+use std::sync::Arc;
 
-use super::chan::{conn_ref, doca_comch_connection, release_fast};
+use super::chan::{conn_ref, doca_comch_connection, release_fast, RemoteConsumer};
 use super::fastq::MAX_IMM;
 use crate::buf::{buf_ref, doca_buf};
 use crate::ctx::{doca_ctx, CtxOps, StartMode};
@@ -55,6 +60,10 @@ pub struct doca_comch_producer {
     magic: u32,
     conn: *const doca_comch_connection,
     id: u32,
+    /// The consumer the last send went to, kept: a send to the same one (the usual case)
+    /// looks nothing up and locks nothing. Looked up again when the id changes or the
+    /// connection's table let go of it (withdrawn); dropped at stop.
+    target: RefCell<Option<(u32, Arc<RemoteConsumer>)>>,
 }
 
 /// `struct doca_comch_producer_task_send`.
@@ -120,8 +129,11 @@ unsafe fn producer_start(_ctx: &doca_ctx) -> Result<StartMode, doca_error_t> {
     Ok(StartMode::Sync)
 }
 
-unsafe fn producer_stop(_ctx: &doca_ctx) {
-    // Sends finish inside their submit: nothing is ever held.
+unsafe fn producer_stop(ctx: &doca_ctx) {
+    // Sends finish inside their submit: nothing is held but the last target, let go so that
+    // a stopped producer keeps no import of the peer's memory.
+    // SAFETY: ops contract.
+    unsafe { producer_of(ctx) }.target.borrow_mut().take();
 }
 
 /// The producer embedding `ctx`.
@@ -146,7 +158,18 @@ unsafe fn submit_send(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_
     if b.mmap().is_imported() || b.list_longer_than(MAX_BUF_LIST_LEN) {
         return Err(DOCA_ERROR_INVALID_VALUE);
     }
-    let outcome = conn.with_remote_consumer(x.consumer_id.get(), |rc| {
+    let want = x.consumer_id.get();
+    {
+        let mut target = p.target.borrow_mut();
+        let kept = matches!(&*target, Some((id, rc)) if *id == want && !rc.withdrawn());
+        if !kept {
+            *target = conn.remote_consumer(want).map(|rc| (want, rc));
+        }
+    }
+    let target = p.target.borrow();
+    // The producer's own reference keeps the consumer's queue and import mapped for the whole
+    // send, even if the endpoint's thread withdraws it meanwhile (the claim then fails).
+    let outcome = target.as_ref().map(|(_, rc)| {
         let Some(claim) = rc.queue.claim()? else { return Ok(None) };
         let imm = x.imm.get();
         let imm_len = x.imm_len.get();
@@ -167,6 +190,7 @@ unsafe fn submit_send(t: &doca_task, mode: SubmitMode) -> Result<(), doca_error_
         }
         Ok(Some(status))
     });
+    drop(target);
     match outcome {
         None => Err(DOCA_ERROR_NOT_CONNECTED),
         Some(Err(e)) => Err(e),
@@ -244,6 +268,7 @@ pub unsafe extern "C" fn doca_comch_producer_create(
             magic: PRODUCER_MAGIC,
             conn,
             id,
+            target: RefCell::new(None),
         }));
         // SAFETY: `raw` was just created from a Box; only shared access follows.
         unsafe { (*raw).ctx.bind_owner(raw) };

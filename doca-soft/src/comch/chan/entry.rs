@@ -65,10 +65,21 @@ fn destroy(p: *mut Endpoint, role: Role) -> Result<(), doca_error_t> {
     // before the callback, so nothing else can hold one on an IDLE ctx). The event touches
     // the connection once the callback returns (`Event::done`), so that one object is left
     // allocated (an orphan) instead of being freed under it; its last reference frees it.
+    // Consumers and producers (of any thread) may hold connections too: whether one is freed
+    // here or by its last holder is decided by one read-modify-write (see `FastHolds`).
     for conn in b.conns.get_mut().drain(..) {
-        if conn.refs.get() > 0 {
-            conn.orphan.set(true);
-            let _ = Box::into_raw(conn);
+        // Unboxed first: once the word says orphan, its last holder may free it on its thread.
+        let p = Box::into_raw(conn);
+        // SAFETY: just unboxed; alive until freed below or by its last holder, after the
+        // read-modify-write, past which it is not used here.
+        let c = unsafe { &*p };
+        let driver = if c.refs.get() > 0 { DRIVER_HELD } else { 0 };
+        c.orphan.set(true);
+        let before = c.holds.0.fetch_or(ORPHAN | driver, Ordering::AcqRel);
+        if driver == 0 && before & HOLD_COUNT == 0 {
+            // SAFETY: nothing held it when it became an orphan, and nothing holds an orphan
+            // anew: the last reference is ours (see `FastHolds`).
+            drop(unsafe { Box::from_raw(p) });
         }
     }
     drop(b);

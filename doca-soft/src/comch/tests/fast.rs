@@ -12,6 +12,8 @@ use crate::comch::producer::*;
 use crate::mmap::*;
 use crate::task::doca_task_submit;
 
+mod threads;
+
 thread_local! {
     /// (user data, status) of fast-path completions: post-receives, then sends.
     static FAST: RefCell<Vec<(&'static str, doca_error_t)>> = const { RefCell::new(Vec::new()) };
@@ -252,7 +254,7 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
     let r5 = buf(sinv, sm, sp.wrapping_add(3584), 64, 0);
     post(consumer, r5);
     // SAFETY: the client's live connection.
-    let claimed = unsafe { &*cconn }.with_remote_consumer(cid, |rc| rc.queue.claim_as(dead)).flatten();
+    let claimed = unsafe { &*cconn }.remote_consumer(cid).and_then(|rc| rc.queue.claim_as(dead));
     assert!(claimed.is_some(), "the post is claimable");
     pump_until(&pes, || FAST.with(|f| !f.borrow().is_empty()));
     assert_eq!(fast(), [("recv", DOCA_ERROR_CONNECTION_ABORTED)]);
@@ -283,48 +285,6 @@ fn a_producer_fills_the_consumers_posted_buffers_in_order() {
         pump(&pes);
     }
     tear_down(p, [kpe, ppe], (producer, consumer), &[hello, list, r1, r2, small, r3, r4, r5], [sinv, cinv], [sm, cm]);
-}
-
-/// DOCA allows a consumer or producer per thread; the soft connection is single-threaded, so
-/// one asked for from a thread other than the connection's is refused (NOT_SUPPORTED, before
-/// the connection is touched), and the connection still serves its own thread afterwards.
-#[test]
-fn a_consumer_or_producer_from_another_thread_is_not_supported() {
-    let (p, _, cconn) = connected("fast-thread");
-    let mut mem = vec![0u8; 4096];
-    let m = mmap_over(p.dev, &mut mem);
-    // Pointers cross to the other thread as addresses: it only hands them to the provider.
-    let (conn_at, mmap_at) = (cconn as usize, m as usize);
-    let (consumer_rc, producer_rc) = std::thread::spawn(move || {
-        let (mut consumer, mut producer) = (ptr::null_mut(), ptr::null_mut());
-        let conn = conn_at as *mut doca_comch_connection;
-        // SAFETY: a live connection and mmap of this provider, valid out-pointers.
-        unsafe {
-            (
-                doca_comch_consumer_create(conn, mmap_at as *mut doca_mmap, &mut consumer),
-                doca_comch_producer_create(conn, &mut producer),
-            )
-        }
-    })
-    .join()
-    .expect("the other thread ends");
-    assert_eq!((consumer_rc, producer_rc), (DOCA_ERROR_NOT_SUPPORTED, DOCA_ERROR_NOT_SUPPORTED));
-
-    // On the connection's own thread both are made (and nothing was held by the refusals:
-    // the ids go on from 1).
-    let (mut consumer, mut producer, mut id) = (ptr::null_mut(), ptr::null_mut(), 0u32);
-    // SAFETY: live objects, valid out-pointers; torn down in order.
-    unsafe {
-        ok(doca_comch_consumer_create(cconn, m, &mut consumer));
-        ok(doca_comch_consumer_get_id(consumer, &mut id));
-        assert_eq!(id, 1);
-        ok(doca_comch_producer_create(cconn, &mut producer));
-        ok(doca_comch_producer_destroy(producer));
-        ok(doca_comch_consumer_destroy(consumer));
-        ok(doca_mmap_destroy(m));
-    }
-    take();
-    p.finish();
 }
 
 /// A producer rings the consumer's PE only while it sleeps (armed, a receive posted): a
