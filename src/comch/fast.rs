@@ -28,7 +28,10 @@
 //!
 //! # Threads and lifetimes
 //! Like the connection, consumers and producers are `!Send`: they belong to the executor of
-//! their connection (the soft provider requires that thread too). Each keeps its connection
+//! their connection. DOCA (and doca-soft) would allow one per thread over a connection
+//! another thread progresses; the runtime does not offer that yet, because a consumer on
+//! another executor would have to keep the connection's executor-bound objects alive from
+//! there. Each keeps its connection
 //! (and its server or client) alive. Both are cheap shared handles: dropping the last handle
 //! stops the context; buffers still posted come back to their futures' slots once DOCA
 //! flushed them, and a peer's producer then sees the consumer withdrawn.
