@@ -28,8 +28,9 @@ use futures_lite::future::poll_once;
 
 /// Generous: under valgrind everything is some 50 times slower.
 const LIMIT: Duration = Duration::from_secs(60);
-/// A send larger than the peer's receive ring stays in flight until the peer receives it.
-const BIG: usize = 300 * 1024;
+/// A send larger than the peer's receive ring (doca-soft's are 1 MiB at most) stays in
+/// flight until the peer receives it.
+const BIG: usize = (1 << 20) + 64 * 1024;
 
 fn main() -> ExitCode {
     let result = Runtime::builder().cpus("0".parse().expect("a CPU set")).build().and_then(|rt| rt.block_on(run()));
