@@ -83,6 +83,8 @@ use std::time::Duration;
 use super::{with_slot, Connection};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaCtx, DocaTask, TaskOutput, TaskSlot};
+use crate::lanes::kind::{lane_task, LaneKind, Operands, Remote};
+use crate::lanes::{Lanes, Outcome};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, Memory};
 use crate::sys;
@@ -100,6 +102,11 @@ pub const DEFAULT_PRODUCER_TASKS: u32 = 64;
 pub const SEND_RETRY: Duration = Duration::from_micros(50);
 /// Sends tried again with only a yield in between before they wait [`SEND_RETRY`].
 const SEND_YIELDS: u32 = 64;
+
+/// The name of a send, in its errors (as [`Producer::send`]'s and its lanes').
+const SEND_OP: &str = "comch.producer.send";
+/// The name of a receive, in its errors (as [`Consumer::recv`]'s and its lanes').
+const RECV_OP: &str = "comch.consumer.recv";
 
 /// `doca_comch_consumer_task_post_recv`, as the runtime sees it.
 struct PostRecv;
@@ -294,6 +301,16 @@ impl Received {
     }
 }
 
+impl crate::lanes::sealed::Sealed for Received {}
+
+impl Outcome for Received {
+    const READS_OUTPUT: bool = true;
+    #[inline(always)]
+    fn from_output(out: TaskOutput) -> Received {
+        Received::of(out)
+    }
+}
+
 impl fmt::Debug for Received {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Received")
@@ -325,7 +342,7 @@ impl Consumer {
     /// answer went out leaves the peer's producer to find none posted. Dropping the future
     /// after its first poll leaves `buf` posted until a send fills it or the consumer stops.
     pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
-        const OP: &str = "comch.consumer.recv";
+        const OP: &str = RECV_OP;
         let inner = &*self.inner;
         if buf.is_empty() || buf.memory().raw_mmap() != inner.memory.raw_mmap() {
             let e = Error::new(
@@ -347,6 +364,32 @@ impl Consumer {
             len,
             (inner.inv.clone(), buf),
         )))
+    }
+}
+
+impl Consumer {
+    /// `depth` receive buffers posted again and again: `local` (a slice of the consumer's
+    /// memory) cut into `depth` equal lanes, each with its own post-receive task, a
+    /// submitted lane a posted buffer. A completed lane yields what [`recv`](Consumer::recv)
+    /// does ([`Received`]: length, producer id, immediate bytes), its bytes in the lane
+    /// ([`LaneMut::buf`](crate::lanes::LaneMut::buf)); submit it again to post it again.
+    /// Lanes are filled in posting order, as buffers are. See [`crate::lanes`] for how
+    /// lanes behave.
+    ///
+    /// # Errors
+    /// `local` outside the consumer's memory ([`ErrorKind::InvalidArgument`]), and those of
+    /// [`crate::lanes`] (a `depth` of 0, a buffer that does not cut into `depth` lanes, a
+    /// stopped consumer, no descriptor left).
+    pub fn recv_lanes(&self, local: Buf, depth: usize) -> Result<Lanes<'_, Received>> {
+        let inner = &*self.inner;
+        if local.memory().raw_mmap() != inner.memory.raw_mmap() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{RECV_OP}: lanes: the buffer must be a slice of the consumer's memory"),
+            ));
+        }
+        // SAFETY: the post-receive table on the consumer's own context.
+        unsafe { Lanes::with_peer(&inner.ctx, &inner.inv, 0, &RECV_LANE, local, depth) }
     }
 }
 
@@ -522,7 +565,7 @@ impl Producer {
     /// either way. With no buffer posted it tries again until one is (see the
     /// [module documentation](self)).
     pub async fn send(&self, buf: Buf, consumer: u32, imm: &[u8]) -> (Result<()>, Buf) {
-        const OP: &str = "comch.producer.send";
+        const OP: &str = SEND_OP;
         if imm.len() > MAX_IMM_DATA {
             let e = Error::new(
                 ErrorKind::InvalidArgument,
@@ -575,6 +618,27 @@ impl Producer {
     }
 }
 
+impl Producer {
+    /// `depth` sends in flight to consumer `consumer` from fixed memory: `local` cut into
+    /// `depth` equal lanes, each with its own send task, sending all its bytes
+    /// ([`lane_len`](Lanes::lane_len)) as one message, with immediate bytes given per submit
+    /// ([`LaneMut::submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes); none with
+    /// [`submit`](crate::lanes::LaneMut::submit)). A lane that finds no buffer posted
+    /// (DOCA's `AGAIN`) waits in order, with the lanes after it, and is tried again as
+    /// [`send`](Producer::send) is (yielding, then every [`SEND_RETRY`]). See
+    /// [`crate::lanes`] for how lanes behave.
+    ///
+    /// # Errors
+    /// Those of [`crate::lanes`] (a `depth` of 0, a buffer that does not cut into `depth`
+    /// lanes, a stopped producer, no descriptor left); each operation's, those of
+    /// [`send`](Producer::send).
+    pub fn lanes(&self, local: Buf, depth: usize, consumer: u32) -> Result<Lanes<'_>> {
+        let inner = &*self.inner;
+        // SAFETY: the send table on the producer's own context.
+        unsafe { Lanes::with_peer(&inner.ctx, &inner.inv, consumer, &SEND_LANE, local, depth) }
+    }
+}
+
 /// A producer send task over one source descriptor (its whole payload).
 struct SendReq<'a> {
     ctx: &'a DocaCtx<sys::doca_comch_producer>,
@@ -612,6 +676,66 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
         }
     }
 }
+
+// ---- lanes ----
+
+/// `rc` of a task of kind `K` just allocated at `t` (an `*_alloc_init` without a user data
+/// argument) for a lane: on success the task gets the lane's user data `ud`.
+///
+/// # Safety
+/// On success `t` is the live task of kind `K` just allocated, nobody else's.
+unsafe fn with_lane_data<K: DocaTask>(rc: sys::doca_error_t, t: *mut K::Task, ud: sys::doca_data) -> sys::doca_error_t {
+    if rc == sys::DOCA_SUCCESS {
+        // SAFETY: the caller's contract.
+        unsafe { sys::doca_task_set_user_data(K::as_task(t), ud) };
+    }
+    rc
+}
+
+lane_task!(
+    ProducerSend => ProducerSend,
+    |a, ud, t| {
+        // No immediate yet: `prepare` sets it before every submit.
+        let rc = sys::doca_comch_producer_task_send_alloc_init(
+            a.ctx.cast(),
+            a.bufs[0],
+            std::ptr::null_mut(),
+            0,
+            a.peer,
+            t,
+        );
+        with_lane_data::<ProducerSend>(rc, *t, ud)
+    },
+    |t, l, _r| {
+        sys::doca_comch_producer_task_send_set_buf(t, l);
+    },
+    |t, _l, _r, o| {
+        // The immediate bytes are the operands' first two words, their count the third; the
+        // operands live in the lanes' memory as long as the task may read them.
+        let len = o.get()[2] as u32;
+        let imm = if len == 0 { std::ptr::null_mut() } else { o.as_ptr().cast::<u8>() };
+        sys::doca_comch_producer_task_send_set_imm_data(t, imm, len);
+    }
+);
+lane_task!(
+    PostRecv => PostRecv,
+    |a, ud, t| {
+        let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(a.ctx.cast(), a.bufs[0], t);
+        with_lane_data::<PostRecv>(rc, *t, ud)
+    },
+    |t, l, _r| {
+        sys::doca_comch_consumer_task_post_recv_set_buf(t, l);
+    },
+    |_t, l, _r, _o| {
+        sys::doca_buf_reset_data_len(l);
+    }
+);
+
+// A send reads its lane (all its bytes) and its AGAIN means no buffer posted; a receive
+// writes its lane.
+static SEND_LANE: LaneKind = LaneKind::of::<ProducerSend>(SEND_OP, Operands::ImmBytes, true, Remote::None)
+    .again_from_peer(SEND_YIELDS, SEND_RETRY);
+static RECV_LANE: LaneKind = LaneKind::of::<PostRecv>(RECV_OP, Operands::None, false, Remote::None);
 
 impl fmt::Debug for Producer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

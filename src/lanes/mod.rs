@@ -437,7 +437,25 @@ impl<'a, T> Lanes<'a, T> {
         remote: Option<RemoteSlice>,
         depth: usize,
     ) -> Result<Lanes<'a, T>> {
-        LaneRing::new(LaneHost::new(ctx, inv, conn), kind, local, remote, depth).map(Lanes::new)
+        LaneRing::new(LaneHost::new(ctx, inv, conn, 0), kind, local, remote, depth).map(Lanes::new)
+    }
+
+    /// Lanes of `kind` on `ctx` whose operations go to the peer endpoint `peer` (a Comch
+    /// consumer id; [`At::peer`](kind::At)), with no connection and no remote memory: what
+    /// `Producer::lanes` and `Consumer::recv_lanes` call.
+    ///
+    /// # Safety
+    /// As for [`with`](Lanes::with): `kind` is a table for the context type `C`.
+    pub(crate) unsafe fn with_peer<C>(
+        ctx: &'a DocaCtx<C>,
+        inv: &'a std::rc::Rc<Inventory>,
+        peer: u32,
+        kind: &'static LaneKind,
+        local: Buf,
+        depth: usize,
+    ) -> Result<Lanes<'a, T>> {
+        let host = LaneHost::new(ctx, inv, std::ptr::null_mut(), peer);
+        LaneRing::new(host, kind, local, None, depth).map(Lanes::new)
     }
 }
 
@@ -505,10 +523,37 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     ///
     /// # Panics
     /// On lanes whose operation takes an operand ([`rdma::LaneOp::WriteImm`](crate::rdma::LaneOp::WriteImm), [`SendImm`](crate::rdma::LaneOp::SendImm),
-    /// [`FetchAdd`](crate::rdma::LaneOp::FetchAdd), [`CompareSwap`](crate::rdma::LaneOp::CompareSwap)): use the method that gives it.
+    /// [`FetchAdd`](crate::rdma::LaneOp::FetchAdd), [`CompareSwap`](crate::rdma::LaneOp::CompareSwap)): use the method that gives it. (A Comch send's immediate
+    /// bytes are optional: `submit` sends none.)
     #[inline]
     pub fn submit(self) {
-        self.expect(self.lanes.kind.operands == Operands::None, "submit");
+        match self.lanes.kind.operands {
+            Operands::None => {}
+            // A Comch send without immediate bytes: the lane's last ones are not sent again.
+            Operands::ImmBytes => self.lanes.set_operands(self.index, [0; 3]),
+            _ => self.wrong_submit("submit"),
+        }
+        self.go();
+    }
+
+    /// Submits the lane's Comch send with `imm` as its immediate data (what the consumer
+    /// sees in [`comch::fast::Received::imm`](crate::comch::fast::Received::imm)); otherwise
+    /// as [`submit`](LaneMut::submit), which sends none. The bytes are copied into the lane:
+    /// `imm` is free once this returns.
+    ///
+    /// # Panics
+    /// Unless the lanes are a [`Producer::lanes`](crate::comch::fast::Producer::lanes), or
+    /// with more than [`MAX_IMM_DATA`](crate::comch::fast::MAX_IMM_DATA) bytes (more than the
+    /// consumer takes is the operation's error, as with
+    /// [`Producer::send`](crate::comch::fast::Producer::send)).
+    #[inline]
+    pub fn submit_imm_bytes(self, imm: &[u8]) {
+        self.expect(self.lanes.kind.operands == Operands::ImmBytes, "submit_imm_bytes");
+        let mut bytes = [0u8; 16];
+        assert!(imm.len() <= bytes.len(), "{}: {} immediate bytes (at most 16)", self.lanes.kind.name, imm.len());
+        bytes[..imm.len()].copy_from_slice(imm);
+        let word = |k: usize| u64::from_ne_bytes(bytes[k..k + 8].try_into().expect("8 bytes"));
+        self.lanes.set_operands(self.index, [word(0), word(8), imm.len() as u64]);
         self.go();
     }
 
@@ -520,7 +565,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_imm(self, imm: u32) {
         self.expect(self.lanes.kind.operands == Operands::Imm, "submit_imm");
-        self.lanes.set_operands(self.index, [u64::from(imm), 0]);
+        self.lanes.set_operands(self.index, [u64::from(imm), 0, 0]);
         self.go();
     }
 
@@ -533,7 +578,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_fetch_add(self, add: u64) {
         self.expect(self.lanes.kind.operands == Operands::FetchAdd, "submit_fetch_add");
-        self.lanes.set_operands(self.index, [add, 0]);
+        self.lanes.set_operands(self.index, [add, 0, 0]);
         self.go();
     }
 
@@ -546,7 +591,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_compare_swap(self, compare: u64, swap: u64) {
         self.expect(self.lanes.kind.operands == Operands::CompareSwap, "submit_compare_swap");
-        self.lanes.set_operands(self.index, [compare, swap]);
+        self.lanes.set_operands(self.index, [compare, swap, 0]);
         self.go();
     }
 
@@ -566,6 +611,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
             Operands::Imm => "submit_imm",
             Operands::FetchAdd => "submit_fetch_add",
             Operands::CompareSwap => "submit_compare_swap",
+            Operands::ImmBytes => "submit_imm_bytes",
             Operands::None => "submit",
         };
         panic!("{}: these lanes are submitted with {right}, not {called}", kind.name);
