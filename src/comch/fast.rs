@@ -742,3 +742,8 @@ impl fmt::Debug for Producer {
         f.debug_struct("comch::fast::Producer").field("id", &self.inner.id).field("ctx", &self.inner.ctx).finish()
     }
 }
+
+// Not under Miri: Comch over the provider.
+#[cfg(all(test, not(miri)))]
+#[path = "fast_lanes_tests.rs"]
+mod lanes_tests;
