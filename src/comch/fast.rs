@@ -13,6 +13,20 @@
 //! | [`Consumer`] | [`recv`](Consumer::recv) | [`Received`] (length, producer id, immediate data) and the buffer back |
 //! | [`ProducerBuilder`] | [`build`](ProducerBuilder::build) | a started [`Producer`] |
 //! | [`Producer`] | [`send`](Producer::send) | `()` once the bytes are in the consumer's buffer, and the buffer back |
+//! | [`Consumer`] | [`recv_lanes`](Consumer::recv_lanes) | [`Lanes`] whose lanes are posted buffers, each yielding [`Received`] |
+//! | [`Producer`] | [`lanes`](Producer::lanes) | [`Lanes`] whose lanes send their bytes to one consumer, each yielding `()` |
+//!
+//! **Lanes** are the held path for message rate and latency ([`crate::lanes`]): memory
+//! fixed up front and cut into lanes, each lane with its own task and descriptor, submitted
+//! again as it is, the completion straight into the lane's record, where
+//! [`send`](Producer::send) and [`recv`](Consumer::recv) take any buffer and pay per
+//! operation for a completion slot, a descriptor and a task's setters (`examples/op_cost`:
+//! kind `fast_lanes` against `fast`). A send lane sends all its bytes; its immediate bytes,
+//! up to [`MAX_IMM_DATA`], are given at each submit
+//! ([`submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes), or
+//! [`submit`](crate::lanes::LaneMut::submit) for none), copied into the lane, which keeps
+//! them where DOCA may read them until the send is done: the lanes' operands are two words
+//! of immediate bytes and their count.
 //!
 //! # Errors
 //! - [`Consumer::recv`]: a buffer outside the consumer's memory or empty
@@ -25,13 +39,23 @@
 //!   buffer posted is not an error: DOCA answers `AGAIN` and the send tries again (yielding
 //!   to the executor, then every [`SEND_RETRY`]) until a buffer is posted or the future is
 //!   dropped.
+//! - [`Consumer::recv_lanes`], [`Producer::lanes`]: those of [`crate::lanes`] (a `depth` of
+//!   0, a buffer that does not cut into `depth` equal lanes, a stopped context, no
+//!   descriptor left), and receive lanes over other memory than the consumer's
+//!   ([`ErrorKind::InvalidArgument`]). Each lane's result is that of [`recv`](Consumer::recv)
+//!   or [`send`](Producer::send); a send lane with no buffer posted waits as `send` does, in
+//!   order with the lanes after it, and dropping the lanes drops it unsent.
+//!   [`submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes) panics with more than
+//!   [`MAX_IMM_DATA`] bytes.
 //!
 //! # Threads and lifetimes
 //! Like the connection, consumers and producers are `!Send`: they belong to the executor of
 //! their connection (the soft provider requires that thread too). Each keeps its connection
 //! (and its server or client) alive. Both are cheap shared handles: dropping the last handle
 //! stops the context; buffers still posted come back to their futures' slots once DOCA
-//! flushed them, and a peer's producer then sees the consumer withdrawn.
+//! flushed them, and a peer's producer then sees the consumer withdrawn. [`Lanes`] borrow
+//! their producer or consumer, on its executor; dropped with buffers posted or sends in
+//! flight, they keep that memory (and its descriptors) alive until DOCA is done with it.
 //!
 //! # Example
 //! ```
@@ -68,6 +92,56 @@
 //!     let (got, bytes) = posted.await??;
 //!     assert_eq!((got.len(), got.imm(), got.producer_id()), (5, &b"tag!"[..], producer.id()));
 //!     assert_eq!(&bytes[..5], b"hello");
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
+//!
+//! # Example: lanes
+//! ```
+//! use async_doca::comch::fast::{Consumer, Producer};
+//! use async_doca::comch::{Client, Server};
+//! use async_doca::{spawn_local, Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let name = format!("doc-fast-lanes-{}", std::process::id());
+//!     let server = Server::builder(&dev, &name).build().await?;
+//!     let client = spawn_local({
+//!         let dev = dev.clone();
+//!         async move { Client::builder(&dev, &name).connect().await }
+//!     });
+//!     let dpu = server.accept().await?;
+//!     let host = client.await??;
+//!
+//!     // The host posts 4 receive lanes of 8 bytes; the DPU sends through 2 lanes.
+//!     let inbox = dev.alloc(4 * 8, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+//!     let consumer = Consumer::builder(&host, &inbox).imm_data_len(2).build().await?;
+//!     let producer = Producer::builder(&dpu).build().await?;
+//!     let id = dpu.next_remote_consumer().await?;
+//!     let mut posted = consumer.recv_lanes(inbox.buf(), 4)?;
+//!     for _ in 0..4 {
+//!         posted.lane().await.1.submit();
+//!     }
+//!     let out = dev.alloc(2 * 8, Access::LOCAL_READ_WRITE)?;
+//!     let mut sends = producer.lanes(out.buf(), 2, id)?;
+//!     for i in 0..100u64 {
+//!         let (prev, mut lane) = sends.lane().await;
+//!         if let Some(res) = prev {
+//!             res?; // the send this lane carried before
+//!         }
+//!         lane.write_u64(0, i);
+//!         lane.submit_imm_bytes(&(i as u16).to_le_bytes());
+//!         // The oldest message, read from its lane, which is posted again.
+//!         let (got, lane) = posted.next().await.expect("four posted");
+//!         let got = got?;
+//!         assert_eq!((got.len(), got.producer_id(), got.imm()), (8, producer.id(), &(i as u16).to_le_bytes()[..]));
+//!         assert_eq!(lane.buf().read_u64(0), i);
+//!         lane.submit();
+//!     }
+//!     while let Some((res, _lane)) = sends.next().await {
+//!         res?;
+//!     }
 //!     Ok::<(), async_doca::Error>(())
 //! })?;
 //! # Ok::<(), async_doca::Error>(())

@@ -329,7 +329,8 @@ impl<'a> LaneRing<'a> {
     /// user data, and gives it to the lane's record.
     fn alloc(&self, i: usize) -> sys::doca_error_t {
         let Some(ctx) = self.group.ctx().obj() else { return sys::DOCA_ERROR_BAD_STATE };
-        let at = At { ctx, conn: self.conn, peer: self.peer, bufs: self.mem.descs[i], operands: self.mem.operands[i].get() };
+        let at =
+            At { ctx, conn: self.conn, peer: self.peer, bufs: self.mem.descs[i], operands: self.mem.operands[i].get() };
         let (mut task, mut base) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: a live context (checked above) of the kind's type, and connection (borrowed
         // by the lanes); the descriptors describe memory the lanes keep until no task uses it.
