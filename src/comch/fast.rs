@@ -805,6 +805,9 @@ lane_task!(
     }
 );
 
+// The lanes carry a send's immediate bytes in two operand words (`LaneMut::submit_imm_bytes`).
+const _: () = assert!(MAX_IMM_DATA == 16);
+
 // A send reads its lane (all its bytes) and its AGAIN means no buffer posted; a receive
 // writes its lane.
 static SEND_LANE: LaneKind = LaneKind::of::<ProducerSend>(SEND_OP, Operands::ImmBytes, true, Remote::None)
