@@ -1,14 +1,18 @@
 //! The Comch fast path through lanes (`Producer::lanes`, `Consumer::recv_lanes`): a
 //! ping-pong and streams of messages both ways, in order, with the producer's id and the
 //! immediate bytes; send lanes that find no buffer posted (DOCA's AGAIN) waiting in order
-//! until one is; lanes dropped with operations waiting or in flight. (A module of
+//! until one is, without spinning the executor; lanes dropped with operations waiting or in flight. (A module of
 //! `tests/comch.rs`, whose runtime, bounds and names it shares.)
 
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use async_doca::comch::fast::{Consumer, Producer, Received};
 use async_doca::comch::{Client, Connection, Server};
 use async_doca::executor::yield_now;
+use async_doca::time::timeout;
 use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Memory, Result};
 use futures_lite::future::poll_once;
 
@@ -177,7 +181,17 @@ fn send_lanes_wait_for_posted_buffers_in_order() {
             assert!(poll_once(sends.next()).await.is_none(), "a send completed with no buffer posted (poll {k})");
             yield_now().await;
         }
-        async_doca::time::sleep(Duration::from_millis(5)).await;
+        // Awaited for 50 ms: the yields are spent, so the retries are timed (every
+        // `SEND_RETRY`, 50 us: at most ~1 000 polls), not a spin of the executor (tens of
+        // thousands of polls in that time).
+        let polls = Cell::new(0u32);
+        let mut next = sends.next();
+        let counted = futures_lite::future::poll_fn(|cx| {
+            polls.set(polls.get() + 1);
+            Pin::new(&mut next).poll(cx)
+        });
+        assert!(timeout(Duration::from_millis(50), counted).await.is_err(), "a send completed with no buffer posted");
+        assert!(polls.get() < 2_500, "{} polls in 50 ms: the lanes spin instead of waiting", polls.get());
         assert!(poll_once(sends.next()).await.is_none(), "a send completed with no buffer posted");
         assert_eq!(sends.len(), 3, "all three wait");
 
