@@ -104,6 +104,9 @@ pub(super) struct LaneRing<'a> {
     conn: *mut c_void,
     /// The peer's endpoint (see [`At`]).
     peer: u32,
+    /// Whether the kind's AGAIN comes from the peer ([`Again::Peer`]): a flag, not the
+    /// kind's enum, for the submit's hot path.
+    peer_again: bool,
     pub(super) kind: &'static LaneKind,
     group: Rc<HeldGroup>,
     /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
@@ -207,6 +210,7 @@ impl<'a> LaneRing<'a> {
             core: host.core,
             conn: host.conn,
             peer: host.peer,
+            peer_again: matches!(kind.again, Again::Peer { .. }),
             kind,
             group,
             mem: ManuallyDrop::new(mem),
@@ -275,7 +279,7 @@ impl<'a> LaneRing<'a> {
         // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
         // context's earlier deferred tasks first, so the order stays the submission order.
         // A kind whose AGAIN comes from the peer rings each one (see `Again::Peer`).
-        let peer_again = matches!(self.kind.again, Again::Peer { .. });
+        let peer_again = self.peer_again;
         let doorbell = self.len == 1 || peer_again;
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
         // of the group's kind, ready for its next operation.
