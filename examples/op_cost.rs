@@ -16,7 +16,9 @@
 //! message at a time through a send lane into a receive lane posted again at once), `messages` (8-byte
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
 //! `comch` (8-byte Comch messages, one at a time), `fast` (8-byte messages over the Comch
-//! fast path, `comch::fast`, two receives posted),
+//! fast path, `comch::fast`, two receives posted), `fast_lanes` (the same messages through a
+//! send lane of `Producer::lanes` into a receive lane of `Consumer::recv_lanes` posted again at
+//! once, as `lane_send`),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`; kept for the
