@@ -16,7 +16,9 @@
 //! message at a time through a send lane into a receive lane posted again at once), `messages` (8-byte
 //! sends through a `Window`, received through a `RecvWindow` with one `next` per message),
 //! `comch` (8-byte Comch messages, one at a time), `fast` (8-byte messages over the Comch
-//! fast path, `comch::fast`, two receives posted),
+//! fast path, `comch::fast`, two receives posted), `fast_lanes` (the same messages through a
+//! send lane of `Producer::lanes` into a receive lane of `Consumer::recv_lanes` posted again at
+//! once, as `lane_send`),
 //! `spawned` (writes, 64 in flight as a task each), `write_woken` (writes awaited one at a time with a poll budget of one inline progress:
 //! every other write is completed by the executor's turn and its task woken, the path every
 //! operation takes on hardware; that path costs twice the average minus `write`; kept for the
@@ -342,6 +344,26 @@ fn main() -> Result<()> {
                     posted.push_back(again);
                 }
             }
+            "fast_lanes" => {
+                // The same 8-byte messages through lanes (`Producer::lanes`,
+                // `Consumer::recv_lanes`), one at a time: a send lane into a receive lane that
+                // is posted again at once (as `lane_send` is for RDMA).
+                let (_server, dpu, host) = comch_pair(&dev, "fast_lanes").await?;
+                let inbox = dev.alloc(8, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+                let consumer = Consumer::builder(&host, &inbox).tasks(1).build().await?;
+                let producer = Producer::builder(&dpu).tasks(1).build().await?;
+                let id = dpu.next_remote_consumer().await?;
+                let mut posted = consumer.recv_lanes(inbox.slice(..8), 1)?;
+                posted.lane().await.1.submit();
+                let mut lanes = producer.lanes(local.slice(..8), 1, id)?;
+                for _ in 0..n {
+                    lanes.lane().await.1.submit();
+                    lanes.next().await.expect("one submitted").0?;
+                    let (msg, lane) = posted.next().await.expect("one posted");
+                    lane.submit();
+                    msg?;
+                }
+            }
             "yield" => {
                 // One trip round the executor's loop per iteration (wake, run queue, a turn
                 // with its PE drain, the poll): what a task that polls memory for a peer's
@@ -361,7 +383,7 @@ fn main() -> Result<()> {
                 .await?;
             }
             other => {
-                panic!("unknown kind {other} (write, write_woken, read, fadd, pipeline, window, messages, lanes, batch, lane, spawned, memcpy, yield, spawned_yield)")
+                panic!("unknown kind {other} (write, write_woken, read, fadd, pipeline, window, messages, lanes, batch, lane, spawned, memcpy, comch, fast, fast_lanes, yield, spawned_yield)")
             }
         }
         Ok::<_, async_doca::Error>(start.elapsed() / n.max(1) as u32)

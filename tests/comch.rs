@@ -12,6 +12,8 @@ use futures_lite::StreamExt;
 mod common;
 #[path = "comch/fast.rs"]
 mod fast;
+#[path = "comch/lanes.rs"]
+mod lanes;
 
 /// Every wait in these tests is bounded: a bug shows up as a failure, never as a hang.
 const LIMIT: Duration = Duration::from_secs(30);

@@ -13,6 +13,20 @@
 //! | [`Consumer`] | [`recv`](Consumer::recv) | [`Received`] (length, producer id, immediate data) and the buffer back |
 //! | [`ProducerBuilder`] | [`build`](ProducerBuilder::build) | a started [`Producer`] |
 //! | [`Producer`] | [`send`](Producer::send) | `()` once the bytes are in the consumer's buffer, and the buffer back |
+//! | [`Consumer`] | [`recv_lanes`](Consumer::recv_lanes) | [`Lanes`] whose lanes are posted buffers, each yielding [`Received`] |
+//! | [`Producer`] | [`lanes`](Producer::lanes) | [`Lanes`] whose lanes send their bytes to one consumer, each yielding `()` |
+//!
+//! **Lanes** are the held path for message rate and latency ([`crate::lanes`]): memory
+//! fixed up front and cut into lanes, each lane with its own task and descriptor, submitted
+//! again as it is, the completion straight into the lane's record, where
+//! [`send`](Producer::send) and [`recv`](Consumer::recv) take any buffer and pay per
+//! operation for a completion slot, a descriptor and a task's setters (`examples/op_cost`:
+//! kind `fast_lanes` against `fast`). A send lane sends all its bytes; its immediate bytes,
+//! up to [`MAX_IMM_DATA`], are given at each submit
+//! ([`submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes), or
+//! [`submit`](crate::lanes::LaneMut::submit) for none), copied into the lane, which keeps
+//! them where DOCA may read them until the send is done: the lanes' operands are two words
+//! of immediate bytes and their count.
 //!
 //! # Errors
 //! - [`Consumer::recv`]: a buffer outside the consumer's memory or empty
@@ -25,6 +39,14 @@
 //!   buffer posted is not an error: DOCA answers `AGAIN` and the send tries again (yielding
 //!   to the executor, then every [`SEND_RETRY`]) until a buffer is posted or the future is
 //!   dropped.
+//! - [`Consumer::recv_lanes`], [`Producer::lanes`]: those of [`crate::lanes`] (a `depth` of
+//!   0, a buffer that does not cut into `depth` equal lanes, a stopped context, no
+//!   descriptor left), and receive lanes over other memory than the consumer's
+//!   ([`ErrorKind::InvalidArgument`]). Each lane's result is that of [`recv`](Consumer::recv)
+//!   or [`send`](Producer::send); a send lane with no buffer posted waits as `send` does, in
+//!   order with the lanes after it, and dropping the lanes drops it unsent.
+//!   [`submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes) panics with more than
+//!   [`MAX_IMM_DATA`] bytes.
 //!
 //! # Threads and lifetimes
 //! Like the connection, consumers and producers are `!Send`: they belong to the executor of
@@ -34,7 +56,9 @@
 //! there. Each keeps its connection
 //! (and its server or client) alive. Both are cheap shared handles: dropping the last handle
 //! stops the context; buffers still posted come back to their futures' slots once DOCA
-//! flushed them, and a peer's producer then sees the consumer withdrawn.
+//! flushed them, and a peer's producer then sees the consumer withdrawn. [`Lanes`] borrow
+//! their producer or consumer, on its executor; dropped with buffers posted or sends in
+//! flight, they keep that memory (and its descriptors) alive until DOCA is done with it.
 //!
 //! # Example
 //! ```
@@ -75,6 +99,56 @@
 //! })?;
 //! # Ok::<(), async_doca::Error>(())
 //! ```
+//!
+//! # Example: lanes
+//! ```
+//! use async_doca::comch::fast::{Consumer, Producer};
+//! use async_doca::comch::{Client, Server};
+//! use async_doca::{spawn_local, Access, Device, Runtime};
+//!
+//! Runtime::builder().cpus("0".parse()?).build()?.block_on(async {
+//!     let dev = Device::open_default()?;
+//!     let name = format!("doc-fast-lanes-{}", std::process::id());
+//!     let server = Server::builder(&dev, &name).build().await?;
+//!     let client = spawn_local({
+//!         let dev = dev.clone();
+//!         async move { Client::builder(&dev, &name).connect().await }
+//!     });
+//!     let dpu = server.accept().await?;
+//!     let host = client.await??;
+//!
+//!     // The host posts 4 receive lanes of 8 bytes; the DPU sends through 2 lanes.
+//!     let inbox = dev.alloc(4 * 8, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)?;
+//!     let consumer = Consumer::builder(&host, &inbox).imm_data_len(2).build().await?;
+//!     let producer = Producer::builder(&dpu).build().await?;
+//!     let id = dpu.next_remote_consumer().await?;
+//!     let mut posted = consumer.recv_lanes(inbox.buf(), 4)?;
+//!     for _ in 0..4 {
+//!         posted.lane().await.1.submit();
+//!     }
+//!     let out = dev.alloc(2 * 8, Access::LOCAL_READ_WRITE)?;
+//!     let mut sends = producer.lanes(out.buf(), 2, id)?;
+//!     for i in 0..100u64 {
+//!         let (prev, mut lane) = sends.lane().await;
+//!         if let Some(res) = prev {
+//!             res?; // the send this lane carried before
+//!         }
+//!         lane.write_u64(0, i);
+//!         lane.submit_imm_bytes(&(i as u16).to_le_bytes());
+//!         // The oldest message, read from its lane, which is posted again.
+//!         let (got, lane) = posted.next().await.expect("four posted");
+//!         let got = got?;
+//!         assert_eq!((got.len(), got.producer_id(), got.imm()), (8, producer.id(), &(i as u16).to_le_bytes()[..]));
+//!         assert_eq!(lane.buf().read_u64(0), i);
+//!         lane.submit();
+//!     }
+//!     while let Some((res, _lane)) = sends.next().await {
+//!         res?;
+//!     }
+//!     Ok::<(), async_doca::Error>(())
+//! })?;
+//! # Ok::<(), async_doca::Error>(())
+//! ```
 
 use std::fmt;
 use std::future::Future;
@@ -86,6 +160,8 @@ use std::time::Duration;
 use super::{with_slot, Connection};
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaCtx, DocaTask, TaskOutput, TaskSlot};
+use crate::lanes::kind::{lane_task, LaneKind, Operands, Remote};
+use crate::lanes::{Lanes, Outcome};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, Memory};
 use crate::sys;
@@ -103,6 +179,11 @@ pub const DEFAULT_PRODUCER_TASKS: u32 = 64;
 pub const SEND_RETRY: Duration = Duration::from_micros(50);
 /// Sends tried again with only a yield in between before they wait [`SEND_RETRY`].
 const SEND_YIELDS: u32 = 64;
+
+/// The name of a send, in its errors (as [`Producer::send`]'s and its lanes').
+const SEND_OP: &str = "comch.producer.send";
+/// The name of a receive, in its errors (as [`Consumer::recv`]'s and its lanes').
+const RECV_OP: &str = "comch.consumer.recv";
 
 /// `doca_comch_consumer_task_post_recv`, as the runtime sees it.
 struct PostRecv;
@@ -297,6 +378,16 @@ impl Received {
     }
 }
 
+impl crate::lanes::sealed::Sealed for Received {}
+
+impl Outcome for Received {
+    const READS_OUTPUT: bool = true;
+    #[inline(always)]
+    fn from_output(out: TaskOutput) -> Received {
+        Received::of(out)
+    }
+}
+
 impl fmt::Debug for Received {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Received")
@@ -328,7 +419,7 @@ impl Consumer {
     /// answer went out leaves the peer's producer to find none posted. Dropping the future
     /// after its first poll leaves `buf` posted until a send fills it or the consumer stops.
     pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
-        const OP: &str = "comch.consumer.recv";
+        const OP: &str = RECV_OP;
         let inner = &*self.inner;
         if buf.is_empty() || buf.memory().raw_mmap() != inner.memory.raw_mmap() {
             let e = Error::new(
@@ -350,6 +441,32 @@ impl Consumer {
             len,
             (inner.inv.clone(), buf),
         )))
+    }
+}
+
+impl Consumer {
+    /// `depth` receive buffers posted again and again: `local` (a slice of the consumer's
+    /// memory) cut into `depth` equal lanes, each with its own post-receive task, a
+    /// submitted lane a posted buffer. A completed lane yields what [`recv`](Consumer::recv)
+    /// does ([`Received`]: length, producer id, immediate bytes), its bytes in the lane
+    /// ([`LaneMut::buf`](crate::lanes::LaneMut::buf)); submit it again to post it again.
+    /// Lanes are filled in posting order, as buffers are. See [`crate::lanes`] for how
+    /// lanes behave.
+    ///
+    /// # Errors
+    /// `local` outside the consumer's memory ([`ErrorKind::InvalidArgument`]), and those of
+    /// [`crate::lanes`] (a `depth` of 0, a buffer that does not cut into `depth` lanes, a
+    /// stopped consumer, no descriptor left).
+    pub fn recv_lanes(&self, local: Buf, depth: usize) -> Result<Lanes<'_, Received>> {
+        let inner = &*self.inner;
+        if local.memory().raw_mmap() != inner.memory.raw_mmap() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{RECV_OP}: lanes: the buffer must be a slice of the consumer's memory"),
+            ));
+        }
+        // SAFETY: the post-receive table on the consumer's own context.
+        unsafe { Lanes::with_peer(&inner.ctx, &inner.inv, 0, &RECV_LANE, local, depth) }
     }
 }
 
@@ -525,7 +642,7 @@ impl Producer {
     /// either way. With no buffer posted it tries again until one is (see the
     /// [module documentation](self)).
     pub async fn send(&self, buf: Buf, consumer: u32, imm: &[u8]) -> (Result<()>, Buf) {
-        const OP: &str = "comch.producer.send";
+        const OP: &str = SEND_OP;
         if imm.len() > MAX_IMM_DATA {
             let e = Error::new(
                 ErrorKind::InvalidArgument,
@@ -578,6 +695,27 @@ impl Producer {
     }
 }
 
+impl Producer {
+    /// `depth` sends in flight to consumer `consumer` from fixed memory: `local` cut into
+    /// `depth` equal lanes, each with its own send task, sending all its bytes
+    /// ([`lane_len`](Lanes::lane_len)) as one message, with immediate bytes given per submit
+    /// ([`LaneMut::submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes); none with
+    /// [`submit`](crate::lanes::LaneMut::submit)). A lane that finds no buffer posted
+    /// (DOCA's `AGAIN`) waits in order, with the lanes after it, and is tried again as
+    /// [`send`](Producer::send) is (yielding, then every [`SEND_RETRY`]). See
+    /// [`crate::lanes`] for how lanes behave.
+    ///
+    /// # Errors
+    /// Those of [`crate::lanes`] (a `depth` of 0, a buffer that does not cut into `depth`
+    /// lanes, a stopped producer, no descriptor left); each operation's, those of
+    /// [`send`](Producer::send).
+    pub fn lanes(&self, local: Buf, depth: usize, consumer: u32) -> Result<Lanes<'_>> {
+        let inner = &*self.inner;
+        // SAFETY: the send table on the producer's own context.
+        unsafe { Lanes::with_peer(&inner.ctx, &inner.inv, consumer, &SEND_LANE, local, depth) }
+    }
+}
+
 /// A producer send task over one source descriptor (its whole payload).
 struct SendReq<'a> {
     ctx: &'a DocaCtx<sys::doca_comch_producer>,
@@ -616,8 +754,76 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
     }
 }
 
+// ---- lanes ----
+
+/// `rc` of a task of kind `K` just allocated at `t` (an `*_alloc_init` without a user data
+/// argument) for a lane: on success the task gets the lane's user data `ud`.
+///
+/// # Safety
+/// On success `t` is the live task of kind `K` just allocated, nobody else's.
+unsafe fn with_lane_data<K: DocaTask>(rc: sys::doca_error_t, t: *mut K::Task, ud: sys::doca_data) -> sys::doca_error_t {
+    if rc == sys::DOCA_SUCCESS {
+        // SAFETY: the caller's contract.
+        unsafe { sys::doca_task_set_user_data(K::as_task(t), ud) };
+    }
+    rc
+}
+
+lane_task!(
+    ProducerSend => ProducerSend,
+    |a, ud, t| {
+        // No immediate yet: `prepare` sets it before every submit.
+        let rc = sys::doca_comch_producer_task_send_alloc_init(
+            a.ctx.cast(),
+            a.bufs[0],
+            std::ptr::null_mut(),
+            0,
+            a.peer,
+            t,
+        );
+        with_lane_data::<ProducerSend>(rc, *t, ud)
+    },
+    |t, l, _r| {
+        sys::doca_comch_producer_task_send_set_buf(t, l);
+    },
+    |t, _l, _r, o| {
+        // The immediate bytes are the operands' first two words, their count the third; the
+        // operands live in the lanes' memory as long as the task may read them.
+        let len = o.get()[2] as u32;
+        let imm = if len == 0 { std::ptr::null_mut() } else { o.as_ptr().cast::<u8>() };
+        sys::doca_comch_producer_task_send_set_imm_data(t, imm, len);
+    }
+);
+lane_task!(
+    PostRecv => PostRecv,
+    |a, ud, t| {
+        let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(a.ctx.cast(), a.bufs[0], t);
+        with_lane_data::<PostRecv>(rc, *t, ud)
+    },
+    |t, l, _r| {
+        sys::doca_comch_consumer_task_post_recv_set_buf(t, l);
+    },
+    |_t, l, _r, _o| {
+        sys::doca_buf_reset_data_len(l);
+    }
+);
+
+// The lanes carry a send's immediate bytes in two operand words (`LaneMut::submit_imm_bytes`).
+const _: () = assert!(MAX_IMM_DATA == 16);
+
+// A send reads its lane (all its bytes) and its AGAIN means no buffer posted; a receive
+// writes its lane.
+static SEND_LANE: LaneKind = LaneKind::of::<ProducerSend>(SEND_OP, Operands::ImmBytes, true, Remote::None)
+    .again_from_peer(SEND_YIELDS, SEND_RETRY);
+static RECV_LANE: LaneKind = LaneKind::of::<PostRecv>(RECV_OP, Operands::None, false, Remote::None);
+
 impl fmt::Debug for Producer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("comch::fast::Producer").field("id", &self.inner.id).field("ctx", &self.inner.ctx).finish()
     }
 }
+
+// Not under Miri: Comch over the provider.
+#[cfg(all(test, not(miri)))]
+#[path = "fast_lanes_tests.rs"]
+mod lanes_tests;

@@ -1,9 +1,11 @@
 //! What the lanes' engine knows of an operation kind: a [`LaneKind`], one `static` per kind,
 //! made by the module that owns the kind (`rdma::lanes` for the eight RDMA operations,
-//! `dma::lanes` for the two directions of a copy) from a [`LaneTask`] implementation. The
+//! `dma::lanes` for the two directions of a copy, `comch::fast` for a Comch send and a
+//! posted receive) from a [`LaneTask`] implementation. The
 //! engine itself names no kind: it calls through the table, so one engine serves every
 //! kind of context without depending on the modules that define them.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::rc::Rc;
 
@@ -12,15 +14,24 @@ use crate::executor::context::CtxRecord;
 use crate::ext::DocaTask;
 use crate::sys;
 
-/// Where a lane's task is made: the context's DOCA object (a `doca_rdma`, a `doca_dma`), the
-/// connection (null where there is none), the lane's descriptors `[local, remote]` (remote
-/// null for none) and its operands.
+/// Where a lane's task is made: the context's DOCA object (a `doca_rdma`, a `doca_dma`, a
+/// `doca_comch_producer`), the connection (null where there is none), the peer's endpoint (a
+/// Comch consumer id; 0 where there is none), the lane's descriptors `[local, remote]`
+/// (remote null for none) and its operands.
 pub(crate) struct At {
     pub(crate) ctx: *mut c_void,
     pub(crate) conn: *mut c_void,
+    pub(crate) peer: u32,
     pub(crate) bufs: [*mut sys::doca_buf; 2],
-    pub(crate) operands: [u64; 2],
+    pub(crate) operands: [u64; 3],
 }
+
+/// A lane's operands: the immediate, the addend, the compare and swap values, or a Comch
+/// send's immediate bytes (two words) and their count (the third). A `Cell` in the lanes'
+/// memory, which stays alive until DOCA is done with every task: a kind may hand DOCA its
+/// address (a Comch send's immediate bytes are given by pointer) while the lanes write
+/// another lane's operands.
+pub(crate) type LaneOperands = Cell<[u64; 3]>;
 
 /// What the lanes' operations take besides their memory, given with the submit
 /// (`LaneMut::submit_imm` and the others).
@@ -33,6 +44,22 @@ pub(crate) enum Operands {
     FetchAdd,
     /// A compare and a swap value (`LaneMut::submit_compare_swap`).
     CompareSwap,
+    /// Up to 16 immediate bytes (`LaneMut::submit_imm_bytes`), or none (`LaneMut::submit`).
+    ImmBytes,
+}
+
+/// What DOCA's `AGAIN` at a submit means for the kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// The send queue is full of tasks that will complete: the lane waits for a task of the
+    /// context to complete (RDMA, DMA).
+    Room,
+    /// The peer has no room posted yet (a Comch send to a consumer with no buffer posted),
+    /// which no completion of this context announces: the lane tries again after a yield,
+    /// `yields` times, then every `every` (`Producer::send`'s policy). Each submit rings
+    /// its doorbell: a deferred one would meet the `AGAIN` at the flush, as a failed
+    /// completion after later lanes may have gone out (their order lost).
+    Peer { yields: u32, every: std::time::Duration },
 }
 
 /// How the lanes' remote memory is cut.
@@ -53,6 +80,7 @@ pub(crate) struct LaneKind {
     /// The operation's name in errors and traces (`rdma.write`, `dma.memcpy`).
     pub(crate) name: &'static str,
     pub(crate) operands: Operands,
+    pub(crate) again: Again,
     /// Whether the operation reads the lane's local bytes (its descriptor carries them as
     /// data) rather than writes them (a destination starts empty).
     pub(crate) local_source: bool,
@@ -64,7 +92,7 @@ pub(crate) struct LaneKind {
     /// [`LaneTask::repoint`].
     pub(crate) repoint: unsafe fn(*mut c_void, *mut sys::doca_buf, *mut sys::doca_buf),
     /// [`LaneTask::prepare`].
-    pub(crate) prepare: unsafe fn(*mut c_void, *mut sys::doca_buf, *mut sys::doca_buf, [u64; 2]),
+    pub(crate) prepare: unsafe fn(*mut c_void, *mut sys::doca_buf, *mut sys::doca_buf, &LaneOperands),
 }
 
 impl LaneKind {
@@ -78,6 +106,7 @@ impl LaneKind {
         LaneKind {
             name,
             operands,
+            again: Again::Room,
             local_source,
             remote,
             group: HeldGroup::new::<L::Kind>,
@@ -85,6 +114,12 @@ impl LaneKind {
             repoint: repoint_erased::<L>,
             prepare: prepare_erased::<L>,
         }
+    }
+
+    /// The same table for a kind whose `AGAIN` means the peer has no room yet
+    /// ([`Again::Peer`]), tried again as that says.
+    pub(crate) const fn again_from_peer(self, yields: u32, every: std::time::Duration) -> LaneKind {
+        LaneKind { again: Again::Peer { yields, every }, ..self }
     }
 }
 
@@ -117,12 +152,13 @@ pub(crate) unsafe trait LaneTask {
     /// operands are set. A source keeps its data.
     ///
     /// # Safety
-    /// As for [`repoint`](LaneTask::repoint); `l` and `r` are the task's own descriptors.
+    /// As for [`repoint`](LaneTask::repoint); `l` and `r` are the task's own descriptors;
+    /// `operands` lives as long as they do (DOCA may be given its address).
     unsafe fn prepare(
         task: *mut <Self::Kind as DocaTask>::Task,
         l: *mut sys::doca_buf,
         r: *mut sys::doca_buf,
-        operands: [u64; 2],
+        operands: &LaneOperands,
     );
 }
 
@@ -158,7 +194,7 @@ unsafe fn prepare_erased<L: LaneTask>(
     task: *mut c_void,
     l: *mut sys::doca_buf,
     r: *mut sys::doca_buf,
-    operands: [u64; 2],
+    operands: &LaneOperands,
 ) {
     // SAFETY: forwarded (the caller's contract).
     unsafe { L::prepare(task.cast(), l, r, operands) }
@@ -200,7 +236,7 @@ macro_rules! lane_task {
                 $pt: *mut <$kind as $crate::ext::DocaTask>::Task,
                 $pl: *mut $crate::sys::doca_buf,
                 $pr: *mut $crate::sys::doca_buf,
-                $ops: [u64; 2],
+                $ops: &$crate::lanes::kind::LaneOperands,
             ) {
                 // SAFETY: forwarded (the caller's contract). (A send has nothing to ready.)
                 #[allow(unused_unsafe)]

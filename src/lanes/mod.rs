@@ -2,8 +2,10 @@
 //! submitted again as it is. The path for message rate when the memory is known up front,
 //! as in perftest (`ib_write_bw`) or an `io_uring` with registered buffers: RDMA operations
 //! ([`Connection::lanes`](crate::rdma::Connection::lanes),
-//! [`Rdma::recv_lanes`](crate::rdma::Rdma::recv_lanes)) and DMA copies
-//! ([`Dma::lanes`](crate::dma::Dma::lanes)).
+//! [`Rdma::recv_lanes`](crate::rdma::Rdma::recv_lanes)), DMA copies
+//! ([`Dma::lanes`](crate::dma::Dma::lanes)) and the Comch fast path
+//! ([`Producer::lanes`](crate::comch::fast::Producer::lanes),
+//! [`Consumer::recv_lanes`](crate::comch::fast::Consumer::recv_lanes)).
 //!
 //! A [`Window`](crate::rdma::Window) or a [`Pipeline`](crate::rdma::Pipeline) takes any
 //! buffer (and any remote slice) per operation, so each operation pays for a completion slot,
@@ -24,6 +26,8 @@
 //! | [`Connection::lanes`](crate::rdma::Connection::lanes) with [`rdma::LaneOp::FetchAdd`](crate::rdma::LaneOp::FetchAdd) / [`CompareSwap`](crate::rdma::LaneOp::CompareSwap) | updates the 8-byte target all lanes share; the old value lands in its first 8 bytes | `()` |
 //! | [`Dma::lanes`](crate::dma::Dma::lanes) with [`dma::LaneOp::CopyIn`](crate::dma::LaneOp::CopyIn) | copies its slice of the imported memory into its bytes | `()` |
 //! | [`Dma::lanes`](crate::dma::Dma::lanes) with [`dma::LaneOp::CopyOut`](crate::dma::LaneOp::CopyOut) | copies its bytes into its slice of the imported memory | `()` |
+//! | [`Producer::lanes`](crate::comch::fast::Producer::lanes) | sends its bytes to one consumer (with up to 16 immediate bytes: [`submit_imm_bytes`](LaneMut::submit_imm_bytes)) | `()` |
+//! | [`Consumer::recv_lanes`](crate::comch::fast::Consumer::recv_lanes) | is a posted buffer that a producer's send fills | [`comch::fast::Received`](crate::comch::fast::Received) |
 //!
 //! * **Taking a lane.** [`lane`](Lanes::lane) gives a [`LaneMut`]: an idle lane at once, or,
 //!   when every lane has an operation, the oldest one once it completed, with its result.
@@ -43,15 +47,25 @@
 //!   refused: it waits, in order, and the next [`lane`](Lanes::lane) or
 //!   [`next`](Lanes::next) submits it once a task of the context completes. Lanes deeper
 //!   than the task pool share the tasks they could get: a lane without one takes that of a
-//!   lane with no operation in flight.
+//!   lane with no operation in flight. A Comch send that finds no buffer posted (DOCA's
+//!   `AGAIN`, which no completion of the producer resolves) waits the same way, in order
+//!   with the lanes after it, and is tried again as
+//!   [`Producer::send`](crate::comch::fast::Producer::send) is: after a yield to the
+//!   executor, and once those are spent every
+//!   [`SEND_RETRY`](crate::comch::fast::SEND_RETRY), so that a consumer that posts nothing
+//!   for long does not keep the executor busy.
 //! * **Doorbells** are deferred: the submissions of a batch are handed to DOCA together when
 //!   the executor (or an inline progress of `lane`/`next`) next progresses the PE. An
 //!   operation submitted while no other is in the lanes rings its doorbell at once: there is
 //!   nothing to batch it with, and its wait usually comes next (one lane used for latency).
+//!   A Comch send rings its doorbell at every submit: a deferred one would meet a missing
+//!   buffer at the flush, as a failed completion after later sends may have gone out.
 //! * **Tasks.** The lanes take up to `depth` tasks of their kind from the context's pool
 //!   ([`RdmaBuilder::max_tasks`](crate::rdma::RdmaBuilder::max_tasks),
-//!   [`DmaBuilder::max_tasks`](crate::dma::DmaBuilder::max_tasks)) for their whole life, and
-//!   a descriptor per lane (two where the operation has remote memory: writes, reads,
+//!   [`DmaBuilder::max_tasks`](crate::dma::DmaBuilder::max_tasks),
+//!   [`ProducerBuilder::tasks`](crate::comch::fast::ProducerBuilder::tasks),
+//!   [`ConsumerBuilder::tasks`](crate::comch::fast::ConsumerBuilder::tasks)) for their whole
+//!   life, and a descriptor per lane (two where the operation has remote memory: writes, reads,
 //!   atomics, copies) from its inventory. When the context leaves RUNNING (a restart, an
 //!   error, shutdown), the idle tasks are given back so that it can stop, and lanes allocate
 //!   again at their next use.
@@ -59,15 +73,19 @@
 //!   and descriptors stay alive until DOCA completes them (or a stop flushes them).
 //!
 //! **Errors** are those of the matching operation ([`Connection::write`](crate::rdma::Connection::write),
-//! [`Dma::memcpy`](crate::dma::Dma::memcpy), ...). Making lanes fails with
+//! [`Dma::memcpy`](crate::dma::Dma::memcpy), [`Producer::send`](crate::comch::fast::Producer::send),
+//! [`Consumer::recv`](crate::comch::fast::Consumer::recv), ...). Making lanes fails with
 //! [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `depth` is 0, the
 //! buffer is empty or not a multiple of `depth` bytes, or the remote slice is shorter than
 //! the buffer (for atomics: a target under 8 bytes, or lanes under 8 bytes); with [`ErrorKind::BadState`](crate::ErrorKind::BadState) on a destroyed
-//! context; with DOCA's code when the inventory has no descriptor left.
+//! context; with DOCA's code when the inventory has no descriptor left. Comch receive lanes
+//! over memory other than the consumer's fail with
+//! [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) too.
 //!
 //! **Threads.** `Lanes` borrow their context (the [`Connection`](crate::rdma::Connection),
-//! [`Rdma`](crate::rdma::Rdma) or [`Dma`](crate::dma::Dma)): `!Send`, on the executor that
-//! owns it.
+//! [`Rdma`](crate::rdma::Rdma), [`Dma`](crate::dma::Dma),
+//! [`Producer`](crate::comch::fast::Producer) or [`Consumer`](crate::comch::fast::Consumer)):
+//! `!Send`, on the executor that owns it.
 //!
 //! ```
 //! use async_doca::rdma::{LaneOp, Rdma};
@@ -124,7 +142,7 @@ use crate::sys;
 
 /// What an operation of a [`Lanes`] (or an RDMA [`Window`](crate::rdma::Window)) yields,
 /// made from its task's result area: `()`, or [`Received`](crate::rdma::Received) for
-/// receives. Implemented by the crate only (sealed: the result area is the crate's).
+/// RDMA receives ([`comch::fast::Received`](crate::comch::fast::Received) for Comch ones). Implemented by the crate only (sealed: the result area is the crate's).
 pub trait Outcome: sealed::Sealed + Sized {
     /// Whether the result area is read (otherwise only the status, without copying it).
     #[doc(hidden)]
@@ -148,7 +166,8 @@ impl Outcome for () {
 
 /// `depth` operations in flight on fixed memory, one task per lane submitted again and
 /// again, results in submission order. `T` is what an operation yields: `()`, or
-/// [`Received`](crate::rdma::Received) for receive lanes. See the [module documentation](self).
+/// [`Received`](crate::rdma::Received) ([`comch::fast::Received`](crate::comch::fast::Received))
+/// for RDMA (Comch) receive lanes. See the [module documentation](self).
 pub struct Lanes<'a, T = ()> {
     ring: LaneRing<'a>,
     _out: PhantomData<fn() -> T>,
@@ -437,7 +456,25 @@ impl<'a, T> Lanes<'a, T> {
         remote: Option<RemoteSlice>,
         depth: usize,
     ) -> Result<Lanes<'a, T>> {
-        LaneRing::new(LaneHost::new(ctx, inv, conn), kind, local, remote, depth).map(Lanes::new)
+        LaneRing::new(LaneHost::new(ctx, inv, conn, 0), kind, local, remote, depth).map(Lanes::new)
+    }
+
+    /// Lanes of `kind` on `ctx` whose operations go to the peer endpoint `peer` (a Comch
+    /// consumer id; [`At::peer`](kind::At)), with no connection and no remote memory: what
+    /// `Producer::lanes` and `Consumer::recv_lanes` call.
+    ///
+    /// # Safety
+    /// As for [`with`](Lanes::with): `kind` is a table for the context type `C`.
+    pub(crate) unsafe fn with_peer<C>(
+        ctx: &'a DocaCtx<C>,
+        inv: &'a std::rc::Rc<Inventory>,
+        peer: u32,
+        kind: &'static LaneKind,
+        local: Buf,
+        depth: usize,
+    ) -> Result<Lanes<'a, T>> {
+        let host = LaneHost::new(ctx, inv, std::ptr::null_mut(), peer);
+        LaneRing::new(host, kind, local, None, depth).map(Lanes::new)
     }
 }
 
@@ -505,10 +542,47 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     ///
     /// # Panics
     /// On lanes whose operation takes an operand ([`rdma::LaneOp::WriteImm`](crate::rdma::LaneOp::WriteImm), [`SendImm`](crate::rdma::LaneOp::SendImm),
-    /// [`FetchAdd`](crate::rdma::LaneOp::FetchAdd), [`CompareSwap`](crate::rdma::LaneOp::CompareSwap)): use the method that gives it.
+    /// [`FetchAdd`](crate::rdma::LaneOp::FetchAdd), [`CompareSwap`](crate::rdma::LaneOp::CompareSwap)): use the method that gives it. (A Comch send's immediate
+    /// bytes are optional: `submit` sends none.)
     #[inline]
-    pub fn submit(self) {
-        self.expect(self.lanes.kind.operands == Operands::None, "submit");
+    pub fn submit(mut self) {
+        // One compare inline, as before Comch sends, whose immediate bytes are optional, were
+        // lanes too: the check of a match here took `submit` out of line (+4 instructions
+        // per RDMA write, `op_cost lane`).
+        if self.lanes.kind.operands != Operands::None {
+            self.without_operands();
+        }
+        self.go();
+    }
+
+    /// `submit` on lanes whose operation takes operands: a Comch send without immediate
+    /// bytes (the lane's last ones are not sent again), or the wrong method.
+    #[inline(never)]
+    fn without_operands(&mut self) {
+        if self.lanes.kind.operands != Operands::ImmBytes {
+            self.wrong_submit("submit");
+        }
+        self.lanes.set_operands(self.index, [0; 3]);
+    }
+
+    /// Submits the lane's Comch send with `imm` as its immediate data (what the consumer
+    /// sees in [`comch::fast::Received::imm`](crate::comch::fast::Received::imm)); otherwise
+    /// as [`submit`](LaneMut::submit), which sends none. The bytes are copied into the lane:
+    /// `imm` is free once this returns.
+    ///
+    /// # Panics
+    /// Unless the lanes are a [`Producer::lanes`](crate::comch::fast::Producer::lanes), or
+    /// with more than [`MAX_IMM_DATA`](crate::comch::fast::MAX_IMM_DATA) bytes (more than the
+    /// consumer takes is the operation's error, as with
+    /// [`Producer::send`](crate::comch::fast::Producer::send)).
+    #[inline]
+    pub fn submit_imm_bytes(self, imm: &[u8]) {
+        self.expect(self.lanes.kind.operands == Operands::ImmBytes, "submit_imm_bytes");
+        let mut bytes = [0u8; 16];
+        assert!(imm.len() <= bytes.len(), "{}: {} immediate bytes (at most 16)", self.lanes.kind.name, imm.len());
+        bytes[..imm.len()].copy_from_slice(imm);
+        let word = |k: usize| u64::from_ne_bytes(bytes[k..k + 8].try_into().expect("8 bytes"));
+        self.lanes.set_operands(self.index, [word(0), word(8), imm.len() as u64]);
         self.go();
     }
 
@@ -520,7 +594,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_imm(self, imm: u32) {
         self.expect(self.lanes.kind.operands == Operands::Imm, "submit_imm");
-        self.lanes.set_operands(self.index, [u64::from(imm), 0]);
+        self.lanes.set_operands(self.index, [u64::from(imm), 0, 0]);
         self.go();
     }
 
@@ -533,7 +607,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_fetch_add(self, add: u64) {
         self.expect(self.lanes.kind.operands == Operands::FetchAdd, "submit_fetch_add");
-        self.lanes.set_operands(self.index, [add, 0]);
+        self.lanes.set_operands(self.index, [add, 0, 0]);
         self.go();
     }
 
@@ -546,7 +620,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
     #[inline]
     pub fn submit_compare_swap(self, compare: u64, swap: u64) {
         self.expect(self.lanes.kind.operands == Operands::CompareSwap, "submit_compare_swap");
-        self.lanes.set_operands(self.index, [compare, swap]);
+        self.lanes.set_operands(self.index, [compare, swap, 0]);
         self.go();
     }
 
@@ -566,6 +640,7 @@ impl<'l, 'a, T> LaneMut<'l, 'a, T> {
             Operands::Imm => "submit_imm",
             Operands::FetchAdd => "submit_fetch_add",
             Operands::CompareSwap => "submit_compare_swap",
+            Operands::ImmBytes => "submit_imm_bytes",
             Operands::None => "submit",
         };
         panic!("{}: these lanes are submitted with {right}, not {called}", kind.name);

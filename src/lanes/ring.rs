@@ -12,15 +12,18 @@
 
 use std::ffi::c_void;
 use std::fmt;
+use std::future::Future;
 use std::mem::ManuallyDrop;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::kind::{At, LaneKind, Remote};
+use super::kind::{Again, At, LaneKind, LaneOperands, Remote};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::completion::{HeldGroup, HeldState, TaskOutput, Ticket};
 use crate::executor::context::{CtxRecord, DocaCtx};
 use crate::executor::local::Core;
+use crate::executor::time::{sleep, Sleep};
 use crate::mem::descriptors::{Desc, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -37,19 +40,21 @@ pub(crate) fn wrap(i: usize, n: usize) -> usize {
     }
 }
 
-/// The context the lanes run on: its executor, its record and inventory, and the connection
-/// of their operations (null where there is none).
+/// The context the lanes run on: its executor, its record and inventory, the connection of
+/// their operations (null where there is none) and the peer's endpoint (see [`At`]).
 pub(super) struct LaneHost<'a> {
     core: &'a Core,
     rec: &'a Rc<CtxRecord>,
     inv: &'a Rc<Inventory>,
     conn: *mut c_void,
+    peer: u32,
 }
 
 impl<'a> LaneHost<'a> {
-    /// The host of lanes on `ctx` (with its inventory `inv`) and connection `conn`.
-    pub(super) fn new<T>(ctx: &'a DocaCtx<T>, inv: &'a Rc<Inventory>, conn: *mut c_void) -> LaneHost<'a> {
-        LaneHost { core: ctx.core(), rec: ctx.record(), inv, conn }
+    /// The host of lanes on `ctx` (with its inventory `inv`), connection `conn` and peer
+    /// endpoint `peer`.
+    pub(super) fn new<T>(ctx: &'a DocaCtx<T>, inv: &'a Rc<Inventory>, conn: *mut c_void, peer: u32) -> LaneHost<'a> {
+        LaneHost { core: ctx.core(), rec: ctx.record(), inv, conn, peer }
     }
 }
 
@@ -60,6 +65,10 @@ struct LaneMem {
     /// back in `Drop`, before the inventory and the memory (fields drop after it).
     descs: Box<[[*mut sys::doca_buf; 2]]>,
     bufs: Box<[Buf]>,
+    /// The operands of each lane's next operation. Here rather than in the ring: a kind may
+    /// hand DOCA their address (a Comch send's immediate bytes), so they live as long as the
+    /// tasks that may read them.
+    operands: Box<[LaneOperands]>,
     /// The remote memory of writes and reads (its registration keeps the mmap alive).
     _remote: Option<RemoteSlice>,
     _inv: Rc<Inventory>,
@@ -81,6 +90,8 @@ enum Try {
     Submitted,
     /// The queue or the task pool is full of tasks that will complete: wait, in order.
     Wait,
+    /// The peer has no room yet ([`Again::Peer`]): try again later, in order.
+    WaitPeer,
     /// DOCA refused it (its code): the lane yields the refusal in its turn.
     Refused(sys::doca_error_t),
 }
@@ -91,6 +102,11 @@ pub(super) struct LaneRing<'a> {
     core: &'a Core,
     /// The connection (null where there is none).
     conn: *mut c_void,
+    /// The peer's endpoint (see [`At`]).
+    peer: u32,
+    /// Whether the kind's AGAIN comes from the peer ([`Again::Peer`]): a flag, not the
+    /// kind's enum, for the submit's hot path.
+    peer_again: bool,
     pub(super) kind: &'static LaneKind,
     group: Rc<HeldGroup>,
     /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
@@ -99,13 +115,14 @@ pub(super) struct LaneRing<'a> {
     order: Box<[u32]>,
     head: usize,
     len: usize,
-    /// The newest `unsubmitted` of them wait for room (see [`Try::Wait`]).
+    /// The newest `unsubmitted` of them wait for room (see [`Try::Wait`], [`Try::WaitPeer`]).
     unsubmitted: usize,
+    /// Attempts in a row that found the peer without room ([`Again::Peer`]), and the timer
+    /// of the next one once yielding is spent.
+    peer_tries: u32,
+    peer_retry: Option<Sleep>,
     /// Lanes without an operation (the most recently used on top: its memory is warm).
     idle: Vec<u32>,
-    /// The operands of each lane's next operation: the immediate, the addend, or the compare
-    /// and swap values.
-    operands: Box<[[u64; 2]]>,
     /// The place among the context's waiters while lanes wait for room.
     ticket: Ticket,
 }
@@ -164,6 +181,7 @@ impl<'a> LaneRing<'a> {
         let mut mem = Box::new(LaneMem {
             descs: vec![[std::ptr::null_mut(); 2]; depth].into_boxed_slice(),
             bufs,
+            operands: (0..depth).map(|_| LaneOperands::new([0; 3])).collect(),
             _remote: remote,
             _inv: host.inv.clone(),
         });
@@ -191,6 +209,8 @@ impl<'a> LaneRing<'a> {
         Ok(LaneRing {
             core: host.core,
             conn: host.conn,
+            peer: host.peer,
+            peer_again: matches!(kind.again, Again::Peer { .. }),
             kind,
             group,
             mem: ManuallyDrop::new(mem),
@@ -198,9 +218,10 @@ impl<'a> LaneRing<'a> {
             head: 0,
             len: 0,
             unsubmitted: 0,
+            peer_tries: 0,
+            peer_retry: None,
             // Lane 0 on top: lanes are first taken in order.
             idle: (0..depth as u32).rev().collect(),
-            operands: vec![[0; 2]; depth].into_boxed_slice(),
             ticket: None,
         })
     }
@@ -250,17 +271,21 @@ impl<'a> LaneRing<'a> {
         // earlier operation (the descriptors are the lane's for its whole life).
         let [l, r] = self.mem.descs[i];
         // SAFETY: lane `i`'s own task (of the lanes' kind), not in flight, and its own
-        // descriptors, which no task in flight uses.
-        unsafe { (self.kind.prepare)(task, l, r, self.operands[i]) };
+        // descriptors, which no task in flight uses; its operands live in the lanes' memory
+        // as long as the descriptors do.
+        unsafe { (self.kind.prepare)(task, l, r, &self.mem.operands[i]) };
         // The doorbell: rung at once for an operation alone in the lanes (nothing to batch it
         // with, and its wait comes next: the latency case), deferred to the next progress
         // otherwise, so that a batch of submissions shares one. DOCA's flush hands over the
         // context's earlier deferred tasks first, so the order stays the submission order.
-        let doorbell = self.len == 1;
+        // A kind whose AGAIN comes from the peer rings each one (see `Again::Peer`).
+        let peer_again = self.peer_again;
+        let doorbell = self.len == 1 || peer_again;
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
         // of the group's kind, ready for its next operation.
         match unsafe { group.submit(self.core, i, doorbell) } {
             sys::DOCA_SUCCESS => Try::Submitted,
+            sys::DOCA_ERROR_AGAIN if peer_again => Try::WaitPeer,
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
             // A failed task stopped the context, which restarts (DMA): the restart wakes the
             // waiters.
@@ -308,7 +333,8 @@ impl<'a> LaneRing<'a> {
     /// user data, and gives it to the lane's record.
     fn alloc(&self, i: usize) -> sys::doca_error_t {
         let Some(ctx) = self.group.ctx().obj() else { return sys::DOCA_ERROR_BAD_STATE };
-        let at = At { ctx, conn: self.conn, bufs: self.mem.descs[i], operands: self.operands[i] };
+        let at =
+            At { ctx, conn: self.conn, peer: self.peer, bufs: self.mem.descs[i], operands: self.mem.operands[i].get() };
         let (mut task, mut base) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: a live context (checked above) of the kind's type, and connection (borrowed
         // by the lanes); the descriptors describe memory the lanes keep until no task uses it.
@@ -334,7 +360,8 @@ impl<'a> LaneRing<'a> {
         }
         match self.try_submit(i as usize) {
             Try::Submitted => {}
-            Try::Wait => self.unsubmitted = 1,
+            // Tried again by the next poll of the lanes (`retry_waiting`).
+            Try::Wait | Try::WaitPeer => self.unsubmitted = 1,
             Try::Refused(rc) => self.group.refuse(i as usize, rc),
         }
     }
@@ -352,17 +379,52 @@ impl<'a> LaneRing<'a> {
     }
 
     fn submit_waiting(&mut self, cx: &mut Context<'_>) {
+        if let Some(timer) = &mut self.peer_retry {
+            // Not before its time: the timer wakes this task.
+            if Pin::new(timer).poll(cx).is_pending() {
+                return;
+            }
+            self.peer_retry = None;
+        }
         while self.unsubmitted > 0 {
             let i = self.order[self.wrap(self.head + self.len - self.unsubmitted)] as usize;
             match self.try_submit(i) {
-                Try::Submitted => {}
-                Try::Refused(rc) => self.group.refuse(i, rc),
+                Try::Submitted => self.peer_tries = 0,
+                Try::Refused(rc) => {
+                    self.peer_tries = 0;
+                    self.group.refuse(i, rc);
+                }
                 Try::Wait => {
                     self.group.ctx().task_waiters.register(&mut self.ticket, cx.waker());
                     return;
                 }
+                Try::WaitPeer => {
+                    self.wait_for_peer(cx);
+                    return;
+                }
             }
             self.unsubmitted -= 1;
+        }
+    }
+
+    /// The first waiting lane found the peer without room: wakes this task for the next
+    /// attempt, at once (a yield: the executor's turn between them progresses the PEs, the
+    /// peer's included when it is on this executor) for the first attempts, then after the
+    /// kind's period, so that a peer that posts nothing for long does not keep the executor
+    /// busy. `Producer::send`'s policy.
+    #[cold]
+    fn wait_for_peer(&mut self, cx: &mut Context<'_>) {
+        let Again::Peer { yields, every } = self.kind.again else { unreachable!("only for Again::Peer kinds") };
+        self.peer_tries = self.peer_tries.saturating_add(1);
+        if self.peer_tries <= yields {
+            cx.waker().wake_by_ref();
+            return;
+        }
+        let mut timer = sleep(every);
+        if Pin::new(&mut timer).poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        } else {
+            self.peer_retry = Some(timer);
         }
     }
 
@@ -394,8 +456,8 @@ impl<'a> LaneRing<'a> {
     /// Sets the operands of lane `i`'s next operation (the immediate, the addend, or the
     /// compare and swap values).
     #[inline]
-    pub(super) fn set_operands(&mut self, i: u32, operands: [u64; 2]) {
-        self.operands[i as usize] = operands;
+    pub(super) fn set_operands(&mut self, i: u32, operands: [u64; 3]) {
+        self.mem.operands[i as usize].set(operands);
     }
 
     /// Lane `i`, handed out and not submitted, is idle again.
@@ -528,6 +590,7 @@ impl fmt::Debug for LaneRing<'_> {
             .field("len", &self.len)
             .field("in_flight", &self.group.in_flight())
             .field("waiting_for_room", &self.unsubmitted)
+            .field("peer_tries", &self.peer_tries)
             .finish()
     }
 }

@@ -47,7 +47,7 @@ fn conn(at: &At) -> *mut sys::doca_rdma_connection {
 }
 
 /// The immediate among a lane's operands, as DOCA takes it (big-endian).
-fn imm(ops: [u64; 2]) -> u32 {
+fn imm(ops: [u64; 3]) -> u32 {
     (ops[0] as u32).to_be()
 }
 
@@ -79,7 +79,7 @@ lane_task!(
     },
     |t, _l, r, o| {
         sys::doca_buf_reset_data_len(r);
-        sys::doca_rdma_task_write_imm_set_immediate_data(t, imm(o));
+        sys::doca_rdma_task_write_imm_set_immediate_data(t, imm(o.get()));
     }
 );
 lane_task!(
@@ -108,7 +108,7 @@ lane_task!(
         sys::doca_rdma_task_send_imm_set_src_buf(t, l);
     },
     |t, _l, _r, o| {
-        sys::doca_rdma_task_send_imm_set_immediate_data(t, imm(o));
+        sys::doca_rdma_task_send_imm_set_immediate_data(t, imm(o.get()));
     }
 );
 lane_task!(
@@ -138,7 +138,7 @@ lane_task!(
     },
     |t, l, _r, o| {
         sys::doca_buf_reset_data_len(l);
-        sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, o[0]);
+        sys::doca_rdma_task_atomic_fetch_add_set_add_data(t, o.get()[0]);
     }
 );
 lane_task!(
@@ -159,7 +159,8 @@ lane_task!(
     },
     |t, l, _r, o| {
         sys::doca_buf_reset_data_len(l);
-        sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, o[0]);
-        sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, o[1]);
+        let [compare, swap, _] = o.get();
+        sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(t, compare);
+        sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(t, swap);
     }
 );
