@@ -1,12 +1,13 @@
 //! Comch as futures: a server and clients on one executor, the message stream, a server
 //! disconnecting a client, and across two processes with the peer killed mid-conversation
-//! on either side (futures fail fast, the stream ends); the fast path in `comch/fast.rs`.
+//! on either side (futures fail fast, the stream ends); the fast path in `comch/fast.rs`, its
+//! lanes in `comch/lanes.rs`.
 
 use std::time::Duration;
 
-use async_doca::comch::{Client, Server};
+use async_doca::comch::{Client, Connection, Server};
 use async_doca::time::timeout;
-use async_doca::{spawn_local, Device, Error, ErrorKind, Result, Runtime};
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Memory, Result, Runtime};
 use futures_lite::StreamExt;
 
 mod common;
@@ -28,6 +29,26 @@ async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Result<T> {
 
 fn name(tag: &str) -> String {
     format!("it-{tag}-{}", std::process::id())
+}
+
+/// A server named after `tag` and one client of it on this executor: (server, server side,
+/// client side).
+async fn pair(dev: &Device, tag: &str) -> Result<(Server, Connection, Connection)> {
+    let n = name(tag);
+    let server = Server::builder(dev, &n).build().await?;
+    let client = spawn_local({
+        let (dev, n) = (dev.clone(), n.clone());
+        async move { Client::builder(&dev, &n).connect().await }
+    });
+    let dpu = bounded(server.accept()).await??;
+    let host = bounded(client).await???;
+    Ok((server, dpu, host))
+}
+
+/// Memory a fast-path consumer receives into (PCI access, which DOCA needs to give it to the
+/// peer's producers).
+fn inbox(dev: &Device, len: usize) -> Result<Memory> {
+    dev.alloc(len, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)
 }
 
 #[test]

@@ -8,34 +8,16 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use async_doca::comch::fast::{Consumer, Producer, MAX_IMM_DATA};
-use async_doca::comch::{Client, Connection, Server};
 use async_doca::executor::yield_now;
-use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Memory, Result};
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind};
 
-use super::{bounded, name, rt};
-
-/// A server and one client on this executor: (server side, client side).
-async fn pair(dev: &Device, tag: &str) -> Result<(Server, Connection, Connection)> {
-    let n = name(&format!("fast-{tag}"));
-    let server = Server::builder(dev, &n).build().await?;
-    let client = spawn_local({
-        let (dev, n) = (dev.clone(), n.clone());
-        async move { Client::builder(&dev, &n).connect().await }
-    });
-    let dpu = bounded(server.accept()).await??;
-    let host = bounded(client).await???;
-    Ok((server, dpu, host))
-}
-
-fn inbox(dev: &Device, len: usize) -> Result<Memory> {
-    dev.alloc(len, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)
-}
+use super::{bounded, inbox, pair, rt};
 
 #[test]
 fn sends_land_in_posted_buffers_in_order_with_the_producer_id_and_immediates() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "order").await?;
+        let (_server, dpu, host) = pair(&dev, "fast-order").await?;
         let mem = inbox(&dev, 4 * 256)?;
         let consumer = Consumer::builder(&host, &mem).tasks(8).imm_data_len(MAX_IMM_DATA as u32).build().await?;
         let producer = Producer::builder(&dpu).build().await?;
@@ -82,7 +64,7 @@ fn sends_land_in_posted_buffers_in_order_with_the_producer_id_and_immediates() {
 fn a_send_waits_for_a_posted_buffer_in_the_other_direction() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "wait").await?;
+        let (_server, dpu, host) = pair(&dev, "fast-wait").await?;
         let mem = inbox(&dev, 64)?;
         let consumer = Consumer::builder(&dpu, &mem).build().await?;
         let producer = Producer::builder(&host).build().await?;
@@ -116,7 +98,7 @@ fn a_send_waits_for_a_posted_buffer_in_the_other_direction() {
 fn arguments_are_checked_before_anything_is_posted_or_sent() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "args").await?;
+        let (_server, dpu, host) = pair(&dev, "fast-args").await?;
         let mem = inbox(&dev, 64)?;
         let e = Consumer::builder(&host, &mem).imm_data_len(MAX_IMM_DATA as u32 + 1).build().await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
@@ -165,7 +147,7 @@ fn arguments_are_checked_before_anything_is_posted_or_sent() {
 fn a_dropped_consumer_is_withdrawn_from_the_peer() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "drop").await?;
+        let (_server, dpu, host) = pair(&dev, "fast-drop").await?;
         let mem = inbox(&dev, 64)?;
         let producer = Producer::builder(&dpu).build().await?;
         let first = Consumer::builder(&host, &mem).build().await?;
@@ -202,7 +184,7 @@ fn a_dropped_consumer_is_withdrawn_from_the_peer() {
 fn several_sends_waiting_for_buffers_all_complete() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "several").await?;
+        let (_server, dpu, host) = pair(&dev, "fast-several").await?;
         let mem = inbox(&dev, 4 * 64)?;
         let consumer = Consumer::builder(&host, &mem).imm_data_len(1).build().await?;
         let producer = Producer::builder(&dpu).build().await?;
@@ -242,7 +224,7 @@ fn receives_posted_ahead_by_the_sending_task_serve_a_ping_pong() {
     use std::collections::VecDeque;
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "ahead").await?;
+        let (_server, dpu, host) = pair(&dev, "fast-ahead").await?;
         let (a_mem, b_mem) = (inbox(&dev, 2 * 8)?, inbox(&dev, 2 * 8)?);
         let a = Consumer::builder(&host, &a_mem).tasks(2).build().await?;
         let b = Consumer::builder(&dpu, &b_mem).tasks(2).build().await?;

@@ -10,30 +10,13 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_doca::comch::fast::{Consumer, Producer, Received};
-use async_doca::comch::{Client, Connection, Server};
+use async_doca::comch::Connection;
 use async_doca::executor::yield_now;
 use async_doca::time::timeout;
-use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Memory, Result};
+use async_doca::{spawn_local, Access, Device, Error, ErrorKind, Result};
 use futures_lite::future::poll_once;
 
-use super::{bounded, name, rt};
-
-/// A server and one client on this executor: (server, server side, client side).
-async fn pair(dev: &Device, tag: &str) -> Result<(Server, Connection, Connection)> {
-    let n = name(&format!("lanes-{tag}"));
-    let server = Server::builder(dev, &n).build().await?;
-    let client = spawn_local({
-        let (dev, n) = (dev.clone(), n.clone());
-        async move { Client::builder(&dev, &n).connect().await }
-    });
-    let dpu = bounded(server.accept()).await??;
-    let host = bounded(client).await???;
-    Ok((server, dpu, host))
-}
-
-fn inbox(dev: &Device, len: usize) -> Result<Memory> {
-    dev.alloc(len, Access::LOCAL_READ_WRITE | Access::PCI_READ_WRITE)
-}
+use super::{bounded, inbox, pair, rt};
 
 /// The immediate bytes of message `i`: 0 to 4 of them (0: sent with `submit`).
 fn imm_of(i: u64) -> Vec<u8> {
@@ -44,7 +27,7 @@ fn imm_of(i: u64) -> Vec<u8> {
 fn a_ping_pong_through_lanes_both_ways() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "pingpong").await?;
+        let (_server, dpu, host) = pair(&dev, "lanes-pingpong").await?;
         let (a_mem, b_mem) = (inbox(&dev, 2 * 8)?, inbox(&dev, 2 * 8)?);
         let a = Consumer::builder(&host, &a_mem).tasks(2).imm_data_len(4).build().await?;
         let b = Consumer::builder(&dpu, &b_mem).tasks(2).imm_data_len(4).build().await?;
@@ -147,7 +130,7 @@ async fn stream(dev: &Device, from: &Connection, to: &Connection, n: u64) -> Res
 fn streams_of_messages_through_lanes_arrive_in_order_both_ways() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "stream").await?;
+        let (_server, dpu, host) = pair(&dev, "lanes-stream").await?;
         stream(&dev, &dpu, &host, 500).await?;
         stream(&dev, &host, &dpu, 500).await?;
         Ok::<_, Error>(())
@@ -162,7 +145,7 @@ fn streams_of_messages_through_lanes_arrive_in_order_both_ways() {
 fn send_lanes_wait_for_posted_buffers_in_order() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "again").await?;
+        let (_server, dpu, host) = pair(&dev, "lanes-again").await?;
         let mem = inbox(&dev, 3 * 8)?;
         let consumer = Consumer::builder(&dpu, &mem).tasks(3).imm_data_len(1).build().await?;
         let producer = Producer::builder(&host).build().await?;
@@ -228,7 +211,7 @@ fn send_lanes_wait_for_posted_buffers_in_order() {
 fn lanes_dropped_with_operations_waiting_or_in_flight() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "drop").await?;
+        let (_server, dpu, host) = pair(&dev, "lanes-drop").await?;
         let mem = inbox(&dev, 4 * 8)?;
         let consumer = Consumer::builder(&host, &mem).tasks(4).build().await?;
         let producer = Producer::builder(&dpu).build().await?;
@@ -301,7 +284,7 @@ fn lanes_dropped_with_operations_waiting_or_in_flight() {
 fn lanes_arguments_are_checked() {
     rt().block_on(async {
         let dev = Device::open_default()?;
-        let (_server, dpu, host) = pair(&dev, "args").await?;
+        let (_server, dpu, host) = pair(&dev, "lanes-args").await?;
         let mem = inbox(&dev, 64)?;
         let consumer = Consumer::builder(&host, &mem).build().await?;
         let producer = Producer::builder(&dpu).build().await?;
