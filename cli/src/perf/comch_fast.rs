@@ -45,11 +45,11 @@ pub fn run(p: &Params) -> Result<Report> {
         let server = Server::builder(&dev, &server_name).build().await?;
         let conn = timeout(PEER_TIMEOUT, server.accept()).await.map_err(Error::from)??;
         let side = Side::new(&dev, &conn, size).await?;
-        let mut end = side.end().await;
+        let mut end = side.end().await?;
         for i in 0..total {
             end.recv().await?;
             end.send().await?;
-            end.post_again(i + 1 < total).await;
+            end.post_again(i + 1 < total).await?;
         }
         Ok::<_, Error>(())
     })?;
@@ -57,7 +57,7 @@ pub fn run(p: &Params) -> Result<Report> {
         let dev = Device::open_default()?;
         let conn = Client::builder(&dev, &name).connect().await?;
         let side = Side::new(&dev, &conn, size).await?;
-        let mut end = side.end().await;
+        let mut end = side.end().await?;
         timed_rounds(warmup, iters, 2.0, &mut Pinger { end: &mut end, total }).await
     })?;
     let (samples, elapsed) = rt.block_on(side_a)??;
@@ -88,14 +88,14 @@ impl Side {
     }
 
     /// The loop's view, with every buffer posted.
-    async fn end(&self) -> End<'_> {
+    async fn end(&self) -> Result<End<'_>> {
         let mut end =
             End { side: self, posted: VecDeque::with_capacity(POSTED), free: None, msg: Some(self.outbox.buf()) };
         for k in 0..POSTED {
             end.free = Some(self.inbox.slice(k * self.size..(k + 1) * self.size));
-            end.post_again(true).await;
+            end.post_again(true).await?;
         }
-        end
+        Ok(end)
     }
 }
 
@@ -110,18 +110,27 @@ struct End<'a> {
 
 impl End<'_> {
     /// Posts the free buffer again, unless no more message comes: a receive future polled
-    /// once (its first poll posts; it cannot be done yet, since no send is answered before
-    /// its buffer is posted), kept in posting order.
-    async fn post_again(&mut self, more: bool) {
+    /// once (its first poll posts), kept in posting order. It cannot have a message yet (no
+    /// send is answered before its buffer is posted), so one that is over at its first poll
+    /// failed (the connection or the consumer went): that error is the run's, and the
+    /// future, being over, is not kept.
+    async fn post_again(&mut self, more: bool) -> Result<()> {
         if !more {
             self.free = None;
-            return;
+            return Ok(());
         }
         if let Some(buf) = self.free.take() {
             let mut recv = self.side.consumer.recv(buf);
-            let _ = poll_once(&mut recv).await;
+            if let Some((r, _)) = poll_once(&mut recv).await {
+                r?;
+                return Err(Error::new(
+                    ErrorKind::BadState,
+                    "comch_fast_lat: a message arrived before its buffer was posted",
+                ));
+            }
             self.posted.push_back(recv);
         }
+        Ok(())
     }
 
     /// The oldest posted receive's message; its buffer is left free.
@@ -151,7 +160,7 @@ struct Pinger<'e, 'a> {
 impl Round for Pinger<'_, '_> {
     async fn round(&mut self, i: u64) -> Result<()> {
         self.end.send().await?;
-        self.end.post_again(i + 1 < self.total).await;
+        self.end.post_again(i + 1 < self.total).await?;
         self.end.recv().await
     }
 }
