@@ -60,8 +60,12 @@ pub fn run(p: &Params) -> Result<Report> {
         let mut end = side.end().await?;
         timed_rounds(warmup, iters, 2.0, &mut Pinger { end: &mut end, total }).await
     })?;
-    let (samples, elapsed) = rt.block_on(side_a)??;
-    rt.block_on(side_b)??;
+    // Both sides' outcomes: when side B fails, side A only waits out its timeout, so B's
+    // error is the one that says what went wrong.
+    let a = rt.block_on(side_a)?;
+    let b = rt.block_on(side_b)?;
+    b.map_err(|e| e.context_prefix("side B"))?;
+    let (samples, elapsed) = a?;
     Ok(Run { test: TEST, mode: "async", size, procs: 1 }.report(samples, 2 * iters, elapsed))
 }
 
