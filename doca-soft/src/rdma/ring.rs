@@ -106,12 +106,12 @@ const _: () = assert!(RING_MIN_BYTES >= 64 && RING_MIN_BYTES <= RING_MAX_BYTES);
 /// The ring stands in for what hardware does not need: a send lands in the receiver's posted
 /// buffer, so a window of sends never waits for room. Here a send completes once its record
 /// is in the ring, and a window larger than the ring makes the sender wait for the receiver
-/// record by record, in lock step: `send_bw` with 64 sends of 4 KiB in flight ran at 0.55–0.65
+/// record by record, in lock step: `send_bw` with 64 sends of 4 KiB in flight ran at 0.52–0.59
 /// of its rate with a ring that holds them all (docs/soft-provider.md, "The receive ring's
 /// size"). So a ctx with few connections gets larger rings. Why not larger still: a ring's
 /// pages become resident as bytes pass through them, in both processes (the producer maps
 /// it), so a connection that carried a ring's worth costs its size twice; 4 MiB rings made
-/// the chaos test's children grow by 17 MiB in a round, past its leak bound.
+/// the chaos test's children grow by 16–17 MiB in a round, past its leak bound.
 pub const fn ring_bytes_for(max_conns: u16) -> usize {
     let conns = if max_conns == 0 { 1 } else { max_conns as usize };
     let share = RING_BUDGET_BYTES / conns;
