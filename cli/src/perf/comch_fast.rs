@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use async_doca::comch::fast::{Consumer, Producer, RecvFuture};
+use async_doca::comch::fast::{Consumer, Producer, Received, RecvFuture};
 use async_doca::comch::{Client, Connection, Server};
 use async_doca::time::timeout;
 use async_doca::{Access, Buf, Device, Error, ErrorKind, Memory, Result};
@@ -107,17 +107,24 @@ impl Side {
 /// received (posted again after the next send), the message buffer between sends.
 struct End<'a> {
     side: &'a Side,
-    posted: VecDeque<RecvFuture<'a>>,
+    posted: VecDeque<Posted<'a>>,
     free: Option<Buf>,
     msg: Option<Buf>,
 }
 
+/// A posted receive: still waiting, or already over when it was posted.
+enum Posted<'a> {
+    Waiting(RecvFuture<'a>),
+    /// A receive over at its first poll: a producer was waiting for a buffer (the peer may
+    /// send its first message before this side posted any), and the runtime's progress
+    /// right after the post delivered the message at once.
+    Over(Result<Received>, Buf),
+}
+
 impl End<'_> {
     /// Posts the free buffer again, unless no more message comes: a receive future polled
-    /// once (its first poll posts), kept in posting order. It cannot have a message yet (no
-    /// send is answered before its buffer is posted), so one that is over at its first poll
-    /// failed (the connection or the consumer went): that error is the run's, and the
-    /// future, being over, is not kept.
+    /// once (its first poll posts), kept in posting order with what it resolved to if it
+    /// is over already.
     async fn post_again(&mut self, more: bool) -> Result<()> {
         if !more {
             self.free = None;
@@ -125,25 +132,29 @@ impl End<'_> {
         }
         if let Some(buf) = self.free.take() {
             let mut recv = self.side.consumer.recv(buf);
-            if let Some((r, _)) = poll_once(&mut recv).await {
-                r?;
-                return Err(Error::new(
-                    ErrorKind::BadState,
-                    "comch_fast_lat: a message arrived before its buffer was posted",
-                ));
-            }
-            self.posted.push_back(recv);
+            let posted = match poll_once(&mut recv).await {
+                Some((r, buf)) => Posted::Over(r, buf),
+                None => Posted::Waiting(recv),
+            };
+            self.posted.push_back(posted);
         }
         Ok(())
     }
 
     /// The oldest posted receive's message; its buffer is left free.
     async fn recv(&mut self) -> Result<()> {
-        let oldest = self.posted.front_mut().ok_or_else(|| Error::new(ErrorKind::BadState, "nothing posted"))?;
-        let (r, buf) = timeout(PEER_TIMEOUT, oldest).await.map_err(Error::from)?;
-        self.posted.pop_front();
-        self.free = Some(buf);
-        r.map(drop)
+        if let Some(Posted::Waiting(oldest)) = self.posted.front_mut() {
+            let (r, buf) = timeout(PEER_TIMEOUT, oldest).await.map_err(Error::from)?;
+            self.posted[0] = Posted::Over(r, buf);
+        }
+        match self.posted.pop_front() {
+            Some(Posted::Over(r, buf)) => {
+                self.free = Some(buf);
+                r.map(drop)
+            }
+            Some(Posted::Waiting(_)) => unreachable!("the oldest receive was waited for above"),
+            None => Err(Error::new(ErrorKind::BadState, "nothing posted")),
+        }
     }
 
     /// Sends the message to the peer's consumer.
