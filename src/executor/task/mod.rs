@@ -13,10 +13,11 @@
 //! alone in the local queue, most such tasks finish on that run and the handle is ready
 //! without an awaiter round trip.
 //!
-//! Every future is wrapped in [`Tracked`], which (1) catches panics so that a panicking task
-//! completes its `JoinHandle` with an error instead of killing the executor thread, and
-//! (2) registers the task's waker with its executor the first time it returns `Pending`, so
-//! that shutdown can bring back and drop every idle task (see [`local`]).
+//! A task's run catches the panics of its future ([`raw`]), so that a panicking task completes
+//! its `JoinHandle` with an error instead of killing the executor thread. Every future is
+//! wrapped in [`Tracked`], which registers the task's waker with its executor the first time
+//! it returns `Pending`, so that shutdown can bring back and drop every idle task (see
+//! [`local`]).
 //!
 //! [`local`]: super::local
 //! [`local::schedule`]: super::local::schedule
@@ -36,8 +37,8 @@ use crate::error::{Error, ErrorKind, Result};
 
 mod raw;
 
-/// The output of a task as stored in its allocation: the future's output, or the message of
-/// the panic that ended it.
+/// The output of a task as stored in its allocation ([`raw`]): the future's output, or the
+/// message of the panic that ended it.
 pub(crate) type TaskOutput<T> = std::result::Result<T, String>;
 
 /// What every task carries in its allocation: the executor it belongs to (`None` only for a
@@ -74,10 +75,11 @@ static HOOKS: raw::Hooks = raw::Hooks {
 };
 
 pin_project! {
-    /// The wrapper of every task future. See the module documentation.
+    /// The wrapper of every task future: its registration with the executor for shutdown.
+    /// (Panics are caught by the task's run, in the same frame as the poll: see `raw`.)
     pub(crate) struct Tracked<F> {
         #[pin]
-        fut: Option<F>,
+        fut: F,
         exec: u64,
         // Key in the executor's task registry; 0 until the first `Pending`.
         key: u64,
@@ -100,11 +102,12 @@ pin_project! {
 
 impl<F> Tracked<F> {
     fn new(fut: F, exec: u64) -> Tracked<F> {
-        Tracked { fut: Some(fut), exec, key: 0 }
+        Tracked { fut, exec, key: 0 }
     }
 }
 
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
+/// The message of a caught panic, for the task's handle.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
     let msg = if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -118,49 +121,24 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
 }
 
 impl<F: Future> Future for Tracked<F> {
-    type Output = TaskOutput<F::Output>;
+    type Output = F::Output;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let polled = catch_unwind(AssertUnwindSafe(|| {
-            let Some(fut) = this.fut.as_mut().as_pin_mut() else {
-                // A task never polls its future once it was ready (`raw` drops it then); be
-                // defensive anyway.
-                return Poll::Pending;
-            };
-            match fut.poll(cx) {
-                Poll::Ready(v) => {
-                    // Drop the future now, inside the catch: its destructor may panic.
-                    this.fut.set(None);
-                    Poll::Ready(v)
-                }
-                Poll::Pending => Poll::Pending,
-            }
-        }));
-        match polled {
-            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-            Ok(Poll::Pending) => {
-                if *this.key == 0 {
-                    let exec = *this.exec;
-                    if let Some(Some(key)) =
-                        with_current(|core| (core.shared.id == exec).then(|| core.register_task(cx.waker().clone())))
-                    {
-                        *this.key = key;
-                    }
-                }
-                Poll::Pending
-            }
-            Err(payload) => {
-                let msg = panic_message(payload);
-                // The future is in an unknown state: drop it (containing a second panic).
-                let mut fut = this.fut;
-                if catch_unwind(AssertUnwindSafe(|| fut.set(None))).is_err() {
-                    local::report("a task's destructor panicked after the task panicked");
-                }
-                Poll::Ready(Err(msg))
-            }
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let polled = this.fut.poll(cx);
+        if polled.is_pending() && *this.key == 0 {
+            *this.key = register(*this.exec, cx);
         }
+        polled
     }
+}
+
+/// Registers the task of `cx` with its executor `exec` at its first `Pending` (once per task:
+/// out of line); returns its key, 0 when not on that executor.
+#[inline(never)]
+fn register(exec: u64, cx: &Context<'_>) -> u64 {
+    with_current(|core| (core.shared.id == exec).then(|| core.register_task(cx.waker().clone()))).flatten().unwrap_or(0)
 }
 
 pin_project! {
@@ -257,7 +235,6 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let fut = async move { TaskOutput::Ok(fut.await) };
     // SAFETY: `Send` future and output; the task has no executor, so it is cancelled at once.
     let spawned = unsafe { raw::spawn(fut, TaskMeta::new(None), &HOOKS) };
     // Dropping its first runnable cancels it, here.
@@ -302,7 +279,7 @@ where
 /// # Ok::<(), async_doca::Error>(())
 /// ```
 pub struct JoinHandle<T> {
-    task: Option<raw::RawHandle<TaskOutput<T>>>,
+    task: Option<raw::RawHandle<T>>,
     /// For a `spawn_local` task whose handle was not polled yet: the address of the task,
     /// by which the first poll recognizes the task's runnable in the local queue (see
     /// `poll`; the handle keeps the task allocated, so no other task has this address). 0
@@ -311,7 +288,7 @@ pub struct JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
-    fn new(task: raw::RawHandle<TaskOutput<T>>) -> JoinHandle<T> {
+    fn new(task: raw::RawHandle<T>) -> JoinHandle<T> {
         JoinHandle { task: Some(task), runnable: 0 }
     }
 

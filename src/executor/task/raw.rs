@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
-use super::TaskMeta;
+use super::{panic_message, TaskMeta, TaskOutput};
 
 const SCHEDULED: u8 = 1;
 const RUNNING: u8 = 2;
@@ -88,9 +88,9 @@ pub(crate) struct Hooks {
 
 /// The operations that depend on the future's type.
 struct Vtable {
-    /// Polls the future in place; when it is ready, drops it and stores its output. Returns
-    /// whether it finished.
-    poll: unsafe fn(NonNull<Header>, &mut Context<'_>) -> bool,
+    /// Runs the task once ([`Runnable::run`]: the runnable's pointer and whether it is
+    /// counted); returns whether it was woken while it ran.
+    run: unsafe fn(NonNull<Header>, bool) -> bool,
     /// Drops the future in place (a cancellation), if it is still there.
     drop_future: unsafe fn(NonNull<Header>),
     /// Drops the stored output, if any.
@@ -115,11 +115,12 @@ pub(crate) struct Header {
 }
 
 /// The header and the output: the part of the allocation a handle (which knows the output's
-/// type but not the future's) reads.
+/// type but not the future's) reads. The output is the future's, or the message of the panic
+/// that ended it.
 #[repr(C)]
 struct WithOutput<T> {
     header: Header,
-    output: UnsafeCell<Option<T>>,
+    output: UnsafeCell<Option<TaskOutput<T>>>,
 }
 
 /// The whole allocation.
@@ -131,30 +132,126 @@ struct TaskAlloc<F: Future> {
 
 impl<F: Future> TaskAlloc<F> {
     const VTABLE: Vtable = Vtable {
-        poll: Self::poll,
+        run: Self::run,
         drop_future: Self::drop_future,
         drop_output: Self::drop_output,
         dealloc: Self::dealloc,
     };
 
+    /// [`Runnable::run`], whole: the run state, the poll and the one `catch_unwind`, in one
+    /// frame per run. (The state's bookkeeping was a frame of its own, the poll a second and
+    /// the panic catch a third, inside the future's wrapper: `docs/cost.md`, twenty-eighth
+    /// session.) The price is code: this function is compiled once per spawned future
+    /// type, the bookkeeping with it; what is rare (a cancellation, a panic, the end of the
+    /// task) stays out of line and shared.
+    ///
     /// # Safety
-    /// `ptr` is the header of a live `TaskAlloc<F>`, on its owner thread, not finished.
-    unsafe fn poll(ptr: NonNull<Header>, cx: &mut Context<'_>) -> bool {
+    /// `ptr` is a queued runnable's task (`counted`: the runnable holds a reference of its
+    /// own), a live `TaskAlloc<F>`, on its owner thread; the runnable is consumed.
+    unsafe fn run(ptr: NonNull<Header>, counted: bool) -> bool {
+        // SAFETY: a queued runnable's task is alive (its reference, or the task is scheduled).
+        let h = unsafe { header(ptr) };
+        if counted {
+            // Acquire: what the remote waker did before its wake is visible to the poll.
+            h.notified.swap(false, Ordering::AcqRel);
+        }
+        let st = h.state.get();
+        let mut woken = false;
+        // A counted runnable defers to an uncounted one that is queued (it will run the task),
+        // and neither runs a finished task.
+        if st & FINISHED == 0 && !(counted && st & SCHEDULED != 0) {
+            if st & STARTED_NOTED == 0 {
+                h.join.fetch_or(STARTED, Ordering::Release);
+            }
+            h.state.set(RUNNING | STARTED_NOTED);
+            if h.cancel.load(Ordering::Acquire) {
+                // SAFETY: not finished, owner thread, not being polled.
+                unsafe { finish(ptr, true) };
+            } else {
+                // SAFETY: a live `TaskAlloc<F>` of its owner thread, not finished, not being
+                // polled (a task is not run while it runs).
+                if unsafe { Self::poll(ptr) } {
+                    // SAFETY: as above; the future is gone already.
+                    unsafe { finish(ptr, false) };
+                } else {
+                    let st = h.state.get() & !RUNNING;
+                    h.state.set(st);
+                    if st & SCHEDULED != 0 {
+                        // Woken while it ran: the wake left the queueing to us.
+                        (h.hooks.schedule_local)(Runnable { ptr, counted: false });
+                        woken = true;
+                    }
+                }
+            }
+        }
+        if counted {
+            // SAFETY: this runnable's own reference, not used afterwards.
+            unsafe { release(ptr) };
+        }
+        woken
+    }
+
+    /// Polls the future in place, catching its panic; when it is ready (or panicked), drops
+    /// it and stores its output (or the panic's message). Returns whether it finished.
+    ///
+    /// # Safety
+    /// As for [`run`](Self::run), and the task is running (not finished).
+    #[inline(always)]
+    unsafe fn poll(ptr: NonNull<Header>) -> bool {
         let t = ptr.cast::<TaskAlloc<F>>().as_ptr();
         // SAFETY: the caller's contract; only the owner thread touches the future, and not
         // re-entrantly (a task is not run while it runs).
         let slot = unsafe { &mut *(*t).future.get() };
-        let Some(fut) = slot.as_mut() else { return true };
-        // SAFETY: the future is never moved: it stays in the allocation until dropped in place.
-        match unsafe { Pin::new_unchecked(fut) }.poll(cx) {
-            Poll::Ready(v) => {
-                *slot = None;
-                // SAFETY: `READY` is not set yet, so the handle does not read the output.
-                unsafe { *output(ptr) = Some(v) };
+        let waker = ManuallyDrop::new(waker(ptr));
+        let mut cx = Context::from_waker(&waker);
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            // A task never polls its future once it was ready (it finished then); be
+            // defensive anyway: no output, as for a cancelled task.
+            let Some(fut) = slot.as_mut() else { return Some(None) };
+            // SAFETY: the future is never moved: it stays in the allocation until dropped in
+            // place.
+            match unsafe { Pin::new_unchecked(fut) }.poll(&mut cx) {
+                Poll::Ready(v) => {
+                    // Dropped now, inside the catch: its destructor may panic.
+                    *slot = None;
+                    Some(Some(v))
+                }
+                Poll::Pending => None,
+            }
+        }));
+        match polled {
+            Ok(None) => false,
+            Ok(Some(v)) => {
+                if let Some(v) = v {
+                    // SAFETY: `READY` is not set yet, so the handle does not read the output.
+                    unsafe { *output(ptr) = Some(Ok(v)) };
+                }
                 true
             }
-            Poll::Pending => false,
+            Err(payload) => {
+                // SAFETY: as above.
+                unsafe { Self::panicked(ptr, payload) };
+                true
+            }
         }
+    }
+
+    /// The end of a task whose future panicked: the future, in an unknown state, is dropped
+    /// (a second panic contained) and the panic's message stored as the output, which the
+    /// handle reports as an error.
+    ///
+    /// # Safety
+    /// As for [`poll`](Self::poll), whose catch this is.
+    #[cold]
+    #[inline(never)]
+    unsafe fn panicked(ptr: NonNull<Header>, payload: Box<dyn std::any::Any + Send>) {
+        let msg = panic_message(payload);
+        // SAFETY: header of a live task.
+        let h = unsafe { header(ptr) };
+        // SAFETY: the caller's contract: owner thread, not being polled any more.
+        contained(h, "a task's destructor panicked after the task panicked", || unsafe { Self::drop_future(ptr) });
+        // SAFETY: `READY` is not set yet, so the handle does not read the output.
+        unsafe { *output::<F::Output>(ptr) = Some(Err(msg)) };
     }
 
     /// # Safety
@@ -186,7 +283,7 @@ impl<F: Future> TaskAlloc<F> {
 /// # Safety
 /// `ptr` is a live task whose output type is `T`, and the caller may touch the output now:
 /// the owner before `READY`, the handle after it saw `READY`, or whoever drops it then.
-unsafe fn output<'a, T>(ptr: NonNull<Header>) -> &'a mut Option<T> {
+unsafe fn output<'a, T>(ptr: NonNull<Header>) -> &'a mut Option<TaskOutput<T>> {
     // SAFETY: the caller's contract; `WithOutput<T>` starts every such allocation.
     unsafe { &mut *(*ptr.cast::<WithOutput<T>>().as_ptr()).output.get() }
 }
@@ -240,8 +337,8 @@ fn contained(h: &Header, what: &str, f: impl FnOnce()) {
 /// and the handle's), not scheduled. The caller queues its first runnable
 /// ([`first_runnable`](Spawned::first_runnable)) or cancels it.
 ///
-/// `fut`'s `poll` must not unwind (the executor's futures are wrapped in `Tracked`, which
-/// catches panics): a panic would leave the task running for good.
+/// A panic of `fut`'s `poll` (or of its drop when it is ready) ends the task: its output is
+/// then the panic's message.
 ///
 /// # Safety
 /// If `F` (or its output) is not `Send`, the task is spawned on its owner thread, and its
@@ -368,50 +465,13 @@ impl Runnable {
 
     /// Polls the task once, on its owner thread. Returns whether it was woken while it ran
     /// (and queued again).
+    #[inline]
     pub(crate) fn run(self) -> bool {
         let this = ManuallyDrop::new(self);
         let (ptr, counted) = (this.ptr, this.counted);
-        // SAFETY: a queued runnable's task is alive (see `metadata`); this is its owner thread.
-        let h = unsafe { header(ptr) };
-        if counted {
-            // Acquire: what the remote waker did before its wake is visible to the poll.
-            h.notified.swap(false, Ordering::AcqRel);
-        }
-        let st = h.state.get();
-        let mut woken = false;
-        // A counted runnable defers to an uncounted one that is queued (it will run the task),
-        // and neither runs a finished task.
-        if st & FINISHED == 0 && !(counted && st & SCHEDULED != 0) {
-            if st & STARTED_NOTED == 0 {
-                h.join.fetch_or(STARTED, Ordering::Release);
-            }
-            h.state.set(RUNNING | STARTED_NOTED);
-            if h.cancel.load(Ordering::Acquire) {
-                // SAFETY: not finished, owner thread, not being polled.
-                unsafe { finish(ptr, true) };
-            } else {
-                let waker = ManuallyDrop::new(waker(ptr));
-                let mut cx = Context::from_waker(&waker);
-                // SAFETY: a live task of its owner thread, not finished, not being polled.
-                if unsafe { (h.vtable.poll)(ptr, &mut cx) } {
-                    // SAFETY: as above; the future is gone already.
-                    unsafe { finish(ptr, false) };
-                } else {
-                    let st = h.state.get() & !RUNNING;
-                    h.state.set(st);
-                    if st & SCHEDULED != 0 {
-                        // Woken while it ran: the wake left the queueing to us.
-                        (h.hooks.schedule_local)(Runnable { ptr, counted: false });
-                        woken = true;
-                    }
-                }
-            }
-        }
-        if counted {
-            // SAFETY: this runnable's own reference, not used afterwards.
-            unsafe { release(ptr) };
-        }
-        woken
+        // SAFETY: a queued runnable's task is alive (see `metadata`); this is its owner
+        // thread, and the runnable, consumed here, is handed over to the run.
+        unsafe { (header(ptr).vtable.run)(ptr, counted) }
     }
 }
 
@@ -628,9 +688,10 @@ unsafe impl<T: Send> Sync for RawHandle<T> {}
 impl<T> Unpin for RawHandle<T> {}
 
 impl<T> RawHandle<T> {
-    /// The output once the task finished (`Some(None)` if it was cancelled); `None` while it
-    /// runs, after registering `cx`'s waker. Polled again after it returned `Some`: `Some(None)`.
-    pub(crate) fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    /// The output once the task finished (`Ready(None)` if it was cancelled; `Err` holds the
+    /// message of the panic that ended it); `Pending` while it runs, after registering `cx`'s
+    /// waker. Polled again after it was ready: `Ready(None)`.
+    pub(crate) fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<Option<TaskOutput<T>>> {
         let Some(ptr) = self.ptr else { return Poll::Ready(None) };
         // SAFETY: the handle's reference keeps the task alive.
         let h = unsafe { header(ptr) };
@@ -815,7 +876,7 @@ mod tests {
         (s.first_runnable(true), s.handle())
     }
 
-    fn poll_handle<T>(h: &mut RawHandle<T>) -> Poll<Option<T>> {
+    fn poll_handle<T>(h: &mut RawHandle<T>) -> Poll<Option<TaskOutput<T>>> {
         h.poll_output(&mut Context::from_waker(Waker::noop()))
     }
 
@@ -884,7 +945,34 @@ mod tests {
         assert!(r.run(), "woken during its poll");
         assert_eq!(local_len(), 1);
         assert!(!local().unwrap().run());
-        assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(()))));
+        assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(Ok(())))));
+    }
+
+    /// Panics at its first poll.
+    struct Panics(#[allow(dead_code)] Tracker);
+
+    impl Future for Panics {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            panic!("boom-4c1")
+        }
+    }
+
+    #[test]
+    fn a_panicking_task_finishes_with_its_message_and_its_future_dropped() {
+        let _g = owner();
+        let drops = Arc::new(AtomicUsize::new(0));
+        // SAFETY: spawned and run on this (the owner) thread.
+        let s = unsafe { spawn(Panics(Tracker(drops.clone())), TaskMeta::new(None), &TEST_HOOKS) };
+        let r = s.first_runnable(true);
+        let mut h = s.handle();
+        assert!(!r.run(), "the panic is caught by the run");
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "the future is dropped when it panics");
+        assert!(h.is_finished());
+        match poll_handle(&mut h) {
+            Poll::Ready(Some(Err(msg))) => assert!(msg.contains("boom-4c1"), "{msg}"),
+            _ => panic!("the handle reports the panic"),
+        }
     }
 
     #[test]
@@ -1033,7 +1121,7 @@ mod tests {
         assert_eq!(local_len(), 1, "woken by the local reference: queued locally");
         // The second poll keeps another local reference, and the task finishes.
         assert!(!local().unwrap().run());
-        assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(()))));
+        assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(Ok(())))));
         drop(h);
         // SAFETY: a finished task has none to send anywhere.
         assert!(unsafe { local_waker(&waker) }.is_none(), "a finished task has none");
