@@ -392,7 +392,7 @@ impl Core {
             }
         }
         let _reset = Reset(&self.inline_run);
-        // Never unwinds: the task wrapper catches panics of the future.
+        // Never unwinds: the run catches panics of the future (`task::raw`).
         runnable.run();
         true
     }
@@ -423,7 +423,7 @@ impl Core {
             // The task may spend what is left of the batch on inline work (see `budget`).
             left -= 1;
             self.budget.set(left);
-            // Never unwinds: the task wrapper catches panics of the future.
+            // Never unwinds: the run catches panics of the future (`task::raw`).
             r.run();
             left = self.budget.replace(0);
         }
