@@ -107,7 +107,7 @@ unsafe fn on_completion<K: DocaTask>(task: *mut K::Task, key: u64, ctx_key: u64,
                     slot.status.set(status);
                     slot.state.set(SlotState::Done);
                     if let Some(w) = slot.waker.take() {
-                        w.wake();
+                        core.wake_kept(w);
                     }
                 }
             }

@@ -65,8 +65,8 @@ pub(crate) use held::{HeldGroup, HeldState};
 pub(crate) use slots::Slots;
 pub(crate) use submission::{SlotRef, Submission};
 #[cfg(all(test, not(loom)))]
-pub(crate) use waiters::{keep_waker, KeptWaker};
-pub(crate) use waiters::{Ticket, WaiterList};
+pub(crate) use waiters::keep_waker;
+pub(crate) use waiters::{KeptWaker, Ticket, WaiterList};
 
 /// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).
 pub const REUSE_KINDS: usize = 10;

@@ -48,6 +48,16 @@ impl KeptWaker {
         self.waker.wake();
     }
 
+    /// The kept waker itself, for a wake that knows the executor at hand
+    /// ([`Core::wake_kept`](crate::executor::local::Core::wake_kept)).
+    ///
+    /// # Safety
+    /// The waker stays on this thread: it may be a local or main waker, sound only here.
+    #[inline]
+    pub(crate) unsafe fn into_waker(self) -> Waker {
+        self.waker
+    }
+
     /// Which kind of waker is kept: `"task"`, `"main"` or `"other"`.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn kind(&self) -> &'static str {

@@ -161,7 +161,7 @@ pub(crate) fn same_main(kept: &Waker, waker: &Waker) -> bool {
 }
 
 /// Whether `kept` was made by [`main_kept_waker`].
-#[cfg(all(test, not(loom)))]
+#[inline]
 pub(crate) fn is_main_kept(kept: &Waker) -> bool {
     ptr::eq(kept.vtable(), &MAIN_KEPT_VTABLE)
 }

@@ -64,7 +64,7 @@ impl TaskMeta {
 
 #[cfg(all(test, not(loom)))]
 pub(crate) use raw::is_local;
-pub(crate) use raw::{local_waker, same_task, Runnable};
+pub(crate) use raw::{local_waker, same_task, wake_local_into, Runnable};
 
 /// What our tasks need from their executor (see [`raw::Hooks`]).
 static HOOKS: raw::Hooks = raw::Hooks {

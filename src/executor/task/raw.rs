@@ -572,6 +572,18 @@ unsafe fn wake_by_ref(data: *const ()) {
 /// thread.
 #[inline]
 unsafe fn wake_on_owner(ptr: NonNull<Header>) {
+    // SAFETY: the caller's contract; `schedule_local` queues on this thread's executor, the
+    // owner.
+    unsafe { wake_on_owner_into(ptr, |r| (header(ptr).hooks.schedule_local)(r)) }
+}
+
+/// [`wake_on_owner`], the runnable going to `queue`.
+///
+/// # Safety
+/// As for [`wake_on_owner`]; `queue` puts the uncounted runnable in the task's executor's
+/// local queue (on this thread).
+#[inline(always)]
+unsafe fn wake_on_owner_into(ptr: NonNull<Header>, queue: impl FnOnce(Runnable)) {
     // SAFETY: the caller's reference.
     let h = unsafe { header(ptr) };
     let st = h.state.get();
@@ -580,8 +592,44 @@ unsafe fn wake_on_owner(ptr: NonNull<Header>) {
     }
     h.state.set(st | SCHEDULED);
     if st & RUNNING == 0 {
-        (h.hooks.schedule_local)(Runnable { ptr, counted: false });
+        queue(Runnable { ptr, counted: false });
     }
+}
+
+/// Wakes `kept`, consuming it, when it is a local waker ([`local_waker`]) whose task `owns`
+/// says is the caller's executor's: the task's runnable goes straight to `queue`, without the
+/// waker's vtable, the hooks' indirect call and their look-up of the executor (the caller has
+/// it at hand: a completion callback). Any other waker, or a local one of another executor's
+/// task, is handed back, unwoken, for the caller to wake.
+///
+/// # Safety
+/// `kept` is on the thread it was made on (as every local waker is: `local_waker`'s
+/// contract); `queue` puts the uncounted runnable in the local queue of the executor that
+/// `owns` accepted, which runs on this thread.
+#[inline(always)]
+pub(crate) unsafe fn wake_local_into(
+    kept: Waker,
+    owns: impl FnOnce(&TaskMeta) -> bool,
+    queue: impl FnOnce(Runnable),
+) -> Option<Waker> {
+    if !ptr::eq(kept.vtable(), &LOCAL_VTABLE) {
+        return Some(kept);
+    }
+    let ptr = task_of(kept.data());
+    // SAFETY: the local reference `kept` holds keeps the task alive.
+    if !owns(&unsafe { header(ptr) }.meta) {
+        return Some(kept);
+    }
+    // Its local reference is released below, once the wake is done.
+    let kept = ManuallyDrop::new(kept);
+    // SAFETY: the local reference keeps the task alive; a local waker is on its task's owner
+    // thread, and `queue` goes to that owner's queue (the caller's contract, which `owns`
+    // checked).
+    unsafe {
+        wake_on_owner_into(ptr, queue);
+        drop_local(kept.data());
+    }
+    None
 }
 
 unsafe fn drop_waker(data: *const ()) {
