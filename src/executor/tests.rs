@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
-use super::completion::{keep_waker, KeptWaker, Slots, Ticket, WaiterList};
+use super::completion::{keep_waker_in, KeptWaker, Slots, Ticket, WaiterList};
 use super::local::{current_rc, with_current};
 use super::{spawn_local, time, yield_now, Runtime};
 
@@ -466,7 +466,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
         // The main future: kept by its pointers; the wake sets its flag.
         poll_fn(|cx| {
             let cell = Cell::new(None);
-            keep_waker(&cell, cx.waker());
+            with_current(|core| keep_waker_in(core, &cell, cx.waker()));
             let kept = cell.take().expect("kept");
             assert_eq!(kept.kind(), "main");
             with_current(|core| core.take_main_woken_for_test());
@@ -486,9 +486,9 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
             if polls == 2 {
                 return Poll::Ready(polls);
             }
-            keep_waker(&kept, cx.waker());
+            with_current(|core| keep_waker_in(core, &kept, cx.waker()));
             // Polled again with the same waker: kept once, not again.
-            keep_waker(&kept, cx.waker());
+            with_current(|core| keep_waker_in(core, &kept, cx.waker()));
             Poll::Pending
         }));
         while shared.take().map(|k| shared.set(Some(k))).is_none() {
@@ -502,7 +502,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
         // Any other waker is cloned, and woken as itself.
         let (count, waker) = counting_waker();
         let cell = Cell::new(None);
-        keep_waker(&cell, &waker);
+        with_current(|core| keep_waker_in(core, &cell, &waker));
         let kept = cell.take().unwrap();
         assert_eq!(kept.kind(), "other");
         kept.wake();
@@ -520,7 +520,7 @@ fn a_completions_wake_reaches_the_main_future_a_task_and_any_other_waker() {
         // The main future: its flag set by the executor at hand.
         poll_fn(|cx| {
             let cell = Cell::new(None);
-            keep_waker(&cell, cx.waker());
+            with_current(|core| keep_waker_in(core, &cell, cx.waker()));
             let kept = cell.take().expect("kept");
             with_current(|core| core.take_main_woken_for_test());
             with_current(|core| core.wake_kept(kept));
@@ -539,7 +539,7 @@ fn a_completions_wake_reaches_the_main_future_a_task_and_any_other_waker() {
             if polls == 2 {
                 return Poll::Ready(polls);
             }
-            keep_waker(&kept, cx.waker());
+            with_current(|core| keep_waker_in(core, &kept, cx.waker()));
             Poll::Pending
         }));
         while shared.take().map(|k| shared.set(Some(k))).is_none() {
@@ -553,7 +553,7 @@ fn a_completions_wake_reaches_the_main_future_a_task_and_any_other_waker() {
         // Any other waker is woken as itself.
         let (count, waker) = counting_waker();
         let cell = Cell::new(None);
-        keep_waker(&cell, &waker);
+        with_current(|core| keep_waker_in(core, &cell, &waker));
         with_current(|core| core.wake_kept(cell.take().unwrap()));
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     });

@@ -323,7 +323,7 @@ where
         // what completes it, or poll it among others (`join!`, `select!`).
         let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
         let waited = may_spin && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
-        if !waited && slot.poll_done(cx).is_pending() {
+        if !waited && slot.poll_done(self.core, cx).is_pending() {
             return Poll::Pending;
         }
         Poll::Ready(Ok(()))

@@ -65,7 +65,7 @@ pub(crate) use held::{HeldGroup, HeldState};
 pub(crate) use slots::Slots;
 pub(crate) use submission::{SlotRef, Submission};
 #[cfg(all(test, not(loom)))]
-pub(crate) use waiters::keep_waker;
+pub(crate) use waiters::keep_waker_in;
 pub(crate) use waiters::{KeptWaker, Ticket, WaiterList};
 
 /// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).

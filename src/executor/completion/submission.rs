@@ -20,7 +20,7 @@ use std::ptr::NonNull;
 use std::task::{Context, Poll};
 
 use super::slots::{Slot, SlotState};
-use super::waiters::{keep_waker, Ticket};
+use super::waiters::{keep_waker_in, Ticket};
 use super::{AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::error::{Error, Result};
 use crate::executor::context::CtxRecord;
@@ -100,13 +100,14 @@ impl SlotRef {
 
     /// Ready once the completion arrived; otherwise the completion will wake `cx`'s waker
     /// (replacing the one a previous poll left, unless it wakes the same task).
+    /// `core` is the slot's executor.
     #[inline(always)]
-    pub(crate) fn poll_done(&self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_done(&self, core: &Core, cx: &mut Context<'_>) -> Poll<()> {
         let slot = self.get();
         if slot.state.get() == SlotState::Done {
             return Poll::Ready(());
         }
-        keep_waker(&slot.waker, cx.waker());
+        keep_waker_in(core, &slot.waker, cx.waker());
         Poll::Pending
     }
 

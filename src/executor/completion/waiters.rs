@@ -4,7 +4,8 @@ use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::task::Waker;
 
-use crate::executor::local::{main_kept_waker, same_main};
+use crate::executor::local::{main_kept_waker, on_owner, same_main, Core};
+use crate::executor::task::TaskMeta;
 use crate::executor::task::{local_waker, same_task};
 
 /// The waker of the one future a completion will wake (an operation's slot, a held group),
@@ -28,11 +29,21 @@ pub(crate) struct KeptWaker {
 }
 
 impl KeptWaker {
+    /// Keeps `waker` for a completion of `core`, the executor of the poll.
     #[inline]
-    fn new(waker: &Waker) -> KeptWaker {
+    fn new(core: &Core, waker: &Waker) -> KeptWaker {
         // SAFETY: a `KeptWaker` is neither `Send` nor `Sync` and only wakes or drops its
-        // waker: the local and main wakers stay on this thread.
-        let own = unsafe { local_waker(waker).or_else(|| main_kept_waker(waker)) };
+        // waker: the local and main wakers stay on this thread. `owns_here` is the owner
+        // check `local_waker` asks for.
+        let own = unsafe { local_waker(waker, |meta| core.owns_here(meta)).or_else(|| main_kept_waker(waker)) };
+        KeptWaker { waker: own.unwrap_or_else(|| waker.clone()), _this_thread: PhantomData }
+    }
+
+    /// [`new`](KeptWaker::new) without the executor at hand: the current one is looked up.
+    #[inline]
+    fn new_current(waker: &Waker) -> KeptWaker {
+        // SAFETY: as in `new`; `on_owner` is the owner check `local_waker` asks for.
+        let own = unsafe { local_waker(waker, on_owner_here).or_else(|| main_kept_waker(waker)) };
         KeptWaker { waker: own.unwrap_or_else(|| waker.clone()), _this_thread: PhantomData }
     }
 
@@ -80,9 +91,29 @@ impl std::fmt::Debug for KeptWaker {
     }
 }
 
-/// Keeps `waker` in `cell` for a completion to wake: what is there already if it wakes the
-/// same future (nothing kept again per poll), else `waker` as a [`KeptWaker`]. The one home
-/// of "the single waiter of a completion slot or of a held group".
+/// Keeps `waker` in `cell` for a completion of `core` to wake: what is there already if it
+/// wakes the same future (nothing kept again per poll), else `waker` as a [`KeptWaker`]. The
+/// one home of "the single waiter of a completion slot or of a held group". `core` is the
+/// executor of the slot or group, which polls it: its own tasks' wakers are kept as local
+/// wakers when it is the current executor ([`Core::owns_here`]).
+#[inline(always)]
+pub(crate) fn keep_waker_in(core: &Core, cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
+    let stale = cell.take();
+    match stale {
+        Some(k) if k.will_wake(waker) => cell.set(Some(k)),
+        stale => {
+            drop(stale);
+            cell.set(Some(KeptWaker::new(core, waker)));
+        }
+    }
+}
+
+/// [`keep_waker_in`] without the executor at hand (a held group's poll): the current one is
+/// looked up when a waker is kept.
+///
+/// The lanes keep theirs so: passing the group's executor down to its poll (for
+/// `keep_waker_in`) cut a parked `op_cost lane_fadd` by 7 instructions but cost the inline
+/// one, which never keeps a waker, 1 (the registers of the poll's other work).
 #[inline(always)]
 pub(crate) fn keep_waker(cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
     let stale = cell.take();
@@ -90,9 +121,16 @@ pub(crate) fn keep_waker(cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
         Some(k) if k.will_wake(waker) => cell.set(Some(k)),
         stale => {
             drop(stale);
-            cell.set(Some(KeptWaker::new(waker)));
+            cell.set(Some(KeptWaker::new_current(waker)));
         }
     }
+}
+
+/// [`on_owner`] out of line, as the hooks' indirect call that [`keep_waker`] made before: inlined,
+/// it cost the lanes' inline poll an instruction.
+#[inline(never)]
+fn on_owner_here(meta: &TaskMeta) -> bool {
+    on_owner(meta)
 }
 
 /// Waiters on a context event (task freed, state changed). Each future keeps a ticket so

@@ -641,18 +641,25 @@ unsafe fn drop_waker(data: *const ()) {
 }
 
 /// A *local* waker of the task `waker` wakes, if `waker` is a waker of one of our tasks and
-/// this thread is its executor's: its reference is counted in the task's `local_refs`, a
-/// `Cell`, not in `refs` (see the module documentation). `None` otherwise (another kind of
-/// waker, a task of another executor, a finished task): then the caller clones `waker`.
+/// `owns` says this thread runs its executor: its reference is counted in the task's
+/// `local_refs`, a `Cell`, not in `refs` (see the module documentation). `None` otherwise
+/// (another kind of waker, a task of another executor, a finished task): then the caller
+/// clones `waker`.
+///
+/// `owns(meta)`: whether the calling thread runs the executor of the task whose metadata it
+/// is given, and that executor is the current one (the one a wake by the local waker's
+/// vtable queues on: `schedule_local`). The caller asks its executor, which it has at hand
+/// (`Core::owns_here`), rather than the hooks' `on_owner`, an indirect call that looks the
+/// current executor up.
 ///
 /// It is a `Waker` (so that keeping one costs what keeping a clone did: two words, and a
 /// wake or drop through its vtable), but not an ordinary one: its count is a `Cell`.
 ///
 /// # Safety
 /// The returned waker stays on this thread: it is woken, dropped or cloned only here (its
-/// clone is an ordinary waker, with a counted reference).
+/// clone is an ordinary waker, with a counted reference). `owns` says true only as above.
 #[inline]
-pub(crate) unsafe fn local_waker(waker: &Waker) -> Option<Waker> {
+pub(crate) unsafe fn local_waker(waker: &Waker, owns: impl FnOnce(&TaskMeta) -> bool) -> Option<Waker> {
     if !ptr::eq(waker.vtable(), &WAKER_VTABLE) {
         return None;
     }
@@ -662,7 +669,7 @@ pub(crate) unsafe fn local_waker(waker: &Waker) -> Option<Waker> {
     // Not finished: a finished task needs no wake, and counting it would miss the
     // executor's reference, released already. (No poll hands out a finished task's waker,
     // but a waker kept from earlier may be passed around by hand.)
-    if !(h.hooks.on_owner)(&h.meta) || h.state.get() & FINISHED != 0 {
+    if !owns(&h.meta) || h.state.get() & FINISHED != 0 {
         return None;
     }
     // No overflow: each local reference lives in a completion slot or a held group, and
@@ -1132,7 +1139,7 @@ mod tests {
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
             let mut kept = self.kept.borrow_mut();
             // SAFETY: the local wakers stay on this (the owner) thread.
-            kept.0.push(unsafe { local_waker(cx.waker()) }.expect("our task, on its owner thread"));
+            kept.0.push(unsafe { local_waker(cx.waker(), on_owner) }.expect("our task, on its owner thread"));
             kept.1 = Some(cx.waker().clone());
             drop(kept);
             self.polls -= 1;
@@ -1155,7 +1162,7 @@ mod tests {
     fn a_local_reference_wakes_its_task_and_outlives_its_finish() {
         let _g = owner();
         // SAFETY: (all `local_waker` calls here) the local wakers stay on this thread.
-        assert!(unsafe { local_waker(Waker::noop()) }.is_none(), "not one of our tasks");
+        assert!(unsafe { local_waker(Waker::noop(), on_owner) }.is_none(), "not one of our tasks");
         let (r, mut h, kept) = spawn_keeps_local(2);
         assert!(!r.run());
         let first = kept.borrow_mut().0.pop().unwrap();
@@ -1163,7 +1170,7 @@ mod tests {
         assert!(is_local(&first) && same_task(&first, &waker) && !same_task(&first, Waker::noop()));
         let off_owner = std::thread::spawn(move || {
             // SAFETY: off the owner thread it makes none.
-            let none = unsafe { local_waker(&waker) }.is_none();
+            let none = unsafe { local_waker(&waker, on_owner) }.is_none();
             (none, waker)
         });
         let (none, waker) = off_owner.join().unwrap();
@@ -1175,7 +1182,7 @@ mod tests {
         assert!(matches!(poll_handle(&mut h), Poll::Ready(Some(Ok(())))));
         drop(h);
         // SAFETY: a finished task has none to send anywhere.
-        assert!(unsafe { local_waker(&waker) }.is_none(), "a finished task has none");
+        assert!(unsafe { local_waker(&waker, on_owner) }.is_none(), "a finished task has none");
         drop(waker);
         // Only the local reference keeps the allocation now: its wake does nothing, and its
         // drop frees the task (Miri checks both the use and the free).

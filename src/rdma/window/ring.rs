@@ -73,7 +73,7 @@ impl<'a> Ring<'a> {
         if self.inner.ctx.core().wait_batch_inline(self.len, || slot.is_done()) {
             return Poll::Ready(());
         }
-        slot.poll_done(cx)
+        slot.poll_done(self.inner.ctx.core(), cx)
     }
 
     /// Polls for the oldest operation's result: `Ready(None)` when the ring is empty.
