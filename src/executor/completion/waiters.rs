@@ -126,8 +126,8 @@ pub(crate) fn keep_waker(cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
     }
 }
 
-/// [`on_owner`] out of line, as the hooks' indirect call that [`keep_waker`] made before: inlined,
-/// it cost the lanes' inline poll an instruction.
+/// [`on_owner`] out of line, as the hooks' indirect call that [`keep_waker`] made before:
+/// inlined, it cost the lanes' inline poll an instruction.
 #[inline(never)]
 fn on_owner_here(meta: &TaskMeta) -> bool {
     on_owner(meta)

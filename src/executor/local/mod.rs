@@ -541,11 +541,11 @@ impl Core {
 
     /// Whether the task of `meta` belongs to this executor and this executor is the one
     /// running on this thread: the owner check of a local waker made for a slot of this
-    /// executor (`completion::keep_waker_in`), without the hooks'
-    /// indirect call to `on_owner` and its look-up of the current executor. The poll that
-    /// keeps the waker is normally this executor's (the operation's future holds it); the
-    /// local waker's generic wake assumes the task's executor is the current one
-    /// (`schedule_local`), so that is checked too: a `false` keeps a clone instead.
+    /// executor (`completion::keep_waker_in`), without the hooks' indirect call to
+    /// `on_owner` and its look-up of the current executor. The poll that keeps the waker is
+    /// normally this executor's (the operation's future holds it); the local waker's generic
+    /// wake assumes the task's executor is the current one (`schedule_local`), so that is
+    /// checked too: a `false` keeps a clone instead.
     #[inline]
     pub(crate) fn owns_here(&self, meta: &TaskMeta) -> bool {
         meta.owner().is_some_and(|o| ptr::eq(o, &*self.shared)) && self.is_current()
