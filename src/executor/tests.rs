@@ -456,9 +456,10 @@ fn an_adaptive_executor_learns_to_spin_through_short_waits_and_unlearns_after_lo
     assert_eq!(after_long, floor, "long waits bring it back to the floor");
 }
 
-#[test]
-#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
-fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
+/// The kept waker of the main future, of a task of this executor and of anything else, each
+/// woken by `wake` (a completion's two ways: the kept waker's own wake, and the executor's
+/// `wake_kept`) reaches what it names.
+fn kept_wakers_reach_their_futures(wake: fn(KeptWaker)) {
     use std::future::poll_fn;
     use std::task::Poll;
     let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(super::IdleMode::Event).build().unwrap();
@@ -470,7 +471,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
             let kept = cell.take().expect("kept");
             assert_eq!(kept.kind(), "main");
             with_current(|core| core.take_main_woken_for_test());
-            kept.wake();
+            wake(kept);
             assert!(with_current(|core| core.take_main_woken_for_test()).unwrap(), "the wake reached the main future");
             Poll::Ready(())
         })
@@ -496,7 +497,7 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
         }
         let k = shared.take().unwrap();
         assert_eq!(k.kind(), "task");
-        k.wake();
+        wake(k);
         assert_eq!(time::timeout(Duration::from_secs(20), task).await.expect("woken").unwrap(), 2);
 
         // Any other waker is cloned, and woken as itself.
@@ -505,56 +506,21 @@ fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
         with_current(|core| keep_waker_in(core, &cell, &waker));
         let kept = cell.take().unwrap();
         assert_eq!(kept.kind(), "other");
-        kept.wake();
+        wake(kept);
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     });
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn a_kept_waker_names_this_threads_main_future_or_task_and_clones_any_other() {
+    kept_wakers_reach_their_futures(KeptWaker::wake);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
 fn a_completions_wake_reaches_the_main_future_a_task_and_any_other_waker() {
-    use std::future::poll_fn;
-    use std::task::Poll;
-    let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(super::IdleMode::Event).build().unwrap();
-    rt.block_on(async {
-        // The main future: its flag set by the executor at hand.
-        poll_fn(|cx| {
-            let cell = Cell::new(None);
-            with_current(|core| keep_waker_in(core, &cell, cx.waker()));
-            let kept = cell.take().expect("kept");
-            with_current(|core| core.take_main_woken_for_test());
-            with_current(|core| core.wake_kept(kept));
-            assert!(with_current(|core| core.take_main_woken_for_test()).unwrap(), "the wake reached the main future");
-            Poll::Ready(())
-        })
-        .await;
-
-        // A task of this executor: queued straight by the executor at hand (a lost wake would
-        // leave the handle pending until the timeout).
-        let shared: Rc<Cell<Option<KeptWaker>>> = Rc::default();
-        let kept = shared.clone();
-        let mut polls = 0;
-        let task = spawn_local(poll_fn(move |cx| {
-            polls += 1;
-            if polls == 2 {
-                return Poll::Ready(polls);
-            }
-            with_current(|core| keep_waker_in(core, &kept, cx.waker()));
-            Poll::Pending
-        }));
-        while shared.take().map(|k| shared.set(Some(k))).is_none() {
-            yield_now().await;
-        }
-        let k = shared.take().unwrap();
-        assert_eq!(k.kind(), "task");
-        with_current(|core| core.wake_kept(k));
-        assert_eq!(time::timeout(Duration::from_secs(20), task).await.expect("woken").unwrap(), 2);
-
-        // Any other waker is woken as itself.
-        let (count, waker) = counting_waker();
-        let cell = Cell::new(None);
-        with_current(|core| keep_waker_in(core, &cell, &waker));
-        with_current(|core| core.wake_kept(cell.take().unwrap()));
-        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    kept_wakers_reach_their_futures(|kept| {
+        with_current(|core| core.wake_kept(kept));
     });
 }
