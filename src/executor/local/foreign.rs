@@ -28,7 +28,7 @@ pub(crate) enum ForeignIdle {
 impl Core {
     /// The PE notification fd, for the foreign reactor to watch.
     pub(crate) fn pe_fd(&self) -> std::os::fd::RawFd {
-        self.pe.borrow().fd()
+        self.pe.fd()
     }
 
     /// The fd of the core's own poll (readable when another thread woke the core).

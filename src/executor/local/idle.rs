@@ -45,7 +45,7 @@ impl Core {
         let ready = || !self.queue.borrow().is_empty() || main.is_some_and(|m| self.main_woken(m));
         let pe_active = self.pe_active();
         if pe_active {
-            if let Err(e) = self.pe.borrow().arm() {
+            if let Err(e) = self.pe.arm() {
                 if !self.arm_error_reported.replace(true) {
                     report(&format!("cannot arm the PE notification, polling instead: {e}"));
                 }
@@ -120,7 +120,7 @@ impl Core {
     }
 
     pub(super) fn clear_pe(&self) {
-        if let Err(e) = self.pe.borrow().clear() {
+        if let Err(e) = self.pe.clear() {
             report(&format!("doca_pe_clear_notification failed: {e}"));
         }
     }

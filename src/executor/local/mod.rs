@@ -276,7 +276,7 @@ pub(crate) struct Core {
     /// Wakers of tasks that have returned `Pending` at least once (and so may be idle with
     /// their waker somewhere else); shutdown wakes them to get their runnables back.
     tasks: RefCell<Slab<Waker>>,
-    pe: RefCell<Pe>,
+    pe: Pe,
     reactor: RefCell<Option<Reactor>>,
     pub(crate) timers: Timers,
     pub(crate) slots: Slots,
@@ -376,7 +376,7 @@ impl Core {
             shared,
             queue: RefCell::new(VecDeque::with_capacity(256)),
             tasks: RefCell::new(Slab::new()),
-            pe: RefCell::new(pe),
+            pe,
             reactor: RefCell::new(Some(Reactor { poll, events: Events::with_capacity(16) })),
             timers: Timers::new(),
             slots: Slots::new(),
@@ -511,7 +511,7 @@ impl Core {
 
     /// The raw PE, for connecting contexts. `None` once shutdown destroyed it.
     pub(crate) fn pe_raw(&self) -> Option<*mut crate::sys::doca_pe> {
-        self.pe_alive.get().then(|| self.pe.borrow().raw())
+        self.pe_alive.get().then(|| self.pe.raw())
     }
 
     pub(crate) fn in_progress(&self) -> bool {

@@ -26,7 +26,7 @@ impl Core {
                 // Nothing can change any more without the PE.
                 return done(self);
             }
-            if self.pe.borrow().arm().is_err() {
+            if self.pe.arm().is_err() {
                 std::thread::yield_now();
                 continue;
             }
@@ -79,7 +79,7 @@ impl Core {
         if self.foreign.replace(false) {
             self.foreign_waker.borrow_mut().take();
             if let Some(r) = self.reactor.borrow().as_ref() {
-                let fd = self.pe.borrow().fd();
+                let fd = self.pe.fd();
                 if let Err(e) = r.poll.registry().register(&mut SourceFd(&fd), PE_TOKEN, Interest::READABLE) {
                     report(&format!("shutdown: cannot watch the PE fd, polling instead: {e}"));
                 }
@@ -105,19 +105,19 @@ impl Core {
 
         // 5. The PE, once nothing is connected to it; then the poll and waker fds.
         if let Some(r) = self.reactor.borrow_mut().take() {
-            let fd = self.pe.borrow().fd();
+            let fd = self.pe.fd();
             let _ = r.poll.registry().deregister(&mut SourceFd(&fd));
             drop(r);
         }
         if remaining == 0 {
-            match self.pe.borrow_mut().destroy() {
+            match self.pe.destroy() {
                 Ok(()) => self.pe_alive.set(false),
                 Err(e) => report(&format!("shutdown: {e}")),
             }
         } else {
             report(&format!("shutdown: leaking the progress engine ({remaining} context(s) still connected)"));
             self.pe_alive.set(false);
-            self.pe.borrow_mut().leak();
+            self.pe.leak();
         }
         let waker = self.shared.waker.lock().unwrap_or_else(|p| p.into_inner()).take();
         drop(waker);

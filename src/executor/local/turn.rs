@@ -69,7 +69,7 @@ impl Core {
         let _inside = self.enter_inline_progress();
         // The doorbells owed by earlier submits (of this context or others).
         self.ring_doorbells();
-        let pe = self.pe.borrow();
+        let pe = &self.pe;
         let mut complete = false;
         for _ in 0..calls {
             if !pe.progress() {
@@ -154,7 +154,7 @@ impl Core {
         }
         let _inside = self.enter_inline_progress();
         self.ring_doorbells();
-        let pe = self.pe.borrow();
+        let pe = &self.pe;
         let mut budget = budget.map(SpinBudget::new);
         for round in 1..=SPIN_INLINE_ROUNDS {
             pe.progress();
@@ -453,7 +453,7 @@ impl Core {
         self.ring_doorbells();
         let n = {
             let _inside = self.enter_progress();
-            self.pe.borrow().drain(|| self.in_flight.get() > 0)
+            self.pe.drain(|| self.in_flight.get() > 0)
         };
         self.slots.drop_deferred();
         self.ctxs.maintain(self);
@@ -469,7 +469,7 @@ impl Core {
         self.ring_doorbells();
         let did = {
             let _inside = self.enter_progress();
-            self.pe.borrow().progress()
+            self.pe.progress()
         };
         self.slots.drop_deferred();
         self.ctxs.maintain(self);
