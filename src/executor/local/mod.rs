@@ -285,6 +285,10 @@ pub(crate) struct Core {
     /// since the last progress. Rung by [`Core::ring_doorbells`] before every progress of
     /// the PE, so once per turn for all the operations a turn submitted.
     doorbells: RefCell<Vec<Rc<CtxRecord>>>,
+    /// Whether `doorbells` may hold a context: set with each push, cleared by the ring. The
+    /// look before every progress is then one flag, not the list's borrow and an empty pop
+    /// (~5 instructions of each drain and each inline progress, where nothing is owed).
+    doorbells_owed: Cell<bool>,
     config: Config,
     pub(crate) runtime: Option<Handle>,
     /// Tasks submitted through this executor whose completion callback has not run yet
@@ -382,6 +386,7 @@ impl Core {
             slots: Slots::new(),
             ctxs: Contexts::new(),
             doorbells: RefCell::new(Vec::new()),
+            doorbells_owed: Cell::new(false),
             config: Config { task_batch: config.task_batch.max(1), ..config },
             runtime,
             in_flight: Cell::new(0),
@@ -468,6 +473,7 @@ impl Core {
     #[inline(never)]
     fn note_doorbell(&self, ctx: &CtxRecord) {
         self.doorbells.borrow_mut().push(ctx.rc());
+        self.doorbells_owed.set(true);
     }
 
     /// Submits `task` with its doorbell (`doca_task_submit`): for an operation whose inline
@@ -503,6 +509,9 @@ impl Core {
     /// context, and each context's tasks are flushed in submit order by its own call).
     #[inline]
     pub(crate) fn ring_doorbells(&self) {
+        if !self.doorbells_owed.replace(false) {
+            return;
+        }
         loop {
             let Some(rec) = self.doorbells.borrow_mut().pop() else { return };
             rec.flush_doorbell();
