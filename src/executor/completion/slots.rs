@@ -131,6 +131,9 @@ pub(crate) struct Slots {
     /// poll. The loop drops them after its next drain ([`Slots::drop_deferred`]).
     defer: Cell<bool>,
     deferred: RefCell<Vec<Box<dyn Any>>>,
+    /// Whether `deferred` may hold a buffer: set with each push, cleared when they are
+    /// dropped. The loop's look after every drain is then one flag, not the list's borrow.
+    any_deferred: Cell<bool>,
 }
 
 fn slot_key(index: u32, generation: u32) -> u64 {
@@ -147,6 +150,7 @@ impl Slots {
             leaked: Cell::new(false),
             defer: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
+            any_deferred: Cell::new(false),
         }
     }
 
@@ -160,14 +164,14 @@ impl Slots {
 
     /// Whether buffers wait for [`drop_deferred`](Slots::drop_deferred).
     pub(crate) fn has_deferred(&self) -> bool {
-        !self.deferred.borrow().is_empty()
+        self.any_deferred.get()
     }
 
     /// Drops the buffers whose drop was deferred (see `defer`). Inlined for its common case,
     /// called at every progress of the loop: nothing deferred.
     #[inline]
     pub(crate) fn drop_deferred(&self) {
-        if self.defer.get() || self.deferred.borrow().is_empty() {
+        if !self.any_deferred.get() || self.defer.get() {
             return;
         }
         self.drop_deferred_now();
@@ -175,6 +179,7 @@ impl Slots {
 
     #[cold]
     fn drop_deferred_now(&self) {
+        self.any_deferred.set(false);
         let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
         // Outside the borrow: a destructor may release more slots.
         drop(deferred);
@@ -291,6 +296,7 @@ impl Slots {
     pub(crate) fn drop_or_defer(&self, keep: Box<dyn Any>) {
         if self.defer.get() {
             self.deferred.borrow_mut().push(keep);
+            self.any_deferred.set(true);
         } else {
             drop(keep);
         }
