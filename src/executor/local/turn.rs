@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::{Core, MainWaker, SPIN_INLINE_ROUNDS, TIMER_CHECK_TURNS};
+use super::{Core, InProgress, MainWaker, SPIN_INLINE_ROUNDS, TIMER_CHECK_TURNS};
 use crate::executor::learned_spin::{LearnedSpin, SpinKind};
 use crate::executor::runtime::IdleMode;
 
@@ -461,7 +461,13 @@ impl Core {
         }
         self.ring_doorbells();
         let n = {
-            let _inside = self.enter_progress();
+            // Never nested: a drain is the loop's, the idle protocol's or shutdown's, none of
+            // which runs inside a progress (DOCA forbids progress from there anyway). So the
+            // guard restores `false` rather than what it found: a store instead of a load and a
+            // store, and the context upkeep's look at the flag below is known to pass.
+            debug_assert!(!self.in_progress.get(), "a drain of the PE nested in a progress");
+            self.in_progress.set(true);
+            let _inside = InProgress { core: self, prev: false };
             self.pe.drain(|| self.in_flight.get() > 0)
         };
         self.slots.drop_deferred();
