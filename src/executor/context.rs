@@ -405,6 +405,9 @@ pub(crate) struct Contexts {
     upkeep: Cell<bool>,
     /// Contexts registered so far: the next one's `born`.
     births: Cell<u64>,
+    /// How many contexts `slab` holds: whether the PE can have work is asked before every
+    /// drain, and a count answers without the slab's borrow.
+    live: Cell<usize>,
 }
 
 impl Contexts {
@@ -415,11 +418,13 @@ impl Contexts {
             restarting: RefCell::new(Vec::new()),
             upkeep: Cell::new(false),
             births: Cell::new(0),
+            live: Cell::new(0),
         }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.slab.borrow().is_empty()
+        self.live.get() == 0
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -495,6 +500,9 @@ impl Contexts {
 
     fn remove(&self, key: u64) {
         let rec = self.slab.borrow_mut().remove(key);
+        if rec.is_some() {
+            self.live.set(self.live.get() - 1);
+        }
         drop(rec);
     }
 
@@ -775,6 +783,7 @@ impl<T> DocaCtx<T> {
             doorbells: Cell::new(0),
         });
         let key = core.ctxs.slab.borrow_mut().insert(rec.clone());
+        core.ctxs.live.set(core.ctxs.live.get() + 1);
         rec.key.set(key);
         // SAFETY: `ctx` is a live, IDLE, unconnected ctx of this thread (caller); the
         // callback has the exact C signature and stays valid for the program's life.
