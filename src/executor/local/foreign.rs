@@ -101,7 +101,7 @@ impl Core {
     }
 
     pub(super) fn has_local_work(&self) -> bool {
-        !self.queue.borrow().is_empty()
+        !self.queue.is_empty()
             || self.shared.park.is_notified()
             || self.shared.has_injected()
             || self.slots.has_deferred()

@@ -42,7 +42,7 @@ impl Core {
     /// if one did; the sleep's length then teaches that spin's learned budget how long the
     /// wait was (`learned_spin`, measured from here to [`Core::woke`]).
     pub(super) fn prepare_sleep(&self, main: Option<&MainWaker>, after_spin: Option<SpinKind>) -> Idle {
-        let ready = || !self.queue.borrow().is_empty() || main.is_some_and(|m| self.main_woken(m));
+        let ready = || !self.queue.is_empty() || main.is_some_and(|m| self.main_woken(m));
         let pe_active = self.pe_active();
         if pe_active {
             if let Err(e) = self.pe.arm() {

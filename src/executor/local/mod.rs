@@ -43,7 +43,6 @@
 //! * `shutdown`: cancelling tasks, stopping contexts, releasing the PE.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::ptr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -66,10 +65,12 @@ use super::slab::Slab;
 use super::task::{wake_local_into, Runnable, TaskMeta};
 use super::time::Timers;
 use crate::error::{Error, Result};
+use run_queue::RunQueue;
 
 #[cfg(feature = "tokio")]
 mod foreign;
 mod idle;
+mod run_queue;
 mod shared;
 mod shutdown;
 mod turn;
@@ -272,7 +273,7 @@ struct Reactor {
 /// report.
 pub(crate) struct Core {
     pub(crate) shared: Arc<Shared>,
-    queue: RefCell<VecDeque<Runnable>>,
+    queue: RunQueue,
     /// Wakers of tasks that have returned `Pending` at least once (and so may be idle with
     /// their waker somewhere else); shutdown wakes them to get their runnables back.
     tasks: RefCell<Slab<Waker>>,
@@ -378,7 +379,7 @@ impl Core {
         };
         Ok(Core {
             shared,
-            queue: RefCell::new(VecDeque::with_capacity(256)),
+            queue: RunQueue::with_capacity(256),
             tasks: RefCell::new(Slab::new()),
             pe,
             reactor: RefCell::new(Some(Reactor { poll, events: Events::with_capacity(16) })),
@@ -463,7 +464,7 @@ impl Core {
     /// moves by as much between builds, so the reason above is the one to trust.)
     #[inline]
     pub(crate) fn submit_would_be_alone(&self) -> bool {
-        self.in_flight.get() == 0 && self.queue.borrow().is_empty()
+        self.in_flight.get() == 0 && self.queue.is_empty()
     }
 
     /// Lists `ctx` among the contexts owed a doorbell: once per batch, so out of line and
@@ -576,7 +577,7 @@ impl Core {
     // instructions (`op_cost spawned_yield` 276 against 264).
     #[inline(always)]
     fn queue_local(&self, r: Runnable) {
-        self.queue.borrow_mut().push_back(r);
+        self.queue.push_back(r);
         self.wake_foreign();
     }
 
@@ -663,7 +664,7 @@ impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
             .field("shared", &self.shared)
-            .field("queued", &self.queue.try_borrow().map(|q| q.len()).ok())
+            .field("queued", &self.queue.len())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }

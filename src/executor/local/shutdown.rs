@@ -126,7 +126,7 @@ impl Core {
     /// Drops every queued runnable (cancelling its task).
     pub(super) fn drop_queued(&self) {
         loop {
-            let next = self.queue.borrow_mut().pop_front().or_else(|| self.shared.inject.pop());
+            let next = self.queue.pop_front().or_else(|| self.shared.inject.pop());
             match next {
                 Some(r) => drop_quietly(r),
                 None => break,

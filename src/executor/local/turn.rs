@@ -206,7 +206,7 @@ impl Core {
     /// cross-thread flag is not at hand there, but its waker also notifies the park (and
     /// `has_ready` adds the flag itself).
     fn has_other_work(&self) -> bool {
-        !self.queue.borrow().is_empty()
+        !self.queue.is_empty()
             || self.main_woken_local.get()
             || self.shared.park.is_notified()
             || self.shared.has_injected()
@@ -380,18 +380,7 @@ impl Core {
         if budget == 0 || self.inline_run.get() || self.in_progress.get() || self.closing.get() {
             return false;
         }
-        let runnable = {
-            let mut queue = self.queue.borrow_mut();
-            if queue.len() != 1 {
-                return false;
-            }
-            let Some(r) = queue.pop_back() else { return false };
-            if r.addr() != id {
-                queue.push_back(r);
-                return false;
-            }
-            r
-        };
+        let Some(runnable) = self.queue.take_only(id) else { return false };
         self.budget.set(budget - 1);
         self.inline_run.set(true);
         struct Reset<'a>(&'a Cell<bool>);
@@ -415,7 +404,7 @@ impl Core {
         if self.shared.has_injected() {
             for _ in 0..self.config.task_batch {
                 let Some(r) = self.shared.inject.pop() else { break };
-                self.queue.borrow_mut().push_back(r);
+                self.queue.push_back(r);
             }
         }
     }
@@ -427,7 +416,7 @@ impl Core {
         let mut left = batch;
         while left > 0 {
             // The borrow ends before `run`: the task may schedule itself or others.
-            let next = self.queue.borrow_mut().pop_front();
+            let next = self.queue.pop_front();
             let Some(r) = next else { break };
             // The task may spend what is left of the batch on inline work (see `budget`).
             left -= 1;
