@@ -510,9 +510,10 @@ impl Core {
     /// context, and each context's tasks are flushed in submit order by its own call).
     #[inline]
     pub(crate) fn ring_doorbells(&self) {
-        if !self.doorbells_owed.replace(false) {
+        if !self.doorbells_owed.get() {
             return;
         }
+        self.doorbells_owed.set(false);
         loop {
             let Some(rec) = self.doorbells.borrow_mut().pop() else { return };
             rec.flush_doorbell();

@@ -415,7 +415,7 @@ impl Core {
     fn run_tasks(&self, batch: usize) -> usize {
         let mut left = batch;
         while left > 0 {
-            // The borrow ends before `run`: the task may schedule itself or others.
+            // Popped before `run`: the task may schedule itself or others.
             let next = self.queue.pop_front();
             let Some(r) = next else { break };
             // The task may spend what is left of the batch on inline work (see `budget`).
