@@ -428,7 +428,17 @@ impl Contexts {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.slab.borrow().len()
+        self.live.get()
+    }
+
+    /// Registers `rec`; returns its key. With [`remove`](Contexts::remove), the only place
+    /// that changes the slab, so that `live` stays its length.
+    #[inline]
+    fn insert(&self, rec: Rc<CtxRecord>) -> u64 {
+        let key = self.slab.borrow_mut().insert(rec);
+        self.live.set(self.live.get() + 1);
+        debug_assert_eq!(self.live.get(), self.slab.borrow().len());
+        key
     }
 
     fn get(&self, key: u64) -> Option<Rc<CtxRecord>> {
@@ -782,8 +792,7 @@ impl<T> DocaCtx<T> {
             #[cfg(test)]
             doorbells: Cell::new(0),
         });
-        let key = core.ctxs.slab.borrow_mut().insert(rec.clone());
-        core.ctxs.live.set(core.ctxs.live.get() + 1);
+        let key = core.ctxs.insert(rec.clone());
         rec.key.set(key);
         // SAFETY: `ctx` is a live, IDLE, unconnected ctx of this thread (caller); the
         // callback has the exact C signature and stays valid for the program's life.
