@@ -29,21 +29,16 @@ pub(crate) struct KeptWaker {
 }
 
 impl KeptWaker {
-    /// Keeps `waker` for a completion of `core`, the executor of the poll.
+    /// Keeps `waker`: as a local waker when it is a task's that `owns` says runs on this
+    /// thread's current executor (`local_waker`'s owner check), as the main future's kept
+    /// form when it is a `block_on`'s, else as a clone.
     #[inline]
-    fn new(core: &Core, waker: &Waker) -> KeptWaker {
+    fn new(waker: &Waker, owns: impl FnOnce(&TaskMeta) -> bool) -> KeptWaker {
         // SAFETY: a `KeptWaker` is neither `Send` nor `Sync` and only wakes or drops its
-        // waker: the local and main wakers stay on this thread. `owns_here` is the owner
-        // check `local_waker` asks for.
-        let own = unsafe { local_waker(waker, |meta| core.owns_here(meta)).or_else(|| main_kept_waker(waker)) };
-        KeptWaker { waker: own.unwrap_or_else(|| waker.clone()), _this_thread: PhantomData }
-    }
-
-    /// [`new`](KeptWaker::new) without the executor at hand: the current one is looked up.
-    #[inline]
-    fn new_current(waker: &Waker) -> KeptWaker {
-        // SAFETY: as in `new`; `on_owner` is the owner check `local_waker` asks for.
-        let own = unsafe { local_waker(waker, on_owner_here).or_else(|| main_kept_waker(waker)) };
+        // waker: the local and main wakers stay on this thread. `owns` is the owner check
+        // `local_waker` asks for (both callers below pass one that checks the current
+        // executor).
+        let own = unsafe { local_waker(waker, owns).or_else(|| main_kept_waker(waker)) };
         KeptWaker { waker: own.unwrap_or_else(|| waker.clone()), _this_thread: PhantomData }
     }
 
@@ -91,39 +86,39 @@ impl std::fmt::Debug for KeptWaker {
     }
 }
 
-/// Keeps `waker` in `cell` for a completion of `core` to wake: what is there already if it
-/// wakes the same future (nothing kept again per poll), else `waker` as a [`KeptWaker`]. The
-/// one home of "the single waiter of a completion slot or of a held group". `core` is the
-/// executor of the slot or group, which polls it: its own tasks' wakers are kept as local
-/// wakers when it is the current executor ([`Core::owns_here`]).
+/// Keeps `waker` in `cell` for a completion to wake: what is there already if it wakes the
+/// same future (nothing kept again per poll), else `waker` as a [`KeptWaker`], made with the
+/// owner check `owns`. The one home of "the single waiter of a completion slot or of a held
+/// group"; [`keep_waker_in`] and [`keep_waker`] say how the owner is checked.
 #[inline(always)]
-pub(crate) fn keep_waker_in(core: &Core, cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
+fn keep_waker_with(cell: &Cell<Option<KeptWaker>>, waker: &Waker, owns: impl FnOnce(&TaskMeta) -> bool) {
     let stale = cell.take();
     match stale {
         Some(k) if k.will_wake(waker) => cell.set(Some(k)),
         stale => {
             drop(stale);
-            cell.set(Some(KeptWaker::new(core, waker)));
+            cell.set(Some(KeptWaker::new(waker, owns)));
         }
     }
 }
 
-/// [`keep_waker_in`] without the executor at hand (a held group's poll): the current one is
-/// looked up when a waker is kept.
+/// [`keep_waker_with`] for a completion of `core`, the executor of the slot or group, which
+/// polls it: its own tasks' wakers are kept as local wakers when it is the current executor
+/// ([`Core::owns_here`]), without the look-up of the current executor.
+#[inline(always)]
+pub(crate) fn keep_waker_in(core: &Core, cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
+    keep_waker_with(cell, waker, |meta| core.owns_here(meta));
+}
+
+/// [`keep_waker_with`] without the executor at hand (a held group's poll): the current one
+/// is looked up when a waker is kept.
 ///
 /// The lanes keep theirs so: passing the group's executor down to its poll (for
 /// `keep_waker_in`) cut a parked `op_cost lane_fadd` by 7 instructions but cost the inline
 /// one, which never keeps a waker, 1 (the registers of the poll's other work).
 #[inline(always)]
 pub(crate) fn keep_waker(cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
-    let stale = cell.take();
-    match stale {
-        Some(k) if k.will_wake(waker) => cell.set(Some(k)),
-        stale => {
-            drop(stale);
-            cell.set(Some(KeptWaker::new_current(waker)));
-        }
-    }
+    keep_waker_with(cell, waker, on_owner_here);
 }
 
 /// [`on_owner`] out of line, as the hooks' indirect call that [`keep_waker`] made before:
