@@ -286,7 +286,12 @@ impl CtxRecord {
     /// gives back with the kept ones.
     pub(crate) fn hold(&self, group: &Rc<HeldGroup>) {
         let mut held = self.held.borrow_mut();
-        held.retain(|g| g.strong_count() > 0);
+        // Dropped groups are swept only when the list would grow: a connection's futures
+        // make a group per operation in flight at once (thousands, under a deep pipeline),
+        // and a sweep per registration made that quadratic.
+        if held.len() == held.capacity() {
+            held.retain(|g| g.strong_count() > 0);
+        }
         held.push(Rc::downgrade(group));
     }
 
@@ -1065,6 +1070,32 @@ impl<T> DocaCtx<T> {
                 crate::error::allocated(fresh(&mut task), task)
             }
         }
+    }
+
+    /// [`reuse_or_alloc`](DocaCtx::reuse_or_alloc) for a request that may run on a held task
+    /// (`completion::held_op`): the held record's own task, which `slot` names, is
+    /// re-initialised by `reinit_held` (its user data, and the fields bound to its owner,
+    /// are set already); otherwise `reinit` and `fresh` as there. A separate entry, so that
+    /// the requests that never run on a held task do not pay the look.
+    ///
+    /// # Safety
+    /// As for [`reuse_or_alloc`](DocaCtx::reuse_or_alloc); `reinit_held` sets every
+    /// parameter of the task that is not bound to its owner.
+    #[inline(always)]
+    pub(crate) unsafe fn reuse_held_or_alloc<K: DocaTask>(
+        &self,
+        slot: &TaskSlot,
+        reinit_held: impl FnOnce(*mut K::Task),
+        reinit: impl FnOnce(*mut K::Task),
+        fresh: impl FnOnce(&mut *mut K::Task) -> sys::doca_error_t,
+    ) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
+        let held = slot.held_task::<K>();
+        if !held.is_null() {
+            reinit_held(held);
+            return Ok(held);
+        }
+        // SAFETY: forwarded (the caller's contract).
+        unsafe { self.reuse_or_alloc::<K>(slot, reinit, fresh) }
     }
 
     /// Resolves when a task of this ctx is freed (a completion, or an abandoned operation).

@@ -416,7 +416,7 @@ impl ConnCm {
 }
 
 fn managed(rdma: Rc<RdmaInner>, conn: RawConn, cm: ConnCm) -> Connection {
-    Connection { inner: Rc::new(ConnInner { rdma, conn, cm: Some(cm) }) }
+    Connection { inner: Rc::new(ConnInner::new(rdma, conn, Some(cm))) }
 }
 
 impl Rdma {

@@ -146,6 +146,7 @@ use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::completion::{HeldOp, HeldPool};
 use crate::ext::DocaCtx;
 use crate::ext::{completion_cb, success_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
@@ -459,7 +460,7 @@ impl RdmaInner {
         size: usize,
         req: R,
         keep: B,
-    ) -> ops::TaskOp<'_, K, R, B>
+    ) -> ops::SlotOp<'_, K, R, B>
     where
         K: DocaTask,
         R: AllocTask<K>,
@@ -467,7 +468,7 @@ impl RdmaInner {
     {
         // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
         // its slot, which gives the descriptors back before it drops them.
-        self.ctx.submit_keeping::<K, R, _>(op, req, conn, size, (self.inv.clone(), keep))
+        ops::SlotOp(self.ctx.submit_keeping::<K, R, _>(op, req, conn, size, (self.inv.clone(), keep)))
     }
 
     /// Runs one operation of kind `K` with an allocation closure: `alloc` takes the
@@ -494,8 +495,7 @@ impl RdmaInner {
         };
         let inv = &self.inv;
         let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot), slot);
-        let (r, (_inv, keep)) = self.op::<K, _, B>(op, conn.map(|c| c.0), size, req, keep).await;
-        (r, keep)
+        self.op::<K, _, B>(op, conn.map(|c| c.0), size, req, keep).await
     }
 }
 
@@ -645,7 +645,7 @@ impl PendingConnection {
             "rdma.connect",
         )?;
         crate::trace::event!(info, { conn = self.conn as usize }, "rdma: connected (blob exchange)");
-        Ok(Connection { inner: Rc::new(ConnInner { rdma: self.rdma, conn: self.conn, cm: None }) })
+        Ok(Connection { inner: Rc::new(ConnInner::new(self.rdma, self.conn, None)) })
     }
 }
 
@@ -705,10 +705,38 @@ struct ConnInner {
     conn: *mut sys::doca_rdma_connection,
     /// Set for connections made by address (`cm.rs`).
     cm: Option<cm::ConnCm>,
+    /// The tasks this connection's operation futures run on, kept with the connection set
+    /// (see `completion::held_op`).
+    pool: HeldPool,
+}
+
+impl ConnInner {
+    fn new(rdma: Rc<RdmaInner>, conn: *mut sys::doca_rdma_connection, cm: Option<cm::ConnCm>) -> ConnInner {
+        let pool = HeldPool::new(rdma.ctx.record(), rdma.inv.clone());
+        ConnInner { rdma, conn, cm, pool }
+    }
+
+    /// The future of one operation of kind `K` on this connection: `req` takes the
+    /// operation's doca_bufs (its record holds them until the task is over) and
+    /// re-initialises the connection's held task, or allocates one; `keep` (the caller's
+    /// buffers) is owned by the operation until DOCA is done and then returned. `size` is the
+    /// bytes moved, in the operation's trace span.
+    // Inlined so the future is built in place.
+    #[inline(always)]
+    fn op<K, R, B>(&self, op: &'static str, size: usize, req: R, keep: B) -> ops::ConnOp<'_, K, R, B>
+    where
+        K: DocaTask,
+        R: AllocTask<K>,
+        B: 'static,
+    {
+        HeldOp::new(self.rdma.ctx.core(), &self.pool, op, req, Some(self.conn as usize), size, keep)
+    }
 }
 
 impl Drop for ConnInner {
     fn drop(&mut self) {
+        // The idle tasks go back while their connection exists.
+        self.pool.clear();
         if let Some(c) = &self.cm {
             c.close(self.conn);
         }
@@ -809,15 +837,15 @@ impl Connection {
         op: &'static str,
         src: Buf,
         imm: Option<u32>,
-    ) -> ops::Op<'_, Send, SendImm, ops::SendReq<'_>, Buf> {
+    ) -> ops::ConnOps<'_, Send, SendImm, ops::SendReq<'_>, Buf> {
         let req = match self.send_req(op, &src, imm.unwrap_or(0)) {
             Ok(r) => r,
             Err(e) => return ops::Op::failed(e, src),
         };
-        let (conn, size, inner) = (Some(self.id().0), src.len(), req.t.inner);
+        let (size, inner) = (src.len(), &*self.inner);
         match imm {
-            None => ops::Op::First(inner.op::<Send, _, _>(op, conn, size, req, src)),
-            Some(_) => ops::Op::Second(inner.op::<SendImm, _, _>(op, conn, size, req, src)),
+            None => ops::Op::First(inner.op::<Send, _, _>(op, size, req, src)),
+            Some(_) => ops::Op::Second(inner.op::<SendImm, _, _>(op, size, req, src)),
         }
     }
 
@@ -853,15 +881,15 @@ impl Connection {
         src: Buf,
         dst: RemoteSlice,
         imm: Option<u32>,
-    ) -> ops::Op<'_, Write, WriteImm, ops::WriteReq<'_>, (Buf, RemoteSlice)> {
+    ) -> ops::ConnOps<'_, Write, WriteImm, ops::WriteReq<'_>, (Buf, RemoteSlice)> {
         let req = match self.write_req(op, &src, &dst, imm.unwrap_or(0)) {
             Ok(r) => r,
             Err(e) => return ops::Op::failed(e, (src, dst)),
         };
-        let (conn, size, inner) = (Some(self.id().0), src.len(), req.t.inner);
+        let (size, inner) = (src.len(), &*self.inner);
         match imm {
-            None => ops::Op::First(inner.op::<Write, _, _>(op, conn, size, req, (src, dst))),
-            Some(_) => ops::Op::Second(inner.op::<WriteImm, _, _>(op, conn, size, req, (src, dst))),
+            None => ops::Op::First(inner.op::<Write, _, _>(op, size, req, (src, dst))),
+            Some(_) => ops::Op::Second(inner.op::<WriteImm, _, _>(op, size, req, (src, dst))),
         }
     }
 
@@ -886,8 +914,8 @@ impl Connection {
             Ok(r) => r,
             Err(e) => return ReadFuture(ops::Op::failed(e, (dst, src))),
         };
-        let (conn, size) = (Some(self.id().0), dst.len());
-        ReadFuture(ops::Op::First(req.t.inner.op::<Read, _, _>(OP, conn, size, req, (dst, src))))
+        let size = dst.len();
+        ReadFuture(ops::Op::First(self.inner.op::<Read, _, _>(OP, size, req, (dst, src))))
     }
 
     /// The request of a read of `src` into `dst` (the checks before anything is submitted).
@@ -931,7 +959,7 @@ impl Connection {
         result: Buf,
         cas: Option<(u64, u64)>,
         add: u64,
-    ) -> ops::Op<'_, CmpSwp, FetchAdd, ops::AtomicReq<'_>, (Buf, RemoteSlice)> {
+    ) -> ops::ConnOps<'_, CmpSwp, FetchAdd, ops::AtomicReq<'_>, (Buf, RemoteSlice)> {
         if dst.len() < 8 || result.len() < 8 {
             return ops::Op::failed(too_short(op, "the target and the result buffer need 8 bytes"), (result, dst));
         }
@@ -942,15 +970,15 @@ impl Connection {
         // The target's descriptor covers its 8 bytes: DOCA's atomics act on "the first 8 bytes
         // of data" of the remote buffer (see `ops::AtomicReq`).
         let (d, res) = (Desc::remote(&dst).prefix(8), Desc::local(&result));
-        let conn = Some(self.id().0);
+        let inner = &*self.inner;
         match cas {
             Some((a, b)) => {
                 let req = ops::AtomicReq { t, dst: d, result: res, a, b };
-                ops::Op::First(t.inner.op::<CmpSwp, _, _>(op, conn, 8, req, (result, dst)))
+                ops::Op::First(inner.op::<CmpSwp, _, _>(op, 8, req, (result, dst)))
             }
             None => {
                 let req = ops::AtomicReq { t, dst: d, result: res, a: add, b: 0 };
-                ops::Op::Second(t.inner.op::<FetchAdd, _, _>(op, conn, 8, req, (result, dst)))
+                ops::Op::Second(inner.op::<FetchAdd, _, _>(op, 8, req, (result, dst)))
             }
         }
     }

@@ -23,6 +23,7 @@ use std::task::{ready, Context, Poll};
 use super::{ok_or, CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
 use super::{Send as SendTask, SendImm};
 use crate::error::{Error, Result};
+use crate::executor::completion::HeldOp;
 use crate::ext::{AllocTask, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
@@ -89,13 +90,19 @@ impl AllocTask<SendTask> for SendReq<'_> {
         let Self { t, src, .. } = *self;
         let set = t.descs(slot);
         let s = set.src(0, src)?;
-        // SAFETY: every field of a send is set (source, connection); live context and connection;
-        // `s` describes memory the operation owns.
+        // SAFETY: every field of a send is set (source, connection: a held task's since its
+        // allocation); live context and connection; `s` describes memory the operation owns.
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<SendTask>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_send_set_src_buf(k, s);
+            };
+            t.inner.ctx.reuse_held_or_alloc::<SendTask>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_send_set_src_buf(k, s);
+                    point(k);
                     sys::doca_rdma_task_send_set_rdma_connection(k, t.conn);
                 },
                 |task| sys::doca_rdma_task_send_allocate_init(t.rdma, t.conn, s, slot.user_data(), task),
@@ -111,11 +118,17 @@ impl AllocTask<SendImm> for SendReq<'_> {
         let s = set.src(0, src)?;
         // SAFETY: as in `send`, the immediate too.
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<SendImm>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_send_imm_set_src_buf(k, s);
+                sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
+            };
+            t.inner.ctx.reuse_held_or_alloc::<SendImm>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_send_imm_set_src_buf(k, s);
-                    sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
+                    point(k);
                     sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -139,15 +152,21 @@ impl AllocTask<Write> for WriteReq<'_> {
         let Self { t, src, dst, .. } = *self;
         let set = t.descs(slot);
         let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
-        // SAFETY: every field of a write is set (source, destination, connection); live context and
-        // connection; both buffers describe memory the operation owns (the source Buf, the
-        // remote slice's import).
+        // SAFETY: every field of a write is set (source, destination, connection: a held task's
+        // since its allocation); live context and connection; both buffers describe memory the
+        // operation owns (the source Buf, the remote slice's import).
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<Write>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_write_set_src_buf(k, sb);
+                sys::doca_rdma_task_write_set_dst_buf(k, db);
+            };
+            t.inner.ctx.reuse_held_or_alloc::<Write>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_write_set_src_buf(k, sb);
-                    sys::doca_rdma_task_write_set_dst_buf(k, db);
+                    point(k);
                     sys::doca_rdma_task_write_set_rdma_connection(k, t.conn);
                 },
                 |task| sys::doca_rdma_task_write_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
@@ -163,12 +182,18 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
         let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
         // SAFETY: as in `write`, the immediate too.
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<WriteImm>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_write_imm_set_src_buf(k, sb);
+                sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
+                sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
+            };
+            t.inner.ctx.reuse_held_or_alloc::<WriteImm>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_write_imm_set_src_buf(k, sb);
-                    sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
-                    sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
+                    point(k);
                     sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -204,14 +229,21 @@ impl AllocTask<Read> for ReadReq<'_> {
         let Self { t, src, dst } = *self;
         let set = t.descs(slot);
         let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
-        // SAFETY: every field of a read is set (source, destination, connection); live context and
-        // connection; both buffers describe memory the operation owns.
+        // SAFETY: every field of a read is set (source, destination, connection: a held task's
+        // since its allocation); live context and connection; both buffers describe memory the
+        // operation owns.
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<Read>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_read_set_src_buf(k, sb);
+                sys::doca_rdma_task_read_set_dst_buf(k, db);
+            };
+            t.inner.ctx.reuse_held_or_alloc::<Read>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_read_set_src_buf(k, sb);
-                    sys::doca_rdma_task_read_set_dst_buf(k, db);
+                    point(k);
                     sys::doca_rdma_task_read_set_rdma_connection(k, t.conn);
                 },
                 |task| sys::doca_rdma_task_read_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
@@ -239,16 +271,23 @@ impl AllocTask<CmpSwp> for AtomicReq<'_> {
         let Self { t, dst, result, a: cmp, b: swap } = *self;
         let set = t.descs(slot);
         let (db, rb) = (set.src(0, dst)?, set.dst(1, result)?);
-        // SAFETY: every field of a compare-swap is set (target, result, both operands, connection);
-        // live context and connection; both buffers describe memory the operation owns.
+        // SAFETY: every field of a compare-swap is set (target, result, both operands, connection:
+        // a held task's since its allocation); live context and connection; both buffers
+        // describe memory the operation owns.
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<CmpSwp>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(k, db);
+                sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(k, rb);
+                sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(k, cmp);
+                sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(k, swap);
+            };
+            t.inner.ctx.reuse_held_or_alloc::<CmpSwp>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(k, db);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(k, rb);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(k, cmp);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(k, swap);
+                    point(k);
                     sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -273,15 +312,22 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
         let Self { t, dst, result, a: add, .. } = *self;
         let set = t.descs(slot);
         let (db, rb) = (set.src(0, dst)?, set.dst(1, result)?);
-        // SAFETY: every field of a fetch-add is set (target, result, addend, connection); live context
-        // and connection; both buffers describe memory the operation owns.
+        // SAFETY: every field of a fetch-add is set (target, result, addend, connection: a held
+        // task's since its allocation); live context and connection; both buffers describe
+        // memory the operation owns.
         unsafe {
-            t.inner.ctx.reuse_or_alloc::<FetchAdd>(
+            // The operation's buffers and operands; a held task (the connection's own) has
+            // the rest, a kept one gets its connection too.
+            let point = |k| {
+                sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(k, db);
+                sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
+                sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
+            };
+            t.inner.ctx.reuse_held_or_alloc::<FetchAdd>(
                 slot,
+                point,
                 |k| {
-                    sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(k, db);
-                    sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
-                    sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
+                    point(k);
                     sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -319,50 +365,73 @@ impl AllocTask<Recv> for RecvReq<'_> {
     }
 }
 
-/// The task future of one operation of kind `K` with request `R`; it owns the context's
-/// inventory with the caller's buffers `B`: a future dropped mid-flight leaves both to its
-/// completion slot, which gives the descriptors back before it drops them.
-pub(super) type TaskOp<'a, K, R, B> = BufTaskFuture<'a, K, R, (Rc<Inventory>, B)>;
+/// The future of one operation of kind `K` with request `R` on a connection: on a held task
+/// of the connection (see `completion::held_op`), owning the caller's buffers `B`.
+pub(super) type ConnOp<'a, K, R, B> = HeldOp<'a, K, R, B>;
 
-/// One RDMA operation of one of two task kinds (`K1` or `K2`: `write` or `write_imm`, ...;
-/// a family of one kind uses `K2 = K1` and never builds `Second`), or a check that failed
-/// before anything was submitted.
-pub(super) enum Op<'a, K1: DocaTask, K2: DocaTask, R, B: 'static> {
-    /// Resolves to the error, with the buffers, at the first poll; nothing was submitted.
-    Failed(Option<(Error, B)>),
-    First(TaskOp<'a, K1, R, B>),
-    Second(TaskOp<'a, K2, R, B>),
+/// One operation on a connection, of kind `K1` or `K2` (`write` or `write_imm`, ...), with
+/// request `R` and the caller's buffers `B`: what the public futures of the connection's
+/// operations hold.
+pub(super) type ConnOps<'a, K1, K2, R, B> = Op<ConnOp<'a, K1, R, B>, ConnOp<'a, K2, R, B>, B>;
+
+/// The future of one operation of kind `K` with request `R` through a completion slot (a
+/// receive, posted on the context): it owns the context's inventory with the caller's
+/// buffers `B`, so that a future dropped mid-flight leaves both to its slot, which gives the
+/// descriptors back before it drops them. Resolves to the result and `B`.
+pub(super) struct SlotOp<'a, K: DocaTask, R, B: 'static>(pub(super) BufTaskFuture<'a, K, R, (Rc<Inventory>, B)>);
+
+impl<K: DocaTask, R: AllocTask<K>, B: 'static> Future for SlotOp<'_, K, R, B> {
+    type Output = (Result<TaskOutput>, B);
+
+    #[inline(always)]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (r, (_inv, keep)) = ready!(Pin::new(&mut self.0).poll(cx));
+        Poll::Ready((r, keep))
+    }
 }
 
-impl<K1: DocaTask, K2: DocaTask, R, B: 'static> Op<'_, K1, K2, R, B> {
+impl<K: DocaTask, R, B: 'static> fmt::Debug for SlotOp<'_, K, R, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One RDMA operation of one of two futures (`F1` or `F2`: a `write` or a `write_imm`, ...;
+/// a family of one kind uses `F2 = F1` and never builds `Second`), each resolving to the
+/// result and the buffers `B`, or a check that failed before anything was submitted.
+pub(super) enum Op<F1, F2, B> {
+    /// Resolves to the error, with the buffers, at the first poll; nothing was submitted.
+    Failed(Option<(Error, B)>),
+    First(F1),
+    Second(F2),
+}
+
+impl<F1, F2, B> Op<F1, F2, B> {
     /// The operation failing at its first poll with `e`, giving back `keep`.
     pub(super) fn failed(e: Error, keep: B) -> Self {
         Op::Failed(Some((e, keep)))
     }
 }
 
-impl<K1, K2, R, B> Op<'_, K1, K2, R, B>
+impl<F1, F2, B> Op<F1, F2, B>
 where
-    K1: DocaTask,
-    K2: DocaTask,
-    R: AllocTask<K1> + AllocTask<K2>,
-    B: 'static,
+    F1: Future<Output = (Result<TaskOutput>, B)> + Unpin,
+    F2: Future<Output = (Result<TaskOutput>, B)> + Unpin,
 {
     #[inline(always)]
     fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<(Result<TaskOutput>, B)> {
-        let (r, (_inv, keep)) = match self {
+        match self {
             Op::Failed(f) => {
                 let (e, keep) = f.take().expect("RDMA operation future polled after completion");
-                return Poll::Ready((Err(e), keep));
+                Poll::Ready((Err(e), keep))
             }
-            Op::First(f) => ready!(Pin::new(f).poll(cx)),
-            Op::Second(f) => ready!(Pin::new(f).poll(cx)),
-        };
-        Poll::Ready((r, keep))
+            Op::First(f) => Pin::new(f).poll(cx),
+            Op::Second(f) => Pin::new(f).poll(cx),
+        }
     }
 }
 
-impl<K1: DocaTask, K2: DocaTask, R, B: 'static> fmt::Debug for Op<'_, K1, K2, R, B> {
+impl<F1: fmt::Debug, F2: fmt::Debug, B> fmt::Debug for Op<F1, F2, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Op::Failed(Some((e, _))) => f.debug_tuple("Failed").field(e).finish(),
@@ -380,7 +449,7 @@ macro_rules! op_future {
     (
         $(#[$doc:meta])*
         poll #[$inline:meta]
-        $name:ident, $k1:ty, $k2:ty, $req:ident, $keep:ty => $out:ty, $map:expr
+        $name:ident, $f1:ty, $f2:ty, $keep:ty => $out:ty, $map:expr
     ) => {
         $(#[$doc])*
         ///
@@ -396,7 +465,7 @@ macro_rules! op_future {
         /// and polled with `Pin::new(&mut fut)`. It borrows the connection (or context) it
         /// was created from.
         #[must_use = "a DOCA operation does nothing unless awaited; once submitted, dropping it discards the result but cannot cancel the task"]
-        pub struct $name<'a>(pub(super) Op<'a, $k1, $k2, $req<'a>, $keep>);
+        pub struct $name<'a>(pub(super) Op<$f1, $f2, $keep>);
 
         impl Future for $name<'_> {
             type Output = ($out, Buf);
@@ -427,7 +496,8 @@ op_future!(
     /// The future of [`Connection::send`](super::Connection::send) and
     /// [`Connection::send_imm`](super::Connection::send_imm): resolves to `(Result<()>, src)`.
     poll #[inline(always)]
-    SendFuture, SendTask, SendImm, SendReq, Buf => Result<()>, |r, src| (r.map(drop), src)
+    SendFuture, ConnOp<'a, SendTask, SendReq<'a>, Buf>, ConnOp<'a, SendImm, SendReq<'a>, Buf>, Buf
+        => Result<()>, |r, src| (r.map(drop), src)
 );
 
 op_future!(
@@ -435,14 +505,20 @@ op_future!(
     /// [`Connection::write_imm`](super::Connection::write_imm): resolves to
     /// `(Result<()>, src)`.
     poll #[inline(always)]
-    WriteFuture, Write, WriteImm, WriteReq, (Buf, RemoteSlice) => Result<()>, |r, (src, _dst)| (r.map(drop), src)
+    WriteFuture,
+    ConnOp<'a, Write, WriteReq<'a>, (Buf, RemoteSlice)>,
+    ConnOp<'a, WriteImm, WriteReq<'a>, (Buf, RemoteSlice)>,
+    (Buf, RemoteSlice) => Result<()>, |r, (src, _dst)| (r.map(drop), src)
 );
 
 op_future!(
     /// The future of [`Connection::read`](super::Connection::read): resolves to
     /// `(Result<()>, dst)`.
     poll #[inline(always)]
-    ReadFuture, Read, Read, ReadReq, (Buf, RemoteSlice) => Result<()>, |r, (dst, _src)| (r.map(drop), dst)
+    ReadFuture,
+    ConnOp<'a, Read, ReadReq<'a>, (Buf, RemoteSlice)>,
+    ConnOp<'a, Read, ReadReq<'a>, (Buf, RemoteSlice)>,
+    (Buf, RemoteSlice) => Result<()>, |r, (dst, _src)| (r.map(drop), dst)
 );
 
 op_future!(
@@ -450,7 +526,10 @@ op_future!(
     /// [`Connection::fetch_add`](super::Connection::fetch_add): resolves to
     /// `(Result<u64>, result)`, the value the target had.
     poll #[inline]
-    AtomicFuture, CmpSwp, FetchAdd, AtomicReq, (Buf, RemoteSlice) => Result<u64>,
+    AtomicFuture,
+    ConnOp<'a, CmpSwp, AtomicReq<'a>, (Buf, RemoteSlice)>,
+    ConnOp<'a, FetchAdd, AtomicReq<'a>, (Buf, RemoteSlice)>,
+    (Buf, RemoteSlice) => Result<u64>,
     // The old value was placed at the start of the result buffer (native byte order).
     |r, (result, _dst)| (r.map(|_| result.read_u64(0)), result)
 );
@@ -459,5 +538,6 @@ op_future!(
     /// The future of [`Rdma::recv`](super::Rdma::recv): resolves to
     /// `(Result<Received>, buf)`.
     poll #[inline(always)]
-    RecvFuture, Recv, Recv, RecvReq, Buf => Result<Received>, |r, buf| (r.map(Received::from_output), buf)
+    RecvFuture, SlotOp<'a, Recv, RecvReq<'a>, Buf>, SlotOp<'a, Recv, RecvReq<'a>, Buf>, Buf
+        => Result<Received>, |r, buf| (r.map(Received::from_output), buf)
 );

@@ -507,3 +507,177 @@ fn a_restart_under_a_window_ends_every_operation_and_gives_every_buffer_back() {
         })
         .unwrap();
 }
+
+// ---- operations on held tasks (`completion::held_op`) ----
+
+/// How many idle held tasks of kind `K` the connection keeps for its operation futures.
+fn idle_held<K: crate::ext::DocaTask>(c: &Connection) -> usize {
+    c.inner.pool.idle_of::<K>()
+}
+
+/// Runs `ops` all in flight at once (a pipeline as deep as they are many); their results.
+async fn all_at_once<F: Future + Unpin>(ops: Vec<F>) -> Vec<F::Output> {
+    let n = ops.len();
+    let mut p = super::Pipeline::new(n);
+    for op in ops {
+        assert!(p.try_push(op).is_ok(), "room for every operation");
+    }
+    let mut out = Vec::with_capacity(n);
+    while let Some(r) = p.next().await {
+        out.push(r);
+    }
+    out
+}
+
+/// A runtime whose operations do not progress the PE in their own poll: each first poll
+/// submits and returns, the task in flight, as on hardware.
+fn runtime_without_inline_progress() -> crate::Runtime {
+    crate::Runtime::builder()
+        .cpus("0".parse().unwrap())
+        .idle(crate::IdleMode::Event)
+        .inline_progress(false)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_connection_keeps_one_held_task_per_operation_in_flight_and_uses_no_slot() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = loopback().await?;
+            let (ctx, slots) = (&a.inner.ctx, slots_in_use());
+            for i in 0..10u64 {
+                let mut src = local.slice(0..8);
+                src.write_u64(0, i);
+                let (r, _) = ab.write(src, remote.slice(0..8)).await;
+                r?;
+                assert_eq!(target.slice(0..8).read_u64(0), i);
+                assert_eq!(slots_in_use(), slots, "an operation on a held task takes no slot");
+            }
+            assert_eq!(idle_held::<super::Write>(&ab), 1, "a loop of writes runs on one task");
+            assert_eq!(ctx.outstanding_tasks(), 0, "an idle held task is not outstanding");
+
+            // Eight at once need eight tasks; the next eight find them idle.
+            for round in 0..2u64 {
+                let ops = (0..8)
+                    .map(|k| {
+                        let mut src = local.slice(k * 8..k * 8 + 8);
+                        src.write_u64(0, round * 100 + k as u64);
+                        ab.write(src, remote.slice(k * 8..k * 8 + 8))
+                    })
+                    .collect();
+                for (r, _) in all_at_once(ops).await {
+                    r?;
+                }
+                assert_eq!(idle_held::<super::Write>(&ab), 8, "round {round}");
+            }
+            for k in 0..8 {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 100 + k as u64);
+            }
+
+            // Each kind has tasks of its own.
+            let (old, _) = ab.fetch_add(remote.slice(0..8), 1, local.slice(8..16)).await;
+            assert_eq!(old?, 100);
+            assert_eq!((idle_held::<super::FetchAdd>(&ab), idle_held::<super::Write>(&ab)), (1, 8));
+            assert_eq!(slots_in_use(), slots);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn more_operations_in_flight_than_the_task_pool_wait_instead_of_failing() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(4, 64 * 8).await?;
+            let ops = (0..16)
+                .map(|k| {
+                    let mut src = local.slice(k * 8..k * 8 + 8);
+                    src.write_u64(0, k as u64 + 1);
+                    ab.write(src, remote.slice(k * 8..k * 8 + 8))
+                })
+                .collect();
+            for (r, _) in all_at_once(ops).await {
+                r?;
+            }
+            for k in 0..16 {
+                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), k as u64 + 1);
+            }
+            assert!(idle_held::<super::Write>(&ab) >= 4, "every group made is kept");
+            // Tasks of another kind come from the same pool: the idle held writes give theirs
+            // back when a read finds it spent.
+            let (r, _) = ab.read(remote.slice(0..8), local.slice(0..8)).await;
+            r?;
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn an_operation_dropped_in_flight_keeps_its_buffers_until_doca_is_done() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let Loopback { a, ab, target, remote, local, _b } = loopback().await?;
+            local.slice(0..8).write_u64(0, 0xfeed);
+            let handles = local.handles();
+            let mut f = ab.write(local.slice(0..8), remote.slice(8..16));
+            assert!(poll_once(&mut f).is_pending(), "in flight after its first poll");
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 1);
+            drop(f);
+            assert_eq!(local.handles(), handles + 1, "in-flight memory is kept");
+            assert_eq!(idle_held::<super::Write>(&ab), 0, "an abandoned task is not reused");
+            for _ in 0..100 {
+                if a.inner.ctx.outstanding_tasks() == 0 {
+                    break;
+                }
+                crate::executor::yield_now().await;
+            }
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 0, "the completion arrived");
+            assert_eq!(local.handles(), handles, "released once DOCA was done");
+            assert_eq!(target.slice(8..16).read_u64(0), 0xfeed, "the dropped write still ran");
+
+            // Dropped after it completed but before it was collected: its task goes back.
+            let mut f = ab.write(local.slice(0..8), remote.slice(16..24));
+            assert!(poll_once(&mut f).is_pending());
+            for _ in 0..100 {
+                if a.inner.ctx.outstanding_tasks() == 0 {
+                    break;
+                }
+                crate::executor::yield_now().await;
+            }
+            drop(f);
+            assert_eq!(idle_held::<super::Write>(&ab), 1);
+            assert_eq!(local.handles(), handles);
+            let (r, _) = ab.write(local.slice(0..8), remote.slice(24..32)).await;
+            r?;
+            assert_eq!(target.slice(16..32).to_vec(), [0xfeed_u64.to_ne_bytes(); 2].concat());
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_restart_gives_the_idle_held_tasks_back_and_a_new_connection_makes_its_own() {
+    crate::testkit::runtime()
+        .block_on(async {
+            let Loopback { a, ab, target: _target, remote, local, _b } = loopback().await?;
+            let (r, _) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
+            r?;
+            assert_eq!(idle_held::<super::Write>(&ab), 1);
+            // The stop gives every idle task back (it could not reach IDLE otherwise); the
+            // group stays, without a task.
+            a.restart().await?;
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            // The connection did not survive the restart: the operation fails, and gives its
+            // buffer back.
+            let (r, buf) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
+            let kind = r.expect_err("a closed connection").kind();
+            assert!(matches!(kind, ErrorKind::ConnectionLost | ErrorKind::BadState), "{kind:?}");
+            assert_eq!(buf.len(), 8);
+            drop(ab);
+            assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}

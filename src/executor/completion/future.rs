@@ -3,12 +3,13 @@
 
 use std::any::Any;
 use std::cell::Cell;
+use std::ffi::c_void;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::slots::HeldDesc;
+use super::descs::{HeldDesc, TaskDescs};
 use super::submission::Submission;
 use super::waiters::Ticket;
 use super::{DocaTask, TaskOutput, OUT_WORDS};
@@ -24,14 +25,37 @@ use crate::trace::OpSpan;
 pub struct TaskSlot {
     user_data: sys::doca_data,
     out: *mut u64,
-    descs: *const [Cell<HeldDesc>; 2],
+    descs: *const TaskDescs,
+    /// The task of a held record, to re-initialise rather than allocate (see
+    /// [`held_task`](TaskSlot::held_task)); null for a slot.
+    held: *mut c_void,
 }
 
 impl TaskSlot {
     /// A slot's view for an allocation: `out` its result area, `descs` its descriptor cells
     /// (both null for an operation that has no slot any more).
-    pub(super) fn new(user_data: sys::doca_data, out: *mut u64, descs: *const [Cell<HeldDesc>; 2]) -> TaskSlot {
-        TaskSlot { user_data, out, descs }
+    pub(super) fn new(user_data: sys::doca_data, out: *mut u64, descs: *const TaskDescs) -> TaskSlot {
+        TaskSlot { user_data, out, descs, held: std::ptr::null_mut() }
+    }
+
+    /// A held record's view for an allocation (see the `held_op` module): its user data and
+    /// result area, the operation's descriptors, and the record's task (null when it has
+    /// none yet), which the allocation re-initialises instead of allocating one.
+    pub(super) fn held(
+        user_data: sys::doca_data,
+        out: *mut u64,
+        descs: *const TaskDescs,
+        task: *mut c_void,
+    ) -> TaskSlot {
+        TaskSlot { user_data, out, descs, held: task }
+    }
+
+    /// The held task the allocation must re-initialise (it already carries this view's user
+    /// data), or null: allocate (or take a kept task). Only for the kind `K` the operation
+    /// is of: a held record's task is of its group's kind.
+    #[inline(always)]
+    pub(crate) fn held_task<K: DocaTask>(&self) -> *mut K::Task {
+        self.held.cast()
     }
 
     /// The `doca_data` to pass as the task's user data (`*_alloc_init(..., user_data, ...)`).
@@ -71,14 +95,12 @@ impl TaskSlot {
 
     fn hold(&self, i: usize, d: HeldDesc) {
         assert!(i < 2, "hold_desc({i}): a task holds at most two descriptors");
-        // SAFETY: `descs` points into the slot of this operation, which is reserved (and at a
-        // stable address) while its allocation closure runs. A `TaskSlot` is `Copy` and an
-        // implementor of the public `AllocTask` may keep one, but this is `pub(crate)`: only
-        // the crate's own allocations call it, from inside the allocation step. Slots are
-        // only used through shared references (cells).
-        let cell = unsafe { &(*self.descs)[i] };
-        debug_assert!(matches!(cell.get(), HeldDesc::None), "descriptor {i} taken twice");
-        cell.set(d);
+        // SAFETY: `descs` points into the slot (or the held operation) of this operation,
+        // which is at a stable address while its allocation runs. A `TaskSlot` is `Copy` and
+        // an implementor of the public `AllocTask` may keep one, but this is `pub(crate)`:
+        // only the crate's own allocations call it, from inside the allocation step. The
+        // descriptors are only used through shared references (cells).
+        unsafe { &*self.descs }.hold(i, d);
     }
 }
 
@@ -247,26 +269,25 @@ where
     K: DocaTask,
     A: AllocTask<K>,
 {
-    /// [`poll_op`](Self::poll_op) inside the operation's span, which records how it ended:
-    /// the one poll of both [`TaskFuture`] and [`BufTaskFuture`]. The span is taken out of
-    /// the future for the poll (polling needs the future mutably, the entered span borrows
-    /// it) and put back: untraced, that moves a `None` (one word) each way.
+    /// [`poll_op`](Self::poll_op) inside the operation's span, if a subscriber records it:
+    /// the one poll of both [`TaskFuture`] and [`BufTaskFuture`].
     #[inline(always)]
     fn poll_spanned(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
-        if !self.span.is_recorded() {
-            // Nobody traces (the common case): no span to move out, enter and put back.
-            return self.poll_op(cx);
-        }
-        let span = self.span.take();
-        let r = {
-            let _entered = span.enter();
+        if self.span.is_recorded() {
+            self.poll_traced(cx)
+        } else {
+            // Nobody traces (the common case): the poll itself, inlined here. (Through
+            // `OpSpan::poll_within`'s closure it went out of line: +89 instructions per
+            // `op_cost sync`.)
             self.poll_op(cx)
-        };
-        if let Poll::Ready(r) = &r {
-            span.finish(r);
         }
-        self.span = span;
-        r
+    }
+
+    /// [`poll_op`](Self::poll_op) inside the operation's span ([`OpSpan::poll_within`]).
+    #[cold]
+    #[inline(never)]
+    fn poll_traced(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
+        OpSpan::poll_within(self, |f| &mut f.span, |f| f.poll_op(cx))
     }
 
     /// The operation's steps (see [`Submission`]) and the collection of its result.

@@ -3,7 +3,9 @@
 //! operation, a task allocated or taken from the context's kept ones and re-initialised)
 //! pays, per operation, for what a held task pays once: the slot's reservation and release,
 //! the descriptors' lookup and release, the setters. [`Lanes`](crate::lanes::Lanes) (RDMA
-//! and DMA) are built on it.
+//! and DMA) are built on it, and so are an RDMA connection's operation futures
+//! ([`HeldOp`](super::HeldOp): one-record groups, whose operations point the task at new
+//! buffers each time).
 //!
 //! DOCA allows it: in its completion callback a task belongs to the user again with every
 //! parameter it was allocated with (buffers, connection, user data), and may be submitted
@@ -41,7 +43,8 @@ use std::ffi::c_void;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::waiters::{keep_waker, KeptWaker};
+use super::descs::TaskDescs;
+use super::waiters::{keep_waker, keep_waker_in, KeptWaker};
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::{with_current, Core};
@@ -78,6 +81,11 @@ pub(crate) struct HeldRecord {
     /// What [`DocaTask::on_complete`] copied out of the task. Written only by the callback,
     /// while no `&` to it exists; read by the owner once `Done`.
     out: UnsafeCell<TaskOutput>,
+    /// The descriptors the record's current operation took for its task, given back by its
+    /// completion (or by the owner, for an operation DOCA never had): an operation on a held
+    /// task (`held_op`), whose buffers change with each operation. Lanes keep theirs for
+    /// their whole life and leave this empty.
+    descs: TaskDescs,
 }
 
 /// The held tasks of one owner, all of one kind, on one context (see the module docs).
@@ -94,6 +102,10 @@ pub(crate) struct HeldGroup {
     /// Set by [`abandon`](HeldGroup::abandon) while tasks are in flight: the memory they may
     /// touch, and the group itself (the cycle the last completion breaks).
     keep: Cell<Option<Abandoned>>,
+    /// Whether the records hold their operations' descriptors ([`for_ops`](HeldGroup::for_ops)),
+    /// which the completion gives back. Lanes keep theirs and skip the look (9 instructions
+    /// per `op_cost lane_fadd`).
+    op_descs: bool,
 }
 
 /// What an abandoned group keeps until its last completion: the memory its tasks may touch,
@@ -112,6 +124,17 @@ impl HeldGroup {
     /// it (so that it gives idle tasks back when the context leaves RUNNING). No task is
     /// allocated yet.
     pub(crate) fn new<K: DocaTask>(ctx: &Rc<CtxRecord>, n: usize) -> Rc<HeldGroup> {
+        Self::with::<K>(ctx, n, false)
+    }
+
+    /// A group of one record whose operations each take their own descriptors (held by the
+    /// record, given back by the completion): the group of an operation future
+    /// ([`HeldOp`](super::HeldOp)). Otherwise as [`new`](HeldGroup::new).
+    pub(crate) fn for_ops<K: DocaTask>(ctx: &Rc<CtxRecord>) -> Rc<HeldGroup> {
+        Self::with::<K>(ctx, 1, true)
+    }
+
+    fn with<K: DocaTask>(ctx: &Rc<CtxRecord>, n: usize, op_descs: bool) -> Rc<HeldGroup> {
         let records = (0..n)
             .map(|_| HeldRecord {
                 group: Cell::new(std::ptr::null()),
@@ -120,6 +143,7 @@ impl HeldGroup {
                 state: Cell::new(HeldState::Idle),
                 status: Cell::new(sys::DOCA_SUCCESS),
                 out: UnsafeCell::new([0; OUT_WORDS]),
+                descs: TaskDescs::new(),
             })
             .collect();
         let group = Rc::new(HeldGroup {
@@ -130,6 +154,7 @@ impl HeldGroup {
             waker: Cell::new(None),
             abandoned: Cell::new(false),
             keep: Cell::new(None),
+            op_descs,
         });
         let me: *const HeldGroup = Rc::as_ptr(&group);
         for r in group.records.iter() {
@@ -160,6 +185,19 @@ impl HeldGroup {
     #[inline(always)]
     pub(crate) fn task(&self, i: usize) -> *mut c_void {
         self.records[i].task.get()
+    }
+
+    /// Record `i`'s result area, for DOCA to write through while its task is in flight (see
+    /// [`TaskSlot::out_ptr`](super::TaskSlot::out_ptr)).
+    #[inline(always)]
+    pub(crate) fn out_ptr(&self, i: usize) -> *mut u64 {
+        self.records[i].out.get().cast()
+    }
+
+    /// The descriptors of record `i`'s current operation.
+    #[inline(always)]
+    pub(crate) fn descs(&self, i: usize) -> &TaskDescs {
+        &self.records[i].descs
     }
 
     /// Record `i`'s state.
@@ -255,6 +293,18 @@ impl HeldGroup {
         Poll::Pending
     }
 
+    /// [`poll_done`](HeldGroup::poll_done) for an owner that knows the group's executor
+    /// `core` (which polls it): its own task's waker is kept without looking the current
+    /// executor up.
+    #[inline(always)]
+    pub(crate) fn poll_done_in(&self, core: &Core, i: usize, cx: &mut Context<'_>) -> Poll<()> {
+        if self.records[i].state.get() == HeldState::Done {
+            return Poll::Ready(());
+        }
+        keep_waker_in(core, &self.waker, cx.waker());
+        Poll::Pending
+    }
+
     /// Takes done record `i`'s status; the record is idle again, its result area readable
     /// ([`output`](HeldGroup::output)) until its next submit.
     #[inline(always)]
@@ -344,6 +394,12 @@ pub(super) unsafe fn on_held_completion<K: DocaTask>(task: *mut K::Task, key: u6
     // SAFETY: the task completed, so DOCA no longer writes the area; the owner reads it only
     // once the record is done, which it is not yet.
     unsafe { K::on_complete(task, status, &mut *rec.out.get()) };
+    // DOCA is done with the task's descriptors: back before the context's waiters (for a
+    // task, or a descriptor) are woken below. The owner keeps their memory and inventory
+    // until its operation is collected or, abandoned, until the end of this call.
+    if group.op_descs {
+        rec.descs.release();
+    }
     rec.status.set(status);
     rec.state.set(HeldState::Done);
     group.in_flight.set(group.in_flight.get() - 1);

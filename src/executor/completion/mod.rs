@@ -51,9 +51,11 @@
 //!   record instead of a slot ([`rdma::Lanes`](crate::rdma::Lanes)).
 
 mod callback;
+mod descs;
 mod doca_task;
 mod future;
 mod held;
+mod held_op;
 mod slots;
 mod submission;
 mod waiters;
@@ -62,6 +64,8 @@ pub use callback::{completion_cb, success_cb};
 pub use doca_task::DocaTask;
 pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use held::{HeldGroup, HeldState};
+pub(crate) use held_op::HeldOp;
+pub(crate) use held_op::HeldPool;
 pub(crate) use slots::Slots;
 pub(crate) use submission::{SlotRef, Submission};
 #[cfg(all(test, not(loom)))]

@@ -1,6 +1,7 @@
 //! The slot table of one executor: where a task's completion lands (see the
 //! [module documentation](super) for the ownership rules).
 
+use super::descs::TaskDescs;
 use super::waiters::KeptWaker;
 use super::{TaskOutput, OUT_WORDS};
 use crate::sys;
@@ -41,7 +42,7 @@ pub(super) struct Slot {
     /// task is over: by the completion callback right after it freed the task, or when the
     /// slot is released (a failed or abandoned operation). The slot holding them replaces a
     /// side table: nothing per operation is allocated or looked up to find them again.
-    pub(super) descs: [Cell<HeldDesc>; 2],
+    pub(super) descs: TaskDescs,
     pub(super) next_free: Cell<u32>,
     /// Reserved for a kind whose completion is another processor's answer
     /// ([`DocaTask::REMOTE`](super::DocaTask::REMOTE)): counted in `Slots::remote`.
@@ -57,7 +58,7 @@ impl Slot {
             out: UnsafeCell::new([0; OUT_WORDS]),
             waker: Cell::new(None),
             keepalive: Cell::new(None),
-            descs: [Cell::new(HeldDesc::None), Cell::new(HeldDesc::None)],
+            descs: TaskDescs::new(),
             next_free: Cell::new(NONE),
             remote: Cell::new(false),
         }
@@ -67,49 +68,11 @@ impl Slot {
         self.out.get().cast::<u64>()
     }
 
-    /// Gives the task's descriptors back (to their inventory, or to the cache that lent
-    /// them); returns whether there were any. Only once DOCA no longer owns the task
-    /// (completed, never submitted, or freed).
+    /// Gives the task's descriptors back (see [`TaskDescs::release`]).
     #[inline]
     pub(super) fn release_descs(&self) -> bool {
-        let mut any = false;
-        for d in &self.descs {
-            // Read before writing: most operations hold fewer than two descriptors (a sync
-            // event's none), and an empty cell is left as it is.
-            match d.get() {
-                HeldDesc::None => continue,
-                HeldDesc::Owned(b) => {
-                    d.set(HeldDesc::None);
-                    // SAFETY: a descriptor the allocation closure took from a live inventory
-                    // (the operation keeps the inventory alive until its slot is released,
-                    // and releases come first); DOCA no longer owns the task that referenced
-                    // it (the caller's contract); its reference is dropped once (the cell was
-                    // emptied just before).
-                    unsafe { sys::doca_buf_dec_refcount(b, std::ptr::null_mut()) };
-                }
-                HeldDesc::Lent(flag) => {
-                    d.set(HeldDesc::None);
-                    // SAFETY: the flag lives in the descriptor cache of memory the operation
-                    // keeps alive among its buffers, which are dropped only after this release.
-                    unsafe { (*flag).set(false) };
-                }
-            }
-            any = true;
-        }
-        any
+        self.descs.release()
     }
-}
-
-/// A descriptor a slot gives back when its task is over.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum HeldDesc {
-    None,
-    /// A reference taken from an inventory for this task: dropped (`doca_buf_dec_refcount`).
-    Owned(*mut sys::doca_buf),
-    /// A descriptor lent by a registration's cache (`mem::descriptors`): the slot clears its
-    /// "lent" flag, and the cache keeps the descriptor for the next operation on the same
-    /// bytes.
-    Lent(*const Cell<bool>),
 }
 
 type Chunk = [Slot; CHUNK];

@@ -30,7 +30,7 @@ use crate::sys;
 /// A `DEBUG` event: operation `op` waits for a task of its context to be freed (see the
 /// module documentation on back-pressure).
 #[cold]
-fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
+pub(super) fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
     crate::trace::event!(debug, { op = op, ctx = ctx.name(), outstanding = ctx.outstanding() }, "back-pressure: {why}");
 }
 
@@ -40,7 +40,7 @@ fn back_pressure(op: &'static str, ctx: &CtxRecord, why: &'static str) {
 /// submission stays as small as it was.
 #[cold]
 #[inline(never)]
-fn pool_spent<T>(
+pub(super) fn pool_spent<T>(
     ctx: &CtxRecord,
     allocate: impl FnOnce() -> std::result::Result<T, sys::doca_error_t>,
 ) -> std::result::Result<T, sys::doca_error_t> {
