@@ -269,24 +269,15 @@ where
     K: DocaTask,
     A: AllocTask<K>,
 {
-    /// [`poll_op`](Self::poll_op) inside the operation's span, if a subscriber records it:
+    /// [`poll_op`](Self::poll_op) inside the operation's span ([`OpSpan::poll_within`]):
     /// the one poll of both [`TaskFuture`] and [`BufTaskFuture`].
     #[inline(always)]
     fn poll_spanned(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
-        if self.span.is_recorded() {
-            self.poll_traced(cx)
-        } else {
-            // Nobody traces (the common case): the poll itself, inlined here. (Through
-            // `OpSpan::poll_within`'s closure it went out of line: +89 instructions per
-            // `op_cost sync`.)
-            self.poll_op(cx)
+        if !self.span.is_recorded() {
+            // Nobody traces (the common case): the poll itself. (Left to `poll_within`, the
+            // closure went out of line: +89 instructions per `op_cost sync`.)
+            return self.poll_op(cx);
         }
-    }
-
-    /// [`poll_op`](Self::poll_op) inside the operation's span ([`OpSpan::poll_within`]).
-    #[cold]
-    #[inline(never)]
-    fn poll_traced(&mut self, cx: &mut Context<'_>) -> Poll<Result<TaskOutput>> {
         OpSpan::poll_within(self, |f| &mut f.span, |f| f.poll_op(cx))
     }
 
