@@ -31,9 +31,18 @@
 //! `doca_buf` descriptors stay alive until the completion (or the context's flush) arrives.
 //! The `doca_buf` descriptors are lent by the memory they describe (each registration keeps
 //! those of the slices it was used with, see [`crate::mem`]; the context's inventory serves
-//! when none is free), held by the operation's completion slot and given back as soon as
-//! DOCA completes the task. So the cheap pattern is to reuse the same buffers and targets:
-//! the next operation on the same bytes finds its descriptors ready.
+//! when none is free), held by the operation and given back as soon as DOCA completes the
+//! task. So the cheap pattern is to reuse the same buffers and targets: the next operation
+//! on the same bytes finds its descriptors ready.
+//!
+//! # Tasks
+//! A [`Connection`] keeps the DOCA tasks its operation futures run on: one per operation in
+//! flight at once, per kind, allocated at first use with the connection set and then only
+//! pointed at each operation's buffers and submitted again (the connection's pool grows to
+//! the largest number of operations of a kind it had in flight together). Idle ones are a
+//! cache: they go back to DOCA when the context stops or restarts, when an allocation finds
+//! the context's task pool spent, or with the connection. A receive is posted on the
+//! context and takes a task per receive.
 //!
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
@@ -445,7 +454,8 @@ impl RdmaInner {
         Ok(ops::RecvReq { t: ops::Target { inner: self, rdma, conn: std::ptr::null_mut() }, dst: Desc::local(dst) })
     }
 
-    /// The task future of one operation of kind `K`: `req` takes the operation's doca_bufs
+    /// The task future of one operation of kind `K` through a completion slot (a receive, a
+    /// remote event's operation): `req` takes the operation's doca_bufs
     /// (they go to the operation's completion slot, which gives them back when the task is
     /// over) and allocates or re-initialises the task; `keep` (the caller's buffers) is
     /// owned by the operation until DOCA is done and then returned. `conn` and `size` name

@@ -1,7 +1,8 @@
 //! Completion slots: the bridge between DOCA task callbacks and futures.
 //!
 //! Every DOCA task the runtime submits carries, as its `doca_data` user data, the key of a
-//! **slot** in its executor's slot table (`Slots`). The extern "C" callback
+//! **slot** in its executor's slot table (`Slots`), or, for a task an owner keeps (lanes, a
+//! connection's operation futures), the address of its own record (`held`). The extern "C" callback
 //! [`completion_cb`] (installed as the error callback of a task type, and [`success_cb`], the
 //! same without asking for the status, as its success callback)
 //! runs inside `doca_pe_progress` on the executor's thread; it reads the status, lets the
@@ -47,8 +48,13 @@
 //!   submit, collect or abandon) without a future around them: what [`TaskFuture`] and
 //!   [`rdma::Window`](crate::rdma::Window) share.
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
+//! * `descs`: `TaskDescs`, the descriptors one task holds until it is over (a slot's, or a
+//!   held record's for its current operation).
 //! * `held`: tasks one owner keeps and resubmits as they are, each with its own completion
 //!   record instead of a slot ([`rdma::Lanes`](crate::rdma::Lanes)).
+//! * `held_op`: `HeldOp`, one operation as a future on a held task of its owner, and
+//!   `HeldPool`, the owner's idle ones: an RDMA connection's operation futures, which take
+//!   no slot.
 
 mod callback;
 mod descs;
