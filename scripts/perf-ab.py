@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Compares two builds of `async-doca perf` on this machine, side by side.
 
-    scripts/perf-ab.py OLD_BINARY NEW_BINARY [ROUNDS] [--json OUT]
+    scripts/perf-ab.py OLD_BINARY NEW_BINARY [ROUNDS] [--json OUT] [--lat]
 
 Runs the point-to-point latency tests (8 B, one and two processes) and the bandwidth tests
 (8 B, 4 KiB, 64 KiB, two processes) in modes raw and async with each binary, alternating
-(old, new, new, old, ...) so that a drift of the machine hits both alike. Prints, per test,
+(old, new, new, old, ...) so that a drift of the machine hits both alike (`--lat`: the
+latency tests only, a round in about a minute). Prints, per test,
 the medians over the rounds of raw p50, async p50, async - raw p50 (with every round's value)
 and async/raw ops/s, and for the bandwidth tests the message rate. Note the load average it
 prints: measure on a quiet machine (docs/cost.md).
@@ -45,6 +46,10 @@ def main():
         i = args.index("--json")
         out = args[i + 1]
         del args[i : i + 2]
+    runs = RUNS
+    if "--lat" in args:
+        args.remove("--lat")
+        runs = RUNS[:1]
     if len(args) < 2:
         sys.exit(__doc__)
     bins = {"old": args[0], "new": args[1]}
@@ -52,7 +57,7 @@ def main():
     rows = {}
     for r in range(rounds):
         for name in ["old", "new"] if r % 2 == 0 else ["new", "old"]:
-            for run in RUNS:
+            for run in runs:
                 cmd = [bins[name], "perf", "--json", "--mode", "raw,async"] + run
                 res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
                 if res.returncode != 0:
