@@ -207,11 +207,15 @@ task_kind!(FetchAdd, doca_rdma_task_atomic_fetch_add, doca_rdma_task_atomic_fetc
 mod remote_event;
 pub use remote_event::{RemoteEvent, RemoteEventOps};
 
-/// The receive task: its results are copied out of the task before it is freed.
+/// The receive task: its results are copied out of the task when it completes, before it
+/// is kept (a posted receive's future runs on a held task of its context, a window's
+/// receive on a kept one) or freed.
 struct Recv;
 // SAFETY: as in `task_kind!`.
 unsafe impl DocaTask for Recv {
     type Task = sys::doca_rdma_task_receive;
+    // After the remote events' kinds (7 to 9).
+    const REUSE: Option<usize> = Some(10);
     // Posted ahead of the peer's send, which often answers what the posting task sends next.
     const POSTED_AHEAD: bool = true;
     unsafe fn as_task(task: *mut Self::Task) -> *mut sys::doca_task {
@@ -433,11 +437,15 @@ impl RdmaBuilder {
         }
         let inv = Rc::new(Inventory::new(descriptors, "rdma")?);
         ctx.start().await?;
-        Ok(Rdma { inner: Rc::new(RdmaInner { ctx, inv, dev: self.dev, cm }) })
+        let pool = HeldPool::new(ctx.record(), inv.clone());
+        Ok(Rdma { inner: Rc::new(RdmaInner { pool, ctx, inv, dev: self.dev, cm }) })
     }
 }
 
 struct RdmaInner {
+    /// The tasks the context's receive futures run on (see `completion::held_op`). First:
+    /// its idle tasks go back before the context (declared after it) is stopped.
+    pool: HeldPool,
     ctx: DocaCtx<sys::doca_rdma>,
     inv: Rc<Inventory>,
     dev: Device,
@@ -506,14 +514,6 @@ impl RdmaInner {
         let inv = &self.inv;
         let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot), slot);
         self.op::<K, _, B>(op, conn.map(|c| c.0), size, req, keep).await
-    }
-}
-
-fn ok_or(rc: sys::doca_error_t) -> std::result::Result<(), sys::doca_error_t> {
-    if rc == sys::DOCA_SUCCESS {
-        Ok(())
-    } else {
-        Err(rc)
     }
 }
 
@@ -590,7 +590,8 @@ impl Rdma {
             Ok(r) => r,
             Err(e) => return RecvFuture(ops::Op::failed(e, buf)),
         };
-        RecvFuture(ops::Op::First(inner.op::<Recv, _, _>(OP, None, buf.len(), req, buf)))
+        let op = HeldOp::new(inner.ctx.core(), &inner.pool, OP, req, None, buf.len(), buf);
+        RecvFuture(ops::Op::First(op))
     }
 
     /// A [`RecvWindow`] of up to `depth` receives posted on this context, without a future

@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use super::{ok_or, CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
+use super::{CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
 use super::{Send as SendTask, SendImm};
 use crate::error::{Error, Result};
 use crate::executor::completion::HeldOp;
@@ -346,7 +346,7 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
     }
 }
 
-/// `recv` (receive tasks are not kept for reuse: their results are read before the free).
+/// `recv`: posted on the context (`conn` is null).
 pub(super) struct RecvReq<'a> {
     pub(super) t: Target<'a>,
     pub(super) dst: Desc,
@@ -357,11 +357,14 @@ impl AllocTask<Recv> for RecvReq<'_> {
         let Self { t, dst } = *self;
         let set = Descs::new(&t.inner.inv, slot);
         let d = set.dst(0, dst)?;
-        let mut task = std::ptr::null_mut();
-        // SAFETY: live context; `d` describes memory the operation owns until the task is
-        // done.
-        ok_or(unsafe { sys::doca_rdma_task_receive_allocate_init(t.rdma, d, slot.user_data(), &mut task) })?;
-        Ok(task)
+        // SAFETY: a receive's one field is its destination; live context; `d` describes
+        // memory the operation owns until the task is done.
+        unsafe {
+            let point = |k| sys::doca_rdma_task_receive_set_dst_buf(k, d);
+            t.inner.ctx.reuse_held_or_alloc::<Recv>(slot, point, point, |task| {
+                sys::doca_rdma_task_receive_allocate_init(t.rdma, d, slot.user_data(), task)
+            })
+        }
     }
 }
 
@@ -538,6 +541,6 @@ op_future!(
     /// The future of [`Rdma::recv`](super::Rdma::recv): resolves to
     /// `(Result<Received>, buf)`.
     poll #[inline(always)]
-    RecvFuture, SlotOp<'a, Recv, RecvReq<'a>, Buf>, SlotOp<'a, Recv, RecvReq<'a>, Buf>, Buf
+    RecvFuture, HeldOp<'a, Recv, RecvReq<'a>, Buf>, HeldOp<'a, Recv, RecvReq<'a>, Buf>, Buf
         => Result<Received>, |r, buf| (r.map(Received::from_output), buf)
 );

@@ -79,7 +79,7 @@ pub(crate) use waiters::keep_waker_in;
 pub(crate) use waiters::{KeptWaker, Ticket, WaiterList};
 
 /// How many task kinds of one ctx can keep completed tasks for reuse ([`DocaTask::REUSE`]).
-pub const REUSE_KINDS: usize = 10;
+pub const REUSE_KINDS: usize = 11;
 
 /// Number of 64-bit words in a slot's result area.
 pub const OUT_WORDS: usize = 4;

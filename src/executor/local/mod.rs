@@ -497,6 +497,12 @@ impl Core {
         rc
     }
 
+    /// Tasks submitted and not delivered yet (the tests' view).
+    #[cfg(test)]
+    pub(crate) fn tasks_in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
     /// A completion callback ran for a task this executor submitted. Saturating: a task
     /// submitted by hand on a runtime PE (outside these functions) may come back through our
     /// callbacks too.
