@@ -3,16 +3,18 @@
 //!
 //! Why named types rather than `async fn`s: an `async fn` operation is a state machine that
 //! moves the next layer's future into its own state, and its type cannot be written down.
-//! Here an operation is one [`BufTaskFuture`] whose allocation is a small request struct
+//! Here an operation is one [`HeldOp`] (a task held by its connection, or for a receive by
+//! its context; see `completion::held_op`) whose allocation is a small request struct
 //! ([`AllocTask`]) instead of a closure, wrapped in an enum that also holds a check that
 //! failed before anything was submitted. Creating the future builds it where the caller
 //! puts it (everything on the way is inlined), polling it polls the task future directly,
 //! and users can name the type (`Pipeline<WriteFuture<'a>>` in a struct field).
 //!
-//! Each request does what an operation's allocation closure did: take the operation's
-//! descriptors ([`Descs`], handed to its completion slot), then re-initialise a task kept
-//! for reuse with the task type's setters, or allocate one; a failure gives a kept task
-//! back untouched.
+//! Each request takes the operation's descriptors ([`Descs`], handed to its held record or
+//! completion slot), then points the held task at them with the task type's setters, or
+//! else re-initialises a task kept for reuse (every field) or allocates one; a failure gives
+//! a kept task back untouched. A [`Window`](super::Window) runs the same requests through
+//! completion slots.
 
 use std::fmt;
 use std::future::Future;
