@@ -260,12 +260,13 @@ impl<'a> LaneRing<'a> {
         if !ctx.is_alive() {
             return Try::Refused(sys::DOCA_ERROR_BAD_STATE);
         }
-        let mut task = group.task(i);
+        let rec = group.record(i);
+        let mut task = rec.task();
         if task.is_null() {
             if let Err(t) = self.obtain_task(i) {
                 return t;
             }
-            task = group.task(i);
+            task = rec.task();
         }
         // Fresh, moved or kept, the task's destination may hold the data of the lane's
         // earlier operation (the descriptors are the lane's for its whole life).
@@ -283,7 +284,7 @@ impl<'a> LaneRing<'a> {
         let doorbell = self.len == 1 || peer_again;
         // SAFETY: lane `i` is idle (taken by a `LaneMut`, or waiting in order) and has a task
         // of the group's kind, ready for its next operation.
-        match unsafe { group.submit(self.core, i, doorbell) } {
+        match unsafe { group.submit(self.core, rec, doorbell) } {
             sys::DOCA_SUCCESS => Try::Submitted,
             sys::DOCA_ERROR_AGAIN if peer_again => Try::WaitPeer,
             sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => Try::Wait,
@@ -441,13 +442,14 @@ impl<'a> LaneRing<'a> {
     fn poll_oldest(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.retry_waiting(cx);
         let i = self.order[self.head] as usize;
-        match self.group.state(i) {
+        let rec = self.group.record(i);
+        match rec.state() {
             HeldState::Done => return Poll::Ready(()),
             // Waiting for room: the context's waiters wake this task.
             HeldState::Idle => return Poll::Pending,
             HeldState::InFlight => {}
         }
-        if self.core.wait_batch_inline(self.len, || self.group.state(i) == HeldState::Done) {
+        if self.core.wait_batch_inline(self.len, || rec.state() == HeldState::Done) {
             return Poll::Ready(());
         }
         self.group.poll_done(i, cx)

@@ -88,6 +88,71 @@ pub(crate) struct HeldRecord {
     descs: TaskDescs,
 }
 
+impl HeldRecord {
+    /// The user data of this record's task: its address, tagged.
+    #[inline(always)]
+    pub(crate) fn user_data(&self) -> sys::doca_data {
+        sys::doca_data::from_u64(std::ptr::from_ref(self) as usize as u64 | HELD_TAG)
+    }
+
+    /// The task (a `*mut K::Task` of the group's kind `K`, untyped), or null when it has
+    /// none.
+    #[inline(always)]
+    pub(crate) fn task(&self) -> *mut c_void {
+        self.task.get()
+    }
+
+    /// The state.
+    #[inline(always)]
+    pub(crate) fn state(&self) -> HeldState {
+        self.state.get()
+    }
+
+    /// The result area, for DOCA to write through while the task is in flight (see
+    /// [`TaskSlot::out_ptr`](super::TaskSlot::out_ptr)).
+    #[inline(always)]
+    pub(crate) fn out_ptr(&self) -> *mut u64 {
+        self.out.get().cast()
+    }
+
+    /// The descriptors of the current operation.
+    #[inline(always)]
+    pub(crate) fn descs(&self) -> &TaskDescs {
+        &self.descs
+    }
+
+    /// Gives the record the task `task` (a `*mut K::Task` of the group's kind, untyped), just
+    /// allocated for it with its user data; `base` is its `doca_task` (`K::as_task`).
+    ///
+    /// # Safety
+    /// `task` is a live task of the group's kind on its context, that nobody else owns, and
+    /// `base` its `doca_task`; the record has none.
+    pub(crate) unsafe fn set_task(&self, task: *mut c_void, base: *mut sys::doca_task) {
+        debug_assert!(self.task.get().is_null());
+        self.task.set(task);
+        self.base.set(base);
+    }
+
+    /// Takes the done record's status; it is idle again, its result area readable
+    /// ([`output`](HeldRecord::output)) until its next submit.
+    #[inline(always)]
+    pub(crate) fn take(&self) -> sys::doca_error_t {
+        debug_assert!(self.state.get() == HeldState::Done);
+        self.state.set(HeldState::Idle);
+        self.status.get()
+    }
+
+    /// The result area, as the last completion left it. Only for an idle record: one in
+    /// flight may be written by its callback.
+    #[inline(always)]
+    pub(crate) fn output(&self) -> TaskOutput {
+        debug_assert!(self.state.get() == HeldState::Idle);
+        // SAFETY: idle: DOCA does not own the task, and the callback (the only writer) runs
+        // only for a task in flight.
+        unsafe { *self.out.get() }
+    }
+}
+
 /// The held tasks of one owner, all of one kind, on one context (see the module docs).
 pub(crate) struct HeldGroup {
     ctx: Rc<CtxRecord>,
@@ -174,49 +239,39 @@ impl HeldGroup {
         self.in_flight.get()
     }
 
+    /// Record `i`. An owner that works on one record for a while (an operation future)
+    /// takes it once and uses its methods: each index into the group is a bounds check (18
+    /// instructions per `op_cost write` of a held future, 16 per lane).
+    #[inline(always)]
+    pub(crate) fn record(&self, i: usize) -> &HeldRecord {
+        &self.records[i]
+    }
+
     /// The user data of record `i`'s task.
     #[inline(always)]
     pub(crate) fn user_data(&self, i: usize) -> sys::doca_data {
-        sys::doca_data::from_u64(std::ptr::from_ref(&self.records[i]) as usize as u64 | HELD_TAG)
+        self.records[i].user_data()
     }
 
-    /// Record `i`'s task (a `*mut K::Task` of the group's kind `K`, untyped), or null when
-    /// it has none.
+    /// Record `i`'s task (see [`HeldRecord::task`]).
     #[inline(always)]
     pub(crate) fn task(&self, i: usize) -> *mut c_void {
-        self.records[i].task.get()
-    }
-
-    /// Record `i`'s result area, for DOCA to write through while its task is in flight (see
-    /// [`TaskSlot::out_ptr`](super::TaskSlot::out_ptr)).
-    #[inline(always)]
-    pub(crate) fn out_ptr(&self, i: usize) -> *mut u64 {
-        self.records[i].out.get().cast()
-    }
-
-    /// The descriptors of record `i`'s current operation.
-    #[inline(always)]
-    pub(crate) fn descs(&self, i: usize) -> &TaskDescs {
-        &self.records[i].descs
+        self.records[i].task()
     }
 
     /// Record `i`'s state.
     #[inline(always)]
     pub(crate) fn state(&self, i: usize) -> HeldState {
-        self.records[i].state.get()
+        self.records[i].state()
     }
 
-    /// Gives record `i` the task `task` (a `*mut K::Task` of the group's kind, untyped),
-    /// just allocated for it with its user data; `base` is its `doca_task` (`K::as_task`).
+    /// Gives record `i` a task (see [`HeldRecord::set_task`]).
     ///
     /// # Safety
-    /// `task` is a live task of the group's kind on its context, that nobody else owns, and
-    /// `base` its `doca_task`; the record has none.
+    /// As for [`HeldRecord::set_task`].
     pub(crate) unsafe fn set_task(&self, i: usize, task: *mut c_void, base: *mut sys::doca_task) {
-        let r = &self.records[i];
-        debug_assert!(r.task.get().is_null());
-        r.task.set(task);
-        r.base.set(base);
+        // SAFETY: forwarded (the caller's contract).
+        unsafe { self.records[i].set_task(task, base) }
     }
 
     /// A record other than `i` whose task is not in flight (the owner's to give away), if
@@ -241,17 +296,17 @@ impl HeldGroup {
         t.base.set(f.base.get());
     }
 
-    /// Submits record `i`'s task: with its doorbell when `doorbell` is set
+    /// Submits record `r`'s task: with its doorbell when `doorbell` is set
     /// (`Core::submit_now`), else with the doorbell deferred to the executor's next progress
     /// (`Core::submit_deferred`). On success the record is in flight; otherwise the task is
     /// still the owner's and the record idle, and DOCA's code is returned.
     ///
     /// # Safety
-    /// Record `i` is idle and has a task (of the group's kind), re-initialised as its next
-    /// operation needs.
+    /// `r` is one of this group's records ([`record`](HeldGroup::record)), idle, with a task
+    /// (of the group's kind) re-initialised as its next operation needs.
     #[inline(always)]
-    pub(crate) unsafe fn submit(&self, core: &Core, i: usize, doorbell: bool) -> sys::doca_error_t {
-        let r = &self.records[i];
+    pub(crate) unsafe fn submit(&self, core: &Core, r: &HeldRecord, doorbell: bool) -> sys::doca_error_t {
+        debug_assert!(std::ptr::eq(r.group.get(), self), "a record of this group");
         debug_assert!(r.state.get() == HeldState::Idle && !r.task.get().is_null());
         // In flight before the call: a provider that completed inside submit would find it.
         r.state.set(HeldState::InFlight);
@@ -293,37 +348,29 @@ impl HeldGroup {
         Poll::Pending
     }
 
-    /// [`poll_done`](HeldGroup::poll_done) for an owner that knows the group's executor
-    /// `core` (which polls it): its own task's waker is kept without looking the current
-    /// executor up.
+    /// [`poll_done`](HeldGroup::poll_done) for record `r` of this group, by an owner that
+    /// knows the group's executor `core` (which polls it): its own task's waker is kept
+    /// without looking the current executor up.
     #[inline(always)]
-    pub(crate) fn poll_done_in(&self, core: &Core, i: usize, cx: &mut Context<'_>) -> Poll<()> {
-        if self.records[i].state.get() == HeldState::Done {
+    pub(crate) fn poll_done_in(&self, core: &Core, r: &HeldRecord, cx: &mut Context<'_>) -> Poll<()> {
+        debug_assert!(std::ptr::eq(r.group.get(), self), "a record of this group");
+        if r.state.get() == HeldState::Done {
             return Poll::Ready(());
         }
         keep_waker_in(core, &self.waker, cx.waker());
         Poll::Pending
     }
 
-    /// Takes done record `i`'s status; the record is idle again, its result area readable
-    /// ([`output`](HeldGroup::output)) until its next submit.
+    /// Takes done record `i`'s status (see [`HeldRecord::take`]).
     #[inline(always)]
     pub(crate) fn take(&self, i: usize) -> sys::doca_error_t {
-        let r = &self.records[i];
-        debug_assert!(r.state.get() == HeldState::Done);
-        r.state.set(HeldState::Idle);
-        r.status.get()
+        self.records[i].take()
     }
 
-    /// Record `i`'s result area, as its last completion left it. Only for an idle record: one
-    /// in flight may be written by its callback.
+    /// Record `i`'s result area (see [`HeldRecord::output`]).
     #[inline(always)]
     pub(crate) fn output(&self, i: usize) -> TaskOutput {
-        let r = &self.records[i];
-        debug_assert!(r.state.get() == HeldState::Idle);
-        // SAFETY: idle: DOCA does not own the task, and the callback (the only writer) runs
-        // only for a task in flight.
-        unsafe { *r.out.get() }
+        self.records[i].output()
     }
 
     /// Frees every task that is not in flight (DOCA does not own it): the context leaves

@@ -37,7 +37,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use super::held::{HeldGroup, HeldState};
+use super::held::{HeldGroup, HeldRecord, HeldState};
 use super::submission::{back_pressure, pool_spent};
 use super::waiters::Ticket;
 use super::{AllocTask, DocaTask, TaskOutput, TaskSlot, REUSE_KINDS};
@@ -229,20 +229,20 @@ impl<'a, K: DocaTask, A, B: 'static> HeldOp<'a, K, A, B> {
     fn fail(&mut self, e: Error) -> Error {
         self.stage = Stage::Over;
         if let Some(g) = self.group.take() {
-            g.descs(0).release();
+            g.record(0).descs().release();
             self.pool.give::<K>(g);
         }
         e
     }
 }
 
-/// Prepares `group`'s task for an operation `op` of kind `K` on `ctx`: `alloc` re-initialises
-/// the task the record has, or allocates one (a kept or fresh task, which the record then
+/// Prepares held record `rec`'s task for an operation `op` of kind `K` on `ctx`: `alloc`
+/// re-initialises the task the record has, or allocates one (a kept or fresh task, which the record then
 /// keeps). `Ready(Ok)` once prepared, `Pending` while waiting for a task (`ticket` is the
 /// operation's place among the context's waiters), `Ready(Err)` on failure.
 #[inline(always)]
 fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
-    group: &HeldGroup,
+    rec: &HeldRecord,
     ctx: &CtxRecord,
     op: &'static str,
     alloc: &mut A,
@@ -252,12 +252,12 @@ fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
     // The view is made at each try: a retry after `pool_spent` may find the record's task
     // given back by `reclaim_idle`.
     let mut allocate = || {
-        let slot = TaskSlot::held(group.user_data(0), group.out_ptr(0), group.descs(0), group.task(0));
+        let slot = TaskSlot::held(rec.user_data(), rec.out_ptr(), rec.descs(), rec.task());
         let r = alloc.alloc(&slot);
         if r.is_err() {
             // Nothing prepared: give back the descriptors the allocation took before
             // waiting, failing or trying again.
-            group.descs(0).release();
+            rec.descs().release();
         }
         r
     };
@@ -267,11 +267,11 @@ fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
     }
     match r {
         Ok(task) if !task.is_null() => {
-            if group.task(0).is_null() {
+            if rec.task().is_null() {
                 // SAFETY: a task of kind K on the group's context, just allocated (or a kept
                 // one re-initialised) with the record's user data, nobody else's; the record
                 // has none.
-                unsafe { group.set_task(0, task.cast(), K::as_task(task)) };
+                unsafe { rec.set_task(task.cast(), K::as_task(task)) };
             }
             Poll::Ready(Ok(()))
         }
@@ -303,14 +303,15 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
             return Poll::Ready(Err(ctx.destroyed(op)));
         }
         let group = &**group.get_or_insert_with(|| pool.take::<K>());
-        if *stage == Stage::Prepared && group.task(0).is_null() {
+        let rec = group.record(0);
+        if *stage == Stage::Prepared && rec.task().is_null() {
             // Given back (`reclaim_idle`) while this operation waited for room: prepare
             // again, descriptors included.
-            group.descs(0).release();
+            rec.descs().release();
             *stage = Stage::Start;
         }
         if *stage == Stage::Start {
-            ready!(poll_prepare::<K, A>(group, ctx, op, alloc, ticket, cx))?;
+            ready!(poll_prepare::<K, A>(rec, ctx, op, alloc, ticket, cx))?;
             *stage = Stage::Prepared;
         }
         // A remote kind's answer is another processor's work: never progressed inline, always
@@ -319,7 +320,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
         let ring = K::REMOTE || inline || core.submit_would_be_alone();
         // SAFETY: the record is idle and has a task of the group's kind (checked above),
         // re-initialised for this operation by the request.
-        match unsafe { group.submit(core, 0, ring) } {
+        match unsafe { group.submit(core, rec, ring) } {
             sys::DOCA_SUCCESS => {
                 *stage = Stage::InFlight;
                 Poll::Ready(Ok(inline))
@@ -333,7 +334,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
             }
             sys::DOCA_ERROR_BAD_STATE if ctx.restart_pending() => {
                 // Stopped by a failed task: prepare again once the context restarted.
-                group.descs(0).release();
+                rec.descs().release();
                 let _ = group.give_back_idle();
                 *stage = Stage::Start;
                 back_pressure(op, ctx, "context restarting after a failed task");
@@ -343,7 +344,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
             rc => {
                 // Refused: the task is still ours, and is given back rather than kept (a
                 // refusal may leave it in a state DOCA did not expect).
-                group.descs(0).release();
+                rec.descs().release();
                 let _ = group.give_back_idle();
                 *stage = Stage::Start;
                 Poll::Ready(Err(Error::from_doca(rc, format!("{op}: submit"))))
@@ -368,20 +369,21 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(self.fail(e))),
                 Poll::Ready(Ok(inline)) => {
                     if inline {
-                        let group = self.group.as_deref().expect("a submitted operation has its group");
+                        let rec = self.group.as_deref().expect("a submitted operation has its group").record(0);
                         // The group's waker is not set yet, so the callback wakes nobody.
-                        self.core.progress_inline(INLINE_PROGRESS, || group.state(0) == HeldState::Done);
+                        self.core.progress_inline(INLINE_PROGRESS, || rec.state() == HeldState::Done);
                     }
                 }
             },
         }
         let group = self.group.as_deref().expect("a submitted operation has its group");
-        let done = || group.state(0) == HeldState::Done;
+        let rec = group.record(0);
+        let done = || rec.state() == HeldState::Done;
         // As a slot's operation (see `TaskFuture::poll_completion`): wait here if the
         // executor would only spin for it, never for a receive or a wait.
         let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
         let waited = may_spin && !done() && self.core.spin_inline(done);
-        if !waited && group.poll_done_in(self.core, 0, cx).is_pending() {
+        if !waited && group.poll_done_in(self.core, rec, cx).is_pending() {
             return Poll::Pending;
         }
         Poll::Ready(Ok(()))
@@ -391,8 +393,9 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
     #[inline(always)]
     fn take_result(&mut self) -> Result<TaskOutput> {
         let group = self.group.take().expect("a completed operation has its group");
-        let status = group.take(0);
-        let out = group.output(0);
+        let rec = group.record(0);
+        let status = rec.take();
+        let out = rec.output();
         self.stage = Stage::Over;
         self.pool.give::<K>(group);
         if status == sys::DOCA_SUCCESS {
@@ -444,7 +447,8 @@ impl<K: DocaTask, A, B: 'static> Drop for HeldOp<'_, K, A, B> {
         // Nothing taken (never polled) or over: only the buffers, if any, to drop.
         let Some(group) = self.group.take() else { return };
         let buffers = self.buffers.take();
-        match group.state(0) {
+        let rec = group.record(0);
+        match rec.state() {
             HeldState::InFlight => {
                 // DOCA may still touch the buffers: the group keeps them (and the inventory
                 // of their descriptors) until its completion, which then frees the task.
@@ -453,12 +457,12 @@ impl<K: DocaTask, A, B: 'static> Drop for HeldOp<'_, K, A, B> {
             }
             state => {
                 if state == HeldState::Done {
-                    let _ = group.take(0);
+                    let _ = rec.take();
                 }
                 // Prepared and never submitted (its descriptors are held), or completed (the
                 // callback gave them back): the task stays for the next operation, and the
                 // descriptors go back before the memory they describe.
-                group.descs(0).release();
+                rec.descs().release();
                 self.pool.give::<K>(group);
                 drop(buffers);
             }
