@@ -17,14 +17,12 @@
 //!
 //! Each sample is one whole round trip (not halved): the aim is stated per job.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-
 use async_doca::tokio::Bridge;
-use async_doca::{Error, ErrorKind, Result};
+use async_doca::{Error, Result};
 
-use super::cpu::{joined, pin, pinned, runtime, two_cpus};
-use super::stats::{timed, timed_async, Report, Run, Samples};
+use super::cpu::{joined, pin, runtime, two_cpus};
+use super::machine::{ping_pong, GiveUp};
+use super::stats::{timed_async, Report, Run, Samples};
 use super::tokio::tokio_rt;
 use super::{Mode, Params};
 
@@ -61,54 +59,8 @@ pub fn run(p: &Params) -> Result<Report> {
     Ok(Run { test: TEST, mode: p.mode.name(), size: 0, procs: 1 }.report(samples, p.iters, elapsed))
 }
 
-/// The floor: an atomic counter bounced between two spinning threads.
+/// The floor: an atomic counter bounced between two spinning threads (the machine's
+/// reference, run for this test's iterations; see `machine.rs`).
 fn raw(p: &Params, cpu_a: usize, cpu_b: usize) -> Result<(Samples, std::time::Duration)> {
-    // Each on its own cache line, as a job queue and its completion would be.
-    #[repr(align(64))]
-    struct Line(AtomicU64);
-    let ask = Arc::new(Line(AtomicU64::new(0)));
-    let answer = Arc::new(Line(AtomicU64::new(0)));
-    let done = Arc::new(AtomicBool::new(false));
-    let echo = {
-        let (ask, answer, done) = (ask.clone(), answer.clone(), done.clone());
-        std::thread::spawn(move || -> Result<()> {
-            pin(cpu_b)?;
-            let mut seen = 0;
-            while !done.load(Ordering::Relaxed) {
-                let v = ask.0.load(Ordering::Acquire);
-                if v != seen {
-                    seen = v;
-                    answer.0.store(v, Ordering::Release);
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-            Ok(())
-        })
-    };
-    // A closure, so that the echo thread is stopped below however this ends.
-    let measured = (|| {
-        let _on_a = pinned(cpu_a)?;
-        timed(p.warmup, p.iters, 1.0, |i| {
-            ask.0.store(i + 1, Ordering::Release);
-            // Bounded: the echo thread answers within microseconds unless it died. The clock
-            // is read only after 4096 looks, never in a round trip that is timed normally.
-            let mut give_up = None;
-            let mut spins = 0u32;
-            while answer.0.load(Ordering::Acquire) != i + 1 {
-                std::hint::spin_loop();
-                spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 {
-                    let now = std::time::Instant::now();
-                    if now > *give_up.get_or_insert(now + super::PEER_TIMEOUT) {
-                        return Err(Error::new(ErrorKind::TimedOut, "perf: bridge_lat echo thread did not answer"));
-                    }
-                }
-            }
-            Ok(())
-        })
-    })();
-    done.store(true, Ordering::Relaxed);
-    joined(echo)?;
-    measured
+    ping_pong(cpu_a, cpu_b, p.warmup, p.iters, GiveUp::Trip(super::PEER_TIMEOUT))
 }

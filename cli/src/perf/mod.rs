@@ -36,6 +36,7 @@ use clap::{Args, ValueEnum};
 mod clock; // the stamps: the invariant TSC, or the monotonic clock
 mod cm_link; // perf --server/--client: the control connection by address (RDMA CM)
 mod cpu; // CPUs, pinned threads, runtimes
+mod machine; // the machine's state without DOCA: the per-round reference (atomic ping-pong)
 mod output; // the table, the ratio lines, JSON lines
 mod peer; // the peer process of a two-process test and the blob link to it
 mod plot; // `--plot DIR`: SVG pictures
@@ -150,10 +151,12 @@ pub enum IdleArg {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = REF_HELP)]
 pub struct PerfArgs {
     /// Print one JSON object per line per test instead of a table (keys: test, mode, size,
     /// iters, procs, p50_ns, p90_ns, p99_ns, p999_ns, max_ns, mean_ns (of the fastest 99%),
-    /// ops_per_sec; mb_per_sec for bandwidth tests, overlap_pct for coll_overlap).
+    /// ops_per_sec; mb_per_sec for bandwidth tests, overlap_pct for coll_overlap; round with
+    /// --rounds; ref_ns, the round's machine reference, unless --no-ref).
     #[arg(long)]
     json: bool,
     /// Tests to run (default: all). Repeat or separate with commas.
@@ -222,7 +225,18 @@ pub struct PerfArgs {
     /// skipped with a message when it is not installed).
     #[arg(long, value_enum)]
     anchor: Option<Anchor>,
+    /// Skip the machine reference measured before every round (a bare atomic ping-pong
+    /// between the tests' two CPUs, a few ms; see the note below).
+    #[arg(long)]
+    no_ref: bool,
 }
+
+/// The note under `perf --help` on the machine reference.
+const REF_HELP: &str = "Machine reference: before each round, perf bounces an atomic counter between two \
+threads pinned to the tests' two CPUs (no DOCA; 20 000 round trips, a few ms) and prints its p50 \
+round trip (`round N: machine reference ...`; `ref_ns` in --json lines). Some machines (this project's \
+VM) switch between a fast and a slow state within a minute, and every raw latency follows: compare \
+rounds, and builds, taken at a similar reference. --no-ref skips it.";
 
 #[derive(Args, Debug)]
 pub struct PeerArgs {
@@ -634,6 +648,9 @@ pub fn run(args: PerfArgs) -> Result<()> {
     for round in 1..=args.rounds {
         rounds.begin();
         let tag = if args.rounds > 1 { Some(round) } else { None };
+        // Measured right before the round's tests, so that a round taken in the machine's
+        // slow state can be told from a regression (see `machine.rs`).
+        let ref_ns = if args.no_ref { None } else { reference(round, args.json, &progress) };
         for (t, params) in &plan {
             let Params { mode, size, procs, .. } = *params;
             progress.start(format!("{} {} size={size} procs={procs}", t.name, mode.name()));
@@ -644,7 +661,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
             };
             let report = result
                 .map_err(|e| e.context_prefix(&format!("{} {} size={size} procs={procs}", t.name, mode.name())))?;
-            let report = Report { round: tag, ..report };
+            let report = Report { round: tag, ref_ns, ..report };
             if args.json {
                 output::print_json(&report);
             }
@@ -653,7 +670,7 @@ pub fn run(args: PerfArgs) -> Result<()> {
         }
         if args.anchor == Some(Anchor::Ucx) {
             for report in ucx::anchor(rounds.current(), args.iters, args.warmup)? {
-                let report = Report { round: tag, ..report };
+                let report = Report { round: tag, ref_ns, ..report };
                 if args.json {
                     output::print_json(&report);
                 }
@@ -676,6 +693,23 @@ pub fn run(args: PerfArgs) -> Result<()> {
         eprintln!("perf: {} picture(s) written to {}", files.len(), dir.display());
     }
     Ok(())
+}
+
+/// Measures round `round`'s machine reference and prints it: on stdout above the table, on
+/// stderr with `--json` (whose stdout is JSON lines only). A reference that cannot be
+/// measured (one CPU, a CPU held by another job for seconds) is reported and left out; the
+/// round's tests still run.
+fn reference(round: u32, json: bool, progress: &progress::Progress) -> Option<f64> {
+    let measured = machine::reference();
+    let line = match &measured {
+        Ok(r) => format!(
+            "round {round}: machine reference (atomic ping-pong CPU{}<->CPU{}) p50 {:.0} ns",
+            r.cpu_a, r.cpu_b, r.p50_ns
+        ),
+        Err(e) => format!("round {round}: no machine reference ({e})"),
+    };
+    progress.suspend(|| if json { eprintln!("{line}") } else { println!("{line}") });
+    measured.ok().map(|r| r.p50_ns)
 }
 
 /// Every run the arguments ask for, in order: each test, size, process count and mode.

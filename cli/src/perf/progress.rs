@@ -35,6 +35,11 @@ impl Progress {
         self.bar.inc(1);
     }
 
+    /// Runs `f` (which prints a line) with the progress line hidden, so the two do not mix.
+    pub fn suspend(&self, f: impl FnOnce()) {
+        self.bar.suspend(f);
+    }
+
     /// Erases the line, before the table is printed.
     pub fn finish(self) {
         self.bar.finish_and_clear();

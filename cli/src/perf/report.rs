@@ -39,6 +39,12 @@ pub struct Report {
     /// Which round of `perf --rounds N` measured it (1-based); left out with one round.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
+    /// The machine reference of the round that measured it: the p50 round trip, in ns, of a
+    /// bare atomic ping-pong between the tests' two CPUs (`machine.rs`), to tell a round
+    /// taken in the machine's slow state from a regression. Left out with `--no-ref`. With
+    /// several rounds, the table's row carries the median over them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ref_ns: Option<f64>,
     /// The latency CDF, (ns, share at or below), for `--plot`; not part of the JSON.
     #[serde(skip)]
     pub cdf: Vec<(f64, f64)>,

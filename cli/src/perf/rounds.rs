@@ -114,6 +114,7 @@ impl Rounds {
                     ops_per_sec: med(&|r| r.ops_per_sec).unwrap_or(r.ops_per_sec),
                     mb_per_sec: opt(&|r| r.mb_per_sec),
                     overlap_pct: opt(&|r| r.overlap_pct),
+                    ref_ns: opt(&|r| r.ref_ns),
                     cdf: nearest.cdf.clone(),
                     ..r.clone()
                 }

@@ -278,6 +278,7 @@ impl Run {
             mb_per_sec: None,
             overlap_pct: None,
             round: None,
+            ref_ns: None,
             cdf: samples.cdf(),
         }
     }

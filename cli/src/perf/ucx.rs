@@ -98,6 +98,7 @@ pub fn anchor(reports: &[Report], iters: Option<u64>, warmup: u64) -> Result<Vec
             mb_per_sec: r.mb_per_sec.map(|_| p50.bandwidth_mib * 1_048_576.0 / 1e6),
             overlap_pct: None,
             round: None,
+            ref_ns: None,
             cdf: Vec::new(),
         });
     }
