@@ -273,6 +273,35 @@ fn perf_rounds_repeat_the_plan_and_summarise_it() {
     assert!(zero.is_empty() && stderr.contains("rounds"), "--rounds 0 must be refused: {stderr}");
 }
 
+/// Every round first measures the machine reference (a bare atomic ping-pong): a line per
+/// round on stderr with `--json`, and `ref_ns` (positive) on each of the round's JSON lines;
+/// `--no-ref` leaves both out. No bound on the value: it is the machine's, not ours.
+#[test]
+fn perf_rounds_carry_a_machine_reference_unless_no_ref() {
+    let args =
+        ["perf", "--json", "--test", "write_lat", "--mode", "raw", "--procs", "1", "--iters", "100", "--warmup", "10"];
+    let (ok, stdout, stderr) = run(&[&args[..], &["--rounds", "2"]].concat());
+    assert!(ok, "perf failed: {stderr}");
+    if stderr.contains("no machine reference (one CPU only") {
+        println!("SKIPPED: one CPU, no reference");
+        return;
+    }
+    for round in 1..=2 {
+        let want = format!("round {round}: machine reference (atomic ping-pong CPU");
+        assert!(stderr.contains(&want), "no reference line for round {round}: {stderr}");
+    }
+    let lines = json_lines(&stdout);
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for v in &lines {
+        let r = v["ref_ns"].as_f64().unwrap_or_else(|| panic!("no ref_ns in {v}"));
+        assert!(r > 0.0, "{v}");
+    }
+    let (ok, stdout, stderr) = run(&[&args[..], &["--no-ref"]].concat());
+    assert!(ok, "perf failed: {stderr}");
+    assert!(!stderr.contains("machine reference"), "{stderr}");
+    assert!(json_lines(&stdout).iter().all(|v| v.get("ref_ns").is_none()), "{stdout}");
+}
+
 /// The whole plan, twice in one process (`--rounds 2`): every test and mode gives a line in
 /// each round. A raw loop that keeps state on the calling thread (its callbacks count into
 /// thread-locals) must start the second round from zero: `comch_lat`'s client once found
