@@ -3,7 +3,7 @@
 //! again before every round as the round's reference (`ref_ns`, `--no-ref` to skip it).
 //!
 //! Why a reference: this VM switches between two states within a minute, even idle (the
-//! bounce takes ~130 ns round trip in one, ~380–450 ns in the other), and every raw latency
+//! bounce takes ~130 ns round trip in one, ~350–450 ns in the other), and every raw latency
 //! follows it (docs/cost.md, "Wall clock (2026-12-03)"). A round taken in the slow state
 //! looks like a regression; its reference says which state it was taken in.
 
