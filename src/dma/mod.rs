@@ -29,10 +29,11 @@
 //! [`MemcpyFuture`], is a named `Unpin` type, so a struct can hold it too), spawn them, or
 //! poll several futures at once. The task pool ([`DmaBuilder::max_tasks`]) and the descriptor inventory
 //! ([`DmaBuilder::descriptors`]) bound them; when either is exhausted the next copy waits for
-//! a completion instead of failing. A completed task is kept for the next copy and
-//! re-initialised rather than freed, and the descriptors of slices copied before are lent
-//! again by their memory (see [`crate::mem`]): copying from and into the same slices again
-//! allocates nothing.
+//! a completion instead of failing. The context keeps the tasks its copies run on (one per
+//! copy in flight at once; see [`crate::rdma`]'s "Tasks"), re-pointed at each copy's
+//! regions rather than freed, and the descriptors of slices copied before are lent again by
+//! their memory (see [`crate::mem`]): copying from and into the same slices again allocates
+//! nothing.
 //!
 //! # Errors
 //! Failures are [`Error`]s named `"dma.memcpy"` with DOCA's code. Checked here before
@@ -90,8 +91,9 @@ use std::task::{ready, Context, Poll};
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
+use crate::executor::completion::{HeldOp, HeldPool};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaTask, TaskSlot};
+use crate::ext::{completion_cb, success_cb, AllocTask, DocaTask, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -233,11 +235,15 @@ impl DmaBuilder {
         // DOCA stops a DMA context when a copy fails; started again, it serves the next ones.
         ctx.restart_after_errors();
         ctx.start().await?;
-        Ok(Dma { inner: Rc::new(DmaInner { ctx, inv, dev: self.dev }) })
+        let pool = HeldPool::new(ctx.record(), inv.clone());
+        Ok(Dma { inner: Rc::new(DmaInner { pool, ctx, inv, dev: self.dev }) })
     }
 }
 
 struct DmaInner {
+    /// The tasks the context's copies run on (see `completion::held_op`). Before `ctx`: its
+    /// idle tasks go back before the context is stopped.
+    pool: HeldPool,
     ctx: DocaCtx<sys::doca_dma>,
     inv: Rc<Inventory>,
     dev: Device,
@@ -283,7 +289,7 @@ impl Dma {
     /// into `depth` equal lanes, each with its own task, submitted again as it is. The path
     /// for message rate when the memory is known up front: a copy through a lane costs
     /// about what it costs a C program that keeps its tasks, where each [`memcpy`](Dma::memcpy)
-    /// pays for a completion slot and its descriptors. See [`Lanes`].
+    /// pays for its descriptors and for re-pointing its task. See [`Lanes`].
     ///
     /// ```
     /// use async_doca::dma::{Dma, LaneOp};
@@ -350,12 +356,11 @@ impl Dma {
             Ok(p) => p,
             Err(e) => return MemcpyFuture(Copy::Ready(Some((Err(e.context_prefix(OP)), src, dst)))),
         };
-        let req = MemcpyReq { dma, ctx: &self.inner.ctx, inv: &self.inner.inv, s, d };
-        // The inventory is kept with the regions: a future dropped mid-flight leaves them to
-        // its slot, which gives the descriptors back (right after DOCA is done with the task)
-        // before it drops them.
-        let keep = (self.inner.inv.clone(), src, dst);
-        let fut = self.inner.ctx.submit_keeping::<Memcpy, _, _>(OP, req, None, s.len, keep);
+        let inner = &*self.inner;
+        let req = MemcpyReq { dma, ctx: &inner.ctx, inv: &inner.inv, s, d };
+        // A future dropped mid-flight leaves the regions to its held task's group, which keeps
+        // them (and the inventory of their descriptors) until DOCA is done.
+        let fut = HeldOp::new(inner.ctx.core(), &inner.pool, OP, req, None, s.len, (src, dst));
         MemcpyFuture(Copy::Running(fut))
     }
 }
@@ -380,14 +385,14 @@ impl AllocTask<Memcpy> for MemcpyReq<'_> {
         // SAFETY: both fields of a memcpy task are set; live context; the buffers describe
         // memory the operation owns until the task is done.
         unsafe {
-            self.ctx.reuse_or_alloc::<Memcpy>(
-                slot,
-                |k| {
-                    sys::doca_dma_task_memcpy_set_src(k, src);
-                    sys::doca_dma_task_memcpy_set_dst(k, dst);
-                },
-                |t| sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), t),
-            )
+            // Every field of the task, held (the context's own) or kept.
+            let point = |k| {
+                sys::doca_dma_task_memcpy_set_src(k, src);
+                sys::doca_dma_task_memcpy_set_dst(k, dst);
+            };
+            self.ctx.reuse_held_or_alloc::<Memcpy>(slot, point, point, |t| {
+                sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), t)
+            })
         }
     }
 }
@@ -396,7 +401,7 @@ enum Copy<'a, S: Region, D: Region> {
     /// Decided before anything was submitted (a failed check, or an empty source):
     /// resolves at the first poll.
     Ready(Option<(Result<()>, S, D)>),
-    Running(BufTaskFuture<'a, Memcpy, MemcpyReq<'a>, (Rc<Inventory>, S, D)>),
+    Running(HeldOp<'a, Memcpy, MemcpyReq<'a>, (S, D)>),
 }
 
 /// The future of [`Dma::memcpy`]: resolves to `(Result<()>, src, dst)`.
@@ -425,7 +430,7 @@ impl<S: Region, D: Region> Future for MemcpyFuture<'_, S, D> {
         match &mut self.get_mut().0 {
             Copy::Ready(r) => Poll::Ready(r.take().expect("MemcpyFuture polled after completion")),
             Copy::Running(f) => {
-                let (r, (_inv, src, dst)) = ready!(Pin::new(f).poll(cx));
+                let (r, (src, dst)) = ready!(Pin::new(f).poll(cx));
                 Poll::Ready((r.map(drop), src, dst))
             }
         }
