@@ -20,8 +20,8 @@
 //! fixed up front and cut into lanes, each lane with its own task and descriptor, submitted
 //! again as it is, the completion straight into the lane's record, where
 //! [`send`](Producer::send) and [`recv`](Consumer::recv) take any buffer and pay per
-//! operation for a completion slot, a descriptor and a task's setters (`examples/op_cost`:
-//! kind `fast_lanes` against `fast`). A send lane sends all its bytes; its immediate bytes,
+//! operation for a descriptor, a task's setters and a future (`examples/op_cost`: kind
+//! `fast_lanes` against `fast`). A send lane sends all its bytes; its immediate bytes,
 //! up to [`MAX_IMM_DATA`], are given at each submit
 //! ([`submit_imm_bytes`](crate::lanes::LaneMut::submit_imm_bytes), or
 //! [`submit`](crate::lanes::LaneMut::submit) for none), copied into the lane, which keeps
@@ -159,7 +159,8 @@ use std::time::Duration;
 
 use super::{with_slot, Connection};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::ext::{completion_cb, success_cb, AllocTask, BufTaskFuture, DocaCtx, DocaTask, TaskOutput, TaskSlot};
+use crate::executor::completion::{HeldOp, HeldPool};
+use crate::ext::{completion_cb, success_cb, AllocTask, DocaCtx, DocaTask, TaskOutput, TaskSlot};
 use crate::lanes::kind::{lane_task, LaneKind, Operands, Remote};
 use crate::lanes::{Lanes, Outcome};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
@@ -317,7 +318,8 @@ impl ConsumerBuilder {
         let mut id = 0;
         // SAFETY: a live consumer; valid out-pointer.
         check(unsafe { sys::doca_comch_consumer_get_id(c, &mut id) }, "comch: consumer id")?;
-        Ok(Consumer { inner: Rc::new(ConsumerInner { ctx, inv, memory: self.memory, id }) })
+        let pool = HeldPool::new(ctx.record(), inv.clone());
+        Ok(Consumer { inner: Rc::new(ConsumerInner { pool, ctx, inv, memory: self.memory, id }) })
     }
 }
 
@@ -332,6 +334,9 @@ pub struct Consumer {
 }
 
 struct ConsumerInner {
+    /// The tasks the consumer's receives run on (see `completion::held_op`). Before `ctx`: its
+    /// idle tasks go back before the context is stopped.
+    pool: HeldPool,
     ctx: DocaCtx<sys::doca_comch_consumer>,
     inv: Rc<Inventory>,
     memory: Memory,
@@ -434,13 +439,7 @@ impl Consumer {
         };
         let req = PostRecvReq { ctx: &inner.ctx, consumer, inv: &inner.inv, d: Desc::local(&buf) };
         let len = buf.len();
-        RecvFuture(Recv::Posting(inner.ctx.submit_keeping::<PostRecv, _, _>(
-            OP,
-            req,
-            None,
-            len,
-            (inner.inv.clone(), buf),
-        )))
+        RecvFuture(Recv::Posting(HeldOp::new(inner.ctx.core(), &inner.pool, OP, req, None, len, buf)))
     }
 }
 
@@ -480,7 +479,7 @@ pub struct RecvFuture<'a>(Recv<'a>);
 enum Recv<'a> {
     /// A check failed before anything was posted: resolves to the error at the first poll.
     Failed(Option<(Error, Buf)>),
-    Posting(BufTaskFuture<'a, PostRecv, PostRecvReq<'a>, (Rc<Inventory>, Buf)>),
+    Posting(HeldOp<'a, PostRecv, PostRecvReq<'a>, Buf>),
 }
 
 impl Future for RecvFuture<'_> {
@@ -493,7 +492,7 @@ impl Future for RecvFuture<'_> {
                 Poll::Ready((Err(e), buf))
             }
             Recv::Posting(f) => {
-                let (r, (_inv, buf)) = ready!(Pin::new(f).poll(cx));
+                let (r, buf) = ready!(Pin::new(f).poll(cx));
                 Poll::Ready((r.map(Received::of), buf))
             }
         }
@@ -533,14 +532,12 @@ impl AllocTask<PostRecv> for PostRecvReq<'_> {
         // SAFETY: the buffer, a post-receive's one parameter, is set; a live consumer; `d`
         // describes memory the operation owns until the task is done.
         unsafe {
-            self.ctx.reuse_or_alloc::<PostRecv>(
-                slot,
-                |k| sys::doca_comch_consumer_task_post_recv_set_buf(k, d),
-                |t| {
-                    let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, t);
-                    with_user_data::<PostRecv>(rc, *t, slot)
-                },
-            )
+            // The task's one field, held (the consumer's own) or kept.
+            let point = |k| sys::doca_comch_consumer_task_post_recv_set_buf(k, d);
+            self.ctx.reuse_held_or_alloc::<PostRecv>(slot, point, point, |t| {
+                let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, t);
+                with_user_data::<PostRecv>(rc, *t, slot)
+            })
         }
     }
 }
@@ -608,7 +605,8 @@ impl ProducerBuilder {
         let mut id = 0;
         // SAFETY: a live producer; valid out-pointer.
         check(unsafe { sys::doca_comch_producer_get_id(p, &mut id) }, "comch: producer id")?;
-        Ok(Producer { inner: Rc::new(ProducerInner { ctx, inv, id }) })
+        let pool = HeldPool::new(ctx.record(), inv.clone());
+        Ok(Producer { inner: Rc::new(ProducerInner { pool, ctx, inv, id }) })
     }
 }
 
@@ -621,6 +619,9 @@ pub struct Producer {
 }
 
 struct ProducerInner {
+    /// The tasks the producer's sends run on (see `completion::held_op`). Before `ctx`: its
+    /// idle tasks go back before the context is stopped.
+    pool: HeldPool,
     ctx: DocaCtx<sys::doca_comch_producer>,
     inv: Rc<Inventory>,
     id: u32,
@@ -675,9 +676,8 @@ impl Producer {
                 consumer,
             };
             let len = buf.len();
-            let keep = (inner.inv.clone(), buf, imm_keep);
-            let (r, (_inv, back, imm_back)) =
-                inner.ctx.submit_keeping::<ProducerSend, _, _>(OP, req, None, len, keep).await;
+            let (r, (back, imm_back)) =
+                HeldOp::new(inner.ctx.core(), &inner.pool, OP, req, None, len, (buf, imm_keep)).await;
             (buf, imm_keep) = (back, imm_back);
             match r {
                 Err(e) if e.code().map(|c| c.0) == Some(sys::DOCA_ERROR_AGAIN) => {
@@ -738,18 +738,16 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
         // producer; `s` describes memory the operation owns until the task is done, and
         // `imm` `imm_len` bytes the operation keeps as long (NULL when 0).
         unsafe {
-            self.ctx.reuse_or_alloc::<ProducerSend>(
-                slot,
-                |k| {
-                    sys::doca_comch_producer_task_send_set_buf(k, s);
-                    sys::doca_comch_producer_task_send_set_consumer_id(k, consumer);
-                    sys::doca_comch_producer_task_send_set_imm_data(k, imm, imm_len);
-                },
-                |t| {
-                    let rc = sys::doca_comch_producer_task_send_alloc_init(self.producer, s, imm, imm_len, consumer, t);
-                    with_user_data::<ProducerSend>(rc, *t, slot)
-                },
-            )
+            // Every field of the task, held (the producer's own) or kept.
+            let point = |k| {
+                sys::doca_comch_producer_task_send_set_buf(k, s);
+                sys::doca_comch_producer_task_send_set_consumer_id(k, consumer);
+                sys::doca_comch_producer_task_send_set_imm_data(k, imm, imm_len);
+            };
+            self.ctx.reuse_held_or_alloc::<ProducerSend>(slot, point, point, |t| {
+                let rc = sys::doca_comch_producer_task_send_alloc_init(self.producer, s, imm, imm_len, consumer, t);
+                with_user_data::<ProducerSend>(rc, *t, slot)
+            })
         }
     }
 }
