@@ -56,7 +56,9 @@ pub unsafe trait DocaTask: 'static {
     /// (the default: a completed task is freed). A kept task is given back to DOCA
     /// ([`free`](DocaTask::free)) when its ctx leaves RUNNING; whoever takes one (see
     /// `DocaCtx::reuse_or_alloc`) must re-initialise every field with the task type's setters
-    /// and `doca_task_set_user_data` before submitting it.
+    /// and `doca_task_set_user_data` before submitting it. The index also names the kind's
+    /// free list in an owner's pool of held tasks (`completion::held_op`), which only kinds
+    /// with one can use.
     const REUSE: Option<usize> = None;
 
     /// Whether a completion of this kind is a round trip through another processor's work,
