@@ -38,7 +38,7 @@ use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
 use super::held::{HeldGroup, HeldRecord, HeldState};
-use super::submission::{back_pressure, pool_spent};
+use super::submission::{back_pressure, poll_allocate};
 use super::waiters::Ticket;
 use super::{AllocTask, DocaTask, TaskOutput, TaskSlot, REUSE_KINDS};
 use crate::error::{Error, ErrorKind, Result};
@@ -237,9 +237,10 @@ impl<'a, K: DocaTask, A, B: 'static> HeldOp<'a, K, A, B> {
 }
 
 /// Prepares held record `rec`'s task for an operation `op` of kind `K` on `ctx`: `alloc`
-/// re-initialises the task the record has, or allocates one (a kept or fresh task, which the record then
-/// keeps). `Ready(Ok)` once prepared, `Pending` while waiting for a task (`ticket` is the
-/// operation's place among the context's waiters), `Ready(Err)` on failure.
+/// re-initialises the task the record has, or allocates one (a kept or fresh task, which the
+/// record then keeps). `Ready(Ok)` once prepared, `Pending` while waiting for a task
+/// (`ticket` is the operation's place among the context's waiters), `Ready(Err)` on failure
+/// (see `submission::poll_allocate`).
 #[inline(always)]
 fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
     rec: &HeldRecord,
@@ -251,7 +252,7 @@ fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
 ) -> Poll<Result<()>> {
     // The view is made at each try: a retry after `pool_spent` may find the record's task
     // given back by `reclaim_idle`.
-    let mut allocate = || {
+    let allocate = || {
         let slot = TaskSlot::held(rec.user_data(), rec.out_ptr(), rec.descs(), rec.task());
         let r = alloc.alloc(&slot);
         if r.is_err() {
@@ -261,33 +262,13 @@ fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
         }
         r
     };
-    let mut r = allocate();
-    if r == Err(sys::DOCA_ERROR_NO_MEMORY) {
-        r = pool_spent(ctx, allocate);
+    let task = ready!(poll_allocate(ctx, op, ticket, cx, allocate))?;
+    if rec.task().is_null() {
+        // SAFETY: a task of kind K on the group's context, just allocated (or a kept one
+        // re-initialised) with the record's user data, nobody else's; the record has none.
+        unsafe { rec.set_task(task.cast(), K::as_task(task)) };
     }
-    match r {
-        Ok(task) if !task.is_null() => {
-            if rec.task().is_null() {
-                // SAFETY: a task of kind K on the group's context, just allocated (or a kept
-                // one re-initialised) with the record's user data, nobody else's; the record
-                // has none.
-                unsafe { rec.set_task(task.cast(), K::as_task(task)) };
-            }
-            Poll::Ready(Ok(()))
-        }
-        Ok(_) => Poll::Ready(Err(Error::from_doca(sys::DOCA_ERROR_UNEXPECTED, format!("{op}: allocate: null task")))),
-        Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.outstanding() > 0 => {
-            back_pressure(op, ctx, "task pool exhausted");
-            ctx.task_waiters.register(ticket, cx.waker());
-            Poll::Pending
-        }
-        Err(sys::DOCA_ERROR_BAD_STATE) if ctx.restart_pending() => {
-            back_pressure(op, ctx, "context restarting after a failed task");
-            ctx.task_waiters.register(ticket, cx.waker());
-            Poll::Pending
-        }
-        Err(rc) => Poll::Ready(Err(Error::from_doca(rc, format!("{op}: allocate task")))),
-    }
+    Poll::Ready(Ok(()))
 }
 
 impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {

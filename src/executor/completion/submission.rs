@@ -17,7 +17,7 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use super::slots::{Slot, SlotState};
 use super::waiters::{keep_waker_in, Ticket};
@@ -48,6 +48,44 @@ pub(super) fn pool_spent<T>(
         allocate()
     } else {
         Err(sys::DOCA_ERROR_NO_MEMORY)
+    }
+}
+
+/// Step 2's waits and failures, for a slot's operation and a held one alike: `allocate`
+/// gives the task (allocated, kept or held; it gives back what it took when it fails); a
+/// spent pool has the context give back its idle tasks and is tried again. `Ready(Ok)` with
+/// the task; `Pending` while waiting for a task of `ctx` to be freed (the pool is spent and
+/// tasks are outstanding) or for the context's restart (`ticket` is the operation's place
+/// among the waiters); `Ready(Err)` naming `op` otherwise.
+#[inline(always)]
+pub(super) fn poll_allocate<T>(
+    ctx: &CtxRecord,
+    op: &'static str,
+    ticket: &mut Ticket,
+    cx: &mut Context<'_>,
+    mut allocate: impl FnMut() -> std::result::Result<*mut T, sys::doca_error_t>,
+) -> Poll<Result<*mut T>> {
+    let err = |code, what: &str| Error::from_doca(code, format!("{op}: {what}"));
+    let mut r = allocate();
+    if r == Err(sys::DOCA_ERROR_NO_MEMORY) {
+        r = pool_spent(ctx, allocate);
+    }
+    match r {
+        Ok(task) if !task.is_null() => Poll::Ready(Ok(task)),
+        Ok(_) => Poll::Ready(Err(err(sys::DOCA_ERROR_UNEXPECTED, "allocate: null task"))),
+        Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.outstanding() > 0 => {
+            // Pool exhausted by tasks that will be freed: wait for one.
+            back_pressure(op, ctx, "task pool exhausted");
+            ctx.task_waiters.register(ticket, cx.waker());
+            Poll::Pending
+        }
+        Err(sys::DOCA_ERROR_BAD_STATE) if ctx.restart_pending() => {
+            // A failed task stopped the context, which restarts: wait for it.
+            back_pressure(op, ctx, "context restarting after a failed task");
+            ctx.task_waiters.register(ticket, cx.waker());
+            Poll::Pending
+        }
+        Err(rc) => Poll::Ready(Err(err(rc, "allocate task"))),
     }
 }
 
@@ -229,7 +267,7 @@ impl<K: DocaTask> Submission<K> {
                         return Poll::Ready(Err(ctx.destroyed(op)));
                     }
                     let slot = &self.slot;
-                    let mut allocate = || {
+                    let allocate = || {
                         let r = alloc.alloc(&slot.task_slot());
                         if r.is_err() {
                             // Nothing allocated: give back the descriptors the allocation
@@ -238,30 +276,9 @@ impl<K: DocaTask> Submission<K> {
                         }
                         r
                     };
-                    let mut r = allocate();
-                    if r == Err(sys::DOCA_ERROR_NO_MEMORY) {
-                        r = pool_spent(ctx, allocate);
-                    }
-                    match r {
-                        Ok(task) if !task.is_null() => {
-                            ctx.task_allocated();
-                            self.stage = Stage::Submit(task);
-                        }
-                        Ok(_) => return Poll::Ready(Err(err(sys::DOCA_ERROR_UNEXPECTED, "allocate: null task"))),
-                        Err(sys::DOCA_ERROR_NO_MEMORY) if ctx.outstanding() > 0 => {
-                            // Pool exhausted by tasks that will be freed: wait for one.
-                            back_pressure(op, ctx, "task pool exhausted");
-                            ctx.task_waiters.register(ticket, cx.waker());
-                            return Poll::Pending;
-                        }
-                        Err(sys::DOCA_ERROR_BAD_STATE) if ctx.restart_pending() => {
-                            // A failed task stopped the context, which restarts: wait for it.
-                            back_pressure(op, ctx, "context restarting after a failed task");
-                            ctx.task_waiters.register(ticket, cx.waker());
-                            return Poll::Pending;
-                        }
-                        Err(rc) => return Poll::Ready(Err(err(rc, "allocate task"))),
-                    }
+                    let task = ready!(poll_allocate(ctx, op, ticket, cx, allocate))?;
+                    ctx.task_allocated();
+                    self.stage = Stage::Submit(task);
                 }
                 Stage::Submit(task) => {
                     // The slot is marked in flight before the call, so that a completion
