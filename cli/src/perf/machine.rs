@@ -20,7 +20,9 @@ use super::stats::{timed, Samples};
 #[derive(Clone, Copy, Debug)]
 pub enum GiveUp {
     /// After one round trip took this long: the echo thread died (`bridge_lat`, which runs
-    /// as many round trips as it is asked for).
+    /// as many round trips as it is asked for). `bridge_lat` is built with the `tokio`
+    /// feature only.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     Trip(Duration),
     /// At this instant, however many round trips are left: the reference must cost a
     /// bounded time even when another job holds one of the CPUs.

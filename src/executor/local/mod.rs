@@ -497,8 +497,8 @@ impl Core {
         rc
     }
 
-    /// Tasks submitted and not delivered yet (the tests' view).
-    #[cfg(test)]
+    /// Tasks submitted and not delivered yet (the tokio bridge's tests' view).
+    #[cfg(all(test, feature = "tokio", not(loom)))]
     pub(crate) fn tasks_in_flight(&self) -> usize {
         self.in_flight.get()
     }
