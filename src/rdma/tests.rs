@@ -681,3 +681,39 @@ fn a_restart_gives_the_idle_held_tasks_back_and_a_new_connection_makes_its_own()
         })
         .unwrap();
 }
+
+#[test]
+fn writes_waiting_for_room_and_for_tasks_at_once_all_land() {
+    // A send queue of 2 and a pool of 4 tasks under 32 writes in flight: writes wait for room
+    // with a prepared task, and the allocations that find the pool spent take those idle
+    // prepared tasks back (`reclaim_idle`), so the waiting writes prepare again.
+    runtime_without_inline_progress()
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let a = Rdma::builder(&dev).max_tasks(4).send_queue_size(2).build().await?;
+            let b = Rdma::builder(&dev).permissions(Access::RDMA_ALL).build().await?;
+            let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+            let (ab, _ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+            let target = dev.alloc(32 * 8, Access::RDMA_ALL)?;
+            let remote = dev.import(&target.export_rdma()?)?;
+            let local = dev.alloc(32 * 8, Access::LOCAL_READ_WRITE)?;
+            for round in 0..3u64 {
+                let ops = (0..32)
+                    .map(|k| {
+                        let mut src = local.slice(k * 8..k * 8 + 8);
+                        src.write_u64(0, round * 1000 + k as u64);
+                        ab.write(src, remote.slice(k * 8..k * 8 + 8))
+                    })
+                    .collect();
+                for (r, _) in all_at_once(ops).await {
+                    r?;
+                }
+                for k in 0..32 {
+                    assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), round * 1000 + k as u64, "round {round}");
+                }
+                assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
