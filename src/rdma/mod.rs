@@ -41,8 +41,8 @@
 //! pointed at each operation's buffers and submitted again (the connection's pool grows to
 //! the largest number of operations of a kind it had in flight together). Idle ones are a
 //! cache: they go back to DOCA when the context stops or restarts, when an allocation finds
-//! the context's task pool spent, or with the connection. A receive is posted on the
-//! context and takes a task per receive.
+//! the context's task pool spent, or with the connection. Receives are posted on the
+//! context, which keeps the tasks of its receive futures the same way.
 //!
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
@@ -462,38 +462,13 @@ impl RdmaInner {
         Ok(ops::RecvReq { t: ops::Target { inner: self, rdma, conn: std::ptr::null_mut() }, dst: Desc::local(dst) })
     }
 
-    /// The task future of one operation of kind `K` through a completion slot (a receive, a
-    /// remote event's operation): `req` takes the operation's doca_bufs
-    /// (they go to the operation's completion slot, which gives them back when the task is
-    /// over) and allocates or re-initialises the task; `keep` (the caller's buffers) is
-    /// owned by the operation until DOCA is done and then returned. `conn` and `size` name
-    /// the connection (none for a receive) and the bytes moved, in the operation's trace
-    /// span.
-    // Inlined so the future is built in place (see `TaskFuture::with_buffers_traced`).
-    #[inline(always)]
-    fn op<K, R, B>(
-        &self,
-        op: &'static str,
-        conn: Option<usize>,
-        size: usize,
-        req: R,
-        keep: B,
-    ) -> ops::SlotOp<'_, K, R, B>
-    where
-        K: DocaTask,
-        R: AllocTask<K>,
-        B: 'static,
-    {
-        // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
-        // its slot, which gives the descriptors back before it drops them.
-        ops::SlotOp(self.ctx.submit_keeping::<K, R, _>(op, req, conn, size, (self.inv.clone(), keep)))
-    }
-
-    /// Runs one operation of kind `K` with an allocation closure: `alloc` takes the
-    /// operation's doca_bufs and gives the task (a fresh one, or for a kind that keeps its
-    /// tasks one `DocaCtx::reuse_or_alloc` re-initialised); otherwise as
-    /// [`op`](RdmaInner::op). For the less frequent operations (remote events), whose
-    /// futures need no name.
+    /// Runs one operation of kind `K` through a completion slot, with an allocation closure:
+    /// `alloc` takes the operation's doca_bufs (they go to the slot, which gives them back
+    /// when the task is over) and gives the task (a fresh one, or for a kind that keeps its
+    /// tasks one `DocaCtx::reuse_or_alloc` re-initialised); `keep` (the caller's buffers) is
+    /// owned by the operation until DOCA is done and then returned. `conn` and `size` name the
+    /// connection and the bytes moved, in the operation's trace span. For the less frequent
+    /// operations (remote events), whose futures need no name.
     async fn run<K, F, B>(
         &self,
         op: &'static str,
@@ -513,7 +488,11 @@ impl RdmaInner {
         };
         let inv = &self.inv;
         let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot), slot);
-        self.op::<K, _, B>(op, conn.map(|c| c.0), size, req, keep).await
+        // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
+        // its slot, which gives the descriptors back before it drops them.
+        let keep = (self.inv.clone(), keep);
+        let (r, (_inv, keep)) = self.ctx.submit_keeping::<K, _, _>(op, req, conn.map(|c| c.0), size, keep).await;
+        (r, keep)
     }
 }
 
@@ -734,7 +713,7 @@ impl ConnInner {
     /// bytes moved, in the operation's trace span.
     // Inlined so the future is built in place.
     #[inline(always)]
-    fn op<K, R, B>(&self, op: &'static str, size: usize, req: R, keep: B) -> ops::ConnOp<'_, K, R, B>
+    fn op<K, R, B>(&self, op: &'static str, size: usize, req: R, keep: B) -> HeldOp<'_, K, R, B>
     where
         K: DocaTask,
         R: AllocTask<K>,

@@ -19,15 +19,14 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
 use super::{CmpSwp, FetchAdd, RdmaInner, Read, Received, Recv, Write, WriteImm};
 use super::{Send as SendTask, SendImm};
 use crate::error::{Error, Result};
 use crate::executor::completion::HeldOp;
-use crate::ext::{AllocTask, BufTaskFuture, DocaTask, TaskOutput, TaskSlot};
-use crate::mem::descriptors::{Desc, Descs, Inventory};
+use crate::ext::{AllocTask, DocaTask, TaskOutput, TaskSlot};
+use crate::mem::descriptors::{Desc, Descs};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
 
@@ -370,36 +369,10 @@ impl AllocTask<Recv> for RecvReq<'_> {
     }
 }
 
-/// The future of one operation of kind `K` with request `R` on a connection: on a held task
-/// of the connection (see `completion::held_op`), owning the caller's buffers `B`.
-pub(super) type ConnOp<'a, K, R, B> = HeldOp<'a, K, R, B>;
-
 /// One operation on a connection, of kind `K1` or `K2` (`write` or `write_imm`, ...), with
-/// request `R` and the caller's buffers `B`: what the public futures of the connection's
-/// operations hold.
-pub(super) type ConnOps<'a, K1, K2, R, B> = Op<ConnOp<'a, K1, R, B>, ConnOp<'a, K2, R, B>, B>;
-
-/// The future of one operation of kind `K` with request `R` through a completion slot (a
-/// receive, posted on the context): it owns the context's inventory with the caller's
-/// buffers `B`, so that a future dropped mid-flight leaves both to its slot, which gives the
-/// descriptors back before it drops them. Resolves to the result and `B`.
-pub(super) struct SlotOp<'a, K: DocaTask, R, B: 'static>(pub(super) BufTaskFuture<'a, K, R, (Rc<Inventory>, B)>);
-
-impl<K: DocaTask, R: AllocTask<K>, B: 'static> Future for SlotOp<'_, K, R, B> {
-    type Output = (Result<TaskOutput>, B);
-
-    #[inline(always)]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (r, (_inv, keep)) = ready!(Pin::new(&mut self.0).poll(cx));
-        Poll::Ready((r, keep))
-    }
-}
-
-impl<K: DocaTask, R, B: 'static> fmt::Debug for SlotOp<'_, K, R, B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+/// request `R` and the caller's buffers `B`, on a held task of the connection (see
+/// `completion::held_op`): what the public futures of the connection's operations hold.
+pub(super) type ConnOps<'a, K1, K2, R, B> = Op<HeldOp<'a, K1, R, B>, HeldOp<'a, K2, R, B>, B>;
 
 /// One RDMA operation of one of two futures (`F1` or `F2`: a `write` or a `write_imm`, ...;
 /// a family of one kind uses `F2 = F1` and never builds `Second`), each resolving to the
@@ -501,7 +474,7 @@ op_future!(
     /// The future of [`Connection::send`](super::Connection::send) and
     /// [`Connection::send_imm`](super::Connection::send_imm): resolves to `(Result<()>, src)`.
     poll #[inline(always)]
-    SendFuture, ConnOp<'a, SendTask, SendReq<'a>, Buf>, ConnOp<'a, SendImm, SendReq<'a>, Buf>, Buf
+    SendFuture, HeldOp<'a, SendTask, SendReq<'a>, Buf>, HeldOp<'a, SendImm, SendReq<'a>, Buf>, Buf
         => Result<()>, |r, src| (r.map(drop), src)
 );
 
@@ -511,8 +484,8 @@ op_future!(
     /// `(Result<()>, src)`.
     poll #[inline(always)]
     WriteFuture,
-    ConnOp<'a, Write, WriteReq<'a>, (Buf, RemoteSlice)>,
-    ConnOp<'a, WriteImm, WriteReq<'a>, (Buf, RemoteSlice)>,
+    HeldOp<'a, Write, WriteReq<'a>, (Buf, RemoteSlice)>,
+    HeldOp<'a, WriteImm, WriteReq<'a>, (Buf, RemoteSlice)>,
     (Buf, RemoteSlice) => Result<()>, |r, (src, _dst)| (r.map(drop), src)
 );
 
@@ -521,8 +494,8 @@ op_future!(
     /// `(Result<()>, dst)`.
     poll #[inline(always)]
     ReadFuture,
-    ConnOp<'a, Read, ReadReq<'a>, (Buf, RemoteSlice)>,
-    ConnOp<'a, Read, ReadReq<'a>, (Buf, RemoteSlice)>,
+    HeldOp<'a, Read, ReadReq<'a>, (Buf, RemoteSlice)>,
+    HeldOp<'a, Read, ReadReq<'a>, (Buf, RemoteSlice)>,
     (Buf, RemoteSlice) => Result<()>, |r, (dst, _src)| (r.map(drop), dst)
 );
 
@@ -532,8 +505,8 @@ op_future!(
     /// `(Result<u64>, result)`, the value the target had.
     poll #[inline]
     AtomicFuture,
-    ConnOp<'a, CmpSwp, AtomicReq<'a>, (Buf, RemoteSlice)>,
-    ConnOp<'a, FetchAdd, AtomicReq<'a>, (Buf, RemoteSlice)>,
+    HeldOp<'a, CmpSwp, AtomicReq<'a>, (Buf, RemoteSlice)>,
+    HeldOp<'a, FetchAdd, AtomicReq<'a>, (Buf, RemoteSlice)>,
     (Buf, RemoteSlice) => Result<u64>,
     // The old value was placed at the start of the result buffer (native byte order).
     |r, (result, _dst)| (r.map(|_| result.read_u64(0)), result)
