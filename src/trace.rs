@@ -258,18 +258,16 @@ impl OpSpan {
 
     /// Polls an operation inside its span: `poll` on `op`, whose span `span` picks out, which
     /// records how it ended. The span is taken out for the poll (polling needs `op` mutably,
-    /// the entered span borrows it) and put back: untraced, the poll runs without it at all.
-    /// The one poll of every operation future that has a span.
+    /// the entered span borrows it) and put back. For a recorded span
+    /// ([`is_recorded`](OpSpan::is_recorded)): the untraced poll is the caller's, which keeps
+    /// it inline (through this function's closure it went out of line). The one traced poll
+    /// of every operation future that has a span.
     #[inline(always)]
     pub(crate) fn poll_within<S, T>(
         op: &mut S,
         span: fn(&mut S) -> &mut OpSpan,
         poll: impl FnOnce(&mut S) -> std::task::Poll<crate::Result<T>>,
     ) -> std::task::Poll<crate::Result<T>> {
-        if !span(op).is_recorded() {
-            // Nobody traces (the common case): no span to move out, enter and put back.
-            return poll(op);
-        }
         let s = span(op).take();
         let r = {
             let _entered = s.enter();

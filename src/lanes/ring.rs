@@ -452,7 +452,7 @@ impl<'a> LaneRing<'a> {
         if self.core.wait_batch_inline(self.len, || rec.state() == HeldState::Done) {
             return Poll::Ready(());
         }
-        self.group.poll_done(i, cx)
+        self.group.poll_done(self.core, rec, cx)
     }
 
     /// Sets the operands of lane `i`'s next operation (the immediate, the addend, or the

@@ -44,7 +44,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use super::descs::TaskDescs;
-use super::waiters::{keep_waker, keep_waker_in, KeptWaker};
+use super::waiters::{keep_waker_in, KeptWaker};
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::{with_current, Core};
@@ -338,21 +338,10 @@ impl HeldGroup {
         r.state.set(HeldState::Done);
     }
 
-    /// Ready once record `i` is done; otherwise its completion wakes `cx`'s task.
+    /// Ready once record `r` of this group is done; otherwise its completion wakes `cx`'s
+    /// task. `core` is the group's executor, which polls it (see `keep_waker_in`).
     #[inline(always)]
-    pub(crate) fn poll_done(&self, i: usize, cx: &mut Context<'_>) -> Poll<()> {
-        if self.records[i].state.get() == HeldState::Done {
-            return Poll::Ready(());
-        }
-        keep_waker(&self.waker, cx.waker());
-        Poll::Pending
-    }
-
-    /// [`poll_done`](HeldGroup::poll_done) for record `r` of this group, by an owner that
-    /// knows the group's executor `core` (which polls it): its own task's waker is kept
-    /// without looking the current executor up.
-    #[inline(always)]
-    pub(crate) fn poll_done_in(&self, core: &Core, r: &HeldRecord, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_done(&self, core: &Core, r: &HeldRecord, cx: &mut Context<'_>) -> Poll<()> {
         debug_assert!(std::ptr::eq(r.group.get(), self), "a record of this group");
         if r.state.get() == HeldState::Done {
             return Poll::Ready(());

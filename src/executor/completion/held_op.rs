@@ -364,7 +364,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
         // executor would only spin for it, never for a receive or a wait.
         let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
         let waited = may_spin && !done() && self.core.spin_inline(done);
-        if !waited && group.poll_done_in(self.core, rec, cx).is_pending() {
+        if !waited && group.poll_done(self.core, rec, cx).is_pending() {
             return Poll::Pending;
         }
         Poll::Ready(Ok(()))

@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::task::Waker;
 
-use crate::executor::local::{main_kept_waker, on_owner, same_main, Core};
+use crate::executor::local::{main_kept_waker, same_main, Core};
 use crate::executor::task::TaskMeta;
 use crate::executor::task::{local_waker, same_task};
 
@@ -36,8 +36,8 @@ impl KeptWaker {
     fn new(waker: &Waker, owns: impl FnOnce(&TaskMeta) -> bool) -> KeptWaker {
         // SAFETY: a `KeptWaker` is neither `Send` nor `Sync` and only wakes or drops its
         // waker: the local and main wakers stay on this thread. `owns` is the owner check
-        // `local_waker` asks for (both callers below pass one that checks the current
-        // executor).
+        // `local_waker` asks for (its one caller, `keep_waker_in`, passes `Core::owns_here`,
+        // which checks the current executor).
         let own = unsafe { local_waker(waker, owns).or_else(|| main_kept_waker(waker)) };
         KeptWaker { waker: own.unwrap_or_else(|| waker.clone()), _this_thread: PhantomData }
     }
@@ -86,46 +86,23 @@ impl std::fmt::Debug for KeptWaker {
     }
 }
 
-/// Keeps `waker` in `cell` for a completion to wake: what is there already if it wakes the
-/// same future (nothing kept again per poll), else `waker` as a [`KeptWaker`], made with the
-/// owner check `owns`. The one home of "the single waiter of a completion slot or of a held
-/// group"; [`keep_waker_in`] and [`keep_waker`] say how the owner is checked.
+/// Keeps `waker` in `cell` for a completion of `core` (the executor of the slot or held group,
+/// which polls it) to wake: what is there already if it wakes the same future (nothing kept
+/// again per poll), else `waker` as a [`KeptWaker`]. The one home of "the single waiter of a
+/// completion slot or of a held group". Its own tasks' wakers are kept as local wakers when
+/// `core` is the current executor ([`Core::owns_here`]), without the look-up of the current
+/// executor. (The lanes once kept theirs with that look-up, to spare their inline poll one
+/// instruction; keeping the record at hand made this way 3 cheaper there too, 12 parked.)
 #[inline(always)]
-fn keep_waker_with(cell: &Cell<Option<KeptWaker>>, waker: &Waker, owns: impl FnOnce(&TaskMeta) -> bool) {
+pub(crate) fn keep_waker_in(core: &Core, cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
     let stale = cell.take();
     match stale {
         Some(k) if k.will_wake(waker) => cell.set(Some(k)),
         stale => {
             drop(stale);
-            cell.set(Some(KeptWaker::new(waker, owns)));
+            cell.set(Some(KeptWaker::new(waker, |meta| core.owns_here(meta))));
         }
     }
-}
-
-/// [`keep_waker_with`] for a completion of `core`, the executor of the slot or group, which
-/// polls it: its own tasks' wakers are kept as local wakers when it is the current executor
-/// ([`Core::owns_here`]), without the look-up of the current executor.
-#[inline(always)]
-pub(crate) fn keep_waker_in(core: &Core, cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
-    keep_waker_with(cell, waker, |meta| core.owns_here(meta));
-}
-
-/// [`keep_waker_with`] without the executor at hand (a held group's poll): the current one
-/// is looked up when a waker is kept.
-///
-/// The lanes keep theirs so: passing the group's executor down to its poll (for
-/// `keep_waker_in`) cut a parked `op_cost lane_fadd` by 7 instructions but cost the inline
-/// one, which never keeps a waker, 1 (the registers of the poll's other work).
-#[inline(always)]
-pub(crate) fn keep_waker(cell: &Cell<Option<KeptWaker>>, waker: &Waker) {
-    keep_waker_with(cell, waker, on_owner_here);
-}
-
-/// [`on_owner`] out of line, as the hooks' indirect call that [`keep_waker`] made before:
-/// inlined, it cost the lanes' inline poll an instruction.
-#[inline(never)]
-fn on_owner_here(meta: &TaskMeta) -> bool {
-    on_owner(meta)
 }
 
 /// Waiters on a context event (task freed, state changed). Each future keeps a ticket so
