@@ -510,9 +510,49 @@ fn a_restart_under_a_window_ends_every_operation_and_gives_every_buffer_back() {
 
 // ---- operations on held tasks (`completion::held_op`) ----
 
-/// How many idle held tasks of kind `K` the connection keeps for its operation futures.
+/// How many idle held groups of kind `K` the connection keeps for its operation futures.
 fn idle_held<K: crate::ext::DocaTask>(c: &Connection) -> usize {
-    c.inner.pool.idle_of::<K>()
+    c.inner.pool.idle_of::<K>().0
+}
+
+/// How many of those still have their task.
+fn idle_held_tasks<K: crate::ext::DocaTask>(c: &Connection) -> usize {
+    c.inner.pool.idle_of::<K>().1
+}
+
+/// Writes of `n` 8-byte values, `base + k` into remote slot `k` from local slot `k`: futures,
+/// not polled yet.
+fn writes<'a>(
+    ab: &'a Connection,
+    local: &Memory,
+    remote: &RemoteMemory,
+    n: usize,
+    base: u64,
+) -> Vec<super::WriteFuture<'a>> {
+    (0..n)
+        .map(|k| {
+            let mut src = local.slice(k * 8..k * 8 + 8);
+            src.write_u64(0, base + k as u64);
+            ab.write(src, remote.slice(k * 8..k * 8 + 8))
+        })
+        .collect()
+}
+
+/// Asserts that `target` holds the values [`writes`] wrote.
+fn assert_landed(target: &Memory, n: usize, base: u64) {
+    for k in 0..n {
+        assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), base + k as u64, "slot {k} of a base {base} round");
+    }
+}
+
+/// Yields until `ctx` has no task outstanding (at most 100 times).
+async fn until_no_task_outstanding<T>(ctx: &crate::ext::DocaCtx<T>) {
+    for _ in 0..100 {
+        if ctx.outstanding_tasks() == 0 {
+            return;
+        }
+        crate::executor::yield_now().await;
+    }
 }
 
 /// Runs `ops` all in flight at once (a pipeline as deep as they are many); their results.
@@ -559,20 +599,11 @@ fn a_connection_keeps_one_held_task_per_operation_in_flight_and_uses_no_slot() {
 
             // Eight at once need eight tasks; the next eight find them idle.
             for round in 0..2u64 {
-                let ops = (0..8)
-                    .map(|k| {
-                        let mut src = local.slice(k * 8..k * 8 + 8);
-                        src.write_u64(0, round * 100 + k as u64);
-                        ab.write(src, remote.slice(k * 8..k * 8 + 8))
-                    })
-                    .collect();
-                for (r, _) in all_at_once(ops).await {
+                for (r, _) in all_at_once(writes(&ab, &local, &remote, 8, round * 100)).await {
                     r?;
                 }
+                assert_landed(&target, 8, round * 100);
                 assert_eq!(idle_held::<super::Write>(&ab), 8, "round {round}");
-            }
-            for k in 0..8 {
-                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), 100 + k as u64);
             }
 
             // Each kind has tasks of its own.
@@ -590,24 +621,14 @@ fn more_operations_in_flight_than_the_task_pool_wait_instead_of_failing() {
     runtime_without_inline_progress()
         .block_on(async {
             let Loopback { a, ab, target, remote, local, _b } = small_pool_loopback(4, 64 * 8).await?;
-            let ops = (0..16)
-                .map(|k| {
-                    let mut src = local.slice(k * 8..k * 8 + 8);
-                    src.write_u64(0, k as u64 + 1);
-                    ab.write(src, remote.slice(k * 8..k * 8 + 8))
-                })
-                .collect();
-            for (r, _) in all_at_once(ops).await {
+            for (r, _) in all_at_once(writes(&ab, &local, &remote, 16, 1)).await {
                 r?;
             }
-            for k in 0..16 {
-                assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), k as u64 + 1);
-            }
-            assert!(idle_held::<super::Write>(&ab) >= 4, "every group made is kept");
-            // Tasks of another kind come from the same pool: the idle held writes give theirs
-            // back when a read finds it spent.
-            let (r, _) = ab.read(remote.slice(0..8), local.slice(0..8)).await;
-            r?;
+            assert_landed(&target, 16, 1);
+            // Every operation took a group at its first poll, with or without a task; all are
+            // kept, with at most the pool's 4 tasks among them.
+            assert_eq!(idle_held::<super::Write>(&ab), 16, "a group per operation in flight");
+            assert!(idle_held_tasks::<super::Write>(&ab) <= 4, "never more tasks than the pool");
             assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
             Ok::<_, crate::Error>(())
         })
@@ -627,12 +648,7 @@ fn an_operation_dropped_in_flight_keeps_its_buffers_until_doca_is_done() {
             drop(f);
             assert_eq!(local.handles(), handles + 1, "in-flight memory is kept");
             assert_eq!(idle_held::<super::Write>(&ab), 0, "an abandoned task is not reused");
-            for _ in 0..100 {
-                if a.inner.ctx.outstanding_tasks() == 0 {
-                    break;
-                }
-                crate::executor::yield_now().await;
-            }
+            until_no_task_outstanding(&a.inner.ctx).await;
             assert_eq!(a.inner.ctx.outstanding_tasks(), 0, "the completion arrived");
             assert_eq!(local.handles(), handles, "released once DOCA was done");
             assert_eq!(target.slice(8..16).read_u64(0), 0xfeed, "the dropped write still ran");
@@ -640,12 +656,7 @@ fn an_operation_dropped_in_flight_keeps_its_buffers_until_doca_is_done() {
             // Dropped after it completed but before it was collected: its task goes back.
             let mut f = ab.write(local.slice(0..8), remote.slice(16..24));
             assert!(poll_once(&mut f).is_pending());
-            for _ in 0..100 {
-                if a.inner.ctx.outstanding_tasks() == 0 {
-                    break;
-                }
-                crate::executor::yield_now().await;
-            }
+            until_no_task_outstanding(&a.inner.ctx).await;
             drop(f);
             assert_eq!(idle_held::<super::Write>(&ab), 1);
             assert_eq!(local.handles(), handles);
@@ -658,17 +669,17 @@ fn an_operation_dropped_in_flight_keeps_its_buffers_until_doca_is_done() {
 }
 
 #[test]
-fn a_restart_gives_the_idle_held_tasks_back_and_a_new_connection_makes_its_own() {
+fn a_restart_gives_the_connections_idle_held_tasks_back() {
     crate::testkit::runtime()
         .block_on(async {
             let Loopback { a, ab, target: _target, remote, local, _b } = loopback().await?;
             let (r, _) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
             r?;
-            assert_eq!(idle_held::<super::Write>(&ab), 1);
+            assert_eq!((idle_held::<super::Write>(&ab), idle_held_tasks::<super::Write>(&ab)), (1, 1));
             // The stop gives every idle task back (it could not reach IDLE otherwise); the
             // group stays, without a task.
             a.restart().await?;
-            assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
+            assert_eq!((idle_held::<super::Write>(&ab), idle_held_tasks::<super::Write>(&ab)), (1, 0));
             // The connection did not survive the restart: the operation fails, and gives its
             // buffer back.
             let (r, buf) = ab.write(local.slice(0..8), remote.slice(0..8)).await;
@@ -698,19 +709,10 @@ fn writes_waiting_for_room_and_for_tasks_at_once_all_land() {
             let remote = dev.import(&target.export_rdma()?)?;
             let local = dev.alloc(32 * 8, Access::LOCAL_READ_WRITE)?;
             for round in 0..3u64 {
-                let ops = (0..32)
-                    .map(|k| {
-                        let mut src = local.slice(k * 8..k * 8 + 8);
-                        src.write_u64(0, round * 1000 + k as u64);
-                        ab.write(src, remote.slice(k * 8..k * 8 + 8))
-                    })
-                    .collect();
-                for (r, _) in all_at_once(ops).await {
+                for (r, _) in all_at_once(writes(&ab, &local, &remote, 32, round * 1000)).await {
                     r?;
                 }
-                for k in 0..32 {
-                    assert_eq!(target.slice(k * 8..k * 8 + 8).read_u64(0), round * 1000 + k as u64, "round {round}");
-                }
+                assert_landed(&target, 32, round * 1000);
                 assert_eq!(a.inner.ctx.outstanding_tasks(), 0);
             }
             Ok::<_, crate::Error>(())

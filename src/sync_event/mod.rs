@@ -584,7 +584,7 @@ mod tests {
                     assert_eq!(ev.add(1).await?, i);
                     ev.wait_eq(i + 1).await?;
                 }
-                assert_eq!((ev.pool.idle_of::<NotifyAdd>(), ev.pool.idle_of::<WaitEq>()), (1, 1));
+                assert_eq!((ev.pool.idle_of::<NotifyAdd>().0, ev.pool.idle_of::<WaitEq>().0), (1, 1));
                 assert_eq!(slots_in_use(), slots, "no completion slot");
                 // A wait that cannot complete yet, polled once and dropped: its task stays
                 // posted on a group of its own until the value comes.
@@ -592,7 +592,7 @@ mod tests {
                 let polled = poll_once(wait.as_mut());
                 assert!(polled.is_pending());
                 drop(wait);
-                assert_eq!(ev.pool.idle_of::<WaitEq>(), 0, "the dropped wait's task is not reused");
+                assert_eq!(ev.pool.idle_of::<WaitEq>().0, 0, "the dropped wait's task is not reused");
                 assert_eq!(ev.ctx.outstanding_tasks(), 1);
                 ev.set(7).await?;
                 for _ in 0..100 {
@@ -603,7 +603,7 @@ mod tests {
                 }
                 assert_eq!(ev.ctx.outstanding_tasks(), 0, "the dropped wait completed and went");
                 ev.wait_eq(7).await?;
-                assert_eq!(ev.pool.idle_of::<WaitEq>(), 1);
+                assert_eq!(ev.pool.idle_of::<WaitEq>().0, 1);
                 Ok::<_, crate::Error>(())
             })
             .unwrap();

@@ -116,6 +116,14 @@ impl HeldPool {
         idle.more.borrow_mut().push(g);
     }
 
+    /// Gives back group `g` of kind `K` from an operation that ended without collecting a
+    /// completion (it failed, or its future was dropped while not in flight): the descriptors
+    /// a prepared task still holds go back first, before the memory they describe.
+    fn give_unused<K: DocaTask>(&self, g: Rc<HeldGroup>) {
+        g.record(0).descs().release();
+        self.give::<K>(g);
+    }
+
     /// Drops every idle group, giving their tasks back (see `HeldGroup`'s drop). The owner
     /// calls it before it goes, so that the tasks are freed while their connection exists.
     pub(crate) fn clear(&self) {
@@ -126,12 +134,15 @@ impl HeldPool {
         }
     }
 
-    /// Idle groups of kind `K` (the tests' view).
+    /// Idle groups of kind `K`, and how many of them have a task (the tests' view).
     #[cfg(test)]
-    pub(crate) fn idle_of<K: DocaTask>(&self) -> usize {
+    pub(crate) fn idle_of<K: DocaTask>(&self) -> (usize, usize) {
         let idle = self.of::<K>();
         let last = idle.last.take();
-        let n = usize::from(last.is_some()) + idle.more.borrow().len();
+        let more = idle.more.borrow();
+        let groups = last.iter().chain(more.iter());
+        let n = (groups.clone().count(), groups.filter(|g| !g.task(0).is_null()).count());
+        drop(more);
         idle.last.set(last);
         n
     }
@@ -229,8 +240,7 @@ impl<'a, K: DocaTask, A, B: 'static> HeldOp<'a, K, A, B> {
     fn fail(&mut self, e: Error) -> Error {
         self.stage = Stage::Over;
         if let Some(g) = self.group.take() {
-            g.record(0).descs().release();
-            self.pool.give::<K>(g);
+            self.pool.give_unused::<K>(g);
         }
         e
     }
@@ -440,11 +450,9 @@ impl<K: DocaTask, A, B: 'static> Drop for HeldOp<'_, K, A, B> {
                 if state == HeldState::Done {
                     let _ = rec.take();
                 }
-                // Prepared and never submitted (its descriptors are held), or completed (the
-                // callback gave them back): the task stays for the next operation, and the
-                // descriptors go back before the memory they describe.
-                rec.descs().release();
-                self.pool.give::<K>(group);
+                // Prepared and never submitted, or completed and not collected: the task stays
+                // for the next operation.
+                self.pool.give_unused::<K>(group);
                 drop(buffers);
             }
         }
