@@ -36,17 +36,16 @@ impl TaskDescs {
         cell.set(d);
     }
 
-    /// Gives the descriptors back (to their inventory, or to the cache that lent them);
-    /// returns whether there were any. Only once DOCA no longer owns the task that used them
-    /// (completed, never submitted, or freed).
+    /// Gives the descriptors back (to their inventory, or to the cache that lent them). Only
+    /// once DOCA no longer owns the task that used them (completed, never submitted, or
+    /// freed).
     #[inline]
-    pub(crate) fn release(&self) -> bool {
-        let mut any = false;
+    pub(crate) fn release(&self) {
         for d in &self.0 {
             // Read before writing: most operations hold fewer than two descriptors (a sync
             // event's none), and an empty cell is left as it is.
             match d.get() {
-                HeldDesc::None => continue,
+                HeldDesc::None => {}
                 HeldDesc::Owned(b) => {
                     d.set(HeldDesc::None);
                     // SAFETY: a descriptor an allocation took from a live inventory (its holder
@@ -62,8 +61,6 @@ impl TaskDescs {
                     unsafe { (*flag).set(false) };
                 }
             }
-            any = true;
         }
-        any
     }
 }

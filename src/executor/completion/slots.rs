@@ -70,8 +70,8 @@ impl Slot {
 
     /// Gives the task's descriptors back (see [`TaskDescs::release`]).
     #[inline]
-    pub(super) fn release_descs(&self) -> bool {
-        self.descs.release()
+    pub(super) fn release_descs(&self) {
+        self.descs.release();
     }
 }
 
