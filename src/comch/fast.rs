@@ -528,13 +528,20 @@ impl AllocTask<PostRecv> for PostRecvReq<'_> {
         &mut self,
         slot: &TaskSlot,
     ) -> std::result::Result<*mut sys::doca_comch_consumer_task_post_recv, sys::doca_error_t> {
-        let d = Descs::new(self.inv, slot).get(0, self.d, 0)?;
+        let set = Descs::new(self.inv, slot.descs());
+        let d = set.get(0, self.d, 0)?;
         // SAFETY: the buffer, a post-receive's one parameter, is set; a live consumer; `d`
         // describes memory the operation owns until the task is done.
         unsafe {
-            // The task's one field, held (the consumer's own) or kept.
-            let point = |k| sys::doca_comch_consumer_task_post_recv_set_buf(k, d);
-            self.ctx.reuse_held_or_alloc::<PostRecv>(slot, point, point, |t| {
+            // The task's one field: a held one's (the consumer's own) unless it still points at
+            // this buffer, a kept one's always.
+            let bufs = |k| sys::doca_comch_consumer_task_post_recv_set_buf(k, d);
+            let held = |k| {
+                if set.changed() {
+                    bufs(k);
+                }
+            };
+            self.ctx.reuse_held_or_alloc::<PostRecv>(slot, held, bufs, |t| {
                 let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, t);
                 with_user_data::<PostRecv>(rc, *t, slot)
             })
@@ -732,19 +739,31 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
         &mut self,
         slot: &TaskSlot,
     ) -> std::result::Result<*mut sys::doca_comch_producer_task_send, sys::doca_error_t> {
-        let s = Descs::new(self.inv, slot).src(0, self.s)?;
+        let set = Descs::new(self.inv, slot.descs());
+        let s = set.src(0, self.s)?;
         let (imm, imm_len, consumer) = (self.imm, self.imm_len, self.consumer);
         // SAFETY: every parameter of a send is set (buffer, consumer, immediate bytes); a live
         // producer; `s` describes memory the operation owns until the task is done, and
         // `imm` `imm_len` bytes the operation keeps as long (NULL when 0).
         unsafe {
-            // Every field of the task, held (the producer's own) or kept.
-            let point = |k| {
-                sys::doca_comch_producer_task_send_set_buf(k, s);
+            // Every field of the task: a held one's (the producer's own) buffer unless it still
+            // points at it, the rest always; a kept one's all.
+            let bufs = |k| sys::doca_comch_producer_task_send_set_buf(k, s);
+            let operands = |k| {
                 sys::doca_comch_producer_task_send_set_consumer_id(k, consumer);
                 sys::doca_comch_producer_task_send_set_imm_data(k, imm, imm_len);
             };
-            self.ctx.reuse_held_or_alloc::<ProducerSend>(slot, point, point, |t| {
+            let held = |k| {
+                if set.changed() {
+                    bufs(k);
+                }
+                operands(k);
+            };
+            let kept = |k| {
+                bufs(k);
+                operands(k);
+            };
+            self.ctx.reuse_held_or_alloc::<ProducerSend>(slot, held, kept, |t| {
                 let rc = sys::doca_comch_producer_task_send_alloc_init(self.producer, s, imm, imm_len, consumer, t);
                 with_user_data::<ProducerSend>(rc, *t, slot)
             })

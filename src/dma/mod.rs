@@ -379,18 +379,24 @@ impl AllocTask<Memcpy> for MemcpyReq<'_> {
     /// Takes the two descriptors (source with its whole payload, destination empty), then
     /// re-initialises a task kept for reuse with them, or allocates one.
     fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
-        let set = Descs::new(self.inv, slot);
+        let set = Descs::new(self.inv, slot.descs());
         let src = set.get(0, self.s, self.s.len)?;
         let dst = set.get(1, self.d, 0)?;
         // SAFETY: both fields of a memcpy task are set; live context; the buffers describe
         // memory the operation owns until the task is done.
         unsafe {
-            // Every field of the task, held (the context's own) or kept.
-            let point = |k| {
+            // Every field of the task: a held one's (the context's own) unless it still points
+            // at these buffers, a kept one's always.
+            let bufs = |k| {
                 sys::doca_dma_task_memcpy_set_src(k, src);
                 sys::doca_dma_task_memcpy_set_dst(k, dst);
             };
-            self.ctx.reuse_held_or_alloc::<Memcpy>(slot, point, point, |t| {
+            let held = |k| {
+                if set.changed() {
+                    bufs(k);
+                }
+            };
+            self.ctx.reuse_held_or_alloc::<Memcpy>(slot, held, bufs, |t| {
                 sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), t)
             })
         }

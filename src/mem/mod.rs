@@ -24,7 +24,9 @@
 //! operation), and an operation on the same bytes as an earlier one borrows that descriptor
 //! instead of making one: reusing a [`Buf`] or a target slice for every message is the
 //! cheap pattern. A descriptor serves one task at a time and is dropped with its
-//! registration. (Details and rules: `docs/ARCHITECTURE.md`, "Owned buffers".)
+//! registration. An operation future keeps its descriptors between operations on the same
+//! bytes, so that a loop of `.await`s on one buffer and one target neither looks them up
+//! nor re-points its task. (Details and rules: `docs/ARCHITECTURE.md`, "Owned buffers".)
 //!
 //! # Threads
 //! `Memory`, `Buf`, `RemoteMemory` and `RemoteSlice` are `!Send`: DOCA objects and the

@@ -487,7 +487,7 @@ impl RdmaInner {
             Err(e) => return (Err(e.context_prefix(op)), keep),
         };
         let inv = &self.inv;
-        let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot), slot);
+        let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot.descs()), slot);
         // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
         // its slot, which gives the descriptors back before it drops them.
         let keep = (self.inv.clone(), keep);

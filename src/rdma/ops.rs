@@ -11,9 +11,10 @@
 //! and users can name the type (`Pipeline<WriteFuture<'a>>` in a struct field).
 //!
 //! Each request takes the operation's descriptors ([`Descs`], handed to its held record or
-//! completion slot), then points the held task at them with the task type's setters, or
-//! else re-initialises a task kept for reuse (every field) or allocates one; a failure gives
-//! a kept task back untouched. A [`Window`](super::Window) runs the same requests through
+//! completion slot), then points the held task at them with the task type's setters (unless
+//! it still points at them: the same bytes as its previous operation, [`Descs::changed`]) and
+//! sets its operands, or else re-initialises a task kept for reuse (every field) or
+//! allocates one; a failure gives a kept task back untouched. A [`Window`](super::Window) runs the same requests through
 //! completion slots.
 
 use std::fmt;
@@ -75,7 +76,7 @@ impl<'a> Target<'a> {
     /// context's inventory (taken before the task, so that a kept task, once taken, is used).
     #[inline(always)]
     fn descs<'s>(&'s self, slot: &'s TaskSlot) -> Descs<'s> {
-        Descs::new(&self.inner.inv, slot)
+        Descs::new(&self.inner.inv, slot.descs())
     }
 }
 
@@ -94,16 +95,18 @@ impl AllocTask<SendTask> for SendReq<'_> {
         // SAFETY: every field of a send is set (source, connection: a held task's since its
         // allocation); live context and connection; `s` describes memory the operation owns.
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
-                sys::doca_rdma_task_send_set_src_buf(k, s);
-            };
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them; a kept one gets its connection too.
+            let bufs = |k| sys::doca_rdma_task_send_set_src_buf(k, s);
             t.inner.ctx.reuse_held_or_alloc::<SendTask>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                },
+                |k| {
+                    bufs(k);
                     sys::doca_rdma_task_send_set_rdma_connection(k, t.conn);
                 },
                 |task| sys::doca_rdma_task_send_allocate_init(t.rdma, t.conn, s, slot.user_data(), task),
@@ -119,17 +122,21 @@ impl AllocTask<SendImm> for SendReq<'_> {
         let s = set.src(0, src)?;
         // SAFETY: as in `send`, the immediate too.
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
-                sys::doca_rdma_task_send_imm_set_src_buf(k, s);
-                sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
-            };
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them, and gets the operands; a kept one gets its connection too.
+            let bufs = |k| sys::doca_rdma_task_send_imm_set_src_buf(k, s);
+            let operands = |k| sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
             t.inner.ctx.reuse_held_or_alloc::<SendImm>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                    operands(k);
+                },
+                |k| {
+                    bufs(k);
+                    operands(k);
                     sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -157,17 +164,21 @@ impl AllocTask<Write> for WriteReq<'_> {
         // since its allocation); live context and connection; both buffers describe memory the
         // operation owns (the source Buf, the remote slice's import).
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them; a kept one gets its connection too.
+            let bufs = |k| {
                 sys::doca_rdma_task_write_set_src_buf(k, sb);
                 sys::doca_rdma_task_write_set_dst_buf(k, db);
             };
             t.inner.ctx.reuse_held_or_alloc::<Write>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                },
+                |k| {
+                    bufs(k);
                     sys::doca_rdma_task_write_set_rdma_connection(k, t.conn);
                 },
                 |task| sys::doca_rdma_task_write_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
@@ -183,18 +194,24 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
         let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
         // SAFETY: as in `write`, the immediate too.
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them, and gets the operands; a kept one gets its connection too.
+            let bufs = |k| {
                 sys::doca_rdma_task_write_imm_set_src_buf(k, sb);
                 sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
-                sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
             };
+            let operands = |k| sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
             t.inner.ctx.reuse_held_or_alloc::<WriteImm>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                    operands(k);
+                },
+                |k| {
+                    bufs(k);
+                    operands(k);
                     sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -234,17 +251,21 @@ impl AllocTask<Read> for ReadReq<'_> {
         // since its allocation); live context and connection; both buffers describe memory the
         // operation owns.
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them; a kept one gets its connection too.
+            let bufs = |k| {
                 sys::doca_rdma_task_read_set_src_buf(k, sb);
                 sys::doca_rdma_task_read_set_dst_buf(k, db);
             };
             t.inner.ctx.reuse_held_or_alloc::<Read>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                },
+                |k| {
+                    bufs(k);
                     sys::doca_rdma_task_read_set_rdma_connection(k, t.conn);
                 },
                 |task| sys::doca_rdma_task_read_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
@@ -276,19 +297,27 @@ impl AllocTask<CmpSwp> for AtomicReq<'_> {
         // a held task's since its allocation); live context and connection; both buffers
         // describe memory the operation owns.
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them, and gets the operands; a kept one gets its connection too.
+            let bufs = |k| {
                 sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(k, db);
                 sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(k, rb);
+            };
+            let operands = |k| {
                 sys::doca_rdma_task_atomic_cmp_swp_set_cmp_data(k, cmp);
                 sys::doca_rdma_task_atomic_cmp_swp_set_swap_data(k, swap);
             };
             t.inner.ctx.reuse_held_or_alloc::<CmpSwp>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                    operands(k);
+                },
+                |k| {
+                    bufs(k);
+                    operands(k);
                     sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -317,18 +346,24 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
         // task's since its allocation); live context and connection; both buffers describe
         // memory the operation owns.
         unsafe {
-            // The operation's buffers and operands; a held task (the connection's own) has
-            // the rest, a kept one gets its connection too.
-            let point = |k| {
+            // A held task (the connection's own) is pointed at the buffers unless it still
+            // points at them, and gets the operand; a kept one gets its connection too.
+            let bufs = |k| {
                 sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(k, db);
                 sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
-                sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
             };
+            let operands = |k| sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
             t.inner.ctx.reuse_held_or_alloc::<FetchAdd>(
                 slot,
-                point,
                 |k| {
-                    point(k);
+                    if set.changed() {
+                        bufs(k);
+                    }
+                    operands(k);
+                },
+                |k| {
+                    bufs(k);
+                    operands(k);
                     sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn);
                 },
                 |task| {
@@ -356,13 +391,20 @@ pub(super) struct RecvReq<'a> {
 impl AllocTask<Recv> for RecvReq<'_> {
     fn alloc(&mut self, slot: &TaskSlot) -> Alloc<Recv> {
         let Self { t, dst } = *self;
-        let set = Descs::new(&t.inner.inv, slot);
+        let set = Descs::new(&t.inner.inv, slot.descs());
         let d = set.dst(0, dst)?;
         // SAFETY: a receive's one field is its destination; live context; `d` describes
         // memory the operation owns until the task is done.
         unsafe {
-            let point = |k| sys::doca_rdma_task_receive_set_dst_buf(k, d);
-            t.inner.ctx.reuse_held_or_alloc::<Recv>(slot, point, point, |task| {
+            // A held task (the context's own) is pointed at the buffer unless it still points
+            // at it; a kept one always.
+            let bufs = |k| sys::doca_rdma_task_receive_set_dst_buf(k, d);
+            let held = |k| {
+                if set.changed() {
+                    bufs(k);
+                }
+            };
+            t.inner.ctx.reuse_held_or_alloc::<Recv>(slot, held, bufs, |task| {
                 sys::doca_rdma_task_receive_allocate_init(t.rdma, d, slot.user_data(), task)
             })
         }

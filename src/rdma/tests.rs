@@ -719,3 +719,93 @@ fn writes_waiting_for_room_and_for_tasks_at_once_all_land() {
         })
         .unwrap();
 }
+
+// ---- descriptors parked with a held task (`mem::descriptors`) ----
+
+/// How many descriptors of `mem`'s and `remote`'s caches a held task parks.
+fn parked(mem: &Memory, remote: &RemoteMemory) -> (usize, usize) {
+    (mem.desc_cache().parked(), remote.slice(..).desc_cache().parked())
+}
+
+#[test]
+fn a_held_task_keeps_its_descriptors_for_the_same_bytes_and_is_re_pointed_for_others() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let Loopback { a: _a, ab, target, remote, local, _b } = loopback().await?;
+            for i in 0..4u64 {
+                let mut src = local.slice(0..8);
+                src.write_u64(0, i);
+                let (r, _) = ab.write(src, remote.slice(0..8)).await;
+                r?;
+                assert_eq!(target.slice(0..8).read_u64(0), i);
+                // One descriptor each side, parked with the connection's one write task.
+                assert_eq!(parked(&local, &remote), (1, 1), "write {i}");
+            }
+            // Other bytes on either side, then the first ones again: each write lands where
+            // it was aimed, so the task was pointed at its new descriptors every time.
+            let steps =
+                [(8..16, 16..24, 7u64), (8..16, 0..8, 8), (0..8, 0..8, 9), (16..24, 32..40, 10), (0..8, 32..40, 11)];
+            for (from, to, v) in steps {
+                let mut src = local.slice(from.clone());
+                src.write_u64(0, v);
+                let (r, _) = ab.write(src, remote.slice(to.clone())).await;
+                r?;
+                assert_eq!(target.slice(to.clone()).read_u64(0), v, "{from:?} -> {to:?}");
+                assert_eq!(parked(&local, &remote), (1, 1), "the old descriptors went back ({from:?} -> {to:?})");
+            }
+            assert_eq!(target.slice(16..24).read_u64(0), 7);
+            assert_eq!(target.slice(0..8).read_u64(0), 9);
+            // A read's destination is written by DOCA: parked, it is emptied for each read.
+            for (at, v) in [(48..56, 21u64), (48..56, 22), (56..64, 23)] {
+                target.slice(at.clone()).write_u64(0, v);
+                let (r, back) = ab.read(remote.slice(at.clone()), local.slice(40..48)).await;
+                r?;
+                assert_eq!(back.read_u64(0), v, "read {at:?}");
+            }
+            // The read task parks its own pair.
+            assert_eq!(parked(&local, &remote), (2, 2));
+            drop(ab);
+            assert_eq!(parked(&local, &remote), (0, 0), "a connection that goes gives its parked descriptors back");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn memory_dropped_while_a_held_task_parks_its_descriptor_goes_cleanly_and_is_not_reused() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let Loopback { a: _a, ab, target, remote: _remote, local: _local, _b } = loopback().await?;
+            let dev = Device::open_default()?;
+            let failures = crate::mem::descriptors::DESTROY_FAILURES.with(std::cell::Cell::get);
+            for i in 0..8u64 {
+                // A registration and an import made for one write each, and dropped in the
+                // reverse order of their making: the allocator then gives the next ones the
+                // same places, so each write's caches are at the addresses of the previous
+                // write's, whose descriptors are still parked (seen with glibc's allocator).
+                // A cache that goes takes its parked entries back from the record, which must
+                // then point its task at the new memory's descriptors.
+                let blob = target.export_rdma()?;
+                let src_mem = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+                let remote = dev.import(&blob)?;
+                let at = (i as usize % 4) * 8;
+                let mut src = src_mem.slice(0..8);
+                src.write_u64(0, 100 + i);
+                let (r, back) = ab.write(src, remote.slice(at..at + 8)).await;
+                r?;
+                assert_eq!(target.slice(at..at + 8).read_u64(0), 100 + i, "write {i}");
+                assert_eq!(parked(&src_mem, &remote), (1, 1), "parked, write {i}");
+                drop((back, blob));
+                drop(remote);
+                drop(src_mem);
+            }
+            assert_eq!(
+                crate::mem::descriptors::DESTROY_FAILURES.with(std::cell::Cell::get),
+                failures,
+                "an mmap was destroyed with descriptors left"
+            );
+            drop(ab);
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}

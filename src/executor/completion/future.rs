@@ -2,20 +2,19 @@
 //! [`BufTaskFuture`], the same owning the task's buffers.
 
 use std::any::Any;
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::descs::{HeldDesc, TaskDescs};
 use super::submission::Submission;
 use super::waiters::Ticket;
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::{Core, INLINE_PROGRESS};
+use crate::mem::descriptors::TaskDescs;
 use crate::sys;
 use crate::trace::OpSpan;
 
@@ -78,29 +77,18 @@ impl TaskSlot {
         unsafe { self.out.add(i) }
     }
 
-    /// Hands descriptor `buf` (taken from an inventory for this task, `i` < 2) to the slot,
-    /// which gives it back when the task is over (see `Slot::descs`). The caller keeps the
-    /// inventory alive until the operation's slot is released (its kept buffers).
-    pub(crate) fn hold_desc(&self, i: usize, buf: *mut sys::doca_buf) {
-        self.hold(i, HeldDesc::Owned(buf));
-    }
-
-    /// Records that descriptor `i` (< 2) of this task is lent by a cache whose "lent" flag
-    /// is `lent`: the slot clears the flag when the task is over (see `Slot::descs`). The
-    /// caller keeps the cache alive until the operation's slot is released (its kept
-    /// buffers hold the memory the cache belongs to).
-    pub(crate) fn hold_lent(&self, i: usize, lent: *const Cell<bool>) {
-        self.hold(i, HeldDesc::Lent(lent));
-    }
-
-    fn hold(&self, i: usize, d: HeldDesc) {
-        assert!(i < 2, "hold_desc({i}): a task holds at most two descriptors");
-        // SAFETY: `descs` points into the slot (or the held operation) of this operation,
-        // which is at a stable address while its allocation runs. A `TaskSlot` is `Copy` and
-        // an implementor of the public `AllocTask` may keep one, but this is `pub(crate)`:
-        // only the crate's own allocations call it, from inside the allocation step. The
-        // descriptors are only used through shared references (cells).
-        unsafe { &*self.descs }.hold(i, d);
+    /// The descriptors of this task (its slot's, or its held record's), which the
+    /// allocation takes with [`Descs`](crate::mem::descriptors::Descs): given back when the
+    /// task is over (see `mem::descriptors`). The caller keeps the inventory and memory they
+    /// come from alive until then (its kept buffers).
+    #[inline(always)]
+    pub(crate) fn descs(&self) -> &TaskDescs {
+        // SAFETY: `descs` points into the slot (or the held record) of this operation, at a
+        // stable address while its allocation runs. A `TaskSlot` is `Copy` and an implementor
+        // of the public `AllocTask` may keep one, but this is `pub(crate)`: only the crate's
+        // own allocations call it, from inside the allocation step. The descriptors are only
+        // used through shared references (cells).
+        unsafe { &*self.descs }
     }
 }
 

@@ -43,11 +43,11 @@ use std::ffi::c_void;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::descs::TaskDescs;
 use super::waiters::{keep_waker_in, KeptWaker};
 use super::{DocaTask, TaskOutput, OUT_WORDS};
 use crate::executor::context::CtxRecord;
 use crate::executor::local::{with_current, Core};
+use crate::mem::descriptors::TaskDescs;
 use crate::sys;
 
 /// The bit that marks a task's user data as a [`HeldRecord`]'s address rather than a slot
@@ -82,8 +82,9 @@ pub(crate) struct HeldRecord {
     /// while no `&` to it exists; read by the owner once `Done`.
     out: UnsafeCell<TaskOutput>,
     /// The descriptors the record's current operation took for its task, given back by its
-    /// completion (or by the owner, for an operation DOCA never had): an operation on a held
-    /// task (`held_op`), whose buffers change with each operation. Lanes keep theirs for
+    /// completion (or by the owner, for an operation DOCA never had), but for the cache
+    /// loans it parks for its next operation (`mem::descriptors`): an operation on a held
+    /// task (`held_op`), whose buffers may change with each operation. Lanes keep theirs for
     /// their whole life and leave this empty.
     descs: TaskDescs,
 }
@@ -208,7 +209,8 @@ impl HeldGroup {
                 state: Cell::new(HeldState::Idle),
                 status: Cell::new(sys::DOCA_SUCCESS),
                 out: UnsafeCell::new([0; OUT_WORDS]),
-                descs: TaskDescs::new(),
+                // An operation's cache loans stay with the record for its next operation.
+                descs: if op_descs { TaskDescs::parking() } else { TaskDescs::new() },
             })
             .collect();
         let group = Rc::new(HeldGroup {
@@ -431,17 +433,22 @@ pub(super) unsafe fn on_held_completion<K: DocaTask>(task: *mut K::Task, key: u6
     // once the record is done, which it is not yet.
     unsafe { K::on_complete(task, status, &mut *rec.out.get()) };
     // DOCA is done with the task's descriptors: back before the context's waiters (for a
-    // task, or a descriptor) are woken below. The owner keeps their memory and inventory
-    // until its operation is collected or, abandoned, until the end of this call.
+    // task, or a descriptor) are woken below, except the cache loans the record parks for
+    // its next operation (all of them when its owner left). The owner keeps their memory and
+    // inventory until its operation is collected or, abandoned, until the end of this call.
+    let abandoning = group.abandoned.get();
     if group.op_descs {
-        rec.descs.release();
+        if abandoning {
+            rec.descs.release();
+        } else {
+            rec.descs.release_unparked();
+        }
     }
     rec.status.set(status);
     rec.state.set(HeldState::Done);
     group.in_flight.set(group.in_flight.get() - 1);
     with_current(Core::task_delivered);
     let ctx = &group.ctx;
-    let abandoning = group.abandoned.get();
     if status != sys::DOCA_SUCCESS || !ctx.keeps_tasks() || abandoning {
         // A failed task (its context is in the error state), a context that is stopping,
         // or an owner that left: give it back.

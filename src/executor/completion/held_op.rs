@@ -25,8 +25,11 @@
 //! | collect | status and result area from the record; the group back to the pool |
 //! | drop in flight | the group is abandoned ([`HeldGroup::abandon`]) with the buffers and the pool's anchor: the completion gives back the descriptors, frees the task and then drops them |
 //!
-//! The descriptors of an operation are held by its record ([`TaskDescs`]) and given back by
-//! the completion, before the context's waiters are woken, as a slot's are.
+//! The descriptors of an operation are held by its record
+//! ([`TaskDescs`](crate::mem::descriptors::TaskDescs)) and given back by
+//! the completion, before the context's waiters are woken, as a slot's are, except the loans
+//! of its memory's caches, which the record parks: its next operation on the same bytes
+//! takes them again and leaves the task's buffers as they are (`mem::descriptors`).
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};

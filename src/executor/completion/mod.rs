@@ -48,16 +48,16 @@
 //!   submit, collect or abandon) without a future around them: what [`TaskFuture`] and
 //!   [`rdma::Window`](crate::rdma::Window) share.
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
-//! * `descs`: `TaskDescs`, the descriptors one task holds until it is over (a slot's, or a
-//!   held record's for its current operation).
 //! * `held`: tasks one owner keeps and resubmits as they are, each with its own completion
 //!   record instead of a slot ([`rdma::Lanes`](crate::rdma::Lanes)).
 //! * `held_op`: `HeldOp`, one operation as a future on a held task of its owner, and
 //!   `HeldPool`, the owner's idle ones: an RDMA connection's operation futures, which take
 //!   no slot.
+//!
+//! The descriptors a slot or a held record holds for its task are `mem::descriptors`'
+//! `TaskDescs`: the memory layer owns what a descriptor is and when it goes back.
 
 mod callback;
-mod descs;
 mod doca_task;
 mod future;
 mod held;

@@ -1,9 +1,9 @@
 //! The slot table of one executor: where a task's completion lands (see the
 //! [module documentation](super) for the ownership rules).
 
-use super::descs::TaskDescs;
 use super::waiters::KeptWaker;
 use super::{TaskOutput, OUT_WORDS};
+use crate::mem::descriptors::TaskDescs;
 use crate::sys;
 use std::any::Any;
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -37,8 +37,7 @@ pub(super) struct Slot {
     pub(super) waker: Cell<Option<KeptWaker>>,
     pub(super) keepalive: Cell<Option<Box<dyn Any>>>,
     /// The `doca_buf` descriptors of the slot's task (at most two), taken by the allocation
-    /// closure ([`TaskSlot::hold_desc`](super::TaskSlot::hold_desc),
-    /// [`TaskSlot::hold_lent`](super::TaskSlot::hold_lent)) and given back as soon as the
+    /// closure ([`TaskSlot::descs`](super::TaskSlot::descs)) and given back as soon as the
     /// task is over: by the completion callback right after it freed the task, or when the
     /// slot is released (a failed or abandoned operation). The slot holding them replaces a
     /// side table: nothing per operation is allocated or looked up to find them again.
