@@ -817,8 +817,8 @@ impl<T> DocaCtx<T> {
         Ok(DocaCtx { core, rec, _obj: PhantomData })
     }
 
-    /// The executor this context belongs to (for layers that drive
-    /// [`Submission`](crate::executor::completion::Submission)s themselves).
+    /// The executor this context belongs to (for layers that drive their operations'
+    /// steps themselves: windows, lanes).
     pub(crate) fn core(&self) -> &Rc<Core> {
         &self.core
     }

@@ -208,8 +208,8 @@ mod remote_event;
 pub use remote_event::{RemoteEvent, RemoteEventOps};
 
 /// The receive task: its results are copied out of the task when it completes, before it
-/// is kept (a posted receive's future runs on a held task of its context, a window's
-/// receive on a kept one) or freed.
+/// is kept (a posted receive's future, or a receive window's lane, runs on a held task of
+/// its context) or freed.
 struct Recv;
 // SAFETY: as in `task_kind!`.
 unsafe impl DocaTask for Recv {

@@ -193,11 +193,13 @@ impl HeldGroup {
         Self::with::<K>(ctx, n, false)
     }
 
-    /// A group of one record whose operations each take their own descriptors (held by the
-    /// record, given back by the completion): the group of an operation future
-    /// ([`HeldOp`](super::HeldOp)). Otherwise as [`new`](HeldGroup::new).
-    pub(crate) fn for_ops<K: DocaTask>(ctx: &Rc<CtxRecord>) -> Rc<HeldGroup> {
-        Self::with::<K>(ctx, 1, true)
+    /// A group of `n` records whose operations each take their own descriptors (held by
+    /// the record, given back by the completion, or parked for the next operation): the
+    /// group of an operation future ([`HeldOp`](super::HeldOp), one record), or of a
+    /// window's lanes of one kind (`rdma::window`, a record per lane). Otherwise as
+    /// [`new`](HeldGroup::new).
+    pub(crate) fn for_ops<K: DocaTask>(ctx: &Rc<CtxRecord>, n: usize) -> Rc<HeldGroup> {
+        Self::with::<K>(ctx, n, true)
     }
 
     fn with<K: DocaTask>(ctx: &Rc<CtxRecord>, n: usize, op_descs: bool) -> Rc<HeldGroup> {
@@ -369,23 +371,26 @@ impl HeldGroup {
     /// without a task allocates again at its next use.
     /// Returns how many it freed.
     pub(crate) fn give_back_idle(&self) -> usize {
-        let mut n = 0;
-        for r in self.records.iter() {
-            let task = r.task.get();
-            if task.is_null() || r.state.get() == HeldState::InFlight {
-                continue;
-            }
-            r.task.set(std::ptr::null_mut());
-            n += 1;
-            if self.ctx.is_alive() {
-                // SAFETY: a task of the group's kind that DOCA does not own (not in flight),
-                // taken out of its record above, so freed once. A destroyed context freed its
-                // pools: then there is nothing to give back (see `CtxRecord::free_kept`,
-                // which runs before a destroy).
-                unsafe { (self.free)(task) };
-            }
+        self.records.iter().filter(|r| self.give_back_task(r)).count()
+    }
+
+    /// Frees record `r`'s task (one of this group's records) if it has one that is not in
+    /// flight; whether it did. The record allocates again at its next use.
+    pub(crate) fn give_back_task(&self, r: &HeldRecord) -> bool {
+        debug_assert!(std::ptr::eq(r.group.get(), self), "a record of this group");
+        let task = r.task.get();
+        if task.is_null() || r.state.get() == HeldState::InFlight {
+            return false;
         }
-        n
+        r.task.set(std::ptr::null_mut());
+        if self.ctx.is_alive() {
+            // SAFETY: a task of the group's kind that DOCA does not own (not in flight),
+            // taken out of its record above, so freed once. A destroyed context freed its
+            // pools: then there is nothing to give back (see `CtxRecord::free_kept`, which
+            // runs before a destroy).
+            unsafe { (self.free)(task) };
+        }
+        true
     }
 
     /// The owner goes: idle tasks are given back now; while tasks are in flight, the group

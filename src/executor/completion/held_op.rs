@@ -14,7 +14,7 @@
 //! the result is taken. `examples/op_cost`: a write 1 146 instructions through a slot,
 //! see docs/cost.md for the held figure.
 //!
-//! The steps and waits are those of a slot's operation ([`Submission`](super::Submission)):
+//! The steps and waits are those of a slot's operation (`Submission`):
 //!
 //! | step | on a held task |
 //! | --- | --- |
@@ -100,7 +100,7 @@ impl HeldPool {
     #[inline(never)]
     fn take_more<K: DocaTask>(&self) -> Rc<HeldGroup> {
         let idle = self.of::<K>().more.borrow_mut().pop();
-        idle.unwrap_or_else(|| HeldGroup::for_ops::<K>(&self.ctx))
+        idle.unwrap_or_else(|| HeldGroup::for_ops::<K>(&self.ctx, 1))
     }
 
     /// Gives back group `g` of kind `K`, idle (its task, if any, DOCA does not own).
@@ -163,9 +163,9 @@ impl fmt::Debug for HeldPool {
     }
 }
 
-/// Where a [`HeldOp`] is.
+/// Where a [`HeldOp`] (or an operation on a window's record) is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Stage {
+pub(crate) enum Stage {
     /// Nothing prepared: the group's task (if it has a group and the group a task) is not
     /// re-initialised for this operation yet, and no descriptor is held.
     Start,
@@ -284,6 +284,79 @@ fn poll_prepare<K: DocaTask, A: AllocTask<K>>(
     Poll::Ready(Ok(()))
 }
 
+/// Prepares record `rec` of `group` (on context `ctx`, alive) for an operation `op` of kind
+/// `K` with request `alloc`, unless `stage` says it is prepared, and submits it; `stage`
+/// follows (`Start`, `Prepared`, `InFlight`). `Ready(Ok(inline))` once DOCA has it
+/// (`inline`: the caller must progress the PE now); `Pending` while waiting for a task or for
+/// room (`ticket` is the caller's place among the context's waiters); `Ready(Err)` on
+/// failure, the record's descriptors given back. `may_progress` as for
+/// `Submission::poll_submit`: false (a window), the doorbell is always deferred.
+///
+/// What [`HeldOp`] and a window's lanes (`rdma::window`) do to submit.
+#[inline(always)]
+// Each argument is borrowed from a different owner (the executor, the context, the group,
+// the caller's future or window), so there is no struct to pass instead.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn poll_submit_record<K: DocaTask, A: AllocTask<K>>(
+    core: &Core,
+    ctx: &CtxRecord,
+    group: &HeldGroup,
+    rec: &HeldRecord,
+    stage: &mut Stage,
+    op: &'static str,
+    alloc: &mut A,
+    ticket: &mut Ticket,
+    cx: &mut Context<'_>,
+    may_progress: bool,
+) -> Poll<Result<bool>> {
+    if *stage == Stage::Prepared && rec.task().is_null() {
+        // Given back (`reclaim_idle`) while this operation waited for room: prepare
+        // again, descriptors included.
+        rec.descs().release();
+        *stage = Stage::Start;
+    }
+    if *stage == Stage::Start {
+        ready!(poll_prepare::<K, A>(rec, ctx, op, alloc, ticket, cx))?;
+        *stage = Stage::Prepared;
+    }
+    // A remote kind's answer is another processor's work: never progressed inline, always
+    // rung when it may be (see `Submission::poll_submit`).
+    let inline = may_progress && !K::REMOTE && core.take_inline_progress();
+    let ring = inline || (may_progress && (K::REMOTE || core.submit_would_be_alone()));
+    // SAFETY: the record is idle and has a task of the group's kind (checked above),
+    // re-initialised for this operation by the request.
+    match unsafe { group.submit(core, rec, ring) } {
+        sys::DOCA_SUCCESS => {
+            *stage = Stage::InFlight;
+            Poll::Ready(Ok(inline))
+        }
+        // The queue is full of tasks that will complete: wait for one, keeping the
+        // prepared task.
+        sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => {
+            back_pressure(op, ctx, "submit queue full");
+            ctx.task_waiters.register(ticket, cx.waker());
+            Poll::Pending
+        }
+        sys::DOCA_ERROR_BAD_STATE if ctx.restart_pending() => {
+            // Stopped by a failed task: prepare again once the context restarted.
+            rec.descs().release();
+            group.give_back_task(rec);
+            *stage = Stage::Start;
+            back_pressure(op, ctx, "context restarting after a failed task");
+            ctx.task_waiters.register(ticket, cx.waker());
+            Poll::Pending
+        }
+        rc => {
+            // Refused: the task is still ours, and is given back rather than kept (a
+            // refusal may leave it in a state DOCA did not expect).
+            rec.descs().release();
+            group.give_back_task(rec);
+            *stage = Stage::Start;
+            Poll::Ready(Err(Error::from_doca(rc, format!("{op}: submit"))))
+        }
+    }
+}
+
 impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
     /// Takes a group, prepares its task and submits it. `Ready(Ok(inline))` once DOCA has
     /// it (`inline`: this poll must progress the PE now, see `Submission::poll_submit`);
@@ -297,53 +370,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
             return Poll::Ready(Err(ctx.destroyed(op)));
         }
         let group = &**group.get_or_insert_with(|| pool.take::<K>());
-        let rec = group.record(0);
-        if *stage == Stage::Prepared && rec.task().is_null() {
-            // Given back (`reclaim_idle`) while this operation waited for room: prepare
-            // again, descriptors included.
-            rec.descs().release();
-            *stage = Stage::Start;
-        }
-        if *stage == Stage::Start {
-            ready!(poll_prepare::<K, A>(rec, ctx, op, alloc, ticket, cx))?;
-            *stage = Stage::Prepared;
-        }
-        // A remote kind's answer is another processor's work: never progressed inline, always
-        // rung (see `Submission::poll_submit`).
-        let inline = !K::REMOTE && core.take_inline_progress();
-        let ring = K::REMOTE || inline || core.submit_would_be_alone();
-        // SAFETY: the record is idle and has a task of the group's kind (checked above),
-        // re-initialised for this operation by the request.
-        match unsafe { group.submit(core, rec, ring) } {
-            sys::DOCA_SUCCESS => {
-                *stage = Stage::InFlight;
-                Poll::Ready(Ok(inline))
-            }
-            // The queue is full of tasks that will complete: wait for one, keeping the
-            // prepared task.
-            sys::DOCA_ERROR_AGAIN | sys::DOCA_ERROR_NO_MEMORY if ctx.outstanding() > 0 => {
-                back_pressure(op, ctx, "submit queue full");
-                ctx.task_waiters.register(ticket, cx.waker());
-                Poll::Pending
-            }
-            sys::DOCA_ERROR_BAD_STATE if ctx.restart_pending() => {
-                // Stopped by a failed task: prepare again once the context restarted.
-                rec.descs().release();
-                let _ = group.give_back_idle();
-                *stage = Stage::Start;
-                back_pressure(op, ctx, "context restarting after a failed task");
-                ctx.task_waiters.register(ticket, cx.waker());
-                Poll::Pending
-            }
-            rc => {
-                // Refused: the task is still ours, and is given back rather than kept (a
-                // refusal may leave it in a state DOCA did not expect).
-                rec.descs().release();
-                let _ = group.give_back_idle();
-                *stage = Stage::Start;
-                Poll::Ready(Err(Error::from_doca(rc, format!("{op}: submit"))))
-            }
-        }
+        poll_submit_record::<K, A>(core, ctx, group, group.record(0), stage, op, alloc, ticket, cx, true)
     }
 
     /// The operation's steps up to its completion: `Ready(Ok(()))` once the record is done,

@@ -44,9 +44,8 @@
 //! * `future`: [`TaskFuture`] and [`BufTaskFuture`], an operation as a future,
 //!   [`AllocTask`], how it allocates its task (a closure, or a named request type), and
 //!   [`TaskSlot`], what an allocation sees of its slot.
-//! * `submission`: [`Submission`], the steps of one operation (reserve a slot, allocate,
-//!   submit, collect or abandon) without a future around them: what [`TaskFuture`] and
-//!   [`rdma::Window`](crate::rdma::Window) share.
+//! * `submission`: `Submission`, the steps of one operation through a slot (reserve,
+//!   allocate, submit, collect or abandon) that a [`TaskFuture`] runs.
 //! * `waiters`: the lists of futures waiting for a context event (back-pressure).
 //! * `held`: tasks one owner keeps and resubmits as they are, each with its own completion
 //!   record instead of a slot ([`rdma::Lanes`](crate::rdma::Lanes)).
@@ -71,9 +70,8 @@ pub use doca_task::DocaTask;
 pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use held::{HeldGroup, HeldState};
 pub(crate) use held_op::HeldOp;
-pub(crate) use held_op::HeldPool;
+pub(crate) use held_op::{poll_submit_record, HeldPool, Stage};
 pub(crate) use slots::Slots;
-pub(crate) use submission::{SlotRef, Submission};
 #[cfg(all(test, not(loom)))]
 pub(crate) use waiters::keep_waker_in;
 pub(crate) use waiters::{KeptWaker, Ticket, WaiterList};

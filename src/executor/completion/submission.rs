@@ -1,7 +1,8 @@
-//! [`Submission`]: one operation's task on its way to DOCA and back, without a future around
-//! it. The one home of the steps every operation takes, whoever drives them:
-//! [`TaskFuture`](super::TaskFuture) runs one per future, [`rdma::Window`](crate::rdma::Window)
-//! one per operation it submits and then keeps only the [`SlotRef`] in a lane.
+//! [`Submission`]: one operation's task on its way to DOCA and back through a completion slot,
+//! the steps a [`TaskFuture`](super::TaskFuture) takes (its poll and its drop). Operations on
+//! held tasks (`held_op`: an RDMA connection's futures, a window's lanes) take the same
+//! steps on a held record instead of a slot, and share the allocation's waits
+//! ([`poll_allocate`]).
 //!
 //! 1. **Reserve** a completion slot ([`Submission::reserve`]): its key is the task's user
 //!    data, its result area has a stable address.

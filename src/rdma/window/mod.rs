@@ -3,12 +3,13 @@
 //!
 //! Message rate is what is left of a DOCA operation once the runtime's cost per operation
 //! is paid. A [`Pipeline`](super::Pipeline) keeps whole operation futures in its lanes; a
-//! `Window` keeps only what an operation in flight needs: its completion slot and the
-//! memory DOCA may touch. Pushing an operation allocates (or re-initialises a kept) task,
-//! submits it with its doorbell deferred, and puts it in the next lane; no future is built,
-//! moved or dropped, and the doorbells of every operation pushed since the executor last
-//! progressed the PE are rung together (`doca_task_submit_ex` without the flush flag, one
-//! `doca_ctx_flush_tasks`).
+//! `Window` keeps only what an operation in flight needs: the memory DOCA may touch, and for
+//! each lane a task held for it (per operation kind), which keeps its descriptors while the
+//! lane works on the same bytes. Pushing an operation points the lane's task at its buffers
+//! (unless it still points at them), submits it with its doorbell deferred, and puts it in
+//! the lane; no future is built, moved or dropped, and the doorbells of every operation
+//! pushed since the executor last progressed the PE are rung together
+//! (`doca_task_submit_ex` without the flush flag, one `doca_ctx_flush_tasks`).
 //!
 //! When every operation uses the same memory over and over (lane *k* always on the same
 //! bytes), [`Lanes`](super::Lanes) do the same for about half the cost per operation: each
@@ -38,10 +39,12 @@
 //! * **Dropping.** A push dropped before it resolved leaves the window as it was (the
 //!   operation is not submitted, its buffer dropped). Dropping the window discards the
 //!   results of the operations in it; those in flight keep their buffers, remote slices and
-//!   descriptors alive in their completion slots until DOCA is done, as a dropped operation
+//!   descriptors alive with the lanes' tasks until DOCA is done, as a dropped operation
 //!   future does.
-//! * **Costs.** Per operation: a completion slot, a task (kept ones are reused), the two
-//!   descriptors lent by the memory's cache; no allocation in the steady state.
+//! * **Costs.** Per operation: the lane's task, held by the window (allocated at the lane's
+//!   first operation of a kind), and its descriptors, found again when the lane's bytes are
+//!   those of its previous operation, else lent by the memory's cache; no completion slot,
+//!   no allocation in the steady state.
 //!   `examples/op_cost window` measures it against a `Pipeline` (`pipeline`) and a single
 //!   write (`write`); `docs/cost.md` has the figures.
 //!
@@ -91,7 +94,6 @@
 
 use std::fmt;
 use std::future::poll_fn;
-use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
 mod push;
@@ -119,8 +121,7 @@ pub type Completed = (Result<()>, Buf);
 pub struct Window<'a, T = ()> {
     /// The connection of a connection's window (none for receives).
     conn: Option<&'a Connection>,
-    ring: Ring<'a>,
-    _out: PhantomData<fn() -> T>,
+    ring: Ring<'a, T>,
 }
 
 /// Up to `depth` receives posted on one [`Rdma`] context, results in post order (the order
@@ -203,7 +204,7 @@ impl<'a> Window<'a> {
     /// # Panics
     /// If `depth` is 0.
     pub(in crate::rdma) fn new(conn: &'a Connection, depth: usize) -> Window<'a> {
-        Window { conn: Some(conn), ring: Ring::new(&conn.inner.rdma, depth), _out: PhantomData }
+        Window { conn: Some(conn), ring: Ring::new(&conn.inner.rdma, depth) }
     }
 
     /// Writes all of `src` to the start of `dst`, as [`Connection::write`]. Resolves once
@@ -255,7 +256,7 @@ impl<'a> Window<'a, Received> {
     /// # Panics
     /// If `depth` is 0.
     pub(in crate::rdma) fn new_recv(rdma: &'a Rdma, depth: usize) -> RecvWindow<'a> {
-        Window { conn: None, ring: Ring::new(&rdma.inner, depth), _out: PhantomData }
+        Window { conn: None, ring: Ring::new(&rdma.inner, depth) }
     }
 
     /// Posts a receive into `buf`, as [`Rdma::recv`]. Resolves once it is posted (or has
