@@ -806,3 +806,102 @@ fn memory_dropped_while_a_held_task_parks_its_descriptor_goes_cleanly_and_is_not
         })
         .unwrap();
 }
+
+#[test]
+fn a_window_cycling_over_the_same_slices_keeps_each_lanes_descriptors() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let Loopback { a: _a, ab, target, remote, local, _b } = loopback().await?;
+            let slice = |k: usize| k * 8..k * 8 + 8;
+            let mut w = ab.window(4);
+            // Lane k on slice k, three times over: each lane's record parks its two
+            // descriptors and finds them again.
+            for round in 0..3u64 {
+                for k in 0..4 {
+                    let mut src = local.slice(slice(k));
+                    src.write_u64(0, round * 10 + k as u64);
+                    if let Some((r, _)) = w.write(src, remote.slice(slice(k))).await {
+                        r?;
+                    }
+                }
+                assert_eq!(parked(&local, &remote), (4, 4), "round {round}");
+            }
+            while let Some((r, _)) = w.next().await {
+                r?;
+            }
+            for k in 0..4 {
+                assert_eq!(target.slice(slice(k)).read_u64(0), 20 + k as u64);
+            }
+            // Other slices for every lane: each operation lands where it was aimed.
+            for n in 0..8usize {
+                let k = (n + 1) % 8;
+                let mut src = local.slice(slice(k));
+                src.write_u64(0, 100 + n as u64);
+                if let Some((r, _)) = w.write(src, remote.slice(slice(k))).await {
+                    r?;
+                }
+            }
+            while let Some((r, _)) = w.next().await {
+                r?;
+            }
+            for n in 0..8usize {
+                assert_eq!(target.slice(slice((n + 1) % 8)).read_u64(0), 100 + n as u64, "write {n}");
+            }
+            assert_eq!(parked(&local, &remote), (4, 4), "a lane parks the descriptors of its last operation");
+            drop(w);
+            assert_eq!(parked(&local, &remote), (0, 0), "a window that goes gives its parked descriptors back");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_push_into_a_full_window_that_waits_and_is_dropped_loses_no_result() {
+    runtime_without_inline_progress()
+        .block_on(async {
+            let dev = Device::open_default()?;
+            let a = Rdma::builder(&dev).send_queue_size(1).build().await?;
+            let b = Rdma::builder(&dev).build().await?;
+            let ((blob_a, pa), (blob_b, pb)) = (a.export()?, b.export()?);
+            let (ab, _ba) = (pa.connect(&blob_b).await?, pb.connect(&blob_a).await?);
+            let out = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let inbox = dev.alloc(64, Access::LOCAL_READ_WRITE)?;
+            let mut posted = b.recv_window(4);
+            assert!(posted.recv(inbox.slice(0..8)).await.is_none());
+            let mut w = ab.window(2);
+            // The first send meets the posted receive; the second waits for one, holding the
+            // send queue's one entry.
+            assert!(w.send_imm(out.slice(0..8), 1).await.is_none());
+            assert!(w.send_imm(out.slice(8..16), 2).await.is_none());
+            let (first, _) = posted.next().await.expect("posted");
+            assert_eq!(first?.imm, Some(1));
+            until(|| w.is_full() && a.inner.ctx.outstanding_tasks() == 1).await;
+            // Full: the push takes the first send's result out of its lane, then waits for
+            // room in the queue. Dropped, it must leave that result in the window.
+            let mut third = w.send_imm(out.slice(16..24), 3);
+            let polled = poll_once(&mut third);
+            assert!(polled.is_pending(), "waits for room in the send queue");
+            drop(third);
+            assert_eq!(w.len(), 2, "nothing left the window");
+            assert!(posted.recv(inbox.slice(8..16)).await.is_none());
+            let imms: Vec<_> =
+                [w.next().await, w.next().await].into_iter().map(|r| r.map(|(r, b)| (r.is_ok(), b.len()))).collect();
+            assert_eq!(imms, [Some((true, 8)), Some((true, 8))], "both results, oldest first");
+            assert!(w.next().await.is_none());
+            let (second, _) = posted.next().await.expect("posted");
+            assert_eq!(second?.imm, Some(2), "the dropped push sent nothing");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
+}
+
+/// Yields until `cond` holds (at most 1000 times), then asserts it.
+async fn until(cond: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        crate::executor::yield_now().await;
+    }
+    assert!(cond(), "the condition did not come true");
+}
