@@ -123,7 +123,7 @@ impl HeldPool {
     /// completion (it failed, or its future was dropped while not in flight): the descriptors
     /// a prepared task still holds go back first, before the memory they describe.
     fn give_unused<K: DocaTask>(&self, g: Rc<HeldGroup>) {
-        g.record(0).descs().release();
+        g.first().descs().release();
         self.give::<K>(g);
     }
 
@@ -370,7 +370,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
             return Poll::Ready(Err(ctx.destroyed(op)));
         }
         let group = &**group.get_or_insert_with(|| pool.take::<K>());
-        poll_submit_record::<K, A>(core, ctx, group, group.record(0), stage, op, alloc, ticket, cx, true)
+        poll_submit_record::<K, A>(core, ctx, group, group.first(), stage, op, alloc, ticket, cx, true)
     }
 
     /// The operation's steps up to its completion: `Ready(Ok(()))` once the record is done,
@@ -390,7 +390,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(self.fail(e))),
                 Poll::Ready(Ok(inline)) => {
                     if inline {
-                        let rec = self.group.as_deref().expect("a submitted operation has its group").record(0);
+                        let rec = self.group.as_deref().expect("a submitted operation has its group").first();
                         // The group's waker is not set yet, so the callback wakes nobody.
                         self.core.progress_inline(INLINE_PROGRESS, || rec.state() == HeldState::Done);
                     }
@@ -398,7 +398,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
             },
         }
         let group = self.group.as_deref().expect("a submitted operation has its group");
-        let rec = group.record(0);
+        let rec = group.first();
         let done = || rec.state() == HeldState::Done;
         // As a slot's operation (see `TaskFuture::poll_completion`): wait here if the
         // executor would only spin for it, never for a receive or a wait.
@@ -414,7 +414,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
     #[inline(always)]
     fn take_result(&mut self) -> Result<TaskOutput> {
         let group = self.group.take().expect("a completed operation has its group");
-        let rec = group.record(0);
+        let rec = group.first();
         let status = rec.take();
         let out = rec.output();
         self.stage = Stage::Over;
@@ -468,7 +468,7 @@ impl<K: DocaTask, A, B: 'static> Drop for HeldOp<'_, K, A, B> {
         // Nothing taken (never polled) or over: only the buffers, if any, to drop.
         let Some(group) = self.group.take() else { return };
         let buffers = self.buffers.take();
-        let rec = group.record(0);
+        let rec = group.first();
         match rec.state() {
             HeldState::InFlight => {
                 // DOCA may still touch the buffers: the group keeps them (and the inventory
