@@ -536,15 +536,17 @@ impl AllocTask<PostRecv> for PostRecvReq<'_> {
             // The task's one field: a held one's (the consumer's own) unless it still points at
             // this buffer, a kept one's always.
             let bufs = |k| sys::doca_comch_consumer_task_post_recv_set_buf(k, d);
-            let held = |k| {
-                if set.changed() {
-                    bufs(k);
-                }
-            };
-            self.ctx.reuse_held_or_alloc::<PostRecv>(slot, held, bufs, |t| {
-                let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, t);
-                with_user_data::<PostRecv>(rc, *t, slot)
-            })
+            self.ctx.reuse_held_or_alloc::<PostRecv>(
+                slot,
+                set.changed(),
+                bufs,
+                |_| {},
+                |_| {},
+                |t| {
+                    let rc = sys::doca_comch_consumer_task_post_recv_alloc_init(self.consumer, d, t);
+                    with_user_data::<PostRecv>(rc, *t, slot)
+                },
+            )
         }
     }
 }
@@ -753,20 +755,17 @@ impl AllocTask<ProducerSend> for SendReq<'_> {
                 sys::doca_comch_producer_task_send_set_consumer_id(k, consumer);
                 sys::doca_comch_producer_task_send_set_imm_data(k, imm, imm_len);
             };
-            let held = |k| {
-                if set.changed() {
-                    bufs(k);
-                }
-                operands(k);
-            };
-            let kept = |k| {
-                bufs(k);
-                operands(k);
-            };
-            self.ctx.reuse_held_or_alloc::<ProducerSend>(slot, held, kept, |t| {
-                let rc = sys::doca_comch_producer_task_send_alloc_init(self.producer, s, imm, imm_len, consumer, t);
-                with_user_data::<ProducerSend>(rc, *t, slot)
-            })
+            self.ctx.reuse_held_or_alloc::<ProducerSend>(
+                slot,
+                set.changed(),
+                bufs,
+                operands,
+                |_| {},
+                |t| {
+                    let rc = sys::doca_comch_producer_task_send_alloc_init(self.producer, s, imm, imm_len, consumer, t);
+                    with_user_data::<ProducerSend>(rc, *t, slot)
+                },
+            )
         }
     }
 }

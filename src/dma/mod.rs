@@ -391,14 +391,14 @@ impl AllocTask<Memcpy> for MemcpyReq<'_> {
                 sys::doca_dma_task_memcpy_set_src(k, src);
                 sys::doca_dma_task_memcpy_set_dst(k, dst);
             };
-            let held = |k| {
-                if set.changed() {
-                    bufs(k);
-                }
-            };
-            self.ctx.reuse_held_or_alloc::<Memcpy>(slot, held, bufs, |t| {
-                sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), t)
-            })
+            self.ctx.reuse_held_or_alloc::<Memcpy>(
+                slot,
+                set.changed(),
+                bufs,
+                |_| {},
+                |_| {},
+                |t| sys::doca_dma_task_memcpy_alloc_init(self.dma, src, dst, slot.user_data(), t),
+            )
         }
     }
 }

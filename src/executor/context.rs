@@ -1073,28 +1073,43 @@ impl<T> DocaCtx<T> {
     }
 
     /// [`reuse_or_alloc`](DocaCtx::reuse_or_alloc) for a request that may run on a held task
-    /// (`completion::held_op`): the held record's own task, which `slot` names, is
-    /// re-initialised by `reinit_held` (its user data, and the fields bound to its owner,
-    /// are set already); otherwise `reinit` and `fresh` as there. A separate entry, so that
-    /// the requests that never run on a held task do not pay the look.
+    /// (`completion::held_op`). A task's parameters come in three sets: its buffers (`bufs`),
+    /// its operands (`operands`: an immediate, an addend) and those bound to its owner
+    /// (`owner`: the connection). The held record's own task, which `slot` names, already
+    /// has the last and its user data: it gets its operands, and its buffers only when
+    /// `repoint` (they are not those it points at since its previous operation, see
+    /// `Descs::changed`). A kept task gets all three, and `fresh` allocates one as in
+    /// `reuse_or_alloc`. A separate entry, so that the requests that never run on a held task
+    /// do not pay the look.
     ///
     /// # Safety
-    /// As for [`reuse_or_alloc`](DocaCtx::reuse_or_alloc); `reinit_held` sets every
-    /// parameter of the task that is not bound to its owner.
+    /// As for [`reuse_or_alloc`](DocaCtx::reuse_or_alloc), `bufs`, `operands` and `owner`
+    /// together setting every parameter of the task; `repoint` is false only when the held
+    /// task points at this operation's buffers already.
     #[inline(always)]
     pub(crate) unsafe fn reuse_held_or_alloc<K: DocaTask>(
         &self,
         slot: &TaskSlot,
-        reinit_held: impl FnOnce(*mut K::Task),
-        reinit: impl FnOnce(*mut K::Task),
+        repoint: bool,
+        bufs: impl Fn(*mut K::Task),
+        operands: impl Fn(*mut K::Task),
+        owner: impl FnOnce(*mut K::Task),
         fresh: impl FnOnce(&mut *mut K::Task) -> sys::doca_error_t,
     ) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
         let held = slot.held_task::<K>();
         if !held.is_null() {
-            reinit_held(held);
+            if repoint {
+                bufs(held);
+            }
+            operands(held);
             return Ok(held);
         }
-        // SAFETY: forwarded (the caller's contract).
+        let reinit = |k| {
+            bufs(k);
+            operands(k);
+            owner(k);
+        };
+        // SAFETY: forwarded (the caller's contract); `reinit` sets every parameter.
         unsafe { self.reuse_or_alloc::<K>(slot, reinit, fresh) }
     }
 

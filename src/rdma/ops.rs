@@ -98,17 +98,13 @@ impl AllocTask<SendTask> for SendReq<'_> {
             // A held task (the connection's own) is pointed at the buffers unless it still
             // points at them; a kept one gets its connection too.
             let bufs = |k| sys::doca_rdma_task_send_set_src_buf(k, s);
+            let operands = |_| {};
             t.inner.ctx.reuse_held_or_alloc::<SendTask>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                },
-                |k| {
-                    bufs(k);
-                    sys::doca_rdma_task_send_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_send_set_rdma_connection(k, t.conn),
                 |task| sys::doca_rdma_task_send_allocate_init(t.rdma, t.conn, s, slot.user_data(), task),
             )
         }
@@ -123,22 +119,15 @@ impl AllocTask<SendImm> for SendReq<'_> {
         // SAFETY: as in `send`, the immediate too.
         unsafe {
             // A held task (the connection's own) is pointed at the buffers unless it still
-            // points at them, and gets the operands; a kept one gets its connection too.
+            // points at them; a kept one gets its connection too.
             let bufs = |k| sys::doca_rdma_task_send_imm_set_src_buf(k, s);
             let operands = |k| sys::doca_rdma_task_send_imm_set_immediate_data(k, imm.to_be());
             t.inner.ctx.reuse_held_or_alloc::<SendImm>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                    operands(k);
-                },
-                |k| {
-                    bufs(k);
-                    operands(k);
-                    sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_send_imm_set_rdma_connection(k, t.conn),
                 |task| {
                     sys::doca_rdma_task_send_imm_allocate_init(t.rdma, t.conn, s, imm.to_be(), slot.user_data(), task)
                 },
@@ -170,17 +159,13 @@ impl AllocTask<Write> for WriteReq<'_> {
                 sys::doca_rdma_task_write_set_src_buf(k, sb);
                 sys::doca_rdma_task_write_set_dst_buf(k, db);
             };
+            let operands = |_| {};
             t.inner.ctx.reuse_held_or_alloc::<Write>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                },
-                |k| {
-                    bufs(k);
-                    sys::doca_rdma_task_write_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_write_set_rdma_connection(k, t.conn),
                 |task| sys::doca_rdma_task_write_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
             )
         }
@@ -195,7 +180,7 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
         // SAFETY: as in `write`, the immediate too.
         unsafe {
             // A held task (the connection's own) is pointed at the buffers unless it still
-            // points at them, and gets the operands; a kept one gets its connection too.
+            // points at them; a kept one gets its connection too.
             let bufs = |k| {
                 sys::doca_rdma_task_write_imm_set_src_buf(k, sb);
                 sys::doca_rdma_task_write_imm_set_dst_buf(k, db);
@@ -203,17 +188,10 @@ impl AllocTask<WriteImm> for WriteReq<'_> {
             let operands = |k| sys::doca_rdma_task_write_imm_set_immediate_data(k, imm.to_be());
             t.inner.ctx.reuse_held_or_alloc::<WriteImm>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                    operands(k);
-                },
-                |k| {
-                    bufs(k);
-                    operands(k);
-                    sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_write_imm_set_rdma_connection(k, t.conn),
                 |task| {
                     sys::doca_rdma_task_write_imm_allocate_init(
                         t.rdma,
@@ -257,17 +235,13 @@ impl AllocTask<Read> for ReadReq<'_> {
                 sys::doca_rdma_task_read_set_src_buf(k, sb);
                 sys::doca_rdma_task_read_set_dst_buf(k, db);
             };
+            let operands = |_| {};
             t.inner.ctx.reuse_held_or_alloc::<Read>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                },
-                |k| {
-                    bufs(k);
-                    sys::doca_rdma_task_read_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_read_set_rdma_connection(k, t.conn),
                 |task| sys::doca_rdma_task_read_allocate_init(t.rdma, t.conn, sb, db, slot.user_data(), task),
             )
         }
@@ -298,7 +272,7 @@ impl AllocTask<CmpSwp> for AtomicReq<'_> {
         // describe memory the operation owns.
         unsafe {
             // A held task (the connection's own) is pointed at the buffers unless it still
-            // points at them, and gets the operands; a kept one gets its connection too.
+            // points at them; a kept one gets its connection too.
             let bufs = |k| {
                 sys::doca_rdma_task_atomic_cmp_swp_set_dst_buf(k, db);
                 sys::doca_rdma_task_atomic_cmp_swp_set_result_buf(k, rb);
@@ -309,17 +283,10 @@ impl AllocTask<CmpSwp> for AtomicReq<'_> {
             };
             t.inner.ctx.reuse_held_or_alloc::<CmpSwp>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                    operands(k);
-                },
-                |k| {
-                    bufs(k);
-                    operands(k);
-                    sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_atomic_cmp_swp_set_rdma_connection(k, t.conn),
                 |task| {
                     sys::doca_rdma_task_atomic_cmp_swp_allocate_init(
                         t.rdma,
@@ -347,7 +314,7 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
         // memory the operation owns.
         unsafe {
             // A held task (the connection's own) is pointed at the buffers unless it still
-            // points at them, and gets the operand; a kept one gets its connection too.
+            // points at them; a kept one gets its connection too.
             let bufs = |k| {
                 sys::doca_rdma_task_atomic_fetch_add_set_dst_buf(k, db);
                 sys::doca_rdma_task_atomic_fetch_add_set_result_buf(k, rb);
@@ -355,17 +322,10 @@ impl AllocTask<FetchAdd> for AtomicReq<'_> {
             let operands = |k| sys::doca_rdma_task_atomic_fetch_add_set_add_data(k, add);
             t.inner.ctx.reuse_held_or_alloc::<FetchAdd>(
                 slot,
-                |k| {
-                    if set.changed() {
-                        bufs(k);
-                    }
-                    operands(k);
-                },
-                |k| {
-                    bufs(k);
-                    operands(k);
-                    sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn);
-                },
+                set.changed(),
+                bufs,
+                operands,
+                |k| sys::doca_rdma_task_atomic_fetch_add_set_rdma_connection(k, t.conn),
                 |task| {
                     sys::doca_rdma_task_atomic_fetch_add_allocate_init(
                         t.rdma,
@@ -399,14 +359,14 @@ impl AllocTask<Recv> for RecvReq<'_> {
             // A held task (the context's own) is pointed at the buffer unless it still points
             // at it; a kept one always.
             let bufs = |k| sys::doca_rdma_task_receive_set_dst_buf(k, d);
-            let held = |k| {
-                if set.changed() {
-                    bufs(k);
-                }
-            };
-            t.inner.ctx.reuse_held_or_alloc::<Recv>(slot, held, bufs, |task| {
-                sys::doca_rdma_task_receive_allocate_init(t.rdma, d, slot.user_data(), task)
-            })
+            t.inner.ctx.reuse_held_or_alloc::<Recv>(
+                slot,
+                set.changed(),
+                bufs,
+                |_| {},
+                |_| {},
+                |task| sys::doca_rdma_task_receive_allocate_init(t.rdma, d, slot.user_data(), task),
+            )
         }
     }
 }

@@ -345,11 +345,16 @@ impl SyncEvent {
                 // `out_ptr(0)` stays valid until the task completes, even if this future is
                 // dropped first (its slot or held record outlives the task).
                 unsafe {
-                    // Every parameter of the task, held (the event's own) or kept.
+                    // Every parameter is an operand: set on a held task (the event's own) or a kept one.
                     let point = |k| sys::doca_sync_event_task_get_set_ret_val_ptr(k, slot.out_ptr(0));
-                    self.ctx.reuse_held_or_alloc::<Get>(slot, point, point, |t| {
-                        sys::doca_sync_event_task_get_alloc_init(ev, slot.out_ptr(0), slot.user_data(), t)
-                    })
+                    self.ctx.reuse_held_or_alloc::<Get>(
+                        slot,
+                        false,
+                        |_| {},
+                        point,
+                        |_| {},
+                        |t| sys::doca_sync_event_task_get_alloc_init(ev, slot.out_ptr(0), slot.user_data(), t),
+                    )
                 }
             })
             .await
@@ -363,11 +368,16 @@ impl SyncEvent {
         self.op::<NotifySet, _>("sync_event.set", |slot| {
             // SAFETY: live event; the value, a set's only parameter, is set.
             unsafe {
-                // Every parameter of the task, held (the event's own) or kept.
+                // Every parameter is an operand: set on a held task (the event's own) or a kept one.
                 let point = |k| sys::doca_sync_event_task_notify_set_set_set_val(k, value);
-                self.ctx.reuse_held_or_alloc::<NotifySet>(slot, point, point, |t| {
-                    sys::doca_sync_event_task_notify_set_alloc_init(ev, value, slot.user_data(), t)
-                })
+                self.ctx.reuse_held_or_alloc::<NotifySet>(
+                    slot,
+                    false,
+                    |_| {},
+                    point,
+                    |_| {},
+                    |t| sys::doca_sync_event_task_notify_set_alloc_init(ev, value, slot.user_data(), t),
+                )
             }
         })
         .await
@@ -383,14 +393,27 @@ impl SyncEvent {
                 // SAFETY: live event; both parameters of an add are set (the increment and
                 // the result pointer, `out_ptr(0)`, valid until the task completes).
                 unsafe {
-                    // Every parameter of the task, held (the event's own) or kept.
+                    // Every parameter is an operand: set on a held task (the event's own) or a kept one.
                     let point = |k| {
                         sys::doca_sync_event_task_notify_add_set_inc_val(k, delta);
                         sys::doca_sync_event_task_notify_add_set_fetched_val_ptr(k, slot.out_ptr(0));
                     };
-                    self.ctx.reuse_held_or_alloc::<NotifyAdd>(slot, point, point, |t| {
-                        sys::doca_sync_event_task_notify_add_alloc_init(ev, delta, slot.out_ptr(0), slot.user_data(), t)
-                    })
+                    self.ctx.reuse_held_or_alloc::<NotifyAdd>(
+                        slot,
+                        false,
+                        |_| {},
+                        point,
+                        |_| {},
+                        |t| {
+                            sys::doca_sync_event_task_notify_add_alloc_init(
+                                ev,
+                                delta,
+                                slot.out_ptr(0),
+                                slot.user_data(),
+                                t,
+                            )
+                        },
+                    )
                 }
             })
             .await
@@ -411,14 +434,19 @@ impl SyncEvent {
         self.op::<WaitEq, _>("sync_event.wait_eq", |slot| {
             // SAFETY: live event; both parameters of a wait are set (value and mask).
             unsafe {
-                // Every parameter of the task, held (the event's own) or kept.
+                // Every parameter is an operand: set on a held task (the event's own) or a kept one.
                 let point = |k| {
                     sys::doca_sync_event_task_wait_eq_set_wait_val(k, value);
                     sys::doca_sync_event_task_wait_eq_set_mask(k, mask);
                 };
-                self.ctx.reuse_held_or_alloc::<WaitEq>(slot, point, point, |t| {
-                    sys::doca_sync_event_task_wait_eq_alloc_init(ev, value, mask, slot.user_data(), t)
-                })
+                self.ctx.reuse_held_or_alloc::<WaitEq>(
+                    slot,
+                    false,
+                    |_| {},
+                    point,
+                    |_| {},
+                    |t| sys::doca_sync_event_task_wait_eq_alloc_init(ev, value, mask, slot.user_data(), t),
+                )
             }
         })
         .await
@@ -439,14 +467,19 @@ impl SyncEvent {
         self.op::<WaitNeq, _>("sync_event.wait_neq", |slot| {
             // SAFETY: live event; both parameters of a wait are set (value and mask).
             unsafe {
-                // Every parameter of the task, held (the event's own) or kept.
+                // Every parameter is an operand: set on a held task (the event's own) or a kept one.
                 let point = |k| {
                     sys::doca_sync_event_task_wait_neq_set_wait_val(k, value);
                     sys::doca_sync_event_task_wait_neq_set_mask(k, mask);
                 };
-                self.ctx.reuse_held_or_alloc::<WaitNeq>(slot, point, point, |t| {
-                    sys::doca_sync_event_task_wait_neq_alloc_init(ev, value, mask, slot.user_data(), t)
-                })
+                self.ctx.reuse_held_or_alloc::<WaitNeq>(
+                    slot,
+                    false,
+                    |_| {},
+                    point,
+                    |_| {},
+                    |t| sys::doca_sync_event_task_wait_neq_alloc_init(ev, value, mask, slot.user_data(), t),
+                )
             }
         })
         .await
