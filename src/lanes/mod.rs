@@ -8,8 +8,9 @@
 //! [`Consumer::recv_lanes`](crate::comch::fast::Consumer::recv_lanes)).
 //!
 //! A [`Window`](crate::rdma::Window) or a [`Pipeline`](crate::rdma::Pipeline) takes any
-//! buffer (and any remote slice) per operation, so each operation pays for a completion slot,
-//! descriptors over its memory and a task re-initialised with DOCA's setters. `Lanes` are
+//! buffer (and any remote slice) per operation, so each operation pays for taking a held
+//! task and giving it back, for finding its descriptors again (or lending new ones when its
+//! memory changed) and for its result's way back through a future or the window. `Lanes` are
 //! made over one local buffer (and, for writes, reads and copies, one remote slice) cut into
 //! `depth` equal lanes: lane *k* is bytes `k * len .. (k + 1) * len` of both. Each lane
 //! allocates its task once, with its descriptors, and then only submits it again (a

@@ -42,7 +42,12 @@
 //! the largest number of operations of a kind it had in flight together). Idle ones are a
 //! cache: they go back to DOCA when the context stops or restarts, when an allocation finds
 //! the context's task pool spent, or with the connection. Receives are posted on the
-//! context, which keeps the tasks of its receive futures the same way.
+//! context, which keeps the tasks of its receive futures the same way, and a [`Window`]
+//! keeps one task per lane and kind. A kept task also keeps the descriptors of its last
+//! operation's memory while it is idle, so that an operation on the same buffer and target
+//! as the one before it (a loop of `.await`s, a window cycling over its slices) neither looks
+//! them up nor points the task anew; dropping that memory meanwhile is fine (its
+//! registration takes them back).
 //!
 //! # Pipelining and back-pressure
 //! Any number of operations may be in flight (spawn them, or poll many futures at once).
