@@ -159,8 +159,8 @@ use std::time::Duration;
 
 use super::{with_slot, Connection};
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{HeldOp, HeldPool};
-use crate::ext::{completion_cb, success_cb, AllocTask, DocaCtx, DocaTask, TaskOutput, TaskSlot};
+use crate::executor::completion::{HeldOp, HeldPool, HeldRequest};
+use crate::ext::{completion_cb, success_cb, DocaCtx, DocaTask, TaskOutput, TaskSlot};
 use crate::lanes::kind::{lane_task, LaneKind, Operands, Remote};
 use crate::lanes::{Lanes, Outcome};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
@@ -523,10 +523,11 @@ struct PostRecvReq<'a> {
     d: Desc,
 }
 
-impl AllocTask<PostRecv> for PostRecvReq<'_> {
-    fn alloc(
+impl<B> HeldRequest<PostRecv, B> for PostRecvReq<'_> {
+    fn prepare(
         &mut self,
         slot: &TaskSlot,
+        _: &B,
     ) -> std::result::Result<*mut sys::doca_comch_consumer_task_post_recv, sys::doca_error_t> {
         let set = Descs::new(self.inv, slot.descs());
         let d = set.get(0, self.d, 0)?;
@@ -736,10 +737,11 @@ struct SendReq<'a> {
     consumer: u32,
 }
 
-impl AllocTask<ProducerSend> for SendReq<'_> {
-    fn alloc(
+impl<B> HeldRequest<ProducerSend, B> for SendReq<'_> {
+    fn prepare(
         &mut self,
         slot: &TaskSlot,
+        _: &B,
     ) -> std::result::Result<*mut sys::doca_comch_producer_task_send, sys::doca_error_t> {
         let set = Descs::new(self.inv, slot.descs());
         let s = set.src(0, self.s)?;

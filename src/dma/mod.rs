@@ -91,9 +91,9 @@ use std::task::{ready, Context, Poll};
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{HeldOp, HeldPool};
+use crate::executor::completion::{HeldOp, HeldPool, HeldRequest};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, success_cb, AllocTask, DocaTask, TaskSlot};
+use crate::ext::{completion_cb, success_cb, DocaTask, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
@@ -375,10 +375,16 @@ struct MemcpyReq<'a> {
     d: Desc,
 }
 
-impl AllocTask<Memcpy> for MemcpyReq<'_> {
+impl<B> HeldRequest<Memcpy, B> for MemcpyReq<'_> {
     /// Takes the two descriptors (source with its whole payload, destination empty), then
-    /// re-initialises a task kept for reuse with them, or allocates one.
-    fn alloc(&mut self, slot: &TaskSlot) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
+    /// points the held task at them (unless it still points there), or re-initialises a task
+    /// kept for reuse with them, or allocates one. The request carries its descriptors' makings
+    /// (the regions are generic), so it ignores the buffers.
+    fn prepare(
+        &mut self,
+        slot: &TaskSlot,
+        _: &B,
+    ) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
         let set = Descs::new(self.inv, slot.descs());
         let src = set.get(0, self.s, self.s.len)?;
         let dst = set.get(1, self.d, 0)?;

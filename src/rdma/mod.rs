@@ -160,9 +160,9 @@ use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::executor::completion::{HeldOp, HeldPool};
+use crate::executor::completion::{HeldOp, HeldPool, HeldRequest};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, success_cb, AllocTask, DocaTask, TaskOutput, TaskSlot};
+use crate::ext::{completion_cb, success_cb, DocaTask, TaskOutput, TaskSlot};
 use crate::mem::descriptors::{Desc, Descs, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
@@ -459,12 +459,12 @@ struct RdmaInner {
 }
 
 impl RdmaInner {
-    /// The request of a receive into `dst` (the context must be alive). One home for the
-    /// future and the [`RecvWindow`].
+    /// The request of a receive (the context must be alive). One home for the future and
+    /// the [`RecvWindow`].
     #[inline(always)]
-    fn recv_req(&self, op: &'static str, dst: &Buf) -> Result<ops::RecvReq<'_>> {
+    fn recv_req(&self, op: &'static str) -> Result<ops::RecvReq<'_>> {
         let rdma = self.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
-        Ok(ops::RecvReq { t: ops::Target { inner: self, rdma, conn: std::ptr::null_mut() }, dst: Desc::local(dst) })
+        Ok(ops::RecvReq { t: ops::Target { inner: self, rdma, conn: std::ptr::null_mut() } })
     }
 
     /// Runs one operation of kind `K` through a completion slot, with an allocation closure:
@@ -570,7 +570,7 @@ impl Rdma {
     pub fn recv(&self, buf: Buf) -> RecvFuture<'_> {
         const OP: &str = "rdma.recv";
         let inner = &*self.inner;
-        let req = match inner.recv_req(OP, &buf) {
+        let req = match inner.recv_req(OP) {
             Ok(r) => r,
             Err(e) => return RecvFuture(ops::Op::failed(e, buf)),
         };
@@ -721,7 +721,7 @@ impl ConnInner {
     fn op<K, R, B>(&self, op: &'static str, size: usize, req: R, keep: B) -> HeldOp<'_, K, R, B>
     where
         K: DocaTask,
-        R: AllocTask<K>,
+        R: HeldRequest<K, B>,
         B: 'static,
     {
         HeldOp::new(self.rdma.ctx.core(), &self.pool, op, req, Some(self.conn as usize), size, keep)
@@ -833,7 +833,7 @@ impl Connection {
         src: Buf,
         imm: Option<u32>,
     ) -> ops::ConnOps<'_, Send, SendImm, ops::SendReq<'_>, Buf> {
-        let req = match self.send_req(op, &src, imm.unwrap_or(0)) {
+        let req = match self.send_req(op, imm.unwrap_or(0)) {
             Ok(r) => r,
             Err(e) => return ops::Op::failed(e, src),
         };
@@ -844,11 +844,11 @@ impl Connection {
         }
     }
 
-    /// The request of a send of `src` (the checks before anything is submitted). One home
+    /// The request of a send with immediate `imm` (a send without one ignores it). One home
     /// for the futures and the [`Window`].
     #[inline(always)]
-    fn send_req(&self, op: &'static str, src: &Buf, imm: u32) -> Result<ops::SendReq<'_>> {
-        Ok(ops::SendReq { t: self.target(op)?, src: Desc::local(src), imm })
+    fn send_req(&self, op: &'static str, imm: u32) -> Result<ops::SendReq<'_>> {
+        Ok(ops::SendReq { t: self.target(op)?, imm })
     }
 
     /// Writes all of `src` to the start of `dst` (one-sided: the peer's CPU is not involved).
@@ -894,7 +894,7 @@ impl Connection {
         if src.len() > dst.len() {
             return Err(too_short(op, &format!("source of {} bytes exceeds the {}-byte target", src.len(), dst.len())));
         }
-        Ok(ops::WriteReq { t: self.target(op)?, src: Desc::local(src), dst: Desc::remote(dst), imm })
+        Ok(ops::WriteReq { t: self.target(op)?, imm })
     }
 
     /// Reads `dst.len()` bytes from the start of `src` into `dst` (one-sided).
@@ -922,8 +922,7 @@ impl Connection {
                 &format!("{}-byte destination exceeds the {}-byte source", dst.len(), src.len()),
             ));
         }
-        // The source's descriptor covers the bytes read (see `ops::ReadReq`).
-        Ok(ops::ReadReq { t: self.target(op)?, src: Desc::remote(src).prefix(dst.len()), dst: Desc::local(dst) })
+        Ok(ops::ReadReq { t: self.target(op)? })
     }
 
     /// Atomically replaces the 8-byte value at the start of `dst` with `swap` if it equals
@@ -962,17 +961,14 @@ impl Connection {
             Ok(t) => t,
             Err(e) => return ops::Op::failed(e, (result, dst)),
         };
-        // The target's descriptor covers its 8 bytes: DOCA's atomics act on "the first 8 bytes
-        // of data" of the remote buffer (see `ops::AtomicReq`).
-        let (d, res) = (Desc::remote(&dst).prefix(8), Desc::local(&result));
         let inner = &*self.inner;
         match cas {
             Some((a, b)) => {
-                let req = ops::AtomicReq { t, dst: d, result: res, a, b };
+                let req = ops::AtomicReq { t, a, b };
                 ops::Op::First(inner.op::<CmpSwp, _, _>(op, 8, req, (result, dst)))
             }
             None => {
-                let req = ops::AtomicReq { t, dst: d, result: res, a: add, b: 0 };
+                let req = ops::AtomicReq { t, a: add, b: 0 };
                 ops::Op::Second(inner.op::<FetchAdd, _, _>(op, 8, req, (result, dst)))
             }
         }

@@ -50,6 +50,27 @@ use crate::executor::local::{Core, INLINE_PROGRESS};
 use crate::sys;
 use crate::trace::OpSpan;
 
+/// How a [`HeldOp`] prepares its task: an [`AllocTask`] that also sees the buffers the
+/// operation owns, so that the descriptors it points the task at are made from them at each
+/// try rather than carried in the future (an RDMA request is then its target and operands
+/// only). Every [`AllocTask`] closure is one (it ignores the buffers).
+pub(crate) trait HeldRequest<K: DocaTask, B> {
+    /// Re-initialises `slot`'s held task for the operation over `buffers` (or allocates
+    /// one), as [`AllocTask::alloc`].
+    fn prepare(&mut self, slot: &TaskSlot, buffers: &B) -> std::result::Result<*mut K::Task, sys::doca_error_t>;
+}
+
+impl<K, B, F> HeldRequest<K, B> for F
+where
+    K: DocaTask,
+    F: FnMut(&TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
+{
+    #[inline(always)]
+    fn prepare(&mut self, slot: &TaskSlot, _: &B) -> std::result::Result<*mut K::Task, sys::doca_error_t> {
+        self(slot)
+    }
+}
+
 /// The idle held tasks of one owner (an RDMA connection) on one context: per task kind
 /// (indexed by the kind's [`DocaTask::REUSE`]), the group given back last and a free list of
 /// the others. A group is made the first time none is idle, so the pool grows to the
@@ -357,20 +378,22 @@ pub(crate) fn poll_submit_record<K: DocaTask, A: AllocTask<K>>(
     }
 }
 
-impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
+impl<K: DocaTask, A: HeldRequest<K, B>, B: 'static> HeldOp<'_, K, A, B> {
     /// Takes a group, prepares its task and submits it. `Ready(Ok(inline))` once DOCA has
     /// it (`inline`: this poll must progress the PE now, see `Submission::poll_submit`);
     /// `Pending` while waiting for a task or for room; `Ready(Err)` on failure.
     #[inline(always)]
     fn poll_submit(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool>> {
-        let HeldOp { core, pool, group, stage, op, alloc, ticket, .. } = self;
+        let HeldOp { core, pool, group, stage, op, alloc, ticket, buffers, .. } = self;
         let (core, pool, op) = (*core, *pool, *op);
         let ctx = &*pool.ctx;
         if !ctx.is_alive() {
             return Poll::Ready(Err(ctx.destroyed(op)));
         }
         let group = &**group.get_or_insert_with(|| pool.take::<K>());
-        poll_submit_record::<K, A>(core, ctx, group, group.first(), stage, op, alloc, ticket, cx, true)
+        let buffers = buffers.as_ref().expect("an operation owns its buffers until it is over");
+        let mut prepare = |slot: &TaskSlot| alloc.prepare(slot, buffers);
+        poll_submit_record::<K, _>(core, ctx, group, group.first(), stage, op, &mut prepare, ticket, cx, true)
     }
 
     /// The operation's steps up to its completion: `Ready(Ok(()))` once the record is done,
@@ -443,7 +466,7 @@ impl<K: DocaTask, A: AllocTask<K>, B: 'static> HeldOp<'_, K, A, B> {
     }
 }
 
-impl<K: DocaTask, A: AllocTask<K>, B: 'static> Future for HeldOp<'_, K, A, B> {
+impl<K: DocaTask, A: HeldRequest<K, B>, B: 'static> Future for HeldOp<'_, K, A, B> {
     type Output = (Result<TaskOutput>, B);
 
     // Always inlined into the caller's `.await`, as `BufTaskFuture`'s poll (its output comes

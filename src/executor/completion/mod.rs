@@ -69,8 +69,8 @@ pub use callback::{completion_cb, success_cb};
 pub use doca_task::DocaTask;
 pub use future::{AllocTask, BufTaskFuture, TaskFuture, TaskSlot};
 pub(crate) use held::{HeldGroup, HeldState};
-pub(crate) use held_op::HeldOp;
 pub(crate) use held_op::{poll_submit_record, HeldPool, Stage};
+pub(crate) use held_op::{HeldOp, HeldRequest};
 pub(crate) use slots::Slots;
 #[cfg(all(test, not(loom)))]
 pub(crate) use waiters::keep_waker_in;

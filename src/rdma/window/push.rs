@@ -11,8 +11,9 @@ use std::task::{Context, Poll};
 use super::ring::{Lane, Ring};
 use crate::error::{Error, Result};
 use crate::executor::completion::{poll_submit_record, Stage};
-use crate::ext::{AllocTask, DocaTask, TaskOutput};
+use crate::ext::{AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::lanes::Outcome;
+use crate::mem::descriptors::Desc;
 use crate::mem::{Buf, RemoteSlice};
 use crate::rdma::ops::Kind;
 use crate::rdma::{Connection, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
@@ -93,22 +94,41 @@ impl Op {
         let name = self.kind.name();
         let conn = || conn.expect("an operation on a connection is pushed into a connection's window");
         let remote = || self.remote.as_ref().expect("a write or read has a remote slice");
+        // The request (its checks), then its task prepared over descriptors of this
+        // operation's memory (an operation future makes them from the buffers it owns; here
+        // they are the push's).
         macro_rules! go {
-            ($req:expr, $k:ty) => {
+            ($req:expr, $k:ty, |$r:ident, $slot:ident| $prepare:expr) => {
                 match $req {
-                    Ok(r) => submit::<$k, _, T>(ring, self.kind, name, r, cx),
+                    Ok($r) => submit::<$k, _, T>(ring, self.kind, name, |$slot: &TaskSlot| $prepare, cx),
                     Err(e) => Step::Failed(e),
                 }
             };
         }
         let inner = ring.inner;
+        let (buf, local) = (&self.buf, || Desc::local(&self.buf));
         match self.kind {
-            Kind::Write => go!(conn().write_req(name, &self.buf, remote(), 0), Write),
-            Kind::WriteImm => go!(conn().write_req(name, &self.buf, remote(), self.imm), WriteImm),
-            Kind::Read => go!(conn().read_req(name, remote(), &self.buf), Read),
-            Kind::Send => go!(conn().send_req(name, &self.buf, 0), SendTask),
-            Kind::SendImm => go!(conn().send_req(name, &self.buf, self.imm), SendImm),
-            Kind::Recv => go!(inner.recv_req(name, &self.buf), Recv),
+            Kind::Write => {
+                go!(conn().write_req(name, buf, remote(), 0), Write, |r, slot| r.write(
+                    slot,
+                    local(),
+                    Desc::remote(remote())
+                ))
+            }
+            Kind::WriteImm => go!(conn().write_req(name, buf, remote(), self.imm), WriteImm, |r, slot| r.write_imm(
+                slot,
+                local(),
+                Desc::remote(remote())
+            )),
+            // The remote source's descriptor covers exactly the bytes read (see `ops::ReadReq`).
+            Kind::Read => go!(conn().read_req(name, remote(), buf), Read, |r, slot| r.read(
+                slot,
+                Desc::remote(remote()).prefix(buf.len()),
+                local()
+            )),
+            Kind::Send => go!(conn().send_req(name, 0), SendTask, |r, slot| r.send(slot, local())),
+            Kind::SendImm => go!(conn().send_req(name, self.imm), SendImm, |r, slot| r.send_imm(slot, local())),
+            Kind::Recv => go!(inner.recv_req(name), Recv, |r, slot| r.recv(slot, local())),
             Kind::FetchAdd | Kind::CmpSwp => unreachable!("a window's methods push no atomics"),
         }
     }
