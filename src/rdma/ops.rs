@@ -90,12 +90,12 @@ pub(super) struct SendReq<'a> {
 }
 
 impl SendReq<'_> {
-    /// Prepares the task of a `send` over descriptors of `src`.
+    /// Prepares the task of a `send` of `src`.
     #[inline(always)]
-    pub(super) fn send(&self, slot: &TaskSlot, src: Desc) -> Alloc<SendTask> {
+    pub(super) fn send(&self, slot: &TaskSlot, src: &Buf) -> Alloc<SendTask> {
         let Self { t, .. } = *self;
         let set = t.descs(slot);
-        let s = set.src(0, src)?;
+        let s = set.src(0, Desc::local(src))?;
         // SAFETY: every field of a send is set (source, connection: a held task's since its
         // allocation); live context and connection; `s` describes memory the operation owns.
         unsafe {
@@ -116,12 +116,12 @@ impl SendReq<'_> {
 }
 
 impl SendReq<'_> {
-    /// Prepares the task of a `send_imm` over descriptors of `src`.
+    /// Prepares the task of a `send_imm` of `src`.
     #[inline(always)]
-    pub(super) fn send_imm(&self, slot: &TaskSlot, src: Desc) -> Alloc<SendImm> {
+    pub(super) fn send_imm(&self, slot: &TaskSlot, src: &Buf) -> Alloc<SendImm> {
         let Self { t, imm } = *self;
         let set = t.descs(slot);
-        let s = set.src(0, src)?;
+        let s = set.src(0, Desc::local(src))?;
         // SAFETY: as in `send`, the immediate too.
         unsafe {
             // A held task (the connection's own) is pointed at the buffers unless it still
@@ -149,12 +149,12 @@ pub(super) struct WriteReq<'a> {
 }
 
 impl WriteReq<'_> {
-    /// Prepares the task of a `write` over descriptors of `src` and `dst`.
+    /// Prepares the task of a `write` of `src` into `dst`.
     #[inline(always)]
-    pub(super) fn write(&self, slot: &TaskSlot, src: Desc, dst: Desc) -> Alloc<Write> {
+    pub(super) fn write(&self, slot: &TaskSlot, src: &Buf, dst: &RemoteSlice) -> Alloc<Write> {
         let Self { t, .. } = *self;
         let set = t.descs(slot);
-        let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+        let (sb, db) = (set.src(0, Desc::local(src))?, set.dst(1, Desc::remote(dst))?);
         // SAFETY: every field of a write is set (source, destination, connection: a held task's
         // since its allocation); live context and connection; both buffers describe memory the
         // operation owns (the source Buf, the remote slice's import).
@@ -179,12 +179,12 @@ impl WriteReq<'_> {
 }
 
 impl WriteReq<'_> {
-    /// Prepares the task of a `write_imm` over descriptors of `src` and `dst`.
+    /// Prepares the task of a `write_imm` of `src` into `dst`.
     #[inline(always)]
-    pub(super) fn write_imm(&self, slot: &TaskSlot, src: Desc, dst: Desc) -> Alloc<WriteImm> {
+    pub(super) fn write_imm(&self, slot: &TaskSlot, src: &Buf, dst: &RemoteSlice) -> Alloc<WriteImm> {
         let Self { t, imm } = *self;
         let set = t.descs(slot);
-        let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+        let (sb, db) = (set.src(0, Desc::local(src))?, set.dst(1, Desc::remote(dst))?);
         // SAFETY: as in `write`, the immediate too.
         unsafe {
             // A held task (the connection's own) is pointed at the buffers unless it still
@@ -227,12 +227,13 @@ pub(super) struct ReadReq<'a> {
 }
 
 impl ReadReq<'_> {
-    /// Prepares the task of a `read` over descriptors of `src` and `dst`.
+    /// Prepares the task of a `read` of `src` into `dst`: the remote source's descriptor
+    /// covers exactly the bytes read (see above).
     #[inline(always)]
-    pub(super) fn read(&self, slot: &TaskSlot, src: Desc, dst: Desc) -> Alloc<Read> {
+    pub(super) fn read(&self, slot: &TaskSlot, src: &RemoteSlice, dst: &Buf) -> Alloc<Read> {
         let Self { t } = *self;
         let set = t.descs(slot);
-        let (sb, db) = (set.src(0, src)?, set.dst(1, dst)?);
+        let (sb, db) = (set.src(0, Desc::remote(src).prefix(dst.len()))?, set.dst(1, Desc::local(dst))?);
         // SAFETY: every field of a read is set (source, destination, connection: a held task's
         // since its allocation); live context and connection; both buffers describe memory the
         // operation owns.
@@ -269,12 +270,13 @@ pub(super) struct AtomicReq<'a> {
 }
 
 impl AtomicReq<'_> {
-    /// Prepares the task of a `compare_swap` over descriptors of `dst` and `result`.
+    /// Prepares the task of a `compare_swap` on `dst`'s first 8 bytes (its descriptor covers
+    /// them, see above), the old value into `result`.
     #[inline(always)]
-    pub(super) fn compare_swap(&self, slot: &TaskSlot, dst: Desc, result: Desc) -> Alloc<CmpSwp> {
+    pub(super) fn compare_swap(&self, slot: &TaskSlot, dst: &RemoteSlice, result: &Buf) -> Alloc<CmpSwp> {
         let Self { t, a: cmp, b: swap } = *self;
         let set = t.descs(slot);
-        let (db, rb) = (set.src(0, dst)?, set.dst(1, result)?);
+        let (db, rb) = (set.src(0, Desc::remote(dst).prefix(8))?, set.dst(1, Desc::local(result))?);
         // SAFETY: every field of a compare-swap is set (target, result, both operands, connection:
         // a held task's since its allocation); live context and connection; both buffers
         // describe memory the operation owns.
@@ -313,12 +315,12 @@ impl AtomicReq<'_> {
 }
 
 impl AtomicReq<'_> {
-    /// Prepares the task of a `fetch_add` over descriptors of `dst` and `result`.
+    /// Prepares the task of a `fetch_add` on `dst`'s first 8 bytes, as a compare-swap.
     #[inline(always)]
-    pub(super) fn fetch_add(&self, slot: &TaskSlot, dst: Desc, result: Desc) -> Alloc<FetchAdd> {
+    pub(super) fn fetch_add(&self, slot: &TaskSlot, dst: &RemoteSlice, result: &Buf) -> Alloc<FetchAdd> {
         let Self { t, a: add, .. } = *self;
         let set = t.descs(slot);
-        let (db, rb) = (set.src(0, dst)?, set.dst(1, result)?);
+        let (db, rb) = (set.src(0, Desc::remote(dst).prefix(8))?, set.dst(1, Desc::local(result))?);
         // SAFETY: every field of a fetch-add is set (target, result, addend, connection: a held
         // task's since its allocation); live context and connection; both buffers describe
         // memory the operation owns.
@@ -358,12 +360,12 @@ pub(super) struct RecvReq<'a> {
 }
 
 impl RecvReq<'_> {
-    /// Prepares the task of a `recv` over descriptors of `dst`.
+    /// Prepares the task of a `recv` into `dst`.
     #[inline(always)]
-    pub(super) fn recv(&self, slot: &TaskSlot, dst: Desc) -> Alloc<Recv> {
+    pub(super) fn recv(&self, slot: &TaskSlot, dst: &Buf) -> Alloc<Recv> {
         let Self { t } = *self;
         let set = Descs::new(&t.inner.inv, slot.descs());
-        let d = set.dst(0, dst)?;
+        let d = set.dst(0, Desc::local(dst))?;
         // SAFETY: a receive's one field is its destination; live context; `d` describes
         // memory the operation owns until the task is done.
         unsafe {
@@ -382,66 +384,64 @@ impl RecvReq<'_> {
     }
 }
 
-// The requests of operation futures: their descriptors come from the buffers the future
-// owns, at each allocation, rather than being carried in the future (64 bytes fewer per
-// future, built and copied once less per operation).
+// The requests of operation futures: their descriptors are made from the buffers the future
+// owns, at each preparation, rather than carried in the future (64 bytes fewer per future,
+// built and copied once less per operation). A window calls the same methods with its push's
+// buffers.
 
 impl HeldRequest<SendTask, Buf> for SendReq<'_> {
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, src: &Buf) -> Alloc<SendTask> {
-        self.send(slot, Desc::local(src))
+        self.send(slot, src)
     }
 }
 
 impl HeldRequest<SendImm, Buf> for SendReq<'_> {
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, src: &Buf) -> Alloc<SendImm> {
-        self.send_imm(slot, Desc::local(src))
+        self.send_imm(slot, src)
     }
 }
 
 impl HeldRequest<Write, (Buf, RemoteSlice)> for WriteReq<'_> {
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, (src, dst): &(Buf, RemoteSlice)) -> Alloc<Write> {
-        self.write(slot, Desc::local(src), Desc::remote(dst))
+        self.write(slot, src, dst)
     }
 }
 
 impl HeldRequest<WriteImm, (Buf, RemoteSlice)> for WriteReq<'_> {
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, (src, dst): &(Buf, RemoteSlice)) -> Alloc<WriteImm> {
-        self.write_imm(slot, Desc::local(src), Desc::remote(dst))
+        self.write_imm(slot, src, dst)
     }
 }
 
 impl HeldRequest<Read, (Buf, RemoteSlice)> for ReadReq<'_> {
-    /// The remote source's descriptor covers exactly the bytes read (see `ReadReq`).
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, (dst, src): &(Buf, RemoteSlice)) -> Alloc<Read> {
-        self.read(slot, Desc::remote(src).prefix(dst.len()), Desc::local(dst))
+        self.read(slot, src, dst)
     }
 }
 
 impl HeldRequest<CmpSwp, (Buf, RemoteSlice)> for AtomicReq<'_> {
-    /// The target's descriptor covers its 8 bytes (see `AtomicReq`).
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, (result, dst): &(Buf, RemoteSlice)) -> Alloc<CmpSwp> {
-        self.compare_swap(slot, Desc::remote(dst).prefix(8), Desc::local(result))
+        self.compare_swap(slot, dst, result)
     }
 }
 
 impl HeldRequest<FetchAdd, (Buf, RemoteSlice)> for AtomicReq<'_> {
-    /// As for a compare-swap.
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, (result, dst): &(Buf, RemoteSlice)) -> Alloc<FetchAdd> {
-        self.fetch_add(slot, Desc::remote(dst).prefix(8), Desc::local(result))
+        self.fetch_add(slot, dst, result)
     }
 }
 
 impl HeldRequest<Recv, Buf> for RecvReq<'_> {
     #[inline(always)]
     fn prepare(&mut self, slot: &TaskSlot, dst: &Buf) -> Alloc<Recv> {
-        self.recv(slot, Desc::local(dst))
+        self.recv(slot, dst)
     }
 }
 

@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::executor::completion::{poll_submit_record, Stage};
 use crate::ext::{AllocTask, DocaTask, TaskOutput, TaskSlot};
 use crate::lanes::Outcome;
-use crate::mem::descriptors::Desc;
 use crate::mem::{Buf, RemoteSlice};
 use crate::rdma::ops::Kind;
 use crate::rdma::{Connection, Read, Received, Recv, Send as SendTask, SendImm, Write, WriteImm};
@@ -94,9 +93,8 @@ impl Op {
         let name = self.kind.name();
         let conn = || conn.expect("an operation on a connection is pushed into a connection's window");
         let remote = || self.remote.as_ref().expect("a write or read has a remote slice");
-        // The request (its checks), then its task prepared over descriptors of this
-        // operation's memory (an operation future makes them from the buffers it owns; here
-        // they are the push's).
+        // The request (its checks), then its task prepared over this operation's memory, as
+        // an operation future prepares it over the buffers it owns.
         macro_rules! go {
             ($req:expr, $k:ty, |$r:ident, $slot:ident| $prepare:expr) => {
                 match $req {
@@ -105,30 +103,20 @@ impl Op {
                 }
             };
         }
-        let inner = ring.inner;
-        let (buf, local) = (&self.buf, || Desc::local(&self.buf));
+        let (inner, buf) = (ring.inner, &self.buf);
         match self.kind {
-            Kind::Write => {
-                go!(conn().write_req(name, buf, remote(), 0), Write, |r, slot| r.write(
+            Kind::Write => go!(conn().write_req(name, buf, remote(), 0), Write, |r, slot| r.write(slot, buf, remote())),
+            Kind::WriteImm => {
+                go!(conn().write_req(name, buf, remote(), self.imm), WriteImm, |r, slot| r.write_imm(
                     slot,
-                    local(),
-                    Desc::remote(remote())
+                    buf,
+                    remote()
                 ))
             }
-            Kind::WriteImm => go!(conn().write_req(name, buf, remote(), self.imm), WriteImm, |r, slot| r.write_imm(
-                slot,
-                local(),
-                Desc::remote(remote())
-            )),
-            // The remote source's descriptor covers exactly the bytes read (see `ops::ReadReq`).
-            Kind::Read => go!(conn().read_req(name, remote(), buf), Read, |r, slot| r.read(
-                slot,
-                Desc::remote(remote()).prefix(buf.len()),
-                local()
-            )),
-            Kind::Send => go!(conn().send_req(name, 0), SendTask, |r, slot| r.send(slot, local())),
-            Kind::SendImm => go!(conn().send_req(name, self.imm), SendImm, |r, slot| r.send_imm(slot, local())),
-            Kind::Recv => go!(inner.recv_req(name), Recv, |r, slot| r.recv(slot, local())),
+            Kind::Read => go!(conn().read_req(name, remote(), buf), Read, |r, slot| r.read(slot, remote(), buf)),
+            Kind::Send => go!(conn().send_req(name, 0), SendTask, |r, slot| r.send(slot, buf)),
+            Kind::SendImm => go!(conn().send_req(name, self.imm), SendImm, |r, slot| r.send_imm(slot, buf)),
+            Kind::Recv => go!(inner.recv_req(name), Recv, |r, slot| r.recv(slot, buf)),
             Kind::FetchAdd | Kind::CmpSwp => unreachable!("a window's methods push no atomics"),
         }
     }
