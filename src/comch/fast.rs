@@ -437,7 +437,7 @@ impl Consumer {
             Ok(p) => p,
             Err(e) => return RecvFuture(Recv::Failed(Some((e.context_prefix(OP), buf)))),
         };
-        let req = PostRecvReq { ctx: &inner.ctx, consumer, inv: &inner.inv, d: Desc::local(&buf) };
+        let req = PostRecvReq { ctx: &inner.ctx, consumer, inv: &inner.inv };
         let len = buf.len();
         RecvFuture(Recv::Posting(HeldOp::new(inner.ctx.core(), &inner.pool, OP, req, None, len, buf)))
     }
@@ -520,17 +520,19 @@ struct PostRecvReq<'a> {
     ctx: &'a DocaCtx<sys::doca_comch_consumer>,
     consumer: *mut sys::doca_comch_consumer,
     inv: &'a Inventory,
-    d: Desc,
 }
 
-impl<B> HeldRequest<PostRecv, B> for PostRecvReq<'_> {
+impl HeldRequest<PostRecv, Buf> for PostRecvReq<'_> {
+    /// The descriptor of the buffer the future owns, then the held task pointed at it
+    /// (unless it still points there), a kept one re-initialised, or a fresh one.
+    #[inline(always)]
     fn prepare(
         &mut self,
         slot: &TaskSlot,
-        _: &B,
+        buf: &Buf,
     ) -> std::result::Result<*mut sys::doca_comch_consumer_task_post_recv, sys::doca_error_t> {
         let set = Descs::new(self.inv, slot.descs());
-        let d = set.get(0, self.d, 0)?;
+        let d = set.get(0, Desc::local(buf), 0)?;
         // SAFETY: the buffer, a post-receive's one parameter, is set; a live consumer; `d`
         // describes memory the operation owns until the task is done.
         unsafe {
@@ -680,7 +682,6 @@ impl Producer {
                 ctx: &inner.ctx,
                 producer,
                 inv: &inner.inv,
-                s: Desc::local(&buf),
                 imm: imm_keep.as_ref().map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut()),
                 imm_len: imm.len() as u32,
                 consumer,
@@ -731,20 +732,23 @@ struct SendReq<'a> {
     ctx: &'a DocaCtx<sys::doca_comch_producer>,
     producer: *mut sys::doca_comch_producer,
     inv: &'a Inventory,
-    s: Desc,
     imm: *mut u8,
     imm_len: u32,
     consumer: u32,
 }
 
-impl<B> HeldRequest<ProducerSend, B> for SendReq<'_> {
+impl<I> HeldRequest<ProducerSend, (Buf, I)> for SendReq<'_> {
+    /// The descriptor of the buffer the future owns (the immediate bytes, `I`, are the
+    /// request's `imm`), then the held task pointed at it (unless it still points there) with
+    /// its operands, a kept one re-initialised, or a fresh one.
+    #[inline(always)]
     fn prepare(
         &mut self,
         slot: &TaskSlot,
-        _: &B,
+        (buf, _): &(Buf, I),
     ) -> std::result::Result<*mut sys::doca_comch_producer_task_send, sys::doca_error_t> {
         let set = Descs::new(self.inv, slot.descs());
-        let s = set.src(0, self.s)?;
+        let s = set.src(0, Desc::local(buf))?;
         let (imm, imm_len, consumer) = (self.imm, self.imm_len, self.consumer);
         // SAFETY: every parameter of a send is set (buffer, consumer, immediate bytes); a live
         // producer; `s` describes memory the operation owns until the task is done, and

@@ -94,7 +94,7 @@ use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{HeldOp, HeldPool, HeldRequest};
 use crate::ext::DocaCtx;
 use crate::ext::{completion_cb, success_cb, DocaTask, TaskSlot};
-use crate::mem::descriptors::{Desc, Descs, Inventory};
+use crate::mem::descriptors::{Descs, Inventory};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
 
@@ -357,7 +357,7 @@ impl Dma {
             Err(e) => return MemcpyFuture(Copy::Ready(Some((Err(e.context_prefix(OP)), src, dst)))),
         };
         let inner = &*self.inner;
-        let req = MemcpyReq { dma, ctx: &inner.ctx, inv: &inner.inv, s, d };
+        let req = MemcpyReq { dma, ctx: &inner.ctx, inv: &inner.inv };
         // A future dropped mid-flight leaves the regions to its held task's group, which keeps
         // them (and the inventory of their descriptors) until DOCA is done.
         let fut = HeldOp::new(inner.ctx.core(), &inner.pool, OP, req, None, s.len, (src, dst));
@@ -365,29 +365,29 @@ impl Dma {
     }
 }
 
-/// What a copy's task is made of: the context (its kept tasks), its DOCA object, its
-/// inventory and the two regions' descriptions (the operation owns the regions themselves).
+/// What a copy's task is made of: the context (its kept tasks), its DOCA object and its
+/// inventory; the descriptors are made from the regions the operation owns when it prepares
+/// its task.
 struct MemcpyReq<'a> {
     dma: *mut sys::doca_dma,
     ctx: &'a DocaCtx<sys::doca_dma>,
     inv: &'a Inventory,
-    s: Desc,
-    d: Desc,
 }
 
-impl<B> HeldRequest<Memcpy, B> for MemcpyReq<'_> {
-    /// Takes the two descriptors (source with its whole payload, destination empty), then
-    /// points the held task at them (unless it still points there), or re-initialises a task
-    /// kept for reuse with them, or allocates one. The request carries its descriptors' makings
-    /// (the regions are generic), so it ignores the buffers.
+impl<S: Region, D: Region> HeldRequest<Memcpy, (S, D)> for MemcpyReq<'_> {
+    /// Takes the two descriptors of the regions the future owns (source with its whole
+    /// payload, destination empty), then points the held task at them (unless it still
+    /// points there), or re-initialises a task kept for reuse with them, or allocates one.
+    #[inline(always)]
     fn prepare(
         &mut self,
         slot: &TaskSlot,
-        _: &B,
+        (src, dst): &(S, D),
     ) -> std::result::Result<*mut sys::doca_dma_task_memcpy, sys::doca_error_t> {
+        let (s, d) = (src.desc(), dst.desc());
         let set = Descs::new(self.inv, slot.descs());
-        let src = set.get(0, self.s, self.s.len)?;
-        let dst = set.get(1, self.d, 0)?;
+        let src = set.get(0, s, s.len)?;
+        let dst = set.get(1, d, 0)?;
         // SAFETY: both fields of a memcpy task are set; live context; the buffers describe
         // memory the operation owns until the task is done.
         unsafe {
