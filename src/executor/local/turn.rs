@@ -108,7 +108,9 @@ impl Core {
     /// spin ([`spin_inline`](Core::spin_inline)). Returns whether `oldest_done()`; if not,
     /// the caller registers its waker (after the spin, so that a completion the spin
     /// delivered wakes nobody).
-    #[inline]
+    // Always inlined: left to LLVM, it went out of line in the lanes' `poll_next` once the
+    // window called it too (`op_cost lane` +22).
+    #[inline(always)]
     pub(crate) fn wait_batch_inline(&self, in_flight: usize, oldest_done: impl Fn() -> bool) -> bool {
         (self.progress_batch_inline(in_flight) && oldest_done()) || self.spin_inline(oldest_done)
     }
