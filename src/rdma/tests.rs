@@ -430,7 +430,7 @@ fn a_dropped_window_or_push_keeps_the_memory_until_doca_is_done() {
         // records keep the buffers until the completions arrive.
         drop(w);
         assert_eq!(local.handles(), handles + 2, "in-flight memory is kept");
-        until_no_task_outstanding(&a.inner.ctx).await;
+        until(|| a.inner.ctx.outstanding_tasks() == 0).await;
         assert_eq!((local.handles(), outstanding()), (handles, 0), "released once DOCA was done");
         assert_eq!(target.slice(0..16).to_vec(), [0xabc_u64.to_ne_bytes(), 0xabc_u64.to_ne_bytes()].concat());
         assert_eq!(target.slice(16..24).read_u64(0), 0, "the dropped push submitted nothing");
@@ -542,14 +542,15 @@ fn assert_landed(target: &Memory, n: usize, base: u64) {
     }
 }
 
-/// Yields until `ctx` has no task outstanding (at most 100 times).
-async fn until_no_task_outstanding<T>(ctx: &crate::ext::DocaCtx<T>) {
-    for _ in 0..100 {
-        if ctx.outstanding_tasks() == 0 {
+/// Yields until `cond` holds (at most 1000 times), then asserts it.
+async fn until(cond: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
             return;
         }
         crate::executor::yield_now().await;
     }
+    assert!(cond(), "the condition did not come true");
 }
 
 /// Runs `ops` all in flight at once (a pipeline as deep as they are many); their results.
@@ -645,7 +646,7 @@ fn an_operation_dropped_in_flight_keeps_its_buffers_until_doca_is_done() {
             drop(f);
             assert_eq!(local.handles(), handles + 1, "in-flight memory is kept");
             assert_eq!(idle_held::<super::Write>(&ab), 0, "an abandoned task is not reused");
-            until_no_task_outstanding(&a.inner.ctx).await;
+            until(|| a.inner.ctx.outstanding_tasks() == 0).await;
             assert_eq!(a.inner.ctx.outstanding_tasks(), 0, "the completion arrived");
             assert_eq!(local.handles(), handles, "released once DOCA was done");
             assert_eq!(target.slice(8..16).read_u64(0), 0xfeed, "the dropped write still ran");
@@ -653,7 +654,7 @@ fn an_operation_dropped_in_flight_keeps_its_buffers_until_doca_is_done() {
             // Dropped after it completed but before it was collected: its task goes back.
             let mut f = ab.write(local.slice(0..8), remote.slice(16..24));
             assert!(poll_once(&mut f).is_pending());
-            until_no_task_outstanding(&a.inner.ctx).await;
+            until(|| a.inner.ctx.outstanding_tasks() == 0).await;
             drop(f);
             assert_eq!(idle_held::<super::Write>(&ab), 1);
             assert_eq!(local.handles(), handles);
@@ -893,15 +894,4 @@ fn a_push_into_a_full_window_that_waits_and_is_dropped_loses_no_result() {
             Ok::<_, crate::Error>(())
         })
         .unwrap();
-}
-
-/// Yields until `cond` holds (at most 1000 times), then asserts it.
-async fn until(cond: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if cond() {
-            return;
-        }
-        crate::executor::yield_now().await;
-    }
-    assert!(cond(), "the condition did not come true");
 }

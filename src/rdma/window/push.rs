@@ -61,22 +61,20 @@ fn submit<K: DocaTask, R: AllocTask<K>, T: Outcome>(
     let i = ring.free_lane();
     debug_assert!(ring.prepared.is_none_or(|k| k == kind), "one push waits at a time");
     let mut stage = if ring.prepared.is_some() { Stage::Prepared } else { Stage::Start };
-    let (inner, mut ticket) = (ring.inner, ring.ticket.take());
-    let group = ring.group::<K>(kind);
-    let ctx = inner.ctx.record();
+    let inner = ring.inner;
+    let (group, ticket) = ring.group::<K>(kind);
     let polled = poll_submit_record::<K, R>(
         inner.ctx.core(),
-        ctx,
+        inner.ctx.record(),
         group,
         group.record(i),
         &mut stage,
         name,
         &mut req,
-        &mut ticket,
+        ticket,
         cx,
         false,
     );
-    ring.ticket = ticket;
     ring.prepared = (stage == Stage::Prepared).then_some(kind);
     match polled {
         Poll::Ready(Ok(_)) => Step::Submitted,

@@ -101,12 +101,15 @@ impl<'a, T> Ring<'a, T> {
         self.wrap(self.head + self.len)
     }
 
-    /// The group of kind `K` (`kind`), made with a record per lane at its first use.
+    /// The group of kind `K` (`kind`), made with a record per lane at its first use, and the
+    /// waiting push's place among the context's waiters (borrowed together: a push submits on
+    /// the one and waits with the other).
     #[inline(always)]
-    pub(super) fn group<K: DocaTask>(&mut self, kind: Kind) -> &HeldGroup {
+    pub(super) fn group<K: DocaTask>(&mut self, kind: Kind) -> (&HeldGroup, &mut Ticket) {
         let depth = self.lanes.len();
         let ctx = self.inner.ctx.record();
-        self.groups[kind as usize].get_or_insert_with(|| HeldGroup::for_ops::<K>(ctx, depth))
+        let group = self.groups[kind as usize].get_or_insert_with(|| HeldGroup::for_ops::<K>(ctx, depth));
+        (group, &mut self.ticket)
     }
 
     /// The group of a kind the window used.
@@ -233,8 +236,7 @@ impl<T> Drop for Ring<'_, T> {
         let mut keep: [Vec<(Buf, Option<RemoteSlice>)>; KINDS] = Default::default();
         for (i, lane) in std::mem::take(&mut self.lanes).into_vec().into_iter().enumerate() {
             let Lane::InFlight { kind, buf, remote } = lane else { continue };
-            let g = self.groups[kind as usize].as_deref().expect("a lane's kind has its group");
-            let rec = g.record(i);
+            let rec = self.used(kind).record(i);
             match rec.state() {
                 HeldState::InFlight => keep[kind as usize].push((buf, remote)),
                 HeldState::Done => {
