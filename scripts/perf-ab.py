@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Compares two builds of `async-doca perf` on this machine, side by side.
 
-    scripts/perf-ab.py OLD_BINARY NEW_BINARY [ROUNDS] [--json OUT] [--lat]
+    scripts/perf-ab.py OLD_BINARY NEW_BINARY [ROUNDS] [--json OUT] [--lat] [--tests LIST]
 
 Runs the point-to-point latency tests (8 B, one and two processes) and the bandwidth tests
 (8 B, 4 KiB, 64 KiB, two processes) in modes raw and async with each binary, alternating
 (old, new, new, old, ...) so that a drift of the machine hits both alike (`--lat`: the
-latency tests only, a round in about a minute). Prints, per test,
+latency tests only, a round in about a minute; `--tests LIST`: only these latency tests,
+comma-separated, e.g. `send_lat,write_imm_lat`). Prints, per test,
 the medians over the rounds of raw p50, async p50, async - raw p50 (with every round's value)
 and async/raw ops/s, and for the bandwidth tests the message rate. Note the load average it
 prints: measure on a quiet machine (docs/cost.md).
@@ -56,6 +57,10 @@ def main():
     if "--lat" in args:
         args.remove("--lat")
         runs = RUNS[:1]
+    if "--tests" in args:
+        i = args.index("--tests")
+        runs = [["--test", args[i + 1]] + RUNS[0][2:]]
+        del args[i : i + 2]
     if len(args) < 2:
         sys.exit(__doc__)
     bins = {"old": args[0], "new": args[1]}

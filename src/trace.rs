@@ -39,7 +39,7 @@
 /// first, in braces, then the message (a format string and its arguments):
 /// `event!(debug, { ctx = name, to = trace::dbg(&state) }, "context state changed")`.
 /// Field values must be tracing values (integers, `bool`, `&str`); wrap anything else in
-/// [`dbg`] or [`disp`]. Without the feature the values are only borrowed (no warning about
+/// [`dbg()`] or [`disp`]. Without the feature the values are only borrowed (no warning about
 /// unused variables, no code).
 macro_rules! event {
     ($lvl:ident, { $($k:ident = $v:expr),* $(,)? }, $($msg:tt)+) => {{

@@ -41,6 +41,7 @@ pub(crate) mod local;
 pub(crate) mod local_sync;
 mod park;
 mod pe;
+mod posted_ahead;
 mod slab;
 mod task;
 

@@ -275,6 +275,45 @@ fn a_waiting_task_spins_in_its_poll_only_where_the_executor_would_spin() {
     rt.block_on(on_worker.unwrap()).unwrap();
 }
 
+/// A posted-ahead operation (a receive, a wait) spins in its poll like any other until a
+/// spin for one runs out; then the next posted-ahead waits go `Pending` at once (the task
+/// may be about to send what completes them), and the spin comes back after them. Other
+/// kinds are not affected, and an offloaded command never spins.
+#[test]
+#[cfg_attr(miri, ignore = "crosses FFI into the DOCA provider or makes system calls Miri cannot run")]
+fn a_posted_ahead_wait_spins_until_its_spins_run_out() {
+    use super::local::SPIN_INLINE_ROUNDS;
+    use crate::IdleMode;
+    let rt = Runtime::builder().cpus("0".parse().unwrap()).idle(IdleMode::Polling).build().unwrap();
+    let on_worker = rt.spawn_on(0, || async {
+        let core = current_rc().unwrap();
+        let looks = Rc::new(Cell::new(0usize));
+        let counting = |n: usize| {
+            let looks = looks.clone();
+            move || {
+                looks.set(looks.get() + 1);
+                looks.get() >= n
+            }
+        };
+        let spin = |remote: bool, ahead: bool, n: usize| {
+            looks.set(0);
+            let done = core.spin_inline_for(remote, ahead, counting(n));
+            (done, looks.get())
+        };
+        assert_eq!(spin(false, true, 3), (true, 3), "caught at its third look");
+        assert_eq!(spin(true, false, 1), (false, 0), "an offloaded command never spins");
+        let rounds = SPIN_INLINE_ROUNDS as usize;
+        assert_eq!(spin(false, true, usize::MAX), (false, rounds), "ran out");
+        assert_eq!(spin(false, true, 1), (false, 0), "the next posted-ahead wait does not spin");
+        assert_eq!(spin(false, false, 2), (true, 2), "a write still spins");
+        assert_eq!(spin(false, true, usize::MAX), (false, rounds), "back after one skipped wait");
+        assert_eq!(spin(false, true, 1), (false, 0));
+        assert_eq!(spin(false, true, 1), (false, 0), "two skipped after the second run-out");
+        assert_eq!(spin(false, true, 1), (true, 1));
+    });
+    rt.block_on(on_worker.unwrap()).unwrap();
+}
+
 /// While only a remote operation (an offloaded command) is in flight, an adaptive executor
 /// spins the yielding way for its learned budget and then sleeps: a long wait costs it a
 /// spin, not its CPU. (A yielding spin that never ran out would use the whole wait: alone on

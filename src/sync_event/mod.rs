@@ -591,8 +591,8 @@ sync_event_task_kind!(
     /// `add`: DOCA writes the previous value through the slot's result pointer.
     NotifyAdd, doca_sync_event_task_notify_add, doca_sync_event_task_notify_add_as_doca_task, 2
 );
-// The waits are posted ahead of what completes them (`DocaTask::POSTED_AHEAD`): no inline
-// spin in their poll.
+// The waits are posted ahead of what completes them (`DocaTask::POSTED_AHEAD`): they spin in
+// their poll only while the executor's spins for such waits catch their completions.
 sync_event_task_kind!(WaitEq, doca_sync_event_task_wait_eq, doca_sync_event_task_wait_eq_as_doca_task, 3, true);
 sync_event_task_kind!(WaitNeq, doca_sync_event_task_wait_neq, doca_sync_event_task_wait_neq_as_doca_task, 4, true);
 

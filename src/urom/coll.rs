@@ -75,7 +75,7 @@ use crate::executor::{spawn_local, time, JoinHandle};
 use crate::mem::{Access, Buf, Memory};
 use crate::rdma::{Connection, Rdma};
 
-/// The host side of one member's offloaded collectives (held by its [`Domain`]).
+/// The host side of one member's offloaded collectives (held by its [`Domain`](super::Domain)).
 pub(crate) struct Offload {
     shared: Rc<Shared>,
     /// Detached on drop: the driver finishes what was submitted, then ends.

@@ -486,12 +486,12 @@ impl Domain {
     /// [`Access::RDMA_READ`](crate::Access::RDMA_READ), `dst` in domain memory with [`Access::RDMA_WRITE`](crate::Access::RDMA_WRITE).
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for buffers outside the domain's memory, without the
+    /// [`ErrorKind::InvalidArgument`] for buffers outside the domain's memory, without the
     /// access, or of lengths that do not fit (reported at once; the other members' same
     /// collective fails with it), and for members that disagree on the count, type or
     /// operator (on every member);
-    /// [`ErrorKind::ConnectionLost`](crate::ErrorKind::ConnectionLost) when a member or its worker died;
-    /// [`ErrorKind::BadState`](crate::ErrorKind::BadState) when the domain runs no collectives, or
+    /// [`ErrorKind::ConnectionLost`] when a member or its worker died;
+    /// [`ErrorKind::BadState`] when the domain runs no collectives, or
     /// its executor ended (a domain kept past it).
     ///
     /// ```no_run
@@ -540,7 +540,7 @@ impl Domain {
     /// `root`'s `buf` copied into every member's `buf` (the same length everywhere). The
     /// buffer needs [`Access::RDMA_READ`](crate::Access::RDMA_READ) on the root and [`Access::RDMA_WRITE`](crate::Access::RDMA_WRITE) everywhere
     /// else (give it both). Errors as for [`allreduce`](Domain::allreduce), and
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a root that is not a member.
+    /// [`ErrorKind::InvalidArgument`] for a root that is not a member.
     pub fn broadcast<'a, T: Element>(
         &'a self,
         root: usize,

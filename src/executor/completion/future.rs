@@ -319,10 +319,11 @@ where
         let slot = sub.slot();
         // Still in flight: wait here if the executor would only spin for it (before the
         // waker is registered, so that the completion wakes nobody; see `Core::spin_inline`).
-        // Never for a receive or a wait (`DocaTask::POSTED_AHEAD`): its task may be about to do
-        // what completes it, or poll it among others (`join!`, `select!`).
-        let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
-        let waited = may_spin && !slot.is_done() && self.core.spin_inline(|| slot.is_done());
+        // A receive or a wait (`DocaTask::POSTED_AHEAD`) only where the executor's earlier
+        // spins for such waits did not run out: its task may be about to send what
+        // completes it, or poll it among others (`join!`, `select!`).
+        let done = || slot.is_done();
+        let waited = !done() && self.core.spin_inline_for(K::REMOTE, K::POSTED_AHEAD, done);
         if !waited && slot.poll_done(self.core, cx).is_pending() {
             return Poll::Pending;
         }

@@ -424,9 +424,8 @@ impl<K: DocaTask, A: HeldRequest<K, B>, B: 'static> HeldOp<'_, K, A, B> {
         let rec = group.first();
         let done = || rec.state() == HeldState::Done;
         // As a slot's operation (see `TaskFuture::poll_completion`): wait here if the
-        // executor would only spin for it, never for a receive or a wait.
-        let may_spin = !K::REMOTE && !K::POSTED_AHEAD;
-        let waited = may_spin && !done() && self.core.spin_inline(done);
+        // executor would only spin for it.
+        let waited = !done() && self.core.spin_inline_for(K::REMOTE, K::POSTED_AHEAD, done);
         if !waited && group.poll_done(self.core, rec, cx).is_pending() {
             return Poll::Pending;
         }

@@ -23,7 +23,7 @@ pub(crate) enum ForeignIdle {
 /// The seam for a foreign reactor (the tokio driver): the same turn, spin and
 /// arm/drain/sleep/clear protocol as the executor's own loop, cut at the points where the
 /// own loop would block, so that the reactor can wait instead. The core must be current
-/// (inside [`Enter`]) whenever these run.
+/// (inside [`Enter`](super::Enter)) whenever these run.
 #[cfg(feature = "tokio")]
 impl Core {
     /// The PE notification fd, for the foreign reactor to watch.

@@ -60,6 +60,7 @@ use super::learned_spin::LearnedSpin;
 pub(crate) use super::learned_spin::SpinKind;
 use super::park::ParkState;
 use super::pe::Pe;
+use super::posted_ahead::PostedAheadSpin;
 use super::runtime::{Handle, IdleMode};
 use super::slab::Slab;
 use super::task::{wake_local_into, Runnable, TaskMeta};
@@ -327,6 +328,9 @@ pub(crate) struct Core {
     /// The same for the yielding spin, while only offloaded commands are in flight
     /// ([`SpinKind::Yielding`]); same floor.
     pub(crate) learned_yield: LearnedSpin,
+    /// Whether a posted-ahead operation (a receive, a wait) may spin in its poll, as this
+    /// executor's spins for them taught it (see `posted_ahead`).
+    posted_ahead: PostedAheadSpin,
     closing: Cell<bool>,
     pe_alive: Cell<bool>,
     arm_error_reported: Cell<bool>,
@@ -403,6 +407,7 @@ impl Core {
             spun_out: Cell::new(false),
             learned_spin: LearnedSpin::new(SpinKind::Busy, adaptive_floor),
             learned_yield: LearnedSpin::new(SpinKind::Yielding, adaptive_floor),
+            posted_ahead: PostedAheadSpin::default(),
             closing: Cell::new(false),
             pe_alive: Cell::new(true),
             arm_error_reported: Cell::new(false),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{Core, InProgress, MainWaker, SPIN_INLINE_ROUNDS, TIMER_CHECK_TURNS};
 use crate::executor::learned_spin::{LearnedSpin, SpinKind};
+use crate::executor::posted_ahead::Spun;
 use crate::executor::runtime::IdleMode;
 
 impl Core {
@@ -136,13 +137,36 @@ impl Core {
     #[inline]
     pub(crate) fn spin_inline(&self, done: impl Fn() -> bool) -> bool {
         // The mode's check inline: an executor that never spins pays one comparison.
-        self.config.idle != IdleMode::Event && self.spin_inline_spinning(done)
+        self.config.idle != IdleMode::Event && self.spin_inline_spinning(done) == Spun::Caught
     }
 
-    fn spin_inline_spinning(&self, done: impl Fn() -> bool) -> bool {
+    /// The wait of a task for an operation of its own, from its poll: the inline spin
+    /// ([`spin_inline`](Core::spin_inline)) for most kinds; for a kind posted ahead of what
+    /// completes it (`DocaTask::POSTED_AHEAD`: a receive, a sync-event wait), the same spin
+    /// only where this executor's earlier spins for such waits say the task is not about to
+    /// send what completes it (`posted_ahead`); never for an offloaded command
+    /// (`DocaTask::REMOTE`, see there). Returns whether `done()`.
+    // Inlined into the futures' poll, where the kind's constants fold it to one of its arms.
+    #[inline(always)]
+    pub(crate) fn spin_inline_for(&self, remote: bool, posted_ahead: bool, done: impl Fn() -> bool) -> bool {
+        if remote || self.config.idle == IdleMode::Event {
+            return false;
+        }
+        if !posted_ahead {
+            return self.spin_inline_spinning(done) == Spun::Caught;
+        }
+        if !self.posted_ahead.admit() {
+            return false;
+        }
+        let spun = self.spin_inline_spinning(done);
+        self.posted_ahead.learn(spun);
+        spun == Spun::Caught
+    }
+
+    fn spin_inline_spinning(&self, done: impl Fn() -> bool) -> Spun {
         let budget = match self.config.idle {
             IdleMode::Adaptive(_) => match self.learned_spin.budget() {
-                b if b.is_zero() => return false,
+                b if b.is_zero() => return Spun::Stopped,
                 b => Some(b),
             },
             _ => None,
@@ -152,7 +176,7 @@ impl Core {
             || self.has_other_work()
             || !self.take_inline_progress()
         {
-            return false;
+            return Spun::Stopped;
         }
         let _inside = self.enter_inline_progress();
         self.ring_doorbells();
@@ -162,20 +186,20 @@ impl Core {
             pe.progress();
             if done() {
                 self.learned_spin.caught();
-                return true;
+                return Spun::Caught;
             }
             if self.has_other_work() {
-                return false;
+                return Spun::Stopped;
             }
             if let Some(budget) = &mut budget {
                 if round.is_power_of_two() && budget.spent(Instant::now()) {
                     self.spun_out.set(true);
-                    return false;
+                    return Spun::RanOut;
                 }
             }
             std::hint::spin_loop();
         }
-        false
+        Spun::RanOut
     }
 
     /// The spin an adaptive idle uses now: the yielding one while every operation in flight
@@ -236,7 +260,7 @@ impl Core {
 
     /// Runs `fut` to completion on this executor (the calling thread), running spawned tasks
     /// and driving the PE meanwhile. Returns `None` if a shutdown was requested first.
-    /// Must be called inside [`Enter`] for this core.
+    /// Must be called inside [`Enter`](super::Enter) for this core.
     pub(crate) fn block_on<F: Future>(&self, mut fut: Pin<&mut F>) -> Option<F::Output> {
         let main = Arc::new(MainWaker { woken: AtomicBool::new(false), shared: self.shared.clone() });
         self.main_woken_local.set(true);
