@@ -28,7 +28,9 @@
 //! (DMA copies of 8 bytes from imported memory, 64 in flight in an `rdma::Pipeline`),
 //! `dma_lanes` (the same copies through 64 `dma::Lanes`, a batch at a time), `sync` (a sync
 //! event's `add` and a `wait_eq` for the value it reached: two operations per iteration, as
-//! perf's `sync_add_wait`; the event is made after the clock starts), `yield` (one
+//! perf's `sync_add_wait`; the event is made after the clock starts), `event_add` (an add
+//! to the peer's sync event through the connection, `Connection::remote_event`, one at a
+//! time; the event is made after the clock starts), `yield` (one
 //! `yield_now` per operation: a trip round the executor's loop), `spawned_yield` (the same in a
 //! spawned task, woken through its waker and run from the run queue: what the task type's wake
 //! and run add).
@@ -46,8 +48,8 @@ use async_doca::comch::fast::{Consumer, Producer};
 use async_doca::comch::{Client, Connection, Server};
 use async_doca::dma::{Dma, LaneOp as DmaLaneOp};
 use async_doca::executor::yield_now;
-use async_doca::rdma::{LaneOp, Pipeline, Rdma};
-use async_doca::sync_event::SyncEvent;
+use async_doca::rdma::{LaneOp, Pipeline, Rdma, RemoteEvent};
+use async_doca::sync_event::{Location, SyncEvent};
 use async_doca::{spawn_local, Access, Device, IdleMode, JoinHandle, Result, Runtime};
 
 /// A Comch server and one client of it on this executor: (server, its side, the client's).
@@ -94,6 +96,17 @@ fn main() -> Result<()> {
                 let mut buf = local.slice(0..8);
                 for _ in 0..n {
                     let (r, back) = ab.write(buf, remote.slice(0..8)).await;
+                    r?;
+                    buf = back;
+                }
+            }
+            "event_add" => {
+                let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+                let remote_ev = RemoteEvent::open(&dev, &ev.export()?)?;
+                let ops = ab.remote_event(&remote_ev);
+                let mut buf = local.slice(0..8);
+                for _ in 0..n {
+                    let (r, back) = ops.add(1, buf).await;
                     r?;
                     buf = back;
                 }

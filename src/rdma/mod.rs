@@ -36,7 +36,8 @@
 //! on the same bytes finds its descriptors ready.
 //!
 //! # Tasks
-//! A [`Connection`] keeps the DOCA tasks its operation futures run on: one per operation in
+//! A [`Connection`] keeps the DOCA tasks its operation futures (and its operations on a
+//! peer's sync event, [`Connection::remote_event`]) run on: one per operation in
 //! flight at once, per kind, allocated at first use with the connection set and then only
 //! pointed at each operation's buffers and submitted again (the connection's pool grows to
 //! the largest number of operations of a kind it had in flight together). Idle ones are a
@@ -162,8 +163,8 @@ use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
 use crate::executor::completion::{HeldOp, HeldPool, HeldRequest};
 use crate::ext::DocaCtx;
-use crate::ext::{completion_cb, success_cb, DocaTask, TaskOutput, TaskSlot};
-use crate::mem::descriptors::{Desc, Descs, Inventory};
+use crate::ext::{completion_cb, success_cb, DocaTask, TaskOutput};
+use crate::mem::descriptors::{Desc, Inventory};
 use crate::mem::{Access, Buf, RemoteSlice};
 use crate::sys;
 
@@ -465,39 +466,6 @@ impl RdmaInner {
     fn recv_req(&self, op: &'static str) -> Result<ops::RecvReq<'_>> {
         let rdma = self.ctx.as_ptr().map_err(|e| e.context_prefix(op))?;
         Ok(ops::RecvReq { t: ops::Target { inner: self, rdma, conn: std::ptr::null_mut() } })
-    }
-
-    /// Runs one operation of kind `K` through a completion slot, with an allocation closure:
-    /// `alloc` takes the operation's doca_bufs (they go to the slot, which gives them back
-    /// when the task is over) and gives the task (a fresh one, or for a kind that keeps its
-    /// tasks one `DocaCtx::reuse_or_alloc` re-initialised); `keep` (the caller's buffers) is
-    /// owned by the operation until DOCA is done and then returned. `conn` and `size` name the
-    /// connection and the bytes moved, in the operation's trace span. For the less frequent
-    /// operations (remote events), whose futures need no name.
-    async fn run<K, F, B>(
-        &self,
-        op: &'static str,
-        conn: Option<ConnId>,
-        size: usize,
-        keep: B,
-        mut alloc: F,
-    ) -> (Result<TaskOutput>, B)
-    where
-        K: DocaTask,
-        B: 'static,
-        F: FnMut(*mut sys::doca_rdma, &Descs<'_>, &TaskSlot) -> std::result::Result<*mut K::Task, sys::doca_error_t>,
-    {
-        let rdma = match self.ctx.as_ptr() {
-            Ok(p) => p,
-            Err(e) => return (Err(e.context_prefix(op)), keep),
-        };
-        let inv = &self.inv;
-        let req = move |slot: &TaskSlot| alloc(rdma, &Descs::new(inv, slot.descs()), slot);
-        // The inventory is kept with the buffers: a future dropped mid-flight leaves both to
-        // its slot, which gives the descriptors back before it drops them.
-        let keep = (self.inv.clone(), keep);
-        let (r, (_inv, keep)) = self.ctx.submit_keeping::<K, _, _>(op, req, conn.map(|c| c.0), size, keep).await;
-        (r, keep)
     }
 }
 

@@ -78,7 +78,7 @@ impl<'a> Target<'a> {
     /// Where the operation's descriptors come from: its memories' caches, else the
     /// context's inventory (taken before the task, so that a kept task, once taken, is used).
     #[inline(always)]
-    fn descs<'s>(&'s self, slot: &'s TaskSlot) -> Descs<'s> {
+    pub(super) fn descs<'s>(&'s self, slot: &'s TaskSlot) -> Descs<'s> {
         Descs::new(&self.inner.inv, slot.descs())
     }
 }

@@ -36,16 +36,19 @@
 use std::fmt;
 use std::rc::Rc;
 
-use super::{too_short, Connection, Desc};
+use super::{ops, too_short, Connection, Desc};
 use crate::device::Device;
 use crate::error::{check, Error, ErrorKind, Result};
-use crate::ext::DocaTask;
+use crate::executor::completion::{HeldOp, HeldRequest};
+use crate::ext::{DocaTask, TaskOutput, TaskSlot};
 use crate::mem::Buf;
 use crate::sys;
 
-// The three kinds keep their completed tasks for reuse, as the RDMA operations do (indices
-// after theirs, see `DocaTask::REUSE`); every operation re-initialises all of a kept task's
-// fields (`RemoteTask::reinit`).
+type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
+
+// The three kinds run on the connection's held tasks, as the RDMA operations do (their
+// `DocaTask::REUSE` indices, after those of the operations, name them in its pool); a task
+// kept by the context is re-initialised in every field (`RemoteTask`'s three setters).
 task_kind!(RnGet, doca_rdma_task_remote_net_sync_event_get, doca_rdma_task_remote_net_sync_event_get_as_task, Some(7));
 task_kind!(
     RnSet,
@@ -60,55 +63,75 @@ task_kind!(
     Some(9)
 );
 
-/// What an operation sets on a remote-event task: the connection, the event, its 8-byte
-/// buffer and (for an add) the addend.
-#[derive(Clone, Copy)]
-struct Args {
-    conn: *mut sys::doca_rdma_connection,
-    ev: *mut sys::doca_sync_event_remote_net,
-    buf: *mut sys::doca_buf,
-    delta: u64,
-}
-
-/// A remote-event kind's allocation and its re-initialisation of a kept task.
+/// A remote-event kind's allocation and its setters, in the three sets
+/// `DocaCtx::reuse_held_or_alloc` takes: its buffer, its operands (the event and an add's
+/// addend: a connection's held task serves every event of the peer) and its connection.
 ///
 /// # Safety
-/// Both functions set every parameter of a task of this kind (`alloc` through its
-/// `*_allocate_init`, `reinit` through its setters, on a task the caller owns).
+/// `alloc` sets every parameter of a task of this kind through its `*_allocate_init`, and the
+/// three setters together set every parameter of one (on a task the caller owns).
 unsafe trait RemoteTask: DocaTask {
     /// # Safety
-    /// A live, running context; `a` names a live connection, event and descriptor.
+    /// A live, running context; `conn`, `ev` and `buf` name a live connection, event and
+    /// descriptor; `ud` is the task's user data.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn alloc(
         rdma: *mut sys::doca_rdma,
-        a: Args,
+        conn: *mut sys::doca_rdma_connection,
+        ev: *mut sys::doca_sync_event_remote_net,
+        buf: *mut sys::doca_buf,
+        delta: u64,
         ud: sys::doca_data,
         task: &mut *mut Self::Task,
     ) -> sys::doca_error_t;
-    /// # Safety
-    /// `task` is a kept task of this kind (completed, ours); `a` as for `alloc`.
-    unsafe fn reinit(task: *mut Self::Task, a: Args);
+    /// # Safety (the three setters)
+    /// `task` is a task of this kind that DOCA does not own; the handles are live.
+    unsafe fn set_buf(task: *mut Self::Task, buf: *mut sys::doca_buf);
+    /// See [`set_buf`](RemoteTask::set_buf).
+    unsafe fn set_operands(task: *mut Self::Task, ev: *mut sys::doca_sync_event_remote_net, delta: u64);
+    /// See [`set_buf`](RemoteTask::set_buf).
+    unsafe fn set_conn(task: *mut Self::Task, conn: *mut sys::doca_rdma_connection);
 }
 
-/// Implements [`RemoteTask`] for one kind, as `lane_task!` does for the lanes: two closures in
-/// order, its `allocate_init` and its setters (closure syntax, so that rustfmt formats the
-/// invocations).
+/// Implements [`RemoteTask`] for one kind: its `allocate_init` (closure syntax, so that
+/// rustfmt formats the invocations), then its buffer, event, connection and (for an add)
+/// addend setters.
 macro_rules! remote_task {
-    ($kind:ty, |$rdma:ident, $a:ident, $ud:ident, $t:ident| $alloc:expr, |$rt:ident, $ra:ident| $reinit:block $(,)?) => {
+    (
+        $kind:ty,
+        |$rdma:ident, $conn:ident, $ev:ident, $buf:ident, $delta:ident, $ud:ident, $t:ident| $alloc:expr,
+        $set_buf:path, $set_ev:path, $set_conn:path $(, $set_delta:path)? $(,)?
+    ) => {
         // SAFETY: the calls are the kind's own `allocate_init` and its setters of every
         // parameter, on a task of this kind as the trait's contract requires.
         unsafe impl RemoteTask for $kind {
             unsafe fn alloc(
                 $rdma: *mut sys::doca_rdma,
-                $a: Args,
+                $conn: *mut sys::doca_rdma_connection,
+                $ev: *mut sys::doca_sync_event_remote_net,
+                $buf: *mut sys::doca_buf,
+                #[allow(unused_variables)] $delta: u64,
                 $ud: sys::doca_data,
                 $t: &mut *mut Self::Task,
             ) -> sys::doca_error_t {
                 // SAFETY: forwarded (the caller's contract).
                 unsafe { $alloc }
             }
-            unsafe fn reinit($rt: *mut Self::Task, $ra: Args) {
+            unsafe fn set_buf(task: *mut Self::Task, buf: *mut sys::doca_buf) {
                 // SAFETY: forwarded (the caller's contract).
-                unsafe { $reinit }
+                unsafe { $set_buf(task, buf) }
+            }
+            #[allow(unused_variables)]
+            unsafe fn set_operands(task: *mut Self::Task, ev: *mut sys::doca_sync_event_remote_net, delta: u64) {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe {
+                    $set_ev(task, ev);
+                    $($set_delta(task, delta);)?
+                }
+            }
+            unsafe fn set_conn(task: *mut Self::Task, conn: *mut sys::doca_rdma_connection) {
+                // SAFETY: forwarded (the caller's contract).
+                unsafe { $set_conn(task, conn) }
             }
         }
     };
@@ -116,36 +139,71 @@ macro_rules! remote_task {
 
 remote_task!(
     RnGet,
-    |rdma, a, ud, t| sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(rdma, a.conn, a.ev, a.buf, ud, t),
-    |t, a| {
-        sys::doca_rdma_task_remote_net_sync_event_get_set_sync_event(t, a.ev);
-        sys::doca_rdma_task_remote_net_sync_event_get_set_dst_buf(t, a.buf);
-        sys::doca_rdma_task_remote_net_sync_event_get_set_rdma_connection(t, a.conn);
-    }
+    |rdma, conn, ev, buf, delta, ud, t| sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(
+        rdma, conn, ev, buf, ud, t
+    ),
+    sys::doca_rdma_task_remote_net_sync_event_get_set_dst_buf,
+    sys::doca_rdma_task_remote_net_sync_event_get_set_sync_event,
+    sys::doca_rdma_task_remote_net_sync_event_get_set_rdma_connection,
 );
 remote_task!(
     RnSet,
-    |rdma, a, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
-        rdma, a.conn, a.ev, a.buf, ud, t
+    |rdma, conn, ev, buf, delta, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+        rdma, conn, ev, buf, ud, t
     ),
-    |t, a| {
-        sys::doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(t, a.ev);
-        sys::doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(t, a.buf);
-        sys::doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection(t, a.conn);
-    }
+    sys::doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf,
+    sys::doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event,
+    sys::doca_rdma_task_remote_net_sync_event_notify_set_set_rdma_connection,
 );
 remote_task!(
     RnAdd,
-    |rdma, a, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
-        rdma, a.conn, a.ev, a.buf, a.delta, ud, t
+    |rdma, conn, ev, buf, delta, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+        rdma, conn, ev, buf, delta, ud, t
     ),
-    |t, a| {
-        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(t, a.ev);
-        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(t, a.buf);
-        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(t, a.delta);
-        sys::doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection(t, a.conn);
-    }
+    sys::doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf,
+    sys::doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event,
+    sys::doca_rdma_task_remote_net_sync_event_notify_add_set_rdma_connection,
+    sys::doca_rdma_task_remote_net_sync_event_notify_add_set_add_data,
 );
+
+/// What a remote-event operation owns until DOCA is done with it: its scratch buffer and
+/// the event (kept open).
+type EventBuffers = (Buf, Rc<Handle>);
+
+/// A remote-event operation's request: its target and operands; the descriptor of its
+/// scratch is made from the buffers when the task is prepared (as the RDMA requests',
+/// `ops`).
+struct EventReq<'a> {
+    t: ops::Target<'a>,
+    /// The scratch is the value's source (a set), else the destination of the value DOCA
+    /// returns (a get, an add's previous value).
+    src: bool,
+    delta: u64,
+}
+
+impl<K: RemoteTask> HeldRequest<K, EventBuffers> for EventReq<'_> {
+    #[inline]
+    fn prepare(&mut self, slot: &TaskSlot, (scratch, ev): &EventBuffers) -> Alloc<K> {
+        let Self { t, src, delta } = *self;
+        let set = t.descs(slot);
+        // A source of exactly the value; a destination over all of the scratch.
+        let d = Desc::local(scratch);
+        let buf = if src { set.src(0, d.prefix(8))? } else { set.dst(0, d)? };
+        let (rdma, conn, ev) = (t.rdma, t.conn, ev.ptr);
+        // SAFETY: a live, running context, and a connection and an event the operation holds;
+        // `buf` describes memory the operation owns; the three setters set every field.
+        unsafe {
+            t.inner.ctx.reuse_held_or_alloc::<K>(
+                slot,
+                set.changed(),
+                |k| K::set_buf(k, buf),
+                |k| K::set_operands(k, ev, delta),
+                |k| K::set_conn(k, conn),
+                |k| K::alloc(rdma, conn, ev, buf, delta, slot.user_data(), k),
+            )
+        }
+    }
+}
 
 /// Configures the three task pools on an IDLE `rdma`.
 ///
@@ -252,30 +310,26 @@ impl Connection {
 impl RemoteEventOps<'_> {
     /// One operation of kind `K` on the event with `scratch` (checked: at least 8 bytes) as
     /// its 8-byte buffer, a source when `src` (the value is already in it) and otherwise the
-    /// destination of the value DOCA returns; `delta` is an add's addend. The task is one the
-    /// context kept from an earlier operation of the kind, re-initialised, or a fresh one.
-    async fn run<K: RemoteTask>(&self, op: &'static str, scratch: Buf, src: bool, delta: u64) -> (Result<()>, Buf) {
+    /// destination of the value DOCA returns; `delta` is an add's addend. It runs on a held
+    /// task of the connection, as its RDMA operations do (`rdma::ops`); a check that failed
+    /// gives the error and the scratch back. Not an `async fn`: inlined, the future is built
+    /// in its caller's state, not moved there (a copy of ~60 instructions per operation).
+    #[inline(always)]
+    fn op<K: RemoteTask>(
+        &self,
+        op: &'static str,
+        scratch: Buf,
+        src: bool,
+        delta: u64,
+    ) -> std::result::Result<EventOp<'_, K>, (Error, Buf)> {
         if scratch.len() < 8 {
-            return (Err(too_short(op, "the scratch buffer needs 8 bytes")), scratch);
+            return Err((too_short(op, "the scratch buffer needs 8 bytes"), scratch));
         }
-        let (conn, ev) = (self.conn.inner.conn, self.ev.h.ptr);
-        // A source of exactly the value; a destination over all of the scratch.
-        let d = Desc::local(&scratch);
-        let d = if src { d.prefix(8) } else { d };
-        let keep = (scratch, self.ev.h.clone());
-        let inner = &*self.conn.inner.rdma;
-        let (r, (scratch, _)) = inner
-            .run::<K, _, _>(op, Some(self.conn.id()), 8, keep, |rdma, set, slot| {
-                let buf = if src { set.src(0, d)? } else { set.dst(0, d)? };
-                let a = Args { conn, ev, buf, delta };
-                // SAFETY: a live, running context, and a connection and an event `self` holds;
-                // `buf` describes memory the operation owns; `reinit` sets every field.
-                unsafe {
-                    inner.ctx.reuse_or_alloc::<K>(slot, |t| K::reinit(t, a), |t| K::alloc(rdma, a, slot.user_data(), t))
-                }
-            })
-            .await;
-        (r.map(drop), scratch)
+        let t = match self.conn.target(op) {
+            Ok(t) => t,
+            Err(e) => return Err((e, scratch)),
+        };
+        Ok(self.conn.inner.op::<K, _, _>(op, 8, EventReq { t, src, delta }, (scratch, self.ev.h.clone())))
     }
 
     /// Reads the peer's counter.
@@ -284,8 +338,10 @@ impl RemoteEventOps<'_> {
     /// `scratch` shorter than 8 bytes ([`ErrorKind::InvalidArgument`]); an event of another
     /// process than this connection's peer ([`ErrorKind::PermissionDenied`]).
     pub async fn get(&self, scratch: Buf) -> (Result<u64>, Buf) {
-        let (r, scratch) = self.run::<RnGet>("rdma.remote_event.get", scratch, false, 0).await;
-        (r.map(|()| scratch.read_u64(0)), scratch)
+        match self.op::<RnGet>("rdma.remote_event.get", scratch, false, 0) {
+            Ok(f) => value(f.await),
+            Err((e, scratch)) => (Err(e), scratch),
+        }
     }
 
     /// Sets the peer's counter to `value` (waking its waiters).
@@ -293,14 +349,30 @@ impl RemoteEventOps<'_> {
         if scratch.len() >= 8 {
             scratch.write_u64(0, value);
         }
-        self.run::<RnSet>("rdma.remote_event.set", scratch, true, 0).await
+        match self.op::<RnSet>("rdma.remote_event.set", scratch, true, 0) {
+            Ok(f) => {
+                let (r, (scratch, _)) = f.await;
+                (r.map(drop), scratch)
+            }
+            Err((e, scratch)) => (Err(e), scratch),
+        }
     }
 
     /// Adds `delta` to the peer's counter (waking its waiters); returns the previous value.
     pub async fn add(&self, delta: u64, scratch: Buf) -> (Result<u64>, Buf) {
-        let (r, scratch) = self.run::<RnAdd>("rdma.remote_event.add", scratch, false, delta).await;
-        (r.map(|()| scratch.read_u64(0)), scratch)
+        match self.op::<RnAdd>("rdma.remote_event.add", scratch, false, delta) {
+            Ok(f) => value(f.await),
+            Err((e, scratch)) => (Err(e), scratch),
+        }
     }
+}
+
+/// The future of a remote-event operation of kind `K`.
+type EventOp<'a, K> = HeldOp<'a, K, EventReq<'a>, EventBuffers>;
+
+/// The value DOCA wrote into the scratch of a get or an add, with the scratch.
+fn value((r, (scratch, _)): (Result<TaskOutput>, EventBuffers)) -> (Result<u64>, Buf) {
+    (r.map(|_| scratch.read_u64(0)), scratch)
 }
 
 // Not under Miri: RDMA over the provider (see `rdma::tests`).
@@ -311,8 +383,8 @@ mod tests {
     use crate::Access;
 
     /// Rounds of set, add and get through one connection give the right values, and each
-    /// kind's completed task is kept and taken again: one kept task of each kind at the end,
-    /// not one allocation per operation.
+    /// kind runs on one held task of the connection, taken again by every round: one idle
+    /// group with its task per kind at the end, no task kept by the context.
     #[test]
     fn operations_reuse_their_kinds_tasks() {
         crate::testkit::runtime()
@@ -333,9 +405,47 @@ mod tests {
                     scratch = s;
                 }
                 let rec = a.ctx_record();
-                assert_eq!((rec.kept_of::<RnGet>(), rec.kept_of::<RnSet>(), rec.kept_of::<RnAdd>()), (1, 1, 1));
+                assert_eq!((rec.kept_of::<RnGet>(), rec.kept_of::<RnSet>(), rec.kept_of::<RnAdd>()), (0, 0, 0));
+                let pool = &to_b.inner.pool;
+                assert_eq!([pool.idle_of::<RnGet>(), pool.idle_of::<RnSet>(), pool.idle_of::<RnAdd>()], [(1, 1); 3]);
                 Ok::<_, crate::Error>(())
             })
             .unwrap();
+    }
+
+    /// An add dropped in flight still happens: its held task is abandoned with the scratch
+    /// and the event, which the completion gives back; the connection's next add takes a
+    /// new group (the abandoned one is not reused).
+    #[test]
+    fn an_operation_dropped_in_flight_keeps_its_buffer_until_its_completion() {
+        let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).inline_progress(false).build().unwrap();
+        rt.block_on(async {
+            let dev = Device::open_default()?;
+            let (_a, _b, to_b, _to_a) = crate::testkit::rdma_pair(&dev).await?;
+            let ev = SyncEvent::builder(&dev).publisher(Location::RemoteNet).build().await?;
+            let remote = RemoteEvent::open(&dev, &ev.export()?)?;
+            let ops = to_b.remote_event(&remote);
+            let mem = dev.alloc(8, Access::LOCAL_READ_WRITE)?;
+            let handles = mem.handles();
+            {
+                let mut add = Box::pin(ops.add(5, mem.buf()));
+                assert!(crate::rdma::tests::poll_once(&mut add).is_pending(), "in flight (no inline progress)");
+                assert_eq!(mem.handles(), handles + 1);
+            }
+            assert_eq!(mem.handles(), handles + 1, "the abandoned task keeps the scratch");
+            ev.wait_eq(5).await?;
+            for _ in 0..1000 {
+                if mem.handles() == handles {
+                    break;
+                }
+                crate::executor::yield_now().await;
+            }
+            assert_eq!(mem.handles(), handles, "given back with the completion");
+            let (old, _) = ops.add(1, mem.buf()).await;
+            assert_eq!(old?, 5);
+            assert_eq!(to_b.inner.pool.idle_of::<RnAdd>().0, 1, "one idle group: the new one");
+            Ok::<_, crate::Error>(())
+        })
+        .unwrap();
     }
 }
