@@ -27,6 +27,12 @@
 //! * After the skipped waits, the next one spins again. Each [`CATCH_STREAK`] catches in a
 //!   row halve the backoff, down to 0 (a run-out then skips one wait).
 //!
+//! The poll that submits the operation and the later ones learn apart (an executor keeps
+//! a rule for each). A task that posts a receive ahead (`poll_once`, then its send) and
+//! awaits it afterwards runs out the posting polls' spins, and so stops spinning there, while
+//! its await, a later poll once the request is out, still spins and catches the answer: the
+//! pattern of a C program that keeps its receives posted.
+//!
 //! The price is bounded. A task that always posts ahead loses one spin (at most
 //! [`SPIN_INLINE_ROUNDS`](super::local::SPIN_INLINE_ROUNDS) progress calls) per
 //! [`MAX_BACKOFF`] waits, once a dozen run-outs have grown the backoff. A task that mixes

@@ -295,7 +295,8 @@ where
                 format!("{}: operation future polled after completion", self.op),
             )));
         };
-        if !sub.submitted() {
+        let submitted_now = !sub.submitted();
+        if submitted_now {
             let alloc = self.alloc.as_mut().expect("allocation present until submitted");
             // The fast path: many tasks complete at once (the completion is queued at
             // submit and delivered by the next progress); when this poll may progress the
@@ -323,7 +324,7 @@ where
         // spins for such waits did not run out: its task may be about to send what
         // completes it, or poll it among others (`join!`, `select!`).
         let done = || slot.is_done();
-        let waited = !done() && self.core.spin_inline_for(K::REMOTE, K::POSTED_AHEAD, done);
+        let waited = !done() && self.core.spin_inline_for(K::REMOTE, K::POSTED_AHEAD, submitted_now, done);
         if !waited && slot.poll_done(self.core, cx).is_pending() {
             return Poll::Pending;
         }

@@ -400,8 +400,8 @@ impl<K: DocaTask, A: HeldRequest<K, B>, B: 'static> HeldOp<'_, K, A, B> {
     /// `Ready(Err)` when the operation failed (its group given back). Out of line, returning
     /// one word (as `TaskFuture::poll_completion`).
     fn poll_completion(&mut self, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        match self.stage {
-            Stage::InFlight => {}
+        let submitted_now = match self.stage {
+            Stage::InFlight => false,
             Stage::Over => {
                 return Poll::Ready(Err(Error::new(
                     ErrorKind::BadState,
@@ -417,15 +417,16 @@ impl<K: DocaTask, A: HeldRequest<K, B>, B: 'static> HeldOp<'_, K, A, B> {
                         // The group's waker is not set yet, so the callback wakes nobody.
                         self.core.progress_inline(INLINE_PROGRESS, || rec.state() == HeldState::Done);
                     }
+                    true
                 }
             },
-        }
+        };
         let group = self.group.as_deref().expect("a submitted operation has its group");
         let rec = group.first();
         let done = || rec.state() == HeldState::Done;
         // As a slot's operation (see `TaskFuture::poll_completion`): wait here if the
-        // executor would only spin for it.
-        let waited = !done() && self.core.spin_inline_for(K::REMOTE, K::POSTED_AHEAD, done);
+        // executor would only spin for it (a posted-ahead kind as its spins taught it).
+        let waited = !done() && self.core.spin_inline_for(K::REMOTE, K::POSTED_AHEAD, submitted_now, done);
         if !waited && group.poll_done(self.core, rec, cx).is_pending() {
             return Poll::Pending;
         }

@@ -329,8 +329,9 @@ pub(crate) struct Core {
     /// ([`SpinKind::Yielding`]); same floor.
     pub(crate) learned_yield: LearnedSpin,
     /// Whether a posted-ahead operation (a receive, a wait) may spin in its poll, as this
-    /// executor's spins for them taught it (see `posted_ahead`).
-    posted_ahead: PostedAheadSpin,
+    /// executor's spins for them taught it (see `posted_ahead`): in a later poll (index 0),
+    /// in the poll that submitted it (index 1).
+    posted_ahead: [PostedAheadSpin; 2],
     closing: Cell<bool>,
     pe_alive: Cell<bool>,
     arm_error_reported: Cell<bool>,
@@ -407,7 +408,7 @@ impl Core {
             spun_out: Cell::new(false),
             learned_spin: LearnedSpin::new(SpinKind::Busy, adaptive_floor),
             learned_yield: LearnedSpin::new(SpinKind::Yielding, adaptive_floor),
-            posted_ahead: PostedAheadSpin::default(),
+            posted_ahead: Default::default(),
             closing: Cell::new(false),
             pe_alive: Cell::new(true),
             arm_error_reported: Cell::new(false),

@@ -144,22 +144,30 @@ impl Core {
     /// ([`spin_inline`](Core::spin_inline)) for most kinds; for a kind posted ahead of what
     /// completes it (`DocaTask::POSTED_AHEAD`: a receive, a sync-event wait), the same spin
     /// only where this executor's earlier spins for such waits say the task is not about to
-    /// send what completes it (`posted_ahead`); never for an offloaded command
-    /// (`DocaTask::REMOTE`, see there). Returns whether `done()`.
+    /// send what completes it (`posted_ahead`), learned apart for the poll that submitted
+    /// the operation (`submitted_now`) and for the later ones; never for an offloaded
+    /// command (`DocaTask::REMOTE`, see there). Returns whether `done()`.
     // Inlined into the futures' poll, where the kind's constants fold it to one of its arms.
     #[inline(always)]
-    pub(crate) fn spin_inline_for(&self, remote: bool, posted_ahead: bool, done: impl Fn() -> bool) -> bool {
+    pub(crate) fn spin_inline_for(
+        &self,
+        remote: bool,
+        posted_ahead: bool,
+        submitted_now: bool,
+        done: impl Fn() -> bool,
+    ) -> bool {
         if remote || self.config.idle == IdleMode::Event {
             return false;
         }
         if !posted_ahead {
             return self.spin_inline_spinning(done) == Spun::Caught;
         }
-        if !self.posted_ahead.admit() {
+        let rule = &self.posted_ahead[usize::from(submitted_now)];
+        if !rule.admit() {
             return false;
         }
         let spun = self.spin_inline_spinning(done);
-        self.posted_ahead.learn(spun);
+        rule.learn(spun);
         spun == Spun::Caught
     }
 
