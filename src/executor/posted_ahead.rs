@@ -6,8 +6,9 @@
 //! A task that awaits its operation at once and that the executor would only spin for waits
 //! in its own poll (`Core::spin_inline`): the completion is taken without the wake-up, the
 //! run queue and the re-poll. For a receive that is the two-sided round trip's last step, and
-//! the spin is worth ~25 ns of it (`send_lat` async − raw +50 → +18..28 ns, `write_imm_lat`
-//! +50..60 → +32, side by side on the 2-CPU VM, `docs/cost.md`).
+//! the spin is worth ~25 ns of it: side by side on the 2-CPU VM, with this rule, `send_lat`
+//! async − raw +60/+65 → +28/+35 ns (1 process / 2), `write_imm_lat` +60/+50 → +45/+40,
+//! `comch_fast_lat` +60 → +40 (`docs/cost.md`, "Thirty-first session").
 //!
 //! But a receive is often posted *ahead*: polled once, or among other futures (`join!`,
 //! `select!` with a timeout), and then its task sends the request its peer answers. A spin

@@ -895,3 +895,49 @@ fn a_push_into_a_full_window_that_waits_and_is_dropped_loses_no_result() {
         })
         .unwrap();
 }
+
+/// A receive posted ahead (polled once, then the send its answer needs) with the peer on
+/// the same executor: the posting poll's spin runs out, since the peer waits for that send,
+/// so the executor backs off spinning in the polls that post; the awaits (later polls) keep
+/// their own rule, and every round trip completes with the right message.
+#[test]
+fn a_receive_posted_ahead_teaches_its_executor_not_to_spin_where_it_posts() {
+    use crate::executor::local::with_current;
+    use crate::IdleMode;
+    const ROUNDS: u64 = 16;
+    let rt = crate::Runtime::builder().cpus("0".parse().unwrap()).idle(IdleMode::Polling).build().unwrap();
+    // On the worker: a `block_on` executor never spins in a task's poll.
+    let on_worker = rt.spawn_on(0, || async {
+        let dev = Device::open_default()?;
+        let (a, b, ab, ba) = crate::testkit::rdma_pair(&dev).await?;
+        let (ma, mb) = (dev.alloc(16, Access::LOCAL_READ_WRITE)?, dev.alloc(16, Access::LOCAL_READ_WRITE)?);
+        let peer = crate::spawn_local(async move {
+            for i in 0..ROUNDS {
+                let (r, got) = b.recv(mb.slice(0..8)).await;
+                r?;
+                assert_eq!(got.read_u64(0), i);
+                let mut answer = mb.slice(8..16);
+                answer.write_u64(0, i + 100);
+                ba.send(answer).await.0?;
+            }
+            Ok::<_, crate::Error>(())
+        });
+        for i in 0..ROUNDS {
+            let mut recv = a.recv(ma.slice(0..8));
+            assert!(poll_once(&mut recv).is_pending(), "round {i}: the answer needs the send below");
+            let mut request = ma.slice(8..16);
+            request.write_u64(0, i);
+            ab.send(request).await.0?;
+            let (r, got) = recv.await;
+            r?;
+            assert_eq!(got.read_u64(0), i + 100);
+        }
+        peer.await??;
+        let (posting, later) =
+            with_current(|core| (core.posted_ahead_backoff(true), core.posted_ahead_backoff(false))).unwrap();
+        assert!(posting >= 2, "the posting polls' spins ran out and grew the backoff: {posting}");
+        assert_eq!(later, 0, "the awaits found the peer runnable or caught the answer: {later}");
+        Ok::<_, crate::Error>(())
+    });
+    rt.block_on(on_worker.unwrap()).unwrap().unwrap();
+}

@@ -84,7 +84,7 @@ pub unsafe trait DocaTask: 'static {
     /// assumes the task has nothing else to do) then holds the send the answer waits for
     /// until the spin gives up: a Comch fast-path ping-pong that posts with `poll_once`
     /// measured ~60 µs per message, against 5 µs raw. Without the spin, a task that awaits
-    /// a receive at once pays a wake-up: `send_lat` async − raw +50 against +18..28 ns.
+    /// a receive at once pays a wake-up: `send_lat` async − raw +60/+65 ns against +28/+35.
     ///
     /// So such a future spins in its poll only where the executor's earlier spins for
     /// posted-ahead operations caught their completions, and backs off where they ran out

@@ -171,6 +171,13 @@ impl Core {
         spun == Spun::Caught
     }
 
+    /// The backoff of the posted-ahead rule of the polls that submit (`submitted_now`) or
+    /// of the later ones (the tests' view).
+    #[cfg(test)]
+    pub(crate) fn posted_ahead_backoff(&self, submitted_now: bool) -> u32 {
+        self.posted_ahead[usize::from(submitted_now)].backoff()
+    }
+
     fn spin_inline_spinning(&self, done: impl Fn() -> bool) -> Spun {
         let budget = match self.config.idle {
             IdleMode::Adaptive(_) => match self.learned_spin.budget() {
