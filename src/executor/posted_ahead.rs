@@ -32,7 +32,9 @@
 //! a rule for each). A task that posts a receive ahead (`poll_once`, then its send) and
 //! awaits it afterwards runs out the posting polls' spins, and so stops spinning there, while
 //! its await, a later poll once the request is out, still spins and catches the answer: the
-//! pattern of a C program that keeps its receives posted.
+//! pattern of a C program that keeps its receives posted. A batch of receives (receive
+//! lanes, a `RecvWindow`) waits for its oldest under the later polls' rule: its operations
+//! were posted before the wait.
 //!
 //! The price is bounded. A task that always posts ahead loses one spin (at most
 //! [`SPIN_INLINE_ROUNDS`](super::local::SPIN_INLINE_ROUNDS) progress calls) per

@@ -85,6 +85,9 @@ pub(crate) struct LaneKind {
     /// data) rather than writes them (a destination starts empty).
     pub(crate) local_source: bool,
     pub(crate) remote: Remote,
+    /// The task type's [`DocaTask::POSTED_AHEAD`] (a receive): its wait spins in the poll
+    /// only as the executor's spins for such waits taught it.
+    pub(crate) posted_ahead: bool,
     /// `HeldGroup::new` for the kind's DOCA task type.
     pub(crate) group: fn(&Rc<CtxRecord>, usize) -> Rc<HeldGroup>,
     /// [`LaneTask::alloc`], returning the task and its `doca_task`.
@@ -109,6 +112,7 @@ impl LaneKind {
             again: Again::Room,
             local_source,
             remote,
+            posted_ahead: <L::Kind as DocaTask>::POSTED_AHEAD,
             group: HeldGroup::new::<L::Kind>,
             alloc: alloc_erased::<L>,
             repoint: repoint_erased::<L>,

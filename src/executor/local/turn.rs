@@ -106,14 +106,22 @@ impl Core {
 
     /// The wait of a batch (a window's, the lanes') for its oldest operation from its own
     /// poll: the batch's inline progress, then, if the oldest is still in flight, the inline
-    /// spin ([`spin_inline`](Core::spin_inline)). Returns whether `oldest_done()`; if not,
-    /// the caller registers its waker (after the spin, so that a completion the spin
-    /// delivered wakes nobody).
+    /// spin ([`spin_inline`](Core::spin_inline)); for a batch of receives (`posted_ahead`)
+    /// the spin only as the executor's later-poll rule for posted-ahead waits allows
+    /// ([`spin_inline_for`](Core::spin_inline_for): the batch's operations were submitted
+    /// before this wait). Returns whether `oldest_done()`; if not, the caller registers its
+    /// waker (after the spin, so that a completion the spin delivered wakes nobody).
     // Always inlined: left to LLVM, it went out of line in the lanes' `poll_next` once the
     // window called it too (`op_cost lane` +22).
     #[inline(always)]
-    pub(crate) fn wait_batch_inline(&self, in_flight: usize, oldest_done: impl Fn() -> bool) -> bool {
-        (self.progress_batch_inline(in_flight) && oldest_done()) || self.spin_inline(oldest_done)
+    pub(crate) fn wait_batch_inline(
+        &self,
+        in_flight: usize,
+        posted_ahead: bool,
+        oldest_done: impl Fn() -> bool,
+    ) -> bool {
+        (self.progress_batch_inline(in_flight) && oldest_done())
+            || self.spin_inline_for(false, posted_ahead, false, oldest_done)
     }
 
     /// The wait of a task whose operation is in flight and that the executor would only
@@ -156,11 +164,14 @@ impl Core {
         submitted_now: bool,
         done: impl Fn() -> bool,
     ) -> bool {
-        if remote || self.config.idle == IdleMode::Event {
+        if remote {
             return false;
         }
         if !posted_ahead {
-            return self.spin_inline_spinning(done) == Spun::Caught;
+            return self.spin_inline(done);
+        }
+        if self.config.idle == IdleMode::Event {
+            return false;
         }
         let rule = &self.posted_ahead[usize::from(submitted_now)];
         if !rule.admit() {
