@@ -107,8 +107,6 @@ pub(super) struct LaneRing<'a> {
     /// Whether the kind's AGAIN comes from the peer ([`Again::Peer`]): a flag, not the
     /// kind's enum, for the submit's hot path.
     peer_again: bool,
-    /// The kind's `posted_ahead` (a receive), beside `peer_again` for the wait's hot path.
-    posted_ahead: bool,
     pub(super) kind: &'static LaneKind,
     group: Rc<HeldGroup>,
     /// The memory and descriptors; taken out only by `Drop`, which hands it to the group.
@@ -213,7 +211,6 @@ impl<'a> LaneRing<'a> {
             conn: host.conn,
             peer: host.peer,
             peer_again: matches!(kind.again, Again::Peer { .. }),
-            posted_ahead: kind.posted_ahead,
             kind,
             group,
             mem: ManuallyDrop::new(mem),
@@ -452,7 +449,7 @@ impl<'a> LaneRing<'a> {
             HeldState::Idle => return Poll::Pending,
             HeldState::InFlight => {}
         }
-        if self.core.wait_batch_inline(self.len, self.posted_ahead, || rec.state() == HeldState::Done) {
+        if self.core.wait_batch_inline(self.len, self.kind.posted_ahead, || rec.state() == HeldState::Done) {
             return Poll::Ready(());
         }
         self.group.poll_done(self.core, rec, cx)

@@ -34,7 +34,8 @@ use crate::mem::descriptors::{Desc, Descs};
 use crate::mem::{Buf, RemoteSlice};
 use crate::sys;
 
-type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
+/// What preparing a task of kind `K` gives: the task, or DOCA's error.
+pub(super) type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
 
 /// Which operation a window's push or a lane submits (the atomics only through lanes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +62,21 @@ impl Kind {
             Kind::Recv => "rdma.recv",
             Kind::FetchAdd => "rdma.fetch_add",
             Kind::CmpSwp => "rdma.compare_swap",
+        }
+    }
+
+    /// Whether the kind's task type is posted ahead of what completes it
+    /// ([`DocaTask::POSTED_AHEAD`]: a receive), for a window's wait.
+    pub(super) const fn posted_ahead(self) -> bool {
+        match self {
+            Kind::Write => Write::POSTED_AHEAD,
+            Kind::WriteImm => WriteImm::POSTED_AHEAD,
+            Kind::Read => Read::POSTED_AHEAD,
+            Kind::Send => SendTask::POSTED_AHEAD,
+            Kind::SendImm => SendImm::POSTED_AHEAD,
+            Kind::Recv => Recv::POSTED_AHEAD,
+            Kind::FetchAdd => FetchAdd::POSTED_AHEAD,
+            Kind::CmpSwp => CmpSwp::POSTED_AHEAD,
         }
     }
 }
@@ -364,7 +380,7 @@ impl RecvReq<'_> {
     #[inline(always)]
     pub(super) fn recv(&self, slot: &TaskSlot, dst: &Buf) -> Alloc<Recv> {
         let Self { t } = *self;
-        let set = Descs::new(&t.inner.inv, slot.descs());
+        let set = t.descs(slot);
         let d = set.dst(0, Desc::local(dst))?;
         // SAFETY: a receive's one field is its destination; live context; `d` describes
         // memory the operation owns until the task is done.
@@ -387,62 +403,29 @@ impl RecvReq<'_> {
 // The requests of operation futures: their descriptors are made from the buffers the future
 // owns, at each preparation, rather than carried in the future (64 bytes fewer per future,
 // built and copied once less per operation). A window calls the same methods with its push's
-// buffers.
-
-impl HeldRequest<SendTask, Buf> for SendReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, src: &Buf) -> Alloc<SendTask> {
-        self.send(slot, src)
-    }
+// buffers. Each line: the request, the task kind, the future's buffers, and the method that
+// prepares the task from them.
+macro_rules! held_requests {
+    ($($req:ident: $kind:ty, $bufs:ty, |$r:ident, $slot:ident, $pat:pat_param| $prepare:expr;)*) => {$(
+        impl HeldRequest<$kind, $bufs> for $req<'_> {
+            #[inline(always)]
+            fn prepare(&mut self, $slot: &TaskSlot, $pat: &$bufs) -> Alloc<$kind> {
+                let $r = &*self;
+                $prepare
+            }
+        }
+    )*};
 }
 
-impl HeldRequest<SendImm, Buf> for SendReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, src: &Buf) -> Alloc<SendImm> {
-        self.send_imm(slot, src)
-    }
-}
-
-impl HeldRequest<Write, (Buf, RemoteSlice)> for WriteReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, (src, dst): &(Buf, RemoteSlice)) -> Alloc<Write> {
-        self.write(slot, src, dst)
-    }
-}
-
-impl HeldRequest<WriteImm, (Buf, RemoteSlice)> for WriteReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, (src, dst): &(Buf, RemoteSlice)) -> Alloc<WriteImm> {
-        self.write_imm(slot, src, dst)
-    }
-}
-
-impl HeldRequest<Read, (Buf, RemoteSlice)> for ReadReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, (dst, src): &(Buf, RemoteSlice)) -> Alloc<Read> {
-        self.read(slot, src, dst)
-    }
-}
-
-impl HeldRequest<CmpSwp, (Buf, RemoteSlice)> for AtomicReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, (result, dst): &(Buf, RemoteSlice)) -> Alloc<CmpSwp> {
-        self.compare_swap(slot, dst, result)
-    }
-}
-
-impl HeldRequest<FetchAdd, (Buf, RemoteSlice)> for AtomicReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, (result, dst): &(Buf, RemoteSlice)) -> Alloc<FetchAdd> {
-        self.fetch_add(slot, dst, result)
-    }
-}
-
-impl HeldRequest<Recv, Buf> for RecvReq<'_> {
-    #[inline(always)]
-    fn prepare(&mut self, slot: &TaskSlot, dst: &Buf) -> Alloc<Recv> {
-        self.recv(slot, dst)
-    }
+held_requests! {
+    SendReq: SendTask, Buf, |r, slot, src| r.send(slot, src);
+    SendReq: SendImm, Buf, |r, slot, src| r.send_imm(slot, src);
+    WriteReq: Write, (Buf, RemoteSlice), |r, slot, (src, dst)| r.write(slot, src, dst);
+    WriteReq: WriteImm, (Buf, RemoteSlice), |r, slot, (src, dst)| r.write_imm(slot, src, dst);
+    ReadReq: Read, (Buf, RemoteSlice), |r, slot, (dst, src)| r.read(slot, src, dst);
+    AtomicReq: CmpSwp, (Buf, RemoteSlice), |r, slot, (result, dst)| r.compare_swap(slot, dst, result);
+    AtomicReq: FetchAdd, (Buf, RemoteSlice), |r, slot, (result, dst)| r.fetch_add(slot, dst, result);
+    RecvReq: Recv, Buf, |r, slot, dst| r.recv(slot, dst);
 }
 
 /// One operation on a connection, of kind `K1` or `K2` (`write` or `write_imm`, ...), with

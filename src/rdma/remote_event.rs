@@ -44,8 +44,6 @@ use crate::ext::{DocaTask, TaskOutput, TaskSlot};
 use crate::mem::Buf;
 use crate::sys;
 
-type Alloc<K> = std::result::Result<*mut <K as DocaTask>::Task, sys::doca_error_t>;
-
 // The three kinds run on the connection's held tasks, as the RDMA operations do (their
 // `DocaTask::REUSE` indices, after those of the operations, name them in its pool); a task
 // kept by the context is re-initialised in every field (`RemoteTask`'s three setters).
@@ -71,6 +69,11 @@ task_kind!(
 /// `alloc` sets every parameter of a task of this kind through its `*_allocate_init`, and the
 /// three setters together set every parameter of one (on a task the caller owns).
 unsafe trait RemoteTask: DocaTask {
+    /// Whether the scratch buffer is the value's source (a set: the value is in it before
+    /// the operation), else the destination of the value DOCA returns (a get, an add's
+    /// previous value).
+    const SOURCE: bool;
+
     /// # Safety
     /// A live, running context; `conn`, `ev` and `buf` name a live connection, event and
     /// descriptor; `ud` is the task's user data.
@@ -93,18 +96,20 @@ unsafe trait RemoteTask: DocaTask {
     unsafe fn set_conn(task: *mut Self::Task, conn: *mut sys::doca_rdma_connection);
 }
 
-/// Implements [`RemoteTask`] for one kind: its `allocate_init` (closure syntax, so that
-/// rustfmt formats the invocations), then its buffer, event, connection and (for an add)
-/// addend setters.
+/// Implements [`RemoteTask`] for one kind: whether its scratch is a source, its
+/// `allocate_init` (closure syntax, so that rustfmt formats the invocations), then its buffer,
+/// event, connection and (for an add) addend setters.
 macro_rules! remote_task {
     (
         $kind:ty,
+        source: $source:literal,
         |$rdma:ident, $conn:ident, $ev:ident, $buf:ident, $delta:ident, $ud:ident, $t:ident| $alloc:expr,
         $set_buf:path, $set_ev:path, $set_conn:path $(, $set_delta:path)? $(,)?
     ) => {
         // SAFETY: the calls are the kind's own `allocate_init` and its setters of every
         // parameter, on a task of this kind as the trait's contract requires.
         unsafe impl RemoteTask for $kind {
+            const SOURCE: bool = $source;
             unsafe fn alloc(
                 $rdma: *mut sys::doca_rdma,
                 $conn: *mut sys::doca_rdma_connection,
@@ -139,6 +144,7 @@ macro_rules! remote_task {
 
 remote_task!(
     RnGet,
+    source: false,
     |rdma, conn, ev, buf, delta, ud, t| sys::doca_rdma_task_remote_net_sync_event_get_allocate_init(
         rdma, conn, ev, buf, ud, t
     ),
@@ -148,6 +154,7 @@ remote_task!(
 );
 remote_task!(
     RnSet,
+    source: true,
     |rdma, conn, ev, buf, delta, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
         rdma, conn, ev, buf, ud, t
     ),
@@ -157,6 +164,7 @@ remote_task!(
 );
 remote_task!(
     RnAdd,
+    source: false,
     |rdma, conn, ev, buf, delta, ud, t| sys::doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
         rdma, conn, ev, buf, delta, ud, t
     ),
@@ -170,25 +178,22 @@ remote_task!(
 /// the event (kept open).
 type EventBuffers = (Buf, Rc<Handle>);
 
-/// A remote-event operation's request: its target and operands; the descriptor of its
+/// A remote-event operation's request: its target and operand; the descriptor of its
 /// scratch is made from the buffers when the task is prepared (as the RDMA requests',
 /// `ops`).
 struct EventReq<'a> {
     t: ops::Target<'a>,
-    /// The scratch is the value's source (a set), else the destination of the value DOCA
-    /// returns (a get, an add's previous value).
-    src: bool,
     delta: u64,
 }
 
 impl<K: RemoteTask> HeldRequest<K, EventBuffers> for EventReq<'_> {
     #[inline]
-    fn prepare(&mut self, slot: &TaskSlot, (scratch, ev): &EventBuffers) -> Alloc<K> {
-        let Self { t, src, delta } = *self;
+    fn prepare(&mut self, slot: &TaskSlot, (scratch, ev): &EventBuffers) -> ops::Alloc<K> {
+        let Self { t, delta } = *self;
         let set = t.descs(slot);
         // A source of exactly the value; a destination over all of the scratch.
         let d = Desc::local(scratch);
-        let buf = if src { set.src(0, d.prefix(8))? } else { set.dst(0, d)? };
+        let buf = if K::SOURCE { set.src(0, d.prefix(8))? } else { set.dst(0, d)? };
         let (rdma, conn, ev) = (t.rdma, t.conn, ev.ptr);
         // SAFETY: a live, running context, and a connection and an event the operation holds;
         // `buf` describes memory the operation owns; the three setters set every field.
@@ -309,8 +314,7 @@ impl Connection {
 
 impl RemoteEventOps<'_> {
     /// One operation of kind `K` on the event with `scratch` (checked: at least 8 bytes) as
-    /// its 8-byte buffer, a source when `src` (the value is already in it) and otherwise the
-    /// destination of the value DOCA returns; `delta` is an add's addend. It runs on a held
+    /// its 8-byte buffer (`RemoteTask::SOURCE` says which way); `delta` is an add's addend. It runs on a held
     /// task of the connection, as its RDMA operations do (`rdma::ops`); a check that failed
     /// gives the error and the scratch back. Not an `async fn`: inlined, the future is built
     /// in its caller's state, not moved there (a copy of ~60 instructions per operation).
@@ -319,7 +323,6 @@ impl RemoteEventOps<'_> {
         &self,
         op: &'static str,
         scratch: Buf,
-        src: bool,
         delta: u64,
     ) -> std::result::Result<EventOp<'_, K>, (Error, Buf)> {
         if scratch.len() < 8 {
@@ -329,7 +332,7 @@ impl RemoteEventOps<'_> {
             Ok(t) => t,
             Err(e) => return Err((e, scratch)),
         };
-        Ok(self.conn.inner.op::<K, _, _>(op, 8, EventReq { t, src, delta }, (scratch, self.ev.h.clone())))
+        Ok(self.conn.inner.op::<K, _, _>(op, 8, EventReq { t, delta }, (scratch, self.ev.h.clone())))
     }
 
     /// Reads the peer's counter.
@@ -338,7 +341,7 @@ impl RemoteEventOps<'_> {
     /// `scratch` shorter than 8 bytes ([`ErrorKind::InvalidArgument`]); an event of another
     /// process than this connection's peer ([`ErrorKind::PermissionDenied`]).
     pub async fn get(&self, scratch: Buf) -> (Result<u64>, Buf) {
-        match self.op::<RnGet>("rdma.remote_event.get", scratch, false, 0) {
+        match self.op::<RnGet>("rdma.remote_event.get", scratch, 0) {
             Ok(f) => value(f.await),
             Err((e, scratch)) => (Err(e), scratch),
         }
@@ -349,7 +352,7 @@ impl RemoteEventOps<'_> {
         if scratch.len() >= 8 {
             scratch.write_u64(0, value);
         }
-        match self.op::<RnSet>("rdma.remote_event.set", scratch, true, 0) {
+        match self.op::<RnSet>("rdma.remote_event.set", scratch, 0) {
             Ok(f) => {
                 let (r, (scratch, _)) = f.await;
                 (r.map(drop), scratch)
@@ -360,7 +363,7 @@ impl RemoteEventOps<'_> {
 
     /// Adds `delta` to the peer's counter (waking its waiters); returns the previous value.
     pub async fn add(&self, delta: u64, scratch: Buf) -> (Result<u64>, Buf) {
-        match self.op::<RnAdd>("rdma.remote_event.add", scratch, false, delta) {
+        match self.op::<RnAdd>("rdma.remote_event.add", scratch, delta) {
             Ok(f) => value(f.await),
             Err((e, scratch)) => (Err(e), scratch),
         }
@@ -434,13 +437,8 @@ mod tests {
             }
             assert_eq!(mem.handles(), handles + 1, "the abandoned task keeps the scratch");
             ev.wait_eq(5).await?;
-            for _ in 0..1000 {
-                if mem.handles() == handles {
-                    break;
-                }
-                crate::executor::yield_now().await;
-            }
-            assert_eq!(mem.handles(), handles, "given back with the completion");
+            // Given back with the completion.
+            crate::rdma::tests::until(|| mem.handles() == handles).await;
             let (old, _) = ops.add(1, mem.buf()).await;
             assert_eq!(old?, 5);
             assert_eq!(to_b.inner.pool.idle_of::<RnAdd>().0, 1, "one idle group: the new one");

@@ -543,7 +543,7 @@ fn assert_landed(target: &Memory, n: usize, base: u64) {
 }
 
 /// Yields until `cond` holds (at most 1000 times), then asserts it.
-async fn until(cond: impl Fn() -> bool) {
+pub(in crate::rdma) async fn until(cond: impl Fn() -> bool) {
     for _ in 0..1000 {
         if cond() {
             return;

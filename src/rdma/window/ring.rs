@@ -161,7 +161,7 @@ impl<T: Outcome> Ring<'_, T> {
             return Poll::Ready(());
         }
         let core = self.inner.ctx.core();
-        if core.wait_batch_inline(self.len, *kind == Kind::Recv, done) {
+        if core.wait_batch_inline(self.len, kind.posted_ahead(), done) {
             return Poll::Ready(());
         }
         group.poll_done(core, rec, cx)
